@@ -1,0 +1,1 @@
+"""Shared file access for every file-kind package: read-only mmap views and atomic replacement."""

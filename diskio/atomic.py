@@ -1,0 +1,68 @@
+"""Atomic file replacement that keeps what it replaces: temp file, fsync, backup, rename."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes, *, backup_dir: str | None = None, mode: int = 0o644) -> str | None:
+    """Replace ``path`` with ``data`` atomically; return where the old file was kept (if any).
+
+    The new bytes go to a temp file in the same directory, are fsynced, then renamed over the
+    target. An existing target is first copied (with its times) into ``backup_dir``.
+    """
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    kept = None
+    if backup_dir is not None and os.path.exists(path):
+        kept = backup_file(path, backup_dir)
+    tmp = os.path.join(d, f".{os.path.basename(path)}.bkdisk-tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(d)
+    return kept
+
+
+def backup_file(path: str, backup_dir: str) -> str:
+    """Copy ``path`` into ``backup_dir`` under a unique name that keeps its base name."""
+    os.makedirs(backup_dir, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    base = os.path.basename(path)
+    dest = os.path.join(backup_dir, f"{base}.{stamp}")
+    n = 1
+    while os.path.exists(dest):
+        dest = os.path.join(backup_dir, f"{base}.{stamp}.{n}")
+        n += 1
+    shutil.copy2(path, dest)
+    fsync_dir(backup_dir)
+    return dest
+
+
+def atomic_move(src: str, dest: str, *, backup_dir: str | None = None) -> str | None:
+    """Move ``src`` to ``dest`` (same filesystem), keeping a copy of ``src`` in ``backup_dir``."""
+    kept = backup_file(src, backup_dir) if backup_dir else None
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if os.path.exists(dest):
+        raise FileExistsError(dest)
+    os.link(src, dest)
+    fsync_dir(os.path.dirname(dest))
+    os.unlink(src)
+    fsync_dir(os.path.dirname(src))
+    return kept

@@ -1,0 +1,1 @@
+"""Entry log ``.log`` files: read (reference parser and jitted scanner) and write."""

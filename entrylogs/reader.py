@@ -1,0 +1,167 @@
+"""Reference entry-log reader: the framing walk, the ledgers map and resync after damage.
+
+The walk rules here are the contract the jitted scanner (entrylogs/scan.py) must meet record for
+record; specs/entrylog.md states them.
+"""
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+
+from diskio.mapped import read_bytes
+from formats import entrylog as fe
+from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_FLAGS_BASE
+from formats.errors import FormatError
+from formats.paths import parse_entry_log_name
+
+MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
+
+
+class Damage(enum.IntEnum):
+    """Why framing broke at an offset."""
+    ZERO_SIZE = 1        # a zero or negative size in the middle of data (zeroed region)
+    BAD_SIZE = 2         # a size too small for an entry header, or past the end of the data
+    BAD_HEADER = 3       # an entry header that cannot be an entry (negative entry id, bad V2 flags)
+    TRUNCATED = 4        # the file ends inside a size prefix
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    offset: int          # of the 4-byte size prefix; the entry's location position is offset + 4
+    size: int
+    format_version: int
+    scope_id: int
+    ledger_id: int
+    entry_id: int
+    last_add_confirmed: int
+    length: int
+
+
+@dataclass(frozen=True)
+class FramingProblem:
+    offset: int
+    reason: Damage
+    resumed_at: int      # where the next plausible entry was found (or the end of the data)
+
+
+@dataclass
+class EntryLogScan:
+    path: str
+    log_id: int | None
+    size: int
+    header: fe.EntryLogHeader | None = None
+    header_error: FormatError | None = None
+    ledgers_map: dict[tuple[int, int], int] | None = None
+    map_error: FormatError | None = None
+    data_end: int = 0     # where entry records end (the ledgers map offset, or the file end)
+    records: list[EntryRecord] = field(default_factory=list)
+    problems: list[FramingProblem] = field(default_factory=list)
+
+
+def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
+    """Judge the record whose size prefix is at ``pos``: (damage code or 0, the record if plausible)."""
+    if pos + 4 > end:
+        return Damage.TRUNCATED, None
+    size = int.from_bytes(b[pos:pos + 4], "big", signed=True)
+    if size <= 0:
+        return Damage.ZERO_SIZE, None
+    if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + 4 + size > end:
+        return Damage.BAD_SIZE, None
+    s = pos + 4
+    first = b[s]
+    if first >= 0x80:
+        if size < ENTRY_V2_HEADER_SIZE or (first & 0xF0) != V2_FLAGS_BASE or not 1 <= (first & 0x0F) <= 4:
+            return Damage.BAD_HEADER, None
+        ver, scope, s = 2, int.from_bytes(b[s + 1:s + 9], "big"), s + 9
+    else:
+        ver, scope = 1, 0
+    ledger = int.from_bytes(b[s:s + 8], "big")
+    entry = int.from_bytes(b[s + 8:s + 16], "big", signed=True)
+    lac = int.from_bytes(b[s + 16:s + 24], "big", signed=True)
+    length = int.from_bytes(b[s + 24:s + 32], "big", signed=True)
+    if entry < 0 or lac < -1 or lac >= entry or length < 0:
+        return Damage.BAD_HEADER, None
+    return 0, EntryRecord(pos, size, ver, scope, ledger, entry, lac, length)
+
+
+def plausible_at(b, pos: int, end: int) -> bool:
+    """A resync candidate: a valid header whose successor is the end of data or another valid header."""
+    code, rec = header_at(b, pos, end)
+    if code:
+        return False
+    nxt = pos + 4 + rec.size
+    if nxt == end:
+        return True
+    code2, _ = header_at(b, nxt, end)
+    return code2 == 0 or _zero_tail(b, nxt, end)
+
+
+def _zero_tail(b, pos: int, end: int) -> bool:
+    return bytes(b[pos:end]).count(0) == end - pos
+
+
+def resync(b, pos: int, end: int) -> int:
+    """The next offset after ``pos`` where a plausible entry starts, or ``end``."""
+    q = pos + 1
+    while q + 4 + ENTRY_V1_HEADER_SIZE <= end:
+        if plausible_at(b, q, end):
+            return q
+        q += 1
+    return end
+
+
+def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryLogScan:
+    """Walk an entry log: header, every framed entry up to the ledgers map, the map itself."""
+    p = os.fspath(path)
+    b = read_bytes(p) if data is None else data
+    scan = EntryLogScan(p, parse_entry_log_name(os.path.basename(p)), len(b))
+    if len(b) == 0:
+        scan.data_end = 0
+        return scan  # a preallocated log that was never written
+    try:
+        scan.header = fe.parse_header(b, path=p)
+    except FormatError as e:
+        scan.header_error = e
+    end = len(b)
+    h = scan.header
+    if h is not None and h.version >= 1 and h.ledgers_map_offset != 0:
+        if fe.HEADER_SIZE <= h.ledgers_map_offset <= len(b):
+            try:
+                scan.ledgers_map = fe.parse_ledgers_map(b, h.ledgers_map_offset, path=p)
+                end = h.ledgers_map_offset
+                if len(scan.ledgers_map) != h.ledgers_count:
+                    scan.map_error = FormatError(f"{h.ledgers_count} ledgers in the ledgers map (header count)",
+                                                 f"{len(scan.ledgers_map)}", path=p, offset=h.ledgers_map_offset)
+            except FormatError as e:
+                scan.map_error = e
+                scan.ledgers_map = None
+        else:
+            scan.map_error = FormatError(f"a ledgers map offset within the file (1024..{len(b)})",
+                                         str(h.ledgers_map_offset), path=p, offset=8)
+    scan.data_end = end
+    pos = fe.HEADER_SIZE
+    while pos < end:
+        code, rec = header_at(b, pos, end)
+        if code == 0:
+            scan.records.append(rec)
+            pos += 4 + rec.size
+            continue
+        if code == Damage.ZERO_SIZE and _zero_tail(b, pos, end):
+            # Zeros to the end of data: an unwritten tail, not damage, unless a map should follow.
+            if scan.ledgers_map is not None:
+                scan.problems.append(FramingProblem(pos, Damage.ZERO_SIZE, end))
+            break
+        nxt = resync(b, pos, end)
+        scan.problems.append(FramingProblem(pos, Damage(code), nxt))
+        pos = nxt
+    return scan
+
+
+def computed_ledgers_map(scan: EntryLogScan) -> dict[tuple[int, int], int]:
+    """The ledgers map the records imply: per (scope, ledger), the sum of (size + 4)."""
+    out: dict[tuple[int, int], int] = {}
+    for r in scan.records:
+        k = (r.scope_id, r.ledger_id)
+        out[k] = out.get(k, 0) + r.size + 4
+    return out

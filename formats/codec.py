@@ -1,0 +1,54 @@
+"""Running construct declarations with our error type: every failure becomes one FormatError."""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import construct as cs
+
+from formats.errors import FormatError
+
+
+def parse_struct(struct: cs.Construct, data: bytes | memoryview, *, what: str, path: str | None = None,
+                 offset: int = 0, **context: Any) -> Any:
+    """Parse ``data`` with ``struct``; a failure names ``what``, the file and the absolute offset."""
+    stream = io.BytesIO(bytes(data))
+    try:
+        return struct.parse_stream(stream, **context)
+    except cs.ConstructError as e:
+        raise FormatError(what, _describe(e), path=path, offset=offset + stream.tell()) from None
+
+
+def build_struct(struct: cs.Construct, value: Any, *, what: str, **context: Any) -> bytes:
+    """Build ``value`` with ``struct``; a value that does not fit raises FormatError."""
+    try:
+        return struct.build(value, **context)
+    except (cs.ConstructError, KeyError, TypeError, ValueError) as e:
+        raise FormatError(f"a buildable {what}", _describe(e)) from None
+
+
+def _describe(e: Exception) -> str:
+    msg = str(e).strip().splitlines()
+    text = " ".join(line.strip() for line in msg if line.strip())
+    return text[:200] or type(e).__name__
+
+
+def field_layout(struct: cs.Struct, **context: Any) -> list[tuple[str, int, int]]:
+    """(name, offset, size) of each named fixed-size field of a flat Struct, for the spec-table tests.
+
+    Fields whose size depends on data (a key of length L) are listed with size -1 and stop
+    the offset arithmetic, because a byte table states them relative to that length.
+    """
+    out: list[tuple[str, int, int]] = []
+    pos = 0
+    for sc in struct.subcons:
+        try:
+            size = sc.sizeof(**context)
+        except cs.SizeofError:
+            size = -1
+        if sc.name is not None:
+            out.append((sc.name, pos, size))
+        if size < 0:
+            break
+        pos += size
+    return out

@@ -1,0 +1,38 @@
+"""The one error type of the format layer: where in which file, what was expected, what was found."""
+from __future__ import annotations
+
+
+class BkdiskError(Exception):
+    """Base of every error bkdisk raises on purpose (each layer derives one type from it)."""
+
+
+class FormatError(BkdiskError):
+    """Bytes that do not follow a declared format.
+
+    Carries the file (or a label such as ``<bytes>``), the byte offset where the problem starts,
+    what the format expects there and what was found. ``str()`` is one line, fit for a CLI.
+    """
+
+    def __init__(self, expected: str, found: str, *, path: str | None = None, offset: int | None = None):
+        self.expected = expected
+        self.found = found
+        self.path = path
+        self.offset = offset
+        super().__init__(self.__str__())
+
+    def at(self, path: str | None = None, base_offset: int = 0) -> "FormatError":
+        """Return this error re-anchored in a file: ``path`` and ``offset`` shifted by ``base_offset``."""
+        off = None if self.offset is None else self.offset + base_offset
+        return FormatError(self.expected, self.found, path=path or self.path, offset=off)
+
+    def __str__(self) -> str:
+        where = self.path or "<bytes>"
+        off = "?" if self.offset is None else str(self.offset)
+        return f"{where}: offset {off}: expected {self.expected}, found {self.found}"
+
+    def __reduce__(self):
+        return (_rebuild_format_error, (self.expected, self.found, self.path, self.offset))
+
+
+def _rebuild_format_error(expected, found, path, offset):
+    return FormatError(expected, found, path=path, offset=offset)

@@ -1,0 +1,1 @@
+"""Journal ``.txn`` files: read (reference parser and jitted scanner) and write."""

@@ -1,0 +1,111 @@
+"""Reference journal reader: walks records with the construct declarations, one Python step each.
+
+This is the slow, obviously-correct path; the jitted scanner (journal/scan.py) must agree with it.
+"""
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+
+from diskio.mapped import read_bytes
+from formats import journal as fj
+from formats.errors import FormatError
+from formats.journal import JournalRecord, RecordKind
+
+
+class EndKind(enum.IntEnum):
+    CLEAN = 0        # a zero length, then only zeros (the preallocated tail)
+    EOF = 1          # the file ends exactly after a record
+    TORN = 2         # a length that runs past the end of the file, or an all-zero body
+    INVALID = 3      # a negative length that is not padding, or a malformed body
+    GARBAGE = 4      # a zero length followed by non-zero bytes
+
+
+@dataclass(frozen=True)
+class JournalEnd:
+    kind: EndKind
+    offset: int          # where reading stopped: the bad or terminating length prefix
+    detail: str = ""
+
+
+@dataclass
+class JournalScan:
+    path: str
+    journal_id: int | None
+    version: int
+    header_size: int
+    size: int
+    records: list[JournalRecord] = field(default_factory=list)  # padding included, kind PADDING
+    end: JournalEnd | None = None
+
+    @property
+    def data_records(self) -> list[JournalRecord]:
+        return [r for r in self.records if r.kind != RecordKind.PADDING]
+
+    @property
+    def valid_end(self) -> int:
+        """Offset just past the last complete record: where a torn tail would be cut."""
+        last = self.records[-1] if self.records else None
+        if last is None:
+            return self.header_size
+        return last.offset + 4 + (8 + last.length if last.kind == RecordKind.PADDING else last.length)
+
+
+def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalScan:
+    """Parse every record of a journal from its first record (or ``start``) to its end."""
+    p = os.fspath(path)
+    b = read_bytes(p) if data is None else data
+    from formats.paths import parse_journal_name
+    version = fj.parse_header(b, path=p)
+    hs = fj.header_size(version)
+    scan = JournalScan(p, parse_journal_name(os.path.basename(p)), version, hs, len(b))
+    pos = hs if start is None else start
+    n = len(b)
+    while True:
+        if pos + 4 > n:
+            scan.end = JournalEnd(EndKind.EOF, pos, "end of file")
+            break
+        length = int.from_bytes(b[pos:pos + 4], "big", signed=True)
+        if length == 0:
+            tail = b[pos:]
+            if tail.count(0) == len(tail):
+                scan.end = JournalEnd(EndKind.CLEAN, pos, "zero length, zero-filled tail")
+            else:
+                nz = pos + next(i for i, c in enumerate(tail) if c)
+                scan.end = JournalEnd(EndKind.GARBAGE, pos, f"zero length, but non-zero byte at offset {nz}")
+            break
+        if length == fj.PADDING_MARKER and version >= 5:
+            if pos + 8 > n:
+                scan.end = JournalEnd(EndKind.TORN, pos, "padding record cut short")
+                break
+            plen = int.from_bytes(b[pos + 4:pos + 8], "big", signed=True)
+            if plen < 0 or pos + 8 + plen > n:
+                scan.end = JournalEnd(EndKind.TORN if plen >= 0 else EndKind.INVALID, pos,
+                                      f"padding length {plen} with {n - pos - 8} bytes left")
+                break
+            scan.records.append(JournalRecord(pos, plen, RecordKind.PADDING, 0, 0, 0))
+            pos += 8 + plen
+            continue
+        if length < 0:
+            scan.end = JournalEnd(EndKind.INVALID, pos, f"negative record length {length}")
+            break
+        if pos + 4 + length > n:
+            scan.end = JournalEnd(EndKind.TORN, pos, f"record length {length} with {n - pos - 4} bytes left")
+            break
+        body = b[pos + 4:pos + 4 + length]
+        if body.count(0) == length:
+            scan.end = JournalEnd(EndKind.TORN, pos, f"record length {length} over an all-zero body")
+            break
+        try:
+            rec = fj.classify_body(body, offset=pos, path=p)
+        except FormatError as e:
+            scan.end = JournalEnd(EndKind.INVALID, pos, f"{e.expected}, found {e.found}")
+            break
+        min_v = fj.KIND_MIN_VERSION.get(rec.kind)
+        if min_v is not None and version < min_v:
+            scan.end = JournalEnd(EndKind.INVALID, pos, f"{rec.kind.name} record in a version {version} journal")
+            break
+        scan.records.append(rec)
+        pos += 4 + length
+    return scan
