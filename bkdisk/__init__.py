@@ -1,0 +1,1 @@
+"""The ``bkdisk`` command line: dumps, inventory, fsck and the demo, over the library packages."""

@@ -1,0 +1,1 @@
+"""A bookie as a whole: finding its dirs, describing it, and writing complete test disks."""

@@ -1,0 +1,63 @@
+"""Record arrays an entry-log scan produces, and the reference (pure-Python) way to produce them.
+
+The jitted scanner (entrylogs/scan.py) returns the same EntryLogArrays; tests compare the two.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from entrylogs.reader import read_entry_log
+from formats import entrylog as fe
+from formats.errors import FormatError
+
+ENTRY_DTYPE = np.dtype([
+    ("offset", "<i8"),      # of the size prefix; the location position is offset + 4
+    ("size", "<i4"),        # stored entry size (without the prefix)
+    ("format", "u1"),       # entry format 1 or 2
+    ("scope", "<u8"),
+    ("ledger", "<u8"),
+    ("entry", "<i8"),
+    ("lac", "<i8"),
+    ("length", "<i8"),
+])
+PROBLEM_DTYPE = np.dtype([("offset", "<i8"), ("reason", "u1"), ("resumed_at", "<i8")])
+
+
+@dataclass
+class EntryLogArrays:
+    path: str
+    log_id: int | None
+    size: int
+    header: fe.EntryLogHeader | None
+    header_error: FormatError | None
+    ledgers_map: dict[tuple[int, int], int] | None
+    map_error: FormatError | None
+    data_end: int
+    entries: np.ndarray      # ENTRY_DTYPE
+    problems: np.ndarray     # PROBLEM_DTYPE
+
+    def computed_ledgers_map(self) -> dict[tuple[int, int], int]:
+        """Per (scope, ledger): the sum of (size + 4) over its entries, as the ledgers map records it."""
+        e = self.entries
+        out: dict[tuple[int, int], int] = {}
+        if len(e) == 0:
+            return out
+        keys = np.stack([e["scope"], e["ledger"]], axis=1)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        sums = np.bincount(inv.ravel(), weights=(e["size"].astype(np.int64) + 4), minlength=len(uniq))
+        for (s, l), n in zip(uniq.tolist(), sums.tolist()):
+            out[(int(s), int(l))] = int(n)
+        return out
+
+
+def scan_entry_log_reference(path: str | os.PathLike, data: bytes | None = None) -> EntryLogArrays:
+    """EntryLogArrays built from the reference reader, one Python step per record."""
+    s = read_entry_log(path, data)
+    ents = np.array([(r.offset, r.size, r.format_version, r.scope_id, r.ledger_id, r.entry_id,
+                      r.last_add_confirmed, r.length) for r in s.records], dtype=ENTRY_DTYPE)
+    probs = np.array([(p.offset, int(p.reason), p.resumed_at) for p in s.problems], dtype=PROBLEM_DTYPE)
+    return EntryLogArrays(s.path, s.log_id, s.size, s.header, s.header_error, s.ledgers_map, s.map_error,
+                          s.data_end, ents, probs)

@@ -1,0 +1,47 @@
+"""Record arrays a journal scan produces, and the reference (pure-Python) way to produce them.
+
+The jitted scanner (journal/scan.py) returns the same JournalArrays; tests compare the two.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from journal.reader import EndKind, read_journal
+
+JOURNAL_DTYPE = np.dtype([
+    ("offset", "<i8"),      # of the 4-byte length prefix
+    ("kind", "u1"),         # formats.journal.RecordKind
+    ("scope", "<u8"),
+    ("ledger", "<u8"),
+    ("entry", "<i8"),
+    ("size", "<i4"),        # body length (padding: payload length)
+])
+
+
+@dataclass
+class JournalArrays:
+    path: str
+    journal_id: int | None
+    version: int
+    header_size: int
+    size: int
+    records: np.ndarray     # JOURNAL_DTYPE, padding records included
+    end_kind: EndKind
+    end_offset: int
+    end_detail: str
+
+    def body(self, data, i: int):
+        """The body bytes of record ``i`` out of the file's bytes ``data``."""
+        r = self.records[i]
+        return data[int(r["offset"]) + 4:int(r["offset"]) + 4 + int(r["size"])]
+
+
+def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalArrays:
+    s = read_journal(path, data, start)
+    recs = np.array([(r.offset, int(r.kind), r.scope_id, r.ledger_id, r.entry_id, r.length) for r in s.records],
+                    dtype=JOURNAL_DTYPE)
+    return JournalArrays(s.path, s.journal_id, s.version, s.header_size, s.size, recs, s.end.kind, s.end.offset,
+                         s.end.detail)
