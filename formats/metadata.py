@@ -1,0 +1,432 @@
+"""Ledger metadata as LedgerMetadataSerDe writes it (formats 1, 2 and 3): parse and byte-exact serialize."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import Message
+
+from formats.errors import FormatError
+from formats.proto import LedgerMetadataFormat, java_text_format, parse_text_format
+
+# specs/ledger-metadata.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/meta/
+# LedgerMetadataSerDe.java and bookkeeper-proto/src/main/proto/DataFormats.proto.
+
+HEADER_PREFIX = b"BookieMetadataFormatVersion\t"
+MAX_VERSION_DIGITS = 10
+FORMAT_VERSIONS = (1, 2, 3)
+CURRENT_FORMAT_VERSION = 3
+
+STATES = ("OPEN", "IN_RECOVERY", "CLOSED")
+DIGEST_TYPES = ("CRC32", "HMAC", "CRC32C", "DUMMY")
+
+V1_CLOSED_TAG = "CLOSED"
+V1_IN_RECOVERY_ENTRY_ID = -102
+INVALID_ENTRY_ID = -1
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]{0,19})")
+
+Ensemble = tuple[int, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class LedgerMetadata:
+    """One ledger's metadata, holding exactly what its serialized form holds.
+
+    Values are the stored ones, not BookKeeper's interpretation: ``length`` and ``last_entry_id``
+    are kept even when the ledger is not CLOSED (BookKeeper then reads them as 0 and -1, see
+    ``effective_length``/``effective_last_entry_id``). Presence of optional protobuf fields is kept
+    so that ``serialize_metadata`` reproduces the input: ``None`` means absent for ``digest_type``,
+    ``password``, ``ctime`` and ``ctoken``; ``has_last_entry_id``/``has_ack_quorum`` for the two
+    optional integers (when absent, ``last_entry_id`` is 0, the protobuf default, and
+    ``ack_quorum`` equals ``write_quorum``, as BookKeeper reads it).
+
+    Format 1 carries no ack quorum, digest type, password, ctime, custom metadata or cToken; a
+    format 1 object has ``has_ack_quorum=False``, ``ack_quorum == write_quorum``, ``None``/``()``
+    for the rest, ``has_last_entry_id`` true only when CLOSED and ``last_entry_id`` -1 otherwise.
+    """
+
+    format_version: int
+    write_quorum: int
+    ensemble_size: int
+    ack_quorum: int
+    length: int
+    last_entry_id: int
+    state: str
+    ensembles: tuple[Ensemble, ...]
+    digest_type: str | None = None
+    password: bytes | None = None
+    ctime: int | None = None
+    custom_metadata: tuple[tuple[str, bytes], ...] = ()
+    ctoken: int | None = None
+    has_last_entry_id: bool = True
+    has_ack_quorum: bool = True
+
+    @property
+    def is_closed(self) -> bool:
+        return self.state == "CLOSED"
+
+    @property
+    def effective_last_entry_id(self) -> int:
+        """The last entry id BookKeeper reads: the stored one when CLOSED, else -1."""
+        return self.last_entry_id if self.is_closed else INVALID_ENTRY_ID
+
+    @property
+    def effective_length(self) -> int:
+        """The length BookKeeper reads: the stored one when CLOSED, else 0."""
+        return self.length if self.is_closed else 0
+
+    def ensemble_at(self, entry_id: int) -> tuple[str, ...]:
+        """The ensemble in force for ``entry_id``: greatest first entry id <= ``entry_id``."""
+        best: Ensemble | None = None
+        for first, members in self.ensembles:
+            if first <= entry_id and (best is None or first >= best[0]):
+                best = (first, members)
+        if best is None:
+            raise KeyError(entry_id)
+        return best[1]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (bytes as hex) for machine consumers."""
+        return {
+            "format_version": self.format_version,
+            "ensemble_size": self.ensemble_size,
+            "write_quorum": self.write_quorum,
+            "ack_quorum": self.ack_quorum,
+            "has_ack_quorum": self.has_ack_quorum,
+            "state": self.state,
+            "length": self.length,
+            "last_entry_id": self.last_entry_id,
+            "has_last_entry_id": self.has_last_entry_id,
+            "effective_length": self.effective_length,
+            "effective_last_entry_id": self.effective_last_entry_id,
+            "ensembles": [{"first_entry_id": first, "bookies": list(members)}
+                          for first, members in self.ensembles],
+            "digest_type": self.digest_type,
+            "password_hex": None if self.password is None else self.password.hex(),
+            "ctime": self.ctime,
+            "custom_metadata": [{"key": k, "value_hex": v.hex()} for k, v in self.custom_metadata],
+            "ctoken": self.ctoken,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
+    """Parse LedgerMetadataSerDe bytes (header line + format 1, 2 or 3 body).
+
+    Raises FormatError (and nothing else) on any deviation. The header, the format 1 text and
+    the format 3 length prefix must be in the exact form BookKeeper writes; format 2/3 message
+    bodies are decoded by protobuf.
+    """
+    data = bytes(data)
+    version, body_offset = _parse_header(data, path)
+    body = data[body_offset:]
+    if version == 1:
+        return _parse_v1(body, path, body_offset)
+    if version == 2:
+        msg = parse_text_format(body, LedgerMetadataFormat(), what="LedgerMetadataFormat TextFormat",
+                                path=path, offset=body_offset)
+        return _from_message(msg, 2, path, body_offset)
+    return _parse_v3(body, path, body_offset)
+
+
+def _parse_header(data: bytes, path: str | None) -> tuple[int, int]:
+    for i, want in enumerate(HEADER_PREFIX):
+        if i >= len(data):
+            raise FormatError("header 'BookieMetadataFormatVersion\\t'", "end of data", path=path, offset=i)
+        if data[i] != want:
+            raise FormatError("header 'BookieMetadataFormatVersion\\t'", f"byte 0x{data[i]:02x}",
+                              path=path, offset=i)
+    start = len(HEADER_PREFIX)
+    end = data.find(b"\n", start, start + MAX_VERSION_DIGITS + 1)
+    if end < 0:
+        raise FormatError(f"a format version of at most {MAX_VERSION_DIGITS} digits ended by LF",
+                          repr(data[start:start + MAX_VERSION_DIGITS + 1]), path=path, offset=start)
+    text = data[start:end]
+    if text not in (b"1", b"2", b"3"):
+        raise FormatError("format version 1, 2 or 3", repr(text), path=path, offset=start)
+    return int(text), end + 1
+
+
+def _parse_v1(body: bytes, path: str | None, base: int) -> LedgerMetadata:
+    what = "format 1 ledger metadata"
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"UTF-8 {what}", f"byte 0x{body[exc.start]:02x} that is not UTF-8",
+                          path=path, offset=base + exc.start) from None
+    if "\r" in text:
+        pos = len(text[: text.index("\r")].encode("utf-8"))
+        raise FormatError(f"{what} lines ended by LF only", "CR", path=path, offset=base + pos)
+    pieces = text.split("\n")
+    # pieces[-1] is what follows the last LF: "" (OPEN) or the closing line without LF.
+    offsets = []
+    pos = base
+    for piece in pieces:
+        offsets.append(pos)
+        pos += len(piece.encode("utf-8")) + 1
+    if len(pieces) < 4:
+        raise FormatError(f"{what}: write quorum, ensemble size and length lines",
+                          "end of data", path=path, offset=base + len(body))
+    write_quorum = _v1_int(pieces[0], INT32, "write quorum", path, offsets[0])
+    ensemble_size = _v1_int(pieces[1], INT32, "ensemble size", path, offsets[1])
+    length = _v1_int(pieces[2], INT64, "length", path, offsets[2])
+    ensembles: list[Ensemble] = []
+    for piece, off in zip(pieces[3:-1], offsets[3:-1]):
+        parts = piece.split("\t")
+        if len(parts) >= 2 and parts[1] == V1_CLOSED_TAG:
+            raise FormatError(f"the '<id>\\tCLOSED' line last and without LF ({what})",
+                              "more data after it", path=path, offset=off)
+        if len(parts) < 2 or any(p == "" for p in parts[1:]):
+            raise FormatError(f"ensemble line '<firstEntryId>\\t<bookie>...' ({what})",
+                              repr(piece[:80]), path=path, offset=off)
+        first = _v1_int(parts[0], INT64, "first entry id", path, off)
+        ensembles.append((first, tuple(parts[1:])))
+    last = pieces[-1]
+    if last == "":
+        state, last_entry_id, has_last = "OPEN", INVALID_ENTRY_ID, False
+    else:
+        parts = last.split("\t")
+        if len(parts) != 2 or parts[1] != V1_CLOSED_TAG:
+            raise FormatError(f"'<lastEntryId>\\tCLOSED' or end of data after the last LF ({what})",
+                              repr(last[:80]), path=path, offset=offsets[-1])
+        closed_id = _v1_int(parts[0], INT64, "last entry id", path, offsets[-1])
+        if closed_id == V1_IN_RECOVERY_ENTRY_ID:
+            state, last_entry_id, has_last = "IN_RECOVERY", INVALID_ENTRY_ID, False
+        else:
+            state, last_entry_id, has_last = "CLOSED", closed_id, True
+    return LedgerMetadata(
+        format_version=1, write_quorum=write_quorum, ensemble_size=ensemble_size,
+        ack_quorum=write_quorum, length=length, last_entry_id=last_entry_id, state=state,
+        ensembles=tuple(ensembles), has_last_entry_id=has_last, has_ack_quorum=False)
+
+
+def _v1_int(text: str, bounds: tuple[int, int], what: str, path: str | None, offset: int) -> int:
+    if _DECIMAL.fullmatch(text) is None or text == "-0":
+        raise FormatError(f"decimal {what} (format 1 ledger metadata)", repr(text[:40]),
+                          path=path, offset=offset)
+    value = int(text)
+    if not bounds[0] <= value <= bounds[1]:
+        raise FormatError(f"{what} in [{bounds[0]}, {bounds[1]}]", text, path=path, offset=offset)
+    return value
+
+
+def _parse_v3(body: bytes, path: str | None, base: int) -> LedgerMetadata:
+    size = 0
+    for i in range(5):
+        if i >= len(body):
+            raise FormatError("varint32 message length", "end of data", path=path, offset=base + i)
+        b = body[i]
+        size |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            n = i + 1
+            break
+    else:
+        raise FormatError("varint32 message length of at most 5 bytes", "a 6th byte", path=path,
+                          offset=base + 5)
+    if size > INT32[1]:
+        raise FormatError("message length below 2^31", str(size), path=path, offset=base)
+    if n > 1 and body[n - 1] == 0:
+        raise FormatError("minimally encoded varint32 message length", body[:n].hex(), path=path,
+                          offset=base)
+    if len(body) - n != size:
+        found = "end of data" if len(body) - n < size else f"{len(body) - n - size} bytes after it"
+        raise FormatError(f"a {size}-byte LedgerMetadataFormat message ending the data", found,
+                          path=path, offset=base + n + min(size, len(body) - n))
+    msg = LedgerMetadataFormat()
+    try:
+        msg.ParseFromString(body[n:])
+    except Exception as exc:  # DecodeError, or any parser failure on hostile bytes
+        raise FormatError("binary LedgerMetadataFormat", f"{type(exc).__name__}: {exc}"[:200],
+                          path=path, offset=base + n) from None
+    missing = msg.FindInitializationErrors()
+    if missing:
+        raise FormatError("LedgerMetadataFormat with its required fields", "missing " + ", ".join(missing),
+                          path=path, offset=base + n)
+    return _from_message(msg, 3, path, base + n)
+
+
+def _text(value: object, what: str, path: str | None, offset: int) -> str:
+    # upb hands back bytes for a proto2 string field that is not valid UTF-8.
+    if not isinstance(value, str):
+        raise FormatError(f"UTF-8 {what}", repr(value)[:80], path=path, offset=offset)
+    return value
+
+
+def _from_message(msg: Message, version: int, path: str | None, offset: int) -> LedgerMetadata:
+    m: Any = msg
+    ensembles = tuple(
+        (int(seg.firstEntryId),
+         tuple(_text(x, "ensemble member", path, offset) for x in seg.ensembleMember))
+        for seg in m.segment)
+    custom = tuple((_text(e.key, "custom metadata key", path, offset), bytes(e.value))
+                   for e in m.customMetadata)
+    has_ack = m.HasField("ackQuorumSize")
+    return LedgerMetadata(
+        format_version=version,
+        write_quorum=int(m.quorumSize),
+        ensemble_size=int(m.ensembleSize),
+        ack_quorum=int(m.ackQuorumSize) if has_ack else int(m.quorumSize),
+        length=int(m.length),
+        last_entry_id=int(m.lastEntryId),
+        state=LedgerMetadataFormat.State.Name(m.state),
+        ensembles=ensembles,
+        digest_type=LedgerMetadataFormat.DigestType.Name(m.digestType) if m.HasField("digestType") else None,
+        password=bytes(m.password) if m.HasField("password") else None,
+        ctime=int(m.ctime) if m.HasField("ctime") else None,
+        custom_metadata=custom,
+        ctoken=int(m.cToken) if m.HasField("cToken") else None,
+        has_last_entry_id=m.HasField("lastEntryId"),
+        has_ack_quorum=has_ack,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# serialization
+
+
+def serialize_metadata(md: LedgerMetadata) -> bytes:
+    """The exact bytes LedgerMetadataSerDe writes for ``md`` in ``md.format_version``.
+
+    Raises FormatError when ``md`` holds something its format cannot carry (for example a
+    digest type in format 1) or a value out of its field's range.
+    """
+    _check_common(md)
+    header = HEADER_PREFIX + str(md.format_version).encode("ascii") + b"\n"
+    if md.format_version == 1:
+        return header + _serialize_v1(md)
+    msg = _to_message(md)
+    if md.format_version == 2:
+        return header + java_text_format(msg).encode("utf-8")
+    body = msg.SerializeToString()
+    return header + _varint(len(body)) + body
+
+
+def _unfit(what: str, found: object) -> FormatError:
+    return FormatError(f"serializable ledger metadata: {what}", str(found)[:200])
+
+
+def _check_int(value: object, bounds: tuple[int, int], name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not bounds[0] <= value <= bounds[1]:
+        raise _unfit(f"{name} an integer in [{bounds[0]}, {bounds[1]}]", repr(value))
+
+
+def _check_text(value: object, name: str) -> None:
+    if not isinstance(value, str):
+        raise _unfit(f"{name} a str", repr(value))
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _unfit(f"{name} encodable as UTF-8", repr(value)) from None
+
+
+def _check_common(md: LedgerMetadata) -> None:
+    if md.format_version not in FORMAT_VERSIONS:
+        raise _unfit("format_version 1, 2 or 3", md.format_version)
+    if md.state not in STATES:
+        raise _unfit(f"state one of {STATES}", md.state)
+    for value, bounds, name in ((md.write_quorum, INT32, "write_quorum"),
+                                (md.ensemble_size, INT32, "ensemble_size"),
+                                (md.ack_quorum, INT32, "ack_quorum"),
+                                (md.length, INT64, "length"),
+                                (md.last_entry_id, INT64, "last_entry_id")):
+        _check_int(value, bounds, name)
+    for ens in md.ensembles:
+        if not (isinstance(ens, tuple) and len(ens) == 2 and isinstance(ens[1], tuple)):
+            raise _unfit("ensembles (first_entry_id, (bookie, ...)) pairs", repr(ens))
+        _check_int(ens[0], INT64, "first_entry_id")
+        for member in ens[1]:
+            _check_text(member, "ensemble member")
+    if not md.has_ack_quorum and md.ack_quorum != md.write_quorum:
+        raise _unfit("ack_quorum equal to write_quorum when has_ack_quorum is false", md.ack_quorum)
+
+
+def _serialize_v1(md: LedgerMetadata) -> bytes:
+    carried = [name for name, value in (("digest_type", md.digest_type), ("password", md.password),
+                                        ("ctime", md.ctime), ("ctoken", md.ctoken))
+               if value is not None]
+    if md.custom_metadata:
+        carried.append("custom_metadata")
+    if md.has_ack_quorum:
+        carried.append("ack_quorum")
+    if carried:
+        raise _unfit("format 1 carries no " + ", ".join(carried), "values for them")
+    if md.is_closed:
+        if not md.has_last_entry_id or md.last_entry_id == V1_IN_RECOVERY_ENTRY_ID:
+            raise _unfit("a CLOSED format 1 ledger has a last entry id other than -102",
+                         md.last_entry_id)
+    elif md.has_last_entry_id or md.last_entry_id != INVALID_ENTRY_ID:
+        raise _unfit("format 1 stores no last entry id unless CLOSED", md.last_entry_id)
+    lines = [str(md.write_quorum), str(md.ensemble_size), str(md.length)]
+    for first, members in md.ensembles:
+        if not members:
+            raise _unfit("format 1 ensembles have at least one bookie", first)
+        for member in members:
+            if member == "" or any(c in member for c in "\t\n\r"):
+                raise _unfit("format 1 bookie ids non-empty, without TAB, CR or LF", repr(member))
+        if members[0] == V1_CLOSED_TAG:
+            raise _unfit("format 1 first bookie of an ensemble not named CLOSED", members)
+        lines.append("\t".join([str(first), *members]))
+    text = "".join(line + "\n" for line in lines)
+    if md.state == "IN_RECOVERY":
+        text += f"{V1_IN_RECOVERY_ENTRY_ID}\t{V1_CLOSED_TAG}"
+    elif md.state == "CLOSED":
+        text += f"{md.last_entry_id}\t{V1_CLOSED_TAG}"
+    return text.encode("utf-8")
+
+
+def _to_message(md: LedgerMetadata) -> Message:
+    if not md.has_last_entry_id and md.last_entry_id != 0:
+        raise _unfit("last_entry_id 0 (the protobuf default) when has_last_entry_id is false",
+                     md.last_entry_id)
+    m: Any = LedgerMetadataFormat()
+    m.quorumSize = md.write_quorum
+    m.ensembleSize = md.ensemble_size
+    m.length = md.length
+    if md.has_last_entry_id:
+        m.lastEntryId = md.last_entry_id
+    m.state = LedgerMetadataFormat.State.Value(md.state)
+    for first, members in md.ensembles:
+        seg = m.segment.add()
+        seg.ensembleMember.extend(members)
+        seg.firstEntryId = first
+    if md.digest_type is not None:
+        if md.digest_type not in DIGEST_TYPES:
+            raise _unfit(f"digest_type one of {DIGEST_TYPES} or None", md.digest_type)
+        m.digestType = LedgerMetadataFormat.DigestType.Value(md.digest_type)
+    if md.password is not None:
+        if not isinstance(md.password, bytes):
+            raise _unfit("password bytes or None", repr(md.password))
+        m.password = md.password
+    if md.has_ack_quorum:
+        m.ackQuorumSize = md.ack_quorum
+    if md.ctime is not None:
+        _check_int(md.ctime, INT64, "ctime")
+        m.ctime = md.ctime
+    for key, value in md.custom_metadata:
+        _check_text(key, "custom metadata key")
+        if not isinstance(value, bytes):
+            raise _unfit("custom metadata values bytes", repr(value))
+        entry = m.customMetadata.add()
+        entry.key = key
+        entry.value = value
+    if md.ctoken is not None:
+        _check_int(md.ctoken, INT64, "ctoken")
+        m.cToken = md.ctoken
+    return m
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

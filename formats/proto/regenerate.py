@@ -1,0 +1,25 @@
+"""Re-run protoc to rebuild bookkeeper_formats_pb2.py from bookkeeper_formats.proto (optional arg: output dir)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+PROTO_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PROTO_DIR.parents[1]
+PROTO_NAME = "bookkeeper_formats.proto"
+
+
+def regenerate(out_dir: Path | None = None) -> Path:
+    """Run ``python -m grpc_tools.protoc`` and return the path of the generated ``_pb2.py``."""
+    out = Path(out_dir) if out_dir is not None else PROTO_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    rel_proto_dir = PROTO_DIR.relative_to(REPO_ROOT)
+    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", str(rel_proto_dir),
+           f"--python_out={out}", str(rel_proto_dir / PROTO_NAME)]
+    subprocess.run(cmd, cwd=REPO_ROOT, check=True)
+    return out / "bookkeeper_formats_pb2.py"
+
+
+if __name__ == "__main__":
+    print(regenerate(Path(sys.argv[1]) if len(sys.argv) > 1 else None))

@@ -1,0 +1,218 @@
+"""What the passes share: the bookie's dirs, the options, and each file scanned once."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+
+from bookie.layout import BookieDirs
+from diskio.mapped import DiskError, read_bytes
+from entrylogs.arrays import EntryLogArrays
+from entrylogs.arrays import scan_entry_log_reference as scan_entry_log
+from formats.errors import FormatError
+from formats.ids import LedgerId
+from formats.journal import RecordKind
+from formats.lastmark import LastMark, parse_last_mark
+from formats.metadata import LedgerMetadata
+from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
+from indexfiles.arrays import IndexInventory
+from indexfiles.arrays import walk_index_dirs_reference as walk_index_dirs
+from journal.arrays import JournalArrays
+from journal.arrays import scan_journal_reference as scan_journal
+
+Progress = Callable[[str, int, int], None]   # (what, done, total)
+
+
+@dataclass
+class CheckOptions:
+    metadata_dir: str | None = None
+    metadata: dict[LedgerId, LedgerMetadata] | None = None   # from a metadata service (audit)
+    conf_given: bool = False
+    verify_digests: bool = True
+    jobs: int = 1
+    progress: Progress | None = None
+    max_findings_per_code: int = 100000
+
+
+@dataclass
+class LogFile:
+    dir_index: int
+    log_id: int
+    path: str
+
+
+@dataclass
+class JournalFile:
+    dir_index: int
+    journal_id: int
+    path: str
+
+
+@dataclass
+class CheckContext:
+    dirs: BookieDirs
+    options: CheckOptions = field(default_factory=CheckOptions)
+    unreadable: dict[str, str] = field(default_factory=dict)   # path -> reason, reported once in pass 1
+
+    # --- files -------------------------------------------------------------------------------
+    def _listing(self, d: str) -> list[str]:
+        try:
+            return sorted(os.listdir(os.path.join(d, CURRENT_DIR)))
+        except OSError:
+            return []
+
+    @cached_property
+    def log_files(self) -> list[LogFile]:
+        out = []
+        for di, d in enumerate(self.dirs.ledger_dirs):
+            for n in self._listing(d):
+                lid = parse_entry_log_name(n)
+                if lid is not None:
+                    out.append(LogFile(di, lid, os.path.join(d, CURRENT_DIR, n)))
+        return out
+
+    @cached_property
+    def journal_files(self) -> list[JournalFile]:
+        out = []
+        for di, d in enumerate(self.dirs.journal_dirs):
+            ids = sorted((parse_journal_name(n), n) for n in self._listing(d) if parse_journal_name(n) is not None)
+            out += [JournalFile(di, i, os.path.join(d, CURRENT_DIR, n)) for i, n in ids]
+        return out
+
+    @property
+    def per_dir_log_ids(self) -> bool:
+        """DbLedgerStorage numbers entry logs per ledger dir; index-file storage numbers them globally."""
+        return self.dirs.storage_kind == "rocksdb"
+
+    # --- scans (each file once) -----------------------------------------------------------------
+    @cached_property
+    def log_scans(self) -> dict[str, EntryLogArrays | Exception]:
+        out: dict[str, EntryLogArrays | Exception] = {}
+        files = self.log_files
+        for i, lf in enumerate(files):
+            self._progress("entry logs", i, len(files))
+            try:
+                out[lf.path] = scan_entry_log(lf.path)
+            except (DiskError, FormatError) as e:
+                out[lf.path] = e
+        self._progress("entry logs", len(files), len(files))
+        return out
+
+    @cached_property
+    def journal_scans(self) -> dict[str, JournalArrays | Exception]:
+        out: dict[str, JournalArrays | Exception] = {}
+        for jf in self.journal_files:
+            try:
+                out[jf.path] = scan_journal(jf.path)
+            except (DiskError, FormatError) as e:
+                out[jf.path] = e
+        return out
+
+    @cached_property
+    def index_inventory(self) -> IndexInventory:
+        return walk_index_dirs(self.dirs.effective_index_dirs)
+
+    @cached_property
+    def last_marks(self) -> dict[str, LastMark | Exception]:
+        """Every lastMark file in the ledger dirs (``lastMark`` or ``lastMark.<i>``)."""
+        out: dict[str, LastMark | Exception] = {}
+        for d in self.dirs.ledger_dirs:
+            for n in self._listing(d):
+                if n == "lastMark" or (n.startswith("lastMark.") and n[9:].isdigit()):
+                    p = os.path.join(d, CURRENT_DIR, n)
+                    try:
+                        out[p] = parse_last_mark(read_bytes(p), path=p)
+                    except (DiskError, FormatError) as e:
+                        out[p] = e
+        return out
+
+    def effective_last_mark(self, journal_dir_index: int) -> LastMark | None:
+        """The largest mark over the ledger dirs for one journal dir, as BookKeeper's readLog keeps."""
+        want = "lastMark" if len(self.dirs.journal_dirs) <= 1 else f"lastMark.{journal_dir_index}"
+        marks = [m for p, m in self.last_marks.items() if os.path.basename(p) == want and isinstance(m, LastMark)]
+        return max(marks) if marks else None
+
+    # --- facts from the journals -----------------------------------------------------------------
+    @cached_property
+    def journal_facts(self) -> "JournalFacts":
+        return JournalFacts.collect(self)
+
+    @cached_property
+    def metadata(self) -> dict[LedgerId, LedgerMetadata] | None:
+        if self.options.metadata is not None:
+            return self.options.metadata
+        if self.options.metadata_dir is None:
+            return None
+        from fsck.metadata_source import load_metadata_dir
+        md, errors = load_metadata_dir(self.options.metadata_dir)
+        self.metadata_errors = errors
+        return md
+
+    metadata_errors: list[FormatError] = field(default_factory=list)
+
+    def _progress(self, what: str, done: int, total: int) -> None:
+        if self.options.progress is not None:
+            self.options.progress(what, done, total)
+
+
+@dataclass
+class JournalFacts:
+    """Per ledger, what the journals say: master key, fenced (before lastMark or not), explicit LAC."""
+
+    master_keys: dict[LedgerId, bytes] = field(default_factory=dict)
+    fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
+    explicit_lac: dict[LedgerId, bytes] = field(default_factory=dict)
+    entries: set[tuple[LedgerId, int]] = field(default_factory=set)
+    pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
+
+    @classmethod
+    def collect(cls, ctx: CheckContext) -> "JournalFacts":
+        f = cls()
+        for jf in ctx.journal_files:
+            scan = ctx.journal_scans.get(jf.path)
+            if not isinstance(scan, JournalArrays):
+                continue
+            mark = ctx.effective_last_mark(jf.dir_index)
+            recs = scan.records
+            kinds = recs["kind"]
+            after = _after_mark(jf.journal_id, recs["offset"], mark)
+            interesting = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.FENCE)
+                                         | (kinds == RecordKind.EXPLICIT_LAC))
+            data = None
+            for i in interesting.tolist():
+                r = recs[i]
+                lid = LedgerId(int(r["scope"]), int(r["ledger"]))
+                k = int(r["kind"])
+                if k == RecordKind.FENCE:
+                    f.fenced[lid] = f.fenced.get(lid, False) or not bool(after[i])
+                    continue
+                if data is None:
+                    data = read_bytes(jf.path)
+                from formats.journal import classify_body
+                rec = classify_body(scan.body(data, i), offset=int(r["offset"]), path=jf.path)
+                if k == RecordKind.LEDGER_KEY:
+                    f.master_keys[lid] = rec.master_key
+                else:
+                    f.explicit_lac[lid] = rec.lac_body
+            dmask = kinds == RecordKind.DATA
+            for i in np.flatnonzero(dmask).tolist():
+                r = recs[i]
+                key = (LedgerId(int(r["scope"]), int(r["ledger"])), int(r["entry"]))
+                f.entries.add(key)
+                if after[i]:
+                    f.pending.append((jf.path, int(r["offset"]), key[0], key[1]))
+        return f
+
+
+def _after_mark(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> np.ndarray:
+    """Which records a restart would replay: every record at or after (mark journal, mark offset)."""
+    if mark is None:
+        return np.ones(len(offsets), dtype=bool)
+    if journal_id < mark.log_id:
+        return np.zeros(len(offsets), dtype=bool)
+    if journal_id > mark.log_id:
+        return np.ones(len(offsets), dtype=bool)
+    return offsets >= mark.offset

@@ -1,0 +1,59 @@
+"""A finding: one fault (or fact) fsck reports, as data with a stable code."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from formats.ids import LedgerId
+from fsck.problems import PROBLEMS, Severity
+
+SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+@dataclass
+class Finding:
+    code: str
+    path: str | None = None
+    offset: int | None = None
+    scope: int | None = None
+    ledger: int | None = None
+    entry: int | None = None
+    detail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)   # machine-readable facts (repairs use them)
+
+    @property
+    def problem(self):
+        return PROBLEMS[self.code]
+
+    @property
+    def severity(self) -> Severity:
+        return self.problem.severity
+
+    @property
+    def pass_no(self) -> int:
+        return self.problem.pass_no
+
+    @property
+    def ledger_name(self) -> str:
+        if self.ledger is None:
+            return "?"
+        return str(LedgerId(self.scope or 0, self.ledger))
+
+    @property
+    def message(self) -> str:
+        return self.problem.text.format(path=self.path, detail=self.detail, ledger_name=self.ledger_name,
+                                        entry=self.entry, offset=self.offset)
+
+    def line(self) -> str:
+        where = self.path or ""
+        if self.offset is not None:
+            where += f" @{self.offset}"
+        return f"{self.severity.value.upper():7} {self.code} {where}: {self.message}".replace(" :", ":")
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"code": self.code, "severity": self.severity.value, "pass": self.pass_no, "path": self.path,
+             "offset": self.offset, "scope": self.scope, "ledger": self.ledger, "entry": self.entry,
+             "message": self.message}
+        if self.ledger is not None:
+            d["ledger_qualified_name"] = LedgerId(self.scope or 0, self.ledger).qualified_name
+        return d

@@ -1,0 +1,50 @@
+"""Ledger metadata for fsck: a folder of files serialized as BookKeeper does, one per ledger."""
+from __future__ import annotations
+
+import os
+
+from diskio.mapped import DiskError, read_bytes
+from formats.errors import FormatError
+from formats.ids import LedgerId
+from formats.metadata import LedgerMetadata, parse_metadata
+
+# Preference when a ledger has several files: the binary format first, as BookKeeper writes today.
+_SUFFIXES = (".bin", ".txt", ".v1.txt")
+
+
+def ledger_of_file(name: str) -> tuple[LedgerId, int] | None:
+    """(ledger, preference rank) a metadata file name stands for, or None."""
+    for rank, suf in reversed(list(enumerate(_SUFFIXES))):
+        if name.endswith(suf):
+            stem = name[: -len(suf)]
+            if not stem or len(stem) > 32 or any(c not in "0123456789abcdef" for c in stem):
+                return None
+            if len(stem) == 32:
+                return LedgerId.from_qualified_name(stem), rank
+            return LedgerId(0, int(stem, 16)), rank
+    return None
+
+
+def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list[FormatError | DiskError]]:
+    """Parse every metadata file in ``folder``; unreadable files come back as errors, not exceptions."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as e:
+        raise DiskError(folder, f"cannot list metadata folder ({e.strerror})") from None
+    best: dict[LedgerId, tuple[int, str]] = {}
+    for n in names:
+        got = ledger_of_file(n)
+        if got is None:
+            continue
+        lid, rank = got
+        if lid not in best or rank < best[lid][0]:
+            best[lid] = (rank, n)
+    out: dict[LedgerId, LedgerMetadata] = {}
+    errors: list[FormatError | DiskError] = []
+    for lid, (_rank, n) in sorted(best.items()):
+        p = os.path.join(folder, n)
+        try:
+            out[lid] = parse_metadata(read_bytes(p), path=p)
+        except (FormatError, DiskError) as e:
+            errors.append(e)
+    return out, errors

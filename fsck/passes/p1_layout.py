@@ -1,0 +1,99 @@
+"""Pass 1: layout and cookies: current/ folders, cookies present, valid and consistent, BookieId."""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from diskio.mapped import DiskError, read_bytes
+from formats.bookieid import is_strict_bp41, validate_bookie_id
+from formats.cookie import Cookie, parse_cookie
+from formats.errors import FormatError
+from formats.paths import CURRENT_DIR
+from fsck.context import CheckContext
+from fsck.findings import Finding
+
+
+def _same_dir(recorded: str, found: str) -> bool:
+    """A cookie records dirs as configured; compare them the way they were found (absolute, normalized)."""
+    if os.path.isabs(recorded):
+        return os.path.normpath(recorded) == os.path.normpath(found)
+    return False
+
+
+def run(ctx: CheckContext) -> Iterator[Finding]:
+    dirs = ctx.dirs
+    cookies: dict[str, Cookie] = {}
+    for d in dirs.all_dirs:
+        cur = os.path.join(d, CURRENT_DIR)
+        if not os.path.isdir(cur):
+            yield Finding("LAYOUT_NO_CURRENT", path=d)
+            continue
+        vp = os.path.join(cur, "VERSION")
+        if not os.path.exists(vp):
+            yield Finding("COOKIE_MISSING", path=vp)
+            continue
+        try:
+            c = parse_cookie(read_bytes(vp), path=vp)
+        except DiskError as e:
+            yield Finding("FILE_UNREADABLE", path=vp, detail=e.what)
+            continue
+        except FormatError as e:
+            yield Finding("COOKIE_UNREADABLE", path=vp, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+            continue
+        cookies[d] = c
+        try:
+            validate_bookie_id(c.bookie_id)
+            if not is_strict_bp41(c.bookie_id):
+                yield Finding("BOOKIE_ID_NONSTANDARD", path=vp, detail=repr(c.bookie_id))
+        except FormatError as e:
+            yield Finding("BOOKIE_ID_INVALID", path=vp, detail=f"{e.expected}, found {e.found}")
+    yield from _consistency(ctx, cookies)
+    yield from _unreadable(ctx)
+    if dirs.storage_kind == "rocksdb":
+        yield Finding("STORAGE_CHECKS_NOT_RUN", path=dirs.effective_index_dirs[0],
+                      detail="DbLedgerStorage (RocksDB index): passes 2, 3 and 5 (index hierarchy, index files, "
+                             "index-to-entry-log cross-check) were not run; reading RocksDB is out of scope. "
+                             "Journals, entry logs, digests, cookies and metadata were checked.")
+
+
+def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Finding]:
+    if not cookies:
+        return
+    items = list(cookies.items())
+    ref_dir, ref = items[0]
+    for d, c in items[1:]:
+        diffs = []
+        for field, label in (("bookie_id", "bookie id"), ("instance_id", "instance id"),
+                             ("journal_dirs", "journal dirs"), ("ledger_dirs", "ledger dirs"),
+                             ("index_dirs", "index dirs")):
+            a, b = getattr(ref, field), getattr(c, field)
+            if a != b:
+                diffs.append(f"{label} ({a!r} in {ref_dir}, {b!r} in {d})")
+        for diff in diffs:
+            yield Finding("COOKIE_MISMATCH", path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
+    # Where the cookie says the dirs are, against where we found them.
+    dirs = ctx.dirs
+    recorded_j, recorded_l = list(ref.journal_dirs), list(ref.ledger_dirs)
+    found_j, found_l = dirs.journal_dirs, dirs.ledger_dirs
+    vp = os.path.join(ref_dir, CURRENT_DIR, "VERSION")
+    if len(recorded_j) != len(found_j) or len(recorded_l) != len(found_l):
+        yield Finding("COOKIE_MISMATCH", path=vp,
+                      detail=f"the number of dirs: cookie has {len(recorded_j)} journal and {len(recorded_l)} "
+                             f"ledger dirs, found {len(found_j)} and {len(found_l)}")
+        return
+    moved = [(r, f) for r, f in zip(recorded_j + recorded_l, found_j + found_l) if not _same_dir(r, f)]
+    if moved:
+        text = "; ".join(f"{r!r} for {f}" for r, f in moved[:4]) + (" ..." if len(moved) > 4 else "")
+        code = "COOKIE_DIR_CONF_MISMATCH" if ctx.options.conf_given else "COOKIE_DIR_ELSEWHERE"
+        yield Finding(code, path=vp, detail=text)
+
+
+def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
+    """Every file below the dirs that cannot be opened for reading, named once here."""
+    for d in ctx.dirs.all_dirs:
+        for dirpath, _dirs, files in os.walk(os.path.join(d, CURRENT_DIR)):
+            for n in files:
+                p = os.path.join(dirpath, n)
+                if not os.access(p, os.R_OK):
+                    ctx.unreadable[p] = "permission denied"
+                    yield Finding("FILE_UNREADABLE", path=p, detail="permission denied")

@@ -1,0 +1,36 @@
+"""Pass 2: index hierarchy: every .idx at the path its ledger id dictates, named right, indexed once."""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Iterator
+
+from formats.ids import LedgerId
+from formats.paths import index_relpath
+from fsck.context import CheckContext
+from fsck.findings import Finding
+
+
+def run(ctx: CheckContext) -> Iterator[Finding]:
+    inv = ctx.index_inventory
+    seen: dict[LedgerId, list[int]] = defaultdict(list)
+    for i, rel in enumerate(inv.relpaths):
+        row = inv.files[i]
+        path = inv.paths[i]
+        if not row["named"]:
+            yield Finding("INDEX_BAD_NAME", path=path)
+            continue
+        lid = LedgerId(int(row["scope"]), int(row["ledger"]))
+        seen[lid].append(i)
+        want = index_relpath(lid)
+        if rel != want:
+            dest = os.path.join(inv.dirs[int(row["dir"])], "current", want)
+            code = "INDEX_SCOPED_IN_2LEVEL" if lid.scope != 0 and rel.count(os.sep) == 2 else "INDEX_MISPLACED"
+            yield Finding(code, path=path, scope=lid.scope, ledger=lid.ledger, detail=dest,
+                          extra={"move_to": dest})
+    for lid, rows in seen.items():
+        for i in rows[1:]:
+            yield Finding("INDEX_DUPLICATE", path=inv.paths[rows[0]], scope=lid.scope, ledger=lid.ledger,
+                          detail=inv.paths[i], extra={"other": inv.paths[i]})
+    for path, why in inv.strays:
+        yield Finding("STRAY_FILE", path=path, detail=why)

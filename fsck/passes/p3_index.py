@@ -1,0 +1,77 @@
+"""Pass 3: index files: header, master key and fenced state against the journal, explicit LAC,
+locations inside existing entry logs."""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+from diskio.mapped import DiskError
+from formats.ids import LedgerId
+from formats.index import LAC_BODY_MIN
+from fsck.context import CheckContext
+from fsck.findings import Finding
+
+
+def run(ctx: CheckContext) -> Iterator[Finding]:
+    inv = ctx.index_inventory
+    facts = ctx.journal_facts
+    log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
+    for i, path in enumerate(inv.paths):
+        row = inv.files[i]
+        lid = LedgerId(int(row["scope"]), int(row["ledger"]))
+        err = inv.errors[i]
+        if err is not None:
+            if isinstance(err, DiskError):
+                if path not in ctx.unreadable:
+                    yield Finding("FILE_UNREADABLE", path=path, detail=err.what)
+                continue
+            yield Finding("INDEX_HEADER_BAD", path=path, offset=err.offset, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{err.expected}, found {err.found}")
+            continue
+        h = inv.headers[i]
+        if row["trailing"]:
+            yield Finding("INDEX_TRUNCATED", path=path, offset=int(row["size"]) - int(row["trailing"]),
+                          scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{int(row['trailing'])} stray bytes at the end (file size {int(row['size'])})")
+        key = facts.master_keys.get(lid)
+        if key is not None and key != h.master_key:
+            yield Finding("INDEX_MASTER_KEY_MISMATCH", path=path, offset=12, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"journal {key.hex()}, index {h.master_key.hex()}")
+        if facts.fenced.get(lid) and not h.fenced:
+            yield Finding("INDEX_NOT_FENCED", path=path, offset=12 + len(h.master_key), scope=lid.scope,
+                          ledger=lid.ledger)
+        body = h.explicit_lac_body
+        if body is not None:
+            if len(body) < LAC_BODY_MIN:
+                yield Finding("INDEX_EXPLICIT_LAC_BAD", path=path, scope=lid.scope, ledger=lid.ledger,
+                              detail=f"at least {LAC_BODY_MIN} bytes, found {len(body)}")
+            elif int.from_bytes(body[:8], "big") != lid.ledger:
+                yield Finding("INDEX_EXPLICIT_LAC_BAD", path=path, scope=lid.scope, ledger=lid.ledger,
+                              detail=f"ledger id {lid.ledger} in the body, found {int.from_bytes(body[:8], 'big')}")
+    if ctx.per_dir_log_ids:
+        return
+    locs = inv.locations
+    if len(locs) == 0:
+        return
+    ids = np.array(sorted(log_sizes), dtype=np.uint64)
+    sizes = np.array([log_sizes[k] for k in sorted(log_sizes)], dtype=np.int64)
+    where = np.searchsorted(ids, locs["log"].astype(np.uint64))
+    where_c = np.minimum(where, max(len(ids) - 1, 0))
+    exists = (len(ids) > 0) & (ids[where_c] == locs["log"]) if len(ids) else np.zeros(len(locs), bool)
+    for k in np.flatnonzero(~exists).tolist():
+        yield _loc_finding(inv, locs[k], "INDEX_LOCATION_MISSING_LOG", f"{int(locs[k]['log']):x}.log")
+    in_range = exists & (locs["pos"].astype(np.int64) + 28 <= np.where(exists, sizes[where_c], 0))
+    for k in np.flatnonzero(exists & ~in_range).tolist():
+        lf = int(locs[k]["log"])
+        yield _loc_finding(inv, locs[k], "INDEX_LOCATION_OUT_OF_RANGE",
+                           f"{lf:x}.log (position {int(locs[k]['pos'])}, log size {log_sizes[lf]})")
+
+
+def _loc_finding(inv, loc, code: str, detail: str) -> Finding:
+    f = int(loc["file"])
+    row = inv.files[f]
+    entry = int(loc["entry"])
+    return Finding(code, path=inv.paths[f], offset=1024 + 8 * entry, scope=int(row["scope"]),
+                   ledger=int(row["ledger"]), entry=entry, detail=detail)

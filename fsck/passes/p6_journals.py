@@ -1,0 +1,158 @@
+"""Pass 6: journals: headers, framing, torn tails, lastMark inside an existing journal, and the
+records after lastMark that a restart would replay (and whether ledger storage holds them)."""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+from diskio.mapped import DiskError, map_file
+from formats.errors import FormatError
+from formats.ids import LedgerId
+from formats.journal import RecordKind
+from formats.lastmark import LastMark
+from formats.paths import journal_name
+from fsck.context import CheckContext
+from fsck.findings import Finding
+from journal.arrays import JournalArrays
+from journal.reader import EndKind
+
+
+def run(ctx: CheckContext) -> Iterator[Finding]:
+    newest: dict[int, int] = {}
+    for jf in ctx.journal_files:
+        newest[jf.dir_index] = max(newest.get(jf.dir_index, -1), jf.journal_id)
+    for jf in ctx.journal_files:
+        scan = ctx.journal_scans.get(jf.path)
+        if isinstance(scan, DiskError):
+            if jf.path not in ctx.unreadable:
+                yield Finding("FILE_UNREADABLE", path=jf.path, detail=scan.what)
+            continue
+        if isinstance(scan, FormatError):
+            yield Finding("JOURNAL_HEADER_BAD", path=jf.path, offset=scan.offset,
+                          detail=f"{scan.expected}, found {scan.found}")
+            continue
+        yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index])
+    yield from _check_last_marks(ctx)
+    yield from _replay(ctx)
+
+
+def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool) -> Iterator[Finding]:
+    p = scan.path
+    if scan.version == 1:
+        yield Finding("JOURNAL_HEADER_BAD", path=p, offset=0,
+                      detail="no 'BKLG' magic: not a journal written by any writable BookKeeper version "
+                             "(BookKeeper would read it as a version-1 journal)")
+        return
+    kind, off = EndKind(scan.end_kind), scan.end_offset
+    if kind == EndKind.GARBAGE:
+        yield Finding("JOURNAL_TAIL_GARBAGE", path=p, offset=off, detail=scan.end_detail)
+    elif kind == EndKind.TORN:
+        if is_newest and not _data_after(p, off):
+            yield Finding("JOURNAL_TORN_TAIL", path=p, offset=off, detail=scan.end_detail,
+                          extra={"cut_at": off})
+        else:
+            yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
+    elif kind == EndKind.INVALID:
+        yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
+
+
+def _data_after(path: str, off: int) -> bool:
+    """Whether a plausible record starts anywhere after ``off`` (then the tail is not merely torn)."""
+    from journal.reader import read_journal
+    with map_file(path) as arr:
+        nz = np.flatnonzero(arr[off + 4:])
+        if len(nz) == 0:
+            return False
+        data = arr.tobytes()
+    q = off + 1
+    end = len(data)
+    while q + 20 <= end:
+        n = int.from_bytes(data[q:q + 4], "big", signed=True)
+        if 16 <= n <= end - q - 4:
+            eid = int.from_bytes(data[q + 12:q + 20], "big", signed=True)
+            if eid >= 0 or eid in (-0x1000, -0x2000, -0x8000):
+                try:
+                    s = read_journal(path, data, start=q)
+                    if len(s.records) >= 2:
+                        return True
+                except FormatError:
+                    pass
+        q += 1
+    return False
+
+
+def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
+    by_name: dict[str, dict[str, LastMark]] = {}
+    for p, m in ctx.last_marks.items():
+        if isinstance(m, DiskError):
+            if p not in ctx.unreadable:
+                yield Finding("FILE_UNREADABLE", path=p, detail=m.what)
+            continue
+        if isinstance(m, FormatError):
+            yield Finding("LASTMARK_BAD", path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
+            continue
+        by_name.setdefault(os.path.basename(p), {})[p] = m
+    if ctx.journal_files and not by_name:
+        for d in ctx.dirs.ledger_dirs:
+            yield Finding("LASTMARK_MISSING", path=os.path.join(d, "current"))
+    for name, marks in by_name.items():
+        if len(set(marks.values())) > 1:
+            yield Finding("LASTMARK_DISAGREE", path=next(iter(marks)),
+                          detail="; ".join(f"{p}: journal {m.log_id:x}.txn offset {m.offset}"
+                                           for p, m in sorted(marks.items())))
+        ji = 0 if name == "lastMark" else int(name.split(".")[1])
+        mark = max(marks.values())
+        path = max(marks, key=lambda p: marks[p])
+        if mark.log_id == 0 and mark.offset == 0:
+            continue  # never rolled: replay everything
+        jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
+        jf = jfs.get(mark.log_id)
+        if jf is None:
+            yield Finding("LASTMARK_MISSING_JOURNAL", path=path, offset=0,
+                          detail=f"{journal_name(mark.log_id)} in journal dir {ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji}")
+            continue
+        scan = ctx.journal_scans.get(jf.path)
+        if isinstance(scan, JournalArrays):
+            limit = scan.end_offset if EndKind(scan.end_kind) in (EndKind.CLEAN, EndKind.EOF, EndKind.GARBAGE) \
+                else _valid_end(scan)
+            if mark.offset > limit:
+                yield Finding("LASTMARK_PAST_END", path=path, offset=8,
+                              detail=f"offset {mark.offset} in {jf.path}, whose records end at {limit}")
+
+
+def _valid_end(scan: JournalArrays) -> int:
+    if len(scan.records) == 0:
+        return scan.header_size
+    r = scan.records[-1]
+    extra = 8 if int(r["kind"]) == RecordKind.PADDING else 4
+    return int(r["offset"]) + extra + int(r["size"])
+
+
+def _replay(ctx: CheckContext) -> Iterator[Finding]:
+    facts = ctx.journal_facts
+    pend = facts.pending
+    if not pend:
+        return
+    inv = ctx.index_inventory if ctx.dirs.storage_kind == "index-files" else None
+    held = None
+    if inv is not None:
+        files = inv.files
+        locs = inv.locations
+        held = set(zip(files["scope"][locs["file"]].tolist(), files["ledger"][locs["file"]].tolist(),
+                       locs["entry"].tolist()))
+    else:
+        held = set()
+        from entrylogs.arrays import EntryLogArrays
+        for s in ctx.log_scans.values():
+            if isinstance(s, EntryLogArrays):
+                held |= set(zip(s.entries["scope"].tolist(), s.entries["ledger"].tolist(), s.entries["entry"].tolist()))
+    missing = [(p, o, lid, e) for p, o, lid, e in pend if (lid.scope, lid.ledger, e) not in held]
+    files = sorted({os.path.basename(p) for p, *_ in pend})
+    yield Finding("REPLAY_PENDING", path=pend[0][0], offset=pend[0][1],
+                  detail=f"{len(pend)} entries after lastMark in {', '.join(files)} would be replayed on restart; "
+                         f"{len(pend) - len(missing)} of them are already in ledger storage")
+    for p, o, lid, e in missing[:1000]:
+        yield Finding("REPLAY_NOT_IN_STORAGE", path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
+                      detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")

@@ -1,0 +1,117 @@
+"""Pass 7: ledger metadata: orphan ledgers on disk, entries this bookie should hold but does not."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from entrylogs.arrays import EntryLogArrays
+from formats.ids import LedgerId
+from fsck.context import CheckContext
+from fsck.findings import Finding
+
+
+def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
+    """Entry ids this bookie's ledger storage holds, per ledger (index for .idx storage, else entry logs)."""
+    out: dict[LedgerId, list[np.ndarray]] = {}
+    if ctx.dirs.storage_kind == "index-files":
+        inv = ctx.index_inventory
+        f = inv.files
+        for i in range(len(f)):
+            if f["named"][i]:
+                out.setdefault(LedgerId(int(f["scope"][i]), int(f["ledger"][i])), [])
+        locs = inv.locations
+        if len(locs):
+            fi = locs["file"]
+            for i in np.unique(fi).tolist():
+                lid = LedgerId(int(f["scope"][i]), int(f["ledger"][i]))
+                out.setdefault(lid, []).append(locs["entry"][fi == i])
+    else:
+        for s in ctx.log_scans.values():
+            if not isinstance(s, EntryLogArrays) or len(s.entries) == 0:
+                continue
+            e = s.entries
+            keys = np.stack([e["scope"], e["ledger"]], axis=1)
+            for sc, lg in np.unique(keys, axis=0).tolist():
+                m = (e["scope"] == sc) & (e["ledger"] == lg)
+                out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
+    return {k: (np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)) for k, v in out.items()}
+
+
+def bookie_id(ctx: CheckContext) -> str | None:
+    import os
+    from diskio.mapped import read_bytes
+    from formats.cookie import parse_cookie
+    for d in ctx.dirs.all_dirs:
+        p = os.path.join(d, "current", "VERSION")
+        try:
+            return parse_cookie(read_bytes(p), path=p).bookie_id
+        except Exception:  # noqa: BLE001 - pass 1 reports bad cookies; here we only need an id
+            continue
+    return None
+
+
+def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
+    """Entry ids 0..last_entry that the ensembles place on bookie ``me`` (round-robin write sets)."""
+    out = []
+    segs = list(md.ensembles)
+    for k, (first, members) in enumerate(segs):
+        end = segs[k + 1][0] - 1 if k + 1 < len(segs) else last_entry
+        if end < first or me not in members:
+            continue
+        E, Qw = len(members), md.write_quorum
+        b = members.index(me)
+        e = np.arange(first, end + 1, dtype=np.int64)
+        out.append(e[((b - e) % E) < Qw])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def run(ctx: CheckContext) -> Iterator[Finding]:
+    md = ctx.metadata
+    if md is None:
+        yield Finding("METADATA_SKIPPED", detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
+        return
+    for e in ctx.metadata_errors:
+        yield Finding("METADATA_UNREADABLE", path=getattr(e, "path", None), offset=getattr(e, "offset", None),
+                      detail=str(e))
+    held = held_entries(ctx)
+    me = bookie_id(ctx)
+    for lid in sorted(set(held) - set(md)):
+        yield Finding("ORPHAN_LEDGER", scope=lid.scope, ledger=lid.ledger,
+                      detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+    if me is None:
+        return
+    for lid, m in sorted(md.items()):
+        if m.state == "CLOSED":
+            last = m.last_entry_id
+        else:
+            # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
+            h = held.get(lid)
+            last = int(h[-1]) if h is not None and len(h) else -1
+        want = expected_entries(m, me, last)
+        have = held.get(lid, np.zeros(0, np.int64))
+        missing = np.setdiff1d(want, have)
+        if len(missing) == 0:
+            continue
+        if len(missing) > 20:
+            yield Finding("ENTRIES_MISSING", scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{len(missing)} entries ({_ranges(missing)})",
+                          extra={"entries": missing.tolist()})
+        else:
+            for e in missing.tolist():
+                yield Finding("ENTRY_MISSING", scope=lid.scope, ledger=lid.ledger, entry=e)
+
+
+def _ranges(a: np.ndarray) -> str:
+    parts, start, prev = [], None, None
+    for x in a.tolist():
+        if start is None:
+            start = prev = x
+        elif x == prev + 1:
+            prev = x
+        else:
+            parts.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = x
+    parts.append(f"{start}-{prev}" if start != prev else str(start))
+    text = ", ".join(parts[:10])
+    return text + (" ..." if len(parts) > 10 else "")

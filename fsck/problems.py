@@ -1,0 +1,98 @@
+"""Every fsck finding code, its severity, its pass and its one-line text, in one table.
+
+specs/fsck.md documents these codes; a test checks that the page and this table agree.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Problem:
+    code: str
+    severity: Severity
+    pass_no: int
+    text: str          # a format string over the finding's fields; says what was expected and found
+    repairable: bool = False
+
+
+PASS_NAMES = {
+    1: "layout and cookies",
+    2: "index hierarchy",
+    3: "index files",
+    4: "entry logs",
+    5: "index to entry-log cross-check",
+    6: "journals",
+    7: "ledger metadata",
+}
+
+E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+_TABLE = [
+    # pass 1: layout and cookies
+    Problem("LAYOUT_NO_CURRENT", E, 1, "expected a 'current' folder in {path}, found none"),
+    Problem("COOKIE_MISSING", E, 1, "expected a cookie at {path}, found none"),
+    Problem("COOKIE_UNREADABLE", E, 1, "expected a valid cookie: {detail}"),
+    Problem("COOKIE_MISMATCH", E, 1, "expected every dir's cookie to agree on {detail}"),
+    Problem("BOOKIE_ID_INVALID", E, 1, "expected a valid BookieId (BP-41): {detail}"),
+    Problem("BOOKIE_ID_NONSTANDARD", W, 1, "bookie id {detail} is valid for BookKeeper but outside BP-41's letters, digits, ':', '-', '.'"),
+    Problem("COOKIE_DIR_ELSEWHERE", W, 1, "cookie records {detail}; the dirs were found elsewhere (moved or copied disk)"),
+    Problem("COOKIE_DIR_CONF_MISMATCH", E, 1, "expected the cookie's dirs to match the configuration: {detail}"),
+    Problem("FILE_UNREADABLE", E, 1, "expected a readable file: {detail}"),
+    Problem("STORAGE_CHECKS_NOT_RUN", W, 1, "{detail}"),
+    # pass 2: index hierarchy
+    Problem("INDEX_MISPLACED", E, 2, "expected ledger {ledger_name}'s index at {detail}, found it at {path}", True),
+    Problem("INDEX_SCOPED_IN_2LEVEL", E, 2, "expected scoped ledger {ledger_name}'s index in the 4-level hierarchy at {detail}, found it at {path}", True),
+    Problem("INDEX_DUPLICATE", E, 2, "expected one index for ledger {ledger_name}, found another at {detail}"),
+    Problem("INDEX_BAD_NAME", W, 2, "expected an index file named '<hex ledger id>.idx' or '<32 hex digits>.idx', found {path}"),
+    Problem("STRAY_FILE", W, 2, "expected only index files in the hashed folders, found {path} ({detail})"),
+    # pass 3: index files
+    Problem("INDEX_HEADER_BAD", E, 3, "expected an index header: {detail}", True),
+    Problem("INDEX_TRUNCATED", E, 3, "expected whole 8-byte location slots, found {detail}", True),
+    Problem("INDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
+    Problem("INDEX_NOT_FENCED", E, 3, "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced", True),
+    Problem("INDEX_EXPLICIT_LAC_BAD", E, 3, "expected an explicit-LAC body for ledger {ledger_name}: {detail}"),
+    Problem("INDEX_LOCATION_MISSING_LOG", E, 3, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log", True),
+    Problem("INDEX_LOCATION_OUT_OF_RANGE", E, 3, "expected a location inside entry log {detail} for ledger {ledger_name} entry {entry}", True),
+    # pass 4: entry logs
+    Problem("LOG_HEADER_BAD", E, 4, "expected an entry log header: {detail}"),
+    Problem("LOG_FRAMING_BROKEN", E, 4, "expected a framed entry at this offset, found {detail}"),
+    Problem("LOG_TRUNCATED", E, 4, "expected the entry to end within the file, found {detail}"),
+    Problem("LEDGERS_MAP_BAD", E, 4, "expected a readable ledgers map: {detail}"),
+    Problem("LEDGERS_MAP_MISMATCH", E, 4, "expected the ledgers map to match the entries: {detail}"),
+    Problem("DIGEST_MISMATCH", E, 4, "expected a valid {detail} digest for ledger {ledger_name} entry {entry}, found a mismatch"),
+    Problem("DIGEST_NOT_VERIFIED", I, 4, "digests of ledger {ledger_name} not verified: {detail}"),
+    Problem("DIGEST_SNIFFED", I, 4, "digest type of ledger {ledger_name} not known from metadata; the entries verify as {detail}"),
+    # pass 5: cross-check
+    Problem("INDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}", True),
+    Problem("ENTRY_NOT_INDEXED", E, 5, "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry log ({detail})", True),
+    Problem("LEDGER_NOT_INDEXED", E, 5, "expected an index for ledger {ledger_name}, which has {detail} in the entry logs and records in the journal", True),
+    Problem("GARBAGE_ENTRIES", I, 5, "{detail} (collectable by garbage collection)"),
+    # pass 6: journals
+    Problem("JOURNAL_HEADER_BAD", E, 6, "expected a journal header 'BKLG' + version: {detail}"),
+    Problem("JOURNAL_RECORD_CORRUPT", E, 6, "expected a valid journal record: {detail}"),
+    Problem("JOURNAL_TORN_TAIL", E, 6, "expected the journal to end cleanly, found a torn tail: {detail}", True),
+    Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
+    Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark: {detail}"),
+    Problem("LASTMARK_MISSING_JOURNAL", E, 6, "expected journal {detail} named by lastMark, found none (the bookie will not start)"),
+    Problem("LASTMARK_PAST_END", E, 6, "expected lastMark inside its journal: {detail}"),
+    Problem("LASTMARK_DISAGREE", W, 6, "expected the same lastMark in every ledger dir: {detail}"),
+    Problem("LASTMARK_MISSING", W, 6, "expected a lastMark file in {path}; a restart replays every journal"),
+    Problem("REPLAY_PENDING", I, 6, "{detail}"),
+    Problem("REPLAY_NOT_IN_STORAGE", W, 6, "{detail}"),
+    # pass 7: metadata
+    Problem("METADATA_SKIPPED", I, 7, "{detail}"),
+    Problem("METADATA_UNREADABLE", E, 7, "expected readable ledger metadata: {detail}"),
+    Problem("ORPHAN_LEDGER", W, 7, "ledger {ledger_name} is on disk but has no metadata ({detail})"),
+    Problem("ENTRY_MISSING", E, 7, "expected ledger {ledger_name} entry {entry} on this bookie (per its ensemble), found none{detail}"),
+    Problem("ENTRIES_MISSING", E, 7, "expected {detail} of ledger {ledger_name} on this bookie (per its ensembles), found none"),
+]
+PROBLEMS: dict[str, Problem] = {p.code: p for p in _TABLE}
+assert len(PROBLEMS) == len(_TABLE), "duplicate fsck problem code"
