@@ -84,8 +84,10 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
     ldirs = [os.path.join(root, d) for d in spec.ledger_dirs]
     for d in jdirs + ldirs:
         os.makedirs(os.path.join(d, CURRENT_DIR), exist_ok=True)
-    cookie = serialize_cookie(Cookie(spec.cookie_layout_version, spec.bookie_id, tuple(spec.journal_dirs),
-                                     tuple(spec.ledger_dirs), spec.instance_id, None))
+    # A bookie records its dirs as configured; a configuration names them absolutely.
+    cookie = serialize_cookie(Cookie(spec.cookie_layout_version, spec.bookie_id,
+                                     tuple(os.path.abspath(d) for d in jdirs),
+                                     tuple(os.path.abspath(d) for d in ldirs), spec.instance_id, None))
     for d in jdirs + ldirs:
         with open(os.path.join(d, CURRENT_DIR, "VERSION"), "wb") as f:
             f.write(cookie)
@@ -175,3 +177,30 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
 
     return WrittenBookie(root, spec, [f for j in journals for f in j.files], log_files, index_files, locations,
                          stored, marks[0] if marks else (0, 0), total)
+
+
+def write_metadata_dir(spec: BookieSpec, folder: str, *, others: tuple[str, ...] = ("10.0.0.2:3181", "10.0.0.3:3181"),
+                       ctime: int = 1700000000000) -> dict[LedgerId, str]:
+    """Ledger metadata (format 3, ``<hex id>.bin``; scoped ledgers by qualified name) for every ledger
+    of ``spec``: ensemble = this bookie + ``others``, write quorum = ensemble size, so this bookie
+    holds every entry. CLOSED, or IN_RECOVERY for fenced ledgers, as a recovering client leaves it."""
+    from formats.metadata import LedgerMetadata, serialize_metadata
+    os.makedirs(folder, exist_ok=True)
+    members = (spec.bookie_id, *others)
+    out = {}
+    for l in spec.ledgers:
+        n = len(l.payloads)
+        closed = not l.fenced
+        md = LedgerMetadata(format_version=3, write_quorum=len(members), ensemble_size=len(members),
+                            ack_quorum=max(1, len(members) - 1),
+                            length=sum(len(p) for p in l.payloads) if closed else 0,
+                            last_entry_id=(l.first_entry + n - 1) if closed else -1,
+                            state="CLOSED" if closed else "IN_RECOVERY",
+                            ensembles=((0, members),), digest_type=l.digest_type.name, password=l.password,
+                            ctime=ctime + l.ledger_id % 1000, custom_metadata=(("application", b"bkdisk"),))
+        name = (f"{l.ledger_id:x}" if l.scope_id == 0 else l.lid.qualified_name) + ".bin"
+        path = os.path.join(folder, name)
+        with open(path, "wb") as f:
+            f.write(serialize_metadata(md))
+        out[l.lid] = path
+    return out

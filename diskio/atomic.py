@@ -50,7 +50,11 @@ def backup_file(path: str, backup_dir: str) -> str:
     while os.path.exists(dest):
         dest = os.path.join(backup_dir, f"{base}.{stamp}.{n}")
         n += 1
-    shutil.copy2(path, dest)
+    try:
+        # A hard link keeps the old inode alive when the original name is replaced: no copy needed.
+        os.link(path, dest)
+    except OSError:
+        shutil.copy2(path, dest)
     fsync_dir(backup_dir)
     return dest
 

@@ -43,7 +43,7 @@ def legacy_address(bookie_id: str) -> HostPort | None:
     A legacy id is ``host:port`` with a decimal port; like BookKeeper, IPv6 literals are not parsed.
     """
     parts = bookie_id.split(":")
-    if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+    if len(parts) != 2 or not parts[0] or not parts[1].isascii() or not parts[1].isdigit():
         return None
     port = int(parts[1])
     if port > 65535:

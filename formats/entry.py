@@ -144,6 +144,9 @@ def package_entry(*, ledger_id: int, entry_id: int, last_add_confirmed: int, len
         raise FormatError("scope id 0 for an entry-format-V1 entry", f"scope id {scope_id}")
     if version not in (1, 2):
         raise FormatError("entry format version 1 or 2", str(version))
+    if version == 1 and ledger_id >= 1 << 63:
+        # Its first byte would have the top bit set and read back as V2 (specs/bp35-errata.md).
+        raise FormatError("a V1 ledger id below 2^63", str(ledger_id))
     e = Entry(version, scope_id, ledger_id, entry_id, last_add_confirmed, length, b"", payload,
               digest_type if version == 2 else None)
     digest = compute_digest(digest_type, e.header_bytes(), payload, password)

@@ -23,12 +23,13 @@ INDEX_HEADER_FIELDS = cs.Struct(
     "version" / cs.Int32sb,
     cs.Check(lambda ctx: ctx.version in (HEADER_V0, HEADER_V1)),
     "master_key_length" / cs.Int32sb,
-    cs.Check(lambda ctx: 0 <= ctx.master_key_length <= HEADER_SIZE - 20),
+    # The fields around the key must still fit the 1024-byte block: 16 more bytes for V0, 20 for V1.
+    cs.Check(lambda ctx: 0 <= ctx.master_key_length <= HEADER_SIZE - (16 if ctx.version == HEADER_V0 else 20)),
     "master_key" / cs.Bytes(cs.this.master_key_length),
     "state_bits" / cs.Int32ub,
     "explicit_lac_length" / cs.If(cs.this.version >= HEADER_V1, cs.Int32sb),
     cs.Check(lambda ctx: ctx.version == HEADER_V0 or ctx.explicit_lac_length == 0
-             or LAC_BODY_MIN <= ctx.explicit_lac_length <= HEADER_SIZE - 24 - ctx.master_key_length),
+             or LAC_BODY_MIN <= ctx.explicit_lac_length <= HEADER_SIZE - 20 - ctx.master_key_length),
     "explicit_lac" / cs.If(cs.this.version >= HEADER_V1, cs.Bytes(cs.this.explicit_lac_length)),
 )
 INDEX_HEADER = cs.Padded(HEADER_SIZE, INDEX_HEADER_FIELDS)

@@ -145,8 +145,11 @@ def classify_body(body: bytes | memoryview, *, offset: int, path: str | None = N
         pre = parse_struct(SCOPED_PREFIX, b[:SCOPED_PREFIX_SIZE], what="a 9-byte scoped record prefix",
                            path=path, offset=offset + 4)
         scope, scoped, base = pre.scope_id, True, b[SCOPED_PREFIX_SIZE:]
-        if pre.flags != SCOPED_META_FLAGS and (pre.flags & 0xF0) != V2_FLAGS_BASE:
-            raise FormatError("a scoped record flags byte 0xA0..0xA4", f"0x{pre.flags:02x}", path=path,
+        is_meta = len(base) >= 16 and int.from_bytes(base[8:16], "big", signed=True) < 0
+        if is_meta and pre.flags != SCOPED_META_FLAGS:
+            raise FormatError("flags 0xA0 on a scoped meta record", f"0x{pre.flags:02x}", path=path, offset=offset + 4)
+        if not is_meta and not V2_FLAGS_BASE + 1 <= pre.flags <= V2_FLAGS_BASE + 4:
+            raise FormatError("flags 0xA1..0xA4 on a V2 data entry", f"0x{pre.flags:02x}", path=path,
                               offset=offset + 4)
     if len(base) < 16:
         raise FormatError("a record body of at least 16 bytes (ledger id, entry id)", f"{len(b)} bytes",

@@ -37,9 +37,16 @@ def parse_index_name(name: str) -> LedgerId | None:
     if _QNAME.fullmatch(stem):
         lid = LedgerId.from_qualified_name(stem)
         return lid if lid.scope != 0 else None  # a scope-0 ledger never uses the 32-digit name
-    if _HEX.fullmatch(stem):
-        return LedgerId(0, int(stem, 16))
-    return None
+    v = _canonical_hex(stem)
+    return None if v is None else LedgerId(0, v)
+
+
+def _canonical_hex(stem: str) -> int | None:
+    """Long.toHexString's form only: lowercase, no leading zeros (RocksDB's 000009.log is not ours)."""
+    if not _HEX.fullmatch(stem):
+        return None
+    v = int(stem, 16)
+    return v if f"{v:x}" == stem else None
 
 
 def journal_name(journal_id: int) -> str:
@@ -54,8 +61,7 @@ def parse_hex_name(name: str, suffix: str) -> int | None:
     """The hex id of ``<hex><suffix>`` (BookKeeper takes the text before the first '.')."""
     if not name.endswith(suffix):
         return None
-    stem = name[: -len(suffix)]
-    return int(stem, 16) if _HEX.fullmatch(stem) else None
+    return _canonical_hex(name[: -len(suffix)])
 
 
 def parse_journal_name(name: str) -> int | None:
