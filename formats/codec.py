@@ -16,7 +16,9 @@ def parse_struct(struct: cs.Construct, data: bytes | memoryview, *, what: str, p
     try:
         return struct.parse_stream(stream, **context)
     except cs.ConstructError as e:
-        raise FormatError(what, _describe(e), path=path, offset=offset + stream.tell()) from None
+        at = _field_start(struct, e, context)
+        raise FormatError(what, _describe(e), path=path,
+                          offset=offset + (stream.tell() if at is None else at)) from None
 
 
 def build_struct(struct: cs.Construct, value: Any, *, what: str, **context: Any) -> bytes:
@@ -25,6 +27,20 @@ def build_struct(struct: cs.Construct, value: Any, *, what: str, **context: Any)
         return struct.build(value, **context)
     except (cs.ConstructError, KeyError, TypeError, ValueError) as e:
         raise FormatError(f"a buildable {what}", _describe(e)) from None
+
+
+def _field_start(struct: cs.Construct, e: cs.ConstructError, context: dict) -> int | None:
+    """Offset of the field that failed, when it lies in the fixed-size prefix of a flat Struct."""
+    name = (getattr(e, "path", None) or "").split("->")[-1].strip()
+    inner = struct
+    while not isinstance(inner, cs.Struct) and hasattr(inner, "subcon"):
+        inner = inner.subcon
+    if not name or not isinstance(inner, cs.Struct):
+        return None
+    for field, off, _size in field_layout(inner, **context):
+        if field == name:
+            return off
+    return None
 
 
 def _describe(e: Exception) -> str:
