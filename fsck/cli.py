@@ -139,7 +139,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
                 return EXIT_OPERATIONAL
             todo = [a for a in todo if click.confirm(f"{a.line()}?", default=False)]
             if not todo:
-                return EXIT_CANCELLED
+                return code  # every repair declined: the errors stay, as e2fsck answers "no"
         bdir = backup_dir or rp.default_backup_dir(ctx)
         rp.apply(todo, ctx, bdir, log=lambda s: print(s, file=out))
         print(f"replaced files kept in {bdir}", file=out)

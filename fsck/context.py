@@ -90,15 +90,26 @@ class CheckContext:
     # --- scans (each file once) -----------------------------------------------------------------
     @cached_property
     def log_scans(self) -> dict[str, EntryLogArrays | Exception]:
-        out: dict[str, EntryLogArrays | Exception] = {}
         files = self.log_files
-        for i, lf in enumerate(files):
-            self._progress("entry logs", i, len(files))
+
+        def one(lf: LogFile) -> EntryLogArrays | Exception:
             try:
-                out[lf.path] = scan_entry_log(lf.path)
+                return scan_entry_log(lf.path)
             except (DiskError, FormatError) as e:
-                out[lf.path] = e
-        self._progress("entry logs", len(files), len(files))
+                return e
+
+        out: dict[str, EntryLogArrays | Exception] = {}
+        self._progress("entry logs", 0, len(files))
+        if self.options.jobs > 1 and len(files) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(self.options.jobs) as pool:
+                for i, (lf, res) in enumerate(zip(files, pool.map(one, files))):
+                    out[lf.path] = res
+                    self._progress("entry logs", i + 1, len(files))
+        else:
+            for i, lf in enumerate(files):
+                out[lf.path] = one(lf)
+                self._progress("entry logs", i + 1, len(files))
         return out
 
     @cached_property

@@ -1,0 +1,151 @@
+"""specs/fsck.md agrees with the problem table; the CLI keeps e2fsck's exit codes and JSON schema."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fsck.cli import fsck_command
+from fsck.problems import PROBLEMS
+from tests.fsck_helpers import flip, make_disk
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+
+
+def test_fsck_spec_lists_every_code_with_its_severity_pass_and_repairability():
+    text = (ROOT / "specs" / "fsck.md").read_text()
+    assert "<!-- fsck-codes: fsck.problems.PROBLEMS -->" in text
+    rows = re.findall(r"^\| `([A-Z0-9_]+)` \| (\w+) \| (\d) \| (yes|no) \|", text, re.M)
+    assert rows, "no code rows found in specs/fsck.md"
+    table = {c: (s, int(p), r == "yes") for c, s, p, r in rows}
+    assert table == {p.code: (p.severity.value, p.pass_no, p.repairable) for p in PROBLEMS.values()}
+
+
+def _invoke(args):
+    return CliRunner().invoke(fsck_command, args, catch_exceptions=False)
+
+
+def test_usage_errors_exit_16():
+    assert subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", "--jobs", "0"],
+                          capture_output=True).returncode == 16
+    assert subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()"],
+                          capture_output=True).returncode == 16
+
+
+def test_missing_root_is_an_operational_error_exit_8_with_one_line(tmp_path):
+    r = _invoke([str(tmp_path / "nope"), "--no-progress"])
+    assert r.exit_code == 8
+    assert len(r.output.strip().splitlines()) == 1 and "nope" in r.output
+
+
+def test_json_report_follows_the_documented_schema(tmp_path):
+    d = make_disk(str(tmp_path))
+    r = _invoke([d.root, "--metadata-dir", d.md_dir, "--json", "--no-progress"])
+    doc = json.loads(r.output)
+    assert doc["schema"] == "bkdisk.fsck/1"
+    assert set(doc) >= {"dirs", "summary", "passes", "stats", "findings"}
+    assert [p["pass"] for p in doc["passes"]] == [1, 2, 3, 4, 5, 6, 7]
+    assert doc["summary"]["exit_code"] == r.exit_code == 0
+    assert doc["stats"]["entries"] == len(d.written.entries)
+
+
+def test_without_metadata_pass_7_says_it_was_skipped(tmp_path):
+    d = make_disk(str(tmp_path))
+    doc = json.loads(_invoke([d.root, "--json", "--no-progress"]).output)
+    p7 = doc["passes"][6]
+    assert p7["skipped"] == "no ledger metadata given"
+    assert any(f["code"] == "METADATA_SKIPPED" for f in doc["findings"])
+
+
+def test_repair_without_yes_and_without_a_terminal_changes_nothing_and_exits_8(tmp_path):
+    d = make_disk(str(tmp_path))
+    idx = d.written.index_files[next(iter(d.written.index_files))]
+    with open(idx, "r+b") as f:
+        f.write(b"\0\0\0\0")
+    before = open(idx, "rb").read()
+    r = _invoke([d.root, "--repair", "--no-progress"])
+    assert r.exit_code == 8
+    assert open(idx, "rb").read() == before
+
+
+def test_repair_refuses_while_another_process_holds_the_dirs(tmp_path):
+    d = make_disk(str(tmp_path))
+    idx = d.written.index_files[next(iter(d.written.index_files))]
+    with open(idx, "r+b") as f:
+        f.write(b"\0\0\0\0")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys,time; f=open(sys.argv[1]); print('ready', flush=True);"
+                               " time.sleep(60)", d.written.journal_files[0]], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        r = _invoke([d.root, "--repair", "--yes", "--no-progress"])
+        assert r.exit_code == 8 and "not repairing without --force" in r.output
+        r = _invoke([d.root, "--repair", "--yes", "--force", "--no-progress",
+                     "--backup-dir", str(tmp_path / "bk")])
+        assert r.exit_code == 1, r.output
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_ctrl_c_exits_32(tmp_path, monkeypatch):
+    d = make_disk(str(tmp_path))
+    import fsck.cli as cli
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "check_bookie", interrupted)
+    assert _invoke([d.root, "--no-progress"]).exit_code == 32
+
+
+def test_repair_keeps_the_replaced_file_in_the_backup_folder(tmp_path):
+    d = make_disk(str(tmp_path))
+    idx = d.written.index_files[next(iter(d.written.index_files))]
+    with open(idx, "r+b") as f:
+        f.write(b"\0\0\0\0")
+    damaged = open(idx, "rb").read()
+    r = _invoke([d.root, "--repair", "--yes", "--no-progress", "--backup-dir", str(tmp_path / "bk")])
+    assert r.exit_code == 1, r.output
+    kept = list((tmp_path / "bk").iterdir())
+    assert len(kept) == 1 and kept[0].read_bytes() == damaged
+
+
+@pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage",
+                                    "dbstorage-v6-bookieid", "cluster-3/bookies/bk-1.rack-a",
+                                    "cluster-3/bookies/bk-2.rack-a", "cluster-3/bookies/bk-3.rack-b"])
+def test_every_golden_corpus_checks_without_errors_and_exit_0(corpus):
+    assert GOLDEN.is_dir(), f"golden corpora missing at {GOLDEN}"
+    md = GOLDEN / ("cluster-3" if corpus.startswith("cluster-3") else corpus) / "metadata"
+    r = _invoke([str(GOLDEN / corpus), "--metadata-dir", str(md), "--json", "--no-progress"])
+    doc = json.loads(r.output)
+    assert r.exit_code == 0
+    assert [f for f in doc["findings"] if f["severity"] == "error"] == []
+    warn = {f["code"] for f in doc["findings"] if f["severity"] == "warning"}
+    expected = {"COOKIE_DIR_ELSEWHERE"} | ({"STORAGE_CHECKS_NOT_RUN"} if "db" in corpus or "bk-3" in corpus else set())
+    assert warn == expected
+    manifest = json.loads((GOLDEN / corpus / "manifest.json").read_text())
+    assert doc["stats"]["entries"] == len(manifest["entry_log_records"])
+
+
+def test_flipped_payload_in_a_copy_of_a_golden_corpus_is_found(tmp_path):
+    import shutil
+    src = GOLDEN / "interleaved-v6-hostport"
+    dst = tmp_path / "c"
+    shutil.copytree(src, dst)
+    for dp, dn, fn in os.walk(dst):
+        os.chmod(dp, 0o755)
+        for n in fn:
+            os.chmod(os.path.join(dp, n), 0o644)
+    m = json.loads((src / "manifest.json").read_text())
+    rec = next(r for r in m["entry_log_records"] if r["ledger_id"] == "1" and r["entry_id"] == 2)
+    path = dst / rec["ledger_dir"] / "current" / rec["entry_log_file"]
+    flip(str(path), rec["offset"] + 4 + 32 + 4 + 5)
+    doc = json.loads(_invoke([str(dst), "--metadata-dir", str(dst / "metadata"), "--json", "--no-progress"]).output)
+    bad = [f for f in doc["findings"] if f["code"] == "DIGEST_MISMATCH"]
+    assert [(f["ledger"], f["entry"], f["offset"], f["path"]) for f in bad] == [(1, 2, rec["offset"], str(path))]
