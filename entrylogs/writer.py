@@ -41,3 +41,24 @@ class EntryLogWriter:
 def write_preallocated(path: str) -> None:
     """An empty next log, as a bookie leaves one preallocated at shutdown."""
     open(path, "wb").close()
+
+
+def rebuild_entry_log(scan, data: bytes, path: str) -> None:
+    """Write an entry log from a parsed one: header, each entry (its own content), ledgers map if it had one.
+
+    The entries are copied as stored (an entry is content); header and map are built from their
+    parsed fields.
+    """
+    if scan.size == 0:
+        write_preallocated(path)
+        return
+    h = scan.header
+    w = EntryLogWriter(path, scan.log_id or 0, header_version=h.version)
+    for r in scan.records:
+        w.append(data[r.offset + 4:r.offset + 4 + r.size], r.scope_id, r.ledger_id)
+    rolled = scan.ledgers_map is not None
+    if rolled and w.ledger_bytes != scan.ledgers_map:
+        raise ValueError(f"{scan.path}: the ledgers map does not match the entries; not reproducible")
+    if rolled:
+        w.ledger_bytes = dict(scan.ledgers_map)  # BookKeeper writes the map in its hash map's order
+    w.close(roll=rolled)
