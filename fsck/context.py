@@ -164,6 +164,12 @@ class CheckContext:
 
     metadata_errors: list[FormatError] = field(default_factory=list)
 
+    @cached_property
+    def digest_plan(self):
+        """Per ledger, the digest type and password entries are verified with (fsck/digest_plan.py)."""
+        from fsck.digest_plan import build_plan
+        return build_plan(self)
+
     def _progress(self, what: str, done: int, total: int) -> None:
         if self.options.progress is not None:
             self.options.progress(what, done, total)

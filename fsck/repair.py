@@ -20,7 +20,6 @@ from formats.index import STATE_FENCED, IndexHeader, pack_location
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.api import Report
 from fsck.context import CheckContext
-from fsck.digest_plan import build_plan
 from indexfiles.writer import index_bytes
 
 REBUILD_CODES = {"INDEX_HEADER_BAD", "INDEX_TRUNCATED", "INDEX_NOT_FENCED", "INDEX_LOCATION_WRONG",
@@ -121,7 +120,7 @@ def infer_page_size(inv) -> int:
 def rebuilt_locations(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
     """Entry id -> location of the best copy of each entry in the logs: a copy whose digest verifies,
     the latest one (highest log id, then offset) among equals, as a rebuild from logs keeps."""
-    plan = build_plan(ctx)
+    plan = ctx.digest_plan
     best: dict[int, tuple[int, int, int]] = {}   # entry -> (valid, log id, location)
     for lf in ctx.log_files:
         scan = ctx.log_scans.get(lf.path)

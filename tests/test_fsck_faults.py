@@ -363,3 +363,30 @@ def test_unreadable_file_is_reported_when_run_without_read_privileges(tmp_path):
     unreadable = [f for f in doc["findings"] if f["code"] == "FILE_UNREADABLE"]
     assert [f["path"] for f in unreadable] == [victim], p.stderr
     assert p.returncode == 4
+
+
+def test_flipped_byte_inside_a_journal_record_is_a_digest_mismatch_mid_file(disk):
+    j = disk.written.journal_files[0]
+    recs = [r for r in _journal_records(j).records if r.kind == 0 and r.ledger_id == 1 and r.length > 100]
+    r = recs[len(recs) // 2]
+    flip(j, r.offset + 4 + r.length - 3)
+    [f] = _one(disk.check(), "JOURNAL_RECORD_CORRUPT")
+    assert (f.path, f.offset, f.ledger, f.entry) == (j, r.offset, r.ledger_id, r.entry_id)
+
+
+def test_torn_write_into_the_preallocated_zeros_is_a_torn_tail(disk):
+    j = disk.written.journal_files[-1]
+    scan = _journal_records(j)
+    data_recs = [r for r in scan.records if r.kind == 0]
+    last = data_recs[-1]
+    assert last.ledger_id in (0, 1, 0x1234, 0x42) and last.length > 60, "the test needs a verifiable last record"
+    for d in disk.dirs.ledger_dirs:
+        with open(os.path.join(d, "current", "lastMark"), "wb") as fh:
+            fh.write(build_last_mark(LastMark(scan.journal_id, data_recs[0].offset)))
+    # Only the length and the first half of the body reached the disk; the rest is preallocated zeros.
+    half = last.offset + 4 + last.length // 2
+    patch(j, half, bytes(os.path.getsize(j) - half))
+    rep = disk.check()
+    [f] = _one(rep, "JOURNAL_TORN_TAIL")
+    assert (f.path, f.offset, f.ledger, f.entry) == (j, last.offset, last.ledger_id, last.entry_id)
+    _repair_and_recheck(disk)

@@ -10,7 +10,6 @@ from entrylogs.reader import Damage
 from entrylogs.verify import verify_entries
 from formats.ids import LedgerId
 from fsck.context import CheckContext
-from fsck.digest_plan import build_plan
 from fsck.findings import Finding
 
 _REASON = {Damage.ZERO_SIZE: "a zero or negative size (zeroed region)",
@@ -20,7 +19,7 @@ _REASON = {Damage.ZERO_SIZE: "a zero or negative size (zeroed region)",
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
-    plan = build_plan(ctx) if ctx.options.verify_digests else None
+    plan = ctx.digest_plan if ctx.options.verify_digests else None
     if plan is not None:
         for lid, dt in sorted(plan.sniffed.items()):
             yield Finding("DIGEST_SNIFFED", scope=lid.scope, ledger=lid.ledger, detail=dt.name)

@@ -15,6 +15,8 @@ from formats.lastmark import LastMark
 from formats.paths import journal_name
 from fsck.context import CheckContext
 from fsck.findings import Finding
+from entrylogs.arrays import ENTRY_DTYPE
+from entrylogs.verify import verify_entries
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
 
@@ -46,6 +48,8 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool) -
                              "(BookKeeper would read it as a version-1 journal)")
         return
     kind, off = EndKind(scan.end_kind), scan.end_offset
+    if ctx.options.verify_digests:
+        yield from _journal_digests(ctx, scan, is_newest=is_newest, clean_end=kind in (EndKind.CLEAN, EndKind.EOF))
     if kind == EndKind.GARBAGE:
         yield Finding("JOURNAL_TAIL_GARBAGE", path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.TORN:
@@ -56,6 +60,35 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool) -
             yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.INVALID:
         yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
+
+
+def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, clean_end: bool) -> Iterator[Finding]:
+    """Verify journal data records like entry-log entries; a bad last record of the newest journal
+    followed only by zeros is a torn write (its length landed, its body did not)."""
+    recs = scan.records
+    data_idx = np.flatnonzero(recs["kind"] == RecordKind.DATA)
+    if len(data_idx) == 0:
+        return
+    plan = ctx.digest_plan
+    with map_file(scan.path) as arr:
+        ents = np.zeros(len(data_idx), dtype=ENTRY_DTYPE)
+        sel = recs[data_idx]
+        ents["offset"], ents["size"] = sel["offset"], sel["size"]
+        ents["scope"], ents["ledger"], ents["entry"] = sel["scope"], sel["ledger"], sel["entry"]
+        ents["format"] = np.where(arr[sel["offset"] + 4] >= 0x80, 2, 1)
+        bad = verify_entries(arr, ents, plan.types, plan.passwords)
+    last = len(data_idx) - 1
+    for i in bad.tolist():
+        r = sel[i]
+        off = int(r["offset"])
+        lid = LedgerId(int(r["scope"]), int(r["ledger"]))
+        if i == last and is_newest and clean_end and int(data_idx[i]) >= len(recs) - 2:
+            yield Finding("JOURNAL_TORN_TAIL", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+                          entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
+                          extra={"cut_at": off})
+        else:
+            yield Finding("JOURNAL_RECORD_CORRUPT", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+                          entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
 
 
 def _data_after(path: str, off: int) -> bool:
