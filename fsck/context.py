@@ -14,7 +14,7 @@ from entrylogs.arrays import EntryLogArrays
 from entrylogs.arrays import scan_entry_log_reference as scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.journal import RecordKind
+from formats.journal import RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
@@ -208,7 +208,6 @@ class JournalFacts:
                     continue
                 if data is None:
                     data = read_bytes(jf.path)
-                from formats.journal import classify_body
                 rec = classify_body(scan.body(data, i), offset=int(r["offset"]), path=jf.path)
                 if k == RecordKind.LEDGER_KEY:
                     f.master_keys[lid] = rec.master_key
