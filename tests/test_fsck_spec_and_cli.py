@@ -149,3 +149,55 @@ def test_flipped_payload_in_a_copy_of_a_golden_corpus_is_found(tmp_path):
     doc = json.loads(_invoke([str(dst), "--metadata-dir", str(dst / "metadata"), "--json", "--no-progress"]).output)
     bad = [f for f in doc["findings"] if f["code"] == "DIGEST_MISMATCH"]
     assert [(f["ledger"], f["entry"], f["offset"], f["path"]) for f in bad] == [(1, 2, rec["offset"], str(path))]
+
+
+def _run_in_terminal(args: list[str], answers: str, timeout: float = 120.0) -> tuple[int, str]:
+    """Run bookie-fsck with a pseudo-terminal as stdin/stdout, typing ``answers`` at its prompts."""
+    import pty
+    import select
+    import time
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-c", "from fsck.cli import main; main()", *args],
+                         stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    out, sent, deadline = b"", False, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not sent and b"[y/N]" in out:
+                os.write(master, answers.encode())
+                sent = True
+        elif p.poll() is not None:
+            break
+    p.wait(timeout=30)
+    os.close(master)
+    return p.returncode, out.decode(errors="replace")
+
+
+def test_interactive_repair_asks_on_a_terminal_and_a_yes_repairs(tmp_path):
+    d = make_disk(str(tmp_path))
+    idx = d.written.index_files[next(iter(d.written.index_files))]
+    with open(idx, "r+b") as f:
+        f.write(b"\0\0\0\0")
+    code, out = _run_in_terminal([d.root, "--repair", "--no-progress", "--backup-dir", str(tmp_path / "bk")], "y\n")
+    assert "rebuild-index" in out and "[y/N]" in out
+    assert code == 1, out
+
+
+def test_interactive_repair_answered_no_leaves_the_error_and_exits_4(tmp_path):
+    d = make_disk(str(tmp_path))
+    idx = d.written.index_files[next(iter(d.written.index_files))]
+    with open(idx, "r+b") as f:
+        f.write(b"\0\0\0\0")
+    before = open(idx, "rb").read()
+    code, out = _run_in_terminal([d.root, "--repair", "--no-progress"], "n\n")
+    assert code == 4, out
+    assert open(idx, "rb").read() == before
