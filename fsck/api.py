@@ -38,6 +38,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     passes: list[PassResult] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    context: CheckContext | None = field(default=None, repr=False)   # the scans, for a repair plan
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -71,7 +72,7 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     """Run the passes in order over ``dirs`` and return every finding. Reads only; never writes."""
     opts = options or CheckOptions()
     ctx = CheckContext(dirs, opts)
-    report = Report(dirs)
+    report = Report(dirs, context=ctx)
     started = time.perf_counter()
     rocks = dirs.storage_kind == "rocksdb"
     for number, module in PASSES:

@@ -10,7 +10,7 @@ from bookie.layout import BookieDirs, LayoutError, discover, from_conf
 from formats.errors import BkdiskError
 from fsck.api import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL, EXIT_UNCORRECTED, EXIT_USAGE,
                       check_bookie)
-from fsck.context import CheckContext, CheckOptions
+from fsck.context import CheckOptions
 from fsck.report import render_json, render_text
 
 
@@ -113,7 +113,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     code = report.exit_code
     if repair and report.errors:
         from fsck import repair as rp
-        ctx = CheckContext(dirs, opts)
+        ctx = report.context
         actions = rp.plan_repairs(report, ctx)
         extra["repair_plan"] = [a.line() for a in actions]
         out = sys.stderr if as_json else sys.stdout

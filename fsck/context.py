@@ -11,17 +11,18 @@ import numpy as np
 from bookie.layout import BookieDirs
 from diskio.mapped import DiskError, read_bytes
 from entrylogs.arrays import EntryLogArrays
-from entrylogs.arrays import scan_entry_log_reference as scan_entry_log
+from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
+from formats.digests import DigestType
 from indexfiles.arrays import IndexInventory
-from indexfiles.arrays import walk_index_dirs_reference as walk_index_dirs
+from indexfiles.scan import walk_index_dirs
 from journal.arrays import JournalArrays
-from journal.arrays import scan_journal_reference as scan_journal
+from journal.scan import scan_journal
 
 Progress = Callable[[str, int, int], None]   # (what, done, total)
 
@@ -92,9 +93,11 @@ class CheckContext:
     def log_scans(self) -> dict[str, EntryLogArrays | Exception]:
         files = self.log_files
 
+        plan = self.digest_plan if self.options.verify_digests else None
+
         def one(lf: LogFile) -> EntryLogArrays | Exception:
             try:
-                return scan_entry_log(lf.path)
+                return scan_entry_log(lf.path, digests=plan)
             except (DiskError, FormatError) as e:
                 return e
 
@@ -165,10 +168,16 @@ class CheckContext:
     metadata_errors: list[FormatError] = field(default_factory=list)
 
     @cached_property
-    def digest_plan(self):
-        """Per ledger, the digest type and password entries are verified with (fsck/digest_plan.py)."""
-        from fsck.digest_plan import build_plan
-        return build_plan(self)
+    def digest_plan(self) -> DigestPlan:
+        """Digest type and password per ledger from metadata; the scanner sniffs the rest (CRC32C,
+        CRC32) and records what it decided, shared by every file of this check."""
+        known, passwords = {}, {}
+        for lid, m in (self.metadata or {}).items():
+            if m.digest_type is not None:
+                known[tuple(lid)] = DigestType.parse(m.digest_type)
+            if m.password is not None:
+                passwords[tuple(lid)] = m.password
+        return DigestPlan(known=known, passwords=passwords)
 
     def _progress(self, what: str, done: int, total: int) -> None:
         if self.options.progress is not None:

@@ -14,7 +14,7 @@ import numpy as np
 from diskio.atomic import atomic_move, atomic_write, backup_file
 from diskio.mapped import map_file
 from entrylogs.arrays import EntryLogArrays
-from entrylogs.verify import verify_entries
+from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from formats.ids import LedgerId
 from formats.index import STATE_FENCED, IndexHeader, pack_location
 from formats.paths import CURRENT_DIR, index_relpath
@@ -118,28 +118,27 @@ def infer_page_size(inv) -> int:
 
 
 def rebuilt_locations(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
-    """Entry id -> location of the best copy of each entry in the logs: a copy whose digest verifies,
-    the latest one (highest log id, then offset) among equals, as a rebuild from logs keeps."""
-    plan = ctx.digest_plan
-    best: dict[int, tuple[int, int, int]] = {}   # entry -> (valid, log id, location)
+    """Entry id -> location of the best copy of each entry in the logs: a verified copy before an
+    unverifiable one before a bad one, and among equals the latest (highest log id, then offset),
+    as BookKeeper's rebuild from logs keeps the last copy it scans."""
+    rank = {DIGEST_OK: 2, DIGEST_UNKNOWN: 1, DIGEST_BAD: 0}
+    best: dict[int, tuple[int, int, int, int]] = {}   # entry -> (rank, log id, offset, location)
     for lf in ctx.log_files:
         scan = ctx.log_scans.get(lf.path)
         if not isinstance(scan, EntryLogArrays) or len(scan.entries) == 0:
             continue
         e = scan.entries
-        m = np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger))
-        if len(m) == 0:
-            continue
-        with map_file(lf.path) as arr:
-            bad = set(verify_entries(arr, e[m], plan.types, plan.passwords).tolist())
-        for k, i in enumerate(m.tolist()):
+        dig = getattr(scan, "digests", None)
+        for i in np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger)).tolist():
+            r = rank[int(dig["status"][i])] if dig is not None else 1
+            off = int(e["offset"][i])
+            cand = (r, lf.log_id, off, pack_location(lf.log_id, off + 4))
             eid = int(e["entry"][i])
-            cand = (0 if k in bad else 1, lf.log_id, pack_location(lf.log_id, int(e["offset"][i]) + 4))
-            if eid not in best or cand[:2] >= best[eid][:2]:
+            if eid not in best or cand[:3] >= best[eid][:3]:
                 best[eid] = cand
     arr = np.zeros((max(best) + 1) if best else 0, dtype=np.uint64)
-    for eid, (_ok, _log, loc) in best.items():
-        arr[eid] = loc
+    for eid, c in best.items():
+        arr[eid] = c[3]
     return arr
 
 

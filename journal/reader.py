@@ -49,7 +49,8 @@ class JournalScan:
         last = self.records[-1] if self.records else None
         if last is None:
             return self.header_size
-        return last.offset + 4 + (8 + last.length if last.kind == RecordKind.PADDING else last.length)
+        # A padding record is marker(4) + padLen(4) + padLen bytes; any other record is len(4) + body.
+        return last.offset + (8 + last.length if last.kind == RecordKind.PADDING else 4 + last.length)
 
 
 def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalScan:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from diskio.mapped import DiskError, map_file
+import numpy as np
+
+from diskio.mapped import DiskError, map_window
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.reader import Damage
-from entrylogs.verify import verify_entries
+from entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
+from formats.digests import DigestType
 from formats.ids import LedgerId
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -19,12 +22,6 @@ _REASON = {Damage.ZERO_SIZE: "a zero or negative size (zeroed region)",
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
-    plan = ctx.digest_plan if ctx.options.verify_digests else None
-    if plan is not None:
-        for lid, dt in sorted(plan.sniffed.items()):
-            yield Finding("DIGEST_SNIFFED", scope=lid.scope, ledger=lid.ledger, detail=dt.name)
-        for lid, why in sorted(plan.why_not.items()):
-            yield Finding("DIGEST_NOT_VERIFIED", scope=lid.scope, ledger=lid.ledger, detail=why)
     for lf in ctx.log_files:
         scan = ctx.log_scans.get(lf.path)
         if isinstance(scan, DiskError):
@@ -33,10 +30,34 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             continue
         if not isinstance(scan, EntryLogArrays) or scan.size == 0:
             continue
-        yield from _check_log(ctx, scan, plan)
+        yield from _check_log(scan)
+    if ctx.options.verify_digests:
+        yield from _digest_summary(ctx)
 
 
-def _check_log(ctx: CheckContext, scan: EntryLogArrays, plan) -> Iterator[Finding]:
+def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
+    """What the check knew or learned of each V1 ledger's digest type, and what it could not verify."""
+    plan = ctx.digest_plan
+    unverified: dict[tuple[int, int], int] = {}
+    for scan in ctx.log_scans.values():
+        if isinstance(scan, EntryLogArrays) and getattr(scan, "digests", None) is not None and len(scan.entries):
+            m = scan.digests["status"] == DIGEST_UNKNOWN
+            for s, l in zip(scan.entries["scope"][m].tolist(), scan.entries["ledger"][m].tolist()):
+                unverified[(s, l)] = unverified.get((s, l), 0) + 1
+    for key, (code, src) in sorted(plan.decided.items()):
+        if src == SOURCE_SNIFFED and code:
+            yield Finding("DIGEST_SNIFFED", scope=key[0], ledger=key[1], detail=DigestType(code).name)
+    for key, n in sorted(unverified.items()):
+        dt, _src = plan.ledger_digest(key)
+        why = ("HMAC needs the ledger password" if dt == DigestType.HMAC else
+               "DUMMY has no digest" if dt == DigestType.DUMMY else
+               "its entries verify as neither CRC32C nor CRC32 (HMAC without a password, or DUMMY)")
+        yield Finding("DIGEST_NOT_VERIFIED", scope=key[0], ledger=key[1],
+                      detail=f"{n} entries; {why}; give --metadata-dir" if key not in plan.known else
+                      f"{n} entries; {why}")
+
+
+def _check_log(scan: EntryLogArrays) -> Iterator[Finding]:
     p = scan.path
     if scan.header_error is not None:
         e = scan.header_error
@@ -44,38 +65,33 @@ def _check_log(ctx: CheckContext, scan: EntryLogArrays, plan) -> Iterator[Findin
     if scan.map_error is not None:
         e = scan.map_error
         yield Finding("LEDGERS_MAP_BAD", path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
-    with map_file(p) as arr:
-        for prob in scan.problems:
-            off, reason, resumed = int(prob["offset"]), Damage(int(prob["reason"])), int(prob["resumed_at"])
-            size = int.from_bytes(arr[off:off + 4].tobytes(), "big", signed=True) if off + 4 <= len(arr) else None
-            runs_past = size is not None and size > 0 and off + 4 + size > scan.data_end
-            if reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
-                yield Finding("LOG_TRUNCATED", path=p, offset=off,
-                              detail=f"size {size} at offset {off} with {scan.data_end - off - 4} bytes left"
-                              if size is not None else f"{scan.data_end - off} bytes of a size prefix")
-            else:
-                yield Finding("LOG_FRAMING_BROKEN", path=p, offset=off,
-                              detail=f"{_REASON[reason]}; resumed at offset {resumed}",
-                              extra={"resumed_at": resumed})
-        if scan.ledgers_map is not None and scan.map_error is None:
-            got = scan.computed_ledgers_map()
-            for k in sorted(set(got) | set(scan.ledgers_map)):
-                a, b = scan.ledgers_map.get(k), got.get(k)
-                if a != b:
-                    yield Finding("LEDGERS_MAP_MISMATCH", path=p, offset=scan.header.ledgers_map_offset,
-                                  scope=k[0], ledger=k[1],
-                                  detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
-        if plan is not None and len(scan.entries):
-            bad = verify_entries(arr, scan.entries, plan.types, plan.passwords)
-            for i in bad.tolist():
-                r = scan.entries[i]
-                yield Finding("DIGEST_MISMATCH", path=p, offset=int(r["offset"]), scope=int(r["scope"]),
-                              ledger=int(r["ledger"]), entry=int(r["entry"]),
-                              detail=_dt_name(plan, r))
+    for prob in scan.problems:
+        off, reason, resumed = int(prob["offset"]), Damage(int(prob["reason"])), int(prob["resumed_at"])
+        size = _size_at(p, off)
+        runs_past = size is not None and size > 0 and off + 4 + size > scan.data_end
+        if reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
+            yield Finding("LOG_TRUNCATED", path=p, offset=off,
+                          detail=f"size {size} at offset {off} with {scan.data_end - off - 4} bytes left"
+                          if size is not None else f"{scan.data_end - off} bytes of a size prefix")
+        else:
+            yield Finding("LOG_FRAMING_BROKEN", path=p, offset=off, detail=f"{_REASON[reason]}; resumed at offset "
+                          f"{resumed}", extra={"resumed_at": resumed})
+    if scan.ledgers_map is not None and scan.map_error is None:
+        got = scan.computed_ledgers_map()
+        for k in sorted(set(got) | set(scan.ledgers_map)):
+            a, b = scan.ledgers_map.get(k), got.get(k)
+            if a != b:
+                yield Finding("LEDGERS_MAP_MISMATCH", path=p, offset=scan.header.ledgers_map_offset,
+                              scope=k[0], ledger=k[1],
+                              detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
+    dig = getattr(scan, "digests", None)
+    if dig is not None and len(dig):
+        for i in np.flatnonzero(dig["status"] == DIGEST_BAD).tolist():
+            r = scan.entries[i]
+            yield Finding("DIGEST_MISMATCH", path=p, offset=int(r["offset"]), scope=int(r["scope"]),
+                          ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
 
 
-def _dt_name(plan, r) -> str:
-    if int(r["format"]) == 2:
-        return "V2-declared"
-    dt = plan.types.get(LedgerId(int(r["scope"]), int(r["ledger"])))
-    return dt.name if dt is not None else "?"
+def _size_at(path: str, off: int) -> int | None:
+    with map_window(path, off, 4) as w:
+        return int.from_bytes(w.tobytes(), "big", signed=True) if len(w) == 4 else None

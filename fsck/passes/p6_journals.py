@@ -16,7 +16,7 @@ from formats.paths import journal_name
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from entrylogs.arrays import ENTRY_DTYPE
-from entrylogs.verify import verify_entries
+from entrylogs.scan import DIGEST_BAD, verify_entry_digests
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
 
@@ -71,12 +71,16 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         return
     plan = ctx.digest_plan
     with map_file(scan.path) as arr:
-        ents = np.zeros(len(data_idx), dtype=ENTRY_DTYPE)
         sel = recs[data_idx]
+        ents = np.zeros(len(data_idx), dtype=ENTRY_DTYPE)
         ents["offset"], ents["size"] = sel["offset"], sel["size"]
         ents["scope"], ents["ledger"], ents["entry"] = sel["scope"], sel["ledger"], sel["entry"]
         ents["format"] = np.where(arr[sel["offset"] + 4] >= 0x80, 2, 1)
-        bad = verify_entries(arr, ents, plan.types, plan.passwords)
+        s = (sel["offset"] + 4).astype(np.int64)
+        ents["lac"] = _be64(arr, s + np.where(ents["format"] == 2, 25, 16))
+        ents["length"] = _be64(arr, s + np.where(ents["format"] == 2, 33, 24))
+        rows, _ = verify_entry_digests(arr, ents, plan)
+        bad = np.flatnonzero(rows["status"] == DIGEST_BAD)
     last = len(data_idx) - 1
     for i in bad.tolist():
         r = sel[i]
@@ -89,6 +93,12 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         else:
             yield Finding("JOURNAL_RECORD_CORRUPT", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
+
+
+def _be64(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Big-endian signed 64-bit values at byte offsets ``at`` of ``arr``."""
+    idx = at[:, None] + np.arange(8)
+    return arr[idx].astype(np.uint64).dot(np.uint64(1) << np.arange(56, -1, -8, dtype=np.uint64)).view(np.int64)
 
 
 def _data_after(path: str, off: int) -> bool:

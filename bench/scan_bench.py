@@ -1,0 +1,367 @@
+"""Scanner throughput against a raw memory baseline, on a bookie written by bookie.writer.write_bookie.
+
+    python -m bench.scan_bench [--dir ./bench-out] [--size-gib 2] [--ledgers 12000] [--window-mib 64]
+
+The bookie (entry logs of at least ``--size-gib`` GiB, payloads of 1-64 KiB taken from numpy random
+bytes, ``--ledgers`` ledgers alternating CRC32C and CRC32) is built in a child process, so that its
+memory does not count in the peak RSS measured here, and reused when ``--dir`` already holds one
+built with the same parameters. A synthetic index hierarchy of ``--idx-files`` ``.idx`` files (5/6
+two-level, 1/6 four-level) is built beside it for the hierarchy walk.
+
+Every file is read once first, so every figure is from the page cache. The baseline is a numpy
+XOR reduction over uint64 views of the same bytes, mapped through the same windows as the scans.
+Times are the best of ``--repeat`` runs. Peak RSS is the process high-water mark (VmHWM, reset
+before each phase where Linux allows it; ``ru_maxrss`` for the whole run).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import zlib
+
+import numpy as np
+
+GIB = 1 << 30
+MIB = 1 << 20
+BK_SCAN_GBPS = 0.40         # DefaultEntryLogger.scanEntryLog, framing (BookKeeper's own figure, this machine kind)
+BK_SCAN_DIGEST_GBPS = 0.28  # ... with digest verification
+TARGETS = {"framing": 0.60, "crc32c": 0.40, "crc32": 0.20}
+IDX_TARGET_FILES_S = 50_000
+RSS_BUDGET_MIB = 300
+
+
+# --- building ------------------------------------------------------------------------------
+def _params(a) -> dict:
+    return {"size_gib": a.size_gib, "ledgers": a.ledgers, "seed": a.seed, "idx_files": a.idx_files, "version": 2}
+
+
+def _stamp(d: str) -> str:
+    return os.path.join(d, "bench-params.json")
+
+
+def build(a) -> None:
+    """Write the bookie and the index hierarchy under ``a.dir`` (run in a child process)."""
+    from bookie.model import BookieSpec, LedgerSpec
+    from bookie.writer import write_bookie
+    from formats.digests import DigestType
+    from formats.ids import LedgerId
+    from formats.index import IndexHeader
+    from formats.paths import index_relpath
+    from indexfiles.writer import index_bytes
+
+    rng = np.random.default_rng(a.seed)
+    pool = rng.integers(0, 256, 64 * MIB, dtype=np.uint8).tobytes()
+    view = memoryview(pool)
+    target = int(a.size_gib * GIB)
+    per_ledger = max(1, target // a.ledgers)
+    ledgers, total = [], 0
+    for i in range(a.ledgers):
+        pays, n = [], 0
+        while n < per_ledger or not pays:
+            size = int(rng.integers(1024, 64 * 1024 + 1))
+            at = int(rng.integers(0, len(pool) - size))
+            pays.append(view[at:at + size])
+            n += size + 36 + 8
+        total += n
+        ledgers.append(LedgerSpec(i + 1, pays, digest_type=DigestType.CRC32C if i % 2 == 0 else DigestType.CRC32,
+                                  password=b"bench"))
+    spec = BookieSpec(ledgers, bookie_id="bench-bookie:3181", interleave=False, entry_log_size_limit=512 * MIB,
+                      journal_max_size=2 * GIB, journal_prealloc_size=16 * MIB, journal_group_bytes=64 * MIB)
+    t = time.perf_counter()
+    wb = write_bookie(spec, os.path.join(a.dir, "bookie"))
+    print(f"built bookie: {len(wb.entries)} entries, {len(ledgers)} ledgers, {wb.bytes_written / GIB:.2f} GiB of "
+          f"entries in {len(wb.entry_log_files)} entry logs, {len(wb.journal_files)} journals "
+          f"({time.perf_counter() - t:.0f} s)", flush=True)
+    del wb
+    tree = os.path.join(a.dir, "idx-tree")
+    hdr = IndexHeader(1, bytes(20), 0, None)
+    made = set()
+    n2 = a.idx_files * 5 // 6
+    for i in range(a.idx_files):
+        lid = LedgerId(0, 100_000 + i) if i < n2 else LedgerId(1 + i % 3, 5000 + i)
+        p = os.path.join(tree, "current", index_relpath(lid))
+        dd = os.path.dirname(p)
+        if dd not in made:
+            os.makedirs(dd, exist_ok=True)
+            made.add(dd)
+        locs = (np.arange(1, 2 + i % 40, dtype=np.uint64) << np.uint64(32)) | np.uint64(1028)
+        with open(p, "wb") as f:
+            f.write(index_bytes(hdr, locs, 1024))
+    with open(_stamp(a.dir), "w") as f:
+        json.dump(_params(a), f)
+
+
+def ensure_built(a) -> None:
+    try:
+        with open(_stamp(a.dir)) as f:
+            if json.load(f) == _params(a):
+                print(f"reusing the bookie in {a.dir}", flush=True)
+                return
+    except (OSError, ValueError):
+        pass
+    if os.path.exists(a.dir) and os.listdir(a.dir):
+        if not os.path.exists(_stamp(a.dir)):
+            # Never delete a folder the bench did not build.
+            raise SystemExit(f"{a.dir} is not empty and holds no bench bookie; choose another --dir")
+        import shutil
+        print(f"rebuilding {a.dir} (parameters changed)", flush=True)
+        shutil.rmtree(a.dir)
+    os.makedirs(a.dir, exist_ok=True)
+    cmd = [sys.executable, "-m", "bench.scan_bench", "--build-only", "--dir", a.dir, "--size-gib", str(a.size_gib),
+           "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files)]
+    subprocess.run(cmd, check=True)
+
+
+# --- measuring -----------------------------------------------------------------------------
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_mib() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _best(fn, repeat: int):
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        out = None  # drop the previous run's result before the next run, so peaks are one run's
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def _warm(paths: list[str]) -> None:
+    buf = bytearray(8 * MIB)
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
+
+
+def baseline(logs: list[str], window: int) -> int:
+    from diskio.mapped import map_window
+    acc = 0
+    for p in logs:
+        size = os.path.getsize(p)
+        for off in range(0, size, window):
+            with map_window(p, off, window) as w:
+                n = len(w) // 8 * 8
+                acc ^= int(np.bitwise_xor.reduce(w[:n].view(np.uint64)))
+                del w
+    return acc
+
+
+def mapped_speed(logs: list[str], window: int) -> float:
+    """GB/s of the same reduction over windows already mapped and faulted in: memory speed, no mmap cost."""
+    from diskio.mapped import map_window
+    best = 0.0
+    size = min(window, os.path.getsize(logs[0]))
+    with map_window(logs[0], 0, size) as w:
+        u = w[:len(w) // 8 * 8].view(np.uint64)
+        np.bitwise_xor.reduce(u)
+        for _ in range(3):
+            t = time.perf_counter()
+            np.bitwise_xor.reduce(u)
+            best = max(best, u.nbytes / (time.perf_counter() - t) / 1e9)
+        del u, w
+    return best
+
+
+def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
+    """GB/s of each CRC implementation over the stored entries of the first window of the first log."""
+    import crc32c
+
+    from diskio import kernels as K
+    from diskio.mapped import map_window
+    from entrylogs.scan import scan_entry_log
+
+    s = scan_entry_log(logs[0], window=window)
+    e = s.entries[s.entries["offset"] + 4 + s.entries["size"] <= window]
+    offs = (e["offset"] + 4).astype(np.int64)
+    lens = e["size"].astype(np.int64)
+    nbytes = int(lens.sum())
+    out = []
+    with map_window(logs[0], 0, window) as w:
+        buf = K.readonly(w)
+        res = np.zeros(len(offs), np.uint32)
+        for v in K.supported_crc_variants():
+            for poly, pname in ((K.POLY_CRC32C, "CRC32C"), (K.POLY_CRC32, "CRC32")):
+                K.crc_many(buf, offs[:1], lens[:1], poly, v, res)
+                t, _ = _best(lambda: K.crc_many(buf, offs, lens, poly, v, res), 3)
+                out.append((f"jitted {K.CRC_VARIANT_NAMES[v]:8s} {pname}", nbytes / t / 1e9))
+        mv = memoryview(buf)
+        pairs = list(zip(offs.tolist(), (offs + lens).tolist()))
+        t, _ = _best(lambda: [crc32c.crc32c(mv[a:b]) for a, b in pairs], 3)
+        out.append(("crc32c package, one call per entry   CRC32C", nbytes / t / 1e9))
+        t, _ = _best(lambda: [zlib.crc32(mv[a:b]) for a, b in pairs], 3)
+        out.append(("zlib.crc32, one call per entry       CRC32", nbytes / t / 1e9))
+        del mv, buf, w
+    return out
+
+
+def run(a) -> int:
+    from diskio import kernels as K
+    from entrylogs.scan import DigestPlan, scan_entry_log
+    from formats.digests import DigestType
+    from indexfiles.scan import walk_index_dirs
+    from journal.scan import scan_journal
+
+    root = os.path.join(a.dir, "bookie")
+    logs = sorted(glob.glob(os.path.join(root, "ledgers", "current", "*.log")))
+    logs = [p for p in logs if os.path.getsize(p) > 0]
+    journals = sorted(glob.glob(os.path.join(root, "journal", "current", "*.txn")))
+    log_bytes = sum(os.path.getsize(p) for p in logs)
+    jr_bytes = sum(os.path.getsize(p) for p in journals)
+    window = a.window_mib * MIB
+    print(f"entry logs: {len(logs)} files, {log_bytes / GIB:.2f} GiB; journals: {len(journals)} files, "
+          f"{jr_bytes / GIB:.2f} GiB; window {a.window_mib} MiB; CRC variant "
+          f"{K.CRC_VARIANT_NAMES[K.CRC_VARIANT]}", flush=True)
+    _warm(logs + journals)
+    # compile (or load from the cache) before timing
+    scan_entry_log(logs[0], window=window, digests=DigestPlan(force=DigestType.CRC32C))
+    scan_journal(journals[0], window=window)
+
+    results: dict[str, tuple[float, str, float]] = {}   # name -> (GB/s, extra, peak MiB)
+    arrays_mib = 0.0
+
+    def phase(name: str, fn, nbytes: int, extra=lambda out: ""):
+        _reset_peak()
+        t, out = _best(fn, a.repeat)
+        gbps = nbytes / t / 1e9
+        results[name] = (gbps, extra(out) if out is not None else "", _peak_mib())
+        return out
+
+    phase("raw baseline (numpy xor over uint64 views)", lambda: baseline(logs, window), log_bytes)
+    base = results["raw baseline (numpy xor over uint64 views)"][0]
+    memory = mapped_speed(logs, window)
+
+    def scan_all(**kw):
+        return [scan_entry_log(p, window=window, **kw) for p in logs]
+
+    framing = phase("entry-log scan, framing only", lambda: scan_all(), log_bytes,
+                    lambda s: f"{sum(len(x.entries) for x in s)} entries, {sum(len(x.problems) for x in s)} problems")
+    nentries = sum(len(s.entries) for s in framing)
+    arrays_mib = sum(s.entries.nbytes + s.problems.nbytes for s in framing) / MIB
+    del framing
+
+    def digest_extra(scans) -> str:
+        st = np.concatenate([s.digests["status"] for s in scans])
+        return f"ok {int((st == 1).sum())}, bad {int((st == 2).sum())}, unknown {int((st == 0).sum())}"
+
+    phase("entry-log scan + CRC32C (forced on every entry)",
+          lambda: scan_all(digests=DigestPlan(force=DigestType.CRC32C)), log_bytes, digest_extra)
+    phase("entry-log scan + CRC32 (forced on every entry)",
+          lambda: scan_all(digests=DigestPlan(force=DigestType.CRC32)), log_bytes, digest_extra)
+    known = {}
+    for i in range(a.ledgers):
+        known[(0, i + 1)] = DigestType.CRC32C if i % 2 == 0 else DigestType.CRC32
+    phase("entry-log scan + digests from metadata (half CRC32C, half CRC32)",
+          lambda: scan_all(digests=DigestPlan(known=dict(known))), log_bytes, digest_extra)
+    phase("entry-log scan + digests sniffed per ledger", lambda: scan_all(digests=DigestPlan()), log_bytes,
+          digest_extra)
+    jr = phase("journal scan", lambda: [scan_journal(p, window=window) for p in journals], jr_bytes,
+               lambda js: f"{sum(len(j.records) for j in js)} records, ends "
+                          f"{sorted({j.end_kind.name for j in js})}")
+    nrec = sum(len(j.records) for j in jr)
+    del jr
+
+    idx_dirs = [os.path.join(root, "ledgers")]
+    tree = [os.path.join(a.dir, "idx-tree")]
+    walk_index_dirs(idx_dirs)
+    walk_index_dirs(tree)
+    idx = {}
+    for name, dirs in (("bookie's own .idx hierarchy", idx_dirs), ("synthetic 2-level + 4-level hierarchy", tree)):
+        _reset_peak()
+        t, inv = _best(lambda: walk_index_dirs(dirs), a.repeat)
+        idx[name] = (len(inv.files), len(inv.locations), t, _peak_mib())
+        del inv
+
+    peak_total = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    print()
+    print("x base: ratio to the raw baseline, which maps the same windows afresh like the scans do (page faults\n"
+          f"included); x mem: ratio to the same reduction over a window already mapped ({memory:.2f} GB/s, memory\n"
+          "speed with no mmap cost); x BK: ratio to BookKeeper's scanEntryLog figure (with digests where checked).")
+    print(f"{'phase':66s} {'GB/s':>7s} {'x base':>7s} {'x mem':>6s} {'x BK':>6s} {'peak RSS MiB':>12s}  notes")
+    for name, (gbps, extra, peak) in results.items():
+        bk = BK_SCAN_DIGEST_GBPS if ("CRC" in name or "digest" in name) else BK_SCAN_GBPS
+        bk_txt = f"{gbps / bk:6.1f}" if name.startswith("entry-log") else "     -"
+        print(f"{name:66s} {gbps:7.2f} {gbps / base:7.2f} {gbps / memory:6.2f} {bk_txt} {peak:12.0f}  {extra}")
+    framing_gbps = results["entry-log scan, framing only"][0]
+    print(f"{'   entries/s (framing only)':66s} {nentries * framing_gbps * 1e9 / log_bytes:,.0f}")
+    jgbps = results["journal scan"][0]
+    print(f"{'   journal records/s':66s} {nrec * jgbps * 1e9 / jr_bytes:,.0f}")
+    for name, (nf, nl, t, peak) in idx.items():
+        print(f"{'.idx walk: ' + name:66s} {nf / t:10,.0f} files/s {nl / t:12,.0f} locations/s "
+              f"({nf} files, {nl} locations, {t:.2f} s; peak RSS {peak:.0f} MiB)")
+    print()
+    print("CRC options (stored entries of one page-cached window, GB/s):")
+    for name, gbps in crc_options(logs, window):
+        print(f"   {name:48s} {gbps:7.2f}")
+    print()
+    print(f"BookKeeper's own figures on this machine kind: DefaultEntryLogger.scanEntryLog ~{BK_SCAN_GBPS:.2f} GB/s, "
+          f"~{BK_SCAN_DIGEST_GBPS:.2f} GB/s with digest verification")
+    print(f"peak RSS of the whole run (ru_maxrss): {peak_total:.0f} MiB; entry arrays of one full scan: "
+          f"{arrays_mib:.1f} MiB")
+    checks = [
+        ("framing-only >= 60% of baseline", results["entry-log scan, framing only"][0] / base >= TARGETS["framing"]),
+        ("CRC32C >= 40% of baseline",
+         results["entry-log scan + CRC32C (forced on every entry)"][0] / base >= TARGETS["crc32c"]),
+        ("CRC32 >= 20% of baseline",
+         results["entry-log scan + CRC32 (forced on every entry)"][0] / base >= TARGETS["crc32"]),
+        (f".idx walk >= {IDX_TARGET_FILES_S:,} files/s (synthetic hierarchy)",
+         idx["synthetic 2-level + 4-level hierarchy"][0] / idx["synthetic 2-level + 4-level hierarchy"][2]
+         >= IDX_TARGET_FILES_S),
+        (f"peak RSS while scanning <= {RSS_BUDGET_MIB} MiB + output arrays",
+         max(p for _, _, p in results.values()) <= RSS_BUDGET_MIB + arrays_mib),
+    ]
+    for what, ok in checks:
+        print(f"target {'met    ' if ok else 'MISSED '} {what}")
+    return 0
+
+
+def bookie_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options that say which bench bookie to build or reuse (shared with bench/fsck_bench.py)."""
+    ap.add_argument("--dir", default="./bench-out", help="where the bench bookie is built or reused")
+    ap.add_argument("--size-gib", type=float, default=2.0, help="entry-log bytes to write (GiB)")
+    ap.add_argument("--ledgers", type=int, default=12_000)
+    ap.add_argument("--idx-files", type=int, default=120_000, help=".idx files of the synthetic hierarchy")
+    ap.add_argument("--window-mib", type=int, default=64, help="bytes mapped at once by the scanners")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (the best is kept)")
+    ap.add_argument("--seed", type=int, default=20240601)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.scan_bench", description=__doc__.split("\n\n")[0])
+    bookie_arguments(ap)
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    a, _others = ap.parse_known_args(argv)   # bench.run_all hands every bench the same arguments
+    a.dir = os.path.abspath(a.dir)
+    if a.build_only:
+        build(a)
+        return 0
+    ensure_built(a)
+    return run(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

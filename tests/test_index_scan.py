@@ -1,0 +1,211 @@
+"""The jitted .idx decoding and hierarchy walk against the reference walk, the golden corpora and the writer."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bookie.model import BookieSpec, LedgerSpec
+from bookie.writer import write_bookie
+from diskio import kernels as K
+from formats.digests import DigestType
+from formats.ids import LedgerId
+from formats.index import IndexHeader
+from formats.paths import index_relpath
+from indexfiles.arrays import walk_index_dirs_reference
+from indexfiles.reader import read_index
+from indexfiles.scan import read_index_locations, walk_index_dirs
+from indexfiles.writer import index_bytes
+
+GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
+CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
+                                           or [GOLDEN / "cluster-3" / "bookies" / "<missing>"])
+IDS = [str(c.relative_to(GOLDEN)) for c in CORPORA]
+MODES = [True, False] if K.NATIVE_FS else [False]
+
+
+def assert_same_inventory(got, want) -> None:
+    assert got.dirs == want.dirs
+    assert got.paths == want.paths and got.relpaths == want.relpaths
+    assert got.files.dtype == want.files.dtype and got.files.tolist() == want.files.tolist()
+    assert got.headers == want.headers
+    assert [(type(e), str(e)) for e in got.errors] == [(type(e), str(e)) for e in want.errors]
+    assert got.locations.dtype == want.locations.dtype and got.locations.tolist() == want.locations.tolist()
+    assert got.strays == want.strays
+
+
+def _manifest(corpus: Path) -> dict:
+    assert (corpus / "manifest.json").is_file(), f"golden corpus missing: {corpus}"
+    return json.loads((corpus / "manifest.json").read_text())
+
+
+def test_golden_corpora_are_present():
+    assert GOLDEN.is_dir(), f"golden folder missing: {GOLDEN}"
+    assert all((c / "manifest.json").is_file() for c in CORPORA) and len(CORPORA) == 7
+
+
+@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
+@pytest.mark.parametrize("corpus", CORPORA, ids=IDS)
+def test_walk_equals_reference_and_manifest_locations_on_golden_dirs(corpus: Path, native: bool):
+    doc = _manifest(corpus)
+    dirs = [str(corpus / d) for d in doc["ledger_dirs"]]
+    ref = walk_index_dirs_reference(dirs)
+    for batch in (1 << 20, 3000):
+        got = walk_index_dirs(dirs, batch_bytes=batch, native=native)
+        assert_same_inventory(got, ref)
+    if "DbLedgerStorage" in doc["storage_class"]:
+        assert len(got.files) == 0 and got.strays == []
+        return
+    # every entry log record is indexed at (log id, offset + 4), and nothing else is
+    want = {(int(r["ledger_id"]), r["entry_id"]): (int(r["entry_log_file"][:-4], 16), r["offset"] + 4)
+            for r in doc["entry_log_records"]}
+    have = {}
+    for loc in got.locations:
+        f = got.files[int(loc["file"])]
+        have[(int(f["ledger"]), int(loc["entry"]))] = (int(loc["log"]), int(loc["pos"]))
+    assert have == want
+    fenced = {int(l["ledger_id"]) for l in doc["ledgers"] if l["fenced"]}
+    for f, h in zip(got.files, got.headers):
+        assert f["header_ok"] and f["version"] == doc["file_info_format_version"]
+        assert h.fenced == (int(f["ledger"]) in fenced)
+        assert f["depth"] == 2 and f["named"]
+
+
+@pytest.mark.parametrize("corpus", CORPORA[:3], ids=IDS[:3])
+def test_read_index_locations_equals_the_reference_reader(corpus: Path):
+    files = sorted(corpus.glob("ledgers*/current/*/*/*.idx"))
+    assert files
+    for p in files:
+        ref = read_index(p)
+        got = read_index_locations(p)
+        assert got.header == ref.header and got.header_error is None
+        assert (got.size, got.present, got.last_entry, got.trailing_bytes) == \
+            (ref.size, len(ref.present), ref.last_entry, ref.trailing_bytes)
+        nz = ref.present
+        assert got.locations["entry"].tolist() == nz.tolist()
+        assert ((got.locations["log"].astype(np.uint64) << np.uint64(32)) | got.locations["pos"]).tolist() == \
+            ref.locations[nz].tolist()
+        again = read_index_locations(p, data=p.read_bytes())
+        assert (again.header, again.present, again.last_entry) == (got.header, got.present, got.last_entry)
+        assert again.locations.tolist() == got.locations.tolist()
+
+
+LEDGER = st.builds(
+    LedgerSpec,
+    ledger_id=st.integers(0, 2 ** 63 - 1) | st.integers(0, 600),
+    payloads=st.integers(0, 300).map(lambda n: [b"p"] * n),
+    digest_type=st.sampled_from(list(DigestType)),
+    scope_id=st.sampled_from([0, 0, 0, 1, 0x1234, 2 ** 64 - 1]),
+    fenced=st.booleans(),
+    explicit_lac=st.sampled_from([None, 0]),
+    first_entry=st.sampled_from([0, 0, 3, 1000]),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(ledgers=st.lists(LEDGER, min_size=0, max_size=8, unique_by=lambda l: l.lid), dirs=st.integers(1, 3),
+       page=st.sampled_from([64, 1024, 8192]), version=st.sampled_from([5, 6]))
+def test_walk_equals_reference_and_writer_on_generated_bookies(ledgers, dirs, page, version):
+    spec = BookieSpec(ledgers, ledger_dirs=[f"l{i}" for i in range(dirs)], page_size=page, journal_version=version,
+                      index_version=1 if version >= 6 else 0, entry_log_size_limit=1 << 20, write_journal=False)
+    with tempfile.TemporaryDirectory() as d:
+        wb = write_bookie(spec, d)
+        paths = [os.path.join(d, x) for x in spec.ledger_dirs]
+        ref = walk_index_dirs_reference(paths)
+        for native in MODES:
+            got = walk_index_dirs(paths, native=native, batch_bytes=random.Random(len(ledgers)).choice([2048, 1 << 20]))
+            assert_same_inventory(got, ref)
+        have = {}
+        for loc in got.locations:
+            f = got.files[int(loc["file"])]
+            have[(LedgerId(int(f["scope"]), int(f["ledger"])), int(loc["entry"]))] = \
+                (int(loc["log"]) << 32) | int(loc["pos"])
+        assert have == wb.locations
+        assert sorted(got.paths) == sorted(wb.index_files.values())
+        for f in got.files:
+            assert f["depth"] == (4 if f["scope"] else 2) and f["named"] and f["header_ok"]
+
+
+def _damaged_tree(d: str) -> list[str]:
+    rng = random.Random(5)
+    ledgers = [LedgerSpec(i * 977, [b"x"] * rng.randint(0, 1500), scope_id=0 if i % 3 else 0x77 + i, fenced=i % 2 == 0)
+               for i in range(1, 16)]
+    wb = write_bookie(BookieSpec(ledgers, ledger_dirs=["l0", "l1"], page_size=1024, write_journal=False), d)
+    fs = sorted(wb.index_files.values())
+    Path(fs[0]).write_bytes(b"XXXX" + Path(fs[0]).read_bytes()[4:])              # bad magic
+    with open(fs[1], "r+b") as f:
+        f.truncate(500)                                                          # short header
+    with open(fs[2], "ab") as f:
+        f.write(b"\1\2\3")                                                       # trailing partial slot
+    with open(fs[3], "r+b") as f:
+        f.seek(8)
+        f.write((2000).to_bytes(4, "big"))                                       # master key too long
+    Path(os.path.dirname(fs[4]), "junk.txt").write_text("x")                     # stray
+    Path(fs[5] + ".rloc").write_bytes(b"x")                                      # relocation leftover
+    os.symlink("/nonexistent/x", os.path.join(os.path.dirname(fs[6]), "dead.idx"))  # unreadable
+    os.symlink(os.path.dirname(fs[7]), os.path.join(d, "l0", "current", "linked"))  # symlinked dir: not walked
+    os.makedirs(os.path.join(d, "l0", "current", "ledgers", "x"))                 # RocksDB dirs: not walked
+    Path(d, "l0", "current", "ledgers", "x", "1.idx").write_bytes(b"")
+    Path(d, "l1", "current", "ff.idx").write_bytes(b"BKLE" + bytes(1020) + (5).to_bytes(8, "big"))
+    Path(d, "l1", "current", "12", "0.idx").mkdir(parents=True)                   # a folder named like an index
+    Path(d, "l1", "current", "00000000000000000000000000000005.idx").write_bytes(b"")  # scope-0 qualified name
+    Path(d, "l1", "current", "12", "07b.idx").write_bytes(Path(fs[8]).read_bytes())  # hex with a leading zero
+    Path(d, "l1", "current", "12", "0.idx", "0.idx").write_bytes(Path(fs[9]).read_bytes())
+    return [os.path.join(d, "l0"), os.path.join(d, "l1"), os.path.join(d, "missing")]
+
+
+@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
+def test_damaged_and_stray_files_are_reported_like_the_reference(native: bool):
+    with tempfile.TemporaryDirectory() as d:
+        dirs = _damaged_tree(d)
+        ref = walk_index_dirs_reference(dirs)
+        for batch in (1 << 20, 2048):
+            got = walk_index_dirs(dirs, native=native, batch_bytes=batch)
+            assert_same_inventory(got, ref)
+        errors = [str(e) for e in got.errors if e is not None]
+        assert len(errors) == 5  # bad magic, short, key too long, dangling link, empty file
+        assert any("cannot read" in e for e in errors) and any("1024-byte index header" in e for e in errors)
+        whys = sorted(w for _, w in got.strays)
+        assert "leftover of an index relocation" in whys and "not an index file" in whys
+        assert any(w.startswith("cannot list") for w in whys)
+        assert int(got.files["trailing"].max()) == 3
+        named = dict(zip(got.relpaths, got.files["named"].tolist()))
+        assert named[os.path.join("12", "07b.idx")] is False and named[os.path.join("12", "0.idx", "0.idx")] is True
+
+
+@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
+def test_names_outside_ascii_are_listed_in_python_order(native: bool):
+    with tempfile.TemporaryDirectory() as d:
+        ledgers = [LedgerSpec(i, [b"x"] * 3) for i in (1, 2, 258)]
+        write_bookie(BookieSpec(ledgers, write_journal=False), d)
+        leaf = Path(d, "ledgers", "current", "0", "1")
+        for name in ("é.idx", "z.txt", "\udcff.bin", "Ω"):
+            (leaf / name).write_bytes(b"")
+        dirs = [os.path.join(d, "ledgers")]
+        assert_same_inventory(walk_index_dirs(dirs, native=native), walk_index_dirs_reference(dirs))
+
+
+def test_walk_covers_a_two_and_four_level_hierarchy_of_many_files():
+    with tempfile.TemporaryDirectory() as d:
+        hdr = IndexHeader(1, bytes(20), 0, None)
+        lids = [LedgerId(0, 70_000 + i * 37) for i in range(1500)] + [LedgerId(1 + i % 3, i * 101) for i in range(1500)]
+        for i, lid in enumerate(lids):
+            p = os.path.join(d, "current", index_relpath(lid))
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            locs = (np.arange(1, 1 + i % 9, dtype=np.uint64) << np.uint64(32)) | np.uint64(1028)
+            Path(p).write_bytes(index_bytes(hdr, locs, 64))
+        ref = walk_index_dirs_reference([d])
+        for native in MODES:
+            got = walk_index_dirs([d], native=native)
+            assert_same_inventory(got, ref)
+        assert len(got.files) == 3000
+        assert sorted(got.files["depth"].tolist()) == [2] * 1500 + [4] * 1500
+        assert len(got.locations) == sum(i % 9 for i in range(3000))

@@ -1,0 +1,196 @@
+"""``bkdisk inventory``: JSON lines against the golden manifests, digest sniffing, --conf, one-line errors."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bkdisk.inventory import inventory
+from bookie.model import BookieSpec, LedgerSpec
+from bookie.writer import write_bookie
+from formats.digests import DigestType
+from formats.metadata import parse_metadata, serialize_metadata
+
+GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+REPO = Path(__file__).resolve().parents[1]
+SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
+CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
+                                           or [GOLDEN / "cluster-3" / "bookies" / "<missing>"])
+IDS = [str(c.relative_to(GOLDEN)) for c in CORPORA]
+ROW_KEYS = {"bookie_id", "ledger_dir", "log_id", "offset", "scope", "ledger", "entry", "format", "size", "lac",
+            "length", "payload_len", "digest_type", "digest_source", "digest_ok"}
+
+
+def _manifest(corpus: Path) -> dict:
+    assert (corpus / "manifest.json").is_file(), f"golden corpus missing: {corpus}"
+    return json.loads((corpus / "manifest.json").read_text())
+
+
+def _metadata_dir(corpus: Path) -> Path:
+    return corpus / "metadata" if (corpus / "metadata").is_dir() else corpus.parents[1] / "metadata"
+
+
+def run(*args: str):
+    r = CliRunner().invoke(inventory, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def rows_of(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_golden_corpora_are_present():
+    assert GOLDEN.is_dir(), f"golden folder missing: {GOLDEN}"
+    assert all((c / "manifest.json").is_file() for c in CORPORA) and len(CORPORA) == 7
+    assert all(_metadata_dir(c).is_dir() for c in CORPORA)
+
+
+@pytest.mark.parametrize("corpus", CORPORA, ids=IDS)
+def test_jsonl_rows_equal_the_manifest_entries_with_metadata(corpus: Path):
+    doc = _manifest(corpus)
+    code, out, err = run(str(corpus), "--jsonl", "--payload-hash", "sha256", "--metadata-dir", str(_metadata_dir(corpus)))
+    assert code == 0, err
+    assert err == ""
+    rows = rows_of(out)
+    assert all(set(r) == ROW_KEYS | {"payload_sha256"} for r in rows)
+    got = sorted((r["ledger"], r["entry"], r["payload_len"], r["payload_sha256"]) for r in rows)
+    want = sorted((int(e["ledger_id"]), e["entry_id"], e["payload_length"], e["payload_sha256"]) for e in doc["entries"])
+    assert got == want
+    assert all(r["digest_ok"] is True and r["digest_source"] == "metadata" for r in rows)
+    types = {int(e["ledger_id"]): e["digest_type"] for e in doc["entries"]}
+    assert all(r["digest_type"] == types[r["ledger"]] for r in rows)
+    assert {r["bookie_id"] for r in rows} == {doc["bookie_id"]}
+    places = sorted((r["ledger_dir"], f"{r['log_id']:x}.log", r["offset"], r["ledger"], r["entry"]) for r in rows)
+    assert places == sorted((x["ledger_dir"], x["entry_log_file"], x["offset"], int(x["ledger_id"]), x["entry_id"])
+                            for x in doc["entry_log_records"])
+
+
+@pytest.mark.parametrize("corpus", CORPORA, ids=IDS)
+def test_without_metadata_crc_digests_are_sniffed_and_the_rest_is_unknown(corpus: Path):
+    doc = _manifest(corpus)
+    code, out, err = run(str(corpus), "--jsonl")
+    assert code == 0, err
+    rows = rows_of(out)
+    assert all(set(r) == ROW_KEYS for r in rows) and len(rows) == len(doc["entries"])
+    types = {int(e["ledger_id"]): e["digest_type"] for e in doc["entries"]}
+    plen = {(int(e["ledger_id"]), e["entry_id"]): e["payload_length"] for e in doc["entries"]}
+    for r in rows:
+        kind = types[r["ledger"]]
+        if kind in ("CRC32", "CRC32C"):
+            assert (r["digest_type"], r["digest_ok"], r["digest_source"]) == (kind, True, "sniffed")
+        else:  # HMAC without a password, and DUMMY, cannot be told apart from bytes: unknown
+            assert (r["digest_type"], r["digest_ok"]) == (None, None)
+        assert r["payload_len"] == plen[(r["ledger"], r["entry"])]
+    assert {types[r["ledger"]] for r in rows if r["digest_ok"] is None} <= {"HMAC", "DUMMY"}
+
+
+def test_hmac_is_sniffed_when_metadata_gives_only_the_password():
+    corpus = GOLDEN / "interleaved-v6-hostport"
+    doc = _manifest(corpus)
+    hmac_ledgers = [l for l in doc["ledgers"] if l["digest_type"] == "HMAC"]
+    assert hmac_ledgers
+    with tempfile.TemporaryDirectory() as d:
+        for l in hmac_ledgers:
+            src = corpus / "metadata" / f"{l['ledger_id_hex']}.bin"
+            md = dataclasses.replace(parse_metadata(src.read_bytes()), digest_type=None)
+            Path(d, src.name).write_bytes(serialize_metadata(md))
+        code, out, err = run(str(corpus), "--jsonl", "--metadata-dir", d)
+    assert code == 0, err
+    rows = [r for r in rows_of(out) if r["ledger"] in {int(l["ledger_id"]) for l in hmac_ledgers}]
+    assert rows and all((r["digest_type"], r["digest_ok"], r["digest_source"]) == ("HMAC", True, "sniffed")
+                        for r in rows)
+
+
+def test_conf_gives_the_same_rows_as_the_root_folder():
+    corpus = GOLDEN / "interleaved-v6-hostport"
+    doc = _manifest(corpus)
+    with tempfile.TemporaryDirectory() as d:
+        conf = Path(d, "bk_server.conf")
+        conf.write_text("# test\njournalDirectories=" + ",".join(str(corpus / j) for j in doc["journal_dirs"]) +
+                        "\nledgerDirectories=" + ",".join(str(corpus / l) for l in doc["ledger_dirs"]) + "\n")
+        a = run("--conf", str(conf), "--jsonl", "--payload-hash", "sha256")
+    b = run(str(corpus), "--jsonl", "--payload-hash", "sha256")
+    assert a[0] == b[0] == 0
+    assert rows_of(a[1]) == rows_of(b[1]) and len(rows_of(a[1])) == len(doc["entries"])
+
+
+def test_several_roots_keep_their_own_bookie_ids_and_sniffing():
+    """cluster-3 and sorted-v5 reuse ledger ids with different digest types: sniffing is per bookie."""
+    a, b = GOLDEN / "cluster-3" / "bookies" / "bk-1.rack-a", GOLDEN / "sorted-v5-bookieid"
+    code, out, err = run(str(a), str(b), "--jsonl")
+    assert code == 0, err
+    rows = rows_of(out)
+    for corpus in (a, b):
+        doc = _manifest(corpus)
+        mine = [r for r in rows if r["bookie_id"] == doc["bookie_id"]]
+        assert len(mine) == len(doc["entries"])
+        types = {int(e["ledger_id"]): e["digest_type"] for e in doc["entries"]}
+        assert all(r["digest_ok"] is True for r in mine if types[r["ledger"]] in ("CRC32", "CRC32C"))
+
+
+def test_summary_without_jsonl_counts_entries_and_digests():
+    corpus = GOLDEN / "interleaved-v4-smallpage"
+    doc = _manifest(corpus)
+    code, out, err = run(str(corpus), "--metadata-dir", str(corpus / "metadata"))
+    assert code == 0, err
+    n = len(doc["entries"])
+    assert f"bookie {doc['bookie_id']}: {n} entries in {len(doc['ledgers'])} ledgers" in out
+    assert f"digests ok {n}, bad 0, unknown 0; framing problems 0" in out
+
+
+def test_damaged_log_warns_on_stderr_and_still_lists_every_intact_entry():
+    with tempfile.TemporaryDirectory() as d:
+        ledgers = [LedgerSpec(3, [os.urandom(500) for _ in range(20)], digest_type=DigestType.CRC32C)]
+        wb = write_bookie(BookieSpec(ledgers, write_journal=False), d)
+        log = wb.entry_log_files[0]
+        b = bytearray(Path(log).read_bytes())
+        first = min(wb.locations.values()) & 0xFFFFFFFF
+        victim = sorted(loc & 0xFFFFFFFF for loc in wb.locations.values())[5] - 4
+        b[victim + 4 + 8] ^= 0x80
+        b[first + 100] ^= 0xFF
+        Path(log).write_bytes(bytes(b))
+        code, out, err = run(d, "--jsonl")
+    assert code == 0
+    rows = rows_of(out)
+    assert sorted(r["entry"] for r in rows) == [e for e in range(20) if e != 5]
+    assert [r["digest_ok"] for r in rows].count(False) == 1
+    assert f"offset {victim}: framing broken (bad_header)" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,needle", [
+    ((), "nothing to inventory"),
+    (("/nonexistent/bookie",), "/nonexistent/bookie: not a directory"),
+    (("--conf", "/nonexistent/bk_server.conf"), "cannot read"),
+    ((str(GOLDEN / "interleaved-v6-hostport"), "--metadata-dir", "/nonexistent/md"), "cannot list the metadata folder"),
+])
+def test_errors_print_one_line_and_exit_non_zero(args, needle):
+    code, out, err = run(*args)
+    assert code != 0
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bkdisk: ") and needle in lines[0]
+
+
+def test_malformed_metadata_file_is_a_one_line_error():
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "ff.bin").write_bytes(b"BookieMetadataFormatVersion\t3\n\x05garbage")
+        code, out, err = run(str(GOLDEN / "interleaved-v6-hostport"), "--metadata-dir", d)
+    assert code != 0 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bkdisk: ") and "ff.bin" in lines[0]
+
+
+def test_inventory_runs_from_the_bkdisk_command_line():
+    corpus = GOLDEN / "sorted-v5-bookieid"
+    r = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main()", "inventory", str(corpus),
+                        "--jsonl", "--metadata-dir", str(corpus / "metadata")],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert len(rows_of(r.stdout)) == len(_manifest(corpus)["entries"])
