@@ -18,6 +18,11 @@ from formats.paths import parse_entry_log_name
 MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
 
 
+# header_at's code for a ledgers-map batch met while walking entries (the map's offset is unknown
+# when the header is damaged): not an entry and not damage; skipped, as BookKeeper skips ledger -1.
+MAP_BATCH = 16
+
+
 class Damage(enum.IntEnum):
     """Why framing broke at an offset."""
     ZERO_SIZE = 1        # a zero or negative size in the middle of data (zeroed region)
@@ -69,6 +74,8 @@ def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + 4 + size > end:
         return Damage.BAD_SIZE, None
     s = pos + 4
+    if is_map_batch(b, s, size):
+        return MAP_BATCH, None
     first = b[s]
     if first >= 0x80:
         if size < ENTRY_V2_HEADER_SIZE or (first & 0xF0) != V2_FLAGS_BASE or not 1 <= (first & 0x0F) <= 4:
@@ -85,6 +92,16 @@ def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     return 0, EntryRecord(pos, size, ver, scope, ledger, entry, lac, length)
 
 
+def is_map_batch(b, s: int, size: int) -> bool:
+    """Whether the record body at ``s`` is a well-formed ledgers-map batch (ledger -1, entry -2 or -3)."""
+    if bytes(b[s:s + 8]) != b"\xff" * 8:
+        return False
+    eid = int.from_bytes(b[s + 8:s + 16], "big", signed=True)
+    count = int.from_bytes(b[s + 16:s + 20], "big", signed=True)
+    per = 16 if eid == fe.LEDGERS_MAP_ENTRY_ID else 24 if eid == fe.SCOPED_LEDGERS_MAP_ENTRY_ID else 0
+    return per > 0 and 0 < count <= fe.LEDGERS_MAP_MAX_BATCH and size == 20 + per * count
+
+
 def plausible_at(b, pos: int, end: int) -> bool:
     """A resync candidate: a valid header whose successor is the end of data or another valid header."""
     code, rec = header_at(b, pos, end)
@@ -94,7 +111,7 @@ def plausible_at(b, pos: int, end: int) -> bool:
     if nxt == end:
         return True
     code2, _ = header_at(b, nxt, end)
-    return code2 == 0 or _zero_tail(b, nxt, end)
+    return code2 in (0, MAP_BATCH) or _zero_tail(b, nxt, end)
 
 
 def _zero_tail(b, pos: int, end: int) -> bool:
@@ -146,6 +163,9 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
         if code == 0:
             scan.records.append(rec)
             pos += 4 + rec.size
+            continue
+        if code == MAP_BATCH:
+            pos += 4 + int.from_bytes(b[pos:pos + 4], "big", signed=True)
             continue
         if code == Damage.ZERO_SIZE and _zero_tail(b, pos, end):
             # Zeros to the end of data: an unwritten tail, not damage, unless a map should follow.

@@ -32,7 +32,7 @@ from numba import njit
 from diskio.kernels import JIT, be_i32, be_i64, be_u32, be_u64, crc_update
 from diskio.mapped import DiskError, map_file, map_window
 from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
-from entrylogs.reader import MAX_ENTRY_SIZE, Damage
+from entrylogs.reader import MAP_BATCH, MAX_ENTRY_SIZE, Damage
 from formats import entrylog as fe
 from formats.digests import DigestType, mac_key
 from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
@@ -65,6 +65,7 @@ _HEAD = 45  # bytes a header check may read: size(4) + flags(1) + scope(8) + 4 x
 
 _ZERO_SIZE, _BAD_SIZE, _BAD_HEADER, _TRUNCATED = (int(Damage.ZERO_SIZE), int(Damage.BAD_SIZE),
                                                   int(Damage.BAD_HEADER), int(Damage.TRUNCATED))
+_MAP_BATCH = MAP_BATCH
 
 
 @dataclass
@@ -76,6 +77,18 @@ class EntryLogScanArrays(EntryLogArrays):
 
 
 # --- kernels ---------------------------------------------------------------------------------
+@njit(**JIT)
+def _is_map_batch(buf, s, size):
+    """The reference reader's is_map_batch: ledger -1, entry -2 (pairs) or -3 (triples), sizes agree."""
+    for k in range(8):
+        if buf[s + k] != 0xFF:
+            return False
+    eid = be_i64(buf, s + 8)
+    count = np.int64(be_i32(buf, s + 16))
+    per = 16 if eid == -2 else (24 if eid == -3 else 0)
+    return per > 0 and 0 < count <= 10000 and size == 20 + per * count
+
+
 @njit(**JIT)
 def _header_at(buf, base, pos, end):
     """The reference reader's header_at: (damage code or 0, size, format, scope, ledger, entry, lac, length)."""
@@ -89,6 +102,8 @@ def _header_at(buf, base, pos, end):
     if size < 32 or size > MAX_ENTRY_SIZE or pos + 4 + size > end:
         return _BAD_SIZE, size, 0, z, z, 0, 0, 0
     s = i + 4
+    if _is_map_batch(buf, s, size):
+        return _MAP_BATCH, size, 0, z, z, 0, 0, 0
     first = buf[s]
     fmt = 1
     scope = z
@@ -156,6 +171,9 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                 ne += 1
                 pos += 4 + size
                 continue
+            if code == _MAP_BATCH:
+                pos += 4 + size
+                continue
             if code == _ZERO_SIZE:
                 if lnz == _LNZ_UNKNOWN:
                     status = _ST_LNZ
@@ -194,7 +212,8 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                     found = q
                     break
                 if min(nxt + _HEAD, end) <= buf_end:
-                    if _header_at(buf, base, nxt, end)[0] == 0:
+                    c2 = _header_at(buf, base, nxt, end)[0]
+                    if c2 == 0 or c2 == _MAP_BATCH:
                         found = q
                         break
                     if lnz == _LNZ_UNKNOWN:
@@ -214,7 +233,8 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                 if probe.size == 0:
                     stop = _ST_PROBE
                     break
-                if _header_at(probe, 0, nxt, end)[0] == 0:
+                c2 = _header_at(probe, 0, nxt, end)[0]
+                if c2 == 0 or c2 == _MAP_BATCH:
                     found = q
                     break
                 q += 1

@@ -427,3 +427,17 @@ def test_empty_preallocated_log_scans_to_nothing():
         s = scan_entry_log(p, digests=DigestPlan())
         assert_same_scan(s, scan_entry_log_reference(p))
         assert len(s.entries) == 0 and s.log_id == 5 and len(s.digests) == 0
+
+
+@pytest.mark.parametrize("corpus", CORPORA, ids=IDS)
+def test_rolled_log_with_a_zeroed_header_walks_over_its_ledgers_map_without_damage(corpus: Path):
+    doc = _manifest(corpus)
+    rolled = [(ld, p) for ld, p in _logs(corpus, doc)
+              if p.stat().st_size and int.from_bytes(p.read_bytes()[8:16], "big") > 0]
+    assert rolled, "every corpus has a rolled log with a ledgers map"
+    for _ld, p in rolled:
+        data = bytes(HEADER_SIZE) + p.read_bytes()[HEADER_SIZE:]
+        got, want = scan_entry_log(str(p), data=data), scan_entry_log_reference(str(p), data)
+        assert_same_scan(got, want)
+        assert want.header is None and want.problems.tolist() == []
+        assert len(want.entries) == len(scan_entry_log_reference(str(p)).entries)

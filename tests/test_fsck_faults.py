@@ -390,3 +390,14 @@ def test_torn_write_into_the_preallocated_zeros_is_a_torn_tail(disk):
     [f] = _one(rep, "JOURNAL_TORN_TAIL")
     assert (f.path, f.offset, f.ledger, f.entry) == (j, last.offset, last.ledger_id, last.entry_id)
     _repair_and_recheck(disk)
+
+
+def test_zeroed_header_of_a_rolled_log_loses_the_map_offset_but_the_map_is_not_damage(disk):
+    from formats.entrylog import parse_header
+    path = disk.written.entry_log_files[0]
+    assert parse_header(open(path, "rb").read()).ledgers_map_offset > 0, "the test needs a rolled log"
+    patch(path, 0, bytes(1024))
+    rep = disk.check()
+    [f] = _one(rep, "LOG_HEADER_BAD")
+    assert (f.path, f.offset) == (path, 0)
+    assert codes(rep, "error") == {"LOG_HEADER_BAD"}
