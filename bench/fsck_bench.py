@@ -47,7 +47,7 @@ def run(a) -> int:
     total = sum(os.path.getsize(p) for p in data)
     scan_bench._warm(data + idx)
     window = a.window_mib << 20
-    t_base = scan_bench._best(lambda: scan_bench.baseline(data, window), a.repeat)
+    t_base, _ = scan_bench._best(lambda: scan_bench.baseline(data, window), a.repeat)
     base_gbps = total / t_base / 1e9
     print(f"bookie: {len(logs)} entry logs + {len(journals)} journals = {total / GIB:.2f} GiB, {len(idx)} index files")
     print(f"raw baseline (numpy XOR over the mapped bytes): {base_gbps:6.2f} GB/s ({t_base:.2f} s)")

@@ -9,12 +9,12 @@ from typing import Callable
 import numpy as np
 
 from bookie.layout import BookieDirs
-from diskio.mapped import DiskError, read_bytes
+from diskio.mapped import DiskError, map_file, read_bytes
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.journal import RecordKind, classify_body
+from formats.journal import SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
@@ -191,7 +191,6 @@ class JournalFacts:
     master_keys: dict[LedgerId, bytes] = field(default_factory=dict)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
     explicit_lac: dict[LedgerId, bytes] = field(default_factory=dict)
-    entries: set[tuple[LedgerId, int]] = field(default_factory=set)
     pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
 
     @classmethod
@@ -207,28 +206,27 @@ class JournalFacts:
             after = _after_mark(jf.journal_id, recs["offset"], mark)
             interesting = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.FENCE)
                                          | (kinds == RecordKind.EXPLICIT_LAC))
-            data = None
-            for i in interesting.tolist():
+            with map_file(jf.path) as arr:
+                for i in interesting.tolist():
+                    r = recs[i]
+                    lid = LedgerId(int(r["scope"]), int(r["ledger"]))
+                    k = int(r["kind"])
+                    if k == RecordKind.FENCE:
+                        f.fenced[lid] = f.fenced.get(lid, False) or not bool(after[i])
+                        continue
+                    # The scanner already classified and bounds-checked the record: read the key in place.
+                    off = int(r["offset"])
+                    body = arr[off + 4:off + 4 + int(r["size"])]
+                    if k == RecordKind.LEDGER_KEY:
+                        at = 20 + (SCOPED_PREFIX_SIZE if body[0] >= 0x80 else 0)
+                        n = int.from_bytes(body[at - 4:at].tobytes(), "big")
+                        f.master_keys[lid] = body[at:at + n].tobytes()
+                    else:
+                        f.explicit_lac[lid] = classify_body(body.tobytes(), offset=off, path=jf.path).lac_body
+            for i in np.flatnonzero((kinds == RecordKind.DATA) & after).tolist():
                 r = recs[i]
-                lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-                k = int(r["kind"])
-                if k == RecordKind.FENCE:
-                    f.fenced[lid] = f.fenced.get(lid, False) or not bool(after[i])
-                    continue
-                if data is None:
-                    data = read_bytes(jf.path)
-                rec = classify_body(scan.body(data, i), offset=int(r["offset"]), path=jf.path)
-                if k == RecordKind.LEDGER_KEY:
-                    f.master_keys[lid] = rec.master_key
-                else:
-                    f.explicit_lac[lid] = rec.lac_body
-            dmask = kinds == RecordKind.DATA
-            for i in np.flatnonzero(dmask).tolist():
-                r = recs[i]
-                key = (LedgerId(int(r["scope"]), int(r["ledger"])), int(r["entry"]))
-                f.entries.add(key)
-                if after[i]:
-                    f.pending.append((jf.path, int(r["offset"]), key[0], key[1]))
+                f.pending.append((jf.path, int(r["offset"]), LedgerId(int(r["scope"]), int(r["ledger"])),
+                                  int(r["entry"])))
         return f
 
 
