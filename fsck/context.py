@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 from bookie.layout import BookieDirs
-from diskio.mapped import DiskError, map_file, read_bytes
+from diskio.mapped import DiskError, read_bytes
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
@@ -206,7 +206,7 @@ class JournalFacts:
             after = _after_mark(jf.journal_id, recs["offset"], mark)
             interesting = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.FENCE)
                                          | (kinds == RecordKind.EXPLICIT_LAC))
-            with map_file(jf.path) as arr:
+            with open(jf.path, "rb", buffering=0) as fh:
                 for i in interesting.tolist():
                     r = recs[i]
                     lid = LedgerId(int(r["scope"]), int(r["ledger"]))
@@ -214,15 +214,16 @@ class JournalFacts:
                     if k == RecordKind.FENCE:
                         f.fenced[lid] = f.fenced.get(lid, False) or not bool(after[i])
                         continue
-                    # The scanner already classified and bounds-checked the record: read the key in place.
+                    # The scanner already classified and bounds-checked the record. A positioned read
+                    # of just its body keeps memory flat (mapping pulls in read-around pages).
                     off = int(r["offset"])
-                    body = arr[off + 4:off + 4 + int(r["size"])]
+                    body = os.pread(fh.fileno(), int(r["size"]), off + 4)
                     if k == RecordKind.LEDGER_KEY:
                         at = 20 + (SCOPED_PREFIX_SIZE if body[0] >= 0x80 else 0)
-                        n = int.from_bytes(body[at - 4:at].tobytes(), "big")
-                        f.master_keys[lid] = body[at:at + n].tobytes()
+                        n = int.from_bytes(body[at - 4:at], "big")
+                        f.master_keys[lid] = body[at:at + n]
                     else:
-                        f.explicit_lac[lid] = classify_body(body.tobytes(), offset=off, path=jf.path).lac_body
+                        f.explicit_lac[lid] = classify_body(body, offset=off, path=jf.path).lac_body
             for i in np.flatnonzero((kinds == RecordKind.DATA) & after).tolist():
                 r = recs[i]
                 f.pending.append((jf.path, int(r["offset"]), LedgerId(int(r["scope"]), int(r["ledger"])),

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError, map_file
+from diskio.mapped import DiskError, map_file, map_window
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import RecordKind
@@ -19,6 +19,9 @@ from entrylogs.arrays import ENTRY_DTYPE
 from entrylogs.scan import DIGEST_BAD, verify_entry_digests
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
+
+
+JOURNAL_WINDOW = 64 << 20
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -70,17 +73,30 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     if len(data_idx) == 0:
         return
     plan = ctx.digest_plan
-    with map_file(scan.path) as arr:
-        sel = recs[data_idx]
-        ents = np.zeros(len(data_idx), dtype=ENTRY_DTYPE)
-        ents["offset"], ents["size"] = sel["offset"], sel["size"]
-        ents["scope"], ents["ledger"], ents["entry"] = sel["scope"], sel["ledger"], sel["entry"]
-        ents["format"] = np.where(arr[sel["offset"] + 4] >= 0x80, 2, 1)
-        s = (sel["offset"] + 4).astype(np.int64)
-        ents["lac"] = _be64(arr, s + np.where(ents["format"] == 2, 25, 16))
-        ents["length"] = _be64(arr, s + np.where(ents["format"] == 2, 33, 24))
-        rows, _ = verify_entry_digests(arr, ents, plan)
-        bad = np.flatnonzero(rows["status"] == DIGEST_BAD)
+    sel = recs[data_idx]
+    starts = sel["offset"].astype(np.int64)
+    ends = starts + 4 + sel["size"].astype(np.int64)
+    bad_parts = []
+    i = 0
+    # Windows of whole records, so that resident memory stays bounded on multi-GiB journals.
+    while i < len(sel):
+        w0 = int(starts[i])
+        j = max(i + 1, int(np.searchsorted(ends, w0 + JOURNAL_WINDOW, side="right")))
+        w1 = int(ends[j - 1])
+        with map_window(scan.path, w0, w1 - w0) as arr:
+            part = sel[i:j]
+            ents = np.zeros(j - i, dtype=ENTRY_DTYPE)
+            ents["offset"], ents["size"] = part["offset"], part["size"]
+            ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
+            s = (part["offset"] + 4 - w0).astype(np.int64)
+            ents["format"] = np.where(arr[s] >= 0x80, 2, 1)
+            ents["lac"] = _be64(arr, s + np.where(ents["format"] == 2, 25, 16))
+            ents["length"] = _be64(arr, s + np.where(ents["format"] == 2, 33, 24))
+            rows, _ = verify_entry_digests(arr, ents, plan, base=w0)
+            bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
+            del arr
+        i = j
+    bad = np.concatenate(bad_parts)
     last = len(data_idx) - 1
     for i in bad.tolist():
         r = sel[i]
