@@ -1,11 +1,9 @@
 """Entry point of the ``bkdisk`` command: a click group whose subcommands live in their own modules."""
 from __future__ import annotations
 
-import sys
-
 import click
 
-from bkdisk.errors import EXIT_USAGE
+from fsck.cli import fsck_command, run_click
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,23 +17,9 @@ def _register() -> None:
     cli.add_command(dump.dump)
     cli.add_command(inventory.inventory)
     cli.add_command(demo.demo)
-    try:
-        from fsck.cli import fsck_command
-    except ImportError:
-        return
     cli.add_command(fsck_command, name="fsck")
 
 
 def main(argv: list[str] | None = None) -> None:
     _register()
-    try:
-        cli.main(args=argv, prog_name="bkdisk", standalone_mode=False)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        click.echo("bkdisk: cancelled", err=True)
-        sys.exit(32)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(EXIT_USAGE)
-    sys.exit(0)
+    run_click(cli, "bkdisk", argv)

@@ -8,9 +8,7 @@ import click
 
 from formats.errors import BkdiskError
 
-EXIT_OPERATIONAL = 8
-EXIT_USAGE = 16
-EXIT_CANCELLED = 32
+from fsck.api import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE  # noqa: F401 - one table of exit codes
 
 
 def one_line_errors(fn):

@@ -29,31 +29,8 @@ def map_file(path: str | os.PathLike) -> Iterator[np.ndarray]:
 
     The file is opened O_RDONLY and mapped PROT_READ: nothing reached through this can write.
     """
-    p = os.fspath(path)
-    try:
-        fd = os.open(p, os.O_RDONLY)
-    except OSError as e:
-        raise DiskError(p, f"cannot open for reading ({e.strerror})") from None
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            yield _EMPTY
-            return
-        try:
-            mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as e:
-            raise DiskError(p, f"cannot map ({e})") from None
-        try:
-            arr = np.frombuffer(mm, dtype=np.uint8)
-            yield arr
-        finally:
-            del arr
-            try:
-                mm.close()
-            except BufferError:
-                pass  # a caller still holds a view; the map is freed with it
-    finally:
-        os.close(fd)
+    with map_window(path, 0, 1 << 62) as arr:
+        yield arr
 
 
 @contextmanager

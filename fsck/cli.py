@@ -8,7 +8,7 @@ import click
 
 from bookie.layout import BookieDirs, LayoutError, discover, from_conf
 from formats.errors import BkdiskError
-from fsck.api import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL, EXIT_UNCORRECTED, EXIT_USAGE,
+from fsck.api import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OPERATIONAL, EXIT_UNCORRECTED, EXIT_USAGE,
                       check_bookie)
 from fsck.context import CheckOptions
 from fsck.report import render_json, render_text
@@ -160,16 +160,20 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     return code
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:
+    """Run a click command with e2fsck's codes for what click itself reports: usage 16, abort 32."""
     try:
-        fsck_command.main(args=argv, prog_name="bookie-fsck", standalone_mode=False)
+        rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
-        click.echo("bookie-fsck: cancelled", err=True)
+        click.echo(f"{prog_name}: cancelled", err=True)
         sys.exit(EXIT_CANCELLED)
     except click.ClickException as e:
         e.show()
         sys.exit(EXIT_USAGE)
+    sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def main(argv: list[str] | None = None) -> None:
+    run_click(fsck_command, "bookie-fsck", argv)

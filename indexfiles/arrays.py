@@ -55,10 +55,9 @@ def list_index_candidates(dirs: list[str]) -> tuple[list[tuple[int, str, str]], 
     """
     found, strays = [], []
     for di, d in enumerate(dirs):
-        cur = os.path.join(d, CURRENT_DIR)
-        stack = [(cur, 0)]
+        stack = [(os.path.join(d, CURRENT_DIR), 0, "")]
         while stack:
-            folder, depth = stack.pop()
+            folder, depth, rel = stack.pop()
             try:
                 with os.scandir(folder) as it:
                     entries = sorted(it, key=lambda e: e.name)
@@ -66,14 +65,16 @@ def list_index_candidates(dirs: list[str]) -> tuple[list[tuple[int, str, str]], 
                 strays.append((folder, f"cannot list ({e.strerror})"))
                 continue
             for e in entries:
+                name = e.name
                 if e.is_dir(follow_symlinks=False):
-                    if depth == 0 and e.name in ROCKSDB_DIRS:
+                    if depth == 0 and name in ROCKSDB_DIRS:
                         continue
-                    stack.append((e.path, depth + 1))
-                elif e.name.endswith(".idx"):
-                    found.append((di, e.path, os.path.relpath(e.path, cur)))
+                    # relative paths are built while descending (cheaper than os.path.relpath per file)
+                    stack.append((e.path, depth + 1, rel + name + os.sep))
+                elif name.endswith(".idx"):
+                    found.append((di, e.path, rel + name))
                 elif depth > 0:
-                    why = "leftover of an index relocation" if e.name.endswith(".idx.rloc") else "not an index file"
+                    why = "leftover of an index relocation" if name.endswith(".idx.rloc") else "not an index file"
                     strays.append((e.path, why))
     found.sort(key=lambda t: (t[0], t[2]))
     return found, strays

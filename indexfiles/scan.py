@@ -24,7 +24,7 @@ from diskio.mapped import DiskError, map_file
 from formats import index as fi
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR, parse_index_name
-from indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, ROCKSDB_DIRS, IndexInventory
+from indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, IndexInventory, list_index_candidates
 
 DEFAULT_BATCH = 32 << 20
 _MAGIC = int.from_bytes(fi.INDEX_MAGIC, "big")
@@ -158,34 +158,6 @@ def _read_one(p: str, buf: np.ndarray) -> IndexLocations:
         raise AssertionError(f"{p}: jitted and reference index header checks disagree")
     return IndexLocations(p, int(buf.size), _header_object(buf, 0, row), None, _locations(lf, le, ll, 0),
                           int(row[_PRESENT]), int(row[_LAST]), int(row[_TRAILING]))
-
-
-def list_index_files(dirs: list[str]) -> tuple[list[tuple[int, str, str]], list[tuple[str, str]]]:
-    """indexfiles.arrays.list_index_candidates, with relative paths built as the walk descends."""
-    found, strays = [], []
-    for di, d in enumerate(dirs):
-        stack = [(os.path.join(d, CURRENT_DIR), 0, "")]
-        while stack:
-            folder, depth, rel = stack.pop()
-            try:
-                with os.scandir(folder) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-            except OSError as e:
-                strays.append((folder, f"cannot list ({e.strerror})"))
-                continue
-            for e in entries:
-                name = e.name
-                if e.is_dir(follow_symlinks=False):
-                    if depth == 0 and name in ROCKSDB_DIRS:
-                        continue
-                    stack.append((e.path, depth + 1, rel + name + os.sep))
-                elif name.endswith(".idx"):
-                    found.append((di, e.path, rel + name))
-                elif depth > 0:
-                    why = "leftover of an index relocation" if name.endswith(".idx.rloc") else "not an index file"
-                    strays.append((e.path, why))
-    found.sort(key=lambda t: (t[0], t[2]))
-    return found, strays
 
 
 def _ledger_of_name(name: str) -> tuple[int, int, bool]:
@@ -579,7 +551,7 @@ def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, native
     """
     native = K.NATIVE_FS if native is None else native
     inv = IndexInventory(list(dirs))
-    di_l, rel_l, scope_l, led_l, named_l, depth_l = [], [], [], [], [], []
+    di_l, scope_l, led_l, named_l, depth_l = [], [], [], [], []
     arenas: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # per dir: rel path bytes, offsets, lengths
     roots: list[bytes] = []
     for di, d in enumerate(inv.dirs):
@@ -594,7 +566,7 @@ def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, native
             inv.strays.extend(lst.strays)
             arenas.append((lst.arena, lst.rel_off[oa], lst.rel_len[oa]))
         else:
-            found, strays = list_index_files([d])
+            found, strays = list_index_candidates([d])
             rels = [r for _, _, r in found]
             names = [_ledger_of_name(p[p.rfind(os.sep) + 1:]) for _, p, _ in found]
             scope_l.append(np.array([x[0] for x in names], np.uint64))
