@@ -201,3 +201,44 @@ def test_interactive_repair_answered_no_leaves_the_error_and_exits_4(tmp_path):
     code, out = _run_in_terminal([d.root, "--repair", "--no-progress"], "n\n")
     assert code == 4, out
     assert open(idx, "rb").read() == before
+
+
+def _conf(path: Path, journal: list[str], ledgers: list[str]) -> str:
+    path.write_text("# bk_server.conf\n"
+                    "bookiePort=3181\n"
+                    f"journalDirectories={','.join(journal)}\n"
+                    f"ledgerDirectories = {','.join(ledgers)}\n")
+    return str(path)
+
+
+def test_dirs_from_a_bookkeeper_server_conf(tmp_path):
+    d = make_disk(str(tmp_path))
+    conf = _conf(tmp_path / "bk_server.conf", d.dirs.journal_dirs, d.dirs.ledger_dirs)
+    r = _invoke(["--conf", conf, "--metadata-dir", d.md_dir, "--json", "--no-progress"])
+    doc = json.loads(r.output)
+    assert r.exit_code == 0 and doc["dirs"]["ledger"] == d.dirs.ledger_dirs
+    assert doc["stats"]["entries"] == len(d.written.entries)
+
+
+def test_cookie_dirs_that_differ_from_the_conf_are_an_error_but_only_a_warning_when_found_by_root(tmp_path):
+    d = make_disk(str(tmp_path))
+    moved = tmp_path / "mnt"
+    os.rename(d.root, moved)
+    dirs = [str(moved / "journal")], [str(moved / "ledgers0"), str(moved / "ledgers1")]
+    conf = _conf(tmp_path / "bk_server.conf", *dirs)
+    doc = json.loads(_invoke(["--conf", conf, "--json", "--no-progress"]).output)
+    assert {f["code"] for f in doc["findings"] if f["severity"] == "error"} == {"COOKIE_DIR_CONF_MISMATCH"}
+    doc = json.loads(_invoke([str(moved), "--json", "--no-progress"]).output)
+    assert "COOKIE_DIR_ELSEWHERE" in {f["code"] for f in doc["findings"] if f["severity"] == "warning"}
+    assert doc["summary"]["exit_code"] == 0
+
+
+def test_explicit_dirs_on_the_command_line(tmp_path):
+    d = make_disk(str(tmp_path))
+    args = [a for j in d.dirs.journal_dirs for a in ("--journal-dir", j)] + \
+           [a for l in d.dirs.ledger_dirs for a in ("--ledger-dir", l)]
+    r = _invoke([*args, "--json", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    both = subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", d.root, *args],
+                          capture_output=True, text=True)
+    assert both.returncode == 16 and "exactly one of ROOT" in both.stderr   # ROOT and explicit dirs exclude each other
