@@ -69,7 +69,7 @@ _TABLE = [
     Problem("LEDGERS_MAP_MISMATCH", E, 4, "expected the ledgers map to match the entries: {detail}"),
     Problem("DIGEST_MISMATCH", E, 4, "expected a valid {detail} digest for ledger {ledger_name} entry {entry}, found a mismatch"),
     Problem("DIGEST_NOT_VERIFIED", I, 4, "digests of ledger {ledger_name} not verified: {detail}"),
-    Problem("DIGEST_SNIFFED", I, 4, "digest type of ledger {ledger_name} not known from metadata; the entries verify as {detail}"),
+    Problem("DIGEST_SNIFFED", I, 4, "digest types not known from metadata; the entries verify as {detail}"),
     # pass 5: cross-check
     Problem("INDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}", True),
     Problem("ENTRY_NOT_INDEXED", E, 5, "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry log ({detail})", True),

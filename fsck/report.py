@@ -29,13 +29,22 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
             status = ", ".join(f"{p.counts[s.value]} {s.value}{'s' if p.counts[s.value] != 1 and s != Severity.INFO else ''}"
                                for s in Severity if s.value in p.counts)
         out.write(f"Pass {p.number}: {p.name} ".ljust(44, ".") + f" {status}\n")
-    shown = report.findings if verbose else report.worst(worst)
+    if verbose:
+        shown = report.findings
+    else:
+        # Errors and warnings first, up to ``worst``; info only as counts per code.
+        shown = [f for f in report.worst(worst) if f.severity != Severity.INFO]
     if shown:
         out.write("\n")
         for f in shown:
             out.write(f"  {f.line()}\n")
-        if len(shown) < len(report.findings):
-            out.write(f"  ... {len(report.findings) - len(shown)} more (use --verbose or --json)\n")
+    hidden = [f for f in report.findings if f not in shown]
+    if hidden:
+        by_code: dict[str, int] = {}
+        for f in hidden:
+            by_code[f.code] = by_code.get(f.code, 0) + 1
+        out.write("\n  not listed (use --verbose or --json): "
+                  + ", ".join(f"{n} {code}" for code, n in sorted(by_code.items())) + "\n")
     s = report.stats
     out.write(f"\nChecked {s.get('entry_logs', 0)} entry logs ({_human_bytes(s.get('entry_log_bytes', 0))}, "
               f"{s.get('entries', 0)} entries), {s.get('journals', 0)} journals, {s.get('index_files', 0)} index "

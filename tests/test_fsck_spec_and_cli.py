@@ -242,3 +242,20 @@ def test_explicit_dirs_on_the_command_line(tmp_path):
     both = subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", d.root, *args],
                           capture_output=True, text=True)
     assert both.returncode == 16 and "exactly one of ROOT" in both.stderr   # ROOT and explicit dirs exclude each other
+
+
+def test_without_metadata_digest_types_are_sniffed_and_hmac_and_dummy_ledgers_reported_unverified():
+    corpus = GOLDEN / "interleaved-v6-hostport"
+    from bookie.layout import discover
+    from fsck.api import check_bookie
+    rep = check_bookie(discover(str(corpus)))
+    m = json.loads((corpus / "manifest.json").read_text())
+    by_type = {}
+    for l in m["ledgers"]:
+        by_type.setdefault(l["digest_type"], set()).add(int(l["ledger_id"]))
+    sniffed = {f.detail.split(" ")[0]: {k[1] for k in f.extra["ledgers"]}
+               for f in rep.findings if f.code == "DIGEST_SNIFFED"}
+    assert sniffed == {"CRC32": by_type["CRC32"], "CRC32C": by_type["CRC32C"]}
+    unverified = {f.ledger for f in rep.findings if f.code == "DIGEST_NOT_VERIFIED"}
+    assert unverified == by_type["HMAC"] | by_type["DUMMY"]
+    assert rep.errors == []

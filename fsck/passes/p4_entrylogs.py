@@ -44,9 +44,17 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
             m = scan.digests["status"] == DIGEST_UNKNOWN
             for s, l in zip(scan.entries["scope"][m].tolist(), scan.entries["ledger"][m].tolist()):
                 unverified[(s, l)] = unverified.get((s, l), 0) + 1
+    sniffed: dict[int, list[tuple[int, int]]] = {}
     for key, (code, src) in sorted(plan.decided.items()):
         if src == SOURCE_SNIFFED and code:
-            yield Finding("DIGEST_SNIFFED", scope=key[0], ledger=key[1], detail=DigestType(code).name)
+            sniffed.setdefault(code, []).append(key)
+    for code, keys in sorted(sniffed.items()):
+        # One finding per digest type: a bookie without metadata may hold hundreds of thousands of ledgers.
+        names = ", ".join(str(LedgerId(*k)) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
+        one = keys[0] if len(keys) == 1 else (None, None)
+        yield Finding("DIGEST_SNIFFED", scope=one[0], ledger=one[1],
+                      detail=f"{DigestType(code).name} ({len(keys)} ledger{'s' if len(keys) != 1 else ''}: {names})",
+                      extra={"ledgers": keys})
     for key, n in sorted(unverified.items()):
         dt, _src = plan.ledger_digest(key)
         why = ("HMAC needs the ledger password" if dt == DigestType.HMAC else
