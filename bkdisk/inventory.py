@@ -1,6 +1,6 @@
 """``bkdisk inventory``: every entry in a bookie's entry logs, as JSON lines or a summary.
 
-Each ROOT is a folder holding one bookie's dirs (found by bookie.layout.discover); ``--conf`` reads
+Each ROOT is a folder holding bookies' dirs (found by bookie.layout.discover_all, one or several); ``--conf`` reads
 the dirs of a bk_server.conf instead. ``--metadata-dir`` points at ledger metadata files
 (``<hex ledger id>.bin`` / ``.txt``, BookKeeper's LedgerMetadataSerDe formats) that give each
 ledger's digest type and password; ledgers without metadata have their digest type sniffed
@@ -18,26 +18,17 @@ from dataclasses import dataclass, field
 import click
 
 from bkdisk.errors import one_line_errors
-from bookie.layout import BookieDirs, discover, from_conf
-from diskio.mapped import read_bytes
+from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
+from bookie.metadata_dir import digest_plan, load_metadata_dir
 from entrylogs.reader import Damage
 from entrylogs.scan import DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, scan_entry_log
-from formats.cookie import parse_cookie
 from formats.digests import DigestType
 from formats.errors import BkdiskError
-from formats.ids import LedgerId
-from formats.metadata import parse_metadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name
 
 
 class InventoryError(BkdiskError):
     """The inventory could not be started (no bookie given, an unreadable metadata folder)."""
-
-
-@dataclass
-class LedgerInfo:
-    digest_type: DigestType | None = None
-    password: bytes | None = None
 
 
 @dataclass
@@ -50,48 +41,6 @@ class BookieSummary:
     bad: int = 0
     unknown: int = 0
     problems: int = 0
-
-
-def read_metadata_dir(path: str) -> dict[tuple[int, int], LedgerInfo]:
-    """Digest type and password per (scope, ledger) from ``<hex id>.bin|.txt|.v1.txt`` files.
-
-    The id before the first '.' is the ledger id in hex (up to 16 digits), or a 32-digit qualified
-    name for a scoped ledger. Other files are ignored; a metadata file that does not parse is an error.
-    """
-    try:
-        names = sorted(os.listdir(path))
-    except OSError as e:
-        raise InventoryError(f"{path}: cannot list the metadata folder ({e.strerror})") from None
-    out: dict[tuple[int, int], LedgerInfo] = {}
-    for name in names:
-        stem = name.split(".", 1)[0]
-        if not (name.endswith(".bin") or name.endswith(".txt")) or not stem or len(stem) > 32 \
-                or any(c not in "0123456789abcdefABCDEF" for c in stem) or 16 < len(stem) < 32:
-            continue
-        lid = LedgerId.from_qualified_name(stem) if len(stem) == 32 else LedgerId(0, int(stem, 16))
-        full = os.path.join(path, name)
-        if not os.path.isfile(full):
-            continue
-        md = parse_metadata(read_bytes(full), full)
-        info = out.setdefault((lid.scope, lid.ledger), LedgerInfo())
-        if md.digest_type is not None and info.digest_type is None:
-            info.digest_type = DigestType.parse(md.digest_type)
-        if md.password is not None and info.password is None:
-            info.password = md.password
-    return out
-
-
-def bookie_id_of(dirs: BookieDirs) -> str | None:
-    """The bookie id from the first cookie (``current/VERSION``) that parses, ledger dirs first."""
-    for d in dirs.ledger_dirs + dirs.journal_dirs:
-        p = os.path.join(d, CURRENT_DIR, "VERSION")
-        if not os.path.isfile(p):
-            continue
-        try:
-            return parse_cookie(read_bytes(p), p).bookie_id
-        except BkdiskError as e:
-            _warn(f"{e}")
-    return None
 
 
 def entry_logs(ledger_dir: str) -> list[tuple[int, str]]:
@@ -108,11 +57,6 @@ def entry_logs(ledger_dir: str) -> list[tuple[int, str]]:
 
 def _warn(msg: str) -> None:
     click.echo(f"bkdisk: warning: {msg}", err=True)
-
-
-def _plan(meta: dict[tuple[int, int], LedgerInfo]) -> DigestPlan:
-    return DigestPlan(known={k: v.digest_type for k, v in meta.items() if v.digest_type is not None},
-                      passwords={k: v.password for k, v in meta.items() if v.password is not None})
 
 
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
@@ -183,12 +127,17 @@ def inventory(roots: tuple[str, ...], jsonl: bool, payload_hash: str | None, con
     """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf)."""
     if not roots and conf is None:
         raise InventoryError("nothing to inventory: give one or more ROOT folders or --conf bk_server.conf")
-    meta = read_metadata_dir(metadata_dir) if metadata_dir else {}
-    bookies = [discover(r) for r in roots] + ([from_conf(conf)] if conf else [])
+    meta = {}
+    if metadata_dir:
+        meta, errors = load_metadata_dir(metadata_dir)
+        if errors:
+            raise errors[0]
+    # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
+    bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
     out = sys.stdout
     for dirs in bookies:
         # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
-        s = inventory_bookie(dirs, _plan(meta), out, jsonl=jsonl, payload_hash=payload_hash, window=window)
+        s = inventory_bookie(dirs, digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash, window=window)
         if not jsonl:
             where = dirs.root or dirs.conf_path
             click.echo(f"{where}: bookie {s.bookie_id or '?'}: {s.entries} entries in {len(s.ledgers)} ledgers, "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from formats.errors import BkdiskError
@@ -21,6 +22,9 @@ class BookieDirs:
     index_dirs: list[str] = field(default_factory=list)   # empty: the ledger dirs hold the index
     root: str | None = None
     conf_path: str | None = None
+    # The dir strings exactly as a configuration names them (journal, ledger, index), which is
+    # what BookKeeper compares with the cookie.
+    configured: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None
 
     @property
     def effective_index_dirs(self) -> list[str]:
@@ -70,34 +74,122 @@ def _kind_of(cur: str) -> set[str]:
     return kinds
 
 
-def discover(root: str) -> BookieDirs:
-    """Find dirs under ``root`` (up to 3 levels) that have a ``current/`` and classify them by content.
+def _cookie_of(d: str):
+    from diskio.mapped import read_bytes
+    from formats.cookie import parse_cookie
+    p = os.path.join(d, CURRENT_DIR, "VERSION")
+    try:
+        return parse_cookie(read_bytes(p), path=p)
+    except (BkdiskError, OSError):
+        return None
 
-    A dir with ``.txn`` files is a journal dir; one with entry logs, lastId or lastMark a ledger
-    dir. Dirs are listed in sorted path order, the order BookKeeper's tools print them in.
+
+def bookie_id_of(dirs: BookieDirs) -> str | None:
+    """The bookie id of the first cookie that parses (ledger dirs first); None when none does."""
+    for d in dirs.ledger_dirs + dirs.journal_dirs + dirs.index_dirs:
+        c = _cookie_of(d)
+        if c is not None:
+            return c.bookie_id
+    return None
+
+
+def _natural(path: str) -> list:
+    """Sort key that puts journal2 before journal10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+
+def _in_cookie_order(found: list[str], recorded: tuple[str, ...]) -> list[str]:
+    """Order found dirs as the cookie lists them (lastMark.N is numbered by that order).
+
+    A found dir matches a recorded one when their trailing path components agree; dirs that
+    match nothing keep natural order after the matched ones.
+    """
+    rest = sorted(found, key=_natural)
+    out = []
+    for r in recorded:
+        parts = [x for x in r.replace("\\", "/").split("/") if x and x != "."]
+        best, depth = None, 0
+        for f in rest:
+            fp = [x for x in f.split(os.sep) if x]
+            k = 0
+            while k < min(len(parts), len(fp)) and parts[-1 - k] == fp[-1 - k]:
+                k += 1
+            if k > depth:
+                best, depth = f, k
+        if best is not None:
+            out.append(best)
+            rest.remove(best)
+    return out + rest
+
+
+def discover_all(root: str) -> list[BookieDirs]:
+    """Every bookie under ``root`` (up to 3 levels, following symlinks): dirs with a ``current/``,
+    classified by content and grouped by the bookie id of their cookies.
+
+    ``.txn`` files make a journal dir; entry logs, lastId or lastMark a ledger dir; only hashed
+    index folders (or DbLedgerStorage's RocksDB folders) an index dir. Within a bookie the dirs
+    are in the order its cookie lists them, the order ``lastMark.<i>`` files are numbered by.
     """
     root = os.path.abspath(root)
     if not os.path.isdir(root):
         raise LayoutError(f"{root}: not a directory")
-    journal, ledger = [], []
-    for dirpath, dirs, _files in os.walk(root):
+    found: list[tuple[str, set[str]]] = []
+    seen_real = set()
+    for dirpath, dirs, _files in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen_real:      # a symlink loop, or the same dir reached twice
+            dirs[:] = []
+            continue
+        seen_real.add(real)
         depth = dirpath[len(root):].count(os.sep)
         if CURRENT_DIR in dirs:
-            kinds = _kind_of(os.path.join(dirpath, CURRENT_DIR))
-            if "journal" in kinds:
-                journal.append(dirpath)
-            if "ledger" in kinds or ("index" in kinds and "journal" not in kinds):
-                ledger.append(dirpath)
-            if not kinds - {"unknown"} and "unknown" in kinds:
-                # An empty dir with a cookie: a journal dir if named like one, else a ledger dir.
-                (journal if "journal" in os.path.basename(dirpath) else ledger).append(dirpath)
+            found.append((dirpath, _kind_of(os.path.join(dirpath, CURRENT_DIR))))
             dirs.remove(CURRENT_DIR)
         if depth >= 3:
             dirs[:] = []
         dirs.sort()
-    if not journal and not ledger:
+    if not found:
         raise LayoutError(f"{root}: no bookie dirs found (no '<dir>/current' with journals, entry logs or cookies)")
-    return BookieDirs(sorted(journal), sorted(ledger), [], root=root)
+    groups: dict[str | None, list[tuple[str, set[str], object]]] = {}
+    for d, kinds in found:
+        c = _cookie_of(d)
+        groups.setdefault(c.bookie_id if c is not None else None, []).append((d, kinds, c))
+    if None in groups and len(groups) == 2:
+        # Dirs without a readable cookie belong to the one bookie there is (fsck reports the cookie).
+        nameless = groups.pop(None)
+        next(iter(groups.values())).extend(nameless)
+    out = []
+    for _bid, members in groups.items():
+        journal, ledger, index = [], [], []
+        for d, kinds, _c in members:
+            if "journal" in kinds:
+                journal.append(d)
+            if "ledger" in kinds:
+                ledger.append(d)
+            elif "index" in kinds and "journal" not in kinds:
+                index.append(d)
+            elif kinds == {"unknown"}:
+                (journal if "journal" in os.path.basename(d) else ledger).append(d)
+        cookie = next((c for _d, _k, c in members if c is not None), None)
+        if cookie is not None:
+            journal = _in_cookie_order(journal, cookie.journal_dirs)
+            ledger = _in_cookie_order(ledger, cookie.ledger_dirs)
+            index = _in_cookie_order(index, cookie.index_dirs or ())
+        else:
+            journal, ledger, index = (sorted(x, key=_natural) for x in (journal, ledger, index))
+        if index and not ledger:
+            ledger, index = index, []
+        out.append(BookieDirs(journal, ledger, index, root=root))
+    return out
+
+
+def discover(root: str) -> BookieDirs:
+    """The one bookie under ``root``; several bookies there is an error naming them."""
+    found = discover_all(root)
+    if len(found) > 1:
+        ids = [bookie_id_of(b) or "?" for b in found]
+        raise LayoutError(f"{root}: holds {len(found)} bookies ({', '.join(ids)}); give the folder of one")
+    return found[0]
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -133,7 +225,8 @@ def from_conf(conf_path: str) -> BookieDirs:
     """Dirs from a BookKeeper server config: journalDirectories (or journalDirectory),
     ledgerDirectories, indexDirectories."""
     try:
-        with open(conf_path, encoding="utf-8") as f:
+        # Java reads .properties as ISO-8859-1: every byte decodes, so no file can fail here.
+        with open(conf_path, encoding="latin-1") as f:
             props = parse_properties(f.read())
     except OSError as e:
         raise LayoutError(f"{conf_path}: cannot read ({e.strerror})") from None
@@ -144,4 +237,5 @@ def from_conf(conf_path: str) -> BookieDirs:
         raise LayoutError(f"{conf_path}: needs journalDirectories (or journalDirectory) and ledgerDirectories")
     base = os.path.dirname(os.path.abspath(conf_path))
     absd = lambda ds: [d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d)) for d in ds]
-    return BookieDirs(absd(journal), absd(ledger), absd(index), conf_path=conf_path)
+    return BookieDirs(absd(journal), absd(ledger), absd(index), conf_path=conf_path,
+                      configured=(tuple(journal), tuple(ledger), tuple(index)))

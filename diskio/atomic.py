@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from typing import Iterable
 
 
 def fsync_dir(path: str) -> None:
@@ -15,10 +16,17 @@ def fsync_dir(path: str) -> None:
 
 
 def atomic_write(path: str, data: bytes, *, backup_dir: str | None = None, mode: int = 0o644) -> str | None:
-    """Replace ``path`` with ``data`` atomically; return where the old file was kept (if any).
+    """Replace ``path`` with ``data`` atomically; return where the old file was kept (if any)."""
+    return atomic_rewrite(path, [data], backup_dir=backup_dir, mode=mode)
+
+
+def atomic_rewrite(path: str, chunks: Iterable[bytes | memoryview], *, size: int | None = None,
+                   backup_dir: str | None = None, mode: int = 0o644) -> str | None:
+    """Replace ``path`` with the concatenated ``chunks`` (zero-extended to ``size``) atomically.
 
     The new bytes go to a temp file in the same directory, are fsynced, then renamed over the
-    target. An existing target is first copied (with its times) into ``backup_dir``.
+    target. An existing target is first kept in ``backup_dir`` and its owner and mode carry over.
+    Returns where the old file was kept (if anywhere).
     """
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
@@ -26,15 +34,27 @@ def atomic_write(path: str, data: bytes, *, backup_dir: str | None = None, mode:
     if backup_dir is not None and os.path.exists(path):
         kept = backup_file(path, backup_dir)
     tmp = os.path.join(d, f".{os.path.basename(path)}.bkdisk-tmp-{os.getpid()}")
+    old = os.stat(path) if os.path.exists(path) else None
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        if size is not None:
+            os.ftruncate(fd, size)
+        if old is not None:
+            # The replacement keeps the owner and mode of what it replaces: the bookie must still write it.
+            os.fchmod(fd, old.st_mode & 0o7777)
+            if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                os.fchown(fd, old.st_uid, old.st_gid)
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
     os.replace(tmp, path)
     fsync_dir(d)
     return kept

@@ -102,8 +102,9 @@ def parse_cookie(data: bytes, path: str | None = None) -> Cookie:
         journal_dirs=tuple(msg.journalDir.split(JOURNAL_DIR_SEPARATOR)),
         ledger_dirs=decode_dirs(msg.ledgerDirs, what="ledgerDirs", path=path, offset=body_offset),
         instance_id=msg.instanceId if msg.HasField("instanceId") else None,
+        # BookKeeper reads an empty indexDirs as absent (then the ledger dirs hold the index).
         index_dirs=(decode_dirs(msg.indexDirs, what="indexDirs", path=path, offset=body_offset)
-                    if msg.HasField("indexDirs") else None),
+                    if msg.HasField("indexDirs") and msg.indexDirs != "" else None),
     )
 
 

@@ -19,13 +19,18 @@ def _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs) -> BookieDirs:
     if sum(bool(x) for x in (root, conf, explicit)) != 1:
         raise click.UsageError("give exactly one of ROOT, --conf, or --journal-dir/--ledger-dir")
     if conf:
-        return from_conf(conf)
-    if explicit:
+        dirs = from_conf(conf)
+    elif explicit:
         if not journal_dirs or not ledger_dirs:
             raise click.UsageError("--journal-dir and --ledger-dir go together")
-        return BookieDirs([os.path.abspath(d) for d in journal_dirs], [os.path.abspath(d) for d in ledger_dirs],
+        dirs = BookieDirs([os.path.abspath(d) for d in journal_dirs], [os.path.abspath(d) for d in ledger_dirs],
                           [os.path.abspath(d) for d in index_dirs])
-    return discover(root)
+    else:
+        return discover(root)
+    missing = [d for d in dirs.all_dirs if not os.path.isdir(d)]
+    if missing:
+        raise LayoutError(f"{missing[0]}: no such directory")
+    return dirs
 
 
 class _Progress:
@@ -106,7 +111,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     with _Progress(progress) as bar:
-        opts = CheckOptions(metadata_dir=metadata_dir, conf_given=bool(conf), verify_digests=not no_digests,
+        opts = CheckOptions(metadata_dir=metadata_dir, verify_digests=not no_digests,
                             jobs=jobs, progress=bar)
         report = check_bookie(dirs, opts)
     extra = {}
@@ -123,27 +128,34 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
         for a in actions:
             print(f"  {a.line()}", file=out)
         todo = [a for a in actions if not a.blocked]
-        if dry_run or not todo:
+
+        def unchanged(exit_code: int) -> int:
+            """Stop without repairing: the report (with the plan) still goes out as JSON when asked."""
             if as_json:
                 render_json(report, sys.stdout, extra=extra)
-            return code
+            return exit_code
+
+        if dry_run or not todo:
+            return unchanged(code)
         holders = rp.processes_holding(dirs.all_dirs)
         if holders and not force:
             pid, f = holders[0]
             print(f"bookie-fsck: process {pid} has {f} open (a running bookie?); not repairing without --force",
                   file=sys.stderr)
-            return EXIT_OPERATIONAL
+            return unchanged(EXIT_OPERATIONAL)
         if not yes:
             if not sys.stdin.isatty():
                 print("bookie-fsck: repairs need --yes or an interactive terminal", file=sys.stderr)
-                return EXIT_OPERATIONAL
+                return unchanged(EXIT_OPERATIONAL)
             todo = [a for a in todo if click.confirm(f"{a.line()}?", default=False)]
             if not todo:
-                return code  # every repair declined: the errors stay, as e2fsck answers "no"
+                return unchanged(code)  # every repair declined: the errors stay, as e2fsck answers "no"
         bdir = backup_dir or rp.default_backup_dir(ctx)
-        rp.apply(todo, ctx, bdir, log=lambda s: print(s, file=out))
-        print(f"replaced files kept in {bdir}", file=out)
-        after = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir, conf_given=bool(conf),
+        done, failed = rp.apply(todo, ctx, bdir, log=lambda s: print(s, file=out))
+        print(f"{len(done)} repairs done, {len(failed)} failed; replaced files kept in {bdir}", file=out)
+        extra["repairs_done"] = [a.line() for a in done]
+        extra["repairs_failed"] = [a.line() for a in failed]
+        after = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir,
                                                 verify_digests=not no_digests, jobs=jobs))
         extra["after_repair"] = after.to_json()["summary"]
         code = EXIT_CORRECTED if not after.errors else EXIT_UNCORRECTED

@@ -18,7 +18,6 @@ from formats.journal import SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
-from formats.digests import DigestType
 from indexfiles.arrays import IndexInventory
 from indexfiles.scan import walk_index_dirs
 from journal.arrays import JournalArrays
@@ -31,11 +30,9 @@ Progress = Callable[[str, int, int], None]   # (what, done, total)
 class CheckOptions:
     metadata_dir: str | None = None
     metadata: dict[LedgerId, LedgerMetadata] | None = None   # from a metadata service (audit)
-    conf_given: bool = False
     verify_digests: bool = True
     jobs: int = 1
     progress: Progress | None = None
-    max_findings_per_code: int = 100000
 
 
 @dataclass
@@ -160,7 +157,7 @@ class CheckContext:
             return self.options.metadata
         if self.options.metadata_dir is None:
             return None
-        from fsck.metadata_source import load_metadata_dir
+        from bookie.metadata_dir import load_metadata_dir
         md, errors = load_metadata_dir(self.options.metadata_dir)
         self.metadata_errors = errors
         return md
@@ -171,13 +168,8 @@ class CheckContext:
     def digest_plan(self) -> DigestPlan:
         """Digest type and password per ledger from metadata; the scanner sniffs the rest (CRC32C,
         CRC32) and records what it decided, shared by every file of this check."""
-        known, passwords = {}, {}
-        for lid, m in (self.metadata or {}).items():
-            if m.digest_type is not None:
-                known[tuple(lid)] = DigestType.parse(m.digest_type)
-            if m.password is not None:
-                passwords[tuple(lid)] = m.password
-        return DigestPlan(known=known, passwords=passwords)
+        from bookie.metadata_dir import digest_plan
+        return digest_plan(self.metadata or {})
 
     def _progress(self, what: str, done: int, total: int) -> None:
         if self.options.progress is not None:

@@ -65,6 +65,7 @@ _TABLE = [
     Problem("LOG_HEADER_BAD", E, 4, "expected an entry log header: {detail}"),
     Problem("LOG_FRAMING_BROKEN", E, 4, "expected a framed entry at this offset, found {detail}"),
     Problem("LOG_TRUNCATED", E, 4, "expected the entry to end within the file, found {detail}"),
+    Problem("LOG_TORN_TAIL", W, 4, "the current entry log ends inside an entry no index points at, which the journal holds for replay (a write cut by a crash): {detail}"),
     Problem("LEDGERS_MAP_BAD", E, 4, "expected a readable ledgers map: {detail}"),
     Problem("LEDGERS_MAP_MISMATCH", E, 4, "expected the ledgers map to match the entries: {detail}"),
     Problem("DIGEST_MISMATCH", E, 4, "expected a valid {detail} digest for ledger {ledger_name} entry {entry}, found a mismatch"),
@@ -73,12 +74,14 @@ _TABLE = [
     # pass 5: cross-check
     Problem("INDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}", True),
     Problem("ENTRY_NOT_INDEXED", E, 5, "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry log ({detail})", True),
-    Problem("LEDGER_NOT_INDEXED", E, 5, "expected an index for ledger {ledger_name}, which has {detail} in the entry logs and records in the journal", True),
+    Problem("LEDGER_NOT_INDEXED", E, 5, "expected an index for ledger {ledger_name}, which its metadata lists and which has {detail} in the entry logs", True),
+    Problem("LEDGER_INDEX_MISSING", W, 5, "ledger {ledger_name} has {detail} in the entry logs and a ledger key in the journal but no index: a lost index, or a ledger deleted since (give --metadata-dir to tell; with metadata a lost index is repaired)"),
     Problem("GARBAGE_ENTRIES", I, 5, "{detail} (collectable by garbage collection)"),
     # pass 6: journals
     Problem("JOURNAL_HEADER_BAD", E, 6, "expected a journal header 'BKLG' + version: {detail}"),
     Problem("JOURNAL_RECORD_CORRUPT", E, 6, "expected a valid journal record: {detail}"),
     Problem("JOURNAL_TORN_TAIL", E, 6, "expected the journal to end cleanly, found a torn tail: {detail}", True),
+    Problem("JOURNAL_OLD_TORN_TAIL", W, 6, "a journal wholly before lastMark ends in a torn record (a crash while it was current; BookKeeper never replays it again): {detail}"),
     Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
     Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark: {detail}"),
     Problem("LASTMARK_MISSING_JOURNAL", E, 6, "expected journal {detail} named by lastMark, found none (the bookie will not start)"),

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from diskio.atomic import atomic_move, atomic_write, backup_file
-from diskio.mapped import map_file
+from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, backup_file
+from diskio.mapped import map_window
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from formats.ids import LedgerId
@@ -63,6 +63,7 @@ def plan_repairs(report: Report, ctx: CheckContext) -> list[Action]:
         if f.code in REBUILD_CODES and f.ledger is not None:
             rebuild.setdefault(LedgerId(f.scope or 0, f.ledger), set()).add(f.code)
     inv = ctx.index_inventory
+    unscanned = [lf.path for lf in ctx.log_files if not isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)]
     for lid, codes in sorted(rebuild.items()):
         paths = [inv.paths[i] for i in range(len(inv.paths))
                  if inv.files["named"][i] and LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid]
@@ -72,7 +73,9 @@ def plan_repairs(report: Report, ctx: CheckContext) -> list[Action]:
             target = os.path.join(ctx.dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
         a = Action("rebuild-index", target, f"rebuild the index of ledger {lid} at {target} from the entry logs",
                    lid, codes=codes)
-        if (lid.scope, lid.ledger) in dup:
+        if unscanned:
+            a.blocked = f"entry log {unscanned[0]} could not be read; a rebuild would drop the entries it holds"
+        elif (lid.scope, lid.ledger) in dup:
             a.blocked = "the ledger is indexed in two places; choose one by hand"
         elif _header_for(ctx, lid) is None:
             a.blocked = "no master key for this ledger in the index or the journals"
@@ -142,33 +145,46 @@ def rebuilt_locations(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
     return arr
 
 
-def apply(actions: list[Action], ctx: CheckContext, backup_dir: str, *, log=print) -> list[Action]:
-    """Carry out the unblocked actions in order (moves, then rebuilds, then journal cuts)."""
-    done = []
+def apply(actions: list[Action], ctx: CheckContext, backup_dir: str, *, log=print) -> tuple[list[Action], list[Action]]:
+    """Carry out the unblocked actions in order (moves, then rebuilds, then journal cuts).
+
+    Each action is atomic on its own; one that fails is reported and the others still run.
+    Returns (done, failed).
+    """
+    done, failed = [], []
     page_size = infer_page_size(ctx.index_inventory)
     order = {"move-index": 0, "rebuild-index": 1, "cut-journal": 2}
     for a in sorted(actions, key=lambda a: order[a.kind]):
         if a.blocked:
             continue
-        if a.kind == "move-index":
-            atomic_move(a.source, a.path, backup_dir=backup_dir)
-        elif a.kind == "rebuild-index":
-            header = _header_for(ctx, a.ledger)
-            data = index_bytes(header, rebuilt_locations(ctx, a.ledger), page_size)
-            atomic_write(a.path, data, backup_dir=backup_dir)
-        elif a.kind == "cut-journal":
-            _cut_journal(a.path, a.cut_at, backup_dir)
+        try:
+            if a.kind == "move-index":
+                atomic_move(a.source, a.path, backup_dir=backup_dir)
+            elif a.kind == "rebuild-index":
+                header = _header_for(ctx, a.ledger)
+                data = index_bytes(header, rebuilt_locations(ctx, a.ledger), page_size)
+                atomic_write(a.path, data, backup_dir=backup_dir)
+            elif a.kind == "cut-journal":
+                _cut_journal(a.path, a.cut_at, backup_dir)
+        except OSError as e:
+            log(f"FAILED: {a.line()}: {e.strerror or e} ({e.filename or a.path})")
+            failed.append(a)
+            continue
         log(f"done: {a.line()}")
         done.append(a)
-    return done
+    return done, failed
 
 
 def _cut_journal(path: str, at: int, backup_dir: str) -> None:
-    with map_file(path) as arr:
-        size = len(arr)
-        head = arr[:at].tobytes()
-    # Same size, zeros after the cut: the reader sees a clean end exactly where the valid records end.
-    atomic_write(path, head + bytes(size - at), backup_dir=backup_dir)
+    """Keep the journal's bytes before ``at``; the same size, zeros after (a clean end there)."""
+    step = 64 << 20
+
+    def head():
+        for off in range(0, at, step):
+            with map_window(path, off, min(step, at - off)) as w:
+                yield w.tobytes()
+
+    atomic_rewrite(path, head(), size=os.path.getsize(path), backup_dir=backup_dir)
 
 
 def default_backup_dir(ctx: CheckContext) -> str:

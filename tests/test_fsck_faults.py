@@ -401,3 +401,16 @@ def test_zeroed_header_of_a_rolled_log_loses_the_map_offset_but_the_map_is_not_d
     [f] = _one(rep, "LOG_HEADER_BAD")
     assert (f.path, f.offset) == (path, 0)
     assert codes(rep, "error") == {"LOG_HEADER_BAD"}
+
+
+def test_repair_keeps_the_owner_and_mode_of_the_file_it_replaces(disk):
+    lid = LedgerId(0, 0x1234)
+    p = disk.written.index_files[lid]
+    os.chmod(p, 0o600)
+    if os.geteuid() == 0:
+        os.chown(p, 65534, 65534)
+    want = os.stat(p)
+    patch(p, 0, bytes(4))
+    _repair_and_recheck(disk)
+    got = os.stat(p)
+    assert (got.st_mode & 0o7777, got.st_uid, got.st_gid) == (want.st_mode & 0o7777, want.st_uid, want.st_gid)

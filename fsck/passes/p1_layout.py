@@ -63,29 +63,40 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
     ref_dir, ref = items[0]
     for d, c in items[1:]:
         diffs = []
-        for field, label in (("bookie_id", "bookie id"), ("instance_id", "instance id"),
+        # Compared as BookKeeper compares them: an empty instance id is none, no index dirs are the ledger dirs.
+        for field, label in (("bookie_id", "bookie id"), ("effective_instance_id", "instance id"),
                              ("journal_dirs", "journal dirs"), ("ledger_dirs", "ledger dirs"),
-                             ("index_dirs", "index dirs")):
+                             ("effective_index_dirs", "index dirs")):
             a, b = getattr(ref, field), getattr(c, field)
             if a != b:
                 diffs.append(f"{label} ({a!r} in {ref_dir}, {b!r} in {d})")
         for diff in diffs:
             yield Finding("COOKIE_MISMATCH", path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
-    # Where the cookie says the dirs are, against where we found them.
+    # Where the cookie says the dirs are, against the configuration (compared as strings, as
+    # BookKeeper does) or, without one, against where the dirs were found.
     dirs = ctx.dirs
-    recorded_j, recorded_l = list(ref.journal_dirs), list(ref.ledger_dirs)
-    found_j, found_l = dirs.journal_dirs, dirs.ledger_dirs
     vp = os.path.join(ref_dir, CURRENT_DIR, "VERSION")
-    if len(recorded_j) != len(found_j) or len(recorded_l) != len(found_l):
-        yield Finding("COOKIE_MISMATCH", path=vp,
-                      detail=f"the number of dirs: cookie has {len(recorded_j)} journal and {len(recorded_l)} "
-                             f"ledger dirs, found {len(found_j)} and {len(found_l)}")
+    if dirs.configured is not None:
+        cj, cl, ci = dirs.configured
+        for label, recorded, conf in (("journal dirs", ref.journal_dirs, cj), ("ledger dirs", ref.ledger_dirs, cl),
+                                      ("index dirs", ref.effective_index_dirs, ci or cl)):
+            if tuple(recorded) != tuple(conf):
+                yield Finding("COOKIE_DIR_CONF_MISMATCH", path=vp,
+                              detail=f"{label}: cookie {list(recorded)}, configuration {list(conf)}")
         return
-    moved = [(r, f) for r, f in zip(recorded_j + recorded_l, found_j + found_l) if not _same_dir(r, f)]
+    recorded = list(ref.journal_dirs) + list(ref.ledger_dirs) + list(ref.index_dirs or ())
+    found = dirs.journal_dirs + dirs.ledger_dirs + dirs.index_dirs
+    if (len(ref.journal_dirs), len(ref.ledger_dirs), len(ref.index_dirs or ())) != \
+            (len(dirs.journal_dirs), len(dirs.ledger_dirs), len(dirs.index_dirs)):
+        yield Finding("COOKIE_MISMATCH", path=vp,
+                      detail=f"the number of dirs: the cookie has {len(ref.journal_dirs)} journal, "
+                             f"{len(ref.ledger_dirs)} ledger and {len(ref.index_dirs or ())} index dirs; found "
+                             f"{len(dirs.journal_dirs)}, {len(dirs.ledger_dirs)} and {len(dirs.index_dirs)}")
+        return
+    moved = [(r, f) for r, f in zip(recorded, found) if not _same_dir(r, f)]
     if moved:
         text = "; ".join(f"{r!r} for {f}" for r, f in moved[:4]) + (" ..." if len(moved) > 4 else "")
-        code = "COOKIE_DIR_CONF_MISMATCH" if ctx.options.conf_given else "COOKIE_DIR_ELSEWHERE"
-        yield Finding(code, path=vp, detail=text)
+        yield Finding("COOKIE_DIR_ELSEWHERE", path=vp, detail=text)
 
 
 def _unreadable(ctx: CheckContext) -> Iterator[Finding]:

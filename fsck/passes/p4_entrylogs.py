@@ -30,7 +30,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             continue
         if not isinstance(scan, EntryLogArrays) or scan.size == 0:
             continue
-        yield from _check_log(scan)
+        yield from _check_log(scan, ctx, lf.log_id)
     if ctx.options.verify_digests:
         yield from _digest_summary(ctx)
 
@@ -65,7 +65,24 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
                       f"{n} entries; {why}")
 
 
-def _check_log(scan: EntryLogArrays) -> Iterator[Finding]:
+def _torn_write(ctx: CheckContext, scan: EntryLogArrays, log_id: int, off: int) -> bool:
+    """An entry cut short at the end of the current log (no ledgers map yet) that no index points at
+    and that the journal still holds for replay: what a crash leaves, not damage."""
+    if scan.ledgers_map is not None:
+        return False
+    if ctx.dirs.storage_kind == "index-files":
+        locs = ctx.index_inventory.locations
+        if len(locs) and bool(np.any((locs["log"] == log_id) & (locs["pos"] == off + 4))):
+            return False
+    with map_window(scan.path, off + 4, 16) as w:
+        head = w.tobytes()
+    if len(head) < 16 or head[0] >= 0x80:
+        return False
+    key = (LedgerId(0, int.from_bytes(head[:8], "big")), int.from_bytes(head[8:16], "big", signed=True))
+    return any((lid, e) == key for _p, _o, lid, e in ctx.journal_facts.pending)
+
+
+def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator[Finding]:
     p = scan.path
     if scan.header_error is not None:
         e = scan.header_error
@@ -77,7 +94,10 @@ def _check_log(scan: EntryLogArrays) -> Iterator[Finding]:
         off, reason, resumed = int(prob["offset"]), Damage(int(prob["reason"])), int(prob["resumed_at"])
         size = _size_at(p, off)
         runs_past = size is not None and size > 0 and off + 4 + size > scan.data_end
-        if reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
+        if runs_past and resumed >= scan.data_end and _torn_write(ctx, scan, log_id, off):
+            yield Finding("LOG_TORN_TAIL", path=p, offset=off, detail=f"size {size} with {scan.data_end - off - 4} "
+                          f"bytes left")
+        elif reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
             yield Finding("LOG_TRUNCATED", path=p, offset=off,
                           detail=f"size {size} at offset {off} with {scan.data_end - off - 4} bytes left"
                           if size is not None else f"{scan.data_end - off} bytes of a size prefix")

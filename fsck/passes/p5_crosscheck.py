@@ -48,11 +48,12 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     wc = np.minimum(w, max(n - 1, 0))
     hit = (n > 0) & (t["key"][wc] == lkey) if n else np.zeros(len(locs), bool)
     same = hit & (t["scope"][wc] == lscope) & (t["ledger"][wc] == lledger) & (t["entry"][wc] == locs["entry"])
-    known_logs = {lf.log_id for lf in ctx.log_files}
+    # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
+    scanned = {lf.log_id for lf in ctx.log_files if isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)}
     for k in np.flatnonzero(~same).tolist():
         loc = locs[k]
-        if int(loc["log"]) not in known_logs:
-            continue  # pass 3 reported the missing log
+        if int(loc["log"]) not in scanned:
+            continue
         f = int(loc["file"])
         where = f"log {int(loc['log']):x}.log position {int(loc['pos'])}"
         if hit[k]:
@@ -91,14 +92,17 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                 yield Finding("ENTRY_NOT_INDEXED", scope=lid.scope, ledger=lid.ledger, entry=e,
                               path=_log_path(ctx, int(t["log"][j])),
                               detail=f"log {int(t['log'][j]):x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
-        elif lid in facts.master_keys or lid in md:
+        elif lid in md or (ctx.metadata is None and lid in facts.master_keys):
             unindexed_ledgers[lid].append(e)
         else:
-            garbage += 1
+            garbage += 1          # a ledger deleted since (metadata no longer has it), awaiting compaction
             garbage_ledgers.add(lid)
     for lid, ents in sorted(unindexed_ledgers.items()):
-        yield Finding("LEDGER_NOT_INDEXED", scope=lid.scope, ledger=lid.ledger,
-                      detail=f"{len(ents)} entries")
+        if lid in md:
+            yield Finding("LEDGER_NOT_INDEXED", scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
+        else:
+            # Without metadata a lost index and a ledger deleted by garbage collection look the same.
+            yield Finding("LEDGER_INDEX_MISSING", scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
     if garbage:
         yield Finding("GARBAGE_ENTRIES", detail=f"{garbage} entries of {len(garbage_ledgers)} ledgers in the entry "
                                                 f"logs are not pointed at by any index")

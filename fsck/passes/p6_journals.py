@@ -7,7 +7,7 @@ from typing import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError, map_file, map_window
+from diskio.mapped import DiskError, map_window
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import RecordKind
@@ -22,6 +22,8 @@ from journal.reader import EndKind
 
 
 JOURNAL_WINDOW = 64 << 20
+SEARCH_WINDOW = 16 << 20
+MAX_CANDIDATES = 256   # per window: enough to find a real record among chance matches
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -38,12 +40,14 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding("JOURNAL_HEADER_BAD", path=jf.path, offset=scan.offset,
                           detail=f"{scan.expected}, found {scan.found}")
             continue
-        yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index])
+        mark = ctx.effective_last_mark(jf.dir_index)
+        yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index],
+                                  before_mark=mark is not None and jf.journal_id < mark.log_id)
     yield from _check_last_marks(ctx)
     yield from _replay(ctx)
 
 
-def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool) -> Iterator[Finding]:
+def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool) -> Iterator[Finding]:
     p = scan.path
     if scan.version == 1:
         yield Finding("JOURNAL_HEADER_BAD", path=p, offset=0,
@@ -52,20 +56,23 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool) -
         return
     kind, off = EndKind(scan.end_kind), scan.end_offset
     if ctx.options.verify_digests:
-        yield from _journal_digests(ctx, scan, is_newest=is_newest, clean_end=kind in (EndKind.CLEAN, EndKind.EOF))
+        yield from _journal_digests(ctx, scan, is_newest=is_newest, before_mark=before_mark,
+                                    clean_end=kind in (EndKind.CLEAN, EndKind.EOF))
     if kind == EndKind.GARBAGE:
         yield Finding("JOURNAL_TAIL_GARBAGE", path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.TORN:
-        if is_newest and not _data_after(p, off):
-            yield Finding("JOURNAL_TORN_TAIL", path=p, offset=off, detail=scan.end_detail,
-                          extra={"cut_at": off})
+        if (is_newest or before_mark) and not _data_after(p, off):
+            # A crash tears the journal being written; one wholly before lastMark is never read again.
+            code = "JOURNAL_OLD_TORN_TAIL" if before_mark else "JOURNAL_TORN_TAIL"
+            yield Finding(code, path=p, offset=off, detail=scan.end_detail, extra={"cut_at": off})
         else:
             yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.INVALID:
         yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
 
 
-def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, clean_end: bool) -> Iterator[Finding]:
+def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool,
+                     clean_end: bool) -> Iterator[Finding]:
     """Verify journal data records like entry-log entries; a bad last record of the newest journal
     followed only by zeros is a torn write (its length landed, its body did not)."""
     recs = scan.records
@@ -102,8 +109,8 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         r = sel[i]
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-        if i == last and is_newest and clean_end and int(data_idx[i]) >= len(recs) - 2:
-            yield Finding("JOURNAL_TORN_TAIL", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+        if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
+            yield Finding("JOURNAL_OLD_TORN_TAIL" if before_mark else "JOURNAL_TORN_TAIL", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
                           extra={"cut_at": off})
         else:
@@ -118,28 +125,65 @@ def _be64(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def _data_after(path: str, off: int) -> bool:
-    """Whether a plausible record starts anywhere after ``off`` (then the tail is not merely torn)."""
-    from journal.reader import read_journal
-    with map_file(path) as arr:
-        nz = np.flatnonzero(arr[off + 4:])
-        if len(nz) == 0:
-            return False
-        data = arr.tobytes()
-    q = off + 1
-    end = len(data)
-    while q + 20 <= end:
-        n = int.from_bytes(data[q:q + 4], "big", signed=True)
-        if 16 <= n <= end - q - 4:
-            eid = int.from_bytes(data[q + 12:q + 20], "big", signed=True)
-            if eid >= 0 or eid in (-0x1000, -0x2000, -0x8000):
-                try:
-                    s = read_journal(path, data, start=q)
-                    if len(s.records) >= 2:
-                        return True
-                except FormatError:
-                    pass
-        q += 1
+    """Whether two plausible records follow each other anywhere after ``off`` (then the journal is
+    corrupt mid-file, not torn at its end).
+
+    Windows of the file are searched with numpy for offsets whose length prefix and entry id could
+    start a record; all-zero windows (the preallocated tail) cost one test each.
+    """
+    size = os.path.getsize(path)
+    pos = off + 1
+    with open(path, "rb", buffering=0) as fh:
+        while pos + 20 <= size:
+            with map_window(path, pos, SEARCH_WINDOW + 20) as w:
+                if not w.any():
+                    pos += SEARCH_WINDOW
+                    continue
+                cands = pos + _record_starts(w, pos, size)
+                del w
+            for q in cands[:MAX_CANDIDATES].tolist():
+                if _two_records_at(fh, int(q), size):
+                    return True
+            pos += SEARCH_WINDOW
     return False
+
+
+def _be32(u: np.ndarray, k: int, n: int) -> np.ndarray:
+    return (u[k:k + n] << 24) | (u[k + 1:k + n + 1] << 16) | (u[k + 2:k + n + 2] << 8) | u[k + 3:k + n + 3]
+
+
+def _record_starts(w: np.ndarray, base: int, size: int) -> np.ndarray:
+    """Offsets in ``w`` (file bytes from ``base``) where a length prefix of 16.. bytes that fits the
+    file is followed by a body whose entry id is a data id (>= 0) or a meta-record marker."""
+    n = len(w) - 19
+    if n <= 0:
+        return np.zeros(0, np.int64)
+    u = w.astype(np.uint32)
+    length = _be32(u, 0, n).astype(np.int64)
+    eid = (_be32(u, 12, n).view(np.int32).astype(np.int64) << 32) | _be32(u, 16, n).astype(np.int64)
+    remaining = size - (base + np.arange(n, dtype=np.int64)) - 4
+    ok = (length >= 16) & (length <= remaining) & ((eid >= 0) | np.isin(eid, (-0x1000, -0x2000, -0x8000)))
+    return np.flatnonzero(ok)
+
+
+def _plausible(fh, q: int, size: int) -> int:
+    """The offset after a plausible record at ``q`` (a padding record counts), or -1."""
+    head = os.pread(fh.fileno(), 20, q)
+    if len(head) < 8:
+        return -1
+    n = int.from_bytes(head[:4], "big", signed=True)
+    if n == -0x100:
+        pad = int.from_bytes(head[4:8], "big", signed=True)
+        return q + 8 + pad if 0 <= pad and q + 8 + pad <= size else -1
+    if len(head) < 20 or n < 16 or q + 4 + n > size:
+        return -1
+    eid = int.from_bytes(head[12:20], "big", signed=True)
+    return q + 4 + n if eid >= 0 or eid in (-0x1000, -0x2000, -0x8000) else -1
+
+
+def _two_records_at(fh, q: int, size: int) -> bool:
+    nxt = _plausible(fh, q, size)
+    return nxt > 0 and _plausible(fh, nxt, size) > 0
 
 
 def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:

@@ -5,6 +5,7 @@ from typing import Iterator
 
 import numpy as np
 
+from bookie.layout import bookie_id_of
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from fsck.context import CheckContext
@@ -35,20 +36,10 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
             for sc, lg in np.unique(keys, axis=0).tolist():
                 m = (e["scope"] == sc) & (e["ledger"] == lg)
                 out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
+    # Entries after lastMark are only in the journal until a restart replays them into storage.
+    for _path, _off, lid, e in ctx.journal_facts.pending:
+        out.setdefault(lid, []).append(np.array([e], dtype=np.int64))
     return {k: (np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)) for k, v in out.items()}
-
-
-def bookie_id(ctx: CheckContext) -> str | None:
-    import os
-    from diskio.mapped import read_bytes
-    from formats.cookie import parse_cookie
-    for d in ctx.dirs.all_dirs:
-        p = os.path.join(d, "current", "VERSION")
-        try:
-            return parse_cookie(read_bytes(p), path=p).bookie_id
-        except Exception:  # noqa: BLE001 - pass 1 reports bad cookies; here we only need an id
-            continue
-    return None
 
 
 def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
@@ -75,7 +66,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding("METADATA_UNREADABLE", path=getattr(e, "path", None), offset=getattr(e, "offset", None),
                       detail=str(e))
     held = held_entries(ctx)
-    me = bookie_id(ctx)
+    me = bookie_id_of(ctx.dirs)
     for lid in sorted(set(held) - set(md)):
         yield Finding("ORPHAN_LEDGER", scope=lid.scope, ledger=lid.ledger,
                       detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")

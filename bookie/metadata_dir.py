@@ -1,4 +1,5 @@
-"""Ledger metadata for fsck: a folder of files serialized as BookKeeper does, one per ledger."""
+"""A folder of ledger metadata files serialized as BookKeeper does, one per ledger, and the digest
+plan (type and password per ledger) it gives the scanners."""
 from __future__ import annotations
 
 import os
@@ -30,7 +31,7 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
     try:
         names = sorted(os.listdir(folder))
     except OSError as e:
-        raise DiskError(folder, f"cannot list metadata folder ({e.strerror})") from None
+        raise DiskError(folder, f"cannot list the metadata folder ({e.strerror})") from None
     best: dict[LedgerId, tuple[int, str]] = {}
     for n in names:
         got = ledger_of_file(n)
@@ -48,3 +49,13 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
         except (FormatError, DiskError) as e:
             errors.append(e)
     return out, errors
+
+
+def digest_plan(md: dict[LedgerId, LedgerMetadata]):
+    """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
+    the scanner sniffs the rest."""
+    from entrylogs.scan import DigestPlan
+    from formats.digests import DigestType
+    known = {tuple(lid): DigestType.parse(m.digest_type) for lid, m in md.items() if m.digest_type is not None}
+    passwords = {tuple(lid): m.password for lid, m in md.items() if m.password is not None}
+    return DigestPlan(known=known, passwords=passwords)
