@@ -44,8 +44,10 @@ def _field_start(struct: cs.Construct, e: cs.ConstructError, context: dict) -> i
 
 
 def _describe(e: Exception) -> str:
-    msg = str(e).strip().splitlines()
-    text = " ".join(line.strip() for line in msg if line.strip())
+    """construct's message without its parse-path preamble: what was read that did not fit."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("Error in path")]
+    text = " ".join(lines).replace("check failed during parsing", "a value outside its allowed range")
     return text[:200] or type(e).__name__
 
 

@@ -116,7 +116,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
         report = check_bookie(dirs, opts)
     extra = {}
     code = report.exit_code
-    if repair and report.errors:
+    if repair and (report.errors or any(f.problem.repairable for f in report.findings)):
         from fsck import repair as rp
         ctx = report.context
         actions = rp.plan_repairs(report, ctx)
@@ -158,7 +158,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
         after = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir,
                                                 verify_digests=not no_digests, jobs=jobs))
         extra["after_repair"] = after.to_json()["summary"]
-        code = EXIT_CORRECTED if not after.errors else EXIT_UNCORRECTED
+        code = EXIT_UNCORRECTED if after.errors else EXIT_CORRECTED if done else code
         if as_json:
             render_json(after, sys.stdout, extra=extra)
         else:

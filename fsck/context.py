@@ -127,6 +127,22 @@ class CheckContext:
         return walk_index_dirs(self.dirs.effective_index_dirs)
 
     @cached_property
+    def relocation_leftovers(self) -> dict[LedgerId, str]:
+        """``<hex>.idx.rloc`` files whose ledger has no ``.idx``: BookKeeper renames them to ``.idx``
+        at startup (IndexPersistenceMgr), so they are that ledger's index."""
+        from formats.paths import parse_index_name
+        inv = self.index_inventory
+        indexed = {LedgerId(int(r["scope"]), int(r["ledger"])) for r in inv.files[inv.files["named"]]}
+        out: dict[LedgerId, str] = {}
+        for path, _why in inv.strays:
+            name = os.path.basename(path)
+            if name.endswith(".idx.rloc"):
+                lid = parse_index_name(name[:-5])
+                if lid is not None and lid not in indexed:
+                    out[lid] = path
+        return out
+
+    @cached_property
     def last_marks(self) -> dict[str, LastMark | Exception]:
         """Every lastMark file in the ledger dirs (``lastMark`` or ``lastMark.<i>``)."""
         out: dict[str, LastMark | Exception] = {}

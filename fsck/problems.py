@@ -52,6 +52,7 @@ _TABLE = [
     Problem("INDEX_SCOPED_IN_2LEVEL", E, 2, "expected scoped ledger {ledger_name}'s index in the 4-level hierarchy at {detail}, found it at {path}", True),
     Problem("INDEX_DUPLICATE", E, 2, "expected one index for ledger {ledger_name}, found another at {detail}"),
     Problem("INDEX_BAD_NAME", W, 2, "expected an index file named '<hex ledger id>.idx' or '<32 hex digits>.idx', found {path}"),
+    Problem("INDEX_RELOCATION_LEFTOVER", W, 2, "ledger {ledger_name}'s index is still named {path} after an interrupted relocation; BookKeeper renames it to {detail} at startup", True),
     Problem("STRAY_FILE", W, 2, "expected only index files in the hashed folders, found {path} ({detail})"),
     # pass 3: index files
     Problem("INDEX_HEADER_BAD", E, 3, "expected an index header: {detail}", True),

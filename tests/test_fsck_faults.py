@@ -72,18 +72,23 @@ def test_clean_writer_bookie_checks_clean_with_exit_0(disk):
 def test_check_changes_no_byte_and_no_mtime(disk):
     def snapshot():
         out = {}
-        for dp, _d, files in os.walk(os.path.dirname(disk.root)):
+        for dp, dirs, files in os.walk(os.path.dirname(disk.root)):
+            for n in dirs:
+                st = os.stat(os.path.join(dp, n))
+                out[os.path.join(dp, n)] = ("dir", st.st_mtime_ns, st.st_mode)
             for n in files:
                 p = os.path.join(dp, n)
                 st = os.stat(p)
                 with open(p, "rb") as f:
-                    out[p] = (f.read(), st.st_mtime_ns, st.st_size)
+                    out[p] = (f.read(), st.st_mtime_ns, st.st_size, st.st_mode)
         return out
     flip(_entry_log_of(disk, LedgerId(0, 1), 3)[0], _entry_log_of(disk, LedgerId(0, 1), 3)[1] + 4 + 40)
+    patch(disk.written.index_files[LedgerId(0, 0)], 0, bytes(4))   # a repairable fault, for the dry run
     before = snapshot()
     r = _run_cli([disk.root, "--metadata-dir", disk.md_dir, "--json", "--no-progress"])
     assert r.exit_code == 4
-    _run_cli([disk.root, "--repair", "--dry-run", "--no-progress"])
+    r = _run_cli([disk.root, "--repair", "--dry-run", "--no-progress"])
+    assert r.exit_code == 4 and "rebuild-index" in r.output
     assert snapshot() == before
 
 

@@ -245,3 +245,21 @@ def test_an_all_zero_body_mid_journal_with_records_after_it_is_corruption_not_a_
     rep = check_bookie(discover(str(tmp_path)))
     [f] = [f for f in rep.findings if f.code == "JOURNAL_RECORD_CORRUPT"]
     assert f.offset == r.offset and os.path.getsize(j) >= 64 << 20
+
+
+def test_an_interrupted_index_relocation_is_a_warning_and_repair_renames_it(tmp_path):
+    from click.testing import CliRunner
+    from fsck.cli import fsck_command
+    spec = _spec()
+    w = write_bookie(spec, str(tmp_path))
+    p = w.index_files[LedgerId(0, 2)]
+    os.rename(p, p + ".rloc")
+    rep = check_bookie(discover(str(tmp_path)))
+    assert rep.errors == [], [f.line() for f in rep.errors]
+    [f] = [f for f in rep.findings if f.code == "INDEX_RELOCATION_LEFTOVER"]
+    assert (f.path, f.ledger) == (p + ".rloc", 2)
+    r = CliRunner().invoke(fsck_command, [str(tmp_path), "--repair", "--yes", "--no-progress",
+                                          "--backup-dir", str(tmp_path / "bk")])
+    assert r.exit_code == 1, r.output
+    assert os.path.exists(p) and not os.path.exists(p + ".rloc")
+    assert [f for f in check_bookie(discover(str(tmp_path))).findings if f.severity.value != "info"] == []

@@ -32,5 +32,11 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         for i in rows[1:]:
             yield Finding("INDEX_DUPLICATE", path=inv.paths[rows[0]], scope=lid.scope, ledger=lid.ledger,
                           detail=inv.paths[i], extra={"other": inv.paths[i]})
+    leftovers = {p: lid for lid, p in ctx.relocation_leftovers.items()}
     for path, why in inv.strays:
-        yield Finding("STRAY_FILE", path=path, detail=why)
+        lid = leftovers.get(path)
+        if lid is not None:
+            yield Finding("INDEX_RELOCATION_LEFTOVER", path=path, scope=lid.scope, ledger=lid.ledger,
+                          detail=path[:-5], extra={"move_to": path[:-5]})
+        else:
+            yield Finding("STRAY_FILE", path=path, detail=why)

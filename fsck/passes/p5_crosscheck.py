@@ -82,7 +82,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     for j in free.tolist():
         lid = LedgerId(int(t["scope"][j]), int(t["ledger"][j]))
         e = int(t["entry"][j])
-        if lid in broken or (lid, e) in pending:
+        if lid in broken or (lid, e) in pending or lid in ctx.relocation_leftovers:
             continue
         if lid in indexed_ledgers:
             if (lid.scope, lid.ledger, e) in indexed_entries:
