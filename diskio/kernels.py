@@ -120,6 +120,7 @@ def _make_load(width: int, big_endian: bool, result):
 
 
 ld_u64le = _make_load(64, False, types.uint64)   # unaligned little-endian uint64 at a byte index
+ld_u16 = _make_load(16, False, types.uint16)     # a native-endian uint16 (a field of a C struct)
 be_u64 = _make_load(64, True, types.uint64)
 be_i64 = _make_load(64, True, types.int64)
 be_u32 = _make_load(32, True, types.uint32)
@@ -357,7 +358,21 @@ def as_bytes_array(data) -> np.ndarray:
 
 # --- libc directory and file access (Linux), for walks whose cost must be syscalls only -------
 # struct dirent on 64-bit Linux (glibc and musl): d_ino(8) d_off(8) d_reclen(2) d_type(1) d_name[].
-NATIVE_FS = sys.platform.startswith("linux") and sys.maxsize > 2 ** 32
+# struct statx has the same layout on every architecture: stx_mode is a native u16 at offset 28.
+
+
+def _libc_has(name: str) -> bool:
+    try:
+        import ctypes
+        return hasattr(ctypes.CDLL(None), name)
+    except (OSError, ImportError):
+        return False
+
+
+NATIVE_FS = sys.platform.startswith("linux") and sys.maxsize > 2 ** 32 and _libc_has("statx")
+STATX_SIZE, STATX_MODE_OFFSET = 256, 28
+AT_EMPTY_PATH, STATX_TYPE = 0x1000, 0x1
+S_IFMT, S_IFREG = 0o170000, 0o100000
 DIRENT_TYPE_OFFSET, DIRENT_NAME_OFFSET = 18, 19
 DT_UNKNOWN, DT_DIR = 0, 4
 _I8P = ir.IntType(8).as_pointer()
@@ -432,6 +447,23 @@ def c_read(typingctx, fd, arr, off, n):
     def codegen(context, builder, signature, args):
         p = _byte_ptr(context, builder, signature.args[1], args[1], signature.args[2], args[2])
         return builder.call(_libc(builder, "read", _I64, [_I32, _I8P, _I64]), [args[0], p, args[3]])
+
+    return sig, codegen
+
+
+@intrinsic
+def c_statx_fd(typingctx, fd, empty, eoff, buf, boff):
+    """statx(fd, &empty[eoff] (an empty string), AT_EMPTY_PATH, STATX_TYPE, &buf[boff]): 0, or -1 (see c_errno).
+
+    ``buf[boff:boff + STATX_SIZE]`` receives the struct statx of the open file ``fd``.
+    """
+    sig = types.int32(types.int32, empty, eoff, buf, boff)
+
+    def codegen(context, builder, signature, args):
+        p = _byte_ptr(context, builder, signature.args[1], args[1], signature.args[2], args[2])
+        b = _byte_ptr(context, builder, signature.args[3], args[3], signature.args[4], args[4])
+        fn = _libc(builder, "statx", _I32, [_I32, _I8P, _I32, _I32, _I8P])
+        return builder.call(fn, [args[0], p, ir.Constant(_I32, AT_EMPTY_PATH), ir.Constant(_I32, STATX_TYPE), b])
 
     return sig, codegen
 

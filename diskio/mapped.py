@@ -1,14 +1,25 @@
-"""Read-only memory maps of whole files or windows of them, as numpy byte arrays."""
+"""Read-only memory maps of whole files or windows of them, as numpy byte arrays.
+
+Every file is opened through ``open_regular``: ``O_RDONLY | O_NONBLOCK``, then ``fstat``, and
+anything but a regular file (a FIFO, a device, a socket, a directory) is refused with a DiskError
+"not a regular file". Opening a FIFO without O_NONBLOCK would block until a writer appears, and
+reading a device such as ``/dev/zero`` would never end. Symbolic links are followed (a bookie dir
+may well be a link); only what they lead to must be a regular file.
+"""
 from __future__ import annotations
 
 import mmap
 import os
+import stat
 from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
 
 from formats.errors import BkdiskError
+
+NOT_REGULAR = "not a regular file"
+OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class DiskError(BkdiskError):
@@ -21,6 +32,55 @@ class DiskError(BkdiskError):
 
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
+
+
+def open_regular(path: str | os.PathLike, what: str = "cannot open for reading") -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file ``path`` and its fstat; DiskError otherwise.
+
+    ``what`` starts the message when the open itself fails (followed by the system's reason).
+    The caller closes the descriptor.
+    """
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, OPEN_FLAGS)
+    except OSError as e:
+        raise DiskError(p, f"{what} ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise DiskError(p, f"{what} ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise DiskError(p, NOT_REGULAR)
+    return fd, st
+
+
+def file_size(path: str | os.PathLike) -> int:
+    """The size of the regular file ``path`` (DiskError when it is not one or cannot be opened)."""
+    fd, st = open_regular(path, "cannot read")
+    os.close(fd)
+    return st.st_size
+
+
+def read_range(path: str | os.PathLike, offset: int, length: int) -> bytes:
+    """Up to ``length`` bytes at ``offset`` of the regular file ``path``."""
+    p = os.fspath(path)
+    fd, _st = open_regular(p, "cannot read")
+    try:
+        out, at = [], offset
+        while length > 0:
+            b = os.pread(fd, length, at)
+            if not b:
+                break
+            out.append(b)
+            at += len(b)
+            length -= len(b)
+        return b"".join(out)
+    except OSError as e:
+        raise DiskError(p, f"cannot read ({e.strerror})") from None
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -37,12 +97,9 @@ def map_file(path: str | os.PathLike) -> Iterator[np.ndarray]:
 def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np.ndarray]:
     """Yield a read-only view of ``length`` bytes at ``offset`` (clipped to the file's end)."""
     p = os.fspath(path)
+    fd, st = open_regular(p)
     try:
-        fd = os.open(p, os.O_RDONLY)
-    except OSError as e:
-        raise DiskError(p, f"cannot open for reading ({e.strerror})") from None
-    try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         length = max(0, min(length, size - offset))
         if length == 0:
             yield _EMPTY
@@ -63,10 +120,15 @@ def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    """The whole file, read-only, with a DiskError naming the file on failure."""
+    """The whole regular file, read-only, with a DiskError naming the file on failure."""
     p = os.fspath(path)
+    fd, _st = open_regular(p, "cannot read")
     try:
-        with open(p, "rb") as f:
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = -1
             return f.read()
     except OSError as e:
         raise DiskError(p, f"cannot read ({e.strerror})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)

@@ -18,9 +18,14 @@ from formats.paths import parse_entry_log_name
 MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
 
 
-# header_at's code for a ledgers-map batch met while walking entries (the map's offset is unknown
-# when the header is damaged): not an entry and not damage; skipped, as BookKeeper skips ledger -1.
-MAP_BATCH = 16
+# header_at's code for a record of ledger -1 met while walking entries: a ledgers-map batch (the
+# map's offset is unknown when the header is damaged) or DirectEntryLogger's dummy record at 1024.
+# Not an entry and not damage: skipped, as BookKeeper's scanEntryLog skips every ledger -1 record.
+SKIP_RECORD = 16
+
+# DirectEntryLogger (O_DIRECT) pads every buffer flush with 0xF0 bytes up to a 4096-byte boundary.
+DIRECT_ALIGNMENT = 4096
+DIRECT_PADDING_BYTE = 0xF0
 
 
 class Damage(enum.IntEnum):
@@ -71,11 +76,11 @@ def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     size = int.from_bytes(b[pos:pos + 4], "big", signed=True)
     if size <= 0:
         return Damage.ZERO_SIZE, None
+    if size >= fe.MIN_SANE_ENTRY_SIZE and pos + 4 + size <= end and bytes(b[pos + 4:pos + 12]) == b"\xff" * 8:
+        return SKIP_RECORD, None
     if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + 4 + size > end:
         return Damage.BAD_SIZE, None
     s = pos + 4
-    if is_map_batch(b, s, size):
-        return MAP_BATCH, None
     first = b[s]
     if first >= 0x80:
         if size < ENTRY_V2_HEADER_SIZE or (first & 0xF0) != V2_FLAGS_BASE or not 1 <= (first & 0x0F) <= 4:
@@ -92,18 +97,22 @@ def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     return 0, EntryRecord(pos, size, ver, scope, ledger, entry, lac, length)
 
 
-def is_map_batch(b, s: int, size: int) -> bool:
-    """Whether the record body at ``s`` is a well-formed ledgers-map batch (ledger -1, entry -2 or -3)."""
-    if bytes(b[s:s + 8]) != b"\xff" * 8:
-        return False
-    eid = int.from_bytes(b[s + 8:s + 16], "big", signed=True)
-    count = int.from_bytes(b[s + 16:s + 20], "big", signed=True)
-    per = 16 if eid == fe.LEDGERS_MAP_ENTRY_ID else 24 if eid == fe.SCOPED_LEDGERS_MAP_ENTRY_ID else 0
-    return per > 0 and 0 < count <= fe.LEDGERS_MAP_MAX_BATCH and size == 20 + per * count
+def padding_end(b, pos: int, end: int) -> int:
+    """Where DirectEntryLogger's flush padding that starts at ``pos`` ends, or 0 when there is none.
+
+    Padding: ``pos`` is not on a 4096-byte boundary, the next boundary is within the data, and every
+    byte from ``pos`` up to it is 0xF0.
+    """
+    r = pos % DIRECT_ALIGNMENT
+    nxt = pos + DIRECT_ALIGNMENT - r
+    if r == 0 or nxt > end or b[pos] != DIRECT_PADDING_BYTE:
+        return 0
+    return nxt if bytes(b[pos:nxt]).count(DIRECT_PADDING_BYTE) == nxt - pos else 0
 
 
 def plausible_at(b, pos: int, end: int) -> bool:
-    """A resync candidate: a valid header whose successor is the end of data or another valid header."""
+    """A resync candidate: a valid header whose successor is the end of data, another valid header,
+    a skipped (ledger -1) record, flush padding or a zero tail."""
     code, rec = header_at(b, pos, end)
     if code:
         return False
@@ -111,7 +120,7 @@ def plausible_at(b, pos: int, end: int) -> bool:
     if nxt == end:
         return True
     code2, _ = header_at(b, nxt, end)
-    return code2 in (0, MAP_BATCH) or _zero_tail(b, nxt, end)
+    return code2 in (0, SKIP_RECORD) or padding_end(b, nxt, end) > 0 or _zero_tail(b, nxt, end)
 
 
 def _zero_tail(b, pos: int, end: int) -> bool:
@@ -159,12 +168,16 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
     scan.data_end = end
     pos = fe.HEADER_SIZE
     while pos < end:
+        pad = padding_end(b, pos, end)
+        if pad:
+            pos = pad
+            continue
         code, rec = header_at(b, pos, end)
         if code == 0:
             scan.records.append(rec)
             pos += 4 + rec.size
             continue
-        if code == MAP_BATCH:
+        if code == SKIP_RECORD:
             pos += 4 + int.from_bytes(b[pos:pos + 4], "big", signed=True)
             continue
         if code == Damage.ZERO_SIZE and _zero_tail(b, pos, end):

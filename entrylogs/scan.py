@@ -10,9 +10,12 @@ before the end of data (computed once, backwards, when a zero size is met) and t
 resync candidate's successor (read from a lazily mapped view of the whole file, touching one page).
 
 Digests (``DigestPlan``): each entry's digest type comes from its V2 flags, from the plan (ledger
-metadata), or is sniffed per ledger on its first entries (CRC32C, then CRC32; HMAC only when the
-ledger's password is known; otherwise unknown, and the result says so). CRC32/CRC32C are checked by
-the jitted kernels of diskio/kernels.py; HMAC-SHA1 by ``hmac`` (one call per HMAC entry).
+metadata), or is sniffed per ledger (CRC32C, then CRC32; HMAC only when the ledger's password is
+known): a ledger's entries are tried until one verifies, which decides the type, up to
+``max_samples`` of them, after which it is unknown and the result says so. Entries tried before
+the decision are re-verified with the decided type, so a corrupt one is BAD, not unknown (within a
+call and a file here; across files by ``DigestPlan.recheck``). CRC32/CRC32C are checked by the
+jitted kernels of diskio/kernels.py; HMAC-SHA1 by ``hmac`` (one call per HMAC entry).
 
 Compiled kernels are cached (see diskio/kernels.py for NUMBA_CACHE_DIR / BKDISK_NUMBA_CACHE_DIR).
 """
@@ -30,9 +33,9 @@ import numpy as np
 from numba import njit
 
 from diskio.kernels import JIT, be_i32, be_i64, be_u32, be_u64, crc_update
-from diskio.mapped import DiskError, map_file, map_window
+from diskio.mapped import file_size, map_file, map_window, read_range
 from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
-from entrylogs.reader import MAP_BATCH, MAX_ENTRY_SIZE, Damage
+from entrylogs.reader import DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE, MAX_ENTRY_SIZE, SKIP_RECORD, Damage
 from formats import entrylog as fe
 from formats.digests import DigestType, mac_key
 from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
@@ -65,7 +68,8 @@ _HEAD = 45  # bytes a header check may read: size(4) + flags(1) + scope(8) + 4 x
 
 _ZERO_SIZE, _BAD_SIZE, _BAD_HEADER, _TRUNCATED = (int(Damage.ZERO_SIZE), int(Damage.BAD_SIZE),
                                                   int(Damage.BAD_HEADER), int(Damage.TRUNCATED))
-_MAP_BATCH = MAP_BATCH
+_SKIP_RECORD = SKIP_RECORD
+_ALIGN, _PAD_BYTE = DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE
 
 
 @dataclass
@@ -78,15 +82,16 @@ class EntryLogScanArrays(EntryLogArrays):
 
 # --- kernels ---------------------------------------------------------------------------------
 @njit(**JIT)
-def _is_map_batch(buf, s, size):
-    """The reference reader's is_map_batch: ledger -1, entry -2 (pairs) or -3 (triples), sizes agree."""
-    for k in range(8):
-        if buf[s + k] != 0xFF:
-            return False
-    eid = be_i64(buf, s + 8)
-    count = np.int64(be_i32(buf, s + 16))
-    per = 16 if eid == -2 else (24 if eid == -3 else 0)
-    return per > 0 and 0 < count <= 10000 and size == 20 + per * count
+def _pad_end(buf, base, pos, end):
+    """The reference reader's padding_end (0 when none); ``buf`` must hold the bytes up to the boundary."""
+    r = pos % _ALIGN
+    nxt = pos + _ALIGN - r
+    if r == 0 or nxt > end:
+        return 0
+    for k in range(pos - base, nxt - base):
+        if buf[k] != _PAD_BYTE:
+            return 0
+    return nxt
 
 
 @njit(**JIT)
@@ -99,11 +104,17 @@ def _header_at(buf, base, pos, end):
     size = np.int64(be_i32(buf, i))
     if size <= 0:
         return _ZERO_SIZE, size, 0, z, z, 0, 0, 0
+    s = i + 4
+    if size >= 16 and pos + 4 + size <= end:
+        skip = True
+        for k in range(8):
+            if buf[s + k] != 0xFF:
+                skip = False
+                break
+        if skip:
+            return _SKIP_RECORD, size, 0, z, z, 0, 0, 0
     if size < 32 or size > MAX_ENTRY_SIZE or pos + 4 + size > end:
         return _BAD_SIZE, size, 0, z, z, 0, 0, 0
-    s = i + 4
-    if _is_map_batch(buf, s, size):
-        return _MAP_BATCH, size, 0, z, z, 0, 0, 0
     first = buf[s]
     fmt = 1
     scope = z
@@ -121,6 +132,16 @@ def _header_at(buf, base, pos, end):
     if entry < 0 or lac < -1 or lac >= entry or length < 0:
         return _BAD_HEADER, size, 0, z, z, 0, 0, 0
     return 0, size, fmt, scope, ledger, entry, lac, length
+
+
+@njit(**JIT)
+def _successor_ok(buf, base, nxt, end):
+    """The successor test of the reference plausible_at, zero tail aside: an entry, a skipped
+    record or flush padding at ``nxt`` (``buf`` holds its header and any padding)."""
+    c2 = _header_at(buf, base, nxt, end)[0]
+    if c2 == 0 or c2 == _SKIP_RECORD:
+        return True
+    return buf[nxt - base] == _PAD_BYTE and _pad_end(buf, base, nxt, end) > 0
 
 
 @njit(**JIT)
@@ -151,6 +172,16 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                 st[_NEED] = _HEAD
                 status = _ST_MORE
                 break
+            if buf[pos - base] == _PAD_BYTE and pos % _ALIGN != 0:
+                bnd = pos + _ALIGN - pos % _ALIGN
+                if bnd <= end:
+                    if bnd > buf_end:  # the padding runs past this window: judge it in the next
+                        st[_NEED] = bnd - pos
+                        status = _ST_MORE
+                        break
+                    if _pad_end(buf, base, pos, end) > 0:
+                        pos = bnd
+                        continue
             code, size, fmt, scope, led, ent, lac, ln = _header_at(buf, base, pos, end)
             if code == 0:
                 if pos + 4 + size > buf_end:
@@ -171,7 +202,7 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                 ne += 1
                 pos += 4 + size
                 continue
-            if code == _MAP_BATCH:
+            if code == _SKIP_RECORD:
                 pos += 4 + size
                 continue
             if code == _ZERO_SIZE:
@@ -211,9 +242,13 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                 if nxt == end:
                     found = q
                     break
-                if min(nxt + _HEAD, end) <= buf_end:
-                    c2 = _header_at(buf, base, nxt, end)[0]
-                    if c2 == 0 or c2 == _MAP_BATCH:
+                # the bytes that judge the successor: its header, and up to the next 4096 boundary
+                # when it may be flush padding
+                need_end = min(nxt + _HEAD, end)
+                if nxt % _ALIGN != 0 and (nxt >= buf_end or buf[nxt - base] == _PAD_BYTE):
+                    need_end = max(need_end, min(nxt + _ALIGN - nxt % _ALIGN, end))
+                if need_end <= buf_end:
+                    if _successor_ok(buf, base, nxt, end):
                         found = q
                         break
                     if lnz == _LNZ_UNKNOWN:
@@ -233,8 +268,7 @@ def _walk(buf, base, probe, end, has_map, st, e_off, e_size, e_fmt, e_scope, e_l
                 if probe.size == 0:
                     stop = _ST_PROBE
                     break
-                c2 = _header_at(probe, 0, nxt, end)[0]
-                if c2 == 0 or c2 == _MAP_BATCH:
+                if _successor_ok(probe, 0, nxt, end):
                     found = q
                     break
                 q += 1
@@ -341,20 +375,39 @@ class DigestPlan:
     """What is known about each ledger's digest, and what sniffing found; shared across files.
 
     ``known``: digest types from ledger metadata; ``passwords``: ledger passwords (for HMAC).
-    ``force``: check every V1 entry as this type (benchmarks). ``sniff``: sniff unknown ledgers on
-    up to ``samples`` entries; a ledger none of whose samples verifies is reported unknown.
+    ``force``: check every V1 entry as this type (benchmarks). ``sniff``: sniff the type of ledgers
+    not in ``known``: each of a ledger's entries is tried (CRC32C, then CRC32, then HMAC when the
+    password is known) until one verifies, which decides the ledger's type; a ledger is decided
+    unknown only after ``max_samples`` entries of it verified as nothing. So a ledger whose first
+    entries are corrupt is still decided by a later intact entry, in a later window or file.
+
+    Entries checked while their ledger was undecided come out DIGEST_UNKNOWN (type 0). Within one
+    ``verify_entry_digests`` call, and within one ``scan_entry_log`` (every window of the file),
+    they are re-verified once the ledger is decided, so they end OK or BAD. Across calls or files
+    the caller re-verifies them: ``plan.recheck(scan)`` does it for a finished EntryLogScanArrays
+    (``verify_entry_digests`` with this plan on those entries does it for any entry array).
     """
 
     known: dict[LedgerKey, DigestType] = field(default_factory=dict)
     passwords: dict[LedgerKey, bytes] = field(default_factory=dict)
     sniff: bool = True
-    samples: int = 4
+    max_samples: int = 64
     force: DigestType | None = None
     crc_variant: int = field(default_factory=lambda: K.CRC_VARIANT)
     decided: dict[LedgerKey, tuple[int, int]] = field(default_factory=dict)   # -> (type code, source)
-    tried: dict[LedgerKey, int] = field(default_factory=dict)
+    tried: dict[LedgerKey, int] = field(default_factory=dict)                 # entries sniffed, none verified
     dlen_hint: dict[LedgerKey, int] = field(default_factory=dict)
     _mac_keys: dict[LedgerKey, bytes] = field(default_factory=dict, repr=False)
+
+    def recheck(self, scan: "EntryLogScanArrays", data=None) -> int:
+        """Re-verify a finished scan's entries left unknown while their ledger was undecided.
+
+        For the V1 entries of ``scan`` whose digest came out DIGEST_UNKNOWN with no type, and whose
+        ledger this plan has decided since (by another window or file), check the digest with the
+        decided type and update ``scan.digests`` (and ``scan.payload_hashes``) in place. ``data``:
+        the file's bytes, when the scan was of in-memory bytes. Returns the number of rows updated.
+        """
+        return recheck_digests(scan, self, data)
 
     def ledger_digest(self, key: LedgerKey) -> tuple[DigestType | None, str | None]:
         """A V1 ledger's digest type as decided so far and where it came from."""
@@ -405,7 +458,7 @@ def _decide_ledger_codes(plan: DigestPlan, buf, base, off, size, ledger, entry, 
             elif not plan.sniff:
                 d = plan.decided[key] = (0, SOURCE_NONE)
             else:
-                need[j] = max(1, plan.samples - plan.tried.get(key, 0))
+                need[j] = max(1, plan.max_samples - plan.tried.get(key, 0))
                 continue
         lcode[j], lsrc[j] = d
     if need.any():
@@ -440,7 +493,7 @@ def _decide_ledger_codes(plan: DigestPlan, buf, base, off, size, ledger, entry, 
                             break
                 if d is None:
                     tried = plan.tried[key] = plan.tried.get(key, 0) + int(cnt[j])
-                    if tried >= plan.samples:
+                    if tried >= plan.max_samples:
                         plan.decided[key] = (0, SOURCE_SNIFFED)   # sniffed, and nothing verifies
                     lsrc[j] = SOURCE_SNIFFED
                     continue
@@ -554,6 +607,45 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     return out, hashes
 
 
+def _recheck_rows(scan, plan: DigestPlan, whole) -> int:
+    """recheck_digests with ``whole()`` giving the file's bytes (called only when there is work)."""
+    d = scan.digests
+    if d is None or len(d) == 0 or plan.force is not None:
+        return 0
+    e = scan.entries
+    cand = np.flatnonzero((d["type"] == 0) & (d["status"] == DIGEST_UNKNOWN) & (e["format"] == 1))
+    if len(cand) == 0:
+        return 0
+    uled, inv = np.unique(e["ledger"][cand], return_inverse=True)
+    now = np.array([plan.decided.get((0, l), (0, SOURCE_NONE))[0] != 0 for l in uled.tolist()], dtype=bool)
+    idx = cand[now[inv.ravel()]]
+    if len(idx) == 0:
+        return 0
+    hashing = scan.payload_hashes is not None
+    rows, hs = verify_entry_digests(whole(), e[idx], plan, payload_hash="sha256" if hashing else None)
+    d[idx] = rows
+    if hashing:
+        for k, i in enumerate(idx.tolist()):
+            scan.payload_hashes[i] = hs[k]
+    return len(idx)
+
+
+def recheck_digests(scan: "EntryLogScanArrays", plan: DigestPlan, data=None) -> int:
+    """Re-verify the entries of a finished scan left DIGEST_UNKNOWN while their ledger was undecided.
+
+    Sniffing decides a ledger's type on the first of its entries that verifies; entries of it
+    checked before that (in another file, or by another call) came out unknown, with type 0. For
+    those whose ledger ``plan`` has decided since, this checks the digest with the decided type and
+    updates ``scan.digests`` (and ``scan.payload_hashes``) in place, so a corrupt one is reported
+    BAD. ``data``: the file's bytes when the scan was of in-memory bytes; else the file is mapped
+    (only the pages of those entries are read). Returns the number of rows updated.
+    """
+    if data is not None:
+        return _recheck_rows(scan, plan, lambda: K.as_bytes_array(data))
+    with ExitStack() as stack:
+        return _recheck_rows(scan, plan, lambda: K.readonly(stack.enter_context(map_file(scan.path))))
+
+
 # --- file access -----------------------------------------------------------------------------
 class _Source:
     """A file (read through windows) or in-memory bytes, with the same small interface."""
@@ -567,21 +659,13 @@ class _Source:
             self.size = self.arr.size
         else:
             self.arr = None
-            try:
-                self.size = os.stat(path).st_size
-            except OSError as e:
-                raise DiskError(path, f"cannot read ({e.strerror})") from None
+            self.size = file_size(path)   # DiskError unless a readable regular file (no FIFO, no device)
 
     def read(self, offset: int, length: int) -> bytes:
         length = max(0, min(length, self.size - offset))
         if self.arr is not None:
             return self.arr[offset:offset + length].tobytes()
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(offset)
-                return f.read(length)
-        except OSError as e:
-            raise DiskError(self.path, f"cannot read ({e.strerror})") from None
+        return read_range(self.path, offset, length)
 
     def window(self, offset: int, length: int):
         if self.arr is not None:
@@ -761,4 +845,6 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         if check:
             res.digests = np.concatenate(dig_parts) if dig_parts else np.zeros(0, DIGEST_DTYPE)
             res.payload_hashes = hash_parts if payload_hash else None
+            # entries checked in a window before a later window decided their ledger's type
+            _recheck_rows(res, plan, src.whole)
     return res

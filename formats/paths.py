@@ -10,8 +10,8 @@ from formats.errors import FormatError
 from formats.ids import LedgerId
 
 CURRENT_DIR = "current"
-_HEX = re.compile(r"[0-9a-f]{1,16}")
-_QNAME = re.compile(r"[0-9a-f]{32}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_U64_LIMIT = 1 << 64
 
 
 def index_relpath(lid: LedgerId) -> str:
@@ -30,23 +30,30 @@ def index_relpath(lid: LedgerId) -> str:
 
 
 def parse_index_name(name: str) -> LedgerId | None:
-    """The ledger an ``.idx`` file name claims, or None when the name is not an index name."""
+    """The ledger an ``.idx`` file name claims, or None when the name is not an index name.
+
+    A stem of exactly 32 hex digits whose upper 16 are not all zero is a scoped ledger's qualified
+    name; any other stem is read as BookKeeper reads it (``_hex_value``) as a scope-0 ledger.
+    """
     if not name.endswith(".idx"):
         return None
     stem = name[:-4]
-    if _QNAME.fullmatch(stem):
-        lid = LedgerId.from_qualified_name(stem)
-        return lid if lid.scope != 0 else None  # a scope-0 ledger never uses the 32-digit name
-    v = _canonical_hex(stem)
+    if len(stem) == 32 and _HEX.fullmatch(stem):
+        v = int(stem, 16)
+        if v >> 64:
+            return LedgerId(v >> 64, v & (_U64_LIMIT - 1))
+    v = _hex_value(stem)
     return None if v is None else LedgerId(0, v)
 
 
-def _canonical_hex(stem: str) -> int | None:
-    """Long.toHexString's form only: lowercase, no leading zeros (RocksDB's 000009.log is not ours)."""
+def _hex_value(stem: str) -> int | None:
+    """``Long.parseLong(stem, 16)`` as BookKeeper reads file names, unsigned: one or more hex digits
+    of either case, leading zeros allowed, a value below 2^64 (at most 16 significant digits). No
+    sign, no ``0x``, no spaces or underscores."""
     if not _HEX.fullmatch(stem):
         return None
     v = int(stem, 16)
-    return v if f"{v:x}" == stem else None
+    return v if v < _U64_LIMIT else None
 
 
 def journal_name(journal_id: int) -> str:
@@ -58,10 +65,11 @@ def entry_log_name(log_id: int) -> str:
 
 
 def parse_hex_name(name: str, suffix: str) -> int | None:
-    """The hex id of ``<hex><suffix>`` (BookKeeper takes the text before the first '.')."""
+    """The hex id of ``<hex><suffix>`` (BookKeeper takes the text before the first '.' and parses it
+    with ``Long.parseLong(text, 16)``: either case, leading zeros, at most 16 significant digits)."""
     if not name.endswith(suffix):
         return None
-    return _canonical_hex(name[: -len(suffix)])
+    return _hex_value(name[: -len(suffix)])
 
 
 def parse_journal_name(name: str) -> int | None:
@@ -75,5 +83,5 @@ def parse_entry_log_name(name: str) -> int | None:
 def require_hex_name(name: str, suffix: str) -> int:
     v = parse_hex_name(name, suffix)
     if v is None:
-        raise FormatError(f"a file name '<lowercase hex>{suffix}'", repr(name))
+        raise FormatError(f"a file name '<hex id>{suffix}'", repr(name))
     return v

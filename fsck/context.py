@@ -110,6 +110,11 @@ class CheckContext:
             for i, lf in enumerate(files):
                 out[lf.path] = one(lf)
                 self._progress("entry logs", i + 1, len(files))
+        if plan is not None:
+            # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
+            for res in out.values():
+                if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
+                    plan.recheck(res)
         return out
 
     @cached_property

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from diskio.kernels import (DIRENT_NAME_OFFSET, DIRENT_TYPE_OFFSET, DT_DIR, DT_UNKNOWN, JIT, be_i32, be_u32, be_u64,
-                             c_close, c_closedir, c_errno, c_open, c_opendir, c_peek, c_read, c_readdir)
-from diskio.mapped import DiskError, map_file
+from diskio.kernels import (DIRENT_NAME_OFFSET, DIRENT_TYPE_OFFSET, DT_DIR, DT_UNKNOWN, JIT, S_IFMT, S_IFREG,
+                             STATX_MODE_OFFSET, STATX_SIZE, be_i32, be_u32, be_u64, c_close, c_closedir, c_errno,
+                             c_open, c_opendir, c_peek, c_read, c_readdir, c_statx_fd, ld_u16)
+from diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError, map_file, open_regular
 from formats import index as fi
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR, parse_index_name
@@ -175,6 +176,7 @@ _FOUND, _STRAY_RLOC, _STRAY_OTHER, _CANNOT_LIST = 0, 1, 2, 3
 _OK_, _OVERFLOW, _NON_ASCII = 0, 1, 2
 _READ_DONE, _READ_FULL, _READ_BIG = 0, 1, 2
 _EINTR = 4
+_ERR_NOT_REGULAR = -1   # f_err of a file that opened but is not a regular file (a FIFO, a device)
 
 
 @njit(**JIT)
@@ -232,6 +234,7 @@ def _ends_with(b, o, ln, sfx):
 
 @njit(**JIT)
 def _hex_value(b, o, ln):
+    """The value of ``ln`` hex digits (either case) at ``b[o:]``; ``ln`` <= 16."""
     v = np.uint64(0)
     for k in range(ln):
         c = b[o + k]
@@ -239,10 +242,25 @@ def _hex_value(b, o, ln):
             d = c - 48
         elif 97 <= c <= 102:
             d = c - 87
+        elif 65 <= c <= 70:
+            d = c - 55
         else:
             return False, v
         v = (v << np.uint64(4)) | np.uint64(d)
     return True, v
+
+
+@njit(**JIT)
+def _hex_name_value(b, o, ln):
+    """formats.paths' hex name rule: 1+ hex digits, leading zeros allowed, a value below 2^64."""
+    if ln < 1:
+        return False, np.uint64(0)
+    z = 0
+    while z < ln and b[o + z] == 48:
+        z += 1
+    if ln - z > 16:
+        return False, np.uint64(0)
+    return _hex_value(b, o + z, ln - z)
 
 
 @njit(**JIT)
@@ -396,8 +414,9 @@ def _list_tree(root, dir_probe_flags, path, stk_b, stk_o, stk_l, stk_d, nm_b, nm
                 out_named[nout] = False
                 out_scope[nout] = 0
                 out_led[nout] = 0
-                if kind == _FOUND:
+                if kind == _FOUND:  # formats.paths.parse_index_name
                     sl = nl - 4
+                    scoped = False
                     if sl == 32:
                         ok1, hi = _hex_value(nm_b, no, 16)
                         ok2, lo = _hex_value(nm_b, no + 16, 16)
@@ -405,8 +424,9 @@ def _list_tree(root, dir_probe_flags, path, stk_b, stk_o, stk_l, stk_d, nm_b, nm
                             out_scope[nout] = hi
                             out_led[nout] = lo
                             out_named[nout] = True
-                    elif sl == 1 or (2 <= sl <= 16 and nm_b[no] != 48):  # Long.toHexString: no leading 0
-                        ok1, v = _hex_value(nm_b, no, sl)
+                            scoped = True
+                    if not scoped:
+                        ok1, v = _hex_name_value(nm_b, no, sl)
                         if ok1:
                             out_led[nout] = v
                             out_named[nout] = True
@@ -486,14 +506,15 @@ class _NativeListing:
 
 @njit(**JIT)
 def _read_files(roots, root_off, root_len, file_root, arena, offs, lens, start, pathbuf, oflags, buf, f_off, f_len,
-                f_err, res):
+                f_err, stx, res):
     """open/read/close file k (from ``start``), whose path is its root then ``arena[offs[k]:offs[k]+lens[k]]``,
     into ``buf``.
 
     res[0]: the next file to read; res[1]: _READ_DONE, _READ_FULL (decode the batch, call again) or
     _READ_BIG (file res[0] alone fills ``buf``: map it). A file that cannot be opened or read gets
-    f_len = -1 and its errno in f_err. A short read of a regular file is its end (POSIX), so a file
-    that fits costs open + read + close.
+    f_len = -1 and its errno in f_err; one that is not a regular file (``oflags`` has O_NONBLOCK, so
+    a FIFO opens at once) gets f_err = _ERR_NOT_REGULAR and is not read. A short read of a regular
+    file is its end (POSIX), so a file that fits costs open + statx + read + close.
     """
     cap = buf.size
     used = 0
@@ -510,6 +531,16 @@ def _read_files(roots, root_off, root_len, file_root, arena, offs, lens, start, 
         if fd < 0:
             f_err[k] = c_errno()
             f_len[k] = -1
+            continue
+        if c_statx_fd(fd, pathbuf, rl + ln, stx, 0) != 0:  # pathbuf[rl + ln] is 0: the empty path
+            f_err[k] = c_errno()
+            f_len[k] = -1
+            c_close(fd)
+            continue
+        if (np.int64(ld_u16(stx, STATX_MODE_OFFSET)) & S_IFMT) != S_IFREG:
+            f_err[k] = _ERR_NOT_REGULAR
+            f_len[k] = -1
+            c_close(fd)
             continue
         got = 0
         err = 0
@@ -621,9 +652,9 @@ class _Reader:
         self.parts: list[np.ndarray] = []
         self.buf = np.empty(max(batch_bytes, 4096), np.uint8)
 
-    def failed(self, r: int, strerror: str) -> None:
+    def failed(self, r: int, err: DiskError) -> None:
         path = self.inv.paths[r]
-        self.inv.errors[r] = DiskError(path, f"cannot read ({strerror})")
+        self.inv.errors[r] = err
         self.size[r] = os.path.getsize(path) if os.access(path, os.F_OK) else -1
 
     def decode(self, b: np.ndarray, rws: np.ndarray, at: np.ndarray, lens: np.ndarray) -> None:
@@ -680,16 +711,19 @@ class _NativeReader(_Reader):
         f_off = np.zeros(n, np.int64)
         f_len = np.zeros(n, np.int64)
         f_err = np.zeros(n, np.int32)
+        stx = np.zeros(STATX_SIZE, np.uint8)
         res = np.zeros(2, np.int64)
         start = 0
         while start < n:
             _read_files(root_arena, root_off, root_len, file_root, arena, offs, lens, start, pathbuf,
-                        os.O_RDONLY | os.O_CLOEXEC, self.buf, f_off, f_len, f_err, res)
+                        OPEN_FLAGS, self.buf, f_off, f_len, f_err, stx, res)
             stop = int(res[0])
             rows = np.arange(start, stop)
             good = rows[f_len[rows] >= 0]
             for r in rows[f_len[rows] < 0].tolist():
-                self.failed(r, os.strerror(int(f_err[r])))
+                e = int(f_err[r])
+                self.failed(r, DiskError(self.inv.paths[r], NOT_REGULAR if e == _ERR_NOT_REGULAR
+                                         else f"cannot read ({os.strerror(e)})"))
             self.decode(self.buf, good, f_off[good], f_len[good])
             if res[1] == _READ_BIG:
                 self.decode_mapped(stop)
@@ -705,9 +739,9 @@ class _PythonReader(_Reader):
         used = 0
         for r, path in enumerate(self.inv.paths):
             try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError as e:
-                self.failed(r, e.strerror)
+                fd, _st = open_regular(path, "cannot read")   # as read_bytes: no FIFO, no device
+            except DiskError as e:
+                self.failed(r, e)
                 continue
             try:
                 got = os.readv(fd, [view[used:]])
@@ -721,7 +755,10 @@ class _PythonReader(_Reader):
                         self.decode_mapped(r)
                         continue
             except OSError as e:
-                self.failed(r, e.strerror)
+                self.failed(r, DiskError(path, f"cannot read ({e.strerror})"))
+                continue
+            except DiskError as e:   # decode_mapped
+                self.failed(r, e)
                 continue
             finally:
                 if fd >= 0:

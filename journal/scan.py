@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from diskio.kernels import JIT, be_i32, be_i64, be_u64, first_nonzero, ld_u64le
-from diskio.mapped import DiskError, map_window
+from diskio.mapped import DiskError, map_window, open_regular
 from formats import journal as fj
 from formats.errors import FormatError
 from formats.journal import RecordKind
@@ -248,12 +248,14 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
         win = lambda o, l: nullcontext(arr[o:o + l])  # noqa: E731
         head = arr[:8].tobytes()
     else:
+        fd, fst = open_regular(p, "cannot read")   # DiskError for a FIFO or device: never blocks
         try:
-            n = os.stat(p).st_size
-            with open(p, "rb") as f:
-                head = f.read(8)
+            n = fst.st_size
+            head = os.pread(fd, 8, 0)
         except OSError as e:
             raise DiskError(p, f"cannot read ({e.strerror})") from None
+        finally:
+            os.close(fd)
         win = lambda o, l: map_window(p, o, l)  # noqa: E731
     version = fj.parse_header(head, path=p)
     hs = fj.header_size(version)

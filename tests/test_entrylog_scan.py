@@ -226,7 +226,9 @@ def test_scan_equals_reference_under_random_damage(spec: BookieSpec, seed: int):
     rng = random.Random(seed)
     types = {l.lid: l.digest_type for l in spec.ledgers}
     passwords = {l.lid: l.password for l in spec.ledgers if rng.random() < 0.7}
-    plan = lambda: DigestPlan(known={k: t for k, t in types.items() if k.scope == 0}, passwords=passwords)  # noqa: E731
+    # some scope-0 ledgers' types are given (metadata), the others are sniffed from their entries
+    given_ = {k: t for k, t in types.items() if k.scope == 0 and rng.random() < 0.5}
+    plan = lambda: DigestPlan(known=dict(given_), passwords=passwords)  # noqa: E731
     with tempfile.TemporaryDirectory() as d:
         wb = write_bookie(spec, d)
         for log in wb.entry_log_files:
@@ -251,11 +253,35 @@ def test_scan_equals_reference_under_random_damage(spec: BookieSpec, seed: int):
                     break
             data = bytes(b)
             ref = scan_entry_log_reference(log, data)
+            results = []
             for window in (4096, 7000, 1 << 20):
-                got = scan_entry_log(log, data=data, window=window, digests=plan())
+                pl = plan()
+                got = scan_entry_log(log, data=data, window=window, digests=pl)
                 assert_same_scan(got, ref)
-            # digest statuses against the pure-Python verifier (entrylogs/verify.py)
-            bad = verify_entries(np.frombuffer(data, np.uint8), ref.entries, types, passwords)
+                results.append((got.digests[["type", "source", "status"]].tolist(), dict(pl.decided)))
+            # every window size reaches the same decisions and statuses (late decisions rechecked)
+            assert results[0] == results[1] == results[2]
+            arr = np.frombuffer(data, np.uint8)
+            decided = {k: v for k, v in pl.decided.items() if k not in given_}
+            for key, (code, src) in decided.items():
+                assert src == SOURCE_SNIFFED and code in (0, int(types[key]))
+            # a sniffed CRC32C / CRC32 (or HMAC with its password) ledger with an intact entry among
+            # its first max_samples is decided as its real type
+            intact = np.ones(len(ref.entries), bool)
+            intact[verify_entries(arr, ref.entries, types, passwords)] = False
+            v1 = ref.entries["format"] == 1
+            for key in decided:
+                t = types[key]
+                if t in (DigestType.CRC32C, DigestType.CRC32) or (t == DigestType.HMAC and key in passwords):
+                    mine = np.flatnonzero(v1 & (ref.entries["ledger"] == key[1]))[:pl.max_samples]
+                    if intact[mine].any():
+                        assert decided[key][0] == int(t), (key, t)
+            # digest statuses against the pure-Python verifier (entrylogs/verify.py), with the types
+            # the plan ended with for the sniffed ledgers
+            effective = {k: (t if k.scope or k in given_ else
+                             (DigestType(pl.decided[k][0]) if pl.decided.get(k, (0, 0))[0] else None))
+                         for k, t in types.items()}
+            bad = verify_entries(arr, ref.entries, effective, passwords)
             assert np.flatnonzero(got.digests["status"] == DIGEST_BAD).tolist() == bad.tolist()
 
 
@@ -441,3 +467,282 @@ def test_rolled_log_with_a_zeroed_header_walks_over_its_ledgers_map_without_dama
         assert_same_scan(got, want)
         assert want.header is None and want.problems.tolist() == []
         assert len(want.entries) == len(scan_entry_log_reference(str(p)).entries)
+
+
+# --- DirectEntryLogger logs: the dummy record at 1024, 0xF0 flush padding, ledger -1 records ---------
+ALIGN = 4096
+
+
+def _direct_log(flushes: list[list[bytes]], *, finalize: bool = False, tail: int = 2 * ALIGN):
+    """A log as DirectEntryLogger writes it: a 4096-byte header block (BKLO header, then at 1024 the
+    dummy record ``int 3068, long -1`` and zeros), each flush's records padded with 0xF0 to a 4096
+    boundary, optionally the ledgers map (itself a padded flush) with the header rewritten, then the
+    fallocated zero tail. Returns (bytes, [(offset, size, ledger, entry)], map offset or None)."""
+    body = bytearray((3068).to_bytes(4, "big") + b"\xff" * 8)
+    out = bytearray(fe_build_header()) + body + bytes(ALIGN - 1024 - len(body))
+    recs, sizes = [], {}
+    for group in flushes:
+        for e in group:
+            recs.append((len(out), len(e), int.from_bytes(e[0:8], "big"), int.from_bytes(e[8:16], "big")))
+            sizes[(0, recs[-1][2])] = sizes.get((0, recs[-1][2]), 0) + len(e) + 4
+            out += len(e).to_bytes(4, "big") + e
+        out += b"\xf0" * (-len(out) % ALIGN)
+    map_at = None
+    if finalize:
+        map_at = len(out)
+        out += fe_build_ledgers_map(sizes)
+        out += b"\xf0" * (-len(out) % ALIGN)
+        out[:1024] = fe_build_header(ledgers_map_offset=map_at, ledgers_count=len(sizes))
+    return bytes(out + bytes(tail)), recs, map_at
+
+
+def _direct_entries(rng: random.Random, spec: list[tuple[int, int]], dt=DigestType.CRC32C):
+    """Entries (stored bytes) of ``spec`` = [(ledger, payload size)], entry ids and lengths per ledger."""
+    from formats.entry import package_entry
+    nxt, length, out = {}, {}, []
+    for lid, n in spec:
+        eid = nxt.get(lid, 0)
+        nxt[lid] = eid + 1
+        length[lid] = length.get(lid, 0) + n
+        out.append(package_entry(ledger_id=lid, entry_id=eid, last_add_confirmed=eid - 1, length=length[lid],
+                                 payload=rng.randbytes(n), digest_type=dt, password=b"pw").to_bytes())
+    return out
+
+
+def fe_build_header(**kw) -> bytes:
+    from formats.entrylog import build_header
+    return build_header(**kw)
+
+
+def fe_build_ledgers_map(sizes) -> bytes:
+    from formats.entrylog import build_ledgers_map
+    return build_ledgers_map(sizes)
+
+
+def _padded_flushes(rng: random.Random):
+    # a CRC32C V1 record is 4 + 32 + 4 + payload bytes: payloads 4054, 4055, 4053, 4056 leave
+    # 2, 1, 3 and 0 bytes of padding after a one-record flush
+    groups = [[(7, 4054)], [(7, 4055)], [(8, 4053)], [(8, 4056)], [(7, 100), (8, 200), (7, 1)],
+              [(9, 10_000)], [(7, 5), (9, 3000), (8, 50), (9, 0)], [(8, 4000), (7, 4000)]]
+    ents = _direct_entries(rng, [x for g in groups for x in g])
+    it = iter(ents)
+    return [[next(it) for _ in g] for g in groups]
+
+
+@pytest.mark.parametrize("finalize", [False, True], ids=["current", "finalized"])
+def test_direct_io_log_skips_its_dummy_record_and_flush_padding_without_damage(finalize: bool):
+    flushes = _padded_flushes(random.Random(5))
+    data, recs, map_at = _direct_log(flushes, finalize=finalize)
+    assert data[1024:1028] == bytes.fromhex("00000bfc") and data[1028:1036] == b"\xff" * 8
+    assert recs[0][0] == ALIGN
+    # the first four flushes hold one record each, followed by 2, 1, 3 and 0 bytes of padding
+    assert [-(o + 4 + s) % ALIGN for o, s, *_ in recs[:4]] == [2, 1, 3, 0]
+    assert data[recs[1][0] - 2:recs[1][0]] == b"\xf0\xf0" and recs[4][0] == recs[3][0] + 4 + recs[3][1]
+    ref = scan_entry_log_reference("/x/1.log", data)
+    plan = lambda: DigestPlan(known={(0, l): DigestType.CRC32C for l in (7, 8, 9)})  # noqa: E731
+    for window in (4096, 5000, 8192, 1 << 20):
+        got = scan_entry_log("/x/1.log", data=data, window=window, digests=plan())
+        assert_same_scan(got, ref)
+        assert (got.digests["status"] == DIGEST_OK).all()
+    assert ref.problems.tolist() == [] and ref.header_error is None and ref.map_error is None
+    assert [(int(e["offset"]), int(e["size"]), int(e["ledger"]), int(e["entry"])) for e in ref.entries] == recs
+    if finalize:
+        assert ref.data_end == map_at and ref.ledgers_map == ref.computed_ledgers_map()
+        assert len(ref.ledgers_map) == 3
+    else:
+        assert ref.ledgers_map is None and ref.data_end == len(data)
+
+
+def test_direct_io_log_padding_is_skipped_only_up_to_a_boundary_within_the_data():
+    flushes = _padded_flushes(random.Random(6))
+    data, recs, _ = _direct_log(flushes, tail=0)
+    ref = scan_entry_log_reference("/x/1.log", data)
+    assert ref.problems.tolist() == [] and len(ref.entries) == len(recs)
+    # padding cut short by the end of the file is not padding: the walk reports where it stops
+    cut = data[:len(data) - 10]
+    ref = scan_entry_log_reference("/x/1.log", cut)
+    for window in (4096, 1 << 20):
+        assert_same_scan(scan_entry_log("/x/1.log", data=cut, window=window), ref)
+    last = recs[-1][0] + 4 + recs[-1][1]
+    assert len(ref.entries) == len(recs) and ref.problems.tolist() == [(last, int(Damage.ZERO_SIZE), len(cut))]
+    # 0xF0 bytes that stop short of the boundary are damage too
+    b = bytearray(data)
+    b[last + 5] = 0x00
+    ref = scan_entry_log_reference("/x/1.log", bytes(b))
+    for window in (4096, 1 << 20):
+        assert_same_scan(scan_entry_log("/x/1.log", data=bytes(b), window=window), ref)
+    assert ref.problems.tolist() == [(last, int(Damage.ZERO_SIZE), len(b))]
+
+
+def test_any_record_of_ledger_minus_one_is_skipped_as_scan_entry_log_skips_it():
+    with tempfile.TemporaryDirectory() as d:
+        wb, log, recs, by_off, plan = _damage_bookie(d)
+        data = Path(log).read_bytes()
+        # ledger -1 records that are not ledgers-map batches: the bare minimum (size 16), garbage after
+        # the id, and a size the 32-byte entry header would refuse
+        inserts = {recs[3]: (16).to_bytes(4, "big") + b"\xff" * 8 + bytes(8),
+                   recs[10]: (300).to_bytes(4, "big") + b"\xff" * 8 + random.Random(1).randbytes(292),
+                   recs[11]: (20).to_bytes(4, "big") + b"\xff" * 8 + b"\x01" * 12}
+        out, moved = bytearray(), {}
+        prev = 0
+        for off in sorted(inserts):
+            out += data[prev:off] + inserts[off]
+            prev = off
+        out += data[prev:]
+        for off in recs:
+            moved[off] = off + sum(len(v) for k, v in inserts.items() if k <= off)
+        out = bytes(out)
+        ref = scan_entry_log_reference(log, out)
+        for window in (4096, 1 << 20):
+            got = scan_entry_log(log, data=out, window=window, digests=plan)
+            assert_same_scan(got, ref)
+            assert (got.digests["status"] == DIGEST_OK).all()
+        assert ref.problems.tolist() == []
+        assert ref.entries["offset"].tolist() == [moved[o] for o in recs]
+
+
+def test_damage_in_a_direct_io_log_resyncs_onto_the_entry_that_precedes_padding():
+    rng = random.Random(9)
+    groups = [[(1, 700), (2, 900)], [(1, 300), (2, 1200), (1, 50)], [(2, 2000), (1, 10)], [(1, 600)]]
+    ents = _direct_entries(rng, [x for g in groups for x in g])
+    it = iter(ents)
+    data, recs, _ = _direct_log([[next(it) for _ in g] for g in groups])
+    for k in (0, 2, 5, 3):   # break the first record of a flush (or a middle one); its successors survive
+        b = bytearray(data)
+        off = recs[k][0]
+        b[off:off + 4] = (0x7FFF0000).to_bytes(4, "big")   # a size past the data
+        ref = scan_entry_log_reference("/x/3.log", bytes(b))
+        for window in (4096, 6000, 1 << 20):
+            assert_same_scan(scan_entry_log("/x/3.log", data=bytes(b), window=window), ref)
+        assert ref.problems.tolist() == [(off, int(Damage.BAD_SIZE), recs[k + 1][0])]
+        want = [r for i, r in enumerate(recs) if i != k]
+        assert [(int(e["offset"]), int(e["size"]), int(e["ledger"]), int(e["entry"])) for e in ref.entries] == want
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=st.integers(0, 2 ** 32 - 1), finalize=st.booleans())
+def test_scan_equals_reference_on_direct_io_logs_under_random_damage(seed: int, finalize: bool):
+    rng = random.Random(seed)
+    spec = [(rng.choice([3, 4, 5]), rng.choice([0, 1, 30, 500, 2000, 4055, 6000])) for _ in range(rng.randint(1, 14))]
+    ents = _direct_entries(rng, spec, dt=rng.choice([DigestType.CRC32C, DigestType.CRC32]))
+    flushes, i = [], 0
+    while i < len(ents):
+        k = rng.randint(1, 4)
+        flushes.append(ents[i:i + k])
+        i += k
+    data, recs, _ = _direct_log(flushes, finalize=finalize, tail=rng.choice([0, 100, 8192]))
+    clean = scan_entry_log_reference("/x/2.log", data)
+    assert clean.problems.tolist() == [] and len(clean.entries) == len(recs)
+    b = bytearray(data)
+    for _ in range(rng.randint(0, 3)):
+        p = rng.randrange(1024, len(b))
+        kind = rng.randrange(6)
+        if kind == 0:
+            b[p] ^= 1 << rng.randrange(8)
+        elif kind == 1:
+            del b[p:]
+        elif kind == 2:
+            q = min(len(b), p + rng.randint(1, 600))
+            b[p:q] = bytes(q - p)
+        elif kind == 3:
+            b[p:p + 4] = rng.randbytes(4)
+        elif kind == 4:
+            q = min(len(b), p + rng.randint(1, 5000))
+            b[p:q] = b"\xf0" * (q - p)
+        else:
+            b[p:p] = rng.randbytes(rng.randint(1, 40))
+        if len(b) <= 1024:
+            break
+    out = bytes(b)
+    ref = scan_entry_log_reference("/x/2.log", out)
+    for window in (4096, 7000, 1 << 20):
+        assert_same_scan(scan_entry_log("/x/2.log", data=out, window=window, digests=DigestPlan()), ref)
+
+
+# --- digest sniffing: a ledger stays undecided until one of its entries verifies ---------------------
+def _flip_payloads(data: bytearray, offsets: list[int], sizes: dict[int, int]) -> None:
+    for off in offsets:
+        data[off + 4 + sizes[off] - 1] ^= 0x01   # the payload's last byte
+
+
+def _one_ledger_log(d: str, dt: DigestType, n: int, payload: int, limit: int = 1 << 20):
+    spec = BookieSpec([LedgerSpec(42, [random.Random(i).randbytes(payload) for i in range(n)], digest_type=dt)],
+                      entry_log_size_limit=limit, write_journal=False)
+    wb = write_bookie(spec, d)
+    recs = {}
+    for (lid, eid), loc in wb.locations.items():
+        recs[eid] = (wb.entry_log_files[loc >> 32], (loc & 0xFFFFFFFF) - 4, len(wb.entries[(lid, eid)]))
+    return wb, recs
+
+
+@pytest.mark.parametrize("dt", [DigestType.CRC32C, DigestType.CRC32])
+def test_ledger_whose_first_entries_are_corrupt_is_sniffed_from_a_later_one_and_they_are_bad(dt: DigestType):
+    with tempfile.TemporaryDirectory() as d:
+        wb, recs = _one_ledger_log(d, dt, 12, 1500)
+        log = wb.entry_log_files[0]
+        data = bytearray(Path(log).read_bytes())
+        _flip_payloads(data, [recs[e][1] for e in range(4)], {r[1]: r[2] for r in recs.values()})
+        data = bytes(data)
+        # window 4096 holds about two entries: the first windows hold only corrupt ones
+        for window in (4096, 1 << 20):
+            plan = DigestPlan()
+            s = scan_entry_log(log, data=data, window=window, digests=plan)
+            assert s.entries["entry"].tolist() == list(range(12))
+            assert s.digests["status"].tolist() == [DIGEST_BAD] * 4 + [DIGEST_OK] * 8
+            assert set(s.digests["type"].tolist()) == {int(dt)}
+            assert set(s.digests["source"].tolist()) == {SOURCE_SNIFFED}
+            assert (s.digests["payload_len"] == 1500).all()
+            assert plan.ledger_digest((0, 42)) == (dt, "sniffed")
+
+
+def test_entries_left_unknown_are_rechecked_once_another_file_decides_their_ledger():
+    with tempfile.TemporaryDirectory() as d:
+        wb, recs = _one_ledger_log(d, DigestType.CRC32C, 10, 1000, limit=5000)
+        logs = wb.entry_log_files
+        first = [e for e, r in recs.items() if r[0] == logs[0]]
+        assert len(logs) >= 2 and 2 <= len(first) < 10
+        data0 = bytearray(Path(logs[0]).read_bytes())
+        _flip_payloads(data0, [recs[e][1] for e in first], {recs[e][1]: recs[e][2] for e in first})
+        data0 = bytes(data0)
+        plan = DigestPlan()
+        s0 = scan_entry_log(logs[0], data=data0, digests=plan, payload_hash="sha256")
+        # every entry of this file is corrupt: nothing decides the ledger yet
+        assert s0.digests["status"].tolist() == [DIGEST_UNKNOWN] * len(first)
+        assert set(s0.digests["type"].tolist()) == {0} and plan.ledger_digest((0, 42)) == (None, None)
+        s1 = scan_entry_log(logs[1], digests=plan)
+        assert (s1.digests["status"] == DIGEST_OK).all()
+        assert plan.ledger_digest((0, 42)) == (DigestType.CRC32C, "sniffed")
+        # a caller re-verifying those entries with the plan gets their real status ...
+        rows, _ = verify_entry_digests(data0, s0.entries, plan)
+        assert rows["status"].tolist() == [DIGEST_BAD] * len(first)
+        assert set(rows["type"].tolist()) == {int(DigestType.CRC32C)}
+        # ... and plan.recheck does it in place, payload lengths and hashes included
+        assert plan.recheck(s0, data0) == len(first)
+        assert s0.digests.tolist() == rows.tolist()
+        assert (s0.digests["payload_len"] == 1000).all() and all(h is not None for h in s0.payload_hashes)
+        assert plan.recheck(s0, data0) == 0
+        # from the file itself (mapped) too
+        Path(logs[0]).write_bytes(data0)
+        s0f = scan_entry_log(logs[0], digests=DigestPlan())
+        assert DigestPlan().recheck(s0f) == 0          # still undecided: nothing to do
+        assert plan.recheck(s0f) == len(first) and s0f.digests.tolist() == rows.tolist()
+
+
+@pytest.mark.parametrize("corrupt, limit, decided", [(63, 64, True), (64, 64, False), (7, 8, True), (8, 8, False)])
+def test_sniffing_gives_up_on_a_ledger_only_after_max_samples_entries_verify_as_nothing(corrupt, limit, decided):
+    with tempfile.TemporaryDirectory() as d:
+        wb, recs = _one_ledger_log(d, DigestType.CRC32C, 70, 3)
+        log = wb.entry_log_files[0]
+        data = bytearray(Path(log).read_bytes())
+        _flip_payloads(data, [recs[e][1] for e in range(corrupt)], {r[1]: r[2] for r in recs.values()})
+        data = bytes(data)
+        for window in (4096, 1 << 20):
+            plan = DigestPlan(max_samples=limit)
+            s = scan_entry_log(log, data=data, window=window, digests=plan)
+            st_ = s.digests["status"].tolist()
+            if decided:
+                assert st_ == [DIGEST_BAD] * corrupt + [DIGEST_OK] * (70 - corrupt)
+                assert plan.ledger_digest((0, 42)) == (DigestType.CRC32C, "sniffed")
+            else:
+                assert st_ == [DIGEST_UNKNOWN] * 70
+                assert plan.ledger_digest((0, 42)) == (None, "sniffed") and plan.tried[(0, 42)] == limit

@@ -15,6 +15,7 @@ from bookie.lookup import read_entry
 from formats.ids import LedgerId
 from formats.lastmark import LastMark, build_last_mark
 from formats.paths import index_relpath
+from fsck.api import check_bookie
 from fsck.cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, flip, make_disk, patch
 
@@ -419,3 +420,16 @@ def test_repair_keeps_the_owner_and_mode_of_the_file_it_replaces(disk):
     _repair_and_recheck(disk)
     got = os.stat(p)
     assert (got.st_mode & 0o7777, got.st_uid, got.st_gid) == (want.st_mode & 0o7777, want.st_uid, want.st_gid)
+
+
+def test_corrupt_first_entries_of_a_ledger_without_metadata_are_still_found(disk):
+    # No metadata: the digest type is sniffed, and the first entries it tries are the corrupt ones.
+    lid = LedgerId(0, 0x1234)
+    bad = []
+    for eid in range(5):
+        path, off = _entry_log_of(disk, lid, eid)
+        flip(path, off + 4 + 32 + 4 + 3)
+        bad.append((eid, off))
+    rep = check_bookie(disk.dirs)
+    found = sorted((f.entry, f.offset) for f in rep.findings if f.code == "DIGEST_MISMATCH")
+    assert found == bad

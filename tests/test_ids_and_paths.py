@@ -232,13 +232,14 @@ def test_scoped_and_scope_0_index_files_never_share_a_name_or_a_depth(scope: int
 
 
 @pytest.mark.parametrize("name", [
-    "1234", "1234.id", "1234.idx.rloc", "1234.IDX", "ABC.idx", "0x12.idx", ".idx", "12 3.idx", "-1.idx",
-    "1" * 17 + ".idx",                                  # too long for scope 0, too short for a qualified name
-    "0" * 32 + ".idx",                                  # 32 digits with scope 0 is never written
-    "0" * 16 + "0000000000001234.idx",
+    "1234", "1234.id", "1234.idx.rloc", "1234.IDX", "0x12.idx", ".idx", "12 3.idx", "-1.idx", "+1.idx",
+    "1_0.idx", "g.idx", "١٢.idx",                       # sign, underscore, non-hex, non-ASCII digits
+    "1" + "0" * 16 + ".idx",                            # 2^64: past 64 bits
+    "1" * 17 + ".idx",                                  # 17 significant digits, not 32: too large
     "1" * 33 + ".idx",
+    "0" * 16 + "1" * 17 + ".idx",                       # 33 digits: not a qualified name, value too large
 ])
-def test_parse_index_name_rejects_names_bkdisk_never_writes(name: str) -> None:
+def test_parse_index_name_rejects_names_that_are_not_hex_ids_below_2_64(name: str) -> None:
     assert parse_index_name(name) is None
 
 
@@ -250,17 +251,48 @@ def test_parse_index_name_reads_bookkeeper_names() -> None:
     assert parse_index_name("ffffffffffffffff.idx") == LedgerId(0, U64)
 
 
+@pytest.mark.parametrize("name, lid", [
+    ("00ff.idx", LedgerId(0, 0xFF)),                    # Long.parseLong("00ff", 16): leading zeros
+    ("ABC.idx", LedgerId(0, 0xABC)),                    # upper case
+    ("07b.idx", LedgerId(0, 0x7B)),
+    ("FFFFFFFFFFFFFFFF.idx", LedgerId(0, U64)),
+    ("0" * 20 + "1234.idx", LedgerId(0, 0x1234)),       # 24 digits, 4 significant
+    ("0" * 32 + ".idx", LedgerId(0, 0)),                # 32 digits with scope 0: a scope-0 name with zeros
+    ("0" * 16 + "0000000000001234.idx", LedgerId(0, 0x1234)),
+    ("0" * 40 + "ffffffffffffffff.idx", LedgerId(0, U64)),
+    ("0000000000ABCDEF0000000000000001.idx", LedgerId(0xABCDEF, 1)),   # upper-case qualified name
+    ("0000000000abcdef0000000000000001.idx", LedgerId(0xABCDEF, 1)),
+])
+def test_parse_index_name_reads_any_hex_spelling_as_long_parselong_does(name: str, lid: LedgerId) -> None:
+    got = parse_index_name(name)
+    assert got == lid and type(got) is LedgerId
+    if name[:-4] != format(lid.ledger, "x") and lid.scope == 0:
+        assert index_relpath(got).rsplit("/", 1)[1] != name   # fsck then reports it as misplaced
+
+
 # --- journal and entry-log names -----------------------------------------------------------------
 
-def test_journal_and_entry_log_names_are_unpadded_lowercase_hex() -> None:
+def test_journal_and_entry_log_names_are_written_unpadded_lowercase_hex() -> None:
     assert journal_name(0x1A20071929B) == "1a20071929b.txn"
     assert parse_journal_name("1a20071929b.txn") == 0x1A20071929B
     assert entry_log_name(0) == "0.log"
     assert entry_log_name(0xAB) == "ab.log"
     assert parse_entry_log_name("ab.log") == 0xAB
-    for bad in ("AB.log", "ab.log.compacting", "0.log.1.compacted", "x.log", ".log", "ab.txn"):
-        assert parse_entry_log_name(bad) is None
+    for bad in ("ab.log.compacting", "0.log.1.compacted", "x.log", ".log", "ab.txn", "0xab.log", "-1.log",
+                "+1.log", "a b.log", "1" + "0" * 16 + ".log"):
+        assert parse_entry_log_name(bad) is None, bad
     assert parse_journal_name("1a20071929b.log") is None
+
+
+@pytest.mark.parametrize("name, value", [
+    ("01a2.txn", 0x1A2), ("1A2.txn", 0x1A2), ("0000.txn", 0), ("FFFFFFFFFFFFFFFF.txn", U64),
+    ("0" * 30 + "1a2.txn", 0x1A2),
+])
+def test_journal_and_entry_log_names_parse_as_long_parselong_reads_them(name: str, value: int) -> None:
+    assert parse_journal_name(name) == value
+    log = name[:-4] + ".log"
+    assert parse_entry_log_name(log) == value
+    assert parse_entry_log_name("00ab.log") == parse_entry_log_name("AB.log") == 0xAB
 
 
 def test_golden_journal_and_entry_log_names_parse() -> None:

@@ -158,6 +158,7 @@ def _damaged_tree(d: str) -> list[str]:
     Path(d, "l1", "current", "12", "0.idx").mkdir(parents=True)                   # a folder named like an index
     Path(d, "l1", "current", "00000000000000000000000000000005.idx").write_bytes(b"")  # scope-0 qualified name
     Path(d, "l1", "current", "12", "07b.idx").write_bytes(Path(fs[8]).read_bytes())  # hex with a leading zero
+    Path(d, "l1", "current", "12", "0Ac.idx").write_bytes(Path(fs[8]).read_bytes())  # upper case and a leading zero
     Path(d, "l1", "current", "12", "0.idx", "0.idx").write_bytes(Path(fs[9]).read_bytes())
     return [os.path.join(d, "l0"), os.path.join(d, "l1"), os.path.join(d, "missing")]
 
@@ -177,8 +178,13 @@ def test_damaged_and_stray_files_are_reported_like_the_reference(native: bool):
         assert "leftover of an index relocation" in whys and "not an index file" in whys
         assert any(w.startswith("cannot list") for w in whys)
         assert int(got.files["trailing"].max()) == 3
-        named = dict(zip(got.relpaths, got.files["named"].tolist()))
-        assert named[os.path.join("12", "07b.idx")] is False and named[os.path.join("12", "0.idx", "0.idx")] is True
+        named = dict(zip(got.relpaths, zip(got.files["named"].tolist(), got.files["scope"].tolist(),
+                                           got.files["ledger"].tolist())))
+        # names are read as Long.parseLong(stem, 16) reads them: leading zeros and upper case too
+        assert named[os.path.join("12", "07b.idx")] == (True, 0, 0x7B)
+        assert named[os.path.join("12", "0Ac.idx")] == (True, 0, 0xAC)
+        assert named["00000000000000000000000000000005.idx"] == (True, 0, 5)
+        assert named[os.path.join("12", "0.idx", "0.idx")] == (True, 0, 0)
 
 
 @pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
