@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 import os
+from typing import Callable
 from dataclasses import dataclass, field
 
 from diskio.mapped import read_bytes
@@ -137,6 +138,46 @@ def resync(b, pos: int, end: int) -> int:
     return end
 
 
+@dataclass(frozen=True)
+class LogFrame:
+    """What the header says about a log: the header (or why it is unreadable), the ledgers map
+    (or why it is unreadable), and where entry records end."""
+
+    header: fe.EntryLogHeader | None
+    header_error: FormatError | None
+    ledgers_map: dict[tuple[int, int], int] | None
+    map_error: FormatError | None
+    data_end: int
+
+
+def read_frame(read: Callable[[int, int], bytes], size: int, path: str,
+               parse_map: Callable[[int], dict[tuple[int, int], int]]) -> LogFrame:
+    """Header and ledgers map of a non-empty log of ``size`` bytes; shared by this reader and the
+    jitted scanner, which differ only in how they read bytes (``read(offset, n)``) and parse the map."""
+    header = header_error = ledgers_map = map_error = None
+    try:
+        header = fe.parse_header(read(0, fe.HEADER_SIZE), path=path)
+    except FormatError as e:
+        header_error = e
+    end = size
+    h = header
+    if h is not None and h.version >= 1 and h.ledgers_map_offset != 0:
+        if fe.HEADER_SIZE <= h.ledgers_map_offset <= size:
+            try:
+                ledgers_map = parse_map(h.ledgers_map_offset)
+                end = h.ledgers_map_offset
+                if len(ledgers_map) != h.ledgers_count:
+                    map_error = FormatError(f"{h.ledgers_count} ledgers in the ledgers map (header count)",
+                                            f"{len(ledgers_map)}", path=path, offset=h.ledgers_map_offset)
+            except FormatError as e:
+                map_error = e
+                ledgers_map = None
+        else:
+            map_error = FormatError(f"a ledgers map offset within the file (1024..{size})",
+                                    str(h.ledgers_map_offset), path=path, offset=8)
+    return LogFrame(header, header_error, ledgers_map, map_error, end)
+
+
 def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryLogScan:
     """Walk an entry log: header, every framed entry up to the ledgers map, the map itself."""
     p = os.fspath(path)
@@ -145,26 +186,10 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
     if len(b) == 0:
         scan.data_end = 0
         return scan  # a preallocated log that was never written
-    try:
-        scan.header = fe.parse_header(b, path=p)
-    except FormatError as e:
-        scan.header_error = e
-    end = len(b)
-    h = scan.header
-    if h is not None and h.version >= 1 and h.ledgers_map_offset != 0:
-        if fe.HEADER_SIZE <= h.ledgers_map_offset <= len(b):
-            try:
-                scan.ledgers_map = fe.parse_ledgers_map(b, h.ledgers_map_offset, path=p)
-                end = h.ledgers_map_offset
-                if len(scan.ledgers_map) != h.ledgers_count:
-                    scan.map_error = FormatError(f"{h.ledgers_count} ledgers in the ledgers map (header count)",
-                                                 f"{len(scan.ledgers_map)}", path=p, offset=h.ledgers_map_offset)
-            except FormatError as e:
-                scan.map_error = e
-                scan.ledgers_map = None
-        else:
-            scan.map_error = FormatError(f"a ledgers map offset within the file (1024..{len(b)})",
-                                         str(h.ledgers_map_offset), path=p, offset=8)
+    fr = read_frame(lambda o, n: b[o:o + n], len(b), p, lambda start: fe.parse_ledgers_map(b, start, path=p))
+    scan.header, scan.header_error, scan.ledgers_map, scan.map_error = fr.header, fr.header_error, fr.ledgers_map, \
+        fr.map_error
+    end = fr.data_end
     scan.data_end = end
     pos = fe.HEADER_SIZE
     while pos < end:

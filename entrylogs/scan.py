@@ -35,7 +35,7 @@ from numba import njit
 from diskio.kernels import JIT, be_i32, be_i64, be_u32, be_u64, crc_update
 from diskio.mapped import file_size, map_file, map_window, read_range
 from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
-from entrylogs.reader import DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE, MAX_ENTRY_SIZE, SKIP_RECORD, Damage
+from entrylogs.reader import DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE, MAX_ENTRY_SIZE, SKIP_RECORD, Damage, read_frame
 from formats import entrylog as fe
 from formats.digests import DigestType, mac_key
 from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
@@ -787,26 +787,10 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             res.payload_hashes = [] if payload_hash else None
         if src.size == 0:
             return res  # a preallocated log that was never written
-        try:
-            res.header = fe.parse_header(src.read(0, fe.HEADER_SIZE), path=p)
-        except FormatError as e:
-            res.header_error = e
-        end = src.size
-        h = res.header
-        if h is not None and h.version >= 1 and h.ledgers_map_offset != 0:
-            if fe.HEADER_SIZE <= h.ledgers_map_offset <= src.size:
-                try:
-                    res.ledgers_map = _parse_ledgers_map(src, h.ledgers_map_offset, p)
-                    end = h.ledgers_map_offset
-                    if len(res.ledgers_map) != h.ledgers_count:
-                        res.map_error = FormatError(f"{h.ledgers_count} ledgers in the ledgers map (header count)",
-                                                    f"{len(res.ledgers_map)}", path=p, offset=h.ledgers_map_offset)
-                except FormatError as e:
-                    res.map_error = e
-                    res.ledgers_map = None
-            else:
-                res.map_error = FormatError(f"a ledgers map offset within the file (1024..{src.size})",
-                                            str(h.ledgers_map_offset), path=p, offset=8)
+        fr = read_frame(src.read, src.size, p, lambda start: _parse_ledgers_map(src, start, p))
+        res.header, res.header_error, res.ledgers_map, res.map_error = fr.header, fr.header_error, \
+            fr.ledgers_map, fr.map_error
+        end = fr.data_end
         res.data_end = end
         has_map = res.ledgers_map is not None
 

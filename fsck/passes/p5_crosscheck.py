@@ -76,6 +76,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     facts = ctx.journal_facts
     pending = {(lid, e) for _p, _o, lid, e in facts.pending}
     md = ctx.metadata or {}
+    log_paths = {lf.log_id: lf.path for lf in ctx.log_files}
     unindexed_ledgers: dict[LedgerId, list[int]] = defaultdict(list)
     garbage = 0
     garbage_ledgers = set()
@@ -90,7 +91,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                 garbage_ledgers.add(lid)
             else:
                 yield Finding("ENTRY_NOT_INDEXED", scope=lid.scope, ledger=lid.ledger, entry=e,
-                              path=_log_path(ctx, int(t["log"][j])),
+                              path=log_paths.get(int(t["log"][j])),
                               detail=f"log {int(t['log'][j]):x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
         elif lid in md or (ctx.metadata is None and lid in facts.master_keys):
             unindexed_ledgers[lid].append(e)
@@ -106,10 +107,3 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     if garbage:
         yield Finding("GARBAGE_ENTRIES", detail=f"{garbage} entries of {len(garbage_ledgers)} ledgers in the entry "
                                                 f"logs are not pointed at by any index")
-
-
-def _log_path(ctx: CheckContext, log_id: int) -> str | None:
-    for lf in ctx.log_files:
-        if lf.log_id == log_id:
-            return lf.path
-    return None
