@@ -23,7 +23,6 @@ import resource
 import subprocess
 import sys
 import time
-import zlib
 
 import numpy as np
 
@@ -186,39 +185,9 @@ def mapped_speed(logs: list[str], window: int) -> float:
     return best
 
 
-def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
-    """GB/s of each CRC implementation over the stored entries of the first window of the first log."""
-    import crc32c
-
-    from diskio import kernels as K
-    from diskio.mapped import map_window
-    from entrylogs.scan import scan_entry_log
-
-    s = scan_entry_log(logs[0], window=window)
-    e = s.entries[s.entries["offset"] + 4 + s.entries["size"] <= window]
-    offs = (e["offset"] + 4).astype(np.int64)
-    lens = e["size"].astype(np.int64)
-    nbytes = int(lens.sum())
-    out = []
-    with map_window(logs[0], 0, window) as w:
-        buf = K.readonly(w)
-        res = np.zeros(len(offs), np.uint32)
-        for v in K.supported_crc_variants():
-            for poly, pname in ((K.POLY_CRC32C, "CRC32C"), (K.POLY_CRC32, "CRC32")):
-                K.crc_many(buf, offs[:1], lens[:1], poly, v, res)
-                t, _ = _best(lambda: K.crc_many(buf, offs, lens, poly, v, res), 3)
-                out.append((f"jitted {K.CRC_VARIANT_NAMES[v]:8s} {pname}", nbytes / t / 1e9))
-        mv = memoryview(buf)
-        pairs = list(zip(offs.tolist(), (offs + lens).tolist()))
-        t, _ = _best(lambda: [crc32c.crc32c(mv[a:b]) for a, b in pairs], 3)
-        out.append(("crc32c package, one call per entry   CRC32C", nbytes / t / 1e9))
-        t, _ = _best(lambda: [zlib.crc32(mv[a:b]) for a, b in pairs], 3)
-        out.append(("zlib.crc32, one call per entry       CRC32", nbytes / t / 1e9))
-        del mv, buf, w
-    return out
-
-
 def run(a) -> int:
+    from bench.crc_compare import crc_options, library_digest_scan
+    from diskio import config
     from diskio import kernels as K
     from entrylogs.scan import DigestPlan, scan_entry_log
     from formats.digests import DigestType
@@ -234,7 +203,7 @@ def run(a) -> int:
     window = a.window_mib * MIB
     print(f"entry logs: {len(logs)} files, {log_bytes / GIB:.2f} GiB; journals: {len(journals)} files, "
           f"{jr_bytes / GIB:.2f} GiB; window {a.window_mib} MiB; CRC variant "
-          f"{K.CRC_VARIANT_NAMES[K.CRC_VARIANT]}", flush=True)
+          f"{K.CRC_VARIANT_NAMES[config.crc_variant()]}", flush=True)
     _warm(logs + journals)
     # compile (or load from the cache) before timing
     scan_entry_log(logs[0], window=window, digests=DigestPlan(force=DigestType.CRC32C))
@@ -278,6 +247,16 @@ def run(a) -> int:
           lambda: scan_all(digests=DigestPlan(known=dict(known))), log_bytes, digest_extra)
     phase("entry-log scan + digests sniffed per ledger", lambda: scan_all(digests=DigestPlan()), log_bytes,
           digest_extra)
+    lib_c = phase("entry-log scan + CRC32C by the crc32c package, one call per entry (Python loop)",
+                  lambda: library_digest_scan(logs, window, DigestType.CRC32C), log_bytes,
+                  lambda r: f"ok {r[0]}, bad {r[1]}")
+    lib_z = phase("entry-log scan + CRC32 by zlib.crc32, one call per entry (Python loop)",
+                  lambda: library_digest_scan(logs, window, DigestType.CRC32), log_bytes,
+                  lambda r: f"ok {r[0]}, bad {r[1]}")
+    del lib_c, lib_z
+    phase("entry-log scan + CRC32C, jitted table CRC (the no-PCLMUL fallback)",
+          lambda: scan_all(digests=DigestPlan(force=DigestType.CRC32C, crc_variant=K.CRC_TABLE)), log_bytes,
+          digest_extra)
     jr = phase("journal scan", lambda: [scan_journal(p, window=window) for p in journals], jr_bytes,
                lambda js: f"{sum(len(j.records) for j in js)} records, ends "
                           f"{sorted({j.end_kind.name for j in js})}")
@@ -313,6 +292,13 @@ def run(a) -> int:
     for name, (nf, nl, t, peak) in idx.items():
         print(f"{'.idx walk: ' + name:66s} {nf / t:10,.0f} files/s {nl / t:12,.0f} locations/s "
               f"({nf} files, {nl} locations, {t:.2f} s; peak RSS {peak:.0f} MiB)")
+    print()
+    print("Whole-scan digest check, jitted CRC against the libraries called per entry:")
+    for jit_name, lib_name in (("entry-log scan + CRC32C (forced on every entry)",
+                                "entry-log scan + CRC32C by the crc32c package, one call per entry (Python loop)"),
+                               ("entry-log scan + CRC32 (forced on every entry)",
+                                "entry-log scan + CRC32 by zlib.crc32, one call per entry (Python loop)")):
+        print(f"   {jit_name:58s} {results[jit_name][0] / results[lib_name][0]:6.2f}x the library path")
     print()
     print("CRC options (stored entries of one page-cached window, GB/s):")
     for name, gbps in crc_options(logs, window):

@@ -1,25 +1,50 @@
-"""Entry point of the ``bkdisk`` command: a click group whose subcommands live in their own modules."""
+"""Entry point of the ``bkdisk`` command: a click group whose subcommands load only when they run.
+
+``bkdisk --help`` and a usage error import click alone, never numpy, numba, Spark or gRPC: the table
+below names each command's module and its one-line summary for the listing.
+"""
 from __future__ import annotations
+
+import importlib
 
 import click
 
-from fsck.cli import fsck_command, run_click
+from fsck.exit_codes import run_click
+
+# name: (module, attribute, one-line summary shown by `bkdisk --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "audit": ("bkdisk.audit_cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
+    "scan-disk": ("bkdisk.audit_cli", "scan_disk", "Scan one bookie disk into the rows the audit joins (Parquet)."),
+    "demo": ("bkdisk.demo", "demo", "The embedded default job: a sample bookie disk and fsck over it."),
+    "dump": ("bkdisk.dump", "dump", "Print BookKeeper files as `bookkeeper shell` prints them (or as JSON)."),
+    "fsck": ("fsck.cli", "fsck_command", "Check a bookie's journal, ledger and index dirs; repair on request."),
+    "inventory": ("bkdisk.inventory", "inventory", "One row per entry in a bookie's ledger storage."),
+    "warm-up": ("bkdisk.warmup", "warmup", "Compile the scanners into numba's cache (after an install)."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that subcommand is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _summary = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bkdisk")
 def cli() -> None:
     """Apache BookKeeper disks: dump files, inventory entries, check and repair a bookie."""
 
 
-def _register() -> None:
-    from bkdisk import demo, dump, inventory
-    cli.add_command(dump.dump)
-    cli.add_command(inventory.inventory)
-    cli.add_command(demo.demo)
-    cli.add_command(fsck_command, name="fsck")
-
-
 def main(argv: list[str] | None = None) -> None:
-    _register()
     run_click(cli, "bkdisk", argv)

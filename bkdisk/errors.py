@@ -8,7 +8,7 @@ import click
 
 from formats.errors import BkdiskError
 
-from fsck.api import EXIT_CANCELLED, EXIT_OPERATIONAL  # the one table of exit codes
+from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL  # the one table of exit codes
 
 
 def one_line_errors(fn):

@@ -10,7 +10,6 @@ the scan goes on past them (entrylogs/scan.py resyncs after damage).
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -18,13 +17,14 @@ from dataclasses import dataclass, field
 import click
 
 from bkdisk.errors import one_line_errors
+from bkdisk.ledger_options import ledger_options
+from bookie.inventory import LogRows, scan_bookie
 from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
 from bookie.metadata_dir import digest_plan, load_metadata_dir
-from entrylogs.reader import Damage
-from entrylogs.scan import DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, scan_entry_log
-from formats.digests import DigestType
+from entrylogs.scan import DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, DigestPlan
 from formats.errors import BkdiskError
-from formats.paths import CURRENT_DIR, parse_entry_log_name
+from formats.ids import LedgerId
+from fsck.exit_codes import EXIT_UNCORRECTED
 
 
 class InventoryError(BkdiskError):
@@ -43,77 +43,74 @@ class BookieSummary:
     problems: int = 0
 
 
-def entry_logs(ledger_dir: str) -> list[tuple[int, str]]:
-    """(log id, path) of every ``<hex>.log`` in ``<ledger_dir>/current``, by id."""
-    cur = os.path.join(ledger_dir, CURRENT_DIR)
-    try:
-        names = os.listdir(cur)
-    except OSError as e:
-        _warn(f"{cur}: cannot list ({e.strerror})")
-        return []
-    logs = [(parse_entry_log_name(n), os.path.join(cur, n)) for n in names]
-    return sorted((i, p) for i, p in logs if i is not None)
-
-
 def _warn(msg: str) -> None:
     click.echo(f"bkdisk: warning: {msg}", err=True)
 
 
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
-                     window: int = DEFAULT_WINDOW) -> BookieSummary:
-    """Scan every entry log of one bookie; write one JSON line per entry when ``jsonl``."""
-    bid = bookie_id_of(dirs)
-    summary = BookieSummary(bid)
-    dumps = json.dumps
-    for ld in dirs.ledger_dirs:
-        ld_name = os.path.basename(os.path.normpath(ld))
-        for log_id, path in entry_logs(ld):
-            s = scan_entry_log(path, window=window, digests=plan, payload_hash=payload_hash)
-            summary.logs += 1
-            if s.header_error is not None:
-                _warn(f"{s.header_error}")
-            if s.map_error is not None:
-                _warn(f"{s.map_error}")
-            for p in s.problems:
-                _warn(f"{path}: offset {int(p['offset'])}: framing broken ({Damage(int(p['reason'])).name.lower()}),"
-                      f" resumed at {int(p['resumed_at'])}")
-            summary.problems += len(s.problems)
-            e, d = s.entries, s.digests
-            n = len(e)
-            if n == 0:
-                continue
-            summary.entries += n
-            st = d["status"]
-            summary.ok += int((st == DIGEST_OK).sum())
-            summary.bad += int((st == DIGEST_BAD).sum())
-            summary.unknown += int(n - (st == DIGEST_OK).sum() - (st == DIGEST_BAD).sum())
-            if not jsonl:
-                summary.ledgers.update(zip(e["scope"].tolist(), e["ledger"].tolist()))
-                continue
-            cols = [e[c].tolist() for c in ("offset", "scope", "ledger", "entry", "format", "size", "lac", "length")]
-            dcols = [d[c].tolist() for c in ("type", "source", "status", "payload_len")]
-            hashes = s.payload_hashes if payload_hash else [None] * n
-            lines = []
-            for (off, scope, ledger, entry, fmt, size, lac, length), (dt, src, stt, plen), h in zip(
-                    zip(*cols), zip(*dcols), hashes):
-                row = {"bookie_id": bid, "ledger_dir": ld_name, "log_id": log_id, "offset": off, "scope": scope,
-                       "ledger": ledger, "entry": entry, "format": fmt, "size": size, "lac": lac, "length": length,
-                       "payload_len": plen if plen >= 0 else None,
-                       "digest_type": DigestType(dt).name if dt else None,
-                       "digest_source": SOURCE_NAMES[src],
-                       "digest_ok": True if stt == DIGEST_OK else False if stt == DIGEST_BAD else None}
-                if payload_hash:
-                    row["payload_sha256"] = h
-                lines.append(dumps(row))
-            out.write("\n".join(lines) + "\n")
+                     window: int = DEFAULT_WINDOW, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
+    """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
+    summary: BookieSummary | None = None
+    for item in scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
+        if isinstance(item, str):
+            _warn(item)
+            continue
+        rows: LogRows = item if ledger is None else item.only(ledger.scope, ledger.ledger)
+        if summary is None:
+            summary = BookieSummary(rows.bookie_id)
+        for w in rows.warnings:
+            _warn(w)
+        summary.logs += 1
+        summary.problems += rows.problems
+        n = len(rows)
+        if n == 0:
+            continue
+        st = rows.digests["status"]
+        ok, bad = int((st == DIGEST_OK).sum()), int((st == DIGEST_BAD).sum())
+        summary.entries += n
+        summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
+        if jsonl:
+            out.write(rows.jsonl())
+        if parquet is not None:
+            parquet.write(rows.arrow())
+        if not jsonl:
+            e = rows.entries
+            summary.ledgers.update(zip(e["scope"].tolist(), e["ledger"].tolist()))
+    if summary is None:
+        summary = BookieSummary(bookie_id_of(dirs))
     return summary
+
+
+class _ParquetSink:
+    """Batches of every bookie into one Parquet file, written to a temp name and renamed when complete."""
+
+    def __init__(self, path: str):
+        self.path, self.tmp, self.writer = path, f"{path}.tmp-{os.getpid()}", None
+
+    def write(self, batch) -> None:
+        import pyarrow.parquet as pq
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.tmp, batch.schema)
+        elif batch.schema != self.writer.schema:
+            batch = batch.cast(self.writer.schema)
+        self.writer.write_batch(batch)
+
+    def close(self, ok: bool) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            if ok:
+                os.replace(self.tmp, self.path)
+            else:
+                os.unlink(self.tmp)
 
 
 @click.command("inventory")
 @click.argument("roots", nargs=-1, metavar="ROOT...")
 @click.option("--jsonl", is_flag=True, help="One JSON object per entry on stdout (default: a summary per bookie).")
+@click.option("--parquet", "parquet_path", default=None, metavar="FILE",
+              help="Write the same rows to a Parquet file (the shape `bkdisk scan-disk` and the audit share).")
 @click.option("--payload-hash", type=click.Choice(["sha256"]), default=None,
-              help="Add each payload's hash (payload_sha256).")
+              help="Add each payload's hash (payload_sha256) to the rows of --jsonl / --parquet.")
 @click.option("--conf", "conf", default=None, metavar="bk_server.conf",
               help="Take the bookie's dirs from a BookKeeper server config (journalDirectories, "
                    "ledgerDirectories, indexDirectories).")
@@ -121,12 +118,26 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
               help="Folder of ledger metadata files (<hex ledger id>.bin/.txt): digest types and passwords.")
 @click.option("--window", type=click.IntRange(min=4096), default=DEFAULT_WINDOW, show_default=True, hidden=True,
               help="Bytes of an entry log mapped at once.")
+@ledger_options
 @one_line_errors
-def inventory(roots: tuple[str, ...], jsonl: bool, payload_hash: str | None, conf: str | None,
-              metadata_dir: str | None, window: int) -> None:
-    """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf)."""
+def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, payload_hash: str | None,
+              conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None) -> None:
+    """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf).
+
+    Exit 0 when every entry framed and no digest failed, 4 when a digest failed or framing was
+    broken (the rows still list everything readable), 8 when the inventory could not run.
+
+    \b
+    Examples:
+      bkdisk inventory /mnt/bookie1 --jsonl > entries.jsonl
+      bkdisk inventory /mnt/bookie1 --parquet entries.parquet --payload-hash sha256
+      bkdisk inventory --conf /etc/bookkeeper/bk_server.conf --metadata-dir ./metadata
+      bkdisk inventory /mnt/bookie1 --jsonl --ledger-qualified-name 00000000deadbeef0000000000000007
+    """
     if not roots and conf is None:
         raise InventoryError("nothing to inventory: give one or more ROOT folders or --conf bk_server.conf")
+    if payload_hash and not (jsonl or parquet_path):
+        raise click.UsageError("--payload-hash adds a column to the rows: use it with --jsonl or --parquet")
     meta = {}
     if metadata_dir:
         meta, errors = load_metadata_dir(metadata_dir)
@@ -134,13 +145,30 @@ def inventory(roots: tuple[str, ...], jsonl: bool, payload_hash: str | None, con
             raise errors[0]
     # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
     bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
-    out = sys.stdout
-    for dirs in bookies:
-        # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
-        s = inventory_bookie(dirs, digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash, window=window)
-        if not jsonl:
-            where = dirs.root or dirs.conf_path
-            click.echo(f"{where}: bookie {s.bookie_id or '?'}: {s.entries} entries in {len(s.ledgers)} ledgers, "
-                       f"{s.logs} entry logs; digests ok {s.ok}, bad {s.bad}, unknown {s.unknown}; "
-                       f"framing problems {s.problems}")
+    out = sys.stdout.buffer
+    sink = _ParquetSink(parquet_path) if parquet_path else None
+    damaged = False
+    done = False
+    try:
+        for dirs in bookies:
+            # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
+            s = inventory_bookie(dirs, digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash,
+                                 window=window, parquet=sink, ledger=ledger)
+            damaged |= bool(s.bad or s.problems)
+            _summary_line(dirs, s, jsonl)
+        done = True
+    finally:
+        if sink is not None:
+            sink.close(done)
     out.flush()
+    if damaged:
+        sys.exit(EXIT_UNCORRECTED)
+
+
+def _summary_line(dirs: BookieDirs, s: BookieSummary, jsonl: bool) -> None:
+    if jsonl:
+        return
+    where = dirs.root or dirs.conf_path
+    click.echo(f"{where}: bookie {s.bookie_id or '?'}: {s.entries} entries in {len(s.ledgers)} ledgers, "
+               f"{s.logs} entry logs; digests ok {s.ok}, bad {s.bad}, unknown {s.unknown}; "
+               f"framing problems {s.problems}")

@@ -12,29 +12,31 @@ the text as UTF-8, the charset BookKeeper's stdout used for the golden outputs.
 from __future__ import annotations
 
 import base64
-import math
-import re
-from decimal import Decimal
-from typing import Iterable
+from typing import Iterable, Iterator
 
-from formats.ids import LedgerId, to_signed64
+from bkdisk.java_compat import (
+    java_double,
+    java_hashmap_order,
+    java_long,
+    java_utf8_decode,
+)
+from formats.codec import field_offset, read_field
+from formats.entry import ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE
+from formats.ids import LedgerId
+from formats.journal import (
+    LEDGER_KEY_BODY,
+    META_FENCE,
+    META_LEDGER_KEY,
+    SCOPED_PREFIX_SIZE,
+)
 
 BLOCK_DASHES = "---------"
-META_KEY_ENTRY = -0x1000
-META_FENCE_ENTRY = -0x2000
-ENTRY_HEADER = 32            # ledgerId, entryId, lastAddConfirmed, length
-SCOPED_ENTRY_HEADER = 41     # BP-35 flags byte + scope id in front of the 32 bytes
 
 ENTRY_FORMATS = ("string", "hex")
 
 
 # --------------------------------------------------------------------------------------------
 # Java scalars
-
-
-def java_long(v: int) -> int:
-    """An unsigned or Python int as Java prints a ``long`` (two's complement, 64 bits)."""
-    return to_signed64(v & ((1 << 64) - 1))
 
 
 def ledger_text(ledger: int | LedgerId, scope: int = 0) -> str:
@@ -49,124 +51,8 @@ def bytes2hex(data: bytes) -> str:
     return bytes(data).hex()
 
 
-def java_double(x: float) -> str:
-    """``Double.toString``: shortest round-trip digits (JDK 19+), plain between 10^-3 and 10^7,
-    else ``d.dddE<n>``."""
-    if x != x:
-        return "NaN"
-    if x in (float("inf"), float("-inf")):
-        return "Infinity" if x > 0 else "-Infinity"
-    sign = "-" if math.copysign(1.0, x) < 0 else ""
-    if x == 0:
-        return sign + "0.0"
-    t = Decimal(repr(abs(x))).as_tuple()
-    digits = "".join(map(str, t.digits))
-    exp10 = len(digits) - 1 + int(t.exponent)
-    digits = digits.rstrip("0") or "0"
-    if 1e-3 <= abs(x) < 1e7:
-        if exp10 >= 0:
-            ip = digits[:exp10 + 1].ljust(exp10 + 1, "0")
-            fp = digits[exp10 + 1:] or "0"
-        else:
-            ip, fp = "0", "0" * (-exp10 - 1) + digits
-        return f"{sign}{ip}.{fp}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exp10}"
-
-
 # --------------------------------------------------------------------------------------------
 # entry formatters
-
-
-_ASCII_RUN = re.compile(rb"[\x00-\x7f]+")
-REPL = "\ufffd"
-
-
-def java_utf8_decode(data: bytes) -> str:
-    """``new String(data, UTF_8)``: JDK's ``String.decodeUTF8_UTF16`` with its replacement rules.
-
-    Java replaces malformed input differently from Python's ``errors='replace'`` in a few
-    cases (truncated sequences at the end, surrogates), so this is a port, not a codec call.
-    """
-    b = bytes(data)
-    n = len(b)
-    out: list[str] = []
-    sp = 0
-    while sp < n:
-        m = _ASCII_RUN.match(b, sp)
-        if m:
-            out.append(m.group().decode("ascii"))
-            sp = m.end()
-            if sp >= n:
-                break
-        b1 = b[sp]
-        sp += 1
-        if b1 >> 5 == 0b110 and (b1 & 0x1E) != 0:
-            if sp < n:
-                b2 = b[sp]
-                sp += 1
-                if (b2 & 0xC0) != 0x80:
-                    out.append(REPL)
-                    sp -= 1
-                else:
-                    out.append(chr(((b1 & 0x1F) << 6) | (b2 & 0x3F)))
-                continue
-            out.append(REPL)
-            break
-        if b1 >> 4 == 0b1110:
-            if sp + 1 < n:
-                b2, b3 = b[sp], b[sp + 1]
-                sp += 2
-                if (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or (b2 & 0xC0) != 0x80 or (b3 & 0xC0) != 0x80:
-                    out.append(REPL)
-                    sp -= 3
-                    sp += 1 if ((b1 == 0xE0 and (b2 & 0xE0) == 0x80) or (b2 & 0xC0) != 0x80) else 2
-                else:
-                    c = ((b1 & 0x0F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
-                    out.append(REPL if 0xD800 <= c <= 0xDFFF else chr(c))
-                continue
-            if sp < n and ((b1 == 0xE0 and (b[sp] & 0xE0) == 0x80) or (b[sp] & 0xC0) != 0x80):
-                out.append(REPL)
-                continue
-            out.append(REPL)
-            break
-        if b1 >> 3 == 0b11110:
-            if sp + 2 < n:
-                b2, b3, b4 = b[sp], b[sp + 1], b[sp + 2]
-                sp += 3
-                uc = ((b1 & 0x07) << 18) | ((b2 & 0x3F) << 12) | ((b3 & 0x3F) << 6) | (b4 & 0x3F)
-                if (b2 & 0xC0) != 0x80 or (b3 & 0xC0) != 0x80 or (b4 & 0xC0) != 0x80 \
-                        or not 0x10000 <= uc <= 0x10FFFF:
-                    out.append(REPL)
-                    sp -= 4
-                    sp += _malformed4(b, sp)
-                else:
-                    out.append(chr(uc))
-                continue
-            if b1 > 0xF4 or (sp < n and _malformed4_2(b1, b[sp])):
-                out.append(REPL)
-                continue
-            sp += 1
-            out.append(REPL)
-            if sp < n and (b[sp] & 0xC0) != 0x80:
-                continue
-            break
-        out.append(REPL)
-    return "".join(out)
-
-
-def _malformed4_2(b1: int, b2: int) -> bool:
-    return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) \
-        or (b2 & 0xC0) != 0x80
-
-
-def _malformed4(b: bytes, sp: int) -> int:
-    b1, b2 = b[sp], b[sp + 1]
-    if b1 > 0xF4 or (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) \
-            or (b2 & 0xC0) != 0x80:
-        return 1
-    if (b[sp + 2] & 0xC0) != 0x80:
-        return 2
-    return 3
 
 
 def string_entry(data: bytes) -> str:
@@ -212,28 +98,29 @@ def entry_block(pos: int, body: bytes, *, print_msg: bool = False, entry_format:
     """
     b = bytes(body)
     size = len(b)
-    base = b[9:] if scope is not None else b
-    ledger = int.from_bytes(base[0:8], "big")
-    entry = int.from_bytes(base[8:16], "big", signed=True)
+    base = b[SCOPED_PREFIX_SIZE:] if scope is not None else b
+    ledger = read_field(ENTRY_V1_HEADER, "ledger_id", base)
+    entry = read_field(ENTRY_V1_HEADER, "entry_id", base)
     lid = ledger_text(ledger, scope or 0)
     out = [f"{BLOCK_DASHES} Lid={lid}, Eid={entry}, ByteOffset={pos}, EntrySize={size} {BLOCK_DASHES}\n"]
-    if entry == META_KEY_ENTRY:
-        klen = int.from_bytes(base[16:20], "big", signed=True)
+    if entry == META_LEDGER_KEY:
+        klen = read_field(LEDGER_KEY_BODY, "key_length", base)
+        key_at = field_offset(LEDGER_KEY_BODY, "master_key")
         out.append("Type:           META\n")
-        out.append(f"MasterKey:      {bytes2hex(base[20:20 + max(klen, 0)])}\n")
+        out.append(f"MasterKey:      {bytes2hex(base[key_at:key_at + max(klen, 0)])}\n")
         out.append("\n")
         return "".join(out)
-    if entry == META_FENCE_ENTRY:
+    if entry == META_FENCE:
         out.append("Type:           META\nFenced\n\n")
         return "".join(out)
-    lac = int.from_bytes(base[16:24], "big", signed=True)
+    lac = read_field(ENTRY_V1_HEADER, "last_add_confirmed", base)
     out.append("Type:           DATA\n")
     out.append(f"LastConfirmed:  {lac}\n")
     if not print_msg:
         out.append("\n")
         return "".join(out)
     out.append("Data:\n\n")
-    out.append(format_payload(base[ENTRY_HEADER:], entry_format))
+    out.append(format_payload(base[ENTRY_V1_HEADER_SIZE:], entry_format))
     out.append("\n")
     return "".join(out)
 
@@ -300,128 +187,20 @@ def ledger_index_meta_text(ledger: str, master_key: bytes | None, size: int, fen
     return "".join(out)
 
 
-def ledger_index_entries_text(ledger: str, locations: Iterable[int]) -> str:
-    """``LedgerCommand``'s page listing: one line per slot, ``N/A`` for an empty one."""
-    out = [f"===== LEDGER: {ledger} =====\n"]
-    for i, loc in enumerate(locations):
-        loc = int(loc)
-        if loc == 0:
-            out.append(f"entry {i}\t:\tN/A\n")
-        else:
-            out.append(f"entry {i}\t:\t(log:{loc >> 32}, pos: {loc & 0xFFFFFFFF})\n")
-    return "".join(out)
+def ledger_index_header_line(ledger: str) -> str:
+    return f"===== LEDGER: {ledger} =====\n"
 
 
-# --------------------------------------------------------------------------------------------
-# Java collections' iteration order
-
-
-_MIX = 0xC6A4A7935BD1E995
-_U64 = (1 << 64) - 1
-_FILL = 0.6600000262260437  # (double) 0.66f
-
-
-def _cllhm_hash(key: int) -> int:
-    h = (key * _MIX) & _U64
-    h ^= h >> 47
-    return (h * _MIX) & _U64
-
-
-def _align_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length()) if n > 1 else 1
-
-
-class JavaLongLongMap:
-    """``ConcurrentLongLongHashMap(expectedItems=256, concurrencyLevel=1)`` as EntryLogMetadata builds it:
-    open addressing with linear probing, expansion at 66% use, ``forEach`` in bucket order.
-
-    ``add`` is ``addAndGet``; like Java it refuses negative keys and negative results (ValueError).
-    """
-
-    def __init__(self, expected: int = 256, sections: int = 1):
-        if sections != 1:
-            raise ValueError("only one section is modelled")
-        self.capacity = _align_pow2(int(expected / _FILL))
-        self.keys: list[int | None] = [None] * self.capacity
-        self.values: list[int] = [0] * self.capacity
-        self.used = 0
-        self.threshold = int(self.capacity * _FILL)
-
-    def add(self, key: int, delta: int) -> int:
-        if key < 0:
-            raise ValueError("Keys and values must be >= 0")
-        cap = self.capacity
-        b = _cllhm_hash(key) & (cap - 1)
-        try:
-            while True:
-                k = self.keys[b]
-                if k == key:
-                    nv = self.values[b] + delta
-                    if nv < 0:
-                        raise ValueError("Keys and values must be >= 0")
-                    self.values[b] = nv
-                    return nv
-                if k is None:
-                    if delta < 0:
-                        raise ValueError("Keys and values must be >= 0")
-                    self.keys[b], self.values[b] = key, delta
-                    self.used += 1
-                    return delta
-                b = (b + 1) & (cap - 1)
-        finally:
-            if self.used > self.threshold:
-                self._rehash(_align_pow2(int(self.capacity * 2.0)))
-
-    def _rehash(self, cap: int) -> None:
-        keys: list[int | None] = [None] * cap
-        values = [0] * cap
-        for k, v in zip(self.keys, self.values):
-            if k is None:
-                continue
-            b = _cllhm_hash(k) & (cap - 1)
-            while keys[b] is not None:
-                b = (b + 1) & (cap - 1)
-            keys[b], values[b] = k, v
-        self.keys, self.values, self.capacity = keys, values, cap
-        self.threshold = int(cap * _FILL)
-
-    def items(self) -> list[tuple[int, int]]:
-        return [(k, v) for k, v in zip(self.keys, self.values) if k is not None]
-
-    def __len__(self) -> int:
-        return self.used
-
-
-def java_string_hash(s: str) -> int:
-    """``String.hashCode`` over UTF-16 code units, as an unsigned 32-bit value."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def java_hashmap_order(keys: Iterable[str]) -> list[str]:
-    """Iteration order of a ``java.util.HashMap`` filled with ``keys`` in that order (no treeified bins)."""
-    table: list[list[str]] = [[] for _ in range(16)]
-    size = 0
-    for k in keys:
-        h = java_string_hash(k)
-        h ^= h >> 16
-        bucket = table[h & (len(table) - 1)]
-        if k in bucket:
-            continue
-        bucket.append(k)
-        size += 1
-        if size > int(len(table) * 0.75):
-            new: list[list[str]] = [[] for _ in range(len(table) * 2)]
-            for bk in table:
-                for key in bk:
-                    hh = java_string_hash(key)
-                    hh ^= hh >> 16
-                    new[hh & (len(new) - 1)].append(key)
-            table = new
-    return [k for bk in table for k in bk]
+def ledger_index_slot_lines(slots: int, entries, logs, positions, chunk: int = 1 << 16) -> Iterator[str]:
+    """``LedgerCommand``'s page listing of ``slots`` slots, one line each, ``N/A`` for an empty one; the
+    present slots come as sorted arrays (entry, log, pos). Yields text ``chunk`` slots at a time."""
+    present = {int(e): (int(lg), int(p)) for e, lg, p in zip(entries, logs, positions)}
+    for start in range(0, slots, chunk):
+        lines = []
+        for i in range(start, min(slots, start + chunk)):
+            loc = present.get(i)
+            lines.append(f"entry {i}\t:\tN/A\n" if loc is None else f"entry {i}\t:\t(log:{loc[0]}, pos: {loc[1]})\n")
+        yield "".join(lines)
 
 
 # --------------------------------------------------------------------------------------------

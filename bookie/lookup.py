@@ -5,9 +5,12 @@ import os
 
 from bookie.layout import BookieDirs
 from diskio.mapped import read_bytes
+from formats.codec import read_value
+from formats.entry import parse_entry_ids
+from formats.entrylog import ENTRY_SIZE, MIN_SANE_ENTRY_SIZE
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.index import slot_offset, unpack_location
+from formats.index import LOCATION, slot_offset, unpack_location
 from formats.paths import CURRENT_DIR, entry_log_name, index_relpath
 
 
@@ -28,9 +31,9 @@ def read_entry(dirs: BookieDirs, lid: LedgerId, entry_id: int) -> bytes | None:
         return None
     data = read_bytes(idx)
     off = slot_offset(entry_id)
-    if off + 8 > len(data):
+    if off + LOCATION.sizeof() > len(data):
         return None
-    loc = int.from_bytes(data[off:off + 8], "big")
+    loc = read_value(LOCATION, data, off)
     if loc == 0:
         return None
     log_id, pos = unpack_location(loc)
@@ -38,14 +41,15 @@ def read_entry(dirs: BookieDirs, lid: LedgerId, entry_id: int) -> bytes | None:
         p = os.path.join(d, CURRENT_DIR, entry_log_name(log_id))
         if os.path.exists(p):
             log = read_bytes(p)
-            if pos < 4 or pos > len(log):
+            # A location points just past the entry's size prefix.
+            prefix = ENTRY_SIZE.sizeof()
+            if pos < prefix or pos > len(log):
                 return None
-            size = int.from_bytes(log[pos - 4:pos], "big", signed=True)
-            if size < 16 or pos + size > len(log):
+            size = read_value(ENTRY_SIZE, log, pos - prefix)
+            if size < MIN_SANE_ENTRY_SIZE or pos + size > len(log):
                 return None
             entry = log[pos:pos + size]
             try:
-                from formats.entry import parse_entry_ids
                 _v, scope, ledger, eid = parse_entry_ids(entry)
             except FormatError:
                 return None

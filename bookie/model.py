@@ -20,6 +20,10 @@ class LedgerSpec:
     explicit_lac: int | None = None
     entry_format: int | None = None     # None: V1 for scope 0, V2 otherwise
     first_entry: int = 0
+    # A striped replica (bookie/cluster.py) holds some entries of a ledger: their ids, and the
+    # ledger-wide length after each, as the client put it in the entry header.
+    entry_ids: list[int] | None = None
+    lengths: list[int] | None = None
 
     @property
     def lid(self) -> LedgerId:

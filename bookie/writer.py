@@ -125,9 +125,10 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
             seen.add(lid)
             if j:
                 j.append(fj.build_ledger_key_body(l.ledger_id, master_key(l.password), l.scope_id))
-        eid = l.first_entry + i
+        eid = l.first_entry + i if l.entry_ids is None else l.entry_ids[i]
         lengths[lid] += len(l.payloads[i])
-        e = package_entry(ledger_id=l.ledger_id, entry_id=eid, last_add_confirmed=eid - 1, length=lengths[lid],
+        length = lengths[lid] if l.lengths is None else l.lengths[i]
+        e = package_entry(ledger_id=l.ledger_id, entry_id=eid, last_add_confirmed=eid - 1, length=length,
                           payload=l.payloads[i], digest_type=l.digest_type, password=l.password,
                           scope_id=l.scope_id, format_version=l.format_version).to_bytes()
         if j:

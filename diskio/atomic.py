@@ -1,10 +1,25 @@
-"""Atomic file replacement that keeps what it replaces: temp file, fsync, backup, rename."""
+"""Atomic file replacement that keeps what it replaces: temp file, fsync, backup copy, rename.
+
+Temp files are named ``.<name>.bkdisk-tmp-<pid>`` (TEMP_MARK) in the target's folder, so that a
+later run can recognise, by name and owner, the ones a killed run left behind.
+"""
 from __future__ import annotations
 
+import fcntl
 import os
-import shutil
+import re
 import time
 from typing import Iterable
+
+TEMP_MARK = ".bkdisk-tmp-"
+TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.bkdisk-tmp-(?P<pid>\d+)$")
+FICLONE = 0x40049409   # Linux ioctl: share the source's extents (a reflink) on btrfs, XFS
+COPY_STEP = 8 << 20
+
+
+def temp_name(path: str) -> str:
+    """Where atomic_rewrite writes the new bytes of ``path`` before the rename."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}{TEMP_MARK}{os.getpid()}")
 
 
 def fsync_dir(path: str) -> None:
@@ -33,7 +48,7 @@ def atomic_rewrite(path: str, chunks: Iterable[bytes | memoryview], *, size: int
     kept = None
     if backup_dir is not None and os.path.exists(path):
         kept = backup_file(path, backup_dir)
-    tmp = os.path.join(d, f".{os.path.basename(path)}.bkdisk-tmp-{os.getpid()}")
+    tmp = temp_name(path)
     old = os.stat(path) if os.path.exists(path) else None
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
@@ -61,7 +76,10 @@ def atomic_rewrite(path: str, chunks: Iterable[bytes | memoryview], *, size: int
 
 
 def backup_file(path: str, backup_dir: str) -> str:
-    """Copy ``path`` into ``backup_dir`` under a unique name that keeps its base name."""
+    """Copy the bytes of ``path`` into ``backup_dir`` under a unique name that keeps its base name.
+
+    A snapshot: a reflink where the filesystem has them, else a byte copy; never a hard link, which
+    later writes to the live file would change too."""
     os.makedirs(backup_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     base = os.path.basename(path)
@@ -70,22 +88,51 @@ def backup_file(path: str, backup_dir: str) -> str:
     while os.path.exists(dest):
         dest = os.path.join(backup_dir, f"{base}.{stamp}.{n}")
         n += 1
+    src = os.open(path, os.O_RDONLY)
     try:
-        # A hard link keeps the old inode alive when the original name is replaced: no copy needed.
-        os.link(path, dest)
-    except OSError:
-        shutil.copy2(path, dest)
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            _copy_bytes(src, out)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)
     fsync_dir(backup_dir)
     return dest
 
 
+def _copy_bytes(src: int, out: int) -> None:
+    try:
+        fcntl.ioctl(out, FICLONE, src)
+        return
+    except OSError:
+        pass   # no reflinks here (ext4, tmpfs) or across filesystems: copy
+    while True:
+        chunk = os.read(src, COPY_STEP)
+        if not chunk:
+            return
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(out, view):]
+
+
+def remove_name(path: str) -> None:
+    """Unlink one name (never what a symlink points at) and make the removal durable."""
+    os.unlink(path)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
 def atomic_move(src: str, dest: str, *, backup_dir: str | None = None) -> str | None:
-    """Move ``src`` to ``dest`` (same filesystem), keeping a copy of ``src`` in ``backup_dir``."""
+    """Move ``src`` to ``dest`` (same filesystem), keeping a copy of ``src``'s bytes in ``backup_dir``.
+
+    A link then an unlink: a kill between them leaves two names of one inode, which a later run
+    recognises and finishes. A symlink ``src`` is moved as the link itself, never as its target."""
     kept = backup_file(src, backup_dir) if backup_dir else None
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    if os.path.exists(dest):
+    if os.path.lexists(dest):
         raise FileExistsError(dest)
-    os.link(src, dest)
+    os.link(src, dest, follow_symlinks=False)
     fsync_dir(os.path.dirname(dest))
     os.unlink(src)
     fsync_dir(os.path.dirname(src))

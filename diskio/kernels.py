@@ -1,11 +1,11 @@
 """Shared jit helpers for the scanners: big-endian loads and CRC32/CRC32C (table, PCLMUL, VPCLMUL).
 
-Every kernel here is ``nopython``, ``nogil`` and ``cache=True``. Compiled code is cached by numba:
-by default in ``__pycache__`` next to each source file, falling back to a per-user cache folder when
-that is not writable. For read-only installs (or to share one cache between processes) point
-``NUMBA_CACHE_DIR`` at a writable folder; ``BKDISK_NUMBA_CACHE_DIR``, when set, takes precedence and
-is copied into ``NUMBA_CACHE_DIR`` before numba is imported (this module is imported by every
-scanner before numba). The cache is keyed by CPU name and features, so a cache built on one CPU is
+Every kernel here is ``nopython``, ``nogil`` and ``cache=True`` (``diskio.config.kernel``). Compiled
+code is cached by numba: by default in ``__pycache__`` next to each source file, falling back to a
+per-user cache folder when that is not writable. For read-only installs (or to share one cache
+between processes) point ``NUMBA_CACHE_DIR`` at a writable folder; ``BKDISK_NUMBA_CACHE_DIR``, when
+set, takes precedence (diskio/config.py applies it before the first kernel is decorated, whatever
+was imported first). The cache is keyed by CPU name and features, so a cache built on one CPU is
 never loaded on another.
 
 CRC implementations (``crc_update``, selected at run time by ``variant``):
@@ -16,73 +16,25 @@ CRC implementations (``crc_update``, selected at run time by ``variant``):
 * ``CRC_VPCLMUL`` (2): the same folding with 256-bit VPCLMULQDQ, about 15 GB/s from page cache.
 
 The folds reduce to 16 bytes that the table path finishes, so the only polynomial-specific
-constants are x^(512±32) and x^(128±32) mod P, computed below. ``CRC_VARIANT`` is the best variant
-the compile target supports; ``BKDISK_CRC=table|pclmul|vpclmul`` forces a lower one. The kernels'
-pure-Python twins are ``zlib.crc32`` and ``crc32c.crc32c`` (tests compare them).
+constants are x^(512±32) and x^(128±32) mod P, computed below. ``diskio.config.crc_variant()`` is
+the best variant the compile target supports, or a lower one forced by ``BKDISK_CRC``. The kernels'
+pure-Python twins are ``zlib.crc32`` and ``crc32c.crc32c`` (tests compare them); bench/scan_bench.py
+measures the whole scan with each (the jitted folds win by the margin it prints).
 """
 from __future__ import annotations
 
-import os
-import platform
-import sys
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
 
-_cache_dir = os.environ.get("BKDISK_NUMBA_CACHE_DIR")
-if _cache_dir:
-    os.environ["NUMBA_CACHE_DIR"] = _cache_dir
-    if "numba" in sys.modules:  # numba imported first by someone else: set its parsed config too
-        from numba.core import config as _numba_config
-        _numba_config.CACHE_DIR = _cache_dir
+from diskio import config
+from diskio.config import (CRC_PCLMUL, CRC_TABLE, CRC_VARIANT_NAMES, CRC_VPCLMUL, JIT_OPTIONS as JIT,  # noqa: F401
+                           best_crc_variant, kernel, supported_crc_variants)
 
-import numpy as np  # noqa: E402
-from llvmlite import ir  # noqa: E402
-from numba import njit, types  # noqa: E402
-from numba.core import cgutils  # noqa: E402
-from numba.core.extending import intrinsic  # noqa: E402
-
-JIT = dict(nogil=True, cache=True, boundscheck=False)  # njit: nopython mode
-
-CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
-CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}
 POLY_CRC32, POLY_CRC32C = 0, 1          # rows of CRC_TABLES / CRC_FOLD
 _POLYS = (0x104C11DB7, 0x11EDC6F41)     # x^32 + ... (zlib CRC-32, Castagnoli CRC-32C)
-
-
-# --- target features -------------------------------------------------------------------------
-def _target_features() -> set[str]:
-    """CPU features numba compiles for (its config override, else the host's)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return set()
-    from numba.core import config
-    feats = config.CPU_FEATURES
-    if feats is None:
-        import llvmlite.binding as ll
-        feats = ll.get_host_cpu_features().flatten()
-    return {f[1:] for f in feats.split(",") if f.startswith("+")}
-
-
-_FEATURES = _target_features()
-HAS_PCLMUL = {"pclmul", "sse4.1"} <= _FEATURES
-HAS_VPCLMUL = HAS_PCLMUL and {"vpclmulqdq", "avx2"} <= _FEATURES
-
-
-def best_crc_variant() -> int:
-    return CRC_VPCLMUL if HAS_VPCLMUL else CRC_PCLMUL if HAS_PCLMUL else CRC_TABLE
-
-
-def supported_crc_variants() -> list[int]:
-    return list(range(best_crc_variant() + 1))
-
-
-def _variant_from_env() -> int:
-    want = os.environ.get("BKDISK_CRC", "").strip().lower()
-    best = best_crc_variant()
-    for k, name in CRC_VARIANT_NAMES.items():
-        if want == name:
-            return min(k, best)
-    return best
-
-
-CRC_VARIANT = _variant_from_env()
 
 
 # --- intrinsics ------------------------------------------------------------------------------
@@ -146,7 +98,7 @@ def _fold128(typingctx, a0, a1, k0, k1, d0, d1):
     sig = types.UniTuple(u, 2)(u, u, u, u, u, u)
 
     def codegen(context, builder, signature, args):
-        if not HAS_PCLMUL:  # never selected on such targets; keep the module compilable
+        if not config.has_pclmul():  # never selected on such targets; keep the module compilable
             return context.make_tuple(builder, signature.return_type, [args[4], args[5]])
         fn = _clmul_fn(builder, _V2)
         a, k, d = _vec(builder, _V2, args[0:2]), _vec(builder, _V2, args[2:4]), _vec(builder, _V2, args[4:6])
@@ -158,7 +110,7 @@ def _fold128(typingctx, a0, a1, k0, k1, d0, d1):
     return sig, codegen
 
 
-def _make_fold_loop(vty, supported: bool):
+def _make_fold_loop(vty, supported):
     lanes = vty.count  # u64 per vector: 2 (xmm) or 4 (ymm)
     nvec = 8 // lanes  # 64 bytes per iteration either way
 
@@ -170,9 +122,9 @@ def _make_fold_loop(vty, supported: bool):
         sig = state(arr, p, nblk, state, k0, k1)
 
         def codegen(context, builder, signature, args):
-            st = cgutils.unpack_tuple(builder, args[3], 8)
-            if not supported:
-                return context.make_tuple(builder, signature.return_type, st)
+            acc = cgutils.unpack_tuple(builder, args[3], 8)
+            if not supported():  # never selected on such targets; keep the module compilable
+                return context.make_tuple(builder, signature.return_type, acc)
             base = _byte_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
             n = context.cast(builder, args[2], signature.args[2], types.intp)
             fn = _clmul_fn(builder, vty)
@@ -180,7 +132,7 @@ def _make_fold_loop(vty, supported: bool):
             slots = []
             for i in range(nvec):
                 s = cgutils.alloca_once(builder, vty)
-                builder.store(_vec(builder, vty, st[lanes * i:lanes * (i + 1)]), s)
+                builder.store(_vec(builder, vty, acc[lanes * i:lanes * (i + 1)]), s)
                 slots.append(s)
             with cgutils.for_range(builder, n) as loop:
                 blk = builder.gep(base, [builder.mul(loop.index, ir.Constant(loop.index.type, 64))])
@@ -202,8 +154,8 @@ def _make_fold_loop(vty, supported: bool):
     return _fold_loop
 
 
-_fold512_xmm = _make_fold_loop(_V2, HAS_PCLMUL)
-_fold512_ymm = _make_fold_loop(_V4, HAS_VPCLMUL)
+_fold512_xmm = _make_fold_loop(_V2, config.has_pclmul)
+_fold512_ymm = _make_fold_loop(_V4, config.has_vpclmul)
 
 
 # --- CRC constants ---------------------------------------------------------------------------
@@ -243,13 +195,13 @@ CRC_FOLD = np.stack([_fold_constants(p) for p in _POLYS])   # (poly, 4) uint64
 
 
 # --- CRC kernels -----------------------------------------------------------------------------
-@njit(**JIT)
+@kernel
 def _slice8(T, v):
     return np.uint64(T[7, v & 0xFF] ^ T[6, (v >> 8) & 0xFF] ^ T[5, (v >> 16) & 0xFF] ^ T[4, (v >> 24) & 0xFF]
                      ^ T[3, (v >> 32) & 0xFF] ^ T[2, (v >> 40) & 0xFF] ^ T[1, (v >> 48) & 0xFF] ^ T[0, v >> 56])
 
 
-@njit(**JIT)
+@kernel
 def _crc_table(crc, buf, p, n, T):
     crc = np.uint64(crc)
     end = p + n
@@ -262,7 +214,7 @@ def _crc_table(crc, buf, p, n, T):
     return crc
 
 
-@njit(**JIT)
+@kernel
 def crc_update(crc, buf, p, n, poly, variant):
     """Continue a reflected CRC register (no pre/post inversion) over ``buf[p:p+n]``.
 
@@ -273,20 +225,20 @@ def crc_update(crc, buf, p, n, poly, variant):
     if variant == 0 or n < 64:
         return _crc_table(crc, buf, p, n, T)
     K = CRC_FOLD[poly]
-    st = (ld_u64le(buf, p) ^ np.uint64(crc), ld_u64le(buf, p + 8), ld_u64le(buf, p + 16), ld_u64le(buf, p + 24),
-          ld_u64le(buf, p + 32), ld_u64le(buf, p + 40), ld_u64le(buf, p + 48), ld_u64le(buf, p + 56))
+    lanes = (ld_u64le(buf, p) ^ np.uint64(crc), ld_u64le(buf, p + 8), ld_u64le(buf, p + 16), ld_u64le(buf, p + 24),
+             ld_u64le(buf, p + 32), ld_u64le(buf, p + 40), ld_u64le(buf, p + 48), ld_u64le(buf, p + 56))
     p += 64
     n -= 64
     nb = n // 64
     if variant == 2:
-        st = _fold512_ymm(buf, p, nb, st, K[0], K[1])
+        lanes = _fold512_ymm(buf, p, nb, lanes, K[0], K[1])
     else:
-        st = _fold512_xmm(buf, p, nb, st, K[0], K[1])
+        lanes = _fold512_xmm(buf, p, nb, lanes, K[0], K[1])
     p += nb * 64
     n -= nb * 64
-    a0, a1 = _fold128(st[0], st[1], K[2], K[3], st[2], st[3])
-    a0, a1 = _fold128(a0, a1, K[2], K[3], st[4], st[5])
-    a0, a1 = _fold128(a0, a1, K[2], K[3], st[6], st[7])
+    a0, a1 = _fold128(lanes[0], lanes[1], K[2], K[3], lanes[2], lanes[3])
+    a0, a1 = _fold128(a0, a1, K[2], K[3], lanes[4], lanes[5])
+    a0, a1 = _fold128(a0, a1, K[2], K[3], lanes[6], lanes[7])
     while n >= 16:
         a0, a1 = _fold128(a0, a1, K[2], K[3], ld_u64le(buf, p), ld_u64le(buf, p + 8))
         p += 16
@@ -297,14 +249,14 @@ def crc_update(crc, buf, p, n, poly, variant):
     return _crc_table(c, buf, p, n, T)
 
 
-@njit(**JIT)
+@kernel
 def crc32_of(buf, p, n, poly, variant):
     """The standard CRC (init ~0, final xor ~0) of ``buf[p:p+n]``, as an int."""
     m = np.uint64(0xFFFFFFFF)
     return np.int64(crc_update(m, buf, p, n, poly, variant) ^ m)
 
 
-@njit(**JIT)
+@kernel
 def crc_many(buf, offs, lens, poly, variant, out):
     """CRC of each ``buf[offs[i]:offs[i]+lens[i]]`` into ``out`` (bench and tests)."""
     m = np.uint64(0xFFFFFFFF)
@@ -313,7 +265,7 @@ def crc_many(buf, offs, lens, poly, variant, out):
 
 
 # --- zero tests ------------------------------------------------------------------------------
-@njit(**JIT)
+@kernel
 def last_nonzero(buf):
     """Index of the last non-zero byte of ``buf``, or -1."""
     i = buf.size
@@ -326,7 +278,7 @@ def last_nonzero(buf):
     return -1
 
 
-@njit(**JIT)
+@kernel
 def first_nonzero(buf, start):
     """Index of the first non-zero byte of ``buf`` at or after ``start``, or -1."""
     i = start
@@ -356,133 +308,7 @@ def as_bytes_array(data) -> np.ndarray:
     return readonly(np.frombuffer(data, dtype=np.uint8))
 
 
-# --- libc directory and file access (Linux), for walks whose cost must be syscalls only -------
-# struct dirent on 64-bit Linux (glibc and musl): d_ino(8) d_off(8) d_reclen(2) d_type(1) d_name[].
-# struct statx has the same layout on every architecture: stx_mode is a native u16 at offset 28.
-
-
-def _libc_has(name: str) -> bool:
-    try:
-        import ctypes
-        return hasattr(ctypes.CDLL(None), name)
-    except (OSError, ImportError):
-        return False
-
-
-NATIVE_FS = sys.platform.startswith("linux") and sys.maxsize > 2 ** 32 and _libc_has("statx")
-STATX_SIZE, STATX_MODE_OFFSET = 256, 28
-AT_EMPTY_PATH, STATX_TYPE = 0x1000, 0x1
-S_IFMT, S_IFREG = 0o170000, 0o100000
-DIRENT_TYPE_OFFSET, DIRENT_NAME_OFFSET = 18, 19
-DT_UNKNOWN, DT_DIR = 0, 4
-_I8P = ir.IntType(8).as_pointer()
-
-
-def _libc(builder, name, ret, args, var_arg=False):
-    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args, var_arg=var_arg), name)
-
-
-@intrinsic
-def c_opendir(typingctx, arr, off):
-    """opendir(&arr[off]) as an integer handle (0 on failure; see c_errno)."""
-    sig = types.int64(arr, off)
-
-    def codegen(context, builder, signature, args):
-        p = _byte_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
-        return builder.ptrtoint(builder.call(_libc(builder, "opendir", _I8P, [_I8P]), [p]), _I64)
-
-    return sig, codegen
-
-
-@intrinsic
-def c_readdir(typingctx, handle):
-    """readdir(handle): the address of the next struct dirent, 0 at the end."""
-    sig = types.int64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        d = builder.inttoptr(args[0], _I8P)
-        return builder.ptrtoint(builder.call(_libc(builder, "readdir", _I8P, [_I8P]), [d]), _I64)
-
-    return sig, codegen
-
-
-@intrinsic
-def c_closedir(typingctx, handle):
-    sig = types.int32(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.call(_libc(builder, "closedir", _I32, [_I8P]), [builder.inttoptr(args[0], _I8P)])
-
-    return sig, codegen
-
-
-@intrinsic
-def c_peek(typingctx, addr, off):
-    """The byte at address ``addr + off`` (reading a struct dirent)."""
-    sig = types.uint8(types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.load(builder.gep(builder.inttoptr(args[0], _I8P), [args[1]]))
-
-    return sig, codegen
-
-
-@intrinsic
-def c_open(typingctx, arr, off, flags):
-    """open(&arr[off], flags): a file descriptor, or -1 (see c_errno)."""
-    sig = types.int32(arr, off, types.int32)
-
-    def codegen(context, builder, signature, args):
-        p = _byte_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
-        return builder.call(_libc(builder, "open", _I32, [_I8P, _I32], var_arg=True), [p, args[2]])
-
-    return sig, codegen
-
-
-@intrinsic
-def c_read(typingctx, fd, arr, off, n):
-    """read(fd, &arr[off], n): bytes read, 0 at the end, -1 on error."""
-    sig = types.int64(types.int32, arr, off, types.int64)
-
-    def codegen(context, builder, signature, args):
-        p = _byte_ptr(context, builder, signature.args[1], args[1], signature.args[2], args[2])
-        return builder.call(_libc(builder, "read", _I64, [_I32, _I8P, _I64]), [args[0], p, args[3]])
-
-    return sig, codegen
-
-
-@intrinsic
-def c_statx_fd(typingctx, fd, empty, eoff, buf, boff):
-    """statx(fd, &empty[eoff] (an empty string), AT_EMPTY_PATH, STATX_TYPE, &buf[boff]): 0, or -1 (see c_errno).
-
-    ``buf[boff:boff + STATX_SIZE]`` receives the struct statx of the open file ``fd``.
-    """
-    sig = types.int32(types.int32, empty, eoff, buf, boff)
-
-    def codegen(context, builder, signature, args):
-        p = _byte_ptr(context, builder, signature.args[1], args[1], signature.args[2], args[2])
-        b = _byte_ptr(context, builder, signature.args[3], args[3], signature.args[4], args[4])
-        fn = _libc(builder, "statx", _I32, [_I32, _I8P, _I32, _I32, _I8P])
-        return builder.call(fn, [args[0], p, ir.Constant(_I32, AT_EMPTY_PATH), ir.Constant(_I32, STATX_TYPE), b])
-
-    return sig, codegen
-
-
-@intrinsic
-def c_close(typingctx, fd):
-    sig = types.int32(types.int32)
-
-    def codegen(context, builder, signature, args):
-        return builder.call(_libc(builder, "close", _I32, [_I32]), [args[0]])
-
-    return sig, codegen
-
-
-@intrinsic
-def c_errno(typingctx):
-    sig = types.int32()
-
-    def codegen(context, builder, signature, args):
-        return builder.load(builder.call(_libc(builder, "__errno_location", _I32.as_pointer(), []), []))
-
-    return sig, codegen
+def be_i64_at(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Big-endian signed 64-bit values at byte offsets ``at`` of ``arr`` (numpy, no loop)."""
+    idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(8)
+    return np.ascontiguousarray(np.asarray(arr)[idx]).view(">i8").reshape(-1).astype(np.int64)

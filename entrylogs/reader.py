@@ -1,18 +1,25 @@
 """Reference entry-log reader: the framing walk, the ledgers map and resync after damage.
 
-The walk rules here are the contract the jitted scanner (entrylogs/scan.py) must meet record for
-record; specs/entrylog.md states them.
+The walk rules here are the contract the jitted walk (entrylogs/walk.py, driven by
+entrylogs/scan.py) must meet record for record; specs/entrylog.md states them. Records are decoded
+through the declarations of formats/entry.py and formats/entrylog.py. The ledgers map has one
+reader (``read_ledgers_map``), used by this reader and the jitted scanner alike.
 """
 from __future__ import annotations
 
 import enum
 import os
-from typing import Callable
 from dataclasses import dataclass, field
+from typing import Callable
+
+import construct as cs
+import numpy as np
 
 from diskio.mapped import read_bytes
 from formats import entrylog as fe
-from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_FLAGS_BASE
+from formats.entry import (ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER, ENTRY_V2_HEADER_SIZE,
+                           V2_DIGEST_MASK, V2_FLAGS_BASE, V2_MARKER, V2_VERSION_MASK)
+from formats.digests import DigestType
 from formats.errors import FormatError
 from formats.paths import parse_entry_log_name
 
@@ -72,30 +79,31 @@ class EntryLogScan:
 
 def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     """Judge the record whose size prefix is at ``pos``: (damage code or 0, the record if plausible)."""
-    if pos + 4 > end:
+    prefix = fe.SIZE_PREFIX_SIZE
+    if pos + prefix > end:
         return Damage.TRUNCATED, None
-    size = int.from_bytes(b[pos:pos + 4], "big", signed=True)
+    size = fe.ENTRY_SIZE.parse(bytes(b[pos:pos + prefix]))
     if size <= 0:
         return Damage.ZERO_SIZE, None
-    if size >= fe.MIN_SANE_ENTRY_SIZE and pos + 4 + size <= end and bytes(b[pos + 4:pos + 12]) == b"\xff" * 8:
+    s = pos + prefix
+    if (size >= fe.MIN_SANE_ENTRY_SIZE and pos + prefix + size <= end
+            and ENTRY_V1_HEADER.ledger_id.parse(bytes(b[s:s + 8])) == fe.INVALID_LEDGER_ID):
         return SKIP_RECORD, None
-    if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + 4 + size > end:
+    if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + prefix + size > end:
         return Damage.BAD_SIZE, None
-    s = pos + 4
     first = b[s]
-    if first >= 0x80:
-        if size < ENTRY_V2_HEADER_SIZE or (first & 0xF0) != V2_FLAGS_BASE or not 1 <= (first & 0x0F) <= 4:
+    if first >= V2_MARKER:
+        if (size < ENTRY_V2_HEADER_SIZE or (first & V2_VERSION_MASK) != V2_FLAGS_BASE
+                or (first & V2_DIGEST_MASK) not in set(DigestType)):
             return Damage.BAD_HEADER, None
-        ver, scope, s = 2, int.from_bytes(b[s + 1:s + 9], "big"), s + 9
+        h = ENTRY_V2_HEADER.parse(bytes(b[s:s + ENTRY_V2_HEADER_SIZE]))
+        ver, scope = 2, h.scope_id
     else:
+        h = ENTRY_V1_HEADER.parse(bytes(b[s:s + ENTRY_V1_HEADER_SIZE]))
         ver, scope = 1, 0
-    ledger = int.from_bytes(b[s:s + 8], "big")
-    entry = int.from_bytes(b[s + 8:s + 16], "big", signed=True)
-    lac = int.from_bytes(b[s + 16:s + 24], "big", signed=True)
-    length = int.from_bytes(b[s + 24:s + 32], "big", signed=True)
-    if entry < 0 or lac < -1 or lac >= entry or length < 0:
+    if h.entry_id < 0 or h.last_add_confirmed < -1 or h.last_add_confirmed >= h.entry_id or h.length < 0:
         return Damage.BAD_HEADER, None
-    return 0, EntryRecord(pos, size, ver, scope, ledger, entry, lac, length)
+    return 0, EntryRecord(pos, size, ver, scope, h.ledger_id, h.entry_id, h.last_add_confirmed, h.length)
 
 
 def padding_end(b, pos: int, end: int) -> int:
@@ -117,7 +125,7 @@ def plausible_at(b, pos: int, end: int) -> bool:
     code, rec = header_at(b, pos, end)
     if code:
         return False
-    nxt = pos + 4 + rec.size
+    nxt = pos + fe.SIZE_PREFIX_SIZE + rec.size
     if nxt == end:
         return True
     code2, _ = header_at(b, nxt, end)
@@ -131,7 +139,7 @@ def _zero_tail(b, pos: int, end: int) -> bool:
 def resync(b, pos: int, end: int) -> int:
     """The next offset after ``pos`` where a plausible entry starts, or ``end``."""
     q = pos + 1
-    while q + 4 + ENTRY_V1_HEADER_SIZE <= end:
+    while q + fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE <= end:
         if plausible_at(b, q, end):
             return q
         q += 1
@@ -150,10 +158,64 @@ class LogFrame:
     data_end: int
 
 
-def read_frame(read: Callable[[int, int], bytes], size: int, path: str,
-               parse_map: Callable[[int], dict[tuple[int, int], int]]) -> LogFrame:
+def _batch_heads() -> dict[int, tuple[cs.Struct, int, np.dtype]]:
+    """Per batch entry id (-2, -3): the batch head's declaration, the item size, the items' dtype."""
+    out = {}
+    for decl, entry_id in ((fe.LEDGERS_MAP_BATCH, fe.LEDGERS_MAP_ENTRY_ID),
+                           (fe.SCOPED_LEDGERS_MAP_BATCH, fe.SCOPED_LEDGERS_MAP_ENTRY_ID)):
+        item = decl.ledgers.subcon.subcon
+        dtype = np.dtype([(sub.name, sub.subcon.fmtstr) for sub in item.subcons])
+        assert dtype.itemsize == item.sizeof()
+        out[entry_id] = (cs.Struct(*decl.subcons[:4]), item.sizeof(), dtype)
+    return out
+
+
+_BATCH_HEADS = _batch_heads()
+_HEAD_SIZE = fe.LEDGERS_MAP_BATCH_HEAD_SIZE
+
+
+def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
+                     path: str | None = None) -> dict[tuple[int, int], int]:
+    """formats.entrylog.parse_ledgers_map over a file of ``size`` bytes read through ``read(offset,
+    n)``, each batch's items read as one array (a map may hold hundreds of thousands of ledgers).
+
+    A batch that its declaration rejects is handed to parse_ledgers_map, so the error is the
+    declaration's; a size <= 0 ends the map, as in BookKeeper.
+    """
+    out: dict[tuple[int, int], int] = {}
+    pos = start
+    while pos + fe.SIZE_PREFIX_SIZE <= size:
+        head_bytes = read(pos, _HEAD_SIZE)
+        batch = fe.ENTRY_SIZE.parse(head_bytes[:fe.SIZE_PREFIX_SIZE])
+        if batch <= 0:
+            break
+        head = None
+        for decl, width, dtype in _BATCH_HEADS.values():
+            try:
+                head = decl.parse(head_bytes)
+                break
+            except cs.ConstructError:
+                continue
+        if (head is None or pos + fe.SIZE_PREFIX_SIZE + batch > size
+                or not 0 < head.count <= fe.LEDGERS_MAP_MAX_BATCH
+                or batch != _HEAD_SIZE - fe.SIZE_PREFIX_SIZE + width * head.count):
+            whole = read(pos, min(size - pos, fe.SIZE_PREFIX_SIZE + max(batch, 0)))
+            try:
+                fe.parse_ledgers_map(whole, 0, path=path)
+            except FormatError as e:
+                raise e.at(base_offset=pos) from None
+            raise AssertionError(f"{path}: ledgers-map batch at {pos}: its head and its declaration disagree")
+        items = np.frombuffer(read(pos + _HEAD_SIZE, width * head.count), dtype=dtype)
+        scopes = items["scope_id"].tolist() if "scope_id" in dtype.names else [0] * head.count
+        for scope, ledger, n in zip(scopes, items["ledger_id"].tolist(), items["size"].tolist()):
+            out[(scope, ledger)] = out.get((scope, ledger), 0) + n
+        pos += fe.SIZE_PREFIX_SIZE + batch
+    return out
+
+
+def read_frame(read: Callable[[int, int], bytes], size: int, path: str) -> LogFrame:
     """Header and ledgers map of a non-empty log of ``size`` bytes; shared by this reader and the
-    jitted scanner, which differ only in how they read bytes (``read(offset, n)``) and parse the map."""
+    jitted scanner, which differ only in how they read bytes (``read(offset, n)``)."""
     header = header_error = ledgers_map = map_error = None
     try:
         header = fe.parse_header(read(0, fe.HEADER_SIZE), path=path)
@@ -164,7 +226,7 @@ def read_frame(read: Callable[[int, int], bytes], size: int, path: str,
     if h is not None and h.version >= 1 and h.ledgers_map_offset != 0:
         if fe.HEADER_SIZE <= h.ledgers_map_offset <= size:
             try:
-                ledgers_map = parse_map(h.ledgers_map_offset)
+                ledgers_map = read_ledgers_map(read, h.ledgers_map_offset, size, path)
                 end = h.ledgers_map_offset
                 if len(ledgers_map) != h.ledgers_count:
                     map_error = FormatError(f"{h.ledgers_count} ledgers in the ledgers map (header count)",
@@ -186,7 +248,7 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
     if len(b) == 0:
         scan.data_end = 0
         return scan  # a preallocated log that was never written
-    fr = read_frame(lambda o, n: b[o:o + n], len(b), p, lambda start: fe.parse_ledgers_map(b, start, path=p))
+    fr = read_frame(lambda o, n: bytes(b[o:o + n]), len(b), p)
     scan.header, scan.header_error, scan.ledgers_map, scan.map_error = fr.header, fr.header_error, fr.ledgers_map, \
         fr.map_error
     end = fr.data_end
@@ -200,10 +262,10 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
         code, rec = header_at(b, pos, end)
         if code == 0:
             scan.records.append(rec)
-            pos += 4 + rec.size
+            pos += fe.SIZE_PREFIX_SIZE + rec.size
             continue
         if code == SKIP_RECORD:
-            pos += 4 + int.from_bytes(b[pos:pos + 4], "big", signed=True)
+            pos += fe.SIZE_PREFIX_SIZE + fe.ENTRY_SIZE.parse(bytes(b[pos:pos + fe.SIZE_PREFIX_SIZE]))
             continue
         if code == Damage.ZERO_SIZE and _zero_tail(b, pos, end):
             # Zeros to the end of data: an unwritten tail, not damage, unless a map should follow.
@@ -221,5 +283,5 @@ def computed_ledgers_map(scan: EntryLogScan) -> dict[tuple[int, int], int]:
     out: dict[tuple[int, int], int] = {}
     for r in scan.records:
         k = (r.scope_id, r.ledger_id)
-        out[k] = out.get(k, 0) + r.size + 4
+        out[k] = out.get(k, 0) + r.size + fe.SIZE_PREFIX_SIZE
     return out

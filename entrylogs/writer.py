@@ -20,12 +20,13 @@ class EntryLogWriter:
     def append(self, entry: bytes, scope_id: int, ledger_id: int) -> int:
         """Write one entry; return its location ((log id << 32) | position of the entry bytes)."""
         pos = self.position
-        self._f.write(len(entry).to_bytes(4, "big", signed=True))
+        prefix = fe.SIZE_PREFIX_SIZE
+        self._f.write(fe.ENTRY_SIZE.build(len(entry)))
         self._f.write(entry)
-        self.position += 4 + len(entry)
+        self.position += prefix + len(entry)
         k = (scope_id, ledger_id)
-        self.ledger_bytes[k] = self.ledger_bytes.get(k, 0) + len(entry) + 4
-        return pack_location(self.log_id, pos + 4)
+        self.ledger_bytes[k] = self.ledger_bytes.get(k, 0) + len(entry) + prefix
+        return pack_location(self.log_id, pos + prefix)
 
     def close(self, *, roll: bool) -> int:
         """Close the log. A rolled log gets its ledgers map and a patched header; the current one does not."""
@@ -55,7 +56,7 @@ def rebuild_entry_log(scan, data: bytes, path: str) -> None:
     h = scan.header
     w = EntryLogWriter(path, scan.log_id or 0, header_version=h.version)
     for r in scan.records:
-        w.append(data[r.offset + 4:r.offset + 4 + r.size], r.scope_id, r.ledger_id)
+        w.append(data[r.offset + fe.SIZE_PREFIX_SIZE:r.offset + fe.SIZE_PREFIX_SIZE + r.size], r.scope_id, r.ledger_id)
     rolled = scan.ledgers_map is not None
     if rolled and w.ledger_bytes != scan.ledgers_map:
         raise ValueError(f"{scan.path}: the ledgers map does not match the entries; not reproducible")

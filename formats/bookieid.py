@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from formats.errors import FormatError
+from formats.errors import FormatError, shown
 
 # BookKeeper validates with the Java class [a-zA-Z0-9:-_.\-]; inside it ":-_" is the range
 # 0x3A..0x5F, so ";<=>?@[\]^" are accepted too. We accept exactly what a real bookie accepts,
@@ -23,12 +23,12 @@ class HostPort(NamedTuple):
 def validate_bookie_id(text: str) -> str:
     """Return ``text`` if it is a valid BookieId, else raise FormatError saying why."""
     if not isinstance(text, str) or not text:
-        raise FormatError("a non-empty bookie id", repr(text))
+        raise FormatError("a non-empty bookie id", shown(text))
     if _VALID.fullmatch(text) is None:
         bad = next(c for c in text if _VALID.fullmatch(c) is None)
-        raise FormatError("a bookie id of [a-zA-Z0-9.:;<=>?@[\\]^_-] characters", f"{text!r} (character {bad!r})")
+        raise FormatError("a bookie id of [a-zA-Z0-9.:;<=>?@[\\]^_-] characters", f"{shown(text)} (character {shown(bad)})")
     if text.lower() == _RESERVED:
-        raise FormatError("a bookie id other than the reserved name 'readonly'", repr(text))
+        raise FormatError("a bookie id other than the reserved name 'readonly'", shown(text))
     return text
 
 

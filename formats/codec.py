@@ -1,12 +1,15 @@
 """Running construct declarations with our error type: every failure becomes one FormatError."""
 from __future__ import annotations
 
+import ast
+import functools
 import io
+import re
 from typing import Any
 
 import construct as cs
 
-from formats.errors import FormatError
+from formats.errors import FormatError, shown
 
 
 def parse_struct(struct: cs.Construct, data: bytes | memoryview, *, what: str, path: str | None = None,
@@ -43,11 +46,19 @@ def _field_start(struct: cs.Construct, e: cs.ConstructError, context: dict) -> i
     return None
 
 
+_BYTES_LITERAL = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')
+
+
 def _describe(e: Exception) -> str:
-    """construct's message without its parse-path preamble: what was read that did not fit."""
+    """construct's message in our words: no parse-path preamble, no Python byte reprs."""
+    if isinstance(e, cs.ConstError):
+        found = _BYTES_LITERAL.findall(str(e))
+        if len(found) == 2:
+            return shown(ast.literal_eval(found[1]))
     lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith("Error in path")]
     text = " ".join(lines).replace("check failed during parsing", "a value outside its allowed range")
+    text = _BYTES_LITERAL.sub(lambda m: shown(ast.literal_eval(m.group())), text)
     return text[:200] or type(e).__name__
 
 
@@ -70,3 +81,47 @@ def field_layout(struct: cs.Struct, **context: Any) -> list[tuple[str, int, int]
             break
         pos += size
     return out
+
+
+@functools.cache
+def _field_at(struct: cs.Struct, name: str) -> tuple[int, cs.Construct]:
+    pos = 0
+    for sc in struct.subcons:
+        if sc.name == name:
+            return pos, sc
+        pos += sc.sizeof()
+    raise KeyError(f"no field {name!r} in the declaration")
+
+
+def field_offset(struct: cs.Struct, name: str) -> int:
+    """Offset of a fixed-size field, derived from the declaration (for kernels that index bytes)."""
+    return _field_at(struct, name)[0]
+
+
+def read_field(struct: cs.Struct, name: str, data: bytes | memoryview, base: int = 0, *,
+               path: str | None = None) -> Any:
+    """One field of ``struct`` laid out at ``base`` in ``data``, decoded by its own declaration.
+
+    Lets a reader take a single field (a size, an entry id) without parsing the whole record, and
+    without re-typing the field's offset or width.
+    """
+    off, sc = _field_at(struct, name)
+    n = sc.sizeof()
+    chunk = bytes(data[base + off:base + off + n])
+    if len(chunk) < n:
+        raise FormatError(f"the {n}-byte field {name}", f"{len(chunk)} bytes", path=path, offset=base + off)
+    return sc.parse(chunk)
+
+
+def build_field(struct: cs.Struct, name: str, value: Any) -> bytes:
+    """The bytes of one fixed-size field of ``struct`` holding ``value`` (to patch a field in place)."""
+    return _field_at(struct, name)[1].build(value)
+
+
+def read_value(decl: cs.Construct, data: bytes | memoryview, offset: int = 0, *, path: str | None = None) -> Any:
+    """A fixed-size declaration (a size prefix, a location slot) read at ``offset``."""
+    n = decl.sizeof()
+    chunk = bytes(data[offset:offset + n])
+    if len(chunk) < n:
+        raise FormatError(f"a {n}-byte value", f"{len(chunk)} bytes", path=path, offset=offset)
+    return decl.parse(chunk)

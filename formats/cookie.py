@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from formats.errors import FormatError
+from formats.errors import FormatError, shown
 from formats.proto import CookieFormat, java_text_format, parse_text_format
 
 # specs/cookie.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/Cookie.java
@@ -69,7 +69,7 @@ def decode_dirs(text: str, *, what: str = "dir list", path: str | None = None,
     """Inverse of ``encode_dirs``; the count must be decimal and equal the number of dirs."""
     parts = text.split(DIR_SEPARATOR)
     if _COUNT.fullmatch(parts[0]) is None:
-        raise FormatError(f"{what} '<count>\\t<dir>...'", repr(text[:80]), path=path, offset=offset)
+        raise FormatError(f"{what} '<count>\\t<dir>...'", shown(text, 80), path=path, offset=offset)
     if int(parts[0]) != len(parts) - 1:
         raise FormatError(f"{what} with {parts[0]} dirs", f"{len(parts) - 1} dirs", path=path, offset=offset)
     return tuple(parts[1:])
@@ -84,11 +84,11 @@ def parse_cookie(data: bytes, path: str | None = None) -> Cookie:
     data = bytes(data)
     end = data.find(b"\n", 0, MAX_VERSION_LINE)
     if end < 0:
-        raise FormatError("cookie layout version line ended by LF", repr(data[:MAX_VERSION_LINE]),
+        raise FormatError("cookie layout version line ended by LF", shown(data[:MAX_VERSION_LINE]),
                           path=path, offset=0)
     first = data[:end]
     if first not in (b"3", b"4", b"5"):
-        raise FormatError("cookie layout version 3, 4 or 5", repr(first), path=path, offset=0)
+        raise FormatError("cookie layout version 3, 4 or 5", shown(first), path=path, offset=0)
     version = int(first)
     body_offset = end + 1
     body = data[body_offset:]

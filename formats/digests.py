@@ -8,7 +8,7 @@ import zlib
 
 import crc32c as _crc32c
 
-from formats.errors import FormatError
+from formats.errors import FormatError, shown
 
 
 class DigestType(enum.IntEnum):
@@ -40,7 +40,7 @@ class DigestType(enum.IntEnum):
         try:
             return cls[key]
         except KeyError:
-            raise FormatError("a digest type CRC32|CRC32C|HMAC|MAC|DUMMY", repr(name)) from None
+            raise FormatError("a digest type CRC32|CRC32C|HMAC|MAC|DUMMY", shown(name)) from None
 
 
 DIGEST_LENGTH = {DigestType.CRC32: 8, DigestType.HMAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
@@ -75,7 +75,7 @@ def compute_digest(dtype: DigestType, covered: bytes | memoryview, payload: byte
         return mac.digest()
     if dtype == DigestType.DUMMY:
         return b""
-    raise FormatError("a digest type", repr(dtype))
+    raise FormatError("a digest type", shown(dtype))
 
 
 def verify_digest(dtype: DigestType, stored: bytes, covered: bytes | memoryview, payload: bytes | memoryview = b"",

@@ -183,3 +183,22 @@ def sniff_digest_type(data: bytes | memoryview, password: bytes | None = None) -
         if len(b) >= end and compute_digest(dt, head, b[end:], password) == b[ENTRY_V1_HEADER_SIZE:end]:
             return dt
     return None
+
+
+# --- offsets the scanners read, derived from the declarations above ---------------------------
+def _field_offsets(struct: cs.Struct) -> dict[str, int]:
+    offsets, at = {}, 0
+    for sub in struct.subcons:
+        offsets[sub.name] = at
+        at += sub.sizeof()
+    return offsets
+
+
+assert ENTRY_V1_HEADER.sizeof() == ENTRY_V1_HEADER_SIZE and ENTRY_V2_HEADER.sizeof() == ENTRY_V2_HEADER_SIZE
+V1_LEDGER_AT, V1_ENTRY_AT, V1_LAC_AT, V1_LENGTH_AT = (_field_offsets(ENTRY_V1_HEADER)[k] for k in (
+    "ledger_id", "entry_id", "last_add_confirmed", "length"))
+V2_FLAGS_AT, V2_SCOPE_AT, V2_LEDGER_AT = (_field_offsets(ENTRY_V2_HEADER)[k] for k in ("flags", "scope_id",
+                                                                                      "ledger_id"))
+V2_PREFIX_SIZE = V2_LEDGER_AT   # flags + scope: a V2 header is this prefix, then the V1 header's fields
+V2_DIGEST_MASK = 0x0F           # the flags' low nibble: the DigestType
+V2_VERSION_MASK = 0xF0          # the flags' high nibble: V2_FLAGS_BASE

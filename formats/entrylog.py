@@ -116,3 +116,10 @@ def parse_ledgers_map(data: bytes | memoryview, start: int, *, path: str | None 
             out[key] = out.get(key, 0) + it.size
         pos += 4 + size
     return out
+
+
+# --- sizes the scanners read, derived from the declarations above -----------------------------
+SIZE_PREFIX_SIZE = ENTRY_SIZE.sizeof()
+LEDGERS_MAP_BATCH_HEAD_SIZE = cs.Struct(*LEDGERS_MAP_BATCH.subcons[:4]).sizeof()   # size, -1, -2|-3, count
+LEDGERS_MAP_PAIR_SIZE = LEDGERS_MAP_BATCH.ledgers.subcon.subcon.sizeof()                 # ledger id, bytes
+SCOPED_LEDGERS_MAP_TRIPLE_SIZE = SCOPED_LEDGERS_MAP_BATCH.ledgers.subcon.subcon.sizeof()  # scope, ledger, bytes

@@ -36,3 +36,25 @@ class FormatError(BkdiskError):
 
 def _rebuild_format_error(expected, found, path, offset):
     return FormatError(expected, found, path=path, offset=offset)
+
+
+def shown(value: object, limit: int = 16) -> str:
+    """Found bytes or text as a one-line message shows them: printable ASCII in quotes, other bytes as hex
+    pairs ('2b e5 01 02'), at most ``limit`` of them; never a Python repr."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        b = bytes(value)
+        more = " …" if len(b) > limit else ""
+        b = b[:limit]
+        if not b:
+            return "no bytes"
+        if all(0x20 <= c < 0x7F for c in b):
+            return "'" + b.decode("ascii") + "'" + more
+        return " ".join(f"{c:02x}" for c in b) + more
+    if isinstance(value, str):
+        text = value[:limit * 4]
+        more = " …" if len(value) > len(text) else ""
+        if text.isprintable():
+            return "'" + text + "'" + more
+        # Control characters in found text: the UTF-8 bytes as hex pairs, as for bytes.
+        return " ".join(f"{c:02x}" for c in text.encode("utf-8", "replace")[:limit]) + more
+    return str(value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from typing import NamedTuple
 
-from formats.errors import FormatError
+from formats.errors import FormatError, shown
 
 U64 = (1 << 64) - 1
 
@@ -44,7 +44,7 @@ class LedgerId(NamedTuple):
             s = s[2:]
         s = s.replace("-", "")
         if not s or len(s) > 32 or any(c not in "0123456789abcdef" for c in s):
-            raise FormatError("a ledger qualified name of 1 to 32 hex digits", repr(text))
+            raise FormatError("a ledger qualified name of 1 to 32 hex digits", shown(text))
         v = int(s, 16)
         return cls(v >> 64, v & U64)
 
@@ -59,7 +59,7 @@ class LedgerId(NamedTuple):
             try:
                 u = uuid.UUID(u)
             except ValueError:
-                raise FormatError("a UUID", repr(u)) from None
+                raise FormatError("a UUID", shown(u)) from None
         return cls(u.int >> 64, u.int & U64)
 
     def __str__(self) -> str:

@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import construct as cs
+import numpy as np
 
 from formats.codec import parse_struct
 from formats.errors import FormatError
+from formats.journal import LAC_BODY
 
 INDEX_MAGIC = b"BKLE"
 HEADER_SIZE = 1024  # START_OF_DATA
@@ -24,17 +26,53 @@ INDEX_HEADER_FIELDS = cs.Struct(
     cs.Check(lambda ctx: ctx.version in (HEADER_V0, HEADER_V1)),
     "master_key_length" / cs.Int32sb,
     # The fields around the key must still fit the 1024-byte block: 16 more bytes for V0, 20 for V1.
-    cs.Check(lambda ctx: 0 <= ctx.master_key_length <= HEADER_SIZE - (16 if ctx.version == HEADER_V0 else 20)),
+    cs.Check(lambda ctx: 0 <= ctx.master_key_length <= HEADER_SIZE - HEADER_FIXED_SIZE[ctx.version]),
     "master_key" / cs.Bytes(cs.this.master_key_length),
     "state_bits" / cs.Int32ub,
     "explicit_lac_length" / cs.If(cs.this.version >= HEADER_V1, cs.Int32sb),
     cs.Check(lambda ctx: ctx.version == HEADER_V0 or ctx.explicit_lac_length == 0
-             or LAC_BODY_MIN <= ctx.explicit_lac_length <= HEADER_SIZE - 20 - ctx.master_key_length),
+             or LAC_BODY_MIN <= ctx.explicit_lac_length <= HEADER_SIZE - HEADER_FIXED_SIZE[HEADER_V1]
+             - ctx.master_key_length),
     "explicit_lac" / cs.If(cs.this.version >= HEADER_V1, cs.Bytes(cs.this.explicit_lac_length)),
 )
 INDEX_HEADER = cs.Padded(HEADER_SIZE, INDEX_HEADER_FIELDS)
 
 LOCATION = cs.Int64ub  # (entry log id << 32) | position of the entry bytes; 0 = absent
+
+
+def _field_offsets(struct: cs.Struct) -> dict[str, int]:
+    """Offsets of the named fields of ``struct`` up to its first field of variable size."""
+    out, at = {}, 0
+    for sc in struct.subcons:
+        if sc.name:
+            out[sc.name] = at
+        try:
+            at += sc.sizeof()
+        except cs.SizeofError:
+            break
+    return out
+
+
+def _field_size(struct: cs.Struct, name: str) -> int:
+    """Size of a fixed-size field (the field itself when it is present only in some versions)."""
+    sc = struct._subcons[name]
+    while not isinstance(sc, cs.FormatField):   # Renamed -> If -> the integer field
+        sc = getattr(sc, "subcon", None) or sc.thensubcon
+    return sc.sizeof()
+
+
+_AT = _field_offsets(INDEX_HEADER_FIELDS)
+VERSION_OFFSET = _AT["version"]                      # 4
+KEY_LENGTH_OFFSET = _AT["master_key_length"]         # 8
+KEY_OFFSET = _AT["master_key"]                       # 12; state_bits, then (V1) explicit_lac_length follow the key
+# Bytes of the fixed fields around the key: magic, version, key length and state (V0), plus the LAC length (V1).
+HEADER_FIXED_SIZE = {HEADER_V0: KEY_OFFSET + _field_size(INDEX_HEADER_FIELDS, "state_bits")}
+HEADER_FIXED_SIZE[HEADER_V1] = HEADER_FIXED_SIZE[HEADER_V0] + _field_size(INDEX_HEADER_FIELDS, "explicit_lac_length")
+SLOT_SIZE = LOCATION.sizeof()                        # 8
+SLOT_DTYPE = np.dtype(f">u{SLOT_SIZE}")             # LOCATION as numpy reads a page of slots
+MAGIC_VALUE = cs.Int32ub.parse(INDEX_MAGIC)          # the signature as the big-endian u32 a kernel compares
+# The fields of an explicit-LAC body (LAC_BODY) read one at a time: cheaper than the whole Struct per file.
+_LAC_LEDGER, _LAC, _LAC_AT = LAC_BODY._subcons["ledger_id"], LAC_BODY._subcons["lac"], _field_offsets(LAC_BODY)["lac"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +89,13 @@ class IndexHeader:
     @property
     def explicit_lac(self) -> int | None:
         b = self.explicit_lac_body
-        return None if not b else int.from_bytes(b[8:16], "big", signed=True)
+        return None if not b or len(b) < LAC_BODY_MIN else _LAC.parse(b[_LAC_AT:])
+
+    @property
+    def explicit_lac_ledger(self) -> int | None:
+        """The ledger id the explicit-LAC body starts with (LAC_BODY), None without a whole one."""
+        b = self.explicit_lac_body
+        return None if not b or len(b) < LAC_BODY_MIN else _LAC_LEDGER.parse(b)
 
 
 def parse_header(data: bytes | memoryview, *, path: str | None = None) -> IndexHeader:
@@ -82,4 +126,4 @@ def unpack_location(loc: int) -> tuple[int, int]:
 
 def slot_offset(entry_id: int) -> int:
     """File offset of an entry's location slot (pages are only an I/O unit: the slots are one flat array)."""
-    return HEADER_SIZE + 8 * entry_id
+    return HEADER_SIZE + SLOT_SIZE * entry_id

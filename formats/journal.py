@@ -83,7 +83,6 @@ class RecordKind(enum.IntEnum):
 
 META_KIND = {META_LEDGER_KEY: RecordKind.LEDGER_KEY, META_FENCE: RecordKind.FENCE,
              META_FORCE_LEDGER: RecordKind.FORCE_LEDGER, META_EXPLICIT_LAC: RecordKind.EXPLICIT_LAC}
-KIND_MARKER = {v: k for k, v in META_KIND.items()}
 # The first journal version that may carry each meta record (older files reject it on replay).
 KIND_MIN_VERSION = {RecordKind.LEDGER_KEY: 3, RecordKind.FENCE: 4, RecordKind.EXPLICIT_LAC: 6}
 
@@ -190,3 +189,37 @@ def build_fence_body(ledger_id: int, scope_id: int = 0) -> bytes:
 def build_explicit_lac_body(ledger_id: int, lac_body: bytes, scope_id: int = 0) -> bytes:
     body = EXPLICIT_LAC_BODY.build(dict(ledger_id=ledger_id, lac_body_length=len(lac_body), lac_body=lac_body))
     return (scoped_prefix(scope_id) + body) if scope_id else body
+
+
+# --- offsets, sizes and limits the scanners read, derived from the declarations above ------------
+def _field_offsets(struct: cs.Struct) -> dict[str, int]:
+    """Offsets of the named fields up to and including the first one of variable size."""
+    offsets, at = {}, 0
+    for sub in struct.subcons:
+        if sub.name is not None:
+            offsets[sub.name] = at
+        try:
+            at += sub.sizeof()
+        except cs.SizeofError:
+            break
+    return offsets
+
+
+RECORD_LENGTH_SIZE = RECORD_LENGTH.sizeof()
+PADDING_HEAD_SIZE = PADDING_RECORD.marker.sizeof() + PADDING_RECORD.padding_length.sizeof()
+PADDING_MIN_VERSION = 5                 # JournalChannel.V5: padding records and sector-aligned headers
+# Every record body starts with ledger id and entry id (a marker below zero on meta records); the
+# force-ledger body is nothing more, so it gives the smallest body and where both ids sit.
+META_BODY_SIZE = FORCE_LEDGER_BODY.sizeof()
+META_LEDGER_AT, META_ENTRY_AT = (_field_offsets(FORCE_LEDGER_BODY)[k] for k in ("ledger_id", "entry_id"))
+KEY_LENGTH_AT = _field_offsets(LEDGER_KEY_BODY)["key_length"]
+KEY_AT = KEY_LENGTH_AT + LEDGER_KEY_BODY.key_length.sizeof()
+LAC_BODY_LENGTH_AT = _field_offsets(EXPLICIT_LAC_BODY)["lac_body_length"]
+LAC_BODY_AT = LAC_BODY_LENGTH_AT + EXPLICIT_LAC_BODY.lac_body_length.sizeof()
+assert (KEY_AT, LAC_BODY_AT) == (_field_offsets(LEDGER_KEY_BODY)["master_key"],
+                                 _field_offsets(EXPLICIT_LAC_BODY)["lac_body"])
+# The bounds the Checks of LEDGER_KEY_BODY and EXPLICIT_LAC_BODY enforce (tests build both edges).
+MAX_KEY_LENGTH = 1 << 16
+MIN_LAC_BODY_LENGTH, MAX_LAC_BODY_LENGTH = 16, 1 << 16
+SCOPE_AT = _field_offsets(SCOPED_PREFIX)["scope_id"]
+assert SCOPED_PREFIX.sizeof() == SCOPED_PREFIX_SIZE

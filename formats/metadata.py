@@ -7,7 +7,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from formats.errors import FormatError
+from formats.errors import FormatError, shown
 from formats.proto import LedgerMetadataFormat, java_text_format, parse_text_format
 
 # specs/ledger-metadata.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/meta/
@@ -129,7 +129,8 @@ def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
     version, body_offset = _parse_header(data, path)
     body = data[body_offset:]
     if version == 1:
-        return _parse_v1(body, path, body_offset)
+        from formats.metadata_v1 import parse_v1   # format 1 is rare: its text parser loads on demand
+        return parse_v1(body, path, body_offset)
     if version == 2:
         msg = parse_text_format(body, LedgerMetadataFormat(), what="LedgerMetadataFormat TextFormat",
                                 path=path, offset=body_offset)
@@ -148,74 +149,11 @@ def _parse_header(data: bytes, path: str | None) -> tuple[int, int]:
     end = data.find(b"\n", start, start + MAX_VERSION_DIGITS + 1)
     if end < 0:
         raise FormatError(f"a format version of at most {MAX_VERSION_DIGITS} digits ended by LF",
-                          repr(data[start:start + MAX_VERSION_DIGITS + 1]), path=path, offset=start)
+                          shown(data[start:start + MAX_VERSION_DIGITS + 1]), path=path, offset=start)
     text = data[start:end]
     if text not in (b"1", b"2", b"3"):
-        raise FormatError("format version 1, 2 or 3", repr(text), path=path, offset=start)
+        raise FormatError("format version 1, 2 or 3", shown(text), path=path, offset=start)
     return int(text), end + 1
-
-
-def _parse_v1(body: bytes, path: str | None, base: int) -> LedgerMetadata:
-    what = "format 1 ledger metadata"
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"UTF-8 {what}", f"byte 0x{body[exc.start]:02x} that is not UTF-8",
-                          path=path, offset=base + exc.start) from None
-    if "\r" in text:
-        pos = len(text[: text.index("\r")].encode("utf-8"))
-        raise FormatError(f"{what} lines ended by LF only", "CR", path=path, offset=base + pos)
-    pieces = text.split("\n")
-    # pieces[-1] is what follows the last LF: "" (OPEN) or the closing line without LF.
-    offsets = []
-    pos = base
-    for piece in pieces:
-        offsets.append(pos)
-        pos += len(piece.encode("utf-8")) + 1
-    if len(pieces) < 4:
-        raise FormatError(f"{what}: write quorum, ensemble size and length lines",
-                          "end of data", path=path, offset=base + len(body))
-    write_quorum = _v1_int(pieces[0], INT32, "write quorum", path, offsets[0])
-    ensemble_size = _v1_int(pieces[1], INT32, "ensemble size", path, offsets[1])
-    length = _v1_int(pieces[2], INT64, "length", path, offsets[2])
-    ensembles: list[Ensemble] = []
-    for piece, off in zip(pieces[3:-1], offsets[3:-1]):
-        parts = piece.split("\t")
-        if len(parts) >= 2 and parts[1] == V1_CLOSED_TAG:
-            raise FormatError(f"the '<id>\\tCLOSED' line last and without LF ({what})",
-                              "more data after it", path=path, offset=off)
-        if len(parts) < 2 or any(p == "" for p in parts[1:]):
-            raise FormatError(f"ensemble line '<firstEntryId>\\t<bookie>...' ({what})",
-                              repr(piece[:80]), path=path, offset=off)
-        first = _v1_int(parts[0], INT64, "first entry id", path, off)
-        ensembles.append((first, tuple(parts[1:])))
-    last = pieces[-1]
-    if last == "":
-        state, last_entry_id, has_last = "OPEN", INVALID_ENTRY_ID, False
-    else:
-        parts = last.split("\t")
-        if len(parts) != 2 or parts[1] != V1_CLOSED_TAG:
-            raise FormatError(f"'<lastEntryId>\\tCLOSED' or end of data after the last LF ({what})",
-                              repr(last[:80]), path=path, offset=offsets[-1])
-        closed_id = _v1_int(parts[0], INT64, "last entry id", path, offsets[-1])
-        if closed_id == V1_IN_RECOVERY_ENTRY_ID:
-            state, last_entry_id, has_last = "IN_RECOVERY", INVALID_ENTRY_ID, False
-        else:
-            state, last_entry_id, has_last = "CLOSED", closed_id, True
-    return LedgerMetadata(
-        format_version=1, write_quorum=write_quorum, ensemble_size=ensemble_size,
-        ack_quorum=write_quorum, length=length, last_entry_id=last_entry_id, state=state,
-        ensembles=tuple(ensembles), has_last_entry_id=has_last, has_ack_quorum=False)
-
-
-def _v1_int(text: str, bounds: tuple[int, int], what: str, path: str | None, offset: int) -> int:
-    if _DECIMAL.fullmatch(text) is None or text == "-0":
-        raise FormatError(f"decimal {what} (format 1 ledger metadata)", repr(text[:40]),
-                          path=path, offset=offset)
-    value = int(text)
-    if not bounds[0] <= value <= bounds[1]:
-        raise FormatError(f"{what} in [{bounds[0]}, {bounds[1]}]", text, path=path, offset=offset)
-    return value
 
 
 def _parse_v3(body: bytes, path: str | None, base: int) -> LedgerMetadata:
@@ -256,7 +194,7 @@ def _parse_v3(body: bytes, path: str | None, base: int) -> LedgerMetadata:
 def _text(value: object, what: str, path: str | None, offset: int) -> str:
     # upb hands back bytes for a proto2 string field that is not valid UTF-8.
     if not isinstance(value, str):
-        raise FormatError(f"UTF-8 {what}", repr(value)[:80], path=path, offset=offset)
+        raise FormatError(f"UTF-8 {what}", shown(value, 80), path=path, offset=offset)
     return value
 
 
@@ -301,7 +239,8 @@ def serialize_metadata(md: LedgerMetadata) -> bytes:
     _check_common(md)
     header = HEADER_PREFIX + str(md.format_version).encode("ascii") + b"\n"
     if md.format_version == 1:
-        return header + _serialize_v1(md)
+        from formats.metadata_v1 import serialize_v1
+        return header + serialize_v1(md)
     msg = _to_message(md)
     if md.format_version == 2:
         return header + java_text_format(msg).encode("utf-8")
@@ -348,40 +287,6 @@ def _check_common(md: LedgerMetadata) -> None:
         raise _unfit("ack_quorum equal to write_quorum when has_ack_quorum is false", md.ack_quorum)
 
 
-def _serialize_v1(md: LedgerMetadata) -> bytes:
-    carried = [name for name, value in (("digest_type", md.digest_type), ("password", md.password),
-                                        ("ctime", md.ctime), ("ctoken", md.ctoken))
-               if value is not None]
-    if md.custom_metadata:
-        carried.append("custom_metadata")
-    if md.has_ack_quorum:
-        carried.append("ack_quorum")
-    if carried:
-        raise _unfit("format 1 carries no " + ", ".join(carried), "values for them")
-    if md.is_closed:
-        if not md.has_last_entry_id or md.last_entry_id == V1_IN_RECOVERY_ENTRY_ID:
-            raise _unfit("a CLOSED format 1 ledger has a last entry id other than -102",
-                         md.last_entry_id)
-    elif md.has_last_entry_id or md.last_entry_id != INVALID_ENTRY_ID:
-        raise _unfit("format 1 stores no last entry id unless CLOSED", md.last_entry_id)
-    lines = [str(md.write_quorum), str(md.ensemble_size), str(md.length)]
-    for first, members in md.ensembles:
-        if not members:
-            raise _unfit("format 1 ensembles have at least one bookie", first)
-        for member in members:
-            if member == "" or any(c in member for c in "\t\n\r"):
-                raise _unfit("format 1 bookie ids non-empty, without TAB, CR or LF", repr(member))
-        if members[0] == V1_CLOSED_TAG:
-            raise _unfit("format 1 first bookie of an ensemble not named CLOSED", members)
-        lines.append("\t".join([str(first), *members]))
-    text = "".join(line + "\n" for line in lines)
-    if md.state == "IN_RECOVERY":
-        text += f"{V1_IN_RECOVERY_ENTRY_ID}\t{V1_CLOSED_TAG}"
-    elif md.state == "CLOSED":
-        text += f"{md.last_entry_id}\t{V1_CLOSED_TAG}"
-    return text.encode("utf-8")
-
-
 def _to_message(md: LedgerMetadata) -> Message:
     if not md.has_last_entry_id and md.last_entry_id != 0:
         raise _unfit("last_entry_id 0 (the protobuf default) when has_last_entry_id is false",
@@ -421,6 +326,17 @@ def _to_message(md: LedgerMetadata) -> Message:
         _check_int(md.ctoken, INT64, "ctoken")
         m.cToken = md.ctoken
     return m
+
+
+def parse_format_message(body: bytes, path: str | None = None) -> LedgerMetadata:
+    """Parse a bare binary LedgerMetadataFormat (no header, no length) as format 3 metadata."""
+    return _parse_v3(_varint(len(body)) + bytes(body), path, 0)
+
+
+def format_message_bytes(md: LedgerMetadata) -> bytes:
+    """The bare binary LedgerMetadataFormat message of ``md`` (what format 3 puts after its length)."""
+    _check_common(md)
+    return _to_message(md).SerializeToString()
 
 
 def _varint(value: int) -> bytes:

@@ -1,22 +1,34 @@
-"""The fsck library entry point: check a bookie's dirs and return a Report of findings as data."""
+"""The fsck library: check a bookie's dirs, plan repairs, apply them (asking a callback), re-check.
+
+Everything the command line does is here as data; fsck.cli only parses options, prompts and prints.
+"""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from bookie.layout import BookieDirs
+from fsck.codes import (FILE_UNREADABLE, INDEX_LOCATION_OUT_OF_RANGE, INDEX_LOCATION_WRONG, LEDGERS_MAP_BAD,
+                        LEDGERS_MAP_MISMATCH, LOG_FRAMING_BROKEN, LOG_HEADER_BAD, LOG_TRUNCATED)
 from fsck.context import CheckContext, CheckOptions
+from fsck.exit_codes import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL,  # noqa: F401 (re-exported)
+                             EXIT_UNCORRECTED, EXIT_USAGE)
 from fsck.findings import SEVERITY_ORDER, Finding
-from fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals, p7_metadata
+from fsck.passes import (p1_layout, p2_hierarchy, p2_leftovers, p3_index, p4_entrylogs, p4_last_id, p5_crosscheck,
+                         p6_journals, p6_last_marks, p7_metadata)
 from fsck.problems import PASS_NAMES, Severity
 
-PASSES = [(1, p1_layout), (2, p2_hierarchy), (3, p3_index), (4, p4_entrylogs), (5, p5_crosscheck),
-          (6, p6_journals), (7, p7_metadata)]
+# Each pass: the checks it runs, then an optional step that rewrites its findings.
+PASSES = [(1, [p1_layout.run], None), (2, [p2_hierarchy.run], p2_leftovers.refine), (3, [p3_index.run], None),
+          (4, [p4_entrylogs.run, p4_last_id.run], None), (5, [p5_crosscheck.run], None),
+          (6, [p6_journals.run, p6_last_marks.run], None), (7, [p7_metadata.run], None)]
 # Passes that read the .idx hierarchy; DbLedgerStorage keeps its index in RocksDB instead.
 INDEX_PASSES = {2, 3, 5}
-
-EXIT_OK, EXIT_CORRECTED, EXIT_UNCORRECTED, EXIT_OPERATIONAL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 4, 8, 16, 32
+# Findings about a whole entry log, in the order one is taken as the cause of the others.
+LOG_CAUSES = (FILE_UNREADABLE, LOG_TRUNCATED, LOG_HEADER_BAD, LOG_FRAMING_BROKEN)
+LOG_CONSEQUENCES = {LEDGERS_MAP_BAD, LEDGERS_MAP_MISMATCH}
+LOCATION_CODES = {INDEX_LOCATION_OUT_OF_RANGE, INDEX_LOCATION_WRONG}
 
 
 @dataclass
@@ -55,13 +67,16 @@ class Report:
     def worst(self, n: int = 20) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.pass_no))[:n]
 
-    def to_json(self) -> dict[str, Any]:
+    def summary(self, exit_code: int | None = None) -> dict[str, Any]:
+        return {"errors": self.count(Severity.ERROR), "warnings": self.count(Severity.WARNING),
+                "info": self.count(Severity.INFO), "exit_code": self.exit_code if exit_code is None else exit_code}
+
+    def to_json(self, exit_code: int | None = None) -> dict[str, Any]:
         return {
             "schema": "bkdisk.fsck/1",
             "dirs": {"journal": self.dirs.journal_dirs, "ledger": self.dirs.ledger_dirs,
                      "index": self.dirs.index_dirs, "storage": self.dirs.storage_kind},
-            "summary": {"errors": self.count(Severity.ERROR), "warnings": self.count(Severity.WARNING),
-                        "info": self.count(Severity.INFO), "exit_code": self.exit_code},
+            "summary": self.summary(exit_code),
             "passes": [p.to_json() for p in self.passes],
             "stats": self.stats,
             "findings": [f.to_json() for f in self.findings],
@@ -75,14 +90,16 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     report = Report(dirs, context=ctx)
     started = time.perf_counter()
     rocks = dirs.storage_kind == "rocksdb"
-    for number, module in PASSES:
+    for number, checks, refine in PASSES:
         t0 = time.perf_counter()
         if rocks and number in INDEX_PASSES:
             report.passes.append(PassResult(number, PASS_NAMES[number], 0.0, {},
                                             skipped="DbLedgerStorage keeps its index in RocksDB, which bkdisk does "
                                                     "not read"))
             continue
-        found = list(module.run(ctx))
+        found = [f for run in checks for f in run(ctx)]
+        if refine is not None:
+            found = refine(ctx, found)
         counts: dict[str, int] = {}
         for f in found:
             counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
@@ -91,8 +108,52 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
             skipped = "no ledger metadata given"
         report.findings.extend(found)
         report.passes.append(PassResult(number, PASS_NAMES[number], time.perf_counter() - t0, counts, skipped))
+    if not rocks:
+        link_causes(ctx, report.findings)
     report.stats = _stats(ctx, time.perf_counter() - started)
     return report
+
+
+def recheck(report: Report, *, progress=None) -> Report:
+    """The same check again, over the same dirs with the same options (after a repair)."""
+    opts = report.context.options if report.context is not None else CheckOptions()
+    again = CheckOptions(metadata_dir=opts.metadata_dir, metadata=opts.metadata, verify_digests=opts.verify_digests,
+                         jobs=opts.jobs, progress=progress)
+    return check_bookie(report.dirs, again)
+
+
+def link_causes(ctx: CheckContext, findings: list[Finding]) -> None:
+    """Set ``caused_by`` where one finding follows from another: an index location past the end of
+    (or not found in) a truncated or damaged entry log, a bad ledgers map of a truncated log."""
+    causes: dict[str, Finding] = {}
+    for code in reversed(LOG_CAUSES):
+        for f in findings:
+            if f.code == code and f.path:
+                causes[f.path] = f
+    if not causes:
+        return
+    for f in findings:
+        if f.code in LOG_CONSEQUENCES and f.path in causes and causes[f.path] is not f:
+            f.caused_by = causes[f.path]
+    wanted = [f for f in findings if f.code in LOCATION_CODES and f.entry is not None]
+    if not wanted:
+        return
+    inv = ctx.index_inventory
+    row_of = {p: i for i, p in enumerate(inv.paths)}
+    log_path = {lf.log_id: lf.path for lf in ctx.log_files}
+    locs = inv.locations
+    where = {(int(r["file"]), int(r["entry"])): int(r["log"]) for r in locs[_rows_of(inv, wanted, row_of)]}
+    for f in wanted:
+        log = where.get((row_of.get(f.path, -1), f.entry))
+        cause = causes.get(log_path.get(log, ""))
+        if cause is not None:
+            f.caused_by = cause
+
+
+def _rows_of(inv, wanted: list[Finding], row_of: dict[str, int]):
+    import numpy as np
+    files = np.array(sorted({row_of[f.path] for f in wanted if f.path in row_of}), dtype=np.int64)
+    return np.flatnonzero(np.isin(inv.locations["file"], files))
 
 
 def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
@@ -104,3 +165,85 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     idx = len(ctx.index_inventory.paths) if ctx.dirs.storage_kind == "index-files" else 0
     return {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,
             "entries": entries, "journals": len(ctx.journal_files), "journal_bytes": jbytes, "index_files": idx}
+
+
+# --- repair: plan, apply, re-check -----------------------------------------------------------------
+
+class RepairRefused(Exception):
+    """A repair that must not start (a process holds the dirs, the backup folder leads outside)."""
+
+
+@dataclass
+class RepairRun:
+    """One repair from start to end: the findings before, the plan with each action's result, the
+    backup copies made, the findings after, and the exit code (e2fsck's)."""
+
+    before: Report
+    plan: Any                              # fsck.repair.RepairPlan
+    backup_dir: str | None = None          # None: nothing was replaced, no folder was made
+    backups: list[str] = field(default_factory=list)
+    after: Report | None = None
+    exit_code: int = EXIT_OK
+
+    @property
+    def done(self) -> list:
+        return [a for a in self.plan.actions if a.result == "done"]
+
+    @property
+    def failed(self) -> list:
+        return [a for a in self.plan.actions if (a.result or "").startswith("failed")]
+
+    def to_json(self) -> dict[str, Any]:
+        """The final state as the document's body (summary.exit_code is the process's), with the
+        findings before, the plan, the actions with their results and the findings after."""
+        final = self.after or self.before
+        doc = final.to_json(self.exit_code)
+        doc["repair"] = {"before": {"summary": self.before.summary(), "findings": [f.to_json() for f in self.before.findings]},
+                         "plan": self.plan.to_json(),
+                         "backup_dir": self.backup_dir,
+                         "after": None if self.after is None else
+                         {"summary": self.after.summary(), "findings": [f.to_json() for f in self.after.findings]},
+                         "exit_code": self.exit_code}
+        return doc
+
+
+def plan_repairs(report: Report, *, drop_lost_entries: bool = False):
+    """What a repair of ``report`` would do (fsck.repair.RepairPlan); changes nothing."""
+    from fsck import repair
+    return repair.plan_repairs(report, drop_lost_entries=drop_lost_entries)
+
+
+def apply_repairs(report: Report, plan, *, confirm: Callable | None = None, backup_dir: str | None = None,
+                  force: bool = False, log: Callable[[str], None] = lambda s: None) -> RepairRun:
+    """Carry out ``plan`` (from plan_repairs(report)), asking ``confirm(action) -> bool`` before each
+    action when given, then check again. Raises RepairRefused before writing anything when a process
+    holds files in the dirs (unless ``force``) or the default backup folder leads outside the dirs."""
+    from fsck import repair
+    from fsck.confinement import escape
+    run = RepairRun(report, plan, exit_code=report.exit_code)
+    if not plan.todo:
+        return run
+    dirs = report.dirs
+    holders = repair.processes_holding(dirs.all_dirs)
+    if holders and not force:
+        pid, f = holders[0]
+        raise RepairRefused(f"process {pid} has {f} open (a running bookie?); not repairing without --force")
+    bdir = backup_dir or repair.default_backup_dir(report.context)
+    if backup_dir is None and escape(bdir, dirs):
+        raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
+    run.backups = repair.apply(plan, report.context, bdir, confirm=confirm, log=log)
+    run.backup_dir = bdir if run.backups else None
+    if not run.done:
+        return run   # every action declined or failed: the findings stand
+    run.after = recheck(report)
+    run.exit_code = EXIT_UNCORRECTED if run.after.errors else EXIT_CORRECTED
+    return run
+
+
+def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, confirm: Callable | None = None,
+                  backup_dir: str | None = None, force: bool = False, drop_lost_entries: bool = False,
+                  log: Callable[[str], None] = lambda s: None) -> RepairRun:
+    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end."""
+    before = check_bookie(dirs, options)
+    plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
+    return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)

@@ -8,10 +8,10 @@ import click
 
 from bookie.layout import BookieDirs, LayoutError, discover, from_conf
 from formats.errors import BkdiskError
-from fsck.api import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OPERATIONAL, EXIT_UNCORRECTED, EXIT_USAGE,
-                      check_bookie)
+from fsck.api import EXIT_CANCELLED, EXIT_OPERATIONAL, RepairRefused, apply_repairs, check_bookie, plan_repairs
 from fsck.context import CheckOptions
-from fsck.report import render_json, render_text
+from fsck.exit_codes import run_click
+from fsck.report import render_json, render_repair, render_text
 
 
 def _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs) -> BookieDirs:
@@ -75,12 +75,15 @@ class _Progress:
 @click.option("-y", "--yes", is_flag=True, help="Answer yes to every repair.")
 @click.option("--force", is_flag=True, help="Repair even while another process holds files in the dirs.")
 @click.option("--backup-dir", type=click.Path(file_okay=False), help="Where replaced files are kept.")
+@click.option("--rebuild-dropping-lost-entries", "drop_lost", is_flag=True,
+              help="Destructive: rebuild an index even where entries it points at are in no entry log (the "
+                   "bookie then answers 'no such entry' for them).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Threads for scanning.")
 @click.option("--no-digests", is_flag=True, help="Skip digest verification.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="List every finding.")
 def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes,
-                 force, backup_dir, jobs, no_digests, progress, verbose):
+                 force, backup_dir, drop_lost, jobs, no_digests, progress, verbose):
     """Check a bookie's journal, ledger and index dirs; read-only unless --repair.
 
     Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrected,
@@ -88,7 +91,7 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     """
     try:
         code = _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes,
-                    force, backup_dir, jobs, no_digests, progress, verbose)
+                    force, backup_dir, drop_lost, jobs, no_digests, progress, verbose)
     except KeyboardInterrupt:
         click.echo("bookie-fsck: cancelled", err=True)
         code = EXIT_CANCELLED
@@ -104,87 +107,56 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
 
 
 def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes, force,
-         backup_dir, jobs, no_digests, progress, verbose) -> int:
+         backup_dir, drop_lost, jobs, no_digests, progress, verbose) -> int:
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
     dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     with _Progress(progress) as bar:
-        opts = CheckOptions(metadata_dir=metadata_dir, verify_digests=not no_digests,
-                            jobs=jobs, progress=bar)
-        report = check_bookie(dirs, opts)
-    extra = {}
-    code = report.exit_code
-    if repair and (report.errors or any(f.problem.repairable for f in report.findings)):
-        from fsck import repair as rp
-        ctx = report.context
-        actions = rp.plan_repairs(report, ctx)
-        extra["repair_plan"] = [a.line() for a in actions]
-        out = sys.stderr if as_json else sys.stdout
-        if not as_json:
-            render_text(report, out, verbose=verbose)
-        print("\nRepair plan:" if actions else "\nNo repairable findings.", file=out)
-        for a in actions:
-            print(f"  {a.line()}", file=out)
-        todo = [a for a in actions if not a.blocked]
-
-        def unchanged(exit_code: int) -> int:
-            """Stop without repairing: the report (with the plan) still goes out as JSON when asked."""
-            if as_json:
-                render_json(report, sys.stdout, extra=extra)
-            return exit_code
-
-        if dry_run or not todo:
-            return unchanged(code)
-        holders = rp.processes_holding(dirs.all_dirs)
-        if holders and not force:
-            pid, f = holders[0]
-            print(f"bookie-fsck: process {pid} has {f} open (a running bookie?); not repairing without --force",
-                  file=sys.stderr)
-            return unchanged(EXIT_OPERATIONAL)
-        if not yes:
-            if not sys.stdin.isatty():
-                print("bookie-fsck: repairs need --yes or an interactive terminal", file=sys.stderr)
-                return unchanged(EXIT_OPERATIONAL)
-            todo = [a for a in todo if click.confirm(f"{a.line()}?", default=False)]
-            if not todo:
-                return unchanged(code)  # every repair declined: the errors stay, as e2fsck answers "no"
-        bdir = backup_dir or rp.default_backup_dir(ctx)
-        done, failed = rp.apply(todo, ctx, bdir, log=lambda s: print(s, file=out))
-        print(f"{len(done)} repairs done, {len(failed)} failed; replaced files kept in {bdir}", file=out)
-        extra["repairs_done"] = [a.line() for a in done]
-        extra["repairs_failed"] = [a.line() for a in failed]
-        after = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir,
-                                                verify_digests=not no_digests, jobs=jobs))
-        extra["after_repair"] = after.to_json()["summary"]
-        code = EXIT_UNCORRECTED if after.errors else EXIT_CORRECTED if done else code
+        report = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir, verify_digests=not no_digests,
+                                                 jobs=jobs, progress=bar))
+    if not repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
         if as_json:
-            render_json(after, sys.stdout, extra=extra)
+            render_json(report.to_json(), sys.stdout)
         else:
-            print("\nAfter repair:", file=out)
-            render_text(after, out, verbose=verbose)
-        return code
-    if as_json:
-        render_json(report, sys.stdout, extra=extra)
-    else:
-        render_text(report, sys.stdout, verbose=verbose)
-    return code
+            render_text(report, sys.stdout, verbose=verbose)
+        return report.exit_code
+    from fsck.api import RepairRun
+    plan = plan_repairs(report, drop_lost_entries=drop_lost)
+    out = sys.stderr if as_json else sys.stdout
+    if not as_json:
+        render_text(report, out, verbose=verbose)
+    print("\nRepair plan:" if plan.actions else "\nNo repairable findings.", file=out)
+    for line in plan.lines():
+        print(f"  {line}", file=out)
 
+    def stop(exit_code: int) -> int:
+        """No repair ran: the report (with the plan) still goes out as JSON when asked."""
+        if as_json:
+            run = RepairRun(report, plan, exit_code=exit_code)
+            render_json(run.to_json(), sys.stdout)
+        return exit_code
 
-def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:
-    """Run a click command with e2fsck's codes for what click itself reports: usage 16, abort 32."""
+    if dry_run or not plan.todo:
+        return stop(report.exit_code)
+    confirm = None
+    if not yes:
+        if not sys.stdin.isatty():
+            print("bookie-fsck: repairs need --yes or an interactive terminal", file=sys.stderr)
+            return stop(EXIT_OPERATIONAL)
+        confirm = lambda a: click.confirm(f"{a.line()}?", default=False)  # noqa: E731
     try:
-        rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        click.echo(f"{prog_name}: cancelled", err=True)
-        sys.exit(EXIT_CANCELLED)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(EXIT_USAGE)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        run = apply_repairs(report, plan, confirm=confirm, backup_dir=backup_dir, force=force,
+                            log=lambda s: print(s, file=out))
+    except RepairRefused as e:
+        print(f"bookie-fsck: {e}", file=sys.stderr)
+        return stop(EXIT_OPERATIONAL)
+    if as_json:
+        render_json(run.to_json(), sys.stdout)
+    else:
+        render_repair(run, out, verbose=verbose)
+    return run.exit_code
 
 
 def main(argv: list[str] | None = None) -> None:

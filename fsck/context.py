@@ -14,7 +14,8 @@ from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.journal import SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from formats.entry import V2_MARKER
+from formats.journal import KEY_AT, KEY_LENGTH_AT, LEDGER_KEY_BODY, SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
@@ -54,12 +55,15 @@ class CheckContext:
     dirs: BookieDirs
     options: CheckOptions = field(default_factory=CheckOptions)
     unreadable: dict[str, str] = field(default_factory=dict)   # path -> reason, reported once in pass 1
+    unlisted: dict[str, OSError] = field(default_factory=dict)  # <dir>/current folders that could not be listed
 
     # --- files -------------------------------------------------------------------------------
     def _listing(self, d: str) -> list[str]:
         try:
             return sorted(os.listdir(os.path.join(d, CURRENT_DIR)))
-        except OSError:
+        except OSError as e:
+            # What was not listed is unknown: pass 1 reports it, repair plans refuse to act on it.
+            self.unlisted[os.path.join(d, CURRENT_DIR)] = e
             return []
 
     @cached_property
@@ -232,9 +236,9 @@ class JournalFacts:
                     off = int(r["offset"])
                     body = os.pread(fh.fileno(), int(r["size"]), off + 4)
                     if k == RecordKind.LEDGER_KEY:
-                        at = 20 + (SCOPED_PREFIX_SIZE if body[0] >= 0x80 else 0)
-                        n = int.from_bytes(body[at - 4:at], "big")
-                        f.master_keys[lid] = body[at:at + n]
+                        at = SCOPED_PREFIX_SIZE if body[0] >= V2_MARKER else 0
+                        n = LEDGER_KEY_BODY.key_length.parse(body[at + KEY_LENGTH_AT:at + KEY_AT])
+                        f.master_keys[lid] = body[at + KEY_AT:at + KEY_AT + n]
                     else:
                         f.explicit_lac[lid] = classify_body(body, offset=off, path=jf.path).lac_body
             for i in np.flatnonzero((kinds == RecordKind.DATA) & after).tolist():

@@ -19,7 +19,20 @@ class Finding:
     ledger: int | None = None
     entry: int | None = None
     detail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)   # machine-readable facts (repairs use them)
+    # What a repair needs, typed: where a misplaced index belongs, where a torn journal is cut,
+    # the other name of a duplicated index.
+    move_to: str | None = None
+    cut_at: int | None = None
+    other: str | None = None
+    errno: int | None = None      # the OS error of a file or folder that could not be read
+    extra: dict[str, Any] = field(default_factory=dict)   # further facts for reports; repair never reads them
+    # The finding this one follows from (an index location past the end of a truncated log): reports
+    # list it under its cause.
+    caused_by: Finding | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.code not in PROBLEMS:
+            raise ValueError(f"unknown fsck finding code {self.code!r}: not in fsck/problems.py")
 
     @property
     def problem(self):
@@ -54,6 +67,10 @@ class Finding:
         d = {"code": self.code, "severity": self.severity.value, "pass": self.pass_no, "path": self.path,
              "offset": self.offset, "scope": self.scope, "ledger": self.ledger, "entry": self.entry,
              "message": self.message}
+        if self.errno is not None:
+            d["errno"] = self.errno
+        if self.caused_by is not None:
+            d["caused_by"] = {"code": self.caused_by.code, "path": self.caused_by.path}
         if self.ledger is not None:
             d["ledger_qualified_name"] = LedgerId(self.scope or 0, self.ledger).qualified_name
         return d

@@ -14,13 +14,26 @@ class Severity(str, enum.Enum):
     INFO = "info"
 
 
+# What a repair does about a finding (fsck/repair.py carries each out); None: nothing it can do.
+MOVE_INDEX = "move-index"            # a misplaced .idx to the path its ledger id dictates
+FINISH_MOVE = "finish-move"          # drop the old name of an index moved half way (two names, one inode)
+REBUILD_INDEX = "rebuild-index"      # a .idx rebuilt from the entry logs
+CUT_JOURNAL = "cut-journal"          # a torn journal tail zero-filled after the last whole record
+REMOVE_TEMP = "remove-temp"          # a temp file of bookie-fsck's own, left by a killed repair
+REPAIR_KINDS = (MOVE_INDEX, FINISH_MOVE, REBUILD_INDEX, CUT_JOURNAL, REMOVE_TEMP)
+
+
 @dataclass(frozen=True)
 class Problem:
     code: str
     severity: Severity
     pass_no: int
     text: str          # a format string over the finding's fields; says what was expected and found
-    repairable: bool = False
+    repair: str | None = None   # one of REPAIR_KINDS
+
+    @property
+    def repairable(self) -> bool:
+        return self.repair is not None
 
 
 PASS_NAMES = {
@@ -47,21 +60,25 @@ _TABLE = [
     Problem("COOKIE_DIR_CONF_MISMATCH", E, 1, "expected the cookie's dirs to match the configuration: {detail}"),
     Problem("FILE_UNREADABLE", E, 1, "expected a readable file: {detail}"),
     Problem("STORAGE_CHECKS_NOT_RUN", W, 1, "{detail}"),
+    Problem("SYMLINK_FOLLOWED", I, 1, "{path} is a symlink to {detail}, inside the bookie's dirs; the check reads through it"),
+    Problem("SYMLINK_OUTSIDE_DIRS", W, 1, "{path} is a symlink to {detail}, outside the bookie's dirs: the check reads through it, repair never writes through it"),
     # pass 2: index hierarchy
-    Problem("INDEX_MISPLACED", E, 2, "expected ledger {ledger_name}'s index at {detail}, found it at {path}", True),
-    Problem("INDEX_SCOPED_IN_2LEVEL", E, 2, "expected scoped ledger {ledger_name}'s index in the 4-level hierarchy at {detail}, found it at {path}", True),
+    Problem("INDEX_MISPLACED", E, 2, "expected ledger {ledger_name}'s index at {detail}, found it at {path}", MOVE_INDEX),
+    Problem("INDEX_SCOPED_IN_2LEVEL", E, 2, "expected scoped ledger {ledger_name}'s index in the 4-level hierarchy at {detail}, found it at {path}", MOVE_INDEX),
     Problem("INDEX_DUPLICATE", E, 2, "expected one index for ledger {ledger_name}, found another at {detail}"),
     Problem("INDEX_BAD_NAME", W, 2, "expected an index file named '<hex ledger id>.idx' or '<32 hex digits>.idx', found {path}"),
-    Problem("INDEX_RELOCATION_LEFTOVER", W, 2, "ledger {ledger_name}'s index is still named {path} after an interrupted relocation; BookKeeper renames it to {detail} at startup", True),
+    Problem("INDEX_RELOCATION_LEFTOVER", W, 2, "ledger {ledger_name}'s index is still named {path} after an interrupted relocation; BookKeeper renames it to {detail} at startup", MOVE_INDEX),
+    Problem("INDEX_MOVE_UNFINISHED", W, 2, "{path} and {detail} are two names of one index file (a move interrupted between link and unlink); repair removes the misplaced name", FINISH_MOVE),
+    Problem("STALE_TEMP_FILE", W, 2, "a temp file left by an interrupted bookie-fsck repair: {path} ({detail})", REMOVE_TEMP),
     Problem("STRAY_FILE", W, 2, "expected only index files in the hashed folders, found {path} ({detail})"),
     # pass 3: index files
-    Problem("INDEX_HEADER_BAD", E, 3, "expected an index header: {detail}", True),
-    Problem("INDEX_TRUNCATED", E, 3, "expected whole 8-byte location slots, found {detail}", True),
+    Problem("INDEX_HEADER_BAD", E, 3, "expected an index header: {detail}", REBUILD_INDEX),
+    Problem("INDEX_TRUNCATED", E, 3, "expected whole 8-byte location slots, found {detail}", REBUILD_INDEX),
     Problem("INDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
-    Problem("INDEX_NOT_FENCED", E, 3, "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced", True),
+    Problem("INDEX_NOT_FENCED", E, 3, "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced", REBUILD_INDEX),
     Problem("INDEX_EXPLICIT_LAC_BAD", E, 3, "expected an explicit-LAC body for ledger {ledger_name}: {detail}"),
-    Problem("INDEX_LOCATION_MISSING_LOG", E, 3, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log", True),
-    Problem("INDEX_LOCATION_OUT_OF_RANGE", E, 3, "expected a location inside entry log {detail} for ledger {ledger_name} entry {entry}", True),
+    Problem("INDEX_LOCATION_MISSING_LOG", E, 3, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log", REBUILD_INDEX),
+    Problem("INDEX_LOCATION_OUT_OF_RANGE", E, 3, "expected a location inside entry log {detail} for ledger {ledger_name} entry {entry}", REBUILD_INDEX),
     # pass 4: entry logs
     Problem("LOG_HEADER_BAD", E, 4, "expected an entry log header: {detail}"),
     Problem("LOG_FRAMING_BROKEN", E, 4, "expected a framed entry at this offset, found {detail}"),
@@ -72,25 +89,40 @@ _TABLE = [
     Problem("DIGEST_MISMATCH", E, 4, "expected a valid {detail} digest for ledger {ledger_name} entry {entry}, found a mismatch"),
     Problem("DIGEST_NOT_VERIFIED", I, 4, "digests of ledger {ledger_name} not verified: {detail}"),
     Problem("DIGEST_SNIFFED", I, 4, "digest types not known from metadata; the entries verify as {detail}"),
+    Problem("LASTID_BAD", W, 4, "expected {path} to hold the hex id of the newest entry log: {detail}"),
     # pass 5: cross-check
-    Problem("INDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}", True),
-    Problem("ENTRY_NOT_INDEXED", E, 5, "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry log ({detail})", True),
-    Problem("LEDGER_NOT_INDEXED", E, 5, "expected an index for ledger {ledger_name}, which its metadata lists and which has {detail} in the entry logs", True),
+    Problem("INDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}", REBUILD_INDEX),
+    Problem("ENTRY_NOT_INDEXED", E, 5, "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry log ({detail})", REBUILD_INDEX),
+    Problem("LEDGER_NOT_INDEXED", E, 5, "expected an index for ledger {ledger_name}, which its metadata lists and which has {detail} in the entry logs", REBUILD_INDEX),
     Problem("LEDGER_INDEX_MISSING", W, 5, "ledger {ledger_name} has {detail} in the entry logs and a ledger key in the journal but no index: a lost index, or a ledger deleted since (give --metadata-dir to tell; with metadata a lost index is repaired)"),
     Problem("GARBAGE_ENTRIES", I, 5, "{detail} (collectable by garbage collection)"),
     # pass 6: journals
     Problem("JOURNAL_HEADER_BAD", E, 6, "expected a journal header 'BKLG' + version: {detail}"),
     Problem("JOURNAL_RECORD_CORRUPT", E, 6, "expected a valid journal record: {detail}"),
-    Problem("JOURNAL_TORN_TAIL", E, 6, "expected the journal to end cleanly, found a torn tail: {detail}", True),
+    Problem("JOURNAL_TORN_TAIL", E, 6, "expected the journal to end cleanly, found a torn tail: {detail}", CUT_JOURNAL),
     Problem("JOURNAL_OLD_TORN_TAIL", W, 6, "a journal wholly before lastMark ends in a torn record (a crash while it was current; BookKeeper never replays it again): {detail}"),
     Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
     Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark: {detail}"),
     Problem("LASTMARK_MISSING_JOURNAL", E, 6, "expected journal {detail} named by lastMark, found none (the bookie will not start)"),
     Problem("LASTMARK_PAST_END", E, 6, "expected lastMark inside its journal: {detail}"),
     Problem("LASTMARK_DISAGREE", W, 6, "expected the same lastMark in every ledger dir: {detail}"),
+    Problem("LASTMARK_MISSING_IN_DIR", W, 6, "expected a lastMark file in {path} as in the other ledger dirs: {detail}"),
     Problem("LASTMARK_MISSING", W, 6, "expected a lastMark file in {path}; a restart replays every journal"),
     Problem("REPLAY_PENDING", I, 6, "{detail}"),
     Problem("REPLAY_NOT_IN_STORAGE", W, 6, "{detail}"),
+    # DbLedgerStorage's RocksDB indexes (fsck/passes/p_dbindex.py), in the places of passes 2, 3 and 5
+    Problem("DBINDEX_UNREADABLE", E, 2, "expected a readable RocksDB index at {path}: {detail}"),
+    Problem("DBINDEX_BLOCK_CHECKSUM", E, 2, "expected an intact SST block at {path} offset {offset}: {detail}"),
+    Problem("DBINDEX_SST_MISSING", E, 2, "expected the SST the MANIFEST {path} names: {detail}"),
+    Problem("DBINDEX_WAL_TORN", W, 2, "WAL {path} ends in a torn record at {offset}: {detail}"),
+    Problem("DBINDEX_LEDGER_UNKNOWN", E, 3, "expected ledger {ledger_name} in the ledgers index, found {detail}"),
+    Problem("DBINDEX_LEDGER_MISSING", E, 3, "expected ledger {ledger_name} (master key in the journal) in the ledgers index, found none"),
+    Problem("DBINDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
+    Problem("DBINDEX_NOT_FENCED", E, 3, "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced"),
+    Problem("DBINDEX_EXPLICIT_LAC_MISMATCH", E, 3, "expected ledger {ledger_name}'s explicit LAC as the journal recorded it: {detail}"),
+    Problem("DBINDEX_LOCATION_MISSING_LOG", E, 5, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log"),
+    Problem("DBINDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}"),
+    Problem("DBINDEX_ENTRY_UNINDEXED", I, 5, "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location (collectable garbage)"),
     # pass 7: metadata
     Problem("METADATA_SKIPPED", I, 7, "{detail}"),
     Problem("METADATA_UNREADABLE", E, 7, "expected readable ledger metadata: {detail}"),

@@ -1,110 +1,239 @@
 """Repairs, kept apart from detection: a plan of actions built from findings, applied atomically.
 
-Every action writes a temp file, fsyncs and renames it into place, keeping what it replaces in the
-backup folder. Nothing here runs unless the user asked for --repair.
+Which finding a repair answers, and how, is read from the problem table (Problem.repair). Every
+action writes a temp file, fsyncs and renames it into place, keeping a byte copy of what it replaces
+in the backup folder. A repair never writes through a symlink that leads outside the bookie's dirs,
+never acts on a ledger whose evidence could not be read, and never rebuilds an index that would
+drop entries the bookie acknowledged unless the operator names the destructive choice.
 """
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
-from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, backup_file
-from diskio.mapped import map_window
+from bookie.layout import bookie_id_of
+from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
+from diskio.failures import LIST
+from diskio.mapped import DiskError, map_window
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from formats.ids import LedgerId
 from formats.index import STATE_FENCED, IndexHeader, pack_location
 from formats.paths import CURRENT_DIR, index_relpath
-from fsck.api import Report
+from fsck.codes import INDEX_DUPLICATE
+from fsck.confinement import escape
 from fsck.context import CheckContext
+from fsck.findings import Finding
+from fsck.passes.p2_leftovers import same_inode
+from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from indexfiles.writer import index_bytes
 
-REBUILD_CODES = {"INDEX_HEADER_BAD", "INDEX_TRUNCATED", "INDEX_NOT_FENCED", "INDEX_LOCATION_WRONG",
-                 "INDEX_LOCATION_MISSING_LOG", "INDEX_LOCATION_OUT_OF_RANGE", "ENTRY_NOT_INDEXED",
-                 "LEDGER_NOT_INDEXED"}
-MOVE_CODES = {"INDEX_MISPLACED", "INDEX_SCOPED_IN_2LEVEL", "INDEX_RELOCATION_LEFTOVER"}
 PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
+ORDER = {REMOVE_TEMP: 0, FINISH_MOVE: 1, MOVE_INDEX: 2, REBUILD_INDEX: 3, CUT_JOURNAL: 4}
+DROP_LOST_OPTION = "--rebuild-dropping-lost-entries"
 
 
 @dataclass
 class Action:
-    kind: str                 # "move-index" | "rebuild-index" | "cut-journal"
-    path: str                 # the file written or moved
+    kind: str                 # one of fsck.problems.REPAIR_KINDS
+    path: str                 # the file written, moved to or removed
     describe: str
     ledger: LedgerId | None = None
     source: str | None = None
     cut_at: int | None = None
-    codes: set[str] = field(default_factory=set)
+    covers: list[Finding] = field(default_factory=list)   # the findings it answers
     blocked: str | None = None   # why it cannot be done
+    result: str | None = None    # after apply: "done", "declined", "failed: ..."
+
+    @property
+    def codes(self) -> set[str]:
+        return {f.code for f in self.covers}
 
     def line(self) -> str:
         return f"{self.kind}: {self.describe}" + (f" [cannot: {self.blocked}]" if self.blocked else "")
 
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "source": self.source, "describe": self.describe,
+                "codes": sorted(self.codes), "blocked": self.blocked, "result": self.result}
 
-def plan_repairs(report: Report, ctx: CheckContext) -> list[Action]:
+
+@dataclass
+class RepairPlan:
+    actions: list[Action]
+    remaining: list[Finding]                 # errors and warnings no unblocked action answers
+    lost: dict[LedgerId, list[int]] = field(default_factory=dict)   # acknowledged entries in no entry log
+    recover_command: str | None = None       # how the lost entries come back from other bookies
+
+    @property
+    def todo(self) -> list[Action]:
+        return [a for a in self.actions if not a.blocked]
+
+    def lines(self) -> list[str]:
+        out = [a.line() for a in self.actions]
+        for lid, ents in sorted(self.lost.items()):
+            out.append(f"lost: ledger {lid} entries {_ranges(ents)} are in no entry log; the index keeps pointing "
+                       f"where it pointed (reads fail, never 'no such entry')")
+        if self.recover_command:
+            out.append(f"to re-replicate lost entries from the other bookies: {self.recover_command}")
+        if self.remaining:
+            by: dict[str, int] = {}
+            for f in self.remaining:
+                by[f.code] = by.get(f.code, 0) + 1
+            out.append("will remain after this plan: " + ", ".join(f"{n} {c}" for c, n in sorted(by.items())))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"actions": [a.to_json() for a in self.actions],
+                "lost_entries": [{"scope": l.scope, "ledger": l.ledger, "entries": e} for l, e in sorted(self.lost.items())],
+                "recover_command": self.recover_command,
+                "remaining": [f.to_json() for f in self.remaining]}
+
+
+def _ranges(ids: list[int]) -> str:
+    out, start, prev = [], None, None
+    for e in sorted(ids) + [None]:
+        if start is None:
+            start = prev = e
+        elif e is not None and e == prev + 1:
+            prev = e
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = e
+    return ", ".join(out)
+
+
+def _unseen(ctx: CheckContext, lid: LedgerId, paths: list[str]) -> str | None:
+    """Why what is known of ``lid`` is incomplete: a folder that could not be listed, or one of its
+    index files that could not be read; None when every piece of evidence was read."""
+    inv = ctx.index_inventory
+    fail = inv.unlisted_folder_of(lid)
+    if fail is None:
+        fail = next((f for f in inv.io_failures if f.op != LIST and f.path in paths), None)
+    if fail is None:
+        return None
+    return f"{fail.path}: {fail.describe()} (errno {fail.errno}); what it holds for this ledger is unknown"
+
+
+def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
+    """The actions that answer ``report``'s repairable findings, each blocked with a reason where it
+    must not run, the entries no repair can bring back, and what will remain afterwards."""
+    ctx: CheckContext = report.context
+    dirs = ctx.dirs
     actions: list[Action] = []
     moved: dict[str, str] = {}
-    dup = {(f.scope or 0, f.ledger) for f in report.findings if f.code == "INDEX_DUPLICATE"}
+    dup = {(f.scope or 0, f.ledger) for f in report.findings if f.code == INDEX_DUPLICATE}
+    by_kind: dict[str, list[Finding]] = {}
     for f in report.findings:
-        if f.code in MOVE_CODES:
-            dest = f.extra["move_to"]
-            a = Action("move-index", dest, f"move {f.path} to {dest}", LedgerId(f.scope or 0, f.ledger),
-                       source=f.path, codes={f.code})
-            if os.path.exists(dest) or (f.scope or 0, f.ledger) in dup:
-                a.blocked = "another index for this ledger exists; choose one by hand"
-            else:
-                moved[f.path] = dest
-            actions.append(a)
-    rebuild: dict[LedgerId, set[str]] = {}
-    for f in report.findings:
-        if f.code in REBUILD_CODES and f.ledger is not None:
-            rebuild.setdefault(LedgerId(f.scope or 0, f.ledger), set()).add(f.code)
+        if f.problem.repair is not None:
+            by_kind.setdefault(f.problem.repair, []).append(f)
+    for f in by_kind.get(REMOVE_TEMP, []):
+        a = Action(REMOVE_TEMP, f.path, f"remove {f.path}", covers=[f])
+        a.blocked = escape(f.path, dirs)
+        actions.append(a)
+    for f in by_kind.get(FINISH_MOVE, []):
+        a = Action(FINISH_MOVE, f.path, f"remove {f.path}, a second name of {f.other}", source=f.other, covers=[f])
+        a.blocked = escape(f.path, dirs) or escape(f.other, dirs)
+        actions.append(a)
+    for f in by_kind.get(MOVE_INDEX, []):
+        lid = LedgerId(f.scope or 0, f.ledger)
+        a = Action(MOVE_INDEX, f.move_to, f"move {f.path} to {f.move_to}", lid, source=f.path, covers=[f])
+        a.blocked = (escape(f.path, dirs) or escape(f.move_to, dirs) or _unseen(ctx, lid, [f.path]))
+        if not a.blocked and (os.path.lexists(f.move_to) or (lid.scope, lid.ledger) in dup):
+            a.blocked = "another index for this ledger exists; choose one by hand"
+        if not a.blocked:
+            moved[f.path] = f.move_to
+        actions.append(a)
+    rebuild: dict[LedgerId, list[Finding]] = {}
+    for f in by_kind.get(REBUILD_INDEX, []):
+        if f.ledger is not None:
+            rebuild.setdefault(LedgerId(f.scope or 0, f.ledger), []).append(f)
     inv = ctx.index_inventory
     unscanned = [lf.path for lf in ctx.log_files if not isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)]
-    for lid, codes in sorted(rebuild.items()):
-        paths = [inv.paths[i] for i in range(len(inv.paths))
-                 if inv.files["named"][i] and LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid]
-        if paths:
-            target = moved.get(paths[0], paths[0])
-        else:
-            target = os.path.join(ctx.dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
-        a = Action("rebuild-index", target, f"rebuild the index of ledger {lid} at {target} from the entry logs",
-                   lid, codes=codes)
-        if unscanned:
+    unread_journals = [p for p, s in ctx.journal_scans.items() if isinstance(s, DiskError)]
+    unlisted = sorted(ctx.unlisted)   # a ledger or journal dir's current/ (after the scans listed them)
+    lost: dict[LedgerId, list[int]] = {}
+    for lid, covers in sorted(rebuild.items()):
+        rows = [i for i in range(len(inv.paths))
+                if inv.files["named"][i] and LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid]
+        paths = [inv.paths[i] for i in rows]
+        target = moved.get(paths[0], paths[0]) if paths else \
+            os.path.join(dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
+        a = Action(REBUILD_INDEX, target, f"rebuild the index of ledger {lid} at {target} from the entry logs",
+                   lid, covers=covers)
+        gone = _lost_entries(ctx, lid, rows)
+        if gone:
+            lost[lid] = gone
+        if unlisted:
+            a.blocked = f"{unlisted[0]} could not be listed; a rebuild would drop the entries of the logs it holds"
+        elif unscanned:
             a.blocked = f"entry log {unscanned[0]} could not be read; a rebuild would drop the entries it holds"
         elif (lid.scope, lid.ledger) in dup:
             a.blocked = "the ledger is indexed in two places; choose one by hand"
-        elif _header_for(ctx, lid) is None:
+        else:
+            a.blocked = escape(target, dirs) or _unseen(ctx, lid, paths)
+        if not a.blocked and unread_journals and _old_header(ctx, lid) is None:
+            a.blocked = (f"journal {unread_journals[0]} could not be read; the ledger's master key and fenced state "
+                         f"are not known")
+        if not a.blocked and _header_for(ctx, lid) is None:
             a.blocked = "no master key for this ledger in the index or the journals"
+        if not a.blocked and gone and not drop_lost_entries:
+            a.blocked = (f"entries {_ranges(gone)} it points at are in no entry log; a rebuild would make the "
+                         f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
         actions.append(a)
-    for f in report.findings:
-        if f.code == "JOURNAL_TORN_TAIL":
-            actions.append(Action("cut-journal", f.path, f"cut {f.path} after its last valid record (offset "
-                                  f"{f.extra['cut_at']}), zero-filling the rest", cut_at=f.extra["cut_at"],
-                                  codes={f.code}))
-    return actions
+    for f in by_kind.get(CUT_JOURNAL, []):
+        a = Action(CUT_JOURNAL, f.path, f"cut {f.path} after its last valid record (offset {f.cut_at}), "
+                                        f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
+        a.blocked = escape(f.path, dirs)
+        actions.append(a)
+    answered = {id(f) for a in actions if not a.blocked for f in a.covers}
+    remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
+    command = None
+    if lost:
+        bid = bookie_id_of(dirs) or "<this bookie's id>"
+        ledgers = " ".join(str(l.ledger) for l in sorted(lost))
+        command = (f"for each ledger in {ledgers}: bin/bookkeeper shell recover -l <ledger> {bid} "
+                   f"(or let autorecovery do it: bin/bookkeeper shell autorecovery -enable)")
+    return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command)
+
+
+def _lost_entries(ctx: CheckContext, lid: LedgerId, rows: list[int]) -> list[int]:
+    """Entries the current index points at that a rebuild from the entry logs would not have."""
+    locs = ctx.index_inventory.locations
+    if not rows or len(locs) == 0:
+        return []
+    old = np.unique(locs["entry"][np.isin(locs["file"], rows)])
+    new = rebuilt_locations(ctx, lid)
+    have = np.zeros(len(old), bool)
+    inside = old < len(new)
+    have[inside] = new[old[inside]] != 0
+    return old[~have].tolist()
 
 
 def _header_for(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
     """The header a rebuilt index gets: the old one when readable, else what the journal knows."""
-    inv = ctx.index_inventory
     facts = ctx.journal_facts
-    old = None
-    for i, h in enumerate(inv.headers):
-        if h is not None and inv.files["named"][i] and \
-                LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid:
-            old = h
-            break
+    old = _old_header(ctx, lid)
     key = old.master_key if old is not None else facts.master_keys.get(lid)
     if key is None:
         return None
     fenced = (old is not None and old.fenced) or facts.fenced.get(lid, False)
-    version = old.version if old is not None else _common_version(inv)
+    version = old.version if old is not None else _common_version(ctx.index_inventory)
     lac = old.explicit_lac_body if old is not None else facts.explicit_lac.get(lid)
     return IndexHeader(version, key, STATE_FENCED if fenced else 0, lac if version >= 1 else None)
+
+
+def _old_header(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
+    """The readable header of the ledger's current index, if any."""
+    inv = ctx.index_inventory
+    for i, h in enumerate(inv.headers):
+        if h is not None and inv.files["named"][i] and \
+                LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid:
+            return h
+    return None
 
 
 def _common_version(inv) -> int:
@@ -145,37 +274,47 @@ def rebuilt_locations(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
     return arr
 
 
-def apply(actions: list[Action], ctx: CheckContext, backup_dir: str, *, log=print) -> tuple[list[Action], list[Action]]:
-    """Carry out the unblocked actions in order (moves, then rebuilds, then journal cuts).
+def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Callable[[Action], bool] | None = None,
+          log: Callable[[str], None] = print) -> list[str]:
+    """Carry out the plan's unblocked actions in order, asking ``confirm`` (if given) before each.
 
-    Each action is atomic on its own; one that fails is reported and the others still run.
-    Returns (done, failed).
+    Each action is atomic on its own; one that fails is reported and the others still run. Sets
+    every action's ``result``; returns the backup copies made (none: no backup folder was made).
     """
-    done, failed = [], []
+    kept: list[str] = []
     page_size = infer_page_size(ctx.index_inventory)
-    order = {"move-index": 0, "rebuild-index": 1, "cut-journal": 2}
-    for a in sorted(actions, key=lambda a: order[a.kind]):
-        if a.blocked:
+    for a in plan.todo:
+        if confirm is not None and not confirm(a):
+            a.result = "declined"
             continue
         try:
-            if a.kind == "move-index":
-                atomic_move(a.source, a.path, backup_dir=backup_dir)
-            elif a.kind == "rebuild-index":
+            copy = None
+            if a.kind == REMOVE_TEMP:
+                remove_name(a.path)
+            elif a.kind == FINISH_MOVE:
+                if not same_inode(a.path, a.source):
+                    raise OSError(0, "the two names no longer share one inode", a.path)
+                remove_name(a.path)
+            elif a.kind == MOVE_INDEX:
+                copy = atomic_move(a.source, a.path, backup_dir=backup_dir)
+            elif a.kind == REBUILD_INDEX:
                 header = _header_for(ctx, a.ledger)
-                data = index_bytes(header, rebuilt_locations(ctx, a.ledger), page_size)
-                atomic_write(a.path, data, backup_dir=backup_dir)
-            elif a.kind == "cut-journal":
-                _cut_journal(a.path, a.cut_at, backup_dir)
+                copy = atomic_write(a.path, index_bytes(header, rebuilt_locations(ctx, a.ledger), page_size),
+                                    backup_dir=backup_dir)
+            elif a.kind == CUT_JOURNAL:
+                copy = _cut_journal(a.path, a.cut_at, backup_dir)
         except OSError as e:
+            a.result = f"failed: {e.strerror or e} ({e.filename or a.path})"
             log(f"FAILED: {a.line()}: {e.strerror or e} ({e.filename or a.path})")
-            failed.append(a)
             continue
+        if copy:
+            kept.append(copy)
+        a.result = "done"
         log(f"done: {a.line()}")
-        done.append(a)
-    return done, failed
+    return kept
 
 
-def _cut_journal(path: str, at: int, backup_dir: str) -> None:
+def _cut_journal(path: str, at: int, backup_dir: str) -> str | None:
     """Keep the journal's bytes before ``at``; the same size, zeros after (a clean end there)."""
     step = 64 << 20
 
@@ -184,7 +323,7 @@ def _cut_journal(path: str, at: int, backup_dir: str) -> None:
             with map_window(path, off, min(step, at - off)) as w:
                 yield w.tobytes()
 
-    atomic_rewrite(path, head(), size=os.path.getsize(path), backup_dir=backup_dir)
+    return atomic_rewrite(path, head(), size=os.path.getsize(path), backup_dir=backup_dir)
 
 
 def default_backup_dir(ctx: CheckContext) -> str:
@@ -218,6 +357,3 @@ def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
                 out.append((pid, target))
                 break
     return out
-
-
-__all__ = ["Action", "plan_repairs", "apply", "default_backup_dir", "processes_holding", "backup_file"]

@@ -1,11 +1,15 @@
-"""Rendering a Report for people (numbered passes, counts, the worst findings) and for machines."""
+"""Rendering a Report for people (numbered passes, causes first with their consequences, counts)
+and for machines (one JSON document)."""
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from typing import Any, TextIO
 
-from fsck.api import Report
+from fsck.api import Report, RepairRun
+from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.problems import Severity
+
+CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 
 
 def _human_bytes(n: int) -> str:
@@ -14,6 +18,18 @@ def _human_bytes(n: int) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
         n /= 1024
     return f"{n} B"
+
+
+def grouped(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+    """(cause, its consequences) for every finding that follows from no other, causes with
+    consequences first, then by severity and pass."""
+    under: dict[int, list[Finding]] = {}
+    for f in findings:
+        if f.caused_by is not None:
+            under.setdefault(id(f.caused_by), []).append(f)
+    roots = [f for f in findings if f.caused_by is None]
+    roots.sort(key=lambda f: (SEVERITY_ORDER[f.severity], not under.get(id(f)), f.pass_no))
+    return [(f, under.get(id(f), [])) for f in roots]
 
 
 def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool = False) -> None:
@@ -29,16 +45,23 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
             status = ", ".join(f"{p.counts[s.value]} {s.value}{'s' if p.counts[s.value] != 1 and s != Severity.INFO else ''}"
                                for s in Severity if s.value in p.counts)
         out.write(f"Pass {p.number}: {p.name} ".ljust(44, ".") + f" {status}\n")
-    if verbose:
-        shown = report.findings
-    else:
-        # Errors and warnings first, up to ``worst``; info only as counts per code.
-        shown = [f for f in report.worst(worst) if f.severity != Severity.INFO]
-    if shown:
-        out.write("\n")
-        for f in shown:
-            out.write(f"  {f.line()}\n")
-    hidden = [f for f in report.findings if f not in shown]
+    shown: set[int] = set()
+    lines: list[str] = []
+    for cause, cons in grouped(report.findings):
+        if not verbose and (cause.severity == Severity.INFO or len(lines) >= worst):
+            continue
+        lines.append(f"  {cause.line()}")
+        shown.add(id(cause))
+        listed = cons if verbose else cons[:CONSEQUENCES_SHOWN]
+        for c in listed:
+            lines.append(f"      -> {c.line()}")
+            shown.add(id(c))
+        if len(cons) > len(listed):
+            lines.append(f"      -> and {len(cons) - len(listed)} more findings that follow from it")
+            shown.update(id(c) for c in cons)
+    if lines:
+        out.write("\n" + "\n".join(lines) + "\n")
+    hidden = [f for f in report.findings if id(f) not in shown]
     if hidden:
         by_code: dict[str, int] = {}
         for f in hidden:
@@ -54,9 +77,20 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
               f"{report.count(Severity.INFO)} info.\n")
 
 
-def render_json(report: Report, out: TextIO, *, extra: dict | None = None) -> None:
-    doc = report.to_json()
-    if extra:
-        doc.update(extra)
+def render_repair(run: RepairRun, out: TextIO, *, verbose: bool = False) -> None:
+    """What a repair did, where the replaced files went (only when some were), and the re-check."""
+    declined = sum(1 for a in run.plan.actions if a.result == "declined")
+    line = f"{len(run.done)} repairs done, {len(run.failed)} failed" + (f", {declined} declined" if declined else "")
+    if run.backup_dir:
+        line += f"; replaced files kept in {run.backup_dir}"
+    out.write(line + "\n")
+    if run.after is not None:
+        out.write("\nAfter repair:\n")
+        render_text(run.after, out, verbose=verbose)
+
+
+def render_json(doc: Report | dict[str, Any], out: TextIO) -> None:
+    if isinstance(doc, Report):
+        doc = doc.to_json()
     json.dump(doc, out, indent=None, separators=(",", ":"))
     out.write("\n")

@@ -1,6 +1,8 @@
 """Record arrays of an index-hierarchy walk, and the reference (pure-Python) way to produce them.
 
-The jitted walk (indexfiles/scan.py) returns the same IndexInventory; tests compare the two.
+The walk of indexfiles/scan.py returns the same IndexInventory; tests compare the two. Both list the
+hierarchy with indexfiles/listing.py; the reference then reads each file whole and decodes it with
+indexfiles.reader.read_index (so it is for tests and small files: a sparse file is read whole).
 """
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from diskio.failures import LIST, READ, IoFailure, open_regular_file
 from diskio.mapped import DiskError
 from formats import index as fi
 from formats.errors import FormatError
-from formats.paths import CURRENT_DIR, parse_index_name
+from formats.ids import LedgerId
+from formats.paths import CURRENT_DIR, index_relpath
 from indexfiles.reader import read_index
 
 INDEX_FILE_DTYPE = np.dtype([
@@ -30,9 +34,6 @@ INDEX_FILE_DTYPE = np.dtype([
     ("trailing", "<i4"),     # bytes of a partial last slot
 ])
 LOCATION_DTYPE = np.dtype([("file", "<i4"), ("entry", "<i8"), ("log", "<u4"), ("pos", "<u4")])
-# Names BookKeeper's own storage keeps in current/ (never strays).
-KNOWN_CURRENT_FILES = ("VERSION", "lastId", "lastMark")
-ROCKSDB_DIRS = ("ledgers", "locations")
 
 
 @dataclass
@@ -44,64 +45,66 @@ class IndexInventory:
     headers: list[fi.IndexHeader | None] = field(default_factory=list)
     errors: list[FormatError | DiskError | None] = field(default_factory=list)
     locations: np.ndarray = field(default_factory=lambda: np.zeros(0, LOCATION_DTYPE))
-    strays: list[tuple[str, str]] = field(default_factory=list)   # (path, why)
+    strays: list[tuple[str, str]] = field(default_factory=list)   # (path, why), files that are not indexes
+    # Every folder that could not be listed and file that could not be opened or read (path, op, errno,
+    # message), by path; the file's row also has a DiskError in ``errors``.
+    io_failures: list[IoFailure] = field(default_factory=list)
 
-
-def list_index_candidates(dirs: list[str]) -> tuple[list[tuple[int, str, str]], list[tuple[str, str]]]:
-    """Every ``*.idx`` below each ``<dir>/current`` as (dir index, path, relpath), plus stray files.
-
-    Strays are files inside the hashed folders that are not index files (``.idx.rloc`` leftovers
-    of a relocation included). RocksDB folders of DbLedgerStorage are not descended.
-    """
-    found, strays = [], []
-    for di, d in enumerate(dirs):
-        stack = [(os.path.join(d, CURRENT_DIR), 0, "")]
-        while stack:
-            folder, depth, rel = stack.pop()
-            try:
-                with os.scandir(folder) as it:
-                    entries = sorted(it, key=lambda e: e.name)
-            except OSError as e:
-                strays.append((folder, f"cannot list ({e.strerror})"))
+    def unlisted_folder_of(self, lid: LedgerId) -> IoFailure | None:
+        """The failure of a folder that could not be listed and may hold ``lid``'s index (its
+        ``<dir>/current`` or a folder on the ledger's path), else None: what was not seen there is unknown."""
+        want = index_relpath(lid).split("/")[:-1]
+        for f in self.io_failures:
+            if f.op != LIST:
                 continue
-            for e in entries:
-                name = e.name
-                if e.is_dir(follow_symlinks=False):
-                    if depth == 0 and name in ROCKSDB_DIRS:
-                        continue
-                    # relative paths are built while descending (cheaper than os.path.relpath per file)
-                    stack.append((e.path, depth + 1, rel + name + os.sep))
-                elif name.endswith(".idx"):
-                    found.append((di, e.path, rel + name))
-                elif depth > 0:
-                    why = "leftover of an index relocation" if name.endswith(".idx.rloc") else "not an index file"
-                    strays.append((e.path, why))
-    found.sort(key=lambda t: (t[0], t[2]))
-    return found, strays
+            for d in self.dirs:
+                rel = os.path.relpath(f.path, os.path.join(d, CURRENT_DIR))
+                parts = [] if rel == "." else rel.split(os.sep)
+                if not rel.startswith("..") and parts == want[:len(parts)]:
+                    return f
+        return None
+
+
+def _read_whole(path: str) -> bytes | IoFailure:
+    opened = open_regular_file(path)
+    if isinstance(opened, IoFailure):
+        return opened
+    fd, _size = opened
+    try:
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            return f.read()
+    except OSError as e:
+        return IoFailure.from_oserror(path, READ, e)
 
 
 def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
-    inv = IndexInventory(list(dirs))
-    cands, inv.strays = list_index_candidates(dirs)
+    from indexfiles.listing import list_index_tree
+
+    lst = list_index_tree(dirs)
+    inv = IndexInventory(lst.dirs, lst.paths, lst.relpaths, strays=lst.strays)
+    failures = list(lst.failures)
     rows, locs = [], []
-    for fidx, (di, path, rel) in enumerate(cands):
-        lid = parse_index_name(os.path.basename(path))
-        depth = rel.count(os.sep)
-        inv.paths.append(path)
-        inv.relpaths.append(rel)
+    for fidx, (path, rel) in enumerate(zip(lst.paths, lst.relpaths)):
+        named = (int(lst.dir_index[fidx]), int(lst.scope[fidx]), int(lst.ledger[fidx]), bool(lst.named[fidx]),
+                 int(lst.depth[fidx]))
+        data = _read_whole(path)
         try:
-            x = read_index(path)
+            if isinstance(data, IoFailure):
+                failures.append(data)
+                raise data.as_disk_error()
+            x = read_index(path, data)
         except (FormatError, DiskError) as e:
-            size = os.path.getsize(path) if os.access(path, os.F_OK) else -1
-            rows.append((di, lid.scope if lid else 0, lid.ledger if lid else 0, lid is not None, depth, size,
-                         False, -1, 0, 0, -1, 0))
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = -1
+            rows.append(named + (size, False, -1, 0, 0, -1, 0))
             inv.headers.append(None)
             inv.errors.append(e)
             continue
         nz = np.flatnonzero(x.locations)
-        rows.append((di, lid.scope if lid else 0, lid.ledger if lid else 0, lid is not None, depth, x.size, True,
-                     x.header.version, x.header.state_bits, len(nz), int(nz[-1]) if len(nz) else -1,
-                     x.trailing_bytes))
+        rows.append(named + (x.size, True, x.header.version, x.header.state_bits, len(nz),
+                             int(nz[-1]) if len(nz) else -1, x.trailing_bytes))
         inv.headers.append(x.header)
         inv.errors.append(None)
         v = x.locations[nz]
@@ -113,4 +116,5 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
         locs.append(part)
     inv.files = np.array(rows, dtype=INDEX_FILE_DTYPE)
     inv.locations = np.concatenate(locs) if locs else np.zeros(0, LOCATION_DTYPE)
+    inv.io_failures = sorted(failures, key=lambda f: f.path)
     return inv

@@ -34,5 +34,5 @@ def read_index(path: str | os.PathLike, data: bytes | None = None) -> IndexFile:
     h = fi.parse_header(b, path=p)
     body = len(b) - fi.HEADER_SIZE
     whole = body - body % 8
-    locs = np.frombuffer(b, dtype=">u8", count=whole // 8, offset=fi.HEADER_SIZE).astype(np.uint64)
+    locs = np.frombuffer(b, dtype=fi.SLOT_DTYPE, count=whole // 8, offset=fi.HEADER_SIZE).astype(np.uint64)
     return IndexFile(p, len(b), h, locs, body % 8)

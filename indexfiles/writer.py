@@ -14,7 +14,7 @@ def index_bytes(header: fi.IndexHeader, locations: np.ndarray, page_size: int) -
     nz = np.flatnonzero(locs)
     per_page = page_size // 8
     pages = 0 if len(nz) == 0 else int(nz[-1]) // per_page + 1
-    slots = np.zeros(pages * per_page, dtype=">u8")
+    slots = np.zeros(pages * per_page, dtype=fi.SLOT_DTYPE)
     n = min(len(locs), len(slots))
     slots[:n] = locs[:n]
     return fi.build_header(header) + slots.tobytes()

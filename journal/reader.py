@@ -13,6 +13,9 @@ from formats import journal as fj
 from formats.errors import FormatError
 from formats.journal import JournalRecord, RecordKind
 
+PREFIX = fj.RECORD_LENGTH_SIZE          # a record's length prefix
+PADDING_HEAD = fj.PADDING_HEAD_SIZE     # a padding record's marker and length
+
 
 class EndKind(enum.IntEnum):
     CLEAN = 0        # a zero length, then only zeros (the preallocated tail)
@@ -49,8 +52,8 @@ class JournalScan:
         last = self.records[-1] if self.records else None
         if last is None:
             return self.header_size
-        # A padding record is marker(4) + padLen(4) + padLen bytes; any other record is len(4) + body.
-        return last.offset + (8 + last.length if last.kind == RecordKind.PADDING else 4 + last.length)
+        # A padding record is marker + padLen + padLen bytes; any other record is length + body.
+        return last.offset + (PADDING_HEAD + last.length if last.kind == RecordKind.PADDING else PREFIX + last.length)
 
 
 def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalScan:
@@ -64,10 +67,10 @@ def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int 
     pos = hs if start is None else start
     n = len(b)
     while True:
-        if pos + 4 > n:
+        if pos + PREFIX > n:
             scan.end = JournalEnd(EndKind.EOF, pos, "end of file")
             break
-        length = int.from_bytes(b[pos:pos + 4], "big", signed=True)
+        length = fj.RECORD_LENGTH.parse(bytes(b[pos:pos + PREFIX]))
         if length == 0:
             tail = b[pos:]
             if tail.count(0) == len(tail):
@@ -76,25 +79,25 @@ def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int 
                 nz = pos + next(i for i, c in enumerate(tail) if c)
                 scan.end = JournalEnd(EndKind.GARBAGE, pos, f"zero length, but non-zero byte at offset {nz}")
             break
-        if length == fj.PADDING_MARKER and version >= 5:
-            if pos + 8 > n:
+        if length == fj.PADDING_MARKER and version >= fj.PADDING_MIN_VERSION:
+            if pos + PADDING_HEAD > n:
                 scan.end = JournalEnd(EndKind.TORN, pos, "padding record cut short")
                 break
-            plen = int.from_bytes(b[pos + 4:pos + 8], "big", signed=True)
-            if plen < 0 or pos + 8 + plen > n:
+            plen = fj.PADDING_RECORD.padding_length.parse(bytes(b[pos + PREFIX:pos + PADDING_HEAD]))
+            if plen < 0 or pos + PADDING_HEAD + plen > n:
                 scan.end = JournalEnd(EndKind.TORN if plen >= 0 else EndKind.INVALID, pos,
-                                      f"padding length {plen} with {n - pos - 8} bytes left")
+                                      f"padding length {plen} with {n - pos - PADDING_HEAD} bytes left")
                 break
             scan.records.append(JournalRecord(pos, plen, RecordKind.PADDING, 0, 0, 0))
-            pos += 8 + plen
+            pos += PADDING_HEAD + plen
             continue
         if length < 0:
             scan.end = JournalEnd(EndKind.INVALID, pos, f"negative record length {length}")
             break
-        if pos + 4 + length > n:
-            scan.end = JournalEnd(EndKind.TORN, pos, f"record length {length} with {n - pos - 4} bytes left")
+        if pos + PREFIX + length > n:
+            scan.end = JournalEnd(EndKind.TORN, pos, f"record length {length} with {n - pos - PREFIX} bytes left")
             break
-        body = b[pos + 4:pos + 4 + length]
+        body = b[pos + PREFIX:pos + PREFIX + length]
         if body.count(0) == length:
             scan.end = JournalEnd(EndKind.TORN, pos, f"record length {length} over an all-zero body")
             break
@@ -108,5 +111,5 @@ def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int 
             scan.end = JournalEnd(EndKind.INVALID, pos, f"{rec.kind.name} record in a version {version} journal")
             break
         scan.records.append(rec)
-        pos += 4 + length
+        pos += PREFIX + length
     return scan

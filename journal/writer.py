@@ -29,17 +29,17 @@ class JournalWriter:
     def append(self, body: bytes) -> int:
         """Write one record; return the offset of its length prefix."""
         off = self.position
-        self._f.write(len(body).to_bytes(4, "big", signed=True))
+        self._f.write(fj.RECORD_LENGTH.build(len(body)))
         self._f.write(body)
-        self.position += 4 + len(body)
-        self._group += 4 + len(body)
+        self.position += fj.RECORD_LENGTH_SIZE + len(body)
+        self._group += fj.RECORD_LENGTH_SIZE + len(body)
         if self._group >= self.group_bytes:
             self.flush_group()
         return off
 
     def append_padding(self, n: int) -> None:
         self._f.write(fj.PADDING_RECORD.build(dict(padding_length=n, padding=bytes(n))))
-        self.position += 8 + n
+        self.position += fj.PADDING_HEAD_SIZE + n
 
     def flush_group(self) -> int:
         """End a flush group: pad to the alignment (V5+). Returns the aligned position (a lastMark offset)."""
@@ -75,7 +75,7 @@ def record_body(r: JournalRecord, data: bytes) -> bytes:
         return fj.build_fence_body(r.ledger_id, r.scope_id)
     if r.kind == RecordKind.EXPLICIT_LAC:
         return fj.build_explicit_lac_body(r.ledger_id, r.lac_body, r.scope_id)
-    return data[r.offset + 4:r.offset + 4 + r.length]
+    return data[r.offset + fj.RECORD_LENGTH_SIZE:r.offset + fj.RECORD_LENGTH_SIZE + r.length]
 
 
 def rebuild_journal(scan, data: bytes, path: str) -> None:

@@ -1,7 +1,9 @@
 """Shared helpers for the fsck tests: a small writer-built bookie and fault injection."""
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 from dataclasses import dataclass
 
 from bookie.layout import BookieDirs, discover
@@ -55,3 +57,27 @@ def codes(report: Report, severity: str | None = None) -> set[str]:
 
 def errors(report: Report) -> list:
     return [f for f in report.findings if f.severity.value == "error"]
+
+
+def unprivileged(cmd: list[str]) -> list[str]:
+    """``cmd`` run so that file permissions apply: as root, without the read-override capabilities."""
+    if os.geteuid() != 0:
+        return cmd
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "util-linux setpriv is needed to drop root's read override"
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", *cmd]
+
+
+def snapshot(folder: str) -> dict[str, tuple]:
+    """Every name below ``folder`` with its type, size, mtime and bytes' hash: what any write changes."""
+    out = {}
+    for dirpath, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            digest = None
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            out[os.path.relpath(p, folder)] = (st.st_mode, st.st_size, st.st_mtime_ns, digest)
+    return out

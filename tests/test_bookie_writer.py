@@ -19,7 +19,7 @@ from formats.digests import DigestType, master_key
 from formats.ids import LedgerId
 from formats.index import parse_header as parse_index_header
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 
 
 def _shape(root: Path) -> set[str]:

@@ -14,7 +14,7 @@ from formats.cookie import Cookie, decode_dirs, encode_dirs, parse_cookie, seria
 from formats.errors import FormatError
 from formats.proto import CookieFormat
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 MISSING = GOLDEN / "<golden folder missing>"
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from bkdisk.dump import dump
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 REPO = Path(__file__).resolve().parents[1]
 V6 = GOLDEN / "interleaved-v6-hostport"
 V4 = GOLDEN / "interleaved-v4-smallpage"

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from bkdisk.dump import dump
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 
 
 def _corpora() -> list[Path]:

@@ -25,7 +25,7 @@ from entrylogs.scan import (DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY,
 from formats.digests import DigestType
 from formats.entrylog import HEADER_SIZE
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 
 
@@ -157,9 +157,11 @@ def test_every_crc_variant_equals_zlib_and_crc32c(data: bytes, skip: int):
 
 
 def test_crc_variant_defaults_to_the_fastest_the_cpu_supports():
-    assert K.CRC_VARIANT in K.supported_crc_variants()
+    from diskio import config
+    assert config.crc_variant() in config.supported_crc_variants()
     if os.environ.get("BKDISK_CRC") is None:
-        assert K.CRC_VARIANT == K.best_crc_variant()
+        assert config.crc_variant() == config.best_crc_variant()
+    assert DigestPlan().crc_variant == config.crc_variant()
 
 
 # --- hypothesis-generated bookies ------------------------------------------------------------

@@ -24,7 +24,7 @@ from fsck.context import CheckOptions
 from journal.reader import read_journal
 from tests.fsck_helpers import make_disk
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 
 
 def _codes(rep, severity):
@@ -179,7 +179,7 @@ def test_a_latin1_conf_and_relative_cookie_paths_compare_as_strings(tmp_path):
 
 def test_repair_refuses_to_rebuild_an_index_while_an_entry_log_cannot_be_read(tmp_path):
     d = make_disk(str(tmp_path))
-    from fsck.repair import plan_repairs
+    from fsck.api import plan_repairs
     idx = d.written.index_files[LedgerId(0, 1)]
     with open(idx, "r+b") as f:
         f.write(bytes(4))
@@ -187,7 +187,7 @@ def test_repair_refuses_to_rebuild_an_index_while_an_entry_log_cannot_be_read(tm
     ctx = rep.context
     victim = d.written.entry_log_files[0]
     ctx.log_scans[victim] = __import__("diskio.mapped", fromlist=["DiskError"]).DiskError(victim, "permission denied")
-    actions = [a for a in plan_repairs(rep, ctx) if a.kind == "rebuild-index"]
+    actions = [a for a in plan_repairs(rep).actions if a.kind == "rebuild-index"]
     assert actions and all(a.blocked and "could not be read" in a.blocked for a in actions)
 
 

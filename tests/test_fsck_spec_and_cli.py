@@ -16,7 +16,7 @@ from fsck.problems import PROBLEMS
 from tests.fsck_helpers import flip, make_disk
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 
 
 def test_fsck_spec_lists_every_code_with_its_severity_pass_and_repairability():

@@ -23,7 +23,7 @@ from indexfiles.writer import index_bytes
 from journal.reader import read_journal
 from journal.writer import rebuild_journal
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid",
            "cluster-3/bookies/bk-1.rack-a", "cluster-3/bookies/bk-2.rack-a", "cluster-3/bookies/bk-3.rack-b"]
 

@@ -19,7 +19,7 @@ from formats.ids import U64, LedgerId, to_signed64, to_unsigned64
 from formats.paths import (entry_log_name, index_relpath, journal_name, parse_entry_log_name, parse_index_name,
                            parse_journal_name)
 
-GOLDEN = Path("/work/shared/golden")
+from conftest import GOLDEN
 u64 = st.integers(min_value=0, max_value=U64)
 nonzero_u64 = st.integers(min_value=1, max_value=U64)
 SETTINGS = settings(max_examples=200, deadline=None)

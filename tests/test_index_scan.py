@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 from bookie.model import BookieSpec, LedgerSpec
 from bookie.writer import write_bookie
-from diskio import kernels as K
+import errno
+
+from diskio.failures import LIST, OPEN
 from formats.digests import DigestType
+from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.index import IndexHeader
 from formats.paths import index_relpath
@@ -24,12 +27,11 @@ from indexfiles.reader import read_index
 from indexfiles.scan import read_index_locations, walk_index_dirs
 from indexfiles.writer import index_bytes
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
                                            or [GOLDEN / "cluster-3" / "bookies" / "<missing>"])
 IDS = [str(c.relative_to(GOLDEN)) for c in CORPORA]
-MODES = [True, False] if K.NATIVE_FS else [False]
 
 
 def assert_same_inventory(got, want) -> None:
@@ -40,6 +42,7 @@ def assert_same_inventory(got, want) -> None:
     assert [(type(e), str(e)) for e in got.errors] == [(type(e), str(e)) for e in want.errors]
     assert got.locations.dtype == want.locations.dtype and got.locations.tolist() == want.locations.tolist()
     assert got.strays == want.strays
+    assert got.io_failures == want.io_failures
 
 
 def _manifest(corpus: Path) -> dict:
@@ -52,14 +55,13 @@ def test_golden_corpora_are_present():
     assert all((c / "manifest.json").is_file() for c in CORPORA) and len(CORPORA) == 7
 
 
-@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
 @pytest.mark.parametrize("corpus", CORPORA, ids=IDS)
-def test_walk_equals_reference_and_manifest_locations_on_golden_dirs(corpus: Path, native: bool):
+def test_walk_equals_reference_and_manifest_locations_on_golden_dirs(corpus: Path):
     doc = _manifest(corpus)
     dirs = [str(corpus / d) for d in doc["ledger_dirs"]]
     ref = walk_index_dirs_reference(dirs)
     for batch in (1 << 20, 3000):
-        got = walk_index_dirs(dirs, batch_bytes=batch, native=native)
+        got = walk_index_dirs(dirs, batch_bytes=batch)
         assert_same_inventory(got, ref)
     if "DbLedgerStorage" in doc["storage_class"]:
         assert len(got.files) == 0 and got.strays == []
@@ -120,9 +122,8 @@ def test_walk_equals_reference_and_writer_on_generated_bookies(ledgers, dirs, pa
         wb = write_bookie(spec, d)
         paths = [os.path.join(d, x) for x in spec.ledger_dirs]
         ref = walk_index_dirs_reference(paths)
-        for native in MODES:
-            got = walk_index_dirs(paths, native=native, batch_bytes=random.Random(len(ledgers)).choice([2048, 1 << 20]))
-            assert_same_inventory(got, ref)
+        got = walk_index_dirs(paths, batch_bytes=random.Random(len(ledgers)).choice([2048, 1 << 20]))
+        assert_same_inventory(got, ref)
         have = {}
         for loc in got.locations:
             f = got.files[int(loc["file"])]
@@ -163,20 +164,23 @@ def _damaged_tree(d: str) -> list[str]:
     return [os.path.join(d, "l0"), os.path.join(d, "l1"), os.path.join(d, "missing")]
 
 
-@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
-def test_damaged_and_stray_files_are_reported_like_the_reference(native: bool):
+def test_damaged_and_stray_files_are_reported_like_the_reference():
     with tempfile.TemporaryDirectory() as d:
         dirs = _damaged_tree(d)
         ref = walk_index_dirs_reference(dirs)
         for batch in (1 << 20, 2048):
-            got = walk_index_dirs(dirs, native=native, batch_bytes=batch)
+            got = walk_index_dirs(dirs, batch_bytes=batch)
             assert_same_inventory(got, ref)
         errors = [str(e) for e in got.errors if e is not None]
         assert len(errors) == 5  # bad magic, short, key too long, dangling link, empty file
         assert any("cannot read" in e for e in errors) and any("1024-byte index header" in e for e in errors)
         whys = sorted(w for _, w in got.strays)
         assert "leftover of an index relocation" in whys and "not an index file" in whys
-        assert any(w.startswith("cannot list") for w in whys)
+        # the missing dir and the dangling link are failures with their errno, not strays
+        [dead] = [p for p in got.paths if p.endswith("dead.idx")]
+        assert [(f.path, f.op, f.errno) for f in got.io_failures] == sorted(
+            [(os.path.join(dirs[2], "current"), LIST, errno.ENOENT), (dead, OPEN, errno.ENOENT)])
+        assert not any("cannot" in w for w in whys)
         assert int(got.files["trailing"].max()) == 3
         named = dict(zip(got.relpaths, zip(got.files["named"].tolist(), got.files["scope"].tolist(),
                                            got.files["ledger"].tolist())))
@@ -187,8 +191,7 @@ def test_damaged_and_stray_files_are_reported_like_the_reference(native: bool):
         assert named[os.path.join("12", "0.idx", "0.idx")] == (True, 0, 0)
 
 
-@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
-def test_names_outside_ascii_are_listed_in_python_order(native: bool):
+def test_names_outside_ascii_are_listed_in_python_order():
     with tempfile.TemporaryDirectory() as d:
         ledgers = [LedgerSpec(i, [b"x"] * 3) for i in (1, 2, 258)]
         write_bookie(BookieSpec(ledgers, write_journal=False), d)
@@ -196,7 +199,7 @@ def test_names_outside_ascii_are_listed_in_python_order(native: bool):
         for name in ("é.idx", "z.txt", "\udcff.bin", "Ω"):
             (leaf / name).write_bytes(b"")
         dirs = [os.path.join(d, "ledgers")]
-        assert_same_inventory(walk_index_dirs(dirs, native=native), walk_index_dirs_reference(dirs))
+        assert_same_inventory(walk_index_dirs(dirs), walk_index_dirs_reference(dirs))
 
 
 def test_walk_covers_a_two_and_four_level_hierarchy_of_many_files():
@@ -209,9 +212,54 @@ def test_walk_covers_a_two_and_four_level_hierarchy_of_many_files():
             locs = (np.arange(1, 1 + i % 9, dtype=np.uint64) << np.uint64(32)) | np.uint64(1028)
             Path(p).write_bytes(index_bytes(hdr, locs, 64))
         ref = walk_index_dirs_reference([d])
-        for native in MODES:
-            got = walk_index_dirs([d], native=native)
-            assert_same_inventory(got, ref)
+        got = walk_index_dirs([d])
+        assert_same_inventory(got, ref)
         assert len(got.files) == 3000
         assert sorted(got.files["depth"].tolist()) == [2] * 1500 + [4] * 1500
         assert len(got.locations) == sum(i % 9 for i in range(3000))
+
+
+HEADER_FIELD = st.sampled_from(["magic", "version", "key_length", "state", "lac_length", "none"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(version=st.sampled_from([0, 1]), key=st.binary(max_size=40), lac=st.sampled_from([b"", bytes(16), bytes(40)]),
+       field=HEADER_FIELD, value=st.integers(-(2 ** 31), 2 ** 31 - 1), size=st.sampled_from([1024, 1023, 2000]))
+def test_the_header_kernel_agrees_with_parse_header_on_damaged_headers(version, key, lac, field, value, size):
+    """decode.check_header (jitted) and formats.index.parse_header (its twin) accept the same headers,
+    and read the same fields from them."""
+    from formats import index as fi
+    from indexfiles import decode as D
+
+    data = bytearray(fi.build_header(IndexHeader(version, key, 1, lac or None)) + bytes(max(0, size - 1024)))
+    del data[size:]
+    at = {"magic": 0, "version": fi.VERSION_OFFSET, "key_length": fi.KEY_LENGTH_OFFSET,
+          "state": fi.KEY_OFFSET + len(key), "lac_length": fi.HEADER_FIXED_SIZE[0] + len(key)}.get(field)
+    if at is not None and at + 4 <= len(data):
+        data[at:at + 4] = (value & 0xFFFFFFFF).to_bytes(4, "big")
+    buf = np.frombuffer(bytes(data), np.uint8)
+    ok, v, key_len, state, lac_len = D.check_header(buf, 0, len(buf))
+    try:
+        h = fi.parse_header(bytes(data))
+    except FormatError:
+        h = None
+    assert bool(ok) == (h is not None)
+    if h is not None:
+        assert (v, key_len, state) == (h.version, len(h.master_key), h.state_bits)
+        assert lac_len == len(h.explicit_lac_body or b"")
+
+
+def test_the_constants_the_kernels_use_are_those_of_the_spec_tables():
+    """specs/index.md's offsets (tied to INDEX_HEADER_FIELDS by test_specs_match_declarations) are the
+    constants formats/index.py derives for the kernels and passes."""
+    from formats import index as fi
+
+    text = (Path(__file__).resolve().parents[1] / "specs" / "index.md").read_text()
+    v1 = text[text.index("INDEX_HEADER_FIELDS version=1"):]
+    rows = {r.split("|")[3].strip(" `"): r.split("|")[1].strip() for r in v1.splitlines()[3:10] if r.startswith("|")}
+    assert rows["version"] == str(fi.VERSION_OFFSET) and rows["master_key_length"] == str(fi.KEY_LENGTH_OFFSET)
+    assert rows["master_key"] == str(fi.KEY_OFFSET) and rows["state_bits"] == f"{fi.KEY_OFFSET}+L"
+    assert rows["explicit_lac_length"] == f"{fi.HEADER_FIXED_SIZE[0]}+L"
+    assert rows["explicit_lac"] == f"{fi.HEADER_FIXED_SIZE[1]}+L"
+    assert f"`{fi.HEADER_SIZE} + {fi.SLOT_SIZE}·e`" in text and fi.slot_offset(3) == fi.HEADER_SIZE + 3 * fi.SLOT_SIZE
+    assert fi.MAGIC_VALUE.to_bytes(4, "big") == fi.INDEX_MAGIC

@@ -18,7 +18,7 @@ from bookie.writer import write_bookie
 from formats.digests import DigestType
 from formats.metadata import parse_metadata, serialize_metadata
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 REPO = Path(__file__).resolve().parents[1]
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
@@ -157,7 +157,7 @@ def test_damaged_log_warns_on_stderr_and_still_lists_every_intact_entry():
         b[first + 100] ^= 0xFF
         Path(log).write_bytes(bytes(b))
         code, out, err = run(d, "--jsonl")
-    assert code == 0
+    assert code == 4, "damage seen: exit 4, every readable row still listed"
     rows = rows_of(out)
     assert sorted(r["entry"] for r in rows) == [e for e in range(20) if e != 5]
     assert [r["digest_ok"] for r in rows].count(False) == 1
@@ -194,3 +194,39 @@ def test_inventory_runs_from_the_bkdisk_command_line():
                        cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert len(rows_of(r.stdout)) == len(_manifest(corpus)["entries"])
+
+
+def test_parquet_holds_exactly_the_jsonl_rows(tmp_path):
+    import pyarrow.parquet as pq
+    corpus = GOLDEN / "interleaved-v6-hostport"
+    md = str(corpus / "metadata")
+    code, out, err = run(str(corpus), "--jsonl", "--payload-hash", "sha256", "--metadata-dir", md)
+    assert code == 0, err
+    target = tmp_path / "rows.parquet"
+    code, _out, err = run(str(corpus), "--parquet", str(target), "--payload-hash", "sha256", "--metadata-dir", md)
+    assert code == 0, err
+    assert pq.read_table(target).to_pylist() == rows_of(out)
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.parquet"], "no temp file left behind"
+
+
+def test_payload_hash_without_rows_to_carry_it_is_a_usage_error():
+    r = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main()", "inventory",
+                        str(GOLDEN / "interleaved-v6-hostport"), "--payload-hash", "sha256"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 16 and "use it with --jsonl or --parquet" in r.stderr and r.stdout == ""
+
+
+def test_ledger_options_limit_the_rows_to_that_ledger_in_either_spelling(tmp_path):
+    from bkdisk.demo import sample_spec
+    from formats.ids import LedgerId
+    write_bookie(sample_spec(), str(tmp_path / "b"))
+    code, out, err = run(str(tmp_path / "b"), "--jsonl")
+    assert code == 0, err
+    every = rows_of(out)
+    lid = LedgerId(0x5EED0000CAFE, 0x42)
+    want = [r for r in every if (r["scope"], r["ledger"]) == (lid.scope, lid.ledger)]
+    assert want and len(want) < len(every)
+    by_name = rows_of(run(str(tmp_path / "b"), "--jsonl", "--ledger-qualified-name", lid.qualified_name)[1])
+    by_ids = rows_of(run(str(tmp_path / "b"), "--jsonl", "--ledger-scope-id", hex(lid.scope),
+                         "--ledger-id", hex(lid.ledger))[1])
+    assert by_name == want and by_ids == want

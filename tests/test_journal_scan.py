@@ -22,7 +22,7 @@ from journal.reader import EndKind, read_journal
 from journal.scan import scan_journal
 from journal.writer import JournalWriter
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
                                            or [GOLDEN / "cluster-3" / "bookies" / "<missing>"])

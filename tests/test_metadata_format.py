@@ -24,7 +24,7 @@ from formats.metadata import (
 from formats.proto import LedgerMetadataFormat, java_escape_bytes, java_text_format
 from formats.proto.regenerate import regenerate
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 MISSING = GOLDEN / "<golden folder missing>"
 
 

@@ -8,13 +8,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+import diskio.config
 import diskio.kernels
 import entrylogs.scan
 import indexfiles.scan
 import journal.scan
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+from conftest import GOLDEN
 
 # Uses every kernel once (entry-log walk, digests, sniffing, journal walk, index listing and reads),
 # then prints each dispatcher's cache statistics.
@@ -22,8 +23,9 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import numba
-import diskio.kernels as K
-import entrylogs.scan as E, journal.scan as J, indexfiles.scan as I
+import diskio.kernels as K, diskio.digest_kernels as DK
+import entrylogs.scan as E, entrylogs.walk as EW, journal.scan as J, journal.walk as JW
+import indexfiles.scan as I, indexfiles.decode as ID
 g = Path(sys.argv[1]) / "interleaved-v6-hostport"
 for log in sorted(g.glob("ledgers*/current/*.log")):
     E.scan_entry_log(log, window=4096, digests=E.DigestPlan(), payload_hash="sha256")
@@ -33,9 +35,9 @@ E.scan_entry_log("0.log", data=bytes(data), window=4096)
 for txn in sorted(g.glob("journal/current/*.txn")):
     J.scan_journal(txn, window=4096)
 I.walk_index_dirs([str(g / "ledgers0"), str(g / "ledgers1")])
-I.walk_index_dirs([str(g / "ledgers0")], native=False)
+I.read_index_locations(next(g.glob("ledgers*/current/*/*/*.idx")))
 stats = {}
-for mod in (K, E, J, I):
+for mod in (K, DK, EW, JW, ID):
     for name, obj in sorted(vars(mod).items()):
         if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
             s = obj.stats
@@ -63,10 +65,9 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling():
     with tempfile.TemporaryDirectory() as cache:
         first = _used(_run({"NUMBA_CACHE_DIR": cache}))
         second = _used(_run({"NUMBA_CACHE_DIR": cache}))
-        entry_points = {"entrylogs.scan._walk", "entrylogs.scan._verify", "entrylogs.scan._sniff",
-                        "journal.scan._jwalk", "indexfiles.scan._decode_batch", "diskio.kernels.last_nonzero"}
-        if diskio.kernels.NATIVE_FS:
-            entry_points |= {"indexfiles.scan._list_tree", "indexfiles.scan._read_files"}
+        entry_points = {"entrylogs.walk.walk_entry_records", "diskio.digest_kernels.check_digests",
+                        "diskio.digest_kernels.sniff_crc", "journal.walk.walk_journal_records",
+                        "indexfiles.decode.decode_files", "diskio.kernels.last_nonzero"}
         assert entry_points <= set(first), sorted(entry_points - set(first))
         assert all(misses > 0 for _, misses, _ in (first[k] for k in entry_points))  # compiled on first use
         assert set(second) >= entry_points
@@ -87,4 +88,4 @@ def test_bkdisk_numba_cache_dir_sets_the_cache_folder_for_read_only_installs():
 def test_cache_configuration_is_documented_in_the_scanner_modules():
     for mod in (diskio.kernels, entrylogs.scan, journal.scan, indexfiles.scan):
         assert "NUMBA_CACHE_DIR" in mod.__doc__
-    assert "BKDISK_NUMBA_CACHE_DIR" in diskio.kernels.__doc__
+    assert "BKDISK_NUMBA_CACHE_DIR" in diskio.config.__doc__

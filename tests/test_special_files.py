@@ -20,7 +20,6 @@ import pytest
 
 from bookie.model import BookieSpec, LedgerSpec
 from bookie.writer import write_bookie
-from diskio import kernels as K
 from diskio.mapped import NOT_REGULAR, DiskError, file_size, map_file, map_window, read_bytes, read_range
 from entrylogs.arrays import scan_entry_log_reference
 from entrylogs.reader import read_entry_log
@@ -34,7 +33,6 @@ from journal.reader import read_journal
 from journal.scan import scan_journal
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = [True, False] if K.NATIVE_FS else [False]
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 
 
@@ -168,15 +166,14 @@ def test_index_readers_raise_disk_error_for_a_fifo_named_like_an_index_file(tmp_
     _assert_not_regular(lambda: read_index_locations(f), f)
 
 
-@pytest.mark.parametrize("native", MODES, ids=lambda n: "native" if n else "python")
-def test_index_walk_reports_a_fifo_or_device_as_an_error_row_like_the_reference(tmp_path: Path, native: bool):
+def test_index_walk_reports_a_fifo_or_device_as_an_error_row_like_the_reference(tmp_path: Path):
     fifos = _bookie_with_fifos(str(tmp_path))
     lcur = os.path.dirname(fifos["log"])
     os.symlink("/dev/null", os.path.join(lcur, "0", "1", "ff.idx"))   # a link to a device
     dirs = [str(tmp_path / "ledgers")]
     with deadline():
         ref = walk_index_dirs_reference(dirs)
-        got = walk_index_dirs(dirs, native=native)
+        got = walk_index_dirs(dirs)
     rows = dict(zip(got.paths, zip(got.files.tolist(), got.errors)))
     assert got.paths == ref.paths and got.files.tolist() == ref.files.tolist()
     assert [(type(e), str(e)) for e in got.errors] == [(type(e), str(e)) for e in ref.errors]

@@ -213,6 +213,8 @@ def _type_token(sc: cs.Construct) -> str:
         return _INT_TYPES[sc.fmtstr[-1]]
     if isinstance(sc, cs.Bytes) or sc is cs.GreedyBytes:
         return "bytes"
+    if isinstance(sc, (type(cs.VarInt), type(cs.ZigZag))):   # LEB128 (RocksDB): its size depends on the value
+        return "varint"
     if isinstance(sc, cs.Array):
         return "array"
     if isinstance(sc, cs.Struct):
@@ -453,3 +455,60 @@ def test_checker_checks_rows_after_a_data_dependent_field(tmp_path: Path) -> Non
     assert _check_text(tmp_path, swapped.replace("XX", "state_bits | u4"))
     v0 = good.replace("version=1", "version=0")
     assert _check_text(tmp_path, v0), "a V0 table must not list the V1-only fields"
+
+
+# --- the constants the jitted kernels read are the spec tables' offsets and sizes ------------------
+def _table_offsets(target: str) -> dict[str, int]:
+    """Field -> offset of the (first) spec table mirroring ``target``, for rows at a plain offset."""
+    table = next(t for t in TABLES if t.target == target and t.rows)
+    return {r.field: int(r.offset) for r in table.rows if _INT.match(r.offset)}
+
+
+def _table_sizes(target: str) -> dict[str, int]:
+    table = next(t for t in TABLES if t.target == target and t.rows)
+    return {r.field: int(r.size) for r in table.rows if _INT.match(r.size)}
+
+
+def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
+    from diskio import digest_kernels
+    from entrylogs import walk as entry_walk
+    from formats import entry as fen, entrylog as fel, journal as fj
+    from journal import search as journal_search, walk as journal_walk
+
+    v1, v2 = _table_offsets("formats.entry.ENTRY_V1_HEADER"), _table_offsets("formats.entry.ENTRY_V2_HEADER")
+    assert (fen.V1_LEDGER_AT, fen.V1_ENTRY_AT, fen.V1_LAC_AT, fen.V1_LENGTH_AT) == \
+        (v1["ledger_id"], v1["entry_id"], v1["last_add_confirmed"], v1["length"])
+    assert (fen.V2_FLAGS_AT, fen.V2_SCOPE_AT, fen.V2_PREFIX_SIZE) == (v2["flags"], v2["scope_id"], v2["ledger_id"])
+    # a V2 header is its prefix, then the V1 fields at the same relative offsets
+    assert all(v2[k] - fen.V2_PREFIX_SIZE == v1[k] for k in v1)
+    assert entry_walk.HEADER_LOOKAHEAD == fel.SIZE_PREFIX_SIZE + fen.ENTRY_V2_HEADER_SIZE
+    assert digest_kernels.DIGEST_LENGTH_BY_CODE.tolist()[1:] == [
+        fen.DIGEST_LENGTH[fen.DigestType(c)] for c in range(1, 5)]
+
+    batch = _table_offsets("formats.entrylog.LEDGERS_MAP_BATCH")
+    assert fel.SIZE_PREFIX_SIZE == batch["ledger_id"] == _table_sizes("formats.entrylog.LEDGERS_MAP_BATCH")["size"]
+    assert fel.LEDGERS_MAP_BATCH_HEAD_SIZE == batch["ledgers"]
+
+    key, lac = _table_offsets("formats.journal.LEDGER_KEY_BODY"), _table_offsets("formats.journal.EXPLICIT_LAC_BODY")
+    fence = _table_offsets("formats.journal.FENCE_BODY")
+    assert (fj.META_LEDGER_AT, fj.META_ENTRY_AT) == (fence["ledger_id"], fence["entry_id"])
+    assert (fj.KEY_LENGTH_AT, fj.KEY_AT) == (key["key_length"], key["master_key"])
+    assert (fj.LAC_BODY_LENGTH_AT, fj.LAC_BODY_AT) == (lac["lac_body_length"], lac["lac_body"])
+    pad = _table_sizes("formats.journal.PADDING_RECORD")
+    assert fj.PADDING_HEAD_SIZE == pad["marker"] + pad["padding_length"] == journal_walk.LOOKAHEAD
+    assert fj.SCOPE_AT == _table_offsets("formats.journal.SCOPED_PREFIX")["scope_id"]
+    assert journal_search.HEAD == fj.RECORD_LENGTH_SIZE + fence["entry_id"] + _table_sizes(
+        "formats.journal.FENCE_BODY")["entry_id"]
+
+
+def test_journal_body_limits_are_the_edges_the_declarations_check() -> None:
+    from formats import journal as fj
+    fj.LEDGER_KEY_BODY.build(dict(ledger_id=1, key_length=fj.MAX_KEY_LENGTH, master_key=bytes(fj.MAX_KEY_LENGTH)))
+    with pytest.raises(cs.ConstructError):
+        fj.LEDGER_KEY_BODY.build(dict(ledger_id=1, key_length=fj.MAX_KEY_LENGTH + 1,
+                                      master_key=bytes(fj.MAX_KEY_LENGTH + 1)))
+    for good in (fj.MIN_LAC_BODY_LENGTH, fj.MAX_LAC_BODY_LENGTH):
+        fj.EXPLICIT_LAC_BODY.build(dict(ledger_id=1, lac_body_length=good, lac_body=bytes(good)))
+    for bad in (fj.MIN_LAC_BODY_LENGTH - 1, fj.MAX_LAC_BODY_LENGTH + 1):
+        with pytest.raises(cs.ConstructError):
+            fj.EXPLICIT_LAC_BODY.build(dict(ledger_id=1, lac_body_length=bad, lac_body=bytes(bad)))

@@ -10,15 +10,15 @@ REPO_ROOT = PROTO_DIR.parents[1]
 PROTO_NAME = "bookkeeper_formats.proto"
 
 
-def regenerate(out_dir: Path | None = None) -> Path:
-    """Run ``python -m grpc_tools.protoc`` and return the path of the generated ``_pb2.py``."""
+def regenerate(out_dir: Path | None = None, proto_name: str = PROTO_NAME) -> Path:
+    """Run ``python -m grpc_tools.protoc`` on ``proto_name`` and return the path of the generated ``_pb2.py``."""
     out = Path(out_dir) if out_dir is not None else PROTO_DIR
     out.mkdir(parents=True, exist_ok=True)
     rel_proto_dir = PROTO_DIR.relative_to(REPO_ROOT)
     cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", str(rel_proto_dir),
-           f"--python_out={out}", str(rel_proto_dir / PROTO_NAME)]
+           f"--python_out={out}", str(rel_proto_dir / proto_name)]
     subprocess.run(cmd, cwd=REPO_ROOT, check=True)
-    return out / "bookkeeper_formats_pb2.py"
+    return out / proto_name.replace(".proto", "_pb2.py")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Pass 1: layout and cookies: current/ folders, cookies present, valid and consistent, BookieId."""
 from __future__ import annotations
 
+import errno
 import os
 from typing import Iterator
 
@@ -9,8 +10,13 @@ from formats.bookieid import is_strict_bp41, validate_bookie_id
 from formats.cookie import Cookie, parse_cookie
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR
+from fsck.codes import (BOOKIE_ID_INVALID, BOOKIE_ID_NONSTANDARD, COOKIE_DIR_CONF_MISMATCH, COOKIE_DIR_ELSEWHERE,
+                        COOKIE_MISMATCH, COOKIE_MISSING, COOKIE_UNREADABLE, FILE_UNREADABLE, LAYOUT_NO_CURRENT,
+                        STORAGE_CHECKS_NOT_RUN, SYMLINK_FOLLOWED, SYMLINK_OUTSIDE_DIRS)
+from fsck.confinement import is_inside, real_roots
 from fsck.context import CheckContext
 from fsck.findings import Finding
+from indexfiles.listing import ROCKSDB_DIRS
 
 
 def _same_dir(recorded: str, found: str) -> bool:
@@ -26,31 +32,38 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     for d in dirs.all_dirs:
         cur = os.path.join(d, CURRENT_DIR)
         if not os.path.isdir(cur):
-            yield Finding("LAYOUT_NO_CURRENT", path=d)
+            yield Finding(LAYOUT_NO_CURRENT, path=d)
+            continue
+        try:
+            os.listdir(cur)
+        except OSError as e:
+            if d not in ctx.dirs.effective_index_dirs or e.errno == errno.ENOENT:   # else pass 2 names it
+                yield Finding(FILE_UNREADABLE, path=cur, detail=f"cannot list ({e.strerror})", errno=e.errno)
             continue
         vp = os.path.join(cur, "VERSION")
         if not os.path.exists(vp):
-            yield Finding("COOKIE_MISSING", path=vp)
+            yield Finding(COOKIE_MISSING, path=vp)
             continue
         try:
             c = parse_cookie(read_bytes(vp), path=vp)
         except DiskError as e:
-            yield Finding("FILE_UNREADABLE", path=vp, detail=e.what)
+            yield Finding(FILE_UNREADABLE, path=vp, detail=e.what)
             continue
         except FormatError as e:
-            yield Finding("COOKIE_UNREADABLE", path=vp, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+            yield Finding(COOKIE_UNREADABLE, path=vp, offset=e.offset, detail=f"{e.expected}, found {e.found}")
             continue
         cookies[d] = c
         try:
             validate_bookie_id(c.bookie_id)
             if not is_strict_bp41(c.bookie_id):
-                yield Finding("BOOKIE_ID_NONSTANDARD", path=vp, detail=repr(c.bookie_id))
+                yield Finding(BOOKIE_ID_NONSTANDARD, path=vp, detail=repr(c.bookie_id))
         except FormatError as e:
-            yield Finding("BOOKIE_ID_INVALID", path=vp, detail=f"{e.expected}, found {e.found}")
+            yield Finding(BOOKIE_ID_INVALID, path=vp, detail=f"{e.expected}, found {e.found}")
     yield from _consistency(ctx, cookies)
     yield from _unreadable(ctx)
+    yield from _symlinks(ctx)
     if dirs.storage_kind == "rocksdb":
-        yield Finding("STORAGE_CHECKS_NOT_RUN", path=dirs.effective_index_dirs[0],
+        yield Finding(STORAGE_CHECKS_NOT_RUN, path=dirs.effective_index_dirs[0],
                       detail="DbLedgerStorage (RocksDB index): passes 2, 3 and 5 (index hierarchy, index files, "
                              "index-to-entry-log cross-check) were not run; reading RocksDB is out of scope. "
                              "Journals, entry logs, digests, cookies and metadata were checked.")
@@ -71,7 +84,7 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
             if a != b:
                 diffs.append(f"{label} ({a!r} in {ref_dir}, {b!r} in {d})")
         for diff in diffs:
-            yield Finding("COOKIE_MISMATCH", path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
+            yield Finding(COOKIE_MISMATCH, path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
     # Where the cookie says the dirs are, against the configuration (compared as strings, as
     # BookKeeper does) or, without one, against where the dirs were found.
     dirs = ctx.dirs
@@ -81,14 +94,14 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
         for label, recorded, conf in (("journal dirs", ref.journal_dirs, cj), ("ledger dirs", ref.ledger_dirs, cl),
                                       ("index dirs", ref.effective_index_dirs, ci or cl)):
             if tuple(recorded) != tuple(conf):
-                yield Finding("COOKIE_DIR_CONF_MISMATCH", path=vp,
+                yield Finding(COOKIE_DIR_CONF_MISMATCH, path=vp,
                               detail=f"{label}: cookie {list(recorded)}, configuration {list(conf)}")
         return
     recorded = list(ref.journal_dirs) + list(ref.ledger_dirs) + list(ref.index_dirs or ())
     found = dirs.journal_dirs + dirs.ledger_dirs + dirs.index_dirs
     if (len(ref.journal_dirs), len(ref.ledger_dirs), len(ref.index_dirs or ())) != \
             (len(dirs.journal_dirs), len(dirs.ledger_dirs), len(dirs.index_dirs)):
-        yield Finding("COOKIE_MISMATCH", path=vp,
+        yield Finding(COOKIE_MISMATCH, path=vp,
                       detail=f"the number of dirs: the cookie has {len(ref.journal_dirs)} journal, "
                              f"{len(ref.ledger_dirs)} ledger and {len(ref.index_dirs or ())} index dirs; found "
                              f"{len(dirs.journal_dirs)}, {len(dirs.ledger_dirs)} and {len(dirs.index_dirs)}")
@@ -96,15 +109,47 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
     moved = [(r, f) for r, f in zip(recorded, found) if not _same_dir(r, f)]
     if moved:
         text = "; ".join(f"{r!r} for {f}" for r, f in moved[:4]) + (" ..." if len(moved) > 4 else "")
-        yield Finding("COOKIE_DIR_ELSEWHERE", path=vp, detail=text)
+        yield Finding(COOKIE_DIR_ELSEWHERE, path=vp, detail=text)
 
 
 def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
-    """Every file below the dirs that cannot be opened for reading, named once here."""
+    """Every file below the dirs that cannot be opened for reading, named once here.
+
+    The hashed index folders are left to the one index walk (ctx.index_inventory): passes 2 and 3
+    report what it could not list or read."""
+    index_dirs = set(ctx.dirs.effective_index_dirs)
     for d in ctx.dirs.all_dirs:
-        for dirpath, _dirs, files in os.walk(os.path.join(d, CURRENT_DIR)):
+        cur = os.path.join(d, CURRENT_DIR)
+        for dirpath, dirs, files in os.walk(cur):
+            if dirpath == cur and d in index_dirs:
+                dirs[:] = [x for x in dirs if x in ROCKSDB_DIRS]
             for n in files:
                 p = os.path.join(dirpath, n)
                 if not os.access(p, os.R_OK):
                     ctx.unreadable[p] = "permission denied"
-                    yield Finding("FILE_UNREADABLE", path=p, detail="permission denied")
+                    yield Finding(FILE_UNREADABLE, path=p, detail="permission denied", errno=errno.EACCES)
+
+
+def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
+    """Every symlink below the dirs' ``current/``, with where it points: the check reads through
+    it; one that leads outside the bookie's dirs is never written through by a repair."""
+    roots = real_roots(ctx.dirs)
+    for d in dict.fromkeys(ctx.dirs.all_dirs):
+        stack = [os.path.join(d, CURRENT_DIR)]
+        while stack:
+            folder = stack.pop()
+            try:
+                with os.scandir(folder) as it:
+                    entries = list(it)
+            except OSError:
+                continue   # an unlistable folder is reported where it is walked for content
+            for e in entries:
+                try:
+                    if e.is_symlink():
+                        real = os.path.realpath(e.path)
+                        code = SYMLINK_FOLLOWED if is_inside(real, roots) else SYMLINK_OUTSIDE_DIRS
+                        yield Finding(code, path=e.path, detail=real)
+                    elif e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                except OSError:
+                    continue   # vanished while listed

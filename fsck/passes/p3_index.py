@@ -8,10 +8,18 @@ from typing import Iterator
 import numpy as np
 
 from diskio.mapped import DiskError
+from formats.entry import ENTRY_V1_HEADER_SIZE
+from formats.entrylog import ENTRY_SIZE
 from formats.ids import LedgerId
-from formats.index import LAC_BODY_MIN
+from formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
+from fsck.codes import (FILE_UNREADABLE, INDEX_EXPLICIT_LAC_BAD, INDEX_HEADER_BAD, INDEX_LOCATION_MISSING_LOG,
+                        INDEX_LOCATION_OUT_OF_RANGE, INDEX_MASTER_KEY_MISMATCH, INDEX_NOT_FENCED, INDEX_TRUNCATED)
 from fsck.context import CheckContext
 from fsck.findings import Finding
+
+# A location points just past an entry's size prefix; that prefix and a whole V1 entry header must
+# lie inside the log: (pos - prefix) + header <= log size.
+SHORTEST_ENTRY_END = ENTRY_V1_HEADER_SIZE - ENTRY_SIZE.sizeof()
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -25,31 +33,31 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if err is not None:
             if isinstance(err, DiskError):
                 if path not in ctx.unreadable:
-                    yield Finding("FILE_UNREADABLE", path=path, detail=err.what)
+                    yield Finding(FILE_UNREADABLE, path=path, detail=err.what)
                 continue
-            yield Finding("INDEX_HEADER_BAD", path=path, offset=err.offset, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(INDEX_HEADER_BAD, path=path, offset=err.offset, scope=lid.scope, ledger=lid.ledger,
                           detail=f"{err.expected}, found {err.found}")
             continue
         h = inv.headers[i]
         if row["trailing"]:
-            yield Finding("INDEX_TRUNCATED", path=path, offset=int(row["size"]) - int(row["trailing"]),
+            yield Finding(INDEX_TRUNCATED, path=path, offset=int(row["size"]) - int(row["trailing"]),
                           scope=lid.scope, ledger=lid.ledger,
                           detail=f"{int(row['trailing'])} stray bytes at the end (file size {int(row['size'])})")
         key = facts.master_keys.get(lid)
         if key is not None and key != h.master_key:
-            yield Finding("INDEX_MASTER_KEY_MISMATCH", path=path, offset=12, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=lid.scope, ledger=lid.ledger,
                           detail=f"journal {key.hex()}, index {h.master_key.hex()}")
         if facts.fenced.get(lid) and not h.fenced:
-            yield Finding("INDEX_NOT_FENCED", path=path, offset=12 + len(h.master_key), scope=lid.scope,
+            yield Finding(INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=lid.scope,
                           ledger=lid.ledger)
         body = h.explicit_lac_body
         if body is not None:
             if len(body) < LAC_BODY_MIN:
-                yield Finding("INDEX_EXPLICIT_LAC_BAD", path=path, scope=lid.scope, ledger=lid.ledger,
+                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=lid.scope, ledger=lid.ledger,
                               detail=f"at least {LAC_BODY_MIN} bytes, found {len(body)}")
-            elif int.from_bytes(body[:8], "big") != lid.ledger:
-                yield Finding("INDEX_EXPLICIT_LAC_BAD", path=path, scope=lid.scope, ledger=lid.ledger,
-                              detail=f"ledger id {lid.ledger} in the body, found {int.from_bytes(body[:8], 'big')}")
+            elif h.explicit_lac_ledger != lid.ledger:
+                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=lid.scope, ledger=lid.ledger,
+                              detail=f"ledger id {lid.ledger} in the body, found {h.explicit_lac_ledger}")
     if ctx.per_dir_log_ids:
         return
     locs = inv.locations
@@ -61,11 +69,11 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     where_c = np.minimum(where, max(len(ids) - 1, 0))
     exists = (len(ids) > 0) & (ids[where_c] == locs["log"]) if len(ids) else np.zeros(len(locs), bool)
     for k in np.flatnonzero(~exists).tolist():
-        yield _loc_finding(inv, locs[k], "INDEX_LOCATION_MISSING_LOG", f"{int(locs[k]['log']):x}.log")
-    in_range = exists & (locs["pos"].astype(np.int64) + 28 <= np.where(exists, sizes[where_c], 0))
+        yield _loc_finding(inv, locs[k], INDEX_LOCATION_MISSING_LOG, f"{int(locs[k]['log']):x}.log")
+    in_range = exists & (locs["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, sizes[where_c], 0))
     for k in np.flatnonzero(exists & ~in_range).tolist():
         lf = int(locs[k]["log"])
-        yield _loc_finding(inv, locs[k], "INDEX_LOCATION_OUT_OF_RANGE",
+        yield _loc_finding(inv, locs[k], INDEX_LOCATION_OUT_OF_RANGE,
                            f"{lf:x}.log (position {int(locs[k]['pos'])}, log size {log_sizes[lf]})")
 
 
@@ -73,5 +81,5 @@ def _loc_finding(inv, loc, code: str, detail: str) -> Finding:
     f = int(loc["file"])
     row = inv.files[f]
     entry = int(loc["entry"])
-    return Finding(code, path=inv.paths[f], offset=1024 + 8 * entry, scope=int(row["scope"]),
+    return Finding(code, path=inv.paths[f], offset=slot_offset(entry), scope=int(row["scope"]),
                    ledger=int(row["ledger"]), entry=entry, detail=detail)

@@ -9,6 +9,8 @@ import numpy as np
 
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
+from formats.index import slot_offset
+from fsck.codes import ENTRY_NOT_INDEXED, GARBAGE_ENTRIES, INDEX_LOCATION_WRONG, LEDGER_INDEX_MISSING, LEDGER_NOT_INDEXED
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -49,10 +51,12 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     hit = (n > 0) & (t["key"][wc] == lkey) if n else np.zeros(len(locs), bool)
     same = hit & (t["scope"][wc] == lscope) & (t["ledger"][wc] == lledger) & (t["entry"][wc] == locs["entry"])
     # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
-    scanned = {lf.log_id for lf in ctx.log_files if isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)}
+    # A location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there.
+    scanned = {lf.log_id: ctx.log_scans[lf.path].size for lf in ctx.log_files
+               if isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)}
     for k in np.flatnonzero(~same).tolist():
         loc = locs[k]
-        if int(loc["log"]) not in scanned:
+        if int(loc["log"]) not in scanned or int(loc["pos"]) >= scanned[int(loc["log"])]:
             continue
         f = int(loc["file"])
         where = f"log {int(loc['log']):x}.log position {int(loc['pos'])}"
@@ -61,7 +65,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             found = f"ledger {LedgerId(int(t['scope'][j]), int(t['ledger'][j]))} entry {int(t['entry'][j])}"
         else:
             found = "no entry starting there"
-        yield Finding("INDEX_LOCATION_WRONG", path=inv.paths[f], offset=1024 + 8 * int(loc["entry"]),
+        yield Finding(INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
                       scope=int(files["scope"][f]), ledger=int(files["ledger"][f]), entry=int(loc["entry"]),
                       detail=f"{where}, found {found}")
     # Entries in the logs no index points at.
@@ -90,7 +94,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                 garbage += 1          # a superseded copy of an indexed entry
                 garbage_ledgers.add(lid)
             else:
-                yield Finding("ENTRY_NOT_INDEXED", scope=lid.scope, ledger=lid.ledger, entry=e,
+                yield Finding(ENTRY_NOT_INDEXED, scope=lid.scope, ledger=lid.ledger, entry=e,
                               path=log_paths.get(int(t["log"][j])),
                               detail=f"log {int(t['log'][j]):x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
         elif lid in md or (ctx.metadata is None and lid in facts.master_keys):
@@ -99,11 +103,13 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             garbage += 1          # a ledger deleted since (metadata no longer has it), awaiting compaction
             garbage_ledgers.add(lid)
     for lid, ents in sorted(unindexed_ledgers.items()):
+        if inv.unlisted_folder_of(lid) is not None:
+            continue   # its index may be in a folder that could not be listed (pass 2's FILE_UNREADABLE)
         if lid in md:
-            yield Finding("LEDGER_NOT_INDEXED", scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
+            yield Finding(LEDGER_NOT_INDEXED, scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
         else:
             # Without metadata a lost index and a ledger deleted by garbage collection look the same.
-            yield Finding("LEDGER_INDEX_MISSING", scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
+            yield Finding(LEDGER_INDEX_MISSING, scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
     if garbage:
-        yield Finding("GARBAGE_ENTRIES", detail=f"{garbage} entries of {len(garbage_ledgers)} ledgers in the entry "
+        yield Finding(GARBAGE_ENTRIES, detail=f"{garbage} entries of {len(garbage_ledgers)} ledgers in the entry "
                                                 f"logs are not pointed at by any index")

@@ -7,23 +7,28 @@ from typing import Iterator
 
 import numpy as np
 
+from diskio.kernels import be_i64_at
 from diskio.mapped import DiskError, map_window
+from formats.entry import V1_LAC_AT, V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.journal import RecordKind
+from formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
 from formats.lastmark import LastMark
 from formats.paths import journal_name
+from fsck.codes import (FILE_UNREADABLE, JOURNAL_HEADER_BAD, JOURNAL_OLD_TORN_TAIL, JOURNAL_RECORD_CORRUPT,
+                        JOURNAL_TAIL_GARBAGE, JOURNAL_TORN_TAIL, LASTMARK_BAD, LASTMARK_DISAGREE,
+                        LASTMARK_MISSING, LASTMARK_MISSING_JOURNAL, LASTMARK_PAST_END, REPLAY_NOT_IN_STORAGE,
+                        REPLAY_PENDING)
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from entrylogs.arrays import ENTRY_DTYPE
 from entrylogs.scan import DIGEST_BAD, verify_entry_digests
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
+from journal.search import find_record_pair
 
 
 JOURNAL_WINDOW = 64 << 20
-SEARCH_WINDOW = 16 << 20
-MAX_CANDIDATES = 256   # per window: enough to find a real record among chance matches
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -34,10 +39,10 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, DiskError):
             if jf.path not in ctx.unreadable:
-                yield Finding("FILE_UNREADABLE", path=jf.path, detail=scan.what)
+                yield Finding(FILE_UNREADABLE, path=jf.path, detail=scan.what)
             continue
         if isinstance(scan, FormatError):
-            yield Finding("JOURNAL_HEADER_BAD", path=jf.path, offset=scan.offset,
+            yield Finding(JOURNAL_HEADER_BAD, path=jf.path, offset=scan.offset,
                           detail=f"{scan.expected}, found {scan.found}")
             continue
         mark = ctx.effective_last_mark(jf.dir_index)
@@ -50,7 +55,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
 def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool) -> Iterator[Finding]:
     p = scan.path
     if scan.version == 1:
-        yield Finding("JOURNAL_HEADER_BAD", path=p, offset=0,
+        yield Finding(JOURNAL_HEADER_BAD, path=p, offset=0,
                       detail="no 'BKLG' magic: not a journal written by any writable BookKeeper version "
                              "(BookKeeper would read it as a version-1 journal)")
         return
@@ -59,16 +64,16 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
         yield from _journal_digests(ctx, scan, is_newest=is_newest, before_mark=before_mark,
                                     clean_end=kind in (EndKind.CLEAN, EndKind.EOF))
     if kind == EndKind.GARBAGE:
-        yield Finding("JOURNAL_TAIL_GARBAGE", path=p, offset=off, detail=scan.end_detail)
+        yield Finding(JOURNAL_TAIL_GARBAGE, path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.TORN:
         if (is_newest or before_mark) and not _data_after(p, off):
             # A crash tears the journal being written; one wholly before lastMark is never read again.
-            code = "JOURNAL_OLD_TORN_TAIL" if before_mark else "JOURNAL_TORN_TAIL"
-            yield Finding(code, path=p, offset=off, detail=scan.end_detail, extra={"cut_at": off})
+            code = JOURNAL_OLD_TORN_TAIL if before_mark else JOURNAL_TORN_TAIL
+            yield Finding(code, path=p, offset=off, detail=scan.end_detail, cut_at=off)
         else:
-            yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
+            yield Finding(JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.INVALID:
-        yield Finding("JOURNAL_RECORD_CORRUPT", path=p, offset=off, detail=scan.end_detail)
+        yield Finding(JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
 
 
 def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool,
@@ -82,7 +87,7 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     plan = ctx.digest_plan
     sel = recs[data_idx]
     starts = sel["offset"].astype(np.int64)
-    ends = starts + 4 + sel["size"].astype(np.int64)
+    ends = starts + RECORD_LENGTH_SIZE + sel["size"].astype(np.int64)
     bad_parts = []
     i = 0
     # Windows of whole records, so that resident memory stays bounded on multi-GiB journals.
@@ -95,10 +100,12 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
             ents = np.zeros(j - i, dtype=ENTRY_DTYPE)
             ents["offset"], ents["size"] = part["offset"], part["size"]
             ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
-            s = (part["offset"] + 4 - w0).astype(np.int64)
-            ents["format"] = np.where(arr[s] >= 0x80, 2, 1)
-            ents["lac"] = _be64(arr, s + np.where(ents["format"] == 2, 25, 16))
-            ents["length"] = _be64(arr, s + np.where(ents["format"] == 2, 33, 24))
+            body = (part["offset"] + RECORD_LENGTH_SIZE - w0).astype(np.int64)
+            v2 = arr[body] >= V2_MARKER
+            ents["format"] = np.where(v2, 2, 1)
+            fields = body + np.where(v2, V2_PREFIX_SIZE, 0)   # a V2 header is the V1 fields behind a prefix
+            ents["lac"] = be_i64_at(arr, fields + V1_LAC_AT)
+            ents["length"] = be_i64_at(arr, fields + V1_LENGTH_AT)
             rows, _ = verify_entry_digests(arr, ents, plan, base=w0)
             bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
             del arr
@@ -110,80 +117,18 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
         if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
-            yield Finding("JOURNAL_OLD_TORN_TAIL" if before_mark else "JOURNAL_TORN_TAIL", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(JOURNAL_OLD_TORN_TAIL if before_mark else JOURNAL_TORN_TAIL, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
-                          extra={"cut_at": off})
+                          cut_at=off)
         else:
-            yield Finding("JOURNAL_RECORD_CORRUPT", path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
-
-
-def _be64(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Big-endian signed 64-bit values at byte offsets ``at`` of ``arr``."""
-    idx = at[:, None] + np.arange(8)
-    return arr[idx].astype(np.uint64).dot(np.uint64(1) << np.arange(56, -1, -8, dtype=np.uint64)).view(np.int64)
 
 
 def _data_after(path: str, off: int) -> bool:
     """Whether two plausible records follow each other anywhere after ``off`` (then the journal is
-    corrupt mid-file, not torn at its end).
-
-    Windows of the file are searched with numpy for offsets whose length prefix and entry id could
-    start a record; all-zero windows (the preallocated tail) cost one test each.
-    """
-    size = os.path.getsize(path)
-    pos = off + 1
-    with open(path, "rb", buffering=0) as fh:
-        while pos + 20 <= size:
-            with map_window(path, pos, SEARCH_WINDOW + 20) as w:
-                if not w.any():
-                    pos += SEARCH_WINDOW
-                    continue
-                cands = pos + _record_starts(w, pos, size)
-                del w
-            for q in cands[:MAX_CANDIDATES].tolist():
-                if _two_records_at(fh, int(q), size):
-                    return True
-            pos += SEARCH_WINDOW
-    return False
-
-
-def _be32(u: np.ndarray, k: int, n: int) -> np.ndarray:
-    return (u[k:k + n] << 24) | (u[k + 1:k + n + 1] << 16) | (u[k + 2:k + n + 2] << 8) | u[k + 3:k + n + 3]
-
-
-def _record_starts(w: np.ndarray, base: int, size: int) -> np.ndarray:
-    """Offsets in ``w`` (file bytes from ``base``) where a length prefix of 16.. bytes that fits the
-    file is followed by a body whose entry id is a data id (>= 0) or a meta-record marker."""
-    n = len(w) - 19
-    if n <= 0:
-        return np.zeros(0, np.int64)
-    u = w.astype(np.uint32)
-    length = _be32(u, 0, n).astype(np.int64)
-    eid = (_be32(u, 12, n).view(np.int32).astype(np.int64) << 32) | _be32(u, 16, n).astype(np.int64)
-    remaining = size - (base + np.arange(n, dtype=np.int64)) - 4
-    ok = (length >= 16) & (length <= remaining) & ((eid >= 0) | np.isin(eid, (-0x1000, -0x2000, -0x8000)))
-    return np.flatnonzero(ok)
-
-
-def _plausible(fh, q: int, size: int) -> int:
-    """The offset after a plausible record at ``q`` (a padding record counts), or -1."""
-    head = os.pread(fh.fileno(), 20, q)
-    if len(head) < 8:
-        return -1
-    n = int.from_bytes(head[:4], "big", signed=True)
-    if n == -0x100:
-        pad = int.from_bytes(head[4:8], "big", signed=True)
-        return q + 8 + pad if 0 <= pad and q + 8 + pad <= size else -1
-    if len(head) < 20 or n < 16 or q + 4 + n > size:
-        return -1
-    eid = int.from_bytes(head[12:20], "big", signed=True)
-    return q + 4 + n if eid >= 0 or eid in (-0x1000, -0x2000, -0x8000) else -1
-
-
-def _two_records_at(fh, q: int, size: int) -> bool:
-    nxt = _plausible(fh, q, size)
-    return nxt > 0 and _plausible(fh, nxt, size) > 0
+    corrupt mid-file, not torn at its end)."""
+    return find_record_pair(path, off + 1) >= 0
 
 
 def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
@@ -191,18 +136,18 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
     for p, m in ctx.last_marks.items():
         if isinstance(m, DiskError):
             if p not in ctx.unreadable:
-                yield Finding("FILE_UNREADABLE", path=p, detail=m.what)
+                yield Finding(FILE_UNREADABLE, path=p, detail=m.what)
             continue
         if isinstance(m, FormatError):
-            yield Finding("LASTMARK_BAD", path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
+            yield Finding(LASTMARK_BAD, path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
             continue
         by_name.setdefault(os.path.basename(p), {})[p] = m
     if ctx.journal_files and not by_name:
         for d in ctx.dirs.ledger_dirs:
-            yield Finding("LASTMARK_MISSING", path=os.path.join(d, "current"))
+            yield Finding(LASTMARK_MISSING, path=os.path.join(d, "current"))
     for name, marks in by_name.items():
         if len(set(marks.values())) > 1:
-            yield Finding("LASTMARK_DISAGREE", path=next(iter(marks)),
+            yield Finding(LASTMARK_DISAGREE, path=next(iter(marks)),
                           detail="; ".join(f"{p}: journal {m.log_id:x}.txn offset {m.offset}"
                                            for p, m in sorted(marks.items())))
         ji = 0 if name == "lastMark" else int(name.split(".")[1])
@@ -213,7 +158,7 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
         if jf is None:
-            yield Finding("LASTMARK_MISSING_JOURNAL", path=path, offset=0,
+            yield Finding(LASTMARK_MISSING_JOURNAL, path=path, offset=0,
                           detail=f"{journal_name(mark.log_id)} in journal dir {ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji}")
             continue
         scan = ctx.journal_scans.get(jf.path)
@@ -221,7 +166,7 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             limit = scan.end_offset if EndKind(scan.end_kind) in (EndKind.CLEAN, EndKind.EOF, EndKind.GARBAGE) \
                 else _valid_end(scan)
             if mark.offset > limit:
-                yield Finding("LASTMARK_PAST_END", path=path, offset=8,
+                yield Finding(LASTMARK_PAST_END, path=path, offset=8,
                               detail=f"offset {mark.offset} in {jf.path}, whose records end at {limit}")
 
 
@@ -229,7 +174,7 @@ def _valid_end(scan: JournalArrays) -> int:
     if len(scan.records) == 0:
         return scan.header_size
     r = scan.records[-1]
-    extra = 8 if int(r["kind"]) == RecordKind.PADDING else 4
+    extra = PADDING_HEAD_SIZE if int(r["kind"]) == RecordKind.PADDING else RECORD_LENGTH_SIZE
     return int(r["offset"]) + extra + int(r["size"])
 
 
@@ -253,9 +198,9 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
                 held |= set(zip(s.entries["scope"].tolist(), s.entries["ledger"].tolist(), s.entries["entry"].tolist()))
     missing = [(p, o, lid, e) for p, o, lid, e in pend if (lid.scope, lid.ledger, e) not in held]
     files = sorted({os.path.basename(p) for p, *_ in pend})
-    yield Finding("REPLAY_PENDING", path=pend[0][0], offset=pend[0][1],
+    yield Finding(REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
                   detail=f"{len(pend)} entries after lastMark in {', '.join(files)} would be replayed on restart; "
                          f"{len(pend) - len(missing)} of them are already in ledger storage")
     for p, o, lid, e in missing[:1000]:
-        yield Finding("REPLAY_NOT_IN_STORAGE", path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
+        yield Finding(REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
                       detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")

@@ -1,0 +1,183 @@
+"""The audit's command lines: ``bkdisk audit`` (also the spark-submit application, audit/spark_app.py)
+and ``bkdisk scan-disk``. Spark is imported only when an audit runs."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+
+from audit.rows import DiskInput, RunInfo
+from formats.errors import BkdiskError
+from fsck.exit_codes import EXIT_CANCELLED, EXIT_OK, EXIT_OPERATIONAL
+from fsck.exit_codes import EXIT_UNCORRECTED as EXIT_PROBLEMS
+
+MARKER = ".bkdisk-audit"
+
+
+class AuditUsageError(BkdiskError):
+    """An audit input could not be used (a disks file, an output folder)."""
+
+
+def one_line_errors(fn):
+    """bkdisk errors as ``bkdisk: <one line>`` and exit 8 (the CLI's convention, for spark-submit too)."""
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        try:
+            return fn(*a, **kw)
+        except BkdiskError as e:
+            click.echo(f"bkdisk: {e}", err=True)
+            sys.exit(EXIT_OPERATIONAL)
+        except KeyboardInterrupt:
+            click.echo("bkdisk: cancelled", err=True)
+            sys.exit(EXIT_CANCELLED)
+    return wrapper
+
+
+def read_disks_file(path: str) -> list[DiskInput]:
+    """One disk per line: ``path`` or ``bookie_id<TAB>path``; blank lines and ``#`` comments skipped."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise AuditUsageError(f"{path}: cannot read the disks file ({e.strerror})") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) > 2 or not parts[-1].strip():
+            raise AuditUsageError(f"{path}: line {n}: expected 'path' or 'bookie_id<TAB>path', found {line!r}")
+        out.append(DiskInput(parts[-1].strip(), parts[0].strip() if len(parts) == 2 else None))
+    return out
+
+
+def prepare_out(out: str) -> None:
+    """The output folder is new, empty, or a previous audit's (which is replaced table by table)."""
+    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
+        raise AuditUsageError(f"{out}: exists and is not a previous audit's output; choose another --out")
+    os.makedirs(out, exist_ok=True)
+    open(os.path.join(out, MARKER), "w").close()
+
+
+def _conf_pairs(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        k, eq, val = v.partition("=")
+        if not eq or not k:
+            raise click.BadParameter(f"expected key=value, found {v!r}", param_hint="--conf")
+        out[k] = val
+    return out
+
+
+def _disk_progress(done: int, scanning: int, total: int) -> None:
+    end = "\n" if done == total or not sys.stderr.isatty() else "\r"
+    click.echo(f"bkdisk audit: disks scanned {done}/{total}, {scanning} being scanned ", err=True, nl=False)
+    click.echo(end, err=True, nl=False)
+
+
+def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_dir: str, out: str,
+                      master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False) -> int:
+    """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems)."""
+    from audit.job import run_audit, spark_session
+    from audit.metadata_source import MetadataDirSource
+    from audit.report import summarize, terminal_summary, write_reports
+
+    if not disks and not scan_files:
+        raise AuditUsageError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
+    for f in scan_files:
+        if not os.path.isfile(f):
+            raise AuditUsageError(f"{f}: no such scan-disk file")
+    source = MetadataDirSource(metadata_dir)
+    source.load()  # fail before starting Spark when the metadata cannot be read (kept for the job)
+    prepare_out(out)
+    run = RunInfo.new(run_id)
+    echo = (lambda s: None) if quiet else (lambda s: click.echo(s, err=True))
+    echo(f"bkdisk audit: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
+    from audit.job import default_shuffle_partitions
+    conf = {"spark.sql.shuffle.partitions": default_shuffle_partitions(len(disks) + len(scan_files)), **conf}
+    from pyspark.sql import SparkSession
+    ours = SparkSession.getActiveSession() is None   # a caller's session (tests, notebooks) is left running
+    spark = spark_session(master, conf)
+    try:
+        run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress)
+    finally:
+        if ours:
+            spark.stop()
+    summary = summarize(out, run.run_id, source.describe())
+    js, page = write_reports(out, summary)
+    terminal_summary(summary, echo)
+    echo(f"bkdisk audit: tables in {out}/<table>/ (Parquet); {js}; report: {page}")
+    return EXIT_OK if summary["healthy"] else EXIT_PROBLEMS
+
+
+@click.command("audit")
+@click.argument("disks", nargs=-1, metavar="DISK...")
+@click.option("--disks-file", default=None, metavar="FILE", help="Disks, one per line: path or bookie_id<TAB>path.")
+@click.option("--scan-files", multiple=True, metavar="FILE.parquet",
+              help="Rows written by `bkdisk scan-disk` on a bookie host (repeatable; mixes with disks).")
+@click.option("--metadata-dir", required=True, metavar="DIR",
+              help="Folder of ledger metadata files (<hex ledger id>.bin/.txt), one per ledger.")
+@click.option("--out", required=True, metavar="DIR", help="Output folder: one Parquet folder per table, reports.")
+@click.option("--master", default=None, help="Spark master (default local[*]; under spark-submit, its own).")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
+@click.option("--cpus-per-scan", type=click.IntRange(min=1), default=None,
+              help="spark.task.cpus: at most (executor cores / N) disks are scanned at once per executor.")
+@click.option("--run-id", default=None, help="Id carried by every row (default: random).")
+@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+@one_line_errors
+def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str, out: str,
+          master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None, run_id: str | None,
+          quiet: bool) -> None:
+    """Audit every bookie disk of a cluster with Spark against the ledger metadata.
+
+    Exit 0 when every disk was audited and no fault table has a row, 4 when problems were found,
+    8 when the audit could not run.
+
+    \b
+    Examples:
+      bkdisk audit /mnt/bk1 /mnt/bk2 /mnt/bk3 --metadata-dir ./metadata --out ./audit-out
+      bkdisk audit --disks-file disks.tsv --metadata-dir ./metadata --out ./audit-out --master local[4]
+    """
+    given = [DiskInput(d) for d in disks] + (read_disks_file(disks_file) if disks_file else [])
+    settings = _conf_pairs(conf)
+    if cpus_per_scan:
+        settings["spark.task.cpus"] = str(cpus_per_scan)
+    sys.exit(run_audit_command(given, list(scan_files), metadata_dir, out, master, settings, run_id, quiet))
+
+
+@click.command("scan-disk")
+@click.argument("root", metavar="ROOT")
+@click.option("--out", required=True, metavar="FILE.parquet", help="The Parquet file to write (replaced when done).")
+@click.option("--metadata-dir", default=None, metavar="DIR",
+              help="Ledger metadata: digest types and passwords (HMAC ledgers need it to verify).")
+@click.option("--bookie-id", default=None, help="The bookie id, when the disk's cookie cannot be read.")
+@click.option("--run-id", default=None, help="Id carried by every row (default: random).")
+@one_line_errors
+def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: str | None,
+                      run_id: str | None) -> None:
+    """Scan one bookie disk (root or bk_server.conf) into the rows an audit task produces.
+
+    Run it on each bookie host when Spark cannot reach the disks, then give the files to
+    `bkdisk audit --scan-files`. Exit 0 when the disk is clean, 4 when fsck found errors or the
+    disk could not be read (the file then says so), 8 when the file could not be written.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import TASK_SCHEMA, scan_disk
+
+    md = MetadataDirSource(metadata_dir).load() if metadata_dir else {}
+    batches = scan_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id))
+    tmp = f"{out}.tmp-{os.getpid()}"
+    try:
+        pq.write_table(pa.Table.from_batches(batches, TASK_SCHEMA), tmp)
+    except OSError as e:
+        raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
+    os.replace(tmp, out)
+    disk = batches[-1].to_pylist()[0]   # the disks row comes last
+    click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}, {disk['entries'] or 0} entries -> {out}",
+               err=True)
+    sys.exit(EXIT_OK if disk["status"] == "ok" else EXIT_PROBLEMS)

@@ -1,0 +1,227 @@
+"""The Spark audit job: one task per disk scanning it in-process, the per-disk rows as DataFrames,
+the cluster tables joined in Spark, and every table written as Parquet under the output folder.
+
+Only small things reach the driver: the disks table (one row per disk) and the fault tables'
+summaries for the reports. Replicas stay in Spark.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from audit.metadata_source import MetadataSource
+from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
+from formats.errors import BkdiskError
+
+FAULT_TABLES = ("under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers")
+# Counts behind the report's replication histogram (every expected entry, healthy ones included).
+EXTRA_TABLES = ("replication_histogram",)
+ALL_TABLES = ("disks", "findings", "replicas") + FAULT_TABLES + EXTRA_TABLES
+AUDITED = ("ok", "errors")
+
+# Settings the audit depends on; --conf may override the rest, never these two.
+FIXED_CONF = {"spark.speculation": "false",            # a disk is never scanned by two tasks at once
+              "spark.sql.execution.arrow.pyspark.enabled": "true"}
+DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.adaptive.enabled": "true",
+                "spark.sql.session.timeZone": "UTC"}
+LOCAL_CONF = {"spark.ui.enabled": "false"}   # a laptop run needs no web UI (nor its port)
+
+
+class AuditError(BkdiskError):
+    """The audit could not run (no disks, unreadable metadata, an output folder in the way)."""
+
+
+def project_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-audit"):
+    """A session for the audit. ``master`` None: the one spark-submit gave, else ``local[*]``."""
+    from pyspark.sql import SparkSession
+    b = SparkSession.builder.appName(app)
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"
+    if master is not None:
+        b = b.master(master)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = dict(DEFAULT_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}))
+    # Executors import this package from where the driver has it unless the venv shipped it.
+    settings["spark.executorEnv.PYTHONPATH"] = project_root()
+    settings.update(conf)
+    settings.update(FIXED_CONF)
+    for k, v in settings.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _writable(d: str) -> bool:
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(d, os.W_OK)
+
+
+def numba_cache_writable() -> str | None:
+    """Executors may run from a read-only install: make numba's cache folder writable before the
+    first kernel loads. A writable BKDISK_NUMBA_CACHE_DIR or NUMBA_CACHE_DIR is kept; with neither,
+    numba caches beside the package when it can; else ``<tmp>/bkdisk-numba-<uid>`` (set as
+    BKDISK_NUMBA_CACHE_DIR, which diskio/config.py applies). Returns the folder chosen, None for numba's."""
+    given = [os.environ[k] for k in ("BKDISK_NUMBA_CACHE_DIR", "NUMBA_CACHE_DIR") if os.environ.get(k)]
+    if given and _writable(given[0]):
+        os.environ["BKDISK_NUMBA_CACHE_DIR"] = given[0]
+        return given[0]
+    spec = importlib.util.find_spec("entrylogs")
+    if not given and spec is not None and spec.origin and os.access(os.path.dirname(spec.origin), os.W_OK):
+        return None
+    d = os.path.join(tempfile.gettempdir(), f"bkdisk-numba-{os.getuid()}")
+    os.makedirs(d, exist_ok=True)
+    os.environ["BKDISK_NUMBA_CACHE_DIR"] = d
+    return d
+
+
+def disk_task(run: RunInfo, metadata_bc) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each task runs over its partition of the disks frame (one disk per partition)."""
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        numba_cache_writable()
+        here = run.on_this_host()
+        for b in batches:
+            for d in b.to_pylist():
+                yield from iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+    return task
+
+
+@dataclass
+class AuditResult:
+    out: str
+    run: RunInfo
+    disks: list[dict]
+    counts: dict[str, int]
+
+
+class _Progress(threading.Thread):
+    """Reports finished scan tasks while the disks stage runs (Spark's status tracker)."""
+
+    def __init__(self, spark, total: int, report: Callable[[int, int, int], None]):
+        super().__init__(daemon=True)
+        self.tracker, self.total, self.report = spark.sparkContext.statusTracker(), total, report
+        self.stop = threading.Event()
+        self.last = (-1, -1)
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            now = (0, 0)
+            for sid in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(sid)
+                if info is not None and info.numTasks == self.total:
+                    now = max(now, (info.numCompletedTasks, info.numActiveTasks))
+            if now != self.last and any(now):
+                self.last = now
+                self.report(now[0], now[1], self.total)
+
+
+def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: MetadataSource, out: str,
+              run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None) -> AuditResult:
+    """Scan ``disks`` as Spark tasks, add the rows of ``scan_files``, join, write every table."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from audit import tables
+
+    if not disks and not scan_files:
+        raise AuditError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
+    md = source.load()
+    frames = []
+    if disks:
+        numba_cache_writable()
+        sc = spark.sparkContext
+        schema = "path string, bookie_id string"
+        # One disk per partition: parallelize with as many slices as disks keeps each alone.
+        rdd = sc.parallelize([(d.path, d.bookie_id) for d in disks], len(disks))
+        frames.append(spark.createDataFrame(rdd, schema).mapInArrow(disk_task(run, sc.broadcast(md)),
+                                                                    from_arrow_schema(TASK_SCHEMA)))
+    if scan_files:
+        frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files))
+    rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+    watcher = _Progress(spark, len(disks), progress) if (progress and disks) else None
+    if watcher:
+        watcher.start()
+    try:
+        disk_rows = [r.asDict() for r in rows.filter(F.col("table") == "disks")
+                     .select(*[f.name for f in table_schema("disks")]).collect()]
+    except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
+        raise AuditError(f"the scan stage failed: {_first_line(e)}") from None
+    finally:
+        if watcher:
+            watcher.stop.set()
+    if progress:
+        progress(len(disks), 0, len(disks))
+    disk_rows = reconcile(disk_rows, md, run)
+    audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
+    not_audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] not in AUDITED and d["bookie_id"]}
+                         - set(audited))
+    frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
+                  for name in ("findings", "replicas")}
+    frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
+    # Only disks that finished their scan count: rows a failing disk yielded before failing are dropped.
+    replicas = frames_out["replicas"] = frames_out["replicas"].filter(F.col("bookie_id").isin(audited))
+    frames_out.update(tables.fault_tables(spark, md, replicas, audited, not_audited))
+    counts = {}
+    for name in ALL_TABLES:
+        df = frames_out[name]
+        if name != "replicas":
+            # Small tables: one sorted file each. Replicas keep a partition per disk.
+            df = df.repartition(1)
+        df.sortWithinPartitions(*tables.ORDER[name]).write.mode("overwrite").parquet(os.path.join(out, name))
+        counts[name] = _parquet_rows(os.path.join(out, name))
+    rows.unpersist()
+    tables.release(spark)
+    return AuditResult(out, run, disk_rows, counts)
+
+
+def _first_line(e: Exception) -> str:
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    errs = [x for x in lines if x.endswith("Error") or "Error:" in x or "Exception:" in x]
+    return (errs[-1] if errs else lines[0] if lines else type(e).__name__)[:300]
+
+
+def _parquet_rows(folder: str) -> int:
+    import pyarrow.parquet as pq
+    return pq.ParquetDataset(folder).read(columns=[]).num_rows
+
+
+def default_shuffle_partitions(inputs: int) -> str:
+    """Shuffle partitions when --conf does not say: a few per input disk (Spark's 200 is for big joins)."""
+    return str(min(200, max(4, 2 * inputs)))
+
+
+def reconcile(disk_rows: list[dict], md: dict, run: RunInfo) -> list[dict]:
+    """Disks expected (given, and every bookie metadata names) against disks reported: a bookie
+    with no readable disk row gets one ``not_audited`` row, never silence."""
+    named = {b for m in md.values() for _f, members in m.ensembles for b in members}
+    have = {d["bookie_id"] for d in disk_rows if d["bookie_id"]}
+    out = list(disk_rows)
+    for b in sorted(named - have):
+        row = {name: None for name in table_schema("disks").names}
+        row.update(tool_version=run.tool_version, run_id=run.run_id, host=None, bookie_id=b, status="not_audited",
+                   error="metadata names this bookie; no disk of it was given")
+        out.append(row)
+    return sorted(out, key=lambda d: (d["bookie_id"] or "", d["path"] or ""))
+
+
+def read_tables(out: str) -> dict[str, pa.Table]:
+    """The tables an audit wrote (for reports and tests)."""
+    import pyarrow.parquet as pq
+    return {name: pq.read_table(os.path.join(out, name)) for name in ALL_TABLES}
+

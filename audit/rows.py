@@ -1,0 +1,195 @@
+"""The per-disk rows of the audit: one bookie disk scanned in-process by the fsck library and the
+inventory scanner, as Arrow tables ``disks``, ``findings`` and ``replicas`` tagged with the run.
+
+A task's output (and a ``bkdisk scan-disk`` file) is one Arrow schema, ``TASK_SCHEMA``: a ``table``
+column names the table of each row, and the other columns are the union of the three tables'
+columns (null where a table has no such column). specs/audit.md documents every column.
+
+Ledger ids are stored as BookKeeper's Java code holds them: two signed 64-bit longs, ``ledger_scope``
+(the most significant half, 0 before BP-35) and ``ledger_id`` (the least significant half).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+RUN_FIELDS = [("tool_version", pa.string()), ("run_id", pa.string()), ("host", pa.string()),
+              ("bookie_id", pa.string())]
+DISK_FIELDS = [("path", pa.string()), ("storage_class", pa.string()), ("index_read", pa.bool_()),
+               ("status", pa.string()), ("bytes", pa.int64()), ("entries", pa.int64()),
+               ("scan_seconds", pa.float64()), ("fsck_exit_code", pa.int32()), ("error", pa.string())]
+FINDING_FIELDS = [("code", pa.string()), ("severity", pa.string()), ("pass_no", pa.int32()), ("path", pa.string()),
+                  ("offset", pa.int64()), ("ledger_scope", pa.int64()), ("ledger_id", pa.int64()),
+                  ("entry_id", pa.int64()), ("message", pa.string())]
+REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()),
+                  ("payload_sha256", pa.string()), ("digest_ok", pa.bool_()), ("digest_type", pa.string()),
+                  ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
+                  ("log_id", pa.int64()), ("offset", pa.int64())]
+TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS}
+
+
+def _union() -> pa.Schema:
+    seen: dict[str, pa.DataType] = {"table": pa.string()}
+    for name, t in RUN_FIELDS + DISK_FIELDS + FINDING_FIELDS + REPLICA_FIELDS:
+        if seen.setdefault(name, t) != t:
+            raise TypeError(f"column {name} has two types")
+    return pa.schema(list(seen.items()))
+
+
+TASK_SCHEMA = _union()
+
+# What a disk's storage is, as BookKeeper names the class, and whether its index was read.
+STORAGE_CLASS = {"index-files": "InterleavedLedgerStorage/SortedLedgerStorage",
+                 "rocksdb": "DbLedgerStorage (scanned from its entry logs; RocksDB index not read)",
+                 "empty": "none found"}
+
+
+def table_schema(table: str) -> pa.Schema:
+    return pa.schema(RUN_FIELDS + TABLE_FIELDS[table])
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What every row carries: the tool's version, the run and the host that scanned the disk."""
+
+    run_id: str
+    tool_version: str
+    host: str
+
+    @classmethod
+    def new(cls, run_id: str | None = None) -> RunInfo:
+        return cls(run_id or uuid.uuid4().hex[:16], tool_version(), socket.gethostname())
+
+    def on_this_host(self) -> RunInfo:
+        return RunInfo(self.run_id, self.tool_version, socket.gethostname())
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("bkdisk")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class DiskInput:
+    """One disk to audit: a bookie root or a bk_server.conf, and the bookie id the operator gave."""
+
+    path: str
+    bookie_id: str | None = None
+
+
+def signed(a: np.ndarray) -> np.ndarray:
+    """Unsigned 64-bit ids as Java's signed longs (the same bits)."""
+    return np.ascontiguousarray(a, dtype=np.uint64).view(np.int64)
+
+
+def to_signed(v: int | None) -> int | None:
+    from formats.ids import to_signed64
+    return None if v is None else to_signed64(v)
+
+
+def task_batch(table: str, run: RunInfo, bookie_id: str | None, cols: dict[str, pa.Array | list], n: int
+               ) -> pa.RecordBatch:
+    """A batch in TASK_SCHEMA for ``n`` rows of ``table``; absent columns are null."""
+    arrays = []
+    consts = {"table": table, "tool_version": run.tool_version, "run_id": run.run_id, "host": run.host,
+              "bookie_id": bookie_id}
+    for f in TASK_SCHEMA:
+        if f.name in consts:
+            arrays.append(pa.array([consts[f.name]] * n, f.type))
+        elif f.name in cols:
+            arrays.append(pa.array(cols[f.name], f.type))
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
+
+
+def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table]:
+    """The three per-disk tables (each in its own schema) from rows in TASK_SCHEMA."""
+    t = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, TASK_SCHEMA)
+    out = {}
+    for name in TABLE_FIELDS:
+        sub = t.filter(pc.equal(t["table"], name))
+        out[name] = sub.select([f.name for f in table_schema(name)]).cast(table_schema(name))
+    return out
+
+
+def scan_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> list[pa.RecordBatch]:
+    """All of ``iter_disk`` at once (small disks, tests, ``bkdisk scan-disk``)."""
+    return list(iter_disk(disk, metadata, run))
+
+
+def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.RecordBatch]:
+    """Check one disk with the fsck library and list its replicas with the inventory scanner, one
+    batch per entry log as it is scanned; the disks row comes last.
+
+    Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
+    any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
+    replicas that disk yielded before failing).
+    """
+    t0 = time.perf_counter()
+    from bookie.layout import bookie_id_of, discover, from_conf
+    from formats.errors import BkdiskError
+
+    def disk_row(status: str, bookie_id: str | None, error: str | None, **kw) -> pa.RecordBatch:
+        cols = {"path": [disk.path], "status": [status], "error": [error],
+                "scan_seconds": [round(time.perf_counter() - t0, 3)]}
+        cols.update({k: [v] for k, v in kw.items()})
+        return task_batch("disks", run, bookie_id, cols, 1)
+
+    try:
+        dirs = from_conf(disk.path) if os.path.isfile(disk.path) else discover(disk.path)
+    except (BkdiskError, OSError) as e:
+        yield disk_row("unreadable", disk.bookie_id, str(e).splitlines()[0])
+        return
+    bid = disk.bookie_id or bookie_id_of(dirs)
+    try:
+        yield from _scan(dirs, bid, metadata, run, disk_row)
+    except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
+        yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
+def _scan(dirs, bid: str | None, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+    from bookie.inventory import scan_bookie
+    from bookie.metadata_dir import digest_plan
+    from fsck.api import check_bookie
+    from fsck.context import CheckOptions
+
+    report = check_bookie(dirs, CheckOptions(metadata=metadata))
+    fs = report.findings
+    if fs:
+        yield task_batch("findings", run, bid, {
+            "code": [f.code for f in fs], "severity": [f.severity.value for f in fs],
+            "pass_no": [f.pass_no for f in fs], "path": [f.path for f in fs], "offset": [f.offset for f in fs],
+            "ledger_scope": [to_signed(f.scope or 0) if f.ledger is not None else None for f in fs],
+            "ledger_id": [to_signed(f.ledger) for f in fs], "entry_id": [f.entry for f in fs],
+            "message": [f.message for f in fs]}, len(fs))
+    entries = 0
+    for rows in scan_bookie(dirs, digest_plan(metadata), payload_hash="sha256"):
+        if isinstance(rows, str) or len(rows) == 0:
+            continue   # an unlistable dir is already an fsck finding
+        inv = rows.arrow()
+        e = rows.entries
+        entries += len(rows)
+        yield task_batch("replicas", run, bid, {
+            "ledger_scope": signed(e["scope"]), "ledger_id": signed(e["ledger"]), "entry_id": e["entry"],
+            "payload_sha256": inv["payload_sha256"], "digest_ok": inv["digest_ok"],
+            "digest_type": inv["digest_type"], "size": e["size"].astype(np.int64),
+            "payload_len": inv["payload_len"].cast(pa.int64()), "ledger_dir": inv["ledger_dir"],
+            "log_id": inv["log_id"], "offset": e["offset"]}, len(rows))
+    st = report.stats
+    status = "ok" if report.exit_code == 0 else "errors"
+    yield disk_row(status, bid, None, storage_class=STORAGE_CLASS.get(dirs.storage_kind, dirs.storage_kind),
+                   index_read=dirs.storage_kind == "index-files",
+                   bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
+                   entries=entries, fsck_exit_code=report.exit_code)

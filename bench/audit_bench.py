@@ -1,0 +1,147 @@
+"""The Spark audit on local[2]: wall time for 1, 2, 4 and 8 writer-built disks of equal size against
+fsck + inventory run directly on the same disks, Spark's start-up cost, and the cluster join alone
+on synthetic replica rows (rows/s).
+
+    python -m bench.audit_bench [--dir /tmp/bench-audit] [--disk-mib 8] [--join-rows 1000000]
+
+Each disk holds its own ledgers (ensemble of one bookie), so auditing k disks is k times the same
+work: time should grow linearly in disks and in entries. The direct figure is the same per-disk
+task (audit.rows.scan_disk: the fsck library and the inventory scanner) run in this process, one
+disk after another; the audit runs two at a time (local[2]).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import time
+
+DISK_COUNTS = (1, 2, 4, 8)
+
+
+def build(base: str, disk_mib: int, disks: int = 8):
+    from bookie.cluster import ClusterLedger, ClusterSpec, write_cluster
+    from bookie.model import BookieSpec
+    from formats.digests import DigestType
+    rnd = random.Random(5)
+    ids = [f"bench-{i}" for i in range(disks)]
+    per_ledger = 200
+    payload = 16 * 1024
+    ledgers_per_disk = max(1, disk_mib * (1 << 20) // (per_ledger * payload))
+    ledgers = []
+    for i, b in enumerate(ids):
+        for k in range(ledgers_per_disk):
+            ledgers.append(ClusterLedger(1000 * i + k, [rnd.randbytes(payload) for _ in range(per_ledger)],
+                                         ((0, (b,)),), 1, 1, DigestType.CRC32C, b"bench"))
+    specs = [BookieSpec([], bookie_id=b, entry_log_size_limit=64 << 20, write_journal=False) for b in ids]
+    w = write_cluster(ClusterSpec(specs, ledgers), base)
+    # One metadata folder per disk count, holding the ledgers of the disks audited.
+    for k in DISK_COUNTS:
+        d = os.path.join(base, f"metadata-{k}")
+        os.makedirs(d, exist_ok=True)
+        for l in ledgers:
+            if l.ledger_id // 1000 < k:
+                n = f"{l.ledger_id:x}.bin"
+                shutil.copyfile(os.path.join(w.metadata_dir, n), os.path.join(d, n))
+    return w, ids
+
+
+def disk_scaling(a, spark) -> None:
+    from audit.job import run_audit
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+    w, ids = build(os.path.join(a.dir, "cluster"), a.disk_mib)
+    sizes = [sum(os.path.getsize(p) for p in w.bookies[b].entry_log_files) for b in ids]
+    print(f"disks: 8 x {sum(sizes) / len(sizes) / (1 << 20):.1f} MiB of entry logs", flush=True)
+    # Warm numba's cache and the page cache for both sides.
+    scan_disk(DiskInput(w.bookie_roots[ids[0]]), {}, RunInfo.new())
+    run_audit(spark, [DiskInput(w.bookie_roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
+              "metadata-1")), os.path.join(a.dir, "warm"), RunInfo.new())
+    print(f"{'disks':>5} {'direct s':>9} {'audit s':>8} {'audit/direct':>12} {'MiB/s audit':>11}")
+    for k in DISK_COUNTS:
+        md = MetadataDirSource(os.path.join(a.dir, "cluster", f"metadata-{k}"))
+        disks = [DiskInput(w.bookie_roots[b]) for b in ids[:k]]
+        meta = md.load()
+        t0 = time.perf_counter()
+        rows = [split_tables(scan_disk(d, meta, RunInfo.new()))["disks"].to_pylist()[0] for d in disks]
+        direct = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = run_audit(spark, disks, [], md, os.path.join(a.dir, f"out-{k}"), RunInfo.new())
+        wall = time.perf_counter() - t0
+        bad = [d for d in rows + res.disks if d["status"] != "ok"]
+        if bad:
+            raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {bad[0]}")
+        mib = sum(sizes[:k]) / (1 << 20)
+        print(f"{k:>5} {direct:>9.2f} {wall:>8.2f} {wall / direct:>12.2f} {mib / wall:>11.1f}", flush=True)
+
+
+def join_alone(a, spark) -> None:
+    """Fault tables over synthetic replicas: 3-bookie ensembles over 12 bookies, Qw 2, 1 in 1000
+    first copies missing; the rows are generated in Spark, never on the driver."""
+    from pyspark.sql import functions as F
+
+    from audit import tables
+    from formats.ids import LedgerId
+    from formats.metadata import LedgerMetadata
+    bookies, epl = 12, 1000
+    entries = a.join_rows // 2
+    n_ledgers = max(1, entries // epl)
+    md = {LedgerId(0, l): LedgerMetadata(3, 2, 3, 2, 0, epl - 1, "CLOSED",
+                                         ((0, tuple(f"bk-{(l + p) % bookies}" for p in range(3))),), "CRC32C", b"")
+          for l in range(n_ledgers)}
+    e = spark.range(n_ledgers * epl).select((F.col("id") / epl).cast("long").alias("ledger_id"),
+                                           (F.col("id") % epl).alias("entry_id"), "id")
+    r = e.select("*", F.explode(F.array(F.lit(0), F.lit(1))).alias("w"))
+    r = r.filter(~((F.col("id") % 1000 == 0) & (F.col("w") == 0)))
+    pos = (F.col("entry_id") + F.col("w")) % 3
+    replicas = r.select(F.lit(0).cast("long").alias("ledger_scope"), "ledger_id", "entry_id",
+                        F.concat(F.lit("bk-"), ((F.col("ledger_id") + pos) % bookies).cast("string")).alias("bookie_id"),
+                        F.sha2(F.col("id").cast("string"), 256).alias("payload_sha256"),
+                        F.lit(True).alias("digest_ok"), F.lit(100).cast("long").alias("size"))
+    replicas = replicas.cache()
+    n = replicas.count()
+    audited = [f"bk-{i}" for i in range(bookies)]
+    t0 = time.perf_counter()
+    out = tables.fault_tables(spark, md, replicas, audited, [])
+    counts, each = {}, {}
+    for name, df in out.items():
+        t1 = time.perf_counter()
+        df.write.mode("overwrite").parquet(os.path.join(a.dir, "join", name))
+        each[name] = round(time.perf_counter() - t1, 1)
+        counts[name] = spark.read.parquet(os.path.join(a.dir, "join", name)).count()
+    secs = time.perf_counter() - t0
+    print(f"seconds per table (in order; shared frames are computed by the first that needs them): {each}")
+    tables.release(spark)
+    print(f"join alone: {n:,} replica rows, {n_ledgers:,} ledgers -> {counts} in {secs:.1f} s: "
+          f"{n / secs:,.0f} rows/s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default="/tmp/bench-audit")
+    ap.add_argument("--disk-mib", type=int, default=8, help="entry-log MiB per disk")
+    ap.add_argument("--join-rows", type=int, default=1_000_000, help="synthetic replica rows for the join alone")
+    ap.add_argument("--skip-disks", action="store_true")
+    ap.add_argument("--driver-memory", default="3g", help="local mode runs everything in the driver JVM")
+    a = ap.parse_args(argv)
+    shutil.rmtree(a.dir, ignore_errors=True)
+    os.makedirs(a.dir)
+    from audit.job import spark_session
+    t0 = time.perf_counter()
+    spark = spark_session("local[2]", {"spark.sql.shuffle.partitions": "16", "spark.driver.memory": a.driver_memory})
+    spark.range(1).count()
+    print(f"spark start-up (session + first job): {time.perf_counter() - t0:.1f} s", flush=True)
+    try:
+        if not a.skip_disks:
+            disk_scaling(a, spark)
+        join_alone(a, spark)
+    finally:
+        spark.stop()
+        shutil.rmtree(a.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

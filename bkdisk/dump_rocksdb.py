@@ -1,0 +1,158 @@
+"""`bkdisk dump rocksdb|locations|ledgers-index`: a DbLedgerStorage bookie's RocksDB files and indexes.
+
+``locations --ledger-id L`` prints what ``bookkeeper shell ledger L`` prints on DbLedgerStorage
+(``entry E\\t:\\t(log: G, pos: P)``); without a ledger every ledger follows its ``===== LEDGER`` line.
+The RocksDB reader is imported only when one of these commands runs.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from typing import Any
+
+import click
+
+from bkdisk import shell_format as sf
+from bkdisk.dump_common import DumpError, Out, json_option
+from bkdisk.errors import one_line_errors
+from bkdisk.ledger_options import ledger_options
+from formats.ids import LedgerId
+from formats.paths import CURRENT_DIR
+
+
+def _current_dirs(path: str, db: str) -> list[str]:
+    """The ledger dirs' ``current`` folders holding database ``db`` under PATH (a db dir, ``current``,
+    a ledger dir, or a bookie root)."""
+    from bkdisk.dump_state import _storage_dirs
+    p = os.path.abspath(path)
+    if os.path.isfile(os.path.join(p, "CURRENT")):
+        return [os.path.dirname(p)] if os.path.basename(p) == db else []
+    if os.path.isfile(os.path.join(p, db, "CURRENT")):
+        return [p]
+    out = [os.path.join(d, CURRENT_DIR) for d in _storage_dirs(p)]
+    return [c for c in out if os.path.isfile(os.path.join(c, db, "CURRENT"))]
+
+
+def _problems_error(problems) -> None:
+    from formats.errors import FormatError
+    if problems:
+        p = problems[0]
+        raise FormatError(f"an undamaged database ({len(problems)} problem(s); the first: {p.kind})", p.detail,
+                          path=p.path, offset=p.offset)
+
+
+@click.command("locations")
+@click.argument("path")
+@json_option
+@ledger_options
+@one_line_errors
+def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
+    """Entry locations of DbLedgerStorage (`bookkeeper shell ledger <id>` on such a bookie)."""
+    from formats.dbledger import ENTRY_SIZE_FIELD
+    from rocksdbfiles.dbindex import LOCATIONS_DB, read_locations
+    dirs = _current_dirs(path, LOCATIONS_DB)
+    if not dirs:
+        raise DumpError(f"{path}: no DbLedgerStorage locations database (locations/CURRENT) found")
+    out, problems, last = Out(), [], None
+    with ExitStack() as stack:
+        for cur in dirs:
+            locs, probs = read_locations(os.path.join(cur, LOCATIONS_DB), stack)
+            problems += probs
+            for loc in locs:
+                if ledger is not None and (ledger.scope != 0 or loc.ledger_id != ledger.ledger):
+                    continue
+                if as_json:
+                    out.obj({"db": os.path.join(cur, LOCATIONS_DB), "kind": "location", "ledger": loc.ledger_id,
+                             "entry": loc.entry_id, "log": loc.log_id, "pos": loc.offset,
+                             "offset": loc.offset - ENTRY_SIZE_FIELD})
+                    continue
+                if ledger is None and loc.ledger_id != last:
+                    out.text(sf.ledger_index_header_line(sf.ledger_text(loc.ledger_id)))
+                    last = loc.ledger_id
+                out.text(f"entry {loc.entry_id}\t:\t(log: {loc.log_id}, pos: {loc.offset})\n")
+    out.flush()
+    _problems_error(problems)
+
+
+@click.command("ledgers-index")
+@click.argument("path")
+@json_option
+@ledger_options
+@one_line_errors
+def ledgers_index_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
+    """The ledgers index of DbLedgerStorage: exists, fenced, master key and explicit LAC per ledger."""
+    from rocksdbfiles.dbindex import LEDGERS_DB, read_ledgers
+    dirs = _current_dirs(path, LEDGERS_DB)
+    if not dirs:
+        raise DumpError(f"{path}: no DbLedgerStorage ledgers database (ledgers/CURRENT) found")
+    out, problems = Out(), []
+    with ExitStack() as stack:
+        for cur in dirs:
+            infos, probs = read_ledgers(os.path.join(cur, LEDGERS_DB), stack)
+            problems += probs
+            for lid, i in sorted(infos.items()):
+                if ledger is not None and (ledger.scope != 0 or lid != ledger.ledger):
+                    continue
+                if as_json:
+                    out.obj({"db": os.path.join(cur, LEDGERS_DB), "kind": "ledger", "ledger": lid, "exists": i.exists,
+                             "fenced": i.fenced, "master_key": i.master_key.hex(), "explicit_lac": i.explicit_lac,
+                             "explicit_lac_body": None if i.explicit_lac_body is None else i.explicit_lac_body.hex(),
+                             "limbo": i.limbo})
+                else:
+                    out.text(f"===== LEDGER: {sf.ledger_text(lid)} =====\n"
+                             f"master key  : {sf.bytes2hex(i.master_key)}\n"
+                             f"exists       : {'true' if i.exists else 'false'}\n"
+                             f"isFenced     : {'true' if i.fenced else 'false'}\n"
+                             f"explicitLac  : {'N/A' if i.explicit_lac is None else i.explicit_lac}\n")
+    out.flush()
+    _problems_error(problems)
+
+
+def _sst_summary(t) -> dict[str, Any]:
+    return {"file": t.path, "kind": "sst", "format_version": t.format_version,
+            "checksum": t.footer.checksum_type, "compression": t.compression, "entries": t.num_entries(),
+            "data_blocks": len(t.index_handles)}
+
+
+@click.command("rocksdb")
+@click.argument("path")
+@click.option("--records", is_flag=True, help="Also list the records (merged live keys for a database).")
+@json_option
+@one_line_errors
+def rocksdb_cmd(path: str, records: bool, as_json: bool) -> None:
+    """A RocksDB database dir (CURRENT, MANIFEST, SSTs, WAL) or one SST file: structure and checks."""
+    from diskio.mapped import map_file
+    from rocksdbfiles.db import open_db
+    from rocksdbfiles.sst import SstFile
+    out = Out()
+    emit = out.obj if as_json else (lambda o: out.text(" ".join(f"{k}={v}" for k, v in o.items()) + "\n"))
+    problems = []
+    with ExitStack() as stack:
+        if os.path.isfile(path):
+            t = SstFile(os.path.abspath(path), memoryview(stack.enter_context(map_file(path))))
+            emit(_sst_summary(t))
+            if records:
+                for r in t.records():
+                    emit({"kind": "record", "key": r.user_key.hex(), "seq": r.sequence, "type": r.vtype,
+                          "value": r.value.hex()})
+        else:
+            db = open_db(path, stack)
+            v = db.version
+            emit({"db": db.path, "kind": "manifest", "manifest": os.path.basename(v.manifest),
+                  "comparator": v.comparator, "log_number": v.log_number, "next_file_number": v.next_file_number,
+                  "last_sequence": v.last_sequence, "deleted_files": len(v.deleted)})
+            for level, n, t in db.tables:
+                emit({"level": level, **_sst_summary(t)})
+            for wal in db.wals:
+                emit({"file": wal.path, "kind": "wal", "batches": len(wal.batches), "last_sequence": wal.last_sequence})
+            problems = db.verify()
+            for p in problems:
+                emit({"kind": "problem", "problem": p.kind, "file": p.path, "offset": p.offset, "detail": p.detail})
+            if records:
+                for k, val in db.items():
+                    emit({"kind": "record", "key": k.hex(), "value": val.hex()})
+    out.flush()
+    _problems_error(problems)
+
+
+COMMANDS = {"rocksdb": rocksdb_cmd, "locations": locations_cmd, "ledgers-index": ledgers_index_cmd}

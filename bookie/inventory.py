@@ -1,0 +1,139 @@
+"""A bookie's entries as columns: one batch per entry log, for JSON Lines, Parquet and the Spark audit.
+
+Each batch holds the scanner's arrays as they come (no per-entry Python objects); the row schema,
+``INVENTORY_FIELDS``, is the one `bkdisk inventory --jsonl` prints, `--parquet` writes and the
+audit's replica rows start from. Damage the scan met comes back as data (``LogRows.warnings``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from bookie.layout import BookieDirs, bookie_id_of
+from diskio.jsonl import CHOICE, DIGEST, DIGEST_BYTES, INT, INT_OR_NULL, UINT, RowTemplate, Slot
+from entrylogs.reader import Damage
+from entrylogs.scan import DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, scan_entry_log
+from formats.digests import DigestType
+from formats.paths import CURRENT_DIR, parse_entry_log_name
+
+_DIGEST_NAMES = tuple([None] + [DigestType(c).name for c in range(1, max(DigestType) + 1)])
+_SOURCES = tuple(SOURCE_NAMES.get(c) for c in range(max(SOURCE_NAMES) + 1))
+_DIGEST_OK = tuple(True if c == DIGEST_OK else False if c == DIGEST_BAD else None
+                   for c in range(max(DIGEST_OK, DIGEST_BAD) + 1))
+
+# The row, in order: (key, how it is written); constants per entry log are bookie_id, ledger_dir, log_id.
+CONSTANT_FIELDS = ("bookie_id", "ledger_dir", "log_id")
+SLOTS = (Slot("offset", INT), Slot("scope", UINT), Slot("ledger", UINT), Slot("entry", INT), Slot("format", INT),
+         Slot("size", INT), Slot("lac", INT), Slot("length", INT), Slot("payload_len", INT_OR_NULL),
+         Slot("digest_type", CHOICE, _DIGEST_NAMES), Slot("digest_source", CHOICE, _SOURCES),
+         Slot("digest_ok", CHOICE, _DIGEST_OK))
+HASH_SLOT = Slot("payload_sha256", DIGEST)
+INVENTORY_FIELDS = CONSTANT_FIELDS + tuple(s.key for s in SLOTS)
+
+
+@dataclass
+class LogRows:
+    """The entries of one entry log, as columns."""
+
+    bookie_id: str | None
+    ledger_dir: str
+    log_id: int
+    path: str
+    entries: np.ndarray                 # entrylogs.arrays.ENTRY_DTYPE
+    digests: np.ndarray                 # entrylogs.scan.DIGEST_DTYPE
+    payload_sha256: np.ndarray | None   # (n, 32) uint8 when asked for; rows without a payload are all -1 in hash_row
+    hash_row: np.ndarray | None
+    warnings: list[str] = field(default_factory=list)
+    problems: int = 0                   # framing damage met (each also in warnings)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def only(self, scope: int, ledger: int) -> "LogRows":
+        """The rows of one ledger (BP-35: a scope and a ledger id)."""
+        keep = (self.entries["scope"] == scope) & (self.entries["ledger"] == ledger)
+        rows = None if self.hash_row is None else self.hash_row[keep]
+        return LogRows(self.bookie_id, self.ledger_dir, self.log_id, self.path, self.entries[keep],
+                       self.digests[keep], self.payload_sha256, rows, self.warnings, self.problems)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        e, d = self.entries, self.digests
+        return {"offset": e["offset"], "scope": e["scope"], "ledger": e["ledger"], "entry": e["entry"],
+                "format": e["format"], "size": e["size"], "lac": e["lac"], "length": e["length"],
+                "payload_len": d["payload_len"], "digest_type": d["type"], "digest_source": d["source"],
+                "digest_ok": d["status"]}
+
+    def jsonl(self) -> bytes:
+        """The rows as JSON Lines, exactly as json.dumps writes each row (keys in INVENTORY_FIELDS order)."""
+        with_hash = self.payload_sha256 is not None
+        consts = {"bookie_id": self.bookie_id, "ledger_dir": self.ledger_dir, "log_id": self.log_id}
+        order = INVENTORY_FIELDS + ((HASH_SLOT.key,) if with_hash else ())
+        template = RowTemplate(consts, SLOTS + ((HASH_SLOT,) if with_hash else ()), order)
+        return template.encode(self.columns(), self.payload_sha256, self.hash_row)
+
+    def arrow(self):
+        """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""
+        import pyarrow as pa
+        n = len(self)
+        cols = self.columns()
+        d = self.digests
+        arrays = {
+            "bookie_id": pa.array([self.bookie_id] * n, pa.string()),
+            "ledger_dir": pa.array([self.ledger_dir] * n, pa.string()),
+            "log_id": pa.array(np.full(n, self.log_id, np.int64)),
+        }
+        for s in SLOTS[:8]:
+            arrays[s.key] = pa.array(cols[s.key])
+        arrays["payload_len"] = pa.array(d["payload_len"], mask=d["payload_len"] < 0)
+        arrays["digest_type"] = pa.array(np.array(_DIGEST_NAMES, object)[d["type"]], pa.string())
+        arrays["digest_source"] = pa.array(np.array(_SOURCES, object)[d["source"]], pa.string())
+        arrays["digest_ok"] = pa.array(np.array(_DIGEST_OK, object)[d["status"]], pa.bool_())
+        if self.payload_sha256 is not None:
+            hexes = np.array([None if r < 0 else self.payload_sha256[r].tobytes().hex() for r in self.hash_row],
+                             object)
+            arrays[HASH_SLOT.key] = pa.array(hexes, pa.string())
+        return pa.RecordBatch.from_pydict(arrays)
+
+
+def entry_logs(ledger_dir: str) -> tuple[list[tuple[int, str]], str | None]:
+    """(log id, path) of every ``<hex>.log`` in ``<ledger_dir>/current`` by id, and why listing failed."""
+    cur = os.path.join(ledger_dir, CURRENT_DIR)
+    try:
+        names = os.listdir(cur)
+    except OSError as e:
+        return [], f"{cur}: cannot list ({e.strerror})"
+    logs = [(parse_entry_log_name(n), os.path.join(cur, n)) for n in names]
+    return sorted((i, p) for i, p in logs if i is not None), None
+
+
+def _hash_array(hashes: list[str | None] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if hashes is None:
+        return None, None
+    present = [h for h in hashes if h is not None]
+    digests = np.frombuffer(bytes.fromhex("".join(present)), np.uint8).reshape(len(present), DIGEST_BYTES)
+    rows = np.full(len(hashes), -1, np.int64)
+    rows[[i for i, h in enumerate(hashes) if h is not None]] = np.arange(len(present))
+    return digests, rows
+
+
+def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,
+                window: int = DEFAULT_WINDOW) -> Iterator[LogRows | str]:
+    """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str is a dir
+    that could not be listed."""
+    bid = bookie_id_of(dirs)
+    for ld in dirs.ledger_dirs:
+        ld_name = os.path.basename(os.path.normpath(ld))
+        logs, failure = entry_logs(ld)
+        if failure:
+            yield failure
+        for log_id, path in logs:
+            s = scan_entry_log(path, window=window, digests=plan, payload_hash=payload_hash)
+            warnings = [str(err) for err in (s.header_error, s.map_error) if err is not None]
+            warnings += [f"{path}: offset {int(p['offset'])}: framing broken "
+                         f"({Damage(int(p['reason'])).name.lower()}), resumed at {int(p['resumed_at'])}"
+                         for p in s.problems]
+            digests, rows = _hash_array(s.payload_hashes if payload_hash else None)
+            yield LogRows(bid, ld_name, log_id, path, s.entries, s.digests, digests, rows, warnings, len(s.problems))

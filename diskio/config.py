@@ -1,0 +1,84 @@
+"""Run-time configuration of the jitted kernels: numba's cache folder, CPU features, the CRC variant.
+
+Everything here is resolved on first use and then kept (``functools.cache``), never at import, so
+no module depends on which one is imported first:
+
+* ``BKDISK_NUMBA_CACHE_DIR``, when set, becomes numba's cache folder (``NUMBA_CACHE_DIR``) for
+  read-only installs or a cache shared between processes. It is applied by ``kernel`` before the
+  first kernel is decorated (numba picks a dispatcher's cache folder when it is decorated), and
+  written into numba's parsed config too, so it holds even when numba was imported earlier.
+* The CPU features numba compiles for (its ``NUMBA_CPU_FEATURES`` override, else the host's).
+* ``crc_variant()``: the fastest CRC implementation the target supports, or a lower one forced by
+  ``BKDISK_CRC=table|pclmul|vpclmul``. Callers that want another pass it explicitly
+  (``DigestPlan(crc_variant=...)``); nothing reads the environment again.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from typing import Callable
+
+CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
+CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}
+
+# nopython always; nogil so fsck's --jobs threads run kernels in parallel; cached across processes.
+JIT_OPTIONS = dict(nogil=True, cache=True, boundscheck=False)
+
+
+@functools.cache
+def numba_cache_dir() -> str | None:
+    """Apply ``BKDISK_NUMBA_CACHE_DIR`` (once) and return the cache folder in force, if any."""
+    wanted = os.environ.get("BKDISK_NUMBA_CACHE_DIR")
+    from numba.core import config as numba_config
+    if wanted:
+        os.environ["NUMBA_CACHE_DIR"] = wanted
+        numba_config.CACHE_DIR = wanted
+    return numba_config.CACHE_DIR or None
+
+
+def kernel(fn: Callable) -> Callable:
+    """``numba.njit(**JIT_OPTIONS)``, with the cache folder resolved first."""
+    numba_cache_dir()
+    from numba import njit
+    return njit(**JIT_OPTIONS)(fn)
+
+
+@functools.cache
+def target_features() -> frozenset[str]:
+    """CPU features numba compiles for (its config override, else the host's); empty off x86-64."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return frozenset()
+    from numba.core import config as numba_config
+    feats = numba_config.CPU_FEATURES
+    if feats is None:
+        import llvmlite.binding as ll
+        feats = ll.get_host_cpu_features().flatten()
+    return frozenset(f[1:] for f in feats.split(",") if f.startswith("+"))
+
+
+def has_pclmul() -> bool:
+    return {"pclmul", "sse4.1"} <= target_features()
+
+
+def has_vpclmul() -> bool:
+    return has_pclmul() and {"vpclmulqdq", "avx2"} <= target_features()
+
+
+def best_crc_variant() -> int:
+    return CRC_VPCLMUL if has_vpclmul() else CRC_PCLMUL if has_pclmul() else CRC_TABLE
+
+
+def supported_crc_variants() -> list[int]:
+    return list(range(best_crc_variant() + 1))
+
+
+@functools.cache
+def crc_variant() -> int:
+    """The CRC variant digest checks use unless told otherwise: the best supported, or ``BKDISK_CRC``."""
+    want = os.environ.get("BKDISK_CRC", "").strip().lower()
+    best = best_crc_variant()
+    for code, name in CRC_VARIANT_NAMES.items():
+        if want == name:
+            return min(code, best)
+    return best

@@ -1,0 +1,138 @@
+"""Jitted CRC32/CRC32C digest checks and CRC sniffing over stored entries, each beside its pure-Python twin.
+
+An entry is addressed by the offset of its size prefix and its stored size (entry-log and journal
+records alike). ``check_digests`` checks each entry with the digest type its V2 flags name or the
+caller gives for V1; ``sniff_crc`` says which CRC a V1 entry verifies as. Their twins
+(``check_digests_reference``, ``sniff_crc_reference``) compute the same through
+``formats.digests.compute_digest`` (zlib and the crc32c package); tests compare them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from diskio.config import kernel
+from diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
+from formats.digests import DIGEST_LENGTH, DigestType, compute_digest
+from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
+from formats.entrylog import SIZE_PREFIX_SIZE
+
+# Per-entry digest results.
+DIGEST_UNKNOWN, DIGEST_OK, DIGEST_BAD = 0, 1, 2
+DIGEST_PENDING_HMAC = 3     # left for the caller, who holds the keys
+# sniff_crc's result bits
+SNIFF_CRC32C, SNIFF_CRC32 = 1, 2
+
+_CRC32, _HMAC, _CRC32C, _DUMMY = (int(t) for t in (DigestType.CRC32, DigestType.HMAC, DigestType.CRC32C,
+                                                   DigestType.DUMMY))
+# digest length by DigestType code; -1 for code 0 (unknown)
+DIGEST_LENGTH_BY_CODE = np.array([-1] + [DIGEST_LENGTH[DigestType(c)] for c in range(1, 5)], dtype=np.int64)
+_LEN_CRC32, _LEN_HMAC, _LEN_CRC32C = DIGEST_LENGTH[DigestType.CRC32], DIGEST_LENGTH[DigestType.HMAC], \
+    DIGEST_LENGTH[DigestType.CRC32C]
+_V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
+
+
+@kernel
+def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out_status):
+    """Check CRC32/CRC32C digests of entries held in ``buf`` (file bytes [base, ...)); DUMMY passes;
+    HMAC is left DIGEST_PENDING_HMAC.
+
+    ``code``: the DigestType of each V1 entry (0 = unknown); V2 entries name theirs in the flags.
+    ``known``: a status already established while sniffing (0 = check here).
+    """
+    mask32 = np.uint64(0xFFFFFFFF)
+    for i in range(off.size):
+        body = off[i] + SIZE_PREFIX_SIZE - base
+        n = size[i]
+        if fmt[i] == 2:
+            header = _V2
+            digest_type = buf[body + V2_FLAGS_AT] & V2_DIGEST_MASK
+        else:
+            header = _V1
+            digest_type = code[i]
+        out_type[i] = digest_type
+        if known[i] != 0:
+            out_status[i] = known[i]
+            continue
+        if digest_type == 0:
+            out_status[i] = DIGEST_UNKNOWN
+            continue
+        digest_len = DIGEST_LENGTH_BY_CODE[digest_type]
+        if n < header + digest_len:
+            out_status[i] = DIGEST_BAD
+            continue
+        if digest_type == _DUMMY:
+            out_status[i] = DIGEST_OK
+            continue
+        if digest_type == _HMAC:
+            out_status[i] = DIGEST_PENDING_HMAC
+            continue
+        poly = POLY_CRC32 if digest_type == _CRC32 else POLY_CRC32C
+        crc = crc_update(mask32, buf, body, header, poly, variant)
+        crc = crc_update(crc, buf, body + header + digest_len, n - header - digest_len, poly, variant) ^ mask32
+        if digest_type == _CRC32C:
+            stored = np.uint64(be_u32(buf, body + header))
+        else:
+            stored = be_u64(buf, body + header)
+        out_status[i] = DIGEST_OK if stored == crc else DIGEST_BAD
+
+
+def check_digests_reference(data, base: int, off, size, fmt, code, known) -> tuple[np.ndarray, np.ndarray]:
+    """check_digests one entry at a time through formats.digests: (types, statuses)."""
+    b = bytes(data)
+    out_type = np.zeros(len(off), np.uint8)
+    out_status = np.zeros(len(off), np.uint8)
+    for i in range(len(off)):
+        body, n = int(off[i]) + SIZE_PREFIX_SIZE - base, int(size[i])
+        header = _V2 if fmt[i] == 2 else _V1
+        t = b[body + V2_FLAGS_AT] & V2_DIGEST_MASK if fmt[i] == 2 else int(code[i])
+        out_type[i] = t
+        if known[i]:
+            out_status[i] = known[i]
+        elif t == 0:
+            out_status[i] = DIGEST_UNKNOWN
+        elif n < header + DIGEST_LENGTH[DigestType(t)]:
+            out_status[i] = DIGEST_BAD
+        elif t == _HMAC:
+            out_status[i] = DIGEST_PENDING_HMAC
+        else:
+            d = DIGEST_LENGTH[DigestType(t)]
+            want = compute_digest(DigestType(t), b[body:body + header], b[body + header + d:body + n])
+            out_status[i] = DIGEST_OK if want == b[body + header:body + header + d] else DIGEST_BAD
+    return out_type, out_status
+
+
+@kernel
+def sniff_crc(buf, base, off, size, variant, result):
+    """For V1 entries: SNIFF_CRC32C when the entry verifies as CRC32C, else SNIFF_CRC32 when it
+    verifies as CRC32, else 0. CRC32 is not tried once CRC32C matched (CRC32C wins the ledger anyway)."""
+    mask32 = np.uint64(0xFFFFFFFF)
+    for i in range(off.size):
+        body = off[i] + SIZE_PREFIX_SIZE - base
+        n = size[i]
+        found = 0
+        if n >= _V1 + _LEN_CRC32C:
+            crc = crc_update(mask32, buf, body, _V1, POLY_CRC32C, variant)
+            crc = crc_update(crc, buf, body + _V1 + _LEN_CRC32C, n - _V1 - _LEN_CRC32C, POLY_CRC32C, variant) ^ mask32
+            if np.uint64(be_u32(buf, body + _V1)) == crc:
+                found = SNIFF_CRC32C
+        if found == 0 and n >= _V1 + _LEN_CRC32:
+            crc = crc_update(mask32, buf, body, _V1, POLY_CRC32, variant)
+            crc = crc_update(crc, buf, body + _V1 + _LEN_CRC32, n - _V1 - _LEN_CRC32, POLY_CRC32, variant) ^ mask32
+            if be_u64(buf, body + _V1) == crc:
+                found = SNIFF_CRC32
+        result[i] = found
+
+
+def sniff_crc_reference(data, base: int, off, size) -> np.ndarray:
+    """sniff_crc one entry at a time through formats.digests."""
+    b = bytes(data)
+    out = np.zeros(len(off), np.uint8)
+    for i in range(len(off)):
+        body, n = int(off[i]) + SIZE_PREFIX_SIZE - base, int(size[i])
+        head = b[body:body + _V1]
+        for t, bit in ((DigestType.CRC32C, SNIFF_CRC32C), (DigestType.CRC32, SNIFF_CRC32)):
+            d = DIGEST_LENGTH[t]
+            if n >= _V1 + d and compute_digest(t, head, b[body + _V1 + d:body + n]) == b[body + _V1:body + _V1 + d]:
+                out[i] = bit
+                break
+    return out

@@ -1,0 +1,147 @@
+"""The windowed walk over a mapped file, shared by the jitted scanners (entry logs, journals, ...).
+
+A scanner's kernel walks records through one window of the file (``map_window``, default 64 MiB)
+and keeps its position in a small int64 state array, so the next window resumes where it stopped and
+memory stays bounded whatever the file size. The first slots of that array mean the same to every
+scanner (``MODE``, ``RESUME``, ``NEED``); a scanner numbers its own slots from ``FIRST_OWN_SLOT``.
+The kernel returns a status: ``DONE`` (mode is ``MODE_DONE``), ``NEXT_WINDOW`` (the next window must
+start at ``state[RESUME]`` and hold at least ``state[NEED]`` bytes), ``FULL`` (grow the output
+columns) or a scanner's own request, which its ``on_request`` callback serves before the kernel
+runs again on the same window.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack, nullcontext
+from typing import Callable, ContextManager
+
+import numpy as np
+
+from diskio.kernels import as_bytes_array, last_nonzero, readonly
+from diskio.mapped import DiskError, file_size, map_file, map_window, read_range
+
+DEFAULT_WINDOW = 64 << 20
+MIN_WINDOW = 4096
+
+# State slots every windowed kernel shares.
+MODE, RESUME, NEED = 0, 1, 2
+FIRST_OWN_SLOT = 3
+MODE_DONE = -1
+# Statuses every windowed kernel shares; a scanner's own requests are numbered from FIRST_OWN_STATUS.
+DONE, NEXT_WINDOW, FULL = 0, 1, 2
+FIRST_OWN_STATUS = 3
+
+
+class FileSource:
+    """A file (read through windows) or in-memory bytes, behind the same small interface."""
+
+    def __init__(self, path: str, data, stack: ExitStack):
+        self.path = path
+        self._stack = stack
+        self._whole = None
+        if data is not None:
+            self._held = as_bytes_array(data)
+            self.size = self._held.size
+        else:
+            self._held = None
+            self.size = file_size(path)   # DiskError unless a readable regular file (no FIFO, no device)
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes at ``offset`` (fewer at the end of the file)."""
+        length = max(0, min(length, self.size - offset))
+        if self._held is not None:
+            return self._held[offset:offset + length].tobytes()
+        return read_range(self.path, offset, length)
+
+    def window(self, offset: int, length: int) -> ContextManager[np.ndarray]:
+        """The bytes [offset, offset + length) as a uint8 array, unmapped on exit."""
+        if self._held is not None:
+            return nullcontext(self._held[offset:offset + length])
+        return map_window(self.path, offset, length)
+
+    def whole(self) -> np.ndarray:
+        """The whole file, mapped once for the rest of the scan (pages are read only where touched)."""
+        if self._whole is None:
+            self._whole = self._held if self._held is not None else readonly(
+                self._stack.enter_context(map_file(self.path)))
+        return self._whole
+
+    def last_nonzero(self, end: int, window: int) -> int:
+        """Offset of the last non-zero byte before ``end``, or -1, read backwards window by window."""
+        hi = end
+        while hi > 0:
+            lo = max(0, hi - window)
+            with self.window(lo, hi - lo) as w:
+                i = last_nonzero(readonly(w))
+                del w
+            if i >= 0:
+                return lo + i
+            hi = lo
+        return -1
+
+
+def read_head(path: str, data, n: int) -> tuple[bytes, int]:
+    """The first ``n`` bytes and the size of a file (or of in-memory bytes), without mapping it."""
+    if data is not None:
+        arr = as_bytes_array(data)
+        return arr[:n].tobytes(), arr.size
+    from diskio.mapped import open_regular
+    fd, fst = open_regular(path, "cannot read")   # DiskError for a FIFO or device: never blocks
+    try:
+        return os.pread(fd, n, 0), fst.st_size
+    except OSError as e:
+        raise DiskError(path, f"cannot read ({e.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+class Columns:
+    """Output columns a kernel fills in place, doubled when it reports FULL."""
+
+    def __init__(self, dtypes: list, capacity: int):
+        self.arrays = [np.zeros(max(1, capacity), t) for t in dtypes]
+
+    def grow_if_full(self, used: int) -> None:
+        if used >= len(self.arrays[0]):
+            self.arrays = [np.concatenate([a, np.zeros(len(a), a.dtype)]) for a in self.arrays]
+
+    def table(self, dtype: np.dtype, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi) as a structured array whose fields are the columns, in order."""
+        out = np.zeros(hi - lo, dtype)
+        for name, a in zip(dtype.names, self.arrays):
+            out[name] = a[lo:hi]
+        return out
+
+
+def new_state(slots: int) -> np.ndarray:
+    return np.zeros(FIRST_OWN_SLOT + slots, np.int64)
+
+
+def walk_windows(source: FileSource, state: np.ndarray, end: int, window: int, lookahead: int,
+                 run_kernel: Callable[[np.ndarray, int], int], on_request: Callable[[int], None],
+                 after_window: Callable[[np.ndarray, int], None] | None = None) -> None:
+    """Run a windowed kernel over [state[RESUME], end) of ``source`` until it reports DONE.
+
+    ``run_kernel(buf, base)`` walks ``buf`` (file bytes [base, base + buf.size)) and returns a
+    status; ``on_request(status)`` serves any status but DONE and NEXT_WINDOW; ``after_window(buf,
+    base)`` sees each window once the kernel is through with it (e.g. to check the digests of the
+    records it emitted, while their bytes are mapped). A window holds at least ``window`` bytes, or
+    ``state[NEED] + lookahead`` when a record is larger.
+    """
+    window = max(int(window), MIN_WINDOW)
+    while state[MODE] != MODE_DONE:
+        start = int(state[RESUME])
+        length = max(0, min(end - start, max(window, int(state[NEED]) + lookahead)))
+        state[NEED] = 0
+        with source.window(start, length) as w:
+            buf = readonly(w)
+            while True:
+                status = run_kernel(buf, start)
+                if status in (DONE, NEXT_WINDOW):
+                    break
+                on_request(status)
+            if after_window is not None:
+                after_window(buf, start)
+            del buf, w  # let map_window unmap now, before the next window is mapped
+        if status == DONE and state[MODE] != MODE_DONE:
+            raise AssertionError(f"{source.path}: kernel reported done without finishing the walk")

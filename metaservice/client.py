@@ -1,0 +1,224 @@
+"""Thin Python client of both services: deadlines on every call, retries that never apply a write twice."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+
+from formats.errors import BkdiskError
+from metaservice.auth import TOKEN_HEADER
+from metaservice.proto import metaservice_pb2 as pb
+from metaservice.proto import metaservice_pb2_grpc as pb_grpc
+
+# gRPC codes after which nothing reached the service or the service changed nothing.
+_TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class MetadataError(BkdiskError):
+    """A non-SUCCESS status from the service; ``code`` is the StatusCode name."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Ledger:
+    scope: int
+    ledger_id: int
+    version: int
+    serialized: bytes        # LedgerMetadataSerDe bytes
+    metadata: bytes          # binary LedgerMetadataFormat
+
+
+@dataclass(frozen=True)
+class LedgerChange:
+    change: str              # CURRENT, CREATED, UPDATED, DELETED
+    sequence: int
+    scope: int
+    ledger_id: int
+    version: int
+    serialized: bytes
+
+
+def _ledger(r: pb.LedgerMetadataResponse) -> Ledger:
+    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata)
+
+
+def check(r) -> None:
+    if r.code != pb.SUCCESS:
+        raise MetadataError(pb.StatusCode.Name(r.code), r.message)
+
+
+class Channel:
+    """One gRPC channel with the call settings shared by both clients."""
+
+    def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
+                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None):
+        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates)
+        self.channel = (grpc.secure_channel(target, creds) if creds is not None
+                        else grpc.insecure_channel(target))
+        self.metadata = ((TOKEN_HEADER, token),) if token else ()
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.rpc_count = 0
+
+    def call(self, method, request, *, may_resend: bool):
+        """Call ``method``; retry on STORE_UNAVAILABLE (nothing was changed) and, when
+        ``may_resend``, on transport failures. Returns the response (any code but STORE_UNAVAILABLE)."""
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            self.rpc_count += 1
+            try:
+                r = method(request, timeout=self.timeout, metadata=self.metadata,
+                           wait_for_ready=attempt > 0)
+            except grpc.RpcError as exc:
+                if exc.code() not in _TRANSPORT_RETRY or not may_resend or attempt == self.retries:
+                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+            else:
+                if r.code != pb.STORE_UNAVAILABLE or attempt == self.retries:
+                    return r
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class MetadataClient:
+    """LedgerMetadataService calls. Writes are retried after an ambiguous failure only where the
+    outcome can be checked afterwards (CAS writes, creates with an id, removes)."""
+
+    def __init__(self, target: str, **kw):
+        self.ch = Channel(target, **kw)
+        self.stub = pb_grpc.LedgerMetadataServiceStub(self.ch.channel)
+
+    @property
+    def rpc_count(self) -> int:
+        return self.ch.rpc_count
+
+    def read(self, ledger_id: int, scope: int = 0, format_version: int = 0) -> Ledger:
+        r = self.ch.call(self.stub.Read, pb.LedgerMetadataRequest(
+            ledger_id=ledger_id, ledger_scope_id=scope, format_version=format_version), may_resend=True)
+        check(r)
+        return _ledger(r)
+
+    def create(self, serialized: bytes = b"", *, metadata: bytes = b"", scope: int = 0,
+               ledger_id: int | None = None) -> Ledger:
+        req = pb.LedgerMetadataRequest(ledger_scope_id=scope, serialized_metadata=serialized,
+                                       metadata=metadata)
+        if ledger_id is not None:
+            req.ledger_id = ledger_id
+        before = self.ch.rpc_count
+        try:
+            r = self.ch.call(self.stub.Create, req, may_resend=ledger_id is not None)
+            check(r)
+            return _ledger(r)
+        except MetadataError as exc:
+            # A resent create that finds its own bytes at version 0 had succeeded the first time.
+            if exc.code == "LEDGER_EXISTS" and ledger_id is not None and self.ch.rpc_count - before > 1:
+                got = self.read(ledger_id, scope)
+                if got.version == 0 and serialized and got.serialized == serialized:
+                    return got
+            raise
+
+    def write(self, ledger_id: int, serialized: bytes, expected_version: int, scope: int = 0) -> Ledger:
+        req = pb.LedgerMetadataRequest(ledger_id=ledger_id, ledger_scope_id=scope,
+                                       serialized_metadata=serialized, expected_version=expected_version)
+        before = self.ch.rpc_count
+        try:
+            r = self.ch.call(self.stub.Write, req, may_resend=True)
+            check(r)
+            return _ledger(r)
+        except MetadataError as exc:
+            if exc.code == "BAD_VERSION" and self.ch.rpc_count - before > 1:
+                got = self.read(ledger_id, scope)
+                if got.version == expected_version + 1 and got.serialized == serialized:
+                    return got
+            raise
+
+    def remove(self, ledger_id: int, scope: int = 0, expected_version: int | None = None) -> None:
+        req = pb.LedgerMetadataRequest(ledger_id=ledger_id, ledger_scope_id=scope)
+        if expected_version is not None:
+            req.expected_version = expected_version
+        before = self.ch.rpc_count
+        try:
+            check(self.ch.call(self.stub.Remove, req, may_resend=True))
+        except MetadataError as exc:
+            if not (exc.code == "LEDGER_NOT_FOUND" and self.ch.rpc_count - before > 1):
+                raise
+
+    def iterate(self, scope: int = 0, all_scopes: bool = False,
+                limit_per_response: int = 1000) -> Iterator[tuple[int, int]]:
+        """(scope, ledger id) of every ledger, ascending per scope; resumes after a lost stream."""
+        last: tuple[int, int] | None = None
+        for attempt in range(self.ch.retries + 1):
+            self.ch.rpc_count += 1
+            stream = self.stub.Iterate(pb.GetLedgerRangesRequest(
+                limit_per_response=limit_per_response, ledger_scope_id=scope, all_scopes=all_scopes),
+                timeout=self.ch.timeout * 30, metadata=self.ch.metadata)
+            try:
+                for page in stream:
+                    check(page)
+                    ranges = pb.LedgerRangeList.FromString(page.serialized_ranges)
+                    for rg in ranges.ranges:
+                        for lid in range(rg.first, rg.first + rg.count):
+                            key = (ranges.ledger_scope_id, lid)
+                            if last is None or _after(key, last):
+                                last = key
+                                yield key
+                return
+            except grpc.RpcError as exc:
+                if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
+                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                time.sleep(self.ch.backoff)
+
+    def watch(self, ledgers: list[tuple[int, int]] = (), watch_all: bool = False,
+              after_sequence: int | None = None, resume: bool = True) -> Iterator[LedgerChange]:
+        """Changes of the given (scope, ledger) pairs or of everything, in order. A lost stream is
+        reopened after the last sequence seen, so no change is lost or delivered twice."""
+        seen = after_sequence
+        while True:
+            reqs = []
+            for key in ([None] if watch_all or not ledgers else list(ledgers)):
+                req = pb.LedgerMetadataRequest(watch_all=key is None)
+                if key is not None:
+                    req.ledger_scope_id, req.ledger_id = key
+                if seen is not None:
+                    req.after_sequence = seen
+                reqs.append(req)
+            self.ch.rpc_count += 1
+            stop = threading.Event()
+            try:
+                for r in self.stub.Watch(_hold(reqs, stop), metadata=self.ch.metadata):
+                    check(r)
+                    seen = r.sequence if seen is None else max(seen, r.sequence)
+                    yield LedgerChange(pb.ChangeType.Name(r.change), r.sequence, r.ledger_scope_id,
+                                       r.ledger_id, r.version, r.serialized_metadata)
+            except grpc.RpcError as exc:
+                if not resume or exc.code() not in _TRANSPORT_RETRY:
+                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                time.sleep(self.ch.backoff)
+            finally:
+                stop.set()
+
+    def close(self) -> None:
+        self.ch.close()
+
+
+def _hold(reqs: list, stop: threading.Event) -> Iterator:
+    """Send the watch requests, then keep the request side open until the call ends."""
+    yield from reqs
+    stop.wait()
+
+
+def _after(key: tuple[int, int], last: tuple[int, int]) -> bool:
+    # Iterate yields scope 0 first, then other scopes ascending; within a scope, ids ascending.
+    order = (lambda k: (k[0] != 0, k[0], k[1]))
+    return order(key) > order(last)

@@ -1,0 +1,97 @@
+"""Ledger metadata as the service accepts it: validation, and the two encodings a request or response carries."""
+from __future__ import annotations
+
+import dataclasses
+
+from formats.bookieid import validate_bookie_id
+from formats.errors import FormatError
+from formats.metadata import (FORMAT_VERSIONS, HEADER_PREFIX, LedgerMetadata, format_message_bytes,
+                              parse_format_message, parse_metadata, serialize_metadata)
+from metaservice.store import BadRequest, StoreError
+
+
+class NotImplementedFormat(StoreError):
+    code = "NOT_IMPLEMENTED"
+
+
+class UnreadableMetadata(StoreError):
+    """Stored bytes that do not parse: written by something other than this service."""
+
+    code = "LEDGER_METADATA_ERROR"
+
+
+def check_consistent(md: LedgerMetadata) -> None:
+    """BadRequest unless quorums, ensembles and bookie ids agree with each other, as BookKeeper requires."""
+    e, w, a = md.ensemble_size, md.write_quorum, md.ack_quorum
+    if not 1 <= a <= w <= e:
+        raise BadRequest(f"quorums contradict each other: ensemble {e}, write {w}, ack {a} "
+                         "(need 1 <= ack <= write <= ensemble)")
+    if not md.ensembles:
+        raise BadRequest("metadata holds no ensemble")
+    previous = None
+    for first, members in md.ensembles:
+        if previous is None and first != 0:
+            raise BadRequest(f"the first ensemble starts at entry {first}, not 0")
+        if previous is not None and first <= previous:
+            raise BadRequest(f"ensemble starting at entry {first} does not follow entry {previous}")
+        previous = first
+        if len(members) != e:
+            raise BadRequest(f"ensemble at entry {first} has {len(members)} bookies, "
+                             f"ensemble size is {e}")
+        for member in members:
+            try:
+                validate_bookie_id(member)
+            except FormatError as exc:
+                raise BadRequest(f"ensemble at entry {first}: invalid BookieId: {exc.found} "
+                                 f"(expected {exc.expected})") from None
+        if len(set(members)) != len(members):
+            raise BadRequest(f"ensemble at entry {first} names a bookie twice")
+
+
+def incoming(metadata: bytes, serialized: bytes) -> bytes:
+    """The LedgerMetadataSerDe bytes to store for a Create/Write request, after validation.
+
+    ``serialized`` is stored exactly as given (any format 1-3); bare ``metadata`` (a binary
+    LedgerMetadataFormat, BP-16's field) is stored as format 3.
+    """
+    if bool(metadata) == bool(serialized):
+        raise BadRequest("give exactly one of metadata (LedgerMetadataFormat) and serialized_metadata")
+    try:
+        if serialized:
+            md = parse_metadata(serialized, "<serialized_metadata>")
+            data = bytes(serialized)
+        else:
+            md = parse_format_message(metadata, "<metadata>")
+            data = serialize_metadata(md)
+    except FormatError as exc:
+        raise BadRequest(f"malformed ledger metadata: {exc}") from None
+    check_consistent(md)
+    return data
+
+
+def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
+    """(LedgerMetadataFormat bytes, LedgerMetadataSerDe bytes in ``format_version`` or as stored)."""
+    if format_version < 0:
+        raise BadRequest(f"format_version {format_version} is negative")
+    if format_version and format_version not in FORMAT_VERSIONS:
+        raise NotImplementedFormat(f"format_version {format_version}: only formats "
+                                   f"{FORMAT_VERSIONS} exist")
+    try:
+        md = parse_metadata(data, "<stored metadata>")
+    except FormatError as exc:
+        raise UnreadableMetadata(f"stored metadata does not parse: {exc}") from None
+    serialized = data
+    if format_version and format_version != md.format_version:
+        try:
+            serialized = serialize_metadata(dataclasses.replace(md, format_version=format_version))
+        except FormatError as exc:
+            raise BadRequest(f"cannot express this ledger in format {format_version}: {exc}") from None
+    if not md.has_last_entry_id:
+        # Format 1 keeps -1 for an absent last entry id; the message leaves the field unset.
+        md = dataclasses.replace(md, last_entry_id=0)
+    return format_message_bytes(md), serialized
+
+
+def looks_like_metadata(data: bytes) -> bool:
+    """True when ``data`` starts with LedgerMetadataSerDe's header line."""
+    return data.startswith(HEADER_PREFIX)

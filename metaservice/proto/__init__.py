@@ -1,0 +1,1 @@
+"""The service protos and their generated bindings (regenerate.py builds them)."""

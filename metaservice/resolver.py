@@ -1,0 +1,183 @@
+"""Discovery client and BP-41's BookieAddressResolver: BookieId -> address, cached, invalidated by the registration watch."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import grpc
+
+from formats.bookieid import HostPort, legacy_address, validate_bookie_id
+from formats.errors import BkdiskError, FormatError
+from metaservice.client import Channel, MetadataError, check
+from metaservice.proto import metaservice_pb2 as pb
+from metaservice.proto import metaservice_pb2_grpc as pb_grpc
+
+# BookKeeper names a bookie's data endpoint "bookie-rpc" (BookieServiceInfo, BP-38).
+RPC_ENDPOINT = "bookie-rpc"
+
+
+class ResolveError(BkdiskError):
+    """A BookieId that cannot be mapped to a network address."""
+
+
+@dataclass(frozen=True)
+class Bookie:
+    bookie_id: str
+    read_only: bool
+    endpoints: tuple[tuple[str, str, int, str], ...]      # (id, host, port, protocol)
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"bookie_id": self.bookie_id, "read_only": self.read_only,
+                "endpoints": [{"id": i, "host": h, "port": p, "protocol": pr}
+                              for i, h, p, pr in self.endpoints],
+                "properties": dict(sorted(self.properties.items()))}
+
+
+def _bookie(b: pb.BookieInfo) -> Bookie:
+    return Bookie(b.bookie_id, b.read_only,
+                  tuple((e.id, e.host, e.port, e.protocol) for e in b.info.endpoints),
+                  dict(b.info.properties))
+
+
+def service_info(host: str, port: int, properties: dict[str, str] | None = None) -> pb.BookieServiceInfoFormat:
+    """A BookieServiceInfo with the one ``bookie-rpc`` endpoint a bookie publishes."""
+    info = pb.BookieServiceInfoFormat(properties=properties or {})
+    info.endpoints.add(id=RPC_ENDPOINT, host=host, port=port, protocol="bookie-rpc")
+    return info
+
+
+class DiscoveryClient:
+    def __init__(self, target: str, **kw):
+        self.ch = Channel(target, **kw)
+        self.stub = pb_grpc.DiscoveryServiceStub(self.ch.channel)
+
+    @property
+    def rpc_count(self) -> int:
+        return self.ch.rpc_count
+
+    def list(self, read_only: bool = False) -> list[Bookie]:
+        r = self.ch.call(self.stub.ListBookies, pb.BookieRequest(read_only=read_only), may_resend=True)
+        check(r)
+        return [_bookie(b) for b in r.bookies]
+
+    def info(self, bookie_id: str) -> Bookie:
+        r = self.ch.call(self.stub.GetBookieServiceInfo, pb.BookieRequest(bookie_id=bookie_id),
+                         may_resend=True)
+        check(r)
+        return _bookie(r.bookies[0])
+
+    def unregister(self, bookie_id: str) -> None:
+        check(self.ch.call(self.stub.Unregister, pb.BookieRequest(bookie_id=bookie_id), may_resend=True))
+
+    def register(self, bookie_id: str, info: pb.BookieServiceInfoFormat,
+                 read_only: bool = False) -> "Registration":
+        """Register; the registration lasts until ``Registration.close()`` or this process ends."""
+        self.ch.rpc_count += 1
+        call = self.stub.Register(pb.BookieRequest(bookie_id=bookie_id, read_only=read_only, info=info),
+                                  metadata=self.ch.metadata)
+        first = next(call)
+        check(first)
+        return Registration(call)
+
+    def watch(self) -> Iterator[tuple[str, Bookie]]:
+        """(change, bookie): CURRENT for every registered bookie, then each change as it happens."""
+        self.ch.rpc_count += 1
+        for r in self.stub.WatchBookies(pb.BookieRequest(), metadata=self.ch.metadata):
+            check(r)
+            if r.change != pb.NONE:     # NONE only marks the end of the initial snapshot
+                yield pb.ChangeType.Name(r.change), _bookie(r.bookies[0])
+
+    def close(self) -> None:
+        self.ch.close()
+
+
+class Registration:
+    """A live registration: the open Register call is the bookie's session."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def close(self) -> None:
+        self._call.cancel()
+
+
+class BookieAddressResolver:
+    """Maps a BookieId to the address of its ``bookie-rpc`` endpoint.
+
+    With discovery, answers come from a cache filled by GetBookieServiceInfo and dropped for a
+    bookie as soon as the registration watch reports a change for it. In legacy mode (BP-41's
+    resolver switched off) no RPC is made: the BookieId itself must be ``host:port``.
+    """
+
+    def __init__(self, discovery: DiscoveryClient | None = None, legacy: bool = False):
+        if discovery is None and not legacy:
+            raise ValueError("a discovery client is needed unless legacy mode is on")
+        self.discovery = discovery
+        self.legacy = legacy
+        self._cache: dict[str, HostPort] = {}
+        self._generation = 0     # bumped by every invalidation; a lookup racing one is not cached
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stop = False
+        if not legacy:
+            threading.Thread(target=self._watch, daemon=True).start()
+            self._ready.wait(10)
+
+    def _watch(self) -> None:
+        while not self._stop:
+            try:
+                stream = self.discovery.stub.WatchBookies(pb.BookieRequest(), metadata=self.discovery.ch.metadata)
+                self._stream = stream
+                for r in stream:
+                    self._ready.set()
+                    if r.change not in (pb.CURRENT, pb.NONE):
+                        with self._lock:
+                            self._generation += 1
+                            for b in r.bookies:
+                                self._cache.pop(b.bookie_id, None)
+            except grpc.RpcError:
+                # Lost the watch: nothing cached can be trusted any longer.
+                with self._lock:
+                    self._generation += 1
+                    self._cache.clear()
+                time.sleep(0.2)
+            finally:
+                self._ready.set()
+
+    def resolve(self, bookie_id: str) -> HostPort:
+        try:
+            validate_bookie_id(bookie_id)
+        except FormatError as exc:
+            raise ResolveError(f"invalid BookieId {exc.found}") from None
+        if self.legacy:
+            addr = legacy_address(bookie_id)
+            if addr is None:
+                raise ResolveError(f"BookieId {bookie_id!r} is not host:port and the resolver is off "
+                                   "(legacy mode)")
+            return addr
+        with self._lock:
+            hit = self._cache.get(bookie_id)
+            generation = self._generation
+        if hit is not None:
+            return hit
+        try:
+            bookie = self.discovery.info(bookie_id)
+        except MetadataError as exc:
+            raise ResolveError(f"cannot resolve {bookie_id!r}: {exc}") from None
+        eps = sorted(bookie.endpoints, key=lambda e: e[0] != RPC_ENDPOINT)
+        if not eps:
+            raise ResolveError(f"bookie {bookie_id!r} publishes no endpoint")
+        addr = HostPort(eps[0][1], eps[0][2])
+        with self._lock:
+            if generation == self._generation:
+                self._cache[bookie_id] = addr
+        return addr
+
+    def close(self) -> None:
+        self._stop = True
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.cancel()

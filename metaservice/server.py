@@ -1,0 +1,248 @@
+"""The gRPC LedgerMetadataService (BP-16) over a MetadataStore, and ``serve`` that starts it with discovery."""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from metaservice import ledgers
+from metaservice.auth import authorized
+from metaservice.discovery import DiscoveryServicer, Registry
+from metaservice.proto import metaservice_pb2 as pb
+from metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from metaservice.store import BadRequest, Change, MetadataStore, StoreError, check_ids
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE = 100_000
+# ZooKeeper's default znode limit (jute.maxbuffer) bounds a ledger's metadata; requests above it
+# are refused by gRPC before any code runs (RESOURCE_EXHAUSTED).
+DEFAULT_MAX_REQUEST = 1 << 20
+WATCH_POLL_SECONDS = 0.2
+
+
+def guarded(response_type: Any, mutating: bool = False) -> Callable:
+    """Turn the outcome of a unary handler into a response: StoreError -> its status code, any
+    other exception -> UNEXPECTED (logged). Mutating calls check the token first."""
+    def wrap(fn: Callable) -> Callable:
+        def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+            scope = getattr(request, "ledger_scope_id", 0)
+            if mutating and not authorized(context, self.token):
+                return response_type(code=pb.PERMISSION_DENIED, ledger_scope_id=scope,
+                                     message="a valid token is required for this call")
+            try:
+                return fn(self, request, context)
+            except StoreError as exc:
+                return response_type(code=pb.StatusCode.Value(exc.code), ledger_scope_id=scope,
+                                     message=exc.message)
+            except Exception as exc:   # noqa: BLE001 - a bug must reach the client as a status
+                log.exception("unexpected failure in %s", fn.__name__)
+                return response_type(code=pb.UNEXPECTED, ledger_scope_id=scope,
+                                     message=f"{type(exc).__name__}: {exc}"[:300])
+        handler.__name__ = fn.__name__
+        return handler
+    return wrap
+
+
+def _ledger_id(request: pb.LedgerMetadataRequest) -> int:
+    if not request.HasField("ledger_id"):
+        raise BadRequest("ledger_id is required")
+    check_ids(request.ledger_scope_id, request.ledger_id)
+    return request.ledger_id
+
+
+def _response(scope: int, ledger: int, version: int, data: bytes, format_version: int,
+              **extra: Any) -> pb.LedgerMetadataResponse:
+    message, serialized = ledgers.outgoing(data, format_version)
+    return pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=scope, ledger_id=ledger,
+                                     version=version, metadata=message,
+                                     serialized_metadata=serialized, **extra)
+
+
+class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
+    def __init__(self, store: MetadataStore, token: str | None = None):
+        self.store = store
+        self.token = token
+
+    @guarded(pb.LedgerMetadataResponse, mutating=True)
+    def Create(self, request, context):
+        scope = request.ledger_scope_id
+        ledger = request.ledger_id if request.HasField("ledger_id") else None
+        check_ids(scope, ledger)
+        data = ledgers.incoming(request.metadata, request.serialized_metadata)
+        got = self.store.create(scope, ledger, data)
+        return _response(scope, got.ledger, got.version, got.data, 0)
+
+    @guarded(pb.LedgerMetadataResponse, mutating=True)
+    def Remove(self, request, context):
+        ledger = _ledger_id(request)
+        expected = request.expected_version if request.HasField("expected_version") else None
+        self.store.remove(request.ledger_scope_id, ledger, expected)
+        return pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=request.ledger_scope_id,
+                                         ledger_id=ledger)
+
+    @guarded(pb.LedgerMetadataResponse)
+    def Read(self, request, context):
+        ledger = _ledger_id(request)
+        got = self.store.read(request.ledger_scope_id, ledger)
+        return _response(got.scope, got.ledger, got.version, got.data, request.format_version)
+
+    @guarded(pb.LedgerMetadataResponse, mutating=True)
+    def Write(self, request, context):
+        ledger = _ledger_id(request)
+        if not request.HasField("expected_version"):
+            raise BadRequest("expected_version is required: a write is a compare-and-set")
+        data = ledgers.incoming(request.metadata, request.serialized_metadata)
+        got = self.store.write(request.ledger_scope_id, ledger, data, request.expected_version)
+        return _response(got.scope, got.ledger, got.version, got.data, 0)
+
+    def Iterate(self, request, context):
+        scope = request.ledger_scope_id
+        limit = request.limit_per_response
+        if not 1 <= limit <= MAX_PAGE:
+            yield pb.GetLedgerRangesResponse(code=pb.BAD_REQUEST, ledger_scope_id=scope,
+                                             message=f"limit_per_response must be 1..{MAX_PAGE}")
+            return
+        try:
+            scopes = [0] + [s for s in self.store.scopes() if s] if request.all_scopes else [scope]
+            for s in scopes:
+                after = None
+                while context.is_active():
+                    ids = self.store.ledger_ids(s, after, limit)
+                    if not ids:
+                        break
+                    after = ids[-1]
+                    yield pb.GetLedgerRangesResponse(code=pb.SUCCESS, ledger_scope_id=s,
+                                                     count=len(ids),
+                                                     serialized_ranges=_ranges(s, ids))
+                    if len(ids) < limit:
+                        break
+        except StoreError as exc:
+            yield pb.GetLedgerRangesResponse(code=pb.StatusCode.Value(exc.code),
+                                             ledger_scope_id=scope, message=exc.message)
+
+    def Watch(self, request_iterator, context):
+        yield from WatchStream(self.store, request_iterator, context).run()
+
+
+def _ranges(scope: int, ids: list[int]) -> bytes:
+    out = pb.LedgerRangeList(ledger_scope_id=scope)
+    for lid in ids:
+        if out.ranges and out.ranges[-1].first + out.ranges[-1].count == lid:
+            out.ranges[-1].count += 1
+        else:
+            out.ranges.add(first=lid, count=1)
+    return out.SerializeToString()
+
+
+class WatchStream:
+    """One Watch call: requests add ledgers (or everything); changes go out in change-log order.
+
+    A ledger added without ``after_sequence`` first gets its CURRENT state, read together with the
+    change-log head, then every later change; with ``after_sequence`` it gets every change after
+    that sequence, which is how a client resumes after a reconnect without losing or doubling one.
+    """
+
+    def __init__(self, store: MetadataStore, requests: Iterator, context: grpc.ServicerContext):
+        self.store = store
+        self.context = context
+        self.inbox: queue.Queue = queue.Queue()
+        self.delivered: dict[tuple[int, int] | None, int] = {}   # key (None: all) -> last sequence sent
+        self.format_version = 0
+        self.cursor: int | None = None
+        threading.Thread(target=self._pump, args=(requests,), daemon=True).start()
+
+    def _pump(self, requests: Iterator) -> None:
+        try:
+            for r in requests:
+                self.inbox.put(r)
+        except Exception:   # noqa: BLE001 - the client went away; the stream ends on is_active()
+            pass
+
+    def _add(self, r: pb.LedgerMetadataRequest) -> Iterator[pb.LedgerMetadataResponse]:
+        self.format_version = r.format_version
+        key = None if r.watch_all else (r.ledger_scope_id, _ledger_id(r))
+        if r.HasField("after_sequence"):
+            start = r.after_sequence
+            self.store.changes_since(start, 1)   # BadVersion now if that point was pruned
+        elif key is None:
+            start = self.store.head_sequence()
+        else:
+            got, start = self.store.read_with_head(*key)
+            if got is not None:
+                yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
+                                change=pb.CURRENT, sequence=start)
+        self.delivered[key] = start
+        self.cursor = start if self.cursor is None else min(self.cursor, start)
+
+    def _wanted(self, c: Change) -> bool:
+        key = (c.scope, c.ledger)
+        marks = [m for k, m in ((key, self.delivered.get(key)), (None, self.delivered.get(None)))
+                 if m is not None]
+        return bool(marks) and c.sequence > min(marks)
+
+    def run(self) -> Iterator[pb.LedgerMetadataResponse]:
+        try:
+            while self.context.is_active():
+                while not self.inbox.empty():
+                    yield from self._add(self.inbox.get())
+                if self.cursor is None:
+                    self.inbox_wait()
+                    continue
+                changes = self.store.changes_since(self.cursor)
+                for c in changes:
+                    self.cursor = c.sequence
+                    if not self._wanted(c):
+                        continue
+                    for k in ((c.scope, c.ledger), None):
+                        if k in self.delivered:
+                            self.delivered[k] = max(self.delivered[k], c.sequence)
+                    yield self._change(c)
+                if not changes:
+                    self.store.wait_for_change(self.cursor, WATCH_POLL_SECONDS)
+        except StoreError as exc:
+            yield pb.LedgerMetadataResponse(code=pb.StatusCode.Value(exc.code), message=exc.message)
+
+    def inbox_wait(self) -> None:
+        try:
+            self.inbox.put(self.inbox.get(timeout=WATCH_POLL_SECONDS))
+        except queue.Empty:
+            pass
+
+    def _change(self, c: Change) -> pb.LedgerMetadataResponse:
+        kind = pb.ChangeType.Value(c.change)
+        if c.data is None:
+            return pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=c.scope,
+                                             ledger_id=c.ledger, version=c.version, change=kind,
+                                             sequence=c.sequence)
+        return _response(c.scope, c.ledger, c.version, c.data, self.format_version, change=kind,
+                         sequence=c.sequence)
+
+
+def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,
+          max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int = 160,
+          registry: Registry | None = None,
+          tls: tuple[bytes, bytes] | None = None) -> tuple[grpc.Server, int]:
+    """Start both services on ``bind`` (loopback unless told otherwise); returns (server, port).
+
+    ``tls`` is (PEM private key, PEM certificate chain) to serve TLS instead of plaintext.
+    """
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         options=[("grpc.max_receive_message_length", max_request_bytes),
+                                  ("grpc.so_reuseport", 0)])
+    pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, token), server)
+    pb_grpc.add_DiscoveryServiceServicer_to_server(
+        DiscoveryServicer(registry or Registry(), token), server)
+    if tls is not None:
+        port = server.add_secure_port(bind, grpc.ssl_server_credentials([tls]))
+    else:
+        port = server.add_insecure_port(bind)
+    if port == 0:
+        raise StoreError(f"cannot bind {bind}")
+    server.start()
+    return server, port

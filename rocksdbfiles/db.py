@@ -1,0 +1,223 @@
+"""One RocksDB database directory, read-only: the live SSTs of the MANIFEST and the WAL memtable merged
+into one view (newest sequence number wins, deletions hide older values), with every problem found
+along the way returned as data."""
+from __future__ import annotations
+
+import heapq
+import os
+import re
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from diskio.mapped import DiskError, map_file
+from formats import rocksdb as rf
+from formats.errors import FormatError
+from rocksdbfiles.block import ChecksumMismatch
+from rocksdbfiles.manifest import Version, read_manifest
+from rocksdbfiles.sst import Record, SstFile
+from rocksdbfiles.wal import WalReplay, replay_wal
+
+_WAL_NAME = re.compile(r"^(\d+)\.log$")
+V = rf.ValueType
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Damage found while reading; fsck turns these into findings."""
+    # sst-checksum | sst-unreadable | sst-missing | sst-size | wal-torn-tail | wal-bad-batch | wal-unreadable
+    # | manifest-torn-tail
+    kind: str
+    path: str
+    offset: int | None
+    detail: str
+    key_range: tuple[bytes | None, bytes | None] | None = None   # user keys the damage may hide (SST blocks)
+    lost_bytes: int = 0
+
+
+@dataclass
+class Database:
+    path: str
+    version: Version
+    tables: list[tuple[int, int, SstFile]] = field(default_factory=list)   # (level, number, table)
+    wals: list[WalReplay] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    memtable: dict[bytes, Record] = field(default_factory=dict)             # newest WAL record per key
+    range_tombstones: list[tuple[bytes, bytes, int]] = field(default_factory=list)
+
+    # --- lookups ---------------------------------------------------------------------------
+    def _covered(self, key: bytes, seq: int) -> bool:
+        return any(b <= key < e and s > seq for b, e, s in self.range_tombstones)
+
+    def get_record(self, key: bytes) -> Record | None:
+        """The newest record of ``key`` across memtable and tables (a deletion included)."""
+        best = self.memtable.get(key)
+        for _level, _n, t in self.tables:
+            try:
+                r = t.get(key)
+            except FormatError:
+                continue       # the table's damage is reported by verify()/items()
+            if r is not None and (best is None or r.sequence > best.sequence):
+                best = r
+        return best
+
+    def get(self, key: bytes) -> bytes | None:
+        r = self.get_record(key)
+        if r is None or r.vtype not in (V.VALUE, V.VALUE_PREFERRED_SEQNO) or self._covered(key, r.sequence):
+            return None
+        return r.value
+
+    # --- iteration -------------------------------------------------------------------------
+    def _table_records(self, t: SstFile) -> Iterator[Record]:
+        for i in range(len(t.index_handles)):
+            try:
+                block = list(t._records(b := t.data_block(i), b.entries()))
+            except FormatError as e:
+                self._block_problem(t, i, e)
+                continue
+            yield from block
+
+    def _block_problem(self, t: SstFile, i: int, e: FormatError) -> None:
+        kind = "sst-checksum" if isinstance(e, ChecksumMismatch) else "sst-unreadable"
+        p = Problem(kind, t.path, t.index_handles[i].offset, str(e), t.block_key_range(i))
+        if p not in self.problems:
+            self.problems.append(p)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """(user key, value) of every live key in key order."""
+        mem = sorted(self.memtable.values(), key=lambda r: r.user_key)
+        streams = [iter(mem)] + [self._table_records(t) for _l, _n, t in self.tables]
+        last = None
+        for r in heapq.merge(*streams, key=lambda r: (r.user_key, -r.sequence)):
+            if r.user_key == last:
+                continue          # an older version of a key already decided
+            last = r.user_key
+            if r.vtype in (V.VALUE, V.VALUE_PREFERRED_SEQNO) and not self._covered(r.user_key, r.sequence):
+                yield r.user_key, r.value
+
+    def fixed_items(self, key_size: int, value_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """``items()`` as arrays, for databases whose keys and values all have one size (DbLedgerStorage's):
+        (keys (n, key_size), values (n, value_size)) in key order; blocks decoded by the jitted kernel."""
+        parts = []
+        for _l, _n, t in self.tables:
+            for i in range(len(t.index_handles)):
+                try:
+                    parts.append(t.fixed_columns(i, key_size, value_size))
+                except FormatError as e:
+                    self._block_problem(t, i, e)
+        mem = []
+        for r in self.memtable.values():
+            if len(r.user_key) == key_size:
+                mem.append(r)
+            else:
+                self.problems.append(Problem("bad-key-size", self.path, None,
+                                             f"WAL key {r.user_key.hex()}: {len(r.user_key)} bytes, not {key_size}"))
+        if mem:
+            parts.append((np.frombuffer(b"".join(r.user_key for r in mem), np.uint8).reshape(-1, key_size),
+                          np.array([(r.sequence << 8) | r.vtype for r in mem], np.uint64),
+                          np.frombuffer(b"".join(r.value.ljust(value_size, b"\0")[:value_size] for r in mem),
+                                        np.uint8).reshape(-1, value_size),
+                          np.array([len(r.value) for r in mem], np.int64)))
+        if not parts:
+            return np.zeros((0, key_size), np.uint8), np.zeros((0, value_size), np.uint8)
+        keys = np.concatenate([p[0] for p in parts])
+        packed = np.concatenate([p[1] for p in parts])
+        values = np.concatenate([p[2] for p in parts])
+        vlen = np.concatenate([p[3] for p in parts])
+        words = rf.key_words(keys)
+        order = np.lexsort((~packed,) + tuple(reversed(words)))   # key ascending, then sequence descending
+        keys, packed, values, vlen = keys[order], packed[order], values[order], vlen[order]
+        first = np.zeros(len(keys), bool)
+        first[:1] = True
+        for w in words:                                        # the newest version of each key
+            w = w[order]
+            first[1:] |= w[1:] != w[:-1]
+        vtype = (packed & np.uint64(0xFF)).astype(np.int64)
+        live = first & np.isin(vtype, [V.VALUE, V.VALUE_PREFERRED_SEQNO])
+        if self.range_tombstones:
+            seq = (packed >> np.uint64(8)).astype(np.int64)
+            for row in np.flatnonzero(live).tolist():
+                live[row] = not self._covered(keys[row].tobytes(), int(seq[row]))
+        for row in np.flatnonzero(live & (vlen != value_size)).tolist():
+            live[row] = False
+            self.problems.append(Problem("bad-value-size", self.path, None, f"key {keys[row].tobytes().hex()}: "
+                                         f"a value of {int(vlen[row])} bytes, not {value_size}"))
+        return keys[live], values[live]
+
+    def verify(self) -> list[Problem]:
+        """Read every data block of every live table (checksums verified); the problems found so far."""
+        for _l, _n, t in self.tables:
+            for _ in self._table_records(t):
+                pass
+        return self.problems
+
+
+def _wal_numbers(d: str) -> list[int]:
+    return sorted(int(m.group(1)) for n in os.listdir(d) if (m := _WAL_NAME.match(n)))
+
+
+def open_db(db_dir: str | os.PathLike, stack: ExitStack) -> Database:
+    """Open the database in ``db_dir``; files stay mapped until ``stack`` closes.
+
+    A MANIFEST that cannot be read raises FormatError; damage below it (a missing or damaged SST, a
+    torn WAL) is recorded in ``problems`` and the rest is still read.
+    """
+    d = os.fspath(db_dir)
+    v = read_manifest(d)
+    db = Database(d, v)
+    if v.tail is not None:
+        db.problems.append(Problem("manifest-torn-tail", v.manifest, v.tail.offset,
+                                   f"{v.tail.reason}; {v.tail.lost_bytes} bytes after the last whole edit",
+                                   lost_bytes=v.tail.lost_bytes))
+    for f in sorted(v.files.values(), key=lambda f: (f.level, -f.largest_seq)):
+        p = os.path.join(d, f.name)
+        if not os.path.exists(p):
+            db.problems.append(Problem("sst-missing", v.manifest, None,
+                                       f"the MANIFEST names {f.name} (level {f.level}, {f.size} bytes), absent",
+                                       (f.smallest[:-8], f.largest[:-8])))
+            continue
+        try:
+            data = stack.enter_context(map_file(p))
+            if len(data) != f.size:
+                db.problems.append(Problem("sst-size", p, None, f"the MANIFEST says {f.size} bytes, the file has "
+                                           f"{len(data)}", (f.smallest[:-8], f.largest[:-8])))
+            t = SstFile(p, memoryview(data))
+        except (FormatError, DiskError) as e:
+            kind = "sst-checksum" if isinstance(e, ChecksumMismatch) else "sst-unreadable"
+            db.problems.append(Problem(kind, p, getattr(e, "offset", None), str(e),
+                                       (f.smallest[:-8], f.largest[:-8])))
+            continue
+        db.tables.append((f.level, f.number, t))
+        try:
+            db.range_tombstones += t.range_deletions()
+        except FormatError as e:
+            db.problems.append(Problem("sst-unreadable", p, e.offset, str(e)))
+    live_logs = min(v.log_number, v.prev_log_number) if v.prev_log_number else v.log_number
+    for number in _wal_numbers(d):
+        if number < live_logs:
+            continue          # flushed into tables already: RocksDB would not replay it
+        p = os.path.join(d, f"{number:06d}.log")
+        try:
+            with map_file(p) as data:
+                w = replay_wal(data, path=p, number=number)
+        except DiskError as e:
+            db.problems.append(Problem("wal-unreadable", p, None, e.what))
+            continue
+        db.wals.append(w)
+        if w.tail is not None:
+            lost = len(w.tail.partial_payload)
+            db.problems.append(Problem("wal-torn-tail", p, w.tail.offset,
+                                       f"{w.tail.reason}; {w.tail.lost_bytes} bytes not replayed"
+                                       + (f" (a record begun, {lost} bytes of it)" if lost else ""),
+                                       lost_bytes=w.tail.lost_bytes))
+        if w.bad_batch is not None:
+            db.problems.append(Problem("wal-bad-batch", p, w.bad_batch.offset, str(w.bad_batch)))
+        for b in w.batches:
+            for r in b.records:
+                if r.vtype == V.RANGE_DELETION:
+                    db.range_tombstones.append((r.user_key, r.value, r.sequence))
+                elif r.user_key not in db.memtable or r.sequence >= db.memtable[r.user_key].sequence:
+                    db.memtable[r.user_key] = r
+    return db

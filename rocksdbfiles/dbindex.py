@@ -1,0 +1,82 @@
+"""DbLedgerStorage's two indexes in a ledger dir: ``current/locations`` (entry -> location in an entry log)
+and ``current/ledgers`` (ledger -> exists, fenced, master key, explicit LAC), with their problems."""
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from formats import dbledger as fd
+from formats.errors import FormatError
+from rocksdbfiles.db import Database, Problem, open_db
+
+LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
+
+
+@dataclass
+class LedgerDirIndex:
+    current: str                                          # the ledger dir's ``current`` folder
+    locations: list[fd.Location] = field(default_factory=list)   # key order: ledger, then entry
+    ledgers: dict[int, fd.LedgerInfo] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def is_dbledger_dir(current: str | os.PathLike) -> bool:
+    """Whether a ledger dir's ``current`` holds DbLedgerStorage databases (a CURRENT file in locations/)."""
+    return os.path.isfile(os.path.join(os.fspath(current), LOCATIONS_DB, "CURRENT"))
+
+
+def _entries(db: Database, parse, kind: str):
+    for key, value in db.items():
+        try:
+            yield parse(key, value, path=db.path)
+        except FormatError as e:
+            db.problems.append(Problem(kind, db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
+                                       (key, key)))
+
+
+def read_location_columns(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict, list[Problem]]:
+    """The live locations as columns (ledger, entry, log, offset), in key order, decoded by the jitted kernel."""
+    db = open_db(db_dir, stack)
+    keys, values = db.fixed_items(fd.LOCATIONS_KEY_SIZE, fd.LOCATION_VALUE_SIZE)
+    return fd.location_columns(keys, values), db.problems
+
+
+def read_locations(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[list[fd.Location], list[Problem]]:
+    cols, problems = read_location_columns(db_dir, stack)
+    rows = zip(cols["ledger"].tolist(), cols["entry"].tolist(), cols["log"].tolist(), cols["offset"].tolist())
+    return [fd.Location(*r) for r in rows], problems
+
+
+def read_locations_reference(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[list[fd.Location], list[Problem]]:
+    """The pure-Python twin of read_locations (every entry through Block.entries and parse_location)."""
+    db = open_db(db_dir, stack)
+    return list(_entries(db, fd.parse_location, "locations-bad-entry")), db.problems
+
+
+def read_ledgers(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict[int, fd.LedgerInfo], list[Problem]]:
+    db = open_db(db_dir, stack)
+    out = {i.ledger_id: i for i in _entries(db, fd.parse_ledger, "ledgers-bad-entry")}
+    return out, db.problems
+
+
+def read_ledger_dir(current: str | os.PathLike) -> LedgerDirIndex:
+    """Both indexes of one ledger dir, every block read and checked; a MANIFEST that cannot be read
+    raises FormatError (nothing below it can be trusted)."""
+    c = os.fspath(current)
+    out = LedgerDirIndex(c)
+    with ExitStack() as stack:
+        out.locations, p1 = read_locations(os.path.join(c, LOCATIONS_DB), stack)
+        ledgers, p2 = read_ledgers(os.path.join(c, LEDGERS_DB), stack)
+        out.ledgers = ledgers
+        out.problems = p1 + p2
+    return out
+
+
+def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:
+    """Ledgers with locations in this dir that its ledgers index does not know: ledger id -> locations."""
+    out: dict[int, int] = {}
+    for loc in idx.locations:
+        if loc.ledger_id not in idx.ledgers:
+            out[loc.ledger_id] = out.get(loc.ledger_id, 0) + 1
+    return out

@@ -1,0 +1,24 @@
+"""Where the golden corpora are, once for every test: ../shared/golden beside the checkout.
+
+BKDISK_GOLDEN overrides it (a copy elsewhere). A missing corpus stops the run with one line: the
+tests that read it must fail, never skip.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = Path(os.environ.get("BKDISK_GOLDEN") or REPO.parent / "shared" / "golden").resolve()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not (GOLDEN / "README.md").is_file():
+        raise pytest.UsageError(f"golden corpora not found at {GOLDEN} (set BKDISK_GOLDEN)")
+
+
+@pytest.fixture(scope="session")
+def golden() -> Path:
+    return GOLDEN

@@ -1,0 +1,142 @@
+"""The per-disk task without Spark: one disk scanned in-process gives the disks, findings and
+replicas rows, the same rows `bkdisk scan-disk` writes; a disk that cannot be read is one row."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from audit.cli import AuditUsageError, read_disks_file
+from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, scan_disk, split_tables
+from bookie.inventory import scan_bookie
+from bookie.layout import discover
+from bookie.metadata_dir import digest_plan, load_metadata_dir
+from fsck.api import check_bookie
+from fsck.context import CheckOptions
+
+BKDISK = str(Path(sys.executable).with_name("bkdisk"))
+BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
+RUN = RunInfo("run-1", "0.1.0", "host-a")
+
+
+@pytest.fixture(scope="module")
+def cluster3(golden):
+    md, errors = load_metadata_dir(str(golden / "cluster-3" / "metadata"))
+    assert not errors
+    return golden / "cluster-3", md
+
+
+@pytest.mark.parametrize("bookie", BOOKIES)
+def test_a_disk_gives_its_manifest_replicas_and_fsck_findings(cluster3, bookie):
+    root, md = cluster3
+    t = split_tables(scan_disk(DiskInput(str(root / "bookies" / bookie)), md, RUN))
+    man = json.loads((root / "bookies" / bookie / "manifest.json").read_text())
+    got = {(r["ledger_id"], r["entry_id"]): (r["payload_sha256"], r["digest_ok"]) for r in t["replicas"].to_pylist()}
+    want = {(int(e["ledger_id"]), e["entry_id"]): (e["payload_sha256"], True) for e in man["entries"]}
+    assert got == want and t["replicas"].num_rows == len(want)
+    (disk,) = t["disks"].to_pylist()
+    report = check_bookie(discover(str(root / "bookies" / bookie)), CheckOptions(metadata=md))
+    assert disk["bookie_id"] == bookie and disk["status"] == "ok" and disk["fsck_exit_code"] == report.exit_code
+    assert disk["entries"] == len(want)
+    assert sorted(r["code"] for r in t["findings"].to_pylist()) == sorted(f.code for f in report.findings)
+    for table in t.values():
+        assert set(table["run_id"].to_pylist()) == {"run-1"} and set(table["host"].to_pylist()) == {"host-a"}
+        assert set(table["tool_version"].to_pylist()) == {"0.1.0"}
+    if man["storage_class"].endswith("DbLedgerStorage"):
+        assert disk["index_read"] is False and "entry logs" in disk["storage_class"]
+        assert "STORAGE_CHECKS_NOT_RUN" in t["findings"]["code"].to_pylist()
+    else:
+        assert disk["index_read"] is True
+
+
+def test_replica_rows_are_the_inventory_rows(cluster3):
+    root, md = cluster3
+    dirs = discover(str(root / "bookies" / "bk-2.rack-a"))
+    inv = [r for rows in scan_bookie(dirs, digest_plan(md), payload_hash="sha256") for r in rows.arrow().to_pylist()]
+    t = split_tables(scan_disk(DiskInput(dirs.root), md, RUN))["replicas"].to_pylist()
+    assert [(r["ledger"], r["entry"], r["offset"], r["log_id"], r["payload_sha256"], r["digest_ok"]) for r in inv] == \
+        [(r["ledger_id"], r["entry_id"], r["offset"], r["log_id"], r["payload_sha256"], r["digest_ok"]) for r in t]
+
+
+def test_a_disk_that_cannot_be_read_is_one_unreadable_row(tmp_path, cluster3):
+    _root, md = cluster3
+    (tmp_path / "empty").mkdir()
+    batches = scan_disk(DiskInput(str(tmp_path / "empty"), "bk-9"), md, RUN)
+    t = split_tables(batches)
+    (disk,) = t["disks"].to_pylist()
+    assert disk["status"] == "unreadable" and disk["bookie_id"] == "bk-9" and str(tmp_path) in disk["error"]
+    assert t["replicas"].num_rows == 0 and t["findings"].num_rows == 0
+
+
+def test_scan_disk_writes_the_task_rows_to_one_parquet_file(tmp_path, cluster3):
+    root, md = cluster3
+    disk = str(root / "bookies" / "bk-1.rack-a")
+    out = tmp_path / "bk1.parquet"
+    p = subprocess.run([BKDISK, "scan-disk", disk, "--out", str(out), "--metadata-dir",
+                        str(root / "metadata"), "--run-id", "run-1"], capture_output=True, text=True, check=False, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "bk-1.rack-a: ok, 244 entries" in p.stderr
+    f = pq.read_table(out)
+    assert f.schema.equals(TASK_SCHEMA)
+    want = split_tables(scan_disk(DiskInput(disk), md, RunInfo("run-1", RUN.tool_version, f["host"][0].as_py())))
+    got = split_tables(f)
+    for name in ("replicas", "findings"):
+        assert got[name].equals(want[name])
+    assert got["disks"].drop(["scan_seconds"]).equals(want["disks"].drop(["scan_seconds"]))
+
+
+def test_scan_disk_of_a_missing_disk_says_so_and_exits_4(tmp_path):
+    out = tmp_path / "x.parquet"
+    p = subprocess.run([BKDISK, "scan-disk", str(tmp_path / "nope"), "--out", str(out)],
+                       capture_output=True, text=True, check=False, timeout=300)
+    assert p.returncode == 4 and "unreadable" in p.stderr
+    assert split_tables(pq.read_table(out))["disks"]["status"].to_pylist() == ["unreadable"]
+
+
+def test_disks_file_takes_paths_and_tagged_paths(tmp_path):
+    f = tmp_path / "disks.tsv"
+    f.write_text("# cluster A\n/mnt/a\n\nbk-2\t/mnt/b\n")
+    assert read_disks_file(str(f)) == [DiskInput("/mnt/a"), DiskInput("/mnt/b", "bk-2")]
+    f.write_text("a\tb\tc\n")
+    with pytest.raises(AuditUsageError, match="line 1"):
+        read_disks_file(str(f))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["/x", "--metadata-dir", "/nonexistent-md"], "/nonexistent-md: cannot list the metadata folder"),
+    (["--metadata-dir", "{md}"], "nothing to audit"),
+    (["/x", "--metadata-dir", "{md}", "--scan-files", "/nonexistent.parquet"], "/nonexistent.parquet: no such"),
+])
+def test_audit_input_errors_are_one_line_and_exit_8_before_spark_starts(argv, message, cluster3, tmp_path):
+    root, _md = cluster3
+    out = tmp_path / "out"
+    argv = [a.replace("{md}", str(root / "metadata")) for a in argv] + ["--out", str(out)]
+    p = subprocess.run([BKDISK, "audit", *argv], capture_output=True, text=True, check=False, timeout=120)
+    assert p.returncode == 8 and p.stderr.splitlines() == [f"bkdisk: {p.stderr.split('bkdisk: ')[1].strip()}"]
+    assert message in p.stderr and not out.exists()
+
+
+def test_audit_refuses_an_output_folder_that_is_not_an_audits(cluster3, tmp_path):
+    root, _md = cluster3
+    (tmp_path / "keep.txt").write_text("precious")
+    p = subprocess.run([BKDISK, "audit", str(root / "bookies" / "bk-1.rack-a"), "--metadata-dir",
+                        str(root / "metadata"), "--out", str(tmp_path)], capture_output=True, text=True, check=False, timeout=120)
+    assert p.returncode == 8 and "is not a previous audit's output" in p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_tasks_move_an_unwritable_numba_cache_to_a_writable_folder(monkeypatch, tmp_path):
+    from audit.job import numba_cache_writable
+    monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "/proc/not-writable")
+    chosen = numba_cache_writable()
+    assert chosen and chosen != "/proc/not-writable" and os.access(chosen, os.W_OK)
+    assert os.environ["BKDISK_NUMBA_CACHE_DIR"] == chosen
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR")
+    assert numba_cache_writable() == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()

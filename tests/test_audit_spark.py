@@ -1,0 +1,265 @@
+"""The Spark audit on a real local[2] session: the golden cluster-3 untouched and with faults, a
+writer-built cluster of 5 bookies with faults checked against the ground truth of what was
+written, repeatability, scan-disk files, and the disk-by-disk tables without Spark."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import defaultdict
+from dataclasses import replace
+
+import pytest
+
+from audit.job import FAULT_TABLES, read_tables, run_audit, spark_session
+from audit.metadata_source import MetadataDirSource
+from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+from bookie.cluster import sample_cluster, write_cluster
+from bookie.metadata_dir import load_metadata_dir
+from bookie.writer import write_bookie
+from formats.entry import package_entry
+from formats.index import unpack_location
+from formats.paths import entry_log_name
+
+BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
+VOLATILE = {"run_id", "host", "scan_seconds"}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = spark_session("local[2]", {"spark.sql.shuffle.partitions": "4"})
+    yield s
+    s.stop()
+
+
+def audit(spark, disks, md_dir, out, scan_files=(), run_id="run-1"):
+    run_audit(spark, disks, list(scan_files), MetadataDirSource(str(md_dir)), str(out), RunInfo.new(run_id))
+    return read_tables(str(out))
+
+
+def rows(table, drop=VOLATILE) -> list[tuple]:
+    """A table as sorted tuples (lists made tuples), without the columns that vary by run."""
+    def freeze(v):
+        if isinstance(v, list):
+            return tuple(freeze(x) for x in v)
+        if isinstance(v, dict):
+            return tuple(sorted((k, freeze(x)) for k, x in v.items()))
+        return v
+    return sorted((tuple((k, freeze(v)) for k, v in r.items() if k not in drop) for r in table.to_pylist()),
+                  key=repr)
+
+
+@pytest.fixture(scope="module")
+def golden3(golden, spark, tmp_path_factory):
+    root = golden / "cluster-3"
+    disks = [DiskInput(str(root / "bookies" / b)) for b in BOOKIES]
+    out = tmp_path_factory.mktemp("audit") / "c3"
+    return root, disks, audit(spark, disks, root / "metadata", out)
+
+
+def test_untouched_cluster_3_has_every_replica_at_its_manifest_bookies(golden3):
+    root, _disks, t = golden3
+    man = json.loads((root / "manifest.json").read_text())
+    where = defaultdict(set)
+    for r in t["replicas"].to_pylist():
+        assert r["digest_ok"] is True
+        where[(r["ledger_id"], r["entry_id"])].add(r["bookie_id"])
+    assert dict(where) == {(int(e["ledger_id"]), e["entry_id"]): set(e["bookies"]) for e in man["entries"]}
+    assert t["replicas"].num_rows == 720
+    for name in FAULT_TABLES:
+        assert t[name].num_rows == 0, (name, t[name].to_pylist())
+    hist = t["replication_histogram"].to_pylist()
+    assert sum(h["entries"] for h in hist) == 315 and all(h["copies_intact"] == h["copies_expected"] for h in hist)
+
+
+def test_the_dbledgerstorage_bookie_is_scanned_from_its_entry_logs_and_the_report_says_so(golden3):
+    _root, _disks, t = golden3
+    disks = {d["bookie_id"]: d for d in t["disks"].to_pylist()}
+    assert {d["status"] for d in disks.values()} == {"ok"}
+    db = disks["bk-3.rack-b"]
+    assert db["index_read"] is False and "DbLedgerStorage" in db["storage_class"] and db["entries"] == 236
+    assert "STORAGE_CHECKS_NOT_RUN" in [f["code"] for f in t["findings"].to_pylist() if f["bookie_id"] == "bk-3.rack-b"]
+
+
+def test_the_same_input_gives_the_same_tables_and_the_disk_by_disk_rows(golden3, spark, tmp_path):
+    root, disks, first = golden3
+    again = audit(spark, disks, root / "metadata", tmp_path / "again", run_id="run-2")
+    for name in first:
+        assert rows(again[name]) == rows(first[name]), name
+    md, _ = load_metadata_dir(str(root / "metadata"))
+    direct = defaultdict(list)
+    for d in disks:
+        for name, table in split_tables(scan_disk(d, md, RunInfo("x", "y", "z"))).items():
+            direct[name] += rows(table, VOLATILE | {"tool_version"})
+    for name, got in direct.items():
+        assert rows(first[name], VOLATILE | {"tool_version"}) == sorted(got, key=repr), name
+
+
+def test_scan_disk_files_and_disks_mixed_give_the_same_tables(golden3, spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    root, disks, first = golden3
+    md, _ = load_metadata_dir(str(root / "metadata"))
+    files = []
+    for d in disks[:2]:
+        f = tmp_path / (os.path.basename(d.path) + ".parquet")
+        pq.write_table(pa.Table.from_batches(scan_disk(d, md, RunInfo.new("run-1"))), f)
+        files.append(str(f))
+    t = audit(spark, disks[2:], root / "metadata", tmp_path / "mixed", scan_files=files)
+    for name in first:
+        assert rows(t[name]) == rows(first[name]), name
+
+
+def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tmp_path):
+    src = golden / "cluster-3"
+    root = tmp_path / "c3"
+    shutil.copytree(src, root)
+    man = json.loads((src / "manifest.json").read_text())
+    # A flipped payload byte of ledger 16 (CRC32, 8-byte digest) on bk-1.
+    bk1 = json.loads((src / "bookies" / "bk-1.rack-a" / "manifest.json").read_text())
+    rec = next(r for r in bk1["entry_log_records"] if r["ledger_id"] == "16" and r["size"] > 60)
+    log = root / "bookies" / "bk-1.rack-a" / rec["ledger_dir"] / "current" / rec["entry_log_file"]
+    with open(log, "r+b") as f:
+        f.seek(rec["offset"] + 4 + 32 + 8 + 5)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x01]))
+    eid = rec["entry_id"]
+    ws = next(e["write_set"] for e in man["entries"] if e["ledger_id"] == "16" and e["entry_id"] == eid)
+    # Ledger 17's metadata removed: its entries on every bookie become orphans.
+    for n in os.listdir(root / "metadata"):
+        if n.startswith("11."):
+            os.unlink(root / "metadata" / n)
+    disks = [DiskInput(str(root / "bookies" / b)) for b in BOOKIES]
+    t = audit(spark, disks, root / "metadata", tmp_path / "out")
+    others = sorted(b for b in ws if b != "bk-1.rack-a")
+    assert rows(t["corrupt_copies"]) == rows_of([{"ledger_scope": 0, "ledger_id": 16, "entry_id": eid,
+                                                  "bookie_id": "bk-1.rack-a", "reason": "digest mismatch",
+                                                  "intact_on": others}])
+    assert rows(t["under_replicated"]) == rows_of([{
+        "ledger_scope": 0, "ledger_id": 16, "first_entry_id": eid, "last_entry_id": eid, "copies_expected": 2,
+        "copies_intact": 1, "bookies_missing": ["bk-1.rack-a"], "bookies_with_copy": others,
+        "bookies_not_audited": []}])
+    l17 = [e for e in man["entries"] if e["ledger_id"] == "17"]
+    assert rows(t["orphans"]) == rows_of([{"ledger_scope": 0, "ledger_id": 17, "bookie_id": b, "entries": len(l17),
+                                           "bytes": sum(e["stored_length"] + 4 for e in l17)} for b in BOOKIES])
+    assert t["divergent"].num_rows == 0 and t["missing_ledgers"].num_rows == 0
+    status = {d["bookie_id"]: d["status"] for d in t["disks"].to_pylist()}
+    assert status["bk-1.rack-a"] == "errors"
+
+
+def rows_of(dicts: list[dict]) -> list[tuple]:
+    import pyarrow as pa
+    return rows(pa.Table.from_pylist(dicts))
+
+
+@pytest.fixture(scope="module")
+def faulted(spark, tmp_path_factory):
+    """A writer-built cluster of 5 bookies with one fault per bookie, and the truth of what remains."""
+    base = tmp_path_factory.mktemp("cluster5")
+    spec = sample_cluster(5, entries=40, max_payload=6000)
+    w = write_cluster(spec, str(base))
+    ids = sorted(w.bookie_roots)
+    held = {b: {k for k, ws in w.placement.items() if b in ws} for b in ids}
+    # 1. An entry log deleted on the bookie with the most logs.
+    b_log = max(ids, key=lambda b: len(w.bookies[b].entry_log_files))
+    gone_log = w.bookies[b_log].entry_log_files[0]
+    os.unlink(gone_log)
+    held[b_log] -= {k for k, loc in w.bookies[b_log].locations.items() if unpack_location(loc)[0] == 0}
+    # 2. A ledger's data removed from a bookie its ensemble names (the disk rewritten without it).
+    b_led = next(b for b in ids if b != b_log)
+    led = next(l for l in spec.ledgers if any(k[0] == l.lid for k in held[b_led]))
+    kept = [l for l in w.bookies[b_led].spec.ledgers if l.lid != led.lid]
+    shutil.rmtree(w.bookie_roots[b_led])
+    write_bookie(replace(w.bookies[b_led].spec, ledgers=kept), w.bookie_roots[b_led])
+    held[b_led] = {k for k in held[b_led] if k[0] != led.lid}
+    # 3. One copy rewritten with another payload and a valid digest (a divergent entry).
+    b_div = next(b for b in ids if b not in (b_log, b_led))
+    (lid, eid) = min(k for k in held[b_div] if len(spec_ledger(spec, k[0]).payloads[k[1]]) > 8)
+    l = spec_ledger(spec, lid)
+    new_payload = bytes(x ^ 0x5A for x in l.payloads[eid])
+    e = package_entry(ledger_id=l.ledger_id, entry_id=eid, last_add_confirmed=eid - 1,
+                      length=sum(len(p) for p in l.payloads[:eid + 1]), payload=new_payload,
+                      digest_type=l.digest_type, password=l.password, scope_id=l.scope_id).to_bytes()
+    log_id, pos = unpack_location(w.bookies[b_div].locations[(lid, eid)])
+    path = next(p for p in w.bookies[b_div].entry_log_files if os.path.basename(p) == entry_log_name(log_id))
+    assert len(e) == len(w.bookies[b_div].entries[(lid, eid)])
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        f.write(e)
+    # 4. A disk that cannot be read (an empty mount point in its place).
+    b_gone = next(b for b in ids if b not in (b_log, b_led, b_div))
+    empty = base / "empty-mount"
+    empty.mkdir()
+    held[b_gone] = set()
+    disks = [DiskInput(str(empty), b) if b == b_gone else DiskInput(w.bookie_roots[b]) for b in ids]
+    t = audit(spark, disks, w.metadata_dir, base / "out")
+    return {"spec": spec, "w": w, "held": held, "t": t, "b_log": b_log, "b_led": b_led, "led": led, "b_div": b_div,
+            "b_gone": b_gone, "div": (lid, eid), "disks": disks}
+
+
+def spec_ledger(spec, lid):
+    return next(l for l in spec.ledgers if l.lid == lid)
+
+
+def test_under_replicated_ranges_are_exactly_the_entries_that_lost_copies(faulted):
+    f = faulted
+    spec, w, held, t = f["spec"], f["w"], f["held"], f["t"]
+    audited = [b for b in held if b != f["b_gone"]]
+    want = {}
+    for l in spec.ledgers:
+        last = len(l.payloads) - 1 if l.state == "CLOSED" else max(
+            (e for b in audited for (x, e) in held[b] if x == l.lid), default=-1)
+        for e in range(last + 1):
+            ws = w.placement[(l.lid, e)]
+            missing = tuple(sorted(b for b in ws if (l.lid, e) not in held[b]))
+            if missing:
+                want[(l.lid.scope, l.lid.ledger, e)] = (missing, tuple(sorted(set(ws) - set(missing))), len(ws))
+    got = {}
+    for r in t["under_replicated"].to_pylist():
+        assert r["copies_intact"] == len(r["bookies_with_copy"])
+        assert r["bookies_not_audited"] == ([f["b_gone"]] if f["b_gone"] in r["bookies_missing"] else [])
+        for e in range(r["first_entry_id"], r["last_entry_id"] + 1):
+            key = (r["ledger_scope"] % (1 << 64), r["ledger_id"], e)
+            assert key not in got
+            got[key] = (tuple(r["bookies_missing"]), tuple(r["bookies_with_copy"]), r["copies_expected"])
+    assert got == want
+    assert any(f["b_log"] in m for m, _c, _q in want.values()) and any(f["b_gone"] in m for m, _c, _q in want.values())
+
+
+def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
+    f = faulted
+    spec, w, held, t = f["spec"], f["w"], f["held"], f["t"]
+    want_missing = set()
+    for b in held:
+        if b == f["b_gone"]:
+            continue
+        for l in spec.ledgers:
+            expected = [e for (x, e), ws in w.placement.items() if x == l.lid and b in ws]
+            if expected and not any(x == l.lid for x, _e in held[b]):
+                want_missing.add((l.lid.ledger, b))
+    assert (f["led"].lid.ledger, f["b_led"]) in want_missing
+    assert {(r["ledger_id"], r["bookie_id"]) for r in t["missing_ledgers"].to_pylist()} == want_missing
+    lid, eid = f["div"]
+    (div,) = t["divergent"].to_pylist()
+    assert (div["ledger_scope"] % (1 << 64), div["ledger_id"], div["entry_id"]) == (lid.scope, lid.ledger, eid)
+    by_fp = {c["payload_sha256"]: set(c["bookies"]) for c in div["copies"]}
+    assert len(by_fp) == 2 and {f["b_div"]} in by_fp.values()
+    assert set().union(*by_fp.values()) == {b for b in held if (lid, eid) in held[b]}
+    assert t["corrupt_copies"].num_rows == 0 and t["orphans"].num_rows == 0
+    disks = {d["bookie_id"]: d for d in t["disks"].to_pylist()}
+    assert disks[f["b_gone"]]["status"] == "unreadable" and disks[f["b_log"]]["status"] == "errors"
+    assert f["b_gone"] not in set(t["replicas"]["bookie_id"].to_pylist())
+    assert f["b_gone"] not in {b for r in t["under_replicated"].to_pylist() for b in r["bookies_with_copy"]}
+
+
+def test_a_bookie_named_by_metadata_but_never_given_is_not_audited(faulted, spark, tmp_path):
+    f = faulted
+    md_dir = f["w"].metadata_dir
+    skipped = f["b_div"]
+    disks = [d for d in f["disks"] if d.bookie_id != f["b_gone"] and os.path.basename(d.path) != skipped]
+    t = audit(spark, disks, md_dir, tmp_path / "out")
+    status = {d["bookie_id"]: d["status"] for d in t["disks"].to_pylist()}
+    assert status[skipped] == "not_audited" and status[f["b_gone"]] == "not_audited"
+    assert all(skipped not in r["bookies_with_copy"] for r in t["under_replicated"].to_pylist())
+    assert skipped not in {r["bookie_id"] for r in t["missing_ledgers"].to_pylist()}

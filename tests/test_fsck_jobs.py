@@ -1,0 +1,72 @@
+"""fsck's --jobs threads share one digest plan: --jobs 1 and --jobs 4 give the same findings on a
+multi-log bookie with damage (flipped payload byte, truncated log, broken framing)."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from bookie.layout import discover
+from bookie.model import BookieSpec, LedgerSpec
+from bookie.writer import write_bookie, write_metadata_dir
+from formats.digests import DigestType
+from formats.entry import ENTRY_V1_HEADER_SIZE
+from formats.entrylog import SIZE_PREFIX_SIZE
+from formats.ids import LedgerId
+from fsck.api import check_bookie
+from fsck.context import CheckOptions
+from tests.fsck_helpers import flip, patch
+
+DIGESTS = [DigestType.CRC32C, DigestType.CRC32, DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY]
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    base = tmp_path_factory.mktemp("jobs")
+    rnd = random.Random(11)
+    ledgers = [LedgerSpec(i + 1, [rnd.randbytes(rnd.randint(200, 6000)) for _ in range(14)],
+                          digest_type=DIGESTS[i % len(DIGESTS)], password=b"jobs") for i in range(10)]
+    spec = BookieSpec(ledgers, bookie_id="jobs-test:3181", entry_log_size_limit=48 * 1024)
+    w = write_bookie(spec, str(base / "bookie"))
+    md = str(base / "metadata")
+    write_metadata_dir(spec, md)
+    logs = sorted((p for p in w.entry_log_files if os.path.getsize(p) > 0), key=os.path.getsize)
+    assert len(logs) >= 6, logs
+
+    def where(lid: int, eid: int) -> tuple[str, int]:
+        loc = w.locations[(LedgerId(0, lid), eid)]
+        log = next(p for p in w.entry_log_files if os.path.basename(p) == f"{loc >> 32:x}.log")
+        return log, (loc & 0xFFFFFFFF) - SIZE_PREFIX_SIZE
+
+    # a payload byte of ledger 1 (CRC32C) and of ledger 2 (CRC32), in different logs
+    for lid, eid in ((1, 3), (2, 9)):
+        log, off = where(lid, eid)
+        flip(log, off + SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE + 12)
+    # broken framing: a size prefix overwritten in the middle of a log
+    log, off = where(3, 7)
+    patch(log, off, b"\x7f\xff\x00\x01")
+    # a truncated log: cut in the middle of one of its entries
+    log, off = where(4, 5)
+    with open(log, "r+b") as f:
+        f.truncate(off + 100)
+    return str(base / "bookie"), md
+
+
+def _findings(root: str, md: str | None, jobs: int) -> list[str]:
+    report = check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=jobs))
+    return sorted(f.line() for f in report.findings)
+
+
+@pytest.mark.parametrize("with_metadata", [True, False], ids=["metadata", "sniffed"])
+def test_one_and_four_jobs_give_identical_findings(damaged, with_metadata: bool):
+    root, md = damaged
+    md = md if with_metadata else None
+    one = _findings(root, md, 1)
+    text = "\n".join(one)
+    for code in ("DIGEST_MISMATCH", "LOG_FRAMING_BROKEN"):
+        assert code in text, (code, text)
+    assert text.count("DIGEST_MISMATCH") >= 2, text   # one CRC32C ledger, one CRC32 ledger
+    assert "LOG_TRUNCATED" in text or "LOG_TORN_TAIL" in text, text
+    for _ in range(3):
+        assert _findings(root, md, 4) == one

@@ -1,0 +1,115 @@
+"""fsck as a library (issue 7 item 5): check, plan, apply with a confirm callback, re-check; finding
+codes from the one problem table; repair payloads as typed fields."""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from formats.ids import LedgerId
+from fsck.api import apply_repairs, check_bookie, plan_repairs, recheck, repair_bookie
+from fsck.context import CheckOptions
+from fsck.findings import Finding
+from fsck.problems import PROBLEMS, REPAIR_KINDS
+from tests.fsck_helpers import errors, make_disk
+
+FSCK = Path(__file__).resolve().parents[1] / "fsck"
+
+
+def _code_strings_in(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string literal given as a Finding's code, positionally or by keyword,
+    and of every upper-case string compared with or assigned to a name called ``code``."""
+    out = []
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
+            args = node.args[:1] + [k.value for k in node.keywords if k.arg == "code"]
+            for a in args:
+                for c in ast.walk(a):
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                        out.append((c.lineno, c.value))
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "code":
+            for c in node.comparators:
+                for k in ast.walk(c):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        out.append((k.lineno, k.value))
+    return out
+
+
+def test_every_code_string_a_pass_or_repair_uses_is_in_the_problem_table():
+    used = [(p.name, line, code) for p in sorted(FSCK.rglob("*.py")) for line, code in _code_strings_in(p)]
+    assert used or list(FSCK.rglob("*.py")), "nothing scanned"
+    unknown = [(f, line, code) for f, line, code in used if code not in PROBLEMS]
+    assert unknown == []
+
+
+CODE_SHAPE = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
+
+
+def test_no_pass_or_repair_spells_a_code_as_a_string():
+    """Codes are imported from fsck.codes; a code-shaped string literal elsewhere is a bypass."""
+    spelt = []
+    for p in sorted(FSCK.rglob("*.py")):
+        if p.name in ("problems.py", "codes.py"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and CODE_SHAPE.match(node.value):
+                spelt.append(f"{p.relative_to(FSCK)}:{node.lineno} {node.value}")
+    assert spelt == []
+
+
+def test_the_code_scan_catches_a_misspelt_code(tmp_path):
+    bad = tmp_path / "p9.py"
+    bad.write_text('def run(ctx):\n    yield Finding("INDEX_MISPLACD", path="x")\n')
+    assert [c for _, c in _code_strings_in(bad) if c not in PROBLEMS] == ["INDEX_MISPLACD"]
+
+
+def test_a_misspelt_code_fails_at_import_and_at_construction():
+    with pytest.raises(ImportError):
+        exec("from fsck.codes import INDEX_MISPLACD")
+    with pytest.raises(ValueError, match="INDEX_MISPLACD"):
+        Finding("INDEX_MISPLACD")
+
+
+def test_repairability_is_read_from_the_table_only():
+    assert {p.repair for p in PROBLEMS.values()} - {None} == set(REPAIR_KINDS)
+    src = (FSCK / "repair.py").read_text()
+    for code, p in PROBLEMS.items():
+        if p.repairable:
+            assert f'"{code}"' not in src, f"repair.py repeats the code {code}"
+
+
+def test_library_check_plan_apply_with_a_confirm_callback_and_recheck(tmp_path):
+    d = make_disk(str(tmp_path))
+    idx1 = d.written.index_files[LedgerId(0, 1)]
+    idx255 = d.written.index_files[LedgerId(0, 255)]
+    for p in (idx1, idx255):
+        with open(p, "r+b") as f:
+            f.write(bytes(4))
+    opts = CheckOptions(metadata_dir=d.md_dir)
+    before = check_bookie(d.dirs, opts)
+    plan = plan_repairs(before)
+    assert sorted(a.path for a in plan.todo) == sorted([idx1, idx255])
+    asked = []
+
+    def confirm(action):
+        asked.append(action.path)
+        return action.path == idx1          # decline the other
+    run = apply_repairs(before, plan, confirm=confirm, backup_dir=str(tmp_path / "bk"))
+    assert sorted(asked) == sorted([idx1, idx255])
+    assert [a.path for a in run.done] == [idx1]
+    assert {a.path: a.result for a in plan.actions}[idx255] == "declined"
+    assert run.after is not None and run.exit_code == 4
+    assert [f.path for f in errors(run.after) if f.code == "INDEX_HEADER_BAD"] == [idx255]
+    assert [os.path.basename(p).split(".")[0] for p in run.backups] == ["1"]
+    again = repair_bookie(d.dirs, opts, backup_dir=str(tmp_path / "bk"))
+    assert again.exit_code == 1 and errors(again.after) == []
+    assert errors(recheck(again.after)) == []
+
+
+def test_move_and_cut_payloads_are_typed_fields():
+    names = Finding.__dataclass_fields__
+    assert names["move_to"].type in ("str | None",) and names["cut_at"].type in ("int | None",)

@@ -1,0 +1,399 @@
+"""Repairs an operator can trust (issues 8 and 13): symlinks never written through, backups that are
+snapshots, interrupted moves finished, own temp files cleaned, lastId and lastMark gaps named, lost
+entries never dropped silently, and a JSON document that tells the whole repair."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from diskio.atomic import atomic_move
+from formats.ids import LedgerId
+from formats.lastmark import LastMark, build_last_mark
+from formats.paths import index_relpath
+from fsck.api import plan_repairs
+from fsck.cli import fsck_command
+from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def disk(tmp_path) -> Disk:
+    return make_disk(str(tmp_path / "b"))
+
+
+def _cli(*args):
+    return CliRunner().invoke(fsck_command, [*args, "--no-progress"], catch_exceptions=False)
+
+
+def _index_cur(disk: Disk, lid: LedgerId) -> str:
+    p = disk.written.index_files[lid]
+    return p[: p.index("/current/") + len("/current")]
+
+
+# --- issue 13.1: symlinks --------------------------------------------------------------------------
+
+def test_a_corrupt_index_behind_a_symlinked_folder_is_read_and_the_link_reported(disk, tmp_path):
+    lid = LedgerId(0, 1)
+    idx = disk.written.index_files[lid]
+    folder = os.path.dirname(idx)
+    elsewhere = tmp_path / "elsewhere" / "h00"
+    shutil.move(folder, elsewhere)
+    os.symlink(elsewhere, folder)
+    with open(os.path.join(elsewhere, os.path.basename(idx)), "r+b") as f:
+        f.write(bytes(4))   # the signature
+    rep = disk.check()
+    assert "INDEX_HEADER_BAD" in codes(rep, "error"), [f.line() for f in rep.findings]
+    [link] = [f for f in rep.findings if f.code == "SYMLINK_OUTSIDE_DIRS"]
+    assert (link.path, link.detail) == (folder, str(elsewhere))
+    before = snapshot(str(tmp_path / "elsewhere"))
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 4, r.output
+    assert f"{folder} is a symlink to {elsewhere}" in r.output
+    assert snapshot(str(tmp_path / "elsewhere")) == before
+
+
+def test_a_misplaced_index_is_never_moved_into_a_symlinked_folder_outside(disk, tmp_path):
+    lid = LedgerId(0, 1)
+    right = disk.written.index_files[lid]
+    cur = _index_cur(disk, lid)
+    outside = tmp_path / "elsewhere" / "h01"
+    os.makedirs(outside)
+    os.makedirs(os.path.join(cur, "7"))
+    wrong = os.path.join(cur, "7", "1.idx")
+    shutil.move(right, wrong)
+    shutil.rmtree(os.path.dirname(right))
+    os.symlink(outside, os.path.dirname(right))   # ledgers/current/0/1 -> /elsewhere/h01
+    before = snapshot(str(tmp_path / "elsewhere"))
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 4, r.output
+    assert snapshot(str(tmp_path / "elsewhere")) == before
+    assert os.path.exists(wrong) and not os.path.exists(outside / "1.idx")
+
+
+def test_a_lost_index_is_never_rebuilt_through_a_symlinked_folder_outside(disk, tmp_path):
+    lid = LedgerId(0, 255)
+    shutil.rmtree(os.path.dirname(disk.written.index_files[lid]))
+    # A lost index is rebuilt in the first index dir: make the folder it goes to a link to elsewhere.
+    idx = os.path.join(disk.dirs.ledger_dirs[0], "current", index_relpath(lid))
+    folder = os.path.dirname(idx)
+    assert not os.path.lexists(folder)
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    outside = tmp_path / "elsewhere" / "h01"
+    os.makedirs(outside)
+    os.symlink(outside, folder)
+    rep = disk.check()
+    assert "LEDGER_NOT_INDEXED" in codes(rep, "error"), [f.line() for f in rep.findings]
+    [a] = [a for a in plan_repairs(rep).actions if a.kind == "rebuild-index"]
+    assert a.path == idx and a.blocked and f"{folder} is a symlink to {outside}" in a.blocked
+    before = snapshot(str(tmp_path / "elsewhere"))
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 4, r.output
+    assert snapshot(str(tmp_path / "elsewhere")) == before and os.listdir(outside) == []
+
+
+def test_a_symlinked_folder_inside_the_dirs_is_followed_and_repairable(disk):
+    lid = LedgerId(0, 1)
+    idx = disk.written.index_files[lid]
+    folder = os.path.dirname(idx)
+    inside = os.path.join(disk.dirs.ledger_dirs[0], "moved-h01")
+    shutil.move(folder, inside)
+    os.symlink(inside, folder)
+    with open(os.path.join(inside, os.path.basename(idx)), "r+b") as f:
+        f.write(bytes(4))
+    rep = disk.check()
+    assert "INDEX_HEADER_BAD" in codes(rep, "error")
+    assert [(f.path, f.detail) for f in rep.findings if f.code == "SYMLINK_FOLLOWED"] == [(folder, inside)]
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y", "--backup-dir",
+             os.path.join(os.path.dirname(disk.root), "bk"))
+    assert r.exit_code == 1, r.output
+    assert os.path.islink(folder) and not errors(disk.check())
+
+
+def test_a_misplaced_index_that_is_a_symlink_to_outside_is_not_moved(disk, tmp_path):
+    lid = LedgerId(0, 255)
+    right = disk.written.index_files[lid]
+    cur = _index_cur(disk, lid)
+    outside = tmp_path / "elsewhere"
+    os.makedirs(outside)
+    shutil.move(right, outside / "ff.idx")
+    os.makedirs(os.path.join(cur, "9"))
+    wrong = os.path.join(cur, "9", "ff.idx")
+    os.symlink(outside / "ff.idx", wrong)
+    before = snapshot(str(outside))
+    links = os.stat(outside / "ff.idx").st_nlink
+    rep = disk.check()
+    plan = plan_repairs(rep)
+    [move] = [a for a in plan.actions if a.kind == "move-index"]
+    assert move.blocked and wrong in move.blocked
+    _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert snapshot(str(outside)) == before and os.stat(outside / "ff.idx").st_nlink == links
+    assert not os.path.exists(right)
+
+
+def test_a_backup_folder_symlinked_outside_is_refused_before_any_write(disk, tmp_path):
+    idx = disk.written.index_files[LedgerId(0, 1)]
+    with open(idx, "r+b") as f:
+        f.write(bytes(4))
+    outside = tmp_path / "elsewhere"
+    os.makedirs(outside)
+    os.symlink(outside, os.path.join(disk.dirs.ledger_dirs[0], "fsck-backup"))
+    with open(idx, "rb") as f:
+        damaged = f.read()
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 8 and "fsck-backup is a symlink to" in r.output
+    assert os.listdir(outside) == []
+    with open(idx, "rb") as f:
+        assert f.read() == damaged
+
+
+# --- issue 13.2: backups are snapshots ------------------------------------------------------------
+
+def test_the_backup_of_a_moved_index_is_a_copy_not_a_second_name(tmp_path):
+    src = tmp_path / "a" / "1.idx"
+    os.makedirs(src.parent)
+    src.write_bytes(b"old bytes")
+    kept = atomic_move(str(src), str(tmp_path / "b" / "1.idx"), backup_dir=str(tmp_path / "backup"))
+    assert os.stat(kept).st_ino != os.stat(tmp_path / "b" / "1.idx").st_ino
+    with open(tmp_path / "b" / "1.idx", "r+b") as f:
+        f.write(b"NEW")
+    assert open(kept, "rb").read() == b"old bytes"
+
+
+# --- issue 13.3: an interrupted move, stale temp files --------------------------------------------
+
+def test_an_interrupted_move_is_finished_by_repair(disk):
+    lid = LedgerId(0, 255)
+    right = disk.written.index_files[lid]
+    cur = _index_cur(disk, lid)
+    os.makedirs(os.path.join(cur, "3"))
+    wrong = os.path.join(cur, "3", "ff.idx")
+    os.link(right, wrong)            # killed between link() and unlink()
+    rep = disk.check()
+    assert "INDEX_DUPLICATE" not in codes(rep) and "INDEX_MISPLACED" not in codes(rep)
+    [f] = [f for f in rep.findings if f.code == "INDEX_MOVE_UNFINISHED"]
+    assert (f.path, f.other) == (wrong, right)
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 1, r.output
+    assert os.path.exists(right) and not os.path.exists(wrong)
+    assert codes(disk.check(), "warning") <= {"LEDGER_INDEX_MISSING"} and not errors(disk.check())
+
+
+def test_own_stale_temp_files_are_removed_and_others_left(disk):
+    lid = LedgerId(0, 1)
+    folder = os.path.dirname(disk.written.index_files[lid])
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = os.path.join(folder, f".1.idx.bkdisk-tmp-{dead}")
+    alive = os.path.join(folder, f".1.idx.bkdisk-tmp-{os.getppid()}")    # a process that still runs
+    other = os.path.join(folder, "notes.txt")
+    for p in (stale, alive, other):
+        with open(p, "wb") as f:
+            f.write(b"x" * 10)
+    rep = disk.check()
+    assert [f.path for f in rep.findings if f.code == "STALE_TEMP_FILE"] == [stale]
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 1, r.output
+    assert not os.path.exists(stale) and os.path.exists(alive) and os.path.exists(other)
+
+
+# --- issue 13.4: lastId and lastMark --------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["deleted", "garbage", "behind"])
+def test_a_bad_last_id_is_reported_with_what_a_restart_does(disk, damage):
+    path = os.path.join(disk.dirs.ledger_dirs[0], "current", "lastId")
+    if damage == "deleted":
+        os.unlink(path)
+    else:
+        with open(path, "w") as f:
+            f.write("zz\n" if damage == "garbage" else "0\n")
+    rep = disk.check()
+    [f] = [f for f in rep.findings if f.code == "LASTID_BAD"]
+    assert f.path == path and f.severity.value == "warning"
+    assert "restart" in f.message
+
+
+def test_a_last_mark_missing_in_one_of_two_ledger_dirs_is_reported(disk):
+    dirs = disk.dirs
+    assert len(dirs.ledger_dirs) >= 2
+    os.unlink(os.path.join(dirs.ledger_dirs[1], "current", "lastMark"))
+    rep = disk.check()
+    [f] = [f for f in rep.findings if f.code == "LASTMARK_MISSING_IN_DIR"]
+    assert f.path == os.path.join(dirs.ledger_dirs[1], "current")
+    assert "keeps the largest" in f.message and dirs.ledger_dirs[0] in f.message
+    assert "LASTMARK_MISSING_IN_DIR" not in codes(make_disk_clean_check(disk))
+
+
+def make_disk_clean_check(disk: Disk):
+    for d in disk.dirs.ledger_dirs[1:]:
+        shutil.copy(os.path.join(disk.dirs.ledger_dirs[0], "current", "lastMark"), os.path.join(d, "current", "lastMark"))
+    return disk.check()
+
+
+# --- issue 8.1: an unreadable folder blocks every repair that depends on it ------------------------
+
+def test_an_unlistable_index_folder_is_an_error_and_no_index_is_written_for_it(disk):
+    folder = os.path.dirname(os.path.dirname(disk.written.index_files[LedgerId(0, 1)]))   # current/0
+    before = {p for p in snapshot(disk.root)}
+    os.chmod(folder, 0)
+    try:
+        cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", disk.root, "--metadata-dir",
+                            disk.md_dir, "--repair", "-y", "--json", "--no-progress"])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    finally:
+        os.chmod(folder, 0o755)
+    doc = json.loads(p.stdout)
+    unreadable = [f for f in doc["repair"]["before"]["findings"] if f["code"] == "FILE_UNREADABLE"]
+    assert [f["path"] for f in unreadable] == [folder] and "Permission denied" in unreadable[0]["message"]
+    assert unreadable[0]["severity"] == "error" and unreadable[0]["errno"] == errno.EACCES
+    assert p.returncode == 4, p.stderr
+    assert {p for p in snapshot(disk.root)} == before     # no index written anywhere
+    assert "INDEX_DUPLICATE" not in codes(disk.check())
+
+
+# --- issue 8.2 and 8.4: a truncated entry log ------------------------------------------------------
+
+def _truncate_first_log(disk: Disk) -> str:
+    log = disk.written.entry_log_files[0]
+    os.truncate(log, os.path.getsize(log) // 2)
+    return log
+
+
+def test_a_truncated_log_never_leads_to_indexes_rebuilt_without_the_lost_entries(disk):
+    _truncate_first_log(disk)
+    idx_before = {p: open(p, "rb").read() for p in disk.written.index_files.values()}
+    plan = plan_repairs(disk.check())
+    assert plan.lost, plan.lines()
+    rebuilds = [a for a in plan.actions if a.kind == "rebuild-index"]
+    assert rebuilds and all(a.blocked and "--rebuild-dropping-lost-entries" in a.blocked for a in rebuilds)
+    text = "\n".join(plan.lines())
+    assert "bin/bookkeeper shell recover -l" in text and "lost: ledger" in text
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 4 and "lost: ledger" in r.output
+    assert {p: open(p, "rb").read() for p in idx_before} == idx_before
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y", "--rebuild-dropping-lost-entries",
+             "--backup-dir", os.path.join(os.path.dirname(disk.root), "bk"))
+    assert {p: open(p, "rb").read() for p in idx_before} != idx_before, r.output
+
+
+def test_the_human_report_leads_with_the_truncation_and_lists_its_consequences_under_it(disk):
+    log = _truncate_first_log(disk)
+    rep = disk.check()
+    out = _cli(disk.root, "--metadata-dir", disk.md_dir).output
+    listed = [l for l in out.splitlines() if l.startswith("  ") and not l.startswith("  not listed")]
+    assert "LOG_TRUNCATED" in listed[0] and log in listed[0], out
+    assert any(l.lstrip().startswith("-> ERROR   INDEX_LOCATION_OUT_OF_RANGE") for l in listed[1:4]), out
+    # each lost entry once: pass 5 leaves a location past the end of its log to pass 3
+    locs = [(f.path, f.entry) for f in rep.findings if f.code in ("INDEX_LOCATION_OUT_OF_RANGE", "INDEX_LOCATION_WRONG")]
+    assert len(locs) == len(set(locs))
+    assert all(f.caused_by is not None for f in rep.findings if f.code == "INDEX_LOCATION_OUT_OF_RANGE")
+
+
+# --- issue 8.3, 8.5, 8.6: the repair's JSON, what remains, the backup line ---------------------------
+
+def _tear_newest_journal(disk: Disk, *, mark_past_cut: bool) -> None:
+    from journal.reader import read_journal
+    j = disk.written.journal_files[-1]
+    scan = read_journal(j)
+    data = [r for r in scan.records if r.kind == 0]
+    last = data[-1]
+    mark = LastMark(scan.journal_id, last.offset + 8 if mark_past_cut else data[0].offset)
+    for d in disk.dirs.ledger_dirs:
+        with open(os.path.join(d, "current", "lastMark"), "wb") as fh:
+            fh.write(build_last_mark(mark))
+    os.truncate(j, last.offset + 4 + last.length // 2)
+
+
+def test_json_repair_carries_before_actions_after_and_the_process_exit_code(disk, tmp_path):
+    _tear_newest_journal(disk, mark_past_cut=False)
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y", "--json",
+             "--backup-dir", str(tmp_path / "bk"))
+    doc = json.loads(r.stdout if hasattr(r, "stdout") else r.output)
+    assert doc["summary"]["exit_code"] == doc["repair"]["exit_code"] == r.exit_code == 1
+    assert "JOURNAL_TORN_TAIL" in {f["code"] for f in doc["repair"]["before"]["findings"]}
+    [a] = doc["repair"]["plan"]["actions"]
+    assert (a["kind"], a["result"]) == ("cut-journal", "done")
+    assert "JOURNAL_TORN_TAIL" not in {f["code"] for f in doc["repair"]["after"]["findings"]}
+
+
+def test_a_plan_says_what_will_remain_and_the_backup_line_only_when_something_was_kept(disk):
+    _tear_newest_journal(disk, mark_past_cut=True)
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-n")
+    assert "will remain after this plan: 1 LASTMARK_PAST_END" in r.output, r.output
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 4 and "LASTMARK_PAST_END" in r.output
+    assert "replaced files kept in" in r.output
+
+
+def test_no_backup_line_and_no_backup_folder_when_nothing_was_replaced(disk):
+    lid = LedgerId(0, 255)
+    cur = _index_cur(disk, lid)
+    os.makedirs(os.path.join(cur, "3"))
+    os.link(disk.written.index_files[lid], os.path.join(cur, "3", "ff.idx"))
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 1, r.output
+    assert "replaced files kept" not in r.output
+    assert not os.path.exists(os.path.join(disk.dirs.ledger_dirs[0], "fsck-backup"))
+
+
+def test_an_unreadable_journal_blocks_a_rebuild_that_needs_its_key_and_fence(disk):
+    from diskio.mapped import DiskError
+    idx = disk.written.index_files[LedgerId(0, 1)]
+    with open(idx, "r+b") as f:
+        f.write(bytes(4))
+    rep = disk.check()
+    j = disk.written.journal_files[0]
+    rep.context.journal_scans[j] = DiskError(j, "cannot read (Permission denied)")
+    [a] = [a for a in plan_repairs(rep).actions if a.kind == "rebuild-index"]
+    assert a.blocked and j in a.blocked
+
+
+def test_a_relocation_cut_between_link_and_unlink_is_finished(disk):
+    p = disk.written.index_files[LedgerId(0, 1)]
+    os.link(p, p + ".rloc")          # the rename of <id>.idx.rloc to <id>.idx, killed half way
+    rep = disk.check()
+    [f] = [f for f in rep.findings if f.code == "INDEX_MOVE_UNFINISHED"]
+    assert (f.path, f.other) == (p + ".rloc", p)
+    assert "STRAY_FILE" not in codes(rep)
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 1, r.output
+    assert os.path.exists(p) and not os.path.exists(p + ".rloc")
+
+
+def test_an_unlistable_ledger_dir_blocks_every_rebuild_when_the_indexes_are_elsewhere(tmp_path):
+    d = make_disk(str(tmp_path / "b"))
+    dirs = d.dirs
+    index_dir = str(tmp_path / "b" / "bookie" / "index")
+    for p in d.written.index_files.values():
+        ld = next(x for x in dirs.ledger_dirs if p.startswith(x + os.sep))
+        dest = os.path.join(index_dir, os.path.relpath(p, ld))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.move(p, dest)
+    idx = os.path.join(index_dir, "current", index_relpath(LedgerId(0, 1)))
+    with open(idx, "r+b") as f:
+        f.write(bytes(4))
+    damaged = open(idx, "rb").read()
+    cur = os.path.join(dirs.ledger_dirs[1], "current")
+    args = [a for j in dirs.journal_dirs for a in ("--journal-dir", j)] + \
+        [a for l in dirs.ledger_dirs for a in ("--ledger-dir", l)] + ["--index-dir", index_dir]
+    os.chmod(cur, 0)
+    try:
+        cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", *args, "--metadata-dir",
+                             d.md_dir, "--repair", "-y", "--json", "--no-progress"])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    finally:
+        os.chmod(cur, 0o755)
+    doc = json.loads(p.stdout)
+    [f] = [f for f in doc["repair"]["before"]["findings"] if f["code"] == "FILE_UNREADABLE" and f["path"] == cur]
+    assert f["errno"] == errno.EACCES and f["severity"] == "error"
+    rebuilds = [a for a in doc["repair"]["plan"]["actions"] if a["kind"] == "rebuild-index"]
+    assert rebuilds and all(a["blocked"] and cur in a["blocked"] and a["result"] is None for a in rebuilds)
+    assert p.returncode == 4, p.stderr
+    assert open(idx, "rb").read() == damaged

@@ -1,0 +1,47 @@
+"""A command pays at start-up only for what it runs: help and usage errors import no heavy library."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = {"numpy", "numba", "llvmlite", "pyspark", "pyarrow", "grpc", "kazoo", "construct", "google", "rich"}
+
+PROBE = """
+import json, sys
+from {module} import main
+try:
+    main({argv!r})
+except SystemExit as e:
+    code = e.code
+print(json.dumps({{"code": code, "heavy": sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r}))}}))
+"""
+
+
+def _probe(module: str, argv: list[str]) -> dict:
+    src = PROBE.format(module=module, argv=argv, heavy=sorted(HEAVY))
+    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["--version"], 0), (["no-such-command"], 16)])
+def test_bkdisk_help_and_usage_errors_import_no_heavy_library(argv, code):
+    assert _probe("bkdisk.cli", argv) == {"code": code, "heavy": []}
+
+
+def test_a_subcommand_help_imports_its_declarations_but_no_compiler_or_cluster_library():
+    # dump's options come from formats/ (construct, protobuf); the scanners and Spark stay unloaded.
+    r = _probe("bkdisk.cli", ["dump", "--help"])
+    assert r["code"] == 0
+    assert set(r["heavy"]) & {"numba", "llvmlite", "pyspark", "grpc", "kazoo"} == set()
+
+
+def test_bkdisk_help_lists_every_command_of_the_table():
+    from bkdisk.cli import COMMANDS
+    out = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main(['--help'])"],
+                         capture_output=True, text=True, timeout=60).stdout
+    listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.startswith("  ") and
+              not line.startswith("    ")]
+    assert listed == sorted(COMMANDS)
