@@ -2,7 +2,6 @@
 and ``bkdisk scan-disk``. Spark is imported only when an audit runs."""
 from __future__ import annotations
 
-import functools
 import os
 import sys
 
@@ -10,7 +9,7 @@ import click
 
 from audit.rows import DiskInput, RunInfo
 from formats.errors import BkdiskError
-from fsck.exit_codes import EXIT_CANCELLED, EXIT_OK, EXIT_OPERATIONAL
+from fsck.exit_codes import EXIT_OK, one_line_errors
 from fsck.exit_codes import EXIT_UNCORRECTED as EXIT_PROBLEMS
 
 MARKER = ".bkdisk-audit"
@@ -18,21 +17,6 @@ MARKER = ".bkdisk-audit"
 
 class AuditUsageError(BkdiskError):
     """An audit input could not be used (a disks file, an output folder)."""
-
-
-def one_line_errors(fn):
-    """bkdisk errors as ``bkdisk: <one line>`` and exit 8 (the CLI's convention, for spark-submit too)."""
-    @functools.wraps(fn)
-    def wrapper(*a, **kw):
-        try:
-            return fn(*a, **kw)
-        except BkdiskError as e:
-            click.echo(f"bkdisk: {e}", err=True)
-            sys.exit(EXIT_OPERATIONAL)
-        except KeyboardInterrupt:
-            click.echo("bkdisk: cancelled", err=True)
-            sys.exit(EXIT_CANCELLED)
-    return wrapper
 
 
 def read_disks_file(path: str) -> list[DiskInput]:
@@ -77,11 +61,25 @@ def _disk_progress(done: int, scanning: int, total: int) -> None:
     click.echo(end, err=True, nl=False)
 
 
+REPORTED_CONF = ("spark.master", "spark.speculation", "spark.task.cpus", "spark.executor.cores",
+                 "spark.sql.shuffle.partitions", "spark.executorEnv.NUMBA_CACHE_DIR")
+
+
+def spark_settings(spark, scans_per_host: int | None) -> dict[str, str | int | None]:
+    """The settings the audit ran with, as Spark holds them (for summary.json)."""
+    conf = spark.sparkContext.getConf()
+    out: dict[str, str | int | None] = {k: conf.get(k, None) for k in REPORTED_CONF}
+    out["spark.sql.shuffle.partitions"] = spark.conf.get("spark.sql.shuffle.partitions")
+    out["scans_per_host"] = scans_per_host
+    return out
+
+
 def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_dir: str, out: str,
-                      master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False) -> int:
+                      master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False,
+                      scans_per_host: int | None = None) -> int:
     """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems)."""
     from audit.job import run_audit, spark_session
-    from audit.metadata_source import MetadataDirSource
+    from audit.metadata_source import open_source
     from audit.report import summarize, terminal_summary, write_reports
 
     if not disks and not scan_files:
@@ -89,7 +87,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     for f in scan_files:
         if not os.path.isfile(f):
             raise AuditUsageError(f"{f}: no such scan-disk file")
-    source = MetadataDirSource(metadata_dir)
+    source = open_source(metadata_dir)   # a folder, or grpc://HOST:PORT for the metadata service
     source.load()  # fail before starting Spark when the metadata cannot be read (kept for the job)
     prepare_out(out)
     run = RunInfo.new(run_id)
@@ -101,11 +99,14 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     ours = SparkSession.getActiveSession() is None   # a caller's session (tests, notebooks) is left running
     spark = spark_session(master, conf)
     try:
-        run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress)
+        run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
+                  scans_per_host=scans_per_host)
+        settings = spark_settings(spark, scans_per_host)
     finally:
         if ours:
             spark.stop()
     summary = summarize(out, run.run_id, source.describe())
+    summary["spark"] = settings
     js, page = write_reports(out, summary)
     terminal_summary(summary, echo)
     echo(f"bkdisk audit: tables in {out}/<table>/ (Parquet); {js}; report: {page}")
@@ -117,19 +118,24 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 @click.option("--disks-file", default=None, metavar="FILE", help="Disks, one per line: path or bookie_id<TAB>path.")
 @click.option("--scan-files", multiple=True, metavar="FILE.parquet",
               help="Rows written by `bkdisk scan-disk` on a bookie host (repeatable; mixes with disks).")
-@click.option("--metadata-dir", required=True, metavar="DIR",
+@click.option("--metadata-dir", default=None, metavar="DIR",
               help="Folder of ledger metadata files (<hex ledger id>.bin/.txt), one per ledger.")
+@click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
+              help="Read ledger metadata from the metadata service instead (`bkdisk metadata serve`).")
 @click.option("--out", required=True, metavar="DIR", help="Output folder: one Parquet folder per table, reports.")
 @click.option("--master", default=None, help="Spark master (default local[*]; under spark-submit, its own).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")
 @click.option("--cpus-per-scan", type=click.IntRange(min=1), default=None,
               help="spark.task.cpus: at most (executor cores / N) disks are scanned at once per executor.")
+@click.option("--scans-per-host", type=click.IntRange(min=1), default=None,
+              help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
 @click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
 @one_line_errors
-def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str, out: str,
-          master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None, run_id: str | None,
-          quiet: bool) -> None:
+def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
+          metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,
+          scans_per_host: int | None,
+          run_id: str | None, quiet: bool) -> None:
     """Audit every bookie disk of a cluster with Spark against the ledger metadata.
 
     Exit 0 when every disk was audited and no fault table has a row, 4 when problems were found,
@@ -139,12 +145,18 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     Examples:
       bkdisk audit /mnt/bk1 /mnt/bk2 /mnt/bk3 --metadata-dir ./metadata --out ./audit-out
       bkdisk audit --disks-file disks.tsv --metadata-dir ./metadata --out ./audit-out --master local[4]
+      bkdisk audit /mnt/bk1 /mnt/bk2 --metadata grpc://127.0.0.1:4183 --out ./audit-out
     """
+    if (metadata_dir is None) == (metadata_url is None):
+        raise click.UsageError("give the ledger metadata: --metadata-dir DIR or --metadata grpc://HOST:PORT (one)")
+    if metadata_url is not None and not metadata_url.startswith("grpc://"):
+        raise click.UsageError(f"--metadata takes grpc://HOST:PORT, not {metadata_url!r}")
     given = [DiskInput(d) for d in disks] + (read_disks_file(disks_file) if disks_file else [])
     settings = _conf_pairs(conf)
     if cpus_per_scan:
         settings["spark.task.cpus"] = str(cpus_per_scan)
-    sys.exit(run_audit_command(given, list(scan_files), metadata_dir, out, master, settings, run_id, quiet))
+    sys.exit(run_audit_command(given, list(scan_files), metadata_url or metadata_dir, out, master, settings, run_id,
+                               quiet, scans_per_host))
 
 
 @click.command("scan-disk")

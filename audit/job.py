@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -89,14 +90,55 @@ def numba_cache_writable() -> str | None:
     return d
 
 
-def disk_task(run: RunInfo, metadata_bc) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each task runs over its partition of the disks frame (one disk per partition)."""
+def slots_dir() -> str:
+    """Where a host's scan slots live: one lock file per slot, shared by every executor and audit
+    of the host's user (``$BKDISK_SCAN_SLOTS_DIR`` to choose)."""
+    return os.environ.get("BKDISK_SCAN_SLOTS_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                   f"bkdisk-scan-slots-{os.getuid()}")
+
+
+def try_scan_slot(limit: int, folder: str | None = None) -> int | None:
+    """Take one of the host's ``limit`` scan slots without waiting: an open file descriptor holding
+    an exclusive ``flock`` on ``slot-<i>`` (released by ``os.close``, or by the kernel when the
+    process dies), or None when all are taken."""
+    import fcntl
+    folder = folder or slots_dir()
+    os.makedirs(folder, exist_ok=True)
+    for i in range(limit):
+        fd = os.open(os.path.join(folder, f"slot-{i}"), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            os.close(fd)
+    return None
+
+
+def scan_slot(limit: int, folder: str | None = None, poll: float = 0.2) -> int:
+    """Wait for one of the host's ``limit`` scan slots (``try_scan_slot``)."""
+    while True:
+        fd = try_scan_slot(limit, folder)
+        if fd is not None:
+            return fd
+        time.sleep(poll)
+
+
+def disk_task(run: RunInfo, metadata_bc, scans_per_host: int | None = None
+              ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each task runs over its partition of the disks frame (one disk per partition).
+    With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
+    at most that many disks are read at once on a host whatever the executors and cores there."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         numba_cache_writable()
         here = run.on_this_host()
         for b in batches:
             for d in b.to_pylist():
-                yield from iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+                slot = scan_slot(scans_per_host) if scans_per_host else None
+                try:
+                    yield from iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+                finally:
+                    if slot is not None:
+                        os.close(slot)
     return task
 
 
@@ -130,8 +172,10 @@ class _Progress(threading.Thread):
 
 
 def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: MetadataSource, out: str,
-              run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None) -> AuditResult:
-    """Scan ``disks`` as Spark tasks, add the rows of ``scan_files``, join, write every table."""
+              run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None,
+              scans_per_host: int | None = None) -> AuditResult:
+    """Scan ``disks`` as Spark tasks, add the rows of ``scan_files``, join, write every table.
+    ``scans_per_host`` bounds the disks read at once on one host (``disk_task``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -148,8 +192,8 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         schema = "path string, bookie_id string"
         # One disk per partition: parallelize with as many slices as disks keeps each alone.
         rdd = sc.parallelize([(d.path, d.bookie_id) for d in disks], len(disks))
-        frames.append(spark.createDataFrame(rdd, schema).mapInArrow(disk_task(run, sc.broadcast(md)),
-                                                                    from_arrow_schema(TASK_SCHEMA)))
+        task = disk_task(run, sc.broadcast(md), scans_per_host)
+        frames.append(spark.createDataFrame(rdd, schema).mapInArrow(task, from_arrow_schema(TASK_SCHEMA)))
     if scan_files:
         frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files))
     rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])

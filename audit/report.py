@@ -77,15 +77,17 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20) -> dic
     for d in t["disks"]:
         status[d["status"]] += 1
     healthy = not any(counts.values()) and set(status) <= {"ok"}
+    audited = [d for d in t["disks"] if d["status"] in ("ok", "errors")]
     return {"schema": "bkdisk.audit-summary/1", "run_id": run_id, "metadata": metadata_from, "healthy": healthy,
             "disks_by_status": dict(sorted(status.items())), "fault_rows": counts,
             "bytes_reclaimable": sum(r["bytes"] for r in t["orphans"]),
             "entries_expected": sum(h["entries"] for h in hist), "replication_histogram": hist,
             "bookies": sorted(bookies.values(), key=lambda b: b.get("bookie_id") or ""),
             "worst_ledgers": worst_ledgers,
-            "not_scanned_index": sorted(d["bookie_id"] or d["path"] for d in t["disks"]
-                                        if d["status"] in ("ok", "errors") and d["storage_class"]
-                                        and "DbLedgerStorage" in d["storage_class"])}
+            # DbLedgerStorage disks (replicas read from their entry logs), and disks whose index was not read.
+            "db_ledger_storage": sorted(d["bookie_id"] or d["path"] for d in audited
+                                        if "DbLedgerStorage" in (d["storage_class"] or "")),
+            "index_not_read": sorted(d["bookie_id"] or d["path"] for d in audited if not d["index_read"])}
 
 
 def write_reports(out: str, summary: dict[str, Any]) -> tuple[str, str]:
@@ -156,6 +158,7 @@ def terminal_summary(s: dict[str, Any], echo: Callable[[str], None]) -> None:
              f"{b.get('corrupt_copies', 0):>5}  missing {b.get('missing_copies', 0):>6}  orphan bytes "
              f"{b.get('orphan_bytes', 0):>10}" + (f"  ({b['error']})" if b.get("error") else ""))
     echo("  fault rows: " + ", ".join(f"{k} {v}" for k, v in s["fault_rows"].items()))
-    if s["not_scanned_index"]:
-        echo("  DbLedgerStorage disks scanned from their entry logs (RocksDB index not read): "
-             + ", ".join(s["not_scanned_index"]))
+    if s["db_ledger_storage"]:
+        echo("  DbLedgerStorage disks, replicas read from their entry logs: " + ", ".join(s["db_ledger_storage"]))
+    if s["index_not_read"]:
+        echo("  disks whose index was not read (fsck's index passes skipped): " + ", ".join(s["index_not_read"]))

@@ -46,10 +46,19 @@ def _union() -> pa.Schema:
 
 TASK_SCHEMA = _union()
 
-# What a disk's storage is, as BookKeeper names the class, and whether its index was read.
-STORAGE_CLASS = {"index-files": "InterleavedLedgerStorage/SortedLedgerStorage",
-                 "rocksdb": "DbLedgerStorage (scanned from its entry logs; RocksDB index not read)",
+# What a disk's storage is, as BookKeeper names the class. Replicas always come from the entry logs;
+# a DbLedgerStorage disk's RocksDB index is checked by fsck when its index passes ran.
+STORAGE_CLASS = {"index-files": "InterleavedLedgerStorage/SortedLedgerStorage", "rocksdb": "DbLedgerStorage",
                  "empty": "none found"}
+INDEX_PASSES = (2, 3, 5)
+
+
+def storage_class(kind: str, index_read: bool) -> str:
+    name = STORAGE_CLASS.get(kind, kind)
+    if kind != "rocksdb":
+        return name
+    return name + (" (replicas from its entry logs; RocksDB index checked by fsck)" if index_read
+                   else " (replicas from its entry logs; RocksDB index not read)")
 
 
 def table_schema(table: str) -> pa.Schema:
@@ -189,7 +198,10 @@ def _scan(dirs, bid: str | None, metadata: dict, run: RunInfo, disk_row) -> Iter
             "log_id": inv["log_id"], "offset": e["offset"]}, len(rows))
     st = report.stats
     status = "ok" if report.exit_code == 0 else "errors"
-    yield disk_row(status, bid, None, storage_class=STORAGE_CLASS.get(dirs.storage_kind, dirs.storage_kind),
-                   index_read=dirs.storage_kind == "index-files",
+    # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
+    index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
+                                                          if p.number in INDEX_PASSES)
+    yield disk_row(status, bid, None, storage_class=storage_class(dirs.storage_kind, index_read),
+                   index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
                    entries=entries, fsck_exit_code=report.exit_code)

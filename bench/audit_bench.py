@@ -3,6 +3,7 @@ fsck + inventory run directly on the same disks, Spark's start-up cost, and the 
 on synthetic replica rows (rows/s).
 
     python -m bench.audit_bench [--dir /tmp/bench-audit] [--disk-mib 8] [--join-rows 1000000]
+                                [--skip-disks] [--skip-join] [--driver-memory 3g]
 
 Each disk holds its own ledgers (ensemble of one bookie), so auditing k disks is k times the same
 work: time should grow linearly in disks and in entries. The direct figure is the same per-disk
@@ -22,6 +23,8 @@ DISK_COUNTS = (1, 2, 4, 8)
 
 
 def build(base: str, disk_mib: int, disks: int = 8):
+    """``disks`` equal bookies, each written (and its payloads dropped) before the next, so memory
+    holds one disk at a time. Returns the bookie roots, entry-log bytes per disk and the ids."""
     from bookie.cluster import ClusterLedger, ClusterSpec, write_cluster
     from bookie.model import BookieSpec
     from formats.digests import DigestType
@@ -30,43 +33,70 @@ def build(base: str, disk_mib: int, disks: int = 8):
     per_ledger = 200
     payload = 16 * 1024
     ledgers_per_disk = max(1, disk_mib * (1 << 20) // (per_ledger * payload))
-    ledgers = []
+    roots, sizes = {}, []
     for i, b in enumerate(ids):
-        for k in range(ledgers_per_disk):
-            ledgers.append(ClusterLedger(1000 * i + k, [rnd.randbytes(payload) for _ in range(per_ledger)],
-                                         ((0, (b,)),), 1, 1, DigestType.CRC32C, b"bench"))
-    specs = [BookieSpec([], bookie_id=b, entry_log_size_limit=64 << 20, write_journal=False) for b in ids]
-    w = write_cluster(ClusterSpec(specs, ledgers), base)
-    # One metadata folder per disk count, holding the ledgers of the disks audited.
-    for k in DISK_COUNTS:
-        d = os.path.join(base, f"metadata-{k}")
-        os.makedirs(d, exist_ok=True)
-        for l in ledgers:
-            if l.ledger_id // 1000 < k:
-                n = f"{l.ledger_id:x}.bin"
-                shutil.copyfile(os.path.join(w.metadata_dir, n), os.path.join(d, n))
-    return w, ids
+        ledgers = [ClusterLedger(1000 * i + k, [rnd.randbytes(payload) for _ in range(per_ledger)],
+                                 ((0, (b,)),), 1, 1, DigestType.CRC32C, b"bench") for k in range(ledgers_per_disk)]
+        spec = BookieSpec([], bookie_id=b, entry_log_size_limit=64 << 20, write_journal=False)
+        w = write_cluster(ClusterSpec([spec], ledgers), os.path.join(base, f"disk-{i}"))
+        roots[b] = w.bookie_roots[b]
+        sizes.append(sum(os.path.getsize(p) for p in w.bookies[b].entry_log_files))
+        # One metadata folder per disk count, holding the ledgers of the disks audited.
+        for k in DISK_COUNTS:
+            if i < k:
+                d = os.path.join(base, f"metadata-{k}")
+                os.makedirs(d, exist_ok=True)
+                for n in os.listdir(w.metadata_dir):
+                    shutil.copyfile(os.path.join(w.metadata_dir, n), os.path.join(d, n))
+        del w, ledgers
+    return roots, sizes, ids
+
+
+def _direct_one(path: str, md_dir: str) -> str:
+    """One disk's fsck + inventory in a worker process (the direct scan, two disks at a time)."""
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+    return split_tables(scan_disk(DiskInput(path), MetadataDirSource(md_dir).load(), RunInfo.new()))["disks"] \
+        .to_pylist()[0]["status"]
 
 
 def disk_scaling(a, spark) -> None:
     from audit.job import run_audit
     from audit.metadata_source import MetadataDirSource
     from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
-    w, ids = build(os.path.join(a.dir, "cluster"), a.disk_mib)
-    sizes = [sum(os.path.getsize(p) for p in w.bookies[b].entry_log_files) for b in ids]
+    t0 = time.perf_counter()
+    roots, sizes, ids = build(os.path.join(a.dir, "cluster"), a.disk_mib)
+    print(f"built 8 disks in {time.perf_counter() - t0:.0f} s", flush=True)
     print(f"disks: 8 x {sum(sizes) / len(sizes) / (1 << 20):.1f} MiB of entry logs", flush=True)
     # Warm numba's cache and the page cache for both sides.
-    scan_disk(DiskInput(w.bookie_roots[ids[0]]), {}, RunInfo.new())
-    run_audit(spark, [DiskInput(w.bookie_roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
+    scan_disk(DiskInput(roots[ids[0]]), {}, RunInfo.new())
+    run_audit(spark, [DiskInput(roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
               "metadata-1")), os.path.join(a.dir, "warm"), RunInfo.new())
-    print(f"{'disks':>5} {'direct s':>9} {'audit s':>8} {'audit/direct':>12} {'MiB/s audit':>11}")
+    print("direct s: fsck + inventory of the disks one after another in this process; direct2 s: the same")
+    print("in 2 worker processes (the audit's concurrency on local[2]); audit s: wall time of")
+    print("run_audit (scan tasks 2 at a time, joins, Parquet writes); task s: sum of the audit's per-disk scan")
+    print("times; per-disk overhead: (task s - direct s) / direct s; audit/ideal: audit s / (direct s / 2)")
+    print(f"{'disks':>5} {'GiB':>6} {'direct s':>9} {'direct2 s':>9} {'audit s':>8} {'task s':>8} {'per-disk ovh':>12} "
+          f"{'audit/ideal':>11} {'MiB/s audit':>11}")
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
+    md1 = os.path.join(a.dir, "cluster", "metadata-2")
+    list(pool.map(_direct_one, [roots[ids[0]], roots[ids[1]]], [md1, md1]))   # warm both workers
+    walls, directs, pairs = {}, {}, {}
     for k in DISK_COUNTS:
         md = MetadataDirSource(os.path.join(a.dir, "cluster", f"metadata-{k}"))
-        disks = [DiskInput(w.bookie_roots[b]) for b in ids[:k]]
+        disks = [DiskInput(roots[b]) for b in ids[:k]]
         meta = md.load()
         t0 = time.perf_counter()
         rows = [split_tables(scan_disk(d, meta, RunInfo.new()))["disks"].to_pylist()[0] for d in disks]
         direct = time.perf_counter() - t0
+        md_dir = os.path.join(a.dir, "cluster", f"metadata-{k}")
+        t0 = time.perf_counter()
+        statuses = list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k))
+        pairs[k] = time.perf_counter() - t0
+        if set(statuses) != {"ok"}:
+            raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {statuses}")
         t0 = time.perf_counter()
         res = run_audit(spark, disks, [], md, os.path.join(a.dir, f"out-{k}"), RunInfo.new())
         wall = time.perf_counter() - t0
@@ -74,7 +104,21 @@ def disk_scaling(a, spark) -> None:
         if bad:
             raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {bad[0]}")
         mib = sum(sizes[:k]) / (1 << 20)
-        print(f"{k:>5} {direct:>9.2f} {wall:>8.2f} {wall / direct:>12.2f} {mib / wall:>11.1f}", flush=True)
+        tasks = sum(d["scan_seconds"] for d in res.disks)
+        walls[k], directs[k] = wall, direct
+        print(f"{k:>5} {mib / 1024:>6.2f} {direct:>9.2f} {pairs[k]:>9.2f} {wall:>8.2f} {tasks:>8.2f} {(tasks - direct) / direct:>12.1%} "
+              f"{wall / (direct / 2):>11.2f} {mib / wall:>11.1f}", flush=True)
+    lo, hi = DISK_COUNTS[0], DISK_COUNTS[-1]
+    per_disk_audit = (walls[hi] - walls[lo]) / (hi - lo)
+    per_disk_direct = (directs[hi] - directs[lo]) / (hi - lo)
+    print(f"marginal per disk ({lo} -> {hi} disks): audit {per_disk_audit:.2f} s on 2 slots, direct "
+          f"{per_disk_direct:.2f} s on one core -> ideal on 2 slots {per_disk_direct / 2:.2f} s; per-disk overhead "
+          f"{per_disk_audit / (per_disk_direct / 2) - 1:.1%}; fixed cost (audit of {lo} minus its direct scan) "
+          f"{walls[lo] - directs[lo]:.1f} s", flush=True)
+    per_disk_pairs = (pairs[hi] - pairs[lo]) / (hi - lo)
+    print(f"marginal per disk against the direct scan 2 at a time: audit {per_disk_audit:.2f} s, direct2 "
+          f"{per_disk_pairs:.2f} s -> per-disk overhead {per_disk_audit / per_disk_pairs - 1:.1%}", flush=True)
+    pool.shutdown()
 
 
 def join_alone(a, spark) -> None:
@@ -124,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--disk-mib", type=int, default=8, help="entry-log MiB per disk")
     ap.add_argument("--join-rows", type=int, default=1_000_000, help="synthetic replica rows for the join alone")
     ap.add_argument("--skip-disks", action="store_true")
+    ap.add_argument("--skip-join", action="store_true")
     ap.add_argument("--driver-memory", default="3g", help="local mode runs everything in the driver JVM")
     a = ap.parse_args(argv)
     shutil.rmtree(a.dir, ignore_errors=True)
@@ -136,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not a.skip_disks:
             disk_scaling(a, spark)
-        join_alone(a, spark)
+        if not a.skip_join:
+            join_alone(a, spark)
     finally:
         spark.stop()
         shutil.rmtree(a.dir, ignore_errors=True)

@@ -1,11 +1,16 @@
 """The commands an operator runs, timed as whole processes (start-up included) against a raw read of the
 same entry-log bytes in the same run; and the first fsck after a fresh install (empty numba cache).
 
-    python -m bench.commands_bench [--dir ./bench-out] [--size-gib 2] [--ledgers 12000] [--runs 3]
+    python -m bench.commands_bench [--dir ./bench-out/c2g20k] [--size-gib 2] [--ledgers 20000] \\
+        [--digest crc32c] [--idx-files 0] [--runs 3] [--before DIR] [--first-runs 1] [--no-first-run]
 
 The bookie is the one bench/scan_bench.py builds (and reuses). Files are read once first, so every
-figure is from the page cache. Ratios are raw-read seconds / command seconds (1.0 = as fast as the
-raw read), medians of --runs runs each.
+figure is from the page cache. Each round runs the raw read (a numpy XOR over the same entry-log
+bytes, mapped through the same windows as the scanners) and then every command once; a ratio is
+raw-read seconds / command seconds of the same round (1.0 = as fast as the raw read), and the
+table prints the medians over the rounds. ``--before DIR`` runs the same commands from another
+source checkout too (``git archive <rev> | tar -x -C DIR``; its numba cache warmed first), in the
+same rounds, for before/after figures.
 """
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ from bench import scan_bench
 
 GIB = 1 << 30
 BIN = os.path.dirname(sys.executable)
+TARGETS = {"inventory": 0.40, "fsck": 0.20}
+FIRST_FSCK_TARGET_S = 5.0
 
 
 # A small launcher process starts each command, so that the command's peak RSS is its own and not the
@@ -32,88 +39,144 @@ t0 = time.perf_counter()
 pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=[
     (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
 _pid, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status))
+print(time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
+      usage.ru_utime + usage.ru_stime)
 """
 
 
-def _timed(cmd: list[str], env: dict | None = None, ok=(0,)) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one process, output discarded."""
+def timed(cmd: list[str], env: dict | None = None, ok=(0,)) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds) of one process, output discarded."""
     r = subprocess.run([sys.executable, "-c", LAUNCHER, *cmd], capture_output=True, text=True, env=env)
-    seconds, rss, code = r.stdout.split()
+    seconds, rss, code, cpu = r.stdout.split()
     if int(code) not in ok:
         raise SystemExit(f"{' '.join(cmd)} exited {code}: {r.stderr[-500:]}")
-    return float(seconds), float(rss)
+    return float(seconds), float(rss), float(cpu)
 
 
-def _median(cmd: list[str], runs: int, **kw) -> tuple[float, float]:
-    times, peak = [], 0.0
+def command(tool: str, args: list[str], checkout: str | None = None) -> tuple[list[str], dict | None]:
+    """The command line of ``tool`` (bkdisk, bookie-fsck) from this install, or from a source checkout."""
+    if checkout is None:
+        return [os.path.join(BIN, tool), *args], None
+    module = {"bkdisk": "bkdisk.cli", "bookie-fsck": "fsck.cli"}[tool]
+    src = f"import sys; sys.argv[0] = {tool!r}; from {module} import main; sys.exit(main())"
+    return [sys.executable, "-c", src, *args], dict(os.environ, PYTHONPATH=checkout)
+
+
+def entry_logs(root: str) -> list[str]:
+    return sorted(os.path.join(dp, n) for dp, _dn, fn in os.walk(root) for n in fn if n.endswith(".log"))
+
+
+def raw_read(logs: list[str], window: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one raw read of ``logs``."""
+    c0 = time.process_time()
+    wall = scan_bench._best(lambda: scan_bench.baseline(logs, window), 1)[0]
+    return wall, time.process_time() - c0
+
+
+def measure(root: str, cmds: list[tuple[str, list[str], dict | None, tuple]], runs: int, window: int):
+    """Rounds of (raw read, every command once). Per command: median seconds, median ratio to the same
+    round's raw read, peak RSS, median CPU seconds and median ratio of CPU seconds (raw read's / the
+    command's: less sensitive to a loaded machine). Also the median raw read and the entry-log bytes."""
+    logs = entry_logs(root)
+    scan_bench._warm([os.path.join(dp, n) for dp, _dn, fn in os.walk(root) for n in fn])
+    raws, res = [], {label: ([], [], [], [], []) for label, *_ in cmds}
     for _ in range(runs):
-        t, rss = _timed(cmd, **kw)
-        times.append(t)
-        peak = max(peak, rss)
-    return statistics.median(times), peak
+        raw, raw_cpu = raw_read(logs, window)
+        raws.append(raw)
+        for label, cmd, env, ok in cmds:
+            t, rss, cpu = timed(cmd, env=env, ok=ok)
+            for col, v in zip(res[label], (t, raw / t, rss, cpu, raw_cpu / cpu)):
+                col.append(v)
+    out = {label: (statistics.median(t), statistics.median(r), max(p), statistics.median(c), statistics.median(rc))
+           for label, (t, r, p, c, rc) in res.items()}
+    return statistics.median(raws), sum(os.path.getsize(p) for p in logs), out
 
 
-def first_fsck_after_install(runs: int) -> list[tuple[str, float]]:
-    """The demo bookie checked with an empty numba cache (as after `pip install`), then with `bkdisk warm-up`
-    run first when the command exists."""
+def first_fsck_after_install(runs: int, checkout: str | None = None) -> list[tuple[str, float]]:
+    """The demo bookie checked with an empty numba cache (as after `pip install`): without warm-up (the
+    fsck compiles what it runs), and after `bkdisk warm-up` (what setup runs), whose own time is shown."""
     out = []
     with tempfile.TemporaryDirectory() as d:
         demo = os.path.join(d, "demo")
-        subprocess.run([os.path.join(BIN, "bkdisk"), "demo", "--out", demo], check=True, capture_output=True)
+        cmd, env = command("bkdisk", ["demo", "--out", demo], checkout)
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
         root = os.path.join(demo, "bookie")
         cache = os.path.join(d, "numba-cache")
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache, BKDISK_NUMBA_CACHE_DIR=cache)
-        cold = []
+        fsck, env = command("bookie-fsck", [root, "--no-progress"], checkout)
+        warmup, _ = command("bkdisk", ["warm-up"], checkout)
+        env = dict(env or os.environ, NUMBA_CACHE_DIR=cache, BKDISK_NUMBA_CACHE_DIR=cache)
+        cold, warm_ups, after = [], [], []
         for _ in range(runs):
             shutil.rmtree(cache, ignore_errors=True)
-            cold.append(_timed([os.path.join(BIN, "bookie-fsck"), root, "--no-progress"], env=env, ok=(0, 4))[0])
-        out.append(("first bookie-fsck of the demo bookie, empty numba cache", statistics.median(cold)))
-        warm = _median([os.path.join(BIN, "bookie-fsck"), root, "--no-progress"], runs, env=env, ok=(0, 4))[0]
-        out.append(("bookie-fsck of the demo bookie, numba cache warm", warm))
+            cold.append(timed(fsck, env=env, ok=(0, 4))[0])
+            shutil.rmtree(cache, ignore_errors=True)
+            warm_ups.append(timed(warmup, env=env)[0])
+            after.append(timed(fsck, env=env, ok=(0, 4))[0])
+        out.append(("first bookie-fsck of the demo bookie, empty numba cache, no warm-up", statistics.median(cold)))
+        out.append(("bkdisk warm-up with an empty numba cache (setup runs it)", statistics.median(warm_ups)))
+        out.append(("first bookie-fsck of the demo bookie after bkdisk warm-up", statistics.median(after)))
     return out
+
+
+def command_table(root: str, parquet: str, checkout: str | None = None, tag: str = "") \
+        -> list[tuple[str, list[str], dict | None, tuple]]:
+    rows = []
+    for label, tool, args, ok in (
+            ("bkdisk --help", "bkdisk", ["--help"], (0,)),
+            ("bookie-fsck --help", "bookie-fsck", ["--help"], (0,)),
+            ("bkdisk inventory ROOT --jsonl > /dev/null", "bkdisk", ["inventory", root, "--jsonl"], (0, 4)),
+            ("bkdisk inventory ROOT --parquet FILE", "bkdisk", ["inventory", root, "--parquet", parquet], (0, 4)),
+            ("bookie-fsck ROOT", "bookie-fsck", [root, "--no-progress"], (0, 4)),
+            ("bookie-fsck ROOT --jobs 2", "bookie-fsck", [root, "--no-progress", "--jobs", "2"], (0, 4))):
+        cmd, env = command(tool, args, checkout)
+        rows.append((tag + label, cmd, env, ok))
+    return rows
 
 
 def run(a) -> int:
     scan_bench.ensure_built(a)
     root = os.path.join(a.dir, "bookie")
-    logs = sorted(os.path.join(dp, n) for dp, _dn, fn in os.walk(root) for n in fn if n.endswith(".log"))
-    total = sum(os.path.getsize(p) for p in logs)
-    scan_bench._warm([os.path.join(dp, n) for dp, _dn, fn in os.walk(root) for n in fn])
-    window = a.window_mib << 20
-    raw = statistics.median(scan_bench._best(lambda: scan_bench.baseline(logs, window), 1)[0] for _ in range(a.runs))
-    print(f"bookie: {len(logs)} entry logs, {total / GIB:.2f} GiB; raw read (numpy XOR over the mapped bytes) "
-          f"{raw:.2f} s = {total / raw / 1e9:.2f} GB/s")
-    print(f"{'command (whole process, median of %d)' % a.runs:62s} {'seconds':>8s} {'GB/s':>6s} {'x raw':>6s} "
-          f"{'peak RSS':>9s}")
-    cmds = [
-        ("bkdisk --help", [os.path.join(BIN, "bkdisk"), "--help"], (0,)),
-        ("bookie-fsck --help", [os.path.join(BIN, "bookie-fsck"), "--help"], (0,)),
-        ("bkdisk inventory ROOT --jsonl > /dev/null", [os.path.join(BIN, "bkdisk"), "inventory", root, "--jsonl"],
-         (0, 4)),
-        ("bkdisk inventory ROOT --parquet FILE",
-         [os.path.join(BIN, "bkdisk"), "inventory", root, "--parquet", os.path.join(a.dir, "inventory.parquet")],
-         (0, 4)),
-        ("bookie-fsck ROOT", [os.path.join(BIN, "bookie-fsck"), root, "--no-progress"], (0, 4)),
-        ("bookie-fsck ROOT --jobs 2", [os.path.join(BIN, "bookie-fsck"), root, "--no-progress", "--jobs", "2"],
-         (0, 4)),
-    ]
-    for label, cmd, ok in cmds:
-        t, rss = _median(cmd, a.runs, ok=ok)
+    parquet = os.path.join(a.dir, "inventory.parquet")
+    cmds = command_table(root, parquet)
+    if a.before:
+        cmds = command_table(root, parquet, a.before, "before: ") + cmds
+    raw, total, res = measure(root, cmds, a.runs, a.window_mib << 20)
+    print(f"bookie: {total / GIB:.2f} GiB of entry logs; raw read (numpy XOR over the mapped bytes) median "
+          f"{raw:.2f} s = {total / raw / 1e9:.2f} GB/s; {a.runs} rounds")
+    print(f"{'command (whole process; medians over the rounds)':62s} {'seconds':>8s} {'CPU s':>6s} {'GB/s':>6s} "
+          f"{'x raw':>6s} {'x raw CPU':>9s} {'peak RSS':>9s}")
+    for label, (t, ratio, rss, cpu, cpu_ratio) in res.items():
         heavy = "ROOT" in label
-        print(f"{label:62s} {t:8.3f} {total / t / 1e9 if heavy else float('nan'):6.2f} "
-              f"{raw / t if heavy else float('nan'):6.2f} {rss:7.0f} MiB")
-    for label, t in first_fsck_after_install(a.runs):
+        nan = float("nan")
+        print(f"{label:62s} {t:8.3f} {cpu:6.2f} {total / t / 1e9 if heavy else nan:6.2f} "
+              f"{ratio if heavy else nan:6.2f} {cpu_ratio if heavy else nan:9.2f} {rss:7.0f} MiB")
+    first = [] if a.no_first_run else first_fsck_after_install(a.first_runs)
+    for label, t in first:
         print(f"{label:62s} {t:8.3f}")
+    checks = [(f"inventory --jsonl >= {TARGETS['inventory']:.2f} x raw",
+               res["bkdisk inventory ROOT --jsonl > /dev/null"][1] >= TARGETS["inventory"]),
+              (f"bookie-fsck >= {TARGETS['fsck']:.2f} x raw", res["bookie-fsck ROOT"][1] >= TARGETS["fsck"])]
+    if first:
+        checks.append((f"first fsck after warm-up < {FIRST_FSCK_TARGET_S:.0f} s", first[2][1] < FIRST_FSCK_TARGET_S))
+    for what, ok in checks:
+        print(f"target {'met    ' if ok else 'MISSED '} {what}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.commands_bench", description=__doc__.split("\n\n")[0])
     scan_bench.bookie_arguments(ap)
-    ap.add_argument("--runs", type=int, default=3, help="runs per command; the median is printed")
+    ap.set_defaults(dir="./bench-out/c2g20k", ledgers=20_000, digest="crc32c", idx_files=0)
+    ap.add_argument("--runs", type=int, default=3, help="rounds (raw read + every command); medians are printed")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="a source checkout whose commands run beside these, in the same rounds")
+    ap.add_argument("--first-runs", type=int, default=1,
+                    help="runs of the first fsck after install (each compiles the kernels: slow)")
+    ap.add_argument("--no-first-run", action="store_true", help="skip the first-fsck-after-install figures")
     a, _others = ap.parse_known_args(argv)
     a.dir = os.path.abspath(a.dir)
+    if a.before:
+        a.before = os.path.abspath(a.before)
     return run(a)
 
 

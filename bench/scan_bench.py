@@ -2,8 +2,8 @@
 
     python -m bench.scan_bench [--dir ./bench-out] [--size-gib 2] [--ledgers 12000] [--window-mib 64]
 
-The bookie (entry logs of at least ``--size-gib`` GiB, payloads of 1-64 KiB taken from numpy random
-bytes, ``--ledgers`` ledgers alternating CRC32C and CRC32) is built in a child process, so that its
+The bookie (entry logs of about ``--size-gib`` GiB, payloads of 1-64 KiB taken from numpy random
+bytes, ``--ledgers`` ledgers alternating CRC32C and CRC32, or all CRC32C with ``--digest crc32c``) is built in a child process, so that its
 memory does not count in the peak RSS measured here, and reused when ``--dir`` already holds one
 built with the same parameters. A synthetic index hierarchy of ``--idx-files`` ``.idx`` files (5/6
 two-level, 1/6 four-level) is built beside it for the hierarchy walk.
@@ -37,7 +37,10 @@ RSS_BUDGET_MIB = 300
 
 # --- building ------------------------------------------------------------------------------
 def _params(a) -> dict:
-    return {"size_gib": a.size_gib, "ledgers": a.ledgers, "seed": a.seed, "idx_files": a.idx_files, "version": 2}
+    p = {"size_gib": a.size_gib, "ledgers": a.ledgers, "seed": a.seed, "idx_files": a.idx_files, "version": 3}
+    if getattr(a, "digest", "mixed") != "mixed":
+        p["digest"] = a.digest
+    return p
 
 
 def _stamp(d: str) -> str:
@@ -63,12 +66,14 @@ def build(a) -> None:
     for i in range(a.ledgers):
         pays, n = [], 0
         while n < per_ledger or not pays:
-            size = int(rng.integers(1024, 64 * 1024 + 1))
+            # the last entry is cut to what the ledger's share has left, so the total stays near --size-gib
+            size = min(int(rng.integers(1024, 64 * 1024 + 1)), max(1024, per_ledger - n))
             at = int(rng.integers(0, len(pool) - size))
             pays.append(view[at:at + size])
             n += size + 36 + 8
         total += n
-        ledgers.append(LedgerSpec(i + 1, pays, digest_type=DigestType.CRC32C if i % 2 == 0 else DigestType.CRC32,
+        crc32c = a.digest == "crc32c" or i % 2 == 0
+        ledgers.append(LedgerSpec(i + 1, pays, digest_type=DigestType.CRC32C if crc32c else DigestType.CRC32,
                                   password=b"bench"))
     spec = BookieSpec(ledgers, bookie_id="bench-bookie:3181", interleave=False, entry_log_size_limit=512 * MIB,
                       journal_max_size=2 * GIB, journal_prealloc_size=16 * MIB, journal_group_bytes=64 * MIB)
@@ -113,7 +118,7 @@ def ensure_built(a) -> None:
         shutil.rmtree(a.dir)
     os.makedirs(a.dir, exist_ok=True)
     cmd = [sys.executable, "-m", "bench.scan_bench", "--build-only", "--dir", a.dir, "--size-gib", str(a.size_gib),
-           "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files)]
+           "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest]
     subprocess.run(cmd, check=True)
 
 
@@ -242,7 +247,7 @@ def run(a) -> int:
           lambda: scan_all(digests=DigestPlan(force=DigestType.CRC32)), log_bytes, digest_extra)
     known = {}
     for i in range(a.ledgers):
-        known[(0, i + 1)] = DigestType.CRC32C if i % 2 == 0 else DigestType.CRC32
+        known[(0, i + 1)] = DigestType.CRC32C if a.digest == "crc32c" or i % 2 == 0 else DigestType.CRC32
     phase("entry-log scan + digests from metadata (half CRC32C, half CRC32)",
           lambda: scan_all(digests=DigestPlan(known=dict(known))), log_bytes, digest_extra)
     phase("entry-log scan + digests sniffed per ledger", lambda: scan_all(digests=DigestPlan()), log_bytes,
@@ -334,6 +339,8 @@ def bookie_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--window-mib", type=int, default=64, help="bytes mapped at once by the scanners")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (the best is kept)")
     ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--digest", choices=("mixed", "crc32c"), default="mixed",
+                    help="ledgers' digest type: alternating CRC32C/CRC32, or CRC32C for all")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""``bkdisk demo``: write a sample bookie disk with the bookie writer and run fsck over it."""
+"""``bkdisk demo``: write a sample bookie disk with the bookie writer and run fsck over it, then write a
+small 4-bookie cluster and audit it with Spark on local[2] (the report's path is printed)."""
 from __future__ import annotations
 
 import os

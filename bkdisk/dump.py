@@ -9,6 +9,7 @@ everything readable has been printed: one line on stderr naming file and offset,
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -90,6 +91,9 @@ def _journal_json(scan: JournalArrays, r, body: bytes) -> dict[str, Any]:
     return o
 
 
+RECORD_HEAD_MAX = 1 << 16   # bytes of a record read when its payload is not printed
+
+
 @dump.command("journal")
 @click.argument("path")
 @msg_options
@@ -114,13 +118,17 @@ def journal_cmd(path: str, msg: bool, entry_format: str, as_json: bool, ledger: 
                                          recs["ledger"].tolist()):
             if not matches(ledger, scope, lid):
                 continue
-            body = read(off + RECORD_PREFIX, size)
+            # Every field a dump shows lies in a record's first bytes; the payload is read only to print it.
+            n = size if (msg and not as_json) else min(size, RECORD_HEAD_MAX)
+            body = read(off + RECORD_PREFIX, n)
             r = classify_body(body, offset=off, path=p)
+            if n < size:
+                r = dataclasses.replace(r, length=size)
             if as_json:
                 out.obj(_journal_json(scan, r, body))
             else:
                 out.text(sf.entry_block(r.offset, body, print_msg=msg, entry_format=entry_format,
-                                        scope=r.scope_id if r.scoped else None))
+                                        scope=r.scope_id if r.scoped else None, size=size))
     out.flush()
     err = _journal_end_error(scan)
     if err is not None:

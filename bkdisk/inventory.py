@@ -13,18 +13,22 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import click
 
 from bkdisk.errors import one_line_errors
 from bkdisk.ledger_options import ledger_options
-from bookie.inventory import LogRows, scan_bookie
 from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
-from bookie.metadata_dir import digest_plan, load_metadata_dir
-from entrylogs.scan import DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, DigestPlan
 from formats.errors import BkdiskError
 from formats.ids import LedgerId
 from fsck.exit_codes import EXIT_UNCORRECTED
+
+if TYPE_CHECKING:
+    from entrylogs.scan import DigestPlan
+
+# The scanners (numpy, numba) are imported where the command runs, not for its --help.
+WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 
 
 class InventoryError(BkdiskError):
@@ -48,8 +52,10 @@ def _warn(msg: str) -> None:
 
 
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
-                     window: int = DEFAULT_WINDOW, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
+                     window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
+    from bookie.inventory import LogRows, scan_bookie
+    from entrylogs.scan import DIGEST_BAD, DIGEST_OK
     summary: BookieSummary | None = None
     for item in scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
         if isinstance(item, str):
@@ -116,7 +122,7 @@ class _ParquetSink:
                    "ledgerDirectories, indexDirectories).")
 @click.option("--metadata-dir", default=None, metavar="DIR",
               help="Folder of ledger metadata files (<hex ledger id>.bin/.txt): digest types and passwords.")
-@click.option("--window", type=click.IntRange(min=4096), default=DEFAULT_WINDOW, show_default=True, hidden=True,
+@click.option("--window", type=click.IntRange(min=4096), default=WINDOW_DEFAULT, show_default=True, hidden=True,
               help="Bytes of an entry log mapped at once.")
 @ledger_options
 @one_line_errors
@@ -140,6 +146,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
         raise click.UsageError("--payload-hash adds a column to the rows: use it with --jsonl or --parquet")
     meta = {}
     if metadata_dir:
+        from bookie.metadata_dir import load_metadata_dir   # protobuf: only when metadata is given
         meta, errors = load_metadata_dir(metadata_dir)
         if errors:
             raise errors[0]
@@ -152,7 +159,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
     try:
         for dirs in bookies:
             # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
-            s = inventory_bookie(dirs, digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash,
+            s = inventory_bookie(dirs, _digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash,
                                  window=window, parquet=sink, ledger=ledger)
             damaged |= bool(s.bad or s.problems)
             _summary_line(dirs, s, jsonl)
@@ -163,6 +170,14 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
     out.flush()
     if damaged:
         sys.exit(EXIT_UNCORRECTED)
+
+
+def _digest_plan(meta: dict) -> DigestPlan:
+    from entrylogs.scan import DigestPlan
+    if not meta:
+        return DigestPlan()   # what digest_plan({}) gives, without importing the metadata formats
+    from bookie.metadata_dir import digest_plan
+    return digest_plan(meta)
 
 
 def _summary_line(dirs: BookieDirs, s: BookieSummary, jsonl: bool) -> None:

@@ -86,7 +86,7 @@ def format_payload(data: bytes, entry_format: str) -> str:
 
 
 def entry_block(pos: int, body: bytes, *, print_msg: bool = False, entry_format: str = "string",
-                scope: int | None = None) -> str:
+                scope: int | None = None, size: int | None = None) -> str:
     """One ``FormatUtil.formatEntry`` block for a record body (journal) or stored entry (entry log).
 
     ``pos`` is the offset of the record's 4-byte size prefix. Any entry id other than the
@@ -94,10 +94,10 @@ def entry_block(pos: int, body: bytes, *, print_msg: bool = False, entry_format:
     16..23, which for an explicit-LAC journal record is the int length of the LAC body followed
     by the first 4 bytes of that body, exactly as BookKeeper prints it. With ``scope`` (a BP-35
     scoped record, which BookKeeper cannot read) the 9-byte prefix is skipped and the ledger is
-    named by its qualified name.
+    named by its qualified name. ``size``: the record's length when ``body`` holds only its head.
     """
     b = bytes(body)
-    size = len(b)
+    size = len(b) if size is None else size   # ``body`` may be the record's head only
     base = b[SCOPED_PREFIX_SIZE:] if scope is not None else b
     ledger = read_field(ENTRY_V1_HEADER, "ledger_id", base)
     entry = read_field(ENTRY_V1_HEADER, "entry_id", base)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -99,15 +100,21 @@ class DigestPlan:
         return self._table("known", self.known, int)
 
     def _table(self, name: str, d: dict, value) -> tuple[np.ndarray, np.ndarray]:
-        stamp = (id(d), len(d))
         cached = self._tables.get(name)
-        if cached is None or cached[0] != stamp:
-            items = sorted((k[1], value(v)) for k, v in d.items() if k[0] == 0)
-            ids = np.array([i for i, _ in items], dtype=np.uint64)
-            width = 2 if name == "decided" else 1
-            values = np.array([v for _, v in items], dtype=np.uint8).reshape(len(items), width)
-            cached = self._tables[name] = (stamp, (ids, values if width == 2 else values[:, 0]))
-        return cached[1]
+        if cached is not None and cached[:2] == (id(d), len(d)):
+            return cached[2]
+        # Dicts keep insertion order and these only grow: new items are the last ones, merged in (no rebuild).
+        start = cached[1] if cached is not None and cached[0] == id(d) and cached[1] < len(d) else 0
+        keys = np.array(list(itertools.islice(d.keys(), start, None)), dtype=np.uint64).reshape(-1, 2)
+        values = np.array([value(v) for v in itertools.islice(d.values(), start, None)], dtype=np.uint8)
+        v1, order = keys[:, 0] == 0, np.argsort(keys[:, 1], kind="stable")   # scope 0 only, by ledger id
+        order = order[v1[order]]
+        ids, values = keys[order, 1], values.reshape((len(keys), 2) if name == "decided" else -1)[order]
+        if start:
+            at = np.searchsorted(cached[2][0], ids)
+            ids, values = np.insert(cached[2][0], at, ids), np.insert(cached[2][1], at, values, axis=0)
+        self._tables[name] = (id(d), len(d), (ids, values))
+        return ids, values
 
     def recheck(self, scan, data=None) -> int:
         """Re-verify a finished scan's entries left unknown while their ledger was undecided.
@@ -190,8 +197,9 @@ def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length
         if not plan.sniff:
             lcode[unknown], lsrc[unknown] = 0, SOURCE_NONE
         else:
-            tried = plan.tried
-            need[unknown] = [max(1, plan.max_samples - tried.get((0, lid), 0)) for lid in ledgers[unknown].tolist()]
+            tried = plan.tried   # only ledgers whose samples all failed are in it: usually none
+            need[unknown] = [max(1, plan.max_samples - tried.get((0, lid), 0)) for lid in ledgers[unknown].tolist()] \
+                if tried else max(1, plan.max_samples)
         first = now_known if plan.sniff else rest
         plan.decided.update({(0, lid): (c, s) for lid, c, s in zip(ledgers[first].tolist(), lcode[first].tolist(),
                                                                    lsrc[first].tolist())})
@@ -209,29 +217,30 @@ def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length
         cnt = np.bincount(inv[pick], minlength=len(ledgers))
         by_ledger = np.argsort(inv[pick], kind="stable")            # samples grouped by ledger
         starts = np.concatenate([[0], np.cumsum(cnt)])
-        mv = memoryview(buf)
-        for j in np.flatnonzero(need).tolist():
+        sniffed_j = np.flatnonzero(need)
+        crc = np.where(ledger_sniffed[sniffed_j] & SNIFF_CRC32C, int(DigestType.CRC32C),
+                       np.where(ledger_sniffed[sniffed_j] & SNIFF_CRC32, int(DigestType.CRC32), 0)).astype(np.uint8)
+        ok = crc != 0
+        hit_j = sniffed_j[ok]   # a CRC verified (CRC32C tried first): decided as arrays; the rest one by one
+        lcode[hit_j], lsrc[hit_j] = crc[ok], SOURCE_SNIFFED
+        plan.decided.update(((0, l), (c, SOURCE_SNIFFED)) for l, c in zip(ledgers[hit_j].tolist(), crc[ok].tolist()))
+        for j in sniffed_j[~ok].tolist():
             key = (0, int(ledgers[j]))
-            if ledger_sniffed[j] & SNIFF_CRC32C:
-                d = (int(DigestType.CRC32C), SOURCE_SNIFFED)
-            elif ledger_sniffed[j] & SNIFF_CRC32:
-                d = (int(DigestType.CRC32), SOURCE_SNIFFED)
-            else:
-                d = None
-                key_bytes = plan.mac_key_for(key)
-                if key_bytes is not None:
-                    for i in sample[by_ledger[starts[j]:starts[j + 1]]].tolist():
-                        body = int(off[i]) + SIZE_PREFIX_SIZE - base
-                        if int(size[i]) >= ENTRY_V1_HEADER_SIZE + _HMAC_LENGTH and _hmac_ok(
-                                key_bytes, mv, body, ENTRY_V1_HEADER_SIZE, int(size[i])):
-                            d = (int(DigestType.HMAC), SOURCE_SNIFFED)
-                            break
-                if d is None:
-                    tried = plan.tried[key] = plan.tried.get(key, 0) + int(cnt[j])
-                    if tried >= plan.max_samples:
-                        plan.decided[key] = (0, SOURCE_SNIFFED)   # sniffed, and nothing verifies
-                    lsrc[j] = SOURCE_SNIFFED
-                    continue
+            d = None
+            key_bytes = plan.mac_key_for(key)
+            if key_bytes is not None:
+                for i in sample[by_ledger[starts[j]:starts[j + 1]]].tolist():
+                    body = int(off[i]) + SIZE_PREFIX_SIZE - base
+                    if int(size[i]) >= ENTRY_V1_HEADER_SIZE + _HMAC_LENGTH and _hmac_ok(
+                            key_bytes, memoryview(buf), body, ENTRY_V1_HEADER_SIZE, int(size[i])):
+                        d = (int(DigestType.HMAC), SOURCE_SNIFFED)
+                        break
+            if d is None:
+                tried = plan.tried[key] = plan.tried.get(key, 0) + int(cnt[j])
+                if tried >= plan.max_samples:
+                    plan.decided[key] = (0, SOURCE_SNIFFED)   # sniffed, and nothing verifies
+                lsrc[j] = SOURCE_SNIFFED
+                continue
             plan.decided[key] = d
             lcode[j], lsrc[j] = d
         # samples of ledgers decided CRC32C/CRC32 here: their sniff result is their digest check

@@ -308,6 +308,12 @@ def as_bytes_array(data) -> np.ndarray:
     return readonly(np.frombuffer(data, dtype=np.uint8))
 
 
+def be_i32_at(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Big-endian signed 32-bit values at byte offsets ``at`` of ``arr`` (numpy, no loop)."""
+    idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(4)
+    return np.ascontiguousarray(np.asarray(arr)[idx]).view(">i4").reshape(-1).astype(np.int64)
+
+
 def be_i64_at(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Big-endian signed 64-bit values at byte offsets ``at`` of ``arr`` (numpy, no loop)."""
     idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(8)

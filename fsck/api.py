@@ -16,15 +16,17 @@ from fsck.exit_codes import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERA
                              EXIT_UNCORRECTED, EXIT_USAGE)
 from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.passes import (p1_layout, p2_hierarchy, p2_leftovers, p3_index, p4_entrylogs, p4_last_id, p5_crosscheck,
-                         p6_journals, p6_last_marks, p7_metadata)
+                         p6_journals, p6_last_marks, p7_metadata, p_dbindex)
 from fsck.problems import PASS_NAMES, Severity
 
 # Each pass: the checks it runs, then an optional step that rewrites its findings.
 PASSES = [(1, [p1_layout.run], None), (2, [p2_hierarchy.run], p2_leftovers.refine), (3, [p3_index.run], None),
           (4, [p4_entrylogs.run, p4_last_id.run], None), (5, [p5_crosscheck.run], None),
           (6, [p6_journals.run, p6_last_marks.run], None), (7, [p7_metadata.run], None)]
-# Passes that read the .idx hierarchy; DbLedgerStorage keeps its index in RocksDB instead.
-INDEX_PASSES = {2, 3, 5}
+# DbLedgerStorage keeps its index in RocksDB: its checks run in the places of the .idx passes 2, 3 and 5.
+DB_INDEX_PASSES = {2: ("RocksDB index databases", [p_dbindex.run_databases]),
+                   3: ("ledgers index", [p_dbindex.run_ledgers]),
+                   5: ("locations to entry-log cross-check", [p_dbindex.run_locations])}
 # Findings about a whole entry log, in the order one is taken as the cause of the others.
 LOG_CAUSES = (FILE_UNREADABLE, LOG_TRUNCATED, LOG_HEADER_BAD, LOG_FRAMING_BROKEN)
 LOG_CONSEQUENCES = {LEDGERS_MAP_BAD, LEDGERS_MAP_MISMATCH}
@@ -92,11 +94,10 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     rocks = dirs.storage_kind == "rocksdb"
     for number, checks, refine in PASSES:
         t0 = time.perf_counter()
-        if rocks and number in INDEX_PASSES:
-            report.passes.append(PassResult(number, PASS_NAMES[number], 0.0, {},
-                                            skipped="DbLedgerStorage keeps its index in RocksDB, which bkdisk does "
-                                                    "not read"))
-            continue
+        name = PASS_NAMES[number]
+        if rocks and number in DB_INDEX_PASSES:
+            (name, checks), refine = DB_INDEX_PASSES[number], None
+        ctx._progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs
         found = [f for run in checks for f in run(ctx)]
         if refine is not None:
             found = refine(ctx, found)
@@ -107,7 +108,8 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
         if number == 7 and opts.metadata is None and opts.metadata_dir is None:
             skipped = "no ledger metadata given"
         report.findings.extend(found)
-        report.passes.append(PassResult(number, PASS_NAMES[number], time.perf_counter() - t0, counts, skipped))
+        report.passes.append(PassResult(number, name, time.perf_counter() - t0, counts, skipped))
+        ctx._progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
     report.stats = _stats(ctx, time.perf_counter() - started)
@@ -163,8 +165,11 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     entries = sum(len(s.entries) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     jbytes = sum(os.path.getsize(j.path) for j in ctx.journal_files if os.access(j.path, os.F_OK))
     idx = len(ctx.index_inventory.paths) if ctx.dirs.storage_kind == "index-files" else 0
-    return {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,
-            "entries": entries, "journals": len(ctx.journal_files), "journal_bytes": jbytes, "index_files": idx}
+    out = {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,
+           "entries": entries, "journals": len(ctx.journal_files), "journal_bytes": jbytes, "index_files": idx}
+    if ctx.dirs.storage_kind == "rocksdb":
+        out["db_locations"] = p_dbindex.location_count(ctx)
+    return out
 
 
 # --- repair: plan, apply, re-check -----------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""``bookie-fsck`` / ``bkdisk fsck``: a thin shell over fsck.api with e2fsck's exit codes."""
+"""``bookie-fsck`` / ``bkdisk fsck``: a thin shell over fsck.api with e2fsck's exit codes.
+
+The checker (numpy, numba's scanners) is imported when a check runs: ``--help``, ``--version`` and
+usage errors load click and the light declarations only.
+"""
 from __future__ import annotations
 
 import os
@@ -7,22 +11,45 @@ import sys
 import click
 
 from bookie.layout import BookieDirs, LayoutError, discover, from_conf
-from formats.errors import BkdiskError
-from fsck.api import EXIT_CANCELLED, EXIT_OPERATIONAL, RepairRefused, apply_repairs, check_bookie, plan_repairs
-from fsck.context import CheckOptions
-from fsck.exit_codes import run_click
-from fsck.report import render_json, render_repair, render_text
+from formats.errors import BkdiskError, FormatError
+from formats.ids import LedgerId
+from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, run_click
+
+
+def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:
+    explicit = journal_dirs or ledger_dirs or index_dirs
+    if sum(bool(x) for x in (root, conf, explicit)) != 1:
+        raise click.UsageError("give exactly one of ROOT, --conf, or --journal-dir/--ledger-dir")
+    if explicit and (not journal_dirs or not ledger_dirs):
+        raise click.UsageError("--journal-dir and --ledger-dir go together")
+
+
+def _int(text: str) -> int:
+    t = text.strip().lower()
+    return int(t, 16) if t.startswith("0x") else int(t)
+
+
+def _ledger(ledger_id: str | None, scope_id: str | None, qname: str | None) -> LedgerId | None:
+    """BP-35's three ways of naming a ledger, as ``bkdisk dump`` and ``inventory`` take them."""
+    try:
+        if qname is not None:
+            if ledger_id is not None or scope_id is not None:
+                raise click.UsageError("--ledger-qualified-name excludes --ledger-id and --ledger-scope-id")
+            return LedgerId.from_qualified_name(qname)
+        if ledger_id is None:
+            if scope_id is not None:
+                raise click.UsageError("--ledger-scope-id needs --ledger-id")
+            return None
+        return LedgerId.of(_int(scope_id) if scope_id is not None else 0, _int(ledger_id))
+    except (ValueError, FormatError) as e:
+        raise click.BadParameter(str(e), param_hint="--ledger-id/--ledger-scope-id/--ledger-qualified-name") from None
 
 
 def _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs) -> BookieDirs:
     explicit = journal_dirs or ledger_dirs or index_dirs
-    if sum(bool(x) for x in (root, conf, explicit)) != 1:
-        raise click.UsageError("give exactly one of ROOT, --conf, or --journal-dir/--ledger-dir")
     if conf:
         dirs = from_conf(conf)
     elif explicit:
-        if not journal_dirs or not ledger_dirs:
-            raise click.UsageError("--journal-dir and --ledger-dir go together")
         dirs = BookieDirs([os.path.abspath(d) for d in journal_dirs], [os.path.abspath(d) for d in ledger_dirs],
                           [os.path.abspath(d) for d in index_dirs])
     else:
@@ -63,35 +90,78 @@ class _Progress:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("root", required=False, type=click.Path(file_okay=False))
-@click.option("--conf", type=click.Path(dir_okay=False), help="bk_server.conf giving the dirs.")
-@click.option("--journal-dir", "journal_dirs", multiple=True, help="A journal dir (repeatable).")
-@click.option("--ledger-dir", "ledger_dirs", multiple=True, help="A ledger dir (repeatable).")
-@click.option("--index-dir", "index_dirs", multiple=True, help="An index dir (repeatable).")
-@click.option("--metadata-dir", type=click.Path(file_okay=False), help="Folder of ledger metadata, one file per ledger.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+@click.version_option(package_name="bkdisk", prog_name="bookie-fsck")
+@click.argument("root", required=False, metavar="[ROOT]")   # a bad path is exit 8, as in inventory and dump
+@click.option("--conf", metavar="bk_server.conf",
+              help="Take the bookie's dirs from a BookKeeper server config (journalDirectories, "
+                   "ledgerDirectories, indexDirectories).")
+@click.option("--journal-dir", "journal_dirs", multiple=True, metavar="DIR", help="A journal dir (repeatable).")
+@click.option("--ledger-dir", "ledger_dirs", multiple=True, metavar="DIR", help="A ledger dir (repeatable).")
+@click.option("--index-dir", "index_dirs", multiple=True, metavar="DIR", help="An index dir (repeatable).")
+@click.option("--metadata-dir", metavar="DIR",
+              help="Folder of ledger metadata files (<hex ledger id>.bin/.txt): digest types and passwords.")
+@click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
+              help="Read ledger metadata from the metadata service instead of a folder.")
+@click.option("--ledger-id", "ledger_id", default=None, help="Only findings about this ledger (decimal, or hex with "
+              "0x), and about whole files and dirs. Not with --repair.")
+@click.option("--ledger-scope-id", "ledger_scope_id", default=None, help="Ledger scope id (BP-35), default 0.")
+@click.option("--ledger-qualified-name", "ledger_qname", default=None,
+              help="The 128-bit id as 32 hex digits (scope then ledger).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document (specs/schemas/fsck.schema.json).")
 @click.option("--repair", is_flag=True, help="Repair what can be repaired (asks first unless --yes).")
-@click.option("-n", "--dry-run", is_flag=True, help="With --repair: print the plan and change nothing.")
-@click.option("-y", "--yes", is_flag=True, help="Answer yes to every repair.")
+@click.option("-n", "--dry-run", is_flag=True, help="Print the repair plan and change nothing (implies --repair).")
+@click.option("-y", "--yes", is_flag=True, help="With --repair: answer yes to every repair. Alone it is an error: "
+              "a check never writes unless --repair is given.")
 @click.option("--force", is_flag=True, help="Repair even while another process holds files in the dirs.")
-@click.option("--backup-dir", type=click.Path(file_okay=False), help="Where replaced files are kept.")
+@click.option("--backup-dir", metavar="DIR",
+              help="Where replaced files are kept (default: <first ledger dir>/fsck-backup/<time>).")
 @click.option("--rebuild-dropping-lost-entries", "drop_lost", is_flag=True,
               help="Destructive: rebuild an index even where entries it points at are in no entry log (the "
                    "bookie then answers 'no such entry' for them).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Threads for scanning.")
 @click.option("--no-digests", is_flag=True, help="Skip digest verification.")
-@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option("--progress/--no-progress", default=None,
+              help="Show each pass and the entry-log scan as they run, on stderr (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="List every finding.")
-def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes,
-                 force, backup_dir, drop_lost, jobs, no_digests, progress, verbose):
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors and the final count (the exit code says the rest).")
+def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, ledger_id, ledger_scope_id,
+                 ledger_qname, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, jobs, no_digests, progress,
+                 verbose, quiet, metadata_url=None):
     """Check a bookie's journal, ledger and index dirs; read-only unless --repair.
+
+    ROOT is a folder holding one bookie's dirs, as a bookie's disk or a copy of it: the journal,
+    ledger and index dirs are found below it by their 'current' folders and cookies. Instead of
+    ROOT give --conf (the dirs a bk_server.conf names) or each dir with --journal-dir/--ledger-dir.
+    Stop the bookie before a repair.
+
+    \b
+    Examples:
+      bookie-fsck /mnt/bookie1                        check, read-only
+      bookie-fsck --conf /etc/bookkeeper/bk_server.conf --metadata-dir ./metadata
+      bookie-fsck /mnt/bookie1 -n                     print the repair plan, change nothing
+      bookie-fsck /mnt/bookie1 --repair               repair, asking before each action
+      bookie-fsck /mnt/bookie1 --repair -y            repair without asking
+      bookie-fsck /mnt/bookie1 --json > report.json   one JSON document
+      bookie-fsck /mnt/bookie1 --ledger-id 0x1f -v    only what concerns ledger 0x1f
 
     Exit codes (as e2fsck): 0 no errors, 1 errors corrected, 4 errors left uncorrected,
     8 operational error, 16 usage error, 32 cancelled.
     """
+    _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs)
+    if yes and not (repair or dry_run):
+        raise click.UsageError("-y answers a repair's questions: use --repair -y to repair, or leave -y out to "
+                               "check (a check never writes)")
+    if quiet and verbose:
+        raise click.UsageError("-q and -v exclude each other")
+    if metadata_url and metadata_dir:
+        raise click.UsageError("--metadata and --metadata-dir exclude each other")
+    ledger = _ledger(ledger_id, ledger_scope_id, ledger_qname)
+    if ledger is not None and (repair or dry_run):
+        raise click.UsageError("a repair covers the whole bookie: leave out --ledger-id/--ledger-qualified-name")
     try:
         code = _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes,
-                    force, backup_dir, drop_lost, jobs, no_digests, progress, verbose)
+                    force, backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet, ledger,
+                    metadata_url=metadata_url)
     except KeyboardInterrupt:
         click.echo("bookie-fsck: cancelled", err=True)
         code = EXIT_CANCELLED
@@ -106,27 +176,44 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     sys.exit(code)
 
 
+def _service_metadata(url: str):
+    """Every ledger's metadata from the metadata service at ``grpc://HOST:PORT``."""
+    from metaservice.client import MetadataClient, service_target
+    client = MetadataClient(service_target(url), retries=2)
+    try:
+        return client.load_all()
+    finally:
+        client.close()
+
+
 def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes, force,
-         backup_dir, drop_lost, jobs, no_digests, progress, verbose) -> int:
+         backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet=False, ledger=None,
+         metadata_url=None) -> int:
+    from fsck.api import RepairRefused, RepairRun, apply_repairs, check_bookie, plan_repairs
+    from fsck.context import CheckOptions
+    from fsck.report import limit_to_ledger, render_json, render_repair, render_text
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
     dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
+    service_md = _service_metadata(metadata_url) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     with _Progress(progress) as bar:
-        report = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir, verify_digests=not no_digests,
+        report = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
+                                                 verify_digests=not no_digests,
                                                  jobs=jobs, progress=bar))
+    if ledger is not None:
+        limit_to_ledger(report, ledger)
     if not repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
         if as_json:
             render_json(report.to_json(), sys.stdout)
         else:
-            render_text(report, sys.stdout, verbose=verbose)
+            render_text(report, sys.stdout, verbose=verbose, quiet=quiet)
         return report.exit_code
-    from fsck.api import RepairRun
     plan = plan_repairs(report, drop_lost_entries=drop_lost)
     out = sys.stderr if as_json else sys.stdout
     if not as_json:
-        render_text(report, out, verbose=verbose)
+        render_text(report, out, verbose=verbose, quiet=quiet)
     print("\nRepair plan:" if plan.actions else "\nNo repairable findings.", file=out)
     for line in plan.lines():
         print(f"  {line}", file=out)
@@ -155,7 +242,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     if as_json:
         render_json(run.to_json(), sys.stdout)
     else:
-        render_repair(run, out, verbose=verbose)
+        render_repair(run, out, verbose=verbose, quiet=quiet)
     return run.exit_code
 
 

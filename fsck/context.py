@@ -9,18 +9,20 @@ from typing import Callable
 import numpy as np
 
 from bookie.layout import BookieDirs
+from diskio.kernels import be_i32_at
 from diskio.mapped import DiskError, read_bytes
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.entry import V2_MARKER
-from formats.journal import KEY_AT, KEY_LENGTH_AT, LEDGER_KEY_BODY, SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
 from indexfiles.arrays import IndexInventory
-from indexfiles.scan import walk_index_dirs
+from indexfiles import scan as index_scan
+from indexfiles.listing import IndexListing
 from journal.arrays import JournalArrays
 from journal.scan import scan_journal
 
@@ -132,8 +134,13 @@ class CheckContext:
         return out
 
     @cached_property
+    def index_listing(self) -> IndexListing:
+        """The one directory walk of the .idx hierarchy (pass 1's symlinks, passes 2, 3 and 5)."""
+        return index_scan.list_index_tree(self.dirs.effective_index_dirs)
+
+    @cached_property
     def index_inventory(self) -> IndexInventory:
-        return walk_index_dirs(self.dirs.effective_index_dirs)
+        return index_scan.walk_index_dirs(self.dirs.effective_index_dirs, listing=self.index_listing)
 
     @cached_property
     def relocation_leftovers(self) -> dict[LedgerId, str]:
@@ -141,6 +148,8 @@ class CheckContext:
         at startup (IndexPersistenceMgr), so they are that ledger's index."""
         from formats.paths import parse_index_name
         inv = self.index_inventory
+        if not any(path.endswith(".idx.rloc") for path, _why in inv.strays):
+            return {}
         indexed = {LedgerId(int(r["scope"]), int(r["ledger"])) for r in inv.files[inv.files["named"]]}
         out: dict[LedgerId, str] = {}
         for path, _why in inv.strays:
@@ -193,8 +202,10 @@ class CheckContext:
     def digest_plan(self) -> DigestPlan:
         """Digest type and password per ledger from metadata; the scanner sniffs the rest (CRC32C,
         CRC32) and records what it decided, shared by every file of this check."""
+        if not self.metadata:
+            return DigestPlan()   # digest_plan({}), without importing the metadata formats
         from bookie.metadata_dir import digest_plan
-        return digest_plan(self.metadata or {})
+        return digest_plan(self.metadata)
 
     def _progress(self, what: str, done: int, total: int) -> None:
         if self.options.progress is not None:
@@ -221,31 +232,43 @@ class JournalFacts:
             recs = scan.records
             kinds = recs["kind"]
             after = _after_mark(jf.journal_id, recs["offset"], mark)
-            interesting = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.FENCE)
-                                         | (kinds == RecordKind.EXPLICIT_LAC))
-            with open(jf.path, "rb", buffering=0) as fh:
-                for i in interesting.tolist():
-                    r = recs[i]
-                    lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-                    k = int(r["kind"])
-                    if k == RecordKind.FENCE:
-                        f.fenced[lid] = f.fenced.get(lid, False) or not bool(after[i])
-                        continue
-                    # The scanner already classified and bounds-checked the record. A positioned read
-                    # of just its body keeps memory flat (mapping pulls in read-around pages).
-                    off = int(r["offset"])
-                    body = os.pread(fh.fileno(), int(r["size"]), off + 4)
-                    if k == RecordKind.LEDGER_KEY:
-                        at = SCOPED_PREFIX_SIZE if body[0] >= V2_MARKER else 0
-                        n = LEDGER_KEY_BODY.key_length.parse(body[at + KEY_LENGTH_AT:at + KEY_AT])
-                        f.master_keys[lid] = body[at + KEY_AT:at + KEY_AT + n]
-                    else:
-                        f.explicit_lac[lid] = classify_body(body, offset=off, path=jf.path).lac_body
-            for i in np.flatnonzero((kinds == RecordKind.DATA) & after).tolist():
-                r = recs[i]
-                f.pending.append((jf.path, int(r["offset"]), LedgerId(int(r["scope"]), int(r["ledger"])),
-                                  int(r["entry"])))
+            scope, ledger = recs["scope"], recs["ledger"]
+            # Each kind fills its own table, in record order: the same tables as one pass over every record.
+            fences = np.flatnonzero(kinds == RecordKind.FENCE)
+            for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), after[fences].tolist()):
+                lid = LedgerId(s, l)
+                f.fenced[lid] = f.fenced.get(lid, False) or not a
+            keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
+            if len(keyed):
+                f._read_keys(jf.path, recs[keyed])
+            data = np.flatnonzero((kinds == RecordKind.DATA) & after)
+            f.pending.extend((jf.path, o, LedgerId(s, l), e) for o, s, l, e in zip(
+                recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(), recs["entry"][data].tolist()))
         return f
+
+    def _read_keys(self, path: str, recs: np.ndarray) -> None:
+        """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` of one journal."""
+        # The scanner already classified and bounds-checked each record. A positioned read of just its
+        # body keeps memory flat (mapping pulls in read-around pages).
+        offsets, sizes = recs["offset"].tolist(), recs["size"].tolist()
+        with open(path, "rb", buffering=0) as fh:
+            fd = fh.fileno()
+            bodies = [os.pread(fd, n, off + 4) for off, n in zip(offsets, sizes)]
+        starts = np.cumsum([0] + sizes[:-1], dtype=np.int64)
+        joined = b"".join(bodies)
+        raw = np.frombuffer(joined, np.uint8)
+        at = np.where(raw[np.minimum(starts, max(len(raw) - 1, 0))] >= V2_MARKER, SCOPED_PREFIX_SIZE, 0) \
+            if len(raw) else np.zeros(len(starts), np.int64)
+        # (clipped into the bytes: only the ledger-key records' values are used, and those hold them)
+        key_lengths = be_i32_at(raw, np.minimum(starts + at + KEY_LENGTH_AT, len(raw) - 4)).tolist() \
+            if len(raw) >= 4 else [0] * len(starts)
+        for body, kind, s, l, off, a, n in zip(bodies, recs["kind"].tolist(), recs["scope"].tolist(),
+                                               recs["ledger"].tolist(), offsets, at.tolist(), key_lengths):
+            lid = LedgerId(s, l)
+            if kind == RecordKind.LEDGER_KEY:
+                self.master_keys[lid] = body[a + KEY_AT:a + KEY_AT + n]
+            else:
+                self.explicit_lac[lid] = classify_body(body, offset=off, path=path).lac_body
 
 
 def _after_mark(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> np.ndarray:

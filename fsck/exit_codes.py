@@ -1,12 +1,17 @@
-"""fsck's exit codes (e2fsck's convention) and the click runner that maps click's own outcomes to them.
+"""fsck's exit codes (e2fsck's convention), the click runner that maps click's own outcomes to them, and
+the one-line error wrapper every command uses.
 
-Kept apart from the checker so that every command line can use them without importing the passes.
+Kept apart from the checker so that every command line (bkdisk, bookie-fsck, the spark-submit
+application) can use them without importing the passes.
 """
 from __future__ import annotations
 
+import functools
 import sys
 
 import click
+
+from formats.errors import BkdiskError
 
 EXIT_OK = 0            # no errors
 EXIT_CORRECTED = 1     # errors were found and all corrected
@@ -29,3 +34,22 @@ def run_click(command: click.Command, prog_name: str, argv: list[str] | None = N
         e.show()
         sys.exit(EXIT_USAGE)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def one_line_errors(fn):
+    """Turn every bkdisk error into ``bkdisk: <one line>`` and exit 8; Ctrl-C exits 32."""
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        try:
+            return fn(*a, **kw)
+        except BkdiskError as e:
+            click.echo(f"bkdisk: {e}", err=True)
+            sys.exit(EXIT_OPERATIONAL)
+        except KeyboardInterrupt:
+            click.echo("bkdisk: cancelled", err=True)
+            sys.exit(EXIT_CANCELLED)
+        except BrokenPipeError:
+            sys.exit(0)
+
+    return wrapper

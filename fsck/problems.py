@@ -59,7 +59,6 @@ _TABLE = [
     Problem("COOKIE_DIR_ELSEWHERE", W, 1, "cookie records {detail}; the dirs were found elsewhere (moved or copied disk)"),
     Problem("COOKIE_DIR_CONF_MISMATCH", E, 1, "expected the cookie's dirs to match the configuration: {detail}"),
     Problem("FILE_UNREADABLE", E, 1, "expected a readable file: {detail}"),
-    Problem("STORAGE_CHECKS_NOT_RUN", W, 1, "{detail}"),
     Problem("SYMLINK_FOLLOWED", I, 1, "{path} is a symlink to {detail}, inside the bookie's dirs; the check reads through it"),
     Problem("SYMLINK_OUTSIDE_DIRS", W, 1, "{path} is a symlink to {detail}, outside the bookie's dirs: the check reads through it, repair never writes through it"),
     # pass 2: index hierarchy
@@ -122,6 +121,7 @@ _TABLE = [
     Problem("DBINDEX_EXPLICIT_LAC_MISMATCH", E, 3, "expected ledger {ledger_name}'s explicit LAC as the journal recorded it: {detail}"),
     Problem("DBINDEX_LOCATION_MISSING_LOG", E, 5, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log"),
     Problem("DBINDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}"),
+    Problem("DBINDEX_ENTRY_NOT_INDEXED", E, 5, "expected a location for ledger {ledger_name} entry {entry}, stored at {path} offset {offset} and not awaiting journal replay; found none (reads of it fail){detail}"),
     Problem("DBINDEX_ENTRY_UNINDEXED", I, 5, "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location (collectable garbage)"),
     # pass 7: metadata
     Problem("METADATA_SKIPPED", I, 7, "{detail}"),

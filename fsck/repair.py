@@ -33,7 +33,9 @@ from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, R
 from indexfiles.writer import index_bytes
 
 PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
-ORDER = {REMOVE_TEMP: 0, FINISH_MOVE: 1, MOVE_INDEX: 2, REBUILD_INDEX: 3, CUT_JOURNAL: 4}
+# DbLedgerStorage's RocksDB indexes: never written here; the plan names BookKeeper's rebuild (always blocked).
+BOOKKEEPER_REBUILD = "bookkeeper-rebuild"
+ORDER = {REMOVE_TEMP: 0, FINISH_MOVE: 1, MOVE_INDEX: 2, REBUILD_INDEX: 3, CUT_JOURNAL: 4, BOOKKEEPER_REBUILD: 5}
 DROP_LOST_OPTION = "--rebuild-dropping-lost-entries"
 
 
@@ -189,6 +191,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
                                         f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
         a.blocked = escape(f.path, dirs)
         actions.append(a)
+    actions += _bookkeeper_rebuilds(report.findings)
     answered = {id(f) for a in actions if not a.blocked for f in a.covers}
     remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
     command = None
@@ -198,6 +201,18 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
         command = (f"for each ledger in {ledgers}: bin/bookkeeper shell recover -l <ledger> {bid} "
                    f"(or let autorecovery do it: bin/bookkeeper shell autorecovery -enable)")
     return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command)
+
+
+def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
+    """One blocked action per DbLedgerStorage database to rebuild, naming BookKeeper's command."""
+    from fsck.passes.p_dbindex import bookkeeper_rebuilds
+    out = []
+    for command, folders, covers in bookkeeper_rebuilds(findings):
+        where = ", ".join(folders) or "the ledgers index of each ledger dir"
+        out.append(Action(BOOKKEEPER_REBUILD, folders[0] if folders else "", f"{where}: with the bookie stopped, run "
+                          f"{command}", covers=covers,
+                          blocked="bkdisk never writes RocksDB databases; BookKeeper's command rebuilds them"))
+    return out
 
 
 def _lost_entries(ctx: CheckContext, lid: LedgerId, rows: list[int]) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from formats.ids import LedgerId
 from fsck.api import Report, RepairRun
 from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.problems import Severity
@@ -32,7 +33,28 @@ def grouped(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
     return [(f, under.get(id(f), [])) for f in roots]
 
 
-def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool = False) -> None:
+def limit_to_ledger(report: Report, ledger: LedgerId) -> None:
+    """Keep the findings about ``ledger`` and those about no ledger (whole files and dirs, which may
+    concern it); the pass counts follow. The check itself still reads every file."""
+    keep = [f for f in report.findings if f.ledger is None or (f.scope or 0, f.ledger) == (ledger.scope, ledger.ledger)]
+    report.findings[:] = keep
+    for p in report.passes:
+        p.counts = {}
+        for f in keep:
+            if f.pass_no == p.number:
+                p.counts[f.severity.value] = p.counts.get(f.severity.value, 0) + 1
+
+
+def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool = False, quiet: bool = False) -> None:
+    """The report for people; ``quiet``: only the errors and the final count."""
+    if quiet:
+        for cause, cons in grouped(report.findings):
+            errs = [c for c in cons if c.severity == Severity.ERROR]
+            if cause.severity == Severity.ERROR or errs:
+                out.write(f"  {cause.line()}\n" + "".join(f"      -> {c.line()}\n" for c in errs))
+        e, w = report.count(Severity.ERROR), report.count(Severity.WARNING)
+        out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}.\n")
+        return
     d = report.dirs
     out.write(f"bookie-fsck: journal dirs {', '.join(d.journal_dirs) or '-'}; ledger dirs {', '.join(d.ledger_dirs) or '-'}"
               + (f"; index dirs {', '.join(d.index_dirs)}" if d.index_dirs else "") + f" ({d.storage_kind})\n")
@@ -70,14 +92,15 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
                   + ", ".join(f"{n} {code}" for code, n in sorted(by_code.items())) + "\n")
     s = report.stats
     out.write(f"\nChecked {s.get('entry_logs', 0)} entry logs ({_human_bytes(s.get('entry_log_bytes', 0))}, "
-              f"{s.get('entries', 0)} entries), {s.get('journals', 0)} journals, {s.get('index_files', 0)} index "
-              f"files in {s.get('seconds', 0):.2f} s.\n")
+              f"{s.get('entries', 0)} entries), {s.get('journals', 0)} journals, "
+              + (f"{s['db_locations']} RocksDB locations" if "db_locations" in s else f"{s.get('index_files', 0)} index files")
+              + f" in {s.get('seconds', 0):.2f} s.\n")
     e, w = report.count(Severity.ERROR), report.count(Severity.WARNING)
     out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}, "
               f"{report.count(Severity.INFO)} info.\n")
 
 
-def render_repair(run: RepairRun, out: TextIO, *, verbose: bool = False) -> None:
+def render_repair(run: RepairRun, out: TextIO, *, verbose: bool = False, quiet: bool = False) -> None:
     """What a repair did, where the replaced files went (only when some were), and the re-check."""
     declined = sum(1 for a in run.plan.actions if a.result == "declined")
     line = f"{len(run.done)} repairs done, {len(run.failed)} failed" + (f", {declined} declined" if declined else "")
@@ -86,7 +109,7 @@ def render_repair(run: RepairRun, out: TextIO, *, verbose: bool = False) -> None
     out.write(line + "\n")
     if run.after is not None:
         out.write("\nAfter repair:\n")
-        render_text(run.after, out, verbose=verbose)
+        render_text(run.after, out, verbose=verbose, quiet=quiet)
 
 
 def render_json(doc: Report | dict[str, Any], out: TextIO) -> None:

@@ -39,16 +39,21 @@ class IndexListing:
     regular: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
     strays: list[tuple[str, str]] = field(default_factory=list)        # (path, why), by path
     failures: list[IoFailure] = field(default_factory=list)            # folders that could not be listed
+    # Symbolic links met (to files or folders), not counting those inside a followed symlinked folder:
+    # fsck's pass 1 names them from this listing instead of walking the hierarchy again.
+    symlinks: list[tuple[int, str]] = field(default_factory=list)     # (dir index, path)
 
 
 def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, str]],
-              failures: list[IoFailure]) -> None:
-    """Append (path, is a plain regular file) of every ``.idx`` below ``cur``; strays and failures."""
-    stack = [(cur, 0)]
+              failures: list[IoFailure], symlinks: list[str] | None = None) -> None:
+    """Append (path, is a plain regular file) of every ``.idx`` below ``cur``; strays, failures, and the
+    symlinks met outside followed symlinked folders."""
+    stack = [(cur, 0, False)]
     add = found.append
+    links = [] if symlinks is None else symlinks
     seen = {os.path.realpath(cur)}   # real paths of folders reached through symlinks: a loop is cut
     while stack:
-        folder, depth = stack.pop()
+        folder, depth, via_link = stack.pop()
         try:   # a listing that fails half way is a failure too, not a partial listing
             with os.scandir(folder) as it:
                 entries = list(it)
@@ -60,18 +65,22 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
                 # A symlinked folder is followed (the check reads through it; fsck.confinement keeps
                 # repairs from writing through one that leads outside the bookie's dirs).
                 is_dir = e.is_dir(follow_symlinks=False)
-                if not is_dir and depth and e.is_symlink() and e.is_dir():
-                    real = os.path.realpath(e.path)
-                    if real in seen:
+                if not is_dir and e.is_symlink():
+                    if not via_link:
+                        links.append(e.path)
+                    if depth and e.is_dir():
+                        real = os.path.realpath(e.path)
+                        if real in seen:
+                            continue
+                        seen.add(real)
+                        stack.append((e.path, depth + 1, True))
                         continue
-                    seen.add(real)
-                    is_dir = True
             except OSError:   # no type in the entry and the lstat failed: it vanished
                 continue
             name = e.name
             if is_dir:
                 if depth or name not in ROCKSDB_DIRS:
-                    stack.append((e.path, depth + 1))
+                    stack.append((e.path, depth + 1, via_link))
             elif name.endswith(INDEX_SUFFIX):
                 add((e.path, e.is_file(follow_symlinks=False)))
             elif depth:
@@ -86,7 +95,9 @@ def list_index_tree(dirs: list[str]) -> IndexListing:
     for di, d in enumerate(out.dirs):
         found: list[tuple[str, bool]] = []
         cur = os.path.join(d, CURRENT_DIR)
-        _walk_one(cur, found, out.strays, out.failures)
+        links: list[str] = []
+        _walk_one(cur, found, out.strays, out.failures, links)
+        out.symlinks.extend((di, p) for p in links)
         found.sort()   # by path: the same order as by relpath, the prefix being common
         paths = [p for p, _ in found]
         out.paths.extend(paths)

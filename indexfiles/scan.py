@@ -17,14 +17,16 @@ from formats import index as fi
 from formats.errors import FormatError
 from indexfiles import decode as D
 from indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, IndexInventory
-from indexfiles.listing import list_index_tree
+from indexfiles.listing import IndexListing, list_index_tree
 from indexfiles.reading import DEFAULT_BATCH, decode_index_bytes, read_index_files
 
 
-def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH) -> IndexInventory:
+def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH,
+                    listing: IndexListing | None = None) -> IndexInventory:
     """Every ``.idx`` below each ``<dir>/current`` (2-level and 4-level): one row per file, every location,
-    strays, and every folder or file that could not be read (``io_failures``)."""
-    lst = list_index_tree(dirs)
+    strays, and every folder or file that could not be read (``io_failures``). ``listing``: the
+    list_index_tree of ``dirs`` when the caller has it already (one walk per run)."""
+    lst = list_index_tree(dirs) if listing is None else listing
     reads = read_index_files(lst.paths, batch_bytes, lst.regular)
     rows = np.zeros(len(lst.paths), INDEX_FILE_DTYPE)
     rows["dir"] = lst.dir_index

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from formats.errors import BkdiskError
+from formats.errors import BkdiskError, FormatError
+from formats.ids import LedgerId
+from formats.metadata import LedgerMetadata, parse_metadata
 from metaservice.auth import TOKEN_HEADER
 from metaservice.proto import metaservice_pb2 as pb
 from metaservice.proto import metaservice_pb2_grpc as pb_grpc
@@ -62,6 +64,7 @@ class Channel:
         creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates)
         self.channel = (grpc.secure_channel(target, creds) if creds is not None
                         else grpc.insecure_channel(target))
+        self.target = target
         self.metadata = ((TOKEN_HEADER, token),) if token else ()
         self.timeout = timeout
         self.retries = retries
@@ -165,6 +168,8 @@ class MetadataClient:
                 timeout=self.ch.timeout * 30, metadata=self.ch.metadata)
             try:
                 for page in stream:
+                    if page.code == pb.STORE_UNAVAILABLE and attempt < self.ch.retries:
+                        break      # the store session is being re-established: reopen after `last`
                     check(page)
                     ranges = pb.LedgerRangeList.FromString(page.serialized_ranges)
                     for rg in ranges.ranges:
@@ -173,7 +178,10 @@ class MetadataClient:
                             if last is None or _after(key, last):
                                 last = key
                                 yield key
-                return
+                else:
+                    return
+                stream.cancel()
+                time.sleep(self.ch.backoff)
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
                     raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
@@ -208,8 +216,40 @@ class MetadataClient:
             finally:
                 stop.set()
 
+    def load_all(self, scope: int | None = None, threads: int = 8) -> dict[LedgerId, LedgerMetadata]:
+        """Every ledger's metadata (of one scope, or of all): what a metadata folder gives fsck and
+        the audit, read through the service so that the reader holds no store session of its own."""
+        from concurrent.futures import ThreadPoolExecutor
+        keys = list(self.iterate(all_scopes=True) if scope is None else self.iterate(scope=scope))
+
+        def one(key: tuple[int, int]) -> tuple[LedgerId, LedgerMetadata] | None:
+            s, lid = key
+            try:
+                got = self.read(lid, s)
+            except MetadataError as exc:
+                if exc.code == "LEDGER_NOT_FOUND":     # deleted since the listing: not a ledger any more
+                    return None
+                raise
+            where = f"{self.ch.target}: ledger {LedgerId(s, lid).qualified_name}"
+            try:
+                return LedgerId(s, lid), parse_metadata(got.serialized, path=where)
+            except FormatError as exc:
+                raise MetadataError("LEDGER_METADATA_ERROR", str(exc)) from None
+
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            return dict(x for x in pool.map(one, keys) if x is not None)
+
     def close(self) -> None:
         self.ch.close()
+
+
+def service_target(url: str) -> str:
+    """HOST:PORT from ``grpc://HOST:PORT`` (or a bare HOST:PORT); BkdiskError otherwise."""
+    rest = url[len("grpc://"):] if url.startswith("grpc://") else url
+    host, sep, port = rest.rstrip("/").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in rest.rstrip("/"):
+        raise BkdiskError(f"{url}: not a metadata service address (expected grpc://HOST:PORT)")
+    return f"{host}:{port}"
 
 
 def _hold(reqs: list, stop: threading.Event) -> Iterator:

@@ -147,6 +147,12 @@ class BookieAddressResolver:
             finally:
                 self._ready.set()
 
+    @property
+    def generation(self) -> int:
+        """How many registration changes (and lost watches) have invalidated cached entries so far."""
+        with self._lock:
+            return self._generation
+
     def resolve(self, bookie_id: str) -> HostPort:
         try:
             validate_bookie_id(bookie_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
@@ -15,7 +16,8 @@ from metaservice.auth import authorized
 from metaservice.discovery import DiscoveryServicer, Registry
 from metaservice.proto import metaservice_pb2 as pb
 from metaservice.proto import metaservice_pb2_grpc as pb_grpc
-from metaservice.store import BadRequest, Change, MetadataStore, StoreError, check_ids
+from metaservice.store import (BadRequest, Change, MetadataStore, StoreError, StoreUnavailable,
+                               check_ids)
 
 log = logging.getLogger(__name__)
 
@@ -187,10 +189,23 @@ class WatchStream:
         return bool(marks) and c.sequence > min(marks)
 
     def run(self) -> Iterator[pb.LedgerMetadataResponse]:
+        while self.context.is_active():
+            try:
+                yield from self._follow()
+                return
+            except StoreUnavailable:   # the store session is re-established: the watch stays open
+                time.sleep(WATCH_POLL_SECONDS)
+
+    def _follow(self) -> Iterator[pb.LedgerMetadataResponse]:
         try:
             while self.context.is_active():
                 while not self.inbox.empty():
-                    yield from self._add(self.inbox.get())
+                    request = self.inbox.get()
+                    try:
+                        yield from self._add(request)
+                    except StoreUnavailable:
+                        self.inbox.put(request)   # added again once the store is back
+                        raise
                 if self.cursor is None:
                     self.inbox_wait()
                     continue
@@ -205,6 +220,8 @@ class WatchStream:
                     yield self._change(c)
                 if not changes:
                     self.store.wait_for_change(self.cursor, WATCH_POLL_SECONDS)
+        except StoreUnavailable:
+            raise
         except StoreError as exc:
             yield pb.LedgerMetadataResponse(code=pb.StatusCode.Value(exc.code), message=exc.message)
 
@@ -237,7 +254,7 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
                                   ("grpc.so_reuseport", 0)])
     pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, token), server)
     pb_grpc.add_DiscoveryServiceServicer_to_server(
-        DiscoveryServicer(registry or Registry(), token), server)
+        DiscoveryServicer(registry or store.new_registry(), token), server)
     if tls is not None:
         port = server.add_secure_port(bind, grpc.ssl_server_credentials([tls]))
     else:

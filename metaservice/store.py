@@ -139,5 +139,25 @@ class MetadataStore(ABC):
         with self._changed:
             self._changed.notify_all()
 
+    def new_registry(self):
+        """The bookie registry that goes with this store (in memory unless the store keeps one)."""
+        from metaservice.discovery import Registry
+        return Registry()
+
     def close(self) -> None:
         """Release the store's resources."""
+
+
+def open_store(url: str) -> MetadataStore:
+    """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``."""
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:"):]
+        path = path[2:] if path.startswith("//") else path
+        if not path:
+            raise BadRequest(f"{url}: sqlite: needs a file path (sqlite:PATH)")
+        from metaservice.sqlite_store import SqliteStore
+        return SqliteStore(path)
+    if url.startswith("zk://"):
+        from metaservice.zk_store import from_url
+        return from_url(url)
+    raise BadRequest(f"{url}: not a store URL (expected sqlite:PATH or zk://HOST:PORT/ledgers)")

@@ -127,12 +127,13 @@ class Database:
         values = np.concatenate([p[2] for p in parts])
         vlen = np.concatenate([p[3] for p in parts])
         words = rf.key_words(keys)
-        order = np.lexsort((~packed,) + tuple(reversed(words)))   # key ascending, then sequence descending
-        keys, packed, values, vlen = keys[order], packed[order], values[order], vlen[order]
+        if not _in_order(words, packed):                       # key ascending, then sequence descending
+            order = np.lexsort((~packed,) + tuple(reversed(words)))
+            keys, packed, values, vlen = keys[order], packed[order], values[order], vlen[order]
+            words = [w[order] for w in words]
         first = np.zeros(len(keys), bool)
         first[:1] = True
         for w in words:                                        # the newest version of each key
-            w = w[order]
             first[1:] |= w[1:] != w[:-1]
         vtype = (packed & np.uint64(0xFF)).astype(np.int64)
         live = first & np.isin(vtype, [V.VALUE, V.VALUE_PREFERRED_SEQNO])
@@ -152,6 +153,20 @@ class Database:
             for _ in self._table_records(t):
                 pass
         return self.problems
+
+
+def _in_order(words: list[np.ndarray], packed: np.ndarray) -> bool:
+    """Whether rows already run key ascending, then sequence descending (one table, or tables that do not
+    overlap read in key order, and no memtable): then the merge needs no sort."""
+    if len(packed) < 2:
+        return True
+    same = np.ones(len(packed) - 1, bool)             # pairs whose words so far are equal
+    for w in words:
+        a, b = w[:-1], w[1:]
+        if (same & (b < a)).any():
+            return False
+        same &= a == b
+    return not (same & (packed[1:] > packed[:-1])).any()
 
 
 def _wal_numbers(d: str) -> list[int]:

@@ -6,6 +6,8 @@ import os
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from formats import dbledger as fd
 from formats.errors import FormatError
 from rocksdbfiles.db import Database, Problem, open_db
@@ -16,9 +18,17 @@ LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
 @dataclass
 class LedgerDirIndex:
     current: str                                          # the ledger dir's ``current`` folder
-    locations: list[fd.Location] = field(default_factory=list)   # key order: ledger, then entry
+    columns: dict[str, np.ndarray] = field(default_factory=lambda: fd.location_columns(
+        np.zeros((0, fd.LOCATIONS_KEY_SIZE), np.uint8), np.zeros((0, fd.LOCATION_VALUE_SIZE), np.uint8)))
     ledgers: dict[int, fd.LedgerInfo] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def locations(self) -> list[fd.Location]:
+        """The live locations as objects, in key order (ledger, then entry); ``columns`` holds them as arrays."""
+        c = self.columns
+        rows = zip(c["ledger"].tolist(), c["entry"].tolist(), c["log"].tolist(), c["offset"].tolist())
+        return [fd.Location(*r) for r in rows]
 
 
 def is_dbledger_dir(current: str | os.PathLike) -> bool:
@@ -66,7 +76,7 @@ def read_ledger_dir(current: str | os.PathLike) -> LedgerDirIndex:
     c = os.fspath(current)
     out = LedgerDirIndex(c)
     with ExitStack() as stack:
-        out.locations, p1 = read_locations(os.path.join(c, LOCATIONS_DB), stack)
+        out.columns, p1 = read_location_columns(os.path.join(c, LOCATIONS_DB), stack)
         ledgers, p2 = read_ledgers(os.path.join(c, LEDGERS_DB), stack)
         out.ledgers = ledgers
         out.problems = p1 + p2
@@ -75,8 +85,5 @@ def read_ledger_dir(current: str | os.PathLike) -> LedgerDirIndex:
 
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:
     """Ledgers with locations in this dir that its ledgers index does not know: ledger id -> locations."""
-    out: dict[int, int] = {}
-    for loc in idx.locations:
-        if loc.ledger_id not in idx.ledgers:
-            out[loc.ledger_id] = out.get(loc.ledger_id, 0) + 1
-    return out
+    ids, counts = np.unique(idx.columns["ledger"], return_counts=True)
+    return {i: n for i, n in zip(ids.tolist(), counts.tolist()) if i not in idx.ledgers}

@@ -44,17 +44,46 @@ def faulty_cluster3(golden, tmp_path_factory):
     return root, rec["entry_id"]
 
 
+def _start(argv: list[str], logs: Path, name: str) -> subprocess.Popen:
+    """A command started in the background, its output in files (no pipe to fill while others run)."""
+    with open(logs / f"{name}.out", "w") as out, open(logs / f"{name}.err", "w") as err:
+        return subprocess.Popen(argv, stdout=out, stderr=err, text=True, env=_env())
+
+
+def _finish(p: subprocess.Popen, logs: Path, name: str) -> subprocess.CompletedProcess:
+    code = p.wait(timeout=900)
+    return subprocess.CompletedProcess(p.args, code, (logs / f"{name}.out").read_text(),
+                                       (logs / f"{name}.err").read_text())
+
+
 @pytest.fixture(scope="module")
-def cli_audit(faulty_cluster3):
+def runs(faulty_cluster3, tmp_path_factory):
+    """The module's three Spark processes, started at once: `bkdisk audit`, spark-submit of the
+    application file on the same disks, and the demo. They are independent, and much of each is
+    JVM and Python start-up, which overlaps."""
+    import audit.spark_app
     root, _eid = faulty_cluster3
-    out = root.parent / "audit-cli"
+    logs = tmp_path_factory.mktemp("logs")
     disks = root.parent / "disks.tsv"
     disks.write_text("".join(f"{b}\t{root / 'bookies' / b}\n" for b in BOOKIES))
-    p = subprocess.run([str(BIN / "bkdisk"), "audit", "--disks-file", str(disks), "--metadata-dir",
-                        str(root / "metadata"), "--out", str(out), "--master", "local[2]", "--conf",
-                        "spark.sql.shuffle.partitions=4", "--run-id", "cli"],
-                       capture_output=True, text=True, check=False, env=_env(), timeout=600)
-    return p, out
+    out = {"cli": root.parent / "audit-cli", "submit": root.parent / "audit-submit",
+           "demo": tmp_path_factory.mktemp("demo") / "demo"}
+    procs = {
+        "cli": _start([str(BIN / "bkdisk"), "audit", "--disks-file", str(disks), "--metadata-dir",
+                       str(root / "metadata"), "--out", str(out["cli"]), "--master", "local[2]", "--conf",
+                       "spark.sql.shuffle.partitions=4", "--conf", "spark.speculation=true", "--scans-per-host", "1",
+                       "--run-id", "cli"], logs, "cli"),
+        "submit": _start([str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4",
+                          audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES], "--metadata-dir",
+                          str(root / "metadata"), "--out", str(out["submit"]), "--run-id", "submit"], logs, "submit"),
+        "demo": _start([str(BIN / "bkdisk"), "demo", "--out", str(out["demo"])], logs, "demo"),
+    }
+    return {name: (_finish(p, logs, name), out[name]) for name, p in procs.items()}
+
+
+@pytest.fixture(scope="module")
+def cli_audit(runs):
+    return runs["cli"]
 
 
 def test_bkdisk_audit_reports_the_corrupt_copy_and_exits_4(cli_audit, faulty_cluster3):
@@ -69,21 +98,20 @@ def test_bkdisk_audit_reports_the_corrupt_copy_and_exits_4(cli_audit, faulty_clu
     summary = json.loads((out / "summary.json").read_text())
     assert summary["healthy"] is False and summary["fault_rows"]["corrupt_copies"] == 1
     assert {b["bookie_id"]: b["corrupt_copies"] for b in summary["bookies"]}["bk-2.rack-a"] == 1
+    # Speculation stays off whatever --conf says; the scan bound and the master are recorded.
+    assert summary["spark"]["spark.speculation"] == "false" and summary["spark"]["scans_per_host"] == 1
+    assert summary["spark"]["spark.master"] == "local[2]" and summary["spark"]["spark.sql.shuffle.partitions"] == "4"
     # The DbLedgerStorage bookie was read from its entry logs, and every report says so.
-    assert summary["not_scanned_index"] == ["bk-3.rack-b"]
-    assert "(RocksDB index not read): bk-3.rack-b" in p.stderr
-    assert "DbLedgerStorage (scanned from its entry logs; RocksDB index not read)" in (out / "report.html").read_text()
+    assert summary["db_ledger_storage"] == ["bk-3.rack-b"]
+    assert "DbLedgerStorage disks, replicas read from their entry logs: bk-3.rack-b" in p.stderr
+    db = next(d for d in t["disks"].to_pylist() if d["bookie_id"] == "bk-3.rack-b")
+    assert summary["index_not_read"] == ([] if db["index_read"] else ["bk-3.rack-b"])
+    assert "DbLedgerStorage (replicas from its entry logs; RocksDB index " in (out / "report.html").read_text()
 
 
-def test_spark_submit_of_the_application_file_gives_the_same_tables(cli_audit, faulty_cluster3):
-    _p, cli_out = cli_audit
-    root, _eid = faulty_cluster3
-    out = root.parent / "audit-submit"
-    import audit.spark_app
-    p = subprocess.run([str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4",
-                        audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES], "--metadata-dir",
-                        str(root / "metadata"), "--out", str(out), "--run-id", "submit"],
-                       capture_output=True, text=True, check=False, env=_env(), timeout=600)
+def test_spark_submit_of_the_application_file_gives_the_same_tables(runs):
+    _p, cli_out = runs["cli"]
+    p, out = runs["submit"]
     assert p.returncode == 4, p.stderr[-3000:]
     a, b = read_tables(str(cli_out)), read_tables(str(out))
     for name in ALL_TABLES:
@@ -116,10 +144,8 @@ def test_the_report_draws_its_charts_in_headless_chromium(cli_audit, tmp_path):
     assert dom.count('<svg class="bk-chart"') == 3
 
 
-def test_the_demo_audits_a_generated_cluster_and_prints_where_the_report_is(tmp_path):
-    out = tmp_path / "demo"
-    p = subprocess.run([str(BIN / "bkdisk"), "demo", "--out", str(out)], capture_output=True, text=True, check=False,
-                       env=_env(), timeout=600)
+def test_the_demo_audits_a_generated_cluster_and_prints_where_the_report_is(runs):
+    p, out = runs["demo"]
     assert p.returncode == 0, p.stderr[-3000:]
     page = out / "audit" / "report.html"
     assert f"HTML report: {page}" in p.stdout and page.is_file()

@@ -47,11 +47,14 @@ def test_a_disk_gives_its_manifest_replicas_and_fsck_findings(cluster3, bookie):
     for table in t.values():
         assert set(table["run_id"].to_pylist()) == {"run-1"} and set(table["host"].to_pylist()) == {"host-a"}
         assert set(table["tool_version"].to_pylist()) == {"0.1.0"}
+    # The index counts as read when fsck's index passes ran (DbLedgerStorage: over its RocksDB databases).
+    index_ran = not any(p.skipped for p in report.passes if p.number in (2, 3, 5))
+    assert disk["index_read"] is index_ran
     if man["storage_class"].endswith("DbLedgerStorage"):
-        assert disk["index_read"] is False and "entry logs" in disk["storage_class"]
-        assert "STORAGE_CHECKS_NOT_RUN" in t["findings"]["code"].to_pylist()
+        assert disk["storage_class"] == ("DbLedgerStorage (replicas from its entry logs; RocksDB index "
+                                         + ("checked by fsck)" if index_ran else "not read)"))
     else:
-        assert disk["index_read"] is True
+        assert disk["index_read"] is True and disk["storage_class"] == "InterleavedLedgerStorage/SortedLedgerStorage"
 
 
 def test_replica_rows_are_the_inventory_rows(cluster3):
@@ -140,3 +143,36 @@ def test_tasks_move_an_unwritable_numba_cache_to_a_writable_folder(monkeypatch, 
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR")
     assert numba_cache_writable() == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
+
+
+def test_scan_slots_bound_the_disks_read_at_once_on_a_host(tmp_path):
+    import os as _os
+
+    from audit.job import try_scan_slot
+    a = try_scan_slot(2, str(tmp_path))
+    b = try_scan_slot(2, str(tmp_path))
+    assert a is not None and b is not None
+    assert try_scan_slot(2, str(tmp_path)) is None      # a third scan waits for a slot
+    _os.close(a)
+    c = try_scan_slot(2, str(tmp_path))
+    assert c is not None and try_scan_slot(2, str(tmp_path)) is None
+    # Another process (another executor of the host) sees the same slots taken.
+    probe = f"from audit.job import try_scan_slot; print(try_scan_slot(2, {str(tmp_path)!r}))"
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert p.stdout.strip() == "None"
+    _os.close(b)
+    _os.close(c)
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert p.stdout.strip() != "None"
+
+
+def test_a_disk_given_by_its_bk_server_conf_gives_the_same_replicas(cluster3, tmp_path):
+    root, md = cluster3
+    bk = root / "bookies" / "bk-1.rack-a"
+    conf = tmp_path / "bk_server.conf"
+    conf.write_text(f"journalDirectories={bk / 'journal'}\nledgerDirectories={bk / 'ledgers0'},{bk / 'ledgers1'}\n")
+    by_conf = split_tables(scan_disk(DiskInput(str(conf)), md, RUN))
+    by_root = split_tables(scan_disk(DiskInput(str(bk)), md, RUN))
+    assert by_conf["replicas"].num_rows == 244 and by_conf["replicas"].equals(by_root["replicas"])
+    (disk,) = by_conf["disks"].to_pylist()
+    assert disk["path"] == str(conf) and disk["bookie_id"] == "bk-1.rack-a" and disk["status"] in ("ok", "errors")

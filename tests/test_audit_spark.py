@@ -11,15 +11,18 @@ from dataclasses import replace
 
 import pytest
 
-from audit.job import FAULT_TABLES, read_tables, run_audit, spark_session
+from audit.job import FAULT_TABLES, read_tables, run_audit
 from audit.metadata_source import MetadataDirSource
 from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
-from bookie.cluster import sample_cluster, write_cluster
+from bookie.cluster import metadata_file_name, sample_cluster, write_cluster
 from bookie.metadata_dir import load_metadata_dir
 from bookie.writer import write_bookie
+from formats.digests import DigestType
 from formats.entry import package_entry
+from formats.ids import to_signed64
 from formats.index import unpack_location
 from formats.paths import entry_log_name
+from spark_session import shared_spark
 
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
 VOLATILE = {"run_id", "host", "scan_seconds"}
@@ -27,13 +30,12 @@ VOLATILE = {"run_id", "host", "scan_seconds"}
 
 @pytest.fixture(scope="module")
 def spark():
-    s = spark_session("local[2]", {"spark.sql.shuffle.partitions": "4"})
-    yield s
-    s.stop()
+    return shared_spark()   # one session for every module that audits in-process
 
 
-def audit(spark, disks, md_dir, out, scan_files=(), run_id="run-1"):
-    run_audit(spark, disks, list(scan_files), MetadataDirSource(str(md_dir)), str(out), RunInfo.new(run_id))
+def audit(spark, disks, md_dir, out, scan_files=(), run_id="run-1", scans_per_host=None):
+    run_audit(spark, disks, list(scan_files), MetadataDirSource(str(md_dir)), str(out), RunInfo.new(run_id),
+              scans_per_host=scans_per_host)
     return read_tables(str(out))
 
 
@@ -72,18 +74,37 @@ def test_untouched_cluster_3_has_every_replica_at_its_manifest_bookies(golden3):
     assert sum(h["entries"] for h in hist) == 315 and all(h["copies_intact"] == h["copies_expected"] for h in hist)
 
 
-def test_the_dbledgerstorage_bookie_is_scanned_from_its_entry_logs_and_the_report_says_so(golden3):
+def test_every_row_carries_the_tool_version_the_run_id_and_the_host_that_scanned_it(golden3):
+    import socket
+
+    from audit.rows import tool_version
     _root, _disks, t = golden3
+    for name in ("disks", "findings", "replicas"):
+        assert t[name].num_rows > 0, name
+        assert set(t[name]["run_id"].to_pylist()) == {"run-1"}, name
+        assert set(t[name]["tool_version"].to_pylist()) == {tool_version()} != {"unknown"}, name
+        assert set(t[name]["host"].to_pylist()) == {socket.gethostname()}, name
+        assert None not in t[name]["bookie_id"].to_pylist(), name
+
+
+def test_the_dbledgerstorage_bookie_is_scanned_from_its_entry_logs_and_the_report_says_so(golden3):
+    root, _disks, t = golden3
     disks = {d["bookie_id"]: d for d in t["disks"].to_pylist()}
     assert {d["status"] for d in disks.values()} == {"ok"}
     db = disks["bk-3.rack-b"]
-    assert db["index_read"] is False and "DbLedgerStorage" in db["storage_class"] and db["entries"] == 236
-    assert "STORAGE_CHECKS_NOT_RUN" in [f["code"] for f in t["findings"].to_pylist() if f["bookie_id"] == "bk-3.rack-b"]
+    assert db["storage_class"].startswith("DbLedgerStorage (replicas from its entry logs; ") and db["entries"] == 236
+    # Its replicas are the entries of its entry logs, whether or not fsck read its RocksDB index.
+    man = json.loads((root / "bookies" / "bk-3.rack-b" / "manifest.json").read_text())
+    held = [(r["ledger_id"], r["entry_id"]) for r in t["replicas"].to_pylist() if r["bookie_id"] == "bk-3.rack-b"]
+    assert sorted(held) == sorted((int(e["ledger_id"]), e["entry_id"]) for e in man["entries"])
+    codes = [f["code"] for f in t["findings"].to_pylist() if f["bookie_id"] == "bk-3.rack-b"]
+    assert ("STORAGE_CHECKS_NOT_RUN" in codes) is (not db["index_read"])
 
 
 def test_the_same_input_gives_the_same_tables_and_the_disk_by_disk_rows(golden3, spark, tmp_path):
     root, disks, first = golden3
-    again = audit(spark, disks, root / "metadata", tmp_path / "again", run_id="run-2")
+    # Again, one scan at a time on this host (the host-wide scan slots).
+    again = audit(spark, disks, root / "metadata", tmp_path / "again", run_id="run-2", scans_per_host=1)
     for name in first:
         assert rows(again[name]) == rows(first[name]), name
     md, _ = load_metadata_dir(str(root / "metadata"))
@@ -189,13 +210,31 @@ def faulted(spark, tmp_path_factory):
         f.write(e)
     # 4. A disk that cannot be read (an empty mount point in its place).
     b_gone = next(b for b in ids if b not in (b_log, b_led, b_div))
+    present = {b: set(held[b]) for b in ids}   # copies on disk; ``held``: intact copies
+    # 5. A flipped payload byte (the entry's last) on the fifth bookie, in a ledger with a real digest.
+    b_bad = next(b for b in ids if b not in (b_log, b_led, b_div, b_gone))
+    bad = min(k for k in held[b_bad] if k[0] not in (led.lid, lid) and len(spec_ledger(spec, k[0]).payloads[k[1]]) > 8
+              and spec_ledger(spec, k[0]).digest_type != DigestType.DUMMY)
+    log_id, pos = unpack_location(w.bookies[b_bad].locations[bad])
+    path = next(p for p in w.bookies[b_bad].entry_log_files if os.path.basename(p) == entry_log_name(log_id))
+    with open(path, "r+b") as f:
+        f.seek(pos + len(w.bookies[b_bad].entries[bad]) - 1)
+        x = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([x[0] ^ 0x80]))
+    held[b_bad] -= {bad}
+    # 6. A ledger's metadata removed (another ledger, on disks of audited bookies): orphans.
+    gone_md = next(l for l in spec.ledgers if l.lid not in (led.lid, lid, bad[0])
+                   and any(k[0] == l.lid for b in ids if b != b_gone for k in present[b]))
+    os.unlink(os.path.join(w.metadata_dir, metadata_file_name(gone_md.lid)))
     empty = base / "empty-mount"
     empty.mkdir()
     held[b_gone] = set()
     disks = [DiskInput(str(empty), b) if b == b_gone else DiskInput(w.bookie_roots[b]) for b in ids]
     t = audit(spark, disks, w.metadata_dir, base / "out")
-    return {"spec": spec, "w": w, "held": held, "t": t, "b_log": b_log, "b_led": b_led, "led": led, "b_div": b_div,
-            "b_gone": b_gone, "div": (lid, eid), "disks": disks}
+    return {"spec": spec, "w": w, "held": held, "present": present, "t": t, "b_log": b_log, "b_led": b_led,
+            "led": led, "b_div": b_div, "b_gone": b_gone, "div": (lid, eid), "disks": disks, "b_bad": b_bad,
+            "bad": bad, "gone_md": gone_md}
 
 
 def spec_ledger(spec, lid):
@@ -208,6 +247,8 @@ def test_under_replicated_ranges_are_exactly_the_entries_that_lost_copies(faulte
     audited = [b for b in held if b != f["b_gone"]]
     want = {}
     for l in spec.ledgers:
+        if l is f["gone_md"]:
+            continue   # no metadata: its entries are orphans, never under-replicated
         last = len(l.payloads) - 1 if l.state == "CLOSED" else max(
             (e for b in audited for (x, e) in held[b] if x == l.lid), default=-1)
         for e in range(last + 1):
@@ -225,6 +266,10 @@ def test_under_replicated_ranges_are_exactly_the_entries_that_lost_copies(faulte
             got[key] = (tuple(r["bookies_missing"]), tuple(r["bookies_with_copy"]), r["copies_expected"])
     assert got == want
     assert any(f["b_log"] in m for m, _c, _q in want.values()) and any(f["b_gone"] in m for m, _c, _q in want.values())
+    bad = f["bad"]
+    assert f["b_bad"] in want[(bad[0].scope, bad[0].ledger, bad[1])][0]
+    # Scoped (128-bit) ledgers are placed too: some of their entries lost copies with the unreadable disk.
+    assert any(scope != 0 for scope, _l, _e in want)
 
 
 def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
@@ -235,6 +280,8 @@ def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
         if b == f["b_gone"]:
             continue
         for l in spec.ledgers:
+            if l is f["gone_md"]:
+                continue
             expected = [e for (x, e), ws in w.placement.items() if x == l.lid and b in ws]
             if expected and not any(x == l.lid for x, _e in held[b]):
                 want_missing.add((l.lid.ledger, b))
@@ -246,11 +293,28 @@ def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
     by_fp = {c["payload_sha256"]: set(c["bookies"]) for c in div["copies"]}
     assert len(by_fp) == 2 and {f["b_div"]} in by_fp.values()
     assert set().union(*by_fp.values()) == {b for b in held if (lid, eid) in held[b]}
-    assert t["corrupt_copies"].num_rows == 0 and t["orphans"].num_rows == 0
     disks = {d["bookie_id"]: d for d in t["disks"].to_pylist()}
     assert disks[f["b_gone"]]["status"] == "unreadable" and disks[f["b_log"]]["status"] == "errors"
     assert f["b_gone"] not in set(t["replicas"]["bookie_id"].to_pylist())
     assert f["b_gone"] not in {b for r in t["under_replicated"].to_pylist() for b in r["bookies_with_copy"]}
+
+
+def test_the_flipped_byte_is_a_corrupt_copy_and_the_ledger_without_metadata_is_orphans(faulted):
+    f = faulted
+    w, held, present, t = f["w"], f["held"], f["present"], f["t"]
+    audited = [b for b in held if b != f["b_gone"]]
+    lid, eid = f["bad"]
+    assert rows(t["corrupt_copies"]) == rows_of([{
+        "ledger_scope": to_signed64(lid.scope), "ledger_id": lid.ledger, "entry_id": eid, "bookie_id": f["b_bad"],
+        "reason": "digest mismatch", "intact_on": sorted(b for b in audited if (lid, eid) in held[b])}])
+    gone = f["gone_md"].lid
+    want = []
+    for b in audited:
+        mine = [k for k in present[b] if k[0] == gone]
+        if mine:
+            want.append({"ledger_scope": to_signed64(gone.scope), "ledger_id": gone.ledger, "bookie_id": b,
+                         "entries": len(mine), "bytes": sum(len(w.bookies[b].entries[k]) + 4 for k in mine)})
+    assert want and rows(t["orphans"]) == rows_of(want)
 
 
 def test_a_bookie_named_by_metadata_but_never_given_is_not_audited(faulted, spark, tmp_path):

@@ -124,6 +124,93 @@ def test_a_journal_record_claiming_2_gib_is_a_torn_tail_not_an_allocation(bookie
     assert j in err and err.count("\n") == 0 and f"offset {first_record}" in err
 
 
+def test_a_journal_record_claiming_2_gib_inside_a_4_gib_sparse_journal_is_verified_within_the_ceiling(bookie,
+                                                                                                         tmp_path):
+    # The length fits in the file, so the record is whole to BookKeeper's reader (which bounds no record's
+    # length): its digest is verified, streamed in chunks, never mapped whole.
+    from bookie.writer import write_metadata_dir
+    written, root, remap = _copy(bookie, tmp_path)
+    md = str(tmp_path / "metadata")
+    write_metadata_dir(sample_spec(), md)
+    j = remap(written.journal_files[-1])
+    with open(j, "rb") as fh:
+        first_record = header_size(parse_header(fh.read(SECTOR_SIZE)))
+    os.truncate(j, 4 * GIB)
+    patch(j, first_record, ENTRY_SIZE.build(2 * GIB - 4096))
+    code, rss, out, err = _run("fsck", root, "--metadata-dir", md, "--json", "--no-progress")
+    _assert_bounded(code, rss, out, err, ok=(4,))
+    [f] = [f for f in json.loads(out)["findings"] if f["path"] == j]
+    assert (f["code"], f["offset"]) == ("JOURNAL_TORN_TAIL", first_record)   # its digest does not match
+    # The dump shows the record's fields and its size without reading its 2 GiB payload.
+    code, rss, out, err = _run("dump", "journal", j)
+    _assert_bounded(code, rss, out, err, ok=(0, 8))
+    assert f"ByteOffset={first_record}, EntrySize={2 * GIB - 4096} " in out
+    code, rss, out, err = _run("dump", "journal", "--json", j)
+    _assert_bounded(code, rss, out, err, ok=(0, 8))
+    first = json.loads(out.splitlines()[0])
+    assert (first["offset"], first["size"]) == (first_record, 2 * GIB - 4096)
+
+
+def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies_them(tmp_path, monkeypatch):
+    from fsck.passes import p6_journals
+    from fsck_helpers import flip, make_disk
+    from journal.reader import read_journal
+    disk = make_disk(str(tmp_path / "b"))
+    j = disk.written.journal_files[0]
+    data = [r for r in read_journal(j).records if r.kind == 0]
+    flip(j, data[len(data) // 2].offset + 60)     # a payload byte of a record in the middle
+
+    def journal_findings(**kw):
+        return sorted((f.code, f.path, f.offset) for f in disk.check(**kw).findings if f.code.startswith("JOURNAL"))
+
+    windowed = journal_findings()
+    assert [c for c, p, o in windowed] == ["JOURNAL_RECORD_CORRUPT"]
+    monkeypatch.setattr(p6_journals, "JOURNAL_WINDOW", 0)          # every record streamed on its own
+    monkeypatch.setattr(p6_journals, "STREAM_CHUNK", 7)            # and read in chunks that cut its digest
+    assert journal_findings() == windowed
+    disk.md_dir = None                                             # digest types sniffed, not given
+    assert journal_findings() == windowed
+
+
+def _length_fields(written, remap) -> dict[str, tuple[str, int, str]]:
+    """name -> (file, offset of a length field in it, the dump subcommand that reads the file)."""
+    from formats.entrylog import LEDGERS_MAP_BATCH, parse_header as parse_log_header
+    from formats.index import INDEX_HEADER_FIELDS
+    from formats.journal import KEY_LENGTH_AT, LAC_BODY_LENGTH_AT, RECORD_LENGTH_SIZE, RecordKind
+    from journal.reader import read_journal
+    idx = remap(next(iter(written.index_files.values())))
+    rolled = [remap(p) for p in written.entry_log_files if os.path.getsize(p) > LOG_HEADER_SIZE][0]
+    with open(rolled, "rb") as fh:
+        map_at = parse_log_header(fh.read(LOG_HEADER_SIZE)).ledgers_map_offset
+    out = {"index master key length": (idx, field_offset(INDEX_HEADER_FIELDS, "master_key_length"), "index"),
+           "ledgers map batch size": (rolled, map_at, "entrylog"),
+           "ledgers map batch count": (rolled, map_at + field_offset(LEDGERS_MAP_BATCH, "count"), "entrylog")}
+    body_field = {RecordKind.PADDING: 0, RecordKind.LEDGER_KEY: KEY_LENGTH_AT, RecordKind.EXPLICIT_LAC: LAC_BODY_LENGTH_AT}
+    for j in written.journal_files:
+        for r in read_journal(j).records:
+            if r.kind in body_field and f"journal {r.kind.name.lower()} length" not in out:
+                out[f"journal {r.kind.name.lower()} length"] = (remap(j), r.offset + RECORD_LENGTH_SIZE
+                                                                + body_field[r.kind], "journal")
+    assert len(out) == 6, sorted(out)
+    return out
+
+
+@pytest.mark.parametrize("field", ["index master key length", "ledgers map batch size", "ledgers map batch count",
+                                   "journal padding length", "journal ledger_key length",
+                                   "journal explicit_lac length"])
+def test_a_huge_value_in_every_length_field_is_a_finding_within_the_ceiling(bookie, tmp_path, field):
+    written, root, remap = _copy(bookie, tmp_path)
+    path, at, kind = _length_fields(written, remap)[field]
+    patch(path, at, BIG_INT32)
+    code, rss, out, err = _run("fsck", root, "--json", "--no-progress")
+    _assert_bounded(code, rss, out, err, ok=(4,))
+    assert any(f["path"] == path for f in json.loads(out)["findings"] if f["severity"] == "error"), out
+    code, rss, out, err = _run("dump", kind, path, *(["--metadata"] if kind == "entrylog" else []))
+    _assert_bounded(code, rss, out, err, ok=(0, 8))
+    if code == 8:
+        assert err.count("\n") == 0 and path in err, err
+
+
 def test_dump_of_a_16_gib_sparse_index_stays_within_the_ceiling(bookie, tmp_path):
     from formats.index import LOCATION, pack_location, slot_offset
     written, root, remap = _copy(bookie, tmp_path)

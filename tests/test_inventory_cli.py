@@ -230,3 +230,13 @@ def test_ledger_options_limit_the_rows_to_that_ledger_in_either_spelling(tmp_pat
     by_ids = rows_of(run(str(tmp_path / "b"), "--jsonl", "--ledger-scope-id", hex(lid.scope),
                          "--ledger-id", hex(lid.ledger))[1])
     assert by_name == want and by_ids == want
+
+
+def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scanner():
+    from bkdisk.inventory import WINDOW_DEFAULT
+    from entrylogs.scan import DEFAULT_WINDOW
+    assert WINDOW_DEFAULT == DEFAULT_WINDOW
+    probe = ("import sys\nfrom bkdisk.cli import main\ntry:\n    main(['inventory', '--help'])\n"
+             "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -5,6 +5,8 @@ Real outputs are taken from the golden disks BookKeeper wrote, through the real 
 from __future__ import annotations
 
 import json
+import shutil
+import os
 from pathlib import Path
 
 import jsonschema
@@ -45,7 +47,7 @@ def _validate(schema: str, objs: list[dict]) -> None:
 
 def test_every_schema_is_a_valid_draft_2020_12_schema():
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
-    assert len(names) >= 7
+    assert len(names) >= 8 and "fsck.schema.json" in names
     for n in names:
         _validator(n)
 
@@ -82,6 +84,70 @@ def test_inventory_rows_match_their_schema(corpus):
     rows = _lines(inventory, [str(GOLDEN / corpus), "--jsonl", "--payload-hash", "sha256"])
     _validate("inventory-row.schema.json", rows)
     assert all("payload_sha256" in r for r in rows)
+
+
+def _fsck_doc(args: list[str], code: int) -> dict:
+    from fsck.cli import fsck_command
+    r = CliRunner().invoke(fsck_command, [*args, "--json", "--no-progress"], catch_exceptions=False)
+    assert r.exit_code == code, r.output
+    doc = json.loads(r.stdout)
+    _validate("fsck.schema.json", [doc])
+    assert doc["summary"]["exit_code"] == r.exit_code
+    return doc
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_fsck_json_of_a_clean_golden_bookie_matches_its_schema(corpus):
+    doc = _fsck_doc([str(GOLDEN / corpus)], 0)
+    assert [p["pass"] for p in doc["passes"]] == list(range(1, 8)) and "repair" not in doc
+
+
+def test_fsck_json_of_a_damaged_copy_its_dry_run_plan_and_its_repair_match_the_schema(tmp_path):
+    from fsck_helpers import make_disk
+    from formats.ids import LedgerId
+    disk = make_disk(str(tmp_path / "b"))
+    log = disk.written.entry_log_files[0]
+    os.truncate(log, os.path.getsize(log) // 2)                     # lost entries, causes and consequences
+    with open(disk.written.index_files[LedgerId(0, 255)], "r+b") as f:
+        f.write(bytes(4))                                             # an index to rebuild
+    args = [disk.root, "--metadata-dir", disk.md_dir]
+    checked = _fsck_doc(args, 4)
+    assert any("caused_by" in f for f in checked["findings"])
+    v = _validator("fsck.schema.json")
+    f0 = checked["findings"][0]
+    for bad in ({**checked, "findings": [{**f0, "surprise": 1}]}, {**checked, "summary": {**checked["summary"],
+                                                                                            "exit_code": 2}}):
+        with pytest.raises(jsonschema.ValidationError):
+            v.validate(bad)
+    plan = _fsck_doc([*args, "-n"], 4)["repair"]
+    assert plan["after"] is None and plan["plan"]["lost_entries"] and plan["plan"]["recover_command"]
+    assert {a["result"] for a in plan["plan"]["actions"]} == {None}
+    fixable = make_disk(str(tmp_path / "c"))
+    with open(fixable.written.index_files[LedgerId(0, 255)], "r+b") as f:
+        f.write(bytes(4))
+    done = _fsck_doc([fixable.root, "--metadata-dir", fixable.md_dir, "--repair", "-y", "--backup-dir",
+                      str(tmp_path / "bk")], 1)["repair"]
+    assert {a["result"] for a in done["plan"]["actions"]} == {"done"} and done["backup_dir"]
+    assert done["before"]["summary"]["errors"] and done["after"]["summary"]["errors"] == 0
+
+
+def test_the_fsck_schema_names_every_repair_kind():
+    from fsck.problems import REPAIR_KINDS
+    from fsck.repair import BOOKKEEPER_REBUILD, ORDER
+    schema = json.loads((SCHEMAS / "fsck.schema.json").read_text())
+    kinds = schema["$defs"]["action"]["properties"]["kind"]["enum"]
+    # what bkdisk repairs itself, then the BookKeeper command it names for the RocksDB indexes it never writes
+    assert kinds == [*REPAIR_KINDS, BOOKKEEPER_REBUILD] and set(kinds) == set(ORDER)
+
+
+def test_fsck_json_plan_of_a_damaged_db_ledger_storage_copy_matches_the_schema(tmp_path):
+    from test_rocksdb_fsck_pass import SRC, flip_data_block_byte
+    root = tmp_path / "bk"
+    shutil.copytree(SRC, root, symlinks=True)
+    flip_data_block_byte(root)
+    doc = _fsck_doc([str(root), "--repair", "-n"], 4)
+    kinds = {a["kind"] for a in doc["repair"]["plan"]["actions"]}
+    assert kinds == {"bookkeeper-rebuild"}
 
 
 def test_a_schema_rejects_an_unknown_key():

@@ -269,3 +269,20 @@ def test_key_words_sort_rows_bytewise():
     keys = np.frombuffer(b"".join(rows), np.uint8).reshape(-1, 11)
     order = np.lexsort(tuple(reversed(rf.key_words(keys))))
     assert [rows[i] for i in order] == sorted(rows)
+
+
+def test_jitted_locations_merge_overlapping_tables_newest_first(tmp_path: Path):
+    # Two tables holding versions of the same keys (and one table already in order): the fast path that
+    # skips the sort must only be taken when rows already run key ascending, then sequence descending.
+    from rocksdbfiles.dbindex import read_locations, read_locations_reference
+    old = [Record(locations_key(1, e), 1 + e, V.VALUE, location_value(0, 100 + e)) for e in range(50)]
+    new = [Record(locations_key(1, e), 100 + e, V.VALUE, location_value(1, 200 + e)) for e in range(0, 50, 2)]
+    for tables in ([(0, new), (1, old)], [(1, old), (0, new)], [(1, old)]):
+        d = tmp_path / f"db{len(list(tmp_path.iterdir()))}"
+        w.write_db(d, tables)
+        with ExitStack() as st:
+            fast, p1 = read_locations(d, st)
+            slow, p2 = read_locations_reference(d, st)
+        assert fast == slow and p1 == p2 == [] and len(fast) == 50
+        if len(tables) == 2:
+            assert {x.entry_id: x.log_id for x in fast} == {e: 1 - e % 2 for e in range(50)}

@@ -512,3 +512,22 @@ def test_journal_body_limits_are_the_edges_the_declarations_check() -> None:
     for bad in (fj.MIN_LAC_BODY_LENGTH - 1, fj.MAX_LAC_BODY_LENGTH + 1):
         with pytest.raises(cs.ConstructError):
             fj.EXPLICIT_LAC_BODY.build(dict(ledger_id=1, lac_body_length=bad, lac_body=bytes(bad)))
+
+
+def test_index_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
+    from formats import index as fi
+    from indexfiles import decode
+
+    tables = [t for t in TABLES if t.target == "formats.index.INDEX_HEADER_FIELDS" and t.rows]
+    assert len(tables) == 2, "specs/index.md has a V0 and a V1 header table"
+    v0, v1 = sorted(tables, key=lambda t: len(t.rows))
+    at = {r.field: r.offset for r in v1.rows}
+    size = {r.field: r.size for r in v1.rows}
+    assert (decode.VERSION_AT, decode.KEY_LENGTH_AT, decode.KEY_AT) == (
+        int(at["version"]), int(at["master_key_length"]), int(at["master_key"]))
+    assert decode.MAGIC == int.from_bytes(fi.INDEX_MAGIC, "big") and int(size["magic"]) == len(fi.INDEX_MAGIC)
+    # The fixed part of each header version: the table's last plain field ends there once the key (L) is removed.
+    assert decode.V0_FIXED == int(v0.rows[-1].offset.replace("+L", "")) + int(v0.rows[-1].size)
+    assert decode.V1_FIXED == int(at["explicit_lac_length"].replace("+L", "")) + int(size["explicit_lac_length"])
+    assert fi.SLOT_SIZE == fi.SLOT_DTYPE.itemsize == 8 and fi.slot_offset(1) - fi.slot_offset(0) == fi.SLOT_SIZE
+    assert fi.slot_offset(0) == fi.HEADER_SIZE

@@ -38,6 +38,17 @@ def test_a_subcommand_help_imports_its_declarations_but_no_compiler_or_cluster_l
     assert set(r["heavy"]) & {"numba", "llvmlite", "pyspark", "grpc", "kazoo"} == set()
 
 
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["--version"], 0), (["-y", "/nowhere"], 16),
+                                        (["--no-such-option"], 16), (["/a", "--conf", "/b.conf"], 16)])
+def test_bookie_fsck_help_version_and_usage_errors_load_no_checker(argv, code):
+    # The checker (numpy, numba's scanners) loads only when a check runs.
+    assert _probe("fsck.cli", argv) == {"code": code, "heavy": []}
+
+
+def test_bkdisk_fsck_help_loads_no_checker():
+    assert _probe("bkdisk.cli", ["fsck", "--help"]) == {"code": 0, "heavy": []}
+
+
 def test_bkdisk_help_lists_every_command_of_the_table():
     from bkdisk.cli import COMMANDS
     out = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main(['--help'])"],

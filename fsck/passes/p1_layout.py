@@ -12,7 +12,7 @@ from formats.errors import FormatError
 from formats.paths import CURRENT_DIR
 from fsck.codes import (BOOKIE_ID_INVALID, BOOKIE_ID_NONSTANDARD, COOKIE_DIR_CONF_MISMATCH, COOKIE_DIR_ELSEWHERE,
                         COOKIE_MISMATCH, COOKIE_MISSING, COOKIE_UNREADABLE, FILE_UNREADABLE, LAYOUT_NO_CURRENT,
-                        STORAGE_CHECKS_NOT_RUN, SYMLINK_FOLLOWED, SYMLINK_OUTSIDE_DIRS)
+                        SYMLINK_FOLLOWED, SYMLINK_OUTSIDE_DIRS)
 from fsck.confinement import is_inside, real_roots
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -62,11 +62,6 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     yield from _consistency(ctx, cookies)
     yield from _unreadable(ctx)
     yield from _symlinks(ctx)
-    if dirs.storage_kind == "rocksdb":
-        yield Finding(STORAGE_CHECKS_NOT_RUN, path=dirs.effective_index_dirs[0],
-                      detail="DbLedgerStorage (RocksDB index): passes 2, 3 and 5 (index hierarchy, index files, "
-                             "index-to-entry-log cross-check) were not run; reading RocksDB is out of scope. "
-                             "Journals, entry logs, digests, cookies and metadata were checked.")
 
 
 def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Finding]:
@@ -132,24 +127,44 @@ def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
 
 def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
     """Every symlink below the dirs' ``current/``, with where it points: the check reads through
-    it; one that leads outside the bookie's dirs is never written through by a repair."""
+    it; one that leads outside the bookie's dirs is never written through by a repair.
+
+    Below an index dir the one index walk (ctx.index_listing) has met them already; only the
+    folders it does not enter (RocksDB's, by name) are walked here."""
     roots = real_roots(ctx.dirs)
+    listed = ctx.dirs.effective_index_dirs if ctx.dirs.storage_kind != "rocksdb" else []
     for d in dict.fromkeys(ctx.dirs.all_dirs):
-        stack = [os.path.join(d, CURRENT_DIR)]
-        while stack:
-            folder = stack.pop()
+        cur = os.path.join(d, CURRENT_DIR)
+        if d not in listed:
+            yield from _walk_links([cur], roots)
+            continue
+        lst = ctx.index_listing
+        for di, path in lst.symlinks:
+            if lst.dirs[di] == d:
+                yield _link_finding(path, roots)
+        yield from _walk_links([os.path.join(cur, n) for n in ROCKSDB_DIRS
+                                if os.path.isdir(os.path.join(cur, n)) and not os.path.islink(os.path.join(cur, n))],
+                               roots)
+
+
+def _link_finding(path: str, roots) -> Finding:
+    real = os.path.realpath(path)
+    return Finding(SYMLINK_FOLLOWED if is_inside(real, roots) else SYMLINK_OUTSIDE_DIRS, path=path, detail=real)
+
+
+def _walk_links(stack: list[str], roots) -> Iterator[Finding]:
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue   # an unlistable folder is reported where it is walked for content
+        for e in entries:
             try:
-                with os.scandir(folder) as it:
-                    entries = list(it)
+                if e.is_symlink():
+                    yield _link_finding(e.path, roots)
+                elif e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
             except OSError:
-                continue   # an unlistable folder is reported where it is walked for content
-            for e in entries:
-                try:
-                    if e.is_symlink():
-                        real = os.path.realpath(e.path)
-                        code = SYMLINK_FOLLOWED if is_inside(real, roots) else SYMLINK_OUTSIDE_DIRS
-                        yield Finding(code, path=e.path, detail=real)
-                    elif e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                except OSError:
-                    continue   # vanished while listed
+                continue   # vanished while listed

@@ -19,23 +19,24 @@ from fsck.findings import Finding
 def run(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     seen: dict[LedgerId, list[int]] = defaultdict(list)
-    for i, rel in enumerate(inv.relpaths):
-        row = inv.files[i]
-        path = inv.paths[i]
-        if not row["named"]:
+    rows = inv.files
+    sep = os.sep
+    for i, (rel, path, named, scope, ledger, di) in enumerate(zip(
+            inv.relpaths, inv.paths, rows["named"].tolist(), rows["scope"].tolist(), rows["ledger"].tolist(),
+            rows["dir"].tolist())):
+        if not named:
             yield Finding(INDEX_BAD_NAME, path=path)
             continue
-        lid = LedgerId(int(row["scope"]), int(row["ledger"]))
+        lid = LedgerId(scope, ledger)
         seen[lid].append(i)
         want = index_relpath(lid)
         if rel != want:
-            dest = os.path.join(inv.dirs[int(row["dir"])], CURRENT_DIR, want)
-            code = INDEX_SCOPED_IN_2LEVEL if lid.scope != 0 and rel.count(os.sep) == 2 else INDEX_MISPLACED
-            yield Finding(code, path=path, scope=lid.scope, ledger=lid.ledger, detail=dest,
-                          move_to=dest)
-    for lid, rows in seen.items():
-        for i in rows[1:]:
-            yield Finding(INDEX_DUPLICATE, path=inv.paths[rows[0]], scope=lid.scope, ledger=lid.ledger,
+            dest = os.path.join(inv.dirs[di], CURRENT_DIR, want)
+            code = INDEX_SCOPED_IN_2LEVEL if scope != 0 and rel.count(sep) == 2 else INDEX_MISPLACED
+            yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
+    for lid, at in seen.items():
+        for i in at[1:]:
+            yield Finding(INDEX_DUPLICATE, path=inv.paths[at[0]], scope=lid.scope, ledger=lid.ledger,
                           detail=inv.paths[i], other=inv.paths[i])
     # A folder that cannot be listed hides whatever index files it holds: an error, never a stray.
     # A missing <dir>/current is pass 1's LAYOUT_NO_CURRENT.

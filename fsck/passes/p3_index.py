@@ -10,7 +10,6 @@ import numpy as np
 from diskio.mapped import DiskError
 from formats.entry import ENTRY_V1_HEADER_SIZE
 from formats.entrylog import ENTRY_SIZE
-from formats.ids import LedgerId
 from formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
 from fsck.codes import (FILE_UNREADABLE, INDEX_EXPLICIT_LAC_BAD, INDEX_HEADER_BAD, INDEX_LOCATION_MISSING_LOG,
                         INDEX_LOCATION_OUT_OF_RANGE, INDEX_MASTER_KEY_MISMATCH, INDEX_NOT_FENCED, INDEX_TRUNCATED)
@@ -26,38 +25,38 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     facts = ctx.journal_facts
     log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
-    for i, path in enumerate(inv.paths):
-        row = inv.files[i]
-        lid = LedgerId(int(row["scope"]), int(row["ledger"]))
-        err = inv.errors[i]
+    keys, fenced = facts.master_keys, facts.fenced
+    files = inv.files
+    for path, err, h, scope, ledger, trailing, size in zip(
+            inv.paths, inv.errors, inv.headers, files["scope"].tolist(), files["ledger"].tolist(),
+            files["trailing"].tolist(), files["size"].tolist()):
         if err is not None:
             if isinstance(err, DiskError):
                 if path not in ctx.unreadable:
                     yield Finding(FILE_UNREADABLE, path=path, detail=err.what)
                 continue
-            yield Finding(INDEX_HEADER_BAD, path=path, offset=err.offset, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(INDEX_HEADER_BAD, path=path, offset=err.offset, scope=scope, ledger=ledger,
                           detail=f"{err.expected}, found {err.found}")
             continue
-        h = inv.headers[i]
-        if row["trailing"]:
-            yield Finding(INDEX_TRUNCATED, path=path, offset=int(row["size"]) - int(row["trailing"]),
-                          scope=lid.scope, ledger=lid.ledger,
-                          detail=f"{int(row['trailing'])} stray bytes at the end (file size {int(row['size'])})")
-        key = facts.master_keys.get(lid)
+        if trailing:
+            yield Finding(INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
+                          detail=f"{trailing} stray bytes at the end (file size {size})")
+        lid = (scope, ledger)   # equal to LedgerId(scope, ledger) as a key
+        key = keys.get(lid)
         if key is not None and key != h.master_key:
-            yield Finding(INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
                           detail=f"journal {key.hex()}, index {h.master_key.hex()}")
-        if facts.fenced.get(lid) and not h.fenced:
-            yield Finding(INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=lid.scope,
-                          ledger=lid.ledger)
+        if fenced.get(lid) and not h.fenced:
+            yield Finding(INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
+                          ledger=ledger)
         body = h.explicit_lac_body
         if body is not None:
             if len(body) < LAC_BODY_MIN:
-                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=lid.scope, ledger=lid.ledger,
+                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
                               detail=f"at least {LAC_BODY_MIN} bytes, found {len(body)}")
-            elif h.explicit_lac_ledger != lid.ledger:
-                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=lid.scope, ledger=lid.ledger,
-                              detail=f"ledger id {lid.ledger} in the body, found {h.explicit_lac_ledger}")
+            elif h.explicit_lac_ledger != ledger:
+                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
+                              detail=f"ledger id {ledger} in the body, found {h.explicit_lac_ledger}")
     if ctx.per_dir_log_ids:
         return
     locs = inv.locations

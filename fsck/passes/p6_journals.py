@@ -2,14 +2,18 @@
 records after lastMark that a restart would replay (and whether ledger storage holds them)."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from typing import Iterator
 
 import numpy as np
 
-from diskio.kernels import be_i64_at
+from diskio.kernels import POLY_CRC32, POLY_CRC32C, be_i64_at, crc_update
 from diskio.mapped import DiskError, map_window
-from formats.entry import V1_LAC_AT, V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
+from formats.digests import DIGEST_LENGTH, DigestType
+from formats.entry import (ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V1_LAC_AT, V1_LENGTH_AT, V2_DIGEST_MASK,
+                           V2_FLAGS_AT, V2_MARKER, V2_PREFIX_SIZE)
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
@@ -22,13 +26,17 @@ from fsck.codes import (FILE_UNREADABLE, JOURNAL_HEADER_BAD, JOURNAL_OLD_TORN_TA
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from entrylogs.arrays import ENTRY_DTYPE
-from entrylogs.scan import DIGEST_BAD, verify_entry_digests
+from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, verify_entry_digests
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
 from journal.search import find_record_pair
 
 
 JOURNAL_WINDOW = 64 << 20
+# A record larger than a window is verified on its own, read in chunks of this size: BookKeeper sets
+# no bound on a journal record's length (nettyMaxFrameSizeBytes is a setting, and readers only warn
+# above it), so a length of up to 2 GiB within the file is a record to verify, not an error.
+STREAM_CHUNK = 8 << 20
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -89,11 +97,21 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     starts = sel["offset"].astype(np.int64)
     ends = starts + RECORD_LENGTH_SIZE + sel["size"].astype(np.int64)
     bad_parts = []
+    huge = np.flatnonzero(ends - starts > JOURNAL_WINDOW)
     i = 0
-    # Windows of whole records, so that resident memory stays bounded on multi-GiB journals.
+    # Windows of whole records, so that resident memory stays bounded on multi-GiB journals; a record
+    # larger than a window is streamed through its digest alone.
     while i < len(sel):
+        if len(huge) and huge[min(np.searchsorted(huge, i), len(huge) - 1)] == i:
+            if _streamed_status(ctx, scan.path, sel[i]) == DIGEST_BAD:
+                bad_parts.append(np.array([i]))
+            i += 1
+            continue
         w0 = int(starts[i])
         j = max(i + 1, int(np.searchsorted(ends, w0 + JOURNAL_WINDOW, side="right")))
+        nxt = np.searchsorted(huge, i)
+        if nxt < len(huge):
+            j = min(j, int(huge[nxt]))
         w1 = int(ends[j - 1])
         with map_window(scan.path, w0, w1 - w0) as arr:
             part = sel[i:j]
@@ -110,7 +128,7 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
             bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
             del arr
         i = j
-    bad = np.concatenate(bad_parts)
+    bad = np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
     last = len(data_idx) - 1
     for i in bad.tolist():
         r = sel[i]
@@ -123,6 +141,71 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         else:
             yield Finding(JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
+
+
+_MAX_DIGEST = max(DIGEST_LENGTH.values())
+_POLY = {DigestType.CRC32: POLY_CRC32, DigestType.CRC32C: POLY_CRC32C}
+_KNOWN_CODES = {int(t) for t in DigestType}
+
+
+def _streamed_status(ctx: CheckContext, path: str, rec) -> int:
+    """DIGEST_OK / BAD / UNKNOWN of one data record too large for a window: its header read once, the
+    covered bytes in STREAM_CHUNK reads, so memory is one chunk whatever length the record claims.
+    A V1 record of a ledger whose type is not known yet is tried as CRC32C, CRC32 (and HMAC with a
+    password); none verifying leaves it unknown, as one sample does not decide a ledger."""
+    plan = ctx.digest_plan
+    body, n = int(rec["offset"]) + RECORD_LENGTH_SIZE, int(rec["size"])
+    key = (int(rec["scope"]), int(rec["ledger"]))
+    with open(path, "rb", buffering=0) as fh:
+        head = np.frombuffer(os.pread(fh.fileno(), ENTRY_V2_HEADER_SIZE + _MAX_DIGEST, body), np.uint8)
+        if head[0] >= V2_MARKER:
+            header, code = ENTRY_V2_HEADER_SIZE, int(head[V2_FLAGS_AT]) & V2_DIGEST_MASK
+            if code not in _KNOWN_CODES:
+                return DIGEST_UNKNOWN
+        else:
+            header = ENTRY_V1_HEADER_SIZE
+            code = int(plan.known[key]) if key in plan.known else plan.decided.get(key, (0, 0))[0]
+        mac_key = plan.mac_key_for(key)
+        if code == DigestType.DUMMY:
+            return DIGEST_OK
+        if code == DigestType.HMAC and mac_key is None:
+            return DIGEST_UNKNOWN
+        tries = [DigestType(code)] if code else \
+            [DigestType.CRC32C, DigestType.CRC32] + ([DigestType.HMAC] if mac_key is not None else [])
+        tries = [t for t in tries if n >= header + t.length]
+        if not tries:
+            return DIGEST_BAD if code else DIGEST_UNKNOWN
+        mask = np.uint64(0xFFFFFFFF)
+        regs = {t: mask for t in tries if t in _POLY}
+        mac = hmac.new(mac_key, head[:header].tobytes(), hashlib.sha1) if DigestType.HMAC in tries else None
+        for t in regs:
+            regs[t] = crc_update(regs[t], head, 0, header, _POLY[t], plan.crc_variant)
+        # The covered bytes after the digest differ by type only in where they start.
+        start = header + min(t.length for t in tries)
+        at = start
+        skip = {t: header + t.length - start for t in tries}
+        while at < n:
+            chunk = np.frombuffer(os.pread(fh.fileno(), min(STREAM_CHUNK, n - at), body + at), np.uint8)
+            if len(chunk) == 0:
+                return DIGEST_BAD   # shorter than the scan saw: changed under us
+            for t in tries:
+                lo = min(skip[t], len(chunk))
+                skip[t] -= lo
+                if t in regs:
+                    regs[t] = crc_update(regs[t], chunk, lo, len(chunk) - lo, _POLY[t], plan.crc_variant)
+                else:
+                    mac.update(chunk[lo:].tobytes())
+            at += len(chunk)
+    for t in tries:
+        if t == DigestType.HMAC:
+            ok = hmac.compare_digest(mac.digest(), head[header:header + t.length].tobytes())
+        elif t == DigestType.CRC32:
+            ok = int(be_i64_at(head, [header])[0]) == int(regs[t] ^ mask)
+        else:
+            ok = int(be_i64_at(head, [header - 4])[0]) & 0xFFFFFFFF == int(regs[t] ^ mask)
+        if ok:
+            return DIGEST_OK
+    return DIGEST_BAD if code else DIGEST_UNKNOWN
 
 
 def _data_after(path: str, off: int) -> bool:

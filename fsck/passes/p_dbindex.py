@@ -1,14 +1,18 @@
-"""DbLedgerStorage's RocksDB indexes in fsck: the databases themselves (pass 2's place), the ledgers index
-against the journal (pass 3's), every location against the scanned entry logs (pass 5's).
+"""DbLedgerStorage's RocksDB indexes in fsck, in the places of the index passes of index-file storage:
+the databases themselves (pass 2: MANIFEST, SST blocks, WAL), the ledgers index against the journal
+(pass 3), every location against the scanned entry logs (pass 5).
 
-``check(ctx)`` returns (code, finding fields) pairs with codes from the one problem table
-(fsck/problems.py); ``run(ctx)`` yields them as Findings. Nothing here writes: BookKeeper's
-``rebuild-db-ledger-locations-index`` rebuilds.
+``check_databases``, ``check_ledgers`` and ``check_locations`` return (code, finding fields) pairs with
+codes from the one problem table (fsck/problems.py); ``run_databases``, ``run_ledgers`` and
+``run_locations`` yield them as Findings for fsck.api's pass list; ``check`` is all three. Nothing here
+writes: BookKeeper's shell rebuilds the databases (``bookkeeper_rebuilds`` says with which command).
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Iterator
+
+import numpy as np
 
 from diskio.mapped import DiskError
 from formats.dbledger import ENTRY_SIZE_FIELD
@@ -16,51 +20,84 @@ from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR
 from fsck.context import CheckContext
-from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_UNINDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
-from rocksdbfiles.dbindex import LedgerDirIndex, ledgers_without_metadata, read_ledger_dir
+from fsck.problems import Severity
+from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_ENTRY_UNINDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
+from rocksdbfiles.dbindex import LEDGERS_DB, LOCATIONS_DB, LedgerDirIndex, ledgers_without_metadata, read_ledger_dir
 
-REBUILD_HINT = "bookkeeper shell rebuild-db-ledger-locations-index (the bookie stopped)"
+Pairs = list[tuple[str, dict[str, Any]]]
+# BookKeeper's offline rebuilds (bin/bookkeeper shell, the bookie stopped), per database.
+REBUILD_COMMANDS = {LOCATIONS_DB: "bin/bookkeeper shell rebuild-db-ledger-locations-index",
+                    LEDGERS_DB: "bin/bookkeeper shell rebuild-db-ledgers-index"}
+REBUILD_HINT = f"{REBUILD_COMMANDS[LOCATIONS_DB]} (the bookie stopped)"
 _READER_CODES = {"sst-checksum": DBINDEX_BLOCK_CHECKSUM, "sst-missing": DBINDEX_SST_MISSING,
                  "wal-torn-tail": DBINDEX_WAL_TORN}
+_REBUILT = {DBINDEX_UNREADABLE, DBINDEX_BLOCK_CHECKSUM, DBINDEX_SST_MISSING, DBINDEX_WAL_TORN, DBINDEX_LEDGER_UNKNOWN,
+            DBINDEX_LEDGER_MISSING, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_EXPLICIT_LAC_MISMATCH,
+            DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_ENTRY_NOT_INDEXED}
+_CACHE = "_dbindex_read"     # each ledger dir's databases are read once per check (an attribute of ctx)
 
 
 def _key_text(k: bytes | None) -> str:
     return "start" if k is None else k.hex()
 
 
-def _reader_findings(idx: LedgerDirIndex) -> Iterator[tuple[str, dict[str, Any]]]:
-    for p in idx.problems:
-        detail = p.detail
-        if p.key_range is not None:
-            detail += f"; keys {_key_text(p.key_range[0])} .. {_key_text(p.key_range[1])} unreadable"
-        yield _READER_CODES.get(p.kind, DBINDEX_UNREADABLE), dict(path=p.path, offset=p.offset, detail=detail)
-
-
-def check(ctx: CheckContext) -> list[tuple[str, dict[str, Any]]]:
-    """Every DbLedgerStorage finding of the bookie, as (code, Finding fields)."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    facts = ctx.journal_facts
-    known: set[int] = set()
-    scans = ctx.log_scans
+def _read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
+    """(dir index, current folder, its indexes or the findings of a read that could not start) per ledger dir."""
+    cached = ctx.__dict__.get(_CACHE)
+    if cached is not None:
+        return cached
+    out: list[tuple[int, str, LedgerDirIndex | Pairs]] = []
     for di, d in enumerate(ctx.dirs.ledger_dirs):
         current = os.path.join(d, CURRENT_DIR)
         try:
-            idx = read_ledger_dir(current)
+            out.append((di, current, read_ledger_dir(current)))
         except FormatError as e:
-            out.append((DBINDEX_UNREADABLE, dict(path=e.path, offset=e.offset, detail=f"{e.expected}, found {e.found}")))
-            continue
+            out.append((di, current, [(DBINDEX_UNREADABLE, dict(path=e.path, offset=e.offset,
+                                                                detail=f"{e.expected}, found {e.found}"))]))
         except DiskError as e:      # no CURRENT or MANIFEST, or one that cannot be read
-            out.append((DBINDEX_UNREADABLE, dict(path=e.path, detail=e.what)))
+            out.append((di, current, [(DBINDEX_UNREADABLE, dict(path=e.path, detail=e.what))]))
+    ctx.__dict__[_CACHE] = out
+    return out
+
+
+def location_count(ctx: CheckContext) -> int:
+    """How many live locations the check read, over every ledger dir."""
+    return sum(len(idx.columns["ledger"]) for _di, _c, idx in _read(ctx) if isinstance(idx, LedgerDirIndex))
+
+
+def check_databases(ctx: CheckContext) -> Pairs:
+    """Pass 2's place: each database readable, every SST the MANIFEST names present, every block's
+    checksum, the WAL's tail."""
+    out: Pairs = []
+    for _di, _current, idx in _read(ctx):
+        if not isinstance(idx, LedgerDirIndex):
+            out += idx
             continue
-        out += _reader_findings(idx)
+        for p in idx.problems:
+            detail = p.detail
+            if p.key_range is not None:
+                detail += f"; keys {_key_text(p.key_range[0])} .. {_key_text(p.key_range[1])} unreadable"
+            out.append((_READER_CODES.get(p.kind, DBINDEX_UNREADABLE), dict(path=p.path, offset=p.offset, detail=detail)))
+    return out
+
+
+def check_ledgers(ctx: CheckContext) -> Pairs:
+    """Pass 3's place: the ledgers index against the locations and the journal's meta records."""
+    out: Pairs = []
+    facts = ctx.journal_facts
+    known: set[int] = set()
+    for _di, current, idx in _read(ctx):
+        if not isinstance(idx, LedgerDirIndex):
+            continue
         known |= set(idx.ledgers)
+        ledgers_db = os.path.join(current, LEDGERS_DB)
         for lid, n in sorted(ledgers_without_metadata(idx).items()):
-            out.append((DBINDEX_LEDGER_UNKNOWN, dict(path=os.path.join(current, "ledgers"), scope=0, ledger=lid,
-                                                       detail=f"none, with {n} locations in {current}/locations")))
+            out.append((DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
+                                                       detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
         for lid, info in sorted(idx.ledgers.items()):
             ledger = LedgerId(0, lid)
             key = facts.master_keys.get(ledger)
-            where = dict(path=os.path.join(current, "ledgers"), scope=0, ledger=lid)
+            where = dict(path=ledgers_db, scope=0, ledger=lid)
             if key is not None and key != info.master_key:
                 out.append((DBINDEX_MASTER_KEY_MISMATCH,
                             dict(where, detail=f"journal {key.hex()}, index {info.master_key.hex()}")))
@@ -70,46 +107,141 @@ def check(ctx: CheckContext) -> list[tuple[str, dict[str, Any]]]:
             if lac is not None and info.explicit_lac_body is not None and lac != info.explicit_lac_body:
                 out.append((DBINDEX_EXPLICIT_LAC_MISMATCH,
                             dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
-        out += _cross_check(ctx, di, current, idx, scans)
-    for ledger in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)):
-        if ledger.scope == 0 and ledger.ledger not in known:
-            out.append((DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=ledger.ledger)))
+    if all(isinstance(idx, LedgerDirIndex) for _di, _c, idx in _read(ctx)):   # else unknown, not missing
+        for ledger in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)):
+            if ledger.scope == 0 and ledger.ledger not in known:
+                out.append((DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=ledger.ledger)))
     return out
 
 
-def _cross_check(ctx: CheckContext, di: int, current: str, idx: LedgerDirIndex, scans) -> list:
-    """Each location against the entry found at (its offset - 4) by the scan of that dir's log."""
-    out = []
-    logs = {lf.log_id: lf.path for lf in ctx.log_files if lf.dir_index == di}
-    at: dict[tuple[int, int], tuple[int, int]] = {}
+def check_locations(ctx: CheckContext) -> Pairs:
+    """Pass 5's place: each location against the entry the scan of that dir's entry log found there."""
+    out: Pairs = []
+    for di, current, idx in _read(ctx):
+        if isinstance(idx, LedgerDirIndex):
+            out += _cross_check(ctx, di, current, idx, ctx.log_scans)
+    return out
+
+
+def check(ctx: CheckContext) -> Pairs:
+    """Every DbLedgerStorage finding of the bookie, as (code, Finding fields), in pass order."""
+    return check_databases(ctx) + check_ledgers(ctx) + check_locations(ctx)
+
+
+def _scanned(logs: dict[int, str], scans) -> dict[str, np.ndarray]:
+    """The entries the scans of one ledger dir's logs found, as columns sorted by ``at`` = log id << 32 |
+    (scan offset + 4), the key of a location."""
+    parts = []
     for log_id, path in logs.items():
         scan = scans.get(path)
-        if scan is None or isinstance(scan, Exception):
+        if scan is not None and not isinstance(scan, Exception) and len(scan.entries):
+            e = scan.entries
+            parts.append((np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD,
+                          e["ledger"].astype(np.int64), e["entry"].astype(np.int64)))
+    if not parts:
+        return {k: np.zeros(0, np.int64) for k in ("log", "pos", "ledger", "entry", "at")}
+    log, pos, ledger, entry = (np.concatenate(col) for col in zip(*parts))
+    at = (log << 32) | pos
+    order = np.argsort(at, kind="stable")
+    return {"log": log[order], "pos": pos[order], "ledger": ledger[order], "entry": entry[order], "at": at[order]}
+
+
+def _cross_check(ctx: CheckContext, di: int, current: str, idx: LedgerDirIndex, scans) -> Pairs:
+    """Each location against the entry found at (its offset - 4) by the scan of that dir's log, as array
+    joins on (log id, position); Python only for what is reported."""
+    out: Pairs = []
+    logs = {lf.log_id: lf.path for lf in ctx.log_files if lf.dir_index == di}
+    sc = _scanned(logs, scans)
+    c = idx.columns
+    locations_db = os.path.join(current, LOCATIONS_DB)
+    known_log = np.isin(c["log"], np.fromiter(logs, np.int64, len(logs)))
+    loc_at = (c["log"] << 32) | c["offset"]
+    if len(sc["at"]):
+        slot = np.minimum(np.searchsorted(sc["at"], loc_at), len(sc["at"]) - 1)
+        hit = sc["at"][slot] == loc_at
+        right = hit & (sc["ledger"][slot] == c["ledger"]) & (sc["entry"][slot] == c["entry"])
+    else:
+        slot, hit = np.zeros(len(loc_at), np.int64), np.zeros(len(loc_at), bool)
+        right = hit
+    for i in np.flatnonzero(~(known_log & right)).tolist():
+        lid, eid, log_id, off = (int(c[k][i]) for k in ("ledger", "entry", "log", "offset"))
+        where = dict(path=locations_db, scope=0, ledger=lid, entry=eid)
+        if not known_log[i]:
+            out.append((DBINDEX_LOCATION_MISSING_LOG, dict(where, detail=f"{log_id:x}.log")))
             continue
-        e = scan.entries
-        for off, lid, eid in zip(e["offset"].tolist(), e["ledger"].tolist(), e["entry"].tolist()):
-            at[(log_id, off + ENTRY_SIZE_FIELD)] = (lid, eid)
-    pointed = set()
-    for loc in idx.locations:
-        where = dict(path=os.path.join(current, "locations"), scope=0, ledger=loc.ledger_id, entry=loc.entry_id)
-        if loc.log_id not in logs:
-            out.append((DBINDEX_LOCATION_MISSING_LOG, dict(where, detail=f"{loc.log_id:x}.log")))
-            continue
-        found = at.get((loc.log_id, loc.offset))
-        pointed.add((loc.log_id, loc.offset))
-        if found != (loc.ledger_id, loc.entry_id):
-            what = "no entry" if found is None else f"ledger {found[0]} entry {found[1]}"
-            out.append((DBINDEX_LOCATION_WRONG, dict(where, detail=f"{logs[loc.log_id]} position {loc.offset}, "
-                                                                        f"found {what} there; {REBUILD_HINT}")))
-    for (log_id, pos), (lid, eid) in sorted(at.items()):
-        if (log_id, pos) not in pointed:
-            out.append((DBINDEX_ENTRY_UNINDEXED, dict(path=logs[log_id], offset=pos - ENTRY_SIZE_FIELD, scope=0,
-                                                        ledger=lid, entry=eid)))
+        what = f"ledger {int(sc['ledger'][slot[i]])} entry {int(sc['entry'][slot[i]])}" if hit[i] else "no entry"
+        out.append((DBINDEX_LOCATION_WRONG, dict(where, detail=f"{logs[log_id]} position {off}, found {what} there; "
+                                                               f"{REBUILD_HINT}")))
+    # An entry no location points at is garbage (a superseded copy, a deleted ledger) unless its ledger is
+    # live, no location of that entry exists and the journal will not replay it: then reads of it fail.
+    # Where part of the locations database could not be read, what it holds is unknown: info only.
+    unpointed = np.flatnonzero(~np.isin(sc["at"], loc_at[known_log]))
+    if len(unpointed) == 0:
+        return out
+    damaged = any(database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
+    mine = np.isin(c["ledger"], sc["ledger"][unpointed])
+    indexed = set(zip(c["ledger"][mine].tolist(), c["entry"][mine].tolist()))
+    pending = {(lid.ledger, eid) for _p, _o, lid, eid in ctx.journal_facts.pending if lid.scope == 0}
+    torn = next((p for p in idx.problems if p.kind == "wal-torn-tail" and database_of(p.path)[0] == LOCATIONS_DB),
+                None)
+    for i in unpointed.tolist():
+        log_id, pos, lid, eid = (int(sc[k][i]) for k in ("log", "pos", "ledger", "entry"))
+        where = dict(path=logs[log_id], offset=pos - ENTRY_SIZE_FIELD, scope=0, ledger=lid, entry=eid)
+        if not damaged and lid in idx.ledgers and (lid, eid) not in indexed and (lid, eid) not in pending:
+            why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
+            out.append((DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {REBUILD_HINT}")))
+        else:
+            out.append((DBINDEX_ENTRY_UNINDEXED, where))
     return out
+
+
+def _findings(pairs: Pairs) -> Iterator:
+    from fsck.findings import Finding
+    for code, fields in pairs:
+        yield Finding(code, **fields)
+
+
+def run_databases(ctx: CheckContext) -> Iterator:
+    return _findings(check_databases(ctx))
+
+
+def run_ledgers(ctx: CheckContext) -> Iterator:
+    return _findings(check_ledgers(ctx))
+
+
+def run_locations(ctx: CheckContext) -> Iterator:
+    return _findings(check_locations(ctx))
 
 
 def run(ctx: CheckContext) -> Iterator:
     """The findings of ``check`` as Findings."""
-    from fsck.findings import Finding
-    for code, fields in check(ctx):
-        yield Finding(code, **fields)
+    return _findings(check(ctx))
+
+
+def database_of(path: str | None) -> tuple[str, str | None]:
+    """Which of a ledger dir's two databases a DBINDEX finding is about, and its folder: the one its path
+    lies in, else ``ledgers`` (a ledger the journal knows and no ledgers index holds; no folder)."""
+    if path is None:
+        return LEDGERS_DB, None
+    parts = os.path.normpath(path).split(os.sep)
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1] == CURRENT_DIR and parts[i] in REBUILD_COMMANDS:
+            return parts[i], os.sep.join(parts[:i + 1])
+    return LOCATIONS_DB, None
+
+
+def bookkeeper_rebuilds(findings: list) -> list[tuple[str, list[str], list]]:
+    """(BookKeeper command, database folders, findings) for the DBINDEX errors and warnings: what an
+    operator runs, the bookie stopped, to rebuild a database bkdisk never writes. The ledgers index first:
+    BookKeeper's locations rebuild keeps only the entries of ledgers the ledgers index holds."""
+    by_db: dict[str, tuple[set[str], list]] = {}
+    for f in findings:
+        if f.code not in _REBUILT or f.severity == Severity.INFO:
+            continue
+        db, folder = database_of(f.path)
+        folders, covers = by_db.setdefault(db, (set(), []))
+        covers.append(f)
+        if folder is not None:
+            folders.add(folder)
+    return [(REBUILD_COMMANDS[db], sorted(by_db[db][0]), by_db[db][1]) for db in (LEDGERS_DB, LOCATIONS_DB)
+            if db in by_db]

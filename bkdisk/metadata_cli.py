@@ -1,0 +1,377 @@
+"""``bkdisk metadata`` (serve the ledger metadata service, read and change ledgers through it) and
+``bkdisk bookies`` (discovery and the BookieId resolver).
+
+gRPC, protobuf and kazoo load inside the commands only: ``--help`` costs click and nothing else.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+
+import click
+
+from bkdisk.errors import one_line_errors
+from bkdisk.ledger_options import ledger_options
+from formats.errors import BkdiskError
+
+DEFAULT_SERVER = "127.0.0.1:4183"
+SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
+_CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def _emit(obj, as_json: bool, text: str) -> None:
+    click.echo(json.dumps(obj, sort_keys=True) if as_json else text)
+
+
+def client_options(fn):
+    """--server, --token, --timeout, --tls-ca, --json: what every client command takes."""
+    for opt in reversed([
+        click.option("--server", default=lambda: os.environ.get("BKDISK_METADATA_SERVER", DEFAULT_SERVER),
+                     show_default=DEFAULT_SERVER, metavar="HOST:PORT",
+                     help="The metadata service (env BKDISK_METADATA_SERVER)."),
+        click.option("--token", default=lambda: os.environ.get("BKDISK_METADATA_TOKEN"),
+                     help="Token for mutating calls (env BKDISK_METADATA_TOKEN)."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+                     help="Seconds per call."),
+        click.option("--tls-ca", type=click.Path(dir_okay=False, exists=True), default=None,
+                     help="PEM root certificates: talk TLS to the service."),
+        click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _channel_kw(token, timeout, tls_ca) -> dict:
+    roots = None
+    if tls_ca:
+        with open(tls_ca, "rb") as f:
+            roots = f.read()
+    return {"token": token, "timeout": timeout, "retries": 2, "root_certificates": roots}
+
+
+def _metadata_client(server, token, timeout, tls_ca):
+    from metaservice.client import MetadataClient, service_target
+    return MetadataClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
+
+
+def _need(ledger, what: str):
+    if ledger is None:
+        raise click.UsageError(f"{what} needs --ledger-id (or --ledger-qualified-name)")
+    return ledger
+
+
+def _ledger_json(scope: int, lid: int) -> dict:
+    from formats.ids import LedgerId
+    return {"ledger_scope_id": scope, "ledger_id": lid, "ledger_qualified_name": LedgerId(scope, lid).qualified_name}
+
+
+# --------------------------------------------------------------------------------------- serve
+def open_store(url: str):
+    """A MetadataStore from ``sqlite:PATH`` or ``zk://HOST:PORT/ledgers`` (metaservice.store.open_store)."""
+    if not url.startswith(("sqlite:", "zk://")):
+        raise click.BadParameter(f"{url!r}: expected sqlite:PATH or zk://HOST:PORT/ledgers", param_hint="--store")
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:"):].removeprefix("//")
+        parent = os.path.dirname(os.path.abspath(path)) if path else ""
+        if path and not os.path.isdir(parent):
+            raise BkdiskError(f"{parent}: no such directory (for the store {url})")
+    from metaservice.store import open_store as open_url
+    return open_url(url)
+
+
+def _bind(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"{text!r}: expected HOST:PORT", param_hint="--bind")
+    return text
+
+
+@click.group("metadata", context_settings=_CTX)
+def metadata() -> None:
+    """The ledger metadata service (BP-16): serve it, read and change ledgers through it."""
+
+
+@metadata.command("serve", context_settings=_CTX)
+@click.option("--store", "store_url", required=True, metavar="URL",
+              help="sqlite:PATH (embedded, the default kind) or zk://HOST:PORT/ledgers.")
+@click.option("--bind", default="127.0.0.1:4183", show_default=True, metavar="HOST:PORT",
+              help="Where to listen (loopback unless told otherwise; port 0 picks a free one).")
+@click.option("--token", default=lambda: os.environ.get("BKDISK_METADATA_TOKEN"),
+              help="Require this token on mutating calls (env BKDISK_METADATA_TOKEN).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM certificate chain.")
+@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM private key.")
+@click.option("--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
+@one_line_errors
+def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes) -> None:
+    """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
+
+    Prints one line `serving STORE on HOST:PORT` once it listens.
+    """
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    _bind(bind)
+    tls = None
+    if tls_cert:
+        with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
+            tls = (k.read(), c.read())
+    store = open_store(store_url)
+    from metaservice.server import serve
+    server, port = serve(store, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    host = bind.rpartition(":")[0]
+    click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
+    sys.stdout.flush()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop(2).wait()
+        store.close()
+
+
+# ------------------------------------------------------------------------------- client calls
+@metadata.command("get", context_settings=_CTX)
+@ledger_options
+@click.option("--format-version", type=click.IntRange(0, 3), default=0,
+              help="Serialize as format 1, 2 or 3 (0: as stored).")
+@click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the serialized metadata to this file.")
+@client_options
+@one_line_errors
+def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca, as_json) -> None:
+    """One ledger's metadata and version."""
+    from formats.metadata import parse_metadata
+    ledger = _need(ledger, "get")
+    c = _metadata_client(server, token, timeout, tls_ca)
+    got = c.read(ledger.ledger, ledger.scope, format_version)
+    md = parse_metadata(got.serialized, path=f"{server}: ledger {ledger.qualified_name}")
+    if out_file:
+        with open(out_file, "wb") as f:
+            f.write(got.serialized)
+    doc = {**_ledger_json(got.scope, got.ledger_id), "version": got.version, "metadata": md.to_json()}
+    ens = "; ".join(f"{first}: {','.join(m)}" for first, m in md.ensembles)
+    _emit(doc, as_json, f"ledger {got.ledger_id} (scope {got.scope}) version {got.version}: {md.state}, "
+                        f"E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum}, "
+                        f"digest {md.digest_type}, length {md.length}, last entry {md.last_entry_id}, "
+                        f"ensembles {ens}")
+
+
+@metadata.command("list", context_settings=_CTX)
+@click.option("--ledger-scope-id", "scope", default=None, help="Only this scope (default: every scope).")
+@click.option("--page-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
+@client_options
+@one_line_errors
+def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> None:
+    """Every ledger (scope 0 first, then the other scopes), ascending."""
+    from bkdisk.ledger_options import _int
+    try:
+        s = None if scope is None else _int(scope)
+    except ValueError:
+        raise click.BadParameter(f"{scope!r} is not a number", param_hint="--ledger-scope-id") from None
+    c = _metadata_client(server, token, timeout, tls_ca)
+    keys = c.iterate(all_scopes=True, limit_per_response=page_size) if s is None else \
+        c.iterate(scope=s, limit_per_response=page_size)
+    if as_json:
+        click.echo(json.dumps([_ledger_json(a, b) for a, b in keys]))
+    else:
+        for a, b in keys:
+            click.echo(f"{a}\t{b}")
+
+
+@metadata.command("create", context_settings=_CTX)
+@ledger_options
+@click.option("--from", "source", required=True, type=click.Path(dir_okay=False),
+              help="A serialized metadata file (format 1, 2 or 3), stored as it is.")
+@click.option("--in-scope", "in_scope", default=None,
+              help="Scope for a generated id (when no --ledger-id is given).")
+@client_options
+@one_line_errors
+def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_json) -> None:
+    """Create a ledger; without --ledger-id the service generates the id."""
+    from bkdisk.ledger_options import _int
+    from diskio.mapped import read_bytes
+    from formats.metadata import parse_metadata
+    data = read_bytes(source)
+    parse_metadata(data, path=source)          # one line naming the file and offset if it is not metadata
+    scope = ledger.scope if ledger is not None else (_int(in_scope) if in_scope else 0)
+    c = _metadata_client(server, token, timeout, tls_ca)
+    got = c.create(data, scope=scope, ledger_id=None if ledger is None else ledger.ledger)
+    _emit({**_ledger_json(got.scope, got.ledger_id), "version": got.version}, as_json,
+          f"created ledger {got.ledger_id} (scope {got.scope}) version {got.version}")
+
+
+@metadata.command("delete", context_settings=_CTX)
+@ledger_options
+@click.option("--expected-version", type=click.IntRange(min=0), default=None,
+              help="Delete only if the metadata is still at this version.")
+@client_options
+@one_line_errors
+def delete_command(ledger, expected_version, server, token, timeout, tls_ca, as_json) -> None:
+    """Delete one ledger's metadata."""
+    ledger = _need(ledger, "delete")
+    c = _metadata_client(server, token, timeout, tls_ca)
+    c.remove(ledger.ledger, ledger.scope, expected_version)
+    _emit({**_ledger_json(*ledger), "deleted": True}, as_json, f"deleted ledger {ledger.ledger} (scope {ledger.scope})")
+
+
+@metadata.command("watch", context_settings=_CTX)
+@ledger_options
+@click.option("--after-sequence", type=click.IntRange(min=0), default=None,
+              help="Replay every change after this change-log sequence first (0: from the start kept).")
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many changes.")
+@client_options
+@one_line_errors
+def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca, as_json) -> None:
+    """Print each create, update and delete (of one ledger, or of all), one line each, in order."""
+    c = _metadata_client(server, token, timeout, tls_ca)
+    stream = c.watch([tuple(ledger)] if ledger is not None else [], watch_all=ledger is None,
+                     after_sequence=after_sequence)
+    seen = 0
+    for ch in stream:
+        doc = {**_ledger_json(ch.scope, ch.ledger_id), "change": ch.change, "sequence": ch.sequence,
+               "version": ch.version}
+        _emit(doc, as_json, f"{ch.sequence}\t{ch.change}\t{ch.scope}\t{ch.ledger_id}\tversion {ch.version}")
+        sys.stdout.flush()
+        seen += 1
+        if count is not None and seen >= count:
+            break
+    c.close()
+
+
+@metadata.command("import", context_settings=_CTX)
+@click.argument("folder", type=click.Path(file_okay=False, exists=True))
+@client_options
+@one_line_errors
+def import_command(folder, server, token, timeout, tls_ca, as_json) -> None:
+    """Create every ledger of a metadata folder (`<hex id>.bin`, `.txt`, `.v1.txt`; a 32-digit name
+    is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first."""
+    from bookie.metadata_dir import ledger_of_file
+    from diskio.mapped import read_bytes
+    from formats.metadata import parse_metadata
+    from metaservice.client import MetadataError
+    best: dict = {}
+    for name in sorted(os.listdir(folder)):
+        got = ledger_of_file(name)
+        if got is not None and (got[0] not in best or got[1] < best[got[0]][0]):
+            best[got[0]] = (got[1], name)
+    if not best:
+        raise BkdiskError(f"{folder}: no ledger metadata files (expected <hex ledger id>.bin/.txt/.v1.txt)")
+    files = []
+    for lid, (_rank, name) in sorted(best.items()):
+        path = os.path.join(folder, name)
+        data = read_bytes(path)
+        parse_metadata(data, path=path)          # check everything before creating anything
+        files.append((lid, path, data))
+    c = _metadata_client(server, token, timeout, tls_ca)
+    done = []
+    for lid, path, data in files:
+        try:
+            c.create(data, scope=lid.scope, ledger_id=lid.ledger)
+        except MetadataError as exc:
+            raise BkdiskError(f"{path}: {exc} ({len(done)} of {len(files)} imported before it)") from None
+        done.append(_ledger_json(*lid))
+    _emit({"imported": len(done), "ledgers": done}, as_json, f"imported {len(done)} ledgers from {folder}")
+
+
+@metadata.command("export", context_settings=_CTX)
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["1", "2", "3", "stored"]), default="3", show_default=True,
+              help="Format of each file: 3 `<hex id>.bin`, 2 `.txt`, 1 `.v1.txt`, or as stored.")
+@click.option("--ledger-scope-id", "scope", default=None, help="Only this scope (default: every scope).")
+@client_options
+@one_line_errors
+def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
+    """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
+    32-digit qualified name)."""
+    from bkdisk.ledger_options import _int
+    from formats.ids import LedgerId
+    from formats.metadata import parse_metadata
+    from metaservice.client import MetadataError
+    os.makedirs(folder, exist_ok=True)
+    c = _metadata_client(server, token, timeout, tls_ca)
+    want = 0 if fmt == "stored" else int(fmt)
+    keys = c.iterate(all_scopes=True) if scope is None else c.iterate(scope=_int(scope))
+    written = []
+    for s, lid in keys:
+        name = f"{lid:x}" if s == 0 else LedgerId(s, lid).qualified_name
+        try:
+            got = c.read(lid, s, want)
+        except MetadataError as exc:
+            if exc.code == "LEDGER_NOT_FOUND":
+                continue
+            raise BkdiskError(f"ledger {LedgerId(s, lid).qualified_name}: {exc}") from None
+        version = want or parse_metadata(got.serialized, path=f"ledger {name}").format_version
+        path = os.path.join(folder, name + SUFFIX[version])
+        with open(path + ".tmp", "wb") as f:
+            f.write(got.serialized)
+        os.replace(path + ".tmp", path)
+        written.append(os.path.basename(path))
+    _emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")
+
+
+# ------------------------------------------------------------------------------------ bookies
+@click.group("bookies", context_settings=_CTX)
+def bookies() -> None:
+    """Registered bookies (discovery) and the BookieId -> address resolver (BP-41)."""
+
+
+def _discovery(server, token, timeout, tls_ca):
+    from metaservice.client import service_target
+    from metaservice.resolver import DiscoveryClient
+    return DiscoveryClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
+
+
+@bookies.command("list", context_settings=_CTX)
+@click.option("--read-only", "which", flag_value="read-only", help="Only read-only bookies.")
+@click.option("--writable", "which", flag_value="writable", help="Only writable bookies.")
+@client_options
+@one_line_errors
+def bookies_list(which, server, token, timeout, tls_ca, as_json) -> None:
+    """Registered bookies: writable and read-only (or one kind)."""
+    d = _discovery(server, token, timeout, tls_ca)
+    got = []
+    for ro in ([False] if which == "writable" else [True] if which == "read-only" else [False, True]):
+        got += d.list(read_only=ro)
+    if as_json:
+        click.echo(json.dumps([b.to_json() for b in got], sort_keys=True))
+    for b in [] if as_json else got:
+        eps = ", ".join(f"{i}={h}:{p}" for i, h, p, _pr in b.endpoints)
+        click.echo(f"{b.bookie_id}\t{'read-only' if b.read_only else 'writable'}\t{eps}")
+
+
+@bookies.command("info", context_settings=_CTX)
+@click.argument("bookie_id")
+@client_options
+@one_line_errors
+def bookies_info(bookie_id, server, token, timeout, tls_ca, as_json) -> None:
+    """One bookie's BookieServiceInfo: endpoints and properties."""
+    b = _discovery(server, token, timeout, tls_ca).info(bookie_id)
+    lines = [f"{b.bookie_id} ({'read-only' if b.read_only else 'writable'})"]
+    lines += [f"  endpoint {i}: {pr}://{h}:{p}" for i, h, p, pr in b.endpoints]
+    lines += [f"  {k} = {v}" for k, v in sorted(b.properties.items())]
+    _emit(b.to_json(), as_json, "\n".join(lines))
+
+
+@bookies.command("resolve", context_settings=_CTX)
+@click.argument("bookie_ids", nargs=-1, required=True)
+@click.option("--legacy", is_flag=True, help="Resolver off: a BookieId must itself be host:port.")
+@client_options
+@one_line_errors
+def bookies_resolve(bookie_ids, legacy, server, token, timeout, tls_ca, as_json) -> None:
+    """The network address of each BookieId."""
+    from metaservice.resolver import BookieAddressResolver
+    r = BookieAddressResolver(None if legacy else _discovery(server, token, timeout, tls_ca), legacy=legacy)
+    try:
+        out = {}
+        for b in bookie_ids:
+            a = r.resolve(b)
+            out[b] = f"{a.host}:{a.port}"
+    finally:
+        r.close()
+    _emit(out, as_json, "\n".join(f"{k}\t{v}" for k, v in out.items()))

@@ -1,0 +1,126 @@
+"""Bookie registrations mirrored into ZooKeeper as BookKeeper keeps them: an ephemeral znode
+<root>/available/<bookieId> (or available/readonly/<bookieId>) holding the BookieServiceInfoFormat bytes.
+
+The service's ZooKeeper session owns these znodes; when ZooKeeper expires that session it deletes
+them, so after every reconnection the registry writes back every registration still held by a live
+Register stream (the bookie itself is still connected to the service).
+
+Bookies of the cluster that registered in ZooKeeper themselves (real BookKeeper bookies) are listed
+and resolved too, read from the same znodes; their changes reach WatchBookies only through the
+service's own registrations (the service sets no ZooKeeper watch on them)."""
+from __future__ import annotations
+
+import logging
+import threading
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from metaservice.discovery import Registration, Registry
+from metaservice.zk_store import ZkStore
+
+log = logging.getLogger(__name__)
+
+
+class ZkRegistry(Registry):
+    def __init__(self, store: ZkStore):
+        super().__init__()
+        self.store = store
+        self._zk_lock = threading.Lock()
+        store.on_session(lambda _renewed: self.resync())
+
+    def _in_zookeeper(self) -> list[Registration]:
+        """Every registration znode under available/ and available/readonly/ (session 0: not ours)."""
+        out, zk = [], self.store.zk
+        for read_only, sub in ((False, "available"), (True, "available/readonly")):
+            base = f"{self.store.root}/{sub}"
+            try:
+                names = zk.get_children(base)
+            except NoNodeError:
+                continue
+            for name in names:
+                if not read_only and name == "readonly":
+                    continue
+                try:
+                    data, _stat = zk.get(f"{base}/{name}")
+                except NoNodeError:
+                    continue          # it went between the listing and the read
+                out.append(Registration(name, read_only, data, 0))
+        return out
+
+    def listing(self) -> tuple[list[Registration], int]:
+        regs, seq = super().listing()
+        if not self.store._up.is_set():
+            return regs, seq            # ZooKeeper away: what the service holds itself
+        ours = {r.bookie_id for r in regs}
+        try:
+            others = [r for r in self._in_zookeeper() if r.bookie_id not in ours]
+        except Exception as exc:   # noqa: BLE001 - a lost connection: list what the service holds
+            log.warning("cannot list registrations in ZooKeeper now: %s", exc)
+            others = []
+        return sorted(regs + others, key=lambda r: r.bookie_id), seq
+
+    def get(self, bookie_id: str) -> Registration | None:
+        reg = super().get(bookie_id)
+        if reg is not None or not self.store._up.is_set():
+            return reg
+        try:
+            return next((r for r in self._in_zookeeper() if r.bookie_id == bookie_id), None)
+        except Exception:   # noqa: BLE001 - unknown while ZooKeeper is away
+            return None
+
+    def _path(self, bookie_id: str, read_only: bool) -> str:
+        sub = "available/readonly" if read_only else "available"
+        return f"{self.store.root}/{sub}/{bookie_id}"
+
+    def _put(self, bookie_id: str, read_only: bool, info: bytes) -> None:
+        zk, path = self.store.zk, self._path(bookie_id, read_only)
+        try:
+            zk.create(path, info, ephemeral=True)
+        except NodeExistsError:
+            data, stat = zk.get(path)
+            if stat.ephemeralOwner != zk.client_id[0]:
+                # An older session of ours (not yet expired) or a real bookie holds it: replace it.
+                zk.delete(path)
+                zk.create(path, info, ephemeral=True)
+            elif data != info:
+                zk.set(path, info)
+
+    def _drop(self, bookie_id: str, read_only: bool) -> None:
+        try:
+            self.store.zk.delete(self._path(bookie_id, read_only))
+        except NoNodeError:
+            pass
+
+    def register(self, bookie_id: str, read_only: bool, info: bytes, session: int) -> None:
+        old = super().get(bookie_id)   # ours only
+        super().register(bookie_id, read_only, info, session)
+        if not self.store._up.is_set():
+            return                          # resync() writes it once the session is back
+        with self._zk_lock:
+            try:
+                if old is not None and old.read_only != read_only:
+                    self._drop(bookie_id, old.read_only)
+                self._put(bookie_id, read_only, info)
+            except Exception as exc:   # noqa: BLE001 - resync() writes it back after the reconnect
+                log.warning("cannot register %s in ZooKeeper now: %s", bookie_id, exc)
+
+    def unregister(self, bookie_id: str, session: int | None = None) -> bool:
+        reg = super().get(bookie_id)
+        gone = super().unregister(bookie_id, session)
+        if gone and reg is not None:
+            with self._zk_lock:
+                try:
+                    self._drop(bookie_id, reg.read_only)
+                except Exception as exc:   # noqa: BLE001 - an ephemeral goes with the session anyway
+                    log.warning("cannot remove %s from ZooKeeper now: %s", bookie_id, exc)
+        return gone
+
+    def resync(self) -> None:
+        """Write back every live registration (after a reconnect, maybe with a new session)."""
+        regs, _ = super().listing()   # ours only: never take over a real bookie's znode
+        with self._zk_lock:
+            for reg in regs:
+                try:
+                    self._put(reg.bookie_id, reg.read_only, reg.info)
+                except Exception as exc:   # noqa: BLE001 - the next reconnect tries again
+                    log.warning("cannot re-register %s in ZooKeeper: %s", reg.bookie_id, exc)

@@ -1,0 +1,309 @@
+"""`bkdisk metadata` and `bkdisk bookies` as a user runs them: the service in its own process on a free
+loopback port (embedded store), the client commands as subprocesses; and fsck reading metadata from it."""
+from __future__ import annotations
+
+import filecmp
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GOLDEN
+from formats.errors import BkdiskError
+from metaservice.client import MetadataError
+
+BKDISK = [sys.executable, "-c", "from bkdisk.cli import main; main()"]
+CORPORA = sorted({p.parent.parent.name for p in GOLDEN.glob("*/metadata/*.bin")})
+
+
+def bkdisk(*args: str, check: int | None = 0) -> subprocess.CompletedProcess:
+    out = subprocess.run([*BKDISK, *args], capture_output=True, text=True, timeout=120)
+    if check is not None:
+        assert out.returncode == check, (args, out.returncode, out.stderr)
+    return out
+
+
+class Served:
+    def __init__(self, tmp: Path, *extra: str, store: str | None = None):
+        self.proc = subprocess.Popen([*BKDISK, "metadata", "serve", "--store", store or f"sqlite:{tmp / 'meta.db'}",
+                                      "--bind", "127.0.0.1:0", *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("bkdisk metadata: serving "), (line, self.proc.stderr.read())
+        self.addr = line.split(" on ")[1].strip()
+        assert self.addr.startswith("127.0.0.1:")
+
+    def __call__(self, *args: str, check: int | None = 0) -> subprocess.CompletedProcess:
+        return bkdisk(*args, "--server", self.addr, check=check)
+
+    def json(self, *args: str):
+        return json.loads(self(*args, "--json").stdout)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        assert self.proc.wait(30) == 0          # SIGTERM is a clean stop
+
+
+@pytest.fixture()
+def served(tmp_path):
+    s = Served(tmp_path)
+    yield s
+    s.stop()
+
+
+def _one_line(out: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    assert out.returncode == code, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bkdisk: "), out.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_import_then_export_gives_the_golden_files_byte_for_byte(served, corpus, tmp_path):
+    folder = GOLDEN / corpus / "metadata"
+    got = served.json("metadata", "import", str(folder))
+    bins = sorted(folder.glob("*.bin"))
+    assert got["imported"] == len(bins) > 0
+    listed = served.json("metadata", "list")
+    assert [x["ledger_id"] for x in listed] == sorted(int(f.stem, 16) for f in bins)
+    out = tmp_path / "export"
+    assert served.json("metadata", "export", str(out))["exported"] == len(bins)
+    assert sorted(p.name for p in out.iterdir()) == sorted(f.name for f in bins)    # format 3, <hex id>.bin
+    for f in bins:
+        assert filecmp.cmp(f, out / f.name, shallow=False), f
+    # as stored: the .bin files again (they were imported in preference to .txt)
+    stored = tmp_path / "stored"
+    served("metadata", "export", str(stored), "--format", "stored")
+    assert sorted(p.name for p in stored.iterdir()) == sorted(f.name for f in bins)
+
+
+def test_get_list_create_delete_json(served, tmp_path):
+    folder = GOLDEN / "cluster-3" / "metadata"
+    src = folder / "10.bin"
+    made = served.json("metadata", "create", "--from", str(src))
+    assert (made["ledger_scope_id"], made["ledger_id"], made["version"]) == (0, 0, 0)   # generated id
+    served.json("metadata", "create", "--from", str(src), "--ledger-id", "0x10")
+    scoped = served.json("metadata", "create", "--from", str(folder / "2a.bin"),
+                         "--ledger-qualified-name", "00000000000000070000000000000005")
+    assert (scoped["ledger_scope_id"], scoped["ledger_id"]) == (7, 5)
+    got = served.json("metadata", "get", "--ledger-id", "16", "--out", str(tmp_path / "x.bin"))
+    assert got["version"] == 0 and got["ledger_qualified_name"] == "00000000000000000000000000000010"
+    assert got["metadata"]["ensembles"][0]["bookies"] == ["bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b"]
+    assert (tmp_path / "x.bin").read_bytes() == src.read_bytes()
+    scoped_md = served.json("metadata", "get", "--ledger-id", "5", "--ledger-scope-id", "7")["metadata"]
+    assert scoped_md["format_version"] == 3
+    as_text = served.json("metadata", "get", "--ledger-id", "16", "--format-version", "2")
+    assert as_text["metadata"]["format_version"] == 2
+    listed = served.json("metadata", "list")
+    assert [(x["ledger_scope_id"], x["ledger_id"]) for x in listed] == [(0, 0), (0, 16), (7, 5)]
+    assert served.json("metadata", "list", "--ledger-scope-id", "7") == [
+        {"ledger_scope_id": 7, "ledger_id": 5, "ledger_qualified_name": "00000000000000070000000000000005"}]
+    assert served.json("metadata", "delete", "--ledger-id", "16", "--expected-version", "0")["deleted"] is True
+    _one_line(served("metadata", "get", "--ledger-id", "16", check=None), 8, "LEDGER_NOT_FOUND")
+    _one_line(served("metadata", "delete", "--ledger-id", "5", "--ledger-scope-id", "7", "--expected-version", "3",
+                     check=None), 8, "BAD_VERSION")
+    text = served("metadata", "get", "--ledger-id", "0").stdout
+    assert text.startswith("ledger 0 (scope 0) version 0: CLOSED")
+    # a scoped ledger is exported under its qualified name, which import reads back
+    served("metadata", "export", str(tmp_path / "out"))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["0.bin", "00000000000000070000000000000005.bin"]
+    served("metadata", "delete", "--ledger-qualified-name", "00000000000000070000000000000005")
+    served("metadata", "delete", "--ledger-id", "0")
+    assert served.json("metadata", "import", str(tmp_path / "out"))["imported"] == 2
+    assert served.json("metadata", "get", "--ledger-id", "5", "--ledger-scope-id", "7")["version"] == 0
+
+
+def test_watch_prints_every_change_in_order(served):
+    src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
+    served("metadata", "create", "--from", src, "--ledger-id", "1")
+    served("metadata", "create", "--from", src, "--ledger-id", "2", "--ledger-scope-id", "9")
+    served("metadata", "delete", "--ledger-id", "1")
+    out = served("metadata", "watch", "--after-sequence", "0", "--count", "3", "--json").stdout
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [(e["change"], e["ledger_scope_id"], e["ledger_id"], e["sequence"]) for e in events] == [
+        ("CREATED", 0, 1, 1), ("CREATED", 9, 2, 2), ("DELETED", 0, 1, 3)]
+    # one ledger: its current state first; then a change made while the watch runs
+    watcher = subprocess.Popen([*BKDISK, "metadata", "watch", "--ledger-id", "2", "--ledger-scope-id", "9",
+                                "--count", "2", "--json", "--server", served.addr],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = json.loads(watcher.stdout.readline())
+    assert (first["change"], first["version"]) == ("CURRENT", 0)
+    served("metadata", "delete", "--ledger-id", "2", "--ledger-scope-id", "9")
+    second = json.loads(watcher.stdout.readline())
+    assert (second["change"], second["ledger_id"], second["sequence"]) == ("DELETED", 2, 4)
+    assert watcher.wait(30) == 0
+
+
+def test_bad_input_gets_one_line_and_an_exit_code(served, tmp_path):
+    garbage = tmp_path / "bad" / "1f.bin"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"BookieMetadataFormatVersion\t3\n\xff\xff")
+    _one_line(served("metadata", "import", str(garbage.parent), check=None), 8, str(garbage), "offset")
+    assert served.json("metadata", "list") == []                 # nothing imported from a bad folder
+    _one_line(served("metadata", "create", "--from", str(garbage), check=None), 8, str(garbage), "offset")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _one_line(served("metadata", "import", str(empty), check=None), 8, "no ledger metadata files")
+    folder = GOLDEN / "cluster-3" / "metadata"
+    served("metadata", "import", str(folder))
+    _one_line(served("metadata", "import", str(folder), check=None), 8, "10.bin", "LEDGER_EXISTS")
+    for args, why in [(("metadata", "get"), "needs --ledger-id"),
+                      (("metadata", "get", "--ledger-id", "zz"), "--ledger-id"),
+                      (("metadata", "get", "--ledger-scope-id", "1"), "--ledger-scope-id needs --ledger-id")]:
+        out = served(*args, check=None)
+        assert out.returncode == 16 and why in out.stderr, out.stderr
+    _one_line(bkdisk("metadata", "list", "--server", "nowhere", check=None), 8, "grpc://HOST:PORT")
+    _one_line(bkdisk("metadata", "list", "--server", "127.0.0.1:1", "--timeout", "1", check=None), 8, "RPC_UNAVAILABLE")
+    out = bkdisk("metadata", "serve", "--store", "mysql:x", check=None)
+    assert out.returncode == 16 and "expected sqlite:PATH or zk://" in out.stderr
+    _one_line(bkdisk("metadata", "serve", "--store", f"sqlite:{tmp_path}/no/such/m.db", check=None), 8,
+              "no such directory")
+
+
+def test_a_token_guards_changes_made_from_the_command_line(tmp_path):
+    s = Served(tmp_path, "--token", "s3cret")
+    try:
+        src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
+        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", check=None), 8, "PERMISSION_DENIED")
+        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "nope", check=None), 8,
+                  "PERMISSION_DENIED")
+        assert s.json("metadata", "list") == []
+        s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret")
+        assert s.json("metadata", "get", "--ledger-id", "1")["version"] == 0    # reads need no token
+    finally:
+        s.stop()
+
+
+def test_bookies_list_info_resolve(served):
+    from metaservice.resolver import DiscoveryClient, service_info
+    d = DiscoveryClient(served.addr)
+    regs = [d.register("bk-1.rack-a", service_info("10.0.0.1", 3181, {"rack": "a"})),
+            d.register("10.0.0.2:3181", service_info("10.0.0.2", 3181), read_only=True)]
+    try:
+        listed = served.json("bookies", "list")
+        assert [(b["bookie_id"], b["read_only"]) for b in listed] == [("bk-1.rack-a", False), ("10.0.0.2:3181", True)]
+        assert [b["bookie_id"] for b in served.json("bookies", "list", "--read-only")] == ["10.0.0.2:3181"]
+        info = served.json("bookies", "info", "bk-1.rack-a")
+        assert info["properties"] == {"rack": "a"} and info["endpoints"][0]["port"] == 3181
+        assert served.json("bookies", "resolve", "bk-1.rack-a") == {"bk-1.rack-a": "10.0.0.1:3181"}
+        _one_line(served("bookies", "resolve", "bk-9", check=None), 8, "BOOKIE_NOT_FOUND")
+        _one_line(served("bookies", "info", "bad id", check=None), 8, "BAD_REQUEST")
+        assert bkdisk("bookies", "resolve", "--legacy", "10.0.0.7:3181", "--json").stdout.strip() == \
+            '{"10.0.0.7:3181": "10.0.0.7:3181"}'
+        _one_line(bkdisk("bookies", "resolve", "--legacy", "bk-1.rack-a", check=None), 8, "legacy mode")
+    finally:
+        for r in regs:
+            r.close()
+        d.close()
+
+
+def test_fsck_with_metadata_from_the_service_finds_what_the_folder_gives(served, tmp_path):
+    import shutil
+    root = GOLDEN / "interleaved-v4-smallpage"
+    md = tmp_path / "metadata"              # a copy without ledger 1: fsck then has something to say
+    shutil.copytree(root / "metadata", md)
+    for f in md.glob("1.*"):
+        f.unlink()
+    served("metadata", "import", str(md))
+    fsck = [sys.executable, "-c", "from fsck.cli import main; main()", str(root), "--json", "--no-progress"]
+
+    def run(*extra: str) -> tuple[int, dict]:
+        out = subprocess.run([*fsck, *extra], capture_output=True, text=True, timeout=300)
+        assert out.returncode in (0, 4), out.stderr
+        return out.returncode, json.loads(out.stdout)
+
+    code_dir, by_dir = run("--metadata-dir", str(md))
+    code_svc, by_service = run("--metadata", f"grpc://{served.addr}")
+    assert code_svc == code_dir
+    assert by_service["findings"] == by_dir["findings"]
+    assert [(p["pass"], p["counts"], p["skipped"]) for p in by_service["passes"]] == \
+        [(p["pass"], p["counts"], p["skipped"]) for p in by_dir["passes"]]
+    _code, without = run()
+    assert without["findings"] != by_dir["findings"]          # the metadata made a difference
+    assert "ORPHAN_LEDGER" in {f["code"] for f in by_service["findings"]}
+    both = subprocess.run([*fsck, "--metadata", f"grpc://{served.addr}", "--metadata-dir", str(md)],
+                          capture_output=True, text=True, timeout=60)
+    assert both.returncode == 16 and "exclude each other" in both.stderr
+    down = subprocess.run([*fsck, "--metadata", "grpc://127.0.0.1:1"], capture_output=True, text=True, timeout=120)
+    assert down.returncode == 8 and len(down.stderr.strip().splitlines()) == 1, down.stderr
+
+
+@pytest.mark.parametrize("argv", [["metadata", "--help"], ["metadata", "serve", "--help"], ["bookies", "--help"],
+                                  ["metadata", "export", "--help"]])
+def test_help_loads_no_grpc_or_kazoo(argv):
+    probe = ("import json, sys\nfrom bkdisk.cli import main\ntry:\n    main(%r)\nexcept SystemExit as e:\n"
+             "    code = e.code\nprint(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules} & "
+             "{'grpc', 'kazoo', 'numba', 'pyspark', 'google'})]))" % (argv,))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []], out.stderr
+
+
+def test_tls_serve_and_client(tmp_path):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    s = Served(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
+        s("metadata", "create", "--from", src, "--ledger-id", "3", "--tls-ca", str(cert))
+        assert s.json("metadata", "get", "--ledger-id", "3", "--tls-ca", str(cert))["version"] == 0
+        _one_line(s("metadata", "get", "--ledger-id", "3", "--timeout", "2", check=None), 8, "RPC_")   # plaintext
+    finally:
+        s.stop()
+    out = bkdisk("metadata", "serve", "--store", f"sqlite:{tmp_path}/x.db", "--tls-cert", str(cert), check=None)
+    assert out.returncode == 16 and "go together" in out.stderr
+
+
+def test_serve_over_zookeeper_imports_and_exports_the_golden_folder(tmp_path):
+    from zookeeper_fixture import started
+    zk = started(tmp_path / "zk")
+    try:
+        s = Served(tmp_path, store=f"zk://{zk.hosts}/ledgers")
+        try:
+            folder = GOLDEN / "cluster-3" / "metadata"
+            assert s.json("metadata", "import", str(folder))["imported"] == 6
+            s("metadata", "export", str(tmp_path / "out"))
+            for f in sorted(folder.glob("*.bin")):
+                assert filecmp.cmp(f, tmp_path / "out" / f.name, shallow=False), f
+        finally:
+            s.stop()
+    finally:
+        zk.stop()
+
+
+def test_load_all_reads_every_ledger_of_every_scope(tmp_path):
+    """What fsck --metadata and the audit get: every ledger, keyed by its full id, parsed."""
+    from formats.ids import LedgerId
+    from formats.metadata import parse_metadata
+    from metaservice.client import MetadataClient, service_target
+    from metaservice.server import serve
+    from metaservice.sqlite_store import SqliteStore
+    folder = GOLDEN / "cluster-3" / "metadata"
+    files = sorted(folder.glob("*.bin"))
+    store = SqliteStore(tmp_path / "m.db")
+    want = {}
+    for i in range(1500):
+        f = files[i % len(files)]
+        scope = 0 if i % 3 else 1 + i % 5
+        store.create(scope, i, f.read_bytes())
+        want[LedgerId(scope, i)] = parse_metadata(f.read_bytes())
+    server, port = serve(store)
+    try:
+        c = MetadataClient(service_target(f"grpc://127.0.0.1:{port}"))
+        assert c.load_all() == want
+        assert c.load_all(scope=2) == {k: v for k, v in want.items() if k.scope == 2}
+        store.create(0, 99_999, b"BookieMetadataFormatVersion\t3\n\x05\x08\x01")   # bytes written around the service
+        with pytest.raises(MetadataError) as info:
+            c.load_all()
+        assert info.value.code == "LEDGER_METADATA_ERROR"
+        c.close()
+    finally:
+        server.stop(0)
+        store.close()
+    for bad in ("grpc://host", "grpc://h:0", "http://h:1/x", "h:port"):
+        with pytest.raises(BkdiskError, match="grpc://HOST:PORT"):
+            service_target(bad)

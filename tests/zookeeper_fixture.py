@@ -1,0 +1,113 @@
+"""A real ZooKeeper server for tests: the Debian package's jars, started on 127.0.0.1 with its own data
+dir and a free port, admin server off. A missing or broken ZooKeeper fails the test (never a skip)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+JAVA_DIRS = (Path("/usr/share/java"), Path("/usr/share/zookeeper"))
+JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar",
+        "netty-handler.jar", "netty-common.jar", "netty-buffer.jar", "netty-transport.jar",
+        "netty-codec.jar", "netty-resolver.jar", "netty-transport-native-unix-common.jar",
+        "netty-transport-native-epoll.jar", "metrics-core.jar", "snappy-java.jar",
+        "commons-io.jar", "commons-cli.jar")
+READY_SECONDS = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _classpath() -> str:
+    found = []
+    for name in JARS:
+        hit = next((d / name for d in JAVA_DIRS if (d / name).is_file()), None)
+        if hit is None and name == "zookeeper.jar":
+            raise RuntimeError(f"ZooKeeper is not installed: no {name} in "
+                               f"{', '.join(map(str, JAVA_DIRS))} (apt-get install zookeeper)")
+        if hit is not None:
+            found.append(str(hit))
+    return ":".join(found)
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper (ZooKeeperServerMain). ``stop``/``start`` keep the data dir, so a
+    restart brings back every persistent znode and every session that has not timed out."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.data = self.root / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port()
+        self.cfg = self.root / "zoo.cfg"
+        self.cfg.write_text("\n".join([
+            "tickTime=500", "initLimit=10", "syncLimit=5", f"dataDir={self.data}",
+            f"clientPort={self.port}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
+            "4lw.commands.whitelist=ruok,srvr,stat,cons,dump", "maxSessionTimeout=60000",
+            "minSessionTimeout=1000", ""]))
+        self.java = shutil.which("java")
+        if self.java is None:
+            raise RuntimeError("java is not installed: ZooKeeper cannot start")
+        self.classpath = _classpath()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = open(self.root / "zookeeper.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false",
+             "-cp", self.classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.cfg)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}; see "
+                                   f"{self.root / 'zookeeper.log'}")
+            if self.four_letter("ruok") == "imok" and "Mode:" in self.four_letter("srvr"):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"ZooKeeper did not answer on {self.hosts} within {READY_SECONDS}s")
+
+    def four_letter(self, word: str) -> str:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                s.sendall(word.encode())
+                chunks = []
+                while True:
+                    got = s.recv(4096)
+                    if not got:
+                        break
+                    chunks.append(got)
+            return b"".join(chunks).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def started(root: Path) -> ZooKeeperServer:
+    server = ZooKeeperServer(root)
+    server.start()
+    return server
