@@ -118,7 +118,8 @@ class _Progress:
 @click.option("--rebuild-dropping-lost-entries", "drop_lost", is_flag=True,
               help="Destructive: rebuild an index even where entries it points at are in no entry log (the "
                    "bookie then answers 'no such entry' for them).")
-@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Threads for scanning.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=lambda: min(4, os.cpu_count() or 1),
+              show_default="the CPUs, at most 4", help="Threads for scanning the entry logs and journals.")
 @click.option("--no-digests", is_flag=True, help="Skip digest verification.")
 @click.option("--progress/--no-progress", default=None,
               help="Show each pass and the entry-log scan as they run, on stderr (default: on a terminal).")
