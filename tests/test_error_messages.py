@@ -3,6 +3,7 @@ Python repr (b'...'), a construct parse path or an exception name."""
 from __future__ import annotations
 
 import random
+import zlib
 import re
 
 import pytest
@@ -39,7 +40,7 @@ def _mutants(data: bytes, seed: int) -> list[bytes]:
 def test_damaged_files_give_one_line_errors_without_python_reprs(kind, rel, tmp_path):
     data = (GOLDEN / rel).read_bytes()
     seen_errors = 0
-    for i, m in enumerate(_mutants(data, hash(rel) & 0xFFFF)):
+    for i, m in enumerate(_mutants(data, zlib.crc32(rel.encode()))):   # the same mutants in every run
         target = tmp_path / str(i) / rel.rsplit("/", 1)[-1]   # the file keeps its name (an index names its ledger)
         target.parent.mkdir()
         target.write_bytes(m)
@@ -61,3 +62,14 @@ def test_shown_renders_bytes_as_hex_and_text_in_quotes():
     assert shown("caf\u00e9 'x'") == "'caf\u00e9 'x''"          # printable text as it is
     assert shown("2010\x1b") == "32 30 31 30 1b"              # a control character: the bytes in hex
     assert not PY_REPR.search(str(FormatError("x", shown(b"\xff\x00"), path="/f", offset=3)))
+
+
+def test_a_control_character_in_text_metadata_is_named_in_hex_not_as_a_python_escape(tmp_path):
+    # Found by the mutants above: protobuf's parser quotes the bad token as '\x05'.
+    data = (GOLDEN / "interleaved-v6-hostport/metadata/0.txt").read_bytes()
+    target = tmp_path / "0.txt"
+    target.write_bytes(data.replace(b'ensembleMember: "', b"ensembleMember: \x05", 1))
+    r = CliRunner().invoke(dump, ["metadata", str(target)])
+    err = r.stderr.strip()
+    assert r.exit_code == 8 and len(err.splitlines()) == 1 and str(target) in err, err
+    assert "0x05" in err and not PY_REPR.search(err) and "\x05" not in err, err

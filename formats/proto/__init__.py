@@ -1,6 +1,7 @@
 """BookKeeper's metadata protobufs (generated bindings) plus a TextFormat printer/reader matching protobuf-java."""
 from __future__ import annotations
 
+import re
 import warnings
 
 from google.protobuf import text_format
@@ -106,6 +107,13 @@ def parse_text_format(body: bytes, message: Message, *, what: str, path: str | N
     return message
 
 
+_PY_HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+
+
 def _short(text: str) -> str:
+    """protobuf's parse message in one line and in our words: control characters and the Python
+    escapes protobuf quotes them with become 0xNN."""
+    text = "".join(ch if ch.isprintable() or ch.isspace() else f"0x{ord(ch):02x}" for ch in text)
+    text = _PY_HEX_ESCAPE.sub(lambda m: "0x" + m.group(1).lower(), text)
     text = " ".join(text.split())
     return text if len(text) <= 200 else text[:197] + "..."
