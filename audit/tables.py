@@ -3,11 +3,18 @@ replicas the disks reported. Nothing here collects replicas to the driver.
 
 A copy is *intact* when its digest verified or could not be checked (``digest_ok`` true or null),
 *corrupt* when its digest failed. Only copies on a write-set bookie count towards ``copies_intact``.
+
+The work grows with the problems, not with the healthy entries: a replica row is only ever
+aggregated or matched against the small per-ensemble frame (broadcast, no shuffle of metadata), and
+expected entries are listed one by one only for the (ensemble, bookie) pairs whose intact count is
+short of what metadata places there. Per ensemble, a bookie at position ``p`` of ``E`` holds the
+entries ``e`` with ``(e + w) % E == p`` for some ``w < Qw``: for each ``w`` one arithmetic
+progression of step ``E``, so the counts are closed forms.
 """
 from __future__ import annotations
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -24,6 +31,7 @@ from formats.metadata import LedgerMetadata
 
 KEY = ["ledger_scope", "ledger_id"]
 ENTRY = KEY + ["entry_id"]
+SEG = KEY + ["seg_first"]
 
 SEGMENT_SCHEMA = StructType([
     StructField("ledger_scope", LongType(), False), StructField("ledger_id", LongType(), False),
@@ -45,21 +53,30 @@ def segments_frame(spark: SparkSession, md: dict[LedgerId, LedgerMetadata]) -> D
     return spark.createDataFrame(rows, SEGMENT_SCHEMA)
 
 
-def expected_frame(segments: DataFrame, replicas: DataFrame) -> DataFrame:
-    """Every (ledger, entry, bookie) metadata places: CLOSED ledgers up to lastEntryId, OPEN and
-    IN_RECOVERY ledgers up to the highest entry any audited bookie holds."""
+def placed_segments(segments: DataFrame, replicas: DataFrame) -> DataFrame:
+    """Ensembles with their last expected entry (``seg_last``) and size ``E``: CLOSED ledgers up to
+    lastEntryId, OPEN and IN_RECOVERY ledgers up to the highest entry any audited bookie holds."""
     held = replicas.groupBy(*KEY).agg(F.max("entry_id").alias("held_last"))
     s = segments.join(held, KEY, "left")
     end = F.coalesce(F.col("closed_last"), F.col("held_last"), F.lit(-1))
     last = F.when(F.col("seg_next").isNull(), end).otherwise(F.least(end, F.col("seg_next") - 1))
-    s = s.withColumn("seg_last", last).filter(F.col("seg_last") >= F.col("seg_first"))
-    e = s.select(*KEY, "write_quorum", "members",
-                 F.explode(F.sequence(F.col("seg_first"), F.col("seg_last"))).alias("entry_id"))
-    e = e.select(*ENTRY, "write_quorum", "members",
-                 F.explode(F.sequence(F.lit(0), F.col("write_quorum") - 1)).alias("w"))
-    size = F.size("members").cast("long")
-    pos = ((F.col("entry_id") + F.col("w")) % size).cast("int") + 1
-    return e.select(*ENTRY, "write_quorum", F.element_at("members", pos).alias("bookie_id"))
+    return s.select(*SEG, "write_quorum", "members", last.alias("seg_last"),
+                    F.size("members").cast("long").alias("E")).filter(F.col("seg_last") >= F.col("seg_first"))
+
+
+def _first_at_or_after(start: Column, residue: Column, E: Column) -> Column:
+    """The least entry id >= ``start`` congruent to ``residue`` modulo ``E``."""
+    return start + F.pmod(residue - start, E)
+
+
+def bookie_shares(placed: DataFrame) -> DataFrame:
+    """Per (ensemble, member): how many entries metadata places on the member (``n_want``)."""
+    m = placed.select(*SEG, "write_quorum", "members", "seg_last", "E",
+                      F.posexplode("members").alias("pos", "bookie_id"))
+    w = m.select("*", F.explode(F.sequence(F.lit(0), F.col("write_quorum") - 1)).alias("w"))
+    w = w.withColumn("first", _first_at_or_after(F.col("seg_first"), F.col("pos") - F.col("w"), F.col("E")))
+    n = F.when(F.col("first") > F.col("seg_last"), F.lit(0)).otherwise(F.expr("(seg_last - first) div E") + 1)
+    return w.groupBy(*SEG, "bookie_id").agg(F.sum(n.cast("long")).alias("n_want"))
 
 
 def copies_frame(replicas: DataFrame) -> DataFrame:
@@ -69,32 +86,48 @@ def copies_frame(replicas: DataFrame) -> DataFrame:
         F.max((F.col("digest_ok") == F.lit(False)).cast("int")).cast("boolean").alias("corrupt"))
 
 
-def _with_intact(expected: DataFrame, copies: DataFrame) -> DataFrame:
-    """Expected replicas, ``ok`` true where the bookie holds an intact copy (null where not)."""
-    return expected.join(copies.filter("intact").select(*ENTRY, "bookie_id", F.lit(True).alias("ok")),
-                         ENTRY + ["bookie_id"], "left")
+def write_set_copies(copies: DataFrame, placed: DataFrame) -> DataFrame:
+    """Intact copies held by a bookie of the entry's write set, tagged with their ensemble."""
+    s = placed.select(*KEY, "seg_first", "seg_last", "write_quorum", "members", "E")
+    j = copies.filter("intact").join(F.broadcast(s), KEY).filter(
+        (F.col("entry_id") >= F.col("seg_first")) & (F.col("entry_id") <= F.col("seg_last")))
+    pos = (F.array_position("members", F.col("bookie_id")) - 1).cast("long")
+    return j.filter((pos >= 0) & (F.pmod(pos - F.col("entry_id"), F.col("E")) < F.col("write_quorum"))).select(
+        *ENTRY, "seg_first", "bookie_id")
 
 
-def entry_status(expected: DataFrame, copies: DataFrame) -> DataFrame:
-    """Per expected entry: copies expected and intact write-set copies (counts only: cheap for the
-    healthy majority; the bookie lists are built for the short ones alone)."""
-    return _with_intact(expected, copies).groupBy(*ENTRY).agg(
-        F.first("write_quorum").alias("copies_expected"), F.count("ok").cast("int").alias("copies_intact"))
+def short_entries(placed: DataFrame, shares: DataFrame, ws_copies: DataFrame) -> DataFrame:
+    """Every (entry, write-set bookie) without an intact copy: listed only inside the (ensemble,
+    bookie) pairs whose intact count is short of ``n_want``."""
+    have = ws_copies.groupBy(*SEG, "bookie_id").agg(F.count(F.lit(1)).alias("n_have"))
+    short = shares.join(have, SEG + ["bookie_id"], "left").filter(
+        F.coalesce(F.col("n_have"), F.lit(0)) < F.col("n_want")).select(*SEG, "bookie_id")
+    s = placed.join(short, SEG).select(*SEG, "bookie_id", "seg_last", "E", "write_quorum",
+                                       (F.array_position("members", F.col("bookie_id")) - 1).cast("long").alias("pos"))
+    s = s.select("*", F.explode(F.sequence(F.lit(0), F.col("write_quorum") - 1)).alias("w"))
+    first = _first_at_or_after(F.col("seg_first"), F.col("pos") - F.col("w"), F.col("E"))
+    s = s.filter(first <= F.col("seg_last")).select(
+        *KEY, "seg_first", "bookie_id", F.explode(F.sequence(first, F.col("seg_last"), F.col("E"))).alias("entry_id"))
+    held = ws_copies.join(F.broadcast(short), SEG + ["bookie_id"], "left_semi")
+    return s.join(held, ENTRY + ["bookie_id"], "left_anti")
 
 
-def under_replicated(status: DataFrame, expected: DataFrame, copies: DataFrame, not_audited: list[str]
-                     ) -> DataFrame:
+def entry_problems(missing: DataFrame, placed: DataFrame) -> DataFrame:
+    """Per entry that lost a write-set copy: copies expected, the bookies missing and holding."""
+    per = missing.groupBy(*ENTRY, "seg_first").agg(F.array_sort(F.collect_list("bookie_id")).alias("bookies_missing"))
+    p = per.join(F.broadcast(placed.select(*SEG, "write_quorum", "members", "E")), SEG)
+    ws = F.transform(F.sequence(F.lit(0), F.col("write_quorum") - 1),
+                     lambda w: F.element_at("members", (F.pmod(F.col("entry_id") + w, F.col("E")) + 1).cast("int")))
+    return p.select(*ENTRY, F.col("write_quorum").alias("copies_expected"), "bookies_missing",
+                    F.array_sort(F.array_except(ws, F.col("bookies_missing"))).alias("bookies_with_copy"))
+
+
+def under_replicated(problems: DataFrame, not_audited: list[str]) -> DataFrame:
     """Entries with fewer intact write-set copies than the write quorum, as ranges of consecutive
     entries that share one problem (the same bookies missing and holding)."""
-    short = status.filter(F.col("copies_intact") < F.col("copies_expected")).select(*ENTRY)
-    j = _with_intact(expected.join(short, ENTRY, "left_semi"), copies)
-    per = j.groupBy(*ENTRY).agg(
-        F.first("write_quorum").alias("copies_expected"),
-        F.array_sort(F.collect_list(F.when(F.col("ok").isNull(), F.col("bookie_id")))).alias("bookies_missing"),
-        F.array_sort(F.collect_list(F.when(F.col("ok"), F.col("bookie_id")))).alias("bookies_with_copy"))
     problem = KEY + ["copies_expected", "bookies_missing", "bookies_with_copy"]
     w = Window.partitionBy(*problem).orderBy("entry_id")
-    per = per.withColumn("grp", F.col("entry_id") - F.row_number().over(w))
+    per = problems.withColumn("grp", F.col("entry_id") - F.row_number().over(w))
     na = F.array(*[F.lit(b) for b in sorted(not_audited)]) if not_audited else F.array().cast("array<string>")
     return per.groupBy(*problem, "grp").agg(F.min("entry_id").alias("first_entry_id"),
                                             F.max("entry_id").alias("last_entry_id")).select(
@@ -103,23 +136,40 @@ def under_replicated(status: DataFrame, expected: DataFrame, copies: DataFrame, 
         F.array_intersect("bookies_missing", na).alias("bookies_not_audited"))
 
 
-def replication_histogram(status: DataFrame) -> DataFrame:
-    """How many entries have each (copies expected, intact write-set copies) pair, healthy included."""
-    return status.groupBy("copies_expected", "copies_intact").agg(F.count(F.lit(1)).alias("entries"))
+def replication_histogram(placed: DataFrame, problems: DataFrame) -> DataFrame:
+    """How many entries have each (copies expected, intact write-set copies) pair, healthy included:
+    the entries that lost copies counted as such, every other expected entry as fully replicated."""
+    short = problems.groupBy("copies_expected", F.size("bookies_with_copy").alias("copies_intact")).agg(
+        F.count(F.lit(1)).alias("entries"))
+    total = placed.groupBy(F.col("write_quorum").alias("copies_expected")).agg(
+        F.sum(F.col("seg_last") - F.col("seg_first") + 1).alias("total"))
+    lost = short.groupBy("copies_expected").agg(F.sum("entries").alias("lost"))
+    healthy = total.join(lost, "copies_expected", "left").select(
+        "copies_expected", F.col("copies_expected").alias("copies_intact"),
+        (F.col("total") - F.coalesce(F.col("lost"), F.lit(0))).alias("entries")).filter(F.col("entries") > 0)
+    return short.unionByName(healthy)
 
 
 def corrupt_copies(copies: DataFrame) -> DataFrame:
     """Copies whose digest failed, with the bookies holding an intact copy of the same entry."""
-    intact = copies.filter("intact").groupBy(*ENTRY).agg(F.array_sort(F.collect_set("bookie_id")).alias("intact_on"))
-    return copies.filter("corrupt").join(intact, ENTRY, "left").select(
+    bad = copies.filter("corrupt")
+    intact = copies.filter("intact").join(F.broadcast(bad.select(*ENTRY).distinct()), ENTRY, "left_semi") \
+        .groupBy(*ENTRY).agg(F.array_sort(F.collect_set("bookie_id")).alias("intact_on"))
+    return bad.join(intact, ENTRY, "left").select(
         *ENTRY, "bookie_id", F.lit("digest mismatch").alias("reason"),
         F.coalesce(F.col("intact_on"), F.array().cast("array<string>")).alias("intact_on"))
 
 
 def divergent(replicas: DataFrame) -> DataFrame:
-    """Entries whose copies all verify but whose payloads differ: the bookies per payload fingerprint."""
+    """Entries whose copies all verify but whose payloads differ: the bookies per payload fingerprint.
+    Entries are found by a 64-bit hash of the fingerprint (one narrow aggregation over every copy);
+    the fingerprints themselves are grouped for those entries only."""
     good = replicas.filter(F.col("digest_ok")).select(*ENTRY, "payload_sha256", "bookie_id")
-    per_fp = good.groupBy(*ENTRY, "payload_sha256").agg(F.array_sort(F.collect_set("bookie_id")).alias("bookies"))
+    fp = F.xxhash64("payload_sha256")
+    differ = good.groupBy(*ENTRY).agg(F.min(fp).alias("lo"), F.max(fp).alias("hi")).filter(
+        F.col("lo") != F.col("hi")).select(*ENTRY)
+    mine = good.join(F.broadcast(differ), ENTRY, "left_semi")
+    per_fp = mine.groupBy(*ENTRY, "payload_sha256").agg(F.array_sort(F.collect_set("bookie_id")).alias("bookies"))
     per_entry = per_fp.groupBy(*ENTRY).agg(
         F.array_sort(F.collect_list(F.struct("payload_sha256", "bookies"))).alias("copies"))
     return per_entry.filter(F.size("copies") > 1).select(*ENTRY, F.size("copies").alias("fingerprints"), "copies")
@@ -129,14 +179,14 @@ def orphans(replicas: DataFrame, segments: DataFrame) -> DataFrame:
     """Ledgers on a disk that no metadata references: entries and entry-log bytes (with the size
     prefix) per bookie, the bytes compaction would reclaim."""
     known = segments.select(*KEY).distinct()
-    return replicas.join(known, KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
+    return replicas.join(F.broadcast(known), KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
         F.count(F.lit(1)).alias("entries"), F.sum(F.col("size") + 4).alias("bytes"))
 
 
-def missing_ledgers(expected: DataFrame, replicas: DataFrame, audited: list[str]) -> DataFrame:
+def missing_ledgers(shares: DataFrame, replicas: DataFrame, audited: list[str]) -> DataFrame:
     """(ledger, bookie) pairs where metadata places entries on an audited bookie that holds none."""
-    want = expected.filter(F.col("bookie_id").isin(audited)).groupBy(*KEY, "bookie_id").agg(
-        F.count(F.lit(1)).alias("entries_expected"))
+    want = shares.filter(F.col("bookie_id").isin(audited) & (F.col("n_want") > 0)).groupBy(*KEY, "bookie_id").agg(
+        F.sum("n_want").alias("entries_expected"))
     have = replicas.select(*KEY, "bookie_id").distinct()
     return want.join(have, KEY + ["bookie_id"], "left_anti")
 
@@ -151,14 +201,16 @@ def fault_tables(spark: SparkSession, md: dict[LedgerId, LedgerMetadata], replic
                  audited: list[str], not_audited: list[str]) -> dict[str, DataFrame]:
     """The fault tables and the histogram; the frames several of them read are computed once (persisted;
     ``release`` them after writing)."""
+    keep = StorageLevel.MEMORY_AND_DISK
     segments = segments_frame(spark, md)
-    expected = expected_frame(segments, replicas).persist(StorageLevel.MEMORY_AND_DISK)
-    copies = copies_frame(replicas).persist(StorageLevel.MEMORY_AND_DISK)
-    status = entry_status(expected, copies).persist(StorageLevel.MEMORY_AND_DISK)
-    return {"under_replicated": under_replicated(status, expected, copies, not_audited),
+    placed = placed_segments(segments, replicas).persist(keep)
+    shares = bookie_shares(placed).persist(keep)
+    copies = copies_frame(replicas).persist(keep)
+    problems = entry_problems(short_entries(placed, shares, write_set_copies(copies, placed)), placed).persist(keep)
+    return {"under_replicated": under_replicated(problems, not_audited),
             "corrupt_copies": corrupt_copies(copies), "divergent": divergent(replicas),
-            "orphans": orphans(replicas, segments), "missing_ledgers": missing_ledgers(expected, replicas, audited),
-            "replication_histogram": replication_histogram(status)}
+            "orphans": orphans(replicas, segments), "missing_ledgers": missing_ledgers(shares, replicas, audited),
+            "replication_histogram": replication_histogram(placed, problems)}
 
 
 def release(spark: SparkSession) -> None:

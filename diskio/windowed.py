@@ -12,6 +12,7 @@ runs again on the same window.
 from __future__ import annotations
 
 import os
+from concurrent.futures import Executor, Future, wait
 from contextlib import ExitStack, nullcontext
 from typing import Callable, ContextManager
 
@@ -119,29 +120,62 @@ def new_state(slots: int) -> np.ndarray:
 
 def walk_windows(source: FileSource, state: np.ndarray, end: int, window: int, lookahead: int,
                  run_kernel: Callable[[np.ndarray, int], int], on_request: Callable[[int], None],
-                 after_window: Callable[[np.ndarray, int], None] | None = None) -> None:
+                 after_window: Callable[[np.ndarray, int], Callable[[], None] | None] | None = None,
+                 background: Executor | None = None) -> None:
     """Run a windowed kernel over [state[RESUME], end) of ``source`` until it reports DONE.
 
     ``run_kernel(buf, base)`` walks ``buf`` (file bytes [base, base + buf.size)) and returns a
     status; ``on_request(status)`` serves any status but DONE and NEXT_WINDOW; ``after_window(buf,
     base)`` sees each window once the kernel is through with it (e.g. to check the digests of the
-    records it emitted, while their bytes are mapped). A window holds at least ``window`` bytes, or
-    ``state[NEED] + lookahead`` when a record is larger.
+    records it emitted, while their bytes are mapped) and may return more work on that window: run
+    at once, or with ``background`` (an executor of ONE thread, so jobs run in window order) while
+    the kernel walks the next window, that window kept mapped until its job is done. At most two
+    windows are mapped at a time. A window holds at least ``window`` bytes, or ``state[NEED] +
+    lookahead`` when a record is larger.
     """
     window = max(int(window), MIN_WINDOW)
-    while state[MODE] != MODE_DONE:
-        start = int(state[RESUME])
-        length = max(0, min(end - start, max(window, int(state[NEED]) + lookahead)))
-        state[NEED] = 0
-        with source.window(start, length) as w:
-            buf = readonly(w)
-            while True:
-                status = run_kernel(buf, start)
-                if status in (DONE, NEXT_WINDOW):
-                    break
-                on_request(status)
-            if after_window is not None:
-                after_window(buf, start)
-            del buf, w  # let map_window unmap now, before the next window is mapped
-        if status == DONE and state[MODE] != MODE_DONE:
-            raise AssertionError(f"{source.path}: kernel reported done without finishing the walk")
+    pending: Future | None = None
+    try:
+        while state[MODE] != MODE_DONE:
+            start = int(state[RESUME])
+            length = max(0, min(end - start, max(window, int(state[NEED]) + lookahead)))
+            state[NEED] = 0
+            mapped = ExitStack()
+            with ExitStack() as on_error:
+                on_error.callback(mapped.close)
+                buf = readonly(mapped.enter_context(source.window(start, length)))
+                while True:
+                    status = run_kernel(buf, start)
+                    if status in (DONE, NEXT_WINDOW):
+                        break
+                    on_request(status)
+                job = after_window(buf, start) if after_window is not None else None
+                on_error.pop_all()
+            try:
+                if pending is not None:
+                    pending, done = None, pending
+                    done.result()   # the previous window's job (its exception, if any, surfaces here)
+                if job is not None and background is not None:
+                    pending = background.submit(_then_close, job, mapped)
+                    mapped = None
+                elif job is not None:
+                    job()
+            finally:
+                del buf, job   # let map_window unmap now, before the next window is mapped
+                if mapped is not None:
+                    mapped.close()
+            if status == DONE and state[MODE] != MODE_DONE:
+                raise AssertionError(f"{source.path}: kernel reported done without finishing the walk")
+        if pending is not None:
+            pending, done = None, pending
+            done.result()
+    finally:
+        if pending is not None:
+            wait([pending])   # never leave a job running on a window after the walk is gone
+
+
+def _then_close(job: Callable[[], None], mapped: ExitStack) -> None:
+    try:
+        job()
+    finally:
+        mapped.close()

@@ -12,6 +12,7 @@ Compiled kernels are cached (see diskio/config.py for NUMBA_CACHE_DIR / BKDISK_N
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -48,16 +49,21 @@ class EntryLogScanArrays(EntryLogArrays):
 
 
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
-                   digests: DigestPlan | None = None, payload_hash: str | None = None) -> EntryLogScanArrays:
+                   digests: DigestPlan | None = None, payload_hash: str | None = None,
+                   pipeline: bool | None = None) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
     bounds the bytes mapped at once (a record larger than it gets a window of its own size).
     ``data`` scans in-memory bytes instead of reading ``path``. With ``digests`` (a DigestPlan,
-    updated in place) or ``payload_hash``, every entry's digest is checked too (``.digests``).
+    updated in place) or ``payload_hash``, every entry's digest is checked too (``.digests``), by
+    default on a second thread window by window while the walk goes on (``pipeline``: None for
+    when the machine has more than one CPU).
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
+    if pipeline is None:
+        pipeline = (os.cpu_count() or 1) > 1
     check = digests is not None or payload_hash is not None
     plan = digests if digests is not None else (DigestPlan() if check else None)
     with ExitStack() as stack:
@@ -99,18 +105,26 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 entries.grow_if_full(int(state[ENTRIES]))
                 problems.grow_if_full(int(state[PROBLEMS]))
 
-        def check_window(buf: np.ndarray, base: int) -> None:
+        def check_window(buf: np.ndarray, base: int):
             lo, hi = emitted[0], int(state[ENTRIES])
             emitted[0] = hi
-            if hi > lo:
-                rows, hashes = verify_entry_digests(buf, entries.table(ENTRY_DTYPE, lo, hi), plan, base=base,
-                                                    payload_hash=payload_hash)
+            if hi == lo:
+                return None
+            # The rows are copied here: the walk may grow (reallocate) the columns while the job runs.
+            table = entries.table(ENTRY_DTYPE, lo, hi)
+
+            def job() -> None:
+                rows, hashes = verify_entry_digests(buf, table, plan, base=base, payload_hash=payload_hash)
                 digest_parts.append(rows)
                 if hashes is not None:
                     hash_parts.extend(hashes)
+            return job
 
+        # The digests of one window are checked on a second thread while the next window is walked
+        # (both kernels release the GIL); one thread, so the plan sees the windows in order.
+        background = stack.enter_context(ThreadPoolExecutor(1)) if check and pipeline else None
         walk_windows(src, state, end, window, HEADER_LOOKAHEAD, run_kernel, on_request,
-                     check_window if check else None)
+                     check_window if check else None, background)
         res.entries = entries.table(ENTRY_DTYPE, 0, int(state[ENTRIES]))
         res.problems = problems.table(PROBLEM_DTYPE, 0, int(state[PROBLEMS]))
         if check:

@@ -113,6 +113,19 @@ def successor_ok(buf, base, nxt, end):
 
 
 @kernel
+def add_problem(p_offset, p_reason, p_resumed, n, at, reason, resumed):
+    """Row ``n`` of the problem columns: damage at ``at`` of kind ``reason``, walk resumed at
+    ``resumed``. Returns the next row, or -1 when the columns are full (nothing written: the caller
+    reports FULL and the same problem is added again once they have grown)."""
+    if n >= p_offset.size:
+        return -1
+    p_offset[n] = at
+    p_reason[n] = reason
+    p_resumed[n] = resumed
+    return n + 1
+
+
+@kernel
 def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_size, e_format, e_scope, e_ledger,
                        e_entry, e_lac, e_length, p_offset, p_reason, p_resumed):
     """Walk records from ``state`` through ``buf`` (file bytes [base, base + buf.size)), filling the
@@ -177,13 +190,11 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                     break
                 if last_nonzero < pos:  # zeros to the end of data
                     if has_map:
-                        if n_problems >= p_offset.size:
+                        added = add_problem(p_offset, p_reason, p_resumed, n_problems, pos, _ZERO_SIZE, end)
+                        if added < 0:
                             status = FULL
                             break
-                        p_offset[n_problems] = pos
-                        p_reason[n_problems] = _ZERO_SIZE
-                        p_resumed[n_problems] = end
-                        n_problems += 1
+                        n_problems = added
                     mode = MODE_DONE
                     status = DONE
                     break
@@ -242,13 +253,11 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                 status = stop
                 break
             resumed = found if found >= 0 else end
-            if n_problems >= p_offset.size:
+            added = add_problem(p_offset, p_reason, p_resumed, n_problems, damage_at, damage_code, resumed)
+            if added < 0:
                 status = FULL
                 break
-            p_offset[n_problems] = damage_at
-            p_reason[n_problems] = damage_code
-            p_resumed[n_problems] = resumed
-            n_problems += 1
+            n_problems = added
             pos = resumed
             mode = WALKING
         else:

@@ -89,8 +89,31 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     """Run the passes in order over ``dirs`` and return every finding. Reads only; never writes."""
     opts = options or CheckOptions()
     ctx = CheckContext(dirs, opts)
-    report = Report(dirs, context=ctx)
     started = time.perf_counter()
+    if opts.jobs > 1:
+        # The scans on background threads while passes 1-3 walk and read the index on this one.
+        ctx.prefetch(background_tasks(ctx))
+    try:
+        report = _run_passes(ctx)
+    finally:
+        ctx.stop_background()   # done by now, unless a pass failed: then it stops after its current file
+    report.stats = _stats(ctx, time.perf_counter() - started)
+    return report
+
+
+def background_tasks(ctx: CheckContext) -> list[list[tuple[str, Callable[[], Any]]]]:
+    """The heavy work of passes 3, 4 and 6, in two lanes: the journal scans (they use no digest plan);
+    the entry-log scans, then the journals' digests, in the order of a sequential check (both decide
+    digest types in the shared plan; the digests wait for the journal scans)."""
+    plan_users = [("log_scans", ctx.scan_logs)]
+    if ctx.options.verify_digests:
+        plan_users.append((p6_journals.DIGESTS, lambda: p6_journals.bad_records_of_journals(ctx)))
+    return [[("journal_scans", ctx.scan_journals)], plan_users]
+
+
+def _run_passes(ctx: CheckContext) -> Report:
+    dirs, opts = ctx.dirs, ctx.options
+    report = Report(dirs, context=ctx)
     rocks = dirs.storage_kind == "rocksdb"
     for number, checks, refine in PASSES:
         t0 = time.perf_counter()
@@ -112,7 +135,6 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
         ctx._progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
-    report.stats = _stats(ctx, time.perf_counter() - started)
     return report
 
 

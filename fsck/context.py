@@ -1,10 +1,15 @@
-"""What the passes share: the bookie's dirs, the options, and each file scanned once."""
+"""What the passes share: the bookie's dirs, the options, and each file scanned once.
+
+With ``--jobs`` above 1, fsck.api starts the heavy scans (journals, entry logs, journal digests) on one
+background thread as the check begins (``prefetch``); the passes that need them wait for them
+(``shared``), while passes 1-3 walk and read the .idx files on the calling thread.
+"""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -18,13 +23,17 @@ from formats.ids import LedgerId
 from formats.entry import V2_MARKER
 from formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
-from formats.metadata import LedgerMetadata
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
 from indexfiles.arrays import IndexInventory
 from indexfiles import scan as index_scan
 from indexfiles.listing import IndexListing
 from journal.arrays import JournalArrays
 from journal.scan import scan_journal
+
+if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
+    from concurrent.futures import Future
+
+    from formats.metadata import LedgerMetadata
 
 Progress = Callable[[str, int, int], None]   # (what, done, total)
 
@@ -92,46 +101,143 @@ class CheckContext:
         return self.dirs.storage_kind == "rocksdb"
 
     # --- scans (each file once) -----------------------------------------------------------------
-    @cached_property
+    @property
     def log_scans(self) -> dict[str, EntryLogArrays | Exception]:
-        files = self.log_files
+        return self.shared("log_scans", self.scan_logs)
 
+    @property
+    def journal_scans(self) -> dict[str, JournalArrays | Exception]:
+        return self.shared("journal_scans", self.scan_journals)
+
+    @property
+    def log_digest_decisions(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """The digest plan's decisions as the entry-log scans left them (before the journals' checks
+        decide more): what pass 4 reports as sniffed."""
+        self.log_scans
+        return self._results.get("log_digest_decisions", {})
+
+    def scan_logs(self) -> dict[str, EntryLogArrays | Exception]:
+        """Every entry log scanned (``--jobs`` threads over files), digests checked with the shared plan."""
+        files = self.log_files
         plan = self.digest_plan if self.options.verify_digests else None
+        progress = self._background_progress if self._on_background() else self._progress
 
         def one(lf: LogFile) -> EntryLogArrays | Exception:
+            self.keep_going()
             try:
                 return scan_entry_log(lf.path, digests=plan)
             except (DiskError, FormatError) as e:
                 return e
 
         out: dict[str, EntryLogArrays | Exception] = {}
-        self._progress("entry logs", 0, len(files))
+        progress("entry logs", 0, len(files))
         if self.options.jobs > 1 and len(files) > 1:
             from concurrent.futures import ThreadPoolExecutor
             with ThreadPoolExecutor(self.options.jobs) as pool:
                 for i, (lf, res) in enumerate(zip(files, pool.map(one, files))):
                     out[lf.path] = res
-                    self._progress("entry logs", i + 1, len(files))
+                    progress("entry logs", i + 1, len(files))
         else:
             for i, lf in enumerate(files):
                 out[lf.path] = one(lf)
-                self._progress("entry logs", i + 1, len(files))
+                progress("entry logs", i + 1, len(files))
         if plan is not None:
             # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
             for res in out.values():
                 if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
                     plan.recheck(res)
+            with plan.lock:
+                self._results["log_digest_decisions"] = dict(plan.decided)
         return out
 
-    @cached_property
-    def journal_scans(self) -> dict[str, JournalArrays | Exception]:
+    def scan_journals(self) -> dict[str, JournalArrays | Exception]:
         out: dict[str, JournalArrays | Exception] = {}
         for jf in self.journal_files:
+            self.keep_going()
             try:
                 out[jf.path] = scan_journal(jf.path)
             except (DiskError, FormatError) as e:
                 out[jf.path] = e
         return out
+
+    # --- background threads (--jobs > 1) -----------------------------------------------------------
+    _results: dict[str, Any] = field(default_factory=dict, repr=False)
+    _futures: dict[str, "Future"] = field(default_factory=dict, repr=False)
+    _stop: Any = field(default=None, repr=False)          # threading.Event: the check failed, stop
+    _threads: list = field(default_factory=list, repr=False)
+    _owner: Any = field(default=None, repr=False)         # the thread that runs the passes
+    _done: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)   # progress from the background
+
+    def shared(self, name: str, compute: Callable[[], Any]) -> Any:
+        """The result ``name``: the background's when ``prefetch`` started it (waited for here; its
+        exception raised here), else ``compute()`` on this thread, once."""
+        fut = self._futures.get(name)
+        if fut is not None:
+            self._wait(fut)   # (at once when done)
+        elif name not in self._results:
+            self._results[name] = compute()
+        return self._results[name]
+
+    def prefetch(self, lanes: list[list[tuple[str, Callable[[], Any]]]]) -> None:
+        """Run each lane's tasks (name, work) in order on a thread of its own; ``shared(name)`` waits.
+
+        A task that needs another's result waits for it like a pass does. The caller orders the tasks
+        that share the digest plan in one lane, as a sequential check runs them, so every result is
+        the one a sequential check computes. What the tasks read of this context (the file lists, the
+        digest plan with its metadata) is computed here first. An exception ends its lane; ``shared``
+        raises it for that task and every later one of the lane."""
+        import threading
+        from concurrent.futures import Future
+        self.journal_files, self.log_files   # listed on this thread (``unlisted`` is filled here)
+        if self.options.verify_digests:
+            self.digest_plan
+        self._stop, self._owner = threading.Event(), threading.current_thread()
+        for lane in lanes:
+            work = [(name, fn, Future()) for name, fn in lane]
+            self._futures.update((name, fut) for name, _fn, fut in work)
+            self._threads.append(threading.Thread(target=self._run_lane, args=(work,), name="fsck-scans"))
+        for t in self._threads:
+            t.start()
+
+    def _run_lane(self, work: list) -> None:
+        for i, (name, fn, fut) in enumerate(work):
+            fut.set_running_or_notify_cancel()
+            try:
+                self._results[name] = fn()
+            except BaseException as e:   # noqa: BLE001 (raised again on the thread that waits)
+                for _n, _f, later in work[i:]:
+                    later.set_exception(e)
+                return
+            fut.set_result(None)
+
+    def keep_going(self) -> None:
+        """Raise (on a background thread) when the check has stopped: the work left is not wanted."""
+        if self._stop is not None and self._stop.is_set() and self._on_background():
+            raise _Stopped()
+
+    def stop_background(self) -> None:
+        """Stop the background after the file it is on, and wait for it (a check that failed)."""
+        if self._stop is not None:
+            self._stop.set()
+        for t in self._threads:
+            t.join()
+
+    def _on_background(self) -> bool:
+        import threading
+        return self._owner is not None and threading.current_thread() is not self._owner
+
+    def _background_progress(self, what: str, done: int, total: int) -> None:
+        self._done[what] = (done, total)   # shown by the waiting thread: the progress callback is not shared
+
+    def _wait(self, fut: "Future") -> None:
+        from concurrent.futures import wait
+        mine = not self._on_background()   # only the passes' thread calls the progress callback
+        while not wait([fut], timeout=0.2).done:
+            for what, (done, total) in list(self._done.items()) if mine else ():
+                self._progress(what, done, total)
+        for what in list(self._done) if mine else ():   # the last state, shown once
+            self._progress(what, *self._done.pop(what))
+        fut.result()
 
     @cached_property
     def index_listing(self) -> IndexListing:
@@ -210,6 +316,10 @@ class CheckContext:
     def _progress(self, what: str, done: int, total: int) -> None:
         if self.options.progress is not None:
             self.options.progress(what, done, total)
+
+
+class _Stopped(Exception):
+    """The check stopped (it failed elsewhere): the background leaves the rest of its work."""
 
 
 @dataclass

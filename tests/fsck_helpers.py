@@ -11,6 +11,10 @@ from bookie.model import WrittenBookie
 from bookie.writer import write_bookie, write_metadata_dir
 from bkdisk.demo import sample_spec
 from fsck.api import Report, check_bookie
+from formats.entrylog import SIZE_PREFIX_SIZE
+from formats.ids import LedgerId
+from formats.index import unpack_location
+from formats.paths import entry_log_name
 from fsck.context import CheckOptions
 
 
@@ -35,6 +39,13 @@ def make_disk(base: str) -> Disk:
     md = os.path.join(base, "metadata")
     write_metadata_dir(spec, md)
     return Disk(root, w, md)
+
+
+def entry_record(w: WrittenBookie, lid: LedgerId, eid: int) -> tuple[str, int]:
+    """(entry log path, offset of the record's size prefix) of an entry, from what the writer recorded."""
+    log_id, pos = unpack_location(w.locations[(lid, eid)])
+    path = next(p for p in w.entry_log_files if os.path.basename(p) == entry_log_name(log_id))
+    return path, pos - SIZE_PREFIX_SIZE
 
 
 def patch(path: str, offset: int, data: bytes) -> None:

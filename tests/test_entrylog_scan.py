@@ -23,7 +23,8 @@ from entrylogs.verify import verify_entries
 from entrylogs.scan import (DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_SNIFFED,
                             DigestPlan, scan_entry_log, verify_entry_digests)
 from formats.digests import DigestType
-from formats.entrylog import HEADER_SIZE
+from formats.entrylog import HEADER_SIZE, SIZE_PREFIX_SIZE
+from formats.index import unpack_location
 
 from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
@@ -297,11 +298,12 @@ def _damage_bookie(d: str):
     wb = write_bookie(spec, d)
     log = wb.entry_log_files[0]
     assert os.path.getsize(log) > 20_000
-    recs = sorted((loc & 0xFFFFFFFF) - 4 for loc in wb.locations.values() if loc >> 32 == 0)
+    placed = {k: unpack_location(loc) for k, loc in wb.locations.items()}
+    recs = sorted(pos - SIZE_PREFIX_SIZE for log_id, pos in placed.values() if log_id == 0)
     by_off = {}
-    for (lid, eid), loc in wb.locations.items():
-        if loc >> 32 == 0:
-            by_off[(loc & 0xFFFFFFFF) - 4] = (lid, eid, len(wb.entries[(lid, eid)]))
+    for (lid, eid), (log_id, pos) in placed.items():
+        if log_id == 0:
+            by_off[pos - SIZE_PREFIX_SIZE] = (lid, eid, len(wb.entries[(lid, eid)]))
     plan = DigestPlan(known={l.lid: l.digest_type for l in ledgers}, passwords={l.lid: l.password for l in ledgers})
     return wb, log, recs, by_off, plan
 
@@ -673,7 +675,8 @@ def _one_ledger_log(d: str, dt: DigestType, n: int, payload: int, limit: int = 1
     wb = write_bookie(spec, d)
     recs = {}
     for (lid, eid), loc in wb.locations.items():
-        recs[eid] = (wb.entry_log_files[loc >> 32], (loc & 0xFFFFFFFF) - 4, len(wb.entries[(lid, eid)]))
+        log_id, pos = unpack_location(loc)
+        recs[eid] = (wb.entry_log_files[log_id], pos - SIZE_PREFIX_SIZE, len(wb.entries[(lid, eid)]))
     return wb, recs
 
 

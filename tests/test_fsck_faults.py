@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from bookie.lookup import read_entry
 from formats.ids import LedgerId
 from formats.lastmark import LastMark, build_last_mark
-from formats.paths import index_relpath
+from formats.index import unpack_location
+from formats.paths import entry_log_name, index_relpath
 from fsck.api import check_bookie
 from fsck.cli import fsck_command
-from tests.fsck_helpers import Disk, codes, errors, flip, make_disk, patch, unprivileged
+from tests.fsck_helpers import Disk, codes, entry_record, errors, flip, make_disk, patch, unprivileged
 
 
 @pytest.fixture
@@ -36,10 +37,7 @@ def _one(report, code):
 
 def _entry_log_of(disk: Disk, lid: LedgerId, eid: int) -> tuple[str, int]:
     """(log path, offset of the size prefix) of an entry, from what the writer recorded."""
-    loc = disk.written.locations[(lid, eid)]
-    log_id, pos = loc >> 32, loc & 0xFFFFFFFF
-    path = next(p for p in disk.written.entry_log_files if os.path.basename(p) == f"{log_id:x}.log")
-    return path, pos - 4
+    return entry_record(disk.written, lid, eid)
 
 
 def _assert_all_entries_readable(disk: Disk, skip: set = frozenset()) -> None:
@@ -124,7 +122,7 @@ def test_scoped_ledger_digest_mismatch_names_scope_and_ledger(disk):
 def test_entry_log_truncated_mid_entry(disk):
     last = disk.written.entry_log_files[-1]
     lid, eid = next(k for k, loc in disk.written.locations.items()
-                    if f"{loc >> 32:x}.log" == os.path.basename(last))
+                    if entry_log_name(unpack_location(loc)[0]) == os.path.basename(last))
     path, off = _entry_log_of(disk, lid, eid)
     size = os.path.getsize(path)
     os.truncate(path, off + 4 + 20)

@@ -16,7 +16,7 @@ from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
 from fsck.api import check_bookie
 from fsck.context import CheckOptions
-from tests.fsck_helpers import flip, patch
+from tests.fsck_helpers import entry_record, flip, patch
 
 DIGESTS = [DigestType.CRC32C, DigestType.CRC32, DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY]
 
@@ -35,9 +35,7 @@ def damaged(tmp_path_factory):
     assert len(logs) >= 6, logs
 
     def where(lid: int, eid: int) -> tuple[str, int]:
-        loc = w.locations[(LedgerId(0, lid), eid)]
-        log = next(p for p in w.entry_log_files if os.path.basename(p) == f"{loc >> 32:x}.log")
-        return log, (loc & 0xFFFFFFFF) - SIZE_PREFIX_SIZE
+        return entry_record(w, LedgerId(0, lid), eid)
 
     # a payload byte of ledger 1 (CRC32C) and of ledger 2 (CRC32), in different logs
     for lid, eid in ((1, 3), (2, 9)):

@@ -16,6 +16,7 @@ from metaservice.discovery import Registry
 from metaservice.resolver import BookieAddressResolver, DiscoveryClient, ResolveError, service_info
 from metaservice.server import serve
 from metaservice.sqlite_store import SqliteStore
+from metaservice_fixture import served
 
 WAIT = 30.0     # upper bound for something asynchronous to happen; never asserted as a timing
 
@@ -40,14 +41,9 @@ class CountingRegistry(Registry):
 
 @pytest.fixture()
 def service(tmp_path):
-    store = SqliteStore(tmp_path / "m.db")
     registry = CountingRegistry()
-    server, port = serve(store, registry=registry)
-    client = DiscoveryClient(f"127.0.0.1:{port}", timeout=5)
-    yield registry, client, port
-    client.close()
-    server.stop(0)
-    store.close()
+    with served(SqliteStore(tmp_path / "m.db"), DiscoveryClient, registry=registry) as (client, port):
+        yield registry, client, port
 
 
 def until(predicate, what: str):

@@ -18,17 +18,14 @@ from metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from metaservice.server import serve
 from metaservice.sqlite_store import SqliteStore
 from metaservice.store import BadVersion
+from metaservice_fixture import served
 
 
 @pytest.fixture()
 def service(tmp_path):
     store = SqliteStore(tmp_path / "meta.db")
-    server, port = serve(store, token=None)
-    client = MetadataClient(f"127.0.0.1:{port}", timeout=5)
-    yield store, client, port
-    client.close()
-    server.stop(0)
-    store.close()
+    with served(store, token=None) as (client, port):
+        yield store, client, port
 
 
 @pytest.fixture(scope="module")

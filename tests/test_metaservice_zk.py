@@ -17,6 +17,7 @@ from metaservice.resolver import DiscoveryClient, service_info
 from metaservice.server import serve
 from metaservice.store import StoreError, open_store
 from metaservice.zk_store import ZkStore
+from metaservice_fixture import served
 from zookeeper_fixture import started
 
 # The store-independent RPC tests, collected here a second time: they get this module's `service`.
@@ -55,12 +56,8 @@ def _root() -> str:
 @pytest.fixture()
 def service(zookeeper):
     store = open_store(f"zk://{zookeeper.hosts}{_root()}")
-    server, port = serve(store, token=None)
-    client = MetadataClient(f"127.0.0.1:{port}", timeout=5)
-    yield store, client, port
-    client.close()
-    server.stop(0)
-    store.close()
+    with served(store, token=None) as (client, port):
+        yield store, client, port
 
 
 def bookkeeper_path(root: str, ledger: int, layout: bytes = HYBRID) -> str:

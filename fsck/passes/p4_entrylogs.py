@@ -42,6 +42,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
 def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
     """What the check knew or learned of each V1 ledger's digest type, and what it could not verify."""
     plan = ctx.digest_plan
+    decided = ctx.log_digest_decisions   # as the entry-log scans left them: the journals' checks decide more
     unverified: dict[tuple[int, int], int] = {}
     for scan in ctx.log_scans.values():
         if isinstance(scan, EntryLogArrays) and getattr(scan, "digests", None) is not None and len(scan.entries):
@@ -49,7 +50,7 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
             for s, l in zip(scan.entries["scope"][m].tolist(), scan.entries["ledger"][m].tolist()):
                 unverified[(s, l)] = unverified.get((s, l), 0) + 1
     sniffed: dict[int, list[tuple[int, int]]] = {}
-    for key, (code, src) in sorted(plan.decided.items()):
+    for key, (code, src) in sorted(decided.items()):
         if src == SOURCE_SNIFFED and code:
             sniffed.setdefault(code, []).append(key)
     for code, keys in sorted(sniffed.items()):
@@ -60,7 +61,8 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
                       detail=f"{DigestType(code).name} ({len(keys)} ledger{'s' if len(keys) != 1 else ''}: {names})",
                       extra={"ledgers": keys})
     for key, n in sorted(unverified.items()):
-        dt, _src = plan.ledger_digest(key)
+        code = decided.get(key, (0, 0))[0]
+        dt = DigestType(code) if code else None
         why = ("HMAC needs the ledger password" if dt == DigestType.HMAC else
                "DUMMY has no digest" if dt == DigestType.DUMMY else
                "its entries verify as neither CRC32C nor CRC32 (HMAC without a password, or DUMMY)")

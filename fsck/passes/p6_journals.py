@@ -37,6 +37,7 @@ JOURNAL_WINDOW = 64 << 20
 # no bound on a journal record's length (nettyMaxFrameSizeBytes is a setting, and readers only warn
 # above it), so a length of up to 2 GiB within the file is a record to verify, not an error.
 STREAM_CHUNK = 8 << 20
+DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -84,6 +85,19 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
         yield Finding(JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
 
 
+def bad_records_of_journals(ctx: CheckContext) -> dict[str, np.ndarray]:
+    """Per journal whose digests pass 6 verifies, the rows (among its data records) whose digest is
+    bad: the heavy part of the check, run once for every journal in order (it may decide ledgers'
+    digest types in the shared plan), on the background thread with ``--jobs`` above 1."""
+    out: dict[str, np.ndarray] = {}
+    for jf in ctx.journal_files:
+        ctx.keep_going()
+        scan = ctx.journal_scans.get(jf.path)
+        if isinstance(scan, JournalArrays) and scan.version != 1:
+            out[jf.path] = _bad_records(ctx, scan)
+    return out
+
+
 def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool,
                      clean_end: bool) -> Iterator[Finding]:
     """Verify journal data records like entry-log entries; a bad last record of the newest journal
@@ -92,6 +106,30 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     data_idx = np.flatnonzero(recs["kind"] == RecordKind.DATA)
     if len(data_idx) == 0:
         return
+    sel = recs[data_idx]
+    bad = ctx.shared(DIGESTS, lambda: bad_records_of_journals(ctx)).get(scan.path)
+    if bad is None:   # (a scan put in the context by hand)
+        bad = _bad_records(ctx, scan)
+    last = len(data_idx) - 1
+    for i in bad.tolist():
+        r = sel[i]
+        off = int(r["offset"])
+        lid = LedgerId(int(r["scope"]), int(r["ledger"]))
+        if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
+            yield Finding(JOURNAL_OLD_TORN_TAIL if before_mark else JOURNAL_TORN_TAIL, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+                          entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
+                          cut_at=off)
+        else:
+            yield Finding(JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+                          entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
+
+
+def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
+    """The rows among ``scan``'s data records whose digest is bad, verified window by window."""
+    recs = scan.records
+    data_idx = np.flatnonzero(recs["kind"] == RecordKind.DATA)
+    if len(data_idx) == 0:
+        return np.zeros(0, np.int64)
     plan = ctx.digest_plan
     sel = recs[data_idx]
     starts = sel["offset"].astype(np.int64)
@@ -128,19 +166,7 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
             bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
             del arr
         i = j
-    bad = np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
-    last = len(data_idx) - 1
-    for i in bad.tolist():
-        r = sel[i]
-        off = int(r["offset"])
-        lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-        if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
-            yield Finding(JOURNAL_OLD_TORN_TAIL if before_mark else JOURNAL_TORN_TAIL, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
-                          entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
-                          cut_at=off)
-        else:
-            yield Finding(JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
-                          entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
+    return np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
 
 
 _MAX_DIGEST = max(DIGEST_LENGTH.values())

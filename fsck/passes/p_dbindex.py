@@ -10,20 +10,23 @@ writes: BookKeeper's shell rebuilds the databases (``bookkeeper_rebuilds`` says 
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
 from diskio.mapped import DiskError
-from formats.dbledger import ENTRY_SIZE_FIELD
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR
 from fsck.context import CheckContext
 from fsck.problems import Severity
 from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_ENTRY_UNINDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
-from rocksdbfiles.dbindex import LEDGERS_DB, LOCATIONS_DB, LedgerDirIndex, ledgers_without_metadata, read_ledger_dir
 
+if TYPE_CHECKING:   # the RocksDB reader loads only for a DbLedgerStorage bookie (in _read)
+    from rocksdbfiles.dbindex import LedgerDirIndex
+
+# The two databases' folders, as rocksdbfiles.dbindex names them (not imported: see above).
+LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
 Pairs = list[tuple[str, dict[str, Any]]]
 # BookKeeper's offline rebuilds (bin/bookkeeper shell, the bookie stopped), per database.
 REBUILD_COMMANDS = {LOCATIONS_DB: "bin/bookkeeper shell rebuild-db-ledger-locations-index",
@@ -46,6 +49,7 @@ def _read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
     cached = ctx.__dict__.get(_CACHE)
     if cached is not None:
         return cached
+    from rocksdbfiles.dbindex import read_ledger_dir
     out: list[tuple[int, str, LedgerDirIndex | Pairs]] = []
     for di, d in enumerate(ctx.dirs.ledger_dirs):
         current = os.path.join(d, CURRENT_DIR)
@@ -60,9 +64,14 @@ def _read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
     return out
 
 
+def _is_index(idx: LedgerDirIndex | Pairs) -> bool:
+    """Whether ``_read`` read the dir's databases (else ``idx`` is the findings of a read that could not start)."""
+    return not isinstance(idx, list)
+
+
 def location_count(ctx: CheckContext) -> int:
     """How many live locations the check read, over every ledger dir."""
-    return sum(len(idx.columns["ledger"]) for _di, _c, idx in _read(ctx) if isinstance(idx, LedgerDirIndex))
+    return sum(len(idx.columns["ledger"]) for _di, _c, idx in _read(ctx) if _is_index(idx))
 
 
 def check_databases(ctx: CheckContext) -> Pairs:
@@ -70,7 +79,7 @@ def check_databases(ctx: CheckContext) -> Pairs:
     checksum, the WAL's tail."""
     out: Pairs = []
     for _di, _current, idx in _read(ctx):
-        if not isinstance(idx, LedgerDirIndex):
+        if not _is_index(idx):
             out += idx
             continue
         for p in idx.problems:
@@ -83,11 +92,12 @@ def check_databases(ctx: CheckContext) -> Pairs:
 
 def check_ledgers(ctx: CheckContext) -> Pairs:
     """Pass 3's place: the ledgers index against the locations and the journal's meta records."""
+    from rocksdbfiles.dbindex import ledgers_without_metadata
     out: Pairs = []
     facts = ctx.journal_facts
     known: set[int] = set()
     for _di, current, idx in _read(ctx):
-        if not isinstance(idx, LedgerDirIndex):
+        if not _is_index(idx):
             continue
         known |= set(idx.ledgers)
         ledgers_db = os.path.join(current, LEDGERS_DB)
@@ -107,7 +117,7 @@ def check_ledgers(ctx: CheckContext) -> Pairs:
             if lac is not None and info.explicit_lac_body is not None and lac != info.explicit_lac_body:
                 out.append((DBINDEX_EXPLICIT_LAC_MISMATCH,
                             dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
-    if all(isinstance(idx, LedgerDirIndex) for _di, _c, idx in _read(ctx)):   # else unknown, not missing
+    if all(_is_index(idx) for _di, _c, idx in _read(ctx)):   # else unknown, not missing
         for ledger in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)):
             if ledger.scope == 0 and ledger.ledger not in known:
                 out.append((DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=ledger.ledger)))
@@ -118,7 +128,7 @@ def check_locations(ctx: CheckContext) -> Pairs:
     """Pass 5's place: each location against the entry the scan of that dir's entry log found there."""
     out: Pairs = []
     for di, current, idx in _read(ctx):
-        if isinstance(idx, LedgerDirIndex):
+        if _is_index(idx):
             out += _cross_check(ctx, di, current, idx, ctx.log_scans)
     return out
 
@@ -131,6 +141,7 @@ def check(ctx: CheckContext) -> Pairs:
 def _scanned(logs: dict[int, str], scans) -> dict[str, np.ndarray]:
     """The entries the scans of one ledger dir's logs found, as columns sorted by ``at`` = log id << 32 |
     (scan offset + 4), the key of a location."""
+    from formats.dbledger import ENTRY_SIZE_FIELD
     parts = []
     for log_id, path in logs.items():
         scan = scans.get(path)
@@ -149,6 +160,7 @@ def _scanned(logs: dict[int, str], scans) -> dict[str, np.ndarray]:
 def _cross_check(ctx: CheckContext, di: int, current: str, idx: LedgerDirIndex, scans) -> Pairs:
     """Each location against the entry found at (its offset - 4) by the scan of that dir's log, as array
     joins on (log id, position); Python only for what is reported."""
+    from formats.dbledger import ENTRY_SIZE_FIELD
     out: Pairs = []
     logs = {lf.log_id: lf.path for lf in ctx.log_files if lf.dir_index == di}
     sc = _scanned(logs, scans)

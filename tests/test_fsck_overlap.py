@@ -1,0 +1,182 @@
+"""fsck --jobs > 1 scans the journals and entry logs (and checks the journals' digests) on background
+threads while passes 1-3 walk and read the .idx files: the report is the one a sequential check gives,
+an unexpected error in the background is raised by the check, and the RocksDB reader is not loaded
+for an index-file bookie."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import fsck.context
+from bookie.layout import discover
+from bookie.model import BookieSpec, LedgerSpec
+from bookie.writer import write_bookie, write_metadata_dir
+from formats.digests import DigestType
+from formats.entry import ENTRY_V1_HEADER_SIZE
+from formats.entrylog import SIZE_PREFIX_SIZE
+from formats.ids import LedgerId
+from formats.journal import RECORD_LENGTH_SIZE, RecordKind
+from fsck.api import check_bookie
+from fsck.context import CheckOptions
+from journal.scan import scan_journal
+from tests.fsck_helpers import entry_record, flip, patch
+
+DIGESTS = [DigestType.CRC32C, DigestType.CRC32, DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY]
+SCANS = "fsck-scans"   # the background threads' name
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    """A bookie of several entry logs and journals with faults in each kind of file."""
+    base = tmp_path_factory.mktemp("overlap")
+    rnd = random.Random(5)
+    ledgers = [LedgerSpec(i + 1, [rnd.randbytes(rnd.randint(200, 6000)) for _ in range(14)],
+                          digest_type=DIGESTS[i % len(DIGESTS)], password=b"overlap") for i in range(10)]
+    spec = BookieSpec(ledgers, bookie_id="overlap-test:3181", entry_log_size_limit=48 * 1024,
+                      journal_max_size=128 * 1024, journal_prealloc_size=128 * 1024)
+    w = write_bookie(spec, str(base / "bookie"))
+    md = str(base / "metadata")
+    write_metadata_dir(spec, md)
+    assert len([p for p in w.entry_log_files if os.path.getsize(p) > 0]) >= 4
+    assert len(w.journal_files) >= 2, w.journal_files
+
+    def where(lid: int, eid: int) -> tuple[str, int]:
+        return entry_record(w, LedgerId(0, lid), eid)
+
+    # entry logs: a payload byte of a CRC32C and of a CRC32 ledger, and broken framing
+    for lid, eid in ((1, 3), (2, 9)):
+        log, off = where(lid, eid)
+        flip(log, off + SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE + 12)
+    log, off = where(3, 7)
+    patch(log, off, bytes(4))   # a zero size: framing broken, resynced after
+    # journals: the last payload byte of a data record in the middle of each of the first two journals
+    for j in w.journal_files[:2]:
+        recs = scan_journal(j).records
+        data = recs[recs["kind"] == RecordKind.DATA]
+        r = data[len(data) // 2]
+        flip(j, int(r["offset"]) + RECORD_LENGTH_SIZE + int(r["size"]) - 1)
+    # index files: a zeroed header, and stray bytes at the end of another
+    with open(w.index_files[LedgerId(0, 4)], "r+b") as f:
+        f.write(bytes(4))
+    with open(w.index_files[LedgerId(0, 6)], "ab") as f:
+        f.write(b"\x01\x02\x03")
+    return str(base / "bookie"), md
+
+
+def _report(root: str, md: str | None, jobs: int, **kw) -> dict:
+    doc = check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=jobs, **kw)).to_json()
+    for p in doc["passes"]:
+        p.pop("seconds")
+    doc["stats"].pop("seconds")
+    return doc
+
+
+@pytest.mark.parametrize("with_metadata", [True, False], ids=["metadata", "sniffed"])
+def test_overlapped_and_sequential_checks_give_the_same_report(damaged, with_metadata: bool):
+    root, md = damaged
+    md = md if with_metadata else None
+    one = _report(root, md, 1)
+    codes = [f["code"] for f in one["findings"]]
+    for code in ("DIGEST_MISMATCH", "LOG_FRAMING_BROKEN", "INDEX_HEADER_BAD", "INDEX_TRUNCATED"):
+        assert code in codes, (code, codes)
+    assert codes.count("DIGEST_MISMATCH") >= 2, codes
+    assert codes.count("JOURNAL_RECORD_CORRUPT") >= 2, codes   # one digest mismatch in each damaged journal
+    for _ in range(3):
+        two = _report(root, md, 2)
+        assert json.dumps(two, sort_keys=True) == json.dumps(one, sort_keys=True)   # findings in the same order
+
+
+def test_without_digests_too(damaged):
+    root, md = damaged
+    assert _report(root, md, 2, verify_digests=False) == _report(root, md, 1, verify_digests=False)
+
+
+def _threads_of(monkeypatch, name: str) -> list[str]:
+    """Wrap fsck.context's ``name`` so that the names of the threads that call it are recorded."""
+    seen: list[str] = []
+    real = getattr(fsck.context, name)
+
+    def spy(*a, **kw):
+        seen.append(threading.current_thread().name)
+        return real(*a, **kw)
+    monkeypatch.setattr(fsck.context, name, spy)
+    return seen
+
+
+def test_the_scans_run_on_the_background_only_with_more_than_one_job(damaged, monkeypatch):
+    root, md = damaged
+    journals = _threads_of(monkeypatch, "scan_journal")
+    logs = _threads_of(monkeypatch, "scan_entry_log")
+    check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=2))
+    assert journals and set(journals) == {SCANS}, journals
+    assert logs and not {threading.current_thread().name} & set(logs), logs
+    n_journals, n_logs = len(journals), len(logs)
+    check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=1))
+    assert set(journals[n_journals:]) == set(logs[n_logs:]) == {threading.current_thread().name}
+    assert len(journals) == 2 * n_journals and len(logs) == 2 * n_logs   # each file scanned once per check
+
+
+def test_progress_is_reported_from_the_checking_thread_only(damaged):
+    root, md = damaged
+    calls: list[tuple[str, str, int, int]] = []
+    check_bookie(discover(root), CheckOptions(
+        metadata_dir=md, jobs=2, progress=lambda what, done, total: calls.append(
+            (threading.current_thread().name, what, done, total))))
+    assert {c[0] for c in calls} == {threading.current_thread().name}
+    logs = [c for c in calls if c[1] == "entry logs"]
+    assert logs and logs[-1][2] == logs[-1][3] > 0, logs
+    assert [c[1] for c in calls if c[1].startswith("pass ")][::2] == [f"pass {i}: {n}" for i, n in _pass_names()]
+
+
+def _pass_names():
+    from fsck.problems import PASS_NAMES
+    return sorted(PASS_NAMES.items())
+
+
+@pytest.mark.parametrize("name", ["scan_entry_log", "scan_journal"])
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_unexpected_error_in_a_scan_is_raised_by_the_check(damaged, monkeypatch, name: str, jobs: int):
+    root, md = damaged
+
+    def broken(*a, **kw):
+        raise RuntimeError(f"{name} broke")
+    monkeypatch.setattr(fsck.context, name, broken)
+    outcome: list[BaseException | None] = []
+
+    def run():
+        try:
+            check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=jobs))
+            outcome.append(None)
+        except BaseException as e:   # noqa: BLE001 (what the check raised is the result)
+            outcome.append(e)
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(120)   # a guard against a hang, not a timing: the check takes well under a second
+    assert not t.is_alive(), "the check hangs when a background scan fails"
+    [e] = outcome
+    assert isinstance(e, RuntimeError) and str(e) == f"{name} broke", repr(e)
+    assert not [th for th in threading.enumerate() if th.name == SCANS], "background threads left running"
+
+
+def test_an_index_file_check_does_not_load_the_rocksdb_reader(damaged):
+    root, md = damaged
+    code = ("import sys; from bookie.layout import discover; from fsck.api import check_bookie; "
+            "from fsck.context import CheckOptions; "
+            f"r = check_bookie(discover({root!r}), CheckOptions(jobs=2)); assert r.findings; "
+            "print(sorted(m for m in sys.modules if m.startswith(('rocksdbfiles', 'formats.dbledger', "
+            "'formats.metadata'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_rocksdb_folder_names_are_the_readers():
+    from fsck.passes import p_dbindex
+    from rocksdbfiles import dbindex
+    assert (p_dbindex.LEDGERS_DB, p_dbindex.LOCATIONS_DB) == (dbindex.LEDGERS_DB, dbindex.LOCATIONS_DB)
