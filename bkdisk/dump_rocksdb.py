@@ -17,7 +17,7 @@ from bkdisk.dump_common import DumpError, Out, json_option
 from bkdisk.errors import one_line_errors
 from bkdisk.ledger_options import ledger_options
 from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR
+from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 
 
 def _current_dirs(path: str, db: str) -> list[str]:
@@ -49,7 +49,7 @@ def _problems_error(problems) -> None:
 def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """Entry locations of DbLedgerStorage (`bookkeeper shell ledger <id>` on such a bookie)."""
     from formats.dbledger import ENTRY_SIZE_FIELD
-    from rocksdbfiles.dbindex import LOCATIONS_DB, read_locations
+    from rocksdbfiles.dbindex import read_locations
     dirs = _current_dirs(path, LOCATIONS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage locations database (locations/CURRENT) found")
@@ -81,7 +81,7 @@ def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
 @one_line_errors
 def ledgers_index_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """The ledgers index of DbLedgerStorage: exists, fenced, master key and explicit LAC per ledger."""
-    from rocksdbfiles.dbindex import LEDGERS_DB, read_ledgers
+    from rocksdbfiles.dbindex import read_ledgers
     dirs = _current_dirs(path, LEDGERS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage ledgers database (ledgers/CURRENT) found")

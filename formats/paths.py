@@ -8,6 +8,8 @@ from formats.errors import FormatError, shown
 from formats.ids import LedgerId
 
 CURRENT_DIR = "current"
+# DbLedgerStorage's two RocksDB databases, folders of each ledger dir's current/.
+LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
 _HEX_DIGITS = "0123456789abcdefABCDEF"
 _DROP_HEX = str.maketrans("", "", _HEX_DIGITS)
 _U64_LIMIT = 1 << 64

@@ -10,9 +10,8 @@ import numpy as np
 
 from formats import dbledger as fd
 from formats.errors import FormatError
+from formats.paths import LEDGERS_DB, LOCATIONS_DB
 from rocksdbfiles.db import Database, Problem, open_db
-
-LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
 
 
 @dataclass

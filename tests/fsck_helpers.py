@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 from dataclasses import dataclass
 
 from bookie.layout import BookieDirs, discover
-from bookie.model import WrittenBookie
+from bookie.model import LedgerSpec, WrittenBookie
 from bookie.writer import write_bookie, write_metadata_dir
 from bkdisk.demo import sample_spec
 from fsck.api import Report, check_bookie
+from formats.digests import DigestType
+from formats.entry import ENTRY_V1_HEADER_SIZE
 from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
 from formats.index import unpack_location
@@ -46,6 +49,23 @@ def entry_record(w: WrittenBookie, lid: LedgerId, eid: int) -> tuple[str, int]:
     log_id, pos = unpack_location(w.locations[(lid, eid)])
     path = next(p for p in w.entry_log_files if os.path.basename(p) == entry_log_name(log_id))
     return path, pos - SIZE_PREFIX_SIZE
+
+
+MIXED_DIGESTS = [DigestType.CRC32C, DigestType.CRC32, DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY]
+
+
+def mixed_ledgers(seed: int, password: bytes, n: int = 10, entries: int = 14) -> list[LedgerSpec]:
+    """Ledgers 1..n of random payloads (200-6000 bytes), their digest types taken in turn from
+    MIXED_DIGESTS: enough small entry logs for the scans to be spread over threads."""
+    rnd = random.Random(seed)
+    return [LedgerSpec(i + 1, [rnd.randbytes(rnd.randint(200, 6000)) for _ in range(entries)],
+                       digest_type=MIXED_DIGESTS[i % len(MIXED_DIGESTS)], password=password) for i in range(n)]
+
+
+def flip_payload(w: WrittenBookie, lid: LedgerId, eid: int) -> None:
+    """Flip a payload byte of an entry in its entry log (its digest fails, its framing holds)."""
+    log, off = entry_record(w, lid, eid)
+    flip(log, off + SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE + 12)
 
 
 def patch(path: str, offset: int, data: bytes) -> None:

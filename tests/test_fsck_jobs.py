@@ -3,30 +3,23 @@ multi-log bookie with damage (flipped payload byte, truncated log, broken framin
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
 
 from bookie.layout import discover
-from bookie.model import BookieSpec, LedgerSpec
+from bookie.model import BookieSpec
 from bookie.writer import write_bookie, write_metadata_dir
-from formats.digests import DigestType
-from formats.entry import ENTRY_V1_HEADER_SIZE
-from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
 from fsck.api import check_bookie
 from fsck.context import CheckOptions
-from tests.fsck_helpers import entry_record, flip, patch
+from tests.fsck_helpers import entry_record, flip_payload, mixed_ledgers, patch
 
-DIGESTS = [DigestType.CRC32C, DigestType.CRC32, DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY]
 
 
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory):
     base = tmp_path_factory.mktemp("jobs")
-    rnd = random.Random(11)
-    ledgers = [LedgerSpec(i + 1, [rnd.randbytes(rnd.randint(200, 6000)) for _ in range(14)],
-                          digest_type=DIGESTS[i % len(DIGESTS)], password=b"jobs") for i in range(10)]
+    ledgers = mixed_ledgers(11, b"jobs")
     spec = BookieSpec(ledgers, bookie_id="jobs-test:3181", entry_log_size_limit=48 * 1024)
     w = write_bookie(spec, str(base / "bookie"))
     md = str(base / "metadata")
@@ -39,8 +32,7 @@ def damaged(tmp_path_factory):
 
     # a payload byte of ledger 1 (CRC32C) and of ledger 2 (CRC32), in different logs
     for lid, eid in ((1, 3), (2, 9)):
-        log, off = where(lid, eid)
-        flip(log, off + SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE + 12)
+        flip_payload(w, LedgerId(0, lid), eid)
     # broken framing: a size prefix overwritten in the middle of a log
     log, off = where(3, 7)
     patch(log, off, b"\x7f\xff\x00\x01")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import threading
@@ -15,19 +14,15 @@ import pytest
 
 import fsck.context
 from bookie.layout import discover
-from bookie.model import BookieSpec, LedgerSpec
+from bookie.model import BookieSpec
 from bookie.writer import write_bookie, write_metadata_dir
-from formats.digests import DigestType
-from formats.entry import ENTRY_V1_HEADER_SIZE
-from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
 from formats.journal import RECORD_LENGTH_SIZE, RecordKind
 from fsck.api import check_bookie
 from fsck.context import CheckOptions
 from journal.scan import scan_journal
-from tests.fsck_helpers import entry_record, flip, patch
+from tests.fsck_helpers import entry_record, flip, flip_payload, mixed_ledgers, patch
 
-DIGESTS = [DigestType.CRC32C, DigestType.CRC32, DigestType.CRC32C, DigestType.CRC32, DigestType.DUMMY]
 SCANS = "fsck-scans"   # the background threads' name
 
 
@@ -35,9 +30,7 @@ SCANS = "fsck-scans"   # the background threads' name
 def damaged(tmp_path_factory):
     """A bookie of several entry logs and journals with faults in each kind of file."""
     base = tmp_path_factory.mktemp("overlap")
-    rnd = random.Random(5)
-    ledgers = [LedgerSpec(i + 1, [rnd.randbytes(rnd.randint(200, 6000)) for _ in range(14)],
-                          digest_type=DIGESTS[i % len(DIGESTS)], password=b"overlap") for i in range(10)]
+    ledgers = mixed_ledgers(5, b"overlap")
     spec = BookieSpec(ledgers, bookie_id="overlap-test:3181", entry_log_size_limit=48 * 1024,
                       journal_max_size=128 * 1024, journal_prealloc_size=128 * 1024)
     w = write_bookie(spec, str(base / "bookie"))
@@ -51,8 +44,7 @@ def damaged(tmp_path_factory):
 
     # entry logs: a payload byte of a CRC32C and of a CRC32 ledger, and broken framing
     for lid, eid in ((1, 3), (2, 9)):
-        log, off = where(lid, eid)
-        flip(log, off + SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE + 12)
+        flip_payload(w, LedgerId(0, lid), eid)
     log, off = where(3, 7)
     patch(log, off, bytes(4))   # a zero size: framing broken, resynced after
     # journals: the last payload byte of a data record in the middle of each of the first two journals
@@ -174,9 +166,3 @@ def test_an_index_file_check_does_not_load_the_rocksdb_reader(damaged):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
-
-
-def test_the_rocksdb_folder_names_are_the_readers():
-    from fsck.passes import p_dbindex
-    from rocksdbfiles import dbindex
-    assert (p_dbindex.LEDGERS_DB, p_dbindex.LOCATIONS_DB) == (dbindex.LEDGERS_DB, dbindex.LOCATIONS_DB)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -130,21 +132,31 @@ def _check_no_loss(store, w: Writers, seen: list, golden_bin: bytes) -> None:
     assert [c.sequence for c in seen] == sorted(set(c.sequence for c in seen))
 
 
-def test_zookeeper_restart_while_clients_write_and_watch(zk_service, golden_bin):
-    zk, store, port = zk_service
+@contextmanager
+def _fault_under_load(store, port: int, golden_bin: bytes) -> Iterator[Writers]:
+    """Writers and a watcher at work; the body injects a fault once each writer has 5 acknowledged
+    updates. After it, every writer must get 5 more through, and nothing may be lost or doubled."""
     watcher = MetadataClient(f"127.0.0.1:{port}", timeout=30)
     seen, stop = [], threading.Event()
     w = Writers(port, golden_bin)
     _collect(watcher.watch(watch_all=True, after_sequence=store.head_sequence()), seen, stop)
-    with w:
-        _wait_for(lambda: min(map(len, w.acked)) >= 5)
+    try:
+        with w:
+            _wait_for(lambda: min(map(len, w.acked)) >= 5)
+            yield w
+            before = [len(a) for a in w.acked]
+            _wait_for(lambda: all(len(a) >= b + 5 for a, b in zip(w.acked, before)))
+        _check_no_loss(store, w, seen, golden_bin)
+    finally:
+        stop.set()
+        watcher.close()
+
+
+def test_zookeeper_restart_while_clients_write_and_watch(zk_service, golden_bin):
+    zk, store, port = zk_service
+    with _fault_under_load(store, port, golden_bin):
         zk.restart()                                              # same data dir and port
         assert store.interruptions >= 1                           # the service saw the outage
-        before = [len(a) for a in w.acked]
-        _wait_for(lambda: all(len(a) >= b + 5 for a, b in zip(w.acked, before)))
-    _check_no_loss(store, w, seen, golden_bin)
-    stop.set()
-    watcher.close()
 
 
 def test_expired_session_while_clients_write_watch_and_bookies_stay_registered(zk_service, golden_bin):
@@ -153,12 +165,7 @@ def test_expired_session_while_clients_write_watch_and_bookies_stay_registered(z
     reg = d.register("bk-1.rack-a", service_info("10.0.0.1", 3181))
     znode = "/ledgers/available/bk-1.rack-a"
     old_session = store.zk.client_id[0]
-    watcher = MetadataClient(f"127.0.0.1:{port}", timeout=30)
-    seen, stop = [], threading.Event()
-    w = Writers(port, golden_bin)
-    _collect(watcher.watch(watch_all=True, after_sequence=store.head_sequence()), seen, stop)
-    with w:
-        _wait_for(lambda: min(map(len, w.acked)) >= 5)
+    with _fault_under_load(store, port, golden_bin):
         # Expire the service's session the way kazoo's own test harness does: a second client joins
         # it with the same id and password and closes it; ZooKeeper ends the session for both.
         thief = KazooClient(hosts=zk.hosts, client_id=store.zk.client_id)
@@ -168,16 +175,11 @@ def test_expired_session_while_clients_write_watch_and_bookies_stay_registered(z
         _wait_for(lambda: store.zk.client_id is not None and store.zk.client_id[0] != old_session
                   and store._up.is_set())
         assert store.interruptions >= 1
-        before = [len(a) for a in w.acked]
-        _wait_for(lambda: all(len(a) >= b + 5 for a, b in zip(w.acked, before)))
-    _check_no_loss(store, w, seen, golden_bin)
-    stop.set()
     # ZooKeeper deleted the old session's ephemeral znode; the service wrote it back under the new one.
     _wait_for(lambda: (store.zk.exists(znode) or None) is not None
               and store.zk.exists(znode).ephemeralOwner == store.zk.client_id[0])
     assert store.zk.get(znode)[0] == service_info("10.0.0.1", 3181).SerializeToString()
     reg.close()
-    watcher.close()
     d.close()
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from diskio.mapped import DiskError
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR
+from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 from fsck.context import CheckContext
 from fsck.problems import Severity
 from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_ENTRY_UNINDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
@@ -25,8 +25,6 @@ from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBIND
 if TYPE_CHECKING:   # the RocksDB reader loads only for a DbLedgerStorage bookie (in _read)
     from rocksdbfiles.dbindex import LedgerDirIndex
 
-# The two databases' folders, as rocksdbfiles.dbindex names them (not imported: see above).
-LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
 Pairs = list[tuple[str, dict[str, Any]]]
 # BookKeeper's offline rebuilds (bin/bookkeeper shell, the bookie stopped), per database.
 REBUILD_COMMANDS = {LOCATIONS_DB: "bin/bookkeeper shell rebuild-db-ledger-locations-index",
