@@ -4,6 +4,9 @@ Run by `./dev setup` after an install; packagers run it after installing into a 
 with NUMBA_CACHE_DIR (or BKDISK_NUMBA_CACHE_DIR) pointing at a writable cache. It writes a small
 sample bookie into a temporary folder and runs what the commands run over it: every scanner with
 every digest type, entry formats V1 and V2, the index walk, fsck's passes and the inventory encoder.
+It also writes the bytecode of the project's own modules: an editable install (or an environment
+with PYTHONDONTWRITEBYTECODE set, common in containers) leaves none, and every command would then
+compile its modules from source again.
 """
 from __future__ import annotations
 
@@ -14,6 +17,10 @@ import time
 import click
 
 from bkdisk.errors import one_line_errors
+
+# The project's top-level packages (pyproject.toml's package list; a test keeps the two equal).
+PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbfiles", "bookie", "fsck", "audit",
+            "metaservice", "bkdisk", "bench")
 
 
 def warm_up() -> float:
@@ -44,6 +51,20 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
+def compile_bytecode() -> bool:
+    """Write the ``.pyc`` of every module of the project beside its source, as pip does for a wheel
+    (py_compile writes them even where PYTHONDONTWRITEBYTECODE is set). False when some folder was
+    not writable (a read-only install): its modules are then compiled on import, as before."""
+    import compileall
+    import importlib.util
+    ok = True
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            ok = compileall.compile_dir(folder, quiet=2) and ok
+    return ok
+
+
 def _warm_rocksdb(folder: str) -> None:
     """Read a small ``locations`` database (written by the test writer) as fsck does: the jitted block walk."""
     from contextlib import ExitStack
@@ -64,3 +85,6 @@ def warmup() -> None:
     """Compile the scanners into numba's cache now (after an install), not on a command's first run."""
     seconds = warm_up()
     click.echo(f"bkdisk: kernels compiled and cached in {seconds:.1f} s")
+    if not compile_bytecode():
+        click.echo("bkdisk: some of the project's folders are not writable: its modules' bytecode was not "
+                   "written (commands compile them on each start)", err=True)

@@ -190,12 +190,13 @@ def _service_metadata(url: str):
 def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes, force,
          backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet=False, ledger=None,
          metadata_url=None) -> int:
+    # The dirs first: a wrong path is reported before the checker (numba) is loaded.
+    dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
     from fsck.api import RepairRefused, RepairRun, apply_repairs, check_bookie, plan_repairs
     from fsck.context import CheckOptions
     from fsck.report import limit_to_ledger, render_json, render_repair, render_text
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
-    dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
     service_md = _service_metadata(metadata_url) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json

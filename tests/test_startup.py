@@ -56,3 +56,12 @@ def test_bkdisk_help_lists_every_command_of_the_table():
     listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.startswith("  ") and
               not line.startswith("    ")]
     assert listed == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("module, argv", [("fsck.cli", ["/no/such/bookie"]),
+                                          ("bkdisk.cli", ["fsck", "/no/such/bookie"]),
+                                          ("bkdisk.cli", ["inventory", "/no/such/bookie", "--jsonl"])])
+def test_a_missing_bookie_is_reported_before_the_scanners_load(module, argv):
+    r = _probe(module, argv)
+    assert r["code"] == 8
+    assert set(r["heavy"]) & {"numpy", "numba", "llvmlite", "pyarrow"} == set()

@@ -32,3 +32,29 @@ def test_after_warm_up_the_commands_add_nothing_to_the_cache(tmp_path):
         _run(["fsck", root, "--no-progress"], cache)
         _run(["inventory", root, "--jsonl", "--payload-hash", "sha256"], cache)
     assert _cache_files(cache) == warmed, "a command compiled a kernel that warm-up did not"
+
+
+def test_warm_up_lists_every_package_of_the_project():
+    import tomllib
+    from bkdisk.warmup import PACKAGES
+    root = Path(__file__).resolve().parent.parent
+    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(PACKAGES) == sorted(p.rstrip("*") for p in include)
+
+
+def test_warm_up_writes_the_bytecode_of_the_project_modules():
+    import importlib.util
+    from bkdisk.warmup import compile_bytecode
+    sources = [importlib.util.find_spec(m).origin for m in ("formats.errors", "fsck.passes.p6_journals", "bench.run_all")]
+    for src in sources:
+        pyc = Path(importlib.util.cache_from_source(src))
+        pyc.unlink(missing_ok=True)
+    assert compile_bytecode()
+    for src in sources:
+        pyc = Path(importlib.util.cache_from_source(src))
+        # a valid pyc of this source: its header records the source's mtime and size
+        data = pyc.read_bytes()
+        st = os.stat(src)
+        assert data[:4] == importlib.util.MAGIC_NUMBER
+        assert int.from_bytes(data[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+        assert int.from_bytes(data[12:16], "little") == st.st_size & 0xFFFFFFFF
