@@ -1,5 +1,6 @@
-"""The per-disk rows of the audit: one bookie disk scanned in-process by the fsck library and the
-inventory scanner, as Arrow tables ``disks``, ``findings`` and ``replicas`` tagged with the run.
+"""The per-disk rows of the audit: one bookie disk checked in-process by the fsck library, whose one
+read of each entry log also gives the replicas (as the inventory's rows), as Arrow tables ``disks``,
+``findings`` and ``replicas`` tagged with the run.
 
 A task's output (and a ``bkdisk scan-disk`` file) is one Arrow schema, ``TASK_SCHEMA``: a ``table``
 column names the table of each row, and the other columns are the union of the three tables'
@@ -139,8 +140,8 @@ def scan_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> list[pa.RecordBa
 
 
 def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.RecordBatch]:
-    """Check one disk with the fsck library and list its replicas with the inventory scanner, one
-    batch per entry log as it is scanned; the disks row comes last.
+    """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
+    payload SHA-256), one batch per entry log; the disks row comes last.
 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
@@ -168,13 +169,26 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.Reco
         yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
+def replica_logs(ctx, bid: str | None) -> Iterator:
+    """The entry logs fsck scanned (with payload hashes), as inventory rows in ledger-dir then log-id
+    order. A log that could not be read fails the disk's audit, as when the inventory scans it: its
+    copies must not be counted as intact or as missing (an unlistable dir is a finding already)."""
+    from bookie.inventory import log_rows
+    scans = ctx.log_scans
+    names = [os.path.basename(os.path.normpath(d)) for d in ctx.dirs.ledger_dirs]
+    for lf in sorted(ctx.log_files, key=lambda f: (f.dir_index, f.log_id)):
+        scan = scans[lf.path]
+        if isinstance(scan, Exception):
+            raise scan
+        yield log_rows(bid, names[lf.dir_index], lf.log_id, scan)
+
+
 def _scan(dirs, bid: str | None, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
-    from bookie.inventory import scan_bookie
-    from bookie.metadata_dir import digest_plan
     from fsck.api import check_bookie
     from fsck.context import CheckOptions
 
-    report = check_bookie(dirs, CheckOptions(metadata=metadata))
+    # One read of each entry log: fsck's scan also hashes the payloads, and the replicas come from it.
+    report = check_bookie(dirs, CheckOptions(metadata=metadata, payload_hash="sha256"))
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {
@@ -184,9 +198,9 @@ def _scan(dirs, bid: str | None, metadata: dict, run: RunInfo, disk_row) -> Iter
             "ledger_id": [to_signed(f.ledger) for f in fs], "entry_id": [f.entry for f in fs],
             "message": [f.message for f in fs]}, len(fs))
     entries = 0
-    for rows in scan_bookie(dirs, digest_plan(metadata), payload_hash="sha256"):
-        if isinstance(rows, str) or len(rows) == 0:
-            continue   # an unlistable dir is already an fsck finding
+    for rows in replica_logs(report.context, bid):
+        if len(rows) == 0:
+            continue
         inv = rows.arrow()
         e = rows.entries
         entries += len(rows)

@@ -6,9 +6,11 @@ on synthetic replica rows (rows/s).
                                 [--skip-disks] [--skip-join] [--driver-memory 3g]
 
 Each disk holds its own ledgers (ensemble of one bookie), so auditing k disks is k times the same
-work: time should grow linearly in disks and in entries. The direct figure is the same per-disk
-task (audit.rows.scan_disk: the fsck library and the inventory scanner) run in this process, one
-disk after another; the audit runs two at a time (local[2]).
+work: time should grow linearly in disks and in entries. The direct figure is what an operator runs
+without the audit: fsck, then the inventory with payload SHA-256, on each disk (in this process, one
+disk after another, and in two worker processes); the audit runs two at a time (local[2]). The
+audit task's own function (audit.rows.scan_disk, one read of each entry log for both) is timed too,
+two at a time, so Spark's own share shows apart.
 """
 from __future__ import annotations
 
@@ -52,61 +54,88 @@ def build(base: str, disk_mib: int, disks: int = 8):
     return roots, sizes, ids
 
 
-def _direct_one(path: str, md_dir: str) -> str:
-    """One disk's fsck + inventory in a worker process (the direct scan, two disks at a time)."""
+def fsck_and_inventory(path: str, meta: dict) -> str:
+    """What an operator runs on a bookie host without the audit: fsck, then the inventory with payload
+    SHA-256 (each reads the entry logs), in-process. Returns "ok" when both found nothing wrong."""
+    from bookie.inventory import scan_bookie
+    from bookie.layout import discover
+    from bookie.metadata_dir import digest_plan
+    from fsck.api import check_bookie
+    from fsck.context import CheckOptions
+    dirs = discover(path)
+    report = check_bookie(dirs, CheckOptions(metadata=meta))
+    bad = 0
+    for rows in scan_bookie(dirs, digest_plan(meta), payload_hash="sha256"):
+        if isinstance(rows, str):
+            bad += 1
+        else:
+            rows.arrow()
+            bad += rows.problems
+    return "ok" if report.exit_code == 0 and not bad else "errors"
+
+
+def _direct_one(path: str, md_dir: str, fused: bool) -> str:
+    """One disk's direct scan in a worker process (two disks at a time): fsck + inventory, or the
+    audit task's own function (``fused``: one read of each entry log)."""
     from audit.metadata_source import MetadataDirSource
     from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
-    return split_tables(scan_disk(DiskInput(path), MetadataDirSource(md_dir).load(), RunInfo.new()))["disks"] \
-        .to_pylist()[0]["status"]
+    meta = MetadataDirSource(md_dir).load()
+    if not fused:
+        return fsck_and_inventory(path, meta)
+    return split_tables(scan_disk(DiskInput(path), meta, RunInfo.new()))["disks"].to_pylist()[0]["status"]
 
 
 def disk_scaling(a, spark) -> None:
     from audit.job import run_audit
     from audit.metadata_source import MetadataDirSource
-    from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+    from audit.rows import DiskInput, RunInfo
     t0 = time.perf_counter()
     roots, sizes, ids = build(os.path.join(a.dir, "cluster"), a.disk_mib)
     print(f"built 8 disks in {time.perf_counter() - t0:.0f} s", flush=True)
     print(f"disks: 8 x {sum(sizes) / len(sizes) / (1 << 20):.1f} MiB of entry logs", flush=True)
     # Warm numba's cache and the page cache for both sides.
-    scan_disk(DiskInput(roots[ids[0]]), {}, RunInfo.new())
+    fsck_and_inventory(roots[ids[0]], {})
     run_audit(spark, [DiskInput(roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
               "metadata-1")), os.path.join(a.dir, "warm"), RunInfo.new())
-    print("direct s: fsck + inventory of the disks one after another in this process; direct2 s: the same")
-    print("in 2 worker processes (the audit's concurrency on local[2]); audit s: wall time of")
-    print("run_audit (scan tasks 2 at a time, joins, Parquet writes); task s: sum of the audit's per-disk scan")
-    print("times; per-disk overhead: (task s - direct s) / direct s; audit/ideal: audit s / (direct s / 2)")
-    print(f"{'disks':>5} {'GiB':>6} {'direct s':>9} {'direct2 s':>9} {'audit s':>8} {'task s':>8} {'per-disk ovh':>12} "
+    print("direct s: fsck + inventory (payload SHA-256) of the disks one after another in this process;")
+    print("direct2 s: the same in 2 worker processes (the audit's concurrency on local[2]); task2 s: the audit")
+    print("task's own function (audit.rows.scan_disk: one read of each entry log) in 2 worker processes;")
+    print("audit s: wall time of run_audit (scan tasks 2 at a time, joins, Parquet writes); task s: sum of")
+    print("the audit's per-disk scan times; audit/ideal: audit s / (direct s / 2)")
+    print(f"{'disks':>5} {'GiB':>6} {'direct s':>9} {'direct2 s':>9} {'task2 s':>8} {'audit s':>8} {'task s':>8} "
           f"{'audit/ideal':>11} {'MiB/s audit':>11}")
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
     md1 = os.path.join(a.dir, "cluster", "metadata-2")
-    list(pool.map(_direct_one, [roots[ids[0]], roots[ids[1]]], [md1, md1]))   # warm both workers
-    walls, directs, pairs = {}, {}, {}
+    list(pool.map(_direct_one, [roots[ids[0]], roots[ids[1]]], [md1, md1], [True, False]))   # warm both workers
+    walls, directs, pairs, fused = {}, {}, {}, {}
     for k in DISK_COUNTS:
         md = MetadataDirSource(os.path.join(a.dir, "cluster", f"metadata-{k}"))
         disks = [DiskInput(roots[b]) for b in ids[:k]]
         meta = md.load()
         t0 = time.perf_counter()
-        rows = [split_tables(scan_disk(d, meta, RunInfo.new()))["disks"].to_pylist()[0] for d in disks]
+        statuses = [fsck_and_inventory(d.path, meta) for d in disks]
         direct = time.perf_counter() - t0
         md_dir = os.path.join(a.dir, "cluster", f"metadata-{k}")
         t0 = time.perf_counter()
-        statuses = list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k))
+        statuses += list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k, [False] * k))
         pairs[k] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        statuses += list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k, [True] * k))
+        fused[k] = time.perf_counter() - t0
         if set(statuses) != {"ok"}:
             raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {statuses}")
         t0 = time.perf_counter()
         res = run_audit(spark, disks, [], md, os.path.join(a.dir, f"out-{k}"), RunInfo.new())
         wall = time.perf_counter() - t0
-        bad = [d for d in rows + res.disks if d["status"] != "ok"]
+        bad = [d for d in res.disks if d["status"] != "ok"]
         if bad:
             raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {bad[0]}")
         mib = sum(sizes[:k]) / (1 << 20)
         tasks = sum(d["scan_seconds"] for d in res.disks)
         walls[k], directs[k] = wall, direct
-        print(f"{k:>5} {mib / 1024:>6.2f} {direct:>9.2f} {pairs[k]:>9.2f} {wall:>8.2f} {tasks:>8.2f} {(tasks - direct) / direct:>12.1%} "
+        print(f"{k:>5} {mib / 1024:>6.2f} {direct:>9.2f} {pairs[k]:>9.2f} {fused[k]:>8.2f} {wall:>8.2f} {tasks:>8.2f} "
               f"{wall / (direct / 2):>11.2f} {mib / wall:>11.1f}", flush=True)
     lo, hi = DISK_COUNTS[0], DISK_COUNTS[-1]
     per_disk_audit = (walls[hi] - walls[lo]) / (hi - lo)
@@ -118,6 +147,10 @@ def disk_scaling(a, spark) -> None:
     per_disk_pairs = (pairs[hi] - pairs[lo]) / (hi - lo)
     print(f"marginal per disk against the direct scan 2 at a time: audit {per_disk_audit:.2f} s, direct2 "
           f"{per_disk_pairs:.2f} s -> per-disk overhead {per_disk_audit / per_disk_pairs - 1:.1%}", flush=True)
+    per_disk_fused = (fused[hi] - fused[lo]) / (hi - lo)
+    print(f"marginal per disk against the task's own function 2 at a time (task2: the scan without Spark): "
+          f"audit {per_disk_audit:.2f} s, task2 {per_disk_fused:.2f} s -> Spark's share "
+          f"{per_disk_audit / per_disk_fused - 1:.1%}", flush=True)
     pool.shutdown()
 
 

@@ -15,7 +15,8 @@ import numpy as np
 from bookie.layout import BookieDirs, bookie_id_of
 from diskio.jsonl import CHOICE, DIGEST, DIGEST_BYTES, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from entrylogs.reader import Damage
-from entrylogs.scan import DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, scan_entry_log
+from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, EntryLogScanArrays,
+                            scan_entry_log)
 from formats.digests import DigestType
 from formats.paths import CURRENT_DIR, parse_entry_log_name
 
@@ -131,9 +132,16 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
             yield failure
         for log_id, path in logs:
             s = scan_entry_log(path, window=window, digests=plan, payload_hash=payload_hash)
-            warnings = [str(err) for err in (s.header_error, s.map_error) if err is not None]
-            warnings += [f"{path}: offset {int(p['offset'])}: framing broken "
-                         f"({Damage(int(p['reason'])).name.lower()}), resumed at {int(p['resumed_at'])}"
-                         for p in s.problems]
-            digests, rows = _hash_array(s.payload_hashes if payload_hash else None)
-            yield LogRows(bid, ld_name, log_id, path, s.entries, s.digests, digests, rows, warnings, len(s.problems))
+            yield log_rows(bid, ld_name, log_id, s)
+
+
+def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogScanArrays) -> LogRows:
+    """The rows of one scanned entry log (a scan made here or by fsck's pass 4, which the audit reuses)."""
+    path = s.path
+    warnings = [str(err) for err in (s.header_error, s.map_error) if err is not None]
+    warnings += [f"{path}: offset {int(p['offset'])}: framing broken "
+                 f"({Damage(int(p['reason'])).name.lower()}), resumed at {int(p['resumed_at'])}"
+                 for p in s.problems]
+    digests, rows = _hash_array(s.payload_hashes)
+    return LogRows(bookie_id, ledger_dir, log_id, path, s.entries, s.digests, digests, rows, warnings,
+                   len(s.problems))

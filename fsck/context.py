@@ -43,6 +43,7 @@ class CheckOptions:
     metadata_dir: str | None = None
     metadata: dict[LedgerId, LedgerMetadata] | None = None   # from a metadata service (audit)
     verify_digests: bool = True
+    payload_hash: str | None = None   # also hash each entry's payload in the one entry-log scan (the audit)
     jobs: int = 1
     progress: Progress | None = None
 
@@ -125,7 +126,7 @@ class CheckContext:
         def one(lf: LogFile) -> EntryLogArrays | Exception:
             self.keep_going()
             try:
-                return scan_entry_log(lf.path, digests=plan)
+                return scan_entry_log(lf.path, digests=plan, payload_hash=self.options.payload_hash)
             except (DiskError, FormatError) as e:
                 return e
 

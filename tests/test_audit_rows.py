@@ -57,13 +57,68 @@ def test_a_disk_gives_its_manifest_replicas_and_fsck_findings(cluster3, bookie):
         assert disk["index_read"] is True and disk["storage_class"] == "InterleavedLedgerStorage/SortedLedgerStorage"
 
 
-def test_replica_rows_are_the_inventory_rows(cluster3):
-    root, md = cluster3
-    dirs = discover(str(root / "bookies" / "bk-2.rack-a"))
+def _inventory_and_replicas(dirs, md) -> tuple[list, list]:
     inv = [r for rows in scan_bookie(dirs, digest_plan(md), payload_hash="sha256") for r in rows.arrow().to_pylist()]
     t = split_tables(scan_disk(DiskInput(dirs.root), md, RUN))["replicas"].to_pylist()
-    assert [(r["ledger"], r["entry"], r["offset"], r["log_id"], r["payload_sha256"], r["digest_ok"]) for r in inv] == \
-        [(r["ledger_id"], r["entry_id"], r["offset"], r["log_id"], r["payload_sha256"], r["digest_ok"]) for r in t]
+    return ([(r["ledger"], r["entry"], r["offset"], r["log_id"], r["ledger_dir"], r["payload_sha256"], r["digest_ok"],
+              r["digest_type"], r["size"], r["payload_len"]) for r in inv],
+            [(r["ledger_id"], r["entry_id"], r["offset"], r["log_id"], r["ledger_dir"], r["payload_sha256"],
+              r["digest_ok"], r["digest_type"], r["size"], r["payload_len"]) for r in t])
+
+
+@pytest.mark.parametrize("bookie", BOOKIES)
+def test_replica_rows_are_the_inventory_rows(cluster3, bookie):
+    # The task takes its replicas from fsck's scan of each entry log: the rows the inventory gives.
+    root, md = cluster3
+    inv, replicas = _inventory_and_replicas(discover(str(root / "bookies" / bookie)), md)
+    assert len(inv) > 0 and replicas == inv
+
+
+def test_replica_rows_of_a_damaged_disk_are_the_inventory_rows(tmp_path):
+    from fsck_helpers import flip_payload, make_disk
+    disk = make_disk(str(tmp_path))
+    md, errors = load_metadata_dir(disk.md_dir)
+    assert not errors
+    lid = next(iter(sorted(md)))
+    flip_payload(disk.written, lid, 1)
+    del md[lid]   # no metadata: its digest type is sniffed
+    inv, replicas = _inventory_and_replicas(disk.dirs, md)
+    assert replicas == inv
+    bad = [r for r in replicas if r[6] is False]
+    assert [(r[0], r[1]) for r in bad] == [(lid.ledger, 1)]
+
+
+def test_the_task_reads_each_entry_log_once(cluster3, monkeypatch):
+    import bookie.inventory
+    import fsck.context
+    root, md = cluster3
+    dirs = discover(str(root / "bookies" / "bk-1.rack-a"))
+    scanned: list[str] = []
+    for module in (fsck.context, bookie.inventory):
+        real = module.scan_entry_log
+
+        def counted(path, *a, _real=real, **kw):
+            scanned.append(os.fspath(path))
+            return _real(path, *a, **kw)
+        monkeypatch.setattr(module, "scan_entry_log", counted)
+    t = split_tables(scan_disk(DiskInput(dirs.root), md, RUN))
+    logs = sorted(os.path.join(d, "current", n) for d in dirs.ledger_dirs
+                  for n in os.listdir(os.path.join(d, "current")) if n.endswith(".log"))
+    assert len(logs) > 0 and sorted(scanned) == logs
+    assert t["replicas"].num_rows > 0
+
+
+def test_an_entry_log_that_cannot_be_read_leaves_the_disk_not_audited(tmp_path, cluster3):
+    import shutil
+    root, md = cluster3
+    disk = tmp_path / "bk-1"
+    shutil.copytree(root / "bookies" / "bk-1.rack-a", disk, symlinks=True)
+    log = sorted(disk.rglob("*.log"))[0]
+    log.unlink()
+    os.mkfifo(log)   # opened without blocking and refused: not a regular file
+    t = split_tables(scan_disk(DiskInput(str(disk)), md, RUN))
+    (row,) = t["disks"].to_pylist()
+    assert row["status"] == "not_audited" and str(log) in row["error"] and "not a regular file" in row["error"]
 
 
 def test_a_disk_that_cannot_be_read_is_one_unreadable_row(tmp_path, cluster3):
