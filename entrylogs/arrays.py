@@ -42,15 +42,13 @@ class EntryLogArrays:
     def computed_ledgers_map(self) -> dict[tuple[int, int], int]:
         """Per (scope, ledger): the sum of (size + 4) over its entries, as the ledgers map records it."""
         e = self.entries
-        out: dict[tuple[int, int], int] = {}
         if len(e) == 0:
-            return out
-        keys = np.stack([e["scope"], e["ledger"]], axis=1)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        sums = np.bincount(inv.ravel(), weights=(e["size"].astype(np.int64) + 4), minlength=len(uniq))
-        for (s, l), n in zip(uniq.tolist(), sums.tolist()):
-            out[(int(s), int(l))] = int(n)
-        return out
+            return {}
+        order = np.lexsort((e["ledger"], e["scope"]))
+        s, l = e["scope"][order], e["ledger"][order]
+        first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])]))
+        sums = np.add.reduceat(e["size"][order].astype(np.int64) + 4, first)
+        return dict(zip(zip(s[first].tolist(), l[first].tolist()), sums.tolist()))
 
 
 def scan_entry_log_reference(path: str | os.PathLike, data: bytes | None = None) -> EntryLogArrays:

@@ -26,8 +26,18 @@ def index_relpath(lid: LedgerId) -> str:
     """
     s, l = lid
     if s == 0:
-        return f"{(l >> 8) & 0xff:x}/{l & 0xff:x}/{l:x}.idx"
+        return _relpath0(l)
     return f"{(s >> 8) & 0xff:x}/{s & 0xff:x}/{(l >> 8) & 0xff:x}/{l & 0xff:x}/{lid.qualified_name}.idx"
+
+
+def _relpath0(ledger: int) -> str:
+    return f"{(ledger >> 8) & 0xff:x}/{ledger & 0xff:x}/{ledger:x}.idx"
+
+
+def index_relpaths(scopes: list[int], ledgers: list[int]) -> list[str]:
+    """index_relpath of many ledgers given as columns: the same rule, without a LedgerId per scope-0
+    ledger (fsck compares every index file's path with it, by the 100k)."""
+    return [_relpath0(l) if s == 0 else index_relpath(LedgerId(s, l)) for s, l in zip(scopes, ledgers)]
 
 
 def parse_index_name(name: str) -> LedgerId | None:

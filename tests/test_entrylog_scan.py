@@ -751,3 +751,20 @@ def test_sniffing_gives_up_on_a_ledger_only_after_max_samples_entries_verify_as_
             else:
                 assert st_ == [DIGEST_UNKNOWN] * 70
                 assert plan.ledger_digest((0, 42)) == (None, "sniffed") and plan.tried[(0, 42)] == limit
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2**63, 2**64 - 1]), st.one_of(st.integers(0, 4), st.integers(0, 2**64 - 1)),
+                          st.integers(0, 2**31 - 1)), max_size=40))
+def test_computed_ledgers_map_sums_size_and_prefix_per_ledger(rows):
+    from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
+    e = np.zeros(len(rows), ENTRY_DTYPE)
+    if rows:
+        e["scope"], e["ledger"], e["size"] = zip(*rows)
+    scan = EntryLogArrays("x.log", 0, 0, None, None, None, None, 0, e, np.zeros(0, PROBLEM_DTYPE))
+    want: dict[tuple[int, int], int] = {}
+    for s, l, n in rows:
+        want[(s, l)] = want.get((s, l), 0) + n + SIZE_PREFIX_SIZE
+    got = scan.computed_ledgers_map()
+    assert got == want and list(got) == sorted(want)
+    assert all(type(k[0]) is int and type(k[1]) is int and type(v) is int for k, v in got.items())

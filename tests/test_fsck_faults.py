@@ -426,3 +426,18 @@ def test_corrupt_first_entries_of_a_ledger_without_metadata_are_still_found(disk
     rep = check_bookie(disk.dirs)
     found = sorted((f.entry, f.offset) for f in rep.findings if f.code == "DIGEST_MISMATCH")
     assert found == bad
+
+
+def test_pass_2_names_every_duplicate_by_its_first_file_in_listing_order():
+    import numpy as np
+    from fsck.passes.p2_hierarchy import _duplicates
+    from indexfiles.arrays import INDEX_FILE_DTYPE
+    rows = np.zeros(9, INDEX_FILE_DTYPE)
+    # rows:          0  1  2  3  4  5  6  7  8   (row 6 is not an index name: never a duplicate)
+    rows["scope"] = [0, 0, 7, 0, 0, 7, 0, 0, 0]
+    rows["ledger"] = [5, 3, 5, 5, 9, 5, 0, 3, 5]
+    rows["named"] = [1, 1, 1, 1, 1, 1, 0, 1, 1]
+    assert _duplicates(rows) == [(0, [3, 8]), (1, [7]), (2, [5])]
+    rows["ledger"] = [1, 2, 3, 4, 5, 6, 0, 8, 9]
+    assert _duplicates(rows) == []
+    assert _duplicates(np.zeros(0, INDEX_FILE_DTYPE)) == []

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from formats.bookieid import BookieId, HostPort, is_strict_bp41, legacy_address, validate_bookie_id
 from formats.errors import FormatError
 from formats.ids import U64, LedgerId, to_signed64, to_unsigned64
-from formats.paths import (entry_log_name, index_relpath, journal_name, parse_entry_log_name, parse_index_name,
-                           parse_journal_name)
+from formats.paths import (entry_log_name, index_relpath, index_relpaths, journal_name, parse_entry_log_name,
+                           parse_index_name, parse_journal_name)
 
 from conftest import GOLDEN
 u64 = st.integers(min_value=0, max_value=U64)
@@ -164,6 +164,12 @@ def test_scope_0_index_path_is_indexpersistencemgr_rule_for_every_64_bit_id(ledg
     assert rel == java_get_ledger_name(ledger)
     assert rel.count("/") == 2
     assert parse_index_name(rel.rsplit("/", 1)[1]) == lid
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.one_of(st.just(0), u64), u64), max_size=20))
+def test_index_relpaths_of_many_ledgers_is_index_relpath_of_each(ids: list[tuple[int, int]]) -> None:
+    assert index_relpaths([s for s, _ in ids], [l for _, l in ids]) == [index_relpath(LedgerId(s, l)) for s, l in ids]
 
 
 def test_golden_idx_files_sit_where_the_2_level_rule_puts_them() -> None:

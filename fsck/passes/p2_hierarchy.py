@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import errno
 import os
-from collections import defaultdict
 from typing import Iterator
 
+import numpy as np
+
 from diskio.failures import LIST
-from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR, index_relpath
+from formats.paths import CURRENT_DIR, index_relpaths
 from fsck.codes import (FILE_UNREADABLE, INDEX_BAD_NAME, INDEX_DUPLICATE, INDEX_MISPLACED,
                         INDEX_RELOCATION_LEFTOVER, INDEX_SCOPED_IN_2LEVEL,
                         STRAY_FILE)
@@ -18,25 +18,23 @@ from fsck.findings import Finding
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
-    seen: dict[LedgerId, list[int]] = defaultdict(list)
     rows = inv.files
     sep = os.sep
-    for i, (rel, path, named, scope, ledger, di) in enumerate(zip(
-            inv.relpaths, inv.paths, rows["named"].tolist(), rows["scope"].tolist(), rows["ledger"].tolist(),
-            rows["dir"].tolist())):
-        if not named:
+    named, scopes, ledgers = rows["named"].tolist(), rows["scope"].tolist(), rows["ledger"].tolist()
+    # Every path compared with its ledger's at once; findings made only for the files that differ.
+    wants = index_relpaths(scopes, ledgers)
+    for i in [i for i, (ok, rel, want) in enumerate(zip(named, inv.relpaths, wants)) if not ok or rel != want]:
+        path = inv.paths[i]
+        if not named[i]:
             yield Finding(INDEX_BAD_NAME, path=path)
             continue
-        lid = LedgerId(scope, ledger)
-        seen[lid].append(i)
-        want = index_relpath(lid)
-        if rel != want:
-            dest = os.path.join(inv.dirs[di], CURRENT_DIR, want)
-            code = INDEX_SCOPED_IN_2LEVEL if scope != 0 and rel.count(sep) == 2 else INDEX_MISPLACED
-            yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
-    for lid, at in seen.items():
-        for i in at[1:]:
-            yield Finding(INDEX_DUPLICATE, path=inv.paths[at[0]], scope=lid.scope, ledger=lid.ledger,
+        scope, ledger = scopes[i], ledgers[i]
+        dest = os.path.join(inv.dirs[int(rows["dir"][i])], CURRENT_DIR, wants[i])
+        code = INDEX_SCOPED_IN_2LEVEL if scope != 0 and inv.relpaths[i].count(sep) == 2 else INDEX_MISPLACED
+        yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
+    for first, later in _duplicates(rows):
+        for i in later:
+            yield Finding(INDEX_DUPLICATE, path=inv.paths[first], scope=scopes[first], ledger=ledgers[first],
                           detail=inv.paths[i], other=inv.paths[i])
     # A folder that cannot be listed hides whatever index files it holds: an error, never a stray.
     # A missing <dir>/current is pass 1's LAYOUT_NO_CURRENT.
@@ -52,3 +50,20 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                           detail=path[:-5], move_to=path[:-5])
         else:
             yield Finding(STRAY_FILE, path=path, detail=why)
+
+
+def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:
+    """Rows of named files whose ledger an earlier row already has: (first row, later rows), by first row."""
+    at = np.flatnonzero(rows["named"])
+    order = at[np.lexsort((at, rows["ledger"][at], rows["scope"][at]))]   # by ledger, then row
+    s, l = rows["scope"][order], rows["ledger"][order]
+    same = (s[1:] == s[:-1]) & (l[1:] == l[:-1])
+    if not same.any():
+        return []
+    groups: dict[int, list[int]] = {}
+    start = 0
+    for k in np.flatnonzero(~same).tolist() + [len(order) - 1]:
+        if k > start:
+            groups[int(order[start])] = order[start + 1:k + 1].tolist()
+        start = k + 1
+    return sorted(groups.items())

@@ -113,7 +113,8 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
                           f"{resumed}", extra={"resumed_at": resumed})
     if scan.ledgers_map is not None and scan.map_error is None:
         got = scan.computed_ledgers_map()
-        for k in sorted(set(got) | set(scan.ledgers_map)):
+        # (one comparison in C when they agree, as they do on a healthy log of 100k ledgers)
+        for k in sorted(set(got) | set(scan.ledgers_map)) if got != scan.ledgers_map else ():
             a, b = scan.ledgers_map.get(k), got.get(k)
             if a != b:
                 yield Finding(LEDGERS_MAP_MISMATCH, path=p, offset=scan.header.ledgers_map_offset,
