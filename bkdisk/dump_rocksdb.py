@@ -30,7 +30,9 @@ def _current_dirs(path: str, db: str) -> list[str]:
     if os.path.isfile(os.path.join(p, db, "CURRENT")):
         return [p]
     out = [os.path.join(d, CURRENT_DIR) for d in _storage_dirs(p)]
-    return [c for c in out if os.path.isfile(os.path.join(c, db, "CURRENT"))]
+    # Every ledger dir holding the database folder: a damaged one (CURRENT missing or not a file) is
+    # read, and fails in one line, rather than left out of the dump.
+    return [c for c in out if os.path.lexists(os.path.join(c, db))]
 
 
 def _problems_error(problems) -> None:

@@ -145,7 +145,7 @@ def lastmark_cmd(path: str, as_json: bool) -> None:
                 best, seen = (0, 0), []
                 for d in bd.ledger_dirs:
                     f = os.path.join(d, CURRENT_DIR, last_mark_name(idx, n))
-                    if os.path.isfile(f):
+                    if os.path.lexists(f):   # present but not a readable file: said, not skipped
                         m = _read_mark(f)
                         seen.append(f)
                         best = max(best, (m.log_id, m.offset))

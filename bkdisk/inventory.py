@@ -45,6 +45,7 @@ class BookieSummary:
     bad: int = 0
     unknown: int = 0
     problems: int = 0
+    warnings: int = 0   # damage met besides framing (a log's header or ledgers map, a dir not listed)
 
 
 def _warn(msg: str) -> None:
@@ -57,15 +58,18 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
     from bookie.inventory import LogRows, scan_bookie
     from entrylogs.scan import DIGEST_BAD, DIGEST_OK
     summary: BookieSummary | None = None
+    unlisted = 0
     for item in scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
         if isinstance(item, str):
             _warn(item)
+            unlisted += 1
             continue
         rows: LogRows = item if ledger is None else item.only(ledger.scope, ledger.ledger)
         if summary is None:
             summary = BookieSummary(rows.bookie_id)
         for w in rows.warnings:
             _warn(w)
+        summary.warnings += len(rows.warnings) - rows.problems   # (framing damage is counted in problems)
         summary.logs += 1
         summary.problems += rows.problems
         n = len(rows)
@@ -84,6 +88,7 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
             summary.ledgers.update(zip(e["scope"].tolist(), e["ledger"].tolist()))
     if summary is None:
         summary = BookieSummary(bookie_id_of(dirs))
+    summary.warnings += unlisted
     return summary
 
 
@@ -91,7 +96,12 @@ class _ParquetSink:
     """Batches of every bookie into one Parquet file, written to a temp name and renamed when complete."""
 
     def __init__(self, path: str):
+        from diskio.mapped import DiskError
         self.path, self.tmp, self.writer = path, f"{path}.tmp-{os.getpid()}", None
+        try:   # an output that cannot be written is said before the scan, in one line
+            open(self.tmp, "xb").close()
+        except OSError as e:
+            raise DiskError(path, f"cannot write ({e.strerror})") from None
 
     def write(self, batch) -> None:
         import pyarrow.parquet as pq
@@ -104,10 +114,10 @@ class _ParquetSink:
     def close(self, ok: bool) -> None:
         if self.writer is not None:
             self.writer.close()
-            if ok:
-                os.replace(self.tmp, self.path)
-            else:
-                os.unlink(self.tmp)
+        if ok and self.writer is not None:
+            os.replace(self.tmp, self.path)
+        else:
+            os.unlink(self.tmp)
 
 
 @click.command("inventory")
@@ -130,8 +140,9 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
               conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None) -> None:
     """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf).
 
-    Exit 0 when every entry framed and no digest failed, 4 when a digest failed or framing was
-    broken (the rows still list everything readable), 8 when the inventory could not run.
+    Exit 0 when every entry framed and no digest failed, 4 when a digest failed, framing was broken,
+    a log's header or ledgers map is damaged or a dir could not be listed (the rows still list
+    everything readable), 8 when the inventory could not run.
 
     \b
     Examples:
@@ -161,7 +172,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
             # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
             s = inventory_bookie(dirs, _digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash,
                                  window=window, parquet=sink, ledger=ledger)
-            damaged |= bool(s.bad or s.problems)
+            damaged |= bool(s.bad or s.problems or s.warnings)
             _summary_line(dirs, s, jsonl)
         done = True
     finally:

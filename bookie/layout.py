@@ -224,12 +224,13 @@ def _dir_list(v: str | None) -> list[str]:
 def from_conf(conf_path: str) -> BookieDirs:
     """Dirs from a BookKeeper server config: journalDirectories (or journalDirectory),
     ledgerDirectories, indexDirectories."""
+    from diskio.mapped import DiskError, read_bytes
     try:
-        # Java reads .properties as ISO-8859-1: every byte decodes, so no file can fail here.
-        with open(conf_path, encoding="latin-1") as f:
-            props = parse_properties(f.read())
-    except OSError as e:
-        raise LayoutError(f"{conf_path}: cannot read ({e.strerror})") from None
+        # Opened without blocking (a FIFO is refused, never waited on); Java reads .properties as
+        # ISO-8859-1: every byte decodes, so no file can fail to decode.
+        props = parse_properties(read_bytes(conf_path).decode("latin-1"))
+    except DiskError as e:
+        raise LayoutError(str(e)) from None
     journal = _dir_list(props.get("journalDirectories")) or _dir_list(props.get("journalDirectory"))
     ledger = _dir_list(props.get("ledgerDirectories"))
     index = _dir_list(props.get("indexDirectories"))

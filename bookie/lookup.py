@@ -29,7 +29,7 @@ def read_entry(dirs: BookieDirs, lid: LedgerId, entry_id: int) -> bytes | None:
     idx = find_index(dirs, lid)
     if idx is None:
         return None
-    data = read_bytes(idx)
+    data = read_bytes(idx, limit=None)
     off = slot_offset(entry_id)
     if off + LOCATION.sizeof() > len(data):
         return None
@@ -40,7 +40,7 @@ def read_entry(dirs: BookieDirs, lid: LedgerId, entry_id: int) -> bytes | None:
     for d in dirs.ledger_dirs:
         p = os.path.join(d, CURRENT_DIR, entry_log_name(log_id))
         if os.path.exists(p):
-            log = read_bytes(p)
+            log = read_bytes(p, limit=None)
             # A location points just past the entry's size prefix.
             prefix = ENTRY_SIZE.sizeof()
             if pos < prefix or pos > len(log):

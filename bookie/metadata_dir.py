@@ -22,7 +22,9 @@ def ledger_of_file(name: str) -> tuple[LedgerId, int] | None:
                 return None
             if len(stem) == 32:
                 return LedgerId.from_qualified_name(stem), rank
-            return LedgerId(0, int(stem, 16)), rank
+            value = int(stem, 16)
+            # 17 to 31 digits above 2^64 - 1 name no ledger (scoped ledgers take all 32 digits)
+            return (LedgerId(0, value), rank) if value >> 64 == 0 else None
     return None
 
 

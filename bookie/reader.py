@@ -101,7 +101,7 @@ def read_bookie(dirs: BookieDirs, digest_types: dict[LedgerId, DigestType],
             if parse_entry_log_name(n) is None:
                 continue
             p = os.path.join(cur, n)
-            data = read_bytes(p)
+            data = read_bytes(p, limit=None)
             scan = read_entry_log(p, data)
             for r in scan.records:
                 lid = LedgerId(r.scope_id, r.ledger_id)

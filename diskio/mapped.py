@@ -119,10 +119,19 @@ def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np
         os.close(fd)
 
 
-def read_bytes(path: str | os.PathLike) -> bytes:
-    """The whole regular file, read-only, with a DiskError naming the file on failure."""
+# The small files read whole (cookies, lastMark, ledger metadata, RocksDB's CURRENT) hold bytes to
+# kilobytes: a larger one is damage (or a sparse file of terabytes), refused before it is read.
+SMALL_FILE_LIMIT = 64 << 20
+
+
+def read_bytes(path: str | os.PathLike, limit: int | None = SMALL_FILE_LIMIT) -> bytes:
+    """The whole regular file, read-only, with a DiskError naming the file on failure; a file of more
+    than ``limit`` bytes is refused (None: no limit, for the reference readers of whole logs)."""
     p = os.fspath(path)
-    fd, _st = open_regular(p, "cannot read")
+    fd, st = open_regular(p, "cannot read")
+    if limit is not None and st.st_size > limit:
+        os.close(fd)
+        raise DiskError(p, f"expected a small file (at most {limit} bytes), found {st.st_size} bytes")
     try:
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1

@@ -11,6 +11,7 @@ runs again on the same window.
 """
 from __future__ import annotations
 
+import errno
 import os
 from concurrent.futures import Executor, Future, wait
 from contextlib import ExitStack, nullcontext
@@ -40,6 +41,7 @@ class FileSource:
         self.path = path
         self._stack = stack
         self._whole = None
+        self._fd: int | None = None
         if data is not None:
             self._held = as_bytes_array(data)
             self.size = self._held.size
@@ -67,11 +69,31 @@ class FileSource:
                 self._stack.enter_context(map_file(self.path)))
         return self._whole
 
+    def next_data(self, offset: int) -> int:
+        """The first offset at or after ``offset`` that may hold data, ``size`` when none does: the
+        bytes between are a hole of a sparse file and read as zeros (SEEK_DATA; where the system cannot
+        tell, ``offset`` itself). A 1 TB sparse file is not read through to learn it holds zeros."""
+        seek_data = getattr(os, "SEEK_DATA", None)
+        if self._held is not None or seek_data is None or offset >= self.size:
+            return min(offset, self.size)
+        if self._fd is None:
+            from diskio.mapped import open_regular
+            self._fd = open_regular(self.path, "cannot read")[0]
+            self._stack.callback(os.close, self._fd)
+        try:
+            return min(os.lseek(self._fd, offset, seek_data), self.size)
+        except OSError as e:
+            return self.size if e.errno == errno.ENXIO else offset   # ENXIO: only a hole from offset on
+
     def last_nonzero(self, end: int, window: int) -> int:
-        """Offset of the last non-zero byte before ``end``, or -1, read backwards window by window."""
+        """Offset of the last non-zero byte before ``end``, or -1, read backwards window by window
+        (windows that hold no data, holes of a sparse file, are not read)."""
         hi = end
         while hi > 0:
             lo = max(0, hi - window)
+            if self.next_data(lo) >= hi:
+                hi = lo
+                continue
             with self.window(lo, hi - lo) as w:
                 i = last_nonzero(readonly(w))
                 del w

@@ -243,7 +243,7 @@ def read_frame(read: Callable[[int, int], bytes], size: int, path: str) -> LogFr
 def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryLogScan:
     """Walk an entry log: header, every framed entry up to the ledgers map, the map itself."""
     p = os.fspath(path)
-    b = read_bytes(p) if data is None else data
+    b = read_bytes(p, limit=None) if data is None else data
     scan = EntryLogScan(p, parse_entry_log_name(os.path.basename(p)), len(b))
     if len(b) == 0:
         scan.data_end = 0

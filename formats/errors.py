@@ -27,8 +27,9 @@ class FormatError(BkdiskError):
 
     def __str__(self) -> str:
         where = self.path or "<bytes>"
-        off = "?" if self.offset is None else str(self.offset)
-        return f"{where}: offset {off}: expected {self.expected}, found {self.found}"
+        if self.offset is None:   # a problem of the whole file (its size, its absence): no offset to name
+            return f"{where}: expected {self.expected}, found {self.found}"
+        return f"{where}: offset {self.offset}: expected {self.expected}, found {self.found}"
 
     def __reduce__(self):
         return (_rebuild_format_error, (self.expected, self.found, self.path, self.offset))

@@ -79,6 +79,8 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
                 continue
             name = e.name
             if is_dir:
+                if name.endswith(INDEX_SUFFIX):   # named like an index file: listed (its read is refused) and walked
+                    add((e.path, False))
                 if depth or name not in ROCKSDB_DIRS:
                     stack.append((e.path, depth + 1, via_link))
             elif name.endswith(INDEX_SUFFIX):

@@ -59,7 +59,7 @@ class JournalScan:
 def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalScan:
     """Parse every record of a journal from its first record (or ``start``) to its end."""
     p = os.fspath(path)
-    b = read_bytes(p) if data is None else data
+    b = read_bytes(p, limit=None) if data is None else data
     from formats.paths import parse_journal_name
     version = fj.parse_header(b, path=p)
     hs = fj.header_size(version)

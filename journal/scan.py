@@ -17,8 +17,8 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from diskio.windowed import (DEFAULT_WINDOW, MIN_WINDOW, MODE, MODE_DONE, RESUME, Columns, FileSource, new_state,
-                             read_head, walk_windows)
+from diskio.windowed import (DEFAULT_WINDOW, MIN_WINDOW, MODE, MODE_DONE, NEXT_WINDOW, RESUME, Columns, FileSource,
+                             new_state, read_head, walk_windows)
 from formats import journal as fj
 from formats.errors import FormatError
 from formats.journal import RecordKind
@@ -27,7 +27,8 @@ from journal.arrays import JOURNAL_DTYPE, JournalArrays
 from journal.reader import EndKind
 from journal.walk import (END_AT, END_CLASSIFY, END_CLEAN, END_EOF, END_GARBAGE, END_KIND, END_NEGATIVE,
                           END_PAD_LENGTH, END_PAD_SHORT, END_REASON, END_TORN, END_VALUE, END_VERSION,
-                          END_ZERO_BODY, LOOKAHEAD, POSITION, RECORDS, STATE_SLOTS, WALKING, walk_journal_records)
+                          END_ZERO_BODY, IN_ZERO_TAIL, LOOKAHEAD, POSITION, RECORDS, STATE_SLOTS, WALKING,
+                          walk_journal_records)
 
 __all__ = ["DEFAULT_WINDOW", "scan_journal"]
 
@@ -80,7 +81,11 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     unclassified: list[bytes] = []
 
     def run_kernel(buf: np.ndarray, base: int) -> int:
-        return walk_journal_records(buf, base, n, version, state, *records.arrays)
+        status = walk_journal_records(buf, base, n, version, state, *records.arrays)
+        if status == NEXT_WINDOW and state[MODE] == IN_ZERO_TAIL:
+            # Zeros so far: a hole (of a sparse file) reads as zeros, so the check resumes after it.
+            state[POSITION] = state[RESUME] = max(int(state[POSITION]), src.next_data(int(state[POSITION])))
+        return status
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:

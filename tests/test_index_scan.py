@@ -172,14 +172,19 @@ def test_damaged_and_stray_files_are_reported_like_the_reference():
             got = walk_index_dirs(dirs, batch_bytes=batch)
             assert_same_inventory(got, ref)
         errors = [str(e) for e in got.errors if e is not None]
-        assert len(errors) == 5  # bad magic, short, key too long, dangling link, empty file
+        # bad magic, short, key too long, dangling link, empty file, and a folder named like an index file
+        assert len(errors) == 6
+        assert [e for e in errors if e.endswith(": not a regular file")] == [
+            f"{os.path.join(dirs[1], 'current', '12', '0.idx')}: not a regular file"]
         assert any("cannot read" in e for e in errors) and any("1024-byte index header" in e for e in errors)
         whys = sorted(w for _, w in got.strays)
         assert "leftover of an index relocation" in whys and "not an index file" in whys
         # the missing dir and the dangling link are failures with their errno, not strays
         [dead] = [p for p in got.paths if p.endswith("dead.idx")]
+        folder = os.path.join(dirs[1], "current", "12", "0.idx")
         assert [(f.path, f.op, f.errno) for f in got.io_failures] == sorted(
-            [(os.path.join(dirs[2], "current"), LIST, errno.ENOENT), (dead, OPEN, errno.ENOENT)])
+            [(os.path.join(dirs[2], "current"), LIST, errno.ENOENT), (dead, OPEN, errno.ENOENT), (folder, OPEN, None)],
+            key=lambda t: t[0])
         assert not any("cannot" in w for w in whys)
         assert int(got.files["trailing"].max()) == 3
         named = dict(zip(got.relpaths, zip(got.files["named"].tolist(), got.files["scope"].tolist(),

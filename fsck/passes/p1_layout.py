@@ -121,8 +121,13 @@ def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
             for n in files:
                 p = os.path.join(dirpath, n)
                 if not os.access(p, os.R_OK):
-                    ctx.unreadable[p] = "permission denied"
-                    yield Finding(FILE_UNREADABLE, path=p, detail="permission denied", errno=errno.EACCES)
+                    try:   # the real reason: a symlink loop or a dangling link is not a permission
+                        os.stat(p)
+                        code, why = errno.EACCES, "permission denied"
+                    except OSError as e:
+                        code, why = e.errno, (e.strerror or "cannot read").lower()
+                    ctx.unreadable[p] = why
+                    yield Finding(FILE_UNREADABLE, path=p, detail=why, errno=code)
 
 
 def _symlinks(ctx: CheckContext) -> Iterator[Finding]:

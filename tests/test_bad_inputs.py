@@ -1,0 +1,126 @@
+"""Bad inputs an operator may meet on a bookie host: one line naming the file, a sensible exit code,
+never a traceback, never a hang, never a write. Commands run as child processes with a time limit
+(a FIFO opened the wrong way would block forever)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import GOLDEN
+
+BIN = Path(sys.executable).parent
+LIMIT_S = 120
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=LIMIT_S)
+
+
+def _copy(tmp_path, corpus: str = "interleaved-v6-hostport") -> Path:
+    root = tmp_path / corpus
+    shutil.copytree(GOLDEN / corpus, root, symlinks=True)
+    return root
+
+
+def _one_line(r: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def test_a_fifo_given_as_the_server_config_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "bk_server.conf"
+    os.mkfifo(fifo)
+    _one_line(_run("bookie-fsck", "--conf", str(fifo)), 8, str(fifo), "not a regular file")
+    _one_line(_run("bkdisk", "inventory", "--conf", str(fifo)), 8, str(fifo), "not a regular file")
+
+
+def test_a_huge_sparse_small_file_is_refused_before_it_is_read(tmp_path):
+    root = _copy(tmp_path)
+    mark = root / "ledgers0" / "current" / "lastMark"
+    os.truncate(mark, 1 << 40)
+    r = _run("bookie-fsck", str(root), "--json", "-j", "1")
+    assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    found = [f for f in json.loads(r.stdout)["findings"] if f["path"] == str(mark)]
+    assert found and "expected a small file" in found[0]["message"], found
+    _one_line(_run("bkdisk", "dump", "lastmark", str(mark)), 8, str(mark), "expected a small file")
+
+
+def test_a_metadata_file_name_beyond_64_bits_names_no_ledger(tmp_path):
+    root = _copy(tmp_path)
+    md = tmp_path / "md"
+    md.mkdir()
+    shutil.copy(GOLDEN / "interleaved-v6-hostport" / "metadata" / "1.bin", md / "1.bin")
+    shutil.copy(md / "1.bin", md / "10000000000000000000000.bin")
+    from bookie.metadata_dir import load_metadata_dir
+    meta, errors = load_metadata_dir(str(md))
+    assert [(lid.scope, lid.ledger) for lid in meta] == [(0, 1)] and errors == []
+    r = _run("bookie-fsck", str(root), "--metadata-dir", str(md), "-j", "1", "-q")
+    assert r.returncode in (0, 1, 4) and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_an_unwritable_parquet_output_is_one_line_before_the_scan(tmp_path):
+    root = _copy(tmp_path)
+    out = tmp_path / "no" / "such" / "x.parquet"
+    _one_line(_run("bkdisk", "inventory", str(root), "--parquet", str(out)), 8, str(out), "cannot write")
+    assert not out.parent.exists()
+
+
+def test_an_index_file_replaced_by_a_folder_is_an_error(tmp_path):
+    root = _copy(tmp_path, "sorted-v5-bookieid")
+    idx = next(p for p in sorted(root.rglob("*.idx")) if p.is_file())
+    idx.unlink()
+    idx.mkdir()
+    r = _run("bookie-fsck", str(root), "--json", "-j", "1")
+    assert r.returncode == 4, r.stderr[-2000:]
+    found = [f for f in json.loads(r.stdout)["findings"] if f["path"] == str(idx)]
+    assert [(f["code"], f["severity"]) for f in found] == [("FILE_UNREADABLE", "error")], found
+    assert "not a regular file" in found[0]["message"]
+
+
+def test_a_dangling_link_and_a_link_loop_are_named_for_what_they_are(tmp_path):
+    root = _copy(tmp_path)
+    cur = root / "ledgers1" / "current"
+    (cur / "9.log").symlink_to(tmp_path / "nowhere")
+    (cur / "a.log").symlink_to(cur / "a.log")
+    r = _run("bookie-fsck", str(root), "--json", "-j", "1")
+    found = {Path(f["path"]).name: f for f in json.loads(r.stdout)["findings"] if f["code"] == "FILE_UNREADABLE"}
+    assert found["9.log"]["message"].endswith(": no such file or directory"), found
+    assert found["a.log"]["message"].endswith(": too many levels of symbolic links"), found
+    assert r.returncode == 4
+
+
+def test_inventory_of_a_log_with_a_damaged_header_exits_4_as_fsck_does(tmp_path):
+    root = _copy(tmp_path)
+    log = root / "ledgers1" / "current" / "1.log"
+    with open(log, "r+b") as f:
+        f.write(b"XXXX")
+    r = _run("bkdisk", "inventory", str(root), "--jsonl")
+    assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"{log}: offset 0: expected an entry log header" in r.stderr
+    assert _run("bookie-fsck", str(root), "-q", "-j", "1").returncode == 4
+    clean = _copy(tmp_path / "clean")
+    assert _run("bkdisk", "inventory", str(clean), "--jsonl").returncode == 0
+
+
+def test_dump_of_a_bookie_root_names_a_damaged_dir_instead_of_leaving_it_out(tmp_path):
+    root = _copy(tmp_path, "dbstorage-v6-bookieid")
+    mark = root / "ledgers0" / "current" / "lastMark"
+    mark.unlink()
+    os.mkfifo(mark)
+    _one_line(_run("bkdisk", "dump", "lastmark", str(root)), 8, str(mark), "not a regular file")
+    current = root / "ledgers0" / "current" / "ledgers" / "CURRENT"
+    current.unlink()
+    os.mkfifo(current)
+    _one_line(_run("bkdisk", "dump", "ledgers-index", str(root)), 8, str(current), "not a regular file")
+
+
+def test_a_whole_file_problem_names_no_offset():
+    from formats.errors import FormatError
+    assert str(FormatError("1087 bytes", "1001", path="/x/000008.sst")) == "/x/000008.sst: expected 1087 bytes, found 1001"
+    assert str(FormatError("'BKLO'", "'XXXX'", path="/x/0.log", offset=0)) == "/x/0.log: offset 0: expected 'BKLO', found 'XXXX'"
