@@ -41,8 +41,44 @@ def prepare_out(out: str) -> None:
     """The output folder is new, empty, or a previous audit's (which is replaced table by table)."""
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
         raise AuditUsageError(f"{out}: exists and is not a previous audit's output; choose another --out")
-    os.makedirs(out, exist_ok=True)
-    open(os.path.join(out, MARKER), "w").close()
+    try:
+        os.makedirs(out, exist_ok=True)
+        open(os.path.join(out, MARKER), "w").close()
+    except OSError as e:
+        raise AuditUsageError(f"{out}: cannot write the output folder ({e.strerror})") from None
+
+
+def check_scan_file(path: str) -> None:
+    """A ``bkdisk scan-disk`` file: every column of the task rows, and one disk's row (checked before
+    Spark starts, which would read a foreign file's missing columns as nulls)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from audit.rows import TASK_SCHEMA
+    if not os.path.isfile(path):
+        raise AuditUsageError(f"{path}: no such scan-disk file")
+    try:
+        schema = pq.read_schema(path)
+        wrong = [f.name for f in TASK_SCHEMA
+                 if schema.get_field_index(f.name) < 0 or not schema.field(f.name).type.equals(f.type)]
+        if wrong:
+            raise AuditUsageError(f"{path}: not a bkdisk scan-disk file: expected its column(s) "
+                                  f"{', '.join(wrong[:4])}{' ...' if len(wrong) > 4 else ''}")
+        disks = pq.read_table(path, columns=["table"])["table"].to_pylist().count("disks")
+    except (OSError, pa.ArrowException) as e:
+        raise AuditUsageError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+    if disks != 1:
+        raise AuditUsageError(f"{path}: expected the rows of one disk (one disks row), found {disks}")
+
+
+def distinct_disks(disks: list[DiskInput]) -> list[DiskInput]:
+    """Each disk once (by its real path): a disk given twice is scanned once, its copies counted once."""
+    seen: dict[str, DiskInput] = {}
+    for d in disks:
+        key = os.path.realpath(d.path)
+        first = seen.setdefault(key, d)
+        if first is not d and first.bookie_id != d.bookie_id and None not in (first.bookie_id, d.bookie_id):
+            raise AuditUsageError(f"{d.path}: given twice, as bookie {first.bookie_id} and as {d.bookie_id}")
+    return list(seen.values())
 
 
 def _conf_pairs(values: tuple[str, ...]) -> dict[str, str]:
@@ -84,24 +120,31 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 
     if not disks and not scan_files:
         raise AuditUsageError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
+    disks = distinct_disks(disks)
     for f in scan_files:
-        if not os.path.isfile(f):
-            raise AuditUsageError(f"{f}: no such scan-disk file")
+        check_scan_file(f)
     source = open_source(metadata_dir)   # a folder, or grpc://HOST:PORT for the metadata service
     source.load()  # fail before starting Spark when the metadata cannot be read (kept for the job)
     prepare_out(out)
     run = RunInfo.new(run_id)
     echo = (lambda s: None) if quiet else (lambda s: click.echo(s, err=True))
     echo(f"bkdisk audit: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
-    from audit.job import default_shuffle_partitions
-    conf = {"spark.sql.shuffle.partitions": default_shuffle_partitions(len(disks) + len(scan_files)), **conf}
+    from audit.job import AuditError, first_line, default_shuffle_partitions
+    defaults = {"spark.sql.shuffle.partitions": default_shuffle_partitions(len(disks) + len(scan_files))}
     from pyspark.sql import SparkSession
     ours = SparkSession.getActiveSession() is None   # a caller's session (tests, notebooks) is left running
-    spark = spark_session(master, conf)
+    try:
+        spark = spark_session(master, conf, defaults=defaults)
+    except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
+        raise AuditError(f"Spark did not start: {first_line(e)}") from None
     try:
         run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
                   scans_per_host=scans_per_host)
         settings = spark_settings(spark, scans_per_host)
+    except BkdiskError:
+        raise
+    except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors after the scan: one line
+        raise AuditError(f"the audit failed: {first_line(e)}") from None
     finally:
         if ours:
             spark.stop()
@@ -190,6 +233,12 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
         raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
     os.replace(tmp, out)
     disk = batches[-1].to_pylist()[0]   # the disks row comes last
-    click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}, {disk['entries'] or 0} entries -> {out}",
-               err=True)
+    why = f" ({disk['error']})" if disk["error"] else ""
+    click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
+               f"-> {out}", err=True)
+    unverified = sum(b.column("digest_ok").null_count for b in batches if b.num_rows and
+                     b.column("table")[0].as_py() == "replicas")
+    if unverified and not metadata_dir:
+        click.echo(f"{root}: {unverified} copies not verified (an HMAC ledger's digest needs its password): "
+                   "give --metadata-dir; the audit counts a copy it cannot verify as intact", err=True)
     sys.exit(EXIT_OK if disk["status"] == "ok" else EXIT_PROBLEMS)

@@ -47,8 +47,11 @@ def project_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-audit"):
-    """A session for the audit. ``master`` None: the one spark-submit gave, else ``local[*]``."""
+def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-audit",
+                  defaults: dict[str, str] | None = None):
+    """A session for the audit. ``master`` None: the one spark-submit gave, else ``local[*]``.
+    Settings, weakest first: the audit's defaults (and ``defaults``), spark-submit's own ``--conf``,
+    ``conf`` (the audit's ``--conf``), then FIXED_CONF."""
     from pyspark.sql import SparkSession
     b = SparkSession.builder.appName(app)
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -56,9 +59,11 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     if master is not None:
         b = b.master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = dict(DEFAULT_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}))
+    settings = dict(DEFAULT_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}), **(defaults or {}))
     # Executors import this package from where the driver has it unless the venv shipped it.
     settings["spark.executorEnv.PYTHONPATH"] = project_root()
+    submitted = _submitted_keys()
+    settings = {k: v for k, v in settings.items() if k not in submitted}
     settings.update(conf)
     settings.update(FIXED_CONF)
     for k, v in settings.items():
@@ -66,6 +71,15 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _submitted_keys() -> set[str]:
+    """The settings spark-submit was given (a builder's options would override them), none otherwise."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return set()
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()
+    return {k for k, _v in SparkConf().getAll()}
 
 
 def _writable(d: str) -> bool:
@@ -209,7 +223,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         disk_rows = [r.asDict() for r in rows.filter(F.col("table") == "disks")
                      .select(*[f.name for f in table_schema("disks")]).collect()]
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
-        raise AuditError(f"the scan stage failed: {_first_line(e)}") from None
+        raise AuditError(f"the scan stage failed: {first_line(e)}") from None
     finally:
         if watcher:
             watcher.stop.set()
@@ -241,7 +255,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     return AuditResult(out, run, disk_rows, counts)
 
 
-def _first_line(e: Exception) -> str:
+def first_line(e: Exception) -> str:
     lines = [x.strip() for x in str(e).splitlines() if x.strip()]
     errs = [x for x in lines if x.endswith("Error") or "Error:" in x or "Exception:" in x]
     return (errs[-1] if errs else lines[0] if lines else type(e).__name__)[:300]

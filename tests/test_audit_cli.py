@@ -69,11 +69,13 @@ def runs(faulty_cluster3, tmp_path_factory):
     out = {"cli": root.parent / "audit-cli", "submit": root.parent / "audit-submit",
            "demo": tmp_path_factory.mktemp("demo") / "demo"}
     procs = {
-        "cli": _start([str(BIN / "bkdisk"), "audit", "--disks-file", str(disks), "--metadata-dir",
+        # (one disk also given by path: a disk given twice is audited once)
+        "cli": _start([str(BIN / "bkdisk"), "audit", str(root / "bookies" / BOOKIES[0]), "--disks-file", str(disks),
+                       "--metadata-dir",
                        str(root / "metadata"), "--out", str(out["cli"]), "--master", "local[2]", "--conf",
                        "spark.sql.shuffle.partitions=4", "--conf", "spark.speculation=true", "--scans-per-host", "1",
                        "--run-id", "cli"], logs, "cli"),
-        "submit": _start([str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=4",
+        "submit": _start([str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=5",
                           audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES], "--metadata-dir",
                           str(root / "metadata"), "--out", str(out["submit"]), "--run-id", "submit"], logs, "submit"),
         "demo": _start([str(BIN / "bkdisk"), "demo", "--out", str(out["demo"])], logs, "demo"),
@@ -117,6 +119,21 @@ def test_spark_submit_of_the_application_file_gives_the_same_tables(runs):
     for name in ALL_TABLES:
         assert _rows(a[name]) == _rows(b[name]), name
     assert set(b["replicas"]["run_id"].to_pylist()) == {"submit"}
+    # spark-submit's own --conf is not overridden by the audit's defaults
+    assert json.loads((out / "summary.json").read_text())["spark"]["spark.sql.shuffle.partitions"] == "5"
+    assert json.loads((cli_out / "summary.json").read_text())["spark"]["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_an_unwritable_out_or_a_bad_spark_setting_is_one_line(faulty_cluster3, tmp_path):
+    root, _eid = faulty_cluster3
+    disk, md = str(root / "bookies" / BOOKIES[0]), str(root / "metadata")
+    for extra, words in ((["--out", "/proc/bkdisk-audit-out"], ("/proc/bkdisk-audit-out", "cannot write")),
+                         (["--out", str(tmp_path / "o"), "--conf", "spark.driver.memory=lots"], ("Spark did not start",))):
+        p = subprocess.run([str(BIN / "bkdisk"), "audit", disk, "--metadata-dir", md, "--master", "local[1]", *extra],
+                           capture_output=True, text=True, timeout=600)
+        lines = [x for x in p.stderr.splitlines() if x.startswith("bkdisk")]
+        assert p.returncode == 8 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        assert any(all(w in x for w in words) for x in lines), p.stderr[-3000:]
 
 
 def _render(page: Path, tmp: Path) -> str:

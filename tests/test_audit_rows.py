@@ -153,7 +153,21 @@ def test_scan_disk_of_a_missing_disk_says_so_and_exits_4(tmp_path):
     p = subprocess.run([BKDISK, "scan-disk", str(tmp_path / "nope"), "--out", str(out)],
                        capture_output=True, text=True, check=False, timeout=300)
     assert p.returncode == 4 and "unreadable" in p.stderr
-    assert split_tables(pq.read_table(out))["disks"]["status"].to_pylist() == ["unreadable"]
+    (disk,) = split_tables(pq.read_table(out))["disks"].to_pylist()
+    assert disk["status"] == "unreadable" and f"unreadable ({disk['error']})" in p.stderr
+
+
+def test_scan_disk_without_metadata_says_how_many_copies_it_could_not_verify(tmp_path, cluster3):
+    root, md = cluster3
+    disk = str(root / "bookies" / "bk-2.rack-a")
+    replicas = split_tables(scan_disk(DiskInput(disk), {}, RUN))["replicas"]
+    unverified = replicas["digest_ok"].null_count
+    assert unverified > 0   # bk-2 holds copies of an HMAC ledger: its password is in the metadata only
+    for extra, warned in (([], True), (["--metadata-dir", str(root / "metadata")], False)):
+        p = subprocess.run([BKDISK, "scan-disk", disk, "--out", str(tmp_path / "x.parquet"), *extra],
+                           capture_output=True, text=True, check=False, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert (f"{disk}: {unverified} copies not verified" in p.stderr) is warned, p.stderr
 
 
 def test_disks_file_takes_paths_and_tagged_paths(tmp_path):
@@ -231,3 +245,23 @@ def test_a_disk_given_by_its_bk_server_conf_gives_the_same_replicas(cluster3, tm
     assert by_conf["replicas"].num_rows == 244 and by_conf["replicas"].equals(by_root["replicas"])
     (disk,) = by_conf["disks"].to_pylist()
     assert disk["path"] == str(conf) and disk["bookie_id"] == "bk-1.rack-a" and disk["status"] in ("ok", "errors")
+
+
+def test_a_foreign_or_damaged_scan_file_is_refused_before_spark(tmp_path, cluster3):
+    import pyarrow as pa
+    root, _md = cluster3
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"foo": [1, 2]}), foreign)
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    two = tmp_path / "two.parquet"
+    one = scan_disk(DiskInput(str(root / "bookies" / "bk-1.rack-a")), _md, RUN)
+    pq.write_table(pa.Table.from_batches(one + one, TASK_SCHEMA), two)
+    for f, words in ((foreign, "not a bkdisk scan-disk file: expected its column(s) table"),
+                     (garbage, "not a readable Parquet file"), (two, "expected the rows of one disk"),
+                     (tmp_path / "none.parquet", "no such scan-disk file")):
+        p = subprocess.run([BKDISK, "audit", "--scan-files", str(f), "--metadata-dir", str(root / "metadata"),
+                            "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 8 and p.stderr.count("\n") == 1, p.stderr[-2000:]
+        assert p.stderr.startswith(f"bkdisk: {f}: ") and words in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
