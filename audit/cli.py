@@ -37,13 +37,26 @@ def read_disks_file(path: str) -> list[DiskInput]:
     return out
 
 
+REPORT_FILES = ("summary.json", "report.html")
+
+
 def prepare_out(out: str) -> None:
     """The output folder is new, empty, or a previous audit's (which is replaced table by table)."""
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
         raise AuditUsageError(f"{out}: exists and is not a previous audit's output; choose another --out")
+    import shutil
+    from audit.job import ALL_TABLES
     try:
         os.makedirs(out, exist_ok=True)
         open(os.path.join(out, MARKER), "w").close()
+        # A previous audit's tables and reports go now: a run that fails leaves none of them to be
+        # taken for its own.
+        for name in ALL_TABLES + REPORT_FILES:
+            p = os.path.join(out, name)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            elif os.path.lexists(p):
+                os.unlink(p)
     except OSError as e:
         raise AuditUsageError(f"{out}: cannot write the output folder ({e.strerror})") from None
 
@@ -216,7 +229,8 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
 
     Run it on each bookie host when Spark cannot reach the disks, then give the files to
     `bkdisk audit --scan-files`. Exit 0 when the disk is clean, 4 when fsck found errors or the
-    disk could not be read (the file then says so), 8 when the file could not be written.
+    disk could not be read (the file then says so), 8 when the metadata could not be read or the
+    file could not be written.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

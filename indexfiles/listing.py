@@ -51,7 +51,9 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
     stack = [(cur, 0, False)]
     add = found.append
     links = [] if symlinks is None else symlinks
-    seen = {os.path.realpath(cur)}   # real paths of folders reached through symlinks: a loop is cut
+    top = os.path.realpath(cur)
+    inside = top.rstrip(os.sep) + os.sep
+    seen = {top}   # real paths of folders reached through symlinks: a loop is cut
     while stack:
         folder, depth, via_link = stack.pop()
         try:   # a listing that fails half way is a failure too, not a partial listing
@@ -70,7 +72,9 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
                         links.append(e.path)
                     if depth and e.is_dir():
                         real = os.path.realpath(e.path)
-                        if real in seen:
+                        # A link to a folder of this same tree (``up -> ..``) is an alias of what the
+                        # walk lists anyway: followed, it would list those index files twice.
+                        if real in seen or real.startswith(inside):
                             continue
                         seen.add(real)
                         stack.append((e.path, depth + 1, True))

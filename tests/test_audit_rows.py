@@ -265,3 +265,20 @@ def test_a_foreign_or_damaged_scan_file_is_refused_before_spark(tmp_path, cluste
         assert p.returncode == 8 and p.stderr.count("\n") == 1, p.stderr[-2000:]
         assert p.stderr.startswith(f"bkdisk: {f}: ") and words in p.stderr, p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_previous_audits_tables_and_reports_go_before_a_new_run(tmp_path):
+    from audit.cli import MARKER, prepare_out
+    out = tmp_path / "out"
+    (out / "replicas").mkdir(parents=True)
+    (out / "replicas" / "part-0.parquet").write_bytes(b"old")
+    for name in (MARKER, "summary.json", "report.html", "notes.txt"):
+        (out / name).write_text("old")
+    prepare_out(str(out))
+    assert sorted(p.name for p in out.iterdir()) == sorted([MARKER, "notes.txt"])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "summary.json").write_text("someone else's")
+    with pytest.raises(AuditUsageError, match="not a previous audit's output"):
+        prepare_out(str(other))
+    assert (other / "summary.json").read_text() == "someone else's"

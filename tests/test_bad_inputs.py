@@ -124,3 +124,13 @@ def test_a_whole_file_problem_names_no_offset():
     from formats.errors import FormatError
     assert str(FormatError("1087 bytes", "1001", path="/x/000008.sst")) == "/x/000008.sst: expected 1087 bytes, found 1001"
     assert str(FormatError("'BKLO'", "'XXXX'", path="/x/0.log", offset=0)) == "/x/0.log: offset 0: expected 'BKLO', found 'XXXX'"
+
+
+def test_a_link_to_a_folder_of_the_same_index_tree_lists_nothing_twice(tmp_path):
+    root = _copy(tmp_path)
+    leaf = next(p.parent for p in sorted(root.rglob("*.idx")))
+    (leaf / "up").symlink_to("..")
+    r = _run("bookie-fsck", str(root), "--json", "-j", "1")
+    codes = [f["code"] for f in json.loads(r.stdout)["findings"]]
+    assert [c for c in codes if c.startswith(("INDEX_", "SYMLINK_"))] == ["SYMLINK_FOLLOWED"], codes
+    assert r.returncode == 0
