@@ -162,7 +162,15 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.Reco
     except (BkdiskError, OSError) as e:
         yield disk_row("unreadable", disk.bookie_id, str(e).splitlines()[0])
         return
-    bid = disk.bookie_id or bookie_id_of(dirs)
+    found = bookie_id_of(dirs)
+    if disk.bookie_id and found and disk.bookie_id != found:   # the wrong disk, or the wrong name for it
+        yield disk_row("not_audited", disk.bookie_id, f"given as bookie {disk.bookie_id}, its cookie says {found}")
+        return
+    bid = disk.bookie_id or found
+    if bid is None:   # its copies could be counted for no bookie: said, never dropped silently
+        yield disk_row("not_audited", None, "no bookie id: no cookie could be read; name the bookie "
+                       "(bookie_id<TAB>path in --disks-file, or scan-disk --bookie-id)")
+        return
     try:
         yield from _scan(dirs, bid, metadata, run, disk_row)
     except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job

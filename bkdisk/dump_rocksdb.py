@@ -130,7 +130,7 @@ def rocksdb_cmd(path: str, records: bool, as_json: bool) -> None:
     emit = out.obj if as_json else (lambda o: out.text(" ".join(f"{k}={v}" for k, v in o.items()) + "\n"))
     problems = []
     with ExitStack() as stack:
-        if os.path.isfile(path):
+        if os.path.lexists(path) and not os.path.isdir(path):   # one SST file (a FIFO or device is refused)
             t = SstFile(os.path.abspath(path), memoryview(stack.enter_context(map_file(path))))
             emit(_sst_summary(t))
             if records:

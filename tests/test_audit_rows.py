@@ -282,3 +282,27 @@ def test_a_previous_audits_tables_and_reports_go_before_a_new_run(tmp_path):
     with pytest.raises(AuditUsageError, match="not a previous audit's output"):
         prepare_out(str(other))
     assert (other / "summary.json").read_text() == "someone else's"
+
+
+def test_a_disk_named_otherwise_than_its_cookie_or_not_named_at_all_is_not_audited(tmp_path, cluster3):
+    import shutil
+    root, md = cluster3
+    disk = str(root / "bookies" / "bk-1.rack-a")
+    t = split_tables(scan_disk(DiskInput(disk, "bk-9"), md, RUN))
+    (row,) = t["disks"].to_pylist()
+    assert (row["status"], row["bookie_id"]) == ("not_audited", "bk-9")
+    assert row["error"] == "given as bookie bk-9, its cookie says bk-1.rack-a"
+    assert t["replicas"].num_rows == 0
+    # the same name as the cookie's is fine
+    assert split_tables(scan_disk(DiskInput(disk, "bk-1.rack-a"), md, RUN))["disks"]["status"].to_pylist() == ["ok"]
+    bare = tmp_path / "bare"
+    shutil.copytree(disk, bare, symlinks=True)
+    for cookie in bare.rglob("VERSION"):
+        cookie.unlink()
+    t = split_tables(scan_disk(DiskInput(str(bare)), md, RUN))
+    (row,) = t["disks"].to_pylist()
+    assert row["status"] == "not_audited" and row["bookie_id"] is None and row["error"].startswith("no bookie id")
+    assert t["replicas"].num_rows == 0
+    tagged = split_tables(scan_disk(DiskInput(str(bare), "bk-1.rack-a"), md, RUN))
+    # named by the operator, it is audited: fsck reports the missing cookies, its copies all count
+    assert tagged["disks"]["status"].to_pylist() == ["errors"] and tagged["replicas"].num_rows == 244

@@ -1,5 +1,5 @@
 """The Spark audit on a real local[2] session: the golden cluster-3 untouched and with faults, a
-writer-built cluster of 5 bookies with faults checked against the ground truth of what was
+writer-built cluster of 6 bookies with faults checked against the ground truth of what was
 written, repeatability, scan-disk files, and the disk-by-disk tables without Spark."""
 from __future__ import annotations
 
@@ -176,9 +176,9 @@ def rows_of(dicts: list[dict]) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def faulted(spark, tmp_path_factory):
-    """A writer-built cluster of 5 bookies with one fault per bookie, and the truth of what remains."""
-    base = tmp_path_factory.mktemp("cluster5")
-    spec = sample_cluster(5, entries=40, max_payload=6000)
+    """A writer-built cluster of 6 bookies with one fault per bookie, and the truth of what remains."""
+    base = tmp_path_factory.mktemp("cluster6")
+    spec = sample_cluster(6, entries=40, max_payload=6000)
     w = write_cluster(spec, str(base))
     ids = sorted(w.bookie_roots)
     held = {b: {k for k, ws in w.placement.items() if b in ws} for b in ids}
@@ -223,9 +223,18 @@ def faulted(spark, tmp_path_factory):
         f.seek(-1, 1)
         f.write(bytes([x[0] ^ 0x80]))
     held[b_bad] -= {bad}
-    # 6. A ledger's metadata removed (another ledger, on disks of audited bookies): orphans.
+    # 6. A disk whose scan fails after it gave the copies of its first entry logs: its last log is a
+    #    FIFO. The disk is not audited, and the copies it gave before failing are not counted.
+    b_fail = next(b for b in ids if b not in (b_log, b_led, b_div, b_gone, b_bad))
+    logs = w.bookies[b_fail].entry_log_files
+    assert len(logs) >= 2
+    last = max(logs, key=lambda p: (os.path.dirname(os.path.dirname(p)), int(os.path.basename(p)[:-4], 16)))
+    os.unlink(last)
+    os.mkfifo(last)
+    held[b_fail] = set()
+    # 7. A ledger's metadata removed (another ledger, on disks of audited bookies): orphans.
     gone_md = next(l for l in spec.ledgers if l.lid not in (led.lid, lid, bad[0])
-                   and any(k[0] == l.lid for b in ids if b != b_gone for k in present[b]))
+                   and any(k[0] == l.lid for b in ids if b not in (b_gone, b_fail) for k in present[b]))
     os.unlink(os.path.join(w.metadata_dir, metadata_file_name(gone_md.lid)))
     empty = base / "empty-mount"
     empty.mkdir()
@@ -234,7 +243,7 @@ def faulted(spark, tmp_path_factory):
     t = audit(spark, disks, w.metadata_dir, base / "out")
     return {"spec": spec, "w": w, "held": held, "present": present, "t": t, "b_log": b_log, "b_led": b_led,
             "led": led, "b_div": b_div, "b_gone": b_gone, "div": (lid, eid), "disks": disks, "b_bad": b_bad,
-            "bad": bad, "gone_md": gone_md}
+            "bad": bad, "gone_md": gone_md, "b_fail": b_fail, "failed_log": last}
 
 
 def spec_ledger(spec, lid):
@@ -244,7 +253,7 @@ def spec_ledger(spec, lid):
 def test_under_replicated_ranges_are_exactly_the_entries_that_lost_copies(faulted):
     f = faulted
     spec, w, held, t = f["spec"], f["w"], f["held"], f["t"]
-    audited = [b for b in held if b != f["b_gone"]]
+    audited = [b for b in held if b not in (f["b_gone"], f["b_fail"])]
     want = {}
     for l in spec.ledgers:
         if l is f["gone_md"]:
@@ -259,13 +268,14 @@ def test_under_replicated_ranges_are_exactly_the_entries_that_lost_copies(faulte
     got = {}
     for r in t["under_replicated"].to_pylist():
         assert r["copies_intact"] == len(r["bookies_with_copy"])
-        assert r["bookies_not_audited"] == ([f["b_gone"]] if f["b_gone"] in r["bookies_missing"] else [])
+        assert r["bookies_not_audited"] == sorted({f["b_gone"], f["b_fail"]} & set(r["bookies_missing"]))
         for e in range(r["first_entry_id"], r["last_entry_id"] + 1):
             key = (r["ledger_scope"] % (1 << 64), r["ledger_id"], e)
             assert key not in got
             got[key] = (tuple(r["bookies_missing"]), tuple(r["bookies_with_copy"]), r["copies_expected"])
     assert got == want
     assert any(f["b_log"] in m for m, _c, _q in want.values()) and any(f["b_gone"] in m for m, _c, _q in want.values())
+    assert any(f["b_fail"] in m for m, _c, _q in want.values())
     bad = f["bad"]
     assert f["b_bad"] in want[(bad[0].scope, bad[0].ledger, bad[1])][0]
     # Scoped (128-bit) ledgers are placed too: some of their entries lost copies with the unreadable disk.
@@ -277,7 +287,7 @@ def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
     spec, w, held, t = f["spec"], f["w"], f["held"], f["t"]
     want_missing = set()
     for b in held:
-        if b == f["b_gone"]:
+        if b in (f["b_gone"], f["b_fail"]):
             continue
         for l in spec.ledgers:
             if l is f["gone_md"]:
@@ -295,14 +305,20 @@ def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
     assert set().union(*by_fp.values()) == {b for b in held if (lid, eid) in held[b]}
     disks = {d["bookie_id"]: d for d in t["disks"].to_pylist()}
     assert disks[f["b_gone"]]["status"] == "unreadable" and disks[f["b_log"]]["status"] == "errors"
-    assert f["b_gone"] not in set(t["replicas"]["bookie_id"].to_pylist())
-    assert f["b_gone"] not in {b for r in t["under_replicated"].to_pylist() for b in r["bookies_with_copy"]}
+    for b in (f["b_gone"], f["b_fail"]):
+        assert b not in set(t["replicas"]["bookie_id"].to_pylist())
+        assert b not in {x for r in t["under_replicated"].to_pylist() for x in r["bookies_with_copy"]}
+    failed = disks[f["b_fail"]]
+    assert failed["status"] == "not_audited" and f"{f['failed_log']}: not a regular file" in failed["error"]
+    # (the failing disk did give replicas before it failed: the audit dropped them)
+    alone = split_tables(scan_disk(DiskInput(f["w"].bookie_roots[f["b_fail"]]), {}, RunInfo("x", "y", "z")))
+    assert alone["replicas"].num_rows > 0 and alone["disks"]["status"].to_pylist() == ["not_audited"]
 
 
 def test_the_flipped_byte_is_a_corrupt_copy_and_the_ledger_without_metadata_is_orphans(faulted):
     f = faulted
     w, held, present, t = f["w"], f["held"], f["present"], f["t"]
-    audited = [b for b in held if b != f["b_gone"]]
+    audited = [b for b in held if b not in (f["b_gone"], f["b_fail"])]
     lid, eid = f["bad"]
     assert rows(t["corrupt_copies"]) == rows_of([{
         "ledger_scope": to_signed64(lid.scope), "ledger_id": lid.ledger, "entry_id": eid, "bookie_id": f["b_bad"],

@@ -134,3 +134,11 @@ def test_a_link_to_a_folder_of_the_same_index_tree_lists_nothing_twice(tmp_path)
     codes = [f["code"] for f in json.loads(r.stdout)["findings"]]
     assert [c for c in codes if c.startswith(("INDEX_", "SYMLINK_"))] == ["SYMLINK_FOLLOWED"], codes
     assert r.returncode == 0
+
+
+def test_dump_of_an_sst_that_is_not_a_regular_file_says_so(tmp_path):
+    root = _copy(tmp_path, "dbstorage-v6-bookieid")
+    sst = sorted((root / "ledgers0" / "current" / "locations").glob("*.sst"))[0]
+    sst.unlink()
+    os.mkfifo(sst)
+    _one_line(_run("bkdisk", "dump", "rocksdb", str(sst)), 8, str(sst), "not a regular file")
