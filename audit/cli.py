@@ -41,7 +41,7 @@ REPORT_FILES = ("summary.json", "report.html")
 
 
 def prepare_out(out: str) -> None:
-    """The output folder is new, empty, or a previous audit's (which is replaced table by table)."""
+    """The output folder is new, empty, or a previous audit's (whose tables and reports are removed)."""
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
         raise AuditUsageError(f"{out}: exists and is not a previous audit's output; choose another --out")
     import shutil
@@ -65,18 +65,22 @@ def check_scan_file(path: str) -> None:
     """A ``bkdisk scan-disk`` file: every column of the task rows, and one disk's row (checked before
     Spark starts, which would read a foreign file's missing columns as nulls)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from audit.rows import TASK_SCHEMA
     if not os.path.isfile(path):
         raise AuditUsageError(f"{path}: no such scan-disk file")
     try:
-        schema = pq.read_schema(path)
+        pf = pq.ParquetFile(path)
+        schema = pf.schema_arrow
         wrong = [f.name for f in TASK_SCHEMA
                  if schema.get_field_index(f.name) < 0 or not schema.field(f.name).type.equals(f.type)]
         if wrong:
             raise AuditUsageError(f"{path}: not a bkdisk scan-disk file: expected its column(s) "
                                   f"{', '.join(wrong[:4])}{' ...' if len(wrong) > 4 else ''}")
-        disks = pq.read_table(path, columns=["table"])["table"].to_pylist().count("disks")
+        # (a big disk's file holds millions of replica rows: counted a row group at a time, as columns)
+        disks = sum(pc.sum(pc.equal(pf.read_row_group(g, columns=["table"])["table"], "disks")).as_py() or 0
+                    for g in range(pf.num_row_groups))
     except (OSError, pa.ArrowException) as e:
         raise AuditUsageError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
     if disks != 1:

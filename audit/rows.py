@@ -177,13 +177,13 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.Reco
         yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
-def replica_logs(ctx, bid: str | None) -> Iterator:
+def replica_logs(ctx, bid: str) -> Iterator:
     """The entry logs fsck scanned (with payload hashes), as inventory rows in ledger-dir then log-id
     order. A log that could not be read fails the disk's audit, as when the inventory scans it: its
     copies must not be counted as intact or as missing (an unlistable dir is a finding already)."""
-    from bookie.inventory import log_rows
+    from bookie.inventory import ledger_dir_name, log_rows
     scans = ctx.log_scans
-    names = [os.path.basename(os.path.normpath(d)) for d in ctx.dirs.ledger_dirs]
+    names = [ledger_dir_name(d) for d in ctx.dirs.ledger_dirs]
     for lf in sorted(ctx.log_files, key=lambda f: (f.dir_index, f.log_id)):
         scan = scans[lf.path]
         if isinstance(scan, Exception):
@@ -191,7 +191,7 @@ def replica_logs(ctx, bid: str | None) -> Iterator:
         yield log_rows(bid, names[lf.dir_index], lf.log_id, scan)
 
 
-def _scan(dirs, bid: str | None, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+def _scan(dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
     from fsck.api import check_bookie
     from fsck.context import CheckOptions
 

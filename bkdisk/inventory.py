@@ -45,7 +45,7 @@ class BookieSummary:
     bad: int = 0
     unknown: int = 0
     problems: int = 0
-    warnings: int = 0   # damage met besides framing (a log's header or ledgers map, a dir not listed)
+    warnings: int = 0   # damage said on stderr: framing, a log's header or ledgers map, a dir not listed
 
 
 def _warn(msg: str) -> None:
@@ -69,7 +69,7 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
             summary = BookieSummary(rows.bookie_id)
         for w in rows.warnings:
             _warn(w)
-        summary.warnings += len(rows.warnings) - rows.problems   # (framing damage is counted in problems)
+        summary.warnings += len(rows.warnings)
         summary.logs += 1
         summary.problems += rows.problems
         n = len(rows)
@@ -172,7 +172,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
             # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
             s = inventory_bookie(dirs, _digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash,
                                  window=window, parquet=sink, ledger=ledger)
-            damaged |= bool(s.bad or s.problems or s.warnings)
+            damaged |= bool(s.bad or s.warnings)
             _summary_line(dirs, s, jsonl)
         done = True
     finally:

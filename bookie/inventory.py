@@ -126,13 +126,18 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
     that could not be listed."""
     bid = bookie_id_of(dirs)
     for ld in dirs.ledger_dirs:
-        ld_name = os.path.basename(os.path.normpath(ld))
+        ld_name = ledger_dir_name(ld)
         logs, failure = entry_logs(ld)
         if failure:
             yield failure
         for log_id, path in logs:
             s = scan_entry_log(path, window=window, digests=plan, payload_hash=payload_hash)
             yield log_rows(bid, ld_name, log_id, s)
+
+
+def ledger_dir_name(ledger_dir: str) -> str:
+    """What the rows call a ledger dir (``ledger_dir``): its folder name."""
+    return os.path.basename(os.path.normpath(ledger_dir))
 
 
 def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogScanArrays) -> LogRows:

@@ -1,8 +1,9 @@
 """What the passes share: the bookie's dirs, the options, and each file scanned once.
 
-With ``--jobs`` above 1, fsck.api starts the heavy scans (journals, entry logs, journal digests) on one
-background thread as the check begins (``prefetch``); the passes that need them wait for them
-(``shared``), while passes 1-3 walk and read the .idx files on the calling thread.
+With ``--jobs`` above 1, fsck.api starts the heavy scans as the check begins, on two background
+threads (``prefetch``: the journal scans; the entry-log scans then the journals' digests); the passes
+that need them wait for them (``shared``), while passes 1-3 walk and read the .idx files on the
+calling thread.
 """
 from __future__ import annotations
 

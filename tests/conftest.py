@@ -22,3 +22,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def golden() -> Path:
     return GOLDEN
+
+
+def golden_copy(tmp_path: Path, corpus: str = "interleaved-v6-hostport") -> Path:
+    """A writable copy of one golden bookie under ``tmp_path`` (links kept as links): damage it there."""
+    import shutil
+    root = tmp_path / corpus
+    shutil.copytree(GOLDEN / corpus, root, symlinks=True)
+    return root

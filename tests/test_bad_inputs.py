@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import GOLDEN
+from conftest import GOLDEN, golden_copy
 
 BIN = Path(sys.executable).parent
 LIMIT_S = 120
@@ -18,12 +18,6 @@ LIMIT_S = 120
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=LIMIT_S)
-
-
-def _copy(tmp_path, corpus: str = "interleaved-v6-hostport") -> Path:
-    root = tmp_path / corpus
-    shutil.copytree(GOLDEN / corpus, root, symlinks=True)
-    return root
 
 
 def _one_line(r: subprocess.CompletedProcess, code: int, *words: str) -> None:
@@ -41,7 +35,7 @@ def test_a_fifo_given_as_the_server_config_is_refused_not_waited_on(tmp_path):
 
 
 def test_a_huge_sparse_small_file_is_refused_before_it_is_read(tmp_path):
-    root = _copy(tmp_path)
+    root = golden_copy(tmp_path)
     mark = root / "ledgers0" / "current" / "lastMark"
     os.truncate(mark, 1 << 40)
     r = _run("bookie-fsck", str(root), "--json", "-j", "1")
@@ -52,7 +46,7 @@ def test_a_huge_sparse_small_file_is_refused_before_it_is_read(tmp_path):
 
 
 def test_a_metadata_file_name_beyond_64_bits_names_no_ledger(tmp_path):
-    root = _copy(tmp_path)
+    root = golden_copy(tmp_path)
     md = tmp_path / "md"
     md.mkdir()
     shutil.copy(GOLDEN / "interleaved-v6-hostport" / "metadata" / "1.bin", md / "1.bin")
@@ -65,14 +59,14 @@ def test_a_metadata_file_name_beyond_64_bits_names_no_ledger(tmp_path):
 
 
 def test_an_unwritable_parquet_output_is_one_line_before_the_scan(tmp_path):
-    root = _copy(tmp_path)
+    root = golden_copy(tmp_path)
     out = tmp_path / "no" / "such" / "x.parquet"
     _one_line(_run("bkdisk", "inventory", str(root), "--parquet", str(out)), 8, str(out), "cannot write")
     assert not out.parent.exists()
 
 
 def test_an_index_file_replaced_by_a_folder_is_an_error(tmp_path):
-    root = _copy(tmp_path, "sorted-v5-bookieid")
+    root = golden_copy(tmp_path, "sorted-v5-bookieid")
     idx = next(p for p in sorted(root.rglob("*.idx")) if p.is_file())
     idx.unlink()
     idx.mkdir()
@@ -84,7 +78,7 @@ def test_an_index_file_replaced_by_a_folder_is_an_error(tmp_path):
 
 
 def test_a_dangling_link_and_a_link_loop_are_named_for_what_they_are(tmp_path):
-    root = _copy(tmp_path)
+    root = golden_copy(tmp_path)
     cur = root / "ledgers1" / "current"
     (cur / "9.log").symlink_to(tmp_path / "nowhere")
     (cur / "a.log").symlink_to(cur / "a.log")
@@ -96,7 +90,7 @@ def test_a_dangling_link_and_a_link_loop_are_named_for_what_they_are(tmp_path):
 
 
 def test_inventory_of_a_log_with_a_damaged_header_exits_4_as_fsck_does(tmp_path):
-    root = _copy(tmp_path)
+    root = golden_copy(tmp_path)
     log = root / "ledgers1" / "current" / "1.log"
     with open(log, "r+b") as f:
         f.write(b"XXXX")
@@ -104,12 +98,12 @@ def test_inventory_of_a_log_with_a_damaged_header_exits_4_as_fsck_does(tmp_path)
     assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"{log}: offset 0: expected an entry log header" in r.stderr
     assert _run("bookie-fsck", str(root), "-q", "-j", "1").returncode == 4
-    clean = _copy(tmp_path / "clean")
+    clean = golden_copy(tmp_path / "clean")
     assert _run("bkdisk", "inventory", str(clean), "--jsonl").returncode == 0
 
 
 def test_dump_of_a_bookie_root_names_a_damaged_dir_instead_of_leaving_it_out(tmp_path):
-    root = _copy(tmp_path, "dbstorage-v6-bookieid")
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
     mark = root / "ledgers0" / "current" / "lastMark"
     mark.unlink()
     os.mkfifo(mark)
@@ -127,7 +121,7 @@ def test_a_whole_file_problem_names_no_offset():
 
 
 def test_a_link_to_a_folder_of_the_same_index_tree_lists_nothing_twice(tmp_path):
-    root = _copy(tmp_path)
+    root = golden_copy(tmp_path)
     leaf = next(p.parent for p in sorted(root.rglob("*.idx")))
     (leaf / "up").symlink_to("..")
     r = _run("bookie-fsck", str(root), "--json", "-j", "1")
@@ -137,7 +131,7 @@ def test_a_link_to_a_folder_of_the_same_index_tree_lists_nothing_twice(tmp_path)
 
 
 def test_dump_of_an_sst_that_is_not_a_regular_file_says_so(tmp_path):
-    root = _copy(tmp_path, "dbstorage-v6-bookieid")
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
     sst = sorted((root / "ledgers0" / "current" / "locations").glob("*.sst"))[0]
     sst.unlink()
     os.mkfifo(sst)

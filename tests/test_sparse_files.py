@@ -4,11 +4,10 @@ time limit, so a scanner that reads the hole fails here instead of hanging the s
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
-from conftest import GOLDEN
+from conftest import golden_copy
 
 TB = 1 << 40
 LIMIT_S = 120   # reading 1 TB of holes takes hours: any scanner that reads it fails, however fast the machine
@@ -20,14 +19,8 @@ def _run(code: str) -> str:
     return r.stdout.strip()
 
 
-def _copy(tmp_path, corpus: str = "interleaved-v6-hostport") -> str:
-    root = str(tmp_path / corpus)
-    shutil.copytree(GOLDEN / corpus, root, symlinks=True)
-    return root
-
-
 def test_a_journal_extended_by_a_hole_scans_as_before(tmp_path):
-    root = _copy(tmp_path)
+    root = str(golden_copy(tmp_path))
     jdir = os.path.join(root, "journal", "current")
     path = os.path.join(jdir, sorted(n for n in os.listdir(jdir) if n.endswith(".txn"))[-1])
     code = f"""
@@ -41,7 +34,7 @@ print(len(s.records), s.end_kind.name, s.end_offset, s.end_detail)
 
 
 def test_an_entry_log_that_is_only_a_hole_is_checked_without_reading_it(tmp_path):
-    root = _copy(tmp_path)
+    root = str(golden_copy(tmp_path))
     log = os.path.join(root, "ledgers1", "current", "7.log")
     with open(log, "wb") as f:
         f.truncate(TB)   # a new file: no data at all
@@ -57,7 +50,7 @@ print(s.header_error is not None, len(s.entries), s.size)
 
 
 def test_an_entry_log_extended_by_a_hole_scans_as_before(tmp_path):
-    root = _copy(tmp_path)
+    root = str(golden_copy(tmp_path))
     log = os.path.join(root, "ledgers1", "current", "0.log")
     code = f"""
 from entrylogs.scan import scan_entry_log, DigestPlan
