@@ -139,13 +139,17 @@ def scan_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> list[pa.RecordBa
     return list(iter_disk(disk, metadata, run))
 
 
-def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.RecordBatch]:
+def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = True) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
     payload SHA-256), one batch per entry log; the disks row comes last.
 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
-    replicas that disk yielded before failing).
+    replicas that disk yielded before failing). The dirs and the cookie are read here; the scan, which
+    reads through memory maps, runs in a forked child (``guard``, diskio/fault_guard.py), so that a
+    read that faults (SIGBUS: an I/O error under a map, a file cut short) or a scan that dies any
+    other way ends the disk with a ``not_audited`` row naming the file and the bytes being read,
+    instead of killing the task, and with it the whole job.
     """
     t0 = time.perf_counter()
     from bookie.layout import bookie_id_of, discover, from_conf
@@ -171,10 +175,33 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> Iterator[pa.Reco
         yield disk_row("not_audited", None, "no bookie id: no cookie could be read; name the bookie "
                        "(bookie_id<TAB>path in --disks-file, or scan-disk --bookie-id)")
         return
-    try:
-        yield from _scan(dirs, bid, metadata, run, disk_row)
-    except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
-        yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+    def scan() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from _scan(dirs, bid, metadata, run, disk_row)
+        except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
+            yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+    if not guard:
+        yield from scan()
+        return
+    import pyarrow.ipc as ipc
+
+    from diskio.fault_guard import child_stream
+
+    def produce(sink) -> None:   # in the child
+        with ipc.new_stream(sink, TASK_SCHEMA) as w:
+            for b in scan():
+                w.write_batch(b)
+
+    with child_stream(produce) as (src, outcome):
+        try:
+            yield from ipc.open_stream(src)
+        except (pa.ArrowInvalid, OSError):   # the stream stops mid-batch when the child died writing it
+            pass
+        death = outcome()
+    if death is not None:
+        yield disk_row("not_audited", bid, death)
 
 
 def replica_logs(ctx, bid: str) -> Iterator:

@@ -6,10 +6,11 @@ below names each command's module and its one-line summary for the listing.
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
-from fsck.exit_codes import run_click
+from fsck.exit_codes import guarded, run_click
 
 # name: (module, attribute, one-line summary shown by `bkdisk --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -50,3 +51,17 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     run_click(cli, "bkdisk", argv)
+
+
+# The commands that read bookie files through memory maps run guarded (fsck.exit_codes.guarded);
+# scan-disk guards its scan itself (audit.rows.iter_disk), so that its file still says why.
+GUARDED = ("dump", "fsck", "inventory")
+
+
+def console() -> None:
+    """The ``bkdisk`` command: ``main``, guarded for the commands that read bookie files (the group
+    takes no option with a value, so the first word not starting with '-' is the command)."""
+    name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if name in GUARDED:
+        guarded(main, "bkdisk")
+    main()

@@ -16,6 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
+from diskio.fault_guard import noting
 from formats.errors import BkdiskError
 
 NOT_REGULAR = "not a regular file"
@@ -108,7 +109,8 @@ def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np
         mm = mmap.mmap(fd, length + (offset - start), access=mmap.ACCESS_READ, offset=start)
         try:
             arr = np.frombuffer(mm, dtype=np.uint8)[offset - start:]
-            yield arr
+            with noting(p, offset, length):   # named if a read of it faults (diskio/fault_guard.py)
+                yield arr
         finally:
             del arr
             try:

@@ -36,6 +36,19 @@ def run_click(command: click.Command, prog_name: str, argv: list[str] | None = N
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def guarded(main, prog: str) -> None:
+    """Run ``main`` as a console command whose reads of bookie files are guarded: a mapped read that
+    faults (an I/O error, a file cut short) ends with one line naming the file and exit 8, not a
+    silent "Bus error" (diskio/fault_guard.py)."""
+    import os
+
+    from diskio.fault_guard import guard_command
+    code = guard_command(main, prog, EXIT_OPERATIONAL, EXIT_CANCELLED)   # (the child exits inside)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # the parent only waited: nothing to finalize, and its exit is not the child's cost again
+
+
 def one_line_errors(fn):
     """Turn every bkdisk error into ``bkdisk: <one line>`` and exit 8; Ctrl-C exits 32."""
 
