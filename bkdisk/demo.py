@@ -76,12 +76,14 @@ def demo(out: str, as_json: bool, with_audit: bool) -> None:
 
 
 def _audit_demo(out: str, as_json: bool) -> None:
-    """The cluster part of the demo: 4 writer-built bookies, their metadata, the local Spark audit."""
+    """The cluster part of the demo: 4 writer-built bookies (one of them DbLedgerStorage), their metadata,
+    the local Spark audit."""
     from audit.cli import run_audit_command
     from audit.rows import DiskInput
     from bookie.cluster import sample_cluster, write_cluster
-    w = write_cluster(sample_cluster(4, entries=30, max_payload=2000), os.path.join(out, "cluster"))
-    click.echo(f"wrote a 4-bookie cluster at {w.root}: {len(w.placement)} entries striped over ensembles; "
+    w = write_cluster(sample_cluster(4, entries=30, max_payload=2000, db_bookies=1), os.path.join(out, "cluster"))
+    click.echo(f"wrote a 4-bookie cluster (one DbLedgerStorage) at {w.root}: {len(w.placement)} entries striped "
+               f"over ensembles; "
                f"metadata in {w.metadata_dir}", err=as_json)
     audit_out = os.path.join(out, "audit")
     code = run_audit_command([DiskInput(r) for r in w.bookie_roots.values()], [], w.metadata_dir, audit_out,

@@ -136,21 +136,26 @@ def write_cluster(spec: ClusterSpec, root: str) -> WrittenCluster:
 
 
 def sample_cluster(bookies: int = 4, *, seed: int = 11, entries: int = 40, max_payload: int = 3000,
-                   ledgers: int = 6) -> ClusterSpec:
+                   ledgers: int = 6, db_bookies: int = 0) -> ClusterSpec:
     """A cluster for tests, the demo and the benchmark: mixed E/Qw/Qa, an ensemble change per ledger
     when a spare bookie exists, scope 0 and scoped ledgers, every digest type, Interleaved-like and
-    Sorted-like write orders, journal formats 5 and 6, one OPEN and one IN_RECOVERY ledger."""
-    if bookies < 3:
-        raise ValueError("a sample cluster needs at least 3 bookies")
+    Sorted-like write orders, journal formats 5 and 6, one OPEN and one IN_RECOVERY ledger. The last
+    ``db_bookies`` bookies are DbLedgerStorage bookies (one ledger dir), which no scoped ledger's
+    ensemble names (DbLedgerStorage keys ledgers by 64-bit ids)."""
+    if bookies < 3 or bookies - db_bookies < 3:
+        raise ValueError("a sample cluster needs at least 3 bookies, 3 of them not DbLedgerStorage")
     rnd = random.Random(seed)
     ids = [f"bk-{i + 1}.rack-{'ab'[i % 2]}" for i in range(bookies)]
+    wide = ids[:bookies - db_bookies]   # the bookies a scoped ledger may use
     specs = []
     for i, b in enumerate(ids):
         v6 = i % 2 == 0
+        db = b not in wide
         specs.append(BookieSpec([], bookie_id=b, instance_id="bkdisk-sample-cluster", journal_version=6 if v6 else 5,
                                 index_version=1 if v6 else 0, interleave=v6,
-                                ledger_dirs=["ledgers0", "ledgers1"] if i % 3 == 0 else ["ledgers"],
-                                entry_log_size_limit=256 * 1024, first_journal_id=0x1A200000000 + i))
+                                ledger_dirs=["ledgers0", "ledgers1"] if i % 3 == 0 and not db else ["ledgers"],
+                                entry_log_size_limit=256 * 1024, first_journal_id=0x1A200000000 + i,
+                                storage="rocksdb" if db else "index-files"))
     digests = [DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC, DigestType.DUMMY]
     states = ["CLOSED"] * ledgers
     if ledgers >= 3:
@@ -159,16 +164,19 @@ def sample_cluster(bookies: int = 4, *, seed: int = 11, entries: int = 40, max_p
     for k in range(ledgers):
         e_size = min(3, bookies) if k % 2 == 0 else min(bookies, 4) if bookies > 3 else 2
         qw = e_size if k % 3 == 0 else max(2, e_size - 1)
-        members = tuple(rnd.sample(ids, e_size))
+        scope = 0 if k % 3 != 2 else 0x5EED0000CAFE + k
+        pool = ids if scope == 0 else wide
+        e_size = min(e_size, len(pool))
+        qw = min(qw, e_size)
+        members = tuple(rnd.sample(pool, e_size))
         ens = [(0, members)]
-        spare = [b for b in ids if b not in members]
+        spare = [b for b in pool if b not in members]
         if spare and entries >= 4:
             # One bookie replaced at an entry boundary, as LedgerHandle's ensemble change does.
             swap_at, pos = rnd.randint(1, entries - 2), rnd.randrange(e_size)
             changed = list(members)
             changed[pos] = rnd.choice(spare)
             ens.append((swap_at, tuple(changed)))
-        scope = 0 if k % 3 != 2 else 0x5EED0000CAFE + k
         out.append(ClusterLedger(0x10 + k * 0x111, [rnd.randbytes(rnd.randint(0, max_payload)) for _ in range(entries)],
                                  tuple(ens), qw, max(1, qw - 1), digests[k % 4], f"pw-{k}".encode(), scope,
                                  states[k]))

@@ -55,6 +55,9 @@ class BookieSpec:
     interleave: bool = True              # round-robin entries across ledgers, as concurrent writers do
     cookie_layout_version: int = 5
     write_journal: bool = True
+    # "index-files" (Interleaved/SortedLedgerStorage: .idx files) or "rocksdb" (DbLedgerStorage: its
+    # locations and ledgers databases; one ledger dir, scope-0 ledgers: bookie/db_index_writer.py)
+    storage: str = "index-files"
 
 
 @dataclass

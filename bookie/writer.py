@@ -80,6 +80,15 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
     if (spec.journal_version >= 6) != (spec.index_version >= 1):
         # BookKeeper's ServerConfiguration.validate pairs these two versions.
         raise ValueError("journal version >= 6 goes with index version 1, older journals with index version 0")
+    if spec.storage not in ("index-files", "rocksdb"):
+        raise ValueError(f"storage {spec.storage!r}: 'index-files' or 'rocksdb'")
+    if spec.storage == "rocksdb" and len(spec.ledger_dirs) != 1:
+        # Each DbLedgerStorage dir has its own entry logger (log ids per dir, ledger L in dir L % n):
+        # this writer's one logger over several dirs would not be one.
+        raise ValueError("a DbLedgerStorage bookie is written with one ledger dir")
+    if spec.storage == "rocksdb":
+        from bookie.db_index_writer import check_ledgers
+        check_ledgers(spec.ledgers)
     jdirs = [os.path.join(root, d) for d in spec.journal_dirs]
     ldirs = [os.path.join(root, d) for d in spec.ledger_dirs]
     for d in jdirs + ldirs:
@@ -159,6 +168,11 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
                 f.write(build_last_mark(LastMark(jid, pos)))
 
     index_files: dict[LedgerId, str] = {}
+    if spec.storage == "rocksdb":
+        from bookie.db_index_writer import write_db_indexes
+        write_db_indexes(os.path.join(ldirs[0], CURRENT_DIR), spec.ledgers, locations, lac_body)
+        return WrittenBookie(root, spec, [f for j in journals for f in j.files], log_files, index_files, locations,
+                             stored, marks[0] if marks else (0, 0), total)
     per_ledger: dict[LedgerId, dict[int, int]] = defaultdict(dict)
     for (lid, eid), loc in locations.items():
         per_ledger[lid][eid] = loc

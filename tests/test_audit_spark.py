@@ -343,3 +343,23 @@ def test_a_bookie_named_by_metadata_but_never_given_is_not_audited(faulted, spar
     assert status[skipped] == "not_audited" and status[f["b_gone"]] == "not_audited"
     assert all(skipped not in r["bookies_with_copy"] for r in t["under_replicated"].to_pylist())
     assert skipped not in {r["bookie_id"] for r in t["missing_ledgers"].to_pylist()}
+
+
+def test_a_writer_built_cluster_with_dbledgerstorage_bookies_audits_clean(spark, tmp_path):
+    """Mixed storage kinds: 5 bookies, the last two DbLedgerStorage (writer-built RocksDB indexes);
+    every replica at exactly its write set, every fault table empty, those disks read as such."""
+    w = write_cluster(sample_cluster(5, entries=24, max_payload=1500, db_bookies=2), str(tmp_path / "c"))
+    t = audit(spark, [DiskInput(r) for r in w.bookie_roots.values()], w.metadata_dir, tmp_path / "out")
+    where = defaultdict(set)
+    for r in t["replicas"].to_pylist():
+        where[(r["ledger_scope"] & (2**64 - 1), r["ledger_id"] & (2**64 - 1), r["entry_id"])].add(
+            r["bookie_id"])
+    assert dict(where) == {(lid.scope, lid.ledger, e): set(ws) for (lid, e), ws in w.placement.items()}
+    for name in FAULT_TABLES:
+        assert t[name].num_rows == 0, (name, t[name].to_pylist())
+    disks = {d["bookie_id"]: d for d in t["disks"].to_pylist()}
+    assert {d["status"] for d in disks.values()} == {"ok"} and len(disks) == 5
+    for bid in ("bk-4.rack-b", "bk-5.rack-a"):
+        assert disks[bid]["storage_class"] == ("DbLedgerStorage (replicas from its entry logs; RocksDB index "
+                                               "checked by fsck)") and disks[bid]["index_read"] is True
+    assert disks["bk-1.rack-a"]["storage_class"] == "InterleavedLedgerStorage/SortedLedgerStorage"

@@ -63,8 +63,9 @@ def _held(root: str, plan) -> dict[tuple[LedgerId, int], list[tuple[int, bool]]]
     return out
 
 
-def test_a_written_cluster_holds_each_entry_on_exactly_its_write_set(tmp_path):
-    spec = sample_cluster(5, entries=30, max_payload=800)
+@pytest.mark.parametrize("db_bookies", [0, 2])
+def test_a_written_cluster_holds_each_entry_on_exactly_its_write_set(tmp_path, db_bookies: int):
+    spec = sample_cluster(5, entries=30, max_payload=800, db_bookies=db_bookies)
     assert any(l.scope_id for l in spec.ledgers) and any(len(l.ensembles) > 1 for l in spec.ledgers)
     assert {l.digest_type for l in spec.ledgers} == set(DigestType)
     w = write_cluster(spec, str(tmp_path))
@@ -106,3 +107,40 @@ def test_an_ensemble_naming_an_unknown_bookie_is_refused(tmp_path):
     led = ClusterLedger(1, [b"x"], ((0, ("b0", "zz")),), 2, 2)
     with pytest.raises(ValueError, match="zz"):
         write_cluster(ClusterSpec([BookieSpec([], bookie_id="b0")], [led]), str(tmp_path))
+
+
+def test_dbledgerstorage_bookies_of_a_cluster_hold_their_entries_in_rocksdb_and_check_clean(tmp_path):
+    """The last bookies of a mixed cluster are DbLedgerStorage: their locations and ledgers databases
+    point at every copy they hold (fsck's RocksDB passes and the locations cross-check find nothing),
+    and no scoped ledger is placed on them."""
+    from fsck.api import check_bookie
+    from fsck.context import CheckOptions
+    from rocksdbfiles.dbindex import read_ledger_dir
+    spec = sample_cluster(5, entries=30, max_payload=800, db_bookies=2)
+    w = write_cluster(spec, str(tmp_path))
+    db = {b.bookie_id for b in spec.bookies if b.storage == "rocksdb"}
+    assert db == {"bk-4.rack-b", "bk-5.rack-a"}
+    for bid, root in w.bookie_roots.items():
+        dirs = discover(root)
+        assert dirs.storage_kind == ("rocksdb" if bid in db else "index-files")
+        report = check_bookie(dirs, CheckOptions(metadata_dir=w.metadata_dir))
+        assert report.exit_code == 0 and [f.line() for f in report.findings if f.severity.value != "info"] == []
+        if bid in db:
+            assert not w.bookies[bid].index_files
+            idx = read_ledger_dir(f"{dirs.ledger_dirs[0]}/current")
+            held = {(lid.ledger, e) for (lid, e), ws in w.placement.items() if bid in ws}
+            assert {(x.ledger_id, x.entry_id) for x in idx.locations} == held and not idx.problems
+            assert report.stats["db_locations"] == len(held) > 0
+    for l in spec.ledgers:
+        if l.scope_id:
+            assert not {m for _f, ms in l.ensembles for m in ms} & db
+
+
+def test_a_dbledgerstorage_bookie_takes_one_ledger_dir_and_scope_0_ledgers(tmp_path):
+    from bookie.model import LedgerSpec
+    from bookie.writer import write_bookie
+    with pytest.raises(ValueError, match="one ledger dir"):
+        write_bookie(BookieSpec([], storage="rocksdb", ledger_dirs=["a", "b"]), str(tmp_path / "two"))
+    scoped = LedgerSpec(7, [b"x"], DigestType.CRC32C, b"", 5)
+    with pytest.raises(ValueError, match="64-bit id"):
+        write_bookie(BookieSpec([scoped], storage="rocksdb"), str(tmp_path / "scoped"))

@@ -207,3 +207,16 @@ def test_an_audit_task_whose_read_faults_ends_its_disk_not_audited(tmp_path, mon
         assert guarded[name].equals(inline[name]), name
     assert guarded["replicas"].num_rows == 93
     assert guarded["disks"].drop(["scan_seconds"]).equals(inline["disks"].drop(["scan_seconds"]))
+
+
+def test_scan_disk_whose_read_faults_writes_a_not_audited_row_and_exits_4(tmp_path):
+    import pyarrow.parquet as pq
+    root = golden_copy(tmp_path, CORPUS)
+    out = tmp_path / "disk.parquet"
+    p = _run(CUT_SHORT, "bkdisk.cli", "bkdisk", "scan-disk", str(root), "--out", str(out))
+    assert p.returncode == 4, p.stderr
+    assert "Traceback" not in p.stderr and "shrank to 0 bytes" in p.stderr
+    disks = [r for r in pq.read_table(out).to_pylist() if r["table"] == "disks"]
+    assert len(disks) == 1 and disks[0]["status"] == "not_audited" and disks[0]["bookie_id"] == "bookie-1.rack-a"
+    assert re.fullmatch(f"{re.escape(str(root / 'ledgers' / 'current' / '0.log'))} bytes 1024..[0-9]+: the file "
+                        "shrank to 0 bytes while it was read through a map; stopped", disks[0]["error"])
