@@ -220,3 +220,20 @@ def test_scan_disk_whose_read_faults_writes_a_not_audited_row_and_exits_4(tmp_pa
     assert len(disks) == 1 and disks[0]["status"] == "not_audited" and disks[0]["bookie_id"] == "bookie-1.rack-a"
     assert re.fullmatch(f"{re.escape(str(root / 'ledgers' / 'current' / '0.log'))} bytes 1024..[0-9]+: the file "
                         "shrank to 0 bytes while it was read through a map; stopped", disks[0]["error"])
+
+
+def test_the_task_loads_the_scanners_once_in_its_own_process_for_its_children():
+    """A guarded scan's child inherits the checker and numba's loaded kernels from the task's process
+    instead of loading them for every disk: after a guarded scan the parent holds them."""
+    code = """
+import sys
+from audit.rows import DiskInput, RunInfo, iter_disk
+assert "fsck.api" not in sys.modules
+list(iter_disk(DiskInput(sys.argv[1]), {}, RunInfo.new("r")))
+from diskio.kernels import last_nonzero
+assert "fsck.api" in sys.modules and "bookie.inventory" in sys.modules and last_nonzero.signatures
+print("ok")
+"""
+    from tests.conftest import GOLDEN
+    p = _run(code, str(GOLDEN / CORPUS))
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
