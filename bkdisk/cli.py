@@ -63,5 +63,6 @@ def console() -> None:
     takes no option with a value, so the first word not starting with '-' is the command)."""
     name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     if name in GUARDED:
-        guarded(main, "bkdisk")
-    main()
+        guarded(main, "bkdisk")   # (exits, in the child as in the parent)
+    else:
+        main()

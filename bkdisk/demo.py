@@ -83,8 +83,7 @@ def _audit_demo(out: str, as_json: bool) -> None:
     from bookie.cluster import sample_cluster, write_cluster
     w = write_cluster(sample_cluster(4, entries=30, max_payload=2000, db_bookies=1), os.path.join(out, "cluster"))
     click.echo(f"wrote a 4-bookie cluster (one DbLedgerStorage) at {w.root}: {len(w.placement)} entries striped "
-               f"over ensembles; "
-               f"metadata in {w.metadata_dir}", err=as_json)
+               f"over ensembles; metadata in {w.metadata_dir}", err=as_json)
     audit_out = os.path.join(out, "audit")
     code = run_audit_command([DiskInput(r) for r in w.bookie_roots.values()], [], w.metadata_dir, audit_out,
                              "local[2]", {}, "demo")

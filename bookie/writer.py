@@ -167,12 +167,20 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
             with open(os.path.join(d, CURRENT_DIR, last_mark_name(ji, len(marks))), "wb") as f:
                 f.write(build_last_mark(LastMark(jid, pos)))
 
-    index_files: dict[LedgerId, str] = {}
     if spec.storage == "rocksdb":
         from bookie.db_index_writer import write_db_indexes
         write_db_indexes(os.path.join(ldirs[0], CURRENT_DIR), spec.ledgers, locations, lac_body)
-        return WrittenBookie(root, spec, [f for j in journals for f in j.files], log_files, index_files, locations,
-                             stored, marks[0] if marks else (0, 0), total)
+        index_files: dict[LedgerId, str] = {}
+    else:
+        index_files = _write_index_files(spec, ldirs, locations)
+    return WrittenBookie(root, spec, [f for j in journals for f in j.files], log_files, index_files, locations,
+                         stored, marks[0] if marks else (0, 0), total)
+
+
+def _write_index_files(spec: BookieSpec, ldirs: list[str], locations: dict[tuple[LedgerId, int], int]
+                       ) -> dict[LedgerId, str]:
+    """One ``.idx`` file per ledger (Interleaved/SortedLedgerStorage), ledger L in dir (L ^ scope) % n."""
+    index_files: dict[LedgerId, str] = {}
     per_ledger: dict[LedgerId, dict[int, int]] = defaultdict(dict)
     for (lid, eid), loc in locations.items():
         per_ledger[lid][eid] = loc
@@ -189,9 +197,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_index(path, hdr, arr, spec.page_size)
         index_files[lid] = path
-
-    return WrittenBookie(root, spec, [f for j in journals for f in j.files], log_files, index_files, locations,
-                         stored, marks[0] if marks else (0, 0), total)
+    return index_files
 
 
 def write_metadata_dir(spec: BookieSpec, folder: str, *, others: tuple[str, ...] = ("10.0.0.2:3181", "10.0.0.3:3181"),

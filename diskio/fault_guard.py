@@ -34,7 +34,7 @@ PATH_BYTES = 4000
 SLOT_HEAD = struct.Struct("<B7xqqI4x")
 SLOT_SIZE = SLOT_HEAD.size + PATH_BYTES
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
-CANCELLING = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+CANCELLING = frozenset(FORWARDED)   # a death by one of these is the user cancelling
 FAULTS = {signal.SIGBUS: "the disk returned an I/O error, or the file shrank, while it was read through a map",
           signal.SIGSEGV: "the reader crashed (SIGSEGV)"}
 

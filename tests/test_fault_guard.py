@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from diskio import fault_guard
-from tests.conftest import golden_copy
+from tests.conftest import GOLDEN, golden_copy
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 CORPUS = "sorted-v5-bookieid"   # entry logs of several KiB: the first window read is cut short
@@ -54,8 +54,7 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
                                               ("bkdisk.cli", "bkdisk", ["inventory"])])
 def test_a_read_that_faults_is_one_line_naming_the_file_and_exit_8(tmp_path, module, prog, args):
     root = golden_copy(tmp_path, CORPUS)
-    cmd = args + [str(root)] if args else [str(root)]
-    p = _run(CUT_SHORT, module, prog, *cmd)
+    p = _run(CUT_SHORT, module, prog, *args, str(root))
     assert p.returncode == 8, (p.returncode, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
@@ -234,6 +233,5 @@ from diskio.kernels import last_nonzero
 assert "fsck.api" in sys.modules and "bookie.inventory" in sys.modules and last_nonzero.signatures
 print("ok")
 """
-    from tests.conftest import GOLDEN
     p = _run(code, str(GOLDEN / CORPUS))
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
