@@ -206,14 +206,14 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
 
 
 def load_scanners() -> None:
-    """Import the checker and load numba's registries in this process (once): every guarded scan's
-    forked child inherits them, instead of loading them again for each disk (about 1 s a disk)."""
+    """Import the checker and load a first kernel in this process (once): every guarded scan's forked
+    child inherits them (numba, its runtime and code generator) instead of loading them for each disk."""
     import numpy as np
 
     import bookie.inventory  # noqa: F401 - imported for the children
     import fsck.api  # noqa: F401
     from diskio.kernels import last_nonzero
-    last_nonzero(np.zeros(8, np.uint8))   # numba's first load of a cached kernel: its registries
+    last_nonzero(np.zeros(8, np.uint8))   # numba's first load of a cached kernel: its runtime
 
 
 def replica_logs(ctx, bid: str) -> Iterator:

@@ -3,6 +3,7 @@
 Everything here is resolved on first use and then kept (``functools.cache``), never at import, so
 no module depends on which one is imported first:
 
+* Kernels load from numba's cache without refreshing numba's registries first (``LeanCache``).
 * ``BKDISK_NUMBA_CACHE_DIR``, when set, becomes numba's cache folder (``NUMBA_CACHE_DIR``) for
   read-only installs or a cache shared between processes. It is applied by ``kernel`` before the
   first kernel is decorated (numba picks a dispatcher's cache folder when it is decorated), and
@@ -38,10 +39,35 @@ def numba_cache_dir() -> str | None:
 
 
 def kernel(fn: Callable) -> Callable:
-    """``numba.njit(**JIT_OPTIONS)``, with the cache folder resolved first."""
+    """``numba.njit(**JIT_OPTIONS)``, with the cache folder resolved first and a ``LeanCache``."""
     numba_cache_dir()
     from numba import njit
-    return njit(**JIT_OPTIONS)(fn)
+    dispatcher = njit(**JIT_OPTIONS)(fn)
+    dispatcher._cache = lean_cache_class()(dispatcher.py_func)
+    return dispatcher
+
+
+@functools.cache
+def lean_cache_class() -> type:
+    """numba's per-function cache, loading a cached kernel without the registry refresh.
+
+    numba refreshes its target context before every load from the cache: that imports and installs
+    every implementation numba has (linalg, random, typed containers...), 0.2-0.3 s of each command's
+    start-up spent on compiler tables that machine code already compiled never uses. A load only
+    needs numba's runtime (NRT) symbols, which the compiled code links against; a cache miss goes
+    through numba's compiler, which refreshes the contexts itself. (numba is pinned to 0.68.x:
+    tests/test_numba_cache.py checks this against it.)
+    """
+    from numba.core.caching import FunctionCache
+    from numba.core.runtime import nrt
+
+    class LeanCache(FunctionCache):
+        def load_overload(self, sig, target_context):
+            nrt.rtsys.initialize(target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
+    return LeanCache
 
 
 @functools.cache

@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from diskio.kernels import JIT  # first: resolves the numba cache dir before numba is imported
 import numpy as np
-from numba import njit
+
+from diskio.config import kernel
 
 INT, UINT, CHOICE, DIGEST, INT_OR_NULL = 0, 1, 2, 3, 4
 DIGEST_BYTES = 32
@@ -31,7 +31,7 @@ class Slot:
     choices: tuple[Any, ...] = ()     # CHOICE: Python values, json.dumps'ed; code i -> choices[i]
 
 
-@njit(**JIT)
+@kernel
 def _put_decimal(out, p, v, unsigned):
     if not unsigned and v < 0:
         out[p] = 45  # '-'
@@ -54,7 +54,7 @@ def _put_decimal(out, p, v, unsigned):
     return p + digits
 
 
-@njit(**JIT)
+@kernel
 def _encode(values, kinds, lit, lit_off, choice, choice_off, choice_base, digests, digest_row, out):
     """Write every row into ``out``; returns the bytes used. ``values`` is (rows, slots) int64."""
     n_rows, n_slots = values.shape

@@ -8,15 +8,13 @@ Two kernels, flat loops over a uint8 buffer holding whole files back to back:
   Its pure-Python twin is indexfiles.reader.read_index (tests/test_index_scan.py compares them).
 
 Offsets and sizes are the constants of formats/index.py. Compiled code is cached by numba
-(diskio/kernels.py sets NUMBA_CACHE_DIR).
+(diskio/config.py applies BKDISK_NUMBA_CACHE_DIR).
 """
 from __future__ import annotations
 
-from diskio.kernels import JIT  # first: sets NUMBA_CACHE_DIR before numba is imported
-
 import numpy as np
-from numba import njit
 
+from diskio.config import kernel
 from formats import index as fi
 
 # Constants the kernels read, all from the declaration.
@@ -33,18 +31,18 @@ OK, VERSION, KEY_LENGTH, STATE, LAC_LENGTH, PRESENT, LAST_ENTRY, TRAILING = rang
 INFO_COLUMNS = 8
 
 
-@njit(**JIT)
+@kernel
 def _u32(buf, o):
     return (np.uint32(buf[o]) << 24) | (np.uint32(buf[o + 1]) << 16) | (np.uint32(buf[o + 2]) << 8) | \
         np.uint32(buf[o + 3])
 
 
-@njit(**JIT)
+@kernel
 def _i32(buf, o):
     return np.int64(np.int32(_u32(buf, o)))
 
 
-@njit(**JIT)
+@kernel
 def _slot(buf, o):
     """The big-endian 8-byte slot at ``buf[o:]``."""
     v = np.uint64(0)
@@ -53,7 +51,7 @@ def _slot(buf, o):
     return v
 
 
-@njit(**JIT)
+@kernel
 def check_header(buf, o, n):
     """The header of the file ``buf[o:o+n]``: (ok, version, key length, state bits, explicit-LAC length)."""
     bad = (0, np.int64(-1), np.int64(0), np.int64(0), np.int64(0))
@@ -74,7 +72,7 @@ def check_header(buf, o, n):
     return 1, version, key, state, lac
 
 
-@njit(**JIT)
+@kernel
 def _count_slots(words, first, n):
     """(present, last) of the ``n`` 8-byte slots ``words[first:first+n]``; blocks of zeros cost one test."""
     present, last = 0, -1
@@ -96,7 +94,7 @@ def _count_slots(words, first, n):
     return present, last
 
 
-@njit(**JIT)
+@kernel
 def decode_files(buf, words, f_off, f_len, info):
     """Header and present slots of each file ``buf[f_off[i]:f_off[i]+f_len[i]]``; ``info[i]`` gets its
     columns (OK .. TRAILING). Returns (file, entry, location) arrays of every present slot.

@@ -7,18 +7,16 @@ on golden and written tables). Every read is bounds-checked: damage is an error 
 """
 from __future__ import annotations
 
-from diskio.kernels import JIT  # first: sets NUMBA_CACHE_DIR before numba is imported
-
 import numpy as np
-from numba import njit
 
+from diskio.config import kernel
 from formats import rocksdb as rf
 from formats.errors import FormatError
 
 MAX32 = rf.VARINT32_MAX_BYTES
 
 
-@njit(**JIT)
+@kernel
 def _varint32(buf, p, limit):
     """(value, next position); next = -1 when the varint runs past ``limit`` or over 5 bytes."""
     v = np.int64(0)
@@ -34,7 +32,7 @@ def _varint32(buf, p, limit):
     return v, -1
 
 
-@njit(**JIT)
+@kernel
 def _walk(buf, limit, fill, arena, key_off, key_len, val_off, val_len):
     """Count (``fill`` False) or fill the columns; returns (entries, arena bytes, error offset or -1)."""
     p = 0

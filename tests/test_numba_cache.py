@@ -11,6 +11,7 @@ from pathlib import Path
 import diskio.config
 import diskio.kernels
 import entrylogs.scan
+import entrylogs.scan as E
 import indexfiles.scan
 import journal.scan
 
@@ -26,22 +27,40 @@ import numba
 import diskio.kernels as K, diskio.digest_kernels as DK
 import entrylogs.scan as E, entrylogs.walk as EW, journal.scan as J, journal.walk as JW
 import indexfiles.scan as I, indexfiles.decode as ID
+import hashlib, numpy as np
+from diskio.config import lean_cache_class
 g = Path(sys.argv[1]) / "interleaved-v6-hostport"
+results = hashlib.sha256()
+def feed(o, depth=0):   # every array and plain value a scan returns, in order
+    if isinstance(o, np.ndarray):
+        results.update(np.ascontiguousarray(o).tobytes())
+    elif isinstance(o, (int, float, str, bytes, bool, type(None), np.generic)):
+        results.update(repr(o).encode())
+    elif depth < 4 and isinstance(o, (list, tuple)):
+        for x in o:
+            feed(x, depth + 1)
+    elif depth < 4 and hasattr(o, "__dict__"):
+        for _k, v in sorted(vars(o).items()):
+            feed(v, depth + 1)
 for log in sorted(g.glob("ledgers*/current/*.log")):
-    E.scan_entry_log(log, window=4096, digests=E.DigestPlan(), payload_hash="sha256")
+    feed(E.scan_entry_log(log, window=4096, digests=E.DigestPlan(), payload_hash="sha256"))
 data = bytearray(sorted(g.glob("ledgers*/current/*.log"))[0].read_bytes())
 data[2000:9000] = bytes(7000)  # damage: resync, zero-tail test, probes
-E.scan_entry_log("0.log", data=bytes(data), window=4096)
+feed(E.scan_entry_log("0.log", data=bytes(data), window=4096))
 for txn in sorted(g.glob("journal/current/*.txn")):
-    J.scan_journal(txn, window=4096)
-I.walk_index_dirs([str(g / "ledgers0"), str(g / "ledgers1")])
-I.read_index_locations(next(g.glob("ledgers*/current/*/*/*.idx")))
-stats = {}
+    feed(J.scan_journal(txn, window=4096))
+feed(I.walk_index_dirs([str(g / "ledgers0"), str(g / "ledgers1")]))
+feed(I.read_index_locations(next(g.glob("ledgers*/current/*/*/*.idx"))))
+# Modules only numba's registry refresh imports (its compiler needs them, loading from the cache not).
+refreshed = sorted(m for m in ("numba.np.linalg", "numba.np.random.generator_methods", "numba.typed.dictimpl")
+                   if m in sys.modules)
+stats = {"results": results.hexdigest(), "refreshed": refreshed}
 for mod in (K, DK, EW, JW, ID):
     for name, obj in sorted(vars(mod).items()):
         if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
             s = obj.stats
-            stats[f"{mod.__name__}.{name}"] = [sum(s.cache_hits.values()), sum(s.cache_misses.values()), s.cache_path]
+            stats[f"{mod.__name__}.{name}"] = [sum(s.cache_hits.values()), sum(s.cache_misses.values()), s.cache_path,
+                                               isinstance(obj._cache, lean_cache_class())]
 print(json.dumps(stats))
 """
 
@@ -57,31 +76,76 @@ def _run(env_extra: dict[str, str]) -> dict[str, list]:
 
 
 def _used(stats: dict[str, list]) -> dict[str, list]:
-    return {k: v for k, v in stats.items() if v[0] + v[1] > 0}
+    return {k: v for k, v in stats.items() if isinstance(v, list) and k != "refreshed" and v[0] + v[1] > 0}
 
 
 def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling():
     assert (GOLDEN / "interleaved-v6-hostport").is_dir(), f"golden corpus missing under {GOLDEN}"
     with tempfile.TemporaryDirectory() as cache:
-        first = _used(_run({"NUMBA_CACHE_DIR": cache}))
-        second = _used(_run({"NUMBA_CACHE_DIR": cache}))
+        first_run = _run({"NUMBA_CACHE_DIR": cache})
+        second_run = _run({"NUMBA_CACHE_DIR": cache})
+        first, second = _used(first_run), _used(second_run)
         entry_points = {"entrylogs.walk.walk_entry_records", "diskio.digest_kernels.check_digests",
                         "diskio.digest_kernels.sniff_crc", "journal.walk.walk_journal_records",
                         "indexfiles.decode.decode_files", "diskio.kernels.last_nonzero"}
         assert entry_points <= set(first), sorted(entry_points - set(first))
-        assert all(misses > 0 for _, misses, _ in (first[k] for k in entry_points))  # compiled on first use
+        assert all(first[k][1] > 0 for k in entry_points)  # compiled on first use
         assert set(second) >= entry_points
-        for name, (hits, misses, path) in second.items():
+        for name, (hits, misses, path, lean) in second.items():
             assert misses == 0, f"{name} was compiled again in the second process"
             assert hits > 0
             assert path.startswith(cache), path
+            assert lean, f"{name} is not declared through diskio.config.kernel"
         assert any(Path(cache).rglob("*.nbi")) and any(Path(cache).rglob("*.nbc"))
+        # Compiling refreshes numba's registries; loading from the cache does not (diskio.config.LeanCache),
+        # and the kernels loaded that way compute exactly what the freshly compiled ones did.
+        assert first_run["refreshed"], "the compiling process should have refreshed numba's registries"
+        assert second_run["refreshed"] == []
+        assert second_run["results"] == first_run["results"]
+
+
+# A process that loads one kernel from the cache (no registry refresh) and then compiles another
+# (a cache miss, and a new signature of the loaded one): numba's compiler refreshes what it needs.
+COMPILE_AFTER_LOAD = r"""
+import sys
+from pathlib import Path
+import numpy as np
+import entrylogs.scan as E
+from diskio.config import kernel
+log = sorted((Path(sys.argv[1]) / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0]
+res = E.scan_entry_log(log, window=4096, digests=E.DigestPlan())
+assert "numba.np.linalg" not in sys.modules, "loading from the cache refreshed numba's registries"
+print(len(res.entries))
+@kernel
+def total(a):
+    s = 0
+    for x in a:
+        s += x
+    return s
+print(total(np.arange(10, dtype=np.int64)), total(np.arange(4, dtype=np.float64)))
+"""
+
+
+def test_a_kernel_compiles_in_a_process_that_loaded_others_from_the_cache():
+    with tempfile.TemporaryDirectory() as cache:
+        _run({"NUMBA_CACHE_DIR": cache})
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
+        env.update(NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
+        script = Path(cache) / "compile_after_load.py"   # a file: numba caches only functions that have one
+        script.write_text(COMPILE_AFTER_LOAD)
+        r = subprocess.run([sys.executable, str(script), str(GOLDEN)], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr
+        entries = len(E.scan_entry_log(sorted((GOLDEN / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0],
+                                       window=4096, digests=E.DigestPlan()).entries)
+        assert entries > 0
+        assert r.stdout.split() == [str(entries), "45", "6.0"]
 
 
 def test_bkdisk_numba_cache_dir_sets_the_cache_folder_for_read_only_installs():
     with tempfile.TemporaryDirectory() as cache:
         stats = _used(_run({"BKDISK_NUMBA_CACHE_DIR": cache, "NUMBA_CACHE_DIR": "/nonexistent/ignored"}))
-        assert stats and all(path.startswith(cache) for _, _, path in stats.values())
+        assert stats and all(path.startswith(cache) for _, _, path, _ in stats.values())
         assert any(Path(cache).rglob("*.nbi"))
 
 

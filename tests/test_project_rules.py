@@ -82,3 +82,26 @@ def test_tests_take_the_golden_location_from_conftest_only():
                  if pattern.search(line) and not line.lstrip().startswith(("#", '"', "'"))]
     assert offenders == []
     assert pattern.search('GOLDEN = Path(__file__).parents[2] / "shared" / "golden"')
+
+
+def numba_decorations(source: str, name: str = "<src>") -> list[str]:
+    """Kernels declared with numba's own decorators instead of ``diskio.config.kernel`` (which resolves
+    the cache folder first and loads cached kernels without numba's registry refresh)."""
+    out = []
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.ImportFrom) and node.module == "numba" and any(
+                a.name in ("njit", "jit") for a in node.names):
+            out.append(f"{name}:{node.lineno} imports numba's jit")
+        elif isinstance(node, ast.Attribute) and node.attr in ("njit", "jit") and isinstance(node.value, ast.Name) \
+                and node.value.id in ("numba", "nb"):
+            out.append(f"{name}:{node.lineno} uses numba.{node.attr}")
+    return out
+
+
+def test_every_kernel_is_declared_through_diskio_config_kernel():
+    assert len(numba_decorations("from numba import njit\n@njit(cache=True)\ndef f(a): pass\n"
+                                 "import numba\ng = numba.njit(f)\n")) == 2
+    assert numba_decorations("from diskio.config import kernel\n@kernel\ndef f(a): pass\n") == []
+    bad = [x for _pkg, p in _product_modules() if p != REPO / "diskio" / "config.py"
+           for x in numba_decorations(p.read_text(), str(p.relative_to(REPO)))]
+    assert bad == []
