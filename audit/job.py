@@ -1,13 +1,16 @@
 """The Spark audit job: one task per disk scanning it in-process, the per-disk rows as DataFrames,
 the cluster tables joined in Spark, and every table written as Parquet under the output folder.
 
-Only small things reach the driver: the disks table (one row per disk) and the fault tables'
-summaries for the reports. Replicas stay in Spark.
+A task writes its disk's replicas itself, as that disk's file of ``OUT/replicas``
+(audit/replica_files.py); its findings and its disk's row go to Spark as rows. Only small things
+reach the driver: the disks table (one row per disk) and the fault tables' summaries for the
+reports. Replicas are read by Spark from their files, never collected to the driver.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -18,23 +21,23 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from audit.metadata_source import MetadataSource
-from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
+from audit.replica_files import replica_file, write_replicas
+from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from formats.errors import BkdiskError
 
 FAULT_TABLES = ("under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers")
 # Counts behind the report's replication histogram (every expected entry, healthy ones included).
 EXTRA_TABLES = ("replication_histogram",)
 ALL_TABLES = ("disks", "findings", "replicas") + FAULT_TABLES + EXTRA_TABLES
-AUDITED = ("ok", "errors")
 
 # Settings the audit depends on; --conf may override the rest, never these two.
 FIXED_CONF = {"spark.speculation": "false",            # a disk is never scanned by two tasks at once
               "spark.sql.execution.arrow.pyspark.enabled": "true"}
 DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.adaptive.enabled": "true",
                 "spark.sql.session.timeZone": "UTC",
-                # The scan rows are cached once and read by every table: building the cache without
-                # column compression costs the JVM a third less CPU while the scans run (it spills to
-                # disk when memory is short: MEMORY_AND_DISK).
+                # The rows passed to Spark (findings, disks, scan-disk files' rows) are cached once
+                # and read by every table: without column compression building the cache costs the
+                # JVM less CPU (it spills to disk when memory is short: MEMORY_AND_DISK).
                 "spark.sql.inMemoryColumnarStorage.compressed": "false"}
 LOCAL_CONF = {"spark.ui.enabled": "false"}   # a laptop run needs no web UI (nor its port)
 
@@ -141,9 +144,10 @@ def scan_slot(limit: int, folder: str | None = None, poll: float = 0.2) -> int:
         time.sleep(poll)
 
 
-def disk_task(run: RunInfo, metadata_bc, scans_per_host: int | None = None
+def disk_task(run: RunInfo, metadata_bc, replicas_dir: str, scans_per_host: int | None = None
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each task runs over its partition of the disks frame (one disk per partition).
+    """The function each task runs over its partition of the disks frame (one disk per partition):
+    the disk's replicas go into its file under ``replicas_dir``, its other rows to Spark.
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
     at most that many disks are read at once on a host whatever the executors and cores there."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -153,7 +157,8 @@ def disk_task(run: RunInfo, metadata_bc, scans_per_host: int | None = None
             for d in b.to_pylist():
                 slot = scan_slot(scans_per_host) if scans_per_host else None
                 try:
-                    yield from iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+                    rows = iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+                    yield from write_replicas(rows, replica_file(replicas_dir, d["index"]))
                 finally:
                     if slot is not None:
                         os.close(slot)
@@ -203,14 +208,17 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     if not disks and not scan_files:
         raise AuditError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
     md = source.load()
+    replicas_dir = os.path.join(out, "replicas")
+    shutil.rmtree(replicas_dir, ignore_errors=True)
+    os.makedirs(replicas_dir)
     frames = []
     if disks:
         numba_cache_writable()
         sc = spark.sparkContext
-        schema = "path string, bookie_id string"
+        schema = "path string, bookie_id string, index long"
         # One disk per partition: parallelize with as many slices as disks keeps each alone.
-        rdd = sc.parallelize([(d.path, d.bookie_id) for d in disks], len(disks))
-        task = disk_task(run, sc.broadcast(md), scans_per_host)
+        rdd = sc.parallelize([(d.path, d.bookie_id, i) for i, d in enumerate(disks)], len(disks))
+        task = disk_task(run, sc.broadcast(md), replicas_dir, scans_per_host)
         frames.append(spark.createDataFrame(rdd, schema).mapInArrow(task, from_arrow_schema(TASK_SCHEMA)))
     if scan_files:
         frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files))
@@ -236,19 +244,23 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
                   for name in ("findings", "replicas")}
     frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
-    # Only disks that finished their scan count: rows a failing disk yielded before failing are dropped.
-    replicas = frames_out["replicas"] = frames_out["replicas"].filter(F.col("bookie_id").isin(audited))
-    # Every fault table reads the replicas: cached apart, in their own columns, they are not picked
-    # out of all the scan rows again by each table (8 x 1 GiB disks: 26.2 s against 28.2 s).
-    replicas = frames_out["replicas"] = replicas.persist(StorageLevel.MEMORY_AND_DISK)
+    if scan_files:   # their replicas join the tasks' files
+        frames_out["replicas"].sortWithinPartitions(*tables.ORDER["replicas"]).write.mode("append").parquet(
+            replicas_dir)
+    if not any(n.endswith(".parquet") and not n.startswith((".", "_")) for n in os.listdir(replicas_dir)):
+        import pyarrow.parquet as pq   # no copies anywhere: the table still has its columns
+        pq.write_table(table_schema("replicas").empty_table(), os.path.join(replicas_dir, "empty.parquet"))
+    # Only disks that finished their scan count: a task publishes no file for a disk that did not, and
+    # a scan-disk file's rows of such a disk are dropped.
+    replicas = spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir).filter(
+        F.col("bookie_id").isin(audited))
     frames_out.update(tables.fault_tables(spark, md, replicas, audited, not_audited))
     counts = {}
     for name in ALL_TABLES:
-        df = frames_out[name]
-        if name != "replicas":
-            # Small tables: one sorted file each. Replicas keep a partition per disk.
-            df = df.repartition(1)
-        df.sortWithinPartitions(*tables.ORDER[name]).write.mode("overwrite").parquet(os.path.join(out, name))
+        if name != "replicas":   # written by the tasks (and above): a file per disk
+            # Small tables: one sorted file each.
+            frames_out[name].repartition(1).sortWithinPartitions(*tables.ORDER[name]).write.mode(
+                "overwrite").parquet(os.path.join(out, name))
         counts[name] = _parquet_rows(os.path.join(out, name))
     rows.unpersist()
     tables.release(spark)

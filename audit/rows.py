@@ -35,6 +35,8 @@ REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("ent
                   ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
                   ("log_id", pa.int64()), ("offset", pa.int64())]
 TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS}
+# The statuses of a disk whose scan finished: its copies count (fsck's errors are findings, not doubt).
+AUDITED = ("ok", "errors")
 
 
 def _union() -> pa.Schema:

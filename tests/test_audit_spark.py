@@ -129,6 +129,12 @@ def test_scan_disk_files_and_disks_mixed_give_the_same_tables(golden3, spark, tm
     t = audit(spark, disks[2:], root / "metadata", tmp_path / "mixed", scan_files=files)
     for name in first:
         assert rows(t[name]) == rows(first[name]), name
+    # The disk's task wrote its own file; Spark added the files' copies beside it.
+    names = os.listdir(tmp_path / "mixed" / "replicas")
+    assert "disk-00000.parquet" in names and not any(n.startswith(".disk-") for n in names)   # no temporary left
+    disk_file = pq.read_table(tmp_path / "mixed" / "replicas" / "disk-00000.parquet")
+    assert set(disk_file["bookie_id"].to_pylist()) == {BOOKIES[2]}
+    assert rows(disk_file) == rows(first["replicas"].filter(pa.compute.equal(first["replicas"]["bookie_id"], BOOKIES[2])))
 
 
 def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tmp_path):
@@ -363,3 +369,11 @@ def test_a_writer_built_cluster_with_dbledgerstorage_bookies_audits_clean(spark,
         assert disks[bid]["storage_class"] == ("DbLedgerStorage (replicas from its entry logs; RocksDB index "
                                                "checked by fsck)") and disks[bid]["index_read"] is True
     assert disks["bk-1.rack-a"]["storage_class"] == "InterleavedLedgerStorage/SortedLedgerStorage"
+
+
+def test_an_audit_without_any_copy_still_writes_the_replicas_table_with_its_columns(spark, tmp_path):
+    from audit.rows import table_schema
+    (tmp_path / "no-metadata").mkdir()
+    t = audit(spark, [DiskInput(str(tmp_path / "no-such-bookie"))], tmp_path / "no-metadata", tmp_path / "out")
+    assert [d["status"] for d in t["disks"].to_pylist()] == ["unreadable"]
+    assert t["replicas"].num_rows == 0 and t["replicas"].schema == table_schema("replicas")

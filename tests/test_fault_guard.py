@@ -189,7 +189,11 @@ def test_an_audit_task_whose_read_faults_ends_its_disk_not_audited(tmp_path, mon
 
     monkeypatch.setattr(mapped, "map_window", cut_short)
     monkeypatch.setattr(windowed, "map_window", cut_short)
-    tables = split_tables(list(iter_disk(DiskInput(str(root)), {}, RunInfo.new("r"))))
+    from audit.replica_files import replica_file, write_replicas
+    (tmp_path / "replicas").mkdir()
+    path = replica_file(str(tmp_path / "replicas"), 0)
+    tables = split_tables(list(write_replicas(iter_disk(DiskInput(str(root)), {}, RunInfo.new("r")), path)))
+    assert os.listdir(tmp_path / "replicas") == []   # its copies count nowhere
     disks = tables["disks"].to_pylist()
     assert len(disks) == 1 and disks[0]["status"] == "not_audited"
     assert disks[0]["bookie_id"] == "bookie-1.rack-a"   # read from the cookie before the scan
