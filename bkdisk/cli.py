@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from fsck.exit_codes import guarded, run_click
+from fsck.exit_codes import console_command, guarded, run_click
 
 # name: (module, attribute, one-line summary shown by `bkdisk --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -63,6 +63,6 @@ def console() -> None:
     takes no option with a value, so the first word not starting with '-' is the command)."""
     name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     if name in GUARDED:
-        guarded(main, "bkdisk")   # (exits, in the child as in the parent)
+        console_command(guarded, main, "bkdisk")   # (exits, in the child as in the parent)
     else:
-        main()
+        console_command(main)

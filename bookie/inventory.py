@@ -123,16 +123,38 @@ def _hash_array(hashes: list[str | None] | None) -> tuple[np.ndarray | None, np.
 def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,
                 window: int = DEFAULT_WINDOW) -> Iterator[LogRows | str]:
     """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str is a dir
-    that could not be listed."""
+    that could not be listed.
+
+    The next log is scanned on a helper thread while the caller handles the rows of the one before
+    (encodes, writes them): the logs are still scanned one at a time and in order, so the digest plan
+    sees them as a scan on one thread does, and the rows are the same."""
+    from concurrent.futures import ThreadPoolExecutor
     bid = bookie_id_of(dirs)
+    items: list[str | tuple[str, int, str]] = []
     for ld in dirs.ledger_dirs:
-        ld_name = ledger_dir_name(ld)
-        logs, failure = entry_logs(ld)
+        found, failure = entry_logs(ld)
         if failure:
-            yield failure
-        for log_id, path in logs:
-            s = scan_entry_log(path, window=window, digests=plan, payload_hash=payload_hash)
-            yield log_rows(bid, ld_name, log_id, s)
+            items.append(failure)
+        items += [(ledger_dir_name(ld), log_id, path) for log_id, path in found]
+
+    def scan(ld_name: str, log_id: int, path: str) -> LogRows:
+        return log_rows(bid, ld_name, log_id, scan_entry_log(path, window=window, digests=plan,
+                                                             payload_hash=payload_hash))
+
+    logs = iter([item for item in items if not isinstance(item, str)])
+    with ThreadPoolExecutor(1, thread_name_prefix="inventory-scan") as helper:
+        def scan_next():   # the next log's scan, under way (None: no log left)
+            item = next(logs, None)
+            return None if item is None else helper.submit(scan, *item)
+
+        pending = scan_next()
+        for item in items:
+            if isinstance(item, str):
+                yield item
+                continue
+            rows = pending.result()   # this log's
+            pending = scan_next()
+            yield rows
 
 
 def ledger_dir_name(ledger_dir: str) -> str:

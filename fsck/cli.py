@@ -13,7 +13,7 @@ import click
 from bookie.layout import BookieDirs, LayoutError, discover, from_conf
 from formats.errors import BkdiskError, FormatError
 from formats.ids import LedgerId
-from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, guarded, run_click
+from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, console_command, guarded, run_click
 
 
 def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:
@@ -254,4 +254,4 @@ def main(argv: list[str] | None = None) -> None:
 
 def console() -> None:
     """The ``bookie-fsck`` command: ``main`` with its reads guarded (fsck.exit_codes.guarded)."""
-    guarded(main, "bookie-fsck")
+    console_command(guarded, main, "bookie-fsck")

@@ -7,6 +7,7 @@ application) can use them without importing the passes.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import click
@@ -36,12 +37,23 @@ def run_click(command: click.Command, prog_name: str, argv: list[str] | None = N
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def console_command(fn, *args) -> None:
+    """Run a console command (``fn(*args)``) and, however it ends, freeze what it allocated
+    (``gc.freeze``) so that the interpreter's last collections at exit skip it: they walk every
+    object numba and numpy made, about 0.09 s of each command spent freeing memory the process is
+    about to give back. Objects are still released as the modules are torn down; only garbage held
+    in reference cycles is left to the operating system (Python's exit never promised to finalize it)."""
+    try:
+        fn(*args)
+    finally:
+        import gc
+        gc.freeze()
+
+
 def guarded(main, prog: str) -> None:
     """Run ``main`` as a console command whose reads of bookie files are guarded: a mapped read that
     faults (an I/O error, a file cut short) ends with one line naming the file and exit 8, not a
     silent "Bus error" (diskio/fault_guard.py)."""
-    import os
-
     from diskio.fault_guard import guard_command
     code = guard_command(main, prog, EXIT_OPERATIONAL, EXIT_CANCELLED)   # (the child exits inside)
     sys.stdout.flush()

@@ -240,3 +240,50 @@ def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scann
              "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_logs_scanned_ahead_give_the_rows_of_scanning_each_in_turn_in_order(tmp_path, monkeypatch):
+    """scan_bookie scans the next entry log on a helper thread while the caller handles the one
+    before: still one log at a time and in order (the digest plan's sniffing sees the same sequence)."""
+    import shutil
+    import threading
+    import time
+
+    import entrylogs.scan as es
+    from bookie import inventory as inv
+    from bookie.layout import discover
+    from entrylogs.scan import DigestPlan, scan_entry_log
+    root = tmp_path / "b"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", root)
+    dirs = discover(str(root))
+    want = []
+    plan = DigestPlan()
+    for ld in dirs.ledger_dirs:
+        for log_id, path in inv.entry_logs(ld)[0]:
+            want.append((inv.ledger_dir_name(ld), log_id, scan_entry_log(path, digests=plan)))
+    assert len(want) >= 3 and len({w[0] for w in want}) == 2
+    running, seen, real = [], [], es.scan_entry_log
+
+    def one_at_a_time(path, **kw):
+        running.append(path)
+        assert len(running) == 1, running   # never two logs at once
+        seen.append((path, threading.current_thread().name))
+        time.sleep(0.05)
+        try:
+            return real(path, **kw)
+        finally:
+            running.remove(path)
+
+    monkeypatch.setattr(inv, "scan_entry_log", one_at_a_time)
+    got = []
+    for rows in inv.scan_bookie(dirs, DigestPlan()):
+        got.append(rows)
+        deadline = time.monotonic() + 5
+        while len(seen) < min(len(got) + 1, len(want)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(seen) == min(len(got) + 1, len(want))   # the next log is under way meanwhile
+    assert [(r.ledger_dir, r.log_id) for r in got] == [(d, i) for d, i, _ in want]
+    assert [p for p, _t in seen] == [w[2].path for w in want]
+    assert all(t.startswith("inventory-scan") for _p, t in seen)
+    for r, (_d, _i, s) in zip(got, want):
+        assert (r.entries == s.entries).all() and (r.digests == s.digests).all()

@@ -65,3 +65,25 @@ def test_a_missing_bookie_is_reported_before_the_scanners_load(module, argv):
     r = _probe(module, argv)
     assert r["code"] == 8
     assert set(r["heavy"]) & {"numpy", "numba", "llvmlite", "pyarrow"} == set()
+
+
+# After the command, at the interpreter's exit: were the command's objects frozen (fsck.exit_codes.
+# console_command), so the last collections skip them? Printed by the process that did the work.
+EXIT_PROBE = """
+import atexit, gc, sys
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count() > 0, flush=True))
+sys.argv = [{prog!r}] + {argv!r}
+from {module} import console
+console()
+"""
+
+
+@pytest.mark.parametrize("module, prog, argv", [("bkdisk.cli", "bkdisk", ["--version"]),
+                                                ("fsck.cli", "bookie-fsck", ["{root}", "--json"])])
+def test_a_command_leaves_its_objects_out_of_the_last_collections_at_exit(module, prog, argv):
+    from conftest import GOLDEN
+    argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]
+    out = subprocess.run([sys.executable, "-c", EXIT_PROBE.format(module=module, prog=prog, argv=argv)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "frozen at exit: True", out.stdout[-500:]
