@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from audit.metadata_source import MetadataSource
-from audit.replica_files import replica_file, write_replicas
+from audit.replica_files import remove_unfinished, replica_file, write_replicas
 from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from formats.errors import BkdiskError
 
@@ -208,6 +208,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     if not disks and not scan_files:
         raise AuditError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
     md = source.load()
+    out = os.path.abspath(out)   # the executors write into it: not relative to their working folders
     replicas_dir = os.path.join(out, "replicas")
     shutil.rmtree(replicas_dir, ignore_errors=True)
     os.makedirs(replicas_dir)
@@ -244,9 +245,10 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
                   for name in ("findings", "replicas")}
     frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
-    if scan_files:   # their replicas join the tasks' files
-        frames_out["replicas"].sortWithinPartitions(*tables.ORDER["replicas"]).write.mode("append").parquet(
-            replicas_dir)
+    if scan_files:   # their replicas join the tasks' files (a disk not audited: none of its rows)
+        frames_out["replicas"].filter(F.col("bookie_id").isin(audited)).sortWithinPartitions(
+            *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)
+    remove_unfinished(replicas_dir)   # what a task's process killed outright left half-written
     if not any(n.endswith(".parquet") and not n.startswith((".", "_")) for n in os.listdir(replicas_dir)):
         import pyarrow.parquet as pq   # no copies anywhere: the table still has its columns
         pq.write_table(table_schema("replicas").empty_table(), os.path.join(replicas_dir, "empty.parquet"))

@@ -31,12 +31,26 @@ def replica_file(folder: str, index: int) -> str:
     return os.path.join(folder, f"disk-{index:05d}.parquet")
 
 
+def temporary_name(path: str) -> str:
+    """Where ``write_replicas`` writes ``path`` until it publishes it (hidden: readers skip it)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+
+
+def remove_unfinished(folder: str) -> list[str]:
+    """Remove the temporary files of tasks whose process was killed outright (the scans are over);
+    returns their names."""
+    gone = [n for n in os.listdir(folder) if n.startswith(".disk-") and n.endswith(".tmp")]
+    for n in gone:
+        os.unlink(os.path.join(folder, n))
+    return gone
+
+
 def write_replicas(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.RecordBatch]:
     """Pass on the task's batches (``audit.rows.iter_disk``) but its replicas, which go into ``path``,
     published when the disk's row, passed on last, says it was audited (otherwise ``path`` is removed)."""
     schema = table_schema("replicas")
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    tmp = temporary_name(path)
     writer: pq.ParquetWriter | None = None
     pending: list[pa.RecordBatch] = []
     disk_rows: list[pa.RecordBatch] = []

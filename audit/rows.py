@@ -197,14 +197,23 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
             for b in scan():
                 w.write_batch(b)
 
+    last = None   # the disk's row, passed on once the child's end is known: one row a disk
     with child_stream(produce) as (src, outcome):
         try:
-            yield from ipc.open_stream(src)
+            for b in ipc.open_stream(src):
+                if b.num_rows and b.column("table")[0].as_py() == "disks":
+                    last = b
+                else:
+                    yield b
         except (pa.ArrowInvalid, OSError):   # the stream stops mid-batch when the child died writing it
             pass
         death = outcome()
-    if death is not None:
+    if death is not None:   # even after its row was written: the disk is not counted as audited
         yield disk_row("not_audited", bid, death)
+    elif last is not None:
+        yield last
+    else:
+        yield disk_row("not_audited", bid, "the scan ended without the disk's row")
 
 
 def load_scanners() -> None:

@@ -127,7 +127,8 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
 
     The next log is scanned on a helper thread while the caller handles the rows of the one before
     (encodes, writes them): the logs are still scanned one at a time and in order, so the digest plan
-    sees them as a scan on one thread does, and the rows are the same."""
+    sees them as a scan on one thread does, and the rows are the same. A caller that stops early (a
+    closed pipe, Ctrl-C) waits for the log scanned ahead to finish: one log's scan at the most."""
     from concurrent.futures import ThreadPoolExecutor
     bid = bookie_id_of(dirs)
     items: list[str | tuple[str, int, str]] = []

@@ -321,6 +321,23 @@ def test_missing_ledgers_divergent_and_unreadable_disk_rows(faulted):
     assert alone["replicas"].num_rows > 0 and alone["disks"]["status"].to_pylist() == ["not_audited"]
 
 
+def test_a_scan_disk_file_of_a_disk_not_audited_adds_none_of_its_copies(faulted, spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    f = faulted
+    w = f["w"]
+    md, _ = load_metadata_dir(w.metadata_dir)
+    failing = tmp_path / "failing.parquet"
+    pq.write_table(pa.Table.from_batches(scan_disk(DiskInput(w.bookie_roots[f["b_fail"]]), md, RunInfo.new("r"))),
+                   failing)
+    assert pq.read_table(failing).to_pydict()["table"].count("replicas") > 0   # it has copies, not counted
+    good = next(b for b in w.bookie_roots if b not in (f["b_gone"], f["b_fail"]))
+    t = audit(spark, [DiskInput(w.bookie_roots[good])], w.metadata_dir, tmp_path / "out", scan_files=[str(failing)])
+    status = {d["bookie_id"]: d["status"] for d in t["disks"].to_pylist()}
+    assert status[f["b_fail"]] == "not_audited" and status[good] in ("ok", "errors")
+    assert set(t["replicas"]["bookie_id"].to_pylist()) == {good}
+
+
 def test_the_flipped_byte_is_a_corrupt_copy_and_the_ledger_without_metadata_is_orphans(faulted):
     f = faulted
     w, held, present, t = f["w"], f["held"], f["present"], f["t"]

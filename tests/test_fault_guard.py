@@ -212,6 +212,41 @@ def test_an_audit_task_whose_read_faults_ends_its_disk_not_audited(tmp_path, mon
     assert guarded["disks"].drop(["scan_seconds"]).equals(inline["disks"].drop(["scan_seconds"]))
 
 
+@pytest.mark.parametrize("death", [None, "killed by signal 9 (SIGKILL)"])
+def test_a_scan_child_gives_one_disk_row_even_when_it_dies_after_writing_it(tmp_path, monkeypatch, death):
+    """The child's stream may hold the disk's "ok" row when the child dies (killed while it exits):
+    the disk then gets one row, not_audited, and never both (its file is not published either)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from audit.replica_files import replica_file, write_replicas
+    from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, split_tables, task_batch
+    run = RunInfo.new("r")
+    root = golden_copy(tmp_path, CORPUS)
+    stream = io.BytesIO()
+    with ipc.new_stream(stream, TASK_SCHEMA) as w:
+        w.write_batch(task_batch("replicas", run, "bookie-1.rack-a", {"ledger_id": [1], "entry_id": [0]}, 1))
+        w.write_batch(task_batch("disks", run, "bookie-1.rack-a", {"path": [str(root)], "status": ["ok"]}, 1))
+
+    @contextlib.contextmanager
+    def finished_then(produce):   # the child's whole stream, then how it ended
+        yield pa.BufferReader(stream.getvalue()), lambda: death
+
+    monkeypatch.setattr(fault_guard, "child_stream", finished_then)
+    (tmp_path / "replicas").mkdir()
+    path = replica_file(str(tmp_path / "replicas"), 0)
+    t = split_tables(list(write_replicas(iter_disk(DiskInput(str(root)), {}, run), path)))
+    disks = t["disks"].to_pylist()
+    assert len(disks) == 1
+    if death is None:
+        assert disks[0]["status"] == "ok" and os.path.exists(path)
+    else:
+        assert disks[0]["status"] == "not_audited" and disks[0]["error"] == death
+        assert os.listdir(tmp_path / "replicas") == []
+
+
 def test_scan_disk_whose_read_faults_writes_a_not_audited_row_and_exits_4(tmp_path):
     import pyarrow.parquet as pq
     root = golden_copy(tmp_path, CORPUS)

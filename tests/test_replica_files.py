@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from audit import replica_files
-from audit.replica_files import replica_file, write_replicas
+from audit.replica_files import remove_unfinished, replica_file, temporary_name, write_replicas
 from audit.rows import RunInfo, split_tables, table_schema, task_batch
 
 RUN = RunInfo("run-1", "0.1.0", "host-a")
@@ -95,3 +95,15 @@ def test_a_stream_that_raises_or_a_consumer_that_stops_leaves_nothing(tmp_path, 
     assert any(n.startswith(".") for n in folder_names(tmp_path))   # hidden while it is written
     it.close()
     assert folder_names(tmp_path) == []
+
+
+def test_the_driver_removes_what_a_killed_task_left_half_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(replica_files, "ROW_GROUP_ROWS", 2)
+    it = write_replicas(iter([replicas(0, 3), findings(1), disk("ok")]), replica_file(str(tmp_path), 4))
+    next(it)   # the file is being written under its temporary name, as when the process is killed
+    left = os.path.basename(temporary_name(replica_file(str(tmp_path), 4)))
+    assert folder_names(tmp_path) == [left]
+    pq.write_table(split_tables([replicas(0, 2)])["replicas"], replica_file(str(tmp_path), 1))
+    assert remove_unfinished(str(tmp_path)) == [left]
+    assert folder_names(tmp_path) == ["disk-00001.parquet"]
+    it.close()
