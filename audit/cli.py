@@ -240,7 +240,7 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     import pyarrow.parquet as pq
 
     from audit.metadata_source import MetadataDirSource
-    from audit.rows import TASK_SCHEMA, scan_disk
+    from audit.rows import TASK_SCHEMA, batch_table, scan_disk
 
     md = MetadataDirSource(metadata_dir).load() if metadata_dir else {}
     batches = scan_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id))
@@ -254,8 +254,7 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     why = f" ({disk['error']})" if disk["error"] else ""
     click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
                f"-> {out}", err=True)
-    unverified = sum(b.column("digest_ok").null_count for b in batches if b.num_rows and
-                     b.column("table")[0].as_py() == "replicas")
+    unverified = sum(b.column("digest_ok").null_count for b in batches if batch_table(b) == "replicas")
     if unverified and not metadata_dir:
         click.echo(f"{root}: {unverified} copies not verified (an HMAC ledger's digest needs its password): "
                    "give --metadata-dir; the audit counts a copy it cannot verify as intact", err=True)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.rows import AUDITED, table_schema
+from audit.rows import AUDITED, batch_table, table_schema
 
 # Rows gathered into one Parquet row group (at least this many, but the file's last): an entry log
 # gives a batch of a few thousand rows, and a row group of each would slow the joins' reads.
@@ -65,7 +65,7 @@ def write_replicas(batches: Iterator[pa.RecordBatch], path: str) -> Iterator[pa.
 
     try:
         for b in batches:
-            table = b.column("table")[0].as_py() if b.num_rows else None
+            table = batch_table(b)
             if table == "replicas":
                 pending.append(pa.RecordBatch.from_arrays([b.column(n) for n in schema.names], schema=schema))
                 if sum(p.num_rows for p in pending) >= ROW_GROUP_ROWS:

@@ -126,6 +126,11 @@ def task_batch(table: str, run: RunInfo, bookie_id: str | None, cols: dict[str, 
     return pa.RecordBatch.from_arrays(arrays, schema=TASK_SCHEMA)
 
 
+def batch_table(batch: pa.RecordBatch) -> str | None:
+    """The table of a batch in TASK_SCHEMA (every batch a task makes holds one table); None when empty."""
+    return batch.column("table")[0].as_py() if batch.num_rows else None
+
+
 def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table]:
     """The three per-disk tables (each in its own schema) from rows in TASK_SCHEMA."""
     t = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, TASK_SCHEMA)
@@ -201,7 +206,7 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
     with child_stream(produce) as (src, outcome):
         try:
             for b in ipc.open_stream(src):
-                if b.num_rows and b.column("table")[0].as_py() == "disks":
+                if batch_table(b) == "disks":
                     last = b
                 else:
                     yield b

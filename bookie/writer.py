@@ -82,11 +82,11 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
         raise ValueError("journal version >= 6 goes with index version 1, older journals with index version 0")
     if spec.storage not in ("index-files", "rocksdb"):
         raise ValueError(f"storage {spec.storage!r}: 'index-files' or 'rocksdb'")
-    if spec.storage == "rocksdb" and len(spec.ledger_dirs) != 1:
-        # Each DbLedgerStorage dir has its own entry logger (log ids per dir, ledger L in dir L % n):
-        # this writer's one logger over several dirs would not be one.
-        raise ValueError("a DbLedgerStorage bookie is written with one ledger dir")
     if spec.storage == "rocksdb":
+        if len(spec.ledger_dirs) != 1:
+            # Each DbLedgerStorage dir has its own entry logger (log ids per dir, ledger L in dir L % n):
+            # this writer's one logger over several dirs would not be one.
+            raise ValueError("a DbLedgerStorage bookie is written with one ledger dir")
         from bookie.db_index_writer import check_ledgers
         check_ledgers(spec.ledgers)
     jdirs = [os.path.join(root, d) for d in spec.journal_dirs]
