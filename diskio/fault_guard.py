@@ -12,7 +12,10 @@ reads the table and says which file and which bytes were being read, and exits w
 code for an operational error. Nothing is written either way: the parent only waits.
 
 The parent passes on the signals sent to it alone (``kill PID``: SIGTERM, SIGINT, SIGHUP, SIGQUIT);
-the ones a terminal sends to the whole process group (Ctrl-C) reach the child directly.
+the ones a terminal sends to the whole process group (Ctrl-C) reach the child directly. A parent that
+dies with no chance to pass anything on (SIGKILL, the OOM killer, a Spark executor torn down) takes
+the child with it: on Linux the child asks the kernel for SIGTERM when its parent goes, so no orphan
+goes on reading a disk (or writing a repair) with nobody waiting for its result.
 ``BKDISK_NO_FORK=1`` runs the work in the process itself (for a debugger or a profiler).
 """
 from __future__ import annotations
@@ -155,11 +158,29 @@ def _fork_child() -> tuple[int, _Slots, set]:
     global _table
     table = _Slots()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, *FORWARDED})
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
+        _end_with_parent(parent)
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
         _table = table
     return pid, table, old
+
+
+PR_SET_PDEATHSIG = 1   # prctl(2)
+
+
+def _end_with_parent(parent: int) -> None:
+    """In a forked child: SIGTERM (a cancel) when the parent dies. The kernel sends it when the
+    thread that forked ends, so the guards fork from the thread that then waits for the child."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return   # a kernel that refuses it: the child only loses this safety net
+    if os.getppid() != parent:   # the parent died before the request was in place
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def guard_command(run: Callable[[], object], prog: str, fault_exit: int, cancel_exit: int) -> object:

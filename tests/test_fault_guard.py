@@ -142,6 +142,55 @@ raise SystemExit(guard_command(work, "probe", 8, 32))
     assert p.stderr.read().strip() == "probe: cancelled (SIGTERM)"
 
 
+# The guarded work (guard_command) or the audit's scan child (child_stream) says its pid, then waits
+# a minute; its parent is then killed outright, with no chance to pass a signal on.
+ORPHAN_WORK = {"guard_command": """
+import os, sys, time
+from diskio.fault_guard import guard_command
+def work():
+    print(os.getpid(), flush=True)
+    time.sleep(60)
+raise SystemExit(guard_command(work, "probe", 8, 32))
+""", "child_stream": """
+import os, sys, time
+from diskio.fault_guard import child_stream
+def produce(sink):
+    sink.write(b"%d\\n" % os.getpid())
+    sink.flush()
+    time.sleep(60)
+with child_stream(produce) as (src, outcome):
+    print(int(src.readline()), flush=True)
+    time.sleep(60)
+"""}
+
+
+def _ended(pid: int) -> bool:
+    """The process is gone, or a zombie (it ended; whoever adopted it has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("how", sorted(ORPHAN_WORK))
+def test_a_parent_killed_outright_takes_its_forked_work_with_it(how):
+    p = subprocess.Popen([sys.executable, "-c", ORPHAN_WORK[how]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=ROOT)
+    child = int(p.stdout.readline())
+    try:
+        assert child != p.pid and not _ended(child)
+        p.kill()
+        p.wait(30)
+        deadline = time.monotonic() + 20
+        while not _ended(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _ended(child), f"the {how} child {child} outlived its killed parent"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("sig,mapped,expected", [
     (signal.SIGBUS, [("/no/such/0.log", 0, 10)], "/no/such/0.log bytes 0..9: the disk returned an I/O error, or the file "
                                            "shrank, while it was read through a map; stopped"),
