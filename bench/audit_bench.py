@@ -3,7 +3,7 @@ fsck + inventory run directly on the same disks, Spark's start-up cost, and the 
 on synthetic replica rows (rows/s).
 
     python -m bench.audit_bench [--dir /tmp/bench-audit] [--disk-mib 8] [--join-rows 1000000]
-                                [--skip-disks] [--skip-join] [--driver-memory 3g]
+                                [--skip-disks] [--skip-join] [--driver-memory 3g] [--repeats 3]
 
 Each disk holds its own ledgers (ensemble of one bookie), so auditing k disks is k times the same
 work: time should grow linearly in disks and in entries. The direct figure is what an operator runs
@@ -18,6 +18,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import sys
 import time
 
@@ -85,6 +86,22 @@ def _direct_one(path: str, md_dir: str, fused: bool) -> str:
     return split_tables(scan_disk(DiskInput(path), meta, RunInfo.new()))["disks"].to_pylist()[0]["status"]
 
 
+def slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares seconds per disk over every disk count (less at the mercy of one noisy point
+    than the difference of the first and the last)."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def _page_cache_warm(roots: list[str]) -> None:
+    """Read every file of the disks twice: pages read twice go on the kernel's active list, so the
+    bench's disks are not the first evicted when other files fill the page cache."""
+    from bench.scan_bench import _warm
+    files = [os.path.join(dp, n) for r in roots for dp, _dn, fn in os.walk(r) for n in fn]
+    _warm(files)
+    _warm(files, refill=False)
+
+
 def disk_scaling(a, spark) -> None:
     from audit.job import run_audit
     from audit.metadata_source import MetadataDirSource
@@ -93,6 +110,7 @@ def disk_scaling(a, spark) -> None:
     roots, sizes, ids = build(os.path.join(a.dir, "cluster"), a.disk_mib)
     print(f"built 8 disks in {time.perf_counter() - t0:.0f} s", flush=True)
     print(f"disks: 8 x {sum(sizes) / len(sizes) / (1 << 20):.1f} MiB of entry logs", flush=True)
+    _page_cache_warm(list(roots.values()))
     # Warm numba's cache and the page cache for both sides.
     fsck_and_inventory(roots[ids[0]], {})
     run_audit(spark, [DiskInput(roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
@@ -101,7 +119,7 @@ def disk_scaling(a, spark) -> None:
     print("direct2 s: the same in 2 worker processes (the audit's concurrency on local[2]); task2 s: the audit")
     print("task's own function (audit.rows.scan_disk: one read of each entry log) in 2 worker processes;")
     print("audit s: wall time of run_audit (scan tasks 2 at a time, joins, Parquet writes); task s: sum of")
-    print("the audit's per-disk scan times; audit/ideal: audit s / (direct s / 2)")
+    print(f"the audit's per-disk scan times; audit/ideal: audit s / (direct s / 2). Medians of {a.repeats} rounds.")
     print(f"{'disks':>5} {'GiB':>6} {'direct s':>9} {'direct2 s':>9} {'task2 s':>8} {'audit s':>8} {'task s':>8} "
           f"{'audit/ideal':>11} {'MiB/s audit':>11}")
     import multiprocessing
@@ -109,49 +127,51 @@ def disk_scaling(a, spark) -> None:
     pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
     md1 = os.path.join(a.dir, "cluster", "metadata-2")
     list(pool.map(_direct_one, [roots[ids[0]], roots[ids[1]]], [md1, md1], [True, False]))   # warm both workers
-    walls, directs, pairs, fused = {}, {}, {}, {}
+    cols = {name: {} for name in ("direct", "direct2", "task2", "audit", "task")}
     for k in DISK_COUNTS:
         md = MetadataDirSource(os.path.join(a.dir, "cluster", f"metadata-{k}"))
+        md_dir = os.path.join(a.dir, "cluster", f"metadata-{k}")
         disks = [DiskInput(roots[b]) for b in ids[:k]]
         meta = md.load()
-        t0 = time.perf_counter()
-        statuses = [fsck_and_inventory(d.path, meta) for d in disks]
-        direct = time.perf_counter() - t0
-        md_dir = os.path.join(a.dir, "cluster", f"metadata-{k}")
-        t0 = time.perf_counter()
-        statuses += list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k, [False] * k))
-        pairs[k] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        statuses += list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k, [True] * k))
-        fused[k] = time.perf_counter() - t0
-        if set(statuses) != {"ok"}:
-            raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {statuses}")
-        t0 = time.perf_counter()
-        res = run_audit(spark, disks, [], md, os.path.join(a.dir, f"out-{k}"), RunInfo.new())
-        wall = time.perf_counter() - t0
-        bad = [d for d in res.disks if d["status"] != "ok"]
-        if bad:
-            raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {bad[0]}")
+        rounds = {name: [] for name in cols}
+        for _ in range(a.repeats):   # the sides alternate within each round: drifts of the VM hit all alike
+            t0 = time.perf_counter()
+            statuses = [fsck_and_inventory(d.path, meta) for d in disks]
+            rounds["direct"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            statuses += list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k, [False] * k))
+            rounds["direct2"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            statuses += list(pool.map(_direct_one, [d.path for d in disks], [md_dir] * k, [True] * k))
+            rounds["task2"].append(time.perf_counter() - t0)
+            if set(statuses) != {"ok"}:
+                raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {statuses}")
+            t0 = time.perf_counter()
+            res = run_audit(spark, disks, [], md, os.path.join(a.dir, f"out-{k}"), RunInfo.new())
+            rounds["audit"].append(time.perf_counter() - t0)
+            bad = [d for d in res.disks if d["status"] != "ok"]
+            if bad:
+                raise SystemExit(f"bench: a disk was not scanned cleanly, figures void: {bad[0]}")
+            rounds["task"].append(sum(d["scan_seconds"] for d in res.disks))
+        for name, vals in rounds.items():
+            cols[name][k] = statistics.median(vals)
         mib = sum(sizes[:k]) / (1 << 20)
-        tasks = sum(d["scan_seconds"] for d in res.disks)
-        walls[k], directs[k] = wall, direct
-        print(f"{k:>5} {mib / 1024:>6.2f} {direct:>9.2f} {pairs[k]:>9.2f} {fused[k]:>8.2f} {wall:>8.2f} {tasks:>8.2f} "
-              f"{wall / (direct / 2):>11.2f} {mib / wall:>11.1f}", flush=True)
-    lo, hi = DISK_COUNTS[0], DISK_COUNTS[-1]
-    per_disk_audit = (walls[hi] - walls[lo]) / (hi - lo)
-    per_disk_direct = (directs[hi] - directs[lo]) / (hi - lo)
-    print(f"marginal per disk ({lo} -> {hi} disks): audit {per_disk_audit:.2f} s on 2 slots, direct "
-          f"{per_disk_direct:.2f} s on one core -> ideal on 2 slots {per_disk_direct / 2:.2f} s; per-disk overhead "
-          f"{per_disk_audit / (per_disk_direct / 2) - 1:.1%}; fixed cost (audit of {lo} minus its direct scan) "
-          f"{walls[lo] - directs[lo]:.1f} s", flush=True)
-    per_disk_pairs = (pairs[hi] - pairs[lo]) / (hi - lo)
-    print(f"marginal per disk against the direct scan 2 at a time: audit {per_disk_audit:.2f} s, direct2 "
-          f"{per_disk_pairs:.2f} s -> per-disk overhead {per_disk_audit / per_disk_pairs - 1:.1%}", flush=True)
-    per_disk_fused = (fused[hi] - fused[lo]) / (hi - lo)
-    print(f"marginal per disk against the task's own function 2 at a time (task2: the scan without Spark): "
-          f"audit {per_disk_audit:.2f} s, task2 {per_disk_fused:.2f} s -> Spark's share "
-          f"{per_disk_audit / per_disk_fused - 1:.1%}", flush=True)
+        c = {name: cols[name][k] for name in cols}
+        print(f"{k:>5} {mib / 1024:>6.2f} {c['direct']:>9.2f} {c['direct2']:>9.2f} {c['task2']:>8.2f} "
+              f"{c['audit']:>8.2f} {c['task']:>8.2f} {c['audit'] / (c['direct'] / 2):>11.2f} "
+              f"{mib / c['audit']:>11.1f}", flush=True)
     pool.shutdown()
+    xs = list(DISK_COUNTS)
+    per = {name: slope(xs, [cols[name][k] for k in xs]) for name in cols}
+    lo = DISK_COUNTS[0]
+    print(f"seconds per added disk (least-squares slope over {xs} disks): audit {per['audit']:.2f}, direct on one "
+          f"core {per['direct']:.2f} (ideal on 2 slots {per['direct'] / 2:.2f}), direct2 {per['direct2']:.2f}, "
+          f"task2 {per['task2']:.2f}", flush=True)
+    print(f"per-disk overhead of the audit: {per['audit'] / per['direct2'] - 1:.1%} against the direct scan 2 at a "
+          f"time (direct2), {per['audit'] / (per['direct'] / 2) - 1:.1%} against the ideal (direct / 2); "
+          f"Spark's share against the task's own function (task2) {per['audit'] / per['task2'] - 1:.1%}; "
+          f"fixed cost (audit of {lo} minus its direct scan) {cols['audit'][lo] - cols['direct'][lo]:.1f} s",
+          flush=True)
 
 
 def join_alone(a, spark) -> None:
@@ -203,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-disks", action="store_true")
     ap.add_argument("--skip-join", action="store_true")
     ap.add_argument("--driver-memory", default="3g", help="local mode runs everything in the driver JVM")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds per disk count (medians are reported)")
     a = ap.parse_args(argv)
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)

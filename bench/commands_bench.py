@@ -4,8 +4,10 @@ same entry-log bytes in the same run; and the first fsck after a fresh install (
     python -m bench.commands_bench [--dir ./bench-out/c2g20k] [--size-gib 2] [--ledgers 20000] \\
         [--digest crc32c] [--idx-files 0] [--runs 3] [--before DIR] [--first-runs 1] [--no-first-run]
 
-The bookie is the one bench/scan_bench.py builds (and reuses). Files are read once first, so every
-figure is from the page cache. Each round runs the raw read (a numpy XOR over the same entry-log
+The bookie is the one bench/scan_bench.py builds (and reuses). Files are dropped from the page cache
+and read back once first, so every figure is from the page cache, held the same way in every run (as
+reads fill it: on this machine's kernel, mapped through huge pages, so the raw read runs at memory
+speed; the same bytes cached as they were written read 2-3x slower, and the ratios looked better). Each round runs the raw read (a numpy XOR over the same entry-log
 bytes, mapped through the same windows as the scanners) and then every command once; a ratio is
 raw-read seconds / command seconds of the same round (1.0 = as fast as the raw read), and the
 table prints the medians over the rounds. ``--before DIR`` runs the same commands from another
@@ -51,6 +53,41 @@ def timed(cmd: list[str], env: dict | None = None, ok=(0,)) -> tuple[float, floa
     if int(code) not in ok:
         raise SystemExit(f"{' '.join(cmd)} exited {code}: {r.stderr[-500:]}")
     return float(seconds), float(rss), float(cpu)
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the guarded child does a command's work)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def rss_split(cmd: list[str], env: dict | None = None, every: float = 0.002) -> tuple[float, float]:
+    """Peak anonymous and peak file-backed resident MiB of one process of the command (sampled from
+    /proc every ``every`` seconds): heap and arrays apart from mapped files (entry-log windows, which
+    the page cache holds anyway, and the shared libraries)."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    anon = file = 0
+    while p.poll() is None:
+        for pid in _tree(p.pid):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if line.startswith(("RssAnon", "RssFile")))
+            except OSError:
+                continue
+            if len(fields) == 2:
+                anon = max(anon, int(fields["RssAnon"].split()[0]))
+                file = max(file, int(fields["RssFile"].split()[0]))
+        time.sleep(every)
+    return anon / 1024, file / 1024
 
 
 def command(tool: str, args: list[str], checkout: str | None = None) -> tuple[list[str], dict | None]:

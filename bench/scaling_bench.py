@@ -43,20 +43,27 @@ def run(a) -> int:
             ("inventory", "bkdisk", ["inventory", root, "--jsonl"]),
             ("fsck", "bookie-fsck", [root, "--no-progress"]))]
         raw, total, res = commands_bench.measure(root, cmds, a.runs, a.window_mib << 20)
+        split = {name: commands_bench.rss_split(cmd, env) for name, cmd, env, _ok in cmds}
         on_disk = sum(os.path.getsize(os.path.join(dp, n)) for dp, _dn, fn in os.walk(root) for n in fn)
-        rows.append((gib, ledgers, total, on_disk, raw, res["inventory"], res["fsck"]))
+        rows.append((gib, ledgers, total, on_disk, raw, res["inventory"], res["fsck"], split))
         print(f"measured {d}: {total / GIB:.2f} GiB of entry logs", flush=True)
         if a.clean:
             shutil.rmtree(d)
     print()
     print(f"Whole processes, page cache warm, medians of {a.runs} rounds; x raw = raw-read seconds / command seconds "
           f"of the same round.")
+    print("RSS MiB: peak resident set (ru_maxrss); anon/file: peak anonymous (heap, arrays) and peak file-backed")
+    print("(mapped entry-log windows and shared libraries) resident MiB of the process doing the work, one more run.")
     print(f"{'logs GiB':>8s} {'bookie GiB':>10s} {'ledgers':>8s} {'raw s':>6s} | {'inventory s':>11s} {'x raw':>6s} "
-          f"{'s/GiB':>6s} {'RSS MiB':>7s} | {'fsck s':>7s} {'x raw':>6s} {'s/GiB':>6s} {'RSS MiB':>7s}")
-    for gib, ledgers, total, on_disk, raw, inv, fsck in rows:
+          f"{'s/GiB':>6s} {'RSS MiB':>7s} {'anon/file':>9s} | {'fsck s':>7s} {'x raw':>6s} {'s/GiB':>6s} "
+          f"{'RSS MiB':>7s} {'anon/file':>9s}")
+    for gib, ledgers, total, on_disk, raw, inv, fsck, split in rows:
         g = total / GIB
+        ia, iff = split["inventory"]
+        fa, ff = split["fsck"]
         print(f"{g:8.2f} {on_disk / GIB:10.2f} {ledgers:8d} {raw:6.2f} | {inv[0]:11.2f} {inv[1]:6.2f} "
-              f"{inv[0] / g:6.2f} {inv[2]:7.0f} | {fsck[0]:7.2f} {fsck[1]:6.2f} {fsck[0] / g:6.2f} {fsck[2]:7.0f}")
+              f"{inv[0] / g:6.2f} {inv[2]:7.0f} {f'{ia:.0f}/{iff:.0f}':>9s} | {fsck[0]:7.2f} {fsck[1]:6.2f} "
+              f"{fsck[0] / g:6.2f} {fsck[2]:7.0f} {f'{fa:.0f}/{ff:.0f}':>9s}")
     return 0
 
 
