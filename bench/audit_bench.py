@@ -86,13 +86,6 @@ def _direct_one(path: str, md_dir: str, fused: bool) -> str:
     return split_tables(scan_disk(DiskInput(path), meta, RunInfo.new()))["disks"].to_pylist()[0]["status"]
 
 
-def slope(xs: list[float], ys: list[float]) -> float:
-    """Least-squares seconds per disk over every disk count (less at the mercy of one noisy point
-    than the difference of the first and the last)."""
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-
-
 def _page_cache_warm(roots: list[str]) -> None:
     """Read every file of the disks twice: pages read twice go on the kernel's active list, so the
     bench's disks are not the first evicted when other files fill the page cache."""
@@ -111,7 +104,7 @@ def disk_scaling(a, spark) -> None:
     print(f"built 8 disks in {time.perf_counter() - t0:.0f} s", flush=True)
     print(f"disks: 8 x {sum(sizes) / len(sizes) / (1 << 20):.1f} MiB of entry logs", flush=True)
     _page_cache_warm(list(roots.values()))
-    # Warm numba's cache and the page cache for both sides.
+    # Warm numba's cache and each side's first run.
     fsck_and_inventory(roots[ids[0]], {})
     run_audit(spark, [DiskInput(roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
               "metadata-1")), os.path.join(a.dir, "warm"), RunInfo.new())
@@ -129,8 +122,8 @@ def disk_scaling(a, spark) -> None:
     list(pool.map(_direct_one, [roots[ids[0]], roots[ids[1]]], [md1, md1], [True, False]))   # warm both workers
     cols = {name: {} for name in ("direct", "direct2", "task2", "audit", "task")}
     for k in DISK_COUNTS:
-        md = MetadataDirSource(os.path.join(a.dir, "cluster", f"metadata-{k}"))
         md_dir = os.path.join(a.dir, "cluster", f"metadata-{k}")
+        md = MetadataDirSource(md_dir)
         disks = [DiskInput(roots[b]) for b in ids[:k]]
         meta = md.load()
         rounds = {name: [] for name in cols}
@@ -162,7 +155,9 @@ def disk_scaling(a, spark) -> None:
               f"{mib / c['audit']:>11.1f}", flush=True)
     pool.shutdown()
     xs = list(DISK_COUNTS)
-    per = {name: slope(xs, [cols[name][k] for k in xs]) for name in cols}
+    # Least-squares seconds per added disk: less at the mercy of one noisy point than the difference of
+    # the first and the last.
+    per = {name: statistics.linear_regression(xs, [cols[name][k] for k in xs]).slope for name in cols}
     lo = DISK_COUNTS[0]
     print(f"seconds per added disk (least-squares slope over {xs} disks): audit {per['audit']:.2f}, direct on one "
           f"core {per['direct']:.2f} (ideal on 2 slots {per['direct'] / 2:.2f}), direct2 {per['direct2']:.2f}, "
