@@ -12,10 +12,14 @@ no module depends on which one is imported first:
 * ``crc_variant()``: the fastest CRC implementation the target supports, or a lower one forced by
   ``BKDISK_CRC=table|pclmul|vpclmul``. Callers that want another pass it explicitly
   (``DigestPlan(crc_variant=...)``); nothing reads the environment again.
+
+``cycle_collector_paused`` is the one process-wide setting a scan command makes for itself.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import platform
 from typing import Callable
@@ -108,3 +112,25 @@ def crc_variant() -> int:
         if want == name:
             return min(code, best)
     return best
+
+
+@contextlib.contextmanager
+def cycle_collector_paused():
+    """Pause Python's cyclic garbage collector for a scan command's work (also a decorator).
+
+    A scan keeps most of what it makes until it ends (per-ledger tables, findings), beside numba's
+    and numpy's many import-time objects, and each of the collector's passes walks them all again:
+    9 % of a fsck of 200,000 ledgers (5.55 -> 5.06 s), for about 800 objects left in cycles at the
+    end. Reference counting frees the rest as before. Objects that exist on entry are frozen out of
+    the collector's sight; both are undone on exit, for callers in a long-lived process (tests, a
+    Spark worker).
+    """
+    enabled = gc.isenabled()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
