@@ -195,11 +195,11 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
     load_scanners()
     import pyarrow.ipc as ipc
 
-    from diskio.config import cycle_collector_paused
+    from diskio.config import collector_eased
     from diskio.fault_guard import child_stream
 
     def produce(sink) -> None:   # in the child
-        with cycle_collector_paused(), ipc.new_stream(sink, TASK_SCHEMA) as w:
+        with collector_eased(), ipc.new_stream(sink, TASK_SCHEMA) as w:
             for b in scan():
                 w.write_batch(b)
 

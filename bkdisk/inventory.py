@@ -20,7 +20,7 @@ import click
 from bkdisk.errors import one_line_errors
 from bkdisk.ledger_options import ledger_options
 from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
-from diskio.config import cycle_collector_paused
+from diskio.config import collector_eased
 from formats.errors import BkdiskError
 from formats.ids import LedgerId
 from fsck.exit_codes import EXIT_UNCORRECTED
@@ -137,7 +137,7 @@ class _ParquetSink:
               help="Bytes of an entry log mapped at once.")
 @ledger_options
 @one_line_errors
-@cycle_collector_paused()
+@collector_eased()
 def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, payload_hash: str | None,
               conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None) -> None:
     """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf).

@@ -11,7 +11,7 @@ import sys
 import click
 
 from bookie.layout import BookieDirs, LayoutError, discover, from_conf
-from diskio.config import cycle_collector_paused
+from diskio.config import collector_eased
 from formats.errors import BkdiskError, FormatError
 from formats.ids import LedgerId
 from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, console_command, guarded, run_click
@@ -188,7 +188,7 @@ def _service_metadata(url: str):
         client.close()
 
 
-@cycle_collector_paused()
+@collector_eased()
 def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes, force,
          backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet=False, ledger=None,
          metadata_url=None) -> int:
