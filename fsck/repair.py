@@ -20,15 +20,15 @@ from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
 from diskio.failures import LIST
 from diskio.mapped import DiskError, map_window
 from entrylogs.arrays import EntryLogArrays
-from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from formats.ids import LedgerId
-from formats.index import STATE_FENCED, IndexHeader, pack_location
+from formats.index import STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.codes import INDEX_DUPLICATE
 from fsck.confinement import escape
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.passes.p2_leftovers import same_inode
+from fsck.rebuild import best_copies, rebuilt_locations, too_large
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from indexfiles.writer import index_bytes
 
@@ -166,7 +166,8 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
             os.path.join(dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
         a = Action(REBUILD_INDEX, target, f"rebuild the index of ledger {lid} at {target} from the entry logs",
                    lid, covers=covers)
-        gone = _lost_entries(ctx, lid, rows)
+        best = best_copies(ctx, lid)
+        gone = _lost_entries(ctx, best, rows)
         if gone:
             lost[lid] = gone
         if unlisted:
@@ -176,7 +177,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
         elif (lid.scope, lid.ledger) in dup:
             a.blocked = "the ledger is indexed in two places; choose one by hand"
         else:
-            a.blocked = escape(target, dirs) or _unseen(ctx, lid, paths)
+            a.blocked = escape(target, dirs) or _unseen(ctx, lid, paths) or too_large(best)
         if not a.blocked and unread_journals and _old_header(ctx, lid) is None:
             a.blocked = (f"journal {unread_journals[0]} could not be read; the ledger's master key and fenced state "
                          f"are not known")
@@ -215,17 +216,13 @@ def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
     return out
 
 
-def _lost_entries(ctx: CheckContext, lid: LedgerId, rows: list[int]) -> list[int]:
-    """Entries the current index points at that a rebuild from the entry logs would not have."""
+def _lost_entries(ctx: CheckContext, best: dict, rows: list[int]) -> list[int]:
+    """Entries the current index points at that a rebuild keeping ``best`` (rebuild.best_copies) would not have."""
     locs = ctx.index_inventory.locations
     if not rows or len(locs) == 0:
         return []
     old = np.unique(locs["entry"][np.isin(locs["file"], rows)])
-    new = rebuilt_locations(ctx, lid)
-    have = np.zeros(len(old), bool)
-    inside = old < len(new)
-    have[inside] = new[old[inside]] != 0
-    return old[~have].tolist()
+    return old[~np.isin(old, np.fromiter(best, np.int64, len(best)))].tolist()
 
 
 def _header_for(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
@@ -264,31 +261,6 @@ def infer_page_size(inv) -> int:
     return 8192
 
 
-def rebuilt_locations(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
-    """Entry id -> location of the best copy of each entry in the logs: a verified copy before an
-    unverifiable one before a bad one, and among equals the latest (highest log id, then offset),
-    as BookKeeper's rebuild from logs keeps the last copy it scans."""
-    rank = {DIGEST_OK: 2, DIGEST_UNKNOWN: 1, DIGEST_BAD: 0}
-    best: dict[int, tuple[int, int, int, int]] = {}   # entry -> (rank, log id, offset, location)
-    for lf in ctx.log_files:
-        scan = ctx.log_scans.get(lf.path)
-        if not isinstance(scan, EntryLogArrays) or len(scan.entries) == 0:
-            continue
-        e = scan.entries
-        dig = getattr(scan, "digests", None)
-        for i in np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger)).tolist():
-            r = rank[int(dig["status"][i])] if dig is not None else 1
-            off = int(e["offset"][i])
-            cand = (r, lf.log_id, off, pack_location(lf.log_id, off + 4))
-            eid = int(e["entry"][i])
-            if eid not in best or cand[:3] >= best[eid][:3]:
-                best[eid] = cand
-    arr = np.zeros((max(best) + 1) if best else 0, dtype=np.uint64)
-    for eid, c in best.items():
-        arr[eid] = c[3]
-    return arr
-
-
 def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Callable[[Action], bool] | None = None,
           log: Callable[[str], None] = print) -> list[str]:
     """Carry out the plan's unblocked actions in order, asking ``confirm`` (if given) before each.
@@ -314,7 +286,7 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
                 copy = atomic_move(a.source, a.path, backup_dir=backup_dir)
             elif a.kind == REBUILD_INDEX:
                 header = _header_for(ctx, a.ledger)
-                copy = atomic_write(a.path, index_bytes(header, rebuilt_locations(ctx, a.ledger), page_size),
+                copy = atomic_write(a.path, index_bytes(header, rebuilt_locations(best_copies(ctx, a.ledger)), page_size),
                                     backup_dir=backup_dir)
             elif a.kind == CUT_JOURNAL:
                 copy = _cut_journal(a.path, a.cut_at, backup_dir)

@@ -1,0 +1,76 @@
+"""What a rebuilt ``.idx`` of one ledger holds: the best copy of each of its entries in the entry logs.
+
+A copy whose digest fails may owe that to a damaged header, and then its entry id is any number:
+one flipped bit made entry 4,294,967,296 of a ledger of ten entries, and a rebuild sized from it
+asked for a 32 GiB index. So a failed copy counts only up to the last entry id that a copy which did
+not fail, or the ledger's current index, vouches for; and a rebuild that would still need more than
+MAX_REBUILT_SLOTS slots is refused (``too_large``) rather than written.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from entrylogs.arrays import EntryLogArrays
+from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from formats.ids import LedgerId
+from formats.index import SLOT_SIZE, pack_location
+from fsck.context import CheckContext
+
+MAX_REBUILT_SLOTS = 1 << 27   # 1 GiB of slots: about 134 million entries in one ledger
+_RANK = {DIGEST_OK: 2, DIGEST_UNKNOWN: 1, DIGEST_BAD: 0}
+
+
+def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, int, int]]:
+    """Entry id -> (rank, log id, offset, location) of the copy a rebuild keeps: a verified copy before
+    an unverifiable one before a failed one, and among equals the latest (highest log id, then offset),
+    as BookKeeper's rebuild from the logs keeps the last copy it scans."""
+    copies: list[tuple[int, tuple[int, int, int, int]]] = []
+    for lf in ctx.log_files:
+        scan = ctx.log_scans.get(lf.path)
+        if not isinstance(scan, EntryLogArrays) or len(scan.entries) == 0:
+            continue
+        e = scan.entries
+        dig = getattr(scan, "digests", None)
+        for i in np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger)).tolist():
+            r = _RANK[int(dig["status"][i])] if dig is not None else 1
+            off = int(e["offset"][i])
+            copies.append((int(e["entry"][i]), (r, lf.log_id, off, pack_location(lf.log_id, off + 4))))
+    vouched = max([eid for eid, c in copies if c[0] > 0] + [_last_indexed(ctx, lid)])
+    best: dict[int, tuple[int, int, int, int]] = {}
+    for eid, cand in copies:
+        if cand[0] == 0 and eid > vouched:
+            continue
+        if eid not in best or cand[:3] >= best[eid][:3]:
+            best[eid] = cand
+    return best
+
+
+def _last_indexed(ctx: CheckContext, lid: LedgerId) -> int:
+    """The last entry id the ledger's current index points at (-1: none)."""
+    inv = ctx.index_inventory
+    f = inv.files
+    rows = np.flatnonzero(f["named"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
+    locs = inv.locations
+    if len(rows) == 0 or len(locs) == 0:
+        return -1
+    entries = locs["entry"][np.isin(locs["file"], rows)]
+    return int(entries.max()) if len(entries) else -1
+
+
+def too_large(best: dict[int, tuple[int, int, int, int]]) -> str | None:
+    """Why the index these copies make is not written, if it would exceed MAX_REBUILT_SLOTS."""
+    if not best or max(best) < MAX_REBUILT_SLOTS:
+        return None
+    eid = max(best)
+    _r, log_id, off, _loc = best[eid]
+    return (f"entry {eid} (entry log {log_id:x} at offset {off}) would make a rebuilt index of "
+            f"{(eid + 1) * SLOT_SIZE / (1 << 30):.1f} GiB; an entry id this far out is more likely a damaged "
+            f"header than a real entry: rebuild refused")
+
+
+def rebuilt_locations(best: dict[int, tuple[int, int, int, int]]) -> np.ndarray:
+    """Entry id -> location of the kept copy (0 where none), as the slots of the rebuilt index."""
+    arr = np.zeros((max(best) + 1) if best else 0, dtype=np.uint64)
+    for eid, c in best.items():
+        arr[eid] = c[3]
+    return arr
