@@ -89,7 +89,8 @@ def test_a_freeze_the_process_made_before_is_kept(collector_default):
         assert frozen > 0
         with collector_eased():
             pass
-        assert gc.get_freeze_count() >= frozen
+        # still frozen (the count drops only by frozen objects freed meanwhile; thawed, it is 0)
+        assert gc.get_freeze_count() > frozen // 2
         assert gc.get_threshold() == (700, 10, 10)
     finally:
         gc.unfreeze()
