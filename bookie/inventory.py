@@ -14,10 +14,12 @@ import numpy as np
 
 from bookie.layout import BookieDirs, bookie_id_of
 from diskio.jsonl import CHOICE, DIGEST, DIGEST_BYTES, INT, INT_OR_NULL, UINT, RowTemplate, Slot
+from diskio.mapped import DiskError
 from entrylogs.reader import Damage
 from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, EntryLogScanArrays,
                             scan_entry_log)
 from formats.digests import DigestType
+from formats.errors import FormatError
 from formats.paths import CURRENT_DIR, parse_entry_log_name
 
 _DIGEST_NAMES = tuple([None] + [DigestType(c).name for c in range(1, max(DigestType) + 1)])
@@ -122,8 +124,9 @@ def _hash_array(hashes: list[str | None] | None) -> tuple[np.ndarray | None, np.
 
 def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,
                 window: int = DEFAULT_WINDOW) -> Iterator[LogRows | str]:
-    """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str is a dir
-    that could not be listed.
+    """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str says what
+    could not be read: a dir that could not be listed, or an entry log that could not be opened or
+    read (the logs after it are still scanned).
 
     The next log is scanned on a helper thread while the caller handles the rows of the one before
     (encodes, writes them): the logs are still scanned one at a time and in order, so the digest plan
@@ -153,8 +156,12 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
             if isinstance(item, str):
                 yield item
                 continue
-            rows = pending.result()   # this log's
-            pending = scan_next()
+            done, pending = pending, scan_next()
+            try:
+                rows = done.result()   # this log's
+            except (DiskError, FormatError) as e:
+                yield str(e)
+                continue
             yield rows
 
 

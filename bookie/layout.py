@@ -134,6 +134,7 @@ def discover_all(root: str) -> list[BookieDirs]:
     if not os.path.isdir(root):
         raise LayoutError(f"{root}: not a directory")
     found: list[tuple[str, set[str]]] = []
+    no_current: list[str] = []   # folders without a current/ folder (none, or a dangling link, a loop, a file)
     seen_real = set()
     for dirpath, dirs, _files in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
@@ -145,6 +146,8 @@ def discover_all(root: str) -> list[BookieDirs]:
         if CURRENT_DIR in dirs:
             found.append((dirpath, _kind_of(os.path.join(dirpath, CURRENT_DIR))))
             dirs.remove(CURRENT_DIR)
+        else:
+            no_current.append(dirpath)
         if depth >= 3:
             dirs[:] = []
         dirs.sort()
@@ -172,6 +175,15 @@ def discover_all(root: str) -> list[BookieDirs]:
                 (journal if "journal" in os.path.basename(d) else ledger).append(d)
         cookie = next((c for _d, _k, c in members if c is not None), None)
         if cookie is not None:
+            # A dir the cookie names, beside this bookie's other dirs, whose current/ is missing or
+            # leads nowhere (an unmounted disk behind a link) stays in the lists: listing it fails, and
+            # that is what fsck and inventory say. (Several bookies side by side name the same folders.)
+            parents = {os.path.dirname(d) for d, _k, _c in members}
+            for kind, named in ((journal, cookie.journal_dirs), (ledger, cookie.ledger_dirs),
+                                (index, cookie.index_dirs or ())):
+                names = {os.path.basename(os.path.normpath(n.replace("\\", "/"))) for n in named}
+                kind += [d for d in no_current if os.path.basename(d) in names and os.path.dirname(d) in parents
+                         and d not in kind]
             journal = _in_cookie_order(journal, cookie.journal_dirs)
             ledger = _in_cookie_order(ledger, cookie.ledger_dirs)
             index = _in_cookie_order(index, cookie.index_dirs or ())

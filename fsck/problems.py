@@ -50,7 +50,7 @@ E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 _TABLE = [
     # pass 1: layout and cookies
-    Problem("LAYOUT_NO_CURRENT", E, 1, "expected a 'current' folder in {path}, found none"),
+    Problem("LAYOUT_NO_CURRENT", E, 1, "expected a 'current' folder in {path}, found {detail}"),
     Problem("COOKIE_MISSING", E, 1, "expected a cookie at {path}, found none"),
     Problem("COOKIE_UNREADABLE", E, 1, "expected a valid cookie: {detail}"),
     Problem("COOKIE_MISMATCH", E, 1, "expected every dir's cookie to agree on {detail}"),

@@ -32,7 +32,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     for d in dirs.all_dirs:
         cur = os.path.join(d, CURRENT_DIR)
         if not os.path.isdir(cur):
-            yield Finding(LAYOUT_NO_CURRENT, path=d)
+            yield Finding(LAYOUT_NO_CURRENT, path=d, detail=_in_place_of_current(cur))
             continue
         try:
             os.listdir(cur)
@@ -128,6 +128,20 @@ def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
                         code, why = e.errno, (e.strerror or "cannot read").lower()
                     ctx.unreadable[p] = why
                     yield Finding(FILE_UNREADABLE, path=p, detail=why, errno=code)
+
+
+def _in_place_of_current(cur: str) -> str:
+    """What is where a dir's ``current`` folder should be (an unmounted disk behind a link, often)."""
+    if os.path.islink(cur):
+        target = os.readlink(cur)
+        try:
+            os.stat(cur)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return f"a symbolic link loop ({target})"
+            return f"a symbolic link to {target}, which leads nowhere ({(e.strerror or 'error').lower()})"
+        return f"a symbolic link to {target}, not to a folder"
+    return "a file, not a folder" if os.path.lexists(cur) else "none"
 
 
 def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
