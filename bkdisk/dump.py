@@ -19,7 +19,7 @@ from bkdisk import shell_format as sf
 from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
 from bkdisk.errors import one_line_errors
 from bkdisk.java_compat import JavaLongLongMap
-from bkdisk.ledger_options import ledger_options
+from fsck.ledger_options import ledger_options
 from entrylogs.reader import Damage, EntryRecord
 from formats.codec import read_field, read_value
 from formats.entry import ENTRY_V1_HEADER

@@ -9,7 +9,7 @@ import click
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
 from bkdisk.errors import one_line_errors
-from bkdisk.ledger_options import ledger_options
+from fsck.ledger_options import ledger_options
 from bookie.layout import discover
 from diskio.mapped import DiskError
 from formats.cookie import parse_cookie

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bkdisk.errors import one_line_errors
-from bkdisk.ledger_options import ledger_options
+from fsck.ledger_options import ledger_options
 from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
 from diskio.config import collector_eased
 from formats.errors import BkdiskError

@@ -14,7 +14,7 @@ import threading
 import click
 
 from bkdisk.errors import one_line_errors
-from bkdisk.ledger_options import ledger_options
+from fsck.ledger_options import ledger_options
 from formats.errors import BkdiskError
 
 DEFAULT_SERVER = "127.0.0.1:4183"
@@ -169,11 +169,8 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
 @one_line_errors
 def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> None:
     """Every ledger (scope 0 first, then the other scopes), ascending."""
-    from bkdisk.ledger_options import _int
-    try:
-        s = None if scope is None else _int(scope)
-    except ValueError:
-        raise click.BadParameter(f"{scope!r} is not a number", param_hint="--ledger-scope-id") from None
+    from fsck.ledger_options import parse_id
+    s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     c = _metadata_client(server, token, timeout, tls_ca)
     keys = c.iterate(all_scopes=True, limit_per_response=page_size) if s is None else \
         c.iterate(scope=s, limit_per_response=page_size)
@@ -194,12 +191,12 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
 @one_line_errors
 def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_json) -> None:
     """Create a ledger; without --ledger-id the service generates the id."""
-    from bkdisk.ledger_options import _int
     from diskio.mapped import read_bytes
+    from fsck.ledger_options import parse_id
     from formats.metadata import parse_metadata
     data = read_bytes(source)
     parse_metadata(data, path=source)          # one line naming the file and offset if it is not metadata
-    scope = ledger.scope if ledger is not None else (_int(in_scope) if in_scope else 0)
+    scope = ledger.scope if ledger is not None else (parse_id(in_scope, "--in-scope") if in_scope else 0)
     c = _metadata_client(server, token, timeout, tls_ca)
     got = c.create(data, scope=scope, ledger_id=None if ledger is None else ledger.ledger)
     _emit({**_ledger_json(got.scope, got.ledger_id), "version": got.version}, as_json,
@@ -289,14 +286,14 @@ def import_command(folder, server, token, timeout, tls_ca, as_json) -> None:
 def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
     """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
     32-digit qualified name)."""
-    from bkdisk.ledger_options import _int
     from formats.ids import LedgerId
     from formats.metadata import parse_metadata
+    from fsck.ledger_options import parse_id
     from metaservice.client import MetadataError
     os.makedirs(folder, exist_ok=True)
     c = _metadata_client(server, token, timeout, tls_ca)
     want = 0 if fmt == "stored" else int(fmt)
-    keys = c.iterate(all_scopes=True) if scope is None else c.iterate(scope=_int(scope))
+    keys = c.iterate(all_scopes=True) if scope is None else c.iterate(scope=parse_id(scope, "--ledger-scope-id"))
     written = []
     for s, lid in keys:
         name = f"{lid:x}" if s == 0 else LedgerId(s, lid).qualified_name

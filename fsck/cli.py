@@ -12,9 +12,9 @@ import click
 
 from bookie.layout import BookieDirs, LayoutError, discover, from_conf
 from diskio.config import collector_eased
-from formats.errors import BkdiskError, FormatError
-from formats.ids import LedgerId
+from formats.errors import BkdiskError
 from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, console_command, guarded, run_click
+from fsck.ledger_options import resolve_ledger
 
 
 def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:
@@ -23,27 +23,6 @@ def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:
         raise click.UsageError("give exactly one of ROOT, --conf, or --journal-dir/--ledger-dir")
     if explicit and (not journal_dirs or not ledger_dirs):
         raise click.UsageError("--journal-dir and --ledger-dir go together")
-
-
-def _int(text: str) -> int:
-    t = text.strip().lower()
-    return int(t, 16) if t.startswith("0x") else int(t)
-
-
-def _ledger(ledger_id: str | None, scope_id: str | None, qname: str | None) -> LedgerId | None:
-    """BP-35's three ways of naming a ledger, as ``bkdisk dump`` and ``inventory`` take them."""
-    try:
-        if qname is not None:
-            if ledger_id is not None or scope_id is not None:
-                raise click.UsageError("--ledger-qualified-name excludes --ledger-id and --ledger-scope-id")
-            return LedgerId.from_qualified_name(qname)
-        if ledger_id is None:
-            if scope_id is not None:
-                raise click.UsageError("--ledger-scope-id needs --ledger-id")
-            return None
-        return LedgerId.of(_int(scope_id) if scope_id is not None else 0, _int(ledger_id))
-    except (ValueError, FormatError) as e:
-        raise click.BadParameter(str(e), param_hint="--ledger-id/--ledger-scope-id/--ledger-qualified-name") from None
 
 
 def _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs) -> BookieDirs:
@@ -157,7 +136,7 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
         raise click.UsageError("-q and -v exclude each other")
     if metadata_url and metadata_dir:
         raise click.UsageError("--metadata and --metadata-dir exclude each other")
-    ledger = _ledger(ledger_id, ledger_scope_id, ledger_qname)
+    ledger = resolve_ledger(ledger_id, ledger_scope_id, ledger_qname)
     if ledger is not None and (repair or dry_run):
         raise click.UsageError("a repair covers the whole bookie: leave out --ledger-id/--ledger-qualified-name")
     try:

@@ -1,4 +1,8 @@
-"""BP-35's CLI options naming a ledger: --ledger-id, --ledger-scope-id, --ledger-qualified-name."""
+"""BP-35's CLI options naming a ledger: --ledger-id, --ledger-scope-id, --ledger-qualified-name.
+
+One parser for every command that takes them (bookie-fsck here, bkdisk's commands above), so that
+each says a bad value the same way, naming the option.
+"""
 from __future__ import annotations
 
 import functools
@@ -9,9 +13,17 @@ from formats.errors import FormatError
 from formats.ids import LedgerId
 
 
-def _int(text: str) -> int:
+def parse_id(text: str, option: str, what: str = "scope id") -> int:
+    """A scope or ledger id as given on the command line: decimal, or hex with 0x; 0..2^64-1."""
     t = text.strip().lower()
-    return int(t, 16) if t.startswith("0x") else int(t)
+    try:
+        v = int(t[2:], 16) if t.startswith("0x") and t[2:].isalnum() else int(t, 10)
+    except ValueError:
+        raise click.BadParameter(f"expected a {what} in decimal, or in hex with 0x, found {text!r}",
+                                 param_hint=option) from None
+    if not 0 <= v < 1 << 64:
+        raise click.BadParameter(f"expected a {what} in 0..2^64-1, found {text}", param_hint=option)
+    return v
 
 
 def ledger_options(fn):
@@ -41,7 +53,5 @@ def resolve_ledger(ledger_id: str | None, scope_id: str | None, qname: str | Non
         if scope_id is not None:
             raise click.UsageError("--ledger-scope-id needs --ledger-id")
         return None
-    try:
-        return LedgerId.of(_int(scope_id) if scope_id is not None else 0, _int(ledger_id))
-    except (ValueError, FormatError) as e:
-        raise click.BadParameter(str(e), param_hint="--ledger-id/--ledger-scope-id") from None
+    scope = parse_id(scope_id, "--ledger-scope-id") if scope_id is not None else 0
+    return LedgerId.of(scope, parse_id(ledger_id, "--ledger-id", "ledger id"))

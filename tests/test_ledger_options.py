@@ -1,0 +1,41 @@
+"""Every command that names a ledger (BP-35's --ledger-id, --ledger-scope-id) parses it with one parser
+(fsck.ledger_options) and says a bad value in one line naming the option and what it expects, with
+exit 16: no Python wording (``invalid literal for int()``), no ``<bytes>:`` label."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GOLDEN
+
+BIN = Path(sys.executable).parent
+ROOT = str(GOLDEN / "interleaved-v6-hostport")
+BAD = [("--ledger-id", "0x", "expected a ledger id in decimal, or in hex with 0x, found '0x'"),
+       ("--ledger-id", "abc", "expected a ledger id in decimal, or in hex with 0x, found 'abc'"),
+       ("--ledger-id", "0x1g", "expected a ledger id in decimal, or in hex with 0x, found '0x1g'"),
+       ("--ledger-id", "-1", "expected a ledger id in 0..2^64-1, found -1"),
+       ("--ledger-id", str(1 << 64), f"expected a ledger id in 0..2^64-1, found {1 << 64}"),
+       ("--ledger-scope-id", "zz", "expected a scope id in decimal, or in hex with 0x, found 'zz'")]
+
+
+@pytest.mark.parametrize("command", [["bookie-fsck", ROOT], ["bkdisk", "inventory", ROOT]], ids=["fsck", "inventory"])
+@pytest.mark.parametrize("option,value,said", BAD, ids=[f"{o}={v}" for o, v, _ in BAD])
+def test_a_bad_ledger_option_is_one_line_naming_the_option(command, option, value, said):
+    extra = ["--ledger-id", "1"] if option == "--ledger-scope-id" else []
+    p = subprocess.run([str(BIN / command[0]), *command[1:], *extra, option, value],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 16, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == f"Error: Invalid value for {option}: {said}"
+    assert "Traceback" not in p.stderr and "int()" not in p.stderr and "<bytes>" not in p.stderr
+
+
+@pytest.mark.parametrize("value", ["255", "0xff", "0XFF", " 0xff "])
+def test_decimal_and_hex_name_the_same_ledger(value):
+    from formats.ids import LedgerId
+    from fsck.ledger_options import resolve_ledger
+    assert resolve_ledger(value, None, None) == LedgerId(0, 255)
+    assert resolve_ledger(value, "0x10", None) == LedgerId(16, 255)
+    assert resolve_ledger(None, None, "0000000000000010" "00000000000000ff") == LedgerId(16, 255)
