@@ -40,7 +40,7 @@ GIB = 1 << 30
 BIN = os.path.dirname(sys.executable)
 TARGETS = {"inventory": 0.40, "fsck": 0.20}
 FIRST_FSCK_TARGET_S = 5.0
-FIRST_READ_SMALL = 1 << 20
+SMALL_FILE_BUFFER = 1 << 20   # index files are read whole into it (9 KiB each here)
 FLOOR_LABEL = "floor: python, import numpy and numba, raw read of ROOT's logs"
 
 
@@ -128,19 +128,13 @@ def _files(root: str, suffix: str) -> list[str]:
 
 
 # The least a scanning command's process does: start Python, import what every scan loads (numpy, and
-# numba for the kernels' cache), and read the bytes as the raw read does.
+# numba for the kernels' cache), and read the bytes with the raw read itself (bench.scan_bench imports
+# nothing else at the top).
 FLOOR = """
 import sys
-import numba, numpy as np
-from diskio.mapped import map_window
-window = int(sys.argv[1])
-for p in sys.argv[2:]:
-    with open(p, "rb") as f:
-        size = f.seek(0, 2)
-    for off in range(0, size, window):
-        with map_window(p, off, window) as w:
-            np.bitwise_xor.reduce(w[:len(w) // 8 * 8].view(np.uint64))
-            del w
+import numba  # noqa: F401
+from bench.scan_bench import baseline
+baseline(sys.argv[2:], int(sys.argv[1]))
 """
 
 
@@ -160,7 +154,7 @@ def raw_read(logs: list[str], window: int) -> tuple[float, float]:
 def raw_read_small(paths: list[str]) -> float:
     """Wall seconds of a raw read of many small files (index files) as fsck reads them: open, read
     into one buffer, the same XOR, close."""
-    buf = np.zeros(FIRST_READ_SMALL, np.uint8)
+    buf = np.zeros(SMALL_FILE_BUFFER, np.uint8)
     view = memoryview(buf)
     t0 = time.perf_counter()
     for p in paths:

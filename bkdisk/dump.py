@@ -19,7 +19,6 @@ from bkdisk import shell_format as sf
 from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
 from bkdisk.errors import one_line_errors
 from bkdisk.java_compat import JavaLongLongMap
-from fsck.ledger_options import ledger_options
 from entrylogs.reader import Damage, EntryRecord
 from formats.codec import read_field, read_value
 from formats.entry import ENTRY_V1_HEADER
@@ -27,6 +26,7 @@ from formats.entrylog import ENTRY_SIZE
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from fsck.ledger_options import ledger_options
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
 

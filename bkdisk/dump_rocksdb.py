@@ -15,9 +15,9 @@ import click
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option
 from bkdisk.errors import one_line_errors
-from fsck.ledger_options import ledger_options
 from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
+from fsck.ledger_options import ledger_options
 
 
 def _current_dirs(path: str, db: str) -> list[str]:

@@ -9,7 +9,6 @@ import click
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
 from bkdisk.errors import one_line_errors
-from fsck.ledger_options import ledger_options
 from bookie.layout import discover
 from diskio.mapped import DiskError
 from formats.cookie import parse_cookie
@@ -21,6 +20,7 @@ from formats.index import SLOT_SIZE, slot_offset
 from formats.lastmark import last_mark_name, parse_last_mark
 from formats.metadata import parse_metadata
 from formats.paths import CURRENT_DIR, index_relpath, parse_index_name
+from fsck.ledger_options import ledger_options
 
 # --------------------------------------------------------------------------------------------
 # index

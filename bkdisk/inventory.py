@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import click
 
 from bkdisk.errors import one_line_errors
-from fsck.ledger_options import ledger_options
 from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
 from diskio.config import collector_eased
 from formats.errors import BkdiskError
 from formats.ids import LedgerId
 from fsck.exit_codes import EXIT_UNCORRECTED
+from fsck.ledger_options import ledger_options
 
 if TYPE_CHECKING:
     from entrylogs.scan import DigestPlan

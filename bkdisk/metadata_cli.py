@@ -14,8 +14,8 @@ import threading
 import click
 
 from bkdisk.errors import one_line_errors
-from fsck.ledger_options import ledger_options
 from formats.errors import BkdiskError
+from fsck.ledger_options import ledger_options
 
 DEFAULT_SERVER = "127.0.0.1:4183"
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
@@ -192,8 +192,8 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
 def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_json) -> None:
     """Create a ledger; without --ledger-id the service generates the id."""
     from diskio.mapped import read_bytes
-    from fsck.ledger_options import parse_id
     from formats.metadata import parse_metadata
+    from fsck.ledger_options import parse_id
     data = read_bytes(source)
     parse_metadata(data, path=source)          # one line naming the file and offset if it is not metadata
     scope = ledger.scope if ledger is not None else (parse_id(in_scope, "--in-scope") if in_scope else 0)

@@ -138,9 +138,9 @@ def collector_eased():
     allocations instead of 700. Collection still runs, so memory stays bounded where parsing leaves
     a cycle per ledger (construct does, on DbLedgerStorage bookies). A fsck of 200,000 ledgers:
     5.02 -> 4.83 s (medians of 5 alternating pairs, every pair faster); turning collection off
-    instead measured no faster within this machine's noise. The last caller out (callers may nest or overlap on threads) gives the collector back as
-    the first found it, for a long-lived process (tests, a Spark worker): its thresholds, and
-    thawed unless the process had frozen objects itself.
+    instead measured no faster within this machine's noise. The last caller out (callers may nest
+    or overlap on threads) gives the collector back as the first found it, for a long-lived process
+    (tests, a Spark worker): its thresholds, and thawed unless the process had frozen objects itself.
     """
     with _Pause.lock:
         if _Pause.inside == 0:

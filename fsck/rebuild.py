@@ -35,7 +35,8 @@ def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, i
             r = _RANK[int(dig["status"][i])] if dig is not None else 1
             off = int(e["offset"][i])
             copies.append((int(e["entry"][i]), (r, lf.log_id, off, pack_location(lf.log_id, off + 4))))
-    vouched = max([eid for eid, c in copies if c[0] > 0] + [_last_indexed(ctx, lid)])
+    indexed = indexed_entries(ctx, lid)
+    vouched = max([eid for eid, c in copies if c[0] > 0] + [int(indexed[-1]) if len(indexed) else -1])
     best: dict[int, tuple[int, int, int, int]] = {}
     for eid, cand in copies:
         if cand[0] == 0 and eid > vouched:
@@ -45,16 +46,14 @@ def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, i
     return best
 
 
-def _last_indexed(ctx: CheckContext, lid: LedgerId) -> int:
-    """The last entry id the ledger's current index points at (-1: none)."""
+def indexed_entries(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
+    """The entry ids the ledger's current index points at, ascending."""
     inv = ctx.index_inventory
-    f = inv.files
+    f, locs = inv.files, inv.locations
     rows = np.flatnonzero(f["named"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
-    locs = inv.locations
     if len(rows) == 0 or len(locs) == 0:
-        return -1
-    entries = locs["entry"][np.isin(locs["file"], rows)]
-    return int(entries.max()) if len(entries) else -1
+        return np.zeros(0, np.int64)
+    return np.unique(locs["entry"][np.isin(locs["file"], rows)])
 
 
 def too_large(best: dict[int, tuple[int, int, int, int]]) -> str | None:

@@ -28,8 +28,8 @@ from fsck.confinement import escape
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.passes.p2_leftovers import same_inode
-from fsck.rebuild import best_copies, rebuilt_locations, too_large
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
+from fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from indexfiles.writer import index_bytes
 
 PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
@@ -167,7 +167,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
         a = Action(REBUILD_INDEX, target, f"rebuild the index of ledger {lid} at {target} from the entry logs",
                    lid, covers=covers)
         best = best_copies(ctx, lid)
-        gone = _lost_entries(ctx, best, rows)
+        gone = _lost_entries(ctx, lid, best)
         if gone:
             lost[lid] = gone
         if unlisted:
@@ -216,12 +216,9 @@ def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
     return out
 
 
-def _lost_entries(ctx: CheckContext, best: dict, rows: list[int]) -> list[int]:
+def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> list[int]:
     """Entries the current index points at that a rebuild keeping ``best`` (rebuild.best_copies) would not have."""
-    locs = ctx.index_inventory.locations
-    if not rows or len(locs) == 0:
-        return []
-    old = np.unique(locs["entry"][np.isin(locs["file"], rows)])
+    old = indexed_entries(ctx, lid)
     return old[~np.isin(old, np.fromiter(best, np.int64, len(best)))].tolist()
 
 
