@@ -18,6 +18,7 @@ BENCHES = {
     "rocksdb": ("bench.rocksdb_bench", "RocksDB locations: lookups, full iteration, DbLedgerStorage fsck"),
     "audit": ("bench.audit_bench", "the Spark audit over 1-8 disks vs fsck + inventory direct, the join alone"),
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
+    "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
 }
 DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "metaservice", "audit"]
 

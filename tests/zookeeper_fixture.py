@@ -41,8 +41,9 @@ class ZooKeeperServer:
     """One standalone ZooKeeper (ZooKeeperServerMain). ``stop``/``start`` keep the data dir, so a
     restart brings back every persistent znode and every session that has not timed out."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, heap: str = "256m"):
         self.root = Path(root)
+        self.heap = heap
         self.data = self.root / "data"
         self.data.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
@@ -65,7 +66,7 @@ class ZooKeeperServer:
     def start(self) -> None:
         log = open(self.root / "zookeeper.log", "ab")
         self.proc = subprocess.Popen(
-            [self.java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false",
+            [self.java, f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
              "-cp", self.classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.cfg)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
