@@ -91,7 +91,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
     @guarded(pb.LedgerMetadataResponse)
     def Read(self, request, context):
         ledger = _ledger_id(request)
-        got = self.store.read(request.ledger_scope_id, ledger)
+        got = self.store.read(request.ledger_scope_id, ledger, consistent=request.consistent_read)
         return _response(got.scope, got.ledger, got.version, got.data, request.format_version)
 
     @guarded(pb.LedgerMetadataResponse, mutating=True)
@@ -196,16 +196,33 @@ class WatchStream:
     def _add(self, r: pb.LedgerMetadataRequest) -> Iterator[pb.LedgerMetadataResponse]:
         self.format_version = r.format_version
         key = None if r.watch_all else (r.ledger_scope_id, _ledger_id(r))
+        self.store.follow(*(key or (0, None)))
         if r.HasField("after_sequence"):
             start = r.after_sequence
-            self.store.changes_since(start, 1)   # BadVersion now if that point was pruned
+            self.store.resumable(*(key or (0, None)), start)   # BadVersion now if that point is not held
         elif key is None:
             start = self.store.head_sequence()
         else:
             got, start = self.store.read_with_head(*key)
-            if got is not None:
+            if not r.HasField("known_version"):
+                if got is not None:
+                    yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
+                                    change=pb.CURRENT, sequence=start)
+            elif got is None and r.known_version >= 0:
+                yield pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=key[0], ledger_id=key[1],
+                                                version=r.known_version, change=pb.DELETED, sequence=start)
+            elif got is not None and r.known_version < 0:
                 yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
-                                change=pb.CURRENT, sequence=start)
+                                change=pb.CREATED, sequence=start)
+            elif got is not None and got.version != r.known_version:
+                # a lower version than known is a new incarnation: deleted and created again
+                if got.version < r.known_version:
+                    yield pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=key[0],
+                                                    ledger_id=key[1], version=r.known_version,
+                                                    change=pb.DELETED, sequence=start)
+                yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
+                                change=pb.UPDATED if got.version > r.known_version else pb.CREATED,
+                                sequence=start)
         self.delivered[key] = start
         self.cursor = start if self.cursor is None else min(self.cursor, start)
 
