@@ -188,3 +188,17 @@ def test_many_ledgers_written_directly_while_zookeeper_restarts_and_the_session_
         assert [v for _k, v in kinds if _k != "DELETED"] == sorted(v for _k, v in kinds if _k != "DELETED")
         assert [k for k, _v in kinds].count("DELETED") <= 1 and ("DELETED" not in [k for k, _ in kinds[:-1]])
     assert {lid for lid, v in final.items() if v is not None} <= set(events) <= set(final)
+
+
+def test_the_layout_check_finds_a_znode_bookkeeper_would_not_write(cluster):
+    zk, store, port, bk = cluster
+    from zookeeper_fixture import foreign_znodes
+    c = MetadataClient(f"127.0.0.1:{port}", timeout=30)
+    c.create(serialize_metadata(opened(1)), ledger_id=1)
+    c.create(serialize_metadata(opened(2)), scope=9, ledger_id=2)
+    c.watch(watch_all=True)
+    assert foreign_znodes(zk.hosts) == []           # the service wrote only BookKeeper's znodes
+    bk.create(f"{ROOT}/bkdisk/changelog", b"", makepath=True)
+    assert foreign_znodes(zk.hosts) == [f"{ROOT}/bkdisk", f"{ROOT}/bkdisk/changelog"]
+    bk.delete(f"{ROOT}/bkdisk", recursive=True)
+    c.close()
