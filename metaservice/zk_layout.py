@@ -24,7 +24,6 @@ FACTORIES = {
 DEFAULT_FACTORY = "org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory"
 SPECIAL = ("available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen", "idgen-long")
 SCOPES_NODE = "scopes"
-BKDISK_NODE = "bkdisk"        # bkdisk's own state (the change log); BookKeeper skips non-digit names
 
 
 class Split:

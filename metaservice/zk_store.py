@@ -22,11 +22,11 @@ from kazoo.exceptions import (BadVersionError, ConnectionClosedError, Connection
                               NoNodeError, NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
 from metaservice import zk_layout as L
+from metaservice.store import (BadVersion, Change, LedgerExists, LedgerNotFound, MetadataStore,
+                               StoreError, StoreUnavailable, Versioned, check_ids)
+from metaservice.zk_ids import generate_id
 from metaservice.zk_multiread import multi_read_async
 from metaservice.zk_watch import ABSENT, Follower, Seen
-from metaservice.store import (SCOPE0_MAX_LEDGER, BadVersion, Change, LedgerExists, LedgerNotFound,
-                               MetadataStore, StoreError, StoreUnavailable, Versioned, check_ids,
-                               scoped_ledger_candidate)
 
 log = logging.getLogger(__name__)
 _DOWN = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
@@ -222,35 +222,7 @@ class ZkStore(MetadataStore):
         raise StoreError(f"no free ledger id in scope {scope} after {_ID_ATTEMPTS} tries")
 
     def _generate(self, scope: int) -> int:
-        if scope:
-            return scoped_ledger_candidate()
-        # BookKeeper's LongZkLedgerIdGenerator: an ephemeral sequential idgen/ID-<n> gives n, then goes.
-        base = f"{self.root}/idgen"
-        self._call(self.zk.ensure_path, base)
-        node = self._call(self.zk.create, f"{base}/ID-", b"", ephemeral=True, sequence=True)
-        self._call(self.zk.delete, node)
-        lid = int(node.rsplit("ID-", 1)[1])
-        if lid >= L.JAVA_INT_MAX or lid < 0:
-            lid = self._generate_long()
-        return lid
-
-    def _generate_long(self) -> int:
-        base = f"{self.root}/idgen-long"
-        self._call(self.zk.ensure_path, base)
-        hobs = sorted(n for n in self._call(self.zk.get_children, base) if n.startswith("HOB-"))
-        high = int(hobs[-1][4:]) if hobs else 1
-        while True:
-            hob = f"{base}/HOB-{high:010d}"
-            self._call(self.zk.ensure_path, hob)
-            node = self._call(self.zk.create, f"{hob}/ID-", b"", ephemeral=True, sequence=True)
-            self._call(self.zk.delete, node)
-            low = int(node.rsplit("ID-", 1)[1])
-            if 0 <= low < L.JAVA_INT_MAX:
-                lid = (high << 32) | low
-                if lid > SCOPE0_MAX_LEDGER:
-                    raise StoreError("scope 0 ledger ids are exhausted")
-                return lid
-            high += 1
+        return generate_id(self, scope)
 
     def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
         """From the watch-coherent cache; ``consistent``: sync with the ZooKeeper leader first and
