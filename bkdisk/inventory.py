@@ -89,6 +89,11 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
             summary.ledgers.update(zip(e["scope"].tolist(), e["ledger"].tolist()))
     if summary is None:
         summary = BookieSummary(bookie_id_of(dirs))
+        if not unlisted and dirs.ledger_dirs:
+            # A bookie that ever ran has an entry log (it makes one at start): none at all is a loss.
+            _warn(f"{', '.join(dirs.ledger_dirs)}: no entry log in any ledger dir (every entry this bookie "
+                  f"stored is gone, or it never started)")
+            summary.warnings += 1
     summary.warnings += unlisted
     return summary
 

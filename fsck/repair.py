@@ -25,6 +25,7 @@ from formats.index import STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.codes import INDEX_DUPLICATE
 from fsck.confinement import escape
+from fsck.entry_ranges import ranges
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.passes.p2_leftovers import same_inode
@@ -79,7 +80,7 @@ class RepairPlan:
     def lines(self) -> list[str]:
         out = [a.line() for a in self.actions]
         for lid, ents in sorted(self.lost.items()):
-            out.append(f"lost: ledger {lid} entries {_ranges(ents)} are in no entry log; the index keeps pointing "
+            out.append(f"lost: ledger {lid} entries {ranges(ents)} are in no entry log; the index keeps pointing "
                        f"where it pointed (reads fail, never 'no such entry')")
         if self.recover_command:
             out.append(f"to re-replicate lost entries from the other bookies: {self.recover_command}")
@@ -97,19 +98,6 @@ class RepairPlan:
                 "recover_command": self.recover_command,
                 "recover_refused": self.recover_refused,
                 "remaining": [f.to_json() for f in self.remaining]}
-
-
-def _ranges(ids: list[int]) -> str:
-    out, start, prev = [], None, None
-    for e in sorted(ids) + [None]:
-        if start is None:
-            start = prev = e
-        elif e is not None and e == prev + 1:
-            prev = e
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = e
-    return ", ".join(out)
 
 
 def _unseen(ctx: CheckContext, lid: LedgerId, paths: list[str]) -> str | None:
@@ -188,7 +176,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
         if not a.blocked and _header_for(ctx, lid) is None:
             a.blocked = "no master key for this ledger in the index or the journals"
         if not a.blocked and gone and not drop_lost_entries:
-            a.blocked = (f"entries {_ranges(gone)} it points at are in no entry log; a rebuild would make the "
+            a.blocked = (f"entries {ranges(gone)} it points at are in no entry log; a rebuild would make the "
                          f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
         actions.append(a)
     for f in by_kind.get(CUT_JOURNAL, []):
