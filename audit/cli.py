@@ -255,7 +255,8 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
                f"-> {out}", err=True)
     unverified = sum(b.column("digest_ok").null_count for b in batches if batch_table(b) == "replicas")
-    if unverified and not metadata_dir:
-        click.echo(f"{root}: {unverified} copies not verified (an HMAC ledger's digest needs its password): "
-                   "give --metadata-dir; the audit counts a copy it cannot verify as intact", err=True)
+    if unverified:
+        click.echo(f"{root}: {unverified} copies not verified (a DUMMY entry carries no digest"
+                   + ("" if metadata_dir else "; an HMAC ledger's needs its password: give --metadata-dir")
+                   + "); the audit counts them intact and its divergence check compares their payloads", err=True)
     sys.exit(EXIT_OK if disk["status"] == "ok" else EXIT_PROBLEMS)

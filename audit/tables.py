@@ -161,10 +161,11 @@ def corrupt_copies(copies: DataFrame) -> DataFrame:
 
 
 def divergent(replicas: DataFrame) -> DataFrame:
-    """Entries whose copies all verify but whose payloads differ: the bookies per payload fingerprint.
-    Entries are found by a 64-bit hash of the fingerprint (one narrow aggregation over every copy);
-    the fingerprints themselves are grouped for those entries only."""
-    good = replicas.filter(F.col("digest_ok")).select(*ENTRY, "payload_sha256", "bookie_id")
+    """Entries whose copies do not fail their digests but whose payloads differ: the bookies per payload
+    fingerprint. Copies that could not be verified (a DUMMY entry carries no digest) take part: this
+    is the check that finds their damage. Entries are found by a 64-bit hash of the fingerprint (one
+    narrow aggregation over every copy); the fingerprints themselves are grouped for those entries only."""
+    good = replicas.filter(F.coalesce(F.col("digest_ok"), F.lit(True))).select(*ENTRY, "payload_sha256", "bookie_id")
     fp = F.xxhash64("payload_sha256")
     differ = good.groupBy(*ENTRY).agg(F.min(fp).alias("lo"), F.max(fp).alias("hi")).filter(
         F.col("lo") != F.col("hi")).select(*ENTRY)
