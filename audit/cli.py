@@ -190,7 +190,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 @click.option("--scans-per-host", type=click.IntRange(min=1), default=None,
               help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
-@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
 @one_line_errors
 def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
           metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,

@@ -23,6 +23,7 @@ import pyarrow as pa
 from audit.metadata_source import MetadataSource
 from audit.replica_files import remove_unfinished, replica_file, write_replicas
 from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
+from audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
 from formats.errors import BkdiskError
 
 FAULT_TABLES = ("under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers")
@@ -69,6 +70,9 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     settings = {k: v for k, v in settings.items() if k not in submitted}
     settings.update(conf)
     settings.update(FIXED_CONF)
+    if DRIVER_JAVA_OPTIONS not in submitted:
+        settings = with_log_settings(settings)
+    start_gateway(settings, master, app)
     for k, v in settings.items():
         b = b.config(k, v)
     spark = b.getOrCreate()

@@ -46,6 +46,10 @@ def limit_to_ledger(report: Report, ledger: LedgerId) -> None:
                 p.counts[f.severity.value] = p.counts.get(f.severity.value, 0) + 1
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 def _entry_pairs(findings: list[Finding]) -> list[tuple[LedgerId, int]]:
     return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings if f.ledger is not None and f.entry is not None]
 
@@ -148,9 +152,10 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
         out.write("\n  not listed (use --verbose or --json): "
                   + ", ".join(f"{n} {code}" for code, n in sorted(by_code.items())) + "\n")
     s = report.stats
-    out.write(f"\nChecked {s.get('entry_logs', 0)} entry logs ({_human_bytes(s.get('entry_log_bytes', 0))}, "
-              f"{s.get('entries', 0)} entries), {s.get('journals', 0)} journals, "
-              + (f"{s['db_locations']} RocksDB locations" if "db_locations" in s else f"{s.get('index_files', 0)} index files")
+    out.write(f"\nChecked {_count(s.get('entry_logs', 0), 'entry log')} ({_human_bytes(s.get('entry_log_bytes', 0))}, "
+              f"{_count(s.get('entries', 0), 'entry', 'entries')}), {_count(s.get('journals', 0), 'journal')}, "
+              + (_count(s['db_locations'], 'RocksDB location') if "db_locations" in s
+                 else _count(s.get('index_files', 0), 'index file'))
               + f" in {s.get('seconds', 0):.2f} s.\n")
     out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}, "
               f"{report.count(Severity.INFO)} info.\n")

@@ -111,6 +111,19 @@ def test_bkdisk_audit_reports_the_corrupt_copy_and_exits_4(cli_audit, faulty_clu
     assert "DbLedgerStorage (replicas from its entry logs; RocksDB index " in (out / "report.html").read_text()
 
 
+SPARK_NOISE = ("Using incubator modules", "log4j", " WARN ", "Setting default log level", "NativeCodeLoader",
+               "loopback address", "setLogLevel")
+
+
+def test_spark_start_up_noise_stays_off_the_terminal_and_the_audits_own_lines_stay(runs):
+    for name in ("cli", "demo"):
+        p, _out = runs[name]
+        noisy = [line for line in p.stderr.splitlines() if any(n in line for n in SPARK_NOISE)]
+        assert not noisy, (name, noisy)
+    assert "bkdisk audit: run cli: " in runs["cli"][0].stderr and "disks scanned 3/3" in runs["cli"][0].stderr
+    assert "bkdisk audit: run demo: " in runs["demo"][0].stderr + runs["demo"][0].stdout
+
+
 def test_spark_submit_of_the_application_file_gives_the_same_tables(runs):
     _p, cli_out = runs["cli"]
     p, out = runs["submit"]
