@@ -2,6 +2,7 @@
 and ``bkdisk scan-disk``. Spark is imported only when an audit runs."""
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 
@@ -144,6 +145,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     source.load()  # fail before starting Spark when the metadata cannot be read (kept for the job)
     prepare_out(out)
     run = RunInfo.new(run_id)
+    started = datetime.datetime.now(datetime.timezone.utc)
     echo = (lambda s: None) if quiet else (lambda s: click.echo(s, err=True))
     echo(f"bkdisk audit: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
     from audit.job import AuditError, first_line, default_shuffle_partitions
@@ -165,7 +167,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     finally:
         if ours:
             spark.stop()
-    summary = summarize(out, run.run_id, source.describe())
+    summary = summarize(out, run.run_id, source.describe(), started=started)
     summary["spark"] = settings
     js, page = write_reports(out, summary)
     terminal_summary(summary, echo)
