@@ -131,32 +131,32 @@ def test_the_inventory_and_scan_disk_say_so_without_a_traceback(damaged, kind, f
 
 
 @pytest.mark.slow
-def test_the_audit_reports_each_fault_and_exits_4(damaged, tmp_path):
-    """One audit per storage kind and fault (one bookie id each), two running at once."""
-    procs = []
+def test_the_audit_reports_each_fault(damaged, tmp_path):
+    """Each damaged bookie audited on its own (one bookie id each) in one Spark session: the disk is
+    audited with errors and its findings; and one `bkdisk audit` process end to end (exit 4)."""
+    from audit.job import read_tables, run_audit
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import DiskInput, RunInfo
+    from tests.spark_session import shared_spark
+    spark = shared_spark()
     for kind, fault in CASES:
         root = damaged[(kind, fault)]
         out = tmp_path / f"{kind}-{fault}"
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-        procs.append((kind, fault, out, [str(BIN / "bkdisk"), "audit", str(root), "--metadata-dir",
-                                         str(root / "metadata"), "--out", str(out), "--master", "local[1]",
-                                         "--run-id", fault], env))
-    running = []
-    results = []
-    for item in procs:
-        kind, fault, out, argv, env = item
-        running.append((kind, fault, out, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                           text=True, env=env)))
-        if len(running) == 2 or item is procs[-1]:
-            for k, f, o, p in running:
-                so, se = p.communicate(timeout=900)
-                results.append((k, f, o, p.returncode, so, se))
-            running = []
-    for kind, fault, out, code, so, se in results:
-        assert "Traceback" not in se + so, (kind, fault, se[-3000:])
-        assert code == 4, (kind, fault, code, se[-3000:])
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["healthy"] is False, (kind, fault)
-        disks = summary["bookies"]
-        assert disks and all(d.get("status") != "ok" for d in disks), (kind, fault, disks)
-        assert "IndexError" not in json.dumps(summary), (kind, fault)
+        run_audit(spark, [DiskInput(str(root), None)], [], MetadataDirSource(str(root / "metadata")), str(out),
+                  RunInfo.new(fault))
+        t = read_tables(str(out))
+        (disk,) = [d for d in t["disks"].to_pylist() if d["path"] == str(root)]   # (the rest: metadata's others)
+        assert disk["status"] == "errors" and disk["error"] is None, (kind, fault, disk)
+        errors = [f for f in t["findings"].to_pylist()
+                  if f["severity"] == "error" and f["bookie_id"] == disk["bookie_id"]]
+        assert errors, (kind, fault)
+    root = damaged[("dbstorage-v6-bookieid", "every_entry_log_gone")]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    p = subprocess.run([str(BIN / "bkdisk"), "audit", str(root), "--metadata-dir", str(root / "metadata"),
+                        "--out", str(tmp_path / "cli"), "--master", "local[1]"], capture_output=True, text=True,
+                       env=env, timeout=900)
+    assert p.returncode == 4 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert summary["healthy"] is False and "IndexError" not in json.dumps(summary)
+    statuses = {b["bookie_id"]: b["status"] for b in summary["bookies"]}
+    assert "errors" in statuses.values() and "IndexError" not in p.stderr, statuses
