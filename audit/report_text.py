@@ -85,6 +85,11 @@ def problem_sentences(t: dict[str, list[dict]], findings: dict[str, dict[str, An
         out.append(f"{b}: {plural(n, 'corrupt copy', 'corrupt copies')} in ledger{'s' if len(by) > 1 else ''} "
                    f"{_ledgers_text(by)}; entries {entries_text(by)}")
     for b, by in sorted(missing.items()):
+        # a corrupt copy is also a missing intact one: said once, as corrupt
+        by = {l: es - corrupt.get(b, {}).get(l, set()) for l, es in by.items()}
+        by = {l: es for l, es in by.items() if es}
+        if not by:
+            continue
         n = sum(len(v) for v in by.values())
         out.append(f"{b}: {plural(n, 'missing copy', 'missing copies')} in ledger{'s' if len(by) > 1 else ''} "
                    f"{_ledgers_text(by)}; entries {entries_text(by)}")

@@ -114,6 +114,7 @@ def test_the_problems_are_sentences_naming_bookies_ledgers_and_entries():
         s = damaged_cluster(Path(d))
     ps = s["problems"]
     assert "bk-2.rack-b: 2 corrupt copies in ledgers 289, 1108; entries 289:4, 1108:17" in ps
+    assert not any(p.startswith("bk-2.rack-b: 2 missing") for p in ps), ps   # a corrupt copy is said once
     assert any(p.startswith("bk-3.rack-a: unreadable (/mnt/bk-3: no such file") for p in ps)
     assert any(p.startswith("2 entries down to their last intact copy (on bk-1.rack-a): 289:4, 1108:17")
                for p in ps), ps
