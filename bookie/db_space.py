@@ -12,7 +12,9 @@ import numpy as np
 from bookie.inventory import ledger_dir_name
 from bookie.layout import BookieDirs
 from diskio.mapped import DiskError
+from formats.dbledger import LEDGERS_KEY, LEDGERS_KEY_SIZE
 from formats.errors import FormatError
+from formats.ids import to_unsigned64
 from formats.paths import LEDGERS_DB, LOCATIONS_DB
 
 _INTERNAL_KEY_TRAILER = 8   # sequence number and type after the user key
@@ -28,9 +30,10 @@ def _folder_bytes(folder: str) -> int:
 
 
 def _ledger_of(internal_key: bytes) -> int | None:
-    """The ledger id a key of either database starts with (8 big-endian bytes), unsigned."""
+    """The ledger id a key of either database starts with (the ledgers key; the locations key begins
+    with the same long), unsigned."""
     user = internal_key[:-_INTERNAL_KEY_TRAILER]
-    return int.from_bytes(user[:8], "big") if len(user) >= 8 else None
+    return to_unsigned64(LEDGERS_KEY.parse(user[:LEDGERS_KEY_SIZE])) if len(user) >= LEDGERS_KEY_SIZE else None
 
 
 def stale_tables(db_dir: str, live: np.ndarray) -> tuple[list[dict[str, Any]], int]:
@@ -51,11 +54,12 @@ def stale_tables(db_dir: str, live: np.ndarray) -> tuple[list[dict[str, Any]], i
     return out, len(version.files)
 
 
-def rocksdb_space(dirs: BookieDirs, live_ledgers: set[int], warnings: list[str]) -> list[dict[str, Any]]:
-    """Per ledger dir: the bytes of its two databases and their SST files holding only ledgers not kept."""
-    live = np.array(sorted(live_ledgers), np.uint64)
+def rocksdb_space(dirs: BookieDirs, kept: list[set[int]], warnings: list[str]) -> list[dict[str, Any]]:
+    """Per ledger dir: the bytes of its two databases and their SST files holding only ledgers not kept
+    (``kept``: per ledger dir, the ledger ids its index holds that the collector keeps)."""
     out = []
-    for d in dirs.ledger_dirs:
+    for d, keep in zip(dirs.ledger_dirs, kept):
+        live = np.array(sorted(keep), np.uint64)
         cur = dirs.current(d)
         row: dict[str, Any] = {"ledger_dir": ledger_dir_name(d)}
         stale: list[dict[str, Any]] = []

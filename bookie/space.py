@@ -314,8 +314,14 @@ def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings
     ledger_rows = sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["ledger"]))
 
     topic_rows = _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie_id)
-    summary = _summary(dirs, bookie_id, log_rows, ledger_rows, actions, u, settings, metadata_from, with_md,
-                       warnings, top)
+    rocks = None
+    if dirs.storage_kind == "rocksdb":   # per dir: the ledgers its index holds that the collector keeps
+        from bookie.db_space import rocksdb_space
+        kept = [{l for s, l in g if ledger_state(True, md.get(LedgerId(s, l)), bookie_id, settings, with_md) == LIVE}
+                for g in groups]
+        rocks = rocksdb_space(dirs, kept, warnings)
+    summary = _summary(dirs, bookie_id, log_rows, ledger_rows, settings, metadata_from, with_md, warnings, top,
+                       rocks)
     return SpaceReport(log_rows, ledger_rows, topic_rows, summary, warnings)
 
 
@@ -348,8 +354,8 @@ def _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie
     return sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["topic"]))
 
 
-def _summary(dirs, bookie_id, log_rows, ledger_rows, actions, u, settings: GcSettings, metadata_from, with_md,
-             warnings, top) -> dict[str, Any]:
+def _summary(dirs, bookie_id, log_rows, ledger_rows, settings: GcSettings, metadata_from, with_md, warnings, top,
+             rocks) -> dict[str, Any]:
     by_action = {a: {"logs": 0, "size": 0, "live_bytes": 0, "garbage_bytes": 0} for a in ACTIONS}
     for r in log_rows:
         b = by_action[r["action"]]
@@ -364,11 +370,6 @@ def _summary(dirs, bookie_id, log_rows, ledger_rows, actions, u, settings: GcSet
         by_state[lr["state"]]["bytes"] += lr["bytes"]
     pinning = [{"ledger": lr["ledger"], "topic": lr["topic"], "sole_logs": lr["sole_logs"],
                 "frees_bytes": lr["frees_bytes"]} for lr in ledger_rows if lr["sole_logs"]][:top]
-    rocks = None
-    if dirs.storage_kind == "rocksdb":
-        from bookie.db_space import rocksdb_space
-        live = {int(lr["ledger"]) for lr in ledger_rows if lr["state"] == LIVE and lr["ledger"].isdigit()}
-        rocks = rocksdb_space(dirs, live, warnings)
     return {
         "kind": "summary", "bookie_id": bookie_id, "storage": dirs.storage_kind,
         "metadata": metadata_from if with_md else None, "liveness": "ledger metadata and the bookie's index"
