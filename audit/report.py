@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from audit.space_report import render_space, space_lines, space_summary
 from formats.ids import LedgerId
 
 SMALL_TABLES = ("disks", "under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers",
@@ -87,7 +88,8 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20) -> dic
             # DbLedgerStorage disks (replicas read from their entry logs), and disks whose index was not read.
             "db_ledger_storage": sorted(d["bookie_id"] or d["path"] for d in audited
                                         if "DbLedgerStorage" in (d["storage_class"] or "")),
-            "index_not_read": sorted(d["bookie_id"] or d["path"] for d in audited if not d["index_read"])}
+            "index_not_read": sorted(d["bookie_id"] or d["path"] for d in audited if not d["index_read"]),
+            "space": space_summary(out)}
 
 
 def write_reports(out: str, summary: dict[str, Any]) -> tuple[str, str]:
@@ -144,6 +146,7 @@ td,th{{border:1px solid #bbb;padding:2px 6px;font-size:13px}} th{{background:#ee
 <h2>Replication</h2><div class="chart" data-chart="replication"></div>
 <h2>Orphans</h2><div class="chart" data-chart="orphans"></div>
 <h2>Worst ledgers</h2>{_table(s['worst_ledgers'], lcols)}
+{render_space(s.get('space'))}
 <script id="chart-data" type="application/json">{data}</script>
 <script>{_CHART_JS.read_text()}</script>
 </body></html>
@@ -160,5 +163,6 @@ def terminal_summary(s: dict[str, Any], echo: Callable[[str], None]) -> None:
     echo("  fault rows: " + ", ".join(f"{k} {v}" for k, v in s["fault_rows"].items()))
     if s["db_ledger_storage"]:
         echo("  DbLedgerStorage disks, replicas read from their entry logs: " + ", ".join(s["db_ledger_storage"]))
+    space_lines(s.get("space"), echo)
     if s["index_not_read"]:
         echo("  disks whose index was not read (fsck's index passes skipped): " + ", ".join(s["index_not_read"]))

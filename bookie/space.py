@@ -225,9 +225,11 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
 
 
 def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings, *, metadata_from: str | None = None,
-                   scan: bool = False, scans: dict | None = None, top: int = 10) -> SpaceReport:
-    """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only."""
-    bookie_id = bookie_id_of(dirs)
+                   scan: bool = False, scans: dict | None = None, top: int = 10,
+                   bookie_id: str | None = None) -> SpaceReport:
+    """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
+    ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list)."""
+    bookie_id = bookie_id or bookie_id_of(dirs)
     logs = read_bookie_logs(dirs, scan=scan, scans=scans)
     groups, warnings = indexed_ledgers(dirs)
     for lg in logs:
