@@ -245,6 +245,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
                   for name in ("findings", "replicas", "space")}
     frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
+    frames_out["space"] = frames_out["space"].filter(F.col("bookie_id").isin(audited))   # as the replicas
     if scan_files:   # their replicas join the tasks' files (a disk not audited: none of its rows)
         frames_out["replicas"].filter(F.col("bookie_id").isin(audited)).sortWithinPartitions(
             *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)

@@ -290,10 +290,10 @@ def _scan(dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa
     # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
     index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
                                                           if p.number in INDEX_PASSES)
-    yield disk_row(status, bid, None, storage_class=storage_class(dirs.storage_kind, index_read),
+    yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
                    index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
-                   entries=entries, fsck_exit_code=report.exit_code, error=space_error)
+                   entries=entries, fsck_exit_code=report.exit_code)
 
 
 def space_rows(dirs, bid: str, metadata: dict, ctx) -> tuple[list[dict], str | None]:

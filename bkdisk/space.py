@@ -2,7 +2,6 @@
 garbage collector and each compaction pass would free (bookie/space.py; rules in specs/space.md)."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -81,11 +80,12 @@ def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata
     report = account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
     for w in report.warnings:
         click.echo(f"bkdisk: warning: {w}", err=True)
-    out = sys.stdout
     if as_json:
-        for row in report.rows():
-            out.write(json.dumps(row) + "\n")
+        import orjson
+        out = sys.stdout.buffer
+        out.write(b"".join(orjson.dumps(row) + b"\n" for row in report.rows()))
     else:
+        out = sys.stdout
         render_text(report, out, top)
     out.flush()
 

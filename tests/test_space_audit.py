@@ -44,6 +44,8 @@ def audited(golden, tmp_path_factory):
 
 def test_the_audits_space_table_equals_the_per_bookie_commands_rows(audited):
     disks, md, _out, t = audited
+    assert {d["bookie_id"]: (d["status"], d["error"]) for d in t["disks"].to_pylist()} == \
+        {b: ("ok", None) for b in BOOKIES}
     fields = [name for name, _t in SPACE_FIELDS]
     table = sorted((json.dumps({k: r[k] for k in ["bookie_id"] + fields}, sort_keys=True)
                     for r in t["space"].to_pylist()))
