@@ -13,6 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bkdisk.space import space
 from conftest import GOLDEN, REPO, golden_copy
@@ -258,3 +260,41 @@ def test_an_unreadable_entry_log_is_one_line_exit_8(tmp_path):
     r = CliRunner().invoke(space, [str(root)])
     assert r.exit_code == 8, r.output
     assert "1.log" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_metadata_from_the_service_gives_the_rows_the_folder_gives(tmp_path):
+    from metaservice.sqlite_store import SqliteStore
+    from metaservice_fixture import served
+    root = golden_copy(tmp_path, "sorted-v5-bookieid")
+    manifest = json.loads((root / "manifest.json").read_text())
+    remove_metadata(root, set(ledger_ids(manifest)[1::2]))
+    store = SqliteStore(tmp_path / "meta.db")
+    for p in sorted((root / "metadata").glob("*.bin")):
+        store.create(0, int(p.name[:-4], 16), p.read_bytes())
+    with served(store, token=None) as (_client, port):
+        by_service = run([str(root), "--metadata", f"grpc://127.0.0.1:{port}"])
+    by_folder = run([str(root), "--metadata-dir", str(root / "metadata")])
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "metadata"} for r in rows]
+    assert strip(by_service) == strip(by_folder)
+    assert any(r["state"] == "deleted" for r in kind(by_service, "ledger"))
+
+
+@given(live=st.lists(st.integers(0, 1 << 30), min_size=1, max_size=20), data=st.data(),
+       minor=st.floats(0, 1), major=st.floats(0, 1), minor_iv=st.sampled_from([0, 3600]),
+       major_iv=st.sampled_from([0, 86400]))
+@settings(max_examples=200, deadline=None)
+def test_log_actions_follow_the_rule_for_any_usage_and_settings(live, data, minor, major, minor_iv, major_iv):
+    import numpy as np
+
+    from bookie.gc_policy import ACTIONS, GcSettings, log_actions
+    garbage = data.draw(st.lists(st.integers(0, 1 << 30), min_size=len(live), max_size=len(live)))
+    ledgers = data.draw(st.lists(st.integers(0, 3), min_size=len(live), max_size=len(live)))
+    current = data.draw(st.lists(st.booleans(), min_size=len(live), max_size=len(live)))
+    s = GcSettings(minorCompactionThreshold=minor, majorCompactionThreshold=major, minorCompactionInterval=minor_iv,
+                   majorCompactionInterval=major_iv)
+    got = log_actions(np.array(live), np.array(live) + np.array(garbage), np.array(ledgers), np.array(current), s)
+    for i in range(len(live)):
+        total = live[i] + garbage[i]
+        want = expected_action(live[i], garbage[i] if total else 1, ledgers[i], current[i],
+                               minor if minor_iv and minor > 0 else None, major if major_iv and major > 0 else None)
+        assert ACTIONS[got[i]] == want
