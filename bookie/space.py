@@ -61,12 +61,6 @@ def _columns(m: dict[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray, np.
             np.array(list(m.values()), np.int64))
 
 
-def entry_bytes_by_ledger(entries: np.ndarray) -> dict[tuple[int, int], int]:
-    """Per (scope, ledger): the sum of (size + 4) over scanned entries, as EntryLogMetadata adds them."""
-    from entrylogs.arrays import EntryLogArrays
-    return EntryLogArrays("", None, 0, None, None, None, None, 0, entries, np.zeros(0)).computed_ledgers_map()
-
-
 def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, scan: bool = False,
                      scanned=None) -> LogLedgers:
     """The ledgers of one entry log: from its ledgers map when it has a whole one (BookKeeper's
@@ -89,9 +83,10 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         if scanned is None:
             from entrylogs.scan import scan_entry_log
             scanned = scan_entry_log(path)
-        warnings += [f"{path}: offset {int(p['offset'])}: framing broken, resumed at {int(p['resumed_at'])}"
-                     for p in scanned.problems]
-        counted = entry_bytes_by_ledger(scanned.entries)
+        # the scan's warnings as the inventory words them (the header's and the map's once)
+        from bookie.inventory import log_rows
+        warnings += [w for w in log_rows(None, ledger_dir, log_id, scanned).warnings if w not in warnings]
+        counted = scanned.computed_ledgers_map()   # (size + 4) per ledger, as EntryLogMetadata adds them
         if whole_map and counted != frame.ledgers_map:
             differ = sorted(set(counted.items()) ^ set(frame.ledgers_map.items()))[:3]
             warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
