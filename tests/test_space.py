@@ -298,3 +298,21 @@ def test_log_actions_follow_the_rule_for_any_usage_and_settings(live, data, mino
         want = expected_action(live[i], garbage[i] if total else 1, ledgers[i], current[i],
                                minor if minor_iv and minor > 0 else None, major if major_iv and major > 0 else None)
         assert ACTIONS[got[i]] == want
+
+
+def test_a_damaged_ledgers_map_is_a_warning_and_the_log_is_counted_from_its_entries(tmp_path):
+    from formats.entrylog import parse_header
+    root = golden_copy(tmp_path, "interleaved-v4-smallpage")
+    manifest = json.loads((root / "manifest.json").read_text())
+    log = root / "ledgers" / "current" / "0.log"
+    data = bytearray(log.read_bytes())
+    at = parse_header(bytes(data[:1024])).ledgers_map_offset
+    data[at:at + 4] = (len(data)).to_bytes(4, "big")   # the map's first batch says it runs past the file's end
+    log.chmod(0o644)
+    log.write_bytes(bytes(data))
+    r = CliRunner().invoke(space, [str(root), "--json"])
+    assert r.exit_code == 0, r.output
+    assert "0.log" in r.stderr and "warning" in r.stderr
+    row = next(x for x in map(json.loads, r.stdout.splitlines()) if x["kind"] == "log" and x["log_id"] == 0)
+    assert row["source"] == "scan"
+    assert (row["live_bytes"], row["garbage_bytes"]) == expected_bytes(manifest, set())[("ledgers", 0)]
