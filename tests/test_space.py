@@ -316,3 +316,32 @@ def test_a_damaged_ledgers_map_is_a_warning_and_the_log_is_counted_from_its_entr
     row = next(x for x in map(json.loads, r.stdout.splitlines()) if x["kind"] == "log" and x["log_id"] == 0)
     assert row["source"] == "scan"
     assert (row["live_bytes"], row["garbage_bytes"]) == expected_bytes(manifest, set())[("ledgers", 0)]
+
+
+def _bookkeeper_log_metadata(corpus: str) -> dict[tuple[str | None, int], tuple[int, float, dict[int, int]]]:
+    """BookKeeper's own `readlogmetadata` of every log: (dir or None, log id) -> (total, usage, per ledger)."""
+    import re
+    out = {}
+    for p in sorted((GOLDEN / corpus / "tool-output").glob("readlogmetadata-*.txt")):
+        text = p.read_text()
+        head = re.search(r"entryLogId: (\d+), remaining size: (\d+), total size: (\d+), usage: ([\d.]+)", text)
+        per = {int(l): int(n) for l, n in re.findall(r"Lid=(-?\d+), TotalSizeOfEntriesOfLedger=(\d+)", text)}
+        d = re.match(r"readlogmetadata-(ledgers\d+)-\d+\.txt", p.name)
+        out[(d.group(1) if d else None, int(head.group(1)))] = (int(head.group(3)), float(head.group(4)), per)
+    return out
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_each_log_holds_what_bookkeepers_own_readlogmetadata_says(corpus):
+    from bookie.layout import discover
+    from bookie.space import read_bookie_logs
+    want = _bookkeeper_log_metadata(corpus)
+    assert want
+    rows = {(r["ledger_dir"], r["log_id"]): r for r in kind(run([str(GOLDEN / corpus)]), "log")}
+    logs = {(lg.ledger_dir, lg.log_id): lg for lg in read_bookie_logs(discover(str(GOLDEN / corpus)))}
+    for (d, log_id), (total, use, per) in want.items():
+        key = next(k for k in rows if k[1] == log_id and (d is None or k[0] == d))
+        assert rows[key]["live_bytes"] + rows[key]["garbage_bytes"] == total
+        assert rows[key]["usage"] == use   # every ledger live: the bookie's index holds them all
+        lg = logs[key]
+        assert dict(zip(lg.ledger.astype("int64").tolist(), lg.nbytes.tolist())) == per
