@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import os
-from collections import defaultdict
 from typing import Any, Callable
 
 import pyarrow.parquet as pq

@@ -22,7 +22,6 @@ from bookie.gc_policy import ACTIONS, COMPACT_MAJOR, COMPACT_MINOR, CURRENT, DEL
 from bookie.inventory import entry_logs, ledger_dir_name
 from bookie.layout import BookieDirs, bookie_id_of
 from diskio.mapped import DiskError, file_size, read_range
-from formats import entrylog as fe
 from formats.errors import BkdiskError, FormatError
 from formats.ids import LedgerId
 
