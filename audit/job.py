@@ -29,7 +29,7 @@ from formats.errors import BkdiskError
 FAULT_TABLES = ("under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers")
 # Counts behind the report's replication histogram (every expected entry, healthy ones included).
 EXTRA_TABLES = ("replication_histogram",)
-ALL_TABLES = ("disks", "findings", "replicas") + FAULT_TABLES + EXTRA_TABLES
+ALL_TABLES = ("disks", "findings", "replicas") + FAULT_TABLES + EXTRA_TABLES + ("space",)
 
 # Settings the audit depends on; --conf may override the rest, never these two.
 FIXED_CONF = {"spark.speculation": "false",            # a disk is never scanned by two tasks at once
@@ -247,8 +247,9 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     not_audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] not in AUDITED and d["bookie_id"]}
                          - set(audited))
     frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
-                  for name in ("findings", "replicas")}
+                  for name in ("findings", "replicas", "space")}
     frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
+    frames_out["space"] = frames_out["space"].filter(F.col("bookie_id").isin(audited))   # as the replicas
     if scan_files:   # their replicas join the tasks' files (a disk not audited: none of its rows)
         frames_out["replicas"].filter(F.col("bookie_id").isin(audited)).sortWithinPartitions(
             *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from audit.report_html import HEALTHY, NOT_AUDITED, PROBLEMS, render_html
 from audit.report_text import AUDITED, ENTRIES_NAMED, entries_text, ledger_name, problem_sentences, span
+from audit.space_report import space_lines, space_summary
 
 SMALL_TABLES = ("disks", "under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers",
                 "replication_histogram")
@@ -138,7 +139,8 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
             # DbLedgerStorage disks (replicas read from their entry logs), and disks whose index was not read.
             "db_ledger_storage": sorted(d["bookie_id"] or d["path"] for d in audited
                                         if "DbLedgerStorage" in (d["storage_class"] or "")),
-            "index_not_read": sorted(d["bookie_id"] or d["path"] for d in audited if not d["index_read"])}
+            "index_not_read": sorted(d["bookie_id"] or d["path"] for d in audited if not d["index_read"]),
+            "space": space_summary(out)}
 
 
 def write_reports(out: str, summary: dict[str, Any]) -> tuple[str, str]:
@@ -164,5 +166,6 @@ def terminal_summary(s: dict[str, Any], echo: Callable[[str], None]) -> None:
     echo("  fault rows: " + ", ".join(f"{k} {v}" for k, v in s["fault_rows"].items()))
     if s["db_ledger_storage"]:
         echo("  DbLedgerStorage disks, replicas read from their entry logs: " + ", ".join(s["db_ledger_storage"]))
+    space_lines(s.get("space"), echo)
     if s["index_not_read"]:
         echo("  disks whose index was not read (fsck's index passes skipped): " + ", ".join(s["index_not_read"]))

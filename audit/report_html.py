@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from audit.report_text import human_bytes, plural
+from audit.space_report import render_space
 
 _CHART_JS = Path(__file__).with_name("chart.js")
 HEALTHY, PROBLEMS, NOT_AUDITED = "healthy", "problems", "not_audited"
@@ -143,9 +144,15 @@ def run_section(s: dict[str, Any]) -> str:
     return f'<section id="run"><h2>This run</h2><table class="run">{body}</table></section>'
 
 
+def space_section(s: dict[str, Any]) -> str:
+    body = render_space(s.get("space"))
+    return f'<section id="space">{body}</section>' if body else ""
+
+
 # The page, top to bottom.
 SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, problems_section, bookies_section,
-                                                   worst_ledgers_section, charts_section, notes_section, run_section]
+                                                   worst_ledgers_section, charts_section, space_section,
+                                                   notes_section, run_section]
 
 STYLE = """
 *{box-sizing:border-box} body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em 1.5em;max-width:1240px;color:#1f2328}

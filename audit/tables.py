@@ -195,7 +195,8 @@ def missing_ledgers(shares: DataFrame, replicas: DataFrame, audited: list[str]) 
 ORDER = {"under_replicated": KEY + ["first_entry_id"], "corrupt_copies": ENTRY + ["bookie_id"],
          "divergent": ENTRY, "orphans": KEY + ["bookie_id"], "missing_ledgers": KEY + ["bookie_id"],
          "replicas": ENTRY + ["bookie_id", "log_id", "offset"], "findings": ["bookie_id", "path", "offset", "code"],
-         "disks": ["bookie_id", "path"], "replication_histogram": ["copies_expected", "copies_intact"]}
+         "disks": ["bookie_id", "path"], "replication_histogram": ["copies_expected", "copies_intact"],
+         "space": ["bookie_id", "kind", "ledger_dir", "log_id", "ledger", "topic"]}
 
 
 def fault_tables(spark: SparkSession, md: dict[LedgerId, LedgerMetadata], replicas: DataFrame,
