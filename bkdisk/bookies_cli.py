@@ -5,13 +5,10 @@ gRPC and protobuf load inside the commands only."""
 from __future__ import annotations
 
 import json
-import signal
-import sys
-import threading
 
 import click
 
-from bkdisk.metadata_cli import _CTX, _channel_kw, _emit, client_options, service_errors
+from bkdisk.metadata_cli import _CTX, _channel_kw, _emit, client_options, run_until_stopped, service_errors
 
 
 @click.group("bookies", context_settings=_CTX)
@@ -56,17 +53,11 @@ def bookies_register(bookie_id, host, port, read_only, server, token, timeout, t
     from metaservice.resolver import service_info
     d = _discovery(server, token, timeout, tls_ca)
     reg = d.register(bookie_id, service_info(host, port), read_only=read_only)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     _emit({"registered": bookie_id, "read_only": read_only, "host": host, "port": port}, as_json,
           f"registered {bookie_id} ({'read-only' if read_only else 'writable'}) at {host}:{port}; "
           "Ctrl-C or SIGTERM ends the registration")
-    sys.stdout.flush()
     try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+        run_until_stopped()
     finally:
         reg.close()
         d.close()

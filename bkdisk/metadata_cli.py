@@ -47,6 +47,18 @@ def service_errors(fn):
     return one_line_errors(wrapper)
 
 
+def run_until_stopped() -> None:
+    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sys.stdout.flush()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+
+
 def _emit(obj, as_json: bool, text: str) -> None:
     click.echo(json.dumps(obj, sort_keys=True) if as_json else text)
 
@@ -151,16 +163,10 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
                         format="%(asctime)s %(name)s %(message)s")
     server, port = serve(store, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
                          log_requests=verbose)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     host = bind.rpartition(":")[0]
     click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
-    sys.stdout.flush()
     try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+        run_until_stopped()
     finally:
         server.stop(2).wait()
         store.close()
