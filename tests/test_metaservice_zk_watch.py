@@ -79,6 +79,9 @@ def _next(q: queue.Queue, seconds: float = 60.0):
 
 def _expire(zk, store) -> None:
     """End the service's session as kazoo's own tests do: join it from a second client and close."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not (store._up.is_set() and store.zk.client_id):
+        time.sleep(0.05)                  # after a restart the service may still be reconnecting
     old = store.zk.client_id
     thief = KazooClient(hosts=zk.hosts, client_id=old)
     thief.start(15)
