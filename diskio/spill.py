@@ -43,16 +43,16 @@ class MemoryLimit:
     """``--memory-limit MiB`` and ``--tmp-dir``: the peak a command aims to stay under, and where
     what does not fit goes."""
 
-    mib: int = DEFAULT_MEMORY_MIB
+    mib: float = DEFAULT_MEMORY_MIB      # (a fraction of a MiB: tests that make every table spill)
     tmp_dir: str | None = None           # None: tempfile.gettempdir()
 
     @property
     def bytes(self) -> int:
-        return int(self.mib) * MIB
+        return int(self.mib * MIB)
 
     def share(self, fraction: float) -> int:
-        """Bytes of the limit given to one table (at least 64 KiB, so that a tiny limit still works)."""
-        return max(1 << 16, int(self.bytes * fraction))
+        """Bytes of the limit given to one table."""
+        return max(1, int(self.bytes * fraction))
 
 
 def _start_time(pid: int) -> str | None:
@@ -94,7 +94,7 @@ def remove_stale(root: str) -> list[str]:
 class SpillFolder:
     """The run's temporary folder, made on first use under ``limit.tmp_dir`` and removed by ``close``
     (a ``with`` block), at exit, and on SIGTERM/SIGHUP. ``forbidden``: folders it must not be in
-    (the bookie's dirs); checked when it is made and at once by ``check``."""
+    (the bookie's dirs), checked at once; the folders of killed runs there are removed at once too."""
 
     _live: set[str] = set()
     _lock = threading.Lock()
@@ -105,6 +105,7 @@ class SpillFolder:
         self.forbidden = [os.path.abspath(d) for d in forbidden]
         self.path: str | None = None
         self.check()
+        remove_stale(self.root)   # what killed runs left, whether this run spills or not
 
     def check(self) -> None:
         for d in self.forbidden:
@@ -117,7 +118,6 @@ class SpillFolder:
         if self.path is None:
             if not os.path.isdir(self.root):
                 raise SpillError(f"{self.root}: --tmp-dir is not a folder")
-            remove_stale(self.root)
             pid = os.getpid()
             try:
                 self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{_start_time(pid) or 0}-", dir=self.root)
@@ -269,3 +269,94 @@ def split_ranges(keys: np.ndarray, weights: np.ndarray, limit: float) -> np.ndar
             acc = 0.0
         acc += w
     return np.array(bounds, dtype=np.asarray(keys).dtype)
+
+
+class ArrayFile:
+    """One array written whole to the spill folder and read back whole on each ``load`` (a fresh
+    array the caller drops when done: nothing stays mapped or cached)."""
+
+    def __init__(self, folder: SpillFolder, arr: np.ndarray, name: str):
+        self.dtype, self.shape = arr.dtype, arr.shape
+        fd, self.path = tempfile.mkstemp(prefix=f"{name}-", suffix=".bin", dir=folder.get())
+        with os.fdopen(fd, "wb") as f:
+            f.write(memoryview(np_contiguous(arr)).cast("B"))
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 0
+
+    def load(self) -> np.ndarray:
+        import numpy as np
+        return np.fromfile(self.path, self.dtype).reshape(self.shape)
+
+    def store(self, arr: np.ndarray) -> None:
+        """Replace the content (same dtype and length)."""
+        with open(self.path, "r+b") as f:
+            f.write(memoryview(np_contiguous(arr)).cast("B"))
+
+
+def np_contiguous(arr):
+    import numpy as np
+    return np.ascontiguousarray(arr)
+
+
+class ChunkedArray:
+    """An append-only array of one dtype, held while it fits in ``budget`` bytes and then in a file of
+    the spill folder; read back in order a chunk at a time (``chunks``), so a whole pass over it
+    holds one chunk. ``array()``: the whole, for the steps that need it at once (small, or damage)."""
+
+    def __init__(self, dtype, budget: int, folder: SpillFolder, name: str = "column"):
+        import numpy as np
+        self.dtype, self.budget, self.folder, self.name = np.dtype(dtype), int(budget), folder, name
+        self._held: list[np.ndarray] = []
+        self._held_bytes = 0
+        self._path: str | None = None
+        self._on_disk = 0
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def spilled(self) -> bool:
+        return self._path is not None
+
+    def append(self, arr: np.ndarray) -> None:
+        if len(arr) == 0:
+            return
+        self._held.append(np_contiguous(arr))
+        self._held_bytes += arr.nbytes
+        self._rows += len(arr)
+        if self._held_bytes > self.budget:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._path is None:
+            fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
+            os.close(fd)
+        with open(self._path, "ab") as f:
+            for a in self._held:
+                f.write(memoryview(a).cast("B"))
+                self._on_disk += len(a)
+        self._held, self._held_bytes = [], 0
+
+    def chunks(self, rows: int = 1 << 20) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, rows) in order, at most ``rows`` at a time from the file, then the held parts."""
+        import numpy as np
+        start = 0
+        if self._path is not None:
+            with open(self._path, "rb") as f:
+                while start < self._on_disk:
+                    n = min(rows, self._on_disk - start)
+                    yield start, np.fromfile(f, self.dtype, n)
+                    start += n
+        for a in self._held:
+            for lo in range(0, len(a), rows):
+                yield start, a[lo:lo + rows]
+                start += len(a[lo:lo + rows])
+
+    def array(self) -> np.ndarray:
+        import numpy as np
+        parts = [c for _s, c in self.chunks(1 << 62)]
+        if not parts:
+            return np.zeros(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -22,6 +22,7 @@ from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.lastmark import LastMark, parse_last_mark
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
+from fsck import scan_store
 from fsck.journal_facts import JournalFacts
 from indexfiles.arrays import IndexInventory
 from indexfiles import scan as index_scan
@@ -73,6 +74,14 @@ class CheckContext:
     def spill(self) -> SpillFolder:
         """Where what does not fit in memory goes (refused in the bookie's dirs; removed by ``close``)."""
         return SpillFolder(self.options.memory, self.dirs.all_dirs)
+
+    @cached_property
+    def scan_store(self) -> scan_store.ScanStore:
+        return scan_store.ScanStore(self.spill, self.options.memory.share(scan_store.LOG_SHARE))
+
+    @cached_property
+    def journal_store(self) -> scan_store.ScanStore:
+        return scan_store.ScanStore(self.spill, self.options.memory.share(scan_store.JOURNAL_SHARE))
 
     def close(self) -> None:
         self.__dict__["spill"].close() if "spill" in self.__dict__ else None
@@ -134,7 +143,8 @@ class CheckContext:
         def one(lf: LogFile) -> EntryLogArrays | Exception:
             self.keep_going()
             try:
-                return scan_entry_log(lf.path, digests=plan, payload_hash=self.options.payload_hash)
+                return self.scan_store.keep_log(scan_entry_log(lf.path, digests=plan,
+                                                               payload_hash=self.options.payload_hash))
             except (DiskError, FormatError) as e:
                 return e
 
@@ -154,7 +164,7 @@ class CheckContext:
             # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
             for res in out.values():
                 if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
-                    plan.recheck(res)
+                    scan_store.recheck(plan, res)
             with plan.lock:
                 self._results["log_digest_decisions"] = dict(plan.decided)
         return out
@@ -164,7 +174,7 @@ class CheckContext:
         for jf in self.journal_files:
             self.keep_going()
             try:
-                out[jf.path] = scan_journal(jf.path)
+                out[jf.path] = self.journal_store.keep_journal(scan_journal(jf.path))
             except (DiskError, FormatError) as e:
                 out[jf.path] = e
         return out
@@ -198,6 +208,7 @@ class CheckContext:
         import threading
         from concurrent.futures import Future
         self.journal_files, self.log_files   # listed on this thread (``unlisted`` is filled here)
+        self.scan_store, self.journal_store
         if self.options.verify_digests:
             self.digest_plan
         self._stop, self._owner = threading.Event(), threading.current_thread()
