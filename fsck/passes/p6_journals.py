@@ -25,6 +25,7 @@ from fsck.codes import (FILE_UNREADABLE, JOURNAL_HEADER_BAD, JOURNAL_OLD_TORN_TA
                         REPLAY_PENDING)
 from fsck.context import CheckContext
 from fsck.findings import Finding
+from fsck.keyjoin import KeySet
 from entrylogs.arrays import ENTRY_DTYPE
 from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, verify_entry_digests
 from journal.arrays import JournalArrays
@@ -293,19 +294,33 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
     if not pend:
         return
     inv = ctx.index_inventory if ctx.dirs.storage_kind == "index-files" else None
-    held = None
+    # Which pending records storage holds: the pending ones as a set, each location or entry looked up
+    # in it a chunk at a time (no Python object per location; the locations may be spilled).
+    wanted = KeySet([np.array([lid.scope for _p, _o, lid, _e in pend], np.uint64),
+                     np.array([lid.ledger for _p, _o, lid, _e in pend], np.uint64),
+                     np.array([e for _p, _o, _lid, e in pend], np.int64)])
+    found = np.zeros(len(pend), bool)
+
+    def mark(scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
+        i = wanted.index_of([scope, ledger, entry])
+        found[i[i >= 0]] = True
+
     if inv is not None:
-        files = inv.files
-        locs = inv.locations
-        held = set(zip(files["scope"][locs["file"]].tolist(), files["ledger"][locs["file"]].tolist(),
-                       locs["entry"].tolist()))
+        files, locs = inv.files, inv.locations
+        for k0 in range(0, len(locs), 1 << 20):
+            c = locs[k0:k0 + (1 << 20)]
+            mark(files["scope"][c["file"]], files["ledger"][c["file"]], c["entry"])
     else:
-        held = set()
         from entrylogs.arrays import EntryLogArrays
         for s in ctx.log_scans.values():
             if isinstance(s, EntryLogArrays):
-                held |= set(zip(s.entries["scope"].tolist(), s.entries["ledger"].tolist(), s.entries["entry"].tolist()))
-    missing = [(p, o, lid, e) for p, o, lid, e in pend if (lid.scope, lid.ledger, e) not in held]
+                e = s.entries
+                mark(e["scope"], e["ledger"], e["entry"])
+    # (a pending record equal to another one is held when either is: the set maps both to one row)
+    key: dict[tuple[int, int, int], int] = {}
+    for i, (_p, _o, lid, e) in enumerate(pend):
+        key.setdefault((lid.scope, lid.ledger, e), i)
+    missing = [r for r in pend if not found[key[(r[2].scope, r[2].ledger, r[3])]]]
     files = sorted({os.path.basename(p) for p, *_ in pend})
     yield Finding(REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
                   detail=f"{len(pend)} entries after lastMark in {', '.join(files)} would be replayed on restart; "
