@@ -32,6 +32,7 @@ DEFAULT_MEMORY_MIB = 1024
 MIN_MEMORY_MIB = 1            # a tiny limit is allowed: it spills everything (what the tests do)
 PREFIX = "bkdisk-spill-"
 _APPEND_CHUNK = 1 << 16       # rows routed at once (bounds the routing's temporaries)
+MIN_WINDOW, MAX_WINDOW = 4 * MIB, 64 * MIB
 
 
 class SpillError(BkdiskError):
@@ -53,6 +54,12 @@ class MemoryLimit:
     def share(self, fraction: float) -> int:
         """Bytes of the limit given to one table."""
         return max(1, int(self.bytes * fraction))
+
+    @property
+    def window(self) -> int:
+        """Bytes of a file a scanner maps at once: mapped pages count in the resident set, and a check
+        maps several windows at once (a scan thread's walk and digest check, the journals')."""
+        return min(MAX_WINDOW, max(MIN_WINDOW, self.bytes // 64 >> 20 << 20))
 
 
 def _start_time(pid: int) -> str | None:

@@ -143,7 +143,7 @@ class CheckContext:
         def one(lf: LogFile) -> EntryLogArrays | Exception:
             self.keep_going()
             try:
-                return self.scan_store.keep_log(scan_entry_log(lf.path, digests=plan,
+                return self.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=self.options.memory.window,
                                                                payload_hash=self.options.payload_hash))
             except (DiskError, FormatError) as e:
                 return e
@@ -174,7 +174,7 @@ class CheckContext:
         for jf in self.journal_files:
             self.keep_going()
             try:
-                out[jf.path] = self.journal_store.keep_journal(scan_journal(jf.path))
+                out[jf.path] = self.journal_store.keep_journal(scan_journal(jf.path, window=self.options.memory.window))
             except (DiskError, FormatError) as e:
                 out[jf.path] = e
         return out

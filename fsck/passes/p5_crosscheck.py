@@ -23,7 +23,7 @@ from fsck.findings import Finding
 from fsck.keyjoin import KeySet
 from fsck.scan_store import entry_count
 
-SHARE = 0.25          # of --memory-limit: one range's entries and locations, and their sort
+SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
 LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])

@@ -136,7 +136,8 @@ def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
     starts = sel["offset"].astype(np.int64)
     ends = starts + RECORD_LENGTH_SIZE + sel["size"].astype(np.int64)
     bad_parts = []
-    huge = np.flatnonzero(ends - starts > JOURNAL_WINDOW)
+    window = min(JOURNAL_WINDOW, ctx.options.memory.window)
+    huge = np.flatnonzero(ends - starts > window)
     i = 0
     # Windows of whole records, so that resident memory stays bounded on multi-GiB journals; a record
     # larger than a window is streamed through its digest alone.
@@ -147,7 +148,7 @@ def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
             i += 1
             continue
         w0 = int(starts[i])
-        j = max(i + 1, int(np.searchsorted(ends, w0 + JOURNAL_WINDOW, side="right")))
+        j = max(i + 1, int(np.searchsorted(ends, w0 + window, side="right")))
         nxt = np.searchsorted(huge, i)
         if nxt < len(huge):
             j = min(j, int(huge[nxt]))
