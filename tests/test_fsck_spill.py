@@ -148,3 +148,36 @@ def test_spilled_check_after_a_crash_and_a_deletion_gives_the_same_findings(tmp_
     held, spilled = _both(dirs, str(tmp), monkeypatch, metadata_dir=str(md))
     assert {"REPLAY_PENDING", "REPLAY_NOT_IN_STORAGE"} <= {f["code"] for f in held}
     assert spilled == held
+
+
+@pytest.mark.parametrize("with_metadata", [True, False])
+def test_scan_disk_rows_from_spilled_scans_are_the_rows_from_memory(tmp_path, with_metadata):
+    """The audit's replicas (with payload hashes) and findings come from fsck's scans: spilled or held,
+    the same rows in the same order."""
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import DiskInput, RunInfo, iter_disk, split_tables
+    disk = make_disk(str(tmp_path / "d"))
+    _damage(disk)
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    md = MetadataDirSource(disk.md_dir).load() if with_metadata else {}
+    run = RunInfo("r", "0", "h")
+    tables = []
+    for memory in (None, MemoryLimit(TINY, str(tmp))):
+        t = split_tables(list(iter_disk(DiskInput(disk.root), md, run, guard=False, memory=memory)))
+        t["disks"] = t["disks"].drop_columns(["scan_seconds"])
+        tables.append({k: v.to_pylist() for k, v in t.items()})
+    assert tables[0]["replicas"] and tables[0]["findings"]
+    assert all(r["payload_sha256"] for r in tables[0]["replicas"] if r["digest_ok"] is not None)
+    assert tables[1] == tables[0]
+    assert os.listdir(tmp) == []
+
+
+def test_inventory_rows_in_parts_are_the_rows_at_once(tmp_path):
+    from bookie.inventory import scan_bookie
+    from entrylogs.scan import DigestPlan
+    disk = make_disk(str(tmp_path / "d"))
+    for rows in scan_bookie(disk.dirs, DigestPlan(), payload_hash="sha256"):
+        assert not isinstance(rows, str)
+        whole = b"".join(rows.jsonl_parts(rows=1 << 30))
+        assert b"".join(rows.jsonl_parts(rows=7)) == whole and whole.count(b"\n") == len(rows)
