@@ -132,18 +132,17 @@ def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
     if len(data_idx) == 0:
         return np.zeros(0, np.int64)
     plan = ctx.digest_plan
-    sel = recs[data_idx]
-    starts = sel["offset"].astype(np.int64)
-    ends = starts + RECORD_LENGTH_SIZE + sel["size"].astype(np.int64)
+    starts = recs["offset"][data_idx].astype(np.int64)   # (records are copied a window's worth at a time)
+    ends = starts + RECORD_LENGTH_SIZE + recs["size"][data_idx].astype(np.int64)
     bad_parts = []
     window = min(JOURNAL_WINDOW, ctx.options.memory.window)
     huge = np.flatnonzero(ends - starts > window)
     i = 0
     # Windows of whole records, so that resident memory stays bounded on multi-GiB journals; a record
     # larger than a window is streamed through its digest alone.
-    while i < len(sel):
+    while i < len(data_idx):
         if len(huge) and huge[min(np.searchsorted(huge, i), len(huge) - 1)] == i:
-            if _streamed_status(ctx, scan.path, sel[i]) == DIGEST_BAD:
+            if _streamed_status(ctx, scan.path, recs[data_idx[i]]) == DIGEST_BAD:
                 bad_parts.append(np.array([i]))
             i += 1
             continue
@@ -154,7 +153,7 @@ def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
             j = min(j, int(huge[nxt]))
         w1 = int(ends[j - 1])
         with map_window(scan.path, w0, w1 - w0) as arr:
-            part = sel[i:j]
+            part = recs[data_idx[i:j]]
             ents = np.zeros(j - i, dtype=ENTRY_DTYPE)
             ents["offset"], ents["size"] = part["offset"], part["size"]
             ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
