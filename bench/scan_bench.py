@@ -78,7 +78,7 @@ def build(a) -> None:
         print(f"built bookie in bulk: {counts['entries']} entries, {a.ledgers} ledgers, {counts['bytes'] / GIB:.2f} GiB "
               f"of entries in {counts['logs']} entry logs, {counts['journals']} journals "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
-        _finish(a)
+        _finish(a, counts["entries"])
         return
     rng = np.random.default_rng(a.seed)
     pool = rng.integers(0, 256, 64 * MIB, dtype=np.uint8).tobytes()
@@ -114,10 +114,19 @@ def build(a) -> None:
     print(f"built bookie: {entries} entries, {a.ledgers} ledgers, {log_bytes / GIB:.2f} GiB of "
           f"entries in {logs} entry logs, {len(journals)} journals "
           f"({time.perf_counter() - t:.0f} s)", flush=True)
-    _finish(a)
+    _finish(a, entries)
 
 
-def _finish(a) -> None:
+def built_entries(d: str) -> int | None:
+    """The entries the bookie in ``d`` was built with (None: built before this was recorded)."""
+    try:
+        with open(os.path.join(d, "bench-built.json")) as f:
+            return int(json.load(f)["entries"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _finish(a, entries: int) -> None:
     """The synthetic index hierarchy beside the bookie, and the stamp that lets a later run reuse both."""
     from formats.ids import LedgerId
     from formats.index import IndexHeader
@@ -137,6 +146,8 @@ def _finish(a) -> None:
         locs = (np.arange(1, 2 + i % 40, dtype=np.uint64) << np.uint64(32)) | np.uint64(1028)
         with open(p, "wb") as f:
             f.write(index_bytes(hdr, locs, 1024))
+    with open(os.path.join(a.dir, "bench-built.json"), "w") as f:
+        json.dump({"entries": entries}, f)
     with open(_stamp(a.dir), "w") as f:
         json.dump(_params(a), f)
 
