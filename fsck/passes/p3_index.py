@@ -73,7 +73,8 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         exists = (len(ids) > 0) & (ids[where_c] == c["log"]) if len(ids) else np.zeros(len(c), bool)
         for k in np.flatnonzero(~exists).tolist():
             yield _loc_finding(inv, c[k], INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
-        in_range = exists & (c["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, sizes[where_c], 0))
+        size_at = sizes[where_c] if len(sizes) else np.zeros(len(c), np.int64)   # no logs at all: none exist
+        in_range = exists & (c["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
         past_end.append(k0 + np.flatnonzero(exists & ~in_range))
     for k in np.concatenate(past_end).tolist():
         loc = locs[k]
