@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -44,11 +45,23 @@ def _entries(db: Database, parse, kind: str):
                                        (key, key)))
 
 
-def read_location_columns(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict, list[Problem]]:
-    """The live locations as columns (ledger, entry, log, offset), in key order, decoded by the jitted kernel."""
+def iter_location_columns(db_dir: str | os.PathLike, stack: ExitStack, problems: list[Problem]
+                          ) -> Iterator[dict[str, np.ndarray]]:
+    """The live locations as chunks of columns (ledger, entry, log, offset), in key order, decoded by the
+    jitted kernels in bounded memory; the database's problems are added to ``problems`` at the end."""
     db = open_db(db_dir, stack)
-    keys, values = db.fixed_items(fd.LOCATIONS_KEY_SIZE, fd.LOCATION_VALUE_SIZE)
-    return fd.location_columns(keys, values), db.problems
+    for keys, values in db.fixed_chunks(fd.LOCATIONS_KEY_SIZE, fd.LOCATION_VALUE_SIZE):
+        yield fd.location_columns(keys, values)
+    problems += db.problems
+
+
+def read_location_columns(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict, list[Problem]]:
+    """The live locations as columns (ledger, entry, log, offset), in key order: ``iter_location_columns`` joined."""
+    problems: list[Problem] = []
+    parts = list(iter_location_columns(db_dir, stack, problems))
+    if not parts:
+        return LedgerDirIndex("").columns, problems
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, problems
 
 
 def read_locations(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[list[fd.Location], list[Problem]]:
