@@ -1,0 +1,132 @@
+"""The streamed full read of a fixed-size-key database (rocksdbfiles/stream.py) against the reference merge
+(``Database.items``): any mix of levels, overlapping level-0 tables, WAL writes, deletions and range
+tombstones of any bound length, cut into chunks anywhere; and `bkdisk dump locations`' kernel text
+against its line-by-line twin."""
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from formats import rocksdb as rf
+from formats.dbledger import location_value, locations_key
+from rocksdbfiles import stream
+from rocksdbfiles import writer as w
+from rocksdbfiles.db import open_db
+from rocksdbfiles.sst import Record
+
+V = rf.ValueType
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                         HealthCheck.function_scoped_fixture])
+KEY = st.tuples(st.integers(0, 6), st.integers(0, 40))
+BOUND = st.tuples(KEY, st.sampled_from([-1, 0, 1])).map(     # 15, 16 or 17 bytes: cut, exact, longer
+    lambda kd: locations_key(*kd[0])[:15] if kd[1] < 0 else locations_key(*kd[0]) + b"\x00" * kd[1])
+
+
+@st.composite
+def databases(draw):
+    """(tables [(level, records)], range deletions by table, WAL batches): sequences unique and increasing."""
+    seq = iter(range(1, 10 ** 6))
+    tables, tombs = [], {}
+    n_tables = draw(st.integers(1, 5))
+    l1_keys = sorted(set(draw(st.lists(KEY, min_size=n_tables, max_size=150))))
+    l1_cut = sorted(draw(st.sets(st.integers(1, max(1, len(l1_keys) - 1)), max_size=2)))
+    for a, b in zip([0] + l1_cut, l1_cut + [len(l1_keys)]):     # level 1: tables that do not overlap
+        if a < b:
+            tables.append((1, [Record(locations_key(*k), next(seq), V.VALUE, location_value(k[0], k[1] * 8))
+                               for k in l1_keys[a:b]]))
+    for _ in range(draw(st.integers(0, 3))):
+        keys = sorted(set(draw(st.lists(KEY, min_size=1, max_size=60))))
+        recs = [Record(locations_key(*k), next(seq), draw(st.sampled_from([V.VALUE, V.VALUE, V.DELETION])),
+                       b"") for k in keys]
+        recs = [Record(r.user_key, r.sequence, r.vtype, location_value(9, r.sequence) if r.vtype == V.VALUE
+                       and draw(st.integers(0, 20)) else b"" if r.vtype != V.VALUE else b"short")
+                for r in recs]
+        tables.insert(0, (0, recs))
+    for i in range(len(tables)):
+        if draw(st.booleans()):
+            b, e = sorted([draw(BOUND), draw(BOUND)])
+            tombs[i] = [(b, e, next(seq))]
+    tables.reverse()      # the writer numbers tables in order; the MANIFEST orders levels itself
+    tombs = {len(tables) - 1 - i: t for i, t in tombs.items()}
+    wal = []
+    for _ in range(draw(st.integers(0, 3))):
+        ops = []
+        for _ in range(draw(st.integers(1, 6))):
+            kind = draw(st.sampled_from([V.VALUE, V.DELETION, V.RANGE_DELETION]))
+            if kind == V.RANGE_DELETION:
+                b, e = sorted([draw(BOUND), draw(BOUND)])
+                ops.append((kind, b, e))
+            else:
+                k = locations_key(*draw(KEY))
+                ops.append((kind, k, location_value(7, 1) if kind == V.VALUE else b""))
+        first = next(seq)
+        for _ in ops[1:]:
+            next(seq)
+        wal.append(w.write_batch(first, ops))
+    return tables, tombs, wal
+
+
+def _fixed(db, monkeypatch) -> tuple[list[tuple[bytes, bytes]], list]:
+    monkeypatch.setattr(stream, "CHUNK_ROWS", 5)
+    got = []
+    for keys, values in db.fixed_chunks(16, 8):
+        got += [(bytes(k), bytes(v)) for k, v in zip(keys, values)]
+    return got, [p for p in db.problems if p.kind == "bad-value-size"]
+
+
+@SETTINGS
+@given(databases())
+def test_the_stream_equals_the_reference_merge(tmp_path_factory, monkeypatch, made):
+    tables, tombs, wal = made
+    d = tmp_path_factory.mktemp("db")
+    w.write_db(d, tables, w.TableOptions(block_size=256), wal=wal, range_deletions=tombs)
+    with ExitStack() as st_:
+        want = list(open_db(d, st_).items())
+        db = open_db(d, st_)
+        got, bad = _fixed(db, monkeypatch)
+    assert got == [(k, v) for k, v in want if len(v) == 8]
+    assert sorted(p.detail.split(":")[0] for p in bad) == sorted(f"key {k.hex()}" for k, v in want if len(v) != 8)
+
+
+def test_a_ledger_deleted_by_range_is_gone_and_a_later_write_is_back(tmp_path, monkeypatch):
+    # BookKeeper >= 4.16 deletes a ledger's locations with deleteRange((L, 0), (L + 1, 0)).
+    old = [Record(locations_key(lid, e), 1 + lid * 10 + e, V.VALUE, location_value(1, 100 * lid + e))
+           for lid in range(3) for e in range(10)]
+    wal = [w.write_batch(100, [(V.RANGE_DELETION, locations_key(1, 0), locations_key(2, 0))]),
+           w.write_batch(101, [(V.VALUE, locations_key(1, 4), location_value(2, 4))])]
+    w.write_db(tmp_path / "db", [(1, old)], wal=wal)
+    with ExitStack() as st_:
+        got, bad = _fixed(open_db(tmp_path / "db", st_), monkeypatch)
+    assert [k for k, _v in got] == ([locations_key(0, e) for e in range(10)] + [locations_key(1, 4)]
+                                    + [locations_key(2, e) for e in range(10)]) and bad == []
+
+
+def test_ceil_key_is_the_smallest_fixed_key_at_or_above_a_bound():
+    assert rf.ceil_key(b"\x01", 3) == b"\x01\x00\x00"
+    assert rf.ceil_key(b"\x01\x02\x03", 3) == b"\x01\x02\x03"
+    assert rf.ceil_key(b"\x01\x02\x03\x00", 3) == b"\x01\x02\x04"
+    assert rf.ceil_key(b"\x01\xff\xff\x00", 3) == b"\x02\x00\x00"
+    assert rf.ceil_key(b"\xff\xff\xff\x00", 3) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2 ** 63, 2 ** 63 - 1), st.integers(-2 ** 63, 2 ** 63 - 1),
+                          st.integers(-2 ** 31, 2 ** 31), st.integers(0, 2 ** 32 - 1)), max_size=40),
+       st.integers(0, 40), st.booleans())
+def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
+    from bkdisk import shell_format as sf
+    from bkdisk.locations_text import Listing, line
+    rows.sort()
+    want, last = [], None
+    for lid, eid, log, pos in rows:
+        if headers and lid != last:
+            want.append(sf.ledger_index_header_line(sf.ledger_text(lid)))
+            last = lid
+        want.append(line(eid, log, pos))
+    cols = {k: np.array([r[i] for r in rows], np.int64) for i, k in enumerate(("ledger", "entry", "log", "offset"))}
+    listing = Listing(headers)
+    got = b"".join(bytes(listing.encode({k: v[a:b] for k, v in cols.items()})) for a, b in ((0, cut), (cut, len(rows))))
+    assert got.decode() == "".join(want)
