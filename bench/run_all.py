@@ -16,10 +16,12 @@ BENCHES = {
     "fsck": ("bench.fsck_bench", "fsck passes on the benchmark bookie"),
     "index-walk": ("bench.index_walk_bench", "the .idx hierarchy walk: os.scandir vs the native walker"),
     "rocksdb": ("bench.rocksdb_bench", "RocksDB locations: lookups, full iteration, DbLedgerStorage fsck"),
+    "rocksdb-scan": ("bench.rocksdb_scan_bench", "a 20M-key locations database RocksDB wrote: dump and fsck's read "
+                                                 "vs sst_dump, ldb scan, a raw read"),
     "audit": ("bench.audit_bench", "the Spark audit over 1-8 disks vs fsck + inventory direct, the join alone"),
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
 }
-DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "metaservice", "audit"]
+DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "rocksdb-scan", "metaservice", "audit"]
 
 
 def main(argv: list[str] | None = None) -> int:
