@@ -8,9 +8,11 @@ import sys
 import click
 
 from audit.rows import DiskInput, RunInfo
+from diskio.spill import MemoryLimit
 from formats.errors import BkdiskError
 from fsck.exit_codes import EXIT_OK, one_line_errors
 from fsck.exit_codes import EXIT_UNCORRECTED as EXIT_PROBLEMS
+from fsck.memory_options import memory_options
 
 MARKER = ".bkdisk-audit"
 
@@ -129,7 +131,7 @@ def spark_settings(spark, scans_per_host: int | None) -> dict[str, str | int | N
 
 def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_dir: str, out: str,
                       master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False,
-                      scans_per_host: int | None = None) -> int:
+                      scans_per_host: int | None = None, memory=None) -> int:
     """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems)."""
     from audit.job import run_audit, spark_session
     from audit.metadata_source import open_source
@@ -156,7 +158,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
         raise AuditError(f"Spark did not start: {first_line(e)}") from None
     try:
         run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
-                  scans_per_host=scans_per_host)
+                  scans_per_host=scans_per_host, memory=memory)
         settings = spark_settings(spark, scans_per_host)
     except BkdiskError:
         raise
@@ -191,11 +193,12 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
               help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
 @click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+@memory_options
 @one_line_errors
 def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
           metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,
           scans_per_host: int | None,
-          run_id: str | None, quiet: bool) -> None:
+          run_id: str | None, quiet: bool, memory: MemoryLimit) -> None:
     """Audit every bookie disk of a cluster with Spark against the ledger metadata.
 
     Exit 0 when every disk was audited and no fault table has a row, 4 when problems were found,
@@ -216,7 +219,7 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     if cpus_per_scan:
         settings["spark.task.cpus"] = str(cpus_per_scan)
     sys.exit(run_audit_command(given, list(scan_files), metadata_url or metadata_dir, out, master, settings, run_id,
-                               quiet, scans_per_host))
+                               quiet, scans_per_host, memory))
 
 
 @click.command("scan-disk")
@@ -226,9 +229,10 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
               help="Ledger metadata: digest types and passwords (HMAC ledgers need it to verify).")
 @click.option("--bookie-id", default=None, help="The bookie id, when the disk's cookie cannot be read.")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
+@memory_options
 @one_line_errors
 def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: str | None,
-                      run_id: str | None) -> None:
+                      run_id: str | None, memory: MemoryLimit) -> None:
     """Scan one bookie disk (root or bk_server.conf) into the rows an audit task produces.
 
     Run it on each bookie host when Spark cannot reach the disks, then give the files to
@@ -236,25 +240,38 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     disk could not be read (the file then says so), 8 when the metadata could not be read or the
     file could not be written.
     """
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from audit.metadata_source import MetadataDirSource
-    from audit.rows import TASK_SCHEMA, batch_table, scan_disk
+    from audit.rows import TASK_SCHEMA, batch_table, iter_disk
 
     md = MetadataDirSource(metadata_dir).load() if metadata_dir else {}
-    batches = scan_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id))
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
-        pq.write_table(pa.Table.from_batches(batches, TASK_SCHEMA), tmp)
+        writer = pq.ParquetWriter(tmp, TASK_SCHEMA)
     except OSError as e:
         raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
+    # The batches go to the file as they come (one entry log's rows at a time), not held until the end.
+    last, unverified, done = None, 0, False
+    try:
+        for b in iter_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id), memory=memory):
+            writer.write_batch(b)
+            last = b
+            if batch_table(b) == "replicas":
+                unverified += b.column("digest_ok").null_count
+        writer.close()
+        done = True
+    except OSError as e:
+        raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
+    finally:
+        if not done:
+            writer.close()
+            os.unlink(tmp)
     os.replace(tmp, out)
-    disk = batches[-1].to_pylist()[0]   # the disks row comes last
+    disk = last.to_pylist()[0]   # the disks row comes last
     why = f" ({disk['error']})" if disk["error"] else ""
     click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
                f"-> {out}", err=True)
-    unverified = sum(b.column("digest_ok").null_count for b in batches if batch_table(b) == "replicas")
     if unverified and not metadata_dir:
         click.echo(f"{root}: {unverified} copies not verified (an HMAC ledger's digest needs its password): "
                    "give --metadata-dir; the audit counts a copy it cannot verify as intact", err=True)

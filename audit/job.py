@@ -144,12 +144,13 @@ def scan_slot(limit: int, folder: str | None = None, poll: float = 0.2) -> int:
         time.sleep(poll)
 
 
-def disk_task(run: RunInfo, metadata_bc, replicas_dir: str, scans_per_host: int | None = None
+def disk_task(run: RunInfo, metadata_bc, replicas_dir: str, scans_per_host: int | None = None, memory=None
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its partition of the disks frame (one disk per partition):
     the disk's replicas go into its file under ``replicas_dir``, its other rows to Spark.
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
-    at most that many disks are read at once on a host whatever the executors and cores there."""
+    at most that many disks are read at once on a host whatever the executors and cores there.
+    ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir."""
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         numba_cache_writable()
         here = run.on_this_host()
@@ -157,7 +158,7 @@ def disk_task(run: RunInfo, metadata_bc, replicas_dir: str, scans_per_host: int 
             for d in b.to_pylist():
                 slot = scan_slot(scans_per_host) if scans_per_host else None
                 try:
-                    rows = iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+                    rows = iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here, memory=memory)
                     yield from write_replicas(rows, replica_file(replicas_dir, d["index"]))
                 finally:
                     if slot is not None:
@@ -196,9 +197,9 @@ class _Progress(threading.Thread):
 
 def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: MetadataSource, out: str,
               run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None,
-              scans_per_host: int | None = None) -> AuditResult:
+              scans_per_host: int | None = None, memory=None) -> AuditResult:
     """Scan ``disks`` as Spark tasks, add the rows of ``scan_files``, join, write every table.
-    ``scans_per_host`` bounds the disks read at once on one host (``disk_task``)."""
+    ``scans_per_host`` bounds the disks read at once on one host, ``memory`` each disk's check (``disk_task``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -219,7 +220,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         schema = "path string, bookie_id string, index long"
         # One disk per partition: parallelize with as many slices as disks keeps each alone.
         rdd = sc.parallelize([(d.path, d.bookie_id, i) for i, d in enumerate(disks)], len(disks))
-        task = disk_task(run, sc.broadcast(md), replicas_dir, scans_per_host)
+        task = disk_task(run, sc.broadcast(md), replicas_dir, scans_per_host, memory)
         frames.append(spark.createDataFrame(rdd, schema).mapInArrow(task, from_arrow_schema(TASK_SCHEMA)))
     if scan_files:
         frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files))

@@ -141,18 +141,20 @@ def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table
     return out
 
 
-def scan_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> list[pa.RecordBatch]:
-    """All of ``iter_disk`` at once (small disks, tests, ``bkdisk scan-disk``)."""
-    return list(iter_disk(disk, metadata, run))
+def scan_disk(disk: DiskInput, metadata: dict, run: RunInfo, memory=None) -> list[pa.RecordBatch]:
+    """All of ``iter_disk`` at once (small disks, tests)."""
+    return list(iter_disk(disk, metadata, run, memory=memory))
 
 
-def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = True) -> Iterator[pa.RecordBatch]:
+def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = True,
+              memory=None) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
     payload SHA-256), one batch per entry log; the disks row comes last.
 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
-    replicas that disk yielded before failing). The dirs and the cookie are read here; the scan, which
+    replicas that disk yielded before failing). ``memory``: the check's diskio.spill.MemoryLimit
+    (--memory-limit, --tmp-dir; default 1 GiB and the system's temporary folder). The dirs and the cookie are read here; the scan, which
     reads through memory maps, runs in a forked child (``guard``, diskio/fault_guard.py), so that a
     read that faults (SIGBUS: an I/O error under a map, a file cut short) or a scan that dies any
     other way ends the disk with a ``not_audited`` row naming the file and the bytes being read,
@@ -185,7 +187,7 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
 
     def scan() -> Iterator[pa.RecordBatch]:
         try:
-            yield from _scan(dirs, bid, metadata, run, disk_row)
+            yield from _scan(dirs, bid, metadata, run, disk_row, memory)
         except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
             yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
@@ -247,12 +249,22 @@ def replica_logs(ctx, bid: str) -> Iterator:
         yield log_rows(bid, names[lf.dir_index], lf.log_id, scan)
 
 
-def _scan(dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+def _scan(dirs, bid: str, metadata: dict, run: RunInfo, disk_row, memory=None) -> Iterator[pa.RecordBatch]:
     from fsck.api import check_bookie
     from fsck.context import CheckOptions
 
     # One read of each entry log: fsck's scan also hashes the payloads, and the replicas come from it.
-    report = check_bookie(dirs, CheckOptions(metadata=metadata, payload_hash="sha256"))
+    opts = CheckOptions(metadata=metadata, payload_hash="sha256")
+    if memory is not None:
+        opts.memory = memory
+    report = check_bookie(dirs, opts)
+    try:
+        yield from _disk_rows(report, dirs, bid, run, disk_row)
+    finally:
+        report.close()
+
+
+def _disk_rows(report, dirs, bid: str, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {

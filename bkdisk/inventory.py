@@ -24,6 +24,7 @@ from formats.errors import BkdiskError
 from formats.ids import LedgerId
 from fsck.exit_codes import EXIT_UNCORRECTED
 from fsck.ledger_options import ledger_options
+from fsck.memory_options import memory_options
 
 if TYPE_CHECKING:
     from entrylogs.scan import DigestPlan
@@ -136,10 +137,11 @@ class _ParquetSink:
 @click.option("--window", type=click.IntRange(min=4096), default=WINDOW_DEFAULT, show_default=True, hidden=True,
               help="Bytes of an entry log mapped at once.")
 @ledger_options
+@memory_options
 @one_line_errors
 @collector_eased()
 def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, payload_hash: str | None,
-              conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None) -> None:
+              conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None, memory) -> None:
     """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf).
 
     Exit 0 when every entry framed and no digest failed, 4 when a digest failed, framing was broken,
@@ -165,6 +167,9 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
             raise errors[0]
     # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
     bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
+    from diskio.spill import SpillFolder
+    for dirs in bookies:   # the inventory spills nothing, but a --tmp-dir in a bookie's dirs is refused alike
+        SpillFolder(memory, dirs.all_dirs)
     out = sys.stdout.buffer
     sink = _ParquetSink(parquet_path) if parquet_path else None
     damaged = False
