@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -15,13 +15,33 @@ from formats.paths import LEDGERS_DB, LOCATIONS_DB
 from rocksdbfiles.db import Database, Problem, open_db
 
 
+LOCATION_ROW = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("log", "<i8"), ("offset", "<i8")])
+
+
 @dataclass
 class LedgerDirIndex:
     current: str                                          # the ledger dir's ``current`` folder
-    columns: dict[str, np.ndarray] = field(default_factory=lambda: fd.location_columns(
-        np.zeros((0, fd.LOCATIONS_KEY_SIZE), np.uint8), np.zeros((0, fd.LOCATION_VALUE_SIZE), np.uint8)))
+    rows: Any = field(default_factory=list)   # LOCATION_ROW arrays in key order: a list, or a store that spills
     ledgers: dict[int, fd.LedgerInfo] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    count: int = 0                                        # live locations
+    ledger_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # with locations, ascending
+    ledger_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def location_chunks(self) -> Iterator[np.ndarray]:
+        """The live locations as LOCATION_ROW arrays, in key order (ledger, then entry)."""
+        if isinstance(self.rows, list):
+            yield from self.rows
+        else:
+            for _start, c in self.rows.chunks():
+                yield c
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """The live locations as whole columns (ledger, entry, log, offset): for small indexes and tests."""
+        parts = list(self.location_chunks())
+        rows = np.concatenate(parts) if parts else np.zeros(0, LOCATION_ROW)
+        return {k: rows[k] for k in LOCATION_ROW.names}
 
     @property
     def locations(self) -> list[fd.Location]:
@@ -82,20 +102,36 @@ def read_ledgers(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict[int,
     return out, db.problems
 
 
-def read_ledger_dir(current: str | os.PathLike) -> LedgerDirIndex:
+def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     """Both indexes of one ledger dir, every block read and checked; a MANIFEST that cannot be read
-    raises FormatError (nothing below it can be trusted)."""
+    raises FormatError (nothing below it can be trusted). The locations go to ``rows`` (anything with
+    ``append`` and ``chunks``, such as a spilling diskio.spill.ChunkedArray; default a list in memory),
+    a chunk at a time, with their count per ledger."""
     c = os.fspath(current)
-    out = LedgerDirIndex(c)
+    out = LedgerDirIndex(c, [] if rows is None else rows)
+    ids, counts = [], []
     with ExitStack() as stack:
-        out.columns, p1 = read_location_columns(os.path.join(c, LOCATIONS_DB), stack)
+        p1: list[Problem] = []
+        for cols in iter_location_columns(os.path.join(c, LOCATIONS_DB), stack, p1):
+            r = np.empty(len(cols["ledger"]), LOCATION_ROW)
+            for k in LOCATION_ROW.names:
+                r[k] = cols[k]
+            out.rows.append(r)
+            out.count += len(r)
+            u, n = np.unique(r["ledger"], return_counts=True)
+            ids.append(u)
+            counts.append(n)
         ledgers, p2 = read_ledgers(os.path.join(c, LEDGERS_DB), stack)
         out.ledgers = ledgers
         out.problems = p1 + p2
+    if ids:      # a ledger cut between chunks is counted in both: summed
+        u, inv = np.unique(np.concatenate(ids), return_inverse=True)
+        out.ledger_ids, out.ledger_counts = u, np.bincount(inv, weights=np.concatenate(counts)).astype(np.int64)
     return out
 
 
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:
     """Ledgers with locations in this dir that its ledgers index does not know: ledger id -> locations."""
-    ids, counts = np.unique(idx.columns["ledger"], return_counts=True)
-    return {i: n for i, n in zip(ids.tolist(), counts.tolist()) if i not in idx.ledgers}
+    known = np.fromiter(idx.ledgers, np.int64, len(idx.ledgers))
+    unknown = ~np.isin(idx.ledger_ids, known)
+    return dict(zip(idx.ledger_ids[unknown].tolist(), idx.ledger_counts[unknown].tolist()))
