@@ -3,7 +3,8 @@
 ``ldb scan`` and a raw read of the same SST bytes, each a whole process, in the same run.
 
     python -m bench.rocksdb_scan_bench [--dir /tmp/rocksdb-scan] [--entries 20000000] [--runs 3]
-                                       [--format-versions 2,5] [--keep] [--checkout DIR]
+                                       [--format-versions 2,5] [--ledgers 500000,1000000,2000000]
+                                       [--keep] [--checkout DIR]
 
 The database (one per format_version) is written by Debian's rocksdb-tools (RocksDB 7.8): ``ldb load``
 of ``--entries`` keys shaped as DbLedgerStorage's (16-byte big-endian ledger id and entry id, 1000
@@ -13,6 +14,8 @@ flushes and compacts it as it loads (level 0 and level 1 tables). ``ldb scan`` r
 may rewrite the MANIFEST and OPTIONS). Each row: median wall and CPU seconds of ``--runs`` runs, entries
 per second of each, peak RSS (ru_maxrss); the bkdisk rows also peak anonymous and file-backed RSS
 (sampled from /proc). ``--checkout DIR`` runs bkdisk from another source tree too (one run: a baseline).
+Then `bookie-fsck ROOT -q` of a small DbLedgerStorage bookie whose ledgers index ldb rewrote with
+``--ledgers`` ledgers each (time per ledger, peak RSS).
 """
 from __future__ import annotations
 
@@ -58,6 +61,41 @@ def build(db: str, n: int, format_version: int) -> float:
     return time.perf_counter() - t0
 
 
+def ledger_chunks(n: int, chunk: int = 1 << 20):
+    """``ldb load --hex`` lines of ledgers 1..n, each a LedgerData (exists, not fenced, a 20-byte master key)."""
+    head = np.frombuffer(fd.ledger_value(fd.LedgerInfo(0, True, False, bytes(20), None, None))[:-20], np.uint8)
+    for s in range(0, n, chunk):
+        i = np.arange(s, min(n, s + chunk), dtype=np.int64)
+        keys = np.empty(len(i), fd.LEDGERS_KEY_COLUMN)
+        keys[:] = i + 1
+        values = np.empty((len(i), len(head) + 20), np.uint8)
+        values[:, :len(head)] = head
+        values[:, len(head):] = (i[:, None] * 7 + np.arange(20)) % 251
+        yield rt.hex_lines(keys.view(np.uint8).reshape(-1, 8), values)
+
+
+def many_ledgers(base: str, counts: list[int], runs: int) -> None:
+    """`bookie-fsck ROOT -q` of a small DbLedgerStorage bookie whose ledgers index holds ``counts`` ledgers
+    (written by ldb: format_version 5, Snappy, 4 KiB blocks, as BookKeeper's ledgers database)."""
+    from bookie.model import BookieSpec, LedgerSpec
+    from bookie.writer import write_bookie
+    root = os.path.join(base, "ledgers-bookie")
+    shutil.rmtree(root, ignore_errors=True)
+    spec = BookieSpec([LedgerSpec(i, [b"x" * 100] * 50, password=b"pw") for i in range(1, 9)], storage="rocksdb")
+    write_bookie(spec, root)
+    ledgers = os.path.join(root, spec.ledger_dirs[0], "current", "ledgers")
+    fsck, env = command("bookie-fsck", [root, "-q"])
+    print(f"{'ledgers in the ledgers index':32s} {'wall s':>7s} {'CPU s':>6s} {'CPU us/ledger':>14s} {'peak RSS':>9s}")
+    for n in counts:
+        shutil.rmtree(ledgers)
+        rt.create(ledgers, format_version=5, compression="snappy", checksum="xxhash", block_size=4096)
+        rt.load(ledgers, ledger_chunks(n), "--disable_wal")
+        got = [timed(fsck, env, ok=(0, 4)) for _ in range(runs)]
+        wall, cpu = statistics.median(g[0] for g in got), statistics.median(g[2] for g in got)
+        print(f"{n:32,d} {wall:7.2f} {cpu:6.2f} {cpu / n * 1e6:14.2f} {max(g[1] for g in got):7.0f} MiB", flush=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def rows_for(db: str, copy: str, n: int, checkout: str | None) -> list[tuple[str, list[str], dict | None, int]]:
     dump, env = command("bkdisk", ["dump", "locations", db])
     dump_json, _ = command("bkdisk", ["dump", "locations", db, "--json"])
@@ -98,6 +136,8 @@ def run(a) -> int:
                 anon, file = rss_split(cmd, env)
                 print(f"{'':48s} peak anonymous {anon:.0f} MiB, file-backed {file:.0f} MiB")
         shutil.rmtree(copy, ignore_errors=True)
+    if a.ledgers:
+        many_ledgers(a.dir, a.ledgers, a.runs)
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
     return 0
@@ -109,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entries", type=int, default=20_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--format-versions", type=lambda s: [int(x) for x in s.split(",")], default=[2, 5])
+    ap.add_argument("--ledgers", type=lambda s: [int(x) for x in s.split(",") if x], default=[500_000, 1_000_000,
+                                                                                             2_000_000],
+                    help="ledgers-index sizes for the fsck rows ('' for none)")
     ap.add_argument("--keep", action="store_true", help="keep the databases (and reuse kept ones)")
     ap.add_argument("--checkout", help="also run bkdisk from this source tree once (a baseline)")
     return run(ap.parse_args(argv))

@@ -102,7 +102,14 @@ class Database:
         chunks of arrays (keys (n, key_size), values (n, value_size)) in key order, in bounded memory
         (rocksdbfiles/stream.py); problems are added when the iteration ends."""
         from rocksdbfiles.stream import iter_fixed
-        return iter_fixed(self, key_size, value_size)
+        return ((k, v) for k, v, _n in iter_fixed(self, key_size, value_size))
+
+    def padded_chunks(self, key_size: int, max_value: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``fixed_chunks`` for values of at most ``max_value`` bytes: (keys, values zero-padded to
+        ``max_value``, value lengths); a longer live value is a ``bad-value-size`` problem (read it with
+        ``get``)."""
+        from rocksdbfiles.stream import iter_fixed
+        return iter_fixed(self, key_size, max_value, padded=True)
 
     def fixed_items(self, key_size: int, value_size: int) -> tuple[np.ndarray, np.ndarray]:
         """``fixed_chunks`` joined: (keys (n, key_size), values (n, value_size)) in key order."""

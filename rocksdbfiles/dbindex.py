@@ -22,7 +22,7 @@ LOCATION_ROW = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("log", "<i8"), ("
 class LedgerDirIndex:
     current: str                                          # the ledger dir's ``current`` folder
     rows: Any = field(default_factory=list)   # LOCATION_ROW arrays in key order: a list, or a store that spills
-    ledgers: dict[int, fd.LedgerInfo] = field(default_factory=dict)
+    ledgers: LedgerTable | dict = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     count: int = 0                                        # live locations
     ledger_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # with locations, ascending
@@ -96,6 +96,91 @@ def read_locations_reference(db_dir: str | os.PathLike, stack: ExitStack) -> tup
     return list(_entries(db, fd.parse_location, "locations-bad-entry")), db.problems
 
 
+MAX_LEDGER_DATA = 128    # bytes of a LedgerData read in the arrays' pass (a longer one is read by lookup)
+
+
+class LedgerTable:
+    """The ``ledgers`` index as arrays: ledger ids ascending, each ledger's LedgerData bytes in one arena.
+    A ledger's LedgerInfo is parsed when asked for (fsck asks for the ledgers the journal knows)."""
+
+    def __init__(self, ids: np.ndarray, arena: np.ndarray, ends: np.ndarray):
+        order = np.argsort(ids, kind="stable") if len(ids) > 1 and (ids[1:] < ids[:-1]).any() else None
+        starts = ends - np.diff(np.concatenate([[0], ends]))
+        if order is not None:
+            ids, starts, ends = ids[order], starts[order], ends[order]
+        self.ids, self.arena, self.starts, self.ends = ids, arena, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _row(self, lid: int) -> int:
+        i = int(np.searchsorted(self.ids, lid))
+        return i if i < len(self.ids) and int(self.ids[i]) == lid else -1
+
+    def __contains__(self, lid) -> bool:
+        return self._row(int(lid)) >= 0
+
+    def __iter__(self):
+        return iter(self.ids.tolist())
+
+    def get(self, lid: int) -> fd.LedgerInfo | None:
+        i = self._row(int(lid))
+        if i < 0:
+            return None
+        value = self.arena[self.starts[i]:self.ends[i]].tobytes()
+        return fd.parse_ledger(self.ids[i:i + 1].astype(fd.LEDGERS_KEY_COLUMN).tobytes(), value)
+
+    def __getitem__(self, lid: int) -> fd.LedgerInfo:
+        info = self.get(lid)
+        if info is None:
+            raise KeyError(lid)
+        return info
+
+    def items(self) -> list[tuple[int, fd.LedgerInfo]]:
+        """Every ledger with its LedgerInfo, by id: for small indexes and tests."""
+        return [(lid, self[lid]) for lid in self]
+
+
+def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[LedgerTable, list[Problem]]:
+    """The ``ledgers`` index as a LedgerTable, its values checked by the jitted LedgerData walk (a value
+    it does not take plainly goes through the protobuf library, which names what is wrong)."""
+    from rocksdbfiles.kernels import plain_ledger_data
+    db = open_db(db_dir, stack)
+    ids, arena, lens, bad = [], [], [], []
+    width = np.arange(MAX_LEDGER_DATA)
+    for keys, values, vlen in db.padded_chunks(fd.LEDGERS_KEY_SIZE, MAX_LEDGER_DATA):
+        ok = np.zeros(len(vlen), bool)
+        plain_ledger_data(values, vlen, ok)
+        for r in np.flatnonzero(~ok).tolist():
+            key, value = keys[r].tobytes(), values[r, :vlen[r]].tobytes()
+            try:
+                fd.parse_ledger(key, value, path=db.path)
+                ok[r] = True
+            except FormatError as e:
+                bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
+                                   (key, key)))
+        ids.append(keys[ok].view(fd.LEDGERS_KEY_COLUMN).reshape(-1).astype(np.int64))
+        arena.append(values[ok][width < vlen[ok, None]])
+        lens.append(vlen[ok])
+    long = [p for p in db.problems if p.kind == "bad-value-size"]
+    db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
+    for p in long:                # a value longer than the arrays' pass reads: one lookup each
+        key = bytes.fromhex(p.detail.split(":")[0].split()[1])
+        value = db.get(key)
+        try:
+            fd.parse_ledger(key, value, path=db.path)
+        except FormatError as e:
+            bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
+                               (key, key)))
+            continue
+        ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
+        arena.append(np.frombuffer(value, np.uint8))
+        lens.append(np.array([len(value)], np.int64))
+    cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+    return (LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64))),
+            db.problems + bad)
+
+
 def read_ledgers(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict[int, fd.LedgerInfo], list[Problem]]:
     db = open_db(db_dir, stack)
     out = {i.ledger_id: i for i in _entries(db, fd.parse_ledger, "ledgers-bad-entry")}
@@ -121,7 +206,7 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
             u, n = np.unique(r["ledger"], return_counts=True)
             ids.append(u)
             counts.append(n)
-        ledgers, p2 = read_ledgers(os.path.join(c, LEDGERS_DB), stack)
+        ledgers, p2 = read_ledger_table(os.path.join(c, LEDGERS_DB), stack)
         out.ledgers = ledgers
         out.problems = p1 + p2
     if ids:      # a ledger cut between chunks is counted in both: summed
@@ -130,8 +215,14 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     return out
 
 
+def ledger_ids(idx: LedgerDirIndex) -> np.ndarray:
+    """The ids the dir's ledgers index holds, as an array."""
+    led = idx.ledgers
+    return led.ids if isinstance(led, LedgerTable) else np.fromiter(led, np.int64, len(led))
+
+
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:
     """Ledgers with locations in this dir that its ledgers index does not know: ledger id -> locations."""
-    known = np.fromiter(idx.ledgers, np.int64, len(idx.ledgers))
+    known = ledger_ids(idx)
     unknown = ~np.isin(idx.ledger_ids, known)
     return dict(zip(idx.ledger_ids[unknown].tolist(), idx.ledger_counts[unknown].tolist()))

@@ -129,9 +129,10 @@ def block_limit(buf):
 
 
 @kernel
-def decode_fixed(buf, limit, keys, values, vlen, start):
+def decode_fixed(buf, limit, keys, values, vlen, start, padded):
     """Decode the entries of ``buf[:limit]`` into rows ``start..`` of ``keys`` ((cap, K) internal keys),
-    ``values`` ((cap, V), zeros where a value is not V bytes long) and ``vlen``.
+    ``values`` ((cap, V), zeros where a value is not V bytes long; with ``padded``, a shorter value is
+    kept with zeros after it) and ``vlen``.
 
     Returns (rows written, error offset or -1, bad key length or -1): the error offsets are those of
     ``_walk``; a key of other than K bytes stops the walk at its entry with its length."""
@@ -165,9 +166,11 @@ def decode_fixed(buf, limit, keys, values, vlen, start):
         for k in range(own):
             keys[row, shared + k] = buf[p + k]
         p += own
-        if vl == vs:
-            for k in range(vs):
+        if vl == vs or (padded and vl < vs):
+            for k in range(vl):
                 values[row, k] = buf[p + k]
+            for k in range(vl, vs):
+                values[row, k] = 0
         else:
             for k in range(vs):
                 values[row, k] = 0
@@ -215,11 +218,11 @@ FOOTER_SIZE = rf.INTERNAL_KEY_FOOTER_SIZE
 
 
 @kernel
-def live_rows(ikeys, values, vlen, last, state, tb, te, topen, tseq, mark, out_keys, out_values):
+def live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mark, out_keys, out_values, out_vlen):
     """Mark each row of a merged run (key ascending, then newest first): 1 the live value of its key, 2 the
-    same but its value is not V bytes, 0 an older version, a deletion, or a key a range tombstone
-    fragment with a larger sequence covers; copy the user keys and values of the rows marked 1 into
-    ``out_keys``/``out_values`` and return how many. ``last``/``state`` carry the previous key ([has one,
+    same but its value is not V bytes (with ``padded``: longer than V), 0 an older version, a deletion,
+    or a key a range tombstone fragment with a larger sequence covers; copy the user keys, values and
+    value lengths of the rows marked 1 into ``out_keys``/``out_values``/``out_vlen`` and return how many. ``last``/``state`` carry the previous key ([has one,
     fragment cursor]) from run to run. The footer is INTERNAL_KEY_FOOTER: a little-endian u64."""
     n, ik = ikeys.shape
     vs = values.shape[1]
@@ -255,7 +258,7 @@ def live_rows(ikeys, values, vlen, last, state, tb, te, topen, tseq, mark, out_k
         if j < m and _cmp_row(tb, j, key2, r, ks) <= 0 and (packed >> np.uint64(8)) < tseq[j]:
             mark[r] = 0
             continue
-        if vlen[r] != vs:
+        if vlen[r] > vs or (vlen[r] != vs and not padded):
             mark[r] = 2
             continue
         mark[r] = 1
@@ -263,5 +266,76 @@ def live_rows(ikeys, values, vlen, last, state, tb, te, topen, tseq, mark, out_k
             out_keys[out, k] = ikeys[r, k]
         for k in range(vs):
             out_values[out, k] = values[r, k]
+        out_vlen[out] = vlen[r]
         out += 1
     return out
+
+
+# --- the ledgers index's values (formats/proto/dbledger_storage.proto: LedgerData) ----------------------
+def _ledger_data_fields() -> tuple[int, ...]:
+    from formats.proto.dbledger_storage_pb2 import LedgerData
+    f = LedgerData.DESCRIPTOR.fields_by_name
+    return tuple(f[n].number for n in ("exists", "fenced", "masterKey", "explicitLac", "limbo"))
+
+
+EXISTS, FENCED, MASTER_KEY, EXPLICIT_LAC, LIMBO = _ledger_data_fields()
+WIRE_VARINT, WIRE_LEN = 0, 2
+MAX64 = rf.VARINT64_MAX_BYTES
+
+
+@kernel
+def _varint64_end(buf, r, p, limit):
+    """Where the varint at ``buf[r, p:limit]`` ends, -1 past ``limit`` or 10 bytes."""
+    for k in range(MAX64):
+        if p + k >= limit:
+            return -1
+        if buf[r, p + k] < 0x80:
+            return p + k + 1
+    return -1
+
+
+@kernel
+def plain_ledger_data(values, vlen, ok):
+    """``ok[r]``: row ``r`` of ``values`` (its first ``vlen[r]`` bytes) is a LedgerData message that plainly
+    parses: only its five fields with their wire types, well formed, the three required ones present.
+    Anything else (unknown fields, other wire types, damage) is left False for the protobuf library."""
+    for r in range(values.shape[0]):
+        limit = vlen[r]
+        p = 0
+        seen = 0
+        good = True
+        while p < limit:
+            e = _varint64_end(values, r, p, limit)
+            if e < 0 or e - p > 1:          # every tag of these five fields fits one byte
+                good = False
+                break
+            tag = np.int64(values[r, p])
+            field = tag >> 3
+            wire = tag & 7
+            p = e
+            if (field == EXISTS or field == FENCED or field == LIMBO) and wire == WIRE_VARINT:
+                p = _varint64_end(values, r, p, limit)
+            elif (field == MASTER_KEY or field == EXPLICIT_LAC) and wire == WIRE_LEN:
+                n = np.int64(0)
+                shift = 0
+                q = p
+                while True:
+                    if q >= limit or q - p >= 5:
+                        q = -1
+                        break
+                    b = np.int64(values[r, q])
+                    n |= (b & 0x7F) << shift
+                    q += 1
+                    if b < 0x80:
+                        break
+                    shift += 7
+                p = q + n if q >= 0 and n <= limit - q else -1
+            else:
+                p = -1
+            if p < 0:
+                good = False
+                break
+            seen |= 1 << field
+        need = (1 << EXISTS) | (1 << FENCED) | (1 << MASTER_KEY)
+        ok[r] = good and (seen & need) == need
+    return 0

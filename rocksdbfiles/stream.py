@@ -38,7 +38,8 @@ class _Chunk:
         self.ikeys, self.values, self.vlen, self.at = ikeys, values, vlen, 0
 
 
-def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged: list) -> Iterator[_Chunk]:
+def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged: list, padded: bool
+                  ) -> Iterator[_Chunk]:
     """Chunks of one table's rows in its order; a block that cannot be read is noted in ``damaged``
     as (table position, block, error) and left out."""
     ik = ks + rf.INTERNAL_KEY_FOOTER_SIZE
@@ -66,12 +67,12 @@ def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged:
                 cap = need
                 keys, values, vlen = fresh()
             row = 0
-        n, err, _bad = decode_fixed(raw, limit, keys, values, vlen, row) if limit >= 0 else (0, 0, -1)
+        n, err, _bad = decode_fixed(raw, limit, keys, values, vlen, row, padded) if limit >= 0 else (0, 0, -1)
         if err < 0:
             row += n
             continue
         try:                  # the reference reader: the block's exact error, or its rows (a hash index)
-            k, packed, v, vl = t.fixed_columns(i, ks, vs)
+            k, packed, v, vl = t.fixed_columns(i, ks, vs, padded)
         except FormatError as e:
             damaged.append((pos, i, e))
             continue
@@ -92,12 +93,13 @@ def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged:
     drop_pages(t.data, len(t.data))
 
 
-def _run_chunks(db: Database, tables: list[tuple[int, SstFile]], ks: int, vs: int, damaged: list) -> Iterator[_Chunk]:
+def _run_chunks(db: Database, tables: list[tuple[int, SstFile]], ks: int, vs: int, damaged: list, padded: bool
+                ) -> Iterator[_Chunk]:
     for pos, t in tables:
-        yield from _table_chunks(db, pos, t, ks, vs, damaged)
+        yield from _table_chunks(db, pos, t, ks, vs, damaged, padded)
 
 
-def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list) -> _Chunk | None:
+def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -> _Chunk | None:
     mem = []
     for r in db.memtable.values():
         if len(r.user_key) == ks:
@@ -109,7 +111,8 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list) -> _Chunk | Non
     mem.sort(key=lambda r: r.user_key)
     ikeys = np.frombuffer(b"".join(rf.internal_key(r.user_key, r.sequence, r.vtype) for r in mem),
                           np.uint8).reshape(-1, ks + rf.INTERNAL_KEY_FOOTER_SIZE)
-    values = np.frombuffer(b"".join(r.value if len(r.value) == vs else bytes(vs) for r in mem), np.uint8).reshape(-1, vs)
+    values = np.frombuffer(b"".join(r.value if len(r.value) == vs else r.value.ljust(vs, b"\0")
+                                    if padded and len(r.value) < vs else bytes(vs) for r in mem), np.uint8).reshape(-1, vs)
     return _Chunk(ikeys, values, np.array([len(r.value) for r in mem], np.int64))
 
 
@@ -118,7 +121,7 @@ def rf_problem(db: Database, detail: str, kind: str = "bad-key-size"):
     return Problem(kind, db.path, None, detail)
 
 
-def _sources(db: Database, ks: int, vs: int, damaged: list) -> list[Iterator[_Chunk]]:
+def _sources(db: Database, ks: int, vs: int, damaged: list, padded: bool) -> list[Iterator[_Chunk]]:
     """One chunk stream per level-0 table and per deeper level whose tables do not overlap."""
     by_level: dict[int, list[tuple[int, SstFile]]] = {}
     for pos, (level, number, t) in enumerate(db.tables):
@@ -129,9 +132,9 @@ def _sources(db: Database, ks: int, vs: int, damaged: list) -> list[Iterator[_Ch
             tables.sort(key=lambda pt: pt[1].index_keys[0] if pt[1].index_keys else b"")
             bounds = [(t.index_keys[0], t.index_keys[-1]) for _p, t in tables if t.index_keys]
             if all(a[1] < b[0] for a, b in zip(bounds, bounds[1:])):
-                out.append(_run_chunks(db, tables, ks, vs, damaged))
+                out.append(_run_chunks(db, tables, ks, vs, damaged, padded))
                 continue
-        out += [_run_chunks(db, [pt], ks, vs, damaged) for pt in tables]
+        out += [_run_chunks(db, [pt], ks, vs, damaged, padded) for pt in tables]
     return out
 
 
@@ -163,16 +166,18 @@ def tombstone_fragments(tombs: list[tuple[bytes, bytes, int]], ks: int) -> tuple
     return begin, end, open_end, seq[keep]
 
 
-def iter_fixed(db: Database, key_size: int, value_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(user keys (n, key_size), values (n, value_size)) of every live key, in key order, a chunk at a
-    time. Problems (damaged blocks in table and block order, WAL keys of another size, live values of
-    another size in key order) are added to ``db.problems`` when the iteration ends."""
+def iter_fixed(db: Database, key_size: int, value_size: int, padded: bool = False
+               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(user keys (n, key_size), values (n, value_size), value lengths) of every live key, in key order,
+    a chunk at a time. With ``padded`` a value may be shorter than ``value_size`` (zeros after it).
+    Problems (damaged blocks in table and block order, WAL keys of another size, live values of another
+    size, or longer, in key order) are added to ``db.problems`` when the iteration ends."""
     ks, vs = key_size, value_size
     damaged: list = []
     wrong: list = []
     sizes: list = []
-    sources = _sources(db, ks, vs, damaged)
-    mem = _memtable_chunk(db, ks, vs, wrong)
+    sources = _sources(db, ks, vs, damaged, padded)
+    mem = _memtable_chunk(db, ks, vs, wrong, padded)
     if mem is not None:
         sources.insert(0, iter([mem]))
     tb, te, topen, tseq = tombstone_fragments(db.range_tombstones, ks)
@@ -205,11 +210,13 @@ def iter_fixed(db: Database, key_size: int, value_size: int) -> Iterator[tuple[n
             ikeys, values, vlen = ikeys[order], values[order], vlen[order]
         mark = np.empty(len(vlen), np.int8)
         out_keys, out_values = np.empty((len(vlen), ks), np.uint8), np.empty((len(vlen), vs), np.uint8)
-        n = live_rows(ikeys, values, vlen, last, state, tb, te, topen, tseq, mark, out_keys, out_values)
+        out_vlen = np.empty(len(vlen), np.int64)
+        n = live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mark, out_keys, out_values,
+                      out_vlen)
         for row in np.flatnonzero(mark == _BAD_SIZE).tolist():
             sizes.append(rf_problem(db, f"key {ikeys[row, :ks].tobytes().hex()}: a value of {int(vlen[row])} bytes, "
                                         f"not {vs}", "bad-value-size"))
-        yield out_keys[:n], out_values[:n]
+        yield out_keys[:n], out_values[:n], out_vlen[:n]
     for _pos, i, e in sorted(damaged, key=lambda d: (d[0], d[1])):
         db._block_problem(db.tables[_pos][2], i, e)
     db.problems += wrong + sizes

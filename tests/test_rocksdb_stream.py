@@ -130,3 +130,52 @@ def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
     listing = Listing(headers)
     got = b"".join(bytes(listing.encode({k: v[a:b] for k, v in cols.items()})) for a, b in ((0, cut), (cut, len(rows))))
     assert got.decode() == "".join(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=60) | st.builds(lambda a, b: a + b, st.sampled_from([
+    bytes.fromhex("080110001a0400010203"), bytes.fromhex("080110011a00220401020304"), bytes.fromhex("10011a0008002801")]),
+    st.binary(max_size=12)))
+def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
+    from formats.dbledger import parse_ledger
+    from formats.errors import FormatError
+    from rocksdbfiles.kernels import plain_ledger_data
+    row = np.zeros((1, 64), np.uint8)
+    row[0, :len(value)] = np.frombuffer(value, np.uint8)
+    ok = np.zeros(1, bool)
+    plain_ledger_data(row, np.array([len(value)], np.int64), ok)
+    if ok[0]:
+        parse_ledger(b"\0" * 8, value)             # raises if the kernel took what protobuf refuses
+    else:
+        try:
+            parse_ledger(b"\0" * 8, value)
+        except FormatError:
+            pass
+
+
+def test_the_ledgers_table_equals_the_reference_reader(tmp_path):
+    from conftest import GOLDEN
+    from formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
+    from rocksdbfiles.dbindex import read_ledger_table, read_ledgers
+    good = [ledger_value(LedgerInfo(i, True, i % 2 == 0, bytes([i]) * 20, bytes(36) if i % 3 == 0 else None,
+                                    (i % 4 == 0) if i % 5 else None)) for i in range(60)]
+    odd = {7: good[7] + bytes.fromhex("3001"),                      # an unknown field: protobuf keeps it
+           8: bytes.fromhex("0801"),                                # required fields missing
+           9: b"\xff\xff",                                          # undecodable
+           10: good[10] + bytes.fromhex("229601") + bytes(150),                # a 150-byte explicit LAC body
+           11: b"\x08\x01\x10\x00\x1a\x14" + bytes(20) + b"\x22\xc8\x01" + bytes(200)}
+    recs = [Record(LEDGERS_KEY.build(i), 1 + i, V.VALUE, odd.get(i, good[i])) for i in range(60)]
+    wal = [w.write_batch(100, [(V.VALUE, LEDGERS_KEY.build(3), good[4]), (V.DELETION, LEDGERS_KEY.build(5), b"")])]
+    w.write_db(tmp_path / "ledgers", [(1, recs)], w.TableOptions(compression=rf.Compression.SNAPPY, block_size=512),
+               wal=wal)
+    dbs = [tmp_path / "ledgers"] + sorted(GOLDEN.glob("**/current/ledgers"))
+    for db in dbs:
+        with ExitStack() as st_:
+            want, p1 = read_ledgers(db, st_)
+            table, p2 = read_ledger_table(db, st_)
+        assert dict(table.items()) == want and p2 == p1 and len(table) == len(want)
+        if db == dbs[0]:
+            assert [p.detail.split(":")[0] for p in p2] == [f"key {LEDGERS_KEY.build(i).hex()}" for i in (8, 9)]
+            assert len(want) == 60 - 1 - 2 and want[3].master_key == bytes([4]) * 20
+        else:
+            assert p2 == []

@@ -23,6 +23,7 @@ from fsck.context import CheckContext
 from fsck.keyjoin import KeySet
 from fsck.passes.p_dbindex import REBUILD_HINT, Pairs, database_of
 from fsck.scan_store import entry_count
+from rocksdbfiles.dbindex import ledger_ids
 
 SHARE = 0.25          # of --memory-limit: one range's entries and locations, and their sort
 ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at = log << 32 | (offset + 4)
@@ -113,7 +114,7 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     pend = [(lid.ledger, eid) for _p, _o, lid, eid in ctx.journal_facts.pending if lid.scope == 0]
     pending = KeySet([np.array([p[0] for p in pend], np.uint64).view(np.int64),     # ledger ids as the keys' i8
                       np.array([p[1] for p in pend], np.int64)])
-    live = np.fromiter(idx.ledgers, np.int64, len(idx.ledgers))
+    live = ledger_ids(idx)
     lost = np.zeros(len(free), bool)           # per free entry: an error (else garbage, info)
     if not damaged:
         for start, t in free.chunks():
