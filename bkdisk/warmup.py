@@ -77,7 +77,13 @@ def _warm_rocksdb(folder: str) -> None:
     write_db(folder, [(1, [Record(locations_key(1, e), 1 + e, ValueType.VALUE, location_value(0, 1028 + 64 * e))
                            for e in range(64)])])
     from bkdisk.locations_text import Listing, json_rows
+    from formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
+    from rocksdbfiles.dbindex import read_ledger_table
+    ledgers = folder + "-ledgers"
+    write_db(ledgers, [(1, [Record(LEDGERS_KEY.build(1), 1, ValueType.VALUE,
+                                   ledger_value(LedgerInfo(1, True, False, bytes(20), None, None)))])])
     with ExitStack() as stack:
+        read_ledger_table(ledgers, stack)                        # the ledgers index's LedgerData walk
         cols, _problems = read_location_columns(folder, stack)
     Listing(headers=True).encode(cols)                           # `bkdisk dump locations`, text and JSON
     template, columns = json_rows(folder)
