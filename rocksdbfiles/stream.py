@@ -121,6 +121,16 @@ def rf_problem(db: Database, detail: str, kind: str = "bad-key-size"):
     return Problem(kind, db.path, None, detail)
 
 
+def _first_key(t: SstFile) -> bytes | None:
+    """The user key of a table's first entry (its first block read), None when it cannot be read."""
+    try:
+        for ikey, _v, _at in t.data_block(0).entries():
+            return ikey[:-rf.INTERNAL_KEY_FOOTER_SIZE]
+    except FormatError:
+        return None
+    return None
+
+
 def _sources(db: Database, ks: int, vs: int, damaged: list, padded: bool) -> list[Iterator[_Chunk]]:
     """One chunk stream per level-0 table and per deeper level whose tables do not overlap."""
     by_level: dict[int, list[tuple[int, SstFile]]] = {}
@@ -129,11 +139,17 @@ def _sources(db: Database, ks: int, vs: int, damaged: list, padded: bool) -> lis
     out = []
     for level, tables in sorted(by_level.items()):
         if level > 0:
-            tables.sort(key=lambda pt: pt[1].index_keys[0] if pt[1].index_keys else b"")
-            bounds = [(t.index_keys[0], t.index_keys[-1]) for _p, t in tables if t.index_keys]
-            if all(a[1] < b[0] for a, b in zip(bounds, bounds[1:])):
-                out.append(_run_chunks(db, tables, ks, vs, damaged, padded))
-                continue
+            tables = [pt for pt in tables if pt[1].index_keys]       # (a table without blocks adds nothing)
+            bounds = [_first_key(t) for _p, t in tables]
+            if None not in bounds:
+                order = sorted(range(len(tables)), key=lambda i: bounds[i])
+                tables = [tables[i] for i in order]
+                firsts = [bounds[i] for i in order]
+                # Disjoint, as a level's tables are: each one's last separator (at or above its last key)
+                # below the next one's first key. Else (damage) each table is a source of its own.
+                if all(a[1].index_keys[-1] < b for a, b in zip(tables, firsts[1:])):
+                    out.append(_run_chunks(db, tables, ks, vs, damaged, padded))
+                    continue
         out += [_run_chunks(db, [pt], ks, vs, damaged, padded) for pt in tables]
     return out
 

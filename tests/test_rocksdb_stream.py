@@ -179,3 +179,14 @@ def test_the_ledgers_table_equals_the_reference_reader(tmp_path):
             assert len(want) == 60 - 1 - 2 and want[3].master_key == bytes([4]) * 20
         else:
             assert p2 == []
+
+
+def test_overlapping_tables_on_one_level_still_merge_in_key_order(tmp_path, monkeypatch):
+    # A level's tables never overlap in a sound database; where damage makes them, each is its own source.
+    a = [Record(locations_key(1, e), 1 + e, V.VALUE, location_value(0, e)) for e in range(0, 60, 2)]
+    b = [Record(locations_key(1, e), 100 + e, V.VALUE, location_value(1, e)) for e in range(1, 60, 2)]
+    w.write_db(tmp_path / "db", [(1, a), (1, b)], w.TableOptions(block_size=256))
+    with ExitStack() as st_:
+        want = list(open_db(tmp_path / "db", st_).items())
+        got, bad = _fixed(open_db(tmp_path / "db", st_), monkeypatch)
+    assert got == want and len(got) == 60 and bad == []
