@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default="/tmp/rocksdb-scan")
     ap.add_argument("--entries", type=int, default=20_000_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--format-versions", type=lambda s: [int(x) for x in s.split(",")], default=[2, 5])
+    ap.add_argument("--format-versions", type=lambda s: [int(x) for x in s.split(",") if x], default=[2, 5])
     ap.add_argument("--ledgers", type=lambda s: [int(x) for x in s.split(",") if x], default=[500_000, 1_000_000,
                                                                                              2_000_000],
                     help="ledgers-index sizes for the fsck rows ('' for none)")

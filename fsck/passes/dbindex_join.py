@@ -29,7 +29,9 @@ SHARE = 0.25          # of --memory-limit: one range's entries and locations, an
 ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at = log << 32 | (offset + 4)
 LOC_ROW = np.dtype([("k", "<i8"), ("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])
 PAIR_ROW = np.dtype([("seq", "<i8"), ("ledger", "<i8"), ("entry", "<i8")])
-_WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
+# A range's working set per entry, measured: its row, the join's copy and sort, the location routed to it
+# (about one per entry), the slots and masks of the join.
+_WORK_PER_ENTRY = 6 * ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 _KEYSET_ROW = 48      # bytes a KeySet holds per row (columns, mix, order) with its query's temporaries
 
 
@@ -94,7 +96,9 @@ def cross_check(ctx: CheckContext, di: int, current: str, idx, scans) -> Pairs:
             flagged.append((int(lr["k"][i]), (DBINDEX_LOCATION_WRONG, dict(
                 path=locations_db, scope=0, ledger=int(lr["ledger"][i]), entry=int(lr["entry"][i]),
                 detail=f"{logs[at >> 32]} position {at & 0xFFFFFFFF}, found {what} there; {REBUILD_HINT}"))))
-        free.append(t[~np.isin(t["at"], lr["at"])])
+        pointed = np.zeros(n, bool)
+        pointed[slot[hit]] = True              # (positions in a log are distinct: one entry per at)
+        free.append(t[~pointed])
         del t, lr
     locs.close()
     out: Pairs = [pair for _k, pair in sorted(flagged, key=lambda kp: kp[0])]
