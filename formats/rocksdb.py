@@ -229,10 +229,13 @@ def unpack_internal_key(ikey: bytes) -> tuple[bytes, int, int]:
     return ikey[:-INTERNAL_KEY_FOOTER_SIZE], packed >> 8, packed & 0xFF
 
 
+FOOTER_DTYPE = np.dtype(f"<u{INTERNAL_KEY_FOOTER_SIZE}")   # INTERNAL_KEY_FOOTER as a numpy column
+
+
 def footer_column(ikeys: np.ndarray) -> np.ndarray:
     """The packed (sequence << 8 | type) of each row of an (n, K) array of internal keys, as uint64."""
     tail = np.ascontiguousarray(ikeys[:, ikeys.shape[1] - INTERNAL_KEY_FOOTER_SIZE:])
-    return tail.view(np.dtype(f"<u{INTERNAL_KEY_FOOTER_SIZE}")).reshape(-1).astype(np.uint64)
+    return tail.view(FOOTER_DTYPE).reshape(-1).astype(np.uint64)
 
 
 def key_words(keys: np.ndarray) -> list[np.ndarray]:

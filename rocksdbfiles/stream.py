@@ -38,7 +38,7 @@ class _Chunk:
         self.ikeys, self.values, self.vlen, self.at = ikeys, values, vlen, 0
 
 
-def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged: list, padded: bool
+def _table_chunks(pos: int, t: SstFile, ks: int, vs: int, damaged: list, padded: bool
                   ) -> Iterator[_Chunk]:
     """Chunks of one table's rows in its order; a block that cannot be read is noted in ``damaged``
     as (table position, block, error) and left out."""
@@ -85,7 +85,7 @@ def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged:
                 keys, values, vlen = fresh()
             row = 0
         keys[row:row + m, :ks] = k
-        keys[row:row + m, ks:] = packed.astype("<u8").view(np.uint8).reshape(-1, rf.INTERNAL_KEY_FOOTER_SIZE)
+        keys[row:row + m, ks:] = packed.astype(rf.FOOTER_DTYPE).view(np.uint8).reshape(-1, rf.INTERNAL_KEY_FOOTER_SIZE)
         values[row:row + m], vlen[row:row + m] = v, vl
         row += m
     if row:
@@ -93,10 +93,9 @@ def _table_chunks(db: Database, pos: int, t: SstFile, ks: int, vs: int, damaged:
     drop_pages(t.data, len(t.data))
 
 
-def _run_chunks(db: Database, tables: list[tuple[int, SstFile]], ks: int, vs: int, damaged: list, padded: bool
-                ) -> Iterator[_Chunk]:
+def _run_chunks(tables: list[tuple[int, SstFile]], ks: int, vs: int, damaged: list, padded: bool) -> Iterator[_Chunk]:
     for pos, t in tables:
-        yield from _table_chunks(db, pos, t, ks, vs, damaged, padded)
+        yield from _table_chunks(pos, t, ks, vs, damaged, padded)
 
 
 def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -> _Chunk | None:
@@ -105,7 +104,7 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -
         if len(r.user_key) == ks:
             mem.append(r)
         else:
-            wrong.append(rf_problem(db, f"WAL key {r.user_key.hex()}: {len(r.user_key)} bytes, not {ks}"))
+            wrong.append(_problem(db, f"WAL key {r.user_key.hex()}: {len(r.user_key)} bytes, not {ks}"))
     if not mem:
         return None
     mem.sort(key=lambda r: r.user_key)
@@ -116,7 +115,7 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -
     return _Chunk(ikeys, values, np.array([len(r.value) for r in mem], np.int64))
 
 
-def rf_problem(db: Database, detail: str, kind: str = "bad-key-size"):
+def _problem(db: Database, detail: str, kind: str = "bad-key-size"):
     from rocksdbfiles.db import Problem
     return Problem(kind, db.path, None, detail)
 
@@ -148,9 +147,9 @@ def _sources(db: Database, ks: int, vs: int, damaged: list, padded: bool) -> lis
                 # Disjoint, as a level's tables are: each one's last separator (at or above its last key)
                 # below the next one's first key. Else (damage) each table is a source of its own.
                 if all(a[1].index_keys[-1] < b for a, b in zip(tables, firsts[1:])):
-                    out.append(_run_chunks(db, tables, ks, vs, damaged, padded))
+                    out.append(_run_chunks(tables, ks, vs, damaged, padded))
                     continue
-        out += [_run_chunks(db, [pt], ks, vs, damaged, padded) for pt in tables]
+        out += [_run_chunks([pt], ks, vs, damaged, padded) for pt in tables]
     return out
 
 
@@ -230,7 +229,7 @@ def iter_fixed(db: Database, key_size: int, value_size: int, padded: bool = Fals
         n = live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mark, out_keys, out_values,
                       out_vlen)
         for row in np.flatnonzero(mark == _BAD_SIZE).tolist():
-            sizes.append(rf_problem(db, f"key {ikeys[row, :ks].tobytes().hex()}: a value of {int(vlen[row])} bytes, "
+            sizes.append(_problem(db, f"key {ikeys[row, :ks].tobytes().hex()}: a value of {int(vlen[row])} bytes, "
                                         f"not {vs}", "bad-value-size"))
         yield out_keys[:n], out_values[:n], out_vlen[:n]
     for _pos, i, e in sorted(damaged, key=lambda d: (d[0], d[1])):
