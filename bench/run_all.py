@@ -18,6 +18,7 @@ BENCHES = {
     "rocksdb": ("bench.rocksdb_bench", "RocksDB locations: lookups, full iteration, DbLedgerStorage fsck"),
     "rocksdb-scan": ("bench.rocksdb_scan_bench", "a 20M-key locations database RocksDB wrote: dump and fsck's read "
                                                  "vs sst_dump, ldb scan, a raw read"),
+    "space": ("bench.space_bench", "bkdisk space (ledgers maps, and --scan) as processes vs a raw read of the logs"),
     "audit": ("bench.audit_bench", "the Spark audit over 1-8 disks vs fsck + inventory direct, the join alone"),
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
 }

@@ -218,7 +218,8 @@ FOOTER_SIZE = rf.INTERNAL_KEY_FOOTER_SIZE
 
 
 @kernel
-def live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mark, out_keys, out_values, out_vlen):
+def live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mark, out_keys, out_values,
+              out_vlen):
     """Mark each row of a merged run (key ascending, then newest first): 1 the live value of its key, 2 the
     same but its value is not V bytes (with ``padded``: longer than V), 0 an older version, a deletion,
     or a key a range tombstone fragment with a larger sequence covers; copy the user keys, values and

@@ -111,7 +111,8 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -
     ikeys = np.frombuffer(b"".join(rf.internal_key(r.user_key, r.sequence, r.vtype) for r in mem),
                           np.uint8).reshape(-1, ks + rf.INTERNAL_KEY_FOOTER_SIZE)
     values = np.frombuffer(b"".join(r.value if len(r.value) == vs else r.value.ljust(vs, b"\0")
-                                    if padded and len(r.value) < vs else bytes(vs) for r in mem), np.uint8).reshape(-1, vs)
+                                    if padded and len(r.value) < vs else bytes(vs) for r in mem),
+                           np.uint8).reshape(-1, vs)
     return _Chunk(ikeys, values, np.array([len(r.value) for r in mem], np.int64))
 
 

@@ -94,7 +94,9 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         w = np.searchsorted(t["key"], lr["key"])
         wc = np.minimum(w, max(n - 1, 0))
         hit = (t["key"][wc] == lr["key"]) if n else np.zeros(len(lr), bool)
-        same = hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"]) & (t["entry"][wc] == lr["entry"])
+        # With no entry in the range's logs nothing is the same (and there is nothing to index into).
+        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"]) & (t["entry"][wc] == lr["entry"])
+                if n else np.zeros(len(lr), bool))
         for i in np.flatnonzero(~same).tolist():
             wrong.append((int(lr["k"][i]), _wrong(inv, all_locs[int(lr["k"][i])], t[wc[i]] if hit[i] else None)))
         pointed = np.zeros(n, dtype=bool)
