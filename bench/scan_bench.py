@@ -46,6 +46,8 @@ def _params(a) -> dict:
         p["digest"] = a.digest
     if getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES) != DEFAULT_ENTRY_BYTES:
         p["entry_bytes"] = a.entry_bytes
+    if getattr(a, "bulk", False):
+        p["bulk"] = True
     return p
 
 
@@ -64,18 +66,23 @@ def _stamp(d: str) -> str:
 
 def build(a) -> None:
     """Write the bookie and the index hierarchy under ``a.dir`` (run in a child process)."""
+    from bench import bulk_bookie
     from bookie.model import BookieSpec, LedgerSpec
     from bookie.writer import write_bookie
     from formats.digests import DigestType
-    from formats.ids import LedgerId
-    from formats.index import IndexHeader
-    from formats.paths import index_relpath
-    from indexfiles.writer import index_bytes
 
+    lo, hi = entry_sizes(getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES))
+    if getattr(a, "bulk", False):
+        t = time.perf_counter()
+        counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed)
+        print(f"built bookie in bulk: {counts['entries']} entries, {a.ledgers} ledgers, {counts['bytes'] / GIB:.2f} GiB "
+              f"of entries in {counts['logs']} entry logs, {counts['journals']} journals "
+              f"({time.perf_counter() - t:.0f} s)", flush=True)
+        _finish(a, counts["entries"])
+        return
     rng = np.random.default_rng(a.seed)
     pool = rng.integers(0, 256, 64 * MIB, dtype=np.uint8).tobytes()
     view = memoryview(pool)
-    lo, hi = entry_sizes(getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES))
     target = int(a.size_gib * GIB)
     per_ledger = max(1, target // a.ledgers)
     per_chunk = max(1, CHUNK_BYTES // per_ledger)
@@ -107,6 +114,24 @@ def build(a) -> None:
     print(f"built bookie: {entries} entries, {a.ledgers} ledgers, {log_bytes / GIB:.2f} GiB of "
           f"entries in {logs} entry logs, {len(journals)} journals "
           f"({time.perf_counter() - t:.0f} s)", flush=True)
+    _finish(a, entries)
+
+
+def built_entries(d: str) -> int | None:
+    """The entries the bookie in ``d`` was built with (None: built before this was recorded)."""
+    try:
+        with open(os.path.join(d, "bench-built.json")) as f:
+            return int(json.load(f)["entries"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _finish(a, entries: int) -> None:
+    """The synthetic index hierarchy beside the bookie, and the stamp that lets a later run reuse both."""
+    from formats.ids import LedgerId
+    from formats.index import IndexHeader
+    from formats.paths import index_relpath
+    from indexfiles.writer import index_bytes
     tree = os.path.join(a.dir, "idx-tree")
     hdr = IndexHeader(1, bytes(20), 0, None)
     made = set()
@@ -121,6 +146,8 @@ def build(a) -> None:
         locs = (np.arange(1, 2 + i % 40, dtype=np.uint64) << np.uint64(32)) | np.uint64(1028)
         with open(p, "wb") as f:
             f.write(index_bytes(hdr, locs, 1024))
+    with open(os.path.join(a.dir, "bench-built.json"), "w") as f:
+        json.dump({"entries": entries}, f)
     with open(_stamp(a.dir), "w") as f:
         json.dump(_params(a), f)
 
@@ -156,7 +183,7 @@ def ensure_built(a) -> None:
     os.makedirs(a.dir, exist_ok=True)
     cmd = [sys.executable, "-m", "bench.scan_bench", "--build-only", "--dir", a.dir, "--size-gib", str(a.size_gib),
            "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest,
-           "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)]
+           "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)] + (["--bulk"] if getattr(a, "bulk", False) else [])
     subprocess.run(cmd, check=True)
 
 
@@ -388,6 +415,9 @@ def bookie_arguments(ap: argparse.ArgumentParser) -> None:
                     help="ledgers' digest type: alternating CRC32C/CRC32, or CRC32C for all")
     ap.add_argument("--entry-bytes", default=DEFAULT_ENTRY_BYTES, metavar="MIN:MAX",
                     help="payload sizes, uniform in MIN..MAX bytes (100:1000: a Pulsar-like bookie of small entries)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="build with bench/bulk_bookie.py (CRC32C, packaged in batches: minutes for tens of millions "
+                         "of entries) instead of bookie.writer")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 # The scanners (numpy, numba) are imported where the command runs, not for its --help.
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
+ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
 
 
 class InventoryError(BkdiskError):
@@ -83,7 +84,8 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
         if jsonl:
-            out.write(rows.jsonl())
+            for part in rows.jsonl_parts():
+                out.write(part)
         if parquet is not None:
             parquet.write(rows.arrow())
         if not jsonl:
@@ -117,7 +119,7 @@ class _ParquetSink:
             self.writer = pq.ParquetWriter(self.tmp, batch.schema)
         elif batch.schema != self.writer.schema:
             batch = batch.cast(self.writer.schema)
-        self.writer.write_batch(batch)
+        self.writer.write_batch(batch, row_group_size=ROW_GROUP)
 
     def close(self, ok: bool) -> None:
         if self.writer is not None:

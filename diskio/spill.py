@@ -32,6 +32,7 @@ DEFAULT_MEMORY_MIB = 1024
 MIN_MEMORY_MIB = 1            # a tiny limit is allowed: it spills everything (what the tests do)
 PREFIX = "bkdisk-spill-"
 _APPEND_CHUNK = 1 << 16       # rows routed at once (bounds the routing's temporaries)
+MIN_WINDOW, MAX_WINDOW = 4 * MIB, 64 * MIB
 
 
 class SpillError(BkdiskError):
@@ -53,6 +54,12 @@ class MemoryLimit:
     def share(self, fraction: float) -> int:
         """Bytes of the limit given to one table."""
         return max(1, int(self.bytes * fraction))
+
+    @property
+    def window(self) -> int:
+        """Bytes of a file a scanner maps at once: mapped pages count in the resident set, and a check
+        maps several windows at once (a scan thread's walk and digest check, the journals')."""
+        return min(MAX_WINDOW, max(MIN_WINDOW, self.bytes // 64 >> 20 << 20))
 
 
 def _start_time(pid: int) -> str | None:
@@ -97,7 +104,7 @@ class SpillFolder:
     (the bookie's dirs), checked at once; the folders of killed runs there are removed at once too."""
 
     _live: set[str] = set()
-    _lock = threading.Lock()
+    _lock = threading.RLock()
     _handlers_set = False
 
     def __init__(self, limit: MemoryLimit, forbidden: Sequence[str] = ()):
@@ -114,7 +121,11 @@ class SpillFolder:
                                  f"expected a folder outside every bookie dir")
 
     def get(self) -> str:
-        """The folder, made now if it is not yet (stale folders of killed runs removed first)."""
+        """The folder, made now if it is not yet (by one thread: the scans of a check share it)."""
+        with SpillFolder._lock:
+            return self._get()
+
+    def _get(self) -> str:
         if self.path is None:
             if not os.path.isdir(self.root):
                 raise SpillError(f"{self.root}: --tmp-dir is not a folder")
@@ -123,8 +134,7 @@ class SpillFolder:
                 self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{_start_time(pid) or 0}-", dir=self.root)
             except OSError as e:
                 raise SpillError(f"{self.root}: cannot make a temporary folder ({e.strerror})") from None
-            with SpillFolder._lock:
-                SpillFolder._live.add(self.path)
+            SpillFolder._live.add(self.path)
             _install_cleanup()
         return self.path
 
@@ -353,6 +363,32 @@ class ChunkedArray:
             for lo in range(0, len(a), rows):
                 yield start, a[lo:lo + rows]
                 start += len(a[lo:lo + rows])
+
+    def __getitem__(self, what):
+        """Rows ``lo:hi`` (read from the file as far as they are in it), one row, or a whole column by
+        name (the whole array: for the steps that look at all of it at once, on damage only)."""
+        import numpy as np
+        if not isinstance(what, (slice, int, np.integer)):   # a column name, an index array
+            return self.array()[what]
+        if isinstance(what, (int, np.integer)):
+            i = int(what) + (self._rows if what < 0 else 0)
+            return self[i:i + 1][0]
+        lo, hi, step = what.indices(self._rows)
+        if step != 1:
+            raise IndexError("ChunkedArray takes contiguous slices")
+        parts = []
+        if lo < self._on_disk and self._path is not None:
+            n = min(hi, self._on_disk) - lo
+            parts.append(np.fromfile(self._path, self.dtype, n, offset=lo * self.dtype.itemsize))
+        at = self._on_disk
+        for a in self._held:
+            a_lo, a_hi = max(lo, at), min(hi, at + len(a))
+            if a_lo < a_hi:
+                parts.append(a[a_lo - at:a_hi - at])
+            at += len(a)
+        if not parts:
+            return np.zeros(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def array(self) -> np.ndarray:
         import numpy as np

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from bookie.layout import BookieDirs
 from diskio.mapped import DiskError, read_bytes
-from diskio.spill import MemoryLimit, SpillFolder
+from diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
@@ -143,7 +143,7 @@ class CheckContext:
         def one(lf: LogFile) -> EntryLogArrays | Exception:
             self.keep_going()
             try:
-                return self.scan_store.keep_log(scan_entry_log(lf.path, digests=plan,
+                return self.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=self.options.memory.window,
                                                                payload_hash=self.options.payload_hash))
             except (DiskError, FormatError) as e:
                 return e
@@ -174,7 +174,7 @@ class CheckContext:
         for jf in self.journal_files:
             self.keep_going()
             try:
-                out[jf.path] = self.journal_store.keep_journal(scan_journal(jf.path))
+                out[jf.path] = self.journal_store.keep_journal(scan_journal(jf.path, window=self.options.memory.window))
             except (DiskError, FormatError) as e:
                 out[jf.path] = e
         return out
@@ -266,7 +266,9 @@ class CheckContext:
 
     @cached_property
     def index_inventory(self) -> IndexInventory:
-        return index_scan.walk_index_dirs(self.dirs.effective_index_dirs, listing=self.index_listing)
+        from indexfiles.arrays import LOCATION_DTYPE
+        sink = ChunkedArray(LOCATION_DTYPE, self.options.memory.share(scan_store.LOCATION_SHARE), self.spill, "locations")
+        return index_scan.walk_index_dirs(self.dirs.effective_index_dirs, listing=self.index_listing, sink=sink)
 
     @cached_property
     def relocation_leftovers(self) -> dict[LedgerId, str]:

@@ -33,9 +33,13 @@ class KeySet:
         return len(self.sorted)
 
     def contains(self, cols: list[np.ndarray]) -> np.ndarray:
+        return self.index_of(cols) >= 0
+
+    def index_of(self, cols: list[np.ndarray]) -> np.ndarray:
+        """Per row, the index of an equal row of the set (-1: none)."""
         n = len(cols[0]) if cols else 0
         if n == 0 or len(self.sorted) == 0:
-            return np.zeros(n, bool)
+            return np.full(n, -1, np.int64)
         h = mix(cols)
         lo = np.searchsorted(self.sorted, h, "left")
         hi = np.searchsorted(self.sorted, h, "right")
@@ -44,9 +48,10 @@ class KeySet:
         same = cand.copy()
         for ref, q in zip(self.cols, cols):
             same &= ref[j] == np.asarray(q)
+        out = np.where(same, j, -1)
         for i in np.flatnonzero(cand & ~same & (hi - lo > 1)).tolist():   # colliding mixes: each compared
             for k in self.order[lo[i]:hi[i]].tolist():
                 if all(ref[k] == np.asarray(q)[i] for ref, q in zip(self.cols, cols)):
-                    same[i] = True
+                    out[i] = k
                     break
-        return same
+        return out

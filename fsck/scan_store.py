@@ -17,8 +17,9 @@ from diskio.spill import ArrayFile, SpillFolder
 from entrylogs.scan import EntryLogScanArrays
 from journal.arrays import JournalArrays
 
-LOG_SHARE = 0.25        # of --memory-limit: entry-log scans kept in memory
-JOURNAL_SHARE = 0.10    # journal scans
+LOG_SHARE = 0.10        # of --memory-limit: entry-log scans kept in memory
+JOURNAL_SHARE = 0.05    # journal scans
+LOCATION_SHARE = 0.10   # the index files' locations (fsck.context.index_inventory)
 _HASH_BYTES = 32
 
 

@@ -23,7 +23,7 @@ from fsck.findings import Finding
 from fsck.keyjoin import KeySet
 from fsck.scan_store import entry_count
 
-SHARE = 0.25          # of --memory-limit: one range's entries and locations, and their sort
+SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
 LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
@@ -94,7 +94,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         w = np.searchsorted(t["key"], lr["key"])
         wc = np.minimum(w, max(n - 1, 0))
         hit = (t["key"][wc] == lr["key"]) if n else np.zeros(len(lr), bool)
-        # With no entry in the range's logs nothing is the same (and there is nothing to index into).
+        # (a range whose logs hold no entry: nothing is the same, and there is nothing to index into)
         same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"]) & (t["entry"][wc] == lr["entry"])
                 if n else np.zeros(len(lr), bool))
         for i in np.flatnonzero(~same).tolist():
