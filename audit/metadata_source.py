@@ -1,70 +1,210 @@
-"""Where the audit gets ledger metadata: one small interface, a folder of serialized metadata or the
-ledger metadata service (issue 10) through its client."""
+"""Where the audit gets ledger metadata: a folder of serialized metadata or the ledger metadata
+service, read in parallel by Spark tasks, never whole by one process.
+
+The driver cuts the ledgers into work units without holding them: it streams the folder's listing
+(or the service's ranges of ledger ids) into chunk files of ``CHUNK`` ledgers under a scratch folder
+every executor sees. Each task reads its chunk's ledgers (``read``), and a disk's task looks up a
+ledger it holds that metadata does not place on it (``lookup``). A source is pickled to the tasks.
+"""
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from itertools import islice
 from typing import Protocol
 
+from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.metadata import LedgerMetadata
 
+CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
+
+Read = tuple[LedgerId, "LedgerMetadata | Exception"]
+
 
 class MetadataSource(Protocol):
-    """Every ledger's metadata, keyed by its full (128-bit) id."""
-
     def describe(self) -> str:
         """Where the metadata came from, for the report."""
 
-    def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """All ledgers; raises the layer's error type when the source cannot be read at all."""
+    def check(self) -> None:
+        """Raise the layer's error when the source cannot be read at all (before Spark starts)."""
+
+    def units(self) -> Iterator[str]:
+        """Work units as lines of text (driver side, streamed), each a few ledgers at most."""
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        """The ledgers of ``units`` (in a task): each with its metadata, or the error reading it."""
+
+    def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
+        """One ledger's metadata (in a task), None when metadata has none."""
+
+
+def write_chunks(source: MetadataSource, folder: str, per_chunk: int = CHUNK) -> list[str]:
+    """The source's units in files of at most ``per_chunk`` units each under ``folder``; the paths."""
+    os.makedirs(folder, exist_ok=True)
+    paths: list[str] = []
+    f, n = None, 0
+    try:
+        for u in source.units():
+            if f is None or n == per_chunk:
+                if f is not None:
+                    f.close()
+                paths.append(os.path.join(folder, f"chunk-{len(paths):06d}.txt"))
+                f, n = open(paths[-1], "w", encoding="utf-8"), 0
+            f.write(u + "\n")
+            n += 1
+    finally:
+        if f is not None:
+            f.close()
+    return paths
+
+
+def read_chunk(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
 
 
 class MetadataDirSource:
-    """A folder of ``<hex id>.bin``/``.txt`` files as LedgerMetadataSerDe writes them."""
+    """A folder of ``<hex id>.bin``/``.txt`` files as LedgerMetadataSerDe writes them. Every executor
+    reads it at the same path (as it reads --out)."""
 
     def __init__(self, folder: str, *, strict: bool = True):
-        self.folder, self.strict = folder, strict
+        self.folder, self.strict = os.path.abspath(folder), strict
         self.errors: list[Exception] = []
-        self._loaded: dict[LedgerId, LedgerMetadata] | None = None
 
     def describe(self) -> str:
         return f"metadata folder {self.folder}"
 
+    def check(self) -> None:
+        from diskio.mapped import DiskError
+        if not os.path.isdir(self.folder):
+            raise DiskError(self.folder, "cannot list the metadata folder (not a folder)")
+        with os.scandir(self.folder):
+            pass
+
+    def units(self) -> Iterator[str]:
+        from bookie.metadata_dir import metadata_names
+        return metadata_names(self.folder)
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        from bookie.metadata_dir import read_metadata_files
+        return read_metadata_files(self.folder, units)
+
+    def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
+        from bookie.metadata_dir import read_ledger_file
+        from diskio.mapped import DiskError
+        try:
+            return read_ledger_file(self.folder, lid)
+        except (FormatError, DiskError):
+            return None   # the metadata stage said it already
+
     def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """Read the folder once; later calls return the same ledgers."""
-        if self._loaded is None:
-            from bookie.metadata_dir import load_metadata_dir
-            md, self.errors = load_metadata_dir(self.folder)
-            if self.errors and self.strict:
-                # A ledger whose metadata cannot be read would be reported as an orphan: refuse instead.
-                raise self.errors[0]
-            self._loaded = md
-        return self._loaded
+        """Every ledger in one dict (small folders: tests, scan-disk of a few ledgers)."""
+        from bookie.metadata_dir import load_metadata_dir
+        md, self.errors = load_metadata_dir(self.folder)
+        if self.errors and self.strict:
+            raise self.errors[0]
+        return md
 
 
 class MetadataServiceSource:
-    """Every ledger's metadata read through the ledger metadata service (``grpc://HOST:PORT``), once,
-    on the driver: the whole audit holds one connection to the service, and the service one store
-    session, however many tasks run."""
+    """Ledger metadata through the ledger metadata service (``grpc://HOST:PORT``): the driver lists
+    the ledger ids as runs of consecutive ids, and each task reads its runs as a thin client."""
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0):
         from metaservice.client import service_target
         self.url, self.target = url, service_target(url)
         self.token, self.timeout = token, timeout
-        self._loaded: dict[LedgerId, LedgerMetadata] | None = None
 
     def describe(self) -> str:
         return f"metadata service {self.url}"
 
-    def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """Read every ledger once; later calls return the same ledgers."""
-        if self._loaded is None:
-            from metaservice.client import MetadataClient
-            client = MetadataClient(self.target, token=self.token, timeout=self.timeout)
+    def _client(self):
+        from metaservice.client import MetadataClient
+        return MetadataClient(self.target, token=self.token, timeout=self.timeout)
+
+    def check(self) -> None:
+        c = self._client()
+        try:
+            next(iter(c.iterate(all_scopes=True)), None)
+        finally:
+            c.close()
+
+    def units(self) -> Iterator[str]:
+        """``scope first count`` per run of consecutive ledger ids, a run at most CHUNK long."""
+        c = self._client()
+        try:
+            run: list[int] | None = None
+            for scope, lid in c.iterate(all_scopes=True):
+                if run and run[0] == scope and run[1] + run[2] == lid and run[2] < CHUNK:
+                    run[2] += 1
+                    continue
+                if run:
+                    yield f"{run[0]} {run[1]} {run[2]}"
+                run = [scope, lid, 1]
+            if run:
+                yield f"{run[0]} {run[1]} {run[2]}"
+        finally:
+            c.close()
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from formats.metadata import parse_metadata
+        from metaservice.client import MetadataError
+        c = self._client()
+
+        def one(key: tuple[int, int]) -> Read | None:
+            s, lid = key
             try:
-                self._loaded = client.load_all()
-            finally:
-                client.close()
-        return self._loaded
+                got = c.read(lid, s)
+            except MetadataError as exc:
+                if exc.code == "LEDGER_NOT_FOUND":   # deleted since the listing: not a ledger any more
+                    return None
+                raise
+            try:
+                return LedgerId(s, lid), parse_metadata(got.serialized, path=f"{self.url}: ledger {LedgerId(s, lid)}")
+            except FormatError as exc:
+                return LedgerId(s, lid), exc
+
+        def keys() -> Iterator[tuple[int, int]]:
+            for u in units:
+                s, first, count = map(int, u.split())
+                for lid in range(first, first + count):
+                    yield s, lid
+        try:
+            it = keys()
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                while batch := list(islice(it, 1000)):   # a thousand reads in flight, not the chunk's all
+                    for r in pool.map(one, batch):
+                        if r is not None:
+                            yield r
+        finally:
+            c.close()
+
+    def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
+        from formats.metadata import parse_metadata
+        from metaservice.client import MetadataError
+        c = self._client()
+        try:
+            got = c.read(lid.ledger, lid.scope)
+            return parse_metadata(got.serialized)
+        except MetadataError as exc:
+            if exc.code == "LEDGER_NOT_FOUND":
+                return None
+            raise
+        except FormatError:
+            return None
+        finally:
+            c.close()
+
+    def load(self) -> dict[LedgerId, LedgerMetadata]:
+        """Every ledger in one dict (small stores: tests)."""
+        c = self._client()
+        try:
+            return c.load_all()
+        finally:
+            c.close()
 
 
 def open_source(spec: str) -> MetadataSource:

@@ -79,7 +79,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     indexed_entries = set(zip(lscope.tolist(), lledger.tolist(), locs["entry"].tolist()))
     facts = ctx.journal_facts
     pending = {(lid, e) for _p, _o, lid, e in facts.pending}
-    md = ctx.metadata or {}
+    md = ctx.metadata if ctx.metadata is not None else {}   # a view with no ledger of its own still looks up
     log_paths = {lf.log_id: lf.path for lf in ctx.log_files}
     unindexed_ledgers: dict[LedgerId, list[int]] = defaultdict(list)
     garbage = 0
