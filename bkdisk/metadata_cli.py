@@ -286,29 +286,22 @@ def import_command(folder, server, token, timeout, tls_ca, as_json) -> None:
 def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
     """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
     32-digit qualified name)."""
-    from formats.ids import LedgerId
     from formats.metadata import parse_metadata
     from fsck.ledger_options import parse_id
-    from metaservice.client import MetadataError
     os.makedirs(folder, exist_ok=True)
     c = _metadata_client(server, token, timeout, tls_ca)
     want = 0 if fmt == "stored" else int(fmt)
-    keys = c.iterate(all_scopes=True) if scope is None else c.iterate(scope=parse_id(scope, "--ledger-scope-id"))
+    s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     written = []
-    for s, lid in keys:
-        name = f"{lid:x}" if s == 0 else LedgerId(s, lid).qualified_name
-        try:
-            got = c.read(lid, s, want)
-        except MetadataError as exc:
-            if exc.code == "LEDGER_NOT_FOUND":
-                continue
-            raise BkdiskError(f"ledger {LedgerId(s, lid).qualified_name}: {exc}") from None
-        version = want or parse_metadata(got.serialized, path=f"ledger {name}").format_version
-        path = os.path.join(folder, name + SUFFIX[version])
-        with open(path + ".tmp", "wb") as f:
-            f.write(got.serialized)
-        os.replace(path + ".tmp", path)
-        written.append(os.path.basename(path))
+    for page in c.read_ledgers(scope=s, format_version=want):
+        for got in page:
+            name = f"{got.ledger_id:x}" if got.scope == 0 else got.key.qualified_name
+            version = want or parse_metadata(got.serialized, path=f"ledger {name}").format_version
+            path = os.path.join(folder, name + SUFFIX[version])
+            with open(path + ".tmp", "wb") as f:
+                f.write(got.serialized)
+            os.replace(path + ".tmp", path)
+            written.append(os.path.basename(path))
     _emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")
 
 

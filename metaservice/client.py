@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import grpc
 
 from formats.errors import BkdiskError, FormatError
-from formats.ids import LedgerId
+from formats.ids import U64, LedgerId
 from formats.metadata import LedgerMetadata, parse_metadata
 from metaservice.auth import TOKEN_HEADER
 from metaservice.proto import metaservice_pb2 as pb
@@ -45,6 +45,38 @@ class LedgerChange:
     ledger_id: int
     version: int
     serialized: bytes
+
+
+@dataclass(frozen=True)
+class StoredLedger:
+    """One ledger of a bulk read: its metadata as stored (LedgerMetadataSerDe bytes) and version."""
+
+    scope: int
+    ledger_id: int
+    version: int
+    serialized: bytes
+
+    @property
+    def key(self) -> LedgerId:
+        return LedgerId(self.scope, self.ledger_id)
+
+    def parse(self, where: str = "") -> LedgerMetadata:
+        """The parsed metadata; MetadataError LEDGER_METADATA_ERROR naming the ledger if it does not parse."""
+        try:
+            return parse_metadata(self.serialized, path=f"{where}ledger {self.key.qualified_name}")
+        except FormatError as exc:
+            raise MetadataError("LEDGER_METADATA_ERROR", str(exc)) from None
+
+
+def _key128(k: int | LedgerId | None, what: str) -> tuple[int, int] | None:
+    if k is None:
+        return None
+    v = k.value if isinstance(k, LedgerId) else int(k)
+    if what == "end" and v == 1 << 128:      # past the largest id: the same as no end
+        return None
+    if not 0 <= v < 1 << 128:
+        raise MetadataError("BAD_REQUEST", f"{what} {v} is outside 0..2^128-1")
+    return v >> 64, v & U64
 
 
 def _ledger(r: pb.LedgerMetadataResponse) -> Ledger:
@@ -216,28 +248,60 @@ class MetadataClient:
             finally:
                 stop.set()
 
-    def load_all(self, scope: int | None = None, threads: int = 8) -> dict[LedgerId, LedgerMetadata]:
+    def read_ledgers(self, start: int | LedgerId | None = None, end: int | LedgerId | None = None, *,
+                     scope: int | None = None, page_size: int = 1000,
+                     format_version: int = 0) -> Iterator[list[StoredLedger]]:
+        """Bulk read: every ledger whose 128-bit id (scope << 64 | ledger id) is in [start, end),
+        ascending by that id, as pages (lists) of at most ``page_size`` StoredLedger.
+
+        ``start`` is inclusive, ``end`` exclusive (2^128 or None: through the largest id); None
+        as start reads from the smallest id; ``scope=S`` instead
+        reads the whole scope S. One server stream per call; a stream lost to the transport or to
+        STORE_UNAVAILABLE is reopened after the last ledger yielded, so no ledger is yielded twice
+        or skipped. Not a snapshot: a ledger changed during the read shows either state.
+        """
+        if scope is not None:
+            if start is not None or end is not None:
+                raise MetadataError("BAD_REQUEST", "give scope or start/end, not both")
+            start, end = scope << 64, (scope + 1) << 64
+        low, high = _key128(start, "start"), _key128(end, "end")
+        for attempt in range(self.ch.retries + 1):
+            req = pb.ReadLedgersRequest(page_size=page_size, format_version=format_version)
+            if low is not None:
+                req.start.ledger_scope_id, req.start.ledger_id = low
+            if high is not None:
+                if low is not None and low >= high:
+                    return
+                req.end.ledger_scope_id, req.end.ledger_id = high
+            self.ch.rpc_count += 1
+            stream = self.stub.ReadLedgers(req, timeout=self.ch.timeout * 60, metadata=self.ch.metadata)
+            try:
+                for page in stream:
+                    if page.code == pb.STORE_UNAVAILABLE and attempt < self.ch.retries:
+                        break      # the store session is being re-established: reopen after `low`
+                    check(page)
+                    got = [StoredLedger(x.ledger_scope_id, x.ledger_id, x.version, x.serialized_metadata)
+                           for x in page.ledgers]
+                    if got:
+                        last = (got[-1].scope << 64 | got[-1].ledger_id) + 1
+                        if last >> 128:
+                            yield got
+                            return
+                        low = (last >> 64, last & U64)
+                        yield got
+                else:
+                    return
+                stream.cancel()
+            except grpc.RpcError as exc:
+                if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
+                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+            time.sleep(self.ch.backoff)
+
+    def load_all(self, scope: int | None = None) -> dict[LedgerId, LedgerMetadata]:
         """Every ledger's metadata (of one scope, or of all): what a metadata folder gives fsck and
-        the audit, read through the service so that the reader holds no store session of its own."""
-        from concurrent.futures import ThreadPoolExecutor
-        keys = list(self.iterate(all_scopes=True) if scope is None else self.iterate(scope=scope))
-
-        def one(key: tuple[int, int]) -> tuple[LedgerId, LedgerMetadata] | None:
-            s, lid = key
-            try:
-                got = self.read(lid, s)
-            except MetadataError as exc:
-                if exc.code == "LEDGER_NOT_FOUND":     # deleted since the listing: not a ledger any more
-                    return None
-                raise
-            where = f"{self.ch.target}: ledger {LedgerId(s, lid).qualified_name}"
-            try:
-                return LedgerId(s, lid), parse_metadata(got.serialized, path=where)
-            except FormatError as exc:
-                raise MetadataError("LEDGER_METADATA_ERROR", str(exc)) from None
-
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            return dict(x for x in pool.map(one, keys) if x is not None)
+        the audit, read through the service (one bulk read) so the reader holds no store session."""
+        where = f"{self.ch.target}: "
+        return {x.key: x.parse(where) for page in self.read_ledgers(scope=scope) for x in page}
 
     def close(self) -> None:
         self.ch.close()

@@ -69,13 +69,18 @@ def incoming(metadata: bytes, serialized: bytes) -> bytes:
     return data
 
 
-def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
-    """(LedgerMetadataFormat bytes, LedgerMetadataSerDe bytes in ``format_version`` or as stored)."""
+def check_format_version(format_version: int) -> None:
+    """BadRequest or NotImplementedFormat unless ``format_version`` is 0 (as stored) or a format."""
     if format_version < 0:
         raise BadRequest(f"format_version {format_version} is negative")
     if format_version and format_version not in FORMAT_VERSIONS:
         raise NotImplementedFormat(f"format_version {format_version}: only formats "
                                    f"{FORMAT_VERSIONS} exist")
+
+
+def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
+    """(LedgerMetadataFormat bytes, LedgerMetadataSerDe bytes in ``format_version`` or as stored)."""
+    check_format_version(format_version)
     try:
         md = parse_metadata(data, "<stored metadata>")
     except FormatError as exc:

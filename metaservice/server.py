@@ -128,6 +128,33 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
             yield pb.GetLedgerRangesResponse(code=pb.StatusCode.Value(exc.code),
                                              ledger_scope_id=scope, message=exc.message)
 
+    def ReadLedgers(self, request, context):
+        size = request.page_size
+        if not 1 <= size <= MAX_PAGE:
+            yield pb.ReadLedgersResponse(code=pb.BAD_REQUEST,
+                                         message=f"page_size must be 1..{MAX_PAGE}")
+            return
+        start = (request.start.ledger_scope_id, request.start.ledger_id) if request.HasField("start") else None
+        end = (request.end.ledger_scope_id, request.end.ledger_id) if request.HasField("end") else None
+        fmt = request.format_version
+        try:
+            ledgers.check_format_version(fmt)
+            page: list = []
+            for batch in self.store.scan(start, end, size):
+                for v in batch:
+                    data = v.data if not fmt else ledgers.outgoing(v.data, fmt)[1]
+                    page.append(pb.StoredLedger(ledger_scope_id=v.scope, ledger_id=v.ledger,
+                                                version=v.version, serialized_metadata=data))
+                    if len(page) == size:
+                        yield pb.ReadLedgersResponse(code=pb.SUCCESS, ledgers=page)
+                        page = []
+                if not context.is_active():
+                    return
+            if page:
+                yield pb.ReadLedgersResponse(code=pb.SUCCESS, ledgers=page)
+        except StoreError as exc:
+            yield pb.ReadLedgersResponse(code=pb.StatusCode.Value(exc.code), message=exc.message)
+
     def Watch(self, request_iterator, context):
         yield from WatchStream(self.store, request_iterator, context).run()
 

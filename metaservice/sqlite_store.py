@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from metaservice.store import (SCOPE0_MAX_LEDGER, BadVersion, Change, LedgerExists, LedgerNotFound,
@@ -182,6 +183,25 @@ class SqliteStore(MetadataStore):
             rows = self._db.execute(f"SELECT ledger FROM ledgers WHERE scope=? AND ledger{op}? "
                                     "ORDER BY ledger LIMIT ?", (_k(scope), low, limit)).fetchall()
         return [_v(r[0]) for r in rows]
+
+    def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
+             batch: int) -> Iterator[list[Versioned]]:
+        # Keyset pages on the primary key; the lock is held for one page's query only.
+        low, op = (start or (0, 0)), ">="
+        high = "" if end is None else " AND (scope, ledger) < (?, ?)"
+        tail = () if end is None else (_k(end[0]), _k(end[1]))
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT scope, ledger, version, data FROM ledgers WHERE (scope, ledger) {op} (?, ?)"
+                    f"{high} ORDER BY scope, ledger LIMIT ?",
+                    (_k(low[0]), _k(low[1]), *tail, batch)).fetchall()
+            if not rows:
+                return
+            yield [Versioned(_v(s), _v(lg), ver, bytes(d)) for s, lg, ver, d in rows]
+            if len(rows) < batch:
+                return
+            low, op = (_v(rows[-1][0]), _v(rows[-1][1])), ">"
 
     def scopes(self) -> list[int]:
         with self._lock:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Iterator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -116,6 +117,13 @@ class MetadataStore(ABC):
     @abstractmethod
     def ledger_ids(self, scope: int, after: int | None, limit: int) -> list[int]:
         """Up to ``limit`` ledger ids of ``scope`` greater than ``after``, ascending."""
+
+    @abstractmethod
+    def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
+             batch: int) -> Iterator[list[Versioned]]:
+        """Every ledger whose (scope, ledger) is in [start, end) (None: unbounded), ascending by
+        the 128-bit id, in lists of at most ``batch``. Each ledger is read at one version; the
+        scan as a whole is not a snapshot (a ledger changed meanwhile shows either state)."""
 
     @abstractmethod
     def scopes(self) -> list[int]:

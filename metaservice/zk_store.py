@@ -10,11 +10,13 @@ multi whose reply was lost did apply: it is never sent twice blindly.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
@@ -348,6 +350,53 @@ class ZkStore(MetadataStore):
             if len(out) >= limit:
                 break
         return out
+
+    def _keys(self, start: tuple[int, int] | None,
+              end: tuple[int, int] | None) -> Iterator[tuple[int, int]]:
+        """(scope, ledger) of every ledger znode in [start, end), ascending, from listings only."""
+        s0, l0 = start or (0, 0)
+        names = self._children(f"{self.root}/{L.SCOPES_NODE}")
+        scoped = sorted(int(n, 16) for n in names if L.SCOPED_SCOPE.fullmatch(n))
+        for scope in ([0] if s0 == 0 else []) + [x for x in scoped if x and x >= s0]:
+            if end is not None and scope > end[0]:
+                return
+            after = l0 - 1 if scope == s0 and l0 > 0 else None
+            if scope:
+                walk = L.SCOPED.walk(f"{self.root}/{L.SCOPES_NODE}/{scope:016x}", self._children, after)
+            else:
+                walk = L.scope0_walk(self.root, self.kind, self._children, after)
+            for lid in walk:
+                if end is not None and (scope, lid) >= end:
+                    return
+                yield scope, lid
+
+    def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
+             batch: int) -> Iterator[list[Versioned]]:
+        # Reads go out a batch ahead of the one being answered: ZooKeeper answers in order on
+        # one session, so a pipelined batch costs one round trip, not one per ledger.
+        keys = self._keys(start, end)
+
+        def send():
+            chunk = list(itertools.islice(keys, batch))
+            self._ready()
+            return [(k, self.zk.get_async(self.path(*k))) for k in chunk]
+
+        pending = send()
+        while pending:
+            ahead = send()
+            out = []
+            for (scope, lid), res in pending:
+                try:
+                    data, stat = res.get(timeout=60)
+                except NoNodeError:          # deleted since the listing: not a ledger any more
+                    continue
+                except _DOWN as exc:
+                    raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; "
+                                           "retry") from None
+                out.append(Versioned(scope, lid, stat.version, data))
+            if out:
+                yield out
+            pending = ahead
 
     def scopes(self) -> list[int]:
         names = self._children(f"{self.root}/{L.SCOPES_NODE}")

@@ -64,6 +64,11 @@ class LedgerMetadataServiceStub:
                 request_serializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.SerializeToString,
                 response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.FromString,
                 _registered_method=True)
+        self.ReadLedgers = channel.unary_stream(
+                '/bkdisk.metaservice.LedgerMetadataService/ReadLedgers',
+                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
+                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerMetadataServiceServicer:
@@ -105,6 +110,13 @@ class LedgerMetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadLedgers(self, request, context):
+        """bkdisk: bulk read, each ledger with its metadata and version (not one Read per ledger).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerMetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +149,11 @@ def add_LedgerMetadataServiceServicer_to_server(servicer, server):
                     servicer.Iterate,
                     request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.FromString,
                     response_serializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.SerializeToString,
+            ),
+            'ReadLedgers': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadLedgers,
+                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.FromString,
+                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +318,33 @@ class LedgerMetadataService:
             '/bkdisk.metaservice.LedgerMetadataService/Iterate',
             metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.SerializeToString,
             metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadLedgers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/bkdisk.metaservice.LedgerMetadataService/ReadLedgers',
+            metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
+            metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
             options,
             channel_credentials,
             insecure,
