@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -182,27 +181,6 @@ class AuditResult:
     counts: dict[str, int]
 
 
-class _Progress(threading.Thread):
-    """Reports finished scan tasks while the disks stage runs (Spark's status tracker)."""
-
-    def __init__(self, spark, total: int, report: Callable[[int, int, int], None]):
-        super().__init__(daemon=True)
-        self.tracker, self.total, self.report = spark.sparkContext.statusTracker(), total, report
-        self.stop = threading.Event()
-        self.last = (-1, -1)
-
-    def run(self) -> None:
-        while not self.stop.wait(0.25):
-            now = (0, 0)
-            for sid in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(sid)
-                if info is not None and info.numTasks == self.total:
-                    now = max(now, (info.numCompletedTasks, info.numActiveTasks))
-            if now != self.last and any(now):
-                self.last = now
-                self.report(now[0], now[1], self.total)
-
-
 def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: MetadataSource, out: str,
               run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None,
               scans_per_host: int | None = None) -> AuditResult:
@@ -214,7 +192,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
 
     from audit import tables
     from audit.metadata_tables import read_metadata, segments
-    from audit.placement import located_rdd
+    from audit.scan_stage import scan_disks
 
     if not disks and not scan_files:
         raise AuditError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
@@ -226,36 +204,18 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     os.makedirs(replicas_dir)
     try:
         mt = read_metadata(spark, source, scratch)
-        rows_dir = os.path.join(scratch, "rows")
-        frames = []
+        frames, disk_rows = [], []
         if disks:
             numba_cache_writable()
-            schema = "path string, bookie_id string, index long, host string"
-            # One disk per partition, preferring its host (None: any executor).
-            rdd = located_rdd(spark.sparkContext, [(d.path, d.bookie_id, i, d.host) for i, d in enumerate(disks)],
-                              [d.host for d in disks])
             task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host)
-            scanned = spark.createDataFrame(rdd, schema).mapInArrow(task, from_arrow_schema(TASK_SCHEMA))
-            watcher = _Progress(spark, len(disks), progress) if progress else None
-            if watcher:
-                watcher.start()
-            try:
-                # Written once, read by every table: a lost executor's cached rows would make Spark scan
-                # that disk again, elsewhere, after its first scan was counted.
-                scanned.write.parquet(rows_dir)
-            except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
-                raise AuditError(f"the scan stage failed: {first_line(e)}") from None
-            finally:
-                if watcher:
-                    watcher.stop.set()
-            frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(rows_dir))
+            disk_rows, folders = scan_disks(spark, disks, task, os.path.join(scratch, "rows"), progress)
+            frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*folders))
         if scan_files:
-            frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files))
+            files = spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files)
+            frames.append(files)
+            disk_rows += [r.asDict() for r in files.filter(F.col("table") == "disks")
+                          .select(*[f.name for f in table_schema("disks")]).collect()]
         rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-        disk_rows = [r.asDict() for r in rows.filter(F.col("table") == "disks")
-                     .select(*[f.name for f in table_schema("disks")]).collect()]
-        if progress:
-            progress(len(disks), 0, len(disks))
         disk_rows = reconcile(disk_rows, mt.bookies, run)
         audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
         not_audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] not in AUDITED and d["bookie_id"]}

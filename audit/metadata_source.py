@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from itertools import islice
 from typing import Protocol
 
 from formats.errors import FormatError
@@ -23,6 +22,8 @@ Read = tuple[LedgerId, "LedgerMetadata | Exception"]
 
 
 class MetadataSource(Protocol):
+    units_per_chunk: int   # units a metadata task reads
+
     def describe(self) -> str:
         """Where the metadata came from, for the report."""
 
@@ -39,9 +40,10 @@ class MetadataSource(Protocol):
         """One ledger's metadata (in a task), None when metadata has none."""
 
 
-def write_chunks(source: MetadataSource, folder: str, per_chunk: int = CHUNK) -> list[str]:
-    """The source's units in files of at most ``per_chunk`` units each under ``folder``; the paths."""
+def write_chunks(source: MetadataSource, folder: str) -> list[str]:
+    """The source's units in files of at most ``source.units_per_chunk`` each under ``folder``; the paths."""
     os.makedirs(folder, exist_ok=True)
+    per_chunk = source.units_per_chunk
     paths: list[str] = []
     f, n = None, 0
     try:
@@ -67,6 +69,8 @@ def read_chunk(path: str) -> list[str]:
 class MetadataDirSource:
     """A folder of ``<hex id>.bin``/``.txt`` files as LedgerMetadataSerDe writes them. Every executor
     reads it at the same path (as it reads --out)."""
+
+    units_per_chunk = CHUNK   # a unit is a file name
 
     def __init__(self, folder: str, *, strict: bool = True):
         self.folder, self.strict = os.path.abspath(folder), strict
@@ -108,8 +112,11 @@ class MetadataDirSource:
 
 
 class MetadataServiceSource:
-    """Ledger metadata through the ledger metadata service (``grpc://HOST:PORT``): the driver lists
-    the ledger ids as runs of consecutive ids, and each task reads its runs as a thin client."""
+    """Ledger metadata through the ledger metadata service (``grpc://HOST:PORT``): the driver cuts
+    the ledger ids into ranges, and each task reads its range with the service's streaming bulk
+    read (ReadLedgers) as a thin client."""
+
+    units_per_chunk = 1   # a unit is a range of CHUNK ledgers already
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0):
         from metaservice.client import service_target
@@ -131,54 +138,34 @@ class MetadataServiceSource:
             c.close()
 
     def units(self) -> Iterator[str]:
-        """``scope first count`` per run of consecutive ledger ids, a run at most CHUNK long."""
+        """``start end``: ranges of 128-bit ledger ids of CHUNK ledgers each, tiling [0, 2^128) (a
+        ledger created while the audit runs falls in one of them). Only ids cross to the driver."""
         c = self._client()
         try:
-            run: list[int] | None = None
+            start, n = 0, 0
             for scope, lid in c.iterate(all_scopes=True):
-                if run and run[0] == scope and run[1] + run[2] == lid and run[2] < CHUNK:
-                    run[2] += 1
-                    continue
-                if run:
-                    yield f"{run[0]} {run[1]} {run[2]}"
-                run = [scope, lid, 1]
-            if run:
-                yield f"{run[0]} {run[1]} {run[2]}"
+                if n == CHUNK:
+                    key = LedgerId(scope, lid).value
+                    yield f"{start} {key}"
+                    start, n = key, 0
+                n += 1
+            yield f"{start} {1 << 128}"
         finally:
             c.close()
 
     def read(self, units: list[str]) -> Iterator[Read]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from formats.metadata import parse_metadata
+        """Each range with one streaming bulk read (pages of a thousand ledgers)."""
         from metaservice.client import MetadataError
         c = self._client()
-
-        def one(key: tuple[int, int]) -> Read | None:
-            s, lid = key
-            try:
-                got = c.read(lid, s)
-            except MetadataError as exc:
-                if exc.code == "LEDGER_NOT_FOUND":   # deleted since the listing: not a ledger any more
-                    return None
-                raise
-            try:
-                return LedgerId(s, lid), parse_metadata(got.serialized, path=f"{self.url}: ledger {LedgerId(s, lid)}")
-            except FormatError as exc:
-                return LedgerId(s, lid), exc
-
-        def keys() -> Iterator[tuple[int, int]]:
-            for u in units:
-                s, first, count = map(int, u.split())
-                for lid in range(first, first + count):
-                    yield s, lid
         try:
-            it = keys()
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                while batch := list(islice(it, 1000)):   # a thousand reads in flight, not the chunk's all
-                    for r in pool.map(one, batch):
-                        if r is not None:
-                            yield r
+            for u in units:
+                start, end = map(int, u.split())
+                for page in c.read_ledgers(start, end, page_size=1000):
+                    for x in page:
+                        try:
+                            yield x.key, x.parse(f"{self.url}: ")
+                        except (MetadataError, FormatError) as exc:
+                            yield x.key, exc
         finally:
             c.close()
 
@@ -199,7 +186,7 @@ class MetadataServiceSource:
             c.close()
 
     def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """Every ledger in one dict (small stores: tests)."""
+        """Every ledger in one dict (small stores: tests; one bulk read)."""
         c = self._client()
         try:
             return c.load_all()

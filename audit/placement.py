@@ -12,11 +12,12 @@ import os
 import pickle
 import socket
 
-# A disk's task waits this long for an executor of its host to be free before Spark gives it any
-# executor (where the task then refuses the disk). A host with no executor at all is not waited for:
-# Spark drops that locality level at once. ``--conf`` may set other values.
-LOCALITY_CONF = {"spark.locality.wait": "3s", "spark.locality.wait.node": "10min",
+# A disk's task waits this long for an executor of its host before Spark gives it any executor,
+# where the task does not read the disk but reports it (WRONG_HOST); the driver runs it again on its
+# host in a later wave (audit/scan_stage.py). ``--conf`` may set other values.
+LOCALITY_CONF = {"spark.locality.wait": "3s", "spark.locality.wait.node": "3s",
                  "spark.locality.wait.process": "0s", "spark.locality.wait.rack": "0s"}
+WRONG_HOST = "the disk is on host "
 
 
 def located_rdd(sc, items: list, hosts: list[str | None]):
@@ -65,5 +66,11 @@ def wrong_host(wanted: str | None) -> str | None:
     """Why a disk of host ``wanted`` must not be read here, or None when it may."""
     if not wanted or wanted in host_names():
         return None
-    return (f"the disk is on host {wanted}, its task ran on {this_host()} (no executor of {wanted} took it): "
-            "not read from another host")
+    return f"{WRONG_HOST}{wanted}, its task ran on {this_host()}: not read from another host"
+
+
+def live_hosts(sc) -> set[str]:
+    """The hosts with a live executor (or the driver), as Spark names them."""
+    status = sc._jsc.sc().getExecutorMemoryStatus()
+    keys = sc._jvm.scala.jdk.javaapi.CollectionConverters.asJava(status.keySet())
+    return {str(k).rsplit(":", 1)[0] for k in keys}

@@ -157,14 +157,35 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     sys.exit(code)
 
 
-def _service_metadata(url: str):
-    """Every ledger's metadata from the metadata service at ``grpc://HOST:PORT``."""
-    from metaservice.client import MetadataClient, service_target
-    client = MetadataClient(service_target(url), retries=2)
+def _service_metadata(url: str, bookie: str | None):
+    """The service's ledgers as this bookie's check needs them: one streaming bulk read keeping the
+    ledgers that place entries on ``bookie``; any other ledger read when a pass asks for it."""
+    from bookie.metadata_dir import MetadataView, places_entries_on
+    from formats.metadata import parse_metadata
+    from metaservice.client import MetadataClient, MetadataError, service_target
+    target = service_target(url)
+    client = MetadataClient(target, retries=2)
     try:
-        return client.load_all()
+        near = {}
+        for page in client.read_ledgers():
+            for x in page:
+                m = x.parse(f"{target}: ")
+                if bookie is not None and places_entries_on(m, bookie):
+                    near[x.key] = m
     finally:
         client.close()
+
+    def lookup(lid):
+        c = MetadataClient(target, retries=2)
+        try:
+            return parse_metadata(c.read(lid.ledger, lid.scope).serialized, path=f"{target}: ledger {lid}")
+        except MetadataError as exc:
+            if exc.code == "LEDGER_NOT_FOUND":
+                return None
+            raise
+        finally:
+            c.close()
+    return MetadataView(near, lookup)
 
 
 @collector_eased()
@@ -178,7 +199,8 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     from fsck.report import limit_to_ledger, render_json, render_repair, render_text
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
-    service_md = _service_metadata(metadata_url) if metadata_url else None
+    from bookie.layout import bookie_id_of
+    service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     with _Progress(progress) as bar:
