@@ -170,20 +170,11 @@ class MetadataServiceSource:
             c.close()
 
     def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
-        from formats.metadata import parse_metadata
-        from metaservice.client import MetadataError
-        c = self._client()
+        from metaservice.bookie_view import read_ledger
         try:
-            got = c.read(lid.ledger, lid.scope)
-            return parse_metadata(got.serialized)
-        except MetadataError as exc:
-            if exc.code == "LEDGER_NOT_FOUND":
-                return None
-            raise
+            return read_ledger(self.target, lid, token=self.token, timeout=self.timeout)
         except FormatError:
-            return None
-        finally:
-            c.close()
+            return None   # the metadata stage said it already
 
     def load(self) -> dict[LedgerId, LedgerMetadata]:
         """Every ledger in one dict (small stores: tests; one bulk read)."""

@@ -147,7 +147,9 @@ def divergent(replicas: DataFrame) -> DataFrame:
 def orphans(replicas: DataFrame, segments: DataFrame) -> DataFrame:
     """Ledgers on a disk that no metadata references: entries and entry-log bytes (with the size
     prefix) per bookie, the bytes compaction would reclaim."""
-    known = segments.select(*KEY).distinct()
+    held = replicas.select(*KEY).distinct()
+    # The ledgers metadata knows, of those held: the disks' ledgers, not every ledger, are matched.
+    known = segments.select(*KEY).join(held, KEY, "left_semi").distinct()
     return replicas.join(known, KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
         F.count(F.lit(1)).alias("entries"), F.sum(F.col("size") + 4).alias("bytes"))
 

@@ -160,32 +160,9 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
 def _service_metadata(url: str, bookie: str | None):
     """The service's ledgers as this bookie's check needs them: one streaming bulk read keeping the
     ledgers that place entries on ``bookie``; any other ledger read when a pass asks for it."""
-    from bookie.metadata_dir import MetadataView, places_entries_on
-    from formats.metadata import parse_metadata
-    from metaservice.client import MetadataClient, MetadataError, service_target
-    target = service_target(url)
-    client = MetadataClient(target, retries=2)
-    try:
-        near = {}
-        for page in client.read_ledgers():
-            for x in page:
-                m = x.parse(f"{target}: ")
-                if bookie is not None and places_entries_on(m, bookie):
-                    near[x.key] = m
-    finally:
-        client.close()
-
-    def lookup(lid):
-        c = MetadataClient(target, retries=2)
-        try:
-            return parse_metadata(c.read(lid.ledger, lid.scope).serialized, path=f"{target}: ledger {lid}")
-        except MetadataError as exc:
-            if exc.code == "LEDGER_NOT_FOUND":
-                return None
-            raise
-        finally:
-            c.close()
-    return MetadataView(near, lookup)
+    from metaservice.bookie_view import bookie_view
+    from metaservice.client import service_target
+    return bookie_view(service_target(url), bookie, retries=2)
 
 
 @collector_eased()
