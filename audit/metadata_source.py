@@ -17,6 +17,7 @@ from formats.ids import LedgerId
 from formats.metadata import LedgerMetadata
 
 CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
+READ_THREADS = 16   # a task's concurrent file reads: a folder out of the page cache is a read a file
 
 Read = tuple[LedgerId, "LedgerMetadata | Exception"]
 
@@ -92,7 +93,7 @@ class MetadataDirSource:
 
     def read(self, units: list[str]) -> Iterator[Read]:
         from bookie.metadata_dir import read_metadata_files
-        return read_metadata_files(self.folder, units)
+        return read_metadata_files(self.folder, units, threads=READ_THREADS)
 
     def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
         from bookie.metadata_dir import read_ledger_file

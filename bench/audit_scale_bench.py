@@ -7,8 +7,8 @@ serialized metadata (bench.metadata_gen), from a metadata folder and through the
 
 Each audit is `bkdisk audit` run as a process (start-up included). Reported per run: wall time;
 peak RSS of the driver (the bkdisk process), of the largest PySpark worker and of the JVM, sampled
-from /proc every 0.1 s over the process tree; and the largest process's exact peak (the kernel's
-%M of /usr/bin/time over the tree). The baseline is the same audit with only the cluster's own
+from /proc every 0.1 s over the process tree; and the driver's exact peak (/usr/bin/time's %M: the
+kernel's ru_maxrss; the JVM the driver starts is not waited for, so not in it). The baseline is the same audit with only the cluster's own
 ledgers, measured in the same run.
 """
 from __future__ import annotations
@@ -61,12 +61,12 @@ def _rss_and_role(pid: int) -> tuple[int, str] | None:
 
 
 def run_measured(args: list[str], env: dict[str, str]) -> dict:
-    """Run a command; wall time, per-role peak RSS (sampled) and the largest process's exact peak."""
+    """Run a command; wall time, per-role peak RSS (sampled) and the driver's exact peak."""
     import tempfile
     fd, maxrss_file = tempfile.mkstemp(prefix="bench-maxrss-")
     os.close(fd)
     t0 = time.perf_counter()
-    # /usr/bin/time's %M: the largest resident set of the command and every descendant it waited for.
+    # /usr/bin/time's %M: the command's largest resident set (and of the descendants it waited for).
     p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", maxrss_file, *args], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peaks = {"driver": 0, "python worker": 0, "jvm": 0}
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         mib = lambda v: f"{v / 2**20:7.0f}"   # noqa: E731
         print(f"{name:8s} {count:>9d} ledgers: {r['wall']:7.1f} s  driver {mib(r['driver'])} MiB  "
               f"python worker {mib(r['python worker'])} MiB  jvm {mib(r['jvm'])} MiB  "
-              f"(largest process, exact: {mib(r['max_rss_exact'])} MiB; exit {r['exit']})", flush=True)
+              f"(driver by ru_maxrss: {mib(r['max_rss_exact'])} MiB; exit {r['exit']})", flush=True)
 
     base = run_measured(audit_args(a.golden, own, os.path.join(a.data, "out"), a.master), env)
     record("own", 0, base)
