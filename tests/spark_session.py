@@ -46,4 +46,6 @@ def _stop() -> None:
     if _current is not None and _current.sparkContext._jsc is not None:
         _current.stop()
     if _cluster is not None:
+        import shutil
         _cluster.stop()
+        shutil.rmtree(_cluster.workdir, ignore_errors=True)
