@@ -1,8 +1,13 @@
 // Bar charts for report.html, drawn as inline SVG from the JSON in #chart-data (no library, no network).
+// A chart with "scale": "log" draws log10(1 + value), so one faulty copy beside thousands still shows;
+// every non-zero bar is at least 3 px high and carries its value as a label.
 (function () {
   "use strict";
   var NS = "http://www.w3.org/2000/svg";
-  var COLORS = ["#4e79a7", "#e15759", "#f28e2b", "#76b7b2", "#59a14f"];
+  // Faults in warm colours, plain counts in blue and grey.
+  var COLORS = {corrupt_copies: "#cf222e", missing_copies: "#bc4c00", orphan_entries: "#8250df", entries: "#0969da",
+                orphan_bytes: "#6e7781"};
+  function color(s) { return COLORS[s] || "#0969da"; }
   function el(name, attrs, parent) {
     var e = document.createElementNS(NS, name);
     for (var k in attrs) { e.setAttribute(k, attrs[k]); }
@@ -11,29 +16,40 @@
   }
   function draw(box, spec) {
     var names = Object.keys(spec.series), n = spec.labels.length, k = names.length;
-    var W = Math.max(360, n * (k * 18 + 30) + 80), H = 240, left = 60, bottom = 60, top = 30;
-    var max = 1;
-    names.forEach(function (s) { spec.series[s].forEach(function (v) { if (v > max) { max = v; } }); });
-    var svg = el("svg", {"class": "bk-chart", width: W, height: H, viewBox: "0 0 " + W + " " + H}, null);
-    el("text", {x: 4, y: 16, "font-size": 13}, svg).textContent = spec.title;
-    el("line", {x1: left, y1: H - bottom, x2: W - 10, y2: H - bottom, stroke: "#333"}, svg);
-    el("text", {x: 4, y: top + 8, "font-size": 10}, svg).textContent = String(max);
-    var slot = (W - left - 20) / Math.max(n, 1), bw = Math.max(4, (slot - 10) / k);
+    var log = spec.scale === "log", f = log ? function (v) { return Math.log10(1 + v); } : function (v) { return v; };
+    var W = 560, H = 260, left = 12, bottom = 64, top = 34;
+    var max = 0;
+    names.forEach(function (s) { spec.series[s].forEach(function (v) { if (f(v) > max) { max = f(v); } }); });
+    if (max <= 0) { max = 1; }
+    var svg = el("svg", {"class": "bk-chart", viewBox: "0 0 " + W + " " + H, role: "img"}, null);
+    el("text", {x: 4, y: 16, "font-size": 13, "font-weight": 600}, svg).textContent = spec.title;
+    el("line", {x1: left, y1: H - bottom, x2: W - 4, y2: H - bottom, stroke: "#57606a"}, svg);
+    var slot = (W - left - 8) / Math.max(n, 1), bw = Math.max(3, Math.min(40, (slot - 8) / Math.max(k, 1)));
+    var drawn = 0;
     spec.labels.forEach(function (label, i) {
       names.forEach(function (s, j) {
-        var v = spec.series[s][i], h = (H - bottom - top) * v / max;
-        var r = el("rect", {"class": "bar", x: left + i * slot + j * bw, y: H - bottom - h, width: bw - 1,
-                            height: h, fill: COLORS[j % COLORS.length]}, svg);
+        var v = spec.series[s][i], h = v > 0 ? Math.max(3, (H - bottom - top) * f(v) / max) : 0;
+        var x = left + i * slot + j * bw, c = color(s);
+        if (spec.bad && k === 1) { c = spec.bad[i] ? "#cf222e" : "#1a7f37"; }
+        var r = el("rect", {"class": "bar", x: x, y: H - bottom - h, width: bw - 1, height: h, fill: c,
+                            "data-value": v}, svg);
         el("title", {}, r).textContent = label + " " + s + ": " + v;
+        if (v > 0) {
+          el("text", {x: x + (bw - 1) / 2, y: H - bottom - h - 3, "font-size": 10, "text-anchor": "middle"},
+             svg).textContent = String(v);
+        }
+        drawn++;
       });
-      el("text", {x: left + i * slot, y: H - bottom + 14, "font-size": 10}, svg).textContent = label;
+      var t = el("text", {x: left + i * slot + 2, y: H - bottom + 14, "font-size": 10}, svg);
+      t.textContent = label.length > 18 ? label.slice(0, 17) + "\u2026" : label;
     });
     names.forEach(function (s, j) {
-      el("rect", {x: left + j * 130, y: H - 18, width: 10, height: 10, fill: COLORS[j % COLORS.length]}, svg);
-      el("text", {x: left + j * 130 + 14, y: H - 9, "font-size": 11}, svg).textContent = s;
+      var c = (spec.bad && k === 1) ? "#1a7f37" : color(s);
+      el("rect", {x: left + j * 150, y: H - 20, width: 10, height: 10, fill: c}, svg);
+      el("text", {x: left + j * 150 + 14, y: H - 11, "font-size": 11}, svg).textContent = s.replace(/_/g, " ");
     });
     box.appendChild(svg);
-    box.setAttribute("data-drawn", String(n * k));
+    box.setAttribute("data-drawn", String(drawn));
   }
   var data = JSON.parse(document.getElementById("chart-data").textContent);
   var boxes = document.querySelectorAll("div.chart[data-chart]");

@@ -2,6 +2,7 @@
 and ``bkdisk scan-disk``. Spark is imported only when an audit runs."""
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 
@@ -150,6 +151,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     source.check()   # fail before starting Spark when the metadata cannot be read at all (its tasks read it)
     prepare_out(out)
     run = RunInfo.new(run_id)
+    started = datetime.datetime.now(datetime.timezone.utc)
     echo = (lambda s: None) if quiet else (lambda s: click.echo(s, err=True))
     echo(f"bkdisk audit: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
     from audit.job import AuditError, first_line, default_shuffle_partitions
@@ -171,7 +173,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     finally:
         if ours:
             spark.stop()
-    summary = summarize(out, run.run_id, source.describe())
+    summary = summarize(out, run.run_id, source.describe(), started=started)
     summary["spark"] = settings
     js, page = write_reports(out, summary)
     terminal_summary(summary, echo)
@@ -197,7 +199,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 @click.option("--scans-per-host", type=click.IntRange(min=1), default=None,
               help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
-@click.option("--quiet", is_flag=True, help="No progress or summary on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
 @one_line_errors
 def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
           metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,
@@ -277,7 +279,8 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
                f"-> {out}", err=True)
     unverified = sum(b.column("digest_ok").null_count for b in batches if batch_table(b) == "replicas")
-    if unverified and not metadata_dir:
-        click.echo(f"{root}: {unverified} copies not verified (an HMAC ledger's digest needs its password): "
-                   "give --metadata-dir; the audit counts a copy it cannot verify as intact", err=True)
+    if unverified:
+        click.echo(f"{root}: {unverified} copies not verified (a DUMMY entry carries no digest"
+                   + ("" if metadata_dir else "; an HMAC ledger's needs its password: give --metadata-dir")
+                   + "); the audit counts them intact and its divergence check compares their payloads", err=True)
     sys.exit(EXIT_OK if disk["status"] == "ok" else EXIT_PROBLEMS)

@@ -23,12 +23,13 @@ from audit.metadata_source import MetadataSource
 from audit.placement import LOCALITY_CONF, wrong_host
 from audit.replica_files import remove_unfinished, replica_file, write_replicas
 from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
+from audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
 from formats.errors import BkdiskError
 
 FAULT_TABLES = ("under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers")
 # Counts behind the report's replication histogram (every expected entry, healthy ones included).
 EXTRA_TABLES = ("replication_histogram",)
-ALL_TABLES = ("disks", "findings", "replicas") + FAULT_TABLES + EXTRA_TABLES
+ALL_TABLES = ("disks", "findings", "replicas") + FAULT_TABLES + EXTRA_TABLES + ("space",)
 
 # Settings the audit depends on; --conf may override the rest, never these two.
 FIXED_CONF = {"spark.speculation": "false",            # a disk is never scanned by two tasks at once
@@ -69,6 +70,9 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     settings = {k: v for k, v in settings.items() if k not in submitted}
     settings.update(conf)
     settings.update(FIXED_CONF)
+    if DRIVER_JAVA_OPTIONS not in submitted:
+        settings = with_log_settings(settings)
+    start_gateway(settings, master, app)
     for k, v in settings.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -221,8 +225,9 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         not_audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] not in AUDITED and d["bookie_id"]}
                              - set(audited))
         frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
-                      for name in ("findings", "replicas")}
+                      for name in ("findings", "replicas", "space")}
         frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
+        frames_out["space"] = frames_out["space"].filter(F.col("bookie_id").isin(audited))   # as the replicas
         if scan_files:   # their replicas join the tasks' files (a disk not audited: none of its rows)
             frames_out["replicas"].filter(F.col("bookie_id").isin(audited)).sortWithinPartitions(
                 *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)

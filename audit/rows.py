@@ -34,14 +34,22 @@ REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("ent
                   ("payload_sha256", pa.string()), ("digest_ok", pa.bool_()), ("digest_type", pa.string()),
                   ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
                   ("log_id", pa.int64()), ("offset", pa.int64())]
-TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS}
+# bkdisk space's rows of kind log, ledger and topic (bookie/space.py), under the same names and values.
+SPACE_FIELDS = [("kind", pa.string()), ("ledger_dir", pa.string()), ("log_id", pa.int64()), ("size", pa.int64()),
+                ("live_bytes", pa.int64()), ("garbage_bytes", pa.int64()), ("usage", pa.float64()),
+                ("action", pa.string()), ("ledgers", pa.int64()), ("live_ledgers", pa.int64()),
+                ("oldest_live_ledger", pa.string()), ("oldest_live_topic", pa.string()), ("source", pa.string()),
+                ("ledger", pa.string()), ("state", pa.string()), ("metadata_state", pa.string()),
+                ("topic", pa.string()), ("bytes", pa.int64()), ("pinned_logs", pa.int64()),
+                ("sole_logs", pa.int64()), ("frees_bytes", pa.int64())]
+TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS, "space": SPACE_FIELDS}
 # The statuses of a disk whose scan finished: its copies count (fsck's errors are findings, not doubt).
 AUDITED = ("ok", "errors")
 
 
 def _union() -> pa.Schema:
     seen: dict[str, pa.DataType] = {"table": pa.string()}
-    for name, t in RUN_FIELDS + DISK_FIELDS + FINDING_FIELDS + REPLICA_FIELDS:
+    for name, t in RUN_FIELDS + DISK_FIELDS + FINDING_FIELDS + REPLICA_FIELDS + SPACE_FIELDS:
         if seen.setdefault(name, t) != t:
             raise TypeError(f"column {name} has two types")
     return pa.schema(list(seen.items()))
@@ -136,7 +144,7 @@ def batch_table(batch: pa.RecordBatch) -> str | None:
 
 
 def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table]:
-    """The three per-disk tables (each in its own schema) from rows in TASK_SCHEMA."""
+    """The per-disk tables (each in its own schema) from rows in TASK_SCHEMA."""
     t = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, TASK_SCHEMA)
     out = {}
     for name in TABLE_FIELDS:
@@ -291,12 +299,31 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row) -> Iterato
             "digest_type": inv["digest_type"], "size": e["size"].astype(np.int64),
             "payload_len": inv["payload_len"].cast(pa.int64()), "ledger_dir": inv["ledger_dir"],
             "log_id": inv["log_id"], "offset": e["offset"]}, len(rows))
+    space, space_error = space_rows(dirs, bid, metadata, report.context)
+    if space:
+        yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))
     st = report.stats
     status = "ok" if report.exit_code == 0 else "errors"
     # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
     index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
                                                           if p.number in INDEX_PASSES)
-    yield disk_row(status, bid, None, storage_class=storage_class(dirs.storage_kind, index_read),
+    yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
                    index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
                    entries=entries, fsck_exit_code=report.exit_code)
+
+
+def space_rows(dirs, bid: str, metadata: dict, ctx) -> tuple[list[dict], str | None]:
+    """The disk's rows of ``bkdisk space`` (logs, ledgers, topics; GC settings from the disk's
+    bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map; and
+    why they are missing when they cannot be computed (the disk's audit stands without them)."""
+    from bookie.gc_policy import settings_from_conf
+    from bookie.space import account_bookie
+    from formats.errors import BkdiskError
+    scans = {p: s for p, s in ctx.log_scans.items() if not isinstance(s, Exception)}
+    try:
+        rep = account_bookie(dirs, metadata, settings_from_conf(dirs.conf_path), metadata_from="audit metadata",
+                             scans=scans, bookie_id=bid)
+    except BkdiskError as e:
+        return [], f"space not computed: {e}"
+    return rep.logs + rep.ledgers + rep.topics, None

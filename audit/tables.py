@@ -130,10 +130,11 @@ def corrupt_copies(copies: DataFrame) -> DataFrame:
 
 
 def divergent(replicas: DataFrame) -> DataFrame:
-    """Entries whose copies all verify but whose payloads differ: the bookies per payload fingerprint.
-    Entries are found by a 64-bit hash of the fingerprint (one narrow aggregation over every copy);
-    the fingerprints themselves are grouped for those entries only."""
-    good = replicas.filter(F.col("digest_ok")).select(*ENTRY, "payload_sha256", "bookie_id")
+    """Entries whose copies do not fail their digests but whose payloads differ: the bookies per payload
+    fingerprint. Copies that could not be verified (a DUMMY entry carries no digest) take part: this
+    is the check that finds their damage. Entries are found by a 64-bit hash of the fingerprint (one
+    narrow aggregation over every copy); the fingerprints themselves are grouped for those entries only."""
+    good = replicas.filter(F.coalesce(F.col("digest_ok"), F.lit(True))).select(*ENTRY, "payload_sha256", "bookie_id")
     fp = F.xxhash64("payload_sha256")
     differ = good.groupBy(*ENTRY).agg(F.min(fp).alias("lo"), F.max(fp).alias("hi")).filter(
         F.col("lo") != F.col("hi")).select(*ENTRY)
@@ -165,7 +166,8 @@ def missing_ledgers(shares: DataFrame, replicas: DataFrame, audited: list[str]) 
 ORDER = {"under_replicated": KEY + ["first_entry_id"], "corrupt_copies": ENTRY + ["bookie_id"],
          "divergent": ENTRY, "orphans": KEY + ["bookie_id"], "missing_ledgers": KEY + ["bookie_id"],
          "replicas": ENTRY + ["bookie_id", "log_id", "offset"], "findings": ["bookie_id", "path", "offset", "code"],
-         "disks": ["bookie_id", "path"], "replication_histogram": ["copies_expected", "copies_intact"]}
+         "disks": ["bookie_id", "path"], "replication_histogram": ["copies_expected", "copies_intact"],
+         "space": ["bookie_id", "kind", "ledger_dir", "log_id", "ledger", "topic"]}
 
 
 def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], not_audited: list[str]

@@ -16,6 +16,7 @@ BENCHES = {
     "fsck": ("bench.fsck_bench", "fsck passes on the benchmark bookie"),
     "index-walk": ("bench.index_walk_bench", "the .idx hierarchy walk: os.scandir vs the native walker"),
     "rocksdb": ("bench.rocksdb_bench", "RocksDB locations: lookups, full iteration, DbLedgerStorage fsck"),
+    "space": ("bench.space_bench", "bkdisk space (ledgers maps, and --scan) as processes vs a raw read of the logs"),
     "audit": ("bench.audit_bench", "the Spark audit over 1-8 disks vs fsck + inventory direct, the join alone"),
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
     "audit-scale": ("bench.audit_scale_bench", "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "fsck": ("fsck.cli", "fsck_command", "Check a bookie's journal, ledger and index dirs; repair on request."),
     "inventory": ("bkdisk.inventory", "inventory", "One row per entry in a bookie's ledger storage."),
     "metadata": ("bkdisk.metadata_cli", "metadata", "Serve the ledger metadata service (BP-16); get, list, change ledgers."),
+    "space": ("bkdisk.space", "space", "Where a bookie's disk space goes: live and garbage bytes per entry log, what GC frees."),
     "warm-up": ("bkdisk.warmup", "warmup", "Compile the scanners into numba's cache (after an install)."),
 }
 
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
 
 # The commands that read bookie files through memory maps run guarded (fsck.exit_codes.guarded);
 # scan-disk guards its scan itself (audit.rows.iter_disk), so that its file still says why.
-GUARDED = ("dump", "fsck", "inventory")
+GUARDED = ("dump", "fsck", "inventory", "space")
 
 
 def console() -> None:

@@ -14,6 +14,7 @@ from bookie.layout import discover
 from bookie.model import BookieSpec, LedgerSpec
 from bookie.writer import write_bookie, write_metadata_dir
 from formats.digests import DigestType
+from formats.paths import CURRENT_DIR
 from fsck.api import check_bookie
 from fsck.context import CheckOptions
 from fsck.report import render_text
@@ -61,9 +62,13 @@ def demo(out: str, as_json: bool, with_audit: bool) -> None:
     spec = sample_spec()
     w = write_bookie(spec, bookie_root)
     write_metadata_dir(spec, md_dir)
+    # Counted as fsck counts them: every entry log on disk, the one preallocated for the next writes too.
+    logs = [os.path.join(d, CURRENT_DIR, n) for d in discover(bookie_root).ledger_dirs
+            for n in os.listdir(os.path.join(d, CURRENT_DIR)) if n.endswith(".log")]
+    empty = sum(1 for p in logs if os.path.getsize(p) == 0)
     click.echo(f"wrote a sample bookie at {bookie_root}: {len(spec.ledgers)} ledgers, {len(w.entries)} entries, "
-               f"{len(w.entry_log_files)} entry logs, {len(w.journal_files)} journals; metadata in {md_dir}",
-               err=as_json)
+               f"{len(logs)} entry logs" + (f" ({empty} preallocated, still empty)" if empty else "")
+               + f", {len(w.journal_files)} journals; metadata in {md_dir}", err=as_json)
     report = check_bookie(discover(bookie_root), CheckOptions(metadata_dir=md_dir))
     if as_json:
         from fsck.report import render_json

@@ -18,6 +18,7 @@ import click
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
 from bkdisk.errors import one_line_errors
+from bkdisk.file_kinds import expect_kind
 from bkdisk.java_compat import JavaLongLongMap
 from entrylogs.reader import Damage, EntryRecord
 from formats.codec import read_field, read_value
@@ -41,7 +42,19 @@ JOURNAL_KIND_NAME = {
 }
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _WholeSummaries(click.Group):
+    """A group whose command list gives each command's whole first sentence, wrapped, not cut at the
+    terminal's width minus the names ("its...")."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=1000)) for name, cmd in
+                ((n, self.get_command(ctx, n)) for n in self.list_commands(ctx)) if cmd is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_WholeSummaries, context_settings={"help_option_names": ["-h", "--help"]})
 def dump() -> None:
     """Print BookKeeper files as `bookkeeper shell` prints them (or as JSON lines).
 
@@ -103,6 +116,7 @@ RECORD_HEAD_MAX = 1 << 16   # bytes of a record read when its payload is not pri
 def journal_cmd(path: str, msg: bool, entry_format: str, as_json: bool, ledger: LedgerId | None) -> None:
     """A journal file (.txn): `bookkeeper shell readjournal <id>`."""
     p = regular_path(path)
+    expect_kind(p, "journal")
     # The windowed scanner finds the records; each body is then read on its own, so memory follows
     # the largest record, not the size of the journal.
     from journal.scan import scan_journal   # the jitted scanner loads only when a dump needs it
@@ -225,6 +239,7 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
     if entry_id is not None and ledger is None:
         raise click.UsageError("--entry-id needs --ledger-id or --ledger-qualified-name")
     p = regular_path(path)
+    expect_kind(p, "entrylog")
     from entrylogs.scan import scan_entry_log   # loaded on use: --help stays free of numba
     scan = scan_entry_log(p)   # windowed: memory follows the entries, not the file's size
     with BodyReader(p) as read:

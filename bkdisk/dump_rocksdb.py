@@ -20,19 +20,20 @@ from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 from fsck.ledger_options import ledger_options
 
 
-def _current_dirs(path: str, db: str) -> list[str]:
-    """The ledger dirs' ``current`` folders holding database ``db`` under PATH (a db dir, ``current``,
-    a ledger dir, or a bookie root)."""
+def _databases(path: str, db: str) -> list[str]:
+    """The database folders ``db`` under PATH: PATH itself when it is a RocksDB folder (whatever its
+    name: a copy, or a database moved aside, reads as `dump rocksdb` reads it), else ``db`` in a
+    ``current`` folder, a ledger dir, or the ledger dirs of a bookie root."""
     from bkdisk.dump_state import _storage_dirs
     p = os.path.abspath(path)
     if os.path.isfile(os.path.join(p, "CURRENT")):
-        return [os.path.dirname(p)] if os.path.basename(p) == db else []
-    if os.path.isfile(os.path.join(p, db, "CURRENT")):
         return [p]
-    out = [os.path.join(d, CURRENT_DIR) for d in _storage_dirs(p)]
+    if os.path.isfile(os.path.join(p, db, "CURRENT")):
+        return [os.path.join(p, db)]
+    out = [os.path.join(d, CURRENT_DIR, db) for d in _storage_dirs(p)]
     # Every ledger dir holding the database folder: a damaged one (CURRENT missing or not a file) is
     # read, and fails in one line, rather than left out of the dump.
-    return [c for c in out if os.path.lexists(os.path.join(c, db))]
+    return [c for c in out if os.path.lexists(c)]
 
 
 def _problems_error(problems) -> None:
@@ -52,19 +53,19 @@ def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """Entry locations of DbLedgerStorage (`bookkeeper shell ledger <id>` on such a bookie)."""
     from formats.dbledger import ENTRY_SIZE_FIELD
     from rocksdbfiles.dbindex import read_locations
-    dirs = _current_dirs(path, LOCATIONS_DB)
+    dirs = _databases(path, LOCATIONS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage locations database (locations/CURRENT) found")
     out, problems, last = Out(), [], None
     with ExitStack() as stack:
         for cur in dirs:
-            locs, probs = read_locations(os.path.join(cur, LOCATIONS_DB), stack)
+            locs, probs = read_locations(cur, stack)
             problems += probs
             for loc in locs:
                 if ledger is not None and (ledger.scope != 0 or loc.ledger_id != ledger.ledger):
                     continue
                 if as_json:
-                    out.obj({"db": os.path.join(cur, LOCATIONS_DB), "kind": "location", "ledger": loc.ledger_id,
+                    out.obj({"db": cur, "kind": "location", "ledger": loc.ledger_id,
                              "entry": loc.entry_id, "log": loc.log_id, "pos": loc.offset,
                              "offset": loc.offset - ENTRY_SIZE_FIELD})
                     continue
@@ -84,19 +85,19 @@ def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
 def ledgers_index_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """The ledgers index of DbLedgerStorage: exists, fenced, master key and explicit LAC per ledger."""
     from rocksdbfiles.dbindex import read_ledgers
-    dirs = _current_dirs(path, LEDGERS_DB)
+    dirs = _databases(path, LEDGERS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage ledgers database (ledgers/CURRENT) found")
     out, problems = Out(), []
     with ExitStack() as stack:
         for cur in dirs:
-            infos, probs = read_ledgers(os.path.join(cur, LEDGERS_DB), stack)
+            infos, probs = read_ledgers(cur, stack)
             problems += probs
             for lid, i in sorted(infos.items()):
                 if ledger is not None and (ledger.scope != 0 or lid != ledger.ledger):
                     continue
                 if as_json:
-                    out.obj({"db": os.path.join(cur, LEDGERS_DB), "kind": "ledger", "ledger": lid, "exists": i.exists,
+                    out.obj({"db": cur, "kind": "ledger", "ledger": lid, "exists": i.exists,
                              "fenced": i.fenced, "master_key": i.master_key.hex(), "explicit_lac": i.explicit_lac,
                              "explicit_lac_body": None if i.explicit_lac_body is None else i.explicit_lac_body.hex(),
                              "limbo": i.limbo})

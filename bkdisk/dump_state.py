@@ -9,6 +9,7 @@ import click
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
 from bkdisk.errors import one_line_errors
+from bkdisk.file_kinds import expect_kind
 from bookie.layout import discover
 from diskio.mapped import DiskError
 from formats.cookie import parse_cookie
@@ -63,6 +64,7 @@ def index_cmd(path: str, page_size: int | None, as_json: bool, ledger: LedgerId 
             raise click.UsageError("PATH is a directory: name the ledger with --ledger-id or --ledger-qualified-name")
         path = find_index_file(path, ledger)
     p = regular_path(path)
+    expect_kind(p, "index")
     named = parse_index_name(os.path.basename(p))
     if ledger is not None and named is not None and named != ledger:
         raise DumpError(f"{p}: the file name is ledger {named}, not ledger {ledger}")
@@ -130,6 +132,7 @@ def lastmark_cmd(path: str, as_json: bool) -> None:
     if not os.path.exists(path):
         raise DiskError(path, "no such file or directory")
     if not os.path.isdir(path):
+        expect_kind(path, "lastmark")
         m = _read_mark(path)
         rows.append((None, m.log_id, m.offset, [path]))
     else:
@@ -164,22 +167,37 @@ def lastmark_cmd(path: str, as_json: bool) -> None:
 @json_option
 @one_line_errors
 def cookie_cmd(path: str, as_json: bool) -> None:
-    """A cookie (current/VERSION, or a dir holding one): its fields."""
-    if os.path.isdir(path):
-        for cand in (os.path.join(path, "VERSION"), os.path.join(path, CURRENT_DIR, "VERSION")):
-            if os.path.isfile(cand):
-                path = cand
-                break
-        else:
-            raise DumpError(f"{path}: no VERSION (cookie) file in it or in its current/")
-    p, data = regular_file(path)
-    c = parse_cookie(data, path=p)
+    """A cookie (current/VERSION, a dir holding one, or a bookie root: the cookie of each of its dirs)."""
+    files = [path] if not os.path.isdir(path) else _cookie_files(path)
+    cookies = []
+    for f in files:
+        expect_kind(regular_path(f), "cookie")
+        p, data = regular_file(f)
+        cookies.append((p, data, parse_cookie(data, path=p)))
     out = Out()
-    if as_json:
-        out.obj({"file": p, "kind": "cookie", **c.to_json()})
-    else:
-        out.text(sf.cookie_text(c))
+    # The dirs of one bookie carry the same cookie: printed once, unless they differ.
+    one = len({data for _p, data, _c in cookies}) == 1
+    for i, (p, _data, c) in enumerate(cookies):
+        if as_json:
+            out.obj({"file": p, "kind": "cookie", **c.to_json()})
+        elif one:
+            if i == 0:
+                out.text(sf.cookie_text(c))
+        else:
+            out.text(f"{p}:\n" + sf.cookie_text(c))
     out.flush()
+
+
+def _cookie_files(path: str) -> list[str]:
+    for cand in (os.path.join(path, "VERSION"), os.path.join(path, CURRENT_DIR, "VERSION")):
+        if os.path.isfile(cand):
+            return [cand]
+    bd = discover(path)   # a bookie root: every dir's current/VERSION, journal dirs first
+    found = [os.path.join(d, CURRENT_DIR, "VERSION") for d in bd.journal_dirs + bd.ledger_dirs + bd.index_dirs]
+    found = [f for f in dict.fromkeys(found) if os.path.lexists(f)]
+    if not found:
+        raise DumpError(f"{path}: no VERSION (cookie) file in it, in its current/, or in the dirs of a bookie below it")
+    return found
 
 
 @click.command("metadata")
@@ -188,6 +206,7 @@ def cookie_cmd(path: str, as_json: bool) -> None:
 @one_line_errors
 def metadata_cmd(path: str, as_json: bool) -> None:
     """Ledger metadata (LedgerMetadataSerDe format 1, 2 or 3): BookKeeper's LedgerMetadata toString."""
+    expect_kind(regular_path(path), "metadata")
     p, data = regular_file(path)
     md = parse_metadata(data, path=p)
     out = Out()

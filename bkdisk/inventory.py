@@ -4,7 +4,8 @@ Each ROOT is a folder holding bookies' dirs (found by bookie.layout.discover_all
 the dirs of a bk_server.conf instead. ``--metadata-dir`` points at ledger metadata files
 (``<hex ledger id>.bin`` / ``.txt``, BookKeeper's LedgerMetadataSerDe formats) that give each
 ledger's digest type and password; ledgers without metadata have their digest type sniffed
-(CRC32C, CRC32; HMAC only with a known password), and ``digest_ok`` is null when it stays unknown.
+(CRC32C, CRC32; HMAC only with a known password), and ``digest_ok`` is null when it stays unknown and
+for a DUMMY entry, which carries no digest (both counted unverifiable).
 Framing damage and header or ledgers-map errors are reported on stderr as warnings, one line each;
 the scan goes on past them (entrylogs/scan.py resyncs after damage).
 """
@@ -56,7 +57,7 @@ def _warn(msg: str) -> None:
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
                      window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
-    from bookie.inventory import LogRows, scan_bookie
+    from bookie.inventory import LogRows, scan_bookie, verified_status
     from entrylogs.scan import DIGEST_BAD, DIGEST_OK
     summary: BookieSummary | None = None
     unlisted = 0
@@ -76,7 +77,7 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         n = len(rows)
         if n == 0:
             continue
-        st = rows.digests["status"]
+        st = verified_status(rows.digests)
         ok, bad = int((st == DIGEST_OK).sum()), int((st == DIGEST_BAD).sum())
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
@@ -89,6 +90,11 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
             summary.ledgers.update(zip(e["scope"].tolist(), e["ledger"].tolist()))
     if summary is None:
         summary = BookieSummary(bookie_id_of(dirs))
+        if not unlisted and dirs.ledger_dirs:
+            # A bookie that ever ran has an entry log (it makes one at start): none at all is a loss.
+            _warn(f"{', '.join(dirs.ledger_dirs)}: no entry log in any ledger dir (every entry this bookie "
+                  f"stored is gone, or it never started)")
+            summary.warnings += 1
     summary.warnings += unlisted
     return summary
 
@@ -198,5 +204,5 @@ def _summary_line(dirs: BookieDirs, s: BookieSummary, jsonl: bool) -> None:
         return
     where = dirs.root or dirs.conf_path
     click.echo(f"{where}: bookie {s.bookie_id or '?'}: {s.entries} entries in {len(s.ledgers)} ledgers, "
-               f"{s.logs} entry logs; digests ok {s.ok}, bad {s.bad}, unknown {s.unknown}; "
+               f"{s.logs} entry logs; digests ok {s.ok}, bad {s.bad}, unverifiable {s.unknown}; "
                f"framing problems {s.problems}")

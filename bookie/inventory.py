@@ -16,8 +16,8 @@ from bookie.layout import BookieDirs, bookie_id_of
 from diskio.jsonl import CHOICE, DIGEST, DIGEST_BYTES, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from diskio.mapped import DiskError
 from entrylogs.reader import Damage
-from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, SOURCE_NAMES, DigestPlan, EntryLogScanArrays,
-                            scan_entry_log)
+from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan,
+                            EntryLogScanArrays, scan_entry_log)
 from formats.digests import DigestType
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR, parse_entry_log_name
@@ -26,6 +26,18 @@ _DIGEST_NAMES = tuple([None] + [DigestType(c).name for c in range(1, max(DigestT
 _SOURCES = tuple(SOURCE_NAMES.get(c) for c in range(max(SOURCE_NAMES) + 1))
 _DIGEST_OK = tuple(True if c == DIGEST_OK else False if c == DIGEST_BAD else None
                    for c in range(max(DIGEST_OK, DIGEST_BAD) + 1))
+
+# A DUMMY entry carries no digest: nothing about its bytes was verified, whatever the scan's status says.
+UNVERIFIABLE_TYPES = (int(DigestType.DUMMY),)
+
+
+def verified_status(digests: np.ndarray) -> np.ndarray:
+    """The digest status of each row as the rows say it: DIGEST_OK only where a digest was checked;
+    a DUMMY entry's is DIGEST_UNKNOWN (``digest_ok`` null, counted unverifiable)."""
+    st = digests["status"]
+    dummy = np.isin(digests["type"], UNVERIFIABLE_TYPES)
+    return np.where(dummy, DIGEST_UNKNOWN, st).astype(st.dtype) if dummy.any() else st
+
 
 # The row, in order: (key, how it is written); constants per entry log are bookie_id, ledger_dir, log_id.
 CONSTANT_FIELDS = ("bookie_id", "ledger_dir", "log_id")
@@ -67,7 +79,7 @@ class LogRows:
         return {"offset": e["offset"], "scope": e["scope"], "ledger": e["ledger"], "entry": e["entry"],
                 "format": e["format"], "size": e["size"], "lac": e["lac"], "length": e["length"],
                 "payload_len": d["payload_len"], "digest_type": d["type"], "digest_source": d["source"],
-                "digest_ok": d["status"]}
+                "digest_ok": verified_status(d)}
 
     def jsonl(self) -> bytes:
         """The rows as JSON Lines, exactly as json.dumps writes each row (keys in INVENTORY_FIELDS order)."""
@@ -93,7 +105,7 @@ class LogRows:
         arrays["payload_len"] = pa.array(d["payload_len"], mask=d["payload_len"] < 0)
         arrays["digest_type"] = pa.array(np.array(_DIGEST_NAMES, object)[d["type"]], pa.string())
         arrays["digest_source"] = pa.array(np.array(_SOURCES, object)[d["source"]], pa.string())
-        arrays["digest_ok"] = pa.array(np.array(_DIGEST_OK, object)[d["status"]], pa.bool_())
+        arrays["digest_ok"] = pa.array(np.array(_DIGEST_OK, object)[verified_status(d)], pa.bool_())
         if self.payload_sha256 is not None:
             hexes = np.array([None if r < 0 else self.payload_sha256[r].tobytes().hex() for r in self.hash_row],
                              object)

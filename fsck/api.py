@@ -18,6 +18,7 @@ from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.passes import (p1_layout, p2_hierarchy, p2_leftovers, p3_index, p4_entrylogs, p4_last_id, p5_crosscheck,
                          p6_journals, p6_last_marks, p7_metadata, p_dbindex)
 from fsck.problems import PASS_NAMES, Severity
+from fsck.root_causes import missing_log_causes
 
 # Each pass: the checks it runs, then an optional step that rewrites its findings.
 PASSES = [(1, [p1_layout.run], None), (2, [p2_hierarchy.run], p2_leftovers.refine), (3, [p3_index.run], None),
@@ -135,7 +136,16 @@ def _run_passes(ctx: CheckContext) -> Report:
         ctx._progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
+    _add_causes(report, missing_log_causes(report.findings))
     return report
+
+
+def _add_causes(report: Report, causes: list[Finding]) -> None:
+    """Root causes found after the passes ran, listed and counted with their pass."""
+    report.findings.extend(causes)
+    for f in causes:
+        p = next(p for p in report.passes if p.number == f.pass_no)
+        p.counts[f.severity.value] = p.counts.get(f.severity.value, 0) + 1
 
 
 def recheck(report: Report, *, progress=None) -> Report:

@@ -69,7 +69,19 @@ class _Progress:
             self.bar.stop()
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+class _NamedAsRun(click.Command):
+    """The help's examples name the command as it was run (`bookie-fsck` or `bkdisk fsck`)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        written = self.help
+        self.help = (written or "").replace("bookie-fsck ", f"{ctx.command_path} ")
+        try:
+            super().format_help_text(ctx, formatter)
+        finally:
+            self.help = written
+
+
+@click.command(cls=_NamedAsRun, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="bkdisk", prog_name="bookie-fsck")
 @click.argument("root", required=False, metavar="[ROOT]")   # a bad path is exit 8, as in inventory and dump
 @click.option("--conf", metavar="bk_server.conf",

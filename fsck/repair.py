@@ -25,11 +25,13 @@ from formats.index import STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.codes import INDEX_DUPLICATE
 from fsck.confinement import escape
+from fsck.entry_ranges import ranges
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.passes.p2_leftovers import same_inode
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
+from fsck.shell_commands import recover_commands
 from indexfiles.writer import index_bytes
 
 PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
@@ -69,6 +71,7 @@ class RepairPlan:
     remaining: list[Finding]                 # errors and warnings no unblocked action answers
     lost: dict[LedgerId, list[int]] = field(default_factory=dict)   # acknowledged entries in no entry log
     recover_command: str | None = None       # how the lost entries come back from other bookies
+    recover_refused: list[str] = field(default_factory=list)   # lost ledgers that command cannot name, and why
 
     @property
     def todo(self) -> list[Action]:
@@ -77,10 +80,11 @@ class RepairPlan:
     def lines(self) -> list[str]:
         out = [a.line() for a in self.actions]
         for lid, ents in sorted(self.lost.items()):
-            out.append(f"lost: ledger {lid} entries {_ranges(ents)} are in no entry log; the index keeps pointing "
+            out.append(f"lost: ledger {lid} entries {ranges(ents)} are in no entry log; the index keeps pointing "
                        f"where it pointed (reads fail, never 'no such entry')")
         if self.recover_command:
             out.append(f"to re-replicate lost entries from the other bookies: {self.recover_command}")
+        out += [f"no shell command: {why}" for why in self.recover_refused]
         if self.remaining:
             by: dict[str, int] = {}
             for f in self.remaining:
@@ -92,20 +96,8 @@ class RepairPlan:
         return {"actions": [a.to_json() for a in self.actions],
                 "lost_entries": [{"scope": l.scope, "ledger": l.ledger, "entries": e} for l, e in sorted(self.lost.items())],
                 "recover_command": self.recover_command,
+                "recover_refused": self.recover_refused,
                 "remaining": [f.to_json() for f in self.remaining]}
-
-
-def _ranges(ids: list[int]) -> str:
-    out, start, prev = [], None, None
-    for e in sorted(ids) + [None]:
-        if start is None:
-            start = prev = e
-        elif e is not None and e == prev + 1:
-            prev = e
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = e
-    return ", ".join(out)
 
 
 def _unseen(ctx: CheckContext, lid: LedgerId, paths: list[str]) -> str | None:
@@ -184,7 +176,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
         if not a.blocked and _header_for(ctx, lid) is None:
             a.blocked = "no master key for this ledger in the index or the journals"
         if not a.blocked and gone and not drop_lost_entries:
-            a.blocked = (f"entries {_ranges(gone)} it points at are in no entry log; a rebuild would make the "
+            a.blocked = (f"entries {ranges(gone)} it points at are in no entry log; a rebuild would make the "
                          f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
         actions.append(a)
     for f in by_kind.get(CUT_JOURNAL, []):
@@ -195,13 +187,10 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
     actions += _bookkeeper_rebuilds(report.findings)
     answered = {id(f) for a in actions if not a.blocked for f in a.covers}
     remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
-    command = None
+    command, refused = None, []
     if lost:
-        bid = bookie_id_of(dirs) or "<this bookie's id>"
-        ledgers = " ".join(str(l.ledger) for l in sorted(lost))
-        command = (f"for each ledger in {ledgers}: bin/bookkeeper shell recover -l <ledger> {bid} "
-                   f"(or let autorecovery do it: bin/bookkeeper shell autorecovery -enable)")
-    return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command)
+        command, refused = recover_commands(list(lost), bookie_id_of(dirs) or "<this bookie's id>")
+    return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command, refused)
 
 
 def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:

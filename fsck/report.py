@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from formats.ids import LedgerId
 from fsck.api import Report, RepairRun
+from fsck.entry_ranges import per_ledger
 from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.problems import Severity
 
@@ -45,14 +46,76 @@ def limit_to_ledger(report: Report, ledger: LedgerId) -> None:
                 p.counts[f.severity.value] = p.counts.get(f.severity.value, 0) + 1
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _entry_pairs(findings: list[Finding]) -> list[tuple[LedgerId, int]]:
+    return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings if f.ledger is not None and f.entry is not None]
+
+
+def _per_entry(f: Finding) -> bool:
+    return f.ledger is not None and f.entry is not None
+
+
+def blocks(findings: list[Finding]) -> list[tuple[Finding, str, list[Finding]]]:
+    """What the report lists, causes first: (head finding, its line, the findings under it). Findings
+    that follow from a cause are under it; per-entry findings of one code in one file that follow from
+    none are one block, said as ledgers and entry ranges."""
+    out: list[tuple[Finding, str, list[Finding]]] = []
+    same: dict[tuple[str, str | None], list[Finding]] = {}
+    for cause, cons in grouped(findings):
+        if cons or not _per_entry(cause):
+            out.append((cause, cause.line(), cons))
+            continue
+        group = same.setdefault((cause.code, cause.path), [])
+        if not group:
+            out.append((cause, "", group))
+        group.append(cause)
+    shown = []
+    for head, line, under in out:
+        if line:
+            shown.append((head, line, under))
+        elif len(under) == 1:
+            shown.append((head, head.line(), []))
+        else:
+            text = f"{len(under)} findings: {per_ledger(_entry_pairs(under))}"
+            shown.append((head, f"{head.severity.value.upper():7} {head.code} {head.path or ''}: {text}"
+                          .replace(" :", ":"), under))
+    return shown
+
+
+def _summaries(under: list[Finding], head_line: str) -> list[str]:
+    """The findings under a head, per code: each per-entry code as one line of ledgers and entry ranges
+    (only the count where the head already names those ranges)."""
+    by_code: dict[str, list[Finding]] = {}
+    for f in under:
+        by_code.setdefault(f.code, []).append(f)
+    lines = []
+    for code, fs in by_code.items():
+        if all(_per_entry(f) for f in fs):
+            said = per_ledger(_entry_pairs(fs))
+            lines.append(f"{len(fs)} {code}" + (", one per entry named above" if said in head_line else f": {said}"))
+        else:
+            lines += [f.line() for f in fs[:CONSEQUENCES_SHOWN]]
+            if len(fs) > CONSEQUENCES_SHOWN:
+                lines.append(f"and {len(fs) - CONSEQUENCES_SHOWN} more {code}")
+    return lines
+
+
 def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool = False, quiet: bool = False) -> None:
-    """The report for people; ``quiet``: only the errors and the final count."""
+    """The report for people: one line per cause (a lost or damaged file with the ledgers and entry
+    ranges it takes, or one fault), what follows from it summed up under it; every finding with
+    ``verbose``. ``quiet``: only the errors' heads and the final count, a subset of the default."""
+    listed: list[tuple[Finding, str, list[Finding]]] = []
+    for head, line, under in blocks(report.findings):
+        if verbose or (head.severity != Severity.INFO and len(listed) < worst):
+            listed.append((head, line, under))
+    e, w = report.count(Severity.ERROR), report.count(Severity.WARNING)
     if quiet:
-        for cause, cons in grouped(report.findings):
-            errs = [c for c in cons if c.severity == Severity.ERROR]
-            if cause.severity == Severity.ERROR or errs:
-                out.write(f"  {cause.line()}\n" + "".join(f"      -> {c.line()}\n" for c in errs))
-        e, w = report.count(Severity.ERROR), report.count(Severity.WARNING)
+        for head, line, _under in listed:
+            if head.severity == Severity.ERROR:
+                out.write(f"  {line}\n")
         out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}.\n")
         return
     d = report.dirs
@@ -69,20 +132,18 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
         out.write(f"Pass {p.number}: {p.name} ".ljust(44, ".") + f" {status}\n")
     shown: set[int] = set()
     lines: list[str] = []
-    for cause, cons in grouped(report.findings):
-        if not verbose and (cause.severity == Severity.INFO or len(lines) >= worst):
-            continue
-        lines.append(f"  {cause.line()}")
-        shown.add(id(cause))
-        listed = cons if verbose else cons[:CONSEQUENCES_SHOWN]
-        for c in listed:
-            lines.append(f"      -> {c.line()}")
-            shown.add(id(c))
-        if len(cons) > len(listed):
-            lines.append(f"      -> and {len(cons) - len(listed)} more findings that follow from it")
-            shown.update(id(c) for c in cons)
+    for head, line, under in listed:
+        lines.append(f"  {line}")
+        shown.add(id(head))
+        shown.update(id(f) for f in under)
+        if verbose:
+            lines += [f"      -> {f.line()}" for f in under if f is not head]
+        elif head.caused_by is None and under and under[0] is not head:
+            lines += [f"      -> {s}" for s in _summaries(under, line)]
     if lines:
         out.write("\n" + "\n".join(lines) + "\n")
+        if not verbose and any(under for _h, _l, under in listed):
+            out.write("  (-v or --json lists each finding)\n")
     hidden = [f for f in report.findings if id(f) not in shown]
     if hidden:
         by_code: dict[str, int] = {}
@@ -91,11 +152,11 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
         out.write("\n  not listed (use --verbose or --json): "
                   + ", ".join(f"{n} {code}" for code, n in sorted(by_code.items())) + "\n")
     s = report.stats
-    out.write(f"\nChecked {s.get('entry_logs', 0)} entry logs ({_human_bytes(s.get('entry_log_bytes', 0))}, "
-              f"{s.get('entries', 0)} entries), {s.get('journals', 0)} journals, "
-              + (f"{s['db_locations']} RocksDB locations" if "db_locations" in s else f"{s.get('index_files', 0)} index files")
+    out.write(f"\nChecked {_count(s.get('entry_logs', 0), 'entry log')} ({_human_bytes(s.get('entry_log_bytes', 0))}, "
+              f"{_count(s.get('entries', 0), 'entry', 'entries')}), {_count(s.get('journals', 0), 'journal')}, "
+              + (_count(s['db_locations'], 'RocksDB location') if "db_locations" in s
+                 else _count(s.get('index_files', 0), 'index file'))
               + f" in {s.get('seconds', 0):.2f} s.\n")
-    e, w = report.count(Severity.ERROR), report.count(Severity.WARNING)
     out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}, "
               f"{report.count(Severity.INFO)} info.\n")
 

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from audit.job import ALL_TABLES, read_tables
+from tests.report_browser import WIDTH, greenish, reddish, render
+
+SHOTS = Path(__file__).resolve().parents[1] / "tests-output" / "report-screenshots"
 
 BIN = Path(sys.executable).parent
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
 VOLATILE = {"run_id", "host", "scan_seconds"}
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
 
 
 def _env() -> dict[str, str]:
@@ -111,6 +112,19 @@ def test_bkdisk_audit_reports_the_corrupt_copy_and_exits_4(cli_audit, faulty_clu
     assert "DbLedgerStorage (replicas from its entry logs; RocksDB index " in (out / "report.html").read_text()
 
 
+SPARK_NOISE = ("Using incubator modules", "log4j", " WARN ", "Setting default log level", "NativeCodeLoader",
+               "loopback address", "setLogLevel")
+
+
+def test_spark_start_up_noise_stays_off_the_terminal_and_the_audits_own_lines_stay(runs):
+    for name in ("cli", "demo"):
+        p, _out = runs[name]
+        noisy = [line for line in p.stderr.splitlines() if any(n in line for n in SPARK_NOISE)]
+        assert not noisy, (name, noisy)
+    assert "bkdisk audit: run cli: " in runs["cli"][0].stderr and "disks scanned 3/3" in runs["cli"][0].stderr
+    assert "bkdisk audit: run demo: " in runs["demo"][0].stderr + runs["demo"][0].stdout
+
+
 def test_spark_submit_of_the_application_file_gives_the_same_tables(runs):
     _p, cli_out = runs["cli"]
     p, out = runs["submit"]
@@ -136,36 +150,30 @@ def test_an_unwritable_out_or_a_bad_spark_setting_is_one_line(faulty_cluster3, t
         assert any(all(w in x for w in words) for x in lines), p.stderr[-3000:]
 
 
-def _render(page: Path, tmp: Path) -> str:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "chromium is not installed (./dev test installs Debian's chromium package)"
-    profile = tmp / "chromium-profile"
-    profile.mkdir()
-    p = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
-                       capture_output=True, text=True, check=False, timeout=120)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return p.stdout
-
-
 def test_the_report_draws_its_charts_in_headless_chromium(cli_audit, tmp_path):
     _p, out = cli_audit
     html = (out / "report.html").read_text()
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
     assert "<svg" not in html   # the charts are drawn by the embedded script, not written by Python
-    dom = _render(out / "report.html", tmp_path)
+    dom, _probe = render(out / "report.html", tmp_path)
     summary = json.loads((out / "summary.json").read_text())
     drawn = {m.group(1): int(m.group(2)) for m in re.finditer(r'data-chart="(\w+)" data-drawn="(\d+)"', dom)}
     n_bookies, n_hist = len(summary["bookies"]), len(summary["replication_histogram"])
-    assert drawn == {"health": 3 * n_bookies, "replication": n_hist, "orphans": n_bookies}
-    assert dom.count('class="bar"') == 3 * n_bookies + n_hist + n_bookies
-    assert dom.count('<svg class="bk-chart"') == 3
+    assert drawn == {"faults": 3 * n_bookies, "entries": n_bookies, "replication": n_hist, "orphans": n_bookies}
+    assert dom.count('class="bar"') == sum(drawn.values())
 
 
-def test_the_demo_audits_a_generated_cluster_and_prints_where_the_report_is(runs):
-    p, out = runs["demo"]
-    assert p.returncode == 0, p.stderr[-3000:]
-    page = out / "audit" / "report.html"
-    assert f"HTML report: {page}" in p.stdout and page.is_file()
-    summary = json.loads((out / "audit" / "summary.json").read_text())
-    assert summary["healthy"] is True and summary["disks_by_status"] == {"ok": 4}
-    assert summary["entries_expected"] == 6 * 30
+def test_the_reports_of_a_real_audit_lead_with_the_verdict_and_the_corrupt_copy(runs, faulty_cluster3, tmp_path):
+    """The damaged cluster-3 and the demo's healthy cluster, audited by Spark, rendered in Chromium."""
+    _root, eid = faulty_cluster3
+    _p, out = runs["cli"]
+    dom, probe = render(out / "report.html", tmp_path / "damaged", SHOTS / "cluster3-damaged.png")
+    assert 'data-verdict="problems"' in dom and reddish(probe["verdict"]["background"])
+    sentence = f"bk-2.rack-a: 1 corrupt copy in ledger {0xABCDEF}; entries {0xABCDEF}:{eid}"
+    assert sentence in [p["text"] for p in probe["problems"]], probe["problems"]
+    assert dom.index('class="problem"') < dom.index("data-chart=")
+    assert probe["scrollWidth"] <= WIDTH
+    _p, demo_out = runs["demo"]
+    dom, probe = render(demo_out / "audit" / "report.html", tmp_path / "healthy", SHOTS / "demo-healthy.png")
+    assert 'data-verdict="healthy"' in dom and greenish(probe["verdict"]["background"]) and not probe["problems"]
+    assert all(greenish(s["background"]) for s in probe["statuses"])

@@ -69,7 +69,8 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     exists = (len(ids) > 0) & (ids[where_c] == locs["log"]) if len(ids) else np.zeros(len(locs), bool)
     for k in np.flatnonzero(~exists).tolist():
         yield _loc_finding(inv, locs[k], INDEX_LOCATION_MISSING_LOG, f"{int(locs[k]['log']):x}.log")
-    in_range = exists & (locs["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, sizes[where_c], 0))
+    size_at = sizes[where_c] if len(sizes) else np.zeros(len(locs), np.int64)   # no logs at all: none exist
+    in_range = exists & (locs["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
     for k in np.flatnonzero(exists & ~in_range).tolist():
         lf = int(locs[k]["log"])
         yield _loc_finding(inv, locs[k], INDEX_LOCATION_OUT_OF_RANGE,

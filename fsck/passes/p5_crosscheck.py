@@ -49,7 +49,9 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     w = np.searchsorted(t["key"], lkey)
     wc = np.minimum(w, max(n - 1, 0))
     hit = (n > 0) & (t["key"][wc] == lkey) if n else np.zeros(len(locs), bool)
-    same = hit & (t["scope"][wc] == lscope) & (t["ledger"][wc] == lledger) & (t["entry"][wc] == locs["entry"])
+    # With no entry in any log nothing is the same (and there is nothing to index into).
+    same = (hit & (t["scope"][wc] == lscope) & (t["ledger"][wc] == lledger) & (t["entry"][wc] == locs["entry"])
+            if n else np.zeros(len(locs), bool))
     # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
     # A location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there.
     scanned = {lf.log_id: ctx.log_scans[lf.path].size for lf in ctx.log_files

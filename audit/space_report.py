@@ -1,0 +1,80 @@
+"""The report's disk-space section, from the audit's ``space`` table: bytes by garbage-collector action
+and by ledger state per bookie, and the ledgers and topics whose deletion would free the most old
+entry logs across the cluster. A section of its own: ``space_summary`` gives its part of
+summary.json, ``render_space`` its HTML and ``space_lines`` its terminal lines."""
+from __future__ import annotations
+
+import html
+import os
+from typing import Any, Callable
+
+import pyarrow.parquet as pq
+
+from bookie.gc_policy import ACTIONS
+from bookie.space import STATES
+
+HELD_COLUMNS = ("bookie_id", "kind", "size", "action", "ledger", "state", "topic", "bytes", "sole_logs",
+                "frees_bytes", "pinned_logs")
+
+
+def space_summary(out: str, top: int = 10) -> dict[str, Any] | None:
+    """The section's figures (None when the audit wrote no space table)."""
+    path = os.path.join(out, "space")
+    if not os.path.isdir(path):
+        return None
+    rows = pq.read_table(path, columns=list(HELD_COLUMNS)).to_pylist()
+    bookies: dict[str, dict[str, Any]] = {}
+    pin_ledger: dict[str, dict[str, Any]] = {}
+    pin_topic: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        b = bookies.setdefault(r["bookie_id"] or "?", {"bookie_id": r["bookie_id"],
+                                                       **{f"{a}_bytes": 0 for a in ACTIONS},
+                                                       **{f"{s}_bytes": 0 for s in STATES}})
+        if r["kind"] == "log":
+            b[f"{r['action']}_bytes"] += r["size"]
+        elif r["kind"] == "ledger":
+            b[f"{r['state']}_bytes"] += r["bytes"]
+            p = pin_ledger.setdefault(r["ledger"], {"ledger": r["ledger"], "topic": r["topic"], "bookies": 0,
+                                                    "bytes": 0, "pinned_logs": 0, "sole_logs": 0, "frees_bytes": 0})
+        else:
+            p = pin_topic.setdefault(r["topic"], {"topic": r["topic"], "bookies": 0, "bytes": 0, "pinned_logs": 0,
+                                                  "sole_logs": 0, "frees_bytes": 0})
+        if r["kind"] != "log":
+            p["bookies"] += 1
+            for k in ("bytes", "pinned_logs", "sole_logs", "frees_bytes"):
+                p[k] += r[k]
+    rank = lambda p: (-p["frees_bytes"], -p["pinned_logs"], -p["bytes"])
+    return {"bookies": sorted(bookies.values(), key=lambda b: b["bookie_id"] or ""),
+            "gc_frees_bytes": sum(b["delete_bytes"] for b in bookies.values()),
+            "top_ledgers": sorted((p for p in pin_ledger.values() if p["pinned_logs"]),
+                                  key=lambda p: (*rank(p), p["ledger"]))[:top],
+            "top_topics": sorted((p for p in pin_topic.values() if p["pinned_logs"]),
+                                 key=lambda p: (*rank(p), p["topic"]))[:top]}
+
+
+def _table(rows: list[dict], cols: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape('' if r.get(c) is None else str(r.get(c)))}</td>"
+                                    for c in cols) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_space(s: dict[str, Any] | None) -> str:
+    """The section's HTML ('' without a space table)."""
+    if not s:
+        return ""
+    by_bookie = ["bookie_id"] + [f"{a}_bytes" for a in ACTIONS] + [f"{x}_bytes" for x in STATES]
+    return (f"<h2>Disk space</h2><p>Garbage collection would free {s['gc_frees_bytes']} bytes now (entry logs "
+            f"with no live ledger). Bytes of entry logs by what the collector would do, and of ledgers by "
+            f"state, per bookie:</p>{_table(s['bookies'], by_bookie)}"
+            f"<h3>Ledgers pinning old entry logs</h3>"
+            f"{_table(s['top_ledgers'], ['ledger', 'topic', 'bookies', 'bytes', 'pinned_logs', 'sole_logs', 'frees_bytes'])}"
+            f"<h3>Topics pinning old entry logs</h3>"
+            f"{_table(s['top_topics'], ['topic', 'bookies', 'bytes', 'pinned_logs', 'sole_logs', 'frees_bytes'])}")
+
+
+def space_lines(s: dict[str, Any] | None, echo: Callable[[str], None]) -> None:
+    if not s:
+        return
+    echo(f"  space: GC would free {s['gc_frees_bytes']} bytes now; most pinning ledgers: "
+         + (", ".join(f"{p['ledger']} ({p['frees_bytes']} bytes)" for p in s["top_ledgers"][:3]) or "none"))

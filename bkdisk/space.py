@@ -1,0 +1,139 @@
+"""``bkdisk space``: where a bookie's disk space goes, per entry log, ledger and topic, and what its
+garbage collector and each compaction pass would free (bookie/space.py; rules in specs/space.md)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from bkdisk.errors import one_line_errors
+from diskio.config import collector_eased
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def human(n: int) -> str:
+    v = float(n)
+    for u in _UNITS:
+        if abs(v) < 1024 or u == _UNITS[-1]:
+            return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
+        v /= 1024
+    return str(n)
+
+
+def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, str | None]:
+    if metadata_dir:
+        from bookie.metadata_dir import load_metadata_dir
+        md, errors = load_metadata_dir(metadata_dir)
+        if errors:   # a ledger whose metadata cannot be read would count as deleted: refuse instead
+            raise errors[0]
+        return md, f"metadata folder {metadata_dir}"
+    if url:
+        from metaservice.client import MetadataClient, service_target
+        client = MetadataClient(service_target(url), retries=2)
+        try:
+            return client.load_all(), f"metadata service {url}"
+        finally:
+            client.close()
+    return None, None
+
+
+@click.command("space")
+@click.argument("root", required=False)
+@click.option("--conf", "conf", default=None, metavar="bk_server.conf",
+              help="The bookie's dirs and its garbage-collection settings from a BookKeeper server config.")
+@click.option("--metadata-dir", default=None, metavar="DIR", help="Folder of ledger metadata files (<hex id>.bin/.txt).")
+@click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
+              help="Read ledger metadata from the metadata service instead of a folder.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line: logs, ledgers, topics, a summary.")
+@click.option("--scan", is_flag=True,
+              help="Count every log's bytes from its entries, not from its ledgers map (and say where they differ).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Rows of ledgers and topics in the text report and the summary.")
+@one_line_errors
+@collector_eased()
+def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata_url: str | None, as_json: bool,
+          scan: bool, top: int) -> None:
+    """Where the disk space of the bookie under ROOT (or of --conf) goes: each entry log's live and
+    garbage bytes, its oldest live ledger and topic, and what the bookie's garbage collector would do
+    with it (delete, compact-minor, compact-major, keep; current: still written); the ledgers and
+    Pulsar topics that pin old logs. GC settings come from --conf, else BookKeeper's defaults.
+    Without metadata, a ledger is live when the bookie's own index has it.
+
+    Exit 0 with the report, 8 when what it needs cannot be read.
+
+    \b
+    Examples:
+      bkdisk space /mnt/bookie1 --metadata-dir ./metadata
+      bkdisk space --conf /etc/bookkeeper/bk_server.conf --metadata grpc://127.0.0.1:4183 --json
+    """
+    if metadata_url and metadata_dir:
+        raise click.UsageError("--metadata and --metadata-dir exclude each other")
+    if (root is None) == (conf is None):
+        raise click.UsageError("give the bookie's ROOT folder or --conf bk_server.conf (one of them)")
+    from bookie.gc_policy import settings_from_conf
+    from bookie.layout import discover, from_conf
+    dirs = from_conf(conf) if conf else discover(root)
+    settings = settings_from_conf(conf)
+    md, where = _metadata(metadata_dir, metadata_url)
+    from bookie.space import account_bookie
+    report = account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
+    for w in report.warnings:
+        click.echo(f"bkdisk: warning: {w}", err=True)
+    if as_json:
+        import orjson
+        out = sys.stdout.buffer
+        out.write(b"".join(orjson.dumps(row) + b"\n" for row in report.rows()))
+    else:
+        out = sys.stdout
+        render_text(report, out, top)
+    out.flush()
+
+
+def render_text(report, out, top: int) -> None:
+    s = report.summary
+    w = out.write
+    w(f"bookie {s['bookie_id'] or '?'} ({s['storage']}): {s['logs']} entry logs, {human(s['size'])}; "
+      f"live {human(s['live_bytes'])}, garbage {human(s['garbage_bytes'])}\n")
+    w(f"liveness: {s['liveness']}" + (f" ({s['metadata']})" if s["metadata"] else "") + "\n")
+    g = s["settings"]
+    w(f"GC settings ({g['source']}): minor compaction below {g['minorCompactionThreshold']} every "
+      f"{g['minorCompactionInterval']} s ({'on' if g['minorCompactionEnabled'] else 'off'}), major below "
+      f"{g['majorCompactionThreshold']} every {g['majorCompactionInterval']} s "
+      f"({'on' if g['majorCompactionEnabled'] else 'off'}); isForceGCAllowWhenNoSpace "
+      f"{str(g['isForceGCAllowWhenNoSpace']).lower()}\n\n")
+    logs = sorted(report.logs, key=lambda r: (-r["size"], r["ledger_dir"], r["log_id"]))
+    w(f"{'entry log':<24} {'size':>10} {'live':>10} {'garbage':>10} {'usage':>6}  {'action':<13} oldest live ledger\n")
+    for r in logs:
+        oldest = r["oldest_live_ledger"] or "-"
+        if r["oldest_live_topic"]:
+            oldest += f" ({r['oldest_live_topic']})"
+        w(f"{r['ledger_dir'] + '/' + format(r['log_id'], 'x') + '.log':<24} {human(r['size']):>10} "
+          f"{human(r['live_bytes']):>10} {human(r['garbage_bytes']):>10} {r['usage']:>6.2f}  {r['action']:<13} "
+          f"{oldest}\n")
+    w(f"{'total':<24} {human(s['size']):>10} {human(s['live_bytes']):>10} {human(s['garbage_bytes']):>10}\n\n")
+    for a, b in s["by_action"].items():
+        if b["logs"]:
+            w(f"  {a:<13} {b['logs']:>6} logs {human(b['size']):>10}\n")
+    w(f"GC frees now: {human(s['gc_frees_bytes'])} (logs with no live ledger); a minor compaction pass: "
+      f"{human(s['minor_compaction_frees_bytes'])}; a major pass: {human(s['major_compaction_frees_bytes'])}\n")
+    states = ", ".join(f"{k} {v['ledgers']} ({human(v['bytes'])})" for k, v in s["by_state"].items() if v["ledgers"])
+    w(f"ledgers: {states or 'none'}\n")
+    if s["top_pinning_ledgers"]:
+        w("\nledgers whose deletion would free the most old logs:\n")
+        for p in s["top_pinning_ledgers"]:
+            w(f"  {p['ledger']:<20} frees {p['sole_logs']:>5} logs, {human(p['frees_bytes']):>10}"
+              + (f"  {p['topic']}" if p["topic"] else "") + "\n")
+    if report.topics:
+        w("\ntopics (biggest first):\n")
+        for t in report.topics[:top]:
+            w(f"  {t['topic']:<48} {t['ledgers']:>6} ledgers {human(t['bytes']):>10}, pins {t['pinned_logs']} "
+              f"logs, frees {t['sole_logs']} ({human(t['frees_bytes'])})\n")
+    for db in s["rocksdb"] or []:
+        w(f"\nRocksDB in {db['ledger_dir']}: locations {human(db['locations_bytes'] or 0)} "
+          f"({db['locations_sst_files']} SST files), ledgers {human(db['ledgers_bytes'] or 0)}; SST files holding "
+          f"only deleted ledgers: {len(db['stale_sst'])} ({human(db['stale_sst_bytes'])})\n")
+        for t in db["stale_sst"]:
+            w(f"  {t['database']}/{t['file']} level {t['level']} {human(t['bytes'])} ledgers {t['first_ledger']}.."
+              f"{t['last_ledger']}\n")
+

@@ -1,0 +1,380 @@
+"""Where a bookie's disk space goes: per entry log the bytes of live ledgers and of garbage, what the
+garbage collector would do with it, and per ledger and per topic what pins old logs.
+
+The rules are BookKeeper's (specs/space.md): an entry log's ledgers and their bytes come from its
+ledgers map, or from a scan of its entries when it has none (DefaultEntryLogger.getEntryLogMetadata);
+a ledger is live exactly when the bookie's collector would keep it (its own index has it, and,
+with metadata, ScanAndCompareGarbageCollector would not delete it); bookie/gc_policy.py decides
+the action. The per-entry work is the entry-log scanner's kernel; the rest is numpy over one row
+per (log, ledger) and Python over one item per ledger. Used by ``bkdisk space`` and by the audit's
+per-disk task.
+"""
+from __future__ import annotations
+
+import os
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from bookie.gc_policy import ACTIONS, COMPACT_MAJOR, COMPACT_MINOR, CURRENT, DELETE, GcSettings, log_actions, usage
+from bookie.inventory import entry_logs, ledger_dir_name
+from bookie.layout import BookieDirs, bookie_id_of
+from diskio.mapped import DiskError, file_size, read_range
+from formats.errors import BkdiskError, FormatError
+from formats.ids import LedgerId
+
+MAP, SCAN = "ledgers map", "scan"
+LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED = "live", "deleted", "not-indexed", "over-replicated"
+STATES = (LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED)
+MANAGED_LEDGER_KEY = "pulsar/managed-ledger"   # Pulsar's LedgerMetadataUtils: the managed ledger's name
+NO_METADATA = ("no ledger metadata given: a ledger is live when the bookie's own index has it "
+               "(ledgers deleted in metadata but not yet by this bookie count as live)")
+
+
+class SpaceError(BkdiskError):
+    """What the accounting needs could not be read (an entry log, the bookie's index)."""
+
+
+@dataclass
+class LogLedgers:
+    """One entry log as EntryLogMetadata holds it: bytes (entry size + 4) per ledger."""
+
+    ledger_dir: str
+    group: int            # the entry logger it belongs to (one per bookie; one per dir for DbLedgerStorage)
+    log_id: int
+    path: str
+    size: int
+    scope: np.ndarray     # uint64, one per ledger
+    ledger: np.ndarray    # uint64
+    nbytes: np.ndarray    # int64
+    source: str           # MAP or SCAN
+    rolled: bool          # its header points at a ledgers map (the bookie rolled it)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _columns(m: dict[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    keys = list(m)
+    return (np.array([k[0] for k in keys], np.uint64), np.array([k[1] for k in keys], np.uint64),
+            np.array(list(m.values()), np.int64))
+
+
+def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, scan: bool = False,
+                     scanned=None) -> LogLedgers:
+    """The ledgers of one entry log: from its ledgers map when it has a whole one (BookKeeper's
+    extractEntryLogMetadataFromIndex), else from its entries (extractEntryLogMetadataByScanning).
+    ``scan``: count from the entries always, and warn where the map says otherwise. ``scanned``: an
+    EntryLogScanArrays of this log already made (the audit reuses fsck's)."""
+    from entrylogs.reader import read_frame
+    size = file_size(path)
+    warnings: list[str] = []
+    frame = None
+    if size:
+        frame = read_frame(lambda o, n: read_range(path, o, n), size, path)
+        warnings += [str(e) for e in (frame.header_error, frame.map_error) if e is not None]
+    rolled = bool(frame and frame.header is not None and frame.header.ledgers_map_offset != 0)
+    whole_map = frame is not None and frame.ledgers_map and frame.map_error is None
+    if whole_map and not scan:
+        return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(frame.ledgers_map), MAP, rolled, warnings)
+    counted: dict[tuple[int, int], int] = {}
+    if size:
+        if scanned is None:
+            from entrylogs.scan import scan_entry_log
+            scanned = scan_entry_log(path)
+        # the scan's warnings as the inventory words them (the header's and the map's once)
+        from bookie.inventory import log_rows
+        warnings += [w for w in log_rows(None, ledger_dir, log_id, scanned).warnings if w not in warnings]
+        counted = scanned.computed_ledgers_map()   # (size + 4) per ledger, as EntryLogMetadata adds them
+        if whole_map and counted != frame.ledgers_map:
+            differ = sorted(set(counted.items()) ^ set(frame.ledgers_map.items()))[:3]
+            warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
+                            + ", ".join(f"ledger {LedgerId(*k)}" for k, _v in differ) + "); counted from the entries")
+    return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(counted), SCAN, rolled, warnings)
+
+
+# --- the bookie's own index: which ledgers ledgerExists says exist ----------------------------
+def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]]:
+    """Per entry-logger group, the (scope, ledger) pairs the bookie's index holds, and warnings.
+
+    Interleaved/Sorted storage: every ``.idx`` (and ``.idx.rloc``, which the bookie renames into
+    place) in the index dirs, one group; DbLedgerStorage: each ledger dir's ``ledgers`` database
+    (entries whose ``exists`` is set), a group per dir."""
+    if dirs.storage_kind == "rocksdb":
+        return _db_ledgers(dirs)
+    from indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION, list_index_tree
+    from formats.paths import parse_index_name
+    listing = list_index_tree(dirs.effective_index_dirs)
+    if listing.failures:
+        f = listing.failures[0]
+        raise SpaceError(f"{f.path}: cannot list the index folder ({f.message}): which ledgers the bookie "
+                         f"keeps is unknown")
+    have = set(zip(listing.scope[listing.named].tolist(), listing.ledger[listing.named].tolist()))
+    for p, why in listing.strays:
+        if why == STRAY_RELOCATION:
+            lid = parse_index_name(os.path.basename(p)[:-len(RELOCATION_SUFFIX)] + ".idx")
+            if lid is not None:
+                have.add(tuple(lid))
+    return [have], []
+
+
+def _db_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]]:
+    from contextlib import ExitStack
+
+    from formats.ids import to_unsigned64
+    from formats.paths import LEDGERS_DB
+    from rocksdbfiles.dbindex import read_ledgers
+    groups, warnings = [], []
+    for d in dirs.ledger_dirs:
+        db = os.path.join(dirs.current(d), LEDGERS_DB)
+        try:
+            with ExitStack() as stack:
+                ledgers, problems = read_ledgers(db, stack)
+        except (FormatError, DiskError, OSError) as e:
+            raise SpaceError(f"{db}: the ledgers index cannot be read ({e}): which ledgers the bookie keeps "
+                             f"is unknown") from None
+        warnings += [f"{p.path}: {p.detail}" for p in problems]
+        groups.append({(0, to_unsigned64(lid)) for lid, info in ledgers.items() if info.exists})
+    return groups, warnings
+
+
+# --- metadata: what the collector's scan-and-compare keeps, and Pulsar's topic -------------------
+def topic_of(custom_metadata: Iterable[tuple[str, bytes]]) -> str | None:
+    """The Pulsar topic a ledger belongs to: its managed ledger's name (``tenant/namespace/domain/
+    local``, or with a cluster before the namespace) as the topic name TopicName.fromPersistenceNamingEncoding
+    makes of it; another form of name is given as it is."""
+    raw = dict(custom_metadata).get(MANAGED_LEDGER_KEY)
+    if raw is None:
+        return None
+    name = raw.decode("utf-8", "replace")
+    parts = name.split("/")
+    if len(parts) in (4, 5):
+        *owner, domain, local = parts
+        return f"{domain}://{'/'.join(owner)}/{urllib.parse.unquote_plus(local)}"
+    return name
+
+
+def ledger_state(indexed: bool, md, bookie_id: str | None, settings: GcSettings, with_metadata: bool) -> str:
+    """Whether the collector keeps a ledger whose entries this bookie holds, and if not, why."""
+    if not indexed:
+        return NOT_INDEXED          # ledgerExists is false: its entries go at the next pass
+    if not with_metadata:
+        return LIVE
+    if md is None:
+        return DELETED              # in the bookie's index, not in metadata: ScanAndCompare deletes it
+    if settings.over_replicated_check and md.is_closed and bookie_id is not None and \
+            all(bookie_id not in members for _first, members in md.ensembles):
+        return OVER_REPLICATED
+    return LIVE
+
+
+# --- the accounting ---------------------------------------------------------------------------
+@dataclass
+class SpaceReport:
+    """The rows ``bkdisk space --json`` prints, in order: logs, ledgers, topics, then the summary."""
+
+    logs: list[dict[str, Any]]
+    ledgers: list[dict[str, Any]]
+    topics: list[dict[str, Any]]
+    summary: dict[str, Any]
+    warnings: list[str]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.logs + self.ledgers + self.topics + [self.summary]
+
+
+def current_logs(logs: list[LogLedgers]) -> np.ndarray:
+    """Whether each log may still be written (never a collection candidate): per entry logger, its
+    highest-id log, and when that one holds nothing yet (a preallocated log), the highest-id log
+    before it that was never rolled (no ledgers map): the one being written."""
+    cur = np.zeros(len(logs), bool)
+    groups: dict[int, list[int]] = {}
+    for i, lg in enumerate(logs):
+        groups.setdefault(lg.group, []).append(i)
+    for members in groups.values():
+        members.sort(key=lambda i: logs[i].log_id)
+        top = members[-1]
+        cur[top] = True
+        if len(logs[top].ledger) == 0 and not logs[top].rolled and len(members) > 1 and \
+                not logs[members[-2]].rolled:
+            cur[members[-2]] = True
+    return cur
+
+
+def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None = None) -> list[LogLedgers]:
+    """Every entry log of the bookie, in ledger-dir then log-id order."""
+    rocks = dirs.storage_kind == "rocksdb"
+    out = []
+    for di, d in enumerate(dirs.ledger_dirs):
+        found, failure = entry_logs(d)
+        if failure:
+            raise SpaceError(failure)
+        for log_id, path in found:
+            try:
+                out.append(read_log_ledgers(path, ledger_dir_name(d), di if rocks else 0, log_id, scan=scan,
+                                            scanned=(scans or {}).get(path)))
+            except (DiskError, FormatError) as e:
+                raise SpaceError(f"{e} (its live and garbage bytes cannot be counted)") from None
+    return out
+
+
+def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings, *, metadata_from: str | None = None,
+                   scan: bool = False, scans: dict | None = None, top: int = 10,
+                   bookie_id: str | None = None) -> SpaceReport:
+    """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
+    ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list)."""
+    bookie_id = bookie_id or bookie_id_of(dirs)
+    logs = read_bookie_logs(dirs, scan=scan, scans=scans)
+    groups, warnings = indexed_ledgers(dirs)
+    for lg in logs:
+        warnings += lg.warnings
+    with_md = metadata is not None
+    md = metadata if metadata is not None else {}   # a view with none of its own still looks ledgers up
+
+    # One row per (log, ledger).
+    counts = np.array([len(lg.ledger) for lg in logs], np.int64)
+    log_of = np.repeat(np.arange(len(logs)), counts)
+    cat = lambda name, dt: np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
+    scope, ledger, nbytes = cat("scope", np.uint64), cat("ledger", np.uint64), cat("nbytes", np.int64)
+    group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
+    keys = np.zeros(len(ledger), [("group", "<i8"), ("scope", "<u8"), ("ledger", "<u8")])
+    keys["group"], keys["scope"], keys["ledger"] = group, scope, ledger
+    ukeys, inv = np.unique(keys, return_inverse=True)
+    inv = inv.reshape(-1)
+
+    # One state per (group, ledger): Python work per ledger, not per entry.
+    states, metas = [], []
+    for g, s, l in ukeys.tolist():
+        lid = LedgerId(s, l)
+        m = md.get(lid)
+        metas.append(m)
+        states.append(ledger_state((s, l) in groups[g] if g < len(groups) else False, m, bookie_id, settings, with_md))
+    ustate = np.array([STATES.index(x) for x in states], np.int8)
+    live = ustate[inv] == 0 if len(inv) else np.zeros(0, bool)
+    # Oldest: the earliest creation time metadata gives, then the lowest id.
+    ctime = np.array([m.ctime if (m is not None and m.ctime is not None) else np.iinfo(np.int64).max
+                      for m in metas], np.int64)
+    rank = np.empty(len(ukeys), np.int64)
+    rank[np.lexsort((ukeys["ledger"], ukeys["scope"], ctime))] = np.arange(len(ukeys))
+
+    n = len(logs)
+    live_bytes = np.bincount(log_of, weights=np.where(live, nbytes, 0), minlength=n).astype(np.int64)
+    total = np.bincount(log_of, weights=nbytes, minlength=n).astype(np.int64)
+    live_ledgers = np.bincount(log_of, weights=live, minlength=n).astype(np.int64)
+    oldest = np.full(n, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(oldest, log_of[live], rank[inv[live]])
+    by_rank = np.argsort(rank)
+    current = current_logs(logs)
+    actions = log_actions(live_bytes, total, live_ledgers, current, settings)
+    u = usage(live_bytes, total)
+    topics = [topic_of(m.custom_metadata) if m is not None else None for m in metas]
+
+    log_rows = []
+    for i, lg in enumerate(logs):
+        ok = oldest[i] != np.iinfo(np.int64).max
+        k = int(by_rank[oldest[i]]) if ok else None
+        log_rows.append({
+            "kind": "log", "bookie_id": bookie_id, "ledger_dir": lg.ledger_dir, "log_id": lg.log_id, "size": lg.size,
+            "live_bytes": int(live_bytes[i]), "garbage_bytes": int(total[i] - live_bytes[i]), "usage": float(u[i]),
+            "action": ACTIONS[actions[i]], "ledgers": int(counts[i]), "live_ledgers": int(live_ledgers[i]),
+            "oldest_live_ledger": None if k is None else str(LedgerId(*ukeys[k].tolist()[1:])),
+            "oldest_live_topic": None if k is None else topics[k], "source": lg.source})
+
+    # Per ledger (across groups) and per topic.
+    old = ~current   # logs a collection pass considers
+    sole = old & (live_ledgers == 1)   # deleting its one live ledger frees the whole log
+    per: dict[tuple[int, int], dict[str, Any]] = {}
+    sizes = np.array([lg.size for lg in logs], np.int64)
+    for r in range(len(ledger)):   # one item per (log, ledger): maps are small, this is not per entry
+        k = int(inv[r])
+        s, l = int(scope[r]), int(ledger[r])
+        row = per.get((s, l))
+        if row is None:
+            m = metas[k]
+            row = per[(s, l)] = {
+                "kind": "ledger", "bookie_id": bookie_id, "ledger": str(LedgerId(s, l)), "state": states[k],
+                "metadata_state": None if m is None else m.state, "topic": topics[k], "bytes": 0, "live_bytes": 0,
+                "garbage_bytes": 0, "logs": [], "pinned_logs": 0, "sole_logs": 0, "frees_bytes": 0}
+        elif states[k] == LIVE:   # in two entry loggers (DbLedgerStorage dirs): live where either keeps it
+            row["state"] = LIVE
+        i = int(log_of[r])
+        b = int(nbytes[r])
+        row["bytes"] += b
+        row["live_bytes" if live[r] else "garbage_bytes"] += b
+        row["logs"].append({"ledger_dir": logs[i].ledger_dir, "log_id": logs[i].log_id})
+        if live[r] and old[i]:
+            row["pinned_logs"] += 1
+            if sole[i]:
+                row["sole_logs"] += 1
+                row["frees_bytes"] += int(sizes[i])
+    ledger_rows = sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["ledger"]))
+
+    topic_rows = _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie_id)
+    rocks = None
+    if dirs.storage_kind == "rocksdb":   # per dir: the ledgers its index holds that the collector keeps
+        from bookie.db_space import rocksdb_space
+        kept = [{l for s, l in g if ledger_state(True, md.get(LedgerId(s, l)), bookie_id, settings, with_md) == LIVE}
+                for g in groups]
+        rocks = rocksdb_space(dirs, kept, warnings)
+    summary = _summary(dirs, bookie_id, log_rows, ledger_rows, settings, metadata_from, with_md, warnings, top,
+                       rocks)
+    return SpaceReport(log_rows, ledger_rows, topic_rows, summary, warnings)
+
+
+def _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie_id) -> list[dict[str, Any]]:
+    per: dict[str, dict[str, Any]] = {}
+    for lr in ledger_rows:
+        t = lr["topic"]
+        if t is None:
+            continue
+        row = per.setdefault(t, {"kind": "topic", "bookie_id": bookie_id, "topic": t, "ledgers": 0, "bytes": 0,
+                                 "live_bytes": 0, "garbage_bytes": 0, "pinned_logs": 0, "sole_logs": 0,
+                                 "frees_bytes": 0})
+        row["ledgers"] += 1
+        for k in ("bytes", "live_bytes", "garbage_bytes"):
+            row[k] += lr[k]
+    # Per log, the topics of its live ledgers: a log whose live ledgers all belong to one topic is
+    # freed by deleting that topic.
+    live_topics: dict[int, set] = {}
+    for r in np.flatnonzero(live).tolist():
+        live_topics.setdefault(int(log_of[r]), set()).add(topics[int(inv[r])])
+    for i, ts in live_topics.items():
+        if not old[i]:
+            continue
+        for t in ts - {None}:
+            per[t]["pinned_logs"] += 1
+        if len(ts) == 1 and None not in ts:
+            t = next(iter(ts))
+            per[t]["sole_logs"] += 1
+            per[t]["frees_bytes"] += int(sizes[i])
+    return sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["topic"]))
+
+
+def _summary(dirs, bookie_id, log_rows, ledger_rows, settings: GcSettings, metadata_from, with_md, warnings, top,
+             rocks) -> dict[str, Any]:
+    by_action = {a: {"logs": 0, "size": 0, "live_bytes": 0, "garbage_bytes": 0} for a in ACTIONS}
+    for r in log_rows:
+        b = by_action[r["action"]]
+        b["logs"] += 1
+        for k in ("size", "live_bytes", "garbage_bytes"):
+            b[k] += r[k]
+    minor = [r for r in log_rows if r["action"] == COMPACT_MINOR]
+    major = [r for r in log_rows if r["action"] in (COMPACT_MINOR, COMPACT_MAJOR)] if settings.major_enabled else []
+    by_state = {s: {"ledgers": 0, "bytes": 0} for s in STATES}
+    for lr in ledger_rows:
+        by_state[lr["state"]]["ledgers"] += 1
+        by_state[lr["state"]]["bytes"] += lr["bytes"]
+    pinning = [{"ledger": lr["ledger"], "topic": lr["topic"], "sole_logs": lr["sole_logs"],
+                "frees_bytes": lr["frees_bytes"]} for lr in ledger_rows if lr["sole_logs"]][:top]
+    return {
+        "kind": "summary", "bookie_id": bookie_id, "storage": dirs.storage_kind,
+        "metadata": metadata_from if with_md else None, "liveness": "ledger metadata and the bookie's index"
+        if with_md else NO_METADATA, "settings": settings.to_json(),
+        "logs": len(log_rows), "size": sum(r["size"] for r in log_rows),
+        "live_bytes": sum(r["live_bytes"] for r in log_rows), "garbage_bytes": sum(r["garbage_bytes"] for r in log_rows),
+        "by_action": by_action, "by_state": by_state,
+        "gc_frees_bytes": by_action[DELETE]["size"],
+        "minor_compaction_frees_bytes": sum(r["garbage_bytes"] for r in minor),
+        "major_compaction_frees_bytes": sum(r["garbage_bytes"] for r in major),
+        "current_logs": by_action[CURRENT]["logs"], "top_pinning_ledgers": pinning, "rocksdb": rocks,
+        "warnings": len(warnings)}

@@ -1,0 +1,51 @@
+"""Root causes the passes see only through their consequences: an entry log the index points into
+that no ledger dir holds becomes one finding naming the ledgers and entries it took with it, and the
+per-entry findings it explains are linked under it (reports list them with -v and in --json)."""
+from __future__ import annotations
+
+import re
+
+from formats.ids import LedgerId
+from fsck.codes import (DBINDEX_LOCATION_MISSING_LOG, ENTRIES_MISSING, ENTRY_MISSING, INDEX_LOCATION_MISSING_LOG,
+                        LOG_MISSING)
+from fsck.entry_ranges import per_ledger
+from fsck.findings import Finding
+
+MISSING_LOG_CODES = (INDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_MISSING_LOG)
+_LOG_NAME = re.compile(r"^([0-9a-f]+\.log)\b")   # the passes put the log's file name first in the detail
+
+
+def _lid(f: Finding) -> LedgerId:
+    return LedgerId(f.scope or 0, f.ledger)
+
+
+def missing_log_causes(findings: list[Finding]) -> list[Finding]:
+    """One LOG_MISSING per entry log that index locations name and no ledger dir holds; sets
+    ``caused_by`` on those locations and on the ENTRY_MISSING/ENTRIES_MISSING of the entries it held."""
+    by_log: dict[str, list[Finding]] = {}
+    for f in findings:
+        m = _LOG_NAME.match(f.detail) if f.code in MISSING_LOG_CODES and f.caused_by is None else None
+        if m and f.ledger is not None and f.entry is not None:
+            by_log.setdefault(m.group(1), []).append(f)
+    causes = []
+    lost_in: dict[tuple[LedgerId, int], Finding] = {}
+    for name, locs in sorted(by_log.items(), key=lambda kv: int(kv[0][:-4], 16)):
+        pairs = [(_lid(f), f.entry) for f in locs]
+        n_ledgers = len({lid for lid, _e in pairs})
+        cause = Finding(LOG_MISSING, detail=f"{name}, which the index points into ({len(pairs)} entries of "
+                                             f"{n_ledgers} ledger{'s' if n_ledgers != 1 else ''}), found it in no "
+                                             f"ledger dir: lost {per_ledger(pairs)}",
+                        extra={"log": name, "entries": len(pairs)})
+        for f in locs:
+            f.caused_by = cause
+            lost_in[(_lid(f), f.entry)] = cause
+        causes.append(cause)
+    if not causes:
+        return causes
+    for f in findings:
+        if f.code == ENTRY_MISSING and f.caused_by is None:
+            f.caused_by = lost_in.get((_lid(f), f.entry))
+        elif f.code == ENTRIES_MISSING and f.caused_by is None:
+            hit = [lost_in[k] for k in ((_lid(f), e) for e in f.extra.get("entries", ())) if k in lost_in]
+            f.caused_by = hit[0] if hit else None
+    return causes

@@ -1,0 +1,162 @@
+"""Whole kinds of file gone from a real bookie (every entry log, every index, the journal dir's
+contents, one ledger dir's contents), on the golden bookies of both storage kinds: fsck, the
+inventory, scan-disk and the audit each say so (findings, exit bit 4), never with a traceback, and
+fsck's --json stays valid."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import golden_copy
+
+BIN = Path(sys.executable).parent
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "specs" / "schemas" / "fsck.schema.json").read_text())
+KINDS = ("interleaved-v6-hostport", "dbstorage-v6-bookieid")
+INDEX_DBS = ("locations", "ledgers")   # DbLedgerStorage's RocksDB indexes in each ledger dir's current/
+
+
+def _ledger_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.name.startswith("ledgers") and p.is_dir())
+
+
+def every_entry_log_gone(root: Path) -> None:
+    for d in _ledger_dirs(root):
+        for log in (d / "current").glob("*.log"):
+            log.unlink()
+
+
+def every_index_gone(root: Path) -> None:
+    for d in _ledger_dirs(root):
+        for idx in (d / "current").rglob("*.idx"):
+            idx.unlink()
+        for db in INDEX_DBS:
+            shutil.rmtree(d / "current" / db, ignore_errors=True)
+
+
+def the_journal_dir_empty(root: Path) -> None:
+    for p in (root / "journal").iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+def a_ledger_dir_empty(root: Path) -> None:
+    d = _ledger_dirs(root)[0]
+    for p in d.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+
+
+FAULTS = {f.__name__: f for f in (every_entry_log_gone, every_index_gone, the_journal_dir_empty, a_ledger_dir_empty)}
+CASES = [(k, f) for k in KINDS for f in FAULTS]
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory):
+    """Each (storage kind, fault): a damaged copy of that golden bookie."""
+    out = {}
+    for kind, fault in CASES:
+        root = golden_copy(tmp_path_factory.mktemp(fault), kind)
+        for p in root.rglob("*"):
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        before = sum(1 for _ in root.rglob("*"))
+        FAULTS[fault](root)
+        assert sum(1 for _ in root.rglob("*")) < before   # the fault removed something
+        out[(kind, fault)] = root
+    return out
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / args[0]), *map(str, args[1:])], capture_output=True, text=True, timeout=300)
+
+
+def _clean(r: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("kind,fault", CASES)
+def test_fsck_reports_the_fault_and_exits_4_with_valid_json(damaged, kind, fault):
+    root = damaged[(kind, fault)]
+    text = _run("bookie-fsck", root, "--metadata-dir", root / "metadata", "-j", "1")
+    _clean(text)
+    assert text.returncode & 4 and text.returncode < 8, (text.returncode, text.stdout[-3000:], text.stderr[-2000:])
+    assert "ERROR" in text.stdout
+    js = _run("bookie-fsck", root, "--metadata-dir", root / "metadata", "-j", "1", "--json")
+    _clean(js)
+    doc = json.loads(js.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["summary"]["exit_code"] == js.returncode == text.returncode
+    assert doc["summary"]["errors"] > 0 and any(f["severity"] == "error" for f in doc["findings"])
+    plan = _run("bookie-fsck", root, "--metadata-dir", root / "metadata", "-j", "1", "-n", "--json")
+    _clean(plan)
+    jsonschema.validate(json.loads(plan.stdout), SCHEMA)
+
+
+def test_every_entry_log_gone_is_one_finding_per_log_naming_what_it_took(damaged):
+    for kind in KINDS:
+        root = damaged[(kind, "every_entry_log_gone")]
+        doc = json.loads(_run("bookie-fsck", root, "--json").stdout)
+        causes = [f for f in doc["findings"] if f["code"] == "LOG_MISSING"]
+        assert causes, [f["code"] for f in doc["findings"]]
+        assert all("lost ledger" in f["message"] for f in causes)
+        located = [f for f in doc["findings"] if f["code"].endswith("LOCATION_MISSING_LOG")]
+        assert located and all(f["caused_by"]["code"] == "LOG_MISSING" for f in located)
+
+
+@pytest.mark.parametrize("kind,fault", CASES)
+def test_the_inventory_and_scan_disk_say_so_without_a_traceback(damaged, kind, fault, tmp_path):
+    root = damaged[(kind, fault)]
+    inv = _run("bkdisk", "inventory", root, "--metadata-dir", root / "metadata", "--jsonl")
+    _clean(inv)
+    rows = [json.loads(l) for l in inv.stdout.splitlines()]
+    if fault in ("every_entry_log_gone", "a_ledger_dir_empty"):
+        # what the inventory reads (the entry logs) is gone: a warning and exit 4
+        assert inv.returncode == 4 and "bkdisk: warning:" in inv.stderr, (inv.returncode, inv.stderr)
+    else:
+        # every entry is still in its log, and the inventory lists entry logs only: exit 0, all rows
+        assert inv.returncode == 0 and rows, inv.stderr
+    out = tmp_path / "disk.parquet"
+    sd = _run("bkdisk", "scan-disk", root, "--metadata-dir", root / "metadata", "--out", out)
+    _clean(sd)
+    assert sd.returncode == 4, (sd.returncode, sd.stdout, sd.stderr[-2000:])
+    t = pq.read_table(out).to_pylist()
+    (disk,) = [r for r in t if r["table"] == "disks"]
+    assert disk["status"] == "errors" and disk["error"] is None, disk
+    assert any(r["table"] == "findings" and r["severity"] == "error" for r in t), "no error findings in the file"
+
+
+@pytest.mark.slow
+def test_the_audit_reports_each_fault(damaged, tmp_path):
+    """Each damaged bookie audited on its own (one bookie id each) in one Spark session: the disk is
+    audited with errors and its findings; and one `bkdisk audit` process end to end (exit 4)."""
+    from audit.job import read_tables, run_audit
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import DiskInput, RunInfo
+    from tests.spark_session import shared_spark
+    spark = shared_spark()
+    for kind, fault in CASES:
+        root = damaged[(kind, fault)]
+        out = tmp_path / f"{kind}-{fault}"
+        run_audit(spark, [DiskInput(str(root), None)], [], MetadataDirSource(str(root / "metadata")), str(out),
+                  RunInfo.new(fault))
+        t = read_tables(str(out))
+        (disk,) = [d for d in t["disks"].to_pylist() if d["path"] == str(root)]   # (the rest: metadata's others)
+        assert disk["status"] == "errors" and disk["error"] is None, (kind, fault, disk)
+        errors = [f for f in t["findings"].to_pylist()
+                  if f["severity"] == "error" and f["bookie_id"] == disk["bookie_id"]]
+        assert errors, (kind, fault)
+    root = damaged[("dbstorage-v6-bookieid", "every_entry_log_gone")]
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    p = subprocess.run([str(BIN / "bkdisk"), "audit", str(root), "--metadata-dir", str(root / "metadata"),
+                        "--out", str(tmp_path / "cli"), "--master", "local[1]"], capture_output=True, text=True,
+                       env=env, timeout=900)
+    assert p.returncode == 4 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert summary["healthy"] is False and "IndexError" not in json.dumps(summary)
+    statuses = {b["bookie_id"]: b["status"] for b in summary["bookies"]}
+    assert "errors" in statuses.values() and "IndexError" not in p.stderr, statuses
