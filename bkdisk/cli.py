@@ -15,7 +15,7 @@ from fsck.exit_codes import console_command, guarded, run_click
 # name: (module, attribute, one-line summary shown by `bkdisk --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("bkdisk.audit_cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
-    "bookies": ("bkdisk.metadata_cli", "bookies", "Registered bookies and the BookieId resolver (BP-41), via the service."),
+    "bookies": ("bkdisk.bookies_cli", "bookies", "Registered bookies and the BookieId resolver (BP-41), via the service."),
     "scan-disk": ("bkdisk.audit_cli", "scan_disk", "Scan one bookie disk into the rows the audit joins (Parquet)."),
     "demo": ("bkdisk.demo", "demo", "The embedded default job: a sample bookie and fsck, then a local Spark audit."),
     "dump": ("bkdisk.dump", "dump", "Print BookKeeper files as `bookkeeper shell` prints them (or as JSON)."),

@@ -1,5 +1,5 @@
-"""``bkdisk metadata`` (serve the ledger metadata service, read and change ledgers through it) and
-``bkdisk bookies`` (discovery and the BookieId resolver).
+"""``bkdisk metadata``: serve the ledger metadata service, read and change ledgers through it; and
+the client options and error handling ``bkdisk bookies`` (bkdisk/bookies_cli.py) shares.
 
 gRPC, protobuf and kazoo load inside the commands only: ``--help`` costs click and nothing else.
 """
@@ -18,8 +18,45 @@ from formats.errors import BkdiskError
 from fsck.ledger_options import ledger_options
 
 DEFAULT_SERVER = "127.0.0.1:4183"
+EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)
+EXIT_UNREACHABLE = 8      # the service could not be reached (or failed): e2fsck's operational error
+_NOT_FOUND = ("LEDGER_NOT_FOUND", "BOOKIE_NOT_FOUND")
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
 _CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def service_errors(fn):
+    """One line and a distinct exit code: 2 when the service says the ledger (or bookie) does not
+    exist, 8 when the service cannot be reached or fails, 16 for usage (one_line_errors)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        from metaservice.client import MetadataError
+        try:
+            return fn(*a, **kw)
+        except MetadataError as exc:
+            if exc.code in _NOT_FOUND:
+                click.echo(f"bkdisk: {exc}", err=True)
+                sys.exit(EXIT_NOT_FOUND)
+            if exc.code in ("RPC_UNAVAILABLE", "RPC_DEADLINE_EXCEEDED"):
+                server = kw.get("server", "")
+                click.echo(f"bkdisk: cannot reach the metadata service at {server}: {exc}", err=True)
+                sys.exit(EXIT_UNREACHABLE)
+            raise
+    return one_line_errors(wrapper)
+
+
+def run_until_stopped() -> None:
+    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sys.stdout.flush()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
 
 
 def _emit(obj, as_json: bool, text: str) -> None:
@@ -104,11 +141,13 @@ def metadata() -> None:
 @click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM certificate chain.")
 @click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM private key.")
 @click.option("--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
+@click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
 @one_line_errors
-def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes) -> None:
+def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, verbose) -> None:
     """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
 
-    Prints one line `serving STORE on HOST:PORT` once it listens.
+    Prints one line `serving STORE on HOST:PORT` once it listens, and one when it stops; with -v,
+    one line per request (method, peer, outcome, milliseconds) on stderr.
     """
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
@@ -119,20 +158,19 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes) 
             tls = (k.read(), c.read())
     store = open_store(store_url)
     from metaservice.server import serve
-    server, port = serve(store, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    import logging
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(message)s")
+    server, port = serve(store, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
+                         log_requests=verbose)
     host = bind.rpartition(":")[0]
     click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
-    sys.stdout.flush()
     try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+        run_until_stopped()
     finally:
         server.stop(2).wait()
         store.close()
+        click.echo(f"bkdisk metadata: stopped serving {store_url} on {host}:{port}")
 
 
 # ------------------------------------------------------------------------------- client calls
@@ -143,7 +181,7 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes) 
 @click.option("--out", "out_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the serialized metadata to this file.")
 @client_options
-@one_line_errors
+@service_errors
 def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca, as_json) -> None:
     """One ledger's metadata and version."""
     from formats.metadata import parse_metadata
@@ -166,9 +204,10 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
 @click.option("--ledger-scope-id", "scope", default=None, help="Only this scope (default: every scope).")
 @click.option("--page-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @client_options
-@one_line_errors
+@service_errors
 def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> None:
-    """Every ledger (scope 0 first, then the other scopes), ascending."""
+    """Every ledger (scope 0 first, then the other scopes), ascending: a header line, then scope,
+    ledger id and qualified name in hex (as metadata files are named), tab-separated; or --json."""
     from fsck.ledger_options import parse_id
     s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     c = _metadata_client(server, token, timeout, tls_ca)
@@ -177,8 +216,10 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
     if as_json:
         click.echo(json.dumps([_ledger_json(a, b) for a, b in keys]))
     else:
+        # hex, as metadata files are named: <ledger>.bin in scope 0, the qualified name otherwise
+        click.echo("scope\tledger\tqualified_name")
         for a, b in keys:
-            click.echo(f"{a}\t{b}")
+            click.echo(f"{a:x}\t{b:x}\t{(a << 64 | b):032x}")
 
 
 @metadata.command("create", context_settings=_CTX)
@@ -188,7 +229,7 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
 @click.option("--in-scope", "in_scope", default=None,
               help="Scope for a generated id (when no --ledger-id is given).")
 @client_options
-@one_line_errors
+@service_errors
 def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_json) -> None:
     """Create a ledger; without --ledger-id the service generates the id."""
     from diskio.mapped import read_bytes
@@ -208,7 +249,7 @@ def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_
 @click.option("--expected-version", type=click.IntRange(min=0), default=None,
               help="Delete only if the metadata is still at this version.")
 @client_options
-@one_line_errors
+@service_errors
 def delete_command(ledger, expected_version, server, token, timeout, tls_ca, as_json) -> None:
     """Delete one ledger's metadata."""
     ledger = _need(ledger, "delete")
@@ -223,7 +264,7 @@ def delete_command(ledger, expected_version, server, token, timeout, tls_ca, as_
               help="Replay every change after this change-log sequence first (0: from the start kept).")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many changes.")
 @client_options
-@one_line_errors
+@service_errors
 def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca, as_json) -> None:
     """Print each create, update and delete (of one ledger, or of all), one line each, in order."""
     c = _metadata_client(server, token, timeout, tls_ca)
@@ -243,11 +284,16 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
 
 @metadata.command("import", context_settings=_CTX)
 @click.argument("folder", type=click.Path(file_okay=False, exists=True))
+@click.option("--skip-existing", "existing", flag_value="skip",
+              help="Leave a ledger that already exists as it is (and go on).")
+@click.option("--overwrite", "existing", flag_value="overwrite",
+              help="Replace a ledger that already exists: a write at the version read (compare-and-set).")
 @client_options
-@one_line_errors
-def import_command(folder, server, token, timeout, tls_ca, as_json) -> None:
+@service_errors
+def import_command(folder, existing, server, token, timeout, tls_ca, as_json) -> None:
     """Create every ledger of a metadata folder (`<hex id>.bin`, `.txt`, `.v1.txt`; a 32-digit name
-    is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first."""
+    is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first. A ledger
+    that exists already stops the import unless --skip-existing or --overwrite says otherwise."""
     from bookie.metadata_dir import ledger_of_file
     from diskio.mapped import read_bytes
     from formats.metadata import parse_metadata
@@ -266,14 +312,29 @@ def import_command(folder, server, token, timeout, tls_ca, as_json) -> None:
         parse_metadata(data, path=path)          # check everything before creating anything
         files.append((lid, path, data))
     c = _metadata_client(server, token, timeout, tls_ca)
-    done = []
+    done, skipped, replaced = [], [], []
     for lid, path, data in files:
         try:
-            c.create(data, scope=lid.scope, ledger_id=lid.ledger)
+            try:
+                c.create(data, scope=lid.scope, ledger_id=lid.ledger)
+            except MetadataError as exc:
+                if exc.code != "LEDGER_EXISTS" or existing is None:
+                    raise
+                if existing == "skip":
+                    skipped.append(_ledger_json(*lid))
+                    continue
+                current = c.read(lid.ledger, lid.scope)
+                if current.serialized != data:
+                    c.write(lid.ledger, data, current.version, scope=lid.scope)
+                replaced.append(_ledger_json(*lid))
+                continue
         except MetadataError as exc:
             raise BkdiskError(f"{path}: {exc} ({len(done)} of {len(files)} imported before it)") from None
         done.append(_ledger_json(*lid))
-    _emit({"imported": len(done), "ledgers": done}, as_json, f"imported {len(done)} ledgers from {folder}")
+    extra = (f", {len(skipped)} skipped (they exist)" if skipped else "") + \
+        (f", {len(replaced)} overwritten" if replaced else "")
+    _emit({"imported": len(done), "ledgers": done, "skipped": skipped, "overwritten": replaced}, as_json,
+          f"imported {len(done)} ledgers from {folder}{extra}")
 
 
 @metadata.command("export", context_settings=_CTX)
@@ -282,7 +343,7 @@ def import_command(folder, server, token, timeout, tls_ca, as_json) -> None:
               help="Format of each file: 3 `<hex id>.bin`, 2 `.txt`, 1 `.v1.txt`, or as stored.")
 @click.option("--ledger-scope-id", "scope", default=None, help="Only this scope (default: every scope).")
 @client_options
-@one_line_errors
+@service_errors
 def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
     """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
     32-digit qualified name)."""
@@ -303,65 +364,3 @@ def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) 
             os.replace(path + ".tmp", path)
             written.append(os.path.basename(path))
     _emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")
-
-
-# ------------------------------------------------------------------------------------ bookies
-@click.group("bookies", context_settings=_CTX)
-def bookies() -> None:
-    """Registered bookies (discovery) and the BookieId -> address resolver (BP-41)."""
-
-
-def _discovery(server, token, timeout, tls_ca):
-    from metaservice.client import service_target
-    from metaservice.resolver import DiscoveryClient
-    return DiscoveryClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
-
-
-@bookies.command("list", context_settings=_CTX)
-@click.option("--read-only", "which", flag_value="read-only", help="Only read-only bookies.")
-@click.option("--writable", "which", flag_value="writable", help="Only writable bookies.")
-@client_options
-@one_line_errors
-def bookies_list(which, server, token, timeout, tls_ca, as_json) -> None:
-    """Registered bookies: writable and read-only (or one kind)."""
-    d = _discovery(server, token, timeout, tls_ca)
-    got = []
-    for ro in ([False] if which == "writable" else [True] if which == "read-only" else [False, True]):
-        got += d.list(read_only=ro)
-    if as_json:
-        click.echo(json.dumps([b.to_json() for b in got], sort_keys=True))
-    for b in [] if as_json else got:
-        eps = ", ".join(f"{i}={h}:{p}" for i, h, p, _pr in b.endpoints)
-        click.echo(f"{b.bookie_id}\t{'read-only' if b.read_only else 'writable'}\t{eps}")
-
-
-@bookies.command("info", context_settings=_CTX)
-@click.argument("bookie_id")
-@client_options
-@one_line_errors
-def bookies_info(bookie_id, server, token, timeout, tls_ca, as_json) -> None:
-    """One bookie's BookieServiceInfo: endpoints and properties."""
-    b = _discovery(server, token, timeout, tls_ca).info(bookie_id)
-    lines = [f"{b.bookie_id} ({'read-only' if b.read_only else 'writable'})"]
-    lines += [f"  endpoint {i}: {pr}://{h}:{p}" for i, h, p, pr in b.endpoints]
-    lines += [f"  {k} = {v}" for k, v in sorted(b.properties.items())]
-    _emit(b.to_json(), as_json, "\n".join(lines))
-
-
-@bookies.command("resolve", context_settings=_CTX)
-@click.argument("bookie_ids", nargs=-1, required=True)
-@click.option("--legacy", is_flag=True, help="Resolver off: a BookieId must itself be host:port.")
-@client_options
-@one_line_errors
-def bookies_resolve(bookie_ids, legacy, server, token, timeout, tls_ca, as_json) -> None:
-    """The network address of each BookieId."""
-    from metaservice.resolver import BookieAddressResolver
-    r = BookieAddressResolver(None if legacy else _discovery(server, token, timeout, tls_ca), legacy=legacy)
-    try:
-        out = {}
-        for b in bookie_ids:
-            a = r.resolve(b)
-            out[b] = f"{a.host}:{a.port}"
-    finally:
-        r.close()
-    _emit(out, as_json, "\n".join(f"{k}\t{v}" for k, v in out.items()))

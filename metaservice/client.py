@@ -222,15 +222,20 @@ class MetadataClient:
     def watch(self, ledgers: list[tuple[int, int]] = (), watch_all: bool = False,
               after_sequence: int | None = None, resume: bool = True) -> Iterator[LedgerChange]:
         """Changes of the given (scope, ledger) pairs or of everything, in order. A lost stream is
-        reopened after the last sequence seen, so no change is lost or delivered twice."""
+        reopened: a watch of everything after the last sequence seen; a watch of named ledgers from
+        the version last seen of each (which also holds across a restart of the service), so no
+        change is lost or delivered twice."""
         seen = after_sequence
+        known: dict[tuple[int, int], int] = {}
         while True:
             reqs = []
             for key in ([None] if watch_all or not ledgers else list(ledgers)):
                 req = pb.LedgerMetadataRequest(watch_all=key is None)
                 if key is not None:
                     req.ledger_scope_id, req.ledger_id = key
-                if seen is not None:
+                if key is not None and key in known:
+                    req.known_version = known[key]
+                elif seen is not None:
                     req.after_sequence = seen
                 reqs.append(req)
             self.ch.rpc_count += 1
@@ -239,8 +244,10 @@ class MetadataClient:
                 for r in self.stub.Watch(_hold(reqs, stop), metadata=self.ch.metadata):
                     check(r)
                     seen = r.sequence if seen is None else max(seen, r.sequence)
-                    yield LedgerChange(pb.ChangeType.Name(r.change), r.sequence, r.ledger_scope_id,
-                                       r.ledger_id, r.version, r.serialized_metadata)
+                    change = pb.ChangeType.Name(r.change)
+                    known[(r.ledger_scope_id, r.ledger_id)] = -1 if change == "DELETED" else r.version
+                    yield LedgerChange(change, r.sequence, r.ledger_scope_id, r.ledger_id, r.version,
+                                       r.serialized_metadata)
             except grpc.RpcError as exc:
                 if not resume or exc.code() not in _TRANSPORT_RETRY:
                     raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from formats.bookieid import validate_bookie_id
 from formats.errors import FormatError
@@ -78,8 +79,12 @@ def check_format_version(format_version: int) -> None:
                                    f"{FORMAT_VERSIONS} exist")
 
 
+@functools.lru_cache(maxsize=65536)
 def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
-    """(LedgerMetadataFormat bytes, LedgerMetadataSerDe bytes in ``format_version`` or as stored)."""
+    """(LedgerMetadataFormat bytes, LedgerMetadataSerDe bytes in ``format_version`` or as stored).
+
+    Kept for the most recent 65536 (bytes, format) pairs: a read served from the store's cache
+    then costs no parsing (the bytes are the key, so a changed ledger is a new entry)."""
     check_format_version(format_version)
     try:
         md = parse_metadata(data, "<stored metadata>")

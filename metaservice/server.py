@@ -91,7 +91,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
     @guarded(pb.LedgerMetadataResponse)
     def Read(self, request, context):
         ledger = _ledger_id(request)
-        got = self.store.read(request.ledger_scope_id, ledger)
+        got = self.store.read(request.ledger_scope_id, ledger, consistent=request.consistent_read)
         return _response(got.scope, got.ledger, got.version, got.data, request.format_version)
 
     @guarded(pb.LedgerMetadataResponse, mutating=True)
@@ -196,16 +196,33 @@ class WatchStream:
     def _add(self, r: pb.LedgerMetadataRequest) -> Iterator[pb.LedgerMetadataResponse]:
         self.format_version = r.format_version
         key = None if r.watch_all else (r.ledger_scope_id, _ledger_id(r))
+        self.store.follow(*(key or (0, None)))
         if r.HasField("after_sequence"):
             start = r.after_sequence
-            self.store.changes_since(start, 1)   # BadVersion now if that point was pruned
+            self.store.resumable(*(key or (0, None)), start)   # BadVersion now if that point is not held
         elif key is None:
             start = self.store.head_sequence()
         else:
             got, start = self.store.read_with_head(*key)
-            if got is not None:
+            if not r.HasField("known_version"):
+                if got is not None:
+                    yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
+                                    change=pb.CURRENT, sequence=start)
+            elif got is None and r.known_version >= 0:
+                yield pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=key[0], ledger_id=key[1],
+                                                version=r.known_version, change=pb.DELETED, sequence=start)
+            elif got is not None and r.known_version < 0:
                 yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
-                                change=pb.CURRENT, sequence=start)
+                                change=pb.CREATED, sequence=start)
+            elif got is not None and got.version != r.known_version:
+                # a lower version than known is a new incarnation: deleted and created again
+                if got.version < r.known_version:
+                    yield pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=key[0],
+                                                    ledger_id=key[1], version=r.known_version,
+                                                    change=pb.DELETED, sequence=start)
+                yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
+                                change=pb.UPDATED if got.version > r.known_version else pb.CREATED,
+                                sequence=start)
         self.delivered[key] = start
         self.cursor = start if self.cursor is None else min(self.cursor, start)
 
@@ -268,15 +285,66 @@ class WatchStream:
                          sequence=c.sequence)
 
 
+class RequestLog(grpc.ServerInterceptor):
+    """One log line per request: method, peer, outcome (the response's status code, or the gRPC
+    error), milliseconds; a stream's line is written when it ends."""
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None:
+            return None
+        method = details.method.rsplit("/", 1)[-1]
+
+        def line(context, outcome, t0):
+            log.info("%s %s %s %.1f ms", method, context.peer(), outcome, (time.perf_counter() - t0) * 1000)
+
+        def unary(behaviour):
+            def run(request, context):
+                t0 = time.perf_counter()
+                try:
+                    r = behaviour(request, context)
+                except Exception as exc:
+                    line(context, type(exc).__name__, t0)
+                    raise
+                code = getattr(r, "code", None)
+                line(context, "OK" if code is None else pb.StatusCode.Name(code), t0)
+                return r
+            return run
+
+        def streaming(behaviour):
+            def run(request, context):
+                t0, n, outcome = time.perf_counter(), 0, "OK"
+                try:
+                    for r in behaviour(request, context):
+                        n += 1
+                        code = getattr(r, "code", 0)
+                        if code:
+                            outcome = pb.StatusCode.Name(code)
+                        yield r
+                finally:
+                    line(context, f"{outcome} ({n} responses)", t0)
+            return run
+
+        if handler.unary_unary:
+            return handler._replace(unary_unary=unary(handler.unary_unary))
+        if handler.unary_stream:
+            return handler._replace(unary_stream=streaming(handler.unary_stream))
+        if handler.stream_stream:
+            return handler._replace(stream_stream=streaming(handler.stream_stream))
+        return handler
+
+
 def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int = 160,
           registry: Registry | None = None,
-          tls: tuple[bytes, bytes] | None = None) -> tuple[grpc.Server, int]:
+          tls: tuple[bytes, bytes] | None = None, log_requests: bool = False) -> tuple[grpc.Server, int]:
     """Start both services on ``bind`` (loopback unless told otherwise); returns (server, port).
 
-    ``tls`` is (PEM private key, PEM certificate chain) to serve TLS instead of plaintext.
+    ``tls`` is (PEM private key, PEM certificate chain) to serve TLS instead of plaintext;
+    ``log_requests`` logs one line per request (RequestLog).
     """
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         interceptors=[RequestLog()] if log_requests else [],
                          options=[("grpc.max_receive_message_length", max_request_bytes),
                                   ("grpc.so_reuseport", 0)])
     pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, token), server)

@@ -129,7 +129,7 @@ class SqliteStore(MetadataStore):
         cur.execute("UPDATE counters SET value=? WHERE name='next_ledger_id'", (lid + 1,))
         return lid
 
-    def read(self, scope: int, ledger: int) -> Versioned:
+    def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
         check_ids(scope, ledger)
         with self._lock:
             row = self._get(self._db.cursor(), scope, ledger)

@@ -99,8 +99,17 @@ class MetadataStore(ABC):
         """Store a new ledger; ``ledger=None`` generates its id. LedgerExists if taken."""
 
     @abstractmethod
-    def read(self, scope: int, ledger: int) -> Versioned:
-        """LedgerNotFound if absent."""
+    def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
+        """LedgerNotFound if absent. ``consistent``: reflect every write any client completed before
+        the call (a store that serves reads from a cache goes to its source first)."""
+
+    def follow(self, scope: int, ledger: int | None) -> None:
+        """Make sure changes of this ledger (None: of every ledger) reach the change log; a store
+        whose log records every mutation anyway does nothing."""
+
+    def resumable(self, scope: int, ledger: int | None, sequence: int) -> None:
+        """BadVersion unless every change of this ledger (None: of all) after ``sequence`` is held."""
+        self.changes_since(sequence, 1)
 
     @abstractmethod
     def read_with_head(self, scope: int, ledger: int) -> tuple[Versioned | None, int]:

@@ -24,7 +24,6 @@ FACTORIES = {
 DEFAULT_FACTORY = "org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory"
 SPECIAL = ("available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen", "idgen-long")
 SCOPES_NODE = "scopes"
-BKDISK_NODE = "bkdisk"        # bkdisk's own state (the change log); BookKeeper skips non-digit names
 
 
 class Split:
@@ -121,3 +120,45 @@ def scope0_walk(root: str, kind: str, children: Callable[[str], list[str]],
         if kind == "hybrid" and (low is None or low < JAVA_INT_MAX - 1):
             low = JAVA_INT_MAX - 1
         yield from LONG.walk(root, children, low)
+
+
+def _relative(root: str, path: str) -> list[str] | None:
+    return path[len(root) + 1:].split("/") if path.startswith(root + "/") else None
+
+
+def _scope0_splits(kind: str) -> tuple[Split, ...]:
+    return {"short": (SHORT,), "long": (LONG,)}.get(kind, (SHORT, LONG))
+
+
+def key_of_path(root: str, kind: str, path: str) -> tuple[int, int] | None:
+    """(scope, ledger) of a ledger znode's path, as ledger_path names it; None for any other path."""
+    parts = _relative(root, path)
+    if parts is None:
+        return None
+    if parts[0] == SCOPES_NODE:
+        rest = parts[2:]
+        if (len(parts) == 6 and SCOPED_SCOPE.fullmatch(parts[1])
+                and all(p.fullmatch(x) for p, x in zip(SCOPED.patterns, rest))):
+            return int(parts[1], 16), SCOPED.ledger_of(rest)
+        return None
+    for split in _scope0_splits(kind):
+        if len(parts) == len(split.widths) and all(p.fullmatch(x) for p, x in zip(split.patterns, parts)):
+            lid = split.ledger_of(parts)
+            if scope0_split(kind, lid) is split:
+                return 0, lid
+    return None
+
+
+def is_hierarchy(root: str, kind: str, path: str) -> bool:
+    """True for a znode of the ledger id hierarchy: a ledger or one of the znodes above ledgers."""
+    parts = _relative(root, path)
+    if parts is None:
+        return False
+    if parts[0] == SCOPES_NODE:
+        if len(parts) == 1:
+            return True
+        rest = parts[2:]
+        return (bool(SCOPED_SCOPE.fullmatch(parts[1])) and len(rest) <= len(SCOPED.widths)
+                and all(p.fullmatch(x) for p, x in zip(SCOPED.patterns, rest)))
+    return any(len(parts) <= len(split.widths) and all(p.fullmatch(x) for p, x in zip(split.patterns, parts))
+               for split in _scope0_splits(kind))

@@ -1,18 +1,16 @@
 """The ZooKeeper metadata store (kazoo) over BookKeeper's own znode layout; see specs/metadata-store.md.
 
-Ledger znodes, LAYOUT, INSTANCEID, available/, cookies/ and the idgen generator are BookKeeper's; the
-znode version is the metadata version and the znode data is the LedgerMetadataSerDe bytes as given.
-bkdisk adds one thing, the change log under <root>/bkdisk: a counter znode whose version is the
-newest sequence, and one znode per change (changes/%020d). Every mutation is ONE ZooKeeper multi:
-[ledger op, CAS on the counter, create of the change znode]; so the ledger and its change apply
-together or not at all, and the change znode (carrying a random token) tells afterwards whether a
-multi whose reply was lost did apply: it is never sent twice blindly.
+Ledger znodes, LAYOUT, INSTANCEID, available/, cookies/ and the idgen generator are BookKeeper's, and
+nothing else is written: the znode version is the metadata version and the znode data is the
+LedgerMetadataSerDe bytes as given. Every mutation is ONE ZooKeeper operation (create, setData or
+delete at the expected version), as BookKeeper's ledger manager writes. Changes are learnt from
+ZooKeeper's own watches (metaservice/zk_watch.py), whoever made them; reads are served from the
+cache those watches keep coherent, or from ZooKeeper after a sync when asked to be consistent.
 """
 from __future__ import annotations
 
 import itertools
 import logging
-import secrets
 import threading
 import time
 import uuid
@@ -24,15 +22,18 @@ from kazoo.exceptions import (BadVersionError, ConnectionClosedError, Connection
                               NoNodeError, NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
 from metaservice import zk_layout as L
-from metaservice.store import (SCOPE0_MAX_LEDGER, BadVersion, Change, LedgerExists, LedgerNotFound,
-                               MetadataStore, StoreError, StoreUnavailable, Versioned, check_ids,
-                               scoped_ledger_candidate)
+from metaservice.store import (BadVersion, Change, LedgerExists, LedgerNotFound, MetadataStore,
+                               StoreError, StoreUnavailable, Versioned, check_ids)
+from metaservice.zk_ids import generate_id
+from metaservice.zk_multiread import multi_read_async
+from metaservice.zk_watch import ABSENT, Follower, Seen
 
 log = logging.getLogger(__name__)
 _DOWN = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
          KazooTimeoutError)
 _ID_ATTEMPTS = 64
-_RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
+_RESOLVE_SECONDS = 60.0
+_MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer      # how long a write whose reply was lost waits for ZooKeeper to come back
 
 
 class ZkStore(MetadataStore):
@@ -43,9 +44,6 @@ class ZkStore(MetadataStore):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
         self.retain_changes = retain_changes
-        self.counter = f"{self.root}/{L.BKDISK_NODE}/changelog"
-        self.changes = f"{self.root}/{L.BKDISK_NODE}/changes"
-        self._lock = threading.Lock()           # one mutation multi at a time from this service
         self._up = threading.Event()
         self._session_listeners: list = []
         self._session: int | None = None
@@ -61,7 +59,8 @@ class ZkStore(MetadataStore):
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
         self.kind = self._init_layout()
-        self._head = self._read_head()
+        self.follower = Follower(self, retain_changes)
+        self.on_session(self.follower.session_back)
 
     # --- session ---
     def _state(self, state: str) -> None:
@@ -105,10 +104,9 @@ class ZkStore(MetadataStore):
         """Adopt an existing cluster's LAYOUT, or lay out a new one as BookKeeper's initNewCluster does."""
         zk, r = self.zk, self.root
         zk.ensure_path(r)
-        for node in ("available/readonly", "cookies", L.BKDISK_NODE + "/changes"):
+        for node in ("available/readonly", "cookies"):
             zk.ensure_path(f"{r}/{node}")
-        for node, data in (("LAYOUT", L.layout_bytes()), ("INSTANCEID", str(uuid.uuid4()).encode()),
-                           (L.BKDISK_NODE + "/changelog", b"")):
+        for node, data in (("LAYOUT", L.layout_bytes()), ("INSTANCEID", str(uuid.uuid4()).encode())):
             try:
                 zk.create(f"{r}/{node}", data)
             except NodeExistsError:
@@ -125,120 +123,73 @@ class ZkStore(MetadataStore):
     def path(self, scope: int, ledger: int) -> str:
         return L.ledger_path(self.root, self.kind, scope, ledger)
 
-    # --- change log ---
-    def _read_head(self) -> int:
-        stat = self._call(self.zk.exists, self.counter)
-        if stat is None:
-            raise StoreError(f"zk://{self.hosts}{self.counter} is missing")
-        return stat.version
-
+    # --- changes (learnt from ZooKeeper's watches) ---
     def head_sequence(self) -> int:
-        try:
-            self._head = max(self._head, self._read_head())
-        except StoreUnavailable:
-            pass
-        return self._head
-
-    def wait_for_change(self, sequence: int, timeout: float) -> bool:
-        # Writes of this service notify at once; other writers are seen by polling the counter.
-        with self._changed:
-            if self._changed.wait_for(lambda: self._head > sequence, timeout):
-                return True
-        return self.head_sequence() > sequence
+        return self.follower.head
 
     def changes_since(self, sequence: int, limit: int = 1000) -> list[Change]:
-        head = self._read_head()
-        self._head = max(self._head, head)
-        last = min(head, sequence + limit)
+        return self.follower.changes_since(sequence, limit)
+
+    def wait_for_change(self, sequence: int, timeout: float) -> bool:
+        return self.follower.wait(lambda: self.follower.head > sequence, timeout)
+
+    def follow(self, scope: int, ledger: int | None) -> None:
         self._ready()
-        pending = [(s, self.zk.get_async(f"{self.changes}/{s:020d}")) for s in range(sequence + 1, last + 1)]
-        out = []
-        for s, res in pending:
-            try:
-                data, _ = res.get(timeout=30)
-            except NoNodeError:
-                if out:        # pruned only from the oldest end: a gap after a hit cannot be
-                    break
-                raise BadVersion(f"change {s} was pruned; cannot resume after {sequence}") from None
-            except _DOWN as exc:
-                raise StoreUnavailable(f"zk://{self.hosts}: {type(exc).__name__}; retry") from None
-            out.append(_decode_change(s, data))
-        return out
+        try:
+            if ledger is None:
+                self.follower.follow_all()
+            else:
+                self.follower.follow((scope, ledger))
+        except _DOWN as exc:
+            raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
+
+    def resumable(self, scope: int, ledger: int | None, sequence: int) -> None:
+        self.follower.resumable(None if ledger is None else (scope, ledger), sequence)
 
     def read_with_head(self, scope: int, ledger: int) -> tuple[Versioned | None, int]:
         check_ids(scope, ledger)
-        while True:   # the head before and after the read agree: one consistent snapshot
-            before = self._read_head()
-            try:
-                got = self.read(scope, ledger)
-            except LedgerNotFound:
-                got = None
-            if self._read_head() == before:
-                return got, before
-
-    def _mutate(self, ops, change: str, scope: int, ledger: int, version: int,
-                data: bytes | None) -> None:
-        """Apply ``ops(transaction)`` plus the change-log entry as one multi; raise on refusal."""
-        with self._lock:
-            for _ in range(1000):
-                head = self._read_head()
-                token = secrets.token_hex(8)
-                record = _encode_change(token, change, scope, ledger, version, data)
-                tx = self.zk.transaction()
-                ops(tx)
-                tx.set_data(self.counter, b"", version=head)
-                tx.create(f"{self.changes}/{head + 1:020d}", record)
-                results = self._commit(tx, head + 1, token)
-                if results is None:       # applied (as its change entry shows when the reply was lost)
-                    break
-                if results == "again":    # verified not applied: sending it again is safe
-                    continue
-                first = next(r for r in results if isinstance(r, Exception)
-                             and type(r).__name__ not in ("RolledBackError", "RuntimeInconsistency"))
-                if results.index(first) == 0:
-                    raise first           # the ledger op was refused: the caller maps it
-                # another writer moved the change log under us: read the head again
-            else:
-                raise StoreError("the change log kept moving; gave up after 1000 attempts")
-            self._head = head + 1
-            self._prune(head + 1)
-        self._notify()
-
-    def _commit(self, tx, sequence: int, token: str):
-        """Commit ``tx``; None when it applied. A lost reply is resolved by reading the change entry
-        back once ZooKeeper answers again, so the multi is never applied twice."""
         self._ready()
         try:
-            results = tx.commit()
-        except _DOWN:
-            return self._resolve(sequence, token)
-        return results if any(isinstance(r, Exception) for r in results) else None
+            return self.follower.read_with_head((scope, ledger))
+        except _DOWN as exc:
+            raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
 
-    def _resolve(self, sequence: int, token: str):
+    def _write_op(self, key: tuple[int, int], send, check):
+        """Send one write; when its reply is lost, decide from the ledger read back once ZooKeeper
+        answers again (``check(seen)`` -> result, or None: not applied, send again): a write is
+        never applied twice blindly. The state written is reported to the follower, so a watcher
+        sees every write made through this service, each version once."""
+        try:
+            while True:
+                self._ready()
+                try:
+                    got = send()
+                except _DOWN:
+                    got = self._resolve(key, check)
+                if got is not None:
+                    self.follower.observe(key, got)
+                    return got
+        finally:
+            self.follower.touch(key)
+
+    def _resolve(self, key, check):
         deadline = time.monotonic() + _RESOLVE_SECONDS
         while time.monotonic() < deadline:
             if not self._up.wait(0.5):
                 continue
             try:
-                self.zk.sync(self.changes)
-                data, _ = self.zk.get(f"{self.changes}/{sequence:020d}")
-            except NoNodeError:
-                return "again"
+                path = self.path(*key)
+                self.zk.sync(path)
+                try:
+                    data, stat = self.zk.get(path)
+                    seen = Seen(stat.czxid, stat.version, data)
+                except NoNodeError:
+                    seen = ABSENT
             except _DOWN:
                 continue
-            return None if data.split(b" ", 1)[0].decode() == token else "again"
+            return check(seen)
         raise StoreError(f"zk://{self.hosts}: ZooKeeper did not come back within {_RESOLVE_SECONDS}s; "
                          "the outcome of this write is unknown: read the ledger before retrying")
-
-    def _prune(self, sequence: int) -> None:
-        """Every ``step`` changes, delete the entries older than the newest ``retain_changes``,
-        oldest first (changes_since reads a gap at the front as 'pruned')."""
-        step = min(1000, max(1, self.retain_changes // 10))
-        if sequence % step or sequence <= self.retain_changes:
-            return
-        cut = sequence - self.retain_changes
-        for s in range(max(1, cut - step + 1), cut + 1):
-            self.zk.delete_async(f"{self.changes}/{s:020d}")
 
     # --- ledgers ---
     def create(self, scope: int, ledger: int | None, data: bytes) -> Versioned:
@@ -246,55 +197,50 @@ class ZkStore(MetadataStore):
         for _ in range(_ID_ATTEMPTS):
             lid = ledger if ledger is not None else self._generate(scope)
             path = self.path(scope, lid)
-            self._call(self.zk.ensure_path, path.rsplit("/", 1)[0])
+
+            def send():
+                try:   # as BookKeeper's createFullPathOptimistic: the parents only when missing
+                    _path, stat = self.zk.create(path, data, include_data=True)
+                except NoNodeError:
+                    self.zk.ensure_path(path.rsplit("/", 1)[0])
+                    _path, stat = self.zk.create(path, data, include_data=True)
+                return Seen(stat.czxid, 0, data)
+
+            def check(seen):
+                if seen.data is None:
+                    return None                 # not applied: send again
+                if (seen.version, seen.data) == (0, data):
+                    return seen                 # the lost reply's create applied
+                raise NodeExistsError()
+
             try:
-                self._mutate(lambda tx: tx.create(path, data), "CREATED", scope, lid, 0, data)
+                self._write_op((scope, lid), send, check)
                 return Versioned(scope, lid, 0, data)
             except NodeExistsError:
                 if ledger is not None:
                     raise LedgerExists(f"ledger {lid} of scope {scope} already exists") from None
-            except NoNodeError:   # a parent was removed between ensure_path and the multi
-                continue
         raise StoreError(f"no free ledger id in scope {scope} after {_ID_ATTEMPTS} tries")
 
     def _generate(self, scope: int) -> int:
-        if scope:
-            return scoped_ledger_candidate()
-        # BookKeeper's LongZkLedgerIdGenerator: an ephemeral sequential idgen/ID-<n> gives n, then goes.
-        base = f"{self.root}/idgen"
-        self._call(self.zk.ensure_path, base)
-        node = self._call(self.zk.create, f"{base}/ID-", b"", ephemeral=True, sequence=True)
-        self._call(self.zk.delete, node)
-        lid = int(node.rsplit("ID-", 1)[1])
-        if lid >= L.JAVA_INT_MAX or lid < 0:
-            lid = self._generate_long()
-        return lid
+        return generate_id(self, scope)
 
-    def _generate_long(self) -> int:
-        base = f"{self.root}/idgen-long"
-        self._call(self.zk.ensure_path, base)
-        hobs = sorted(n for n in self._call(self.zk.get_children, base) if n.startswith("HOB-"))
-        high = int(hobs[-1][4:]) if hobs else 1
-        while True:
-            hob = f"{base}/HOB-{high:010d}"
-            self._call(self.zk.ensure_path, hob)
-            node = self._call(self.zk.create, f"{hob}/ID-", b"", ephemeral=True, sequence=True)
-            self._call(self.zk.delete, node)
-            low = int(node.rsplit("ID-", 1)[1])
-            if 0 <= low < L.JAVA_INT_MAX:
-                lid = (high << 32) | low
-                if lid > SCOPE0_MAX_LEDGER:
-                    raise StoreError("scope 0 ledger ids are exhausted")
-                return lid
-            high += 1
-
-    def read(self, scope: int, ledger: int) -> Versioned:
+    def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
+        """From the watch-coherent cache; ``consistent``: sync with the ZooKeeper leader first and
+        read ZooKeeper itself (read-after-write across clients)."""
         check_ids(scope, ledger)
-        try:
-            data, stat = self._call(self.zk.get, self.path(scope, ledger))
-        except NoNodeError:
-            raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist") from None
-        return Versioned(scope, ledger, stat.version, data)
+        key = (scope, ledger)
+        got = None if consistent else self.follower.cached(key)
+        if got is None:
+            self._ready()
+            try:
+                if consistent:
+                    self.zk.sync(self.path(scope, ledger))
+                got = self.follower.read_through(key)
+            except _DOWN as exc:
+                raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
+        if got.data is None:
+            raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist")
+        return Versioned(scope, ledger, got.version, got.data)
 
     def write(self, scope: int, ledger: int, data: bytes, expected_version: int) -> Versioned:
         check_ids(scope, ledger)
@@ -302,9 +248,22 @@ class ZkStore(MetadataStore):
             self.read(scope, ledger)
             raise BadVersion(f"ledger {ledger} of scope {scope}: version {expected_version} cannot match")
         path = self.path(scope, ledger)
+
+        def check(seen):
+            if seen.data is None:
+                raise NoNodeError()
+            if (seen.version, seen.data) == (expected_version + 1, data):
+                return seen                     # the lost reply's write applied
+            if seen.version == expected_version:
+                return None                     # not applied: send again
+            raise BadVersionError()
+
+        def send():
+            stat = self.zk.set(path, data, version=expected_version)
+            return Seen(stat.czxid, stat.version, data)
+
         try:
-            self._mutate(lambda tx: tx.set_data(path, data, version=expected_version), "UPDATED",
-                         scope, ledger, expected_version + 1, data)
+            self._write_op((scope, ledger), send, check)
         except NoNodeError:
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist") from None
         except BadVersionError:
@@ -314,20 +273,26 @@ class ZkStore(MetadataStore):
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         check_ids(scope, ledger)
         path = self.path(scope, ledger)
-        if expected_version is None:
-            current = self.read(scope, ledger).version   # the change entry records what was deleted
-        else:
-            current = expected_version
-        if not 0 <= current < L.JAVA_INT_MAX:
-            raise BadVersion(f"ledger {ledger} of scope {scope}: version {current} cannot match")
+        if expected_version is not None and not 0 <= expected_version < L.JAVA_INT_MAX:
+            raise BadVersion(f"ledger {ledger} of scope {scope}: version {expected_version} cannot match")
+        want = -1 if expected_version is None else expected_version     # -1: any version, as BookKeeper's Version.ANY
+
+        def check(seen):
+            if seen.data is None:
+                return ABSENT                   # gone: the lost reply's delete applied
+            if want == -1 or seen.version == want:
+                return None
+            raise BadVersionError()
+
+        def send():
+            self.zk.delete(path, version=want)
+            return ABSENT
+
         try:
-            self._mutate(lambda tx: tx.delete(path, version=current), "DELETED", scope, ledger,
-                         current, None)
+            self._write_op((scope, ledger), send, check)
         except NoNodeError:
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist") from None
         except BadVersionError:
-            if expected_version is None:   # changed between our read and the delete: read again
-                return self.remove(scope, ledger, None)
             raise BadVersion(f"ledger {ledger} of scope {scope} is not at version {expected_version}") from None
         except NotEmptyError:
             raise StoreError(f"{path} has children; it is not a ledger znode") from None
@@ -372,28 +337,30 @@ class ZkStore(MetadataStore):
 
     def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
              batch: int) -> Iterator[list[Versioned]]:
-        # Reads go out a batch ahead of the one being answered: ZooKeeper answers in order on
-        # one session, so a pipelined batch costs one round trip, not one per ledger.
+        # One multiRead per batch, and the next batch's sent before this one is answered: ZooKeeper
+        # answers in order on one session, so the reads cost round trips per batch, not per ledger.
         keys = self._keys(start, end)
 
         def send():
-            chunk = list(itertools.islice(keys, batch))
+            chunk = list(itertools.islice(keys, min(batch, _MULTI_READ)))
             self._ready()
-            return [(k, self.zk.get_async(self.path(*k))) for k in chunk]
+            return chunk, (multi_read_async(self.zk, [self.path(*k) for k in chunk]) if chunk else None)
 
         pending = send()
-        while pending:
+        while pending[0]:
             ahead = send()
+            chunk, res = pending
+            try:
+                got = res.get(timeout=60)
+            except _DOWN as exc:
+                raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
             out = []
-            for (scope, lid), res in pending:
-                try:
-                    data, stat = res.get(timeout=60)
-                except NoNodeError:          # deleted since the listing: not a ledger any more
+            for (scope, lid), one in zip(chunk, got):
+                if one is None:            # deleted since the listing: not a ledger any more
                     continue
-                except _DOWN as exc:
-                    raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; "
-                                           "retry") from None
-                out.append(Versioned(scope, lid, stat.version, data))
+                if isinstance(one, Exception):
+                    raise StoreError(f"zk://{self.hosts}{self.path(scope, lid)}: {type(one).__name__}")
+                out.append(Versioned(scope, lid, one[1].version, one[0]))
             if out:
                 yield out
             pending = ahead
@@ -411,23 +378,11 @@ class ZkStore(MetadataStore):
 
     def close(self) -> None:
         self._session_listeners.clear()
+        self.follower.close()
         try:
             self.zk.stop()
         finally:
             self.zk.close()
-
-
-def _encode_change(token: str, change: str, scope: int, ledger: int, version: int,
-                   data: bytes | None) -> bytes:
-    flag = "-" if data is None else "+"
-    return f"{token} {change} {scope} {ledger} {version} {flag}\n".encode() + (data or b"")
-
-
-def _decode_change(sequence: int, raw: bytes) -> Change:
-    head, _, data = raw.partition(b"\n")
-    _token, change, scope, ledger, version, flag = head.decode().split(" ")
-    return Change(sequence, int(scope), int(ledger), change, int(version),
-                  None if flag == "-" else bytes(data))
 
 
 def from_url(url: str, **kw) -> ZkStore:

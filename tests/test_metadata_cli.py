@@ -102,7 +102,7 @@ def test_get_list_create_delete_json(served, tmp_path):
     assert served.json("metadata", "list", "--ledger-scope-id", "7") == [
         {"ledger_scope_id": 7, "ledger_id": 5, "ledger_qualified_name": "00000000000000070000000000000005"}]
     assert served.json("metadata", "delete", "--ledger-id", "16", "--expected-version", "0")["deleted"] is True
-    _one_line(served("metadata", "get", "--ledger-id", "16", check=None), 8, "LEDGER_NOT_FOUND")
+    _one_line(served("metadata", "get", "--ledger-id", "16", check=None), 2, "LEDGER_NOT_FOUND")
     _one_line(served("metadata", "delete", "--ledger-id", "5", "--ledger-scope-id", "7", "--expected-version", "3",
                      check=None), 8, "BAD_VERSION")
     text = served("metadata", "get", "--ledger-id", "0").stdout
@@ -114,6 +114,58 @@ def test_get_list_create_delete_json(served, tmp_path):
     served("metadata", "delete", "--ledger-id", "0")
     assert served.json("metadata", "import", str(tmp_path / "out"))["imported"] == 2
     assert served.json("metadata", "get", "--ledger-id", "5", "--ledger-scope-id", "7")["version"] == 0
+
+
+def test_import_again_skips_or_overwrites_and_list_is_hex_with_a_header(served, tmp_path):
+    folder = GOLDEN / "cluster-3" / "metadata"
+    bins = sorted(folder.glob("*.bin"))
+    assert served.json("metadata", "import", str(folder))["imported"] == len(bins)
+    again = served.json("metadata", "import", str(folder), "--skip-existing")
+    assert again["imported"] == 0 and len(again["skipped"]) == len(bins)
+    # a changed file overwrites its ledger with a versioned write; an unchanged one is left at its version
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    for f in bins:
+        (changed / f.name).write_bytes(f.read_bytes())
+    other = bins[1].read_bytes()
+    (changed / bins[0].name).write_bytes(other)
+    got = served.json("metadata", "import", str(changed), "--overwrite")
+    assert got["imported"] == 0 and len(got["overwritten"]) == len(bins)
+    first = int(bins[0].stem, 16)
+    assert served.json("metadata", "get", "--ledger-id", str(first))["version"] == 1
+    assert served.json("metadata", "get", "--ledger-id", str(int(bins[1].stem, 16)))["version"] == 0
+    lines = served("metadata", "list").stdout.splitlines()
+    assert lines[0] == "scope\tledger\tqualified_name"
+    assert [line.split("\t")[1] for line in lines[1:]] == sorted((f.stem for f in bins), key=lambda x: int(x, 16))
+    assert lines[1].split("\t")[2] == f"{int(bins[0].stem, 16):032x}"
+
+
+def test_serve_logs_each_request_at_v_and_its_start_and_stop(tmp_path):
+    s = Served(tmp_path, "-v")
+    try:
+        _one_line(s("metadata", "get", "--ledger-id", "9", check=None), 2, "LEDGER_NOT_FOUND")
+        s("metadata", "list")
+    finally:
+        s.proc.terminate()
+        assert s.proc.wait(30) == 0
+    out, err = s.proc.stdout.read(), s.proc.stderr.read()
+    assert out.startswith("bkdisk metadata: stopped serving sqlite:")
+    reads = [line for line in err.splitlines() if " Read " in line]
+    assert len(reads) == 1 and "LEDGER_NOT_FOUND" in reads[0], err
+    assert len([line for line in err.splitlines() if " Iterate " in line]) == 1, err
+
+
+def test_bookies_register_lives_while_the_command_runs(served):
+    reg = subprocess.Popen([*BKDISK, "bookies", "register", "bk-9.rack-z", "--host", "10.1.2.3", "--port", "3181",
+                            "--server", served.addr], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert reg.stdout.readline().startswith("registered bk-9.rack-z (writable) at 10.1.2.3:3181")
+    listed = served.json("bookies", "list")
+    assert [b["bookie_id"] for b in listed] == ["bk-9.rack-z"]
+    assert served("bookies", "resolve", "bk-9.rack-z").stdout.strip() == "bk-9.rack-z\t10.1.2.3:3181"
+    reg.terminate()
+    assert reg.wait(30) == 0
+    assert served.json("bookies", "list") == []
+    _one_line(served("bookies", "info", "bk-9.rack-z", check=None), 2, "BOOKIE_NOT_FOUND")
 
 
 def test_watch_prints_every_change_in_order(served):
@@ -156,7 +208,10 @@ def test_bad_input_gets_one_line_and_an_exit_code(served, tmp_path):
         out = served(*args, check=None)
         assert out.returncode == 16 and why in out.stderr, out.stderr
     _one_line(bkdisk("metadata", "list", "--server", "nowhere", check=None), 8, "grpc://HOST:PORT")
-    _one_line(bkdisk("metadata", "list", "--server", "127.0.0.1:1", "--timeout", "1", check=None), 8, "RPC_UNAVAILABLE")
+    _one_line(bkdisk("metadata", "list", "--server", "127.0.0.1:1", "--timeout", "1", check=None), 8,
+              "cannot reach the metadata service at 127.0.0.1:1", "RPC_UNAVAILABLE")
+    _one_line(bkdisk("metadata", "get", "--ledger-id", "1", "--server", "127.0.0.1:1", "--timeout", "1",
+                     check=None), 8, "cannot reach")
     out = bkdisk("metadata", "serve", "--store", "mysql:x", check=None)
     assert out.returncode == 16 and "expected sqlite:PATH or zk://" in out.stderr
     _one_line(bkdisk("metadata", "serve", "--store", f"sqlite:{tmp_path}/no/such/m.db", check=None), 8,

@@ -25,6 +25,7 @@ from metaservice.resolver import DiscoveryClient, service_info
 from metaservice.server import serve
 from metaservice.sqlite_store import SqliteStore
 from metaservice.store import BadVersion, open_store
+from metaservice.zk_store import ZkStore
 from zookeeper_fixture import started
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,7 +123,10 @@ def _check_no_loss(store, w: Writers, seen: list, golden_bin: bytes) -> None:
     except AssertionError:
         got = {(c.ledger_id, c.version): c.sequence for c in seen if not isinstance(c, Exception)}
         missing = [(1000 + i, v) for i, vs in enumerate(w.acked) for v in vs if (1000 + i, v) not in got]
-        log = {(x.ledger, x.version): x.sequence for x in store.changes_since(0, 10**6)}
+        try:
+            log = {(x.ledger, x.version): x.sequence for x in store.changes_since(0, 10**6)}
+        except BadVersion:          # the ZooKeeper store holds only its newest changes
+            log = {}
         raise AssertionError(f"missing {missing} at {[log.get(m) for m in missing]}; "
                              f"head {store.head_sequence()}, last seen {max(got.values())}") from None
     assert not [c for c in seen if isinstance(c, Exception)]
@@ -138,6 +142,7 @@ def _fault_under_load(store, port: int, golden_bin: bytes) -> Iterator[Writers]:
     updates. After it, every writer must get 5 more through, and nothing may be lost or doubled."""
     watcher = MetadataClient(f"127.0.0.1:{port}", timeout=30)
     seen, stop = [], threading.Event()
+    store.follow(0, None)              # every ledger's changes are logged from here on
     w = Writers(port, golden_bin)
     _collect(watcher.watch(watch_all=True, after_sequence=store.head_sequence()), seen, stop)
     try:
@@ -205,28 +210,24 @@ def test_iterate_and_read_through_a_zookeeper_outage_see_only_a_retry(zk_service
 
 
 class _LostReply:
-    """Wraps the store's kazoo transaction: the first commit raises ConnectionLoss, after really
-    committing (``applied``) or without sending anything."""
+    """Wraps one kazoo call of the store (``set`` or ``create``): the first call raises
+    ConnectionLoss, after really applying (``applied``) or without sending anything."""
 
-    def __init__(self, store, applied: bool):
-        self.real, self.applied, self.fired = store.zk.transaction, applied, False
-        store.zk.transaction = self
+    def __init__(self, store, name: str, applied: bool):
+        self.real, self.applied, self.fired = getattr(store.zk, name), applied, False
+        self.store, self.name = store, name
+        setattr(store.zk, name, self)
 
-    def __call__(self):
-        tx, outer = self.real(), self
+    def __call__(self, *args, **kw):
+        if self.fired:
+            return self.real(*args, **kw)
+        self.fired = True
+        if self.applied:
+            self.real(*args, **kw)
+        raise ConnectionLoss()
 
-        class Tx:
-            def __getattr__(self, name):
-                return getattr(tx, name)
-
-            def commit(self):
-                if outer.fired:
-                    return tx.commit()
-                outer.fired = True
-                if outer.applied:
-                    tx.commit()
-                raise ConnectionLoss()
-        return Tx()
+    def restore(self):
+        setattr(self.store.zk, self.name, self.real)
 
 
 @pytest.mark.parametrize("applied", [True, False])
@@ -234,39 +235,48 @@ def test_a_write_whose_reply_is_lost_is_applied_exactly_once(zk_service, golden_
     _zk, store, port = zk_service
     c = MetadataClient(f"127.0.0.1:{port}", timeout=30)
     c.create(golden_bin, ledger_id=5)
+    store.follow(0, None)
     head = store.head_sequence()
-    hook = _LostReply(store, applied)
+    hook = _LostReply(store, "set", applied)
     got = c.write(5, _length(golden_bin, 9), expected_version=0)
+    hook.restore()
     assert hook.fired and got.version == 1
-    assert store.read(0, 5).version == 1
-    assert [(x.change, x.version) for x in store.changes_since(head)] == [("UPDATED", 1)]
-    hook2 = _LostReply(store, applied)
+    assert store.read(0, 5, consistent=True).version == 1
+    hook2 = _LostReply(store, "create", applied)
     created = c.create(golden_bin)                               # a generated id: never resent blindly
-    assert hook2.fired and store.read(0, created.ledger_id).version == 0
-    assert [x.change for x in store.changes_since(head)] == ["UPDATED", "CREATED"]
+    hook2.restore()
+    assert hook2.fired and store.read(0, created.ledger_id, consistent=True).version == 0
+    _wait_for(lambda: len(store.changes_since(head)) >= 2)
+    assert [(x.change, x.ledger, x.version) for x in store.changes_since(head)] == [
+        ("UPDATED", 5, 1), ("CREATED", created.ledger_id, 0)]
     assert store.ledger_ids(0, None, 10) == sorted([5, created.ledger_id])
     c.close()
 
 
-def test_pruned_resume_point_is_bad_version_on_zookeeper(tmp_path, golden_bin):
+def test_a_resume_point_the_service_does_not_hold_is_bad_version_on_zookeeper(tmp_path, golden_bin):
     zk = started(tmp_path / "zk")
-    store = open_store(f"zk://{zk.hosts}/ledgers")
-    store.retain_changes = 10
+    store = ZkStore(zk.hosts, "/ledgers", retain_changes=10)
     server, port = serve(store)
+    c = MetadataClient(f"127.0.0.1:{port}")
     try:
+        store.follow(0, None)
+        start = store.head_sequence()
         for i in range(40):
             store.create(0, i, golden_bin)
+        _wait_for(lambda: store.head_sequence() == start + 40)
         head = store.head_sequence()
-        _wait_for(lambda: store.zk.exists(f"{store.changes}/{head - 11:020d}") is None)
         with pytest.raises(BadVersion):
-            store.changes_since(5)
+            store.changes_since(start)                       # dropped: only the newest 10 are held
         assert [x.ledger for x in store.changes_since(head - 3)] == [37, 38, 39]
-        c = MetadataClient(f"127.0.0.1:{port}")
         with pytest.raises(MetadataError) as info:
-            next(c.watch(watch_all=True, after_sequence=5))
+            next(c.watch(watch_all=True, after_sequence=start))
         assert info.value.code == "BAD_VERSION"
-        c.close()
+        # a point from before this service started (another instance's) is refused, not resumed after
+        with pytest.raises(MetadataError) as info:
+            next(c.watch(watch_all=True, after_sequence=store.follower.first - 1))
+        assert info.value.code == "BAD_VERSION"
     finally:
+        c.close()
         server.stop(0)
         store.close()
         zk.stop()

@@ -41,8 +41,9 @@ class ZooKeeperServer:
     """One standalone ZooKeeper (ZooKeeperServerMain). ``stop``/``start`` keep the data dir, so a
     restart brings back every persistent znode and every session that has not timed out."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, heap: str = "256m"):
         self.root = Path(root)
+        self.heap = heap
         self.data = self.root / "data"
         self.data.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
@@ -65,7 +66,7 @@ class ZooKeeperServer:
     def start(self) -> None:
         log = open(self.root / "zookeeper.log", "ab")
         self.proc = subprocess.Popen(
-            [self.java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false",
+            [self.java, f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
              "-cp", self.classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.cfg)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -77,7 +78,7 @@ class ZooKeeperServer:
             if self.four_letter("ruok") == "imok" and "Mode:" in self.four_letter("srvr"):
                 return
             time.sleep(0.1)
-        self.stop()
+        self._kill()
         raise RuntimeError(f"ZooKeeper did not answer on {self.hosts} within {READY_SECONDS}s")
 
     def four_letter(self, word: str) -> str:
@@ -97,6 +98,15 @@ class ZooKeeperServer:
     def stop(self) -> None:
         if self.proc is None:
             return
+        foreign = foreign_znodes(self.hosts) if self.proc.poll() is None else []
+        self._kill()
+        if foreign:
+            raise AssertionError(f"znodes outside BookKeeper's layout in ZooKeeper {self.hosts}: "
+                                 f"{foreign[:10]}{' ...' if len(foreign) > 10 else ''}")
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
@@ -105,6 +115,49 @@ class ZooKeeperServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+# Under a ledgers root (a znode holding LAYOUT) BookKeeper keeps these; ledger znodes and the
+# hierarchy above them are checked with the service's own layout rules.
+BOOKKEEPER_CHILDREN = {"LAYOUT", "INSTANCEID", "available", "cookies", "idgen", "idgen-long",
+                       "underreplication"}
+
+
+def foreign_znodes(hosts: str) -> list[str]:
+    """Every znode that is neither ZooKeeper's own (/zookeeper), nor above a ledgers root, nor of
+    BookKeeper's layout below one (its special znodes, ledgers and the id hierarchy)."""
+    from kazoo.client import KazooClient
+
+    from metaservice import zk_layout as L
+    zk = KazooClient(hosts=hosts, timeout=10)
+    zk.start(15)
+    try:
+        every, roots = [], {}
+        stack = ["/"]
+        while stack:
+            path = stack.pop()
+            children = zk.get_children(path)
+            if "LAYOUT" in children:
+                roots[path] = L.parse_layout(zk.get(f"{path}/LAYOUT")[0], path)
+            for name in children:
+                child = f"{path.rstrip('/')}/{name}"
+                every.append(child)
+                stack.append(child)
+    finally:
+        zk.stop()
+        zk.close()
+
+    def allowed(path: str) -> bool:
+        if path == "/zookeeper" or path.startswith("/zookeeper/"):
+            return True
+        if any(r == path or r.startswith(path + "/") for r in roots):
+            return True                       # above (or at) a ledgers root
+        for r, kind in roots.items():
+            if path.startswith(r + "/"):
+                first = path[len(r) + 1:].split("/")[0]
+                return first in BOOKKEEPER_CHILDREN or L.is_hierarchy(r, kind, path)
+        return False
+    return [p for p in every if not allowed(p)]
 
 
 def started(root: Path) -> ZooKeeperServer:

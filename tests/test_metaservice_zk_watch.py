@@ -1,0 +1,207 @@
+"""Changes made by a plain ZooKeeper client, as BookKeeper's client makes them (its znode paths, its
+LedgerMetadataSerDe bytes, create at version 0, close as a setData at the version read, delete),
+reach watchers through the service, across a ZooKeeper restart and an expired session; and reads
+through the service's cache follow them."""
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from formats.metadata import LedgerMetadata, serialize_metadata
+from metaservice.client import MetadataClient
+from metaservice.server import serve
+from metaservice.store import open_store
+from zookeeper_fixture import started
+
+ROOT = "/ledgers"
+
+
+def bookkeeper_path(ledger: int) -> str:
+    """HierarchicalLedgerManager's path below Integer.MAX_VALUE: %010d split 2-4-4, leaf L<last 4>."""
+    d = "%010d" % ledger
+    return f"{ROOT}/{d[:2]}/{d[2:6]}/L{d[6:]}"
+
+
+def opened(ledger: int) -> LedgerMetadata:
+    return LedgerMetadata(format_version=3, write_quorum=2, ensemble_size=3, ack_quorum=2, length=0,
+                          last_entry_id=-1, state="OPEN",
+                          ensembles=((0, ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")),),
+                          digest_type="CRC32C", password=b"pw", ctime=1700000000000 + ledger,
+                          custom_metadata=(("application", b"zk-direct"),), ctoken=ledger)
+
+
+def closed(md: LedgerMetadata, entries: int) -> LedgerMetadata:
+    return dataclasses.replace(md, state="CLOSED", last_entry_id=entries - 1, length=entries * 100)
+
+
+@pytest.fixture()
+def cluster(tmp_path):
+    zk = started(tmp_path / "zk")
+    store = open_store(f"zk://{zk.hosts}{ROOT}")
+    server, port = serve(store)
+    bk = KazooClient(hosts=zk.hosts, timeout=10, connection_retry={"max_tries": -1, "max_delay": 0.5},
+                     command_retry={"max_tries": -1, "max_delay": 0.5})
+    bk.start(15)
+    try:
+        yield zk, store, port, bk
+    finally:
+        bk.stop()
+        bk.close()
+        server.stop(0)
+        store.close()
+        zk.stop()
+
+
+def _stream(c: MetadataClient, **kw) -> queue.Queue:
+    out: queue.Queue = queue.Queue()
+
+    def run():
+        try:
+            for ch in c.watch(**kw):
+                out.put(ch)
+        except Exception as exc:   # noqa: BLE001 - the test reads it from the queue
+            out.put(exc)
+    threading.Thread(target=run, daemon=True).start()
+    return out
+
+
+def _next(q: queue.Queue, seconds: float = 60.0):
+    got = q.get(timeout=seconds)
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
+def _expire(zk, store) -> None:
+    """End the service's session as kazoo's own tests do: join it from a second client and close."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not (store._up.is_set() and store.zk.client_id):
+        time.sleep(0.05)                  # after a restart the service may still be reconnecting
+    old = store.zk.client_id
+    thief = KazooClient(hosts=zk.hosts, client_id=old)
+    thief.start(15)
+    thief.stop()
+    thief.close()
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        now = store.zk.client_id          # None while kazoo reconnects
+        if now is not None and now[0] != old[0] and store._up.is_set():
+            return
+        time.sleep(0.05)
+    raise AssertionError("the service's ZooKeeper session did not come back renewed within 60 s")
+
+
+def test_one_ledger_created_closed_and_deleted_directly_reaches_watchers_across_restart_and_expiry(cluster):
+    zk, store, port, bk = cluster
+    c = MetadataClient(f"127.0.0.1:{port}", timeout=30, retries=60)
+    one = _stream(c, ledgers=[(0, 7)])                 # watches a ledger that does not exist yet
+    everything = _stream(MetadataClient(f"127.0.0.1:{port}", timeout=30), watch_all=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not (store.follower.all_since and (0, 7) in store.follower.since):
+        time.sleep(0.05)
+    md = opened(7)
+    bk.create(bookkeeper_path(7), serialize_metadata(md), makepath=True)
+    delays = []
+    t0 = time.monotonic()
+    for q in (one, everything):
+        got = _next(q)
+        assert (got.change, got.ledger_id, got.version, got.serialized) == ("CREATED", 7, 0, serialize_metadata(md))
+    delays.append(time.monotonic() - t0)
+    assert c.read(7).version == 0
+    steps = [("restart", lambda: zk.restart()), ("expire", lambda: _expire(zk, store)), ("none", lambda: None)]
+    version = 0
+    for i, (_name, fault) in enumerate(steps):
+        fault()
+        md = closed(md, i + 1)
+        version = bk.set(bookkeeper_path(7), serialize_metadata(md), version=version).version
+        t0 = time.monotonic()
+        for q in (one, everything):
+            got = _next(q)
+            assert (got.change, got.version, got.serialized) == ("UPDATED", version, serialize_metadata(md))
+        delays.append(time.monotonic() - t0)
+        # the cache follows the change: a plain read through the service sees the new version
+        assert c.read(7).version == version
+    bk.delete(bookkeeper_path(7), version=version)
+    t0 = time.monotonic()
+    for q in (one, everything):
+        got = _next(q)
+        assert (got.change, got.ledger_id, got.version) == ("DELETED", 7, version)
+    delays.append(time.monotonic() - t0)
+    assert one.empty() and everything.empty()
+    print(f"watch delays (s) create, update after restart, after expiry, update, delete: "
+          f"{[round(d, 3) for d in delays]}")
+
+
+def test_many_ledgers_written_directly_while_zookeeper_restarts_and_the_session_expires(cluster):
+    zk, store, port, bk = cluster
+    watcher = MetadataClient(f"127.0.0.1:{port}", timeout=30, retries=60)
+    seen = _stream(watcher, watch_all=True)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and not store.follower.all_since:
+        time.sleep(0.05)
+    final: dict[int, int | None] = {}
+
+    def bookkeeper_client(ledgers: range) -> None:
+        for lid in ledgers:        # create, close, and delete every third, as a BookKeeper client would
+            md = opened(lid)
+            bk.create(bookkeeper_path(lid), serialize_metadata(md), makepath=True)
+            v = bk.set(bookkeeper_path(lid), serialize_metadata(closed(md, 3)), version=0).version
+            final[lid] = v
+            if lid % 3 == 0:
+                bk.delete(bookkeeper_path(lid), version=v)
+                final[lid] = None
+
+    bookkeeper_client(range(0, 40))
+    zk.restart()
+    bookkeeper_client(range(40, 80))
+    _expire(zk, store)
+    bookkeeper_client(range(80, 120))
+    # every ledger's last state arrives; per ledger the changes are in order, none twice
+    events: dict[int, list] = {}
+    deadline = time.monotonic() + 120
+
+    def settled() -> bool:
+        for lid, v in final.items():
+            got = events.get(lid, [])
+            last = got[-1] if got else None
+            # A ledger created and deleted between two re-reads may go unseen: ZooKeeper's children
+            # watch says that a list changed, not what was in it meanwhile.
+            if v is None and last is not None and last.change != "DELETED":
+                return False
+            if v is not None and (last is None or (last.change, last.version) != ("UPDATED", v)
+                                  and (last.change, last.version) != ("CREATED", v)):
+                return False
+        return True
+    while not settled():
+        try:
+            ch = _next(seen, max(1.0, deadline - time.monotonic()))
+        except queue.Empty:
+            late = {lid: (v, [(e.change, e.version) for e in events.get(lid, [])]) for lid, v in final.items()}
+            raise AssertionError(f"not settled: {[(k, x) for k, x in late.items() if x[0] is not None and (not x[1] or x[1][-1][1] != x[0])][:8]}") from None
+        events.setdefault(ch.ledger_id, []).append(ch)
+    for lid, got in events.items():
+        kinds = [(e.change, e.version) for e in got]
+        assert kinds[0][0] == "CREATED", (lid, kinds)
+        assert len(set(kinds)) == len(kinds), (lid, kinds)                 # nothing twice
+        assert [v for _k, v in kinds if _k != "DELETED"] == sorted(v for _k, v in kinds if _k != "DELETED")
+        assert [k for k, _v in kinds].count("DELETED") <= 1 and ("DELETED" not in [k for k, _ in kinds[:-1]])
+    assert {lid for lid, v in final.items() if v is not None} <= set(events) <= set(final)
+
+
+def test_the_layout_check_finds_a_znode_bookkeeper_would_not_write(cluster):
+    zk, store, port, bk = cluster
+    from zookeeper_fixture import foreign_znodes
+    c = MetadataClient(f"127.0.0.1:{port}", timeout=30)
+    c.create(serialize_metadata(opened(1)), ledger_id=1)
+    c.create(serialize_metadata(opened(2)), scope=9, ledger_id=2)
+    c.watch(watch_all=True)
+    assert foreign_znodes(zk.hosts) == []           # the service wrote only BookKeeper's znodes
+    bk.create(f"{ROOT}/bkdisk/changelog", b"", makepath=True)
+    assert foreign_znodes(zk.hosts) == [f"{ROOT}/bkdisk", f"{ROOT}/bkdisk/changelog"]
+    bk.delete(f"{ROOT}/bkdisk", recursive=True)
+    c.close()
