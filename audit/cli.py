@@ -23,7 +23,9 @@ class AuditUsageError(BkdiskError):
 
 
 def read_disks_file(path: str) -> list[DiskInput]:
-    """One disk per line: ``path`` or ``bookie_id<TAB>path``; blank lines and ``#`` comments skipped."""
+    """One disk per line: ``path``, ``bookie_id<TAB>path`` or ``bookie_id<TAB>path<TAB>host`` (the
+    disk is read only on that host: its task prefers it, and a task that lands elsewhere reports the
+    disk not audited); blank lines and ``#`` comments skipped."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -33,10 +35,14 @@ def read_disks_file(path: str) -> list[DiskInput]:
     for n, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        parts = line.split("\t")
-        if len(parts) > 2 or not parts[-1].strip():
-            raise AuditUsageError(f"{path}: line {n}: expected 'path' or 'bookie_id<TAB>path', found {line!r}")
-        out.append(DiskInput(parts[-1].strip(), parts[0].strip() if len(parts) == 2 else None))
+        parts = [p.strip() for p in line.split("\t")]
+        if len(parts) > 3 or not parts[min(1, len(parts) - 1)] or (len(parts) == 3 and not parts[2]):
+            raise AuditUsageError(f"{path}: line {n}: expected 'path', 'bookie_id<TAB>path' or "
+                                  f"'bookie_id<TAB>path<TAB>host', found {line!r}")
+        if len(parts) == 1:
+            out.append(DiskInput(parts[0]))
+        else:
+            out.append(DiskInput(parts[1], parts[0] or None, parts[2] if len(parts) == 3 else None))
     return out
 
 
@@ -144,7 +150,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     for f in scan_files:
         check_scan_file(f)
     source = open_source(metadata_dir)   # a folder, or grpc://HOST:PORT for the metadata service
-    source.load()  # fail before starting Spark when the metadata cannot be read (kept for the job)
+    source.check()   # fail before starting Spark when the metadata cannot be read at all (its tasks read it)
     prepare_out(out)
     run = RunInfo.new(run_id)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -179,7 +185,8 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 
 @click.command("audit")
 @click.argument("disks", nargs=-1, metavar="DISK...")
-@click.option("--disks-file", default=None, metavar="FILE", help="Disks, one per line: path or bookie_id<TAB>path.")
+@click.option("--disks-file", default=None, metavar="FILE",
+              help="Disks, one per line: path, bookie_id<TAB>path, or bookie_id<TAB>path<TAB>host (read only there).")
 @click.option("--scan-files", multiple=True, metavar="FILE.parquet",
               help="Rows written by `bkdisk scan-disk` on a bookie host (repeatable; mixes with disks).")
 @click.option("--metadata-dir", default=None, metavar="DIR",
@@ -224,6 +231,22 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
                                quiet, scans_per_host, memory))
 
 
+def _bookie_metadata(folder: str, root: str, bookie_id: str | None):
+    """The folder as the disk's bookie needs it (streamed once: a folder of millions of ledgers is
+    not held); a file that cannot be read fails the command, exit 8."""
+    from bookie.layout import bookie_id_of, discover, from_conf
+    from bookie.metadata_dir import bookie_metadata_dir
+    if bookie_id is None:
+        try:
+            bookie_id = bookie_id_of(from_conf(root) if os.path.isfile(root) else discover(root))
+        except (BkdiskError, OSError):
+            bookie_id = None   # the scan says why the disk cannot be read
+    view, errors = bookie_metadata_dir(folder, bookie_id)
+    if errors:
+        raise errors[0]
+    return view
+
+
 @click.command("scan-disk")
 @click.argument("root", metavar="ROOT")
 @click.option("--out", required=True, metavar="FILE.parquet", help="The Parquet file to write (replaced when done).")
@@ -244,10 +267,9 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     """
     import pyarrow.parquet as pq
 
-    from audit.metadata_source import MetadataDirSource
     from audit.rows import TASK_SCHEMA, batch_table, iter_disk
 
-    md = MetadataDirSource(metadata_dir).load() if metadata_dir else {}
+    md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
         writer = pq.ParquetWriter(tmp, TASK_SCHEMA)

@@ -171,14 +171,12 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     sys.exit(code)
 
 
-def _service_metadata(url: str):
-    """Every ledger's metadata from the metadata service at ``grpc://HOST:PORT``."""
-    from metaservice.client import MetadataClient, service_target
-    client = MetadataClient(service_target(url), retries=2)
-    try:
-        return client.load_all()
-    finally:
-        client.close()
+def _service_metadata(url: str, bookie: str | None):
+    """The service's ledgers as this bookie's check needs them: one streaming bulk read keeping the
+    ledgers that place entries on ``bookie``; any other ledger read when a pass asks for it."""
+    from metaservice.bookie_view import bookie_view
+    from metaservice.client import service_target
+    return bookie_view(service_target(url), bookie, retries=2)
 
 
 @collector_eased()
@@ -192,7 +190,8 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     from fsck.context import CheckOptions
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
-    service_md = _service_metadata(metadata_url) if metadata_url else None
+    from bookie.layout import bookie_id_of
+    service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     with _Progress(progress) as bar:

@@ -31,6 +31,7 @@ from journal.arrays import JournalArrays
 from journal.scan import scan_journal
 
 if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
+    from collections.abc import Mapping
     from concurrent.futures import Future
 
     from formats.metadata import LedgerMetadata
@@ -41,7 +42,7 @@ Progress = Callable[[str, int, int], None]   # (what, done, total)
 @dataclass
 class CheckOptions:
     metadata_dir: str | None = None
-    metadata: dict[LedgerId, LedgerMetadata] | None = None   # from a metadata service (audit)
+    metadata: Mapping[LedgerId, LedgerMetadata] | None = None   # a mapping: a dict, or a MetadataView (audit)
     verify_digests: bool = True
     payload_hash: str | None = None   # also hash each entry's payload in the one entry-log scan (the audit)
     jobs: int = 1
@@ -314,13 +315,17 @@ class CheckContext:
         return JournalFacts.collect(self)
 
     @cached_property
-    def metadata(self) -> dict[LedgerId, LedgerMetadata] | None:
+    def metadata(self) -> Mapping[LedgerId, LedgerMetadata] | None:
+        """Ledger metadata. A folder is streamed once, keeping the ledgers that place entries on this
+        bookie; any other ledger is read from its file when a pass asks for it (a bookie of a cluster
+        with millions of ledgers holds only its own). Iterating gives the ledgers kept."""
         if self.options.metadata is not None:
             return self.options.metadata
         if self.options.metadata_dir is None:
             return None
-        from bookie.metadata_dir import load_metadata_dir
-        md, errors = load_metadata_dir(self.options.metadata_dir)
+        from bookie.layout import bookie_id_of
+        from bookie.metadata_dir import bookie_metadata_dir
+        md, errors = bookie_metadata_dir(self.options.metadata_dir, bookie_id_of(self.dirs))
         self.metadata_errors = errors
         return md
 

@@ -13,6 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
+from bookie.metadata_dir import MetadataView
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
@@ -163,6 +164,19 @@ def _pairs(lids) -> KeySet:
     return KeySet([np.array([l[0] for l in lids], np.uint64), np.array([l[1] for l in lids], np.uint64)])
 
 
+def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Per row, whether a view that holds only this bookie's ledgers knows the row's ledger (asked
+    once per distinct ledger among ``rows``); a plain mapping was iterated whole: nothing to ask."""
+    out = np.zeros(len(rows), bool)
+    if not isinstance(md, MetadataView) or md.lookup is None or not rows.any():
+        return out
+    scope, ledger = ids[0][rows], ids[1][rows]
+    asked = {(int(s), int(l)) for s, l in zip(scope.tolist(), ledger.tolist())}
+    known = [p for p in sorted(asked) if LedgerId(*p) in md]
+    out[rows] = _pairs(known).contains([scope, ledger])
+    return out
+
+
 def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, budget: int) -> Iterator[Finding]:
     """Entries in the logs no index points at: superseded copies and deleted ledgers' entries (garbage,
     counted), an indexed ledger's entry missing from its index, a ledger with no index at all."""
@@ -176,7 +190,7 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
                       np.array([lid.ledger for _p, _o, lid, _e in facts.pending], np.uint64),
                       np.array([e for _p, _o, _lid, e in facts.pending], np.int64)])
     leftovers = _pairs(ctx.relocation_leftovers)
-    md = ctx.metadata or {}
+    md = ctx.metadata if ctx.metadata is not None else {}   # a view with no ledger of its own still looks up
     in_md = _pairs(md)
     keyed = _pairs(facts.master_keys) if ctx.metadata is None else None
     superseded = _indexed(free, inv, budget, ctx.spill)
@@ -194,7 +208,9 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
                           entry=int(t["entry"][j]), path=log_paths.get(log),
                           detail=f"log {log:x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
         rest = ~skip & ~known
-        lost = rest & (in_md.contains(ids) | (keyed.contains(ids) if keyed is not None else False))
+        has_md = in_md.contains(ids)
+        has_md |= _looked_up(md, ids, rest & ~has_md)
+        lost = rest & (has_md | (keyed.contains(ids) if keyed is not None else False))
         dead = (known & sup) | (rest & ~lost)   # a superseded copy; a ledger deleted since, awaiting compaction
         garbage += int(dead.sum())
         garbage_ids.append(t[["scope", "ledger"]][dead])

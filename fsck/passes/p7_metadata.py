@@ -76,7 +76,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                       detail=str(e))
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
-    for lid in sorted(set(held) - set(md)):
+    for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
         yield Finding(ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
                       detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
     if me is None:
