@@ -99,7 +99,32 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
                   f"stored is gone, or it never started)")
             summary.warnings += 1
     summary.warnings += unlisted
+    for gap in _unserved(dirs, summary.entries):
+        _warn(gap)
+        summary.warnings += 1
     return summary
+
+
+def _unserved(dirs: BookieDirs, entries: int) -> list[str]:
+    """What the listed entries lack to be served, told from the dirs alone: no index to find them by,
+    no journal (a bookie writes one from its first start; without it, entries acknowledged but not yet
+    flushed to an entry log are gone)."""
+    from formats.paths import parse_journal_name
+    gaps = []
+    if entries and dirs.storage_kind == "empty":
+        gaps.append(f"{', '.join(dirs.effective_index_dirs)}: no index (no .idx file, no DbLedgerStorage "
+                    f"ledgers and locations databases) for the {entries} entries the entry logs hold: "
+                    f"the bookie cannot find them to serve them")
+    journals = 0
+    for d in dirs.journal_dirs:
+        try:
+            journals += sum(parse_journal_name(n) is not None for n in os.listdir(dirs.current(d)))
+        except OSError:
+            pass
+    if dirs.journal_dirs and not journals:
+        gaps.append(f"{', '.join(dirs.journal_dirs)}: no journal file in any journal dir (a bookie that "
+                    f"ever ran has one): what it acknowledged and had not yet written to an entry log is gone")
+    return gaps
 
 
 class _ParquetSink:

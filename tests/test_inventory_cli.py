@@ -151,7 +151,7 @@ def test_summary_without_jsonl_counts_entries_and_digests():
 def test_damaged_log_warns_on_stderr_and_still_lists_every_intact_entry():
     with tempfile.TemporaryDirectory() as d:
         ledgers = [LedgerSpec(3, [os.urandom(500) for _ in range(20)], digest_type=DigestType.CRC32C)]
-        wb = write_bookie(BookieSpec(ledgers, write_journal=False), d)
+        wb = write_bookie(BookieSpec(ledgers), d)
         log = wb.entry_log_files[0]
         b = bytearray(Path(log).read_bytes())
         first = min(wb.locations.values()) & 0xFFFFFFFF

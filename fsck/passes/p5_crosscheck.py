@@ -13,7 +13,6 @@ from typing import Iterator
 
 import numpy as np
 
-from bookie.metadata_dir import MetadataView
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
@@ -168,7 +167,10 @@ def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
     """Per row, whether a view that holds only this bookie's ledgers knows the row's ledger (asked
     once per distinct ledger among ``rows``); a plain mapping was iterated whole: nothing to ask."""
     out = np.zeros(len(rows), bool)
-    if not isinstance(md, MetadataView) or md.lookup is None or not rows.any():
+    if isinstance(md, dict) or not rows.any():
+        return out
+    from bookie.metadata_dir import MetadataView   # only with metadata: a check without needs none of it
+    if not isinstance(md, MetadataView) or md.lookup is None:
         return out
     scope, ledger = ids[0][rows], ids[1][rows]
     asked = {(int(s), int(l)) for s, l in zip(scope.tolist(), ledger.tolist())}
