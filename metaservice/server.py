@@ -326,11 +326,7 @@ class RequestLog(grpc.ServerInterceptor):
             return run
 
         if handler.unary_unary:
-            logged = unary(handler.unary_unary)
-            pool = getattr(handler.unary_unary, "experimental_thread_pool", None)
-            if pool is not None:
-                logged.experimental_thread_pool = pool
-            return handler._replace(unary_unary=logged)
+            return handler._replace(unary_unary=unary(handler.unary_unary))
         if handler.unary_stream:
             return handler._replace(unary_stream=streaming(handler.unary_stream))
         if handler.stream_stream:
@@ -338,28 +334,11 @@ class RequestLog(grpc.ServerInterceptor):
         return handler
 
 
-def _in_pool(servicer: Any, names: tuple[str, ...], pool: futures.ThreadPoolExecutor) -> Any:
-    """Run ``servicer``'s methods ``names`` on ``pool`` instead of the server's pool (gRPC's
-    per-handler ``experimental_thread_pool``)."""
-    for name in names:
-        method = getattr(servicer, name)
-
-        def run(request, context, method=method):
-            return method(request, context)
-        run.experimental_thread_pool = pool
-        setattr(servicer, name, run)
-    return servicer
-
-
 def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,
-          max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int = 160, unary_workers: int = 16,
+          max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int = 160,
           registry: Registry | None = None,
           tls: tuple[bytes, bytes] | None = None, log_requests: bool = False) -> tuple[grpc.Server, int]:
     """Start both services on ``bind`` (loopback unless told otherwise); returns (server, port).
-
-    Streams (Watch, Iterate, ReadLedgers, the discovery's) hold one of ``workers`` threads while
-    they last; Create, Read, Write and Remove run on a pool of their own of ``unary_workers``:
-    fewer threads contending for the interpreter answer short calls at less CPU each.
 
     ``tls`` is (PEM private key, PEM certificate chain) to serve TLS instead of plaintext;
     ``log_requests`` logs one line per request (RequestLog).
@@ -368,9 +347,7 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
                          interceptors=[RequestLog()] if log_requests else [],
                          options=[("grpc.max_receive_message_length", max_request_bytes),
                                   ("grpc.so_reuseport", 0)])
-    unary_pool = futures.ThreadPoolExecutor(max_workers=unary_workers, thread_name_prefix="unary")
-    servicer = _in_pool(LedgerMetadataServicer(store, token), ("Create", "Read", "Write", "Remove"), unary_pool)
-    pb_grpc.add_LedgerMetadataServiceServicer_to_server(servicer, server)
+    pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, token), server)
     pb_grpc.add_DiscoveryServiceServicer_to_server(
         DiscoveryServicer(registry or store.new_registry(), token), server)
     if tls is not None:
