@@ -9,9 +9,11 @@ import sys
 import click
 
 from audit.rows import DiskInput, RunInfo
+from diskio.spill import MemoryLimit
 from formats.errors import BkdiskError
 from fsck.exit_codes import EXIT_OK, one_line_errors
 from fsck.exit_codes import EXIT_UNCORRECTED as EXIT_PROBLEMS
+from fsck.memory_options import memory_options
 
 MARKER = ".bkdisk-audit"
 
@@ -21,7 +23,9 @@ class AuditUsageError(BkdiskError):
 
 
 def read_disks_file(path: str) -> list[DiskInput]:
-    """One disk per line: ``path`` or ``bookie_id<TAB>path``; blank lines and ``#`` comments skipped."""
+    """One disk per line: ``path``, ``bookie_id<TAB>path`` or ``bookie_id<TAB>path<TAB>host`` (the
+    disk is read only on that host: its task prefers it, and a task that lands elsewhere reports the
+    disk not audited); blank lines and ``#`` comments skipped."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -31,10 +35,14 @@ def read_disks_file(path: str) -> list[DiskInput]:
     for n, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        parts = line.split("\t")
-        if len(parts) > 2 or not parts[-1].strip():
-            raise AuditUsageError(f"{path}: line {n}: expected 'path' or 'bookie_id<TAB>path', found {line!r}")
-        out.append(DiskInput(parts[-1].strip(), parts[0].strip() if len(parts) == 2 else None))
+        parts = [p.strip() for p in line.split("\t")]
+        if len(parts) > 3 or not parts[min(1, len(parts) - 1)] or (len(parts) == 3 and not parts[2]):
+            raise AuditUsageError(f"{path}: line {n}: expected 'path', 'bookie_id<TAB>path' or "
+                                  f"'bookie_id<TAB>path<TAB>host', found {line!r}")
+        if len(parts) == 1:
+            out.append(DiskInput(parts[0]))
+        else:
+            out.append(DiskInput(parts[1], parts[0] or None, parts[2] if len(parts) == 3 else None))
     return out
 
 
@@ -130,7 +138,7 @@ def spark_settings(spark, scans_per_host: int | None) -> dict[str, str | int | N
 
 def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_dir: str, out: str,
                       master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False,
-                      scans_per_host: int | None = None) -> int:
+                      scans_per_host: int | None = None, memory=None) -> int:
     """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems)."""
     from audit.job import run_audit, spark_session
     from audit.metadata_source import open_source
@@ -142,7 +150,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     for f in scan_files:
         check_scan_file(f)
     source = open_source(metadata_dir)   # a folder, or grpc://HOST:PORT for the metadata service
-    source.load()  # fail before starting Spark when the metadata cannot be read (kept for the job)
+    source.check()   # fail before starting Spark when the metadata cannot be read at all (its tasks read it)
     prepare_out(out)
     run = RunInfo.new(run_id)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -158,7 +166,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
         raise AuditError(f"Spark did not start: {first_line(e)}") from None
     try:
         run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
-                  scans_per_host=scans_per_host)
+                  scans_per_host=scans_per_host, memory=memory)
         settings = spark_settings(spark, scans_per_host)
     except BkdiskError:
         raise
@@ -177,7 +185,8 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 
 @click.command("audit")
 @click.argument("disks", nargs=-1, metavar="DISK...")
-@click.option("--disks-file", default=None, metavar="FILE", help="Disks, one per line: path or bookie_id<TAB>path.")
+@click.option("--disks-file", default=None, metavar="FILE",
+              help="Disks, one per line: path, bookie_id<TAB>path, or bookie_id<TAB>path<TAB>host (read only there).")
 @click.option("--scan-files", multiple=True, metavar="FILE.parquet",
               help="Rows written by `bkdisk scan-disk` on a bookie host (repeatable; mixes with disks).")
 @click.option("--metadata-dir", default=None, metavar="DIR",
@@ -193,11 +202,12 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
               help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
+@memory_options
 @one_line_errors
 def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
           metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,
           scans_per_host: int | None,
-          run_id: str | None, quiet: bool) -> None:
+          run_id: str | None, quiet: bool, memory: MemoryLimit) -> None:
     """Audit every bookie disk of a cluster with Spark against the ledger metadata.
 
     Exit 0 when every disk was audited and no fault table has a row, 4 when problems were found,
@@ -218,7 +228,23 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     if cpus_per_scan:
         settings["spark.task.cpus"] = str(cpus_per_scan)
     sys.exit(run_audit_command(given, list(scan_files), metadata_url or metadata_dir, out, master, settings, run_id,
-                               quiet, scans_per_host))
+                               quiet, scans_per_host, memory))
+
+
+def _bookie_metadata(folder: str, root: str, bookie_id: str | None):
+    """The folder as the disk's bookie needs it (streamed once: a folder of millions of ledgers is
+    not held); a file that cannot be read fails the command, exit 8."""
+    from bookie.layout import bookie_id_of, discover, from_conf
+    from bookie.metadata_dir import bookie_metadata_dir
+    if bookie_id is None:
+        try:
+            bookie_id = bookie_id_of(from_conf(root) if os.path.isfile(root) else discover(root))
+        except (BkdiskError, OSError):
+            bookie_id = None   # the scan says why the disk cannot be read
+    view, errors = bookie_metadata_dir(folder, bookie_id)
+    if errors:
+        raise errors[0]
+    return view
 
 
 @click.command("scan-disk")
@@ -228,9 +254,10 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
               help="Ledger metadata: digest types and passwords (HMAC ledgers need it to verify).")
 @click.option("--bookie-id", default=None, help="The bookie id, when the disk's cookie cannot be read.")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
+@memory_options
 @one_line_errors
 def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: str | None,
-                      run_id: str | None) -> None:
+                      run_id: str | None, memory: MemoryLimit) -> None:
     """Scan one bookie disk (root or bk_server.conf) into the rows an audit task produces.
 
     Run it on each bookie host when Spark cannot reach the disks, then give the files to
@@ -238,25 +265,37 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     disk could not be read (the file then says so), 8 when the metadata could not be read or the
     file could not be written.
     """
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from audit.metadata_source import MetadataDirSource
-    from audit.rows import TASK_SCHEMA, batch_table, scan_disk
+    from audit.rows import TASK_SCHEMA, batch_table, iter_disk
 
-    md = MetadataDirSource(metadata_dir).load() if metadata_dir else {}
-    batches = scan_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id))
+    md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
-        pq.write_table(pa.Table.from_batches(batches, TASK_SCHEMA), tmp)
+        writer = pq.ParquetWriter(tmp, TASK_SCHEMA)
     except OSError as e:
         raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
+    # The batches go to the file as they come (one entry log's rows at a time), not held until the end.
+    last, unverified, done = None, 0, False
+    try:
+        for b in iter_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id), memory=memory):
+            writer.write_batch(b)
+            last = b
+            if batch_table(b) == "replicas":
+                unverified += b.column("digest_ok").null_count
+        writer.close()
+        done = True
+    except OSError as e:
+        raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
+    finally:
+        if not done:
+            writer.close()
+            os.unlink(tmp)
     os.replace(tmp, out)
-    disk = batches[-1].to_pylist()[0]   # the disks row comes last
+    disk = last.to_pylist()[0]   # the disks row comes last
     why = f" ({disk['error']})" if disk["error"] else ""
     click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
                f"-> {out}", err=True)
-    unverified = sum(b.column("digest_ok").null_count for b in batches if batch_table(b) == "replicas")
     if unverified:
         click.echo(f"{root}: {unverified} copies not verified (a DUMMY entry carries no digest"
                    + ("" if metadata_dir else "; an HMAC ledger's needs its password: give --metadata-dir")

@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from audit.metadata_source import MetadataSource
+from audit.placement import LOCALITY_CONF, wrong_host
 from audit.replica_files import remove_unfinished, replica_file, write_replicas
 from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
@@ -63,7 +63,7 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     if master is not None:
         b = b.master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = dict(DEFAULT_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}), **(defaults or {}))
+    settings = dict(DEFAULT_CONF, **LOCALITY_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}), **(defaults or {}))
     # Executors import this package from where the driver has it unless the venv shipped it.
     settings["spark.executorEnv.PYTHONPATH"] = project_root()
     submitted = _submitted_keys()
@@ -148,20 +148,30 @@ def scan_slot(limit: int, folder: str | None = None, poll: float = 0.2) -> int:
         time.sleep(poll)
 
 
-def disk_task(run: RunInfo, metadata_bc, replicas_dir: str, scans_per_host: int | None = None
+def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir: str,
+              scans_per_host: int | None = None, memory=None
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its partition of the disks frame (one disk per partition):
-    the disk's replicas go into its file under ``replicas_dir``, its other rows to Spark.
+    the disk's replicas go into its file under ``replicas_dir``, its other rows to Spark. fsck's
+    checks get the ledgers that place entries on the disk's bookie (``near_dir``, the metadata
+    stage's) and look any other up in ``source``. A disk that names a host is read only there.
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
-    at most that many disks are read at once on a host whatever the executors and cores there."""
+    at most that many disks are read at once on a host whatever the executors and cores there.
+    ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir."""
+    from audit.metadata_tables import bookie_metadata
+
+    def metadata_for(bookie: str):
+        return bookie_metadata(near_dir, bookie, source)
+
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         numba_cache_writable()
         here = run.on_this_host()
         for b in batches:
             for d in b.to_pylist():
-                slot = scan_slot(scans_per_host) if scans_per_host else None
+                slot = scan_slot(scans_per_host) if scans_per_host and not wrong_host(d["host"]) else None
                 try:
-                    rows = iter_disk(DiskInput(d["path"], d["bookie_id"]), metadata_bc.value, here)
+                    rows = iter_disk(DiskInput(d["path"], d["bookie_id"], d["host"]), metadata_for, here,
+                                     memory=memory)
                     yield from write_replicas(rows, replica_file(replicas_dir, d["index"]))
                 finally:
                     if slot is not None:
@@ -177,100 +187,72 @@ class AuditResult:
     counts: dict[str, int]
 
 
-class _Progress(threading.Thread):
-    """Reports finished scan tasks while the disks stage runs (Spark's status tracker)."""
-
-    def __init__(self, spark, total: int, report: Callable[[int, int, int], None]):
-        super().__init__(daemon=True)
-        self.tracker, self.total, self.report = spark.sparkContext.statusTracker(), total, report
-        self.stop = threading.Event()
-        self.last = (-1, -1)
-
-    def run(self) -> None:
-        while not self.stop.wait(0.25):
-            now = (0, 0)
-            for sid in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(sid)
-                if info is not None and info.numTasks == self.total:
-                    now = max(now, (info.numCompletedTasks, info.numActiveTasks))
-            if now != self.last and any(now):
-                self.last = now
-                self.report(now[0], now[1], self.total)
-
-
 def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: MetadataSource, out: str,
               run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None,
-              scans_per_host: int | None = None) -> AuditResult:
-    """Scan ``disks`` as Spark tasks, add the rows of ``scan_files``, join, write every table.
-    ``scans_per_host`` bounds the disks read at once on one host (``disk_task``)."""
-    from pyspark import StorageLevel
+              scans_per_host: int | None = None, memory=None) -> AuditResult:
+    """Read the metadata (a stage of its own), scan ``disks`` as Spark tasks (each on its host when
+    it names one), add the rows of ``scan_files``, join, write every table.
+    ``scans_per_host`` bounds the disks read at once on one host, ``memory`` each disk's check
+    (``disk_task``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from audit import tables
+    from audit.metadata_tables import read_metadata, segments
+    from audit.scan_stage import scan_disks
 
     if not disks and not scan_files:
         raise AuditError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
-    md = source.load()
     out = os.path.abspath(out)   # the executors write into it: not relative to their working folders
+    scratch = os.path.join(out, f".scratch-{run.run_id}")   # the stages' files; removed at the end
+    shutil.rmtree(scratch, ignore_errors=True)
     replicas_dir = os.path.join(out, "replicas")
     shutil.rmtree(replicas_dir, ignore_errors=True)
     os.makedirs(replicas_dir)
-    frames = []
-    if disks:
-        numba_cache_writable()
-        sc = spark.sparkContext
-        schema = "path string, bookie_id string, index long"
-        # One disk per partition: parallelize with as many slices as disks keeps each alone.
-        rdd = sc.parallelize([(d.path, d.bookie_id, i) for i, d in enumerate(disks)], len(disks))
-        task = disk_task(run, sc.broadcast(md), replicas_dir, scans_per_host)
-        frames.append(spark.createDataFrame(rdd, schema).mapInArrow(task, from_arrow_schema(TASK_SCHEMA)))
-    if scan_files:
-        frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files))
-    rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-    watcher = _Progress(spark, len(disks), progress) if (progress and disks) else None
-    if watcher:
-        watcher.start()
     try:
-        disk_rows = [r.asDict() for r in rows.filter(F.col("table") == "disks")
-                     .select(*[f.name for f in table_schema("disks")]).collect()]
-    except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
-        raise AuditError(f"the scan stage failed: {first_line(e)}") from None
+        mt = read_metadata(spark, source, scratch)
+        frames, disk_rows = [], []
+        if disks:
+            numba_cache_writable()
+            task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory)
+            disk_rows, folders = scan_disks(spark, disks, task, os.path.join(scratch, "rows"), progress)
+            frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*folders))
+        if scan_files:
+            files = spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files)
+            frames.append(files)
+            disk_rows += [r.asDict() for r in files.filter(F.col("table") == "disks")
+                          .select(*[f.name for f in table_schema("disks")]).collect()]
+        rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        disk_rows = reconcile(disk_rows, mt.bookies, run)
+        audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
+        not_audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] not in AUDITED and d["bookie_id"]}
+                             - set(audited))
+        frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
+                      for name in ("findings", "replicas", "space")}
+        frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
+        frames_out["space"] = frames_out["space"].filter(F.col("bookie_id").isin(audited))   # as the replicas
+        if scan_files:   # their replicas join the tasks' files (a disk not audited: none of its rows)
+            frames_out["replicas"].filter(F.col("bookie_id").isin(audited)).sortWithinPartitions(
+                *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)
+        remove_unfinished(replicas_dir)   # what a task's process killed outright left half-written
+        if not any(n.endswith(".parquet") and not n.startswith((".", "_")) for n in os.listdir(replicas_dir)):
+            import pyarrow.parquet as pq   # no copies anywhere: the table still has its columns
+            pq.write_table(table_schema("replicas").empty_table(), os.path.join(replicas_dir, "empty.parquet"))
+        # Only disks that finished their scan count: a task publishes no file for a disk that did not, and
+        # a scan-disk file's rows of such a disk are dropped.
+        replicas = spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir).filter(
+            F.col("bookie_id").isin(audited))
+        frames_out.update(tables.fault_tables(segments(spark, mt), replicas, audited, not_audited))
+        counts = {}
+        for name in ALL_TABLES:
+            if name != "replicas":   # written by the tasks (and above): a file per disk
+                # Small tables: one sorted file each.
+                frames_out[name].repartition(1).sortWithinPartitions(*tables.ORDER[name]).write.mode(
+                    "overwrite").parquet(os.path.join(out, name))
+            counts[name] = _parquet_rows(os.path.join(out, name))
+        tables.release(spark)
     finally:
-        if watcher:
-            watcher.stop.set()
-    if progress:
-        progress(len(disks), 0, len(disks))
-    disk_rows = reconcile(disk_rows, md, run)
-    audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
-    not_audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] not in AUDITED and d["bookie_id"]}
-                         - set(audited))
-    frames_out = {name: rows.filter(F.col("table") == name).select(*[f.name for f in table_schema(name)])
-                  for name in ("findings", "replicas", "space")}
-    frames_out["disks"] = spark.createDataFrame(disk_rows, from_arrow_schema(table_schema("disks")))
-    frames_out["space"] = frames_out["space"].filter(F.col("bookie_id").isin(audited))   # as the replicas
-    if scan_files:   # their replicas join the tasks' files (a disk not audited: none of its rows)
-        frames_out["replicas"].filter(F.col("bookie_id").isin(audited)).sortWithinPartitions(
-            *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)
-    remove_unfinished(replicas_dir)   # what a task's process killed outright left half-written
-    if not any(n.endswith(".parquet") and not n.startswith((".", "_")) for n in os.listdir(replicas_dir)):
-        import pyarrow.parquet as pq   # no copies anywhere: the table still has its columns
-        pq.write_table(table_schema("replicas").empty_table(), os.path.join(replicas_dir, "empty.parquet"))
-    # Only disks that finished their scan count: a task publishes no file for a disk that did not, and
-    # a scan-disk file's rows of such a disk are dropped.
-    replicas = spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir).filter(
-        F.col("bookie_id").isin(audited))
-    frames_out.update(tables.fault_tables(spark, md, replicas, audited, not_audited))
-    counts = {}
-    for name in ALL_TABLES:
-        if name != "replicas":   # written by the tasks (and above): a file per disk
-            # Small tables: one sorted file each.
-            frames_out[name].repartition(1).sortWithinPartitions(*tables.ORDER[name]).write.mode(
-                "overwrite").parquet(os.path.join(out, name))
-        counts[name] = _parquet_rows(os.path.join(out, name))
-    rows.unpersist()
-    tables.release(spark)
+        shutil.rmtree(scratch, ignore_errors=True)
     return AuditResult(out, run, disk_rows, counts)
 
 
@@ -290,13 +272,12 @@ def default_shuffle_partitions(inputs: int) -> str:
     return str(min(200, max(4, 2 * inputs)))
 
 
-def reconcile(disk_rows: list[dict], md: dict, run: RunInfo) -> list[dict]:
+def reconcile(disk_rows: list[dict], named: tuple[str, ...] | set[str], run: RunInfo) -> list[dict]:
     """Disks expected (given, and every bookie metadata names) against disks reported: a bookie
     with no readable disk row gets one ``not_audited`` row, never silence."""
-    named = {b for m in md.values() for _f, members in m.ensembles for b in members}
     have = {d["bookie_id"] for d in disk_rows if d["bookie_id"]}
     out = list(disk_rows)
-    for b in sorted(named - have):
+    for b in sorted(set(named) - have):
         row = {name: None for name in table_schema("disks").names}
         row.update(tool_version=run.tool_version, run_id=run.run_id, host=None, bookie_id=b, status="not_audited",
                    error="metadata names this bookie; no disk of it was given")

@@ -1,70 +1,189 @@
-"""Where the audit gets ledger metadata: one small interface, a folder of serialized metadata or the
-ledger metadata service (issue 10) through its client."""
+"""Where the audit gets ledger metadata: a folder of serialized metadata or the ledger metadata
+service, read in parallel by Spark tasks, never whole by one process.
+
+The driver cuts the ledgers into work units without holding them: it streams the folder's listing
+(or the service's ranges of ledger ids) into chunk files of ``CHUNK`` ledgers under a scratch folder
+every executor sees. Each task reads its chunk's ledgers (``read``), and a disk's task looks up a
+ledger it holds that metadata does not place on it (``lookup``). A source is pickled to the tasks.
+"""
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Protocol
 
+from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.metadata import LedgerMetadata
 
+CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
+READ_THREADS = 16   # a task's concurrent file reads: a folder out of the page cache is a read a file
+
+Read = tuple[LedgerId, "LedgerMetadata | Exception"]
+
 
 class MetadataSource(Protocol):
-    """Every ledger's metadata, keyed by its full (128-bit) id."""
+    units_per_chunk: int   # units a metadata task reads
 
     def describe(self) -> str:
         """Where the metadata came from, for the report."""
 
-    def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """All ledgers; raises the layer's error type when the source cannot be read at all."""
+    def check(self) -> None:
+        """Raise the layer's error when the source cannot be read at all (before Spark starts)."""
+
+    def units(self) -> Iterator[str]:
+        """Work units as lines of text (driver side, streamed), each a few ledgers at most."""
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        """The ledgers of ``units`` (in a task): each with its metadata, or the error reading it."""
+
+    def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
+        """One ledger's metadata (in a task), None when metadata has none."""
+
+
+def write_chunks(source: MetadataSource, folder: str) -> list[str]:
+    """The source's units in files of at most ``source.units_per_chunk`` each under ``folder``; the paths."""
+    os.makedirs(folder, exist_ok=True)
+    per_chunk = source.units_per_chunk
+    paths: list[str] = []
+    f, n = None, 0
+    try:
+        for u in source.units():
+            if f is None or n == per_chunk:
+                if f is not None:
+                    f.close()
+                paths.append(os.path.join(folder, f"chunk-{len(paths):06d}.txt"))
+                f, n = open(paths[-1], "w", encoding="utf-8"), 0
+            f.write(u + "\n")
+            n += 1
+    finally:
+        if f is not None:
+            f.close()
+    return paths
+
+
+def read_chunk(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
 
 
 class MetadataDirSource:
-    """A folder of ``<hex id>.bin``/``.txt`` files as LedgerMetadataSerDe writes them."""
+    """A folder of ``<hex id>.bin``/``.txt`` files as LedgerMetadataSerDe writes them. Every executor
+    reads it at the same path (as it reads --out)."""
+
+    units_per_chunk = CHUNK   # a unit is a file name
 
     def __init__(self, folder: str, *, strict: bool = True):
-        self.folder, self.strict = folder, strict
+        self.folder, self.strict = os.path.abspath(folder), strict
         self.errors: list[Exception] = []
-        self._loaded: dict[LedgerId, LedgerMetadata] | None = None
 
     def describe(self) -> str:
         return f"metadata folder {self.folder}"
 
+    def check(self) -> None:
+        from diskio.mapped import DiskError
+        if not os.path.isdir(self.folder):
+            raise DiskError(self.folder, "cannot list the metadata folder (not a folder)")
+        with os.scandir(self.folder):
+            pass
+
+    def units(self) -> Iterator[str]:
+        from bookie.metadata_dir import metadata_names
+        return metadata_names(self.folder)
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        from bookie.metadata_dir import read_metadata_files
+        return read_metadata_files(self.folder, units, threads=READ_THREADS)
+
+    def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
+        from bookie.metadata_dir import read_ledger_file
+        from diskio.mapped import DiskError
+        try:
+            return read_ledger_file(self.folder, lid)
+        except (FormatError, DiskError):
+            return None   # the metadata stage said it already
+
     def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """Read the folder once; later calls return the same ledgers."""
-        if self._loaded is None:
-            from bookie.metadata_dir import load_metadata_dir
-            md, self.errors = load_metadata_dir(self.folder)
-            if self.errors and self.strict:
-                # A ledger whose metadata cannot be read would be reported as an orphan: refuse instead.
-                raise self.errors[0]
-            self._loaded = md
-        return self._loaded
+        """Every ledger in one dict (small folders: tests, scan-disk of a few ledgers)."""
+        from bookie.metadata_dir import load_metadata_dir
+        md, self.errors = load_metadata_dir(self.folder)
+        if self.errors and self.strict:
+            raise self.errors[0]
+        return md
 
 
 class MetadataServiceSource:
-    """Every ledger's metadata read through the ledger metadata service (``grpc://HOST:PORT``), once,
-    on the driver: the whole audit holds one connection to the service, and the service one store
-    session, however many tasks run."""
+    """Ledger metadata through the ledger metadata service (``grpc://HOST:PORT``): the driver cuts
+    the ledger ids into ranges, and each task reads its range with the service's streaming bulk
+    read (ReadLedgers) as a thin client."""
+
+    units_per_chunk = 1   # a unit is a range of CHUNK ledgers already
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0):
         from metaservice.client import service_target
         self.url, self.target = url, service_target(url)
         self.token, self.timeout = token, timeout
-        self._loaded: dict[LedgerId, LedgerMetadata] | None = None
 
     def describe(self) -> str:
         return f"metadata service {self.url}"
 
+    def _client(self):
+        from metaservice.client import MetadataClient
+        return MetadataClient(self.target, token=self.token, timeout=self.timeout)
+
+    def check(self) -> None:
+        c = self._client()
+        try:
+            next(iter(c.iterate(all_scopes=True)), None)
+        finally:
+            c.close()
+
+    def units(self) -> Iterator[str]:
+        """``start end``: ranges of 128-bit ledger ids of CHUNK ledgers each, tiling [0, 2^128) (a
+        ledger created while the audit runs falls in one of them). Only ids cross to the driver."""
+        c = self._client()
+        try:
+            start, n = 0, 0
+            for scope, lid in c.iterate(all_scopes=True):
+                if n == CHUNK:
+                    key = LedgerId(scope, lid).value
+                    yield f"{start} {key}"
+                    start, n = key, 0
+                n += 1
+            yield f"{start} {1 << 128}"
+        finally:
+            c.close()
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        """Each range with one streaming bulk read (pages of a thousand ledgers)."""
+        from metaservice.client import MetadataError
+        c = self._client()
+        try:
+            for u in units:
+                start, end = map(int, u.split())
+                for page in c.read_ledgers(start, end, page_size=1000):
+                    for x in page:
+                        try:
+                            yield x.key, x.parse(f"{self.url}: ")
+                        except (MetadataError, FormatError) as exc:
+                            yield x.key, exc
+        finally:
+            c.close()
+
+    def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
+        from metaservice.bookie_view import read_ledger
+        try:
+            return read_ledger(self.target, lid, token=self.token, timeout=self.timeout)
+        except FormatError:
+            return None   # the metadata stage said it already
+
     def load(self) -> dict[LedgerId, LedgerMetadata]:
-        """Read every ledger once; later calls return the same ledgers."""
-        if self._loaded is None:
-            from metaservice.client import MetadataClient
-            client = MetadataClient(self.target, token=self.token, timeout=self.timeout)
-            try:
-                self._loaded = client.load_all()
-            finally:
-                client.close()
-        return self._loaded
+        """Every ledger in one dict (small stores: tests; one bulk read)."""
+        c = self._client()
+        try:
+            return c.load_all()
+        finally:
+            c.close()
 
 
 def open_source(spec: str) -> MetadataSource:

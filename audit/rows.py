@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,7 +89,9 @@ class RunInfo:
         return cls(run_id or uuid.uuid4().hex[:16], tool_version(), socket.gethostname())
 
     def on_this_host(self) -> RunInfo:
-        return RunInfo(self.run_id, self.tool_version, socket.gethostname())
+        """The run as a task records it: on the host Spark ran the task on (audit/placement.py)."""
+        from audit.placement import this_host
+        return RunInfo(self.run_id, self.tool_version, this_host())
 
 
 def tool_version() -> str:
@@ -102,10 +104,12 @@ def tool_version() -> str:
 
 @dataclass(frozen=True)
 class DiskInput:
-    """One disk to audit: a bookie root or a bk_server.conf, and the bookie id the operator gave."""
+    """One disk to audit: a bookie root or a bk_server.conf, the bookie id the operator gave, and
+    the host it is local to (its task runs there, and reads it nowhere else; None: any host)."""
 
     path: str
     bookie_id: str | None = None
+    host: str | None = None
 
 
 def signed(a: np.ndarray) -> np.ndarray:
@@ -149,18 +153,25 @@ def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table
     return out
 
 
-def scan_disk(disk: DiskInput, metadata: dict, run: RunInfo) -> list[pa.RecordBatch]:
+# Ledger metadata for a disk's checks: a mapping, or a function of the disk's bookie id giving one
+# (the audit's tasks: the ledgers that place entries on that bookie, others looked up).
+Metadata = Mapping | Callable[[str], Mapping]
+
+
+def scan_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, memory=None) -> list[pa.RecordBatch]:
     """All of ``iter_disk`` at once (small disks, tests, ``bkdisk scan-disk``)."""
-    return list(iter_disk(disk, metadata, run))
+    return list(iter_disk(disk, metadata, run, memory=memory))
 
 
-def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = True) -> Iterator[pa.RecordBatch]:
+def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool = True,
+              memory=None) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
     payload SHA-256), one batch per entry log; the disks row comes last.
 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
-    replicas that disk yielded before failing). The dirs and the cookie are read here; the scan, which
+    replicas that disk yielded before failing). ``memory``: the check's diskio.spill.MemoryLimit
+    (--memory-limit, --tmp-dir; default 1 GiB and the system's temporary folder). The dirs and the cookie are read here; the scan, which
     reads through memory maps, runs in a forked child (``guard``, diskio/fault_guard.py), so that a
     read that faults (SIGBUS: an I/O error under a map, a file cut short) or a scan that dies any
     other way ends the disk with a ``not_audited`` row naming the file and the bytes being read,
@@ -176,6 +187,11 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
         cols.update({k: [v] for k, v in kw.items()})
         return task_batch("disks", run, bookie_id, cols, 1)
 
+    from audit.placement import wrong_host
+    elsewhere = wrong_host(disk.host)
+    if elsewhere:   # another host's disk: its path here is another disk, or nothing
+        yield disk_row("not_audited", disk.bookie_id, elsewhere)
+        return
     try:
         dirs = from_conf(disk.path) if os.path.isfile(disk.path) else discover(disk.path)
     except (BkdiskError, OSError) as e:
@@ -193,7 +209,7 @@ def iter_disk(disk: DiskInput, metadata: dict, run: RunInfo, *, guard: bool = Tr
 
     def scan() -> Iterator[pa.RecordBatch]:
         try:
-            yield from _scan(dirs, bid, metadata, run, disk_row)
+            yield from _scan(dirs, bid, metadata, run, disk_row, memory)
         except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
             yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
@@ -255,12 +271,24 @@ def replica_logs(ctx, bid: str) -> Iterator:
         yield log_rows(bid, names[lf.dir_index], lf.log_id, scan)
 
 
-def _scan(dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None) -> Iterator[pa.RecordBatch]:
     from fsck.api import check_bookie
     from fsck.context import CheckOptions
 
+    if callable(metadata):
+        metadata = metadata(bid)
     # One read of each entry log: fsck's scan also hashes the payloads, and the replicas come from it.
-    report = check_bookie(dirs, CheckOptions(metadata=metadata, payload_hash="sha256"))
+    opts = CheckOptions(metadata=metadata, payload_hash="sha256")
+    if memory is not None:
+        opts.memory = memory
+    report = check_bookie(dirs, opts)
+    try:
+        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row)
+    finally:
+        report.close()
+
+
+def _disk_rows(report, dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {

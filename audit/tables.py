@@ -5,7 +5,8 @@ A copy is *intact* when its digest verified or could not be checked (``digest_ok
 *corrupt* when its digest failed. Only copies on a write-set bookie count towards ``copies_intact``.
 
 The work grows with the problems, not with the healthy entries: a replica row is only ever
-aggregated or matched against the small per-ensemble frame (broadcast, no shuffle of metadata), and
+aggregated or joined with the per-ensemble frame (Spark broadcasts it when it is small, and joins it
+by sorting otherwise: metadata of millions of ledgers is never copied whole to every executor), and
 expected entries are listed one by one only for the (ensemble, bookie) pairs whose intact count is
 short of what metadata places there. Per ensemble, a bookie at position ``p`` of ``E`` holds the
 entries ``e`` with ``(e + w) % E == p`` for some ``w < Qw``: for each ``w`` one arithmetic
@@ -16,42 +17,10 @@ from __future__ import annotations
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
-
-from audit.rows import to_signed
-from formats.ids import LedgerId
-from formats.metadata import LedgerMetadata
 
 KEY = ["ledger_scope", "ledger_id"]
 ENTRY = KEY + ["entry_id"]
 SEG = KEY + ["seg_first"]
-
-SEGMENT_SCHEMA = StructType([
-    StructField("ledger_scope", LongType(), False), StructField("ledger_id", LongType(), False),
-    StructField("state", StringType(), False), StructField("closed_last", LongType(), True),
-    StructField("write_quorum", IntegerType(), False), StructField("seg_first", LongType(), False),
-    StructField("seg_next", LongType(), True), StructField("members", ArrayType(StringType()), False)])
-
-
-def segments_frame(spark: SparkSession, md: dict[LedgerId, LedgerMetadata]) -> DataFrame:
-    """One row per ensemble of every ledger: its first entry, the next ensemble's first entry."""
-    rows = []
-    for lid, m in md.items():
-        ens = sorted(m.ensembles)
-        closed_last = m.effective_last_entry_id if m.is_closed else None
-        for i, (first, members) in enumerate(ens):
-            nxt = ens[i + 1][0] if i + 1 < len(ens) else None
-            rows.append((to_signed(lid.scope), to_signed(lid.ledger), m.state, closed_last, m.write_quorum,
-                         first, nxt, list(members)))
-    return spark.createDataFrame(rows, SEGMENT_SCHEMA)
-
 
 def placed_segments(segments: DataFrame, replicas: DataFrame) -> DataFrame:
     """Ensembles with their last expected entry (``seg_last``) and size ``E``: CLOSED ledgers up to
@@ -89,7 +58,7 @@ def copies_frame(replicas: DataFrame) -> DataFrame:
 def write_set_copies(copies: DataFrame, placed: DataFrame) -> DataFrame:
     """Intact copies held by a bookie of the entry's write set, tagged with their ensemble."""
     s = placed.select(*KEY, "seg_first", "seg_last", "write_quorum", "members", "E")
-    j = copies.filter("intact").join(F.broadcast(s), KEY).filter(
+    j = copies.filter("intact").join(s, KEY).filter(
         (F.col("entry_id") >= F.col("seg_first")) & (F.col("entry_id") <= F.col("seg_last")))
     pos = (F.array_position("members", F.col("bookie_id")) - 1).cast("long")
     return j.filter((pos >= 0) & (F.pmod(pos - F.col("entry_id"), F.col("E")) < F.col("write_quorum"))).select(
@@ -115,7 +84,7 @@ def short_entries(placed: DataFrame, shares: DataFrame, ws_copies: DataFrame) ->
 def entry_problems(missing: DataFrame, placed: DataFrame) -> DataFrame:
     """Per entry that lost a write-set copy: copies expected, the bookies missing and holding."""
     per = missing.groupBy(*ENTRY, "seg_first").agg(F.array_sort(F.collect_list("bookie_id")).alias("bookies_missing"))
-    p = per.join(F.broadcast(placed.select(*SEG, "write_quorum", "members", "E")), SEG)
+    p = per.join(placed.select(*SEG, "write_quorum", "members", "E"), SEG)
     ws = F.transform(F.sequence(F.lit(0), F.col("write_quorum") - 1),
                      lambda w: F.element_at("members", (F.pmod(F.col("entry_id") + w, F.col("E")) + 1).cast("int")))
     return p.select(*ENTRY, F.col("write_quorum").alias("copies_expected"), "bookies_missing",
@@ -179,8 +148,10 @@ def divergent(replicas: DataFrame) -> DataFrame:
 def orphans(replicas: DataFrame, segments: DataFrame) -> DataFrame:
     """Ledgers on a disk that no metadata references: entries and entry-log bytes (with the size
     prefix) per bookie, the bytes compaction would reclaim."""
-    known = segments.select(*KEY).distinct()
-    return replicas.join(F.broadcast(known), KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
+    held = replicas.select(*KEY).distinct()
+    # The ledgers metadata knows, of those held: the disks' ledgers, not every ledger, are matched.
+    known = segments.select(*KEY).join(held, KEY, "left_semi").distinct()
+    return replicas.join(known, KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
         F.count(F.lit(1)).alias("entries"), F.sum(F.col("size") + 4).alias("bytes"))
 
 
@@ -199,12 +170,12 @@ ORDER = {"under_replicated": KEY + ["first_entry_id"], "corrupt_copies": ENTRY +
          "space": ["bookie_id", "kind", "ledger_dir", "log_id", "ledger", "topic"]}
 
 
-def fault_tables(spark: SparkSession, md: dict[LedgerId, LedgerMetadata], replicas: DataFrame,
-                 audited: list[str], not_audited: list[str]) -> dict[str, DataFrame]:
-    """The fault tables and the histogram; the frames several of them read are computed once (persisted;
-    ``release`` them after writing)."""
+def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], not_audited: list[str]
+                 ) -> dict[str, DataFrame]:
+    """The fault tables and the histogram from the segments frame (one row per ensemble of every
+    ledger, audit.metadata_tables.SEGMENT_ARROW) and the audited replicas; the frames several of them read are computed
+    once (persisted; ``release`` them after writing)."""
     keep = StorageLevel.MEMORY_AND_DISK
-    segments = segments_frame(spark, md)
     placed = placed_segments(segments, replicas).persist(keep)
     shares = bookie_shares(placed).persist(keep)
     copies = copies_frame(replicas).persist(keep)

@@ -175,14 +175,16 @@ def join_alone(a, spark) -> None:
     from pyspark.sql import functions as F
 
     from audit import tables
-    from formats.ids import LedgerId
-    from formats.metadata import LedgerMetadata
     bookies, epl = 12, 1000
     entries = a.join_rows // 2
     n_ledgers = max(1, entries // epl)
-    md = {LedgerId(0, l): LedgerMetadata(3, 2, 3, 2, 0, epl - 1, "CLOSED",
-                                         ((0, tuple(f"bk-{(l + p) % bookies}" for p in range(3))),), "CRC32C", b"")
-          for l in range(n_ledgers)}
+    # One ensemble a ledger, as the metadata stage writes the segments (generated in Spark too).
+    segments = spark.range(n_ledgers).select(
+        F.lit(0).cast("long").alias("ledger_scope"), F.col("id").alias("ledger_id"), F.lit("CLOSED").alias("state"),
+        F.lit(epl - 1).cast("long").alias("closed_last"), F.lit(2).cast("int").alias("write_quorum"),
+        F.lit(0).cast("long").alias("seg_first"), F.lit(None).cast("long").alias("seg_next"),
+        F.array(*[F.concat(F.lit("bk-"), ((F.col("id") + p) % bookies).cast("string")) for p in range(3)]
+                ).alias("members"))
     e = spark.range(n_ledgers * epl).select((F.col("id") / epl).cast("long").alias("ledger_id"),
                                            (F.col("id") % epl).alias("entry_id"), "id")
     r = e.select("*", F.explode(F.array(F.lit(0), F.lit(1))).alias("w"))
@@ -196,7 +198,7 @@ def join_alone(a, spark) -> None:
     n = replicas.count()
     audited = [f"bk-{i}" for i in range(bookies)]
     t0 = time.perf_counter()
-    out = tables.fault_tables(spark, md, replicas, audited, [])
+    out = tables.fault_tables(segments, replicas, audited, [])
     counts, each = {}, {}
     for name, df in out.items():
         t1 = time.perf_counter()

@@ -16,12 +16,15 @@ BENCHES = {
     "fsck": ("bench.fsck_bench", "fsck passes on the benchmark bookie"),
     "index-walk": ("bench.index_walk_bench", "the .idx hierarchy walk: os.scandir vs the native walker"),
     "rocksdb": ("bench.rocksdb_bench", "RocksDB locations: lookups, full iteration, DbLedgerStorage fsck"),
+    "rocksdb-scan": ("bench.rocksdb_scan_bench", "a 20M-key locations database RocksDB wrote: dump and fsck's read "
+                                                 "vs sst_dump, ldb scan, a raw read"),
     "space": ("bench.space_bench", "bkdisk space (ledgers maps, and --scan) as processes vs a raw read of the logs"),
     "audit": ("bench.audit_bench", "the Spark audit over 1-8 disks vs fsck + inventory direct, the join alone"),
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
+    "audit-scale": ("bench.audit_scale_bench", "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),
     "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
 }
-DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "metaservice", "audit"]
+DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "rocksdb-scan", "metaservice", "audit"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,10 @@ import numpy as np
 
 GIB = 1 << 30
 MIB = 1 << 20
+DEFAULT_ENTRY_BYTES = "1024:65536"
+# Ledgers are written in chunks of about this many entry-log bytes, each chunk's entries dropped once
+# written (bookie.writer keeps every entry of what it writes): a bookie of any size builds in bounded memory.
+CHUNK_BYTES = GIB // 2
 BK_SCAN_GBPS = 0.40         # DefaultEntryLogger.scanEntryLog, framing (BookKeeper's own figure, this machine kind)
 BK_SCAN_DIGEST_GBPS = 0.28  # ... with digest verification
 TARGETS = {"framing": 0.60, "crc32c": 0.40, "crc32": 0.20}
@@ -37,10 +41,23 @@ RSS_BUDGET_MIB = 300
 
 # --- building ------------------------------------------------------------------------------
 def _params(a) -> dict:
-    p = {"size_gib": a.size_gib, "ledgers": a.ledgers, "seed": a.seed, "idx_files": a.idx_files, "version": 3}
+    p = {"size_gib": a.size_gib, "ledgers": a.ledgers, "seed": a.seed, "idx_files": a.idx_files, "version": 4}
     if getattr(a, "digest", "mixed") != "mixed":
         p["digest"] = a.digest
+    if getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES) != DEFAULT_ENTRY_BYTES:
+        p["entry_bytes"] = a.entry_bytes
+    if getattr(a, "bulk", False):
+        p["bulk"] = True
     return p
+
+
+def entry_sizes(text: str) -> tuple[int, int]:
+    """``MIN:MAX`` payload bytes (``--entry-bytes``)."""
+    lo, _, hi = text.partition(":")
+    lo_i, hi_i = int(lo), int(hi or lo)
+    if not 1 <= lo_i <= hi_i:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX payload bytes with 1 <= MIN <= MAX, found {text!r}")
+    return lo_i, hi_i
 
 
 def _stamp(d: str) -> str:
@@ -49,40 +66,72 @@ def _stamp(d: str) -> str:
 
 def build(a) -> None:
     """Write the bookie and the index hierarchy under ``a.dir`` (run in a child process)."""
+    from bench import bulk_bookie
     from bookie.model import BookieSpec, LedgerSpec
     from bookie.writer import write_bookie
     from formats.digests import DigestType
-    from formats.ids import LedgerId
-    from formats.index import IndexHeader
-    from formats.paths import index_relpath
-    from indexfiles.writer import index_bytes
 
+    lo, hi = entry_sizes(getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES))
+    if getattr(a, "bulk", False):
+        t = time.perf_counter()
+        counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed)
+        print(f"built bookie in bulk: {counts['entries']} entries, {a.ledgers} ledgers, {counts['bytes'] / GIB:.2f} GiB "
+              f"of entries in {counts['logs']} entry logs, {counts['journals']} journals "
+              f"({time.perf_counter() - t:.0f} s)", flush=True)
+        _finish(a, counts["entries"])
+        return
     rng = np.random.default_rng(a.seed)
     pool = rng.integers(0, 256, 64 * MIB, dtype=np.uint8).tobytes()
     view = memoryview(pool)
     target = int(a.size_gib * GIB)
     per_ledger = max(1, target // a.ledgers)
-    ledgers, total = [], 0
-    for i in range(a.ledgers):
-        pays, n = [], 0
-        while n < per_ledger or not pays:
-            # the last entry is cut to what the ledger's share has left, so the total stays near --size-gib
-            size = min(int(rng.integers(1024, 64 * 1024 + 1)), max(1024, per_ledger - n))
-            at = int(rng.integers(0, len(pool) - size))
-            pays.append(view[at:at + size])
-            n += size + 36 + 8
-        total += n
-        crc32c = a.digest == "crc32c" or i % 2 == 0
-        ledgers.append(LedgerSpec(i + 1, pays, digest_type=DigestType.CRC32C if crc32c else DigestType.CRC32,
-                                  password=b"bench"))
-    spec = BookieSpec(ledgers, bookie_id="bench-bookie:3181", interleave=False, entry_log_size_limit=512 * MIB,
-                      journal_max_size=2 * GIB, journal_prealloc_size=16 * MIB, journal_group_bytes=64 * MIB)
+    per_chunk = max(1, CHUNK_BYTES // per_ledger)
+    spec_args = dict(bookie_id="bench-bookie:3181", interleave=False, entry_log_size_limit=512 * MIB,
+                     journal_max_size=2 * GIB, journal_prealloc_size=16 * MIB, journal_group_bytes=64 * MIB)
     t = time.perf_counter()
-    wb = write_bookie(spec, os.path.join(a.dir, "bookie"))
-    print(f"built bookie: {len(wb.entries)} entries, {len(ledgers)} ledgers, {wb.bytes_written / GIB:.2f} GiB of "
-          f"entries in {len(wb.entry_log_files)} entry logs, {len(wb.journal_files)} journals "
+    entries = log_bytes = logs = 0
+    journals: list[str] = []
+    next_log, next_journal = 0, BookieSpec([]).first_journal_id
+    for first in range(0, a.ledgers, per_chunk):
+        ledgers = []
+        for i in range(first, min(first + per_chunk, a.ledgers)):
+            sizes = _payload_sizes(rng, lo, hi, per_ledger)
+            starts = rng.integers(0, len(pool) - hi, len(sizes)).tolist()
+            pays = [view[at:at + n] for at, n in zip(starts, sizes.tolist())]
+            crc32c = a.digest == "crc32c" or i % 2 == 0
+            ledgers.append(LedgerSpec(i + 1, pays, digest_type=DigestType.CRC32C if crc32c else DigestType.CRC32,
+                                      password=b"bench"))
+        spec = BookieSpec(ledgers, first_log_id=next_log, first_journal_id=next_journal, **spec_args)
+        wb = write_bookie(spec, os.path.join(a.dir, "bookie"))
+        entries += len(wb.entries)
+        log_bytes += wb.bytes_written
+        logs += len(wb.entry_log_files)
+        journals += wb.journal_files
+        next_log = next_log + len(wb.entry_log_files)   # the preallocated next log is the next chunk's first
+        next_journal = max(int(os.path.basename(j)[:-4], 16) for j in wb.journal_files) + 1 if wb.journal_files \
+            else next_journal
+        del wb, ledgers, spec
+    print(f"built bookie: {entries} entries, {a.ledgers} ledgers, {log_bytes / GIB:.2f} GiB of "
+          f"entries in {logs} entry logs, {len(journals)} journals "
           f"({time.perf_counter() - t:.0f} s)", flush=True)
-    del wb
+    _finish(a, entries)
+
+
+def built_entries(d: str) -> int | None:
+    """The entries the bookie in ``d`` was built with (None: built before this was recorded)."""
+    try:
+        with open(os.path.join(d, "bench-built.json")) as f:
+            return int(json.load(f)["entries"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _finish(a, entries: int) -> None:
+    """The synthetic index hierarchy beside the bookie, and the stamp that lets a later run reuse both."""
+    from formats.ids import LedgerId
+    from formats.index import IndexHeader
+    from formats.paths import index_relpath
+    from indexfiles.writer import index_bytes
     tree = os.path.join(a.dir, "idx-tree")
     hdr = IndexHeader(1, bytes(20), 0, None)
     made = set()
@@ -97,8 +146,23 @@ def build(a) -> None:
         locs = (np.arange(1, 2 + i % 40, dtype=np.uint64) << np.uint64(32)) | np.uint64(1028)
         with open(p, "wb") as f:
             f.write(index_bytes(hdr, locs, 1024))
+    with open(os.path.join(a.dir, "bench-built.json"), "w") as f:
+        json.dump({"entries": entries}, f)
     with open(_stamp(a.dir), "w") as f:
         json.dump(_params(a), f)
+
+
+def _payload_sizes(rng, lo: int, hi: int, budget: int) -> np.ndarray:
+    """Payload sizes uniform in [lo, hi] adding up to about ``budget`` entry-log bytes (at least one);
+    the last is cut to what the budget has left, so the total stays near --size-gib."""
+    per = 44   # entry header (V1, CRC32C) and size prefix around each payload
+    n = max(1, int(budget // ((lo + hi) / 2 + per)) + 1)
+    sizes = rng.integers(lo, hi + 1, n)
+    ends = np.cumsum(sizes + per)
+    k = max(1, int(np.searchsorted(ends, budget)) + 1)
+    sizes = sizes[:k].copy()
+    sizes[-1] = max(lo, min(int(sizes[-1]), budget - (int(ends[k - 2]) if k > 1 else 0) - per))
+    return sizes
 
 
 def ensure_built(a) -> None:
@@ -118,7 +182,8 @@ def ensure_built(a) -> None:
         shutil.rmtree(a.dir)
     os.makedirs(a.dir, exist_ok=True)
     cmd = [sys.executable, "-m", "bench.scan_bench", "--build-only", "--dir", a.dir, "--size-gib", str(a.size_gib),
-           "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest]
+           "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest,
+           "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)] + (["--bulk"] if getattr(a, "bulk", False) else [])
     subprocess.run(cmd, check=True)
 
 
@@ -348,6 +413,11 @@ def bookie_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--digest", choices=("mixed", "crc32c"), default="mixed",
                     help="ledgers' digest type: alternating CRC32C/CRC32, or CRC32C for all")
+    ap.add_argument("--entry-bytes", default=DEFAULT_ENTRY_BYTES, metavar="MIN:MAX",
+                    help="payload sizes, uniform in MIN..MAX bytes (100:1000: a Pulsar-like bookie of small entries)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="build with bench/bulk_bookie.py (CRC32C, packaged in batches: minutes for tens of millions "
+                         "of entries) instead of bookie.writer")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,10 @@ class Out:
     def text(self, s: str) -> None:
         self._s.write(s.encode("utf-8"))
 
+    def raw(self, b: bytes | memoryview) -> None:
+        """Bytes already encoded (lines a kernel wrote)."""
+        self._s.write(b)
+
     def obj(self, o: dict[str, Any]) -> None:
         self._s.write((json.dumps(o) + "\n").encode("utf-8"))
 
@@ -46,8 +50,8 @@ class TextAsBytes:
     def __init__(self, stream) -> None:
         self._t = stream
 
-    def write(self, b: bytes) -> None:
-        self._t.write(b.decode("utf-8"))
+    def write(self, b: bytes | memoryview) -> None:
+        self._t.write(bytes(b).decode("utf-8"))
 
     def flush(self) -> None:
         self._t.flush()

@@ -51,28 +51,23 @@ def _problems_error(problems) -> None:
 @one_line_errors
 def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """Entry locations of DbLedgerStorage (`bookkeeper shell ledger <id>` on such a bookie)."""
-    from formats.dbledger import ENTRY_SIZE_FIELD
-    from rocksdbfiles.dbindex import read_locations
+    import numpy as np
+
+    from bkdisk.locations_text import Listing, json_rows
+    from rocksdbfiles.dbindex import iter_location_columns
     dirs = _databases(path, LOCATIONS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage locations database (locations/CURRENT) found")
-    out, problems, last = Out(), [], None
+    out, problems = Out(), []
+    listing = Listing(headers=ledger is None)
     with ExitStack() as stack:
         for cur in dirs:
-            locs, probs = read_locations(cur, stack)
-            problems += probs
-            for loc in locs:
-                if ledger is not None and (ledger.scope != 0 or loc.ledger_id != ledger.ledger):
-                    continue
-                if as_json:
-                    out.obj({"db": cur, "kind": "location", "ledger": loc.ledger_id,
-                             "entry": loc.entry_id, "log": loc.log_id, "pos": loc.offset,
-                             "offset": loc.offset - ENTRY_SIZE_FIELD})
-                    continue
-                if ledger is None and loc.ledger_id != last:
-                    out.text(sf.ledger_index_header_line(sf.ledger_text(loc.ledger_id)))
-                    last = loc.ledger_id
-                out.text(f"entry {loc.entry_id}\t:\t(log: {loc.log_id}, pos: {loc.offset})\n")
+            template, columns = json_rows(cur)
+            for cols in iter_location_columns(cur, stack, problems):
+                if ledger is not None:
+                    keep = cols["ledger"] == ledger.ledger if ledger.scope == 0 else np.zeros(len(cols["ledger"]), bool)
+                    cols = {k: v[keep] for k, v in cols.items()}
+                out.raw(template.encode(columns(cols)) if as_json else listing.encode(cols))
     out.flush()
     _problems_error(problems)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from bkdisk.dump_common import DumpError
 from formats.entrylog import ENTRY_LOG_MAGIC
@@ -30,6 +31,10 @@ ROCKSDB = ("a RocksDB file", "its name", "rocksdb")
 def sniff(path: str) -> tuple[str, str, str] | None:
     """(kind, how it was told, dump subcommand) of a regular file, or None when nothing tells."""
     try:
+        # Only a regular file is sniffed: opening a FIFO would wait for a writer, and a device's first
+        # bytes say nothing; the dump's own open refuses both in its words.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as f:
             head = f.read(HEAD)
     except OSError:

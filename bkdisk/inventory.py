@@ -25,12 +25,14 @@ from formats.errors import BkdiskError
 from formats.ids import LedgerId
 from fsck.exit_codes import EXIT_UNCORRECTED
 from fsck.ledger_options import ledger_options
+from fsck.memory_options import memory_options
 
 if TYPE_CHECKING:
     from entrylogs.scan import DigestPlan
 
 # The scanners (numpy, numba) are imported where the command runs, not for its --help.
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
+ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
 
 
 class InventoryError(BkdiskError):
@@ -82,7 +84,8 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
         if jsonl:
-            out.write(rows.jsonl())
+            for part in rows.jsonl_parts():
+                out.write(part)
         if parquet is not None:
             parquet.write(rows.arrow())
         if not jsonl:
@@ -116,7 +119,7 @@ class _ParquetSink:
             self.writer = pq.ParquetWriter(self.tmp, batch.schema)
         elif batch.schema != self.writer.schema:
             batch = batch.cast(self.writer.schema)
-        self.writer.write_batch(batch)
+        self.writer.write_batch(batch, row_group_size=ROW_GROUP)
 
     def close(self, ok: bool) -> None:
         if self.writer is not None:
@@ -142,10 +145,11 @@ class _ParquetSink:
 @click.option("--window", type=click.IntRange(min=4096), default=WINDOW_DEFAULT, show_default=True, hidden=True,
               help="Bytes of an entry log mapped at once.")
 @ledger_options
+@memory_options
 @one_line_errors
 @collector_eased()
 def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, payload_hash: str | None,
-              conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None) -> None:
+              conf: str | None, metadata_dir: str | None, window: int, ledger: LedgerId | None, memory) -> None:
     """Inventory every entry in the entry logs of the bookies under ROOT... (or of --conf).
 
     Exit 0 when every entry framed and no digest failed, 4 when a digest failed, framing was broken,
@@ -171,6 +175,9 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
             raise errors[0]
     # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
     bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
+    from diskio.spill import SpillFolder
+    for dirs in bookies:   # the inventory spills nothing, but a --tmp-dir in a bookie's dirs is refused alike
+        SpillFolder(memory, dirs.all_dirs)
     out = sys.stdout.buffer
     sink = _ParquetSink(parquet_path) if parquet_path else None
     damaged = False

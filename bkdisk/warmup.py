@@ -66,7 +66,8 @@ def compile_bytecode() -> bool:
 
 
 def _warm_rocksdb(folder: str) -> None:
-    """Read a small ``locations`` database (written by the test writer) as fsck does: the jitted block walk."""
+    """Read a small ``locations`` database (written by the test writer) as fsck does, and list it as `bkdisk dump
+    locations` does: the jitted block walk, merge and listing."""
     from contextlib import ExitStack
     from formats.dbledger import location_value, locations_key
     from formats.rocksdb import ValueType
@@ -75,8 +76,18 @@ def _warm_rocksdb(folder: str) -> None:
     from rocksdbfiles.writer import write_db
     write_db(folder, [(1, [Record(locations_key(1, e), 1 + e, ValueType.VALUE, location_value(0, 1028 + 64 * e))
                            for e in range(64)])])
+    from bkdisk.locations_text import Listing, json_rows
+    from formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
+    from rocksdbfiles.dbindex import read_ledger_table
+    ledgers = folder + "-ledgers"
+    write_db(ledgers, [(1, [Record(LEDGERS_KEY.build(1), 1, ValueType.VALUE,
+                                   ledger_value(LedgerInfo(1, True, False, bytes(20), None, None)))])])
     with ExitStack() as stack:
-        read_location_columns(folder, stack)
+        read_ledger_table(ledgers, stack)                        # the ledgers index's LedgerData walk
+        cols, _problems = read_location_columns(folder, stack)
+    Listing(headers=True).encode(cols)                           # `bkdisk dump locations`, text and JSON
+    template, columns = json_rows(folder)
+    template.encode(columns(cols))
 
 
 @click.command("warm-up")

@@ -41,6 +41,7 @@ def verified_status(digests: np.ndarray) -> np.ndarray:
 
 # The row, in order: (key, how it is written); constants per entry log are bookie_id, ledger_dir, log_id.
 CONSTANT_FIELDS = ("bookie_id", "ledger_dir", "log_id")
+JSONL_ROWS = 1 << 16   # rows encoded at once
 SLOTS = (Slot("offset", INT), Slot("scope", UINT), Slot("ledger", UINT), Slot("entry", INT), Slot("format", INT),
          Slot("size", INT), Slot("lac", INT), Slot("length", INT), Slot("payload_len", INT_OR_NULL),
          Slot("digest_type", CHOICE, _DIGEST_NAMES), Slot("digest_source", CHOICE, _SOURCES),
@@ -83,11 +84,19 @@ class LogRows:
 
     def jsonl(self) -> bytes:
         """The rows as JSON Lines, exactly as json.dumps writes each row (keys in INVENTORY_FIELDS order)."""
+        return b"".join(self.jsonl_parts())
+
+    def jsonl_parts(self, rows: int = JSONL_ROWS) -> Iterator[bytes]:
+        """``jsonl()`` in parts of ``rows`` rows: the text of a whole log of small entries is several
+        times its entries' arrays (hundreds of MiB for a 512 MiB log of 500-byte entries)."""
         with_hash = self.payload_sha256 is not None
         consts = {"bookie_id": self.bookie_id, "ledger_dir": self.ledger_dir, "log_id": self.log_id}
         order = INVENTORY_FIELDS + ((HASH_SLOT.key,) if with_hash else ())
         template = RowTemplate(consts, SLOTS + ((HASH_SLOT,) if with_hash else ()), order)
-        return template.encode(self.columns(), self.payload_sha256, self.hash_row)
+        cols = self.columns()
+        for lo in range(0, len(self), rows):
+            part = {k: v[lo:lo + rows] for k, v in cols.items()}
+            yield template.encode(part, self.payload_sha256, None if self.hash_row is None else self.hash_row[lo:lo + rows])
 
     def arrow(self):
         """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""
@@ -95,22 +104,40 @@ class LogRows:
         n = len(self)
         cols = self.columns()
         d = self.digests
+        # Constant and coded columns are built by Arrow from the codes (no Python object per row).
         arrays = {
-            "bookie_id": pa.array([self.bookie_id] * n, pa.string()),
-            "ledger_dir": pa.array([self.ledger_dir] * n, pa.string()),
+            "bookie_id": _repeated(self.bookie_id, n),
+            "ledger_dir": _repeated(self.ledger_dir, n),
             "log_id": pa.array(np.full(n, self.log_id, np.int64)),
         }
         for s in SLOTS[:8]:
             arrays[s.key] = pa.array(cols[s.key])
         arrays["payload_len"] = pa.array(d["payload_len"], mask=d["payload_len"] < 0)
-        arrays["digest_type"] = pa.array(np.array(_DIGEST_NAMES, object)[d["type"]], pa.string())
-        arrays["digest_source"] = pa.array(np.array(_SOURCES, object)[d["source"]], pa.string())
-        arrays["digest_ok"] = pa.array(np.array(_DIGEST_OK, object)[verified_status(d)], pa.bool_())
+        arrays["digest_type"] = _decoded(d["type"], _DIGEST_NAMES)
+        arrays["digest_source"] = _decoded(d["source"], _SOURCES)
+        ok = verified_status(d)
+        arrays["digest_ok"] = pa.array(ok == DIGEST_OK, pa.bool_(), mask=(ok != DIGEST_OK) & (ok != DIGEST_BAD))
         if self.payload_sha256 is not None:
             hexes = np.array([None if r < 0 else self.payload_sha256[r].tobytes().hex() for r in self.hash_row],
                              object)
             arrays[HASH_SLOT.key] = pa.array(hexes, pa.string())
         return pa.RecordBatch.from_pydict(arrays)
+
+
+def _repeated(value: str | None, n: int):
+    """A string column of ``n`` copies of ``value`` (null when None)."""
+    import pyarrow as pa
+    if value is None:
+        return pa.nulls(n, pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())) \
+        .cast(pa.string())
+
+
+def _decoded(codes: np.ndarray, names: tuple) -> object:
+    """A string column of ``names[code]`` per row (None: null)."""
+    import pyarrow as pa
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(list(names), pa.string())) \
+        .cast(pa.string())
 
 
 def entry_logs(ledger_dir: str) -> tuple[list[tuple[int, str]], str | None]:

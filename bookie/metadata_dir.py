@@ -3,6 +3,7 @@ plan (type and password per ledger) it gives the scanners."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from diskio.mapped import DiskError, read_bytes
 from formats.errors import FormatError
@@ -26,6 +27,139 @@ def ledger_of_file(name: str) -> tuple[LedgerId, int] | None:
             # 17 to 31 digits above 2^64 - 1 name no ledger (scoped ledgers take all 32 digits)
             return (LedgerId(0, value), rank) if value >> 64 == 0 else None
     return None
+
+
+def metadata_names(folder: str) -> Iterator[str]:
+    """The names of ``folder`` that name a ledger's metadata file, as the folder lists them (streamed:
+    a folder of millions of ledgers is never held as a list)."""
+    try:
+        it = os.scandir(folder)
+    except OSError as e:
+        raise DiskError(folder, f"cannot list the metadata folder ({e.strerror})") from None
+    with it:
+        for entry in it:
+            if ledger_of_file(entry.name) is not None:
+                yield entry.name
+
+
+def preferred_file(folder: str, name: str) -> bool:
+    """Whether ``name`` is the file its ledger is read from: no file of a format preferred to its own
+    (``.bin`` before ``.txt`` before ``.v1.txt``) exists beside it."""
+    lid, rank = ledger_of_file(name)
+    stem = name[: -len(_SUFFIXES[rank])]
+    return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in _SUFFIXES[:rank])
+
+
+def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
+                        ) -> Iterator[tuple[LedgerId, LedgerMetadata | FormatError | DiskError]]:
+    """Each ledger of ``names`` (files of ``folder``) that is read from that file, parsed; a file that
+    cannot be read or parsed comes back as its error. ``threads`` > 1 reads the files on that many
+    threads (a folder not in the page cache costs a device read a file; reads overlap, parsing does
+    not), a thousand names at a time."""
+    def fetch(n: str) -> tuple[LedgerId, str, bytes | DiskError] | None:
+        got = ledger_of_file(n)
+        if got is None or not preferred_file(folder, n):
+            return None
+        p = os.path.join(folder, n)
+        try:
+            return got[0], p, read_bytes(p)
+        except DiskError as e:
+            return got[0], p, e
+
+    def parsed(files) -> Iterator[tuple[LedgerId, LedgerMetadata | FormatError | DiskError]]:
+        for f in files:
+            if f is None:
+                continue
+            lid, p, data = f
+            try:
+                yield lid, data if isinstance(data, DiskError) else parse_metadata(data, path=p)
+            except FormatError as e:
+                yield lid, e
+
+    if threads <= 1:
+        yield from parsed(map(fetch, names))
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    from itertools import islice
+    it = iter(names)
+    with ThreadPoolExecutor(threads) as pool:
+        while batch := list(islice(it, 1000)):
+            yield from parsed(pool.map(fetch, batch))
+
+
+def read_ledger_file(folder: str, lid: LedgerId) -> LedgerMetadata | None:
+    """One ledger's metadata from ``folder`` (its preferred file), None when it has none; raises the
+    file's error when it cannot be read or parsed."""
+    stem = lid.qualified_name if lid.scope else f"{lid.ledger:x}"
+    for suf in _SUFFIXES:
+        p = os.path.join(folder, stem + suf)
+        if os.path.lexists(p):
+            return parse_metadata(read_bytes(p), path=p)
+    return None
+
+
+def places_entries_on(m: LedgerMetadata, bookie: str) -> bool:
+    """Whether metadata may place entries on ``bookie``: it is in an ensemble that holds entries (a
+    ledger not closed: any ensemble). The ledgers a bookie's check iterates."""
+    ens = m.ensembles
+    for i, (first, members) in enumerate(ens):
+        if bookie in members and (not m.is_closed or first <= m.last_entry_id):
+            return True
+    return False
+
+
+class MetadataView(Mapping):
+    """Ledger metadata as one bookie's check needs it, without every ledger in memory: the ledgers
+    that place entries on the bookie are held (``near``; iterating the view gives those), any other
+    ledger is looked up on demand (``lookup``: its metadata, or None when it has none) and kept."""
+
+    def __init__(self, near: dict[LedgerId, LedgerMetadata],
+                 lookup: Callable[[LedgerId], LedgerMetadata | None] | None = None):
+        self.near, self.lookup = near, lookup
+        self._far: dict[LedgerId, LedgerMetadata | None] = {}
+
+    def _get(self, lid: LedgerId) -> LedgerMetadata | None:
+        m = self.near.get(lid)
+        if m is not None or self.lookup is None:
+            return m
+        if lid not in self._far:
+            self._far[lid] = self.lookup(lid)
+        return self._far[lid]
+
+    def __getitem__(self, lid: LedgerId) -> LedgerMetadata:
+        m = self._get(lid)
+        if m is None:
+            raise KeyError(lid)
+        return m
+
+    def __contains__(self, lid: object) -> bool:
+        return isinstance(lid, LedgerId) and self._get(lid) is not None
+
+    def __iter__(self) -> Iterator[LedgerId]:
+        return iter(self.near)
+
+    def __len__(self) -> int:
+        return len(self.near)
+
+
+def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, list[FormatError | DiskError]]:
+    """The folder as one bookie's check reads it: streamed once, keeping only the ledgers that place
+    entries on ``bookie`` (None: none kept), any other ledger read from its file when asked. Peak
+    memory grows with the bookie's ledgers, not the folder's."""
+    near: dict[LedgerId, LedgerMetadata] = {}
+    errors: list[FormatError | DiskError] = []
+    for lid, m in read_metadata_files(folder, metadata_names(folder), threads=8):
+        if isinstance(m, Exception):
+            errors.append(m)
+        elif bookie is not None and places_entries_on(m, bookie):
+            near[lid] = m
+
+    def lookup(lid: LedgerId) -> LedgerMetadata | None:
+        try:
+            return read_ledger_file(folder, lid)
+        except (FormatError, DiskError):
+            return None   # said once already, among the errors of the streamed read
+    return MetadataView(near, lookup), errors
 
 
 def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list[FormatError | DiskError]]:

@@ -52,6 +52,7 @@ class BookieSpec:
     journal_alignment: int = 512
     journal_group_bytes: int = 64 * 1024
     first_journal_id: int = 0x1A200000000
+    first_log_id: int = 0                # a bookie written in parts: each part's logs after the last part's
     interleave: bool = True              # round-robin entries across ledgers, as concurrent writers do
     cookie_layout_version: int = 5
     write_journal: bool = True

@@ -229,7 +229,7 @@ def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings
     for lg in logs:
         warnings += lg.warnings
     with_md = metadata is not None
-    md = metadata or {}
+    md = metadata if metadata is not None else {}   # a view with none of its own still looks ledgers up
 
     # One row per (log, ledger).
     counts = np.array([len(lg.ledger) for lg in logs], np.int64)

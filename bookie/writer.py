@@ -106,7 +106,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
     locations: dict[tuple[LedgerId, int], int] = {}
     stored: dict[tuple[LedgerId, int], bytes] = {}
     log_files: list[str] = []
-    log_id = 0
+    log_id = spec.first_log_id
     log_dir_i = 0
 
     def new_log() -> EntryLogWriter:

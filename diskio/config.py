@@ -125,6 +125,26 @@ class _Pause:
     inside = 0
     threshold: tuple[int, ...] = (700, 10, 10)
     was_frozen = False
+    heap_set = False   # large_blocks_returned ran (once a process)
+
+
+M_MMAP_THRESHOLD = -3        # glibc's mallopt parameter
+MMAP_THRESHOLD = 1 << 20
+
+
+def large_blocks_returned() -> None:
+    """Allocate blocks of 1 MiB and more (numpy's arrays) with mmap, so that freeing one gives its
+    memory back. glibc raises its threshold after each large free (up to 32 MiB per thread arena), and
+    the arrays a scan frees and makes again then stay in the heaps: a check of a 2 GiB bookie of small
+    entries peaked 140 MiB higher (1,151 against 1,014 MiB, --jobs 2). Setting it fixes the threshold."""
+    if _Pause.heap_set:
+        return
+    _Pause.heap_set = True
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    except (OSError, AttributeError):
+        pass   # not glibc: its own policy stands
 
 
 @contextlib.contextmanager
@@ -144,6 +164,7 @@ def collector_eased():
     """
     with _Pause.lock:
         if _Pause.inside == 0:
+            large_blocks_returned()
             _Pause.was_frozen, _Pause.threshold = gc.get_freeze_count() > 0, gc.get_threshold()
             gc.freeze()
             gc.set_threshold(YOUNG_COLLECTION_EVERY, *_Pause.threshold[1:])

@@ -32,7 +32,7 @@ class Slot:
 
 
 @kernel
-def _put_decimal(out, p, v, unsigned):
+def put_decimal(out, p, v, unsigned):
     if not unsigned and v < 0:
         out[p] = 45  # '-'
         p += 1
@@ -69,7 +69,7 @@ def _encode(values, kinds, lit, lit_off, choice, choice_off, choice_base, digest
             v = values[r, s]
             k = kinds[s]
             if k == 0 or k == 1 or (k == 4 and v >= 0):
-                p = _put_decimal(out, p, v, k == 1)
+                p = put_decimal(out, p, v, k == 1)
             elif k == 4:
                 for i in range(4):
                     out[p + i] = _NULL[i]

@@ -143,3 +143,17 @@ def read_bytes(path: str | os.PathLike, limit: int | None = SMALL_FILE_LIMIT) ->
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def drop_pages(view, end: int) -> None:
+    """Drop the pages of a read-only file map below ``end`` from the process (MADV_DONTNEED): read once,
+    they need not stay in its resident set; the page cache keeps them, and a later read maps them again.
+    A view not over a map (bytes, a copy) is left alone."""
+    obj = view.obj if isinstance(view, memoryview) else view
+    while obj is not None and not isinstance(obj, mmap.mmap):
+        obj = getattr(obj, "base", None) if not isinstance(obj, memoryview) else obj.obj
+    if obj is None or not hasattr(obj, "madvise"):
+        return
+    end = min(end, len(obj)) // mmap.PAGESIZE * mmap.PAGESIZE
+    if end > 0:
+        obj.madvise(mmap.MADV_DONTNEED, 0, end)

@@ -31,7 +31,9 @@ ENTRY_SIZE_FIELD = ENTRY_SIZE.sizeof()   # a location points past the entry log 
 
 KEY_COLUMNS = np.dtype([("ledger_id", ">i8"), ("entry_id", ">i8")])   # LOCATIONS_KEY as a numpy row
 VALUE_COLUMN = np.dtype(">i8")                                           # LOCATION_VALUE
+LEDGERS_KEY_COLUMN = np.dtype(">i8")                                     # LEDGERS_KEY
 assert KEY_COLUMNS.itemsize == LOCATIONS_KEY_SIZE and VALUE_COLUMN.itemsize == LOCATION_VALUE_SIZE
+assert LEDGERS_KEY_COLUMN.itemsize == LEDGERS_KEY_SIZE
 
 
 def location_columns(keys: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:

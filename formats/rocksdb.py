@@ -92,6 +92,17 @@ HASH_BUCKET_COUNT = cs.Int16ul                           # data-block hash index
 RESTART_DTYPE = np.dtype(f"<u{RESTART.sizeof()}")
 
 
+TRAILER_DTYPE = np.dtype([("compression_type", "u1"), ("checksum", f"<u{BLOCK_TRAILER.subcons[1].sizeof()}")])
+assert TRAILER_DTYPE.itemsize == BLOCK_TRAILER_SIZE
+
+
+def unpack_trailer(data, at: int) -> tuple[int, int]:
+    """(compression type, stored checksum) of the BLOCK_TRAILER at ``data[at:]``: the hot-path twin of the
+    declaration (tests compare them); a block read per call, so no construct parse per block."""
+    t = np.frombuffer(data, dtype=TRAILER_DTYPE, count=1, offset=at)[0]
+    return int(t["compression_type"]), int(t["checksum"])
+
+
 def unpack_restarts(raw: bytes, at: int, count: int) -> list[int]:
     """``RESTART[count]`` at ``raw[at:]``: the hot-path twin of the declaration (tests compare them)."""
     return np.frombuffer(raw, dtype=RESTART_DTYPE, count=count, offset=at).tolist()
@@ -218,10 +229,13 @@ def unpack_internal_key(ikey: bytes) -> tuple[bytes, int, int]:
     return ikey[:-INTERNAL_KEY_FOOTER_SIZE], packed >> 8, packed & 0xFF
 
 
+FOOTER_DTYPE = np.dtype(f"<u{INTERNAL_KEY_FOOTER_SIZE}")   # INTERNAL_KEY_FOOTER as a numpy column
+
+
 def footer_column(ikeys: np.ndarray) -> np.ndarray:
     """The packed (sequence << 8 | type) of each row of an (n, K) array of internal keys, as uint64."""
     tail = np.ascontiguousarray(ikeys[:, ikeys.shape[1] - INTERNAL_KEY_FOOTER_SIZE:])
-    return tail.view(np.dtype(f"<u{INTERNAL_KEY_FOOTER_SIZE}")).reshape(-1).astype(np.uint64)
+    return tail.view(FOOTER_DTYPE).reshape(-1).astype(np.uint64)
 
 
 def key_words(keys: np.ndarray) -> list[np.ndarray]:
@@ -233,6 +247,15 @@ def key_words(keys: np.ndarray) -> list[np.ndarray]:
         keys = np.concatenate([keys, np.zeros((n, pad), np.uint8)], axis=1)
     words = np.ascontiguousarray(keys).view(np.dtype(">u8"))
     return [words[:, j].astype(np.uint64) for j in range(words.shape[1])]
+
+
+def ceil_key(bound: bytes, size: int) -> bytes | None:
+    """The smallest ``size``-byte key >= ``bound`` in bytewise order, None when there is none: a key of
+    ``size`` bytes is >= ``bound`` exactly when it is >= this (how range tombstones meet fixed-size keys)."""
+    if len(bound) <= size:
+        return bound + bytes(size - len(bound))
+    v = int.from_bytes(bound[:size], "big") + 1   # longer: a key equal to its first bytes sorts below it
+    return None if v >> (8 * size) else v.to_bytes(size, "big")
 
 
 def internal_key(user_key: bytes, sequence: int, vtype: int) -> bytes:

@@ -58,6 +58,11 @@ class Report:
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
 
+    def close(self) -> None:
+        """Remove what the check spilled to its temporary folder (a repair plan reads the scans: plan first)."""
+        if self.context is not None:
+            self.context.close()
+
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == Severity.ERROR]
@@ -90,12 +95,17 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     """Run the passes in order over ``dirs`` and return every finding. Reads only; never writes."""
     opts = options or CheckOptions()
     ctx = CheckContext(dirs, opts)
+    ctx.spill   # a --tmp-dir inside the bookie's dirs is refused before anything is read
     started = time.perf_counter()
     if opts.jobs > 1:
         # The scans on background threads while passes 1-3 walk and read the index on this one.
         ctx.prefetch(background_tasks(ctx))
     try:
         report = _run_passes(ctx)
+    except BaseException:
+        ctx.stop_background()
+        ctx.close()   # nothing will read what was spilled (Ctrl-C included)
+        raise
     finally:
         ctx.stop_background()   # done by now, unless a pass failed: then it stops after its current file
     report.stats = _stats(ctx, time.perf_counter() - started)
@@ -152,7 +162,7 @@ def recheck(report: Report, *, progress=None) -> Report:
     """The same check again, over the same dirs with the same options (after a repair)."""
     opts = report.context.options if report.context is not None else CheckOptions()
     again = CheckOptions(metadata_dir=opts.metadata_dir, metadata=opts.metadata, verify_digests=opts.verify_digests,
-                         jobs=opts.jobs, progress=progress)
+                         jobs=opts.jobs, progress=progress, memory=opts.memory)
     return check_bookie(report.dirs, again)
 
 
@@ -273,6 +283,7 @@ def apply_repairs(report: Report, plan, *, confirm: Callable | None = None, back
     if not run.done:
         return run   # every action declined or failed: the findings stand
     run.after = recheck(report)
+    run.after.close()   # only its findings are kept
     run.exit_code = EXIT_UNCORRECTED if run.after.errors else EXIT_CORRECTED
     return run
 

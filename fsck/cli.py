@@ -15,6 +15,7 @@ from diskio.config import collector_eased
 from formats.errors import BkdiskError
 from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, console_command, guarded, run_click
 from fsck.ledger_options import resolve_ledger
+from fsck.memory_options import memory_options
 
 
 def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:
@@ -117,9 +118,10 @@ class _NamedAsRun(click.Command):
               help="Show each pass and the entry-log scan as they run, on stderr (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="List every finding.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and the final count (the exit code says the rest).")
+@memory_options
 def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, ledger_id, ledger_scope_id,
                  ledger_qname, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, jobs, no_digests, progress,
-                 verbose, quiet, metadata_url=None):
+                 verbose, quiet, memory, metadata_url=None):
     """Check a bookie's journal, ledger and index dirs; read-only unless --repair.
 
     ROOT is a folder holding one bookie's dirs, as a bookie's disk or a copy of it: the journal,
@@ -154,7 +156,7 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     try:
         code = _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes,
                     force, backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet, ledger,
-                    metadata_url=metadata_url)
+                    metadata_url=metadata_url, memory=memory)
     except KeyboardInterrupt:
         click.echo("bookie-fsck: cancelled", err=True)
         code = EXIT_CANCELLED
@@ -169,34 +171,44 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     sys.exit(code)
 
 
-def _service_metadata(url: str):
-    """Every ledger's metadata from the metadata service at ``grpc://HOST:PORT``."""
-    from metaservice.client import MetadataClient, service_target
-    client = MetadataClient(service_target(url), retries=2)
-    try:
-        return client.load_all()
-    finally:
-        client.close()
+def _service_metadata(url: str, bookie: str | None):
+    """The service's ledgers as this bookie's check needs them: one streaming bulk read keeping the
+    ledgers that place entries on ``bookie``; any other ledger read when a pass asks for it."""
+    from metaservice.bookie_view import bookie_view
+    from metaservice.client import service_target
+    return bookie_view(service_target(url), bookie, retries=2)
 
 
 @collector_eased()
 def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes, force,
          backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet=False, ledger=None,
-         metadata_url=None) -> int:
+         metadata_url=None, memory=None) -> int:
     # The dirs first: a wrong path is reported before the checker (numba) is loaded.
     dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
-    from fsck.api import RepairRefused, RepairRun, apply_repairs, check_bookie, plan_repairs
+    from diskio.spill import MemoryLimit
+    from fsck.api import check_bookie
     from fsck.context import CheckOptions
-    from fsck.report import limit_to_ledger, render_json, render_repair, render_text
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
-    service_md = _service_metadata(metadata_url) if metadata_url else None
+    from bookie.layout import bookie_id_of
+    service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     with _Progress(progress) as bar:
         report = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
                                                  verify_digests=not no_digests,
-                                                 jobs=jobs, progress=bar))
+                                                 jobs=jobs, progress=bar, memory=memory or MemoryLimit()))
+    try:
+        return _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose,
+                                  quiet, ledger)
+    finally:
+        report.close()   # what the check spilled, now that no plan or repair reads its scans
+
+
+def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose, quiet,
+                       ledger) -> int:
+    from fsck.api import RepairRefused, RepairRun, apply_repairs, plan_repairs
+    from fsck.report import limit_to_ledger, render_json, render_repair, render_text
     if ledger is not None:
         limit_to_ledger(report, ledger)
     if not repair or not (report.errors or any(f.problem.repairable for f in report.findings)):

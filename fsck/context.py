@@ -12,19 +12,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
 
 from bookie.layout import BookieDirs
-from diskio.kernels import be_i32_at
 from diskio.mapped import DiskError, read_bytes
+from diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.scan import DigestPlan, scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.entry import V2_MARKER
-from formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark, parse_last_mark
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
+from fsck import scan_store
+from fsck.journal_facts import JournalFacts
 from indexfiles.arrays import IndexInventory
 from indexfiles import scan as index_scan
 from indexfiles.listing import IndexListing
@@ -32,6 +31,7 @@ from journal.arrays import JournalArrays
 from journal.scan import scan_journal
 
 if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
+    from collections.abc import Mapping
     from concurrent.futures import Future
 
     from formats.metadata import LedgerMetadata
@@ -42,11 +42,12 @@ Progress = Callable[[str, int, int], None]   # (what, done, total)
 @dataclass
 class CheckOptions:
     metadata_dir: str | None = None
-    metadata: dict[LedgerId, LedgerMetadata] | None = None   # from a metadata service (audit)
+    metadata: Mapping[LedgerId, LedgerMetadata] | None = None   # a mapping: a dict, or a MetadataView (audit)
     verify_digests: bool = True
     payload_hash: str | None = None   # also hash each entry's payload in the one entry-log scan (the audit)
     jobs: int = 1
     progress: Progress | None = None
+    memory: MemoryLimit = field(default_factory=MemoryLimit)   # --memory-limit, --tmp-dir
 
 
 @dataclass
@@ -69,6 +70,22 @@ class CheckContext:
     options: CheckOptions = field(default_factory=CheckOptions)
     unreadable: dict[str, str] = field(default_factory=dict)   # path -> reason, reported once in pass 1
     unlisted: dict[str, OSError] = field(default_factory=dict)  # <dir>/current folders that could not be listed
+
+    @cached_property
+    def spill(self) -> SpillFolder:
+        """Where what does not fit in memory goes (refused in the bookie's dirs; removed by ``close``)."""
+        return SpillFolder(self.options.memory, self.dirs.all_dirs)
+
+    @cached_property
+    def scan_store(self) -> scan_store.ScanStore:
+        return scan_store.ScanStore(self.spill, self.options.memory.share(scan_store.LOG_SHARE))
+
+    @cached_property
+    def journal_store(self) -> scan_store.ScanStore:
+        return scan_store.ScanStore(self.spill, self.options.memory.share(scan_store.JOURNAL_SHARE))
+
+    def close(self) -> None:
+        self.__dict__["spill"].close() if "spill" in self.__dict__ else None
 
     # --- files -------------------------------------------------------------------------------
     def _listing(self, d: str) -> list[str]:
@@ -127,7 +144,8 @@ class CheckContext:
         def one(lf: LogFile) -> EntryLogArrays | Exception:
             self.keep_going()
             try:
-                return scan_entry_log(lf.path, digests=plan, payload_hash=self.options.payload_hash)
+                return self.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=self.options.memory.window,
+                                                               payload_hash=self.options.payload_hash))
             except (DiskError, FormatError) as e:
                 return e
 
@@ -147,7 +165,7 @@ class CheckContext:
             # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
             for res in out.values():
                 if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
-                    plan.recheck(res)
+                    scan_store.recheck(plan, res)
             with plan.lock:
                 self._results["log_digest_decisions"] = dict(plan.decided)
         return out
@@ -157,7 +175,7 @@ class CheckContext:
         for jf in self.journal_files:
             self.keep_going()
             try:
-                out[jf.path] = scan_journal(jf.path)
+                out[jf.path] = self.journal_store.keep_journal(scan_journal(jf.path, window=self.options.memory.window))
             except (DiskError, FormatError) as e:
                 out[jf.path] = e
         return out
@@ -191,6 +209,7 @@ class CheckContext:
         import threading
         from concurrent.futures import Future
         self.journal_files, self.log_files   # listed on this thread (``unlisted`` is filled here)
+        self.scan_store, self.journal_store
         if self.options.verify_digests:
             self.digest_plan
         self._stop, self._owner = threading.Event(), threading.current_thread()
@@ -248,7 +267,9 @@ class CheckContext:
 
     @cached_property
     def index_inventory(self) -> IndexInventory:
-        return index_scan.walk_index_dirs(self.dirs.effective_index_dirs, listing=self.index_listing)
+        from indexfiles.arrays import LOCATION_DTYPE
+        sink = ChunkedArray(LOCATION_DTYPE, self.options.memory.share(scan_store.LOCATION_SHARE), self.spill, "locations")
+        return index_scan.walk_index_dirs(self.dirs.effective_index_dirs, listing=self.index_listing, sink=sink)
 
     @cached_property
     def relocation_leftovers(self) -> dict[LedgerId, str]:
@@ -290,17 +311,21 @@ class CheckContext:
 
     # --- facts from the journals -----------------------------------------------------------------
     @cached_property
-    def journal_facts(self) -> "JournalFacts":
+    def journal_facts(self) -> JournalFacts:
         return JournalFacts.collect(self)
 
     @cached_property
-    def metadata(self) -> dict[LedgerId, LedgerMetadata] | None:
+    def metadata(self) -> Mapping[LedgerId, LedgerMetadata] | None:
+        """Ledger metadata. A folder is streamed once, keeping the ledgers that place entries on this
+        bookie; any other ledger is read from its file when a pass asks for it (a bookie of a cluster
+        with millions of ledgers holds only its own). Iterating gives the ledgers kept."""
         if self.options.metadata is not None:
             return self.options.metadata
         if self.options.metadata_dir is None:
             return None
-        from bookie.metadata_dir import load_metadata_dir
-        md, errors = load_metadata_dir(self.options.metadata_dir)
+        from bookie.layout import bookie_id_of
+        from bookie.metadata_dir import bookie_metadata_dir
+        md, errors = bookie_metadata_dir(self.options.metadata_dir, bookie_id_of(self.dirs))
         self.metadata_errors = errors
         return md
 
@@ -322,73 +347,3 @@ class CheckContext:
 
 class _Stopped(Exception):
     """The check stopped (it failed elsewhere): the background leaves the rest of its work."""
-
-
-@dataclass
-class JournalFacts:
-    """Per ledger, what the journals say: master key, fenced (before lastMark or not), explicit LAC."""
-
-    master_keys: dict[LedgerId, bytes] = field(default_factory=dict)
-    fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
-    explicit_lac: dict[LedgerId, bytes] = field(default_factory=dict)
-    pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
-
-    @classmethod
-    def collect(cls, ctx: CheckContext) -> "JournalFacts":
-        f = cls()
-        for jf in ctx.journal_files:
-            scan = ctx.journal_scans.get(jf.path)
-            if not isinstance(scan, JournalArrays):
-                continue
-            mark = ctx.effective_last_mark(jf.dir_index)
-            recs = scan.records
-            kinds = recs["kind"]
-            after = _after_mark(jf.journal_id, recs["offset"], mark)
-            scope, ledger = recs["scope"], recs["ledger"]
-            # Each kind fills its own table, in record order: the same tables as one pass over every record.
-            fences = np.flatnonzero(kinds == RecordKind.FENCE)
-            for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), after[fences].tolist()):
-                lid = LedgerId(s, l)
-                f.fenced[lid] = f.fenced.get(lid, False) or not a
-            keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
-            if len(keyed):
-                f._read_keys(jf.path, recs[keyed])
-            data = np.flatnonzero((kinds == RecordKind.DATA) & after)
-            f.pending.extend((jf.path, o, LedgerId(s, l), e) for o, s, l, e in zip(
-                recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(), recs["entry"][data].tolist()))
-        return f
-
-    def _read_keys(self, path: str, recs: np.ndarray) -> None:
-        """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` of one journal."""
-        # The scanner already classified and bounds-checked each record. A positioned read of just its
-        # body keeps memory flat (mapping pulls in read-around pages).
-        offsets, sizes = recs["offset"].tolist(), recs["size"].tolist()
-        with open(path, "rb", buffering=0) as fh:
-            fd = fh.fileno()
-            bodies = [os.pread(fd, n, off + 4) for off, n in zip(offsets, sizes)]
-        starts = np.cumsum([0] + sizes[:-1], dtype=np.int64)
-        joined = b"".join(bodies)
-        raw = np.frombuffer(joined, np.uint8)
-        at = np.where(raw[np.minimum(starts, max(len(raw) - 1, 0))] >= V2_MARKER, SCOPED_PREFIX_SIZE, 0) \
-            if len(raw) else np.zeros(len(starts), np.int64)
-        # (clipped into the bytes: only the ledger-key records' values are used, and those hold them)
-        key_lengths = be_i32_at(raw, np.minimum(starts + at + KEY_LENGTH_AT, len(raw) - 4)).tolist() \
-            if len(raw) >= 4 else [0] * len(starts)
-        for body, kind, s, l, off, a, n in zip(bodies, recs["kind"].tolist(), recs["scope"].tolist(),
-                                               recs["ledger"].tolist(), offsets, at.tolist(), key_lengths):
-            lid = LedgerId(s, l)
-            if kind == RecordKind.LEDGER_KEY:
-                self.master_keys[lid] = body[a + KEY_AT:a + KEY_AT + n]
-            else:
-                self.explicit_lac[lid] = classify_body(body, offset=off, path=path).lac_body
-
-
-def _after_mark(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> np.ndarray:
-    """Which records a restart would replay: every record at or after (mark journal, mark offset)."""
-    if mark is None:
-        return np.ones(len(offsets), dtype=bool)
-    if journal_id < mark.log_id:
-        return np.zeros(len(offsets), dtype=bool)
-    if journal_id > mark.log_id:
-        return np.ones(len(offsets), dtype=bool)
-    return offsets >= mark.offset

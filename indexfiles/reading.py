@@ -69,8 +69,9 @@ def data_ranges(fd: int, start: int, end: int):
 class _Reader:
     """Accumulates the rows of read_index_files."""
 
-    def __init__(self, paths: list[str], batch_bytes: int):
+    def __init__(self, paths: list[str], batch_bytes: int, sink=None):
         self.paths = paths
+        self.sink = sink   # a diskio.spill.ChunkedArray the locations go to, instead of ``parts``
         n = len(paths)
         self.size = np.full(n, -1, np.int64)
         self.info = np.zeros((n, D.INFO_COLUMNS), np.int64)
@@ -100,8 +101,11 @@ class _Reader:
         self.size[rows] = lens
         self.info[rows] = info
         if len(files):
-            self.parts.append(_location_rows(rows[files], entries, locs))
+            self._add(_location_rows(rows[files], entries, locs))
         self._headers(rows, at, lens, info)
+
+    def _add(self, part: np.ndarray) -> None:
+        (self.parts if self.sink is None else self.sink).append(part)
 
     def _headers(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray, info: np.ndarray) -> None:
         mv = memoryview(self.buf)
@@ -139,7 +143,7 @@ class _Reader:
         end = base + (size - base) // slot * slot
         window = len(self.buf) // slot * slot
         view = memoryview(self.buf)
-        present, last, mark = 0, -1, len(self.parts)
+        present, last, found = 0, -1, []
         try:
             for begin, stop in data_ranges(fd, base, end):
                 for at in range(begin, stop, window):
@@ -148,21 +152,25 @@ class _Reader:
                     nz = np.flatnonzero(self.buf[:got].view(np.uint64))   # endianness does not change zero
                     if len(nz):
                         vals = self.buf[:got].view(fi.SLOT_DTYPE)[nz].astype(np.uint64)
-                        self.parts.append(_location_rows(np.full(len(nz), r), (at - base) // slot + nz, vals))
+                        found.append(_location_rows(np.full(len(nz), r), (at - base) // slot + nz, vals))
                         present += len(nz)
                         last = (at - base) // slot + int(nz[-1])
-        except OSError:
-            del self.parts[mark:]   # the row becomes a failure, without locations
+        except OSError:   # the row becomes a failure, without locations
             self.info[r] = 0
             self.info[r, D.LAST_ENTRY] = -1
             self.headers[r] = None
             raise
+        for part in found:
+            self._add(part)
         self.info[r, D.PRESENT], self.info[r, D.LAST_ENTRY], self.info[r, D.TRAILING] = \
             present, last, (size - base) % slot
 
     def result(self) -> IndexReads:
         # In row order: a large file is decoded after the batch before it was flushed.
-        locs = np.concatenate(self.parts) if self.parts else np.zeros(0, LOCATION_DTYPE)
+        if self.sink is not None:   # spilled: the sink itself; else the one array, as without it
+            locs = self.sink if self.sink.spilled else self.sink.array()
+        else:
+            locs = np.concatenate(self.parts) if self.parts else np.zeros(0, LOCATION_DTYPE)
         return IndexReads(self.size, self.info, locs, self.headers, self.errors, self.failures)
 
 
@@ -180,13 +188,16 @@ def _location_rows(files: np.ndarray, entries: np.ndarray, locations: np.ndarray
 
 
 def read_index_files(paths: list[str], batch_bytes: int = DEFAULT_BATCH,
-                     regular: np.ndarray | None = None) -> IndexReads:
+                     regular: np.ndarray | None = None, sink=None) -> IndexReads:
     """Header, counts and every present location of each file; failures as data, never raised.
+
+    ``sink``: a diskio.spill.ChunkedArray of LOCATION_DTYPE that takes the locations batch by batch
+    (it spills past its budget); ``locations`` is then the sink when it spilled, else its array.
 
     ``regular[i]``: the listing saw a regular file (not a link), so its type needs no fstat: it is read
     at once, and checked and sized only when it fills FIRST_READ. Other paths are checked first.
     """
-    rd = _Reader(paths, batch_bytes)
+    rd = _Reader(paths, batch_bytes, sink)
     view, cap = memoryview(rd.buf), len(rd.buf)
     rows: list[int] = []
     at: list[int] = []

@@ -22,12 +22,13 @@ from indexfiles.reading import DEFAULT_BATCH, decode_index_bytes, read_index_fil
 
 
 def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH,
-                    listing: IndexListing | None = None) -> IndexInventory:
+                    listing: IndexListing | None = None, sink=None) -> IndexInventory:
     """Every ``.idx`` below each ``<dir>/current`` (2-level and 4-level): one row per file, every location,
     strays, and every folder or file that could not be read (``io_failures``). ``listing``: the
-    list_index_tree of ``dirs`` when the caller has it already (one walk per run)."""
+    list_index_tree of ``dirs`` when the caller has it already (one walk per run). ``sink``: where the
+    locations go (read_index_files); ``locations`` is then a diskio.spill.ChunkedArray when it spilled."""
     lst = list_index_tree(dirs) if listing is None else listing
-    reads = read_index_files(lst.paths, batch_bytes, lst.regular)
+    reads = read_index_files(lst.paths, batch_bytes, lst.regular, sink)
     rows = np.zeros(len(lst.paths), INDEX_FILE_DTYPE)
     rows["dir"] = lst.dir_index
     rows["scope"] = lst.scope

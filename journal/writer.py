@@ -37,6 +37,15 @@ class JournalWriter:
             self.flush_group()
         return off
 
+    def append_framed(self, records) -> int:
+        """Write records already framed (each a length prefix, then its body) back to back, as the
+        bench's bulk writer packages them; return the offset of the first."""
+        off = self.position
+        self._f.write(memoryview(records))
+        self.position += len(records)
+        self._group += len(records)
+        return off
+
     def append_padding(self, n: int) -> None:
         self._f.write(fj.PADDING_RECORD.build(dict(padding_length=n, padding=bytes(n))))
         self.position += fj.PADDING_HEAD_SIZE + n

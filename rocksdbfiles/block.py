@@ -51,14 +51,14 @@ def read_block(data: bytes | memoryview, h: Handle, checksum_type: int, *, path:
     if h.size > len(data) or h.offset > len(data) - h.size - rf.BLOCK_TRAILER_SIZE:
         raise FormatError(f"{what} of {h.size} bytes plus a {rf.BLOCK_TRAILER_SIZE}-byte trailer inside the file",
                           f"a file of {len(data)} bytes", path=path, offset=h.offset)
-    body = bytes(data[h.offset:h.offset + h.size + 1])        # contents + compression type byte
-    trailer = rf.BLOCK_TRAILER.parse(bytes(data[h.offset + h.size:h.end]))
+    body = memoryview(data)[h.offset:h.offset + h.size + 1]   # contents + compression type byte, not copied
+    ctype, checksum = rf.unpack_trailer(data, h.offset + h.size)
     if verify and checksum_type != rf.ChecksumType.NONE:
         computed = rf.builtin_checksum(checksum_type, body)
-        stored = (trailer.checksum - rf.context_modifier(base_context_checksum, h.offset)) & 0xFFFFFFFF
+        stored = (checksum - rf.context_modifier(base_context_checksum, h.offset)) & 0xFFFFFFFF
         if stored != computed:
             raise ChecksumMismatch(path, h.offset, h.size, stored, computed)
-    return decompress(trailer.compression_type, body[:-1], path=path, offset=h.offset, what=what)
+    return decompress(ctype, body[:-1], path=path, offset=h.offset, what=what)
 
 
 @dataclass

@@ -97,55 +97,26 @@ class Database:
             if r.vtype in (V.VALUE, V.VALUE_PREFERRED_SEQNO) and not self._covered(r.user_key, r.sequence):
                 yield r.user_key, r.value
 
+    def fixed_chunks(self, key_size: int, value_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``items()`` for databases whose keys and values all have one size (DbLedgerStorage's), as
+        chunks of arrays (keys (n, key_size), values (n, value_size)) in key order, in bounded memory
+        (rocksdbfiles/stream.py); problems are added when the iteration ends."""
+        from rocksdbfiles.stream import iter_fixed
+        return ((k, v) for k, v, _n in iter_fixed(self, key_size, value_size))
+
+    def padded_chunks(self, key_size: int, max_value: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``fixed_chunks`` for values of at most ``max_value`` bytes: (keys, values zero-padded to
+        ``max_value``, value lengths); a longer live value is a ``bad-value-size`` problem (read it with
+        ``get``)."""
+        from rocksdbfiles.stream import iter_fixed
+        return iter_fixed(self, key_size, max_value, padded=True)
+
     def fixed_items(self, key_size: int, value_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """``items()`` as arrays, for databases whose keys and values all have one size (DbLedgerStorage's):
-        (keys (n, key_size), values (n, value_size)) in key order; blocks decoded by the jitted kernel."""
-        parts = []
-        for _l, _n, t in self.tables:
-            for i in range(len(t.index_handles)):
-                try:
-                    parts.append(t.fixed_columns(i, key_size, value_size))
-                except FormatError as e:
-                    self._block_problem(t, i, e)
-        mem = []
-        for r in self.memtable.values():
-            if len(r.user_key) == key_size:
-                mem.append(r)
-            else:
-                self.problems.append(Problem("bad-key-size", self.path, None,
-                                             f"WAL key {r.user_key.hex()}: {len(r.user_key)} bytes, not {key_size}"))
-        if mem:
-            parts.append((np.frombuffer(b"".join(r.user_key for r in mem), np.uint8).reshape(-1, key_size),
-                          np.array([(r.sequence << 8) | r.vtype for r in mem], np.uint64),
-                          np.frombuffer(b"".join(r.value.ljust(value_size, b"\0")[:value_size] for r in mem),
-                                        np.uint8).reshape(-1, value_size),
-                          np.array([len(r.value) for r in mem], np.int64)))
+        """``fixed_chunks`` joined: (keys (n, key_size), values (n, value_size)) in key order."""
+        parts = list(self.fixed_chunks(key_size, value_size))
         if not parts:
             return np.zeros((0, key_size), np.uint8), np.zeros((0, value_size), np.uint8)
-        keys = np.concatenate([p[0] for p in parts])
-        packed = np.concatenate([p[1] for p in parts])
-        values = np.concatenate([p[2] for p in parts])
-        vlen = np.concatenate([p[3] for p in parts])
-        words = rf.key_words(keys)
-        if not _in_order(words, packed):                       # key ascending, then sequence descending
-            order = np.lexsort((~packed,) + tuple(reversed(words)))
-            keys, packed, values, vlen = keys[order], packed[order], values[order], vlen[order]
-            words = [w[order] for w in words]
-        first = np.zeros(len(keys), bool)
-        first[:1] = True
-        for w in words:                                        # the newest version of each key
-            first[1:] |= w[1:] != w[:-1]
-        vtype = (packed & np.uint64(0xFF)).astype(np.int64)
-        live = first & np.isin(vtype, [V.VALUE, V.VALUE_PREFERRED_SEQNO])
-        if self.range_tombstones:
-            seq = (packed >> np.uint64(8)).astype(np.int64)
-            for row in np.flatnonzero(live).tolist():
-                live[row] = not self._covered(keys[row].tobytes(), int(seq[row]))
-        for row in np.flatnonzero(live & (vlen != value_size)).tolist():
-            live[row] = False
-            self.problems.append(Problem("bad-value-size", self.path, None, f"key {keys[row].tobytes().hex()}: "
-                                         f"a value of {int(vlen[row])} bytes, not {value_size}"))
-        return keys[live], values[live]
+        return np.concatenate([k for k, _v in parts]), np.concatenate([v for _k, v in parts])
 
     def verify(self) -> list[Problem]:
         """Read every data block of every live table (checksums verified); the problems found so far."""
@@ -153,20 +124,6 @@ class Database:
             for _ in self._table_records(t):
                 pass
         return self.problems
-
-
-def _in_order(words: list[np.ndarray], packed: np.ndarray) -> bool:
-    """Whether rows already run key ascending, then sequence descending (one table, or tables that do not
-    overlap read in key order, and no memtable): then the merge needs no sort."""
-    if len(packed) < 2:
-        return True
-    same = np.ones(len(packed) - 1, bool)             # pairs whose words so far are equal
-    for w in words:
-        a, b = w[:-1], w[1:]
-        if (same & (b < a)).any():
-            return False
-        same &= a == b
-    return not (same & (packed[1:] > packed[:-1])).any()
 
 
 def _wal_numbers(d: str) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -14,13 +15,33 @@ from formats.paths import LEDGERS_DB, LOCATIONS_DB
 from rocksdbfiles.db import Database, Problem, open_db
 
 
+LOCATION_ROW = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("log", "<i8"), ("offset", "<i8")])
+
+
 @dataclass
 class LedgerDirIndex:
     current: str                                          # the ledger dir's ``current`` folder
-    columns: dict[str, np.ndarray] = field(default_factory=lambda: fd.location_columns(
-        np.zeros((0, fd.LOCATIONS_KEY_SIZE), np.uint8), np.zeros((0, fd.LOCATION_VALUE_SIZE), np.uint8)))
-    ledgers: dict[int, fd.LedgerInfo] = field(default_factory=dict)
+    rows: Any = field(default_factory=list)   # LOCATION_ROW arrays in key order: a list, or a store that spills
+    ledgers: LedgerTable | dict = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    count: int = 0                                        # live locations
+    ledger_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # with locations, ascending
+    ledger_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def location_chunks(self) -> Iterator[np.ndarray]:
+        """The live locations as LOCATION_ROW arrays, in key order (ledger, then entry)."""
+        if isinstance(self.rows, list):
+            yield from self.rows
+        else:
+            for _start, c in self.rows.chunks():
+                yield c
+
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """The live locations as whole columns (ledger, entry, log, offset): for small indexes and tests."""
+        parts = list(self.location_chunks())
+        rows = np.concatenate(parts) if parts else np.zeros(0, LOCATION_ROW)
+        return {k: rows[k] for k in LOCATION_ROW.names}
 
     @property
     def locations(self) -> list[fd.Location]:
@@ -44,11 +65,23 @@ def _entries(db: Database, parse, kind: str):
                                        (key, key)))
 
 
-def read_location_columns(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict, list[Problem]]:
-    """The live locations as columns (ledger, entry, log, offset), in key order, decoded by the jitted kernel."""
+def iter_location_columns(db_dir: str | os.PathLike, stack: ExitStack, problems: list[Problem]
+                          ) -> Iterator[dict[str, np.ndarray]]:
+    """The live locations as chunks of columns (ledger, entry, log, offset), in key order, decoded by the
+    jitted kernels in bounded memory; the database's problems are added to ``problems`` at the end."""
     db = open_db(db_dir, stack)
-    keys, values = db.fixed_items(fd.LOCATIONS_KEY_SIZE, fd.LOCATION_VALUE_SIZE)
-    return fd.location_columns(keys, values), db.problems
+    for keys, values in db.fixed_chunks(fd.LOCATIONS_KEY_SIZE, fd.LOCATION_VALUE_SIZE):
+        yield fd.location_columns(keys, values)
+    problems += db.problems
+
+
+def read_location_columns(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict, list[Problem]]:
+    """The live locations as columns (ledger, entry, log, offset), in key order: ``iter_location_columns`` joined."""
+    problems: list[Problem] = []
+    parts = list(iter_location_columns(db_dir, stack, problems))
+    if not parts:
+        return LedgerDirIndex("").columns, problems
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, problems
 
 
 def read_locations(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[list[fd.Location], list[Problem]]:
@@ -63,26 +96,133 @@ def read_locations_reference(db_dir: str | os.PathLike, stack: ExitStack) -> tup
     return list(_entries(db, fd.parse_location, "locations-bad-entry")), db.problems
 
 
+MAX_LEDGER_DATA = 128    # bytes of a LedgerData read in the arrays' pass (a longer one is read by lookup)
+
+
+class LedgerTable:
+    """The ``ledgers`` index as arrays: ledger ids ascending, each ledger's LedgerData bytes in one arena.
+    A ledger's LedgerInfo is parsed when asked for (fsck asks for the ledgers the journal knows)."""
+
+    def __init__(self, ids: np.ndarray, arena: np.ndarray, ends: np.ndarray):
+        order = np.argsort(ids, kind="stable") if len(ids) > 1 and (ids[1:] < ids[:-1]).any() else None
+        starts = ends - np.diff(np.concatenate([[0], ends]))
+        if order is not None:
+            ids, starts, ends = ids[order], starts[order], ends[order]
+        self.ids, self.arena, self.starts, self.ends = ids, arena, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _row(self, lid: int) -> int:
+        i = int(np.searchsorted(self.ids, lid))
+        return i if i < len(self.ids) and int(self.ids[i]) == lid else -1
+
+    def __contains__(self, lid) -> bool:
+        return self._row(int(lid)) >= 0
+
+    def __iter__(self):
+        return iter(self.ids.tolist())
+
+    def get(self, lid: int) -> fd.LedgerInfo | None:
+        i = self._row(int(lid))
+        if i < 0:
+            return None
+        value = self.arena[self.starts[i]:self.ends[i]].tobytes()
+        return fd.parse_ledger(self.ids[i:i + 1].astype(fd.LEDGERS_KEY_COLUMN).tobytes(), value)
+
+    def __getitem__(self, lid: int) -> fd.LedgerInfo:
+        info = self.get(lid)
+        if info is None:
+            raise KeyError(lid)
+        return info
+
+    def items(self) -> list[tuple[int, fd.LedgerInfo]]:
+        """Every ledger with its LedgerInfo, by id: for small indexes and tests."""
+        return [(lid, self[lid]) for lid in self]
+
+
+def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[LedgerTable, list[Problem]]:
+    """The ``ledgers`` index as a LedgerTable, its values checked by the jitted LedgerData walk (a value
+    it does not take plainly goes through the protobuf library, which names what is wrong)."""
+    from rocksdbfiles.kernels import plain_ledger_data
+    db = open_db(db_dir, stack)
+    ids, arena, lens, bad = [], [], [], []
+    width = np.arange(MAX_LEDGER_DATA)
+    for keys, values, vlen in db.padded_chunks(fd.LEDGERS_KEY_SIZE, MAX_LEDGER_DATA):
+        ok = np.zeros(len(vlen), bool)
+        plain_ledger_data(values, vlen, ok)
+        for r in np.flatnonzero(~ok).tolist():
+            key, value = keys[r].tobytes(), values[r, :vlen[r]].tobytes()
+            try:
+                fd.parse_ledger(key, value, path=db.path)
+                ok[r] = True
+            except FormatError as e:
+                bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
+                                   (key, key)))
+        ids.append(keys[ok].view(fd.LEDGERS_KEY_COLUMN).reshape(-1).astype(np.int64))
+        arena.append(values[ok][width < vlen[ok, None]])
+        lens.append(vlen[ok])
+    long = [p for p in db.problems if p.kind == "bad-value-size"]
+    db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
+    for p in long:                # a value longer than the arrays' pass reads: one lookup each
+        key = bytes.fromhex(p.detail.split(":")[0].split()[1])
+        value = db.get(key)
+        try:
+            fd.parse_ledger(key, value, path=db.path)
+        except FormatError as e:
+            bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
+                               (key, key)))
+            continue
+        ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
+        arena.append(np.frombuffer(value, np.uint8))
+        lens.append(np.array([len(value)], np.int64))
+    cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+    return (LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64))),
+            db.problems + bad)
+
+
 def read_ledgers(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict[int, fd.LedgerInfo], list[Problem]]:
     db = open_db(db_dir, stack)
     out = {i.ledger_id: i for i in _entries(db, fd.parse_ledger, "ledgers-bad-entry")}
     return out, db.problems
 
 
-def read_ledger_dir(current: str | os.PathLike) -> LedgerDirIndex:
+def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     """Both indexes of one ledger dir, every block read and checked; a MANIFEST that cannot be read
-    raises FormatError (nothing below it can be trusted)."""
+    raises FormatError (nothing below it can be trusted). The locations go to ``rows`` (anything with
+    ``append`` and ``chunks``, such as a spilling diskio.spill.ChunkedArray; default a list in memory),
+    a chunk at a time, with their count per ledger."""
     c = os.fspath(current)
-    out = LedgerDirIndex(c)
+    out = LedgerDirIndex(c, [] if rows is None else rows)
+    ids, counts = [], []
     with ExitStack() as stack:
-        out.columns, p1 = read_location_columns(os.path.join(c, LOCATIONS_DB), stack)
-        ledgers, p2 = read_ledgers(os.path.join(c, LEDGERS_DB), stack)
+        p1: list[Problem] = []
+        for cols in iter_location_columns(os.path.join(c, LOCATIONS_DB), stack, p1):
+            r = np.empty(len(cols["ledger"]), LOCATION_ROW)
+            for k in LOCATION_ROW.names:
+                r[k] = cols[k]
+            out.rows.append(r)
+            out.count += len(r)
+            u, n = np.unique(r["ledger"], return_counts=True)
+            ids.append(u)
+            counts.append(n)
+        ledgers, p2 = read_ledger_table(os.path.join(c, LEDGERS_DB), stack)
         out.ledgers = ledgers
         out.problems = p1 + p2
+    if ids:      # a ledger cut between chunks is counted in both: summed
+        u, inv = np.unique(np.concatenate(ids), return_inverse=True)
+        out.ledger_ids, out.ledger_counts = u, np.bincount(inv, weights=np.concatenate(counts)).astype(np.int64)
     return out
+
+
+def ledger_ids(idx: LedgerDirIndex) -> np.ndarray:
+    """The ids the dir's ledgers index holds, as an array."""
+    led = idx.ledgers
+    return led.ids if isinstance(led, LedgerTable) else np.fromiter(led, np.int64, len(led))
 
 
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:
     """Ledgers with locations in this dir that its ledgers index does not know: ledger id -> locations."""
-    ids, counts = np.unique(idx.columns["ledger"], return_counts=True)
-    return {i: n for i, n in zip(ids.tolist(), counts.tolist()) if i not in idx.ledgers}
+    known = ledger_ids(idx)
+    unknown = ~np.isin(idx.ledger_ids, known)
+    return dict(zip(idx.ledger_ids[unknown].tolist(), idx.ledger_counts[unknown].tolist()))

@@ -199,10 +199,10 @@ class SstFile:
         arena, koff, klen, voff, vlen = decode_entries(raw, b.limit, path=self.path, base=b.base)
         return arena, koff, klen, voff, vlen, raw
 
-    def fixed_columns(self, i: int, key_size: int, value_size: int):
+    def fixed_columns(self, i: int, key_size: int, value_size: int, padded: bool = False):
         """(user keys (n, key_size), packed sequence/type (n,), values (n, value_size), value lengths) of
-        data block ``i`` when every internal key is ``key_size + 8`` bytes; a value shorter than
-        ``value_size`` (a deletion's) reads as zeros."""
+        data block ``i`` when every internal key is ``key_size + 8`` bytes; a value of another length (a
+        deletion's) reads as zeros; with ``padded`` a shorter one is kept, zeros after it."""
         arena, _koff, klen, voff, vlen, raw = self.block_columns(i)
         ik = key_size + rf.INTERNAL_KEY_FOOTER_SIZE
         if len(klen) and (klen != ik).any():
@@ -214,4 +214,7 @@ class SstFile:
         rows = np.flatnonzero(vlen == value_size)
         if len(rows):
             values[rows] = raw[voff[rows, None] + np.arange(value_size)]
+        if padded:
+            for r in np.flatnonzero(vlen < value_size).tolist():
+                values[r, :vlen[r]] = raw[voff[r]:voff[r] + vlen[r]]
         return keys[:, :key_size], rf.footer_column(keys), values, vlen

@@ -218,14 +218,15 @@ def version_edit(*, log_number: int, next_file_number: int, last_sequence: int,
 
 
 def write_db(path: str | os.PathLike, tables: list[tuple[int, list[Record]]], opts: TableOptions = TableOptions(),
-             wal: list[bytes] = ()) -> None:
+             wal: list[bytes] = (), range_deletions: dict[int, list[tuple[bytes, bytes, int]]] | None = None) -> None:
     """A database dir for tests and benchmarks: one SST per (level, records), CURRENT, MANIFEST-000001
-    and the WAL ``wal`` batches in a log numbered after the tables."""
+    and the WAL ``wal`` batches in a log numbered after the tables; ``range_deletions`` maps a table's
+    position to the (begin, end, sequence) tombstones it holds."""
     os.makedirs(path, exist_ok=True)
     files, last = [], 0
     for i, (level, records) in enumerate(tables):
         number = 10 + i
-        data = build_sst(records, opts)
+        data = build_sst(records, opts, (range_deletions or {}).get(i, []))
         with open(os.path.join(path, f"{number:06d}.sst"), "wb") as f:
             f.write(data)
         seqs = [r.sequence for r in records]

@@ -55,6 +55,7 @@ def render(page: Path, work: Path, screenshot: Path | None = None) -> tuple[str,
     assert m, "the probe did not run: " + p.stdout[-2000:]
     probe = json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"'))
     if screenshot is not None:
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
         s = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--window-size={WIDTH},2400",
                             f"--user-data-dir={work / 'profile-shot'}", f"--screenshot={screenshot}", page.as_uri()],
                            capture_output=True, text=True, check=False, timeout=120)

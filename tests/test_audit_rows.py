@@ -173,13 +173,15 @@ def test_scan_disk_without_metadata_says_how_many_copies_it_could_not_verify(tmp
         assert (f"{disk}: {unverified} copies not verified" in p.stderr) is warned, p.stderr
 
 
-def test_disks_file_takes_paths_and_tagged_paths(tmp_path):
+def test_disks_file_takes_paths_tagged_paths_and_hosts(tmp_path):
     f = tmp_path / "disks.tsv"
-    f.write_text("# cluster A\n/mnt/a\n\nbk-2\t/mnt/b\n")
-    assert read_disks_file(str(f)) == [DiskInput("/mnt/a"), DiskInput("/mnt/b", "bk-2")]
-    f.write_text("a\tb\tc\n")
-    with pytest.raises(AuditUsageError, match="line 1"):
-        read_disks_file(str(f))
+    f.write_text("# cluster A\n/mnt/a\n\nbk-2\t/mnt/b\nbk-3\t/mnt/c\thost-3.example\n")
+    assert read_disks_file(str(f)) == [DiskInput("/mnt/a"), DiskInput("/mnt/b", "bk-2"),
+                                       DiskInput("/mnt/c", "bk-3", "host-3.example")]
+    for bad in ("a\tb\tc\td\n", "bk-1\t/mnt/a\t\n", "bk-1\t\thost\n"):
+        f.write_text(bad)
+        with pytest.raises(AuditUsageError, match="line 1: expected 'path', 'bookie_id<TAB>path' or"):
+            read_disks_file(str(f))
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -18,7 +18,8 @@ from tests.fsck_helpers import Disk, make_disk, snapshot
 
 
 def _cli(*args):
-    return CliRunner().invoke(fsck_command, [*args, "--no-progress"], catch_exceptions=False)
+    return CliRunner().invoke(fsck_command, [*args, "--no-progress"], prog_name="bookie-fsck",
+                              catch_exceptions=False)
 
 
 def _main(*args) -> subprocess.CompletedProcess:

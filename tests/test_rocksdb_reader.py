@@ -213,6 +213,10 @@ def test_hot_path_twins_agree_with_the_declarations():
     for ikey in (rf.internal_key(b"", 0, 0), rf.internal_key(b"abc", rf.MAX_SEQUENCE, 0x7F),
                  rf.internal_key(locations_key(5, 6), 123456789, V.RANGE_DELETION)):
         assert rf.unpack_internal_key(ikey) == rf.split_internal_key(ikey)
+    for ctype, ck in ((0, 0), (4, 0xDEADBEEF), (7, 2 ** 32 - 1)):
+        t = rf.BLOCK_TRAILER.build(dict(compression_type=ctype, checksum=ck))
+        c = rf.BLOCK_TRAILER.parse(t)
+        assert rf.unpack_trailer(b"abc" + t, 3) == (ctype, ck) == (c.compression_type, c.checksum)
     raw = b"".join(rf.RESTART.build(x) for x in (0, 17, 40000, 2 ** 32 - 1))
     assert rf.unpack_restarts(b"xy" + raw, 2, 4) == list(rf.RESTART[4].parse(raw))
     for n in (0, 1, 127, 128, 300, 2 ** 35, 2 ** 64 - 1):

@@ -19,6 +19,7 @@ from fsck.findings import Finding
 # A location points just past an entry's size prefix; that prefix and a whole V1 entry header must
 # lie inside the log: (pos - prefix) + header <= log size.
 SHORTEST_ENTRY_END = ENTRY_V1_HEADER_SIZE - ENTRY_SIZE.sizeof()
+CHUNK = 1 << 20   # locations checked at once
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -64,17 +65,22 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         return
     ids = np.array(sorted(log_sizes), dtype=np.uint64)
     sizes = np.array([log_sizes[k] for k in sorted(log_sizes)], dtype=np.int64)
-    where = np.searchsorted(ids, locs["log"].astype(np.uint64))
-    where_c = np.minimum(where, max(len(ids) - 1, 0))
-    exists = (len(ids) > 0) & (ids[where_c] == locs["log"]) if len(ids) else np.zeros(len(locs), bool)
-    for k in np.flatnonzero(~exists).tolist():
-        yield _loc_finding(inv, locs[k], INDEX_LOCATION_MISSING_LOG, f"{int(locs[k]['log']):x}.log")
-    size_at = sizes[where_c] if len(sizes) else np.zeros(len(locs), np.int64)   # no logs at all: none exist
-    in_range = exists & (locs["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
-    for k in np.flatnonzero(exists & ~in_range).tolist():
-        lf = int(locs[k]["log"])
-        yield _loc_finding(inv, locs[k], INDEX_LOCATION_OUT_OF_RANGE,
-                           f"{lf:x}.log (position {int(locs[k]['pos'])}, log size {log_sizes[lf]})")
+    past_end = []
+    for k0 in range(0, len(locs), CHUNK):   # (a chunk at a time: the locations may be spilled)
+        c = locs[k0:k0 + CHUNK]
+        where = np.searchsorted(ids, c["log"].astype(np.uint64))
+        where_c = np.minimum(where, max(len(ids) - 1, 0))
+        exists = (len(ids) > 0) & (ids[where_c] == c["log"]) if len(ids) else np.zeros(len(c), bool)
+        for k in np.flatnonzero(~exists).tolist():
+            yield _loc_finding(inv, c[k], INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
+        size_at = sizes[where_c] if len(sizes) else np.zeros(len(c), np.int64)   # no logs at all: none exist
+        in_range = exists & (c["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
+        past_end.append(k0 + np.flatnonzero(exists & ~in_range))
+    for k in np.concatenate(past_end).tolist():
+        loc = locs[k]
+        lf = int(loc["log"])
+        yield _loc_finding(inv, loc, INDEX_LOCATION_OUT_OF_RANGE,
+                           f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
 
 
 def _loc_finding(inv, loc, code: str, detail: str) -> Finding:

@@ -1,117 +1,249 @@
 """Pass 5: cross-check: each index location points at an entry of that (scope, ledger, entry);
-entries that no index points at are superseded copies or garbage, or unindexed data (an error)."""
+entries that no index points at are superseded copies or garbage, or unindexed data (an error).
+
+The join runs over ranges of entry-log ids, one range's entries and the locations that point into it
+at a time: ranges sized to the pass's share of ``--memory-limit``, the locations routed to their range
+(diskio.spill.RangeSpill, spilled to the check's folder when they do not fit). Findings come out in
+the order of one join over everything: wrong locations in index order, then entries no index points
+at in log and position order, then ledgers without an index by ledger id.
+"""
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Iterator
 
 import numpy as np
 
+from bookie.metadata_dir import MetadataView
+from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from formats.index import slot_offset
 from fsck.codes import ENTRY_NOT_INDEXED, GARBAGE_ENTRIES, INDEX_LOCATION_WRONG, LEDGER_INDEX_MISSING, LEDGER_NOT_INDEXED
 from fsck.context import CheckContext
 from fsck.findings import Finding
+from fsck.keyjoin import KeySet
+from fsck.scan_store import entry_count
+
+SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
+ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
+LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
+TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
+FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
+# A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
+_WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
+CHUNK = 1 << 20       # locations read at once
 
 
-def log_table(ctx: CheckContext) -> dict[str, np.ndarray]:
-    """All entries of all logs, keyed by location ((log id << 32) | position of the entry bytes)."""
-    keys, scope, ledger, entry, logi = [], [], [], [], []
-    for lf in ctx.log_files:
-        scan = ctx.log_scans.get(lf.path)
-        if not isinstance(scan, EntryLogArrays) or len(scan.entries) == 0:
-            continue
-        e = scan.entries
-        keys.append((np.uint64(lf.log_id) << np.uint64(32)) | (e["offset"] + 4).astype(np.uint64))
-        scope.append(e["scope"])
-        ledger.append(e["ledger"])
-        entry.append(e["entry"])
-        logi.append(np.full(len(e), lf.log_id, dtype=np.int64))
-    if not keys:
-        z = np.zeros(0, np.uint64)
-        return {"key": z, "scope": z, "ledger": z, "entry": np.zeros(0, np.int64), "log": np.zeros(0, np.int64)}
-    t = {"key": np.concatenate(keys), "scope": np.concatenate(scope), "ledger": np.concatenate(ledger),
-         "entry": np.concatenate(entry), "log": np.concatenate(logi)}
-    order = np.argsort(t["key"], kind="stable")
-    return {k: v[order] for k, v in t.items()}
+def _key(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return (log.astype(np.uint64) << np.uint64(32)) | pos.astype(np.uint64)
+
+
+def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
+    e = scan.entries
+    t = np.empty(len(e), ENTRY_ROW)
+    t["key"] = _key(np.full(len(e), log_id, np.uint64), e["offset"] + 4)
+    t["scope"], t["ledger"], t["entry"], t["log"] = e["scope"], e["ledger"], e["entry"], log_id
+    return t
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
-    t = log_table(ctx)
-    locs = inv.locations
     files = inv.files
-    lkey = (locs["log"].astype(np.uint64) << np.uint64(32)) | locs["pos"].astype(np.uint64)
-    lscope = files["scope"][locs["file"]] if len(locs) else np.zeros(0, np.uint64)
-    lledger = files["ledger"][locs["file"]] if len(locs) else np.zeros(0, np.uint64)
-    n = len(t["key"])
-    w = np.searchsorted(t["key"], lkey)
-    wc = np.minimum(w, max(n - 1, 0))
-    hit = (n > 0) & (t["key"][wc] == lkey) if n else np.zeros(len(locs), bool)
-    # With no entry in any log nothing is the same (and there is nothing to index into).
-    same = (hit & (t["scope"][wc] == lscope) & (t["ledger"][wc] == lledger) & (t["entry"][wc] == locs["entry"])
-            if n else np.zeros(len(locs), bool))
+    budget = ctx.options.memory.share(SHARE)
     # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
-    # A location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there.
-    scanned = {lf.log_id: ctx.log_scans[lf.path].size for lf in ctx.log_files
-               if isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)}
-    for k in np.flatnonzero(~same).tolist():
-        loc = locs[k]
-        if int(loc["log"]) not in scanned or int(loc["pos"]) >= scanned[int(loc["log"])]:
-            continue
-        f = int(loc["file"])
-        where = f"log {int(loc['log']):x}.log position {int(loc['pos'])}"
-        if hit[k]:
-            j = wc[k]
-            found = f"ledger {LedgerId(int(t['scope'][j]), int(t['ledger'][j]))} entry {int(t['entry'][j])}"
-        else:
-            found = "no entry starting there"
-        yield Finding(INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
-                      scope=int(files["scope"][f]), ledger=int(files["ledger"][f]), entry=int(loc["entry"]),
-                      detail=f"{where}, found {found}")
-    # Entries in the logs no index points at.
-    pointed = np.zeros(n, dtype=bool)
-    pointed[wc[same]] = True
-    free = np.flatnonzero(~pointed)
+    scans = [(lf, ctx.log_scans.get(lf.path)) for lf in ctx.log_files]
+    scans = [(lf, s) for lf, s in scans if isinstance(s, EntryLogArrays)]
+    size_of = {lf.log_id: s.size for lf, s in scans}
+    log_paths = {lf.log_id: lf.path for lf in ctx.log_files}
+    ids = np.array(sorted(size_of), dtype=np.uint64)
+    per_id = dict.fromkeys(size_of, 0)
+    for lf, s in scans:
+        per_id[lf.log_id] += entry_count(s)
+    bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY, budget)
+    sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
+
+    def route(rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(bounds, rows["key"] >> np.uint64(32), side="right")
+
+    locs = RangeSpill(LOCATION_ROW, route, len(bounds) + 1, budget, ctx.spill, "locations")
+    all_locs = inv.locations
+    for k0 in range(0, len(all_locs), CHUNK):
+        c = all_locs[k0:k0 + CHUNK]
+        t = _triples(c, files)
+        w = np.searchsorted(ids, c["log"].astype(np.uint64))
+        wc = np.minimum(w, max(len(ids) - 1, 0))
+        keep = (ids[wc] == c["log"]) & (c["pos"].astype(np.int64) < sizes[wc]) if len(ids) else np.zeros(len(c), bool)
+        # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
+        rows = np.empty(int(keep.sum()), LOCATION_ROW)
+        rows["k"] = k0 + np.flatnonzero(keep)
+        rows["key"] = _key(c["log"][keep], c["pos"][keep])
+        rows["scope"], rows["ledger"], rows["entry"] = t["scope"][keep], t["ledger"][keep], c["entry"][keep]
+        locs.append(rows)
+
+    wrong: list[tuple[int, Finding]] = []
+    free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")
+    lo_ids = np.concatenate([[0], bounds]).astype(np.uint64)
+    by_id = sorted(scans, key=lambda ls: ls[0].log_id)   # (stable: one id in two dirs keeps the dirs' order)
+    for r, lr in locs.ranges():
+        hi = bounds[r] if r < len(bounds) else None
+        parts = [log_rows(s, lf.log_id) for lf, s in by_id
+                 if lf.log_id >= int(lo_ids[r]) and (hi is None or lf.log_id < int(hi))]
+        t = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, ENTRY_ROW)
+        if len(t) > 1 and not bool(np.all(t["key"][1:] >= t["key"][:-1])):
+            t = t[np.argsort(t["key"], kind="stable")]   # (each log's entries come in position order)
+        n = len(t)
+        w = np.searchsorted(t["key"], lr["key"])
+        wc = np.minimum(w, max(n - 1, 0))
+        hit = (t["key"][wc] == lr["key"]) if n else np.zeros(len(lr), bool)
+        # (a range whose logs hold no entry: nothing is the same, and there is nothing to index into)
+        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"]) & (t["entry"][wc] == lr["entry"])
+                if n else np.zeros(len(lr), bool))
+        for i in np.flatnonzero(~same).tolist():
+            wrong.append((int(lr["k"][i]), _wrong(inv, all_locs[int(lr["k"][i])], t[wc[i]] if hit[i] else None)))
+        pointed = np.zeros(n, dtype=bool)
+        pointed[wc[same]] = True
+        free.append(t[~pointed])
+        del t, lr
+    locs.close()
+    for _k, f in sorted(wrong, key=lambda kf: kf[0]):
+        yield f
     if len(free) == 0:
         return
-    indexed_ledgers = {LedgerId(int(r["scope"]), int(r["ledger"])) for r in files[files["named"]]}
-    broken = {LedgerId(int(r["scope"]), int(r["ledger"])) for r in files[files["named"] & ~files["header_ok"]]}
-    indexed_entries = set(zip(lscope.tolist(), lledger.tolist(), locs["entry"].tolist()))
+    yield from _free_entries(ctx, inv, free, log_paths, budget)
+
+
+def _triples(c: np.ndarray, files: np.ndarray) -> np.ndarray:
+    """(scope, ledger, entry) of index locations."""
+    t = np.empty(len(c), TRIPLE_ROW)
+    f = c["file"]
+    t["scope"], t["ledger"], t["entry"] = files["scope"][f], files["ledger"][f], c["entry"]
+    return t
+
+
+def _wrong(inv, loc, found) -> Finding:
+    f = int(loc["file"])
+    files = inv.files
+    where = f"log {int(loc['log']):x}.log position {int(loc['pos'])}"
+    what = "no entry starting there" if found is None else \
+        f"ledger {LedgerId(int(found['scope']), int(found['ledger']))} entry {int(found['entry'])}"
+    return Finding(INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
+                   scope=int(files["scope"][f]), ledger=int(files["ledger"][f]), entry=int(loc["entry"]),
+                   detail=f"{where}, found {what}")
+
+
+def _indexed(free: ChunkedArray, inv, budget: int, folder) -> np.ndarray:
+    """Per free entry (in order): whether some index holds its (scope, ledger, entry) at all (it is a
+    superseded copy). Joined by ledger, in as many ledger partitions as the budget needs."""
+    parts = max(1, -(-(len(free) + len(inv.locations)) * 48 // budget))
+
+    def route(rows: np.ndarray) -> np.ndarray:
+        return (rows["ledger"] % np.uint64(parts)).astype(np.int64)
+
+    out = np.zeros(len(free), bool)
+    wanted = RangeSpill(FREE_ROW, route, parts, budget, folder, "free-ledgers")
+    for start, c in free.chunks(CHUNK):
+        rows = np.empty(len(c), FREE_ROW)
+        rows["seq"] = start + np.arange(len(c))
+        rows["scope"], rows["ledger"], rows["entry"] = c["scope"], c["ledger"], c["entry"]
+        wanted.append(rows)
+    held = RangeSpill(TRIPLE_ROW, route, parts, budget, folder, "indexed-ledgers")
+    for k0 in range(0, len(inv.locations), CHUNK):
+        held.append(_triples(inv.locations[k0:k0 + CHUNK], inv.files))
+    for p, rows in wanted.ranges():
+        if len(rows):
+            ref = held.range_rows(p)
+            out[rows["seq"]] = KeySet([ref["scope"], ref["ledger"], ref["entry"]]).contains(
+                [rows["scope"], rows["ledger"], rows["entry"]])
+    wanted.close()
+    held.close()
+    return out
+
+
+def _pairs(lids) -> KeySet:
+    lids = list(lids)
+    return KeySet([np.array([l[0] for l in lids], np.uint64), np.array([l[1] for l in lids], np.uint64)])
+
+
+def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Per row, whether a view that holds only this bookie's ledgers knows the row's ledger (asked
+    once per distinct ledger among ``rows``); a plain mapping was iterated whole: nothing to ask."""
+    out = np.zeros(len(rows), bool)
+    if not isinstance(md, MetadataView) or md.lookup is None or not rows.any():
+        return out
+    scope, ledger = ids[0][rows], ids[1][rows]
+    asked = {(int(s), int(l)) for s, l in zip(scope.tolist(), ledger.tolist())}
+    known = [p for p in sorted(asked) if LedgerId(*p) in md]
+    out[rows] = _pairs(known).contains([scope, ledger])
+    return out
+
+
+def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, budget: int) -> Iterator[Finding]:
+    """Entries in the logs no index points at: superseded copies and deleted ledgers' entries (garbage,
+    counted), an indexed ledger's entry missing from its index, a ledger with no index at all."""
+    files = inv.files
+    named = files[files["named"]]
+    broken = files[files["named"] & ~files["header_ok"]]
+    indexed_ledgers = KeySet([named["scope"], named["ledger"]])
+    broken_ledgers = KeySet([broken["scope"], broken["ledger"]])
     facts = ctx.journal_facts
-    pending = {(lid, e) for _p, _o, lid, e in facts.pending}
-    md = ctx.metadata or {}
-    log_paths = {lf.log_id: lf.path for lf in ctx.log_files}
-    unindexed_ledgers: dict[LedgerId, list[int]] = defaultdict(list)
+    pending = KeySet([np.array([lid.scope for _p, _o, lid, _e in facts.pending], np.uint64),
+                      np.array([lid.ledger for _p, _o, lid, _e in facts.pending], np.uint64),
+                      np.array([e for _p, _o, _lid, e in facts.pending], np.int64)])
+    leftovers = _pairs(ctx.relocation_leftovers)
+    md = ctx.metadata if ctx.metadata is not None else {}   # a view with no ledger of its own still looks up
+    in_md = _pairs(md)
+    keyed = _pairs(facts.master_keys) if ctx.metadata is None else None
+    superseded = _indexed(free, inv, budget, ctx.spill)
     garbage = 0
-    garbage_ledgers = set()
-    for j in free.tolist():
-        lid = LedgerId(int(t["scope"][j]), int(t["ledger"][j]))
-        e = int(t["entry"][j])
-        if lid in broken or (lid, e) in pending or lid in ctx.relocation_leftovers:
-            continue
-        if lid in indexed_ledgers:
-            if (lid.scope, lid.ledger, e) in indexed_entries:
-                garbage += 1          # a superseded copy of an indexed entry
-                garbage_ledgers.add(lid)
-            else:
-                yield Finding(ENTRY_NOT_INDEXED, scope=lid.scope, ledger=lid.ledger, entry=e,
-                              path=log_paths.get(int(t["log"][j])),
-                              detail=f"log {int(t['log'][j]):x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
-        elif lid in md or (ctx.metadata is None and lid in facts.master_keys):
-            unindexed_ledgers[lid].append(e)
-        else:
-            garbage += 1          # a ledger deleted since (metadata no longer has it), awaiting compaction
-            garbage_ledgers.add(lid)
-    for lid, ents in sorted(unindexed_ledgers.items()):
+    garbage_ids: list[np.ndarray] = []
+    unindexed: list[np.ndarray] = []
+    for start, t in free.chunks(CHUNK):
+        ids = [t["scope"], t["ledger"]]
+        skip = broken_ledgers.contains(ids) | pending.contains(ids + [t["entry"]]) | leftovers.contains(ids)
+        known = ~skip & indexed_ledgers.contains(ids)
+        sup = superseded[start:start + len(t)]
+        for j in np.flatnonzero(known & ~sup).tolist():
+            log = int(t["log"][j])
+            yield Finding(ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
+                          entry=int(t["entry"][j]), path=log_paths.get(log),
+                          detail=f"log {log:x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
+        rest = ~skip & ~known
+        has_md = in_md.contains(ids)
+        has_md |= _looked_up(md, ids, rest & ~has_md)
+        lost = rest & (has_md | (keyed.contains(ids) if keyed is not None else False))
+        dead = (known & sup) | (rest & ~lost)   # a superseded copy; a ledger deleted since, awaiting compaction
+        garbage += int(dead.sum())
+        garbage_ids.append(t[["scope", "ledger"]][dead])
+        unindexed.append(t[["scope", "ledger"]][lost])
+    for (scope, ledger), n in _counts(unindexed):
+        lid = LedgerId(scope, ledger)
         if inv.unlisted_folder_of(lid) is not None:
             continue   # its index may be in a folder that could not be listed (pass 2's FILE_UNREADABLE)
         if lid in md:
-            yield Finding(LEDGER_NOT_INDEXED, scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
+            yield Finding(LEDGER_NOT_INDEXED, scope=scope, ledger=ledger, detail=f"{n} entries")
         else:
             # Without metadata a lost index and a ledger deleted by garbage collection look the same.
-            yield Finding(LEDGER_INDEX_MISSING, scope=lid.scope, ledger=lid.ledger, detail=f"{len(ents)} entries")
+            yield Finding(LEDGER_INDEX_MISSING, scope=scope, ledger=ledger, detail=f"{n} entries")
     if garbage:
-        yield Finding(GARBAGE_ENTRIES, detail=f"{garbage} entries of {len(garbage_ledgers)} ledgers in the entry "
+        yield Finding(GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the entry "
                                                 f"logs are not pointed at by any index")
+
+
+def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows' distinct (scope, ledger) in ledger-id order, and rows of each."""
+    a = np.concatenate(parts) if parts else np.zeros(0, [("scope", "<u8"), ("ledger", "<u8")])
+    order = np.lexsort((a["ledger"], a["scope"]))
+    s, l = a["scope"][order], a["ledger"][order]
+    first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])])) if len(a) else \
+        np.zeros(0, np.int64)
+    return s[first], l[first], np.diff(np.append(first, len(a)))
+
+
+def _distinct(parts: list[np.ndarray]) -> int:
+    return len(_runs(parts)[0])
+
+
+def _counts(parts: list[np.ndarray]) -> list[tuple[tuple[int, int], int]]:
+    """((scope, ledger), rows) per distinct ledger of the rows, by ledger id."""
+    s, l, n = _runs(parts)
+    return list(zip(zip(s.tolist(), l.tolist()), n.tolist()))

@@ -25,6 +25,7 @@ from fsck.codes import (FILE_UNREADABLE, JOURNAL_HEADER_BAD, JOURNAL_OLD_TORN_TA
                         REPLAY_PENDING)
 from fsck.context import CheckContext
 from fsck.findings import Finding
+from fsck.keyjoin import KeySet
 from entrylogs.arrays import ENTRY_DTYPE
 from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, verify_entry_digests
 from journal.arrays import JournalArrays
@@ -131,28 +132,28 @@ def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
     if len(data_idx) == 0:
         return np.zeros(0, np.int64)
     plan = ctx.digest_plan
-    sel = recs[data_idx]
-    starts = sel["offset"].astype(np.int64)
-    ends = starts + RECORD_LENGTH_SIZE + sel["size"].astype(np.int64)
+    starts = recs["offset"][data_idx].astype(np.int64)   # (records are copied a window's worth at a time)
+    ends = starts + RECORD_LENGTH_SIZE + recs["size"][data_idx].astype(np.int64)
     bad_parts = []
-    huge = np.flatnonzero(ends - starts > JOURNAL_WINDOW)
+    window = min(JOURNAL_WINDOW, ctx.options.memory.window)
+    huge = np.flatnonzero(ends - starts > window)
     i = 0
     # Windows of whole records, so that resident memory stays bounded on multi-GiB journals; a record
     # larger than a window is streamed through its digest alone.
-    while i < len(sel):
+    while i < len(data_idx):
         if len(huge) and huge[min(np.searchsorted(huge, i), len(huge) - 1)] == i:
-            if _streamed_status(ctx, scan.path, sel[i]) == DIGEST_BAD:
+            if _streamed_status(ctx, scan.path, recs[data_idx[i]]) == DIGEST_BAD:
                 bad_parts.append(np.array([i]))
             i += 1
             continue
         w0 = int(starts[i])
-        j = max(i + 1, int(np.searchsorted(ends, w0 + JOURNAL_WINDOW, side="right")))
+        j = max(i + 1, int(np.searchsorted(ends, w0 + window, side="right")))
         nxt = np.searchsorted(huge, i)
         if nxt < len(huge):
             j = min(j, int(huge[nxt]))
         w1 = int(ends[j - 1])
         with map_window(scan.path, w0, w1 - w0) as arr:
-            part = sel[i:j]
+            part = recs[data_idx[i:j]]
             ents = np.zeros(j - i, dtype=ENTRY_DTYPE)
             ents["offset"], ents["size"] = part["offset"], part["size"]
             ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
@@ -293,19 +294,33 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
     if not pend:
         return
     inv = ctx.index_inventory if ctx.dirs.storage_kind == "index-files" else None
-    held = None
+    # Which pending records storage holds: the pending ones as a set, each location or entry looked up
+    # in it a chunk at a time (no Python object per location; the locations may be spilled).
+    wanted = KeySet([np.array([lid.scope for _p, _o, lid, _e in pend], np.uint64),
+                     np.array([lid.ledger for _p, _o, lid, _e in pend], np.uint64),
+                     np.array([e for _p, _o, _lid, e in pend], np.int64)])
+    found = np.zeros(len(pend), bool)
+
+    def mark(scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
+        i = wanted.index_of([scope, ledger, entry])
+        found[i[i >= 0]] = True
+
     if inv is not None:
-        files = inv.files
-        locs = inv.locations
-        held = set(zip(files["scope"][locs["file"]].tolist(), files["ledger"][locs["file"]].tolist(),
-                       locs["entry"].tolist()))
+        files, locs = inv.files, inv.locations
+        for k0 in range(0, len(locs), 1 << 20):
+            c = locs[k0:k0 + (1 << 20)]
+            mark(files["scope"][c["file"]], files["ledger"][c["file"]], c["entry"])
     else:
-        held = set()
         from entrylogs.arrays import EntryLogArrays
         for s in ctx.log_scans.values():
             if isinstance(s, EntryLogArrays):
-                held |= set(zip(s.entries["scope"].tolist(), s.entries["ledger"].tolist(), s.entries["entry"].tolist()))
-    missing = [(p, o, lid, e) for p, o, lid, e in pend if (lid.scope, lid.ledger, e) not in held]
+                e = s.entries
+                mark(e["scope"], e["ledger"], e["entry"])
+    # (a pending record equal to another one is held when either is: the set maps both to one row)
+    key: dict[tuple[int, int, int], int] = {}
+    for i, (_p, _o, lid, e) in enumerate(pend):
+        key.setdefault((lid.scope, lid.ledger, e), i)
+    missing = [r for r in pend if not found[key[(r[2].scope, r[2].ledger, r[3])]]]
     files = sorted({os.path.basename(p) for p, *_ in pend})
     yield Finding(REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
                   detail=f"{len(pend)} entries after lastMark in {', '.join(files)} would be replayed on restart; "

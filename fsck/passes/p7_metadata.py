@@ -13,6 +13,9 @@ from fsck.context import CheckContext
 from fsck.findings import Finding
 
 
+CHUNK = 1 << 20   # locations read at once
+
+
 def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
     """Entry ids this bookie's ledger storage holds, per ledger (index for .idx storage, else entry logs)."""
     out: dict[LedgerId, list[np.ndarray]] = {}
@@ -23,11 +26,16 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
             if f["named"][i]:
                 out.setdefault(LedgerId(int(f["scope"][i]), int(f["ledger"][i])), [])
         locs = inv.locations
-        if len(locs):
-            fi = locs["file"]
-            for i in np.unique(fi).tolist():
+        # The walk gives each file's locations together, in file order: one slice per run of a file,
+        # a chunk at a time (the locations may be spilled), instead of a scan of them all per ledger.
+        for k0 in range(0, len(locs), CHUNK):
+            c = locs[k0:k0 + CHUNK]
+            fi = c["file"]
+            starts = np.flatnonzero(np.concatenate([[True], fi[1:] != fi[:-1]]))
+            ends = np.append(starts[1:], len(c))
+            for i, a, b in zip(fi[starts].tolist(), starts.tolist(), ends.tolist()):
                 lid = LedgerId(int(f["scope"][i]), int(f["ledger"][i]))
-                out.setdefault(lid, []).append(locs["entry"][fi == i])
+                out.setdefault(lid, []).append(c["entry"][a:b])
     else:
         for s in ctx.log_scans.values():
             if not isinstance(s, EntryLogArrays) or len(s.entries) == 0:
@@ -68,7 +76,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                       detail=str(e))
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
-    for lid in sorted(set(held) - set(md)):
+    for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
         yield Finding(ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
                       detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
     if me is None:

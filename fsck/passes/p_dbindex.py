@@ -12,15 +12,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-import numpy as np
-
 from diskio.mapped import DiskError
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 from fsck.context import CheckContext
 from fsck.problems import Severity
-from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_ENTRY_UNINDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
+from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
 
 if TYPE_CHECKING:   # the RocksDB reader loads only for a DbLedgerStorage bookie (in _read)
     from rocksdbfiles.dbindex import LedgerDirIndex
@@ -36,6 +34,7 @@ _REBUILT = {DBINDEX_UNREADABLE, DBINDEX_BLOCK_CHECKSUM, DBINDEX_SST_MISSING, DBI
             DBINDEX_LEDGER_MISSING, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_EXPLICIT_LAC_MISMATCH,
             DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_ENTRY_NOT_INDEXED}
 _CACHE = "_dbindex_read"     # each ledger dir's databases are read once per check (an attribute of ctx)
+HELD_SHARE = 0.25            # of --memory-limit: the locations kept from the read to the cross-check
 
 
 def _key_text(k: bytes | None) -> str:
@@ -47,12 +46,15 @@ def _read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
     cached = ctx.__dict__.get(_CACHE)
     if cached is not None:
         return cached
-    from rocksdbfiles.dbindex import read_ledger_dir
+    from diskio.spill import ChunkedArray
+    from rocksdbfiles.dbindex import LOCATION_ROW, read_ledger_dir
     out: list[tuple[int, str, LedgerDirIndex | Pairs]] = []
+    share = ctx.options.memory.share(HELD_SHARE) // max(1, len(ctx.dirs.ledger_dirs))
     for di, d in enumerate(ctx.dirs.ledger_dirs):
         current = os.path.join(d, CURRENT_DIR)
         try:
-            out.append((di, current, read_ledger_dir(current)))
+            out.append((di, current, read_ledger_dir(current, ChunkedArray(LOCATION_ROW, share, ctx.spill,
+                                                                           "db-locations"))))
         except FormatError as e:
             out.append((di, current, [(DBINDEX_UNREADABLE, dict(path=e.path, offset=e.offset,
                                                                 detail=f"{e.expected}, found {e.found}"))]))
@@ -69,7 +71,7 @@ def _is_index(idx: LedgerDirIndex | Pairs) -> bool:
 
 def location_count(ctx: CheckContext) -> int:
     """How many live locations the check read, over every ledger dir."""
-    return sum(len(idx.columns["ledger"]) for _di, _c, idx in _read(ctx) if _is_index(idx))
+    return sum(idx.count for _di, _c, idx in _read(ctx) if _is_index(idx))
 
 
 def check_databases(ctx: CheckContext) -> Pairs:
@@ -89,21 +91,30 @@ def check_databases(ctx: CheckContext) -> Pairs:
 
 
 def check_ledgers(ctx: CheckContext) -> Pairs:
-    """Pass 3's place: the ledgers index against the locations and the journal's meta records."""
-    from rocksdbfiles.dbindex import ledgers_without_metadata
+    """Pass 3's place: the ledgers index against the locations and the journal's meta records (only the
+    ledgers the journal speaks of are looked up: no step per ledger of the index)."""
+    import numpy as np
+
+    from rocksdbfiles.dbindex import ledger_ids, ledgers_without_metadata
     out: Pairs = []
     facts = ctx.journal_facts
-    known: set[int] = set()
+    told = sorted({x.ledger for x in (*facts.master_keys, *facts.fenced, *facts.explicit_lac) if x.scope == 0},
+                  key=_signed)
+    known: list[np.ndarray] = []
     for _di, current, idx in _read(ctx):
         if not _is_index(idx):
             continue
-        known |= set(idx.ledgers)
+        known.append(ledger_ids(idx))
         ledgers_db = os.path.join(current, LEDGERS_DB)
         for lid, n in sorted(ledgers_without_metadata(idx).items()):
             out.append((DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
                                                        detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
-        for lid, info in sorted(idx.ledgers.items()):
-            ledger = LedgerId(0, lid)
+        for x in told:
+            lid = _signed(x)
+            info = idx.ledgers.get(lid)
+            if info is None:
+                continue
+            ledger = LedgerId(0, x)
             key = facts.master_keys.get(ledger)
             where = dict(path=ledgers_db, scope=0, ledger=lid)
             if key is not None and key != info.master_key:
@@ -116,14 +127,21 @@ def check_ledgers(ctx: CheckContext) -> Pairs:
                 out.append((DBINDEX_EXPLICIT_LAC_MISMATCH,
                             dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
     if all(_is_index(idx) for _di, _c, idx in _read(ctx)):   # else unknown, not missing
-        for ledger in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)):
-            if ledger.scope == 0 and ledger.ledger not in known:
-                out.append((DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=ledger.ledger)))
+        journal = [x for x in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)) if x.scope == 0]
+        held = np.isin(np.array([_signed(x.ledger) for x in journal], np.int64),
+                       np.concatenate(known) if known else np.zeros(0, np.int64))
+        out += [(DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger)) for x, h in zip(journal, held.tolist()) if not h]
     return out
+
+
+def _signed(ledger: int) -> int:
+    """A ledger id as the ledgers index keys it (LEDGERS_KEY: a signed big-endian long)."""
+    return ledger - (1 << 64) if ledger >= 1 << 63 else ledger
 
 
 def check_locations(ctx: CheckContext) -> Pairs:
     """Pass 5's place: each location against the entry the scan of that dir's entry log found there."""
+    from fsck.passes.dbindex_join import cross_check as _cross_check
     out: Pairs = []
     for di, current, idx in _read(ctx):
         if _is_index(idx):
@@ -134,75 +152,6 @@ def check_locations(ctx: CheckContext) -> Pairs:
 def check(ctx: CheckContext) -> Pairs:
     """Every DbLedgerStorage finding of the bookie, as (code, Finding fields), in pass order."""
     return check_databases(ctx) + check_ledgers(ctx) + check_locations(ctx)
-
-
-def _scanned(logs: dict[int, str], scans) -> dict[str, np.ndarray]:
-    """The entries the scans of one ledger dir's logs found, as columns sorted by ``at`` = log id << 32 |
-    (scan offset + 4), the key of a location."""
-    from formats.dbledger import ENTRY_SIZE_FIELD
-    parts = []
-    for log_id, path in logs.items():
-        scan = scans.get(path)
-        if scan is not None and not isinstance(scan, Exception) and len(scan.entries):
-            e = scan.entries
-            parts.append((np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD,
-                          e["ledger"].astype(np.int64), e["entry"].astype(np.int64)))
-    if not parts:
-        return {k: np.zeros(0, np.int64) for k in ("log", "pos", "ledger", "entry", "at")}
-    log, pos, ledger, entry = (np.concatenate(col) for col in zip(*parts))
-    at = (log << 32) | pos
-    order = np.argsort(at, kind="stable")
-    return {"log": log[order], "pos": pos[order], "ledger": ledger[order], "entry": entry[order], "at": at[order]}
-
-
-def _cross_check(ctx: CheckContext, di: int, current: str, idx: LedgerDirIndex, scans) -> Pairs:
-    """Each location against the entry found at (its offset - 4) by the scan of that dir's log, as array
-    joins on (log id, position); Python only for what is reported."""
-    from formats.dbledger import ENTRY_SIZE_FIELD
-    out: Pairs = []
-    logs = {lf.log_id: lf.path for lf in ctx.log_files if lf.dir_index == di}
-    sc = _scanned(logs, scans)
-    c = idx.columns
-    locations_db = os.path.join(current, LOCATIONS_DB)
-    known_log = np.isin(c["log"], np.fromiter(logs, np.int64, len(logs)))
-    loc_at = (c["log"] << 32) | c["offset"]
-    if len(sc["at"]):
-        slot = np.minimum(np.searchsorted(sc["at"], loc_at), len(sc["at"]) - 1)
-        hit = sc["at"][slot] == loc_at
-        right = hit & (sc["ledger"][slot] == c["ledger"]) & (sc["entry"][slot] == c["entry"])
-    else:
-        slot, hit = np.zeros(len(loc_at), np.int64), np.zeros(len(loc_at), bool)
-        right = hit
-    for i in np.flatnonzero(~(known_log & right)).tolist():
-        lid, eid, log_id, off = (int(c[k][i]) for k in ("ledger", "entry", "log", "offset"))
-        where = dict(path=locations_db, scope=0, ledger=lid, entry=eid)
-        if not known_log[i]:
-            out.append((DBINDEX_LOCATION_MISSING_LOG, dict(where, detail=f"{log_id:x}.log")))
-            continue
-        what = f"ledger {int(sc['ledger'][slot[i]])} entry {int(sc['entry'][slot[i]])}" if hit[i] else "no entry"
-        out.append((DBINDEX_LOCATION_WRONG, dict(where, detail=f"{logs[log_id]} position {off}, found {what} there; "
-                                                               f"{REBUILD_HINT}")))
-    # An entry no location points at is garbage (a superseded copy, a deleted ledger) unless its ledger is
-    # live, no location of that entry exists and the journal will not replay it: then reads of it fail.
-    # Where part of the locations database could not be read, what it holds is unknown: info only.
-    unpointed = np.flatnonzero(~np.isin(sc["at"], loc_at[known_log]))
-    if len(unpointed) == 0:
-        return out
-    damaged = any(database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
-    mine = np.isin(c["ledger"], sc["ledger"][unpointed])
-    indexed = set(zip(c["ledger"][mine].tolist(), c["entry"][mine].tolist()))
-    pending = {(lid.ledger, eid) for _p, _o, lid, eid in ctx.journal_facts.pending if lid.scope == 0}
-    torn = next((p for p in idx.problems if p.kind == "wal-torn-tail" and database_of(p.path)[0] == LOCATIONS_DB),
-                None)
-    for i in unpointed.tolist():
-        log_id, pos, lid, eid = (int(sc[k][i]) for k in ("log", "pos", "ledger", "entry"))
-        where = dict(path=logs[log_id], offset=pos - ENTRY_SIZE_FIELD, scope=0, ledger=lid, entry=eid)
-        if not damaged and lid in idx.ledgers and (lid, eid) not in indexed and (lid, eid) not in pending:
-            why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
-            out.append((DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {REBUILD_HINT}")))
-        else:
-            out.append((DBINDEX_ENTRY_UNINDEXED, where))
-    return out
 
 
 def _findings(pairs: Pairs) -> Iterator:

@@ -1,0 +1,153 @@
+"""Ledger metadata as distributed data: the metadata stage's tasks read the source's chunks in
+parallel and write, each for its own chunk, two kinds of Parquet file under a scratch folder:
+
+- ``segments/``: one row per ensemble of every ledger (``SEGMENT_ARROW``), which Spark
+  reads as the segments frame of the fault tables' joins;
+- ``near/<bookie>/``: per bookie, the ledgers whose metadata places entries on it, pickled, which
+  the task scanning that bookie's disk reads for fsck's checks (``bookie_metadata``).
+
+No process holds every ledger: a task holds one chunk, a disk's task one bookie's ledgers, the
+driver the chunk paths, the counts and the bookie names.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from collections import defaultdict
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from audit.metadata_source import MetadataSource, read_chunk, write_chunks
+from audit.rows import to_signed
+from formats.ids import LedgerId
+
+SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
+                           ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),
+                           ("seg_next", pa.int64()), ("members", pa.list_(pa.string()))])
+NEAR_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("metadata", pa.binary())])
+FLUSH = 20_000   # ledgers buffered by a metadata task between Parquet files
+
+
+@dataclass(frozen=True)
+class MetadataTables:
+    segments_dir: str
+    near_dir: str
+    ledgers: int
+    bookies: tuple[str, ...]   # every bookie some ensemble names
+
+
+def bookie_folder(near_dir: str, bookie: str) -> str:
+    return os.path.join(near_dir, quote(bookie, safe=""))
+
+
+def _write(table: pa.Table, path: str) -> None:
+    import pyarrow.parquet as pq
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)   # a retried task rewrites the same names: no file is counted twice
+
+
+def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir: str, near_dir: str) -> dict:
+    """A metadata task: the chunk's ledgers as segment rows and per-bookie pickles; returns counts,
+    the bookies named and the first errors."""
+    from bookie.metadata_dir import places_entries_on
+    cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
+    near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)
+    bookies: set[str] = set()
+    errors: list[str] = []
+    n_err = n = part = 0
+
+    def flush() -> None:
+        nonlocal part, cols
+        if cols["ledger_id"]:
+            _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, f"part-{index:06d}-{part:03d}.parquet"))
+        for b, rows in near.items():
+            d = bookie_folder(near_dir, b)
+            os.makedirs(d, exist_ok=True)
+            sc, lg, md = zip(*rows)
+            _write(pa.table({"ledger_scope": sc, "ledger_id": lg, "metadata": md}, schema=NEAR_ARROW),
+                   os.path.join(d, f"part-{index:06d}-{part:03d}.parquet"))
+        cols = {f.name: [] for f in SEGMENT_ARROW}
+        near.clear()
+        part += 1
+
+    pending = 0
+    for lid, m in source.read(read_chunk(chunk)):
+        if isinstance(m, Exception):
+            n_err += 1
+            if len(errors) < 3:
+                errors.append(str(m).splitlines()[0] if str(m) else type(m).__name__)
+            continue
+        n += 1
+        scope, ledger = to_signed(lid.scope), to_signed(lid.ledger)
+        ens = sorted(m.ensembles)
+        closed_last = m.effective_last_entry_id if m.is_closed else None
+        members_all: set[str] = set()
+        for i, (first, members) in enumerate(ens):
+            for k, v in (("ledger_scope", scope), ("ledger_id", ledger), ("state", m.state),
+                         ("closed_last", closed_last), ("write_quorum", m.write_quorum), ("seg_first", first),
+                         ("seg_next", ens[i + 1][0] if i + 1 < len(ens) else None), ("members", list(members))):
+                cols[k].append(v)
+            members_all.update(members)
+        bookies |= members_all
+        blob = None
+        for b in members_all:
+            if places_entries_on(m, b):
+                blob = blob or pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)
+                near[b].append((scope, ledger, blob))
+        pending += 1
+        if pending >= FLUSH:
+            flush()
+            pending = 0
+    flush()
+    return {"ledgers": n, "errors": n_err, "first_errors": errors, "bookies": sorted(bookies)}
+
+
+def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
+    """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
+    ledger whose metadata cannot be read would be reported as an orphan."""
+    from audit.job import AuditError, first_line
+    chunks = write_chunks(source, os.path.join(scratch, "chunks"))
+    seg, near = os.path.join(scratch, "segments"), os.path.join(scratch, "near")
+    os.makedirs(seg, exist_ok=True)
+    os.makedirs(near, exist_ok=True)
+    stats: list[dict] = []
+    if chunks:
+        rdd = spark.sparkContext.parallelize(list(enumerate(chunks)), len(chunks))
+        try:
+            stats = rdd.map(lambda ic: read_chunk_task(source, ic[0], ic[1], seg, near)).collect()
+        except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
+            raise AuditError(f"the metadata stage failed ({source.describe()}): {first_line(e)}") from None
+    bad = [e for s in stats for e in s["first_errors"]]
+    if bad:
+        n = sum(s["errors"] for s in stats)
+        raise AuditError(f"{bad[0]}" + (f" (and {n - 1} more ledgers whose metadata cannot be read)" if n > 1 else ""))
+    if not any(n.endswith(".parquet") for n in os.listdir(seg)):   # no ledger: the frame still has its columns
+        _write(SEGMENT_ARROW.empty_table(), os.path.join(seg, "empty.parquet"))
+    return MetadataTables(seg, near, sum(s["ledgers"] for s in stats),
+                          tuple(sorted({b for s in stats for b in s["bookies"]})))
+
+
+def segments(spark, mt: MetadataTables):
+    """The segments frame, read from the metadata stage's files."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return spark.read.schema(from_arrow_schema(SEGMENT_ARROW)).parquet(mt.segments_dir)
+
+
+def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):
+    """In a disk's task: the ledgers that place entries on ``bookie``, any other looked up in the source."""
+    import pyarrow.parquet as pq
+
+    from bookie.metadata_dir import MetadataView
+    near: dict[LedgerId, object] = {}
+    d = bookie_folder(near_dir, bookie)
+    names = sorted(n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".")) \
+        if os.path.isdir(d) else []
+    for n in names:
+        t = pq.read_table(os.path.join(d, n))
+        for sc, lg, blob in zip(t["ledger_scope"].to_pylist(), t["ledger_id"].to_pylist(),
+                                t["metadata"].to_pylist(), strict=True):
+            near[LedgerId(sc & 0xFFFF_FFFF_FFFF_FFFF, lg & 0xFFFF_FFFF_FFFF_FFFF)] = pickle.loads(blob)
+    return MetadataView(near, source.lookup)

@@ -1,0 +1,82 @@
+"""Synthetic ledger metadata at cluster scale: ``count`` empty, closed ledgers serialized as
+BookKeeper's LedgerMetadataSerDe writes them (format 3), each with an ensemble of the given
+bookies, written as a metadata folder (one ``<hex id>.bin`` file a ledger) or into the metadata
+service's SQLite store (rows as the store's ``create`` writes them, in bulk transactions).
+
+    python -m bench.metadata_gen --count 1000000 --first-id 1000000000 --bookies bk-1,bk-2,bk-3 \\
+        (--folder DIR | --sqlite FILE)
+
+The ids start at ``--first-id``, past the cluster's own ledgers. Serialized metadata does not hold
+the ledger id, so a few templates (one per ensemble rotation) serve every ledger.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+
+def templates(bookies: list[str], ensemble: int = 3) -> list[bytes]:
+    from formats.digests import DigestType
+    from formats.metadata import LedgerMetadata, serialize_metadata
+    out = []
+    for r in range(len(bookies)):
+        members = tuple(bookies[(r + k) % len(bookies)] for k in range(min(ensemble, len(bookies))))
+        md = LedgerMetadata(format_version=3, write_quorum=len(members), ensemble_size=len(members),
+                            ack_quorum=len(members), length=0, last_entry_id=-1, state="CLOSED",
+                            ensembles=((0, members),), digest_type=DigestType.CRC32C.name,
+                            password=b"synthetic", ctime=1_700_000_000_000, custom_metadata=(), ctoken=0)
+        out.append(serialize_metadata(md))
+    return out
+
+
+def write_folder(folder: str, count: int, first_id: int, bookies: list[str]) -> None:
+    os.makedirs(folder, exist_ok=True)
+    t = templates(bookies)
+    for i in range(count):
+        lid = first_id + i
+        fd = os.open(os.path.join(folder, f"{lid:x}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, t[i % len(t)])
+        finally:
+            os.close(fd)
+
+
+def write_sqlite(path: str, count: int, first_id: int, bookies: list[str], batch: int = 100_000) -> None:
+    from metaservice.sqlite_store import SqliteStore, _k
+    SqliteStore(path).close()   # the store's own schema
+    import sqlite3
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=OFF")   # a benchmark's data: rebuilt, not recovered
+    t = templates(bookies)
+    for start in range(0, count, batch):
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO ledgers VALUES (?,?,0,?)",
+                       ((_k(0), _k(first_id + i), t[i % len(t)]) for i in range(start, min(count, start + batch))))
+        db.execute("COMMIT")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--first-id", type=int, default=1_000_000_000)
+    ap.add_argument("--bookies", required=True, help="comma-separated bookie ids for the ensembles")
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--folder")
+    where.add_argument("--sqlite")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    bookies = a.bookies.split(",")
+    if a.folder:
+        write_folder(a.folder, a.count, a.first_id, bookies)
+    else:
+        write_sqlite(a.sqlite, a.count, a.first_id, bookies)
+    print(f"{a.count} ledgers in {time.perf_counter() - t0:.1f} s -> {a.folder or a.sqlite}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

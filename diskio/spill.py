@@ -1,0 +1,398 @@
+"""Bounded memory for work over a whole bookie: a memory limit, a private temporary folder, and record
+arrays partitioned by a key and spilled to that folder when they outgrow their share of the limit.
+
+A command's per-entry tables (every entry of every log, every index location) grow with the bookie;
+``RangeSpill`` keeps them in memory while they fit in the share given to it, and past that writes each
+key range's rows to a file of its own, so a later step reads one range at a time. Rows come back per
+range in the order they were appended, whether they were spilled or not: a step that reads ranges
+gives the same result either way.
+
+The folder (``SpillFolder``) is made only when something spills, under ``--tmp-dir`` (default the
+system's), never inside a bookie's dirs; it is removed when the work ends, after Ctrl-C and SIGTERM
+too, and a run removes the folders of runs that were killed (their process is gone).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from formats.errors import BkdiskError
+
+if TYPE_CHECKING:   # numpy loads with the first table (the options' module is imported for --help)
+    import numpy as np
+
+MIB = 1 << 20
+DEFAULT_MEMORY_MIB = 1024
+MIN_MEMORY_MIB = 1            # a tiny limit is allowed: it spills everything (what the tests do)
+PREFIX = "bkdisk-spill-"
+_APPEND_CHUNK = 1 << 16       # rows routed at once (bounds the routing's temporaries)
+MIN_WINDOW, MAX_WINDOW = 4 * MIB, 64 * MIB
+
+
+class SpillError(BkdiskError):
+    """A temporary folder that cannot be used (inside a bookie's dirs, not writable)."""
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """``--memory-limit MiB`` and ``--tmp-dir``: the peak a command aims to stay under, and where
+    what does not fit goes."""
+
+    mib: float = DEFAULT_MEMORY_MIB      # (a fraction of a MiB: tests that make every table spill)
+    tmp_dir: str | None = None           # None: tempfile.gettempdir()
+
+    @property
+    def bytes(self) -> int:
+        return int(self.mib * MIB)
+
+    def share(self, fraction: float) -> int:
+        """Bytes of the limit given to one table."""
+        return max(1, int(self.bytes * fraction))
+
+    @property
+    def window(self) -> int:
+        """Bytes of a file a scanner maps at once: mapped pages count in the resident set, and a check
+        maps several windows at once (a scan thread's walk and digest check, the journals')."""
+        return min(MAX_WINDOW, max(MIN_WINDOW, self.bytes // 64 >> 20 << 20))
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), None when it does not run."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(b")") + 2:].split()[19].decode()
+
+
+def _inside(path: str, folder: str) -> bool:
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def remove_stale(root: str) -> list[str]:
+    """Remove the spill folders under ``root`` whose process is gone (a run that was killed)."""
+    removed = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for n in names:
+        if not n.startswith(PREFIX):
+            continue
+        parts = n[len(PREFIX):].split("-")
+        if len(parts) < 3 or not parts[0].isdigit():
+            continue
+        pid, started = int(parts[0]), parts[1]
+        if _start_time(pid) == started:
+            continue   # its run goes on
+        shutil.rmtree(os.path.join(root, n), ignore_errors=True)
+        removed.append(os.path.join(root, n))
+    return removed
+
+
+class SpillFolder:
+    """The run's temporary folder, made on first use under ``limit.tmp_dir`` and removed by ``close``
+    (a ``with`` block), at exit, and on SIGTERM/SIGHUP. ``forbidden``: folders it must not be in
+    (the bookie's dirs), checked at once; the folders of killed runs there are removed at once too."""
+
+    _live: set[str] = set()
+    _lock = threading.RLock()
+    _handlers_set = False
+
+    def __init__(self, limit: MemoryLimit, forbidden: Sequence[str] = ()):
+        self.root = os.path.abspath(limit.tmp_dir or tempfile.gettempdir())
+        self.forbidden = [os.path.abspath(d) for d in forbidden]
+        self.path: str | None = None
+        self.check()
+        remove_stale(self.root)   # what killed runs left, whether this run spills or not
+
+    def check(self) -> None:
+        for d in self.forbidden:
+            if _inside(self.root, d):
+                raise SpillError(f"{self.root}: --tmp-dir is inside the bookie's dir {d}; "
+                                 f"expected a folder outside every bookie dir")
+
+    def get(self) -> str:
+        """The folder, made now if it is not yet (by one thread: the scans of a check share it)."""
+        with SpillFolder._lock:
+            return self._get()
+
+    def _get(self) -> str:
+        if self.path is None:
+            if not os.path.isdir(self.root):
+                raise SpillError(f"{self.root}: --tmp-dir is not a folder")
+            pid = os.getpid()
+            try:
+                self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{_start_time(pid) or 0}-", dir=self.root)
+            except OSError as e:
+                raise SpillError(f"{self.root}: cannot make a temporary folder ({e.strerror})") from None
+            SpillFolder._live.add(self.path)
+            _install_cleanup()
+        return self.path
+
+    def close(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            with SpillFolder._lock:
+                SpillFolder._live.discard(self.path)
+            self.path = None
+
+    def __enter__(self) -> "SpillFolder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _remove_live() -> None:
+    with SpillFolder._lock:
+        live, SpillFolder._live = list(SpillFolder._live), set()
+    for p in live:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _install_cleanup() -> None:
+    """At exit and on SIGTERM/SIGHUP (which end a process without unwinding it) remove the live
+    folders; SIGINT unwinds (KeyboardInterrupt), and ``close`` runs on the way out."""
+    if SpillFolder._handlers_set:
+        return
+    SpillFolder._handlers_set = True
+    import atexit
+    atexit.register(_remove_live)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        old = signal.getsignal(sig)
+
+        def handler(signum, frame, old=old):
+            _remove_live()
+            if callable(old):
+                old(signum, frame)
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+
+
+class RangeSpill:
+    """Rows of one structured dtype, routed by ``route(rows) -> range index`` (a numpy function of a
+    chunk of rows, values in 0..ranges-1); held in memory up to ``budget`` bytes, then each range's
+    rows appended to a file of its own in ``folder``. ``ranges()`` gives each range's rows, in range
+    order, each in append order."""
+
+    def __init__(self, dtype: np.dtype, route: Callable[[np.ndarray], np.ndarray], ranges: int, budget: int,
+                 folder: SpillFolder, name: str = "rows"):
+        import numpy as np
+        self.dtype, self.route, self.n, self.budget = np.dtype(dtype), route, max(1, int(ranges)), int(budget)
+        self.folder, self.name = folder, name
+        self._held: list[list[np.ndarray]] = [[] for _ in range(self.n)]
+        self._held_bytes = 0
+        self._files: list[str | None] = [None] * self.n
+        self.rows = 0
+        self.spilled = False
+
+    def append(self, rows: np.ndarray) -> None:
+        import numpy as np
+        if len(rows) == 0:
+            return
+        rows = np.asarray(rows, self.dtype)
+        for lo in range(0, len(rows), _APPEND_CHUNK):
+            part = rows[lo:lo + _APPEND_CHUNK]
+            r = np.asarray(self.route(part), np.int64)
+            if self.n == 1:
+                self._held[0].append(part.copy())
+            else:
+                order = np.argsort(r, kind="stable")
+                cuts = np.searchsorted(r[order], np.arange(self.n + 1))
+                for i in np.flatnonzero(cuts[1:] > cuts[:-1]).tolist():
+                    self._held[i].append(part[order[cuts[i]:cuts[i + 1]]])
+            self._held_bytes += part.nbytes
+            self.rows += len(part)
+            if self._held_bytes > self.budget:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write every range's held rows to its file."""
+        if self._held_bytes == 0:
+            return
+        folder = self.folder.get()
+        self.spilled = True
+        for i, held in enumerate(self._held):
+            if not held:
+                continue
+            if self._files[i] is None:
+                self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
+            with open(self._files[i], "ab") as f:
+                for a in held:
+                    f.write(a.tobytes())
+            self._held[i] = []
+        self._held_bytes = 0
+
+    def range_rows(self, i: int) -> np.ndarray:
+        """Range ``i``'s rows in append order (read back from its file when it spilled)."""
+        import numpy as np
+        parts = []
+        if self._files[i] is not None:
+            parts.append(np.fromfile(self._files[i], self.dtype))
+        parts += self._held[i]
+        if not parts:
+            return np.zeros(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def ranges(self) -> Iterator[tuple[int, np.ndarray]]:
+        for i in range(self.n):
+            yield i, self.range_rows(i)
+
+    def close(self) -> None:
+        """Drop the held rows and the files."""
+        for i, p in enumerate(self._files):
+            if p is not None:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+                self._files[i] = None
+        self._held = [[] for _ in range(self.n)]
+        self._held_bytes = 0
+
+
+def split_ranges(keys: np.ndarray, weights: np.ndarray, limit: float) -> np.ndarray:
+    """Bounds that cut sorted ``keys`` into ranges whose summed ``weights`` stay under ``limit`` where a
+    single key allows: the first key of each range after the first (for ``np.searchsorted(bounds, k,
+    'right')`` as the range of key ``k``)."""
+    import numpy as np
+    bounds, acc = [], 0.0
+    for k, w in zip(np.asarray(keys).tolist(), np.asarray(weights, np.float64).tolist()):
+        if acc and acc + w > limit:
+            bounds.append(k)
+            acc = 0.0
+        acc += w
+    return np.array(bounds, dtype=np.asarray(keys).dtype)
+
+
+class ArrayFile:
+    """One array written whole to the spill folder and read back whole on each ``load`` (a fresh
+    array the caller drops when done: nothing stays mapped or cached)."""
+
+    def __init__(self, folder: SpillFolder, arr: np.ndarray, name: str):
+        self.dtype, self.shape = arr.dtype, arr.shape
+        fd, self.path = tempfile.mkstemp(prefix=f"{name}-", suffix=".bin", dir=folder.get())
+        with os.fdopen(fd, "wb") as f:
+            f.write(memoryview(np_contiguous(arr)).cast("B"))
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 0
+
+    def load(self) -> np.ndarray:
+        import numpy as np
+        return np.fromfile(self.path, self.dtype).reshape(self.shape)
+
+    def store(self, arr: np.ndarray) -> None:
+        """Replace the content (same dtype and length)."""
+        with open(self.path, "r+b") as f:
+            f.write(memoryview(np_contiguous(arr)).cast("B"))
+
+
+def np_contiguous(arr):
+    import numpy as np
+    return np.ascontiguousarray(arr)
+
+
+class ChunkedArray:
+    """An append-only array of one dtype, held while it fits in ``budget`` bytes and then in a file of
+    the spill folder; read back in order a chunk at a time (``chunks``), so a whole pass over it
+    holds one chunk. ``array()``: the whole, for the steps that need it at once (small, or damage)."""
+
+    def __init__(self, dtype, budget: int, folder: SpillFolder, name: str = "column"):
+        import numpy as np
+        self.dtype, self.budget, self.folder, self.name = np.dtype(dtype), int(budget), folder, name
+        self._held: list[np.ndarray] = []
+        self._held_bytes = 0
+        self._path: str | None = None
+        self._on_disk = 0
+        self._rows = 0
+
+    def __len__(self) -> int:
+        return self._rows
+
+    @property
+    def spilled(self) -> bool:
+        return self._path is not None
+
+    def append(self, arr: np.ndarray) -> None:
+        if len(arr) == 0:
+            return
+        self._held.append(np_contiguous(arr))
+        self._held_bytes += arr.nbytes
+        self._rows += len(arr)
+        if self._held_bytes > self.budget:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._path is None:
+            fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
+            os.close(fd)
+        with open(self._path, "ab") as f:
+            for a in self._held:
+                f.write(memoryview(a).cast("B"))
+                self._on_disk += len(a)
+        self._held, self._held_bytes = [], 0
+
+    def chunks(self, rows: int = 1 << 20) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, rows) in order, at most ``rows`` at a time from the file, then the held parts."""
+        import numpy as np
+        start = 0
+        if self._path is not None:
+            with open(self._path, "rb") as f:
+                while start < self._on_disk:
+                    n = min(rows, self._on_disk - start)
+                    yield start, np.fromfile(f, self.dtype, n)
+                    start += n
+        for a in self._held:
+            for lo in range(0, len(a), rows):
+                yield start, a[lo:lo + rows]
+                start += len(a[lo:lo + rows])
+
+    def __getitem__(self, what):
+        """Rows ``lo:hi`` (read from the file as far as they are in it), one row, or a whole column by
+        name (the whole array: for the steps that look at all of it at once, on damage only)."""
+        import numpy as np
+        if not isinstance(what, (slice, int, np.integer)):   # a column name, an index array
+            return self.array()[what]
+        if isinstance(what, (int, np.integer)):
+            i = int(what) + (self._rows if what < 0 else 0)
+            return self[i:i + 1][0]
+        lo, hi, step = what.indices(self._rows)
+        if step != 1:
+            raise IndexError("ChunkedArray takes contiguous slices")
+        parts = []
+        if lo < self._on_disk and self._path is not None:
+            n = min(hi, self._on_disk) - lo
+            parts.append(np.fromfile(self._path, self.dtype, n, offset=lo * self.dtype.itemsize))
+        at = self._on_disk
+        for a in self._held:
+            a_lo, a_hi = max(lo, at), min(hi, at + len(a))
+            if a_lo < a_hi:
+                parts.append(a[a_lo - at:a_hi - at])
+            at += len(a)
+        if not parts:
+            return np.zeros(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def array(self) -> np.ndarray:
+        import numpy as np
+        parts = [c for _s, c in self.chunks(1 << 62)]
+        if not parts:
+            return np.zeros(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)

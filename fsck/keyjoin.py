@@ -1,0 +1,57 @@
+"""Membership of id tuples (a ledger, or a ledger's entry) in a reference set, vectorized: no Python
+object per row. Rows are matched by a 64-bit mix of their columns, then compared column by column, so
+the answer is exact (rows whose mixes collide are compared one by one)."""
+from __future__ import annotations
+
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MULT = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def mix(cols: list[np.ndarray]) -> np.ndarray:
+    """A 64-bit hash per row of the columns (integers of up to 64 bits)."""
+    with np.errstate(over="ignore"):
+        h = np.full(len(cols[0]) if cols else 0, _GOLDEN, np.uint64)
+        for c in cols:
+            h ^= np.asarray(c).astype(np.uint64, copy=False)
+            h *= _MULT
+            h ^= h >> np.uint64(31)
+    return h
+
+
+class KeySet:
+    """A set of rows (equal-length columns) that answers ``contains`` for many rows at once."""
+
+    def __init__(self, cols: list[np.ndarray]):
+        self.cols = [np.asarray(c) for c in cols]
+        h = mix(self.cols)
+        self.order = np.argsort(h, kind="stable")
+        self.sorted = h[self.order]
+
+    def __len__(self) -> int:
+        return len(self.sorted)
+
+    def contains(self, cols: list[np.ndarray]) -> np.ndarray:
+        return self.index_of(cols) >= 0
+
+    def index_of(self, cols: list[np.ndarray]) -> np.ndarray:
+        """Per row, the index of an equal row of the set (-1: none)."""
+        n = len(cols[0]) if cols else 0
+        if n == 0 or len(self.sorted) == 0:
+            return np.full(n, -1, np.int64)
+        h = mix(cols)
+        lo = np.searchsorted(self.sorted, h, "left")
+        hi = np.searchsorted(self.sorted, h, "right")
+        cand = lo < hi
+        j = self.order[np.minimum(lo, len(self.sorted) - 1)]
+        same = cand.copy()
+        for ref, q in zip(self.cols, cols):
+            same &= ref[j] == np.asarray(q)
+        out = np.where(same, j, -1)
+        for i in np.flatnonzero(cand & ~same & (hi - lo > 1)).tolist():   # colliding mixes: each compared
+            for k in self.order[lo[i]:hi[i]].tolist():
+                if all(ref[k] == np.asarray(q)[i] for ref, q in zip(self.cols, cols)):
+                    out[i] = k
+                    break
+        return out

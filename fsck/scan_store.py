@@ -1,0 +1,136 @@
+"""The scans a check keeps between passes, within the memory limit.
+
+Each entry log's and journal's scan is kept whole while the per-entry arrays of all kept scans fit in
+their share of ``--memory-limit``; past it, a scan's per-entry arrays (entries, digests, payload
+hashes; a journal's records) go to the check's spill folder and are read back, one file's worth, each
+time a pass asks for them. A pass reads one file's scan at a time, so the check holds at most one
+file's arrays beyond the share. The arrays read back are the ones written: every pass gives the same
+findings either way.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from diskio.spill import ArrayFile, SpillFolder
+from entrylogs.scan import EntryLogScanArrays
+from journal.arrays import JournalArrays
+
+LOG_SHARE = 0.10        # of --memory-limit: entry-log scans kept in memory
+JOURNAL_SHARE = 0.05    # journal scans
+LOCATION_SHARE = 0.10   # the index files' locations (fsck.context.index_inventory)
+_HASH_BYTES = 32
+
+
+class SpilledLogScan(EntryLogScanArrays):
+    """An entry log's scan whose per-entry arrays are in the spill folder (each access reads them)."""
+
+    _files: dict
+
+    @property
+    def entries(self) -> np.ndarray:   # type: ignore[override]
+        return self._files["entries"].load()
+
+    @property
+    def digests(self) -> np.ndarray | None:   # type: ignore[override]
+        f = self._files.get("digests")
+        return None if f is None else f.load()
+
+    @property
+    def payload_hashes(self) -> list[str | None] | None:   # type: ignore[override]
+        f = self._files.get("hashes")
+        if f is None:
+            return None
+        raw, present = f.load(), self._files["hashed"].load()
+        return [raw[i].tobytes().hex() if ok else None for i, ok in enumerate(present.tolist())]
+
+    def recheck(self, plan) -> int:
+        """The digest plan's recheck on the arrays read back, written back when it changed a row."""
+        whole = held(self)
+        n = plan.recheck(whole)
+        if n:
+            self._files["digests"].store(whole.digests)
+            if whole.payload_hashes is not None:
+                raw, present = _hash_arrays(whole.payload_hashes)
+                self._files["hashes"].store(raw)
+                self._files["hashed"].store(present)
+        return n
+
+
+class SpilledJournalScan(JournalArrays):
+    _files: dict
+
+    @property
+    def records(self) -> np.ndarray:   # type: ignore[override]
+        return self._files["records"].load()
+
+
+def held(scan: SpilledLogScan) -> EntryLogScanArrays:
+    """The scan with its arrays read back, as a scan kept in memory is."""
+    fields = {k: v for k, v in vars(scan).items() if k != "_files"}
+    fields.update(entries=scan.entries, digests=scan.digests, payload_hashes=scan.payload_hashes)
+    return EntryLogScanArrays(**fields)
+
+
+def _hash_arrays(hashes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    present = np.array([h is not None for h in hashes], bool)
+    raw = np.zeros((len(hashes), _HASH_BYTES), np.uint8)
+    if present.any():
+        raw[present] = np.frombuffer(bytes.fromhex("".join(h for h in hashes if h is not None)),
+                                     np.uint8).reshape(-1, _HASH_BYTES)
+    return raw, present
+
+
+def _log_bytes(scan: EntryLogScanArrays) -> int:
+    n = scan.entries.nbytes + (scan.digests.nbytes if scan.digests is not None else 0)
+    return n + (len(scan.payload_hashes) * 120 if scan.payload_hashes is not None else 0)
+
+
+class ScanStore:
+    """Keeps finished scans while their arrays fit in ``limit`` bytes; spills the ones after."""
+
+    def __init__(self, folder: SpillFolder, limit: int):
+        self.folder, self.limit, self.held = folder, limit, 0
+        self.lock = threading.Lock()
+        self.spilled = 0
+
+    def _fits(self, n: int) -> bool:
+        with self.lock:
+            if self.held + n <= self.limit:
+                self.held += n
+                return True
+            self.spilled += 1
+            return False
+
+    def keep_log(self, scan):
+        if not isinstance(scan, EntryLogScanArrays) or len(scan.entries) == 0 or self._fits(_log_bytes(scan)):
+            return scan
+        out = object.__new__(SpilledLogScan)
+        out.__dict__.update({k: v for k, v in vars(scan).items() if k not in ("entries", "digests", "payload_hashes")})
+        files = {"entries": ArrayFile(self.folder, scan.entries, "entries")}
+        if scan.digests is not None:
+            files["digests"] = ArrayFile(self.folder, scan.digests, "digests")
+        if scan.payload_hashes is not None:
+            raw, present = _hash_arrays(scan.payload_hashes)
+            files["hashes"], files["hashed"] = ArrayFile(self.folder, raw, "hashes"), ArrayFile(self.folder, present, "hashed")
+        out._files = files
+        return out
+
+    def keep_journal(self, scan):
+        if not isinstance(scan, JournalArrays) or self._fits(scan.records.nbytes):
+            return scan
+        out = object.__new__(SpilledJournalScan)
+        out.__dict__.update({k: v for k, v in vars(scan).items() if k != "records"})
+        out._files = {"records": ArrayFile(self.folder, scan.records, "journal")}
+        return out
+
+
+def entry_count(scan: EntryLogScanArrays) -> int:
+    """Entries of a scan, without reading a spilled one's arrays back."""
+    return len(scan._files["entries"]) if isinstance(scan, SpilledLogScan) else len(scan.entries)
+
+
+def recheck(plan, scan) -> int:
+    """``plan.recheck(scan)`` for a scan kept either way."""
+    return scan.recheck(plan) if isinstance(scan, SpilledLogScan) else plan.recheck(scan)

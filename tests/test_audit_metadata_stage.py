@@ -1,0 +1,145 @@
+"""Ledger metadata read as distributed data, without Spark: the driver's chunk files (folder names,
+service id ranges), a metadata task's segment and per-bookie files, a disk task's view of its
+bookie's ledgers, and fsck's streamed read of a metadata folder."""
+from __future__ import annotations
+
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from audit.metadata_source import MetadataDirSource, MetadataServiceSource, read_chunk, write_chunks
+from audit.metadata_tables import bookie_metadata, read_chunk_task
+from bench.metadata_gen import write_folder, write_sqlite
+from bookie.metadata_dir import bookie_metadata_dir, load_metadata_dir, places_entries_on
+from conftest import GOLDEN
+from formats.ids import LedgerId
+from metaservice.client import MetadataClient
+from metaservice.server import serve
+from metaservice.sqlite_store import SqliteStore
+
+C3 = GOLDEN / "cluster-3"
+C3_BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
+
+
+def stage(source, tmp_path, per_chunk=None) -> tuple[list[dict], str, str]:
+    """The metadata stage's tasks run one after another in this process."""
+    if per_chunk is not None:
+        source.units_per_chunk = per_chunk
+    chunks = write_chunks(source, str(tmp_path / "chunks"))
+    seg, near = str(tmp_path / "seg"), str(tmp_path / "near")
+    os.makedirs(seg)
+    os.makedirs(near)
+    return [read_chunk_task(source, i, c, seg, near) for i, c in enumerate(chunks)], seg, near
+
+
+def segment_rows(seg: str) -> list[tuple]:
+    t = pq.read_table(seg)
+    return sorted(tuple(r.values()) for r in t.to_pylist())
+
+
+def expected_segments(md) -> list[tuple]:
+    out = []
+    for lid, m in md.items():
+        ens = sorted(m.ensembles)
+        for i, (first, members) in enumerate(ens):
+            out.append((lid.scope, lid.ledger, m.state, m.effective_last_entry_id if m.is_closed else None,
+                        m.write_quorum, first, ens[i + 1][0] if i + 1 < len(ens) else None, list(members)))
+    return sorted(out)
+
+
+def test_folder_chunks_give_every_ledger_once_as_segments_and_per_bookie_ledgers(tmp_path):
+    md, _ = load_metadata_dir(str(C3 / "metadata"))
+    stats, seg, near = stage(MetadataDirSource(str(C3 / "metadata")), tmp_path, per_chunk=2)
+    assert len(stats) > 2   # the .bin and .txt of a ledger may fall in different chunks: read once
+    assert sum(s["ledgers"] for s in stats) == len(md) and not any(s["errors"] for s in stats)
+    assert segment_rows(seg) == expected_segments(md)
+    assert sorted({b for s in stats for b in s["bookies"]}) == list(C3_BOOKIES)
+    for b in C3_BOOKIES:
+        view = bookie_metadata(near, b, MetadataDirSource(str(C3 / "metadata")))
+        assert dict(view) == {lid: m for lid, m in md.items() if places_entries_on(m, b)}
+        for lid, m in md.items():   # every other ledger is still there, looked up
+            assert lid in view and view[lid] == m
+        assert LedgerId(0, 0xDEAD) not in view
+
+
+def test_a_task_reports_unreadable_metadata_files(tmp_path):
+    d = tmp_path / "md"
+    d.mkdir()
+    for f in (C3 / "metadata").glob("*.bin"):
+        (d / f.name).write_bytes(f.read_bytes())
+    (d / "77.bin").write_bytes(b"BookieMetadataFormatVersion\t3\nnot a message")
+    stats, _seg, _near = stage(MetadataDirSource(str(d)), tmp_path / "s")
+    assert sum(s["errors"] for s in stats) == 1
+    assert "77.bin" in stats[0]["first_errors"][0]
+
+
+@pytest.fixture()
+def service(tmp_path):
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store)
+    yield f"127.0.0.1:{port}", store
+    server.stop(0)
+    store.close()
+
+
+def test_service_ranges_tile_the_ids_and_read_every_ledger_once(service, tmp_path, monkeypatch):
+    import audit.metadata_source as ms
+    target, _store = service
+    c = MetadataClient(target)
+    want = {}
+    for f in sorted((C3 / "metadata").glob("*.bin")):
+        for scope in (0, 7):
+            c.create(f.read_bytes(), scope=scope, ledger_id=int(f.stem, 16))
+    want = MetadataServiceSource(f"grpc://{target}").load()
+    assert len(want) == 12
+    monkeypatch.setattr(ms, "CHUNK", 5)   # three ranges over two scopes
+    src = MetadataServiceSource(f"grpc://{target}")
+    units = list(src.units())
+    assert len(units) == 3 and units[0].split()[0] == "0" and units[-1].split()[1] == str(1 << 128)
+    bounds = [tuple(map(int, u.split())) for u in units]
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))   # contiguous, no overlap
+    stats, seg, near = stage(src, tmp_path)
+    assert sum(s["ledgers"] for s in stats) == 12
+    from audit.rows import to_signed
+    assert segment_rows(seg) == sorted((to_signed(r[0]),) + r[1:] for r in expected_segments(want))
+    view = bookie_metadata(near, C3_BOOKIES[0], src)
+    assert LedgerId(7, 0x2A) in view and view[LedgerId(7, 0x2A)] == want[LedgerId(7, 0x2A)]
+
+
+def test_a_bookie_s_view_of_a_big_folder_holds_only_its_own_ledgers(tmp_path):
+    md = tmp_path / "md"
+    write_folder(str(md), 3000, 1 << 20, ["bk-x", "bk-y", "bk-z"])   # empty closed ledgers: no entries anywhere
+    for f in (C3 / "metadata").glob("*.bin"):
+        (md / f.name).write_bytes(f.read_bytes())
+    own, _ = load_metadata_dir(str(C3 / "metadata"))
+    view, errors = bookie_metadata_dir(str(md), C3_BOOKIES[0])
+    assert not errors
+    assert set(view) == {lid for lid, m in own.items() if places_entries_on(m, C3_BOOKIES[0])}
+    assert LedgerId(0, (1 << 20) + 5) in view and len(view) < 10
+
+
+def test_fsck_streams_a_metadata_folder_and_finds_what_the_whole_folder_gives(tmp_path):
+    from fsck.api import check_bookie
+    from fsck.context import CheckOptions
+    from bookie.layout import discover
+    md = tmp_path / "md"
+    write_folder(str(md), 2000, 1 << 20, list(C3_BOOKIES))
+    for f in (C3 / "metadata").glob("*"):
+        (md / f.name).write_bytes(f.read_bytes())
+    whole, _ = load_metadata_dir(str(md))
+    for b in C3_BOOKIES:
+        dirs = discover(str(C3 / "bookies" / b))
+        streamed = check_bookie(dirs, CheckOptions(metadata_dir=str(md)))
+        held = check_bookie(dirs, CheckOptions(metadata=whole))
+        assert [f.to_json() for f in streamed.findings] == [f.to_json() for f in held.findings], b
+        assert len(streamed.context.metadata) < 10
+
+
+def test_the_sqlite_generator_fills_the_service_store(tmp_path):
+    write_sqlite(str(tmp_path / "g.db"), 2500, 100, ["a", "b", "c"], batch=1000)
+    store = SqliteStore(tmp_path / "g.db")
+    try:
+        assert store.ledger_ids(0, None, 10_000) == list(range(100, 2600))
+    finally:
+        store.close()

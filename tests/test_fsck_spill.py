@@ -1,0 +1,183 @@
+"""A check forced to spill (a memory limit far below what its tables need) gives exactly the findings,
+in the same order, of a check that holds everything in memory; and it leaves no temporary folder."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from bookie.layout import discover, discover_all
+from bookie.model import BookieSpec, LedgerSpec
+from bookie.writer import write_bookie, write_metadata_dir
+from diskio.spill import PREFIX, MemoryLimit
+from formats.digests import DigestType
+from formats.ids import LedgerId
+from formats.lastmark import LastMark, build_last_mark
+from fsck.api import check_bookie
+from fsck.cli import fsck_command
+from fsck.context import CheckOptions
+from fsck.passes import p5_crosscheck
+from journal.reader import read_journal
+from tests.conftest import GOLDEN
+from tests.fsck_helpers import entry_record, flip_payload, make_disk, patch
+
+TINY = 1 / 256   # MiB: every scan spills, the cross-check runs over many ranges of logs
+
+
+def _findings(report) -> list[dict]:
+    return [f.to_json() for f in report.findings]
+
+
+def _both(dirs, tmp: str, monkeypatch, **kw) -> tuple[list[dict], list[dict]]:
+    ranges = []
+    real = p5_crosscheck.split_ranges
+    monkeypatch.setattr(p5_crosscheck, "split_ranges", lambda *a: ranges.append(real(*a)) or ranges[-1])
+    held = check_bookie(dirs, CheckOptions(**kw))
+    spilled = check_bookie(dirs, CheckOptions(memory=MemoryLimit(TINY, tmp), **kw))
+    try:
+        ctx = spilled.context
+        if ctx.log_files:
+            assert ctx.scan_store.spilled > 0 and os.listdir(ctx.spill.path), "the tiny limit did not spill"
+            assert len(ranges[-1]) > 0 or len(ctx.log_files) == 1, "the cross-check ran over one range"
+        assert held.context.scan_store.spilled == 0
+        return _findings(held), _findings(spilled)
+    finally:
+        held.close()
+        spilled.close()
+        assert not [n for n in os.listdir(tmp) if n.startswith(PREFIX)]
+
+
+def _damage(disk) -> None:
+    """Faults of every cross-check at once: wrong locations, entries no index points at, a ledger
+    whose index is gone, a superseded copy, digests and framing."""
+    w = disk.written
+    one = LedgerId(0, 1)
+    p = w.index_files[one]
+    patch(p, 1024 + 8 * 3, (w.locations[(one, 3)] + 7).to_bytes(8, "big"))        # a wrong location
+    patch(p, 1024 + 8 * 4, w.locations[(one, 9)].to_bytes(8, "big"))               # points at another entry
+    os.truncate(w.index_files[LedgerId(0, 0)], 1024 + 8 * 10 + 3)                   # entries 10.. not indexed
+    os.unlink(w.index_files[LedgerId(0, 0x1234)])                                   # a ledger without its index
+    flip_payload(w, one, 20)
+    path, off = entry_record(w, LedgerId(0, 255), 2)
+    patch(path, off, bytes(64))                                                     # framing damage
+
+
+@pytest.mark.parametrize("with_metadata", [True, False])
+def test_spilled_check_of_a_damaged_bookie_gives_the_same_findings(tmp_path, monkeypatch, with_metadata):
+    disk = make_disk(str(tmp_path / "d"))
+    _damage(disk)
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    kw = {"metadata_dir": disk.md_dir} if with_metadata else {}
+    held, spilled = _both(disk.dirs, str(tmp), monkeypatch, **kw)
+    codes = {f["code"] for f in held}
+    assert {"INDEX_LOCATION_WRONG", "ENTRY_NOT_INDEXED", "DIGEST_MISMATCH", "LOG_FRAMING_BROKEN",
+            "GARBAGE_ENTRIES"} <= codes
+    assert ("LEDGER_NOT_INDEXED" if with_metadata else "LEDGER_INDEX_MISSING") in codes
+    assert spilled == held
+
+
+def test_spilled_check_with_jobs_and_payload_hashes_gives_the_same_findings(tmp_path, monkeypatch):
+    disk = make_disk(str(tmp_path / "d"))
+    _damage(disk)
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    held, spilled = _both(disk.dirs, str(tmp), monkeypatch, metadata_dir=disk.md_dir, jobs=2, payload_hash="sha256")
+    assert spilled == held and held
+
+
+@pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "interleaved-v4-smallpage", "sorted-v5-bookieid"])
+def test_spilled_check_of_golden_bookies_gives_the_same_findings(tmp_path, monkeypatch, corpus):
+    for dirs in discover_all(str(GOLDEN / corpus)):
+        held, spilled = _both(dirs, str(tmp_path), monkeypatch)
+        assert spilled == held
+
+
+def test_a_tmp_dir_inside_the_bookie_is_refused_in_one_line(tmp_path):
+    disk = make_disk(str(tmp_path / "d"))
+    inside = os.path.join(disk.dirs.ledger_dirs[0], "current")
+    before = sorted(os.listdir(inside))
+    r = CliRunner().invoke(fsck_command, [disk.root, "--no-progress", "--tmp-dir", inside], catch_exceptions=False)
+    assert r.exit_code == 8
+    assert r.output.strip().splitlines() == [
+        f"bookie-fsck: {inside}: --tmp-dir is inside the bookie's dir {disk.dirs.ledger_dirs[0]}; "
+        "expected a folder outside every bookie dir"]
+    assert sorted(os.listdir(inside)) == before
+
+
+def test_cli_with_a_tiny_limit_prints_the_same_report_and_removes_its_folder(tmp_path):
+    disk = make_disk(str(tmp_path / "d"))
+    _damage(disk)
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    stale = tmp / f"{PREFIX}999999999-1-x"   # a folder a killed run left (no such process)
+    stale.mkdir()
+    outs = []
+    for extra in ([], ["--memory-limit", "1", "--tmp-dir", str(tmp)]):
+        r = CliRunner().invoke(fsck_command, [disk.root, "--no-progress", "-v", "--metadata-dir", disk.md_dir, *extra],
+                               catch_exceptions=False)
+        assert r.exit_code == 4
+        outs.append([re.sub(r" in [0-9.]+ s\.$", "", line) for line in r.output.splitlines()])
+    assert outs[0] == outs[1]
+    assert os.listdir(tmp) == []
+    shutil.rmtree(tmp)
+
+
+def test_spilled_check_after_a_crash_and_a_deletion_gives_the_same_findings(tmp_path, monkeypatch):
+    """Records after lastMark looked up among spilled locations; a deleted ledger's entries as garbage."""
+    ledgers = [LedgerSpec(i, [bytes([i & 0xff]) * (100 + 37 * e) for e in range(12)], DigestType.CRC32C, b"pw")
+               for i in (1, 2, 3, 0x105)]
+    spec = BookieSpec(ledgers, bookie_id="bk-spill.rack-z", entry_log_size_limit=4096)
+    w = write_bookie(spec, str(tmp_path / "b"))
+    md = tmp_path / "md"
+    write_metadata_dir(spec, str(md))
+    os.unlink(w.index_files[LedgerId(0, 3)])
+    patch(w.index_files[LedgerId(0, 2)], 1024 + 8 * 7, bytes(8 * 5))
+    jid = read_journal(w.journal_files[0]).journal_id
+    dirs = discover(str(tmp_path / "b"))
+    for d in dirs.ledger_dirs:
+        with open(os.path.join(d, "current", "lastMark"), "wb") as f:
+            f.write(build_last_mark(LastMark(jid, 512)))
+    (md / "1.bin").unlink()
+    os.unlink(w.index_files[LedgerId(0, 1)])
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    held, spilled = _both(dirs, str(tmp), monkeypatch, metadata_dir=str(md))
+    assert {"REPLAY_PENDING", "REPLAY_NOT_IN_STORAGE"} <= {f["code"] for f in held}
+    assert spilled == held
+
+
+@pytest.mark.parametrize("with_metadata", [True, False])
+def test_scan_disk_rows_from_spilled_scans_are_the_rows_from_memory(tmp_path, with_metadata):
+    """The audit's replicas (with payload hashes) and findings come from fsck's scans: spilled or held,
+    the same rows in the same order."""
+    from audit.metadata_source import MetadataDirSource
+    from audit.rows import DiskInput, RunInfo, iter_disk, split_tables
+    disk = make_disk(str(tmp_path / "d"))
+    _damage(disk)
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    md = MetadataDirSource(disk.md_dir).load() if with_metadata else {}
+    run = RunInfo("r", "0", "h")
+    tables = []
+    for memory in (None, MemoryLimit(TINY, str(tmp))):
+        t = split_tables(list(iter_disk(DiskInput(disk.root), md, run, guard=False, memory=memory)))
+        t["disks"] = t["disks"].drop_columns(["scan_seconds"])
+        tables.append({k: v.to_pylist() for k, v in t.items()})
+    assert tables[0]["replicas"] and tables[0]["findings"]
+    assert all(r["payload_sha256"] for r in tables[0]["replicas"] if r["digest_ok"] is not None)
+    assert tables[1] == tables[0]
+    assert os.listdir(tmp) == []
+
+
+def test_inventory_rows_in_parts_are_the_rows_at_once(tmp_path):
+    from bookie.inventory import scan_bookie
+    from entrylogs.scan import DigestPlan
+    disk = make_disk(str(tmp_path / "d"))
+    for rows in scan_bookie(disk.dirs, DigestPlan(), payload_hash="sha256"):
+        assert not isinstance(rows, str)
+        whole = b"".join(rows.jsonl_parts(rows=1 << 30))
+        assert b"".join(rows.jsonl_parts(rows=7)) == whole and whole.count(b"\n") == len(rows)

@@ -1,0 +1,106 @@
+"""The spill machinery: a table partitioned by key gives the same rows, in the same order, whether it
+was held in memory or spilled; its temporary folder is never in a bookie's dirs and never outlives
+its run."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diskio.spill import PREFIX, MemoryLimit, RangeSpill, SpillError, SpillFolder, remove_stale, split_ranges
+
+DT = np.dtype([("key", "<u8"), ("v", "<i8")])
+
+
+def _route(bounds):
+    return lambda rows: np.searchsorted(bounds, rows["key"], side="right")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 999), max_size=300), max_size=8), st.integers(1, 6))
+def test_spilled_and_held_tables_give_the_same_ranges(tmp_path_factory, batches, n):
+    bounds = np.sort(np.random.default_rng(n).choice(1000, n - 1, replace=False)).astype(np.uint64)
+    out = []
+    for budget in (1 << 40, 1):   # all in memory; spilled at every append
+        folder = SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("spill"))))
+        t = RangeSpill(DT, _route(bounds), n, budget, folder)
+        serial = 0
+        for b in batches:
+            rows = np.zeros(len(b), DT)
+            rows["key"], rows["v"] = b, np.arange(serial, serial + len(b))
+            serial += len(b)
+            t.append(rows)
+        got = [(i, r.tolist()) for i, r in t.ranges()]
+        assert t.spilled == (budget == 1 and serial > 0)
+        out.append(got)
+        folder.close()
+        assert folder.path is None
+    assert out[0] == out[1]
+    everything = [r for _i, rows in out[0] for r in rows]
+    assert sorted(everything, key=lambda r: r[1]) == [(k, i) for i, k in enumerate(k for b in batches for k in b)]
+    for i, rows in out[0]:   # each range holds its keys, in append order
+        lo = bounds[i - 1] if i else 0
+        assert all(lo <= k and (i == n - 1 or k < bounds[i]) for k, _v in rows)
+        assert [v for _k, v in rows] == sorted(v for _k, v in rows)
+
+
+def test_split_ranges_bounds_each_range_weight():
+    keys = np.arange(10, dtype=np.uint64)
+    b = split_ranges(keys, np.full(10, 3), 7)
+    assert b.tolist() == [2, 4, 6, 8]
+    assert split_ranges(keys, np.full(10, 100), 7).tolist() == list(range(1, 10))   # one key over the limit alone
+
+
+def test_folder_inside_a_bookie_dir_is_refused(tmp_path):
+    bookie = tmp_path / "ledgers"
+    (bookie / "current").mkdir(parents=True)
+    with pytest.raises(SpillError, match="inside the bookie's dir"):
+        SpillFolder(MemoryLimit(1, str(bookie / "current")), [str(bookie)])
+    SpillFolder(MemoryLimit(1, str(tmp_path)), [str(bookie)])   # beside it: fine
+
+
+def test_folder_is_made_on_use_and_removed_on_close(tmp_path):
+    f = SpillFolder(MemoryLimit(1, str(tmp_path)))
+    assert os.listdir(tmp_path) == []
+    p = f.get()
+    assert os.path.basename(p).startswith(PREFIX) and os.path.isdir(p)
+    with f:
+        pass
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_killed_runs_folder_is_removed_by_the_next_run(tmp_path):
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os
+        from diskio.spill import MemoryLimit, SpillFolder
+        print(SpillFolder(MemoryLimit(1, {str(tmp_path)!r})).get(), flush=True)
+        os._exit(0)   # as a process killed with no chance to clean up
+        """)], capture_output=True, text=True, check=True)
+    stale = child.stdout.strip()
+    assert os.path.isdir(stale)
+    mine = SpillFolder(MemoryLimit(1, str(tmp_path))).get()   # made by a run whose process lives
+    assert remove_stale(str(tmp_path)) == [] and os.path.isdir(mine)
+    assert not os.path.exists(stale)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_folder_is_removed_when_the_run_is_interrupted(tmp_path, sig):
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from diskio.spill import MemoryLimit, SpillFolder
+        with SpillFolder(MemoryLimit(1, {str(tmp_path)!r})) as f:
+            print(f.get(), flush=True)
+            time.sleep(60)
+        """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    made = p.stdout.readline().strip()
+    assert os.path.isdir(made)
+    p.send_signal(sig)
+    p.wait(timeout=30)
+    assert os.listdir(tmp_path) == []
