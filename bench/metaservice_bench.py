@@ -2,7 +2,7 @@
 latency and Watch fan-out delay, over the embedded store and over ZooKeeper; and the ZooKeeper sessions
 the service holds (one) against 64 kazoo clients going to ZooKeeper directly, with their throughput.
 
-    python -m bench.metaservice_bench [--clients 64] [--seconds 4] [--ledgers 256] [--no-zk]
+    python -m bench.metaservice_bench [--clients 64] [--seconds 4] [--ledgers 256] [--procs 4] [--no-zk|--no-embedded]
 
 The service runs as `bkdisk metadata serve` in its own process; the clients run as threads spread over
 a few processes (each thread its own channel or ZooKeeper session). ZooKeeper is a local standalone
@@ -97,11 +97,12 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
     for t in ts:
         t.start()
     ready.wait()
-    out.put(("ready", 0, [], 0))
+    out.put(("ready", 0, [], 0, 0.0))
     go.wait()
+    cpu0 = time.process_time()          # every thread of this process: the clients' own CPU
     for t in ts:
         t.join()
-    out.put(("done", ops[0], lat, errors[0]))
+    out.put(("done", ops[0], lat, errors[0], time.process_time() - cpu0))
 
 
 def _watch_worker(target: str, threads: int, ledger: int, updates: int, out: mp.Queue) -> None:
@@ -137,9 +138,18 @@ def _spread(n: int) -> list[int]:
     return [n // PROCS + (1 if i < n % PROCS else 0) for i in range(PROCS)]
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load(kind: str, target: str, clients: int, ledgers: int, seconds: float, path_of: dict | None = None,
-         probe=None) -> dict:
-    """``clients`` clients doing ``kind`` for ``seconds``; ``probe()`` runs once every client is connected."""
+         probe=None, servers: dict[str, int] | None = None) -> dict:
+    """``clients`` clients doing ``kind`` for ``seconds``; ``probe()`` runs once every client is connected.
+
+    Besides throughput and latency: the CPU per operation of the clients (all client processes)
+    and of each process in ``servers`` (name -> pid), in microseconds, over the measured phase."""
     ctx = mp.get_context("spawn")
     out, go = ctx.Queue(), ctx.Event()
     procs, first = [], 0
@@ -151,19 +161,25 @@ def load(kind: str, target: str, clients: int, ledgers: int, seconds: float, pat
     for _ in procs:
         out.get(timeout=300)
     probed = probe() if probe is not None else None
+    servers = servers or {}
+    cpu0 = {name: _cpu_seconds(pid) for name, pid in servers.items()}
     t0 = time.monotonic()
     go.set()
     ops = errors = 0
+    client_cpu = 0.0
     lat: list[float] = []
     for _ in procs:
-        _tag, n, lt, bad = out.get(timeout=seconds + 300)
-        ops, errors = ops + n, errors + bad
+        _tag, n, lt, bad, used = out.get(timeout=seconds + 300)
+        ops, errors, client_cpu = ops + n, errors + bad, client_cpu + used
         lat += lt
     wall = time.monotonic() - t0
+    cpu = {name: _cpu_seconds(pid) - cpu0[name] for name, pid in servers.items()}
     for p in procs:
         p.join()
     got = {"ops_per_s": round(ops / wall), "p50_ms": round(_pct(lat, 50), 2), "p99_ms": round(_pct(lat, 99), 2),
-           "ops": ops, "errors": errors}
+           "ops": ops, "errors": errors,
+           "cpu_us_per_op": {"clients": round(client_cpu / max(ops, 1) * 1e6),
+                             **{name: round(c / max(ops, 1) * 1e6) for name, c in cpu.items()}}}
     if probe is not None:
         got["zk_sessions"] = probed
     return got
@@ -229,8 +245,9 @@ def bench_service(store_url: str, a) -> dict:
     svc = Service(store_url)
     try:
         _preload(svc.target, a.ledgers)
-        return {"reads": load("read", svc.target, a.clients, a.ledgers, a.seconds),
-                "cas_writes": load("cas", svc.target, a.clients, a.ledgers, a.seconds),
+        on = {"service": svc.proc.pid}
+        return {"reads": load("read", svc.target, a.clients, a.ledgers, a.seconds, servers=on),
+                "cas_writes": load("cas", svc.target, a.clients, a.ledgers, a.seconds, servers=on),
                 "watch_fanout": fanout(svc.target, a.clients, a.ledgers - 1)}
     finally:
         svc.stop()
@@ -257,10 +274,11 @@ def bench_zk(a) -> dict:
             try:
                 _preload(svc.target, a.ledgers)
                 # ZooKeeper sessions counted while the 64 clients are connected to the service
+                on = {"service": svc.proc.pid, "zookeeper": zk.proc.pid}
                 out = {"reads": load("read", svc.target, a.clients, a.ledgers, a.seconds,
-                                     probe=lambda: zk_sessions(zk))}
+                                     probe=lambda: zk_sessions(zk), servers=on)}
                 sessions_during = out["reads"].pop("zk_sessions")
-                out["cas_writes"] = load("cas", svc.target, a.clients, a.ledgers, a.seconds)
+                out["cas_writes"] = load("cas", svc.target, a.clients, a.ledgers, a.seconds, servers=on)
                 out["watch_fanout"] = fanout(svc.target, a.clients, a.ledgers - 1)
                 out["zk_sessions_with_service"] = sessions_during
             finally:
@@ -272,10 +290,13 @@ def bench_zk(a) -> dict:
                 probe.get("/ledgers/LAYOUT")[0] else "hierarchical"
             paths = {lid: ledger_path("/ledgers", kind, 0, lid) for lid in range(a.ledgers)}
             probe.stop()
-            reads = load("zk-read", zk.hosts, a.clients, a.ledgers, a.seconds, paths, probe=lambda: zk_sessions(zk))
+            on = {"zookeeper": zk.proc.pid}
+            reads = load("zk-read", zk.hosts, a.clients, a.ledgers, a.seconds, paths, probe=lambda: zk_sessions(zk),
+                         servers=on)
             sessions = reads.pop("zk_sessions")
             out["direct_kazoo"] = {"reads": reads,
-                                   "cas_writes": load("zk-cas", zk.hosts, a.clients, a.ledgers, a.seconds, paths),
+                                   "cas_writes": load("zk-cas", zk.hosts, a.clients, a.ledgers, a.seconds, paths,
+                                                      servers=on),
                                    "zk_sessions": sessions}
             return out
         finally:
@@ -283,18 +304,25 @@ def bench_zk(a) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PROCS
     ap = argparse.ArgumentParser(prog="python -m bench.metaservice_bench", description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=4.0, help="Per measured phase.")
     ap.add_argument("--ledgers", type=int, default=256)
     ap.add_argument("--no-zk", action="store_true", help="Only the embedded store.")
+    ap.add_argument("--no-embedded", action="store_true", help="Only ZooKeeper (the service and direct kazoo).")
+    ap.add_argument("--procs", type=int, default=PROCS,
+                    help="Client processes the clients are spread over (the same for every side).")
     a = ap.parse_args(argv)
+    PROCS = a.procs
     if a.ledgers < a.clients:
         ap.error("--ledgers must be at least --clients (each client CAS-writes a ledger of its own)")
     t0 = time.monotonic()
-    result = {"clients": a.clients, "seconds_per_phase": a.seconds, "ledgers": a.ledgers, "cpus": os.cpu_count()}
-    with tempfile.TemporaryDirectory(prefix="bkdisk-meta-bench-") as tmp:
-        result["embedded"] = bench_service(f"sqlite:{tmp}/meta.db", a)
+    result = {"clients": a.clients, "client_procs": PROCS, "seconds_per_phase": a.seconds, "ledgers": a.ledgers,
+              "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
+    if not a.no_embedded:
+        with tempfile.TemporaryDirectory(prefix="bkdisk-meta-bench-") as tmp:
+            result["embedded"] = bench_service(f"sqlite:{tmp}/meta.db", a)
     if not a.no_zk:
         result["zookeeper"] = bench_zk(a)
     result["wall_seconds"] = round(time.monotonic() - t0, 1)

@@ -58,6 +58,7 @@ class Follower:
         # The head when following began (each start moves the head by one, with no change at it):
         # a watch may resume after a sequence only from where its ledger was already followed.
         self.since: dict[Key, int] = {}
+        self.following: set[Key] = set()         # followed, or being followed (its first read under way)
         self.all_since: int | None = None
         self.queue: collections.deque = collections.deque()
         # Sequences start at the service's start time in microseconds: a restarted service's are
@@ -85,11 +86,16 @@ class Follower:
 
     def touch(self, key: Key) -> None:
         """``key`` changed (an event, or a write through this service): reads skip the cache until
-        it is re-read."""
+        it is re-read. A ledger only cached (no Watch follows it) is dropped from the cache instead:
+        the next read of it reads ZooKeeper and arms its watch again, so a ledger written and not
+        read costs ZooKeeper nothing beyond the write."""
         with self.lock:
             if key not in self.seen and not self.all:
                 return          # neither followed nor cached: nothing to re-read
             self.generation[key] += 1
+            if key not in self.following and not self.all:
+                self.seen.pop(key, None)
+                return
             self.dirty[key] = self.dirty.get(key, 0) + 1
         self._put(("ledger", key))
 
@@ -137,7 +143,9 @@ class Follower:
         with self.lock:
             if key in self.since:
                 return
-        if key not in self.seen:
+            self.following.add(key)     # from here an event re-reads it instead of dropping it
+            cached = key in self.seen
+        if not cached:
             self._refresh([key], emit=False)
         with self.lock:
             self.head += 1

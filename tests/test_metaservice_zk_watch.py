@@ -205,3 +205,37 @@ def test_the_layout_check_finds_a_znode_bookkeeper_would_not_write(cluster):
     assert foreign_znodes(zk.hosts) == [f"{ROOT}/bkdisk", f"{ROOT}/bkdisk/changelog"]
     bk.delete(f"{ROOT}/bkdisk", recursive=True)
     c.close()
+
+
+def test_a_cached_ledger_written_and_not_followed_costs_zookeeper_no_read_until_it_is_read_again(cluster):
+    zk, store, port, bk = cluster
+    c = MetadataClient(f"127.0.0.1:{port}")
+    first = serialize_metadata(opened(7))
+    c.create(first, ledger_id=7)
+    assert c.read(7).version == 0                       # now in the read cache, its watch armed
+    reads: list[str] = []
+    for name in ("get_async", "exists_async"):   # kazoo's get and exists call these
+        real = getattr(store.zk, name)
+
+        def counted(path, *a, real=real, name=name, **kw):
+            reads.append(f"{name} {path}")
+            return real(path, *a, **kw)
+        setattr(store.zk, name, counted)
+    try:
+        v = c.write(7, serialize_metadata(closed(opened(7), 1)), 0).version
+        v = c.write(7, serialize_metadata(closed(opened(7), 2)), v).version
+        store.follower.wait(lambda: False, 0.5)         # room for the watch event and any re-read
+        assert reads == []
+        got = c.read(7)                                 # read through ZooKeeper, cached again
+        assert (got.version, got.serialized) == (2, serialize_metadata(closed(opened(7), 2)))
+        assert len(reads) == 1
+        # a change made directly still reaches the next read
+        bk.set(bookkeeper_path(7), serialize_metadata(closed(opened(7), 3)), version=2)
+        deadline = time.monotonic() + 60
+        while c.read(7).version != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.read(7).serialized == serialize_metadata(closed(opened(7), 3))
+    finally:
+        for name in ("get_async", "exists_async"):
+            vars(store.zk).pop(name, None)
+        c.close()
