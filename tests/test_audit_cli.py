@@ -16,6 +16,8 @@ import pytest
 from audit.job import ALL_TABLES, read_tables
 from tests.report_browser import WIDTH, greenish, reddish, render
 
+pytestmark = pytest.mark.slow   # `bkdisk audit` and the demo as processes, each starting Spark
+
 SHOTS = Path(__file__).resolve().parents[1] / "tests-output" / "report-screenshots"
 
 BIN = Path(sys.executable).parent

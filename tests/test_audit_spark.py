@@ -24,6 +24,8 @@ from formats.index import unpack_location
 from formats.paths import entry_log_name
 from spark_session import scan_hosts, shared_spark
 
+pytestmark = pytest.mark.slow   # real Spark audits of whole clusters
+
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
 VOLATILE = {"run_id", "host", "scan_seconds"}
 

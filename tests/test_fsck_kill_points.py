@@ -110,6 +110,7 @@ def template(tmp_path_factory):
     return base, d, replaced, calls
 
 
+@pytest.mark.slow   # a repair killed at each of its write points, each rerun
 def test_a_repair_killed_at_any_point_converges_and_loses_nothing(template, tmp_path):
     base, d0, replaced, calls = template
     assert calls > 20, calls

@@ -15,6 +15,8 @@ from metaservice.server import serve
 from metaservice.sqlite_store import SqliteStore
 from test_audit_spark import BOOKIES, rows
 
+pytestmark = pytest.mark.slow   # a Spark audit reading metadata through the service
+
 
 @pytest.fixture()
 def service(tmp_path):
