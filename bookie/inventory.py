@@ -13,8 +13,9 @@ from typing import Iterator
 import numpy as np
 
 from bookie.layout import BookieDirs, bookie_id_of
-from diskio.jsonl import CHOICE, DIGEST, DIGEST_BYTES, INT, INT_OR_NULL, UINT, RowTemplate, Slot
+from diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from diskio.mapped import DiskError
+from diskio.payload_hashes import PayloadHashes, hex_ascii
 from entrylogs.reader import Damage
 from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan,
                             EntryLogScanArrays, scan_entry_log)
@@ -118,9 +119,7 @@ class LogRows:
         ok = verified_status(d)
         arrays["digest_ok"] = pa.array(ok == DIGEST_OK, pa.bool_(), mask=(ok != DIGEST_OK) & (ok != DIGEST_BAD))
         if self.payload_sha256 is not None:
-            hexes = np.array([None if r < 0 else self.payload_sha256[r].tobytes().hex() for r in self.hash_row],
-                             object)
-            arrays[HASH_SLOT.key] = pa.array(hexes, pa.string())
+            arrays[HASH_SLOT.key] = _hex_column(self.payload_sha256, self.hash_row)
         return pa.RecordBatch.from_pydict(arrays)
 
 
@@ -131,6 +130,22 @@ def _repeated(value: str | None, n: int):
         return pa.nulls(n, pa.string())
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())) \
         .cast(pa.string())
+
+
+def _hex_column(digests: np.ndarray, rows: np.ndarray):
+    """A string column of ``digests[rows[r]]`` as lowercase hex (null where ``rows[r]`` is -1), written
+    into Arrow's buffers directly: 64 bytes of text per hashed row."""
+    import pyarrow as pa
+    present = rows >= 0
+    text = hex_ascii(digests[rows[present]])
+    width = text.shape[1]
+    if len(text) * width > np.iinfo(np.int32).max:
+        raise ValueError(f"{len(text)} payload hashes are more than one string column holds")
+    offsets = np.zeros(len(rows) + 1, np.int32)
+    np.cumsum(present * np.int32(width), dtype=np.int32, out=offsets[1:])
+    nulls = len(rows) - len(text)
+    validity = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
+    return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(text), validity, nulls)
 
 
 def _decoded(codes: np.ndarray, names: tuple) -> object:
@@ -151,14 +166,10 @@ def entry_logs(ledger_dir: str) -> tuple[list[tuple[int, str]], str | None]:
     return sorted((i, p) for i, p in logs if i is not None), None
 
 
-def _hash_array(hashes: list[str | None] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+def _hash_array(hashes: PayloadHashes | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     if hashes is None:
         return None, None
-    present = [h for h in hashes if h is not None]
-    digests = np.frombuffer(bytes.fromhex("".join(present)), np.uint8).reshape(len(present), DIGEST_BYTES)
-    rows = np.full(len(hashes), -1, np.int64)
-    rows[[i for i, h in enumerate(hashes) if h is not None]] = np.arange(len(present))
-    return digests, rows
+    return hashes.raw, np.where(hashes.present, np.arange(len(hashes), dtype=np.int64), -1)
 
 
 def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,

@@ -27,6 +27,7 @@ from diskio.digest_kernels import (DIGEST_BAD, DIGEST_LENGTH_BY_CODE, DIGEST_OK,
                                    DIGEST_UNKNOWN, SNIFF_CRC32, SNIFF_CRC32C, check_digests, sniff_crc)
 from diskio.kernels import as_bytes_array, readonly
 from diskio.mapped import map_file
+from diskio.payload_hashes import PayloadHashes, sha256_payloads
 from formats.digests import DIGEST_LENGTH, DigestType, mac_key
 from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
 from formats.entrylog import SIZE_PREFIX_SIZE
@@ -284,13 +285,13 @@ def _learn_dlen_hints(plan: DigestPlan, uled, lcode, inv, v1, size, entry, lengt
 
 
 def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = None, *, base: int = 0,
-                         payload_hash: str | None = None) -> tuple[np.ndarray, list[str | None] | None]:
+                         payload_hash: str | None = None) -> tuple[np.ndarray, PayloadHashes | None]:
     """Digest results (DIGEST_DTYPE rows) for ``entries`` (ENTRY_DTYPE) held in ``data``.
 
     ``data`` holds the file bytes [base, base + len(data)) and every entry's whole record. ``plan``
     (updated in place) gives known types and passwords and collects sniffing results; without one,
-    every V1 ledger is sniffed. ``payload_hash="sha256"`` also returns each payload's hex digest
-    (None where the digest length, hence the payload, is unknown).
+    every V1 ledger is sniffed. ``payload_hash="sha256"`` also returns each payload's SHA-256
+    (absent where the digest length, hence the payload, is unknown).
     """
     if payload_hash not in (None, "sha256"):
         raise ValueError(f"unsupported payload hash {payload_hash!r} (only sha256)")
@@ -299,7 +300,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     n = len(entries)
     out = np.zeros(n, DIGEST_DTYPE)
     if n == 0:
-        return out, ([] if payload_hash else None)
+        return out, (PayloadHashes.empty() if payload_hash else None)
     off = np.ascontiguousarray(entries["offset"], dtype=np.int64)
     size = np.ascontiguousarray(entries["size"], dtype=np.int64)
     fmt = np.ascontiguousarray(entries["format"], dtype=np.uint8)
@@ -343,12 +344,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     out["payload_len"] = plen
     hashes = None
     if payload_hash:
-        mv = memoryview(buf)
-        start = off + SIZE_PREFIX_SIZE - base + hdr + np.maximum(dlen, 0)
-        hashes = [None] * n
-        for i in np.flatnonzero(plen >= 0).tolist():
-            a = int(start[i])
-            hashes[i] = hashlib.sha256(mv[a:a + int(plen[i])]).hexdigest()
+        hashes = sha256_payloads(buf, off + SIZE_PREFIX_SIZE - base + hdr + np.maximum(dlen, 0), plen)
     return out, hashes
 
 
@@ -373,8 +369,7 @@ def _recheck_rows(scan, plan: DigestPlan, whole: Callable[[], np.ndarray]) -> in
     rows, hs = verify_entry_digests(whole(), e[idx], plan, payload_hash="sha256" if hashing else None)
     d[idx] = rows
     if hashing:
-        for k, i in enumerate(idx.tolist()):
-            scan.payload_hashes[i] = hs[k]
+        scan.payload_hashes.put(idx, hs)
     return len(idx)
 
 

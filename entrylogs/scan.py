@@ -22,6 +22,7 @@ from diskio.digest_policy import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UN
                                   SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_NAMES, SOURCE_NONE, SOURCE_SNIFFED, DigestPlan,
                                   recheck_digests, verify_entry_digests)
 from diskio.kernels import readonly
+from diskio.payload_hashes import PayloadHashes
 from diskio.windowed import DEFAULT_WINDOW, MIN_WINDOW, MODE, RESUME, Columns, FileSource, new_state, walk_windows
 from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
 from entrylogs.reader import read_frame
@@ -45,7 +46,7 @@ class EntryLogScanArrays(EntryLogArrays):
     """EntryLogArrays plus, when digests were checked, one DIGEST_DTYPE row per entry."""
 
     digests: np.ndarray | None = None
-    payload_hashes: list[str | None] | None = None   # hex, when a payload hash was asked for
+    payload_hashes: PayloadHashes | None = None   # when a payload hash was asked for
 
 
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
@@ -72,7 +73,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                                  np.zeros(0, ENTRY_DTYPE), np.zeros(0, PROBLEM_DTYPE))
         if check:
             res.digests = np.zeros(0, DIGEST_DTYPE)
-            res.payload_hashes = [] if payload_hash else None
+            res.payload_hashes = PayloadHashes.empty() if payload_hash else None
         if src.size == 0:
             return res  # a preallocated log that was never written
         frame = read_frame(src.read, src.size, p)
@@ -89,7 +90,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         entries, problems = Columns(_ENTRY_COLUMNS, capacity), Columns(_PROBLEM_COLUMNS, 16)
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
         digest_parts: list[np.ndarray] = []
-        hash_parts: list[str | None] = []
+        hash_parts: list[PayloadHashes] = []
         emitted = [0]
 
         def run_kernel(buf: np.ndarray, base: int) -> int:
@@ -117,7 +118,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 rows, hashes = verify_entry_digests(buf, table, plan, base=base, payload_hash=payload_hash)
                 digest_parts.append(rows)
                 if hashes is not None:
-                    hash_parts.extend(hashes)
+                    hash_parts.append(hashes)
             return job
 
         # The digests of one window are checked on a second thread while the next window is walked
@@ -129,7 +130,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         res.problems = problems.table(PROBLEM_DTYPE, 0, int(state[PROBLEMS]))
         if check:
             res.digests = np.concatenate(digest_parts) if digest_parts else np.zeros(0, DIGEST_DTYPE)
-            res.payload_hashes = hash_parts if payload_hash else None
+            res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None
             # entries checked in a window before a later window decided their ledger's type
             recheck_digests(res, plan, src.whole)
     return res

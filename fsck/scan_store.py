@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from diskio.payload_hashes import PayloadHashes
 from diskio.spill import ArrayFile, SpillFolder
 from entrylogs.scan import EntryLogScanArrays
 from journal.arrays import JournalArrays
@@ -20,7 +21,6 @@ from journal.arrays import JournalArrays
 LOG_SHARE = 0.10        # of --memory-limit: entry-log scans kept in memory
 JOURNAL_SHARE = 0.05    # journal scans
 LOCATION_SHARE = 0.10   # the index files' locations (fsck.context.index_inventory)
-_HASH_BYTES = 32
 
 
 class SpilledLogScan(EntryLogScanArrays):
@@ -38,12 +38,11 @@ class SpilledLogScan(EntryLogScanArrays):
         return None if f is None else f.load()
 
     @property
-    def payload_hashes(self) -> list[str | None] | None:   # type: ignore[override]
+    def payload_hashes(self) -> PayloadHashes | None:   # type: ignore[override]
         f = self._files.get("hashes")
         if f is None:
             return None
-        raw, present = f.load(), self._files["hashed"].load()
-        return [raw[i].tobytes().hex() if ok else None for i, ok in enumerate(present.tolist())]
+        return PayloadHashes(f.load(), self._files["hashed"].load())
 
     def recheck(self, plan) -> int:
         """The digest plan's recheck on the arrays read back, written back when it changed a row."""
@@ -52,9 +51,8 @@ class SpilledLogScan(EntryLogScanArrays):
         if n:
             self._files["digests"].store(whole.digests)
             if whole.payload_hashes is not None:
-                raw, present = _hash_arrays(whole.payload_hashes)
-                self._files["hashes"].store(raw)
-                self._files["hashed"].store(present)
+                self._files["hashes"].store(whole.payload_hashes.raw)
+                self._files["hashed"].store(whole.payload_hashes.present)
         return n
 
 
@@ -73,18 +71,10 @@ def held(scan: SpilledLogScan) -> EntryLogScanArrays:
     return EntryLogScanArrays(**fields)
 
 
-def _hash_arrays(hashes: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
-    present = np.array([h is not None for h in hashes], bool)
-    raw = np.zeros((len(hashes), _HASH_BYTES), np.uint8)
-    if present.any():
-        raw[present] = np.frombuffer(bytes.fromhex("".join(h for h in hashes if h is not None)),
-                                     np.uint8).reshape(-1, _HASH_BYTES)
-    return raw, present
-
-
 def _log_bytes(scan: EntryLogScanArrays) -> int:
     n = scan.entries.nbytes + (scan.digests.nbytes if scan.digests is not None else 0)
-    return n + (len(scan.payload_hashes) * 120 if scan.payload_hashes is not None else 0)
+    h = scan.payload_hashes
+    return n + (h.raw.nbytes + h.present.nbytes if h is not None else 0)
 
 
 class ScanStore:
@@ -112,8 +102,8 @@ class ScanStore:
         if scan.digests is not None:
             files["digests"] = ArrayFile(self.folder, scan.digests, "digests")
         if scan.payload_hashes is not None:
-            raw, present = _hash_arrays(scan.payload_hashes)
-            files["hashes"], files["hashed"] = ArrayFile(self.folder, raw, "hashes"), ArrayFile(self.folder, present, "hashed")
+            h = scan.payload_hashes
+            files["hashes"], files["hashed"] = ArrayFile(self.folder, h.raw, "hashes"), ArrayFile(self.folder, h.present, "hashed")
         out._files = files
         return out
 
