@@ -143,3 +143,36 @@ def test_the_sqlite_generator_fills_the_service_store(tmp_path):
         assert store.ledger_ids(0, None, 10_000) == list(range(100, 2600))
     finally:
         store.close()
+
+
+def test_fsck_with_a_bookie_view_asks_it_about_a_ledger_it_does_not_hold(tmp_path):
+    """A ledger whose metadata no longer names this bookie, with entries in its logs and no index:
+    the view does not hold it, but the cross-check asks it and still calls the index lost, as the
+    whole folder does (not garbage awaiting compaction)."""
+    import dataclasses
+    import shutil
+
+    from bookie.layout import discover
+    from formats.metadata import parse_metadata, serialize_metadata
+    from fsck.api import check_bookie
+    from fsck.context import CheckOptions
+    root = tmp_path / "bk-1"
+    shutil.copytree(C3 / "bookies" / "bk-1.rack-a", root, symlinks=True)
+    (root / "ledgers0" / "current" / "0" / "2a" / "2a.idx").unlink()
+    md = tmp_path / "md"
+    shutil.copytree(C3 / "metadata", md)
+    for f in md.glob("2a.*"):
+        f.unlink()
+    m = parse_metadata((C3 / "metadata" / "2a.bin").read_bytes())
+    others = tuple((first, tuple(b if b != "bk-1.rack-a" else "bk-9.rack-z" for b in members))
+                   for first, members in m.ensembles)
+    (md / "2a.bin").write_bytes(serialize_metadata(dataclasses.replace(m, ensembles=others)))
+    whole, _ = load_metadata_dir(str(md))
+    dirs = discover(str(root))
+    streamed = check_bookie(dirs, CheckOptions(metadata_dir=str(md)))
+    held = check_bookie(dirs, CheckOptions(metadata=whole))
+    assert LedgerId(0, 0x2A) not in streamed.context.metadata.near
+    # pass 5's findings; a held ledger's password is what verifies HMAC digests, so pass 4 differs
+    cross = [[f.to_json() for f in r.findings if f.to_json()["pass"] == 5] for r in (streamed, held)]
+    assert cross[0] == cross[1]
+    assert any(f["code"] == "LEDGER_NOT_INDEXED" and f["ledger"] == 0x2A for f in cross[0]), cross[0]
