@@ -63,7 +63,8 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     if master is not None:
         b = b.master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = dict(DEFAULT_CONF, **LOCALITY_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}), **(defaults or {}))
+    local = LOCAL_CONF if (master or "").startswith("local") else {}
+    settings = dict(DEFAULT_CONF, **LOCALITY_CONF, **local, **(defaults or {}))
     # Executors import this package from where the driver has it unless the venv shipped it.
     settings["spark.executorEnv.PYTHONPATH"] = project_root()
     submitted = _submitted_keys()
@@ -211,7 +212,8 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     os.makedirs(replicas_dir)
     try:
         mt = read_metadata(spark, source, scratch)
-        frames, disk_rows = [], []
+        frames: list = []
+        disk_rows: list[dict] = []
         if disks:
             numba_cache_writable()
             task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory)
@@ -278,7 +280,7 @@ def reconcile(disk_rows: list[dict], named: tuple[str, ...] | set[str], run: Run
     have = {d["bookie_id"] for d in disk_rows if d["bookie_id"]}
     out = list(disk_rows)
     for b in sorted(set(named) - have):
-        row = {name: None for name in table_schema("disks").names}
+        row: dict[str, object] = {name: None for name in table_schema("disks").names}
         row.update(tool_version=run.tool_version, run_id=run.run_id, host=None, bookie_id=b, status="not_audited",
                    error="metadata names this bookie; no disk of it was given")
         out.append(row)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.metadata import LedgerMetadata
+
+if TYPE_CHECKING:
+    from diskio.mapped import DiskError
 
 CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
 READ_THREADS = 16   # a task's concurrent file reads: a folder out of the page cache is a read a file
@@ -75,7 +78,7 @@ class MetadataDirSource:
 
     def __init__(self, folder: str, *, strict: bool = True):
         self.folder, self.strict = os.path.abspath(folder), strict
-        self.errors: list[Exception] = []
+        self.errors: list[FormatError | DiskError] = []
 
     def describe(self) -> str:
         return f"metadata folder {self.folder}"

@@ -15,13 +15,16 @@ import os
 import pickle
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pyarrow as pa
 
 from audit.metadata_source import MetadataSource, read_chunk, write_chunks
-from audit.rows import to_signed
-from formats.ids import LedgerId
+from formats.ids import LedgerId, to_signed64
+
+if TYPE_CHECKING:
+    from formats.metadata import LedgerMetadata
 
 SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
                            ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),
@@ -62,7 +65,8 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
     def flush() -> None:
         nonlocal part, cols
         if cols["ledger_id"]:
-            _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, f"part-{index:06d}-{part:03d}.parquet"))
+            name = f"part-{index:06d}-{part:03d}.parquet"
+            _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, name))
         for b, rows in near.items():
             d = bookie_folder(near_dir, b)
             os.makedirs(d, exist_ok=True)
@@ -81,7 +85,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
                 errors.append(str(m).splitlines()[0] if str(m) else type(m).__name__)
             continue
         n += 1
-        scope, ledger = to_signed(lid.scope), to_signed(lid.ledger)
+        scope, ledger = to_signed64(lid.scope), to_signed64(lid.ledger)
         ens = sorted(m.ensembles)
         closed_last = m.effective_last_entry_id if m.is_closed else None
         members_all: set[str] = set()
@@ -141,7 +145,7 @@ def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):
     import pyarrow.parquet as pq
 
     from bookie.metadata_dir import MetadataView
-    near: dict[LedgerId, object] = {}
+    near: dict[LedgerId, LedgerMetadata] = {}
     d = bookie_folder(near_dir, bookie)
     names = sorted(n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".")) \
         if os.path.isdir(d) else []

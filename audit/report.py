@@ -123,7 +123,7 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
     audited = [d for d in t["disks"] if d["status"] in AUDITED]
     fsck = _fsck_errors(out)
     verdict = HEALTHY if healthy else (NOT_AUDITED if not audited else PROBLEMS)
-    finished = dt.datetime.now(dt.timezone.utc)
+    finished = dt.datetime.now(dt.UTC)
     return {"schema": "bkdisk.audit-summary/1", "run_id": run_id, "metadata": metadata_from, "healthy": healthy,
             "verdict": verdict, "problems": problem_sentences(t, fsck),
             "tool_version": _tool_version(t["disks"]),

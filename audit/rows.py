@@ -171,11 +171,11 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
     replicas that disk yielded before failing). ``memory``: the check's diskio.spill.MemoryLimit
-    (--memory-limit, --tmp-dir; default 1 GiB and the system's temporary folder). The dirs and the cookie are read here; the scan, which
-    reads through memory maps, runs in a forked child (``guard``, diskio/fault_guard.py), so that a
-    read that faults (SIGBUS: an I/O error under a map, a file cut short) or a scan that dies any
-    other way ends the disk with a ``not_audited`` row naming the file and the bytes being read,
-    instead of killing the task, and with it the whole job.
+    (--memory-limit, --tmp-dir; default 1 GiB and the system's temporary folder). The dirs and the
+    cookie are read here; the scan, which reads through memory maps, runs in a forked child
+    (``guard``, diskio/fault_guard.py), so that a read that faults (SIGBUS: an I/O error under a map,
+    a file cut short) or a scan that dies any other way ends the disk with a ``not_audited`` row
+    naming the file and the bytes being read, instead of killing the task, and with it the whole job.
     """
     t0 = time.perf_counter()
     from bookie.layout import bookie_id_of, discover, from_conf
@@ -288,7 +288,7 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
         report.close()
 
 
-def _disk_rows(report, dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {
@@ -324,7 +324,7 @@ def _disk_rows(report, dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -
                    entries=entries, fsck_exit_code=report.exit_code)
 
 
-def space_rows(dirs, bid: str, metadata: dict, ctx) -> tuple[list[dict], str | None]:
+def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str | None]:
     """The disk's rows of ``bkdisk space`` (logs, ledgers, topics; GC settings from the disk's
     bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map; and
     why they are missing when they cannot be computed (the disk's audit stands without them)."""

@@ -1,7 +1,7 @@
 """``bkdisk bookies``: registered bookies (discovery) and the BookieId resolver (BP-41), through the
 metadata service; ``register`` holds a registration for stores with no bookie of their own.
 
-gRPC and protobuf load inside the commands only."""
+gRPC and protobuf load when a command uses them (commandline.lazy)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,10 @@ import json
 import click
 
 from bkdisk.metadata_cli import _CTX, _channel_kw, _emit, client_options, run_until_stopped, service_errors
+from commandline.lazy import lazy_import
+
+metadata_client = lazy_import("metaservice.client")
+resolver = lazy_import("metaservice.resolver")
 
 
 @click.group("bookies", context_settings=_CTX)
@@ -17,9 +21,7 @@ def bookies() -> None:
 
 
 def _discovery(server, token, timeout, tls_ca):
-    from metaservice.client import service_target
-    from metaservice.resolver import DiscoveryClient
-    return DiscoveryClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
+    return resolver.DiscoveryClient(metadata_client.service_target(server), **_channel_kw(token, timeout, tls_ca))
 
 
 @bookies.command("list", context_settings=_CTX)
@@ -50,9 +52,8 @@ def bookies_list(which, server, token, timeout, tls_ca, as_json) -> None:
 def bookies_register(bookie_id, host, port, read_only, server, token, timeout, tls_ca, as_json) -> None:
     """Register a bookie (for stores with no bookie of their own) until SIGTERM or Ctrl-C: like a
     bookie's ephemeral registration, it lives while this command runs."""
-    from metaservice.resolver import service_info
     d = _discovery(server, token, timeout, tls_ca)
-    reg = d.register(bookie_id, service_info(host, port), read_only=read_only)
+    reg = d.register(bookie_id, resolver.service_info(host, port), read_only=read_only)
     _emit({"registered": bookie_id, "read_only": read_only, "host": host, "port": port}, as_json,
           f"registered {bookie_id} ({'read-only' if read_only else 'writable'}) at {host}:{port}; "
           "Ctrl-C or SIGTERM ends the registration")
@@ -84,8 +85,7 @@ def bookies_info(bookie_id, server, token, timeout, tls_ca, as_json) -> None:
 @service_errors
 def bookies_resolve(bookie_ids, legacy, server, token, timeout, tls_ca, as_json) -> None:
     """The network address of each BookieId."""
-    from metaservice.resolver import BookieAddressResolver
-    r = BookieAddressResolver(None if legacy else _discovery(server, token, timeout, tls_ca), legacy=legacy)
+    r = resolver.BookieAddressResolver(None if legacy else _discovery(server, token, timeout, tls_ca), legacy=legacy)
     try:
         out = {}
         for b in bookie_ids:

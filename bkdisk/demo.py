@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from bkdisk.errors import one_line_errors
+from commandline.runner import one_line_errors
 from bookie.layout import discover
 from bookie.model import BookieSpec, LedgerSpec
 from bookie.writer import write_bookie, write_metadata_dir

@@ -1,11 +1,14 @@
 """``bkdisk metadata``: serve the ledger metadata service, read and change ledgers through it; and
 the client options and error handling ``bkdisk bookies`` (bkdisk/bookies_cli.py) shares.
 
-gRPC, protobuf and kazoo load inside the commands only: ``--help`` costs click and nothing else.
+gRPC, protobuf and kazoo load when a command uses them (commandline.lazy): ``--help`` costs click
+and nothing else.
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import signal
 import sys
@@ -13,9 +16,18 @@ import threading
 
 import click
 
-from bkdisk.errors import one_line_errors
+from commandline.lazy import lazy_import
+from commandline.ledger_options import ledger_options, parse_id
+from commandline.runner import one_line_errors
 from formats.errors import BkdiskError
-from fsck.ledger_options import ledger_options
+from formats.ids import LedgerId
+from metaservice import store
+
+mapped = lazy_import("diskio.mapped")
+metadata_dir = lazy_import("bookie.metadata_dir")
+metadata_format = lazy_import("formats.metadata")
+metadata_client = lazy_import("metaservice.client")
+metadata_server = lazy_import("metaservice.server")
 
 DEFAULT_SERVER = "127.0.0.1:4183"
 EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)
@@ -28,14 +40,12 @@ _CTX = {"help_option_names": ["-h", "--help"]}
 def service_errors(fn):
     """One line and a distinct exit code: 2 when the service says the ledger (or bookie) does not
     exist, 8 when the service cannot be reached or fails, 16 for usage (one_line_errors)."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*a, **kw):
-        from metaservice.client import MetadataError
         try:
             return fn(*a, **kw)
-        except MetadataError as exc:
+        except metadata_client.MetadataError as exc:
             if exc.code in _NOT_FOUND:
                 click.echo(f"bkdisk: {exc}", err=True)
                 sys.exit(EXIT_NOT_FOUND)
@@ -90,8 +100,7 @@ def _channel_kw(token, timeout, tls_ca) -> dict:
 
 
 def _metadata_client(server, token, timeout, tls_ca):
-    from metaservice.client import MetadataClient, service_target
-    return MetadataClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
+    return metadata_client.MetadataClient(metadata_client.service_target(server), **_channel_kw(token, timeout, tls_ca))
 
 
 def _need(ledger, what: str):
@@ -101,22 +110,17 @@ def _need(ledger, what: str):
 
 
 def _ledger_json(scope: int, lid: int) -> dict:
-    from formats.ids import LedgerId
     return {"ledger_scope_id": scope, "ledger_id": lid, "ledger_qualified_name": LedgerId(scope, lid).qualified_name}
 
 
 # --------------------------------------------------------------------------------------- serve
 def open_store(url: str):
-    """A MetadataStore from ``sqlite:PATH`` or ``zk://HOST:PORT/ledgers`` (metaservice.store.open_store)."""
-    if not url.startswith(("sqlite:", "zk://")):
-        raise click.BadParameter(f"{url!r}: expected sqlite:PATH or zk://HOST:PORT/ledgers", param_hint="--store")
-    if url.startswith("sqlite:"):
-        path = url[len("sqlite:"):].removeprefix("//")
-        parent = os.path.dirname(os.path.abspath(path)) if path else ""
-        if path and not os.path.isdir(parent):
-            raise BkdiskError(f"{parent}: no such directory (for the store {url})")
-    from metaservice.store import open_store as open_url
-    return open_url(url)
+    """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
+    usage error of --store."""
+    try:
+        return store.open_store(url)
+    except store.NotAStoreUrl as e:
+        raise click.BadParameter(str(e), param_hint="--store") from None
 
 
 def _bind(text: str) -> str:
@@ -156,12 +160,10 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
     if tls_cert:
         with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
             tls = (k.read(), c.read())
-    store = open_store(store_url)
-    from metaservice.server import serve
-    import logging
+    opened = open_store(store_url)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
-    server, port = serve(store, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
+    server, port = metadata_server.serve(opened, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
                          log_requests=verbose)
     host = bind.rpartition(":")[0]
     click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
@@ -169,7 +171,7 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
         run_until_stopped()
     finally:
         server.stop(2).wait()
-        store.close()
+        opened.close()
         click.echo(f"bkdisk metadata: stopped serving {store_url} on {host}:{port}")
 
 
@@ -184,11 +186,10 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
 @service_errors
 def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca, as_json) -> None:
     """One ledger's metadata and version."""
-    from formats.metadata import parse_metadata
     ledger = _need(ledger, "get")
     c = _metadata_client(server, token, timeout, tls_ca)
     got = c.read(ledger.ledger, ledger.scope, format_version)
-    md = parse_metadata(got.serialized, path=f"{server}: ledger {ledger.qualified_name}")
+    md = metadata_format.parse_metadata(got.serialized, path=f"{server}: ledger {ledger.qualified_name}")
     if out_file:
         with open(out_file, "wb") as f:
             f.write(got.serialized)
@@ -208,7 +209,6 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
 def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> None:
     """Every ledger (scope 0 first, then the other scopes), ascending: a header line, then scope,
     ledger id and qualified name in hex (as metadata files are named), tab-separated; or --json."""
-    from fsck.ledger_options import parse_id
     s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     c = _metadata_client(server, token, timeout, tls_ca)
     keys = c.iterate(all_scopes=True, limit_per_response=page_size) if s is None else \
@@ -232,11 +232,8 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
 @service_errors
 def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_json) -> None:
     """Create a ledger; without --ledger-id the service generates the id."""
-    from diskio.mapped import read_bytes
-    from formats.metadata import parse_metadata
-    from fsck.ledger_options import parse_id
-    data = read_bytes(source)
-    parse_metadata(data, path=source)          # one line naming the file and offset if it is not metadata
+    data = mapped.read_bytes(source)
+    metadata_format.parse_metadata(data, path=source)   # not metadata: one line naming the file and offset
     scope = ledger.scope if ledger is not None else (parse_id(in_scope, "--in-scope") if in_scope else 0)
     c = _metadata_client(server, token, timeout, tls_ca)
     got = c.create(data, scope=scope, ledger_id=None if ledger is None else ledger.ledger)
@@ -294,13 +291,10 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
     """Create every ledger of a metadata folder (`<hex id>.bin`, `.txt`, `.v1.txt`; a 32-digit name
     is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first. A ledger
     that exists already stops the import unless --skip-existing or --overwrite says otherwise."""
-    from bookie.metadata_dir import ledger_of_file
-    from diskio.mapped import read_bytes
-    from formats.metadata import parse_metadata
-    from metaservice.client import MetadataError
+    MetadataError = metadata_client.MetadataError
     best: dict = {}
     for name in sorted(os.listdir(folder)):
-        got = ledger_of_file(name)
+        got = metadata_dir.ledger_of_file(name)
         if got is not None and (got[0] not in best or got[1] < best[got[0]][0]):
             best[got[0]] = (got[1], name)
     if not best:
@@ -308,11 +302,13 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
     files = []
     for lid, (_rank, name) in sorted(best.items()):
         path = os.path.join(folder, name)
-        data = read_bytes(path)
-        parse_metadata(data, path=path)          # check everything before creating anything
+        data = mapped.read_bytes(path)
+        metadata_format.parse_metadata(data, path=path)          # check everything before creating anything
         files.append((lid, path, data))
     c = _metadata_client(server, token, timeout, tls_ca)
-    done, skipped, replaced = [], [], []
+    done: list[dict] = []
+    skipped: list[dict] = []
+    replaced: list[dict] = []
     for lid, path, data in files:
         try:
             try:
@@ -347,8 +343,6 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
 def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
     """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
     32-digit qualified name)."""
-    from formats.metadata import parse_metadata
-    from fsck.ledger_options import parse_id
     os.makedirs(folder, exist_ok=True)
     c = _metadata_client(server, token, timeout, tls_ca)
     want = 0 if fmt == "stored" else int(fmt)
@@ -357,7 +351,7 @@ def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) 
     for page in c.read_ledgers(scope=s, format_version=want):
         for got in page:
             name = f"{got.ledger_id:x}" if got.scope == 0 else got.key.qualified_name
-            version = want or parse_metadata(got.serialized, path=f"ledger {name}").format_version
+            version = want or metadata_format.parse_metadata(got.serialized, path=f"ledger {name}").format_version
             path = os.path.join(folder, name + SUFFIX[version])
             with open(path + ".tmp", "wb") as f:
                 f.write(got.serialized)

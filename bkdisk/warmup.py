@@ -16,7 +16,7 @@ import time
 
 import click
 
-from bkdisk.errors import one_line_errors
+from commandline.runner import one_line_errors
 
 # The project's top-level packages (pyproject.toml's package list; a test keeps the two equal).
 PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbfiles", "bookie", "fsck", "audit",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -218,7 +219,7 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
     return out
 
 
-def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings, *, metadata_from: str | None = None,
+def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *, metadata_from: str | None = None,
                    scan: bool = False, scans: dict | None = None, top: int = 10,
                    bookie_id: str | None = None) -> SpaceReport:
     """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.

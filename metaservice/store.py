@@ -1,6 +1,7 @@
 """The metadata store interface: versioned compare-and-set over serialized ledger metadata, a change log, id generation."""
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,6 +46,10 @@ class StoreUnavailable(StoreError):
 
 class BadRequest(StoreError):
     code = "BAD_REQUEST"
+
+
+class NotAStoreUrl(BadRequest):
+    """A store URL of no scheme the service knows (a usage error on a command line)."""
 
 
 @dataclass(frozen=True)
@@ -172,9 +177,12 @@ def open_store(url: str) -> MetadataStore:
         path = path[2:] if path.startswith("//") else path
         if not path:
             raise BadRequest(f"{url}: sqlite: needs a file path (sqlite:PATH)")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise StoreError(f"{parent}: no such directory (for the store {url})")
         from metaservice.sqlite_store import SqliteStore
         return SqliteStore(path)
     if url.startswith("zk://"):
         from metaservice.zk_store import from_url
         return from_url(url)
-    raise BadRequest(f"{url}: not a store URL (expected sqlite:PATH or zk://HOST:PORT/ledgers)")
+    raise NotAStoreUrl(f"{url}: not a store URL (expected sqlite:PATH or zk://HOST:PORT/ledgers)")

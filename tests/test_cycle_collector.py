@@ -117,7 +117,7 @@ def test_overlapping_callers_on_threads_keep_it_eased_until_the_last_leaves(coll
 
 def test_fsck_checks_with_the_collector_eased(golden, collector_default, monkeypatch):
     import fsck.api
-    from fsck.cli import fsck_command
+    from bkdisk.fsck_cli import fsck_command
     seen = _recorded(fsck.api, "check_bookie", monkeypatch)
     r = CliRunner().invoke(fsck_command, [str(golden / HEALTHY), "--no-progress", "-q"], catch_exceptions=False)
     assert r.exit_code == 0, r.output

@@ -50,7 +50,7 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("module,prog,args", [("fsck.cli", "bookie-fsck", []),
+@pytest.mark.parametrize("module,prog,args", [("bkdisk.fsck_cli", "bookie-fsck", []),
                                               ("bkdisk.cli", "bkdisk", ["inventory"])])
 def test_a_read_that_faults_is_one_line_naming_the_file_and_exit_8(tmp_path, module, prog, args):
     root = golden_copy(tmp_path, CORPUS)
@@ -72,7 +72,7 @@ def test_without_a_fault_the_guard_changes_nothing_a_command_prints_or_returns(t
     runs = {}
     for fork in ("0", "1"):
         env = dict(os.environ, BKDISK_NO_FORK="" if fork == "1" else "1")
-        runs[fork] = _run("from fsck.cli import console; console()", str(root), "--json", env=env)
+        runs[fork] = _run("from bkdisk.fsck_cli import console; console()", str(root), "--json", env=env)
     assert runs["0"].returncode == runs["1"].returncode == 0, runs["1"].stderr
     a, b = json.loads(runs["0"].stdout), json.loads(runs["1"].stdout)
     for d in (a, b):

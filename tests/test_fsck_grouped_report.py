@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.conftest import golden_copy
 from tests.fsck_helpers import make_disk
 

@@ -19,7 +19,7 @@ from formats.ids import LedgerId
 from formats.lastmark import LastMark, build_last_mark
 from formats.paths import index_relpath
 from fsck.api import plan_repairs
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -245,7 +245,7 @@ def test_an_unlistable_index_folder_is_an_error_and_no_index_is_written_for_it(d
     before = {p for p in snapshot(disk.root)}
     os.chmod(folder, 0)
     try:
-        cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", disk.root, "--metadata-dir",
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", disk.root, "--metadata-dir",
                             disk.md_dir, "--repair", "-y", "--json", "--no-progress"])
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     finally:
@@ -386,7 +386,7 @@ def test_an_unlistable_ledger_dir_blocks_every_rebuild_when_the_indexes_are_else
         [a for l in dirs.ledger_dirs for a in ("--ledger-dir", l)] + ["--index-dir", index_dir]
     os.chmod(cur, 0)
     try:
-        cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", *args, "--metadata-dir",
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args, "--metadata-dir",
                              d.md_dir, "--repair", "-y", "--json", "--no-progress"])
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     finally:

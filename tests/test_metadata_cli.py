@@ -263,7 +263,7 @@ def test_fsck_with_metadata_from_the_service_finds_what_the_folder_gives(served,
     for f in md.glob("1.*"):
         f.unlink()
     served("metadata", "import", str(md))
-    fsck = [sys.executable, "-c", "from fsck.cli import main; main()", str(root), "--json", "--no-progress"]
+    fsck = [sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", str(root), "--json", "--no-progress"]
 
     def run(*extra: str) -> tuple[int, dict]:
         out = subprocess.run([*fsck, *extra], capture_output=True, text=True, timeout=300)

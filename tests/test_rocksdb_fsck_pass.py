@@ -16,7 +16,7 @@ from bookie.layout import discover
 from conftest import GOLDEN
 from formats import rocksdb as rf
 from formats.dbledger import location_value, locations_key
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.context import CheckContext
 from fsck.passes.p_dbindex import check
 from fsck.problems import PROBLEMS

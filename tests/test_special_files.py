@@ -205,7 +205,7 @@ def _run(args: list[str], timeout: int = 60) -> subprocess.CompletedProcess:
 
 def test_fsck_finishes_and_reports_every_fifo_instead_of_hanging(tmp_path: Path):
     fifos = _bookie_with_fifos(str(tmp_path))
-    r = _run(["-c", "from fsck.cli import main; main()", str(tmp_path), "--json", "--no-progress"])
+    r = _run(["-c", "from bkdisk.fsck_cli import main; main()", str(tmp_path), "--json", "--no-progress"])
     doc = json.loads(r.stdout)
     found = {f["path"]: f for f in doc["findings"] if f.get("path")}
     for kind, p in fifos.items():

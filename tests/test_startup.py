@@ -42,7 +42,7 @@ def test_a_subcommand_help_imports_its_declarations_but_no_compiler_or_cluster_l
                                         (["--no-such-option"], 16), (["/a", "--conf", "/b.conf"], 16)])
 def test_bookie_fsck_help_version_and_usage_errors_load_no_checker(argv, code):
     # The checker (numpy, numba's scanners) loads only when a check runs.
-    assert _probe("fsck.cli", argv) == {"code": code, "heavy": []}
+    assert _probe("bkdisk.fsck_cli", argv) == {"code": code, "heavy": []}
 
 
 def test_bkdisk_fsck_help_loads_no_checker():
@@ -58,7 +58,7 @@ def test_bkdisk_help_lists_every_command_of_the_table():
     assert listed == sorted(COMMANDS)
 
 
-@pytest.mark.parametrize("module, argv", [("fsck.cli", ["/no/such/bookie"]),
+@pytest.mark.parametrize("module, argv", [("bkdisk.fsck_cli", ["/no/such/bookie"]),
                                           ("bkdisk.cli", ["fsck", "/no/such/bookie"]),
                                           ("bkdisk.cli", ["inventory", "/no/such/bookie", "--jsonl"])])
 def test_a_missing_bookie_is_reported_before_the_scanners_load(module, argv):
@@ -67,7 +67,7 @@ def test_a_missing_bookie_is_reported_before_the_scanners_load(module, argv):
     assert set(r["heavy"]) & {"numpy", "numba", "llvmlite", "pyarrow"} == set()
 
 
-# After the command, at the interpreter's exit: were the command's objects frozen (fsck.exit_codes.
+# After the command, at the interpreter's exit: were the command's objects frozen (commandline.runner.
 # console_command), so the last collections skip them? Printed by the process that did the work.
 EXIT_PROBE = """
 import atexit, gc, sys
@@ -79,7 +79,7 @@ console()
 
 
 @pytest.mark.parametrize("module, prog, argv", [("bkdisk.cli", "bkdisk", ["--version"]),
-                                                ("fsck.cli", "bookie-fsck", ["{root}", "--json"])])
+                                                ("bkdisk.fsck_cli", "bookie-fsck", ["{root}", "--json"])])
 def test_a_command_leaves_its_objects_out_of_the_last_collections_at_exit(module, prog, argv):
     from conftest import GOLDEN
     argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]
