@@ -14,6 +14,7 @@ from bookie.layout import bookie_id_of, discover, from_conf
 from commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from commandline.lazy import lazy_import
 from commandline.memory_options import memory_options
+from commandline.progress import progress_line
 from commandline.runner import one_line_errors
 from diskio.spill import MemoryLimit
 from formats.errors import BkdiskError
@@ -125,9 +126,7 @@ def _conf_pairs(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def _disk_progress(done: int, scanning: int, total: int) -> None:
-    end = "\n" if done == total or not sys.stderr.isatty() else "\r"
-    click.echo(f"bkdisk audit: disks scanned {done}/{total}, {scanning} being scanned ", err=True, nl=False)
-    click.echo(end, err=True, nl=False)
+    progress_line(f"bkdisk audit: disks scanned {done}/{total}, {scanning} being scanned ", done == total)
 
 
 REPORTED_CONF = ("spark.master", "spark.speculation", "spark.task.cpus", "spark.executor.cores",

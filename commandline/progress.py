@@ -1,7 +1,18 @@
-"""Progress on stderr: a bar per step while a long command runs on a terminal, nothing otherwise."""
+"""Progress on stderr: a bar per step while a long command runs on a terminal, nothing otherwise; or a
+counter line rewritten in place on a terminal, one line per update elsewhere."""
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+import click
+
+
+def progress_line(text: str, last: bool) -> None:
+    """Say ``text`` on stderr: on a terminal over the previous line (``\r``) until the ``last`` one,
+    which ends the line; elsewhere (a log file) as a line of its own."""
+    click.echo(text, err=True, nl=False)
+    click.echo("\n" if last or not sys.stderr.isatty() else "\r", err=True, nl=False)
 
 
 class ProgressBars:
