@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from audit.metadata_source import MetadataSource, read_chunk, write_chunks
+from bookie.metadata_dir import MetadataView, places_entries_on
 from formats.ids import LedgerId, to_signed64
 
 if TYPE_CHECKING:
@@ -46,7 +48,6 @@ def bookie_folder(near_dir: str, bookie: str) -> str:
 
 
 def _write(table: pa.Table, path: str) -> None:
-    import pyarrow.parquet as pq
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
     pq.write_table(table, tmp)
     os.replace(tmp, path)   # a retried task rewrites the same names: no file is counted twice
@@ -55,7 +56,6 @@ def _write(table: pa.Table, path: str) -> None:
 def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir: str, near_dir: str) -> dict:
     """A metadata task: the chunk's ledgers as segment rows and per-bookie pickles; returns counts,
     the bookies named and the first errors."""
-    from bookie.metadata_dir import places_entries_on
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
     near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)
     bookies: set[str] = set()
@@ -112,7 +112,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
     """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
     ledger whose metadata cannot be read would be reported as an orphan."""
-    from audit.job import AuditError, first_line
+    from audit.job import AuditError, first_line   # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
     seg, near = os.path.join(scratch, "segments"), os.path.join(scratch, "near")
     os.makedirs(seg, exist_ok=True)
@@ -136,15 +136,12 @@ def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables
 
 def segments(spark, mt: MetadataTables):
     """The segments frame, read from the metadata stage's files."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema   # the optional extra 'audit': only where Spark runs
     return spark.read.schema(from_arrow_schema(SEGMENT_ARROW)).parquet(mt.segments_dir)
 
 
 def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):
     """In a disk's task: the ledgers that place entries on ``bookie``, any other looked up in the source."""
-    import pyarrow.parquet as pq
-
-    from bookie.metadata_dir import MetadataView
     near: dict[LedgerId, LedgerMetadata] = {}
     d = bookie_folder(near_dir, bookie)
     names = sorted(n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".")) \

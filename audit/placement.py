@@ -23,6 +23,7 @@ WRONG_HOST = "the disk is on host "
 def located_rdd(sc, items: list, hosts: list[str | None]):
     """A Python RDD of ``items``, one per partition, each preferring the host at its index (None:
     anywhere)."""
+    # pyspark, the optional extra 'audit': this module is also imported by scan-disk, which runs without it
     from pyspark.core.rdd import RDD
     from pyspark.serializers import CPickleSerializer
     jvm = sc._jvm

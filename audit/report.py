@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from importlib.metadata import version
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +50,6 @@ def _fsck_errors(out: str) -> dict[str, dict[str, Any]]:
 
 def _tool_version(disks: list[dict]) -> str:
     try:
-        from importlib.metadata import version
         return version("bkdisk")
     except Exception:   # noqa: BLE001 - not installed as a distribution: the rows say which tool wrote them
         return next((d["tool_version"] for d in disks if d.get("tool_version")), "unknown")
