@@ -13,11 +13,15 @@ from typing import ParamSpec, TypeVar
 import click
 
 from commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE
-from diskio.fault_guard import guard_command
+from commandline.lazy import lazy_import
 from formats.errors import BkdiskError
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# Loaded by the commands that run guarded, not by `--help` or a usage error (it maps shared memory
+# and loads threading and typing).
+fault_guard = lazy_import("diskio.fault_guard")
 
 
 def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:
@@ -51,7 +55,7 @@ def guarded(main: Callable[[], object], prog: str) -> None:
     """Run ``main`` as a console command whose reads of bookie files are guarded: a mapped read that
     faults (an I/O error, a file cut short) ends with one line naming the file and exit 8, not a
     silent "Bus error" (diskio/fault_guard.py)."""
-    code = guard_command(main, prog, EXIT_OPERATIONAL, EXIT_CANCELLED)   # (the child exits inside)
+    code = fault_guard.guard_command(main, prog, EXIT_OPERATIONAL, EXIT_CANCELLED)   # (the child exits inside)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code if isinstance(code, int) else 0)   # the parent only waited: nothing to finalize
