@@ -44,7 +44,7 @@ def test_dunder_probes_do_not_load_the_module(tmp_path, monkeypatch):
 def test_a_missing_module_fails_at_its_first_use_naming_it():
     mod = lazy_import("no_such_module_anywhere")
     with pytest.raises(ModuleNotFoundError, match="no_such_module_anywhere"):
-        mod.anything
+        _ = mod.anything
 
 
 def test_a_dotted_name_does_not_import_its_parent_package_until_used():
