@@ -362,3 +362,15 @@ def test_load_all_reads_every_ledger_of_every_scope(tmp_path):
     for bad in ("grpc://host", "grpc://h:0", "http://h:1/x", "h:port"):
         with pytest.raises(BkdiskError, match="grpc://HOST:PORT"):
             service_target(bad)
+
+
+def test_the_store_url_is_parsed_by_the_store_alone(tmp_path):
+    # `bkdisk metadata serve --store` says what metaservice.store.open_store says: an unknown scheme is
+    # NotAStoreUrl (the command's usage error), a SQLite file in a missing folder a one-line StoreError.
+    from metaservice.store import NotAStoreUrl, StoreError, open_store
+    with pytest.raises(NotAStoreUrl, match="expected sqlite:PATH or zk://HOST:PORT/ledgers"):
+        open_store("mysql:x")
+    with pytest.raises(StoreError, match="no such directory") as info:
+        open_store(f"sqlite:{tmp_path}/no/such/m.db")
+    assert not isinstance(info.value, NotAStoreUrl) and "\n" not in str(info.value)
+    assert not (tmp_path / "no").exists()
