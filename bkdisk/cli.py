@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from commandline.output import HELP_OPTIONS
 from commandline.runner import console_command, guarded, run_click
 
 # name: (module, attribute, one-line summary shown by `bkdisk --help`)
@@ -47,7 +48,7 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings=HELP_OPTIONS)
 @click.version_option(package_name="bkdisk")
 def cli() -> None:
     """Apache BookKeeper disks: dump files, inventory entries, check and repair a bookie."""

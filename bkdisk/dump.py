@@ -21,6 +21,7 @@ from bkdisk.file_kinds import expect_kind
 from bkdisk.java_compat import JavaLongLongMap
 from commandline.lazy import lazy_import
 from commandline.ledger_options import ledger_options
+from commandline.output import HELP_OPTIONS
 from commandline.runner import one_line_errors
 from entrylogs.reader import Damage, EntryRecord
 from formats.codec import read_field, read_value
@@ -59,7 +60,7 @@ class _WholeSummaries(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=_WholeSummaries, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_WholeSummaries, context_settings=HELP_OPTIONS)
 def dump() -> None:
     """Print BookKeeper files as `bookkeeper shell` prints them (or as JSON lines).
 

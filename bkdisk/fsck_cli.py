@@ -16,6 +16,7 @@ from commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL
 from commandline.lazy import lazy_import
 from commandline.ledger_options import resolve_ledger
 from commandline.memory_options import memory_options
+from commandline.output import HELP_OPTIONS
 from commandline.progress import ProgressBars
 from commandline.runner import console_command, guarded, run_click
 from diskio.config import collector_eased
@@ -64,7 +65,7 @@ class _NamedAsRun(click.Command):
             self.help = written
 
 
-@click.command(cls=_NamedAsRun, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=_NamedAsRun, context_settings=HELP_OPTIONS)
 @click.version_option(package_name="bkdisk", prog_name="bookie-fsck")
 @click.argument("root", required=False, metavar="[ROOT]")   # a bad path is exit 8, as in inventory and dump
 @click.option("--conf", metavar="bk_server.conf",

@@ -23,6 +23,7 @@ from commandline.exit_codes import EXIT_UNCORRECTED
 from commandline.lazy import lazy_import
 from commandline.ledger_options import ledger_options
 from commandline.memory_options import memory_options
+from commandline.output import warn
 from commandline.runner import one_line_errors
 from diskio.config import collector_eased
 from diskio.spill import SpillFolder
@@ -62,10 +63,6 @@ class BookieSummary:
     warnings: int = 0   # damage said on stderr: framing, a log's header or ledgers map, a dir not listed
 
 
-def _warn(msg: str) -> None:
-    click.echo(f"bkdisk: warning: {msg}", err=True)
-
-
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
                      window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
@@ -73,14 +70,14 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
     unlisted = 0
     for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
         if isinstance(item, str):
-            _warn(item)
+            warn(item)
             unlisted += 1
             continue
         rows: LogRows = item if ledger is None else item.only(ledger.scope, ledger.ledger)
         if summary is None:
             summary = BookieSummary(rows.bookie_id)
         for w in rows.warnings:
-            _warn(w)
+            warn(w)
         summary.warnings += len(rows.warnings)
         summary.logs += 1
         summary.problems += rows.problems
@@ -103,12 +100,12 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         summary = BookieSummary(bookie_id_of(dirs))
         if not unlisted and dirs.ledger_dirs:
             # A bookie that ever ran has an entry log (it makes one at start): none at all is a loss.
-            _warn(f"{', '.join(dirs.ledger_dirs)}: no entry log in any ledger dir (every entry this bookie "
+            warn(f"{', '.join(dirs.ledger_dirs)}: no entry log in any ledger dir (every entry this bookie "
                   f"stored is gone, or it never started)")
             summary.warnings += 1
     summary.warnings += unlisted
     for gap in _unserved(dirs, summary.entries):
-        _warn(gap)
+        warn(gap)
         summary.warnings += 1
     return summary
 

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
-import signal
 import sys
-import threading
 
 import click
 
 from commandline.lazy import lazy_import
 from commandline.ledger_options import ledger_options, parse_id
-from commandline.runner import one_line_errors
+from commandline.output import HELP_OPTIONS, emit
+from commandline.runner import one_line_errors, run_until_stopped
 from formats.errors import BkdiskError
 from formats.ids import LedgerId
 from metaservice import store
 
+logging = lazy_import("logging")   # only `serve` logs
 mapped = lazy_import("diskio.mapped")
 metadata_dir = lazy_import("bookie.metadata_dir")
 metadata_format = lazy_import("formats.metadata")
@@ -34,7 +33,6 @@ EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)
 EXIT_UNREACHABLE = 8      # the service could not be reached (or failed): e2fsck's operational error
 _NOT_FOUND = ("LEDGER_NOT_FOUND", "BOOKIE_NOT_FOUND")
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
-_CTX = {"help_option_names": ["-h", "--help"]}
 
 
 def service_errors(fn):
@@ -57,22 +55,6 @@ def service_errors(fn):
     return one_line_errors(wrapper)
 
 
-def run_until_stopped() -> None:
-    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    sys.stdout.flush()
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-
-
-def _emit(obj, as_json: bool, text: str) -> None:
-    click.echo(json.dumps(obj, sort_keys=True) if as_json else text)
-
-
 def client_options(fn):
     """--server, --token, --timeout, --tls-ca, --json: what every client command takes."""
     for opt in reversed([
@@ -91,7 +73,7 @@ def client_options(fn):
     return fn
 
 
-def _channel_kw(token, timeout, tls_ca) -> dict:
+def channel_kw(token, timeout, tls_ca) -> dict:
     roots = None
     if tls_ca:
         with open(tls_ca, "rb") as f:
@@ -100,7 +82,7 @@ def _channel_kw(token, timeout, tls_ca) -> dict:
 
 
 def _metadata_client(server, token, timeout, tls_ca):
-    return metadata_client.MetadataClient(metadata_client.service_target(server), **_channel_kw(token, timeout, tls_ca))
+    return metadata_client.MetadataClient(metadata_client.service_target(server), **channel_kw(token, timeout, tls_ca))
 
 
 def _need(ledger, what: str):
@@ -130,12 +112,12 @@ def _bind(text: str) -> str:
     return text
 
 
-@click.group("metadata", context_settings=_CTX)
+@click.group("metadata", context_settings=HELP_OPTIONS)
 def metadata() -> None:
     """The ledger metadata service (BP-16): serve it, read and change ledgers through it."""
 
 
-@metadata.command("serve", context_settings=_CTX)
+@metadata.command("serve", context_settings=HELP_OPTIONS)
 @click.option("--store", "store_url", required=True, metavar="URL",
               help="sqlite:PATH (embedded, the default kind) or zk://HOST:PORT/ledgers.")
 @click.option("--bind", default="127.0.0.1:4183", show_default=True, metavar="HOST:PORT",
@@ -176,7 +158,7 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
 
 
 # ------------------------------------------------------------------------------- client calls
-@metadata.command("get", context_settings=_CTX)
+@metadata.command("get", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--format-version", type=click.IntRange(0, 3), default=0,
               help="Serialize as format 1, 2 or 3 (0: as stored).")
@@ -195,13 +177,13 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
             f.write(got.serialized)
     doc = {**_ledger_json(got.scope, got.ledger_id), "version": got.version, "metadata": md.to_json()}
     ens = "; ".join(f"{first}: {','.join(m)}" for first, m in md.ensembles)
-    _emit(doc, as_json, f"ledger {got.ledger_id} (scope {got.scope}) version {got.version}: {md.state}, "
+    emit(doc, as_json, f"ledger {got.ledger_id} (scope {got.scope}) version {got.version}: {md.state}, "
                         f"E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum}, "
                         f"digest {md.digest_type}, length {md.length}, last entry {md.last_entry_id}, "
                         f"ensembles {ens}")
 
 
-@metadata.command("list", context_settings=_CTX)
+@metadata.command("list", context_settings=HELP_OPTIONS)
 @click.option("--ledger-scope-id", "scope", default=None, help="Only this scope (default: every scope).")
 @click.option("--page-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @client_options
@@ -222,7 +204,7 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
             click.echo(f"{a:x}\t{b:x}\t{(a << 64 | b):032x}")
 
 
-@metadata.command("create", context_settings=_CTX)
+@metadata.command("create", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--from", "source", required=True, type=click.Path(dir_okay=False),
               help="A serialized metadata file (format 1, 2 or 3), stored as it is.")
@@ -237,11 +219,11 @@ def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_
     scope = ledger.scope if ledger is not None else (parse_id(in_scope, "--in-scope") if in_scope else 0)
     c = _metadata_client(server, token, timeout, tls_ca)
     got = c.create(data, scope=scope, ledger_id=None if ledger is None else ledger.ledger)
-    _emit({**_ledger_json(got.scope, got.ledger_id), "version": got.version}, as_json,
+    emit({**_ledger_json(got.scope, got.ledger_id), "version": got.version}, as_json,
           f"created ledger {got.ledger_id} (scope {got.scope}) version {got.version}")
 
 
-@metadata.command("delete", context_settings=_CTX)
+@metadata.command("delete", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--expected-version", type=click.IntRange(min=0), default=None,
               help="Delete only if the metadata is still at this version.")
@@ -252,10 +234,10 @@ def delete_command(ledger, expected_version, server, token, timeout, tls_ca, as_
     ledger = _need(ledger, "delete")
     c = _metadata_client(server, token, timeout, tls_ca)
     c.remove(ledger.ledger, ledger.scope, expected_version)
-    _emit({**_ledger_json(*ledger), "deleted": True}, as_json, f"deleted ledger {ledger.ledger} (scope {ledger.scope})")
+    emit({**_ledger_json(*ledger), "deleted": True}, as_json, f"deleted ledger {ledger.ledger} (scope {ledger.scope})")
 
 
-@metadata.command("watch", context_settings=_CTX)
+@metadata.command("watch", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--after-sequence", type=click.IntRange(min=0), default=None,
               help="Replay every change after this change-log sequence first (0: from the start kept).")
@@ -271,7 +253,7 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
     for ch in stream:
         doc = {**_ledger_json(ch.scope, ch.ledger_id), "change": ch.change, "sequence": ch.sequence,
                "version": ch.version}
-        _emit(doc, as_json, f"{ch.sequence}\t{ch.change}\t{ch.scope}\t{ch.ledger_id}\tversion {ch.version}")
+        emit(doc, as_json, f"{ch.sequence}\t{ch.change}\t{ch.scope}\t{ch.ledger_id}\tversion {ch.version}")
         sys.stdout.flush()
         seen += 1
         if count is not None and seen >= count:
@@ -279,7 +261,7 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
     c.close()
 
 
-@metadata.command("import", context_settings=_CTX)
+@metadata.command("import", context_settings=HELP_OPTIONS)
 @click.argument("folder", type=click.Path(file_okay=False, exists=True))
 @click.option("--skip-existing", "existing", flag_value="skip",
               help="Leave a ledger that already exists as it is (and go on).")
@@ -329,11 +311,11 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
         done.append(_ledger_json(*lid))
     extra = (f", {len(skipped)} skipped (they exist)" if skipped else "") + \
         (f", {len(replaced)} overwritten" if replaced else "")
-    _emit({"imported": len(done), "ledgers": done, "skipped": skipped, "overwritten": replaced}, as_json,
+    emit({"imported": len(done), "ledgers": done, "skipped": skipped, "overwritten": replaced}, as_json,
           f"imported {len(done)} ledgers from {folder}{extra}")
 
 
-@metadata.command("export", context_settings=_CTX)
+@metadata.command("export", context_settings=HELP_OPTIONS)
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["1", "2", "3", "stored"]), default="3", show_default=True,
               help="Format of each file: 3 `<hex id>.bin`, 2 `.txt`, 1 `.v1.txt`, or as stored.")
@@ -357,4 +339,4 @@ def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) 
                 f.write(got.serialized)
             os.replace(path + ".tmp", path)
             written.append(os.path.basename(path))
-    _emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")
+    emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")

@@ -8,6 +8,7 @@ import click
 
 from bookie.layout import discover, from_conf
 from commandline.lazy import lazy_import
+from commandline.output import warn
 from commandline.runner import one_line_errors
 from diskio.config import collector_eased
 
@@ -86,7 +87,7 @@ def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata
     md, where = _metadata(metadata_dir, metadata_url)
     report = bookie_space.account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
     for w in report.warnings:
-        click.echo(f"bkdisk: warning: {w}", err=True)
+        warn(w)
     if as_json:
         out = sys.stdout.buffer
         dumps = orjson.dumps

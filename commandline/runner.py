@@ -6,7 +6,9 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -59,6 +61,18 @@ def guarded(main: Callable[[], object], prog: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code if isinstance(code, int) else 0)   # the parent only waited: nothing to finalize
+
+
+def run_until_stopped() -> None:
+    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sys.stdout.flush()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
 
 
 def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
