@@ -102,7 +102,7 @@ def open_store(url: str):
     try:
         return store.open_store(url)
     except store.NotAStoreUrl as e:
-        raise click.BadParameter(str(e), param_hint="--store") from None
+        raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
 
 
 def _bind(text: str) -> str:

@@ -48,8 +48,16 @@ class BadRequest(StoreError):
     code = "BAD_REQUEST"
 
 
+# The store URLs open_store takes.
+STORE_URL_FORMS = "sqlite:PATH or zk://HOST:PORT/ledgers"
+
+
 class NotAStoreUrl(BadRequest):
     """A store URL of no scheme the service knows (a usage error on a command line)."""
+
+    def __init__(self, url: str):
+        super().__init__(f"{url}: not a store URL (expected {STORE_URL_FORMS})")
+        self.url = url
 
 
 @dataclass(frozen=True)
@@ -185,4 +193,4 @@ def open_store(url: str) -> MetadataStore:
     if url.startswith("zk://"):
         from metaservice.zk_store import from_url
         return from_url(url)
-    raise NotAStoreUrl(f"{url}: not a store URL (expected sqlite:PATH or zk://HOST:PORT/ledgers)")
+    raise NotAStoreUrl(url)

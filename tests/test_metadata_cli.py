@@ -368,8 +368,13 @@ def test_the_store_url_is_parsed_by_the_store_alone(tmp_path):
     # `bkdisk metadata serve --store` says what metaservice.store.open_store says: an unknown scheme is
     # NotAStoreUrl (the command's usage error), a SQLite file in a missing folder a one-line StoreError.
     from metaservice.store import NotAStoreUrl, StoreError, open_store
-    with pytest.raises(NotAStoreUrl, match="expected sqlite:PATH or zk://HOST:PORT/ledgers"):
+    with pytest.raises(NotAStoreUrl, match="expected sqlite:PATH or zk://HOST:PORT/ledgers") as bad:
         open_store("mysql:x")
+    assert bad.value.url == "mysql:x"
+    out = bkdisk("metadata", "serve", "--store", "mysql:x", check=None)
+    assert out.returncode == 16
+    assert out.stderr.strip().splitlines()[-1] == ("Error: Invalid value for --store: 'mysql:x': expected sqlite:PATH "
+                                                   "or zk://HOST:PORT/ledgers")
     with pytest.raises(StoreError, match="no such directory") as info:
         open_store(f"sqlite:{tmp_path}/no/such/m.db")
     assert not isinstance(info.value, NotAStoreUrl) and "\n" not in str(info.value)
