@@ -303,11 +303,11 @@ def test_golden_folders_import_and_export_byte_for_byte(service, golden, tmp_pat
 
 
 def test_generated_service_code_matches_a_fresh_protoc_run(tmp_path):
-    # The checked-in stubs are exactly what grpc_tools.protoc makes of metaservice.proto: nothing hand-edited.
+    # The checked-in modules and type stub are exactly what grpc_tools.protoc makes of metaservice.proto.
     from pathlib import Path
     from metaservice.proto.regenerate import regenerate
     here = Path(__file__).resolve().parents[1] / "metaservice" / "proto"
     fresh = regenerate(tmp_path)
-    assert [p.name for p in fresh] == ["metaservice_pb2.py", "metaservice_pb2_grpc.py"]
+    assert [p.name for p in fresh] == ["metaservice_pb2.py", "metaservice_pb2.pyi", "metaservice_pb2_grpc.py"]
     for p in fresh:
         assert p.read_bytes() == (here / p.name).read_bytes(), p.name
