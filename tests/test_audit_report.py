@@ -60,7 +60,7 @@ def healthy_cluster(out: Path) -> dict:
             _write(out, name, [{"copies_expected": 3, "copies_intact": 3, "entries": 5000}])
         else:
             _write(out, name, [])
-    return summarize(str(out), "healthy-run", "metadata folder /srv/md", started=dt.datetime.now(dt.timezone.utc))
+    return summarize(str(out), "healthy-run", "metadata folder /srv/md", started=dt.datetime.now(dt.UTC))
 
 
 def damaged_cluster(out: Path) -> dict:
@@ -92,7 +92,7 @@ def damaged_cluster(out: Path) -> dict:
                               "ledger_id": 289, "path": "/mnt/bk-2/ledgers/current/0.log"}])
     _write(out, "replication_histogram", [{"copies_expected": 2, "copies_intact": 2, "entries": 153_000},
                                           {"copies_expected": 2, "copies_intact": 1, "entries": 2}])
-    return summarize(str(out), "damaged-run", "metadata folder /srv/md", started=dt.datetime.now(dt.timezone.utc))
+    return summarize(str(out), "damaged-run", "metadata folder /srv/md", started=dt.datetime.now(dt.UTC))
 
 
 @pytest.fixture(scope="module")
