@@ -234,7 +234,8 @@ def test_a_last_mark_missing_in_one_of_two_ledger_dirs_is_reported(disk):
 
 def make_disk_clean_check(disk: Disk):
     for d in disk.dirs.ledger_dirs[1:]:
-        shutil.copy(os.path.join(disk.dirs.ledger_dirs[0], "current", "lastMark"), os.path.join(d, "current", "lastMark"))
+        shutil.copy(os.path.join(disk.dirs.ledger_dirs[0], "current", "lastMark"),
+                    os.path.join(d, "current", "lastMark"))
     return disk.check()
 
 
@@ -292,7 +293,8 @@ def test_the_human_report_leads_with_the_truncation_and_lists_its_consequences_u
     assert "LOG_TRUNCATED" in listed[0] and log in listed[0], out
     assert re.match(r"-> \d+ INDEX_LOCATION_OUT_OF_RANGE: ledger \d+ entr", listed[1].lstrip()), out
     # each lost entry once: pass 5 leaves a location past the end of its log to pass 3
-    locs = [(f.path, f.entry) for f in rep.findings if f.code in ("INDEX_LOCATION_OUT_OF_RANGE", "INDEX_LOCATION_WRONG")]
+    locs = [(f.path, f.entry) for f in rep.findings
+            if f.code in ("INDEX_LOCATION_OUT_OF_RANGE", "INDEX_LOCATION_WRONG")]
     assert len(locs) == len(set(locs))
     assert all(f.caused_by is not None for f in rep.findings if f.code == "INDEX_LOCATION_OUT_OF_RANGE")
 
