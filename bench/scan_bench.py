@@ -225,8 +225,8 @@ def _best(fn, repeat: int):
 def _warm(paths: list[str], refill: bool = True) -> None:
     """Bring the files into the page cache. ``refill``: first write back and drop their cached pages,
     so that every run finds them cached the same way, as a read fills the cache (readahead's large
-    folios: mapping them costs far fewer page faults than pages cached as the writer wrote them,
-    which made the raw read 1.6-1.8x slower than on a cache refilled by reads)."""
+    folios: mapping them costs far fewer page faults than pages cached as the writer wrote them, so
+    every run, the raw read included, maps pages cached the way a read caches them)."""
     buf = bytearray(8 * MIB)
     for p in paths:
         with open(p, "rb", buffering=0) as f:

@@ -2,8 +2,8 @@
 
 Opening a FIFO for reading blocks until a writer shows up, and ``/dev/zero`` never ends; every reader
 (reference and jitted) opens with O_NONBLOCK, checks the file type, and raises or reports
-DiskError(path, "not a regular file"). Each in-process check runs under an alarm so that a
-regression fails the test instead of hanging the suite.
+DiskError(path, "not a regular file"). Each in-process check runs under an alarm so that a reader
+that blocks fails the test instead of hanging the suite.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ FORMATS = ROOT / "formats"
 TABLE_HEADER = ["Offset", "Size", "Field", "Type", "Meaning"]
 PADDING_ROW = "(padding)"  # the one row name that is not a construct field: a Padded's zero fill
 
-# Declarations the specs must mirror (the brief's list); more are covered by the "all" test below.
+# Declarations each spec must mirror by name; every other declaration a spec cites is covered by the "all" test below.
 REQUIRED = [
     "formats.entry.ENTRY_V1_HEADER",
     "formats.entry.ENTRY_V2_HEADER",
