@@ -191,7 +191,7 @@ def test_own_stale_temp_files_are_removed_and_others_left(disk):
     lid = LedgerId(0, 1)
     folder = os.path.dirname(disk.written.index_files[lid])
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+                          text=True, check=True).stdout.strip()
     stale = os.path.join(folder, f".1.idx.bkdisk-tmp-{dead}")
     alive = os.path.join(folder, f".1.idx.bkdisk-tmp-{os.getppid()}")    # a process that still runs
     other = os.path.join(folder, "notes.txt")

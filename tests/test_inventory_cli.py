@@ -243,7 +243,7 @@ def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scann
     assert WINDOW_DEFAULT == DEFAULT_WINDOW
     probe = ("import sys\nfrom bkdisk.cli import main\ntry:\n    main(['inventory', '--help'])\n"
              "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
 

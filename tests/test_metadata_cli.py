@@ -293,7 +293,7 @@ def test_help_loads_no_grpc_or_kazoo(argv):
              "    main(" + repr(argv) + ")\nexcept SystemExit as e:\n"
              "    code = e.code\nprint(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules} & "
              "{'grpc', 'kazoo', 'numba', 'pyspark', 'google'})]))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []], out.stderr
 
 
