@@ -132,7 +132,7 @@ def _files(root: str, suffix: str) -> list[str]:
 # nothing else at the top).
 FLOOR = """
 import sys
-import numba  # noqa: F401
+import numba
 from bench.scan_bench import baseline
 baseline(sys.argv[2:], int(sys.argv[1]))
 """

@@ -1,4 +1,5 @@
-"""The metadata store interface: versioned compare-and-set over serialized ledger metadata, a change log, id generation."""
+"""The metadata store interface: versioned compare-and-set over serialized ledger metadata, a change log, id
+generation."""
 from __future__ import annotations
 
 import os
@@ -116,7 +117,7 @@ class MetadataStore(ABC):
         """LedgerNotFound if absent. ``consistent``: reflect every write any client completed before
         the call (a store that serves reads from a cache goes to its source first)."""
 
-    def follow(self, scope: int, ledger: int | None) -> None:
+    def follow(self, scope: int, ledger: int | None) -> None:  # noqa: B027 - a no-op unless a store overrides it
         """Make sure changes of this ledger (None: of every ledger) reach the change log; a store
         whose log records every mutation anyway does nothing."""
 
@@ -174,7 +175,7 @@ class MetadataStore(ABC):
         from metaservice.discovery import Registry
         return Registry()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op for a store that holds no resources
         """Release the store's resources."""
 
 

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from bkdisk.fsck_cli import fsck_command
 from fsck.problems import PROBLEMS
+from conftest import GOLDEN
 from tests.fsck_helpers import flip, make_disk
 
 ROOT = Path(__file__).resolve().parents[1]
-from conftest import GOLDEN
 
 
 def test_fsck_spec_lists_every_code_with_its_severity_pass_and_repairability():
@@ -138,7 +138,7 @@ def test_flipped_payload_in_a_copy_of_a_golden_corpus_is_found(tmp_path):
     src = GOLDEN / "interleaved-v6-hostport"
     dst = tmp_path / "c"
     shutil.copytree(src, dst)
-    for dp, dn, fn in os.walk(dst):
+    for dp, _dn, fn in os.walk(dst):
         os.chmod(dp, 0o755)
         for n in fn:
             os.chmod(os.path.join(dp, n), 0o644)

@@ -28,7 +28,7 @@ from indexfiles.writer import index_bytes
 REPO = Path(__file__).resolve().parents[1]
 RSS_CEILING_MIB = 400
 HANG_GUARD_S = 300
-FAR_SLOT = 2 ** 31 - 2            # issue 8: a 16 GiB sparse file
+FAR_SLOT = 2 ** 31 - 2            # a slot 16 GiB into a sparse index file
 FAR_LOCATION = pack_location(7, 4096)
 
 CHILD = r"""

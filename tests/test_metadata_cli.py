@@ -289,10 +289,11 @@ def test_fsck_with_metadata_from_the_service_finds_what_the_folder_gives(served,
 @pytest.mark.parametrize("argv", [["metadata", "--help"], ["metadata", "serve", "--help"], ["bookies", "--help"],
                                   ["metadata", "export", "--help"]])
 def test_help_loads_no_grpc_or_kazoo(argv):
-    probe = ("import json, sys\nfrom bkdisk.cli import main\ntry:\n    main(%r)\nexcept SystemExit as e:\n"
+    probe = ("import json, sys\nfrom bkdisk.cli import main\ntry:\n"
+             "    main(" + repr(argv) + ")\nexcept SystemExit as e:\n"
              "    code = e.code\nprint(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules} & "
-             "{'grpc', 'kazoo', 'numba', 'pyspark', 'google'})]))" % (argv,))
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+             "{'grpc', 'kazoo', 'numba', 'pyspark', 'google'})]))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []], out.stderr
 
 

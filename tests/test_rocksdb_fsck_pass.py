@@ -23,7 +23,7 @@ from fsck.problems import PROBLEMS
 from rocksdbfiles import writer as w
 from rocksdbfiles.block import read_block
 from rocksdbfiles.dbindex import read_ledger_dir
-from rocksdbfiles.sst import Record, SstFile
+from rocksdbfiles.sst import SstFile
 
 V = rf.ValueType
 SRC = GOLDEN / "dbstorage-v6-bookieid"

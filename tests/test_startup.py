@@ -22,7 +22,7 @@ print(json.dumps({{"code": code, "heavy": sorted({{m.split('.')[0] for m in sys.
 
 def _probe(module: str, argv: list[str]) -> dict:
     src = PROBE.format(module=module, argv=argv, heavy=sorted(HEAVY))
-    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -66,7 +66,7 @@ def test_bkdisk_fsck_help_loads_no_checker():
 def test_bkdisk_help_lists_every_command_of_the_table():
     from bkdisk.cli import COMMANDS
     out = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main(['--help'])"],
-                         capture_output=True, text=True, timeout=60).stdout
+                         capture_output=True, text=True, timeout=60, check=True).stdout
     listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.startswith("  ") and
               not line.startswith("    ")]
     assert listed == sorted(COMMANDS)
