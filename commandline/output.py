@@ -2,10 +2,13 @@
 a line of text, and a warning on stderr."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
+
+from commandline.lazy import lazy_import
+
+json = lazy_import("json")   # only a command asked for --json encodes; `bkdisk --help` does not load it
 
 # Every command and group answers -h as it answers --help.
 HELP_OPTIONS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
