@@ -8,6 +8,7 @@ import numpy as np
 
 from bookie.model import BookieSpec, LedgerSpec, WrittenBookie
 from entrylogs.writer import EntryLogWriter, write_preallocated
+from formats import entrylog as fe
 from formats import journal as fj
 from formats.cookie import Cookie, serialize_cookie
 from formats.digests import compute_digest, master_key
@@ -142,7 +143,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
                           scope_id=l.scope_id, format_version=l.format_version).to_bytes()
         if j:
             j.append(e)
-        if log.position > 1024 and log.position + 4 + len(e) > spec.entry_log_size_limit:
+        if log.position > fe.HEADER_SIZE and log.position + fe.SIZE_PREFIX_SIZE + len(e) > spec.entry_log_size_limit:
             log.close(roll=True)
             log_id += 1
             log = new_log()

@@ -23,17 +23,10 @@ from formats.digests import DigestType
 from formats.errors import FormatError
 from formats.paths import parse_entry_log_name
 
-MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
-
-
 # header_at's code for a record of ledger -1 met while walking entries: a ledgers-map batch (the
 # map's offset is unknown when the header is damaged) or DirectEntryLogger's dummy record at 1024.
 # Not an entry and not damage: skipped, as BookKeeper's scanEntryLog skips every ledger -1 record.
 SKIP_RECORD = 16
-
-# DirectEntryLogger (O_DIRECT) pads every buffer flush with 0xF0 bytes up to a 4096-byte boundary.
-DIRECT_ALIGNMENT = 4096
-DIRECT_PADDING_BYTE = 0xF0
 
 
 class Damage(enum.IntEnum):
@@ -89,7 +82,7 @@ def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     if (size >= fe.MIN_SANE_ENTRY_SIZE and pos + prefix + size <= end
             and ENTRY_V1_HEADER.ledger_id.parse(bytes(b[s:s + 8])) == fe.INVALID_LEDGER_ID):
         return SKIP_RECORD, None
-    if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + prefix + size > end:
+    if size < ENTRY_V1_HEADER_SIZE or size > fe.MAX_ENTRY_SIZE or pos + prefix + size > end:
         return Damage.BAD_SIZE, None
     first = b[s]
     if first >= V2_MARKER:
@@ -112,11 +105,11 @@ def padding_end(b, pos: int, end: int) -> int:
     Padding: ``pos`` is not on a 4096-byte boundary, the next boundary is within the data, and every
     byte from ``pos`` up to it is 0xF0.
     """
-    r = pos % DIRECT_ALIGNMENT
-    nxt = pos + DIRECT_ALIGNMENT - r
-    if r == 0 or nxt > end or b[pos] != DIRECT_PADDING_BYTE:
+    r = pos % fe.DIRECT_ALIGNMENT
+    nxt = pos + fe.DIRECT_ALIGNMENT - r
+    if r == 0 or nxt > end or b[pos] != fe.DIRECT_PADDING_BYTE:
         return 0
-    return nxt if bytes(b[pos:nxt]).count(DIRECT_PADDING_BYTE) == nxt - pos else 0
+    return nxt if bytes(b[pos:nxt]).count(fe.DIRECT_PADDING_BYTE) == nxt - pos else 0
 
 
 def plausible_at(b, pos: int, end: int) -> bool:

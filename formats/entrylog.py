@@ -20,6 +20,10 @@ INVALID_LEDGER_ID = (1 << 64) - 1  # -1 as a Java long: marks ledgers-map batche
 LEDGERS_MAP_ENTRY_ID = -2
 SCOPED_LEDGERS_MAP_ENTRY_ID = -3  # bkdisk's batch for scope != 0 ledgers (specs/bp35-errata.md)
 LEDGERS_MAP_MAX_BATCH = 10000
+MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
+# DirectEntryLogger (O_DIRECT) pads every buffer flush with 0xF0 bytes up to a 4096-byte boundary.
+DIRECT_ALIGNMENT = 4096
+DIRECT_PADDING_BYTE = 0xF0
 
 ENTRY_LOG_HEADER_FIELDS = cs.Struct(
     "magic" / cs.Const(ENTRY_LOG_MAGIC),

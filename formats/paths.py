@@ -4,7 +4,6 @@ specs/paths.md states the rules and why.
 """
 from __future__ import annotations
 
-from formats.errors import FormatError, shown
 from formats.ids import LedgerId
 
 CURRENT_DIR = "current"
@@ -109,10 +108,3 @@ def parse_journal_name(name: str) -> int | None:
 
 def parse_entry_log_name(name: str) -> int | None:
     return parse_hex_name(name, ".log")
-
-
-def require_hex_name(name: str, suffix: str) -> int:
-    v = parse_hex_name(name, suffix)
-    if v is None:
-        raise FormatError(f"a file name '<hex id>{suffix}'", shown(name))
-    return v

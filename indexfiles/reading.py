@@ -182,8 +182,8 @@ def _location_rows(files: np.ndarray, entries: np.ndarray, locations: np.ndarray
     out = np.empty(len(files), LOCATION_DTYPE)
     out["file"] = files
     out["entry"] = entries
-    out["log"] = (locations >> np.uint64(32)).astype(np.uint32)
-    out["pos"] = (locations & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    out["log"] = fi.location_logs(locations)
+    out["pos"] = fi.location_positions(locations)
     return out
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formats.journal import RECORD_LENGTH_SIZE
 from journal.reader import EndKind, read_journal
 
 JOURNAL_DTYPE = np.dtype([
@@ -36,7 +37,8 @@ class JournalArrays:
     def body(self, data, i: int):
         """The body bytes of record ``i`` out of the file's bytes ``data``."""
         r = self.records[i]
-        return data[int(r["offset"]) + 4:int(r["offset"]) + 4 + int(r["size"])]
+        body = int(r["offset"]) + RECORD_LENGTH_SIZE
+        return data[body:body + int(r["size"])]
 
 
 def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalArrays:
