@@ -17,8 +17,8 @@ from diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Sl
 from diskio.mapped import DiskError
 from diskio.payload_hashes import PayloadHashes, hex_ascii
 from entrylogs.reader import Damage
-from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan,
-                            EntryLogScanArrays, scan_entry_log)
+from diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
+from entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
 from formats.digests import DigestType
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR, parse_entry_log_name

@@ -190,7 +190,7 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
 def digest_plan(md: dict[LedgerId, LedgerMetadata]):
     """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
     the scanner sniffs the rest."""
-    from entrylogs.scan import DigestPlan
+    from diskio.digest_plan import DigestPlan
     from formats.digests import DigestType
     known = {tuple(lid): DigestType.parse(m.digest_type) for lid, m in md.items() if m.digest_type is not None}
     passwords = {tuple(lid): m.password for lid, m in md.items() if m.password is not None}

@@ -4,8 +4,8 @@
 (its pure-Python twin, which tests compare it to), without Python work per record. The walk kernel
 is entrylogs/walk.py; diskio/windowed.py drives it window by window (``map_window``, default
 64 MiB), so memory stays bounded whatever the file size. A record is emitted only by a window that
-holds all of its bytes, which lets the digest check (diskio/digest_policy.py, shared with the
-journal checks) run on the same window.
+holds all of its bytes, which lets the digest check (diskio/digests.py, shared with the
+journal checks) run on the same window. The digest names are re-exported for the scanner's callers.
 
 Compiled kernels are cached (see diskio/config.py for NUMBA_CACHE_DIR / BKDISK_NUMBA_CACHE_DIR).
 """
@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diskio.digest_policy import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN,  # noqa: F401 (re-exported)
-                                  SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_NAMES, SOURCE_NONE, SOURCE_SNIFFED, DigestPlan,
-                                  recheck_digests, verify_entry_digests)
+from diskio.digests import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN,
+                            SOURCE_NAMES, SOURCE_SNIFFED, DigestPlan, recheck_digests, verify_entry_digests)
 from diskio.kernels import readonly
 from diskio.payload_hashes import PayloadHashes
 from diskio.windowed import DEFAULT_WINDOW, MIN_WINDOW, MODE, RESUME, Columns, FileSource, new_state, walk_windows

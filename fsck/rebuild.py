@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from entrylogs.arrays import EntryLogArrays
-from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from formats.ids import LedgerId
 from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.index import SLOT_SIZE, pack_location

@@ -51,11 +51,6 @@ class LedgerDirIndex:
         return [fd.Location(*r) for r in rows]
 
 
-def is_dbledger_dir(current: str | os.PathLike) -> bool:
-    """Whether a ledger dir's ``current`` holds DbLedgerStorage databases (a CURRENT file in locations/)."""
-    return os.path.isfile(os.path.join(os.fspath(current), LOCATIONS_DB, "CURRENT"))
-
-
 def _entries(db: Database, parse, kind: str):
     for key, value in db.items():
         try:
