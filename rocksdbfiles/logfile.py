@@ -88,7 +88,7 @@ def read_log(data: bytes | memoryview, *, path: str = "<log>", log_number: int |
             return stop(pos, "checksum mismatch")
         if header == rf.RECYCLABLE_LOG_HEADER_SIZE:
             rec = rf.RECYCLABLE_LOG_HEADER.parse(bytes(data[pos:pos + header]))
-            if log_number is not None and rec.log_number != (log_number & 0xFFFFFFFF):
+            if log_number is not None and rec.log_number != rf.recycled_log_number(log_number):
                 return stop(pos, "record of an older log (recycled file)")
             rtype = _RECYCLABLE.get(rtype, rtype)
         payload = bytes(data[pos + header:end])

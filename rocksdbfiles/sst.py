@@ -52,7 +52,7 @@ def parse_footer(data: bytes | memoryview, *, path: str | None = None) -> Footer
                           path=path, offset=magic_at)
     if f.format_version not in rf.FORMAT_VERSIONS:
         raise FormatError(f"format_version {rf.FORMAT_VERSIONS.start}..{rf.FORMAT_VERSIONS.stop - 1}",
-                          str(f.format_version), path=path, offset=magic_at - 4)
+                          str(f.format_version), path=path, offset=at + rf.FOOTER_FORMAT_VERSION_AT)
     if f.checksum_type not in rf.ChecksumType._value2member_map_:
         raise FormatError("a checksum type 0..4", str(f.checksum_type), path=path, offset=at)
     if f.format_version >= 6:
@@ -61,10 +61,12 @@ def parse_footer(data: bytes | memoryview, *, path: str | None = None) -> Footer
             raise FormatError("a v6 footer with zero reserved bytes and a base context checksum",
                               shown(f.part2[8:]), path=path, offset=at + 1)
         if f.checksum_type != rf.ChecksumType.NONE:
-            zeroed = raw[:rf.FOOTER_CHECKSUM_AT] + bytes(4) + raw[rf.FOOTER_CHECKSUM_AT + 4:]
-            want = (rf.builtin_checksum(f.checksum_type, zeroed) + rf.context_modifier(p2.base_context_checksum, at))
-            if want & 0xFFFFFFFF != p2.footer_checksum:
-                raise ChecksumMismatch(path, at, rf.FOOTER_SIZE, p2.footer_checksum, want & 0xFFFFFFFF)
+            ck_end = rf.FOOTER_CHECKSUM_AT + rf.FOOTER_CHECKSUM_SIZE
+            zeroed = raw[:rf.FOOTER_CHECKSUM_AT] + bytes(rf.FOOTER_CHECKSUM_SIZE) + raw[ck_end:]
+            want = rf.stored_checksum(rf.builtin_checksum(f.checksum_type, zeroed)
+                                      + rf.context_modifier(p2.base_context_checksum, at))
+            if want != p2.footer_checksum:
+                raise ChecksumMismatch(path, at, rf.FOOTER_SIZE, p2.footer_checksum, want)
         meta_end = at - rf.BLOCK_TRAILER_SIZE
         if p2.metaindex_size > meta_end:
             raise FormatError("a metaindex inside the file", f"{p2.metaindex_size} bytes", path=path, offset=at + 13)

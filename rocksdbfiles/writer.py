@@ -56,7 +56,7 @@ def frame_log(payloads: list[bytes], *, log_number: int | None = None) -> bytes:
 
 
 def _fragment(t: int, body: bytes, log_number: int | None) -> bytes:
-    extra = b"" if log_number is None else rf.RECYCLABLE_LOG_HEADER.subcons[-1].build(log_number & 0xFFFFFFFF)
+    extra = b"" if log_number is None else rf.RECYCLABLE_LOG_HEADER.subcons[-1].build(rf.recycled_log_number(log_number))
     crc = rf.mask_crc(crc32c.crc32c(bytes([t]) + extra + body))
     return rf.LOG_HEADER.build(dict(checksum=crc, length=len(body), type=t)) + extra + body
 
@@ -139,7 +139,7 @@ class _File:
         off = len(self.buf)
         ck = rf.builtin_checksum(self.opts.checksum_type, body + bytes([stored_type]))
         if self.opts.format_version >= 6:
-            ck = (ck + rf.context_modifier(self.opts.base_context_checksum, off)) & 0xFFFFFFFF
+            ck = rf.stored_checksum(ck + rf.context_modifier(self.opts.base_context_checksum, off))
         self.buf += body + rf.BLOCK_TRAILER.build(dict(compression_type=stored_type, checksum=ck))
         return off, len(body)
 
@@ -196,7 +196,7 @@ def _footer(opts: TableOptions, meta: tuple[int, int], index: tuple[int, int], a
         return rf.FOOTER.build(dict(checksum_type=opts.checksum_type, part2=p2, format_version=opts.format_version,
                                     magic=rf.BLOCK_BASED_TABLE_MAGIC))
     ck = rf.builtin_checksum(opts.checksum_type, build(0)) + rf.context_modifier(opts.base_context_checksum, at)
-    return build(ck & 0xFFFFFFFF)
+    return build(rf.stored_checksum(ck))
 
 
 # --- MANIFEST -------------------------------------------------------------------------------
