@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class LogRows:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def only(self, scope: int, ledger: int) -> "LogRows":
+    def only(self, scope: int, ledger: int) -> LogRows:
         """The rows of one ledger (BP-35: a scope and a ledger id)."""
         keep = (self.entries["scope"] == scope) & (self.entries["ledger"] == ledger)
         rows = None if self.hash_row is None else self.hash_row[keep]
@@ -97,7 +97,8 @@ class LogRows:
         cols = self.columns()
         for lo in range(0, len(self), rows):
             part = {k: v[lo:lo + rows] for k, v in cols.items()}
-            yield template.encode(part, self.payload_sha256, None if self.hash_row is None else self.hash_row[lo:lo + rows])
+            hash_rows = None if self.hash_row is None else self.hash_row[lo:lo + rows]
+            yield template.encode(part, self.payload_sha256, hash_rows)
 
     def arrow(self):
         """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""

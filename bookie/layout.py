@@ -50,7 +50,7 @@ class BookieDirs:
             if os.path.isdir(os.path.join(cur, "ledgers")) and os.path.isdir(os.path.join(cur, "locations")):
                 return "rocksdb"
         for d in self.effective_index_dirs:
-            for dirpath, _dirs, files in os.walk(self.current(d)):
+            for _dirpath, _dirs, files in os.walk(self.current(d)):
                 if any(f.endswith(".idx") or f.endswith(".idx.rloc") for f in files):
                     return "index-files"
         return "empty"
@@ -249,6 +249,7 @@ def from_conf(conf_path: str) -> BookieDirs:
     if not journal or not ledger:
         raise LayoutError(f"{conf_path}: needs journalDirectories (or journalDirectory) and ledgerDirectories")
     base = os.path.dirname(os.path.abspath(conf_path))
-    absd = lambda ds: [d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d)) for d in ds]
+    def absd(ds: list[str]) -> list[str]:
+        return [d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d)) for d in ds]
     return BookieDirs(absd(journal), absd(ledger), absd(index), conf_path=conf_path,
                       configured=(tuple(journal), tuple(ledger), tuple(index)))

@@ -102,7 +102,7 @@ def places_entries_on(m: LedgerMetadata, bookie: str) -> bool:
     """Whether metadata may place entries on ``bookie``: it is in an ensemble that holds entries (a
     ledger not closed: any ensemble). The ledgers a bookie's check iterates."""
     ens = m.ensembles
-    for i, (first, members) in enumerate(ens):
+    for first, members in ens:
         if bookie in members and (not m.is_closed or first <= m.last_entry_id):
             return True
     return False

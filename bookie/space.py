@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -234,7 +235,8 @@ def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings
     # One row per (log, ledger).
     counts = np.array([len(lg.ledger) for lg in logs], np.int64)
     log_of = np.repeat(np.arange(len(logs)), counts)
-    cat = lambda name, dt: np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
+    def cat(name: str, dt) -> np.ndarray:
+        return np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
     scope, ledger, nbytes = cat("scope", np.uint64), cat("ledger", np.uint64), cat("nbytes", np.int64)
     group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
     keys = np.zeros(len(ledger), [("group", "<i8"), ("scope", "<u8"), ("ledger", "<u8")])
@@ -371,7 +373,8 @@ def _summary(dirs, bookie_id, log_rows, ledger_rows, settings: GcSettings, metad
         "metadata": metadata_from if with_md else None, "liveness": "ledger metadata and the bookie's index"
         if with_md else NO_METADATA, "settings": settings.to_json(),
         "logs": len(log_rows), "size": sum(r["size"] for r in log_rows),
-        "live_bytes": sum(r["live_bytes"] for r in log_rows), "garbage_bytes": sum(r["garbage_bytes"] for r in log_rows),
+        "live_bytes": sum(r["live_bytes"] for r in log_rows),
+        "garbage_bytes": sum(r["garbage_bytes"] for r in log_rows),
         "by_action": by_action, "by_state": by_state,
         "gc_frees_bytes": by_action[DELETE]["size"],
         "minor_compaction_frees_bytes": sum(r["garbage_bytes"] for r in minor),

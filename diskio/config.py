@@ -23,7 +23,7 @@ import gc
 import os
 import platform
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
 CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}

@@ -145,7 +145,7 @@ class SpillFolder:
                 SpillFolder._live.discard(self.path)
             self.path = None
 
-    def __enter__(self) -> "SpillFolder":
+    def __enter__(self) -> SpillFolder:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import errno
 import os
 from concurrent.futures import Executor, Future, wait
-from contextlib import ExitStack, nullcontext
-from typing import Callable, ContextManager
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class FileSource:
             return self._held[offset:offset + length].tobytes()
         return read_range(self.path, offset, length)
 
-    def window(self, offset: int, length: int) -> ContextManager[np.ndarray]:
+    def window(self, offset: int, length: int) -> AbstractContextManager[np.ndarray]:
         """The bytes [offset, offset + length) as a uint8 array, unmapped on exit."""
         if self._held is not None:
             return nullcontext(self._held[offset:offset + length])

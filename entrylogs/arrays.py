@@ -40,7 +40,7 @@ class EntryLogArrays:
     problems: np.ndarray     # PROBLEM_DTYPE
 
     def computed_ledgers_map(self) -> dict[tuple[int, int], int]:
-        """Per (scope, ledger): the sum of its entries' sizes with their size prefixes, as the ledgers map records it."""
+        """Per (scope, ledger): the sum of its entries' sizes, size prefixes included, as the ledgers map says."""
         e = self.entries
         if len(e) == 0:
             return {}

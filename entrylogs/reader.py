@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import construct as cs
 import numpy as np
@@ -182,13 +182,14 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
         batch = fe.ENTRY_SIZE.parse(head_bytes[:fe.SIZE_PREFIX_SIZE])
         if batch <= 0:
             break
-        head = None
-        for decl, width, dtype in _BATCH_HEADS.values():
+        head, width, dtype = None, 0, None
+        for decl, w, dt in _BATCH_HEADS.values():
             try:
                 head = decl.parse(head_bytes)
-                break
             except cs.ConstructError:
                 continue
+            width, dtype = w, dt
+            break
         if (head is None or pos + fe.SIZE_PREFIX_SIZE + batch > size
                 or not 0 < head.count <= fe.LEDGERS_MAP_MAX_BATCH
                 or batch != _HEAD_SIZE - fe.SIZE_PREFIX_SIZE + width * head.count):

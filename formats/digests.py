@@ -27,7 +27,7 @@ class DigestType(enum.IntEnum):
         return DIGEST_LENGTH[self]
 
     @classmethod
-    def parse(cls, name: str | int) -> "DigestType":
+    def parse(cls, name: str | int) -> DigestType:
         """Accept the proto name, the client API name (``MAC``) or the number."""
         if isinstance(name, int):
             try:

@@ -81,7 +81,8 @@ FOOTER_V6_PART2 = cs.Struct(
 )
 FOOTER_CHECKSUM_AT = FOOTER.subcons[0].sizeof() + len(EXTENDED_MAGIC)   # 5
 FOOTER_CHECKSUM_SIZE = FOOTER_V6_PART2.footer_checksum.sizeof()
-FOOTER_FORMAT_VERSION_AT = FOOTER_SIZE - FOOTER.magic.sizeof() - FOOTER.format_version.sizeof()   # from the footer's start
+# (from the footer's start)
+FOOTER_FORMAT_VERSION_AT = FOOTER_SIZE - FOOTER.magic.sizeof() - FOOTER.format_version.sizeof()
 FORMAT_VERSIONS = range(2, 7)                            # read here; 7 adds custom compression names
 
 BLOCK_TRAILER = cs.Struct("compression_type" / cs.Int8ul, "checksum" / cs.Int32ul)

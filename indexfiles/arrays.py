@@ -84,7 +84,7 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
     inv = IndexInventory(lst.dirs, lst.paths, lst.relpaths, strays=lst.strays)
     failures = list(lst.failures)
     rows, locs = [], []
-    for fidx, (path, rel) in enumerate(zip(lst.paths, lst.relpaths)):
+    for fidx, (path, _rel) in enumerate(zip(lst.paths, lst.relpaths)):
         named = (int(lst.dir_index[fidx]), int(lst.scope[fidx]), int(lst.ledger[fidx]), bool(lst.named[fidx]),
                  int(lst.depth[fidx]))
         data = _read_whole(path)

@@ -58,7 +58,8 @@ def read_bodies(path: str, records: np.ndarray) -> list[bytes]:
                 for off, n in zip(records["offset"].tolist(), records["size"].tolist())]
 
 
-def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalArrays:
+def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None,
+                           start: int | None = None) -> JournalArrays:
     s = read_journal(path, data, start)
     recs = np.array([(r.offset, int(r.kind), r.scope_id, r.ledger_id, r.entry_id, r.length) for r in s.records],
                     dtype=JOURNAL_DTYPE)

@@ -68,7 +68,7 @@ class JournalWriter:
         self._f.close()
         return size
 
-    def __enter__(self) -> "JournalWriter":
+    def __enter__(self) -> JournalWriter:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocksdb as rf
 from formats.errors import FormatError

@@ -25,7 +25,8 @@ def _claimed_size(data: bytes, what: str, path: str | None, offset: int) -> tupl
     return n, p
 
 
-def decompress(ctype: int, data: bytes | memoryview, *, path: str | None = None, offset: int = 0, what: str = "a block") -> bytes:
+def decompress(ctype: int, data: bytes | memoryview, *, path: str | None = None, offset: int = 0,
+               what: str = "a block") -> bytes:
     """The contents of a block stored with compression ``ctype`` (format_version >= 2 framing)."""
     if ctype == rf.Compression.NONE:
         return bytes(data)

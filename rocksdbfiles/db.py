@@ -8,7 +8,7 @@ import os
 import re
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -152,8 +153,8 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
                 fd.parse_ledger(key, value, path=db.path)
                 ok[r] = True
             except FormatError as e:
-                bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
-                                   (key, key)))
+                why = f"key {key.hex()}: {e.expected}, found {e.found}"
+                bad.append(Problem("ledgers-bad-entry", db.path, None, why, (key, key)))
         ids.append(keys[ok].view(fd.LEDGERS_KEY_COLUMN).reshape(-1).astype(np.int64))
         arena.append(values[ok][width < vlen[ok, None]])
         lens.append(vlen[ok])
@@ -171,7 +172,8 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
         ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
         arena.append(np.frombuffer(value, np.uint8))
         lens.append(np.array([len(value)], np.int64))
-    cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+    def cat(parts: list, dt) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dt)
     return (LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64))),
             db.problems + bad)
 

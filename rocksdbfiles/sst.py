@@ -4,7 +4,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -39,7 +39,8 @@ def parse_footer(data: bytes | memoryview, *, path: str | None = None) -> Footer
     """The footer in the last FOOTER_SIZE bytes, its magic, version and (v6+) own checksum checked."""
     n = len(data)
     if n < rf.FOOTER_SIZE:
-        raise FormatError(f"an SST file of at least its {rf.FOOTER_SIZE}-byte footer", f"{n} bytes", path=path, offset=0)
+        raise FormatError(f"an SST file of at least its {rf.FOOTER_SIZE}-byte footer", f"{n} bytes", path=path,
+                          offset=0)
     at = n - rf.FOOTER_SIZE
     raw = bytes(data[at:])
     f = parse_struct(rf.FOOTER, raw, what="an SST footer", path=path, offset=at)

@@ -11,7 +11,8 @@ the tables already read are dropped from the process's mappings as it goes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -134,7 +135,7 @@ def _first_key(t: SstFile) -> bytes | None:
 def _sources(db: Database, ks: int, vs: int, damaged: list, padded: bool) -> list[Iterator[_Chunk]]:
     """One chunk stream per level-0 table and per deeper level whose tables do not overlap."""
     by_level: dict[int, list[tuple[int, SstFile]]] = {}
-    for pos, (level, number, t) in enumerate(db.tables):
+    for pos, (level, _number, t) in enumerate(db.tables):
         by_level.setdefault(level, []).append((pos, t))
     out = []
     for level, tables in sorted(by_level.items()):

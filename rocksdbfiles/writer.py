@@ -56,7 +56,8 @@ def frame_log(payloads: list[bytes], *, log_number: int | None = None) -> bytes:
 
 
 def _fragment(t: int, body: bytes, log_number: int | None) -> bytes:
-    extra = b"" if log_number is None else rf.RECYCLABLE_LOG_HEADER.subcons[-1].build(rf.recycled_log_number(log_number))
+    number_field = rf.RECYCLABLE_LOG_HEADER.subcons[-1]
+    extra = b"" if log_number is None else number_field.build(rf.recycled_log_number(log_number))
     crc = rf.mask_crc(crc32c.crc32c(bytes([t]) + extra + body))
     return rf.LOG_HEADER.build(dict(checksum=crc, length=len(body), type=t)) + extra + body
 

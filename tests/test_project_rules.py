@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 from conftest import REPO
 
@@ -166,7 +165,8 @@ def format_constants(source: str, name: str = "<src>") -> list[str]:
             targets, value = [node.target], node.value
         else:
             continue
-        names = [e.id for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t]) if isinstance(e, ast.Name)]
+        names = [e.id for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+                 if isinstance(e, ast.Name)]
         if _literal(value) and any(n.isupper() and _FORMAT_NAME.search(n.strip("_")) for n in names):
             out.append(f"{name}:{node.lineno} declares {', '.join(names)}")
     return out
@@ -219,7 +219,8 @@ def test_every_product_module_is_under_the_size_limit():
 
 def test_tests_take_the_golden_location_from_conftest_only():
     pattern = re.compile(r"""shared["']?\s*/\s*["']golden|/work/shared|shared/golden""")
-    offenders = [f"{p.name}:{i}" for p in sorted((REPO / "tests").glob("*.py")) if p.name not in ("conftest.py", "test_project_rules.py")
+    skip = ("conftest.py", "test_project_rules.py")
+    offenders = [f"{p.name}:{i}" for p in sorted((REPO / "tests").glob("*.py")) if p.name not in skip
                  for i, line in enumerate(p.read_text().splitlines(), 1)
                  if pattern.search(line) and not line.lstrip().startswith(("#", '"', "'"))]
     assert offenders == []
