@@ -4,9 +4,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from formats.errors import BkdiskError
 from formats.paths import CURRENT_DIR
+
+if TYPE_CHECKING:
+    from formats.cookie import Cookie
 
 
 class LayoutError(BkdiskError):
@@ -74,7 +78,7 @@ def _kind_of(cur: str) -> set[str]:
     return kinds
 
 
-def _cookie_of(d: str):
+def _cookie_of(d: str) -> Cookie | None:
     from diskio.mapped import read_bytes
     from formats.cookie import parse_cookie
     p = os.path.join(d, CURRENT_DIR, "VERSION")
@@ -153,7 +157,7 @@ def discover_all(root: str) -> list[BookieDirs]:
         dirs.sort()
     if not found:
         raise LayoutError(f"{root}: no bookie dirs found (no '<dir>/current' with journals, entry logs or cookies)")
-    groups: dict[str | None, list[tuple[str, set[str], object]]] = {}
+    groups: dict[str | None, list[tuple[str, set[str], Cookie | None]]] = {}
     for d, kinds in found:
         c = _cookie_of(d)
         groups.setdefault(c.bookie_id if c is not None else None, []).append((d, kinds, c))

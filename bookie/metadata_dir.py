@@ -45,7 +45,9 @@ def metadata_names(folder: str) -> Iterator[str]:
 def preferred_file(folder: str, name: str) -> bool:
     """Whether ``name`` is the file its ledger is read from: no file of a format preferred to its own
     (``.bin`` before ``.txt`` before ``.v1.txt``) exists beside it."""
-    lid, rank = ledger_of_file(name)
+    found = ledger_of_file(name)
+    assert found is not None, f"{name} is named as a metadata file"
+    rank = found[1]
     stem = name[: -len(_SUFFIXES[rank])]
     return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in _SUFFIXES[:rank])
 
@@ -192,6 +194,7 @@ def digest_plan(md: dict[LedgerId, LedgerMetadata]):
     the scanner sniffs the rest."""
     from diskio.digest_plan import DigestPlan
     from formats.digests import DigestType
-    known = {tuple(lid): DigestType.parse(m.digest_type) for lid, m in md.items() if m.digest_type is not None}
-    passwords = {tuple(lid): m.password for lid, m in md.items() if m.password is not None}
+    known = {(lid.scope, lid.ledger): DigestType.parse(m.digest_type) for lid, m in md.items()
+             if m.digest_type is not None}
+    passwords = {(lid.scope, lid.ledger): m.password for lid, m in md.items() if m.password is not None}
     return DigestPlan(known=known, passwords=passwords)

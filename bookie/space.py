@@ -75,9 +75,10 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         frame = read_frame(lambda o, n: read_range(path, o, n), size, path)
         warnings += [str(e) for e in (frame.header_error, frame.map_error) if e is not None]
     rolled = bool(frame and frame.header is not None and frame.header.ledgers_map_offset != 0)
-    whole_map = frame is not None and frame.ledgers_map and frame.map_error is None
+    # the ledgers map when the whole of it was read
+    whole_map = frame.ledgers_map if frame is not None and frame.map_error is None else None
     if whole_map and not scan:
-        return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(frame.ledgers_map), MAP, rolled, warnings)
+        return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(whole_map), MAP, rolled, warnings)
     counted: dict[tuple[int, int], int] = {}
     if size:
         if scanned is None:
@@ -86,9 +87,9 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         # the scan's warnings as the inventory words them (the header's and the map's once)
         from bookie.inventory import log_rows
         warnings += [w for w in log_rows(None, ledger_dir, log_id, scanned).warnings if w not in warnings]
-        counted = scanned.computed_ledgers_map()   # (size + 4) per ledger, as EntryLogMetadata adds them
-        if whole_map and counted != frame.ledgers_map:
-            differ = sorted(set(counted.items()) ^ set(frame.ledgers_map.items()))[:3]
+        counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
+        if whole_map and counted != whole_map:
+            differ = sorted(set(counted.items()) ^ set(whole_map.items()))[:3]
             warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
                             + ", ".join(f"ledger {LedgerId(*k)}" for k, _v in differ) + "); counted from the entries")
     return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(counted), SCAN, rolled, warnings)
@@ -115,7 +116,7 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
         if why == STRAY_RELOCATION:
             lid = parse_index_name(os.path.basename(p)[:-len(RELOCATION_SUFFIX)] + ".idx")
             if lid is not None:
-                have.add(tuple(lid))
+                have.add((lid.scope, lid.ledger))
     return [have], []
 
 

@@ -24,12 +24,13 @@ import os
 import platform
 import threading
 from collections.abc import Callable
+from typing import Any
 
 CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
 CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}
 
 # nopython always; nogil so fsck's --jobs threads run kernels in parallel; cached across processes.
-JIT_OPTIONS = dict(nogil=True, cache=True, boundscheck=False)
+JIT_OPTIONS: dict[str, Any] = dict(nogil=True, cache=True, boundscheck=False)
 
 
 @functools.cache
@@ -39,8 +40,8 @@ def numba_cache_dir() -> str | None:
     from numba.core import config as numba_config
     if wanted:
         os.environ["NUMBA_CACHE_DIR"] = wanted
-        numba_config.CACHE_DIR = wanted
-    return numba_config.CACHE_DIR or None
+        numba_config.CACHE_DIR = wanted   # type: ignore[attr-defined]
+    return numba_config.CACHE_DIR or None   # type: ignore[attr-defined]
 
 
 def kernel(fn: Callable) -> Callable:
@@ -81,7 +82,7 @@ def target_features() -> frozenset[str]:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return frozenset()
     from numba.core import config as numba_config
-    feats = numba_config.CPU_FEATURES
+    feats = numba_config.CPU_FEATURES   # type: ignore[attr-defined]
     if feats is None:
         import llvmlite.binding as ll
         feats = ll.get_host_cpu_features().flatten()

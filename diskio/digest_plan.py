@@ -55,7 +55,9 @@ class DigestPlan:
     dlen_hint: dict[LedgerKey, int] = field(default_factory=dict)
     _mac_keys: dict[LedgerKey, bytes] = field(default_factory=dict, repr=False)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
-    _tables: dict = field(default_factory=dict, repr=False, compare=False)   # decided/known as arrays
+    # decided/known as arrays: name -> (id of the dict, its length then, (ids, values))
+    _tables: dict[str, tuple[int, int, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict, repr=False,
+                                                                                compare=False)
 
     def __getstate__(self) -> dict:   # picklable (a lock is not): a copy gets a lock of its own
         state = dict(self.__dict__)
@@ -86,7 +88,7 @@ class DigestPlan:
         v1, order = keys[:, 0] == 0, np.argsort(keys[:, 1], kind="stable")   # scope 0 only, by ledger id
         order = order[v1[order]]
         ids, values = keys[order, 1], values.reshape((len(keys), 2) if name == "decided" else -1)[order]
-        if start:
+        if start and cached is not None:
             at = np.searchsorted(cached[2][0], ids)
             ids, values = np.insert(cached[2][0], at, ids), np.insert(cached[2][1], at, values, axis=0)
         self._tables[name] = (id(d), len(d), (ids, values))

@@ -130,12 +130,12 @@ def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length
                 for i in sample[by_ledger[starts[j]:starts[j + 1]]].tolist():
                     body = int(off[i]) + SIZE_PREFIX_SIZE - base
                     if int(size[i]) >= ENTRY_V1_HEADER_SIZE + _HMAC_LENGTH and _hmac_ok(
-                            key_bytes, memoryview(buf), body, ENTRY_V1_HEADER_SIZE, int(size[i])):
+                            key_bytes, buf.data, body, ENTRY_V1_HEADER_SIZE, int(size[i])):
                         d = (int(DigestType.HMAC), SOURCE_SNIFFED)
                         break
             if d is None:
-                tried = plan.tried[key] = plan.tried.get(key, 0) + int(cnt[j])
-                if tried >= plan.max_samples:
+                samples = plan.tried[key] = plan.tried.get(key, 0) + int(cnt[j])
+                if samples >= plan.max_samples:
                     plan.decided[key] = (0, SOURCE_SNIFFED)   # sniffed, and nothing verifies
                 lsrc[j] = SOURCE_SNIFFED
                 continue
@@ -191,7 +191,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     hdr = np.where(fmt == 2, ENTRY_V2_HEADER_SIZE, ENTRY_V1_HEADER_SIZE)
     pend = np.flatnonzero(status == DIGEST_PENDING_HMAC)
     if len(pend):
-        mv = memoryview(buf)
+        mv = buf.data
         scope = entries["scope"]
         for i in pend.tolist():
             key_bytes = plan.mac_key_for((int(scope[i]), int(ledger[i])))
@@ -326,9 +326,9 @@ def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: Dig
         if t == DigestType.HMAC:
             ok = mac is not None and hmac.compare_digest(mac.digest(), head[header:header + t.length].tobytes())
         elif t == DigestType.CRC32:
-            ok = int(be_i64_at(head, [header])[0]) == int(regs[t] ^ mask)
+            ok = int(be_i64_at(head, np.array([header]))[0]) == int(regs[t] ^ mask)
         else:
-            ok = int(be_i64_at(head, [header - 4])[0]) & 0xFFFFFFFF == int(regs[t] ^ mask)
+            ok = int(be_i64_at(head, np.array([header - 4]))[0]) & 0xFFFFFFFF == int(regs[t] ^ mask)
         if ok:
             return DIGEST_OK
     return DIGEST_BAD if code else DIGEST_UNKNOWN

@@ -64,7 +64,7 @@ def sha256_payloads(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> P
     """The SHA-256 of ``buf[start[i]:start[i] + length[i]]`` for every i with ``length[i] >= 0``,
     written into one preallocated array (no object kept per entry)."""
     out = PayloadHashes(np.zeros((len(length), HASH_BYTES), np.uint8), np.asarray(length) >= 0)
-    mv, into = memoryview(buf), memoryview(out.raw.reshape(-1))   # a view: raw is contiguous
+    mv, into = buf.data, out.raw.reshape(-1).data   # a view: raw is contiguous
     for i in np.flatnonzero(out.present).tolist():
         a, at = int(start[i]), i * HASH_BYTES
         into[at:at + HASH_BYTES] = hashlib.sha256(mv[a:a + int(length[i])]).digest()

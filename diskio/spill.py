@@ -79,7 +79,7 @@ def _inside(path: str, folder: str) -> bool:
 
 def remove_stale(root: str) -> list[str]:
     """Remove the spill folders under ``root`` whose process is gone (a run that was killed)."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:
@@ -231,9 +231,10 @@ class RangeSpill:
         for i, held in enumerate(self._held):
             if not held:
                 continue
-            if self._files[i] is None:
-                self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
-            with open(self._files[i], "ab") as f:
+            path = self._files[i]
+            if path is None:
+                path = self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
+            with open(path, "ab") as f:
                 for a in held:
                     f.write(a.tobytes())
             self._held[i] = []
@@ -243,8 +244,9 @@ class RangeSpill:
         """Range ``i``'s rows in append order (read back from its file when it spilled)."""
         import numpy as np
         parts = []
-        if self._files[i] is not None:
-            parts.append(np.fromfile(self._files[i], self.dtype))
+        path = self._files[i]
+        if path is not None:
+            parts.append(np.fromfile(path, self.dtype))
         parts += self._held[i]
         if not parts:
             return np.zeros(0, self.dtype)
@@ -345,7 +347,7 @@ class ChunkedArray:
             os.close(fd)
         with open(self._path, "ab") as f:
             for a in self._held:
-                f.write(memoryview(a).cast("B"))
+                f.write(a.data.cast("B"))
                 self._on_disk += len(a)
         self._held, self._held_bytes = [], 0
 

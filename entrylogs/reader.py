@@ -116,7 +116,7 @@ def plausible_at(b, pos: int, end: int) -> bool:
     """A resync candidate: a valid header whose successor is the end of data, another valid header,
     a skipped (ledger -1) record, flush padding or a zero tail."""
     code, rec = header_at(b, pos, end)
-    if code:
+    if code or rec is None:
         return False
     nxt = pos + fe.SIZE_PREFIX_SIZE + rec.size
     if nxt == end:
@@ -182,7 +182,7 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
         batch = fe.ENTRY_SIZE.parse(head_bytes[:fe.SIZE_PREFIX_SIZE])
         if batch <= 0:
             break
-        head, width, dtype = None, 0, None
+        head, width, dtype = None, 0, np.dtype([])
         for decl, w, dt in _BATCH_HEADS.values():
             try:
                 head = decl.parse(head_bytes)
@@ -200,7 +200,7 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
                 raise e.at(base_offset=pos) from None
             raise AssertionError(f"{path}: ledgers-map batch at {pos}: its head and its declaration disagree")
         items = np.frombuffer(read(pos + _HEAD_SIZE, width * head.count), dtype=dtype)
-        scopes = items["scope_id"].tolist() if "scope_id" in dtype.names else [0] * head.count
+        scopes = items["scope_id"].tolist() if "scope_id" in (dtype.names or ()) else [0] * head.count
         for scope, ledger, n in zip(scopes, items["ledger_id"].tolist(), items["size"].tolist()):
             out[(scope, ledger)] = out.get((scope, ledger), 0) + n
         pos += fe.SIZE_PREFIX_SIZE + batch
@@ -254,7 +254,7 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
             pos = pad
             continue
         code, rec = header_at(b, pos, end)
-        if code == 0:
+        if code == 0 and rec is not None:
             scan.records.append(rec)
             pos += fe.SIZE_PREFIX_SIZE + rec.size
             continue

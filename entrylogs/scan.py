@@ -35,8 +35,8 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
            "EntryLogScanArrays", "SOURCE_ENTRY", "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_SNIFFED", "recheck_digests",
            "scan_entry_log", "verify_entry_digests"]
 
-_ENTRY_COLUMNS = [ENTRY_DTYPE[n].newbyteorder("=") for n in ENTRY_DTYPE.names]
-_PROBLEM_COLUMNS = [PROBLEM_DTYPE[n].newbyteorder("=") for n in PROBLEM_DTYPE.names]
+_ENTRY_COLUMNS = [ENTRY_DTYPE[n].newbyteorder("=") for n in ENTRY_DTYPE.names or ()]
+_PROBLEM_COLUMNS = [PROBLEM_DTYPE[n].newbyteorder("=") for n in PROBLEM_DTYPE.names or ()]
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 
 
@@ -127,7 +127,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                      check_window if check else None, background)
         res.entries = entries.table(ENTRY_DTYPE, 0, int(state[ENTRIES]))
         res.problems = problems.table(PROBLEM_DTYPE, 0, int(state[PROBLEMS]))
-        if check:
+        if plan is not None:
             res.digests = np.concatenate(digest_parts) if digest_parts else np.zeros(0, DIGEST_DTYPE)
             res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None
             # entries checked in a window before a later window decided their ledger's type

@@ -83,6 +83,7 @@ class Entry:
     def header_bytes(self) -> bytes:
         """The bytes the digest covers before the payload (the whole header, flags and scope included)."""
         if self.format_version == 2:
+            assert self.digest_type is not None, "a V2 entry names its digest type"
             return ENTRY_V2_HEADER.build(dict(flags=V2_FLAGS_BASE | int(self.digest_type), scope_id=self.scope_id,
                                               ledger_id=self.ledger_id, entry_id=self.entry_id,
                                               last_add_confirmed=self.last_add_confirmed, length=self.length))
@@ -157,6 +158,7 @@ def package_entry(*, ledger_id: int, entry_id: int, last_add_confirmed: int, len
 def build_entry(e: Entry) -> bytes:
     """Serialize an Entry through its declaration (the inverse of parse_entry)."""
     if e.format_version == 2:
+        assert e.digest_type is not None, "a V2 entry names its digest type"
         return build_struct(ENTRY_V2, dict(flags=V2_FLAGS_BASE | int(e.digest_type), scope_id=e.scope_id,
                                            ledger_id=e.ledger_id, entry_id=e.entry_id,
                                            last_add_confirmed=e.last_add_confirmed, length=e.length,

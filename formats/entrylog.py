@@ -88,9 +88,8 @@ def build_ledgers_map(sizes: dict[tuple[int, int], int]) -> bytes:
         out += LEDGERS_MAP_BATCH.build(dict(size=20 + 16 * len(part), count=len(part),
                                             ledgers=[dict(ledger_id=l, size=n) for l, n in part]))
     for i in range(0, len(scoped), LEDGERS_MAP_MAX_BATCH):
-        part = scoped[i:i + LEDGERS_MAP_MAX_BATCH]
-        out += SCOPED_LEDGERS_MAP_BATCH.build(dict(size=20 + 24 * len(part), count=len(part),
-                                                   ledgers=[dict(scope_id=s, ledger_id=l, size=n) for s, l, n in part]))
+        triples = [dict(scope_id=s, ledger_id=l, size=n) for s, l, n in scoped[i:i + LEDGERS_MAP_MAX_BATCH]]
+        out += SCOPED_LEDGERS_MAP_BATCH.build(dict(size=20 + 24 * len(triples), count=len(triples), ledgers=triples))
     return bytes(out)
 
 

@@ -53,7 +53,7 @@ VERSION_OFFSET = _AT["version"]                      # 4
 KEY_LENGTH_OFFSET = _AT["master_key_length"]         # 8
 KEY_OFFSET = _AT["master_key"]                       # 12; state_bits, then (V1) explicit_lac_length follow the key
 # Bytes of the fixed fields around the key: magic, version, key length and state (V0), plus the LAC length (V1).
-HEADER_FIXED_SIZE = {HEADER_V0: KEY_OFFSET + _field_size(INDEX_HEADER_FIELDS, "state_bits")}
+HEADER_FIXED_SIZE: dict[int, int] = {HEADER_V0: KEY_OFFSET + _field_size(INDEX_HEADER_FIELDS, "state_bits")}
 HEADER_FIXED_SIZE[HEADER_V1] = HEADER_FIXED_SIZE[HEADER_V0] + _field_size(INDEX_HEADER_FIELDS, "explicit_lac_length")
 SLOT_SIZE = LOCATION.sizeof()                        # 8
 SLOT_DTYPE = np.dtype(f">u{SLOT_SIZE}")             # LOCATION as numpy reads a page of slots

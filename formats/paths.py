@@ -52,8 +52,8 @@ def parse_index_name(name: str) -> LedgerId | None:
         v = int(stem, 16)
         if v >> 64:
             return LedgerId(v >> 64, v & (_U64_LIMIT - 1))
-    v = _hex_value(stem)
-    return None if v is None else LedgerId(0, v)
+    plain = _hex_value(stem)
+    return None if plain is None else LedgerId(0, plain)
 
 
 def parse_index_names(names: list[str]) -> tuple[list[int], list[int], list[bool]]:

@@ -63,5 +63,7 @@ def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None,
     s = read_journal(path, data, start)
     recs = np.array([(r.offset, int(r.kind), r.scope_id, r.ledger_id, r.entry_id, r.length) for r in s.records],
                     dtype=JOURNAL_DTYPE)
-    return JournalArrays(s.path, s.journal_id, s.version, s.header_size, s.size, recs, s.end.kind, s.end.offset,
-                         s.end.detail)
+    end = s.end
+    assert end is not None, "read_journal says how every journal ends"
+    return JournalArrays(s.path, s.journal_id, s.version, s.header_size, s.size, recs, end.kind, end.offset,
+                         end.detail)

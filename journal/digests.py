@@ -42,7 +42,7 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
     bad_parts = []
     i = 0
     while i < len(recs):
-        if len(huge) and huge[min(np.searchsorted(huge, i), len(huge) - 1)] == i:
+        if len(huge) and huge[min(int(np.searchsorted(huge, i)), len(huge) - 1)] == i:
             r = recs[i]
             if verify_streamed(scan.path, int(r["offset"]), int(r["size"]), (int(r["scope"]), int(r["ledger"])),
                                plan) == DIGEST_BAD:

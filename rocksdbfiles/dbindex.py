@@ -42,7 +42,7 @@ class LedgerDirIndex:
         """The live locations as whole columns (ledger, entry, log, offset): for small indexes and tests."""
         parts = list(self.location_chunks())
         rows = np.concatenate(parts) if parts else np.zeros(0, LOCATION_ROW)
-        return {k: rows[k] for k in LOCATION_ROW.names}
+        return {k: rows[k] for k in LOCATION_ROW.names or ()}
 
     @property
     def locations(self) -> list[fd.Location]:
@@ -162,16 +162,18 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
     db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
     for p in long:                # a value longer than the arrays' pass reads: one lookup each
         key = bytes.fromhex(p.detail.split(":")[0].split()[1])
-        value = db.get(key)
+        stored = db.get(key)
+        assert stored is not None, "the key was read from this database"
         try:
-            fd.parse_ledger(key, value, path=db.path)
+            fd.parse_ledger(key, stored, path=db.path)
         except FormatError as e:
             bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
                                (key, key)))
             continue
         ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
-        arena.append(np.frombuffer(value, np.uint8))
-        lens.append(np.array([len(value)], np.int64))
+        arena.append(np.frombuffer(stored, np.uint8))
+        lens.append(np.array([len(stored)], np.int64))
+
     def cat(parts: list, dt) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dt)
     return (LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64))),
@@ -196,7 +198,7 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
         p1: list[Problem] = []
         for cols in iter_location_columns(os.path.join(c, LOCATIONS_DB), stack, p1):
             r = np.empty(len(cols["ledger"]), LOCATION_ROW)
-            for k in LOCATION_ROW.names:
+            for k in LOCATION_ROW.names or ():
                 r[k] = cols[k]
             out.rows.append(r)
             out.count += len(r)

@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 import crc32c
 
 from formats import rocksdb as rf
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 T = rf.LogRecordType
 _FRAGMENT_TYPES = {T.FULL, T.FIRST, T.MIDDLE, T.LAST}
@@ -45,7 +49,8 @@ def _nonzero(data, start: int) -> int:
     return len(stripped)
 
 
-def read_log(data: bytes | memoryview, *, path: str = "<log>", log_number: int | None = None) -> LogContents:
+def read_log(data: bytes | memoryview | np.ndarray, *, path: str = "<log>",
+             log_number: int | None = None) -> LogContents:
     """Every whole logical record of a log file, stopping at the first damage (as RocksDB's point-in-time
     recovery does); the rest of the file is described in ``tail``. Never raises on content."""
     out = LogContents(path, len(data))

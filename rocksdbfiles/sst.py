@@ -99,11 +99,13 @@ class SstFile:
         meta = self._block(self.footer.metaindex, "the metaindex block")
         self.metaindex = {}
         for key, value, at in meta.entries():
+            assert isinstance(value, bytes), "a block read without value_delta holds value bytes"
             self.metaindex[key], _ = read_handle(value, 0, len(value), path=self.path, base=meta.base + at)
         self.properties = {}
         if rf.PROPERTIES_BLOCK in self.metaindex:
             self.properties = {k: v for k, v, _ in self._block(self.metaindex[rf.PROPERTIES_BLOCK],
-                                                                 "the properties block").entries()}
+                                                                 "the properties block").entries()
+                               if isinstance(v, bytes)}   # (a block read without value_delta: every value)
         index_handle = self.footer.index or self.metaindex.get(rf.INDEX_BLOCK)
         if index_handle is None:
             raise FormatError("a metaindex naming the index block", "no 'rocksdb.index' entry", path=self.path,
@@ -118,10 +120,11 @@ class SstFile:
         index = self._block(index_handle, "the index block", value_delta=delta, cache=False)
         self.index_keys, self.index_handles = [], []
         for key, value, at in index.entries():
-            if not delta:
-                value, _ = read_handle(value, 0, len(value), path=self.path, base=index.base + at)
+            # (with value_delta the block gives each handle; else its encoded bytes)
+            handle = value if isinstance(value, Handle) else \
+                read_handle(value, 0, len(value), path=self.path, base=index.base + at)[0]
             self.index_keys.append(key if self.index_is_user_key else self._user_key(key, index.base + at))
-            self.index_handles.append(value)
+            self.index_handles.append(handle)
         if any(b < a for a, b in zip(self.index_keys, self.index_keys[1:])):
             raise FormatError("index keys in ascending order", "a key below the one before it", path=self.path,
                               offset=index_handle.offset)

@@ -6,6 +6,8 @@ the data blocks they write are byte-identical to the ones RocksDB wrote in the g
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import os
 from dataclasses import dataclass
 
@@ -146,7 +148,7 @@ class _File:
 
 
 def build_sst(records: list[Record], opts: TableOptions = TableOptions(),
-              range_deletions: list[tuple[bytes, bytes, int]] = ()) -> bytes:
+              range_deletions: Sequence[tuple[bytes, bytes, int]] = ()) -> bytes:
     """An SST holding ``records`` (sorted by user key, newest first within a key); no filter block."""
     f = _File(opts)
     index: list[tuple[bytes, tuple[int, int]]] = []
@@ -202,8 +204,8 @@ def _footer(opts: TableOptions, meta: tuple[int, int], index: tuple[int, int], a
 
 # --- MANIFEST -------------------------------------------------------------------------------
 def version_edit(*, log_number: int, next_file_number: int, last_sequence: int,
-                 files: list[tuple[int, int, int, bytes, bytes, int, int]] = (),
-                 deleted: list[tuple[int, int]] = ()) -> bytes:
+                 files: Sequence[tuple[int, int, int, bytes, bytes, int, int]] = (),
+                 deleted: Sequence[tuple[int, int]] = ()) -> bytes:
     """One version edit: comparator, numbers, files added (level, number, size, smallest and largest
     internal keys, smallest and largest sequence) as kNewFile2, files deleted (level, number)."""
     G = rf.Tag
@@ -219,7 +221,8 @@ def version_edit(*, log_number: int, next_file_number: int, last_sequence: int,
 
 
 def write_db(path: str | os.PathLike, tables: list[tuple[int, list[Record]]], opts: TableOptions = TableOptions(),
-             wal: list[bytes] = (), range_deletions: dict[int, list[tuple[bytes, bytes, int]]] | None = None) -> None:
+             wal: Sequence[bytes] = (),
+             range_deletions: dict[int, list[tuple[bytes, bytes, int]]] | None = None) -> None:
     """A database dir for tests and benchmarks: one SST per (level, records), CURRENT, MANIFEST-000001
     and the WAL ``wal`` batches in a log numbered after the tables; ``range_deletions`` maps a table's
     position to the (begin, end, sequence) tombstones it holds."""

@@ -92,11 +92,11 @@ def cross_check(ctx: CheckContext, di: int, current: str, idx, scans) -> Pairs:
         else:
             hit = right = np.zeros(len(lr), bool)
         for i in np.flatnonzero(~right).tolist():
-            at = int(lr["at"][i])
+            log, pos = unpack_location(int(lr["at"][i]))
             what = f"ledger {int(t['ledger'][slot[i]])} entry {int(t['entry'][slot[i]])}" if hit[i] else "no entry"
             flagged.append((int(lr["k"][i]), (DBINDEX_LOCATION_WRONG, dict(
                 path=locations_db, scope=0, ledger=int(lr["ledger"][i]), entry=int(lr["entry"][i]),
-                detail=f"{logs[unpack_location(at)[0]]} position {unpack_location(at)[1]}, found {what} there; {REBUILD_HINT}"))))
+                detail=f"{logs[log]} position {pos}, found {what} there; {REBUILD_HINT}"))))
         pointed = np.zeros(n, bool)
         pointed[slot[hit]] = True              # (positions in a log are distinct: one entry per at)
         free.append(t[~pointed])
