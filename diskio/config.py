@@ -153,15 +153,13 @@ def collector_eased():
     """Ease Python's cyclic garbage collector for a scan command's work (also a decorator).
 
     A scan keeps most of what it makes until it ends (per-ledger tables, findings), beside numba's
-    and numpy's many import-time objects, and the collector's passes walked them all again and
-    again: about 6 % of the CPU of a fsck of 200,000 ledgers (perf). Here the objects alive on entry
-    are frozen out of its sight and the young generation is collected every YOUNG_COLLECTION_EVERY
-    allocations instead of 700. Collection still runs, so memory stays bounded where parsing leaves
-    a cycle per ledger (construct does, on DbLedgerStorage bookies). A fsck of 200,000 ledgers:
-    5.02 -> 4.83 s (medians of 5 alternating pairs, every pair faster); turning collection off
-    instead measured no faster within this machine's noise. The last caller out (callers may nest
-    or overlap on threads) gives the collector back as the first found it, for a long-lived process
-    (tests, a Spark worker): its thresholds, and thawed unless the process had frozen objects itself.
+    and numpy's many import-time objects, and the collector's passes would walk them all again and
+    again. Here the objects alive on entry are frozen out of its sight and the young generation is
+    collected every YOUNG_COLLECTION_EVERY allocations instead of 700. Collection still runs, so
+    memory stays bounded where parsing leaves a cycle per ledger (construct does, on DbLedgerStorage
+    bookies). The last caller out (callers may nest or overlap on threads) gives the collector back
+    as the first found it, for a long-lived process (tests, a Spark worker): its thresholds, and
+    thawed unless the process had frozen objects itself.
     """
     with _Pause.lock:
         if _Pause.inside == 0:
