@@ -243,11 +243,8 @@ class RangeSpill:
     def range_rows(self, i: int) -> np.ndarray:
         """Range ``i``'s rows in append order (read back from its file when it spilled)."""
         import numpy as np
-        parts = []
         path = self._files[i]
-        if path is not None:
-            parts.append(np.fromfile(path, self.dtype))
-        parts += self._held[i]
+        parts = ([] if path is None else [np.fromfile(path, self.dtype)]) + self._held[i]
         if not parts:
             return np.zeros(0, self.dtype)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -124,11 +124,12 @@ def location_arithmetic(source: str, name: str = "<src>") -> list[str]:
 # Sizes of a layout that code outside formats/ must name: the 4-byte size prefix of entry-log and
 # journal records, the 1024-byte entry-log and index headers, the V1 and V2 entry headers.
 LAYOUT_SIZES = {4: "a size prefix", 1024: "a header size", 32: "a V1 entry header size", 41: "a V2 entry header size"}
-_OFFSET_NAME = re.compile(r"off|pos|start|body|base|_at\b|\bat\b|loc|\bend\b", re.IGNORECASE)
+_OFFSET_NAME = re.compile(r"off|pos|start|body|base|_at\b|\bat\b|loc|\bend\b|size", re.IGNORECASE)
 
 
 def bare_layout_sizes(source: str, name: str = "<src>") -> list[str]:
-    """Offsets moved by a bare layout size (``off + 4``, ``position - 1024``) instead of its formats/ name."""
+    """Offsets and sizes moved by a bare layout size (``off + 4``, ``size + 4``, ``position - 1024``)
+    instead of its formats/ name."""
     out = []
     for node in ast.walk(ast.parse(source, name)):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))):
@@ -180,7 +181,7 @@ def test_the_checkers_flag_location_arithmetic_bare_layout_sizes_and_format_cons
                                "bkdisk/shell_format.py") == []
     assert len(location_arithmetic("def f(offset):\n    return offset & 0xFFFFFFFF\n", "bkdisk/shell_format.py")) == 1
     assert len(bare_layout_sizes("raw = data[r.offset + 4:r.offset + 4 + r.size]\nn = size - 1024\n"
-                                 "p = pos + 1024\nb = body + 32\n")) == 4
+                                 "p = pos + 1024\nb = body + 32\nm = r.size + 4\n")) == 6
     assert bare_layout_sizes("raw = data[r.offset + SIZE_PREFIX_SIZE:]\nn = i + 4\nk = count - 1\n") == []
     assert len(format_constants("DIRECT_ALIGNMENT = 4096\nDIRECT_PADDING_BYTE = 0xF0\nMAGIC = b'BKLO'\n"
                                 "MAX_ENTRY_SIZE = 1 << 30\nLEDGER_AT, ENTRY_AT = 0, 8\n")) == 5
