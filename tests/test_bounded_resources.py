@@ -186,7 +186,8 @@ def _length_fields(written, remap) -> dict[str, tuple[str, int, str]]:
     out = {"index master key length": (idx, field_offset(INDEX_HEADER_FIELDS, "master_key_length"), "index"),
            "ledgers map batch size": (rolled, map_at, "entrylog"),
            "ledgers map batch count": (rolled, map_at + field_offset(LEDGERS_MAP_BATCH, "count"), "entrylog")}
-    body_field = {RecordKind.PADDING: 0, RecordKind.LEDGER_KEY: KEY_LENGTH_AT, RecordKind.EXPLICIT_LAC: LAC_BODY_LENGTH_AT}
+    body_field = {RecordKind.PADDING: 0, RecordKind.LEDGER_KEY: KEY_LENGTH_AT,
+                  RecordKind.EXPLICIT_LAC: LAC_BODY_LENGTH_AT}
     for j in written.journal_files:
         for r in read_journal(j).records:
             if r.kind in body_field and f"journal {r.kind.name.lower()} length" not in out:

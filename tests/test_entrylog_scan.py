@@ -778,7 +778,8 @@ def test_sniffing_gives_up_on_a_ledger_only_after_max_samples_entries_verify_as_
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([0, 1, 2**63, 2**64 - 1]), st.one_of(st.integers(0, 4), st.integers(0, 2**64 - 1)),
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2**63, 2**64 - 1]),
+                          st.one_of(st.integers(0, 4), st.integers(0, 2**64 - 1)),
                           st.integers(0, 2**31 - 1)), max_size=40))
 def test_computed_ledgers_map_sums_size_and_prefix_per_ledger(rows):
     from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays

@@ -192,11 +192,13 @@ def test_a_parent_killed_outright_takes_its_forked_work_with_it(how):
 
 
 @pytest.mark.parametrize("sig,mapped,expected", [
-    (signal.SIGBUS, [("/no/such/0.log", 0, 10)], "/no/such/0.log bytes 0..9: the disk returned an I/O error, or the file "
-                                           "shrank, while it was read through a map; stopped"),
+    (signal.SIGBUS, [("/no/such/0.log", 0, 10)],
+     "/no/such/0.log bytes 0..9: the disk returned an I/O error, or the file shrank, while it was read through a map; "
+     "stopped"),
     (signal.SIGBUS, [], "the disk returned an I/O error, or the file shrank, while it was read through a map; "
                         "stopped (no mapped read was in progress)"),
-    (signal.SIGSEGV, [("/a", 5, 1), ("/b", 0, 2)], "/a bytes 5..5; /b bytes 0..1: the reader crashed (SIGSEGV); stopped"),
+    (signal.SIGSEGV, [("/a", 5, 1), ("/b", 0, 2)],
+     "/a bytes 5..5; /b bytes 0..1: the reader crashed (SIGSEGV); stopped"),
     (signal.SIGKILL, [("/a", 5, 1)], "killed (SIGKILL: by an operator, or by the system out of memory)"),
     (signal.SIGABRT, [("/a", 5, 1)], "stopped by SIGABRT while reading /a bytes 5..5"),
     (signal.SIGHUP, [], "cancelled (SIGHUP)"),

@@ -5,8 +5,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYER = {"formats": 0, "diskio": 1, "journal": 2, "entrylogs": 2, "indexfiles": 2, "rocksdbfiles": 2, "bookie": 3, "metaservice": 3, "fsck": 4,
-         "audit": 4.5, "bkdisk": 5, "bench": 6}
+LAYER = {"formats": 0, "diskio": 1, "journal": 2, "entrylogs": 2, "indexfiles": 2, "rocksdbfiles": 2, "bookie": 3,
+         "metaservice": 3, "fsck": 4, "audit": 4.5, "bkdisk": 5, "bench": 6}
 # File-kind packages sit side by side and do not use each other.
 PEERS_APART = {"journal", "entrylogs", "indexfiles", "rocksdbfiles"}
 # formats/ holds declarations only: no file, process or memory-map access.

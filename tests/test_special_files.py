@@ -189,7 +189,7 @@ def test_index_walk_reports_a_fifo_or_device_as_an_error_row_like_the_reference(
 def test_lastmark_and_cookie_fifos_raise_disk_error(tmp_path: Path):
     fifos = _bookie_with_fifos(str(tmp_path))
     for k in ("lastMark", "VERSION"):
-        _assert_not_regular(lambda: read_bytes(fifos[k]), fifos[k])
+        _assert_not_regular(lambda path=fifos[k]: read_bytes(path), fifos[k])
 
 
 def _run(args: list[str], timeout: int = 60) -> subprocess.CompletedProcess:
