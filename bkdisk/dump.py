@@ -26,7 +26,7 @@ from commandline.runner import one_line_errors
 from entrylogs.reader import Damage, EntryRecord
 from formats.codec import read_field, read_value
 from formats.entry import ENTRY_V1_HEADER
-from formats.entrylog import ENTRY_SIZE
+from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
@@ -216,10 +216,10 @@ def entry_log_metadata(scan) -> tuple[str, list[tuple[int, int, int]], int]:
     for r in _entries(scan):
         if r.format_version == 1:
             if r.ledger_id <= SIGNED_MAX:
-                m.add(r.ledger_id, r.size + 4)
-                total += r.size + 4
+                m.add(r.ledger_id, r.size + SIZE_PREFIX_SIZE)
+                total += r.size + SIZE_PREFIX_SIZE
         else:
-            scoped[(r.scope_id, r.ledger_id)] = scoped.get((r.scope_id, r.ledger_id), 0) + r.size + 4
+            scoped[(r.scope_id, r.ledger_id)] = scoped.get((r.scope_id, r.ledger_id), 0) + r.size + SIZE_PREFIX_SIZE
     items = [(0, k, v) for k, v in m.items()] + [(s, l, v) for (s, l), v in scoped.items()]
     return "scan", items, total + sum(scoped.values())
 

@@ -472,6 +472,13 @@ def _table_sizes(target: str) -> dict[str, int]:
     return {r.field: int(r.size) for r in table.rows if _INT.match(r.size)}
 
 
+def test_entry_log_constants_are_the_values_the_spec_states() -> None:
+    from formats import entrylog as fel
+    rows = dict(re.findall(r"^\| `(\w+)` \| (0x[0-9A-Fa-f]+|\d+)\b", (SPECS / "entrylog.md").read_text(), re.M))
+    for name in ("MAX_ENTRY_SIZE", "DIRECT_ALIGNMENT", "DIRECT_PADDING_BYTE", "MIN_SANE_ENTRY_SIZE"):
+        assert int(rows[name], 0) == getattr(fel, name), name
+
+
 def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
     from diskio import digest_kernels
     from entrylogs import walk as entry_walk

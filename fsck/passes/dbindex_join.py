@@ -16,6 +16,7 @@ import numpy as np
 
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from formats.dbledger import ENTRY_SIZE_FIELD
+from formats.index import join_locations, location_logs, unpack_location
 from formats.paths import LOCATIONS_DB
 from fsck.codes import (DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_ENTRY_UNINDEXED, DBINDEX_LOCATION_MISSING_LOG,
                         DBINDEX_LOCATION_WRONG)
@@ -26,7 +27,7 @@ from fsck.scan_store import entry_count
 from rocksdbfiles.dbindex import ledger_ids
 
 SHARE = 0.25          # of --memory-limit: one range's entries and locations, and their sort
-ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at = log << 32 | (offset + 4)
+ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
 LOC_ROW = np.dtype([("k", "<i8"), ("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])
 PAIR_ROW = np.dtype([("seq", "<i8"), ("ledger", "<i8"), ("entry", "<i8")])
 # A range's working set per entry, measured: its row, the join's copy and sort, the location routed to it
@@ -36,7 +37,7 @@ _KEYSET_ROW = 48      # bytes a KeySet holds per row (columns, mix, order) with 
 
 
 def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return (log.astype(np.uint64) << np.uint64(32)) | pos.astype(np.uint64)
+    return join_locations(log, pos)
 
 
 def _entries(scan, log_id: int) -> np.ndarray:
@@ -57,7 +58,7 @@ def cross_check(ctx: CheckContext, di: int, current: str, idx, scans) -> Pairs:
     bounds = split_ranges(ids, weights * _WORK_PER_ENTRY, budget)
 
     def route(rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, (rows["at"] >> np.uint64(32)).astype(np.int64), side="right")
+        return np.searchsorted(bounds, location_logs(rows["at"]).astype(np.int64), side="right")
 
     locations_db = os.path.join(current, LOCATIONS_DB)
     flagged: list[tuple[int, tuple]] = []
@@ -91,11 +92,11 @@ def cross_check(ctx: CheckContext, di: int, current: str, idx, scans) -> Pairs:
         else:
             hit = right = np.zeros(len(lr), bool)
         for i in np.flatnonzero(~right).tolist():
-            at = int(lr["at"][i])
+            log, pos = unpack_location(int(lr["at"][i]))
             what = f"ledger {int(t['ledger'][slot[i]])} entry {int(t['entry'][slot[i]])}" if hit[i] else "no entry"
             flagged.append((int(lr["k"][i]), (DBINDEX_LOCATION_WRONG, dict(
                 path=locations_db, scope=0, ledger=int(lr["ledger"][i]), entry=int(lr["entry"][i]),
-                detail=f"{logs[at >> 32]} position {at & 0xFFFFFFFF}, found {what} there; {REBUILD_HINT}"))))
+                detail=f"{logs[log]} position {pos}, found {what} there; {REBUILD_HINT}"))))
         pointed = np.zeros(n, bool)
         pointed[slot[hit]] = True              # (positions in a log are distinct: one entry per at)
         free.append(t[~pointed])
@@ -129,8 +130,8 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     for start, t in free.chunks():
         for j in range(len(t)):
             at, lid, eid = int(t["at"][j]), int(t["ledger"][j]), int(t["entry"][j])
-            where = dict(path=logs[at >> 32], offset=(at & 0xFFFFFFFF) - ENTRY_SIZE_FIELD, scope=0, ledger=lid,
-                         entry=eid)
+            log, pos = unpack_location(at)
+            where = dict(path=logs[log], offset=pos - ENTRY_SIZE_FIELD, scope=0, ledger=lid, entry=eid)
             if lost[start + j]:
                 out.append((DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {REBUILD_HINT}")))
             else:

@@ -16,7 +16,8 @@ import numpy as np
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
-from formats.index import slot_offset
+from formats.entrylog import SIZE_PREFIX_SIZE
+from formats.index import join_locations, location_logs, slot_offset, unpack_location
 from fsck.codes import ENTRY_NOT_INDEXED, GARBAGE_ENTRIES, INDEX_LOCATION_WRONG, LEDGER_INDEX_MISSING, LEDGER_NOT_INDEXED
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -33,14 +34,10 @@ _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
 CHUNK = 1 << 20       # locations read at once
 
 
-def _key(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return (log.astype(np.uint64) << np.uint64(32)) | pos.astype(np.uint64)
-
-
 def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
     e = scan.entries
     t = np.empty(len(e), ENTRY_ROW)
-    t["key"] = _key(np.full(len(e), log_id, np.uint64), e["offset"] + 4)
+    t["key"] = join_locations(np.full(len(e), log_id, np.uint64), e["offset"] + SIZE_PREFIX_SIZE)
     t["scope"], t["ledger"], t["entry"], t["log"] = e["scope"], e["ledger"], e["entry"], log_id
     return t
 
@@ -62,7 +59,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
 
     def route(rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, rows["key"] >> np.uint64(32), side="right")
+        return np.searchsorted(bounds, location_logs(rows["key"]), side="right")
 
     locs = RangeSpill(LOCATION_ROW, route, len(bounds) + 1, budget, ctx.spill, "locations")
     all_locs = inv.locations
@@ -75,7 +72,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
         rows = np.empty(int(keep.sum()), LOCATION_ROW)
         rows["k"] = k0 + np.flatnonzero(keep)
-        rows["key"] = _key(c["log"][keep], c["pos"][keep])
+        rows["key"] = join_locations(c["log"][keep], c["pos"][keep])
         rows["scope"], rows["ledger"], rows["entry"] = t["scope"][keep], t["ledger"][keep], c["entry"][keep]
         locs.append(rows)
 
@@ -208,7 +205,7 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
             log = int(t["log"][j])
             yield Finding(ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
                           entry=int(t["entry"][j]), path=log_paths.get(log),
-                          detail=f"log {log:x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
+                          detail=f"log {log:x}.log position {unpack_location(int(t['key'][j]))[1]}")
         rest = ~skip & ~known
         has_md = in_md.contains(ids)
         has_md |= _looked_up(md, ids, rest & ~has_md)
