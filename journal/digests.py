@@ -24,26 +24,28 @@ ENTRY_FIELDS = np.dtype([("offset", "<i8"), ("size", "<i4"), ("format", "u1"), (
 assert RECORD_LENGTH_SIZE == SIZE_PREFIX_SIZE
 
 
-def data_records(scan: JournalArrays) -> np.ndarray:
-    """Indices of ``scan``'s data records (the records that hold entries) among all its records."""
-    return np.flatnonzero(scan.records["kind"] == RecordKind.DATA)
+def data_records(records: np.ndarray) -> np.ndarray:
+    """Indices of the data records (the records that hold entries) among a journal's ``records``."""
+    return np.flatnonzero(records["kind"] == RecordKind.DATA)
 
 
 def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNAL_WINDOW) -> np.ndarray:
     """The rows among ``scan``'s data records whose digest is bad (``plan`` is updated with what
     sniffing decides), verified over windows of at most ``window`` bytes of whole records."""
-    recs = scan.records[data_records(scan)]
-    if len(recs) == 0:
+    records = scan.records   # (read once: a spilled scan reads its file at each access)
+    idx = data_records(records)
+    if len(idx) == 0:
         return np.zeros(0, np.int64)
     window = min(JOURNAL_WINDOW, window)
-    starts = recs["offset"].astype(np.int64)   # (records are copied a window's worth at a time)
-    ends = starts + RECORD_LENGTH_SIZE + recs["size"].astype(np.int64)
+    # The data records are taken a window's worth at a time, not copied whole.
+    starts = records["offset"][idx].astype(np.int64)
+    ends = starts + RECORD_LENGTH_SIZE + records["size"][idx].astype(np.int64)
     huge = np.flatnonzero(ends - starts > window)
     bad_parts = []
     i = 0
-    while i < len(recs):
+    while i < len(idx):
         if len(huge) and huge[min(int(np.searchsorted(huge, i)), len(huge) - 1)] == i:
-            r = recs[i]
+            r = records[idx[i]]
             if verify_streamed(scan.path, int(r["offset"]), int(r["size"]), (int(r["scope"]), int(r["ledger"])),
                                plan) == DIGEST_BAD:
                 bad_parts.append(np.array([i]))
@@ -55,7 +57,7 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
         if nxt < len(huge):
             j = min(j, int(huge[nxt]))
         with map_window(scan.path, w0, int(ends[j - 1]) - w0) as arr:
-            rows, _ = verify_entry_digests(arr, _entries(arr, recs[i:j], w0), plan, base=w0)
+            rows, _ = verify_entry_digests(arr, _entries(arr, records[idx[i:j]], w0), plan, base=w0)
             bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
             del arr
         i = j

@@ -90,17 +90,16 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
                      clean_end: bool) -> Iterator[Finding]:
     """Verify journal data records like entry-log entries; a bad last record of the newest journal
     followed only by zeros is a torn write (its length landed, its body did not)."""
-    recs = scan.records
-    data_idx = data_records(scan)
-    if len(data_idx) == 0:
-        return
-    sel = recs[data_idx]
     bad = ctx.shared(DIGESTS, lambda: bad_records_of_journals(ctx)).get(scan.path)
     if bad is None:   # (a scan put in the context by hand)
         bad = _bad_records(ctx, scan)
+    # Read after the digests' check and once (a spilled scan reads its file at each access); only the
+    # bad rows are taken out of it.
+    recs = scan.records
+    data_idx = data_records(recs)
     last = len(data_idx) - 1
     for i in bad.tolist():
-        r = sel[i]
+        r = recs[data_idx[i]]
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
         if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
