@@ -141,7 +141,7 @@ def task_batch(table: str, run: RunInfo, bookie_id: str | None, cols: dict[str, 
               "bookie_id": bookie_id}
     for f in TASK_SCHEMA:
         if f.name in consts:
-            arrays.append(pa.array([consts[f.name]] * n, f.type))
+            arrays.append(pa.repeat(pa.scalar(consts[f.name], f.type), n))
         elif f.name in cols:
             arrays.append(pa.array(cols[f.name], f.type))
         else:
@@ -259,18 +259,50 @@ def load_scanners() -> None:
     last_nonzero(np.zeros(8, np.uint8))   # numba's first load of a cached kernel: its runtime
 
 
-def replica_logs(ctx, bid: str) -> Iterator:
+def replica_batch_rows(memory=None) -> int:
+    """Replica rows per batch: a batch in TASK_SCHEMA (its null columns allocated too) is built in the
+    scan's process, and read and written again by the one that waits for it (scan-disk's Parquet
+    writer, an audit task's), while the check's kept scans are held: a batch gets a bounded share of
+    the limit, whatever the size of an entry log."""
+    from diskio.spill import MemoryLimit
+    rows = (memory or MemoryLimit()).share(REPLICA_BATCH_SHARE) // REPLICA_ROW_BYTES
+    return int(min(MAX_REPLICA_BATCH_ROWS, max(1, rows)))
+
+
+def _replica_row_bytes() -> int:
+    """Bytes of one replica row in TASK_SCHEMA, about: every column's width (a null column's buffer
+    too), a string's offset and the text of a replica's strings (the payload hash's 64 hex digits,
+    a short name for the others)."""
+    named = {"table"} | {name for name, _t in RUN_FIELDS + REPLICA_FIELDS}
+    n = 0
+    for f in TASK_SCHEMA:
+        if pa.types.is_string(f.type):
+            n += 4 + (0 if f.name not in named else 64 if f.name == "payload_sha256" else 16)
+        else:
+            n += max(1, f.type.bit_width // 8)
+    return n + len(TASK_SCHEMA) // 8 + 1   # validity bits
+
+
+REPLICA_ROW_BYTES = _replica_row_bytes()
+REPLICA_BATCH_SHARE = 1 / 32            # of --memory-limit: one batch of replica rows
+MAX_REPLICA_BATCH_ROWS = 1 << 17
+
+
+def replica_logs(ctx, bid: str, rows: int) -> Iterator:
     """The entry logs fsck scanned (with payload hashes), as inventory rows in ledger-dir then log-id
-    order. A log that could not be read fails the disk's audit, as when the inventory scans it: its
-    copies must not be counted as intact or as missing (an unlistable dir is a finding already)."""
+    order, each log in parts of at most ``rows`` rows. A log that could not be read fails the disk's
+    audit, as when the inventory scans it: its copies must not be counted as intact or as missing (an
+    unlistable dir is a finding already)."""
     from bookie.inventory import ledger_dir_name, log_rows
+    from fsck.scan_store import log_scan_parts
     scans = ctx.log_scans
     names = [ledger_dir_name(d) for d in ctx.dirs.ledger_dirs]
     for lf in sorted(ctx.log_files, key=lambda f: (f.dir_index, f.log_id)):
         scan = scans[lf.path]
         if isinstance(scan, Exception):
             raise scan
-        yield log_rows(bid, names[lf.dir_index], lf.log_id, scan)
+        for part in log_scan_parts(scan, rows):
+            yield log_rows(bid, names[lf.dir_index], lf.log_id, part)
 
 
 def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None) -> Iterator[pa.RecordBatch]:
@@ -285,12 +317,13 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
         opts.memory = memory
     report = check_bookie(dirs, opts)
     try:
-        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row)
+        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory))
     finally:
         report.close()
 
 
-def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int
+               ) -> Iterator[pa.RecordBatch]:
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {
@@ -300,7 +333,7 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "ledger_id": [to_signed(f.ledger) for f in fs], "entry_id": [f.entry for f in fs],
             "message": [f.message for f in fs]}, len(fs))
     entries = 0
-    for rows in replica_logs(report.context, bid):
+    for rows in replica_logs(report.context, bid, batch_rows):
         if len(rows) == 0:
             continue
         inv = rows.arrow()

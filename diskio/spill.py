@@ -281,8 +281,8 @@ def split_ranges(keys: np.ndarray, weights: np.ndarray, limit: float) -> np.ndar
 
 
 class ArrayFile:
-    """One array written whole to the spill folder and read back whole on each ``load`` (a fresh
-    array the caller drops when done: nothing stays mapped or cached)."""
+    """One array written whole to the spill folder and read back on each ``load``, whole or rows ``lo:hi``
+    from their place in the file (a fresh array the caller drops when done: nothing stays mapped)."""
 
     def __init__(self, folder: SpillFolder, arr: np.ndarray, name: str):
         self.dtype, self.shape = arr.dtype, arr.shape
@@ -293,9 +293,11 @@ class ArrayFile:
     def __len__(self) -> int:
         return self.shape[0] if self.shape else 0
 
-    def load(self) -> np.ndarray:
+    def load(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
         import numpy as np
-        return np.fromfile(self.path, self.dtype).reshape(self.shape)
+        n, per_row = min(len(self) if hi is None else hi, len(self)) - lo, int(np.prod(self.shape[1:]))
+        flat = np.fromfile(self.path, self.dtype, count=n * per_row, offset=lo * per_row * self.dtype.itemsize)
+        return flat.reshape((n, *self.shape[1:]))
 
     def store(self, arr: np.ndarray) -> None:
         """Replace the content (same dtype and length)."""

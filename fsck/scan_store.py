@@ -9,7 +9,9 @@ findings either way.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -114,6 +116,27 @@ class ScanStore:
         out.__dict__.update({k: v for k, v in vars(scan).items() if k != "records"})
         out._files = {"records": ArrayFile(self.folder, scan.records, "journal")}
         return out
+
+
+def log_scan_parts(scan: EntryLogScanArrays, rows: int) -> Iterator[EntryLogScanArrays]:
+    """The scan in parts of at most ``rows`` entries, in order: the same scan with its per-entry arrays
+    (entries, digests, payload hashes) cut to the part's rows. A spilled scan's parts are read from
+    the spill folder one at a time, so a caller holds one part beyond what the check keeps."""
+    n = entry_count(scan)
+    for lo in range(0, n, max(1, rows)):
+        hi = min(n, lo + max(1, rows))
+        if isinstance(scan, SpilledLogScan):
+            files = scan._files
+            part = {k: f.load(lo, hi) for k, f in files.items()}
+            fields = {k: v for k, v in vars(scan).items() if k != "_files"}
+            hashes = PayloadHashes(part["hashes"], part["hashed"]) if "hashes" in part else None
+            fields.update(entries=part["entries"], digests=part.get("digests"), payload_hashes=hashes)
+            yield EntryLogScanArrays(**fields)
+        else:
+            h = scan.payload_hashes
+            yield dataclasses.replace(
+                scan, entries=scan.entries[lo:hi], digests=None if scan.digests is None else scan.digests[lo:hi],
+                payload_hashes=None if h is None else PayloadHashes(h.raw[lo:hi], h.present[lo:hi]))
 
 
 def entry_count(scan: EntryLogScanArrays) -> int:
