@@ -273,10 +273,12 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     # The batches go to the file as they come (one entry log's rows at a time), not held until the end.
     last, unverified, done = None, 0, False
     try:
-        for b in iter_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id), memory=memory):
+        for b in iter_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id), memory=memory, preload=False):
             writer.write_batch(b)
-            last = b
-            if batch_table(b) == "replicas":
+            table = batch_table(b)
+            if table == "disks":   # (the last batch; a batch of rows is not held past its write)
+                last = b
+            elif table == "replicas":
                 unverified += b.column("digest_ok").null_count
         writer.close()
         done = True

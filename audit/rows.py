@@ -175,7 +175,7 @@ def scan_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, memory=None) ->
 
 
 def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool = True,
-              memory=None) -> Iterator[pa.RecordBatch]:
+              memory=None, preload: bool = True) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
     payload SHA-256), one batch per entry log; the disks row comes last.
 
@@ -187,6 +187,9 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
     (``guard``, diskio/fault_guard.py), so that a read that faults (SIGBUS: an I/O error under a map,
     a file cut short) or a scan that dies any other way ends the disk with a ``not_audited`` row
     naming the file and the bytes being read, instead of killing the task, and with it the whole job.
+    ``preload``: load the checker here before forking, for the children of a process that scans
+    disk after disk (an audit task); a process that scans one disk leaves it to its child, and holds
+    only the rows it passes on.
     """
     t0 = time.perf_counter()
 
@@ -224,7 +227,8 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
     if not guard:
         yield from scan()
         return
-    load_scanners()
+    if preload:
+        load_scanners()
 
     def produce(sink) -> None:   # in the child
         with collector_eased(), ipc.new_stream(sink, TASK_SCHEMA) as w:

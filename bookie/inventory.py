@@ -229,11 +229,14 @@ def ledger_dir_name(ledger_dir: str) -> str:
 
 def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogScanArrays) -> LogRows:
     """The rows of one scanned entry log (a scan made here or by fsck's pass 4, which the audit reuses)."""
-    path = s.path
-    warnings = [str(err) for err in (s.header_error, s.map_error) if err is not None]
-    warnings += [f"{path}: offset {int(p['offset'])}: framing broken "
-                 f"({Damage(int(p['reason'])).name.lower()}), resumed at {int(p['resumed_at'])}"
-                 for p in s.problems]
     digests, rows = _hash_array(s.payload_hashes)
-    return LogRows(bookie_id, ledger_dir, log_id, path, s.entries, s.digests, digests, rows, warnings,
+    return LogRows(bookie_id, ledger_dir, log_id, s.path, s.entries, s.digests, digests, rows, scan_warnings(s),
                    len(s.problems))
+
+
+def scan_warnings(s: EntryLogScanArrays) -> list[str]:
+    """What a log's rows say of the damage its scan met (a spilled scan's per-entry arrays stay unread)."""
+    warnings = [str(err) for err in (s.header_error, s.map_error) if err is not None]
+    return warnings + [f"{s.path}: offset {int(p['offset'])}: framing broken "
+                       f"({Damage(int(p['reason'])).name.lower()}), resumed at {int(p['resumed_at'])}"
+                       for p in s.problems]

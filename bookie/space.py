@@ -86,8 +86,8 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
             from entrylogs.scan import scan_entry_log
             scanned = scan_entry_log(path)
         # the scan's warnings as the inventory words them (the header's and the map's once)
-        from bookie.inventory import log_rows
-        warnings += [w for w in log_rows(None, ledger_dir, log_id, scanned).warnings if w not in warnings]
+        from bookie.inventory import scan_warnings
+        warnings += [w for w in scan_warnings(scanned) if w not in warnings]
         counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
         if whole_map and counted != whole_map:
             differ = sorted(set(counted.items()) ^ set(whole_map.items()))[:3]

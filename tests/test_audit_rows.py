@@ -152,6 +152,31 @@ def test_scan_disk_writes_the_task_rows_to_one_parquet_file(tmp_path, cluster3):
     assert got["disks"].drop(["scan_seconds"]).equals(want["disks"].drop(["scan_seconds"]))
 
 
+def test_scan_disk_at_a_tiny_memory_limit_writes_the_same_rows_in_bounded_row_groups(tmp_path, cluster3):
+    """The replicas go from the scan's process to the file in batches of a share of --memory-limit:
+    each a row group of the file, and the rows those of a scan with the default limit."""
+    from audit.rows import replica_batch_rows
+    from diskio.spill import MemoryLimit
+    root, _md = cluster3
+    disk = str(root / "bookies" / "bk-1.rack-a")
+    files = []
+    for extra in ([], ["--memory-limit", "1"]):
+        files.append(tmp_path / f"bk1{len(extra)}.parquet")
+        p = subprocess.run([BKDISK, "scan-disk", disk, "--out", str(files[-1]), "--metadata-dir",
+                            str(root / "metadata"), "--run-id", "run-1", *extra],
+                           capture_output=True, text=True, check=False, timeout=300)
+        assert p.returncode == 0, p.stderr
+    whole, tiny = (split_tables(pq.read_table(f)) for f in files)
+    for name in ("replicas", "findings", "space"):
+        assert tiny[name].equals(whole[name])
+    assert tiny["disks"].drop(["scan_seconds"]).equals(whole["disks"].drop(["scan_seconds"]))
+    meta = pq.ParquetFile(files[1]).metadata
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    most = replica_batch_rows(MemoryLimit(1))
+    assert max(groups) <= most < whole["replicas"].num_rows
+    assert pq.ParquetFile(files[0]).metadata.num_row_groups < meta.num_row_groups
+
+
 def test_scan_disk_of_a_missing_disk_says_so_and_exits_4(tmp_path):
     out = tmp_path / "x.parquet"
     p = subprocess.run([BKDISK, "scan-disk", str(tmp_path / "nope"), "--out", str(out)],

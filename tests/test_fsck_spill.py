@@ -153,23 +153,32 @@ def test_spilled_check_after_a_crash_and_a_deletion_gives_the_same_findings(tmp_
 @pytest.mark.parametrize("with_metadata", [True, False])
 def test_scan_disk_rows_from_spilled_scans_are_the_rows_from_memory(tmp_path, with_metadata):
     """The audit's replicas (with payload hashes) and findings come from fsck's scans: spilled or held,
-    the same rows in the same order."""
+    whole or cut into batches, the same rows in the same order."""
+    from audit import rows as audit_rows
     from audit.metadata_source import MetadataDirSource
-    from audit.rows import DiskInput, RunInfo, iter_disk, split_tables
+    from audit.rows import DiskInput, RunInfo, batch_table, iter_disk, replica_batch_rows, split_tables
     disk = make_disk(str(tmp_path / "d"))
     _damage(disk)
     tmp = tmp_path / "spill"
     tmp.mkdir()
     md = MetadataDirSource(disk.md_dir).load() if with_metadata else {}
     run = RunInfo("r", "0", "h")
-    tables = []
-    for memory in (None, MemoryLimit(TINY, str(tmp))):
-        t = split_tables(list(iter_disk(DiskInput(disk.root), md, run, guard=False, memory=memory)))
+    tables, sizes = [], []
+    for memory, most in ((None, None), (MemoryLimit(TINY, str(tmp)), None), (None, 5)):
+        with pytest.MonkeyPatch.context() as mp:
+            if most:   # held scans cut into parts too
+                mp.setattr(audit_rows, "MAX_REPLICA_BATCH_ROWS", most)
+            batches = list(iter_disk(DiskInput(disk.root), md, run, guard=False, memory=memory))
+            sizes.append(([b.num_rows for b in batches if batch_table(b) == "replicas"], replica_batch_rows(memory)))
+        t = split_tables(batches)
         t["disks"] = t["disks"].drop_columns(["scan_seconds"])
         tables.append({k: v.to_pylist() for k, v in t.items()})
     assert tables[0]["replicas"] and tables[0]["findings"]
     assert all(r["payload_sha256"] for r in tables[0]["replicas"] if r["digest_ok"] is not None)
-    assert tables[1] == tables[0]
+    assert tables[1] == tables[0] and tables[2] == tables[0]
+    logs = len(disk.written.entry_log_files)
+    for got, most in sizes[1:]:   # batches of a bounded number of rows, whatever an entry log holds
+        assert max(got) <= most and len(got) > logs
     assert os.listdir(tmp) == []
 
 
