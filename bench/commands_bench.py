@@ -85,9 +85,18 @@ def rss_split(cmd: list[str], env: dict | None = None, every: float = 0.002) -> 
     """Peak anonymous and peak file-backed resident MiB of one process of the command (sampled from
     /proc every ``every`` seconds): heap and arrays apart from mapped files (entry-log windows, which
     the page cache holds anyway, and the shared libraries)."""
+    anon, file, _tree_peak = rss_peaks(cmd, env, every)
+    return anon, file
+
+
+def rss_peaks(cmd: list[str], env: dict | None = None, every: float = 0.002) -> tuple[float, float, float]:
+    """``rss_split``'s two peaks, and the peak of the resident MiB of all the command's processes
+    together (a guarded command's parent and its child run at once: scan-disk's parent writes the
+    rows its child scans). Pages the two share after the fork count in both: an upper bound."""
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    anon = file = 0
+    anon = file = tree = 0
     while p.poll() is None:
+        together = 0
         for pid in _tree(p.pid):
             try:
                 with open(f"/proc/{pid}/status") as f:
@@ -95,10 +104,11 @@ def rss_split(cmd: list[str], env: dict | None = None, every: float = 0.002) -> 
             except OSError:
                 continue
             if len(fields) == 2:
-                anon = max(anon, int(fields["RssAnon"].split()[0]))
-                file = max(file, int(fields["RssFile"].split()[0]))
+                a, b = int(fields["RssAnon"].split()[0]), int(fields["RssFile"].split()[0])
+                anon, file, together = max(anon, a), max(file, b), together + a + b
+        tree = max(tree, together)
         time.sleep(every)
-    return anon / 1024, file / 1024
+    return anon / 1024, file / 1024, tree / 1024
 
 
 def command(tool: str, args: list[str], checkout: str | None = None) -> tuple[list[str], dict | None]:

@@ -12,7 +12,8 @@ Each config ``GIB:LEDGERS`` is a bookie bench/scan_bench.py builds (all ledgers 
 ledgers: ``2:2000000:100-1000``). Its files are read once first, so the figures are from the page
 cache (if the machine has the memory for them: the table says how large each bookie is). ``--clean``
 deletes each bookie after it is measured. Commands: ``bkdisk inventory ROOT --jsonl`` (to /dev/null),
-``--parquet FILE``, ``bookie-fsck ROOT`` and ``bkdisk scan-disk ROOT --out FILE``, each with
+``--parquet FILE``, ``bookie-fsck ROOT``, ``bkdisk scan-disk ROOT --out FILE`` and an audit's disk task
+(what a Spark task runs for its disk, in a process without Spark) (``--commands``: some of them), each with
 ``--memory-limit`` when given.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import shutil
 import sys
 
 from bench import commands_bench, scan_bench
+from diskio.spill import DEFAULT_MEMORY_MIB
 
 GIB = 1 << 30
 
@@ -49,7 +51,18 @@ def parse_configs(text: str) -> list[tuple[float, int, str | None]]:
     return out
 
 
-COMMANDS = ("inventory --jsonl", "inventory --parquet", "fsck", "scan-disk")
+COMMANDS = ("inventory --jsonl", "inventory --parquet", "fsck", "scan-disk", "audit disk task")
+# What a Spark task of `bkdisk audit` runs for its disk (audit.job.disk_task), in a process of its own
+# without Spark: the guarded scan, findings and the disk's row passed on, replicas written to a file.
+DISK_TASK = """
+import sys
+from audit.replica_files import write_replicas
+from audit.rows import DiskInput, RunInfo, iter_disk
+from diskio.spill import MemoryLimit
+root, out, mib = sys.argv[1], sys.argv[2], float(sys.argv[3])
+for _batch in write_replicas(iter_disk(DiskInput(root), {}, RunInfo.new(), memory=MemoryLimit(mib)), out):
+    pass
+"""
 
 
 def run(a) -> int:
@@ -65,9 +78,16 @@ def run(a) -> int:
             ("inventory --jsonl", "bkdisk", ["inventory", root, "--jsonl"]),
             ("inventory --parquet", "bkdisk", ["inventory", root, "--parquet", os.path.join(out, "inv.parquet")]),
             ("fsck", "bookie-fsck", [root, "--no-progress"]),
-            ("scan-disk", "bkdisk", ["scan-disk", root, "--out", os.path.join(out, "disk.parquet")]))]
+            ("scan-disk", "bkdisk", ["scan-disk", root, "--out", os.path.join(out, "disk.parquet")]))
+            if name in a.commands]
+        if "audit disk task" in a.commands:
+            task = [sys.executable, "-c", DISK_TASK, root, os.path.join(out, "replicas.parquet"),
+                    str(a.memory_limit or DEFAULT_MEMORY_MIB)]
+            cmds.append(("audit disk task", task, None, (0,)))
         raw, total, res = commands_bench.measure(root, cmds, a.runs, a.window_mib << 20)
-        split = {name: commands_bench.rss_split(cmd, env) for name, cmd, env, _ok in cmds}
+        # Sampled in runs of their own (sampling costs the timed runs CPU): the largest of each peak.
+        peaks = [[commands_bench.rss_peaks(cmd, env, 0.01) for _ in range(a.runs)] for _n, cmd, env, _ok in cmds]
+        split = {name: tuple(max(col) for col in zip(*runs)) for (name, *_c), runs in zip(cmds, peaks)}
         on_disk = sum(os.path.getsize(os.path.join(dp, n)) for dp, _dn, fn in os.walk(root) for n in fn)
         entries = scan_bench.built_entries(d)
         rows.append((gib, ledgers, sizes or "1024-65536", entries, total, on_disk, raw, res, split))
@@ -79,19 +99,26 @@ def run(a) -> int:
     limit = f" at --memory-limit {a.memory_limit}" if a.memory_limit else ""
     print(f"Whole processes, page cache warm, medians of {a.runs} rounds{limit}; "
           "raw s: the raw read of the entry logs in the same rounds; x raw = raw-read seconds / command seconds;")
-    print("M/s: million entries (rows) per second; RSS MiB: peak resident set (ru_maxrss, largest of the rounds);")
-    print("anon/file: peak anonymous (heap, arrays) and peak file-backed (mapped windows, libraries) resident MiB,")
-    print("one more run. x all (fsck): against the raw read of the logs, the journals and the index files.")
+    print("M/s: million entries (rows) per second; CPU s: user + system seconds of the command's processes;")
+    print("RSS MiB: peak resident set of its largest process (ru_maxrss, largest of the rounds); tree MiB: peak")
+    print("resident MiB of all its processes together (parent and guarded child, shared pages counted in each);")
+    print("anon/file: peak anonymous (heap, arrays) and peak file-backed (mapped windows, libraries) resident MiB")
+    print("of one process; both sampled every 10 ms in as many more runs (the largest shown).")
+    print("x all (fsck): against the raw read of the logs, the journals and the index files.")
     print(f"{'logs GiB':>8s} {'bookie GiB':>10s} {'ledgers':>8s} {'payload B':>11s} {'entries':>10s} {'raw s':>6s} | "
-          f"{'command':20s} {'s':>7s} {'M/s':>6s} {'x raw':>6s} {'RSS MiB':>7s} {'anon/file':>9s}")
+          f"{'command':20s} {'s':>7s} {'CPU s':>6s} {'M/s':>6s} {'x raw':>6s} {'RSS MiB':>7s} {'tree MiB':>8s} "
+          f"{'anon/file':>9s}")
     for _gib, ledgers, sizes, entries, total, on_disk, raw, res, split in rows:
         for name in COMMANDS:
-            t, ratio, rss, _cpu, _cr, ratio_all = res[name]
-            an, fb = split[name]
+            if name not in res:
+                continue
+            t, ratio, rss, cpu, _cr, ratio_all = res[name]
+            an, fb, tree = split[name]
             rate = f"{entries / t / 1e6:6.2f}" if entries else "     ?"
             extra = f"  x all {ratio_all:.2f}" if name == "fsck" else ""
             print(f"{total / GIB:8.2f} {on_disk / GIB:10.2f} {ledgers:8d} {sizes:>11s} {entries or 0:10d} {raw:6.2f} | "
-                  f"{name:20s} {t:7.2f} {rate} {ratio:6.2f} {rss:7.0f} {f'{an:.0f}/{fb:.0f}':>9s}{extra}")
+                  f"{name:20s} {t:7.2f} {cpu:6.2f} {rate} {ratio:6.2f} {rss:7.0f} {tree:8.0f} "
+                  f"{f'{an:.0f}/{fb:.0f}':>9s}{extra}")
     return 0
 
 
@@ -103,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--window-mib", type=int, default=64, help="bytes the raw read maps at once")
     ap.add_argument("--clean", action="store_true", help="delete each bookie once measured")
+    ap.add_argument("--commands", type=lambda v: v.split(","), default=list(COMMANDS), metavar="NAME,...",
+                    help=f"the commands to measure, of: {', '.join(COMMANDS)}")
     ap.add_argument("--memory-limit", type=int, default=None, metavar="MiB",
                     help="give every command --memory-limit MiB (default: the commands' own, 1024)")
     a, _others = ap.parse_known_args(argv)
