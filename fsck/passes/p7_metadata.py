@@ -33,9 +33,10 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
             fi = c["file"]
             starts = np.flatnonzero(np.concatenate([[True], fi[1:] != fi[:-1]]))
             ends = np.append(starts[1:], len(c))
+            ids = c["entry"].copy()   # (a view would keep the chunk's every column alive: it may be read back)
             for i, a, b in zip(fi[starts].tolist(), starts.tolist(), ends.tolist()):
                 lid = LedgerId(int(f["scope"][i]), int(f["ledger"][i]))
-                out.setdefault(lid, []).append(c["entry"][a:b])
+                out.setdefault(lid, []).append(ids[a:b])
     else:
         for s in ctx.log_scans.values():
             if not isinstance(s, EntryLogArrays) or len(s.entries) == 0:
@@ -48,7 +49,11 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
     # Entries after lastMark are only in the journal until a restart replays them into storage.
     for _path, _off, lid, e in ctx.journal_facts.pending:
         out.setdefault(lid, []).append(np.array([e], dtype=np.int64))
-    return {k: (np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)) for k, v in out.items()}
+    held: dict[LedgerId, np.ndarray] = {}
+    for k in list(out):   # one ledger's parts at a time become its sorted ids, and are dropped
+        v = out.pop(k)
+        held[k] = np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)
+    return held
 
 
 def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
