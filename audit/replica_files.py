@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 
 from audit.rows import AUDITED, batch_table, table_schema
 
-# Rows gathered into one Parquet row group (at least this many, but the file's last): an entry log
-# gives a batch of a few thousand rows, and a row group of each would slow the joins' reads.
+# Rows gathered into one Parquet row group (at least this many, but the file's last): a batch holds an
+# entry log's rows, or a bounded part of them, and a row group of each would slow the joins' reads.
 ROW_GROUP_ROWS = 1 << 17
 
 

@@ -177,7 +177,8 @@ def scan_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, memory=None) ->
 def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool = True,
               memory=None, preload: bool = True) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
-    payload SHA-256), one batch per entry log; the disks row comes last.
+    payload SHA-256), each entry log's in batches of at most ``replica_batch_rows(memory)`` rows; the
+    disks row comes last.
 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
