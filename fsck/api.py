@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bookie.layout import BookieDirs
-from fsck.codes import (FILE_UNREADABLE, INDEX_LOCATION_OUT_OF_RANGE, INDEX_LOCATION_WRONG, LEDGERS_MAP_BAD,
-                        LEDGERS_MAP_MISMATCH, LOG_FRAMING_BROKEN, LOG_HEADER_BAD, LOG_TRUNCATED)
+from fsck.codes import Code
 from fsck.context import CheckContext, CheckOptions
 from fsck.exit_codes import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL,  # noqa: F401 (re-exported)
                              EXIT_UNCORRECTED, EXIT_USAGE)
@@ -29,9 +28,9 @@ DB_INDEX_PASSES = {2: ("RocksDB index databases", [p_dbindex.run_databases]),
                    3: ("ledgers index", [p_dbindex.run_ledgers]),
                    5: ("locations to entry-log cross-check", [p_dbindex.run_locations])}
 # Findings about a whole entry log, in the order one is taken as the cause of the others.
-LOG_CAUSES = (FILE_UNREADABLE, LOG_TRUNCATED, LOG_HEADER_BAD, LOG_FRAMING_BROKEN)
-LOG_CONSEQUENCES = {LEDGERS_MAP_BAD, LEDGERS_MAP_MISMATCH}
-LOCATION_CODES = {INDEX_LOCATION_OUT_OF_RANGE, INDEX_LOCATION_WRONG}
+LOG_CAUSES = (Code.FILE_UNREADABLE, Code.LOG_TRUNCATED, Code.LOG_HEADER_BAD, Code.LOG_FRAMING_BROKEN)
+LOG_CONSEQUENCES = {Code.LEDGERS_MAP_BAD, Code.LEDGERS_MAP_MISMATCH}
+LOCATION_CODES = {Code.INDEX_LOCATION_OUT_OF_RANGE, Code.INDEX_LOCATION_WRONG}
 
 
 @dataclass

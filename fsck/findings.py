@@ -5,14 +5,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from formats.ids import LedgerId
-from fsck.problems import PROBLEMS, Severity
+from fsck.codes import Code
+from fsck.problems import PROBLEMS, Problem, Severity
 
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 @dataclass
 class Finding:
-    code: str
+    code: Code          # a plain string naming a code is taken as its member
     path: str | None = None
     offset: int | None = None
     scope: int | None = None
@@ -33,9 +34,10 @@ class Finding:
     def __post_init__(self) -> None:
         if self.code not in PROBLEMS:
             raise ValueError(f"unknown fsck finding code {self.code!r}: not in fsck/problems.py")
+        self.code = Code(self.code)
 
     @property
-    def problem(self):
+    def problem(self) -> Problem:
         return PROBLEMS[self.code]
 
     @property

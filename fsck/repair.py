@@ -23,7 +23,7 @@ from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from formats.index import STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
-from fsck.codes import INDEX_DUPLICATE
+from fsck.codes import Code
 from fsck.confinement import escape
 from fsck.entry_ranges import ranges
 from fsck.context import CheckContext
@@ -119,7 +119,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
     dirs = ctx.dirs
     actions: list[Action] = []
     moved: dict[str, str] = {}
-    dup = {(f.scope or 0, f.ledger) for f in report.findings if f.code == INDEX_DUPLICATE}
+    dup = {(f.scope or 0, f.ledger) for f in report.findings if f.code == Code.INDEX_DUPLICATE}
     by_kind: dict[str, list[Finding]] = {}
     for f in report.findings:
         if f.problem.repair is not None:

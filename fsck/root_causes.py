@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 
 from formats.ids import LedgerId
-from fsck.codes import (DBINDEX_LOCATION_MISSING_LOG, ENTRIES_MISSING, ENTRY_MISSING, INDEX_LOCATION_MISSING_LOG,
-                        LOG_MISSING)
+from fsck.codes import Code
 from fsck.entry_ranges import per_ledger
 from fsck.findings import Finding
 
-MISSING_LOG_CODES = (INDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_MISSING_LOG)
+MISSING_LOG_CODES = (Code.INDEX_LOCATION_MISSING_LOG, Code.DBINDEX_LOCATION_MISSING_LOG)
 _LOG_NAME = re.compile(r"^([0-9a-f]+\.log)\b")   # the passes put the log's file name first in the detail
 
 
@@ -32,7 +31,7 @@ def missing_log_causes(findings: list[Finding]) -> list[Finding]:
     for name, locs in sorted(by_log.items(), key=lambda kv: int(kv[0][:-4], 16)):
         pairs = [(_lid(f), f.entry) for f in locs]
         n_ledgers = len({lid for lid, _e in pairs})
-        cause = Finding(LOG_MISSING, detail=f"{name}, which the index points into ({len(pairs)} entries of "
+        cause = Finding(Code.LOG_MISSING, detail=f"{name}, which the index points into ({len(pairs)} entries of "
                                              f"{n_ledgers} ledger{'s' if n_ledgers != 1 else ''}), found it in no "
                                              f"ledger dir: lost {per_ledger(pairs)}",
                         extra={"log": name, "entries": len(pairs)})
@@ -43,9 +42,9 @@ def missing_log_causes(findings: list[Finding]) -> list[Finding]:
     if not causes:
         return causes
     for f in findings:
-        if f.code == ENTRY_MISSING and f.caused_by is None:
+        if f.code == Code.ENTRY_MISSING and f.caused_by is None:
             f.caused_by = lost_in.get((_lid(f), f.entry))
-        elif f.code == ENTRIES_MISSING and f.caused_by is None:
+        elif f.code == Code.ENTRIES_MISSING and f.caused_by is None:
             hit = [lost_in[k] for k in ((_lid(f), e) for e in f.extra.get("entries", ())) if k in lost_in]
             f.caused_by = hit[0] if hit else None
     return causes

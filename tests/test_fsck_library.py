@@ -3,6 +3,7 @@ codes from the one problem table; repair payloads as typed fields."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from pathlib import Path
@@ -50,7 +51,7 @@ CODE_SHAPE = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 
 
 def test_no_pass_or_repair_spells_a_code_as_a_string():
-    """Codes are imported from fsck.codes; a code-shaped string literal elsewhere is a bypass."""
+    """Codes are named as members of fsck.codes.Code; a code-shaped string literal elsewhere is a bypass."""
     spelt = []
     for p in sorted(FSCK.rglob("*.py")):
         if p.name in ("problems.py", "codes.py"):
@@ -67,11 +68,28 @@ def test_the_code_scan_catches_a_misspelt_code(tmp_path):
     assert [c for _, c in _code_strings_in(bad) if c not in PROBLEMS] == ["INDEX_MISPLACD"]
 
 
-def test_a_misspelt_code_fails_at_import_and_at_construction():
-    with pytest.raises(ImportError):
-        exec("from fsck.codes import INDEX_MISPLACD")
+def test_a_misspelt_code_fails_when_named_and_at_construction():
+    from fsck.codes import Code
+    with pytest.raises(AttributeError):
+        exec("Code.INDEX_MISPLACD")
     with pytest.raises(ValueError, match="INDEX_MISPLACD"):
         Finding("INDEX_MISPLACD")
+
+
+def test_the_code_enum_is_what_the_problem_table_generates():
+    from fsck.codes import Code
+    from fsck.problems import codes_module
+    assert (FSCK / "codes.py").read_text() == codes_module()
+    assert [c.value for c in Code] == list(PROBLEMS)
+    assert all(isinstance(c, str) and str(c) == f"{c}" == c.name for c in Code)
+
+
+def test_a_finding_holds_its_code_as_the_enum_member_and_reports_the_code_text():
+    from fsck.codes import Code
+    f = Finding("INDEX_MISPLACED", path="x")
+    assert f.code is Code.INDEX_MISPLACED
+    assert f.to_json()["code"] == "INDEX_MISPLACED" and json.dumps(f.to_json()["code"]) == '"INDEX_MISPLACED"'
+    assert f.line().split()[1] == "INDEX_MISPLACED"
 
 
 def test_repairability_is_read_from_the_table_only():

@@ -17,8 +17,7 @@ import numpy as np
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from formats.dbledger import ENTRY_SIZE_FIELD
 from formats.paths import LOCATIONS_DB
-from fsck.codes import (DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_ENTRY_UNINDEXED, DBINDEX_LOCATION_MISSING_LOG,
-                        DBINDEX_LOCATION_WRONG)
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.keyjoin import KeySet
 from fsck.passes.p_dbindex import REBUILD_HINT, Pairs, database_of
@@ -66,7 +65,7 @@ def cross_check(ctx: CheckContext, di: int, current: str, idx, scans) -> Pairs:
     for c in idx.location_chunks():
         known = np.isin(c["log"], ids)
         for i in np.flatnonzero(~known).tolist():
-            flagged.append((k0 + i, (DBINDEX_LOCATION_MISSING_LOG, dict(
+            flagged.append((k0 + i, (Code.DBINDEX_LOCATION_MISSING_LOG, dict(
                 path=locations_db, scope=0, ledger=int(c["ledger"][i]), entry=int(c["entry"][i]),
                 detail=f"{int(c['log'][i]):x}.log"))))
         rows = np.empty(int(known.sum()), LOC_ROW)
@@ -93,7 +92,7 @@ def cross_check(ctx: CheckContext, di: int, current: str, idx, scans) -> Pairs:
         for i in np.flatnonzero(~right).tolist():
             at = int(lr["at"][i])
             what = f"ledger {int(t['ledger'][slot[i]])} entry {int(t['entry'][slot[i]])}" if hit[i] else "no entry"
-            flagged.append((int(lr["k"][i]), (DBINDEX_LOCATION_WRONG, dict(
+            flagged.append((int(lr["k"][i]), (Code.DBINDEX_LOCATION_WRONG, dict(
                 path=locations_db, scope=0, ledger=int(lr["ledger"][i]), entry=int(lr["entry"][i]),
                 detail=f"{logs[at >> 32]} position {at & 0xFFFFFFFF}, found {what} there; {REBUILD_HINT}"))))
         pointed = np.zeros(n, bool)
@@ -132,9 +131,9 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
             where = dict(path=logs[at >> 32], offset=(at & 0xFFFFFFFF) - ENTRY_SIZE_FIELD, scope=0, ledger=lid,
                          entry=eid)
             if lost[start + j]:
-                out.append((DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {REBUILD_HINT}")))
+                out.append((Code.DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {REBUILD_HINT}")))
             else:
-                out.append((DBINDEX_ENTRY_UNINDEXED, where))
+                out.append((Code.DBINDEX_ENTRY_UNINDEXED, where))
     return out
 
 

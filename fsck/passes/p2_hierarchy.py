@@ -9,9 +9,7 @@ import numpy as np
 
 from diskio.failures import LIST
 from formats.paths import CURRENT_DIR, index_relpaths
-from fsck.codes import (FILE_UNREADABLE, INDEX_BAD_NAME, INDEX_DUPLICATE, INDEX_MISPLACED,
-                        INDEX_RELOCATION_LEFTOVER, INDEX_SCOPED_IN_2LEVEL,
-                        STRAY_FILE)
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -26,30 +24,30 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     for i in [i for i, (ok, rel, want) in enumerate(zip(named, inv.relpaths, wants)) if not ok or rel != want]:
         path = inv.paths[i]
         if not named[i]:
-            yield Finding(INDEX_BAD_NAME, path=path)
+            yield Finding(Code.INDEX_BAD_NAME, path=path)
             continue
         scope, ledger = scopes[i], ledgers[i]
         dest = os.path.join(inv.dirs[int(rows["dir"][i])], CURRENT_DIR, wants[i])
-        code = INDEX_SCOPED_IN_2LEVEL if scope != 0 and inv.relpaths[i].count(sep) == 2 else INDEX_MISPLACED
+        code = Code.INDEX_SCOPED_IN_2LEVEL if scope != 0 and inv.relpaths[i].count(sep) == 2 else Code.INDEX_MISPLACED
         yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
     for first, later in _duplicates(rows):
         for i in later:
-            yield Finding(INDEX_DUPLICATE, path=inv.paths[first], scope=scopes[first], ledger=ledgers[first],
+            yield Finding(Code.INDEX_DUPLICATE, path=inv.paths[first], scope=scopes[first], ledger=ledgers[first],
                           detail=inv.paths[i], other=inv.paths[i])
     # A folder that cannot be listed hides whatever index files it holds: an error, never a stray.
     # A missing <dir>/current is pass 1's LAYOUT_NO_CURRENT.
     roots = {os.path.join(d, CURRENT_DIR) for d in inv.dirs}
     for failure in inv.io_failures:
         if failure.op == LIST and not (failure.errno == errno.ENOENT and failure.path in roots):
-            yield Finding(FILE_UNREADABLE, path=failure.path, detail=failure.describe(), errno=failure.errno)
+            yield Finding(Code.FILE_UNREADABLE, path=failure.path, detail=failure.describe(), errno=failure.errno)
     leftovers = {p: lid for lid, p in ctx.relocation_leftovers.items()}
     for path, why in inv.strays:
         lid = leftovers.get(path)
         if lid is not None:
-            yield Finding(INDEX_RELOCATION_LEFTOVER, path=path, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(Code.INDEX_RELOCATION_LEFTOVER, path=path, scope=lid.scope, ledger=lid.ledger,
                           detail=path[:-5], move_to=path[:-5])
         else:
-            yield Finding(STRAY_FILE, path=path, detail=why)
+            yield Finding(Code.STRAY_FILE, path=path, detail=why)
 
 
 def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:

@@ -15,7 +15,7 @@ from diskio.atomic import TEMP_NAME
 from indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
 from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR, index_relpath
-from fsck.codes import INDEX_DUPLICATE, INDEX_MISPLACED, INDEX_MOVE_UNFINISHED, STALE_TEMP_FILE, STRAY_FILE
+from fsck.codes import Code
 from fsck.confinement import first_link
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -61,7 +61,7 @@ def refine(ctx: CheckContext, found: list[Finding]) -> list[Finding]:
     out: list[Finding] = []
     drop: set[str] = set()
     for f in found:
-        if f.code == INDEX_DUPLICATE and f.other and same_inode(f.path, f.other) \
+        if f.code == Code.INDEX_DUPLICATE and f.other and same_inode(f.path, f.other) \
                 and first_link(f.path, ctx.dirs) is None and first_link(f.other, ctx.dirs) is None:
             # Two real names (no symlinked folder on either path) of one inode: a move cut short.
             lid = LedgerId(f.scope or 0, f.ledger)
@@ -70,22 +70,22 @@ def refine(ctx: CheckContext, found: list[Finding]) -> list[Finding]:
                 right = pair[0]
                 wrong = f.other if right == f.path else f.path
                 drop.add(wrong)
-                out.append(Finding(INDEX_MOVE_UNFINISHED, path=wrong, scope=f.scope, ledger=f.ledger, detail=right,
+                out.append(Finding(Code.INDEX_MOVE_UNFINISHED, path=wrong, scope=f.scope, ledger=f.ledger, detail=right,
                                    other=right))
                 continue
-        if f.code == STRAY_FILE and f.path and f.path.endswith(RELOCATION_SUFFIX):
+        if f.code == Code.STRAY_FILE and f.path and f.path.endswith(RELOCATION_SUFFIX):
             target = f.path[:-len(RELOCATION_SUFFIX)] + INDEX_SUFFIX
             if same_inode(f.path, target) and first_link(f.path, ctx.dirs) is None:
                 # A relocation renamed by link and unlink, cut between the two.
-                out.append(Finding(INDEX_MOVE_UNFINISHED, path=f.path, detail=target, other=target))
+                out.append(Finding(Code.INDEX_MOVE_UNFINISHED, path=f.path, detail=target, other=target))
                 continue
-        if f.code == STRAY_FILE and f.path:
+        if f.code == Code.STRAY_FILE and f.path:
             why = stale_temp(f.path)
             if why:
-                out.append(Finding(STALE_TEMP_FILE, path=f.path, detail=why))
+                out.append(Finding(Code.STALE_TEMP_FILE, path=f.path, detail=why))
                 continue
         out.append(f)
-    out = [f for f in out if not (f.code == INDEX_MISPLACED and f.path in drop)]
+    out = [f for f in out if not (f.code == Code.INDEX_MISPLACED and f.path in drop)]
     return out + list(_top_level_temps(ctx))
 
 
@@ -102,4 +102,4 @@ def _top_level_temps(ctx: CheckContext) -> Iterator[Finding]:
                 p = os.path.join(cur, n)
                 why = stale_temp(p)
                 if why:
-                    yield Finding(STALE_TEMP_FILE, path=p, detail=why)
+                    yield Finding(Code.STALE_TEMP_FILE, path=p, detail=why)

@@ -11,8 +11,7 @@ from diskio.mapped import DiskError
 from formats.entry import ENTRY_V1_HEADER_SIZE
 from formats.entrylog import ENTRY_SIZE
 from formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
-from fsck.codes import (FILE_UNREADABLE, INDEX_EXPLICIT_LAC_BAD, INDEX_HEADER_BAD, INDEX_LOCATION_MISSING_LOG,
-                        INDEX_LOCATION_OUT_OF_RANGE, INDEX_MASTER_KEY_MISMATCH, INDEX_NOT_FENCED, INDEX_TRUNCATED)
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -34,29 +33,29 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if err is not None:
             if isinstance(err, DiskError):
                 if path not in ctx.unreadable:
-                    yield Finding(FILE_UNREADABLE, path=path, detail=err.what)
+                    yield Finding(Code.FILE_UNREADABLE, path=path, detail=err.what)
                 continue
-            yield Finding(INDEX_HEADER_BAD, path=path, offset=err.offset, scope=scope, ledger=ledger,
+            yield Finding(Code.INDEX_HEADER_BAD, path=path, offset=err.offset, scope=scope, ledger=ledger,
                           detail=f"{err.expected}, found {err.found}")
             continue
         if trailing:
-            yield Finding(INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
+            yield Finding(Code.INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
                           detail=f"{trailing} stray bytes at the end (file size {size})")
         lid = (scope, ledger)   # equal to LedgerId(scope, ledger) as a key
         key = keys.get(lid)
         if key is not None and key != h.master_key:
-            yield Finding(INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
+            yield Finding(Code.INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
                           detail=f"journal {key.hex()}, index {h.master_key.hex()}")
         if fenced.get(lid) and not h.fenced:
-            yield Finding(INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
+            yield Finding(Code.INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
                           ledger=ledger)
         body = h.explicit_lac_body
         if body is not None:
             if len(body) < LAC_BODY_MIN:
-                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
+                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
                               detail=f"at least {LAC_BODY_MIN} bytes, found {len(body)}")
             elif h.explicit_lac_ledger != ledger:
-                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
+                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
                               detail=f"ledger id {ledger} in the body, found {h.explicit_lac_ledger}")
     if ctx.per_dir_log_ids:
         return
@@ -72,14 +71,14 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         where_c = np.minimum(where, max(len(ids) - 1, 0))
         exists = (len(ids) > 0) & (ids[where_c] == c["log"]) if len(ids) else np.zeros(len(c), bool)
         for k in np.flatnonzero(~exists).tolist():
-            yield _loc_finding(inv, c[k], INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
+            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
         size_at = sizes[where_c] if len(sizes) else np.zeros(len(c), np.int64)   # no logs at all: none exist
         in_range = exists & (c["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
         past_end.append(k0 + np.flatnonzero(exists & ~in_range))
     for k in np.concatenate(past_end).tolist():
         loc = locs[k]
         lf = int(loc["log"])
-        yield _loc_finding(inv, loc, INDEX_LOCATION_OUT_OF_RANGE,
+        yield _loc_finding(inv, loc, Code.INDEX_LOCATION_OUT_OF_RANGE,
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
 
 

@@ -14,8 +14,7 @@ from formats.digests import DigestType
 from formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
 from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
-from fsck.codes import (DIGEST_MISMATCH, DIGEST_NOT_VERIFIED, DIGEST_SNIFFED, FILE_UNREADABLE, LEDGERS_MAP_BAD,
-                        LEDGERS_MAP_MISMATCH, LOG_FRAMING_BROKEN, LOG_HEADER_BAD, LOG_TORN_TAIL, LOG_TRUNCATED)
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -30,7 +29,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         scan = ctx.log_scans.get(lf.path)
         if isinstance(scan, DiskError):
             if lf.path not in ctx.unreadable:
-                yield Finding(FILE_UNREADABLE, path=lf.path, detail=scan.what)
+                yield Finding(Code.FILE_UNREADABLE, path=lf.path, detail=scan.what)
             continue
         if not isinstance(scan, EntryLogArrays) or scan.size == 0:
             continue
@@ -57,7 +56,7 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
         # One finding per digest type: a bookie without metadata may hold hundreds of thousands of ledgers.
         names = ", ".join(str(LedgerId(*k)) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
         one = keys[0] if len(keys) == 1 else (None, None)
-        yield Finding(DIGEST_SNIFFED, scope=one[0], ledger=one[1],
+        yield Finding(Code.DIGEST_SNIFFED, scope=one[0], ledger=one[1],
                       detail=f"{DigestType(code).name} ({len(keys)} ledger{'s' if len(keys) != 1 else ''}: {names})",
                       extra={"ledgers": keys})
     for key, n in sorted(unverified.items()):
@@ -66,7 +65,7 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
         why = ("HMAC needs the ledger password" if dt == DigestType.HMAC else
                "DUMMY has no digest" if dt == DigestType.DUMMY else
                "its entries verify as neither CRC32C nor CRC32 (HMAC without a password, or DUMMY)")
-        yield Finding(DIGEST_NOT_VERIFIED, scope=key[0], ledger=key[1],
+        yield Finding(Code.DIGEST_NOT_VERIFIED, scope=key[0], ledger=key[1],
                       detail=f"{n} entries; {why}; give --metadata-dir" if key not in plan.known else
                       f"{n} entries; {why}")
 
@@ -93,23 +92,23 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
     p = scan.path
     if scan.header_error is not None:
         e = scan.header_error
-        yield Finding(LOG_HEADER_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+        yield Finding(Code.LOG_HEADER_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
     if scan.map_error is not None:
         e = scan.map_error
-        yield Finding(LEDGERS_MAP_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+        yield Finding(Code.LEDGERS_MAP_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
     for prob in scan.problems:
         off, reason, resumed = int(prob["offset"]), Damage(int(prob["reason"])), int(prob["resumed_at"])
         size = _size_at(p, off)
         runs_past = size is not None and size > 0 and off + SIZE_PREFIX_SIZE + size > scan.data_end
         if runs_past and resumed >= scan.data_end and _torn_write(ctx, scan, log_id, off):
-            yield Finding(LOG_TORN_TAIL, path=p, offset=off, detail=f"size {size} with {scan.data_end - off - SIZE_PREFIX_SIZE} "
+            yield Finding(Code.LOG_TORN_TAIL, path=p, offset=off, detail=f"size {size} with {scan.data_end - off - SIZE_PREFIX_SIZE} "
                           f"bytes left")
         elif reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
-            yield Finding(LOG_TRUNCATED, path=p, offset=off,
+            yield Finding(Code.LOG_TRUNCATED, path=p, offset=off,
                           detail=f"size {size} at offset {off} with {scan.data_end - off - SIZE_PREFIX_SIZE} bytes left"
                           if size is not None else f"{scan.data_end - off} bytes of a size prefix")
         else:
-            yield Finding(LOG_FRAMING_BROKEN, path=p, offset=off, detail=f"{_REASON[reason]}; resumed at offset "
+            yield Finding(Code.LOG_FRAMING_BROKEN, path=p, offset=off, detail=f"{_REASON[reason]}; resumed at offset "
                           f"{resumed}", extra={"resumed_at": resumed})
     if scan.ledgers_map is not None and scan.map_error is None:
         got = scan.computed_ledgers_map()
@@ -117,14 +116,14 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
         for k in sorted(set(got) | set(scan.ledgers_map)) if got != scan.ledgers_map else ():
             a, b = scan.ledgers_map.get(k), got.get(k)
             if a != b:
-                yield Finding(LEDGERS_MAP_MISMATCH, path=p, offset=scan.header.ledgers_map_offset,
+                yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=scan.header.ledgers_map_offset,
                               scope=k[0], ledger=k[1],
                               detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
     dig = getattr(scan, "digests", None)
     if dig is not None and len(dig):
         for i in np.flatnonzero(dig["status"] == DIGEST_BAD).tolist():
             r = scan.entries[i]
-            yield Finding(DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
+            yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
 
 

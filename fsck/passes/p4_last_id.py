@@ -12,7 +12,7 @@ from typing import Iterator
 
 from diskio.mapped import DiskError, read_bytes
 from formats.paths import CURRENT_DIR
-from fsck.codes import LASTID_BAD
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -44,19 +44,19 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                     f"({max(per_dir[di]):x}.log) and skips every id whose file exists"
                     if per_dir.get(di) else "a restart starts log ids again from 1, skipping ids whose file exists")
         if not os.path.lexists(path):
-            yield Finding(LASTID_BAD, path=path, detail=f"missing; {fallback}")
+            yield Finding(Code.LASTID_BAD, path=path, detail=f"missing; {fallback}")
             continue
         try:
             raw = read_bytes(path)[:MAX_TEXT]
         except DiskError as e:
             if path not in ctx.unreadable:
-                yield Finding(LASTID_BAD, path=path, detail=f"{e.what}; {fallback}")
+                yield Finding(Code.LASTID_BAD, path=path, detail=f"{e.what}; {fallback}")
             continue
         value = _parse(bytes(raw))
         if value is None:
             shown = bytes(raw[:16]).hex(" ") or "an empty file"
-            yield Finding(LASTID_BAD, path=path, offset=0, detail=f"found {shown}; {fallback}")
+            yield Finding(Code.LASTID_BAD, path=path, offset=0, detail=f"found {shown}; {fallback}")
         elif value < newest:
-            yield Finding(LASTID_BAD, path=path, offset=0,
+            yield Finding(Code.LASTID_BAD, path=path, offset=0,
                           detail=f"found {value:x}, but {newest:x}.log exists; a restart takes the larger id from "
                                  f"the log files")

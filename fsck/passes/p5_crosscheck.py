@@ -17,7 +17,7 @@ from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from formats.index import slot_offset
-from fsck.codes import ENTRY_NOT_INDEXED, GARBAGE_ENTRIES, INDEX_LOCATION_WRONG, LEDGER_INDEX_MISSING, LEDGER_NOT_INDEXED
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.keyjoin import KeySet
@@ -125,7 +125,7 @@ def _wrong(inv, loc, found) -> Finding:
     where = f"log {int(loc['log']):x}.log position {int(loc['pos'])}"
     what = "no entry starting there" if found is None else \
         f"ledger {LedgerId(int(found['scope']), int(found['ledger']))} entry {int(found['entry'])}"
-    return Finding(INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
+    return Finding(Code.INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
                    scope=int(files["scope"][f]), ledger=int(files["ledger"][f]), entry=int(loc["entry"]),
                    detail=f"{where}, found {what}")
 
@@ -206,7 +206,7 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
         sup = superseded[start:start + len(t)]
         for j in np.flatnonzero(known & ~sup).tolist():
             log = int(t["log"][j])
-            yield Finding(ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
+            yield Finding(Code.ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
                           entry=int(t["entry"][j]), path=log_paths.get(log),
                           detail=f"log {log:x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
         rest = ~skip & ~known
@@ -222,12 +222,12 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
         if inv.unlisted_folder_of(lid) is not None:
             continue   # its index may be in a folder that could not be listed (pass 2's FILE_UNREADABLE)
         if lid in md:
-            yield Finding(LEDGER_NOT_INDEXED, scope=scope, ledger=ledger, detail=f"{n} entries")
+            yield Finding(Code.LEDGER_NOT_INDEXED, scope=scope, ledger=ledger, detail=f"{n} entries")
         else:
             # Without metadata a lost index and a ledger deleted by garbage collection look the same.
-            yield Finding(LEDGER_INDEX_MISSING, scope=scope, ledger=ledger, detail=f"{n} entries")
+            yield Finding(Code.LEDGER_INDEX_MISSING, scope=scope, ledger=ledger, detail=f"{n} entries")
     if garbage:
-        yield Finding(GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the entry "
+        yield Finding(Code.GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the entry "
                                                 f"logs are not pointed at by any index")
 
 

@@ -12,7 +12,7 @@ from typing import Iterator
 
 from formats.lastmark import LastMark
 from formats.paths import CURRENT_DIR, journal_name
-from fsck.codes import LASTMARK_MISSING_IN_DIR
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -34,5 +34,5 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             restart = f"no ledger dir has a readable {name}: a restart replays every journal"
         for d in ctx.dirs.ledger_dirs:
             if d not in by_dir:
-                yield Finding(LASTMARK_MISSING_IN_DIR, path=os.path.join(d, CURRENT_DIR),
+                yield Finding(Code.LASTMARK_MISSING_IN_DIR, path=os.path.join(d, CURRENT_DIR),
                               detail=f"{name} is missing; {restart}")

@@ -8,7 +8,7 @@ import numpy as np
 from bookie.layout import bookie_id_of
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
-from fsck.codes import ENTRIES_MISSING, ENTRY_MISSING, METADATA_SKIPPED, METADATA_UNREADABLE, ORPHAN_LEDGER
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -69,15 +69,15 @@ def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
 def run(ctx: CheckContext) -> Iterator[Finding]:
     md = ctx.metadata
     if md is None:
-        yield Finding(METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
+        yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
         return
     for e in ctx.metadata_errors:
-        yield Finding(METADATA_UNREADABLE, path=getattr(e, "path", None), offset=getattr(e, "offset", None),
+        yield Finding(Code.METADATA_UNREADABLE, path=getattr(e, "path", None), offset=getattr(e, "offset", None),
                       detail=str(e))
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
     for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
-        yield Finding(ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
+        yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
                       detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
     if me is None:
         return
@@ -94,12 +94,12 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if len(missing) == 0:
             continue
         if len(missing) > 20:
-            yield Finding(ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
                           detail=f"{len(missing)} entries ({_ranges(missing)})",
                           extra={"entries": missing.tolist()})
         else:
             for e in missing.tolist():
-                yield Finding(ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
+                yield Finding(Code.ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
 
 
 def _ranges(a: np.ndarray) -> str:

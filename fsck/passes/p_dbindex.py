@@ -18,7 +18,7 @@ from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 from fsck.context import CheckContext
 from fsck.problems import Severity
-from fsck.codes import (DBINDEX_BLOCK_CHECKSUM, DBINDEX_ENTRY_NOT_INDEXED, DBINDEX_EXPLICIT_LAC_MISMATCH, DBINDEX_LEDGER_MISSING, DBINDEX_LEDGER_UNKNOWN, DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_SST_MISSING, DBINDEX_UNREADABLE, DBINDEX_WAL_TORN)
+from fsck.codes import Code
 
 if TYPE_CHECKING:   # the RocksDB reader loads only for a DbLedgerStorage bookie (in _read)
     from rocksdbfiles.dbindex import LedgerDirIndex
@@ -28,11 +28,11 @@ Pairs = list[tuple[str, dict[str, Any]]]
 REBUILD_COMMANDS = {LOCATIONS_DB: "bin/bookkeeper shell rebuild-db-ledger-locations-index",
                     LEDGERS_DB: "bin/bookkeeper shell rebuild-db-ledgers-index"}
 REBUILD_HINT = f"{REBUILD_COMMANDS[LOCATIONS_DB]} (the bookie stopped)"
-_READER_CODES = {"sst-checksum": DBINDEX_BLOCK_CHECKSUM, "sst-missing": DBINDEX_SST_MISSING,
-                 "wal-torn-tail": DBINDEX_WAL_TORN}
-_REBUILT = {DBINDEX_UNREADABLE, DBINDEX_BLOCK_CHECKSUM, DBINDEX_SST_MISSING, DBINDEX_WAL_TORN, DBINDEX_LEDGER_UNKNOWN,
-            DBINDEX_LEDGER_MISSING, DBINDEX_MASTER_KEY_MISMATCH, DBINDEX_NOT_FENCED, DBINDEX_EXPLICIT_LAC_MISMATCH,
-            DBINDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_WRONG, DBINDEX_ENTRY_NOT_INDEXED}
+_READER_CODES = {"sst-checksum": Code.DBINDEX_BLOCK_CHECKSUM, "sst-missing": Code.DBINDEX_SST_MISSING,
+                 "wal-torn-tail": Code.DBINDEX_WAL_TORN}
+_REBUILT = {Code.DBINDEX_UNREADABLE, Code.DBINDEX_BLOCK_CHECKSUM, Code.DBINDEX_SST_MISSING, Code.DBINDEX_WAL_TORN, Code.DBINDEX_LEDGER_UNKNOWN,
+            Code.DBINDEX_LEDGER_MISSING, Code.DBINDEX_MASTER_KEY_MISMATCH, Code.DBINDEX_NOT_FENCED, Code.DBINDEX_EXPLICIT_LAC_MISMATCH,
+            Code.DBINDEX_LOCATION_MISSING_LOG, Code.DBINDEX_LOCATION_WRONG, Code.DBINDEX_ENTRY_NOT_INDEXED}
 _CACHE = "_dbindex_read"     # each ledger dir's databases are read once per check (an attribute of ctx)
 HELD_SHARE = 0.25            # of --memory-limit: the locations kept from the read to the cross-check
 
@@ -56,10 +56,10 @@ def _read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
             out.append((di, current, read_ledger_dir(current, ChunkedArray(LOCATION_ROW, share, ctx.spill,
                                                                            "db-locations"))))
         except FormatError as e:
-            out.append((di, current, [(DBINDEX_UNREADABLE, dict(path=e.path, offset=e.offset,
+            out.append((di, current, [(Code.DBINDEX_UNREADABLE, dict(path=e.path, offset=e.offset,
                                                                 detail=f"{e.expected}, found {e.found}"))]))
         except DiskError as e:      # no CURRENT or MANIFEST, or one that cannot be read
-            out.append((di, current, [(DBINDEX_UNREADABLE, dict(path=e.path, detail=e.what))]))
+            out.append((di, current, [(Code.DBINDEX_UNREADABLE, dict(path=e.path, detail=e.what))]))
     ctx.__dict__[_CACHE] = out
     return out
 
@@ -86,7 +86,7 @@ def check_databases(ctx: CheckContext) -> Pairs:
             detail = p.detail
             if p.key_range is not None:
                 detail += f"; keys {_key_text(p.key_range[0])} .. {_key_text(p.key_range[1])} unreadable"
-            out.append((_READER_CODES.get(p.kind, DBINDEX_UNREADABLE), dict(path=p.path, offset=p.offset, detail=detail)))
+            out.append((_READER_CODES.get(p.kind, Code.DBINDEX_UNREADABLE), dict(path=p.path, offset=p.offset, detail=detail)))
     return out
 
 
@@ -107,7 +107,7 @@ def check_ledgers(ctx: CheckContext) -> Pairs:
         known.append(ledger_ids(idx))
         ledgers_db = os.path.join(current, LEDGERS_DB)
         for lid, n in sorted(ledgers_without_metadata(idx).items()):
-            out.append((DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
+            out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
                                                        detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
         for x in told:
             lid = _signed(x)
@@ -118,19 +118,19 @@ def check_ledgers(ctx: CheckContext) -> Pairs:
             key = facts.master_keys.get(ledger)
             where = dict(path=ledgers_db, scope=0, ledger=lid)
             if key is not None and key != info.master_key:
-                out.append((DBINDEX_MASTER_KEY_MISMATCH,
+                out.append((Code.DBINDEX_MASTER_KEY_MISMATCH,
                             dict(where, detail=f"journal {key.hex()}, index {info.master_key.hex()}")))
             if facts.fenced.get(ledger) and not info.fenced:
-                out.append((DBINDEX_NOT_FENCED, where))
+                out.append((Code.DBINDEX_NOT_FENCED, where))
             lac = facts.explicit_lac.get(ledger)
             if lac is not None and info.explicit_lac_body is not None and lac != info.explicit_lac_body:
-                out.append((DBINDEX_EXPLICIT_LAC_MISMATCH,
+                out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH,
                             dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
     if all(_is_index(idx) for _di, _c, idx in _read(ctx)):   # else unknown, not missing
         journal = [x for x in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)) if x.scope == 0]
         held = np.isin(np.array([_signed(x.ledger) for x in journal], np.int64),
                        np.concatenate(known) if known else np.zeros(0, np.int64))
-        out += [(DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger)) for x, h in zip(journal, held.tolist()) if not h]
+        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger)) for x, h in zip(journal, held.tolist()) if not h]
     return out
 
 
