@@ -14,19 +14,15 @@ from fsck.context import CheckContext, CheckOptions
 from fsck.exit_codes import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL,  # noqa: F401 (re-exported)
                              EXIT_UNCORRECTED, EXIT_USAGE)
 from fsck.findings import SEVERITY_ORDER, Finding
-from fsck.passes import (p1_layout, p2_hierarchy, p2_leftovers, p3_index, p4_entrylogs, p4_last_id, p5_crosscheck,
-                         p6_journals, p6_last_marks, p7_metadata, p_dbindex)
-from fsck.problems import PASS_NAMES, Severity
+from fsck import dbindex
+from fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
+                         p7_metadata)
+from fsck.problems import Severity, pass_name
 from fsck.root_causes import missing_log_causes
 
-# Each pass: the checks it runs, then an optional step that rewrites its findings.
-PASSES = [(1, [p1_layout.run], None), (2, [p2_hierarchy.run], p2_leftovers.refine), (3, [p3_index.run], None),
-          (4, [p4_entrylogs.run, p4_last_id.run], None), (5, [p5_crosscheck.run], None),
-          (6, [p6_journals.run, p6_last_marks.run], None), (7, [p7_metadata.run], None)]
-# DbLedgerStorage keeps its index in RocksDB: its checks run in the places of the .idx passes 2, 3 and 5.
-DB_INDEX_PASSES = {2: ("RocksDB index databases", [p_dbindex.run_databases]),
-                   3: ("ledgers index", [p_dbindex.run_ledgers]),
-                   5: ("locations to entry-log cross-check", [p_dbindex.run_locations])}
+# The passes in order; each runs the checks of the bookie's kind of ledger storage.
+PASSES = [(1, p1_layout.run), (2, p2_hierarchy.run), (3, p3_index.run), (4, p4_entrylogs.run),
+          (5, p5_crosscheck.run), (6, p6_journals.run), (7, p7_metadata.run)]
 # Findings about a whole entry log, in the order one is taken as the cause of the others.
 LOG_CAUSES = (Code.FILE_UNREADABLE, Code.LOG_TRUNCATED, Code.LOG_HEADER_BAD, Code.LOG_FRAMING_BROKEN)
 LOG_CONSEQUENCES = {Code.LEDGERS_MAP_BAD, Code.LEDGERS_MAP_MISMATCH}
@@ -125,15 +121,11 @@ def _run_passes(ctx: CheckContext) -> Report:
     dirs, opts = ctx.dirs, ctx.options
     report = Report(dirs, context=ctx)
     rocks = dirs.storage_kind == "rocksdb"
-    for number, checks, refine in PASSES:
+    for number, run in PASSES:
         t0 = time.perf_counter()
-        name = PASS_NAMES[number]
-        if rocks and number in DB_INDEX_PASSES:
-            (name, checks), refine = DB_INDEX_PASSES[number], None
+        name = pass_name(number, dirs.storage_kind)
         ctx._progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs
-        found = [f for run in checks for f in run(ctx)]
-        if refine is not None:
-            found = refine(ctx, found)
+        found = list(run(ctx))
         counts: dict[str, int] = {}
         for f in found:
             counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
@@ -209,7 +201,7 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     out = {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,
            "entries": entries, "journals": len(ctx.journal_files), "journal_bytes": jbytes, "index_files": idx}
     if ctx.dirs.storage_kind == "rocksdb":
-        out["db_locations"] = p_dbindex.location_count(ctx)
+        out["db_locations"] = dbindex.location_count(ctx)
     return out
 
 

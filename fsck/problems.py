@@ -48,6 +48,22 @@ PASS_NAMES = {
     7: "ledger metadata",
 }
 
+# DbLedgerStorage keeps its index in RocksDB: passes 2, 3 and 5 check the databases in the places of
+# the .idx checks.
+DB_INDEX_PASS_NAMES = {
+    2: "RocksDB index databases",
+    3: "ledgers index",
+    5: "locations to entry-log cross-check",
+}
+
+
+def pass_name(number: int, storage_kind: str) -> str:
+    """What pass ``number`` checks on a bookie of ``storage_kind`` ("index-files" or "rocksdb")."""
+    if storage_kind == "rocksdb":
+        return DB_INDEX_PASS_NAMES.get(number, PASS_NAMES[number])
+    return PASS_NAMES[number]
+
+
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 _TABLE = [
@@ -112,7 +128,7 @@ _TABLE = [
     Problem("LASTMARK_MISSING", W, 6, "expected a lastMark file in {path}; a restart replays every journal"),
     Problem("REPLAY_PENDING", I, 6, "{detail}"),
     Problem("REPLAY_NOT_IN_STORAGE", W, 6, "{detail}"),
-    # DbLedgerStorage's RocksDB indexes (fsck/passes/p_dbindex.py), in the places of passes 2, 3 and 5
+    # DbLedgerStorage's RocksDB indexes (fsck/dbindex.py), checked in the places of passes 2, 3 and 5
     Problem("DBINDEX_UNREADABLE", E, 2, "expected a readable RocksDB index at {path}: {detail}"),
     Problem("DBINDEX_BLOCK_CHECKSUM", E, 2, "expected an intact SST block at {path} offset {offset}: {detail}"),
     Problem("DBINDEX_SST_MISSING", E, 2, "expected the SST the MANIFEST {path} names: {detail}"),

@@ -28,7 +28,7 @@ from fsck.confinement import escape
 from fsck.entry_ranges import ranges
 from fsck.context import CheckContext
 from fsck.findings import Finding
-from fsck.passes.p2_leftovers import same_inode
+from fsck.passes.p2_hierarchy import same_inode
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from fsck.shell_commands import recover_commands
@@ -195,7 +195,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
 
 def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
     """One blocked action per DbLedgerStorage database to rebuild, naming BookKeeper's command."""
-    from fsck.passes.p_dbindex import bookkeeper_rebuilds
+    from fsck.dbindex import bookkeeper_rebuilds
     out = []
     for command, folders, covers in bookkeeper_rebuilds(findings):
         where = ", ".join(folders) or "the ledgers index of each ledger dir"

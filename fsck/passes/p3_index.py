@@ -1,16 +1,20 @@
 """Pass 3: index files: header, master key and fenced state against the journal, explicit LAC,
-locations inside existing entry logs."""
+locations inside existing entry logs; on a DbLedgerStorage bookie, its ledgers index against the
+journal in this pass's place."""
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
 from diskio.mapped import DiskError
 from formats.entry import ENTRY_V1_HEADER_SIZE
 from formats.entrylog import ENTRY_SIZE
+from formats.ids import LedgerId
+from formats.paths import LEDGERS_DB, LOCATIONS_DB
 from formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
+from fsck import dbindex
 from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -21,7 +25,13 @@ SHORTEST_ENTRY_END = ENTRY_V1_HEADER_SIZE - ENTRY_SIZE.sizeof()
 CHUNK = 1 << 20   # locations checked at once
 
 
-def run(ctx: CheckContext) -> Iterator[Finding]:
+def run(ctx: CheckContext) -> Iterable[Finding]:
+    if ctx.dirs.storage_kind == "rocksdb":
+        return dbindex.findings(check_ledgers(ctx))
+    return _index_files(ctx)
+
+
+def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     facts = ctx.journal_facts
     log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
@@ -88,3 +98,45 @@ def _loc_finding(inv, loc, code: str, detail: str) -> Finding:
     entry = int(loc["entry"])
     return Finding(code, path=inv.paths[f], offset=slot_offset(entry), scope=int(row["scope"]),
                    ledger=int(row["ledger"]), entry=entry, detail=detail)
+
+
+def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
+    """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
+    ledgers the journal speaks of are looked up: no step per ledger of the index)."""
+    from rocksdbfiles.dbindex import ledger_ids, ledgers_without_metadata
+    out: dbindex.Pairs = []
+    facts = ctx.journal_facts
+    told = sorted({x.ledger for x in (*facts.master_keys, *facts.fenced, *facts.explicit_lac) if x.scope == 0},
+                  key=dbindex.signed)
+    known: list[np.ndarray] = []
+    for _di, current, idx in dbindex.read(ctx):
+        if not dbindex.is_index(idx):
+            continue
+        known.append(ledger_ids(idx))
+        ledgers_db = os.path.join(current, LEDGERS_DB)
+        for lid, n in sorted(ledgers_without_metadata(idx).items()):
+            out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
+                                                       detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
+        for x in told:
+            lid = dbindex.signed(x)
+            info = idx.ledgers.get(lid)
+            if info is None:
+                continue
+            ledger = LedgerId(0, x)
+            key = facts.master_keys.get(ledger)
+            where = dict(path=ledgers_db, scope=0, ledger=lid)
+            if key is not None and key != info.master_key:
+                out.append((Code.DBINDEX_MASTER_KEY_MISMATCH,
+                            dict(where, detail=f"journal {key.hex()}, index {info.master_key.hex()}")))
+            if facts.fenced.get(ledger) and not info.fenced:
+                out.append((Code.DBINDEX_NOT_FENCED, where))
+            lac = facts.explicit_lac.get(ledger)
+            if lac is not None and info.explicit_lac_body is not None and lac != info.explicit_lac_body:
+                out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH,
+                            dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
+    if all(dbindex.is_index(idx) for _di, _c, idx in dbindex.read(ctx)):   # else unknown, not missing
+        journal = [x for x in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)) if x.scope == 0]
+        held = np.isin(np.array([dbindex.signed(x.ledger) for x in journal], np.int64),
+                       np.concatenate(known) if known else np.zeros(0, np.int64))
+        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger)) for x, h in zip(journal, held.tolist()) if not h]
+    return out

@@ -1,12 +1,19 @@
 """Pass 4: entry logs: header, framing (with resync past damage), ledgers map against the body,
-every entry's digest."""
+every entry's digest; each ledger dir's ``lastId``.
+
+BookKeeper (DefaultEntryLogger at startup) reads ``current/lastId`` of every ledger dir as one hex
+line; when it is missing or does not parse it falls back to the largest ``<hex>.log`` in that dir, and
+it never allocates a log id whose file exists in any ledger dir. So a bad ``lastId`` is a warning
+that says which id a restart would continue from, not an error.
+"""
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError, map_window
+from diskio.mapped import DiskError, map_window, read_bytes
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.reader import Damage
 from entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
@@ -14,10 +21,13 @@ from formats.digests import DigestType
 from formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
 from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
+from formats.paths import CURRENT_DIR
 from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
+LAST_ID = "lastId"
+MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote
 _REASON = {Damage.ZERO_SIZE: "a zero or negative size (zeroed region)",
            Damage.BAD_SIZE: "a size that is too small or runs past the data",
            Damage.BAD_HEADER: "bytes that are not an entry header",
@@ -36,6 +46,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         yield from _check_log(scan, ctx, lf.log_id)
     if ctx.options.verify_digests:
         yield from _digest_summary(ctx)
+    yield from _last_ids(ctx)
 
 
 def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
@@ -130,3 +141,46 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
 def _size_at(path: str, off: int) -> int | None:
     with map_window(path, off, SIZE_PREFIX_SIZE) as w:
         return ENTRY_SIZE.parse(w.tobytes()) if len(w) == SIZE_PREFIX_SIZE else None
+
+
+def _parse_last_id(raw: bytes) -> int | None:
+    """The id as BookKeeper's readLastLogId takes it: the first line, hex; None when that fails."""
+    line = raw.split(b"\n", 1)[0].strip(b"\r")
+    try:
+        value = int(line.decode("ascii"), 16)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _last_ids(ctx: CheckContext) -> Iterator[Finding]:
+    """Each ledger dir's ``lastId``: the hex id of the newest entry log, which a restart reads."""
+    per_dir: dict[int, list[int]] = {}
+    for lf in ctx.log_files:
+        per_dir.setdefault(lf.dir_index, []).append(lf.log_id)
+    newest_anywhere = max((i for ids in per_dir.values() for i in ids), default=None)
+    for di, d in enumerate(ctx.dirs.ledger_dirs):
+        newest = max(per_dir.get(di, []), default=None) if ctx.per_dir_log_ids else newest_anywhere
+        if newest is None:
+            continue   # no entry log: a fresh dir has no lastId yet
+        path = os.path.join(d, CURRENT_DIR, LAST_ID)
+        fallback = (f"a restart falls back to the largest entry-log id in this dir "
+                    f"({max(per_dir[di]):x}.log) and skips every id whose file exists"
+                    if per_dir.get(di) else "a restart starts log ids again from 1, skipping ids whose file exists")
+        if not os.path.lexists(path):
+            yield Finding(Code.LASTID_BAD, path=path, detail=f"missing; {fallback}")
+            continue
+        try:
+            raw = read_bytes(path)[:MAX_TEXT]
+        except DiskError as e:
+            if path not in ctx.unreadable:
+                yield Finding(Code.LASTID_BAD, path=path, detail=f"{e.what}; {fallback}")
+            continue
+        value = _parse_last_id(bytes(raw))
+        if value is None:
+            shown = bytes(raw[:16]).hex(" ") or "an empty file"
+            yield Finding(Code.LASTID_BAD, path=path, offset=0, detail=f"found {shown}; {fallback}")
+        elif value < newest:
+            yield Finding(Code.LASTID_BAD, path=path, offset=0,
+                          detail=f"found {value:x}, but {newest:x}.log exists; a restart takes the larger id from "
+                                 f"the log files")

@@ -1,5 +1,12 @@
-"""Pass 6: journals: headers, framing, torn tails, lastMark inside an existing journal, and the
-records after lastMark that a restart would replay (and whether ledger storage holds them)."""
+"""Pass 6: journals: headers, framing, torn tails, lastMark inside an existing journal and in every
+ledger dir, and the records after lastMark that a restart would replay (and whether ledger storage
+holds them).
+
+BookKeeper writes ``lastMark`` (``lastMark.<i>`` with several journal dirs) into every ledger dir at
+each checkpoint and, at startup (Journal.LastLogMark.readLog), reads it from every ledger dir,
+skips one it cannot read and keeps the largest mark. A mark missing from one dir therefore changes
+nothing while another dir has it; the report says which mark a restart would use.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +25,7 @@ from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
 from formats.lastmark import LastMark
-from formats.paths import journal_name
+from formats.paths import CURRENT_DIR, journal_name
 from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -57,6 +64,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                                   before_mark=mark is not None and jf.journal_id < mark.log_id)
     yield from _check_last_marks(ctx)
     yield from _replay(ctx)
+    yield from _last_mark_in_every_dir(ctx)
 
 
 def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool) -> Iterator[Finding]:
@@ -325,3 +333,25 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
     for p, o, lid, e in missing[:1000]:
         yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
                       detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")
+
+
+def _last_mark_in_every_dir(ctx: CheckContext) -> Iterator[Finding]:
+    """A lastMark file missing from one ledger dir while another dir has it."""
+    if len(ctx.dirs.ledger_dirs) < 2:
+        return
+    names: dict[str, dict[str, LastMark | Exception]] = {}
+    for p, m in ctx.last_marks.items():
+        names.setdefault(os.path.basename(p), {})[os.path.dirname(os.path.dirname(p))] = m
+    for name, by_dir in sorted(names.items()):
+        good = {d: m for d, m in by_dir.items() if isinstance(m, LastMark)}
+        if good:
+            d_best = max(good, key=lambda d: good[d])
+            best = good[d_best]
+            restart = (f"a restart reads every ledger dir's {name} and keeps the largest, journal "
+                       f"{journal_name(best.log_id)} offset {best.offset} from {d_best}, and replays from there")
+        else:
+            restart = f"no ledger dir has a readable {name}: a restart replays every journal"
+        for d in ctx.dirs.ledger_dirs:
+            if d not in by_dir:
+                yield Finding(Code.LASTMARK_MISSING_IN_DIR, path=os.path.join(d, CURRENT_DIR),
+                              detail=f"{name} is missing; {restart}")
