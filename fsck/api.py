@@ -1,6 +1,8 @@
 """The fsck library: check a bookie's dirs, plan repairs, apply them (asking a callback), re-check.
 
 Everything the command line does is here as data; fsck.cli only parses options, prompts and prints.
+The check is this module's; the repair half (``plan_repairs``, ``apply_repairs``, ``repair_bookie``,
+``RepairRun``, ``RepairRefused``) is fsck.repair's, named here too and loaded when first asked for.
 """
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ from typing import Any, Callable
 from bookie.layout import BookieDirs
 from fsck.codes import Code
 from fsck.context import CheckContext, CheckOptions
-from fsck.exit_codes import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL,  # noqa: F401 (re-exported)
-                             EXIT_UNCORRECTED, EXIT_USAGE)
-from fsck.findings import SEVERITY_ORDER, Finding
+from fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
 from fsck import dbindex
+from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
                          p7_metadata)
 from fsck.problems import Severity, pass_name
@@ -205,84 +206,12 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     return out
 
 
-# --- repair: plan, apply, re-check -----------------------------------------------------------------
-
-class RepairRefused(Exception):
-    """A repair that must not start (a process holds the dirs, the backup folder leads outside)."""
+REPAIR_NAMES = ("RepairRefused", "RepairRun", "apply_repairs", "plan_repairs", "repair_bookie")
 
 
-@dataclass
-class RepairRun:
-    """One repair from start to end: the findings before, the plan with each action's result, the
-    backup copies made, the findings after, and the exit code (e2fsck's)."""
-
-    before: Report
-    plan: Any                              # fsck.repair.RepairPlan
-    backup_dir: str | None = None          # None: nothing was replaced, no folder was made
-    backups: list[str] = field(default_factory=list)
-    after: Report | None = None
-    exit_code: int = EXIT_OK
-
-    @property
-    def done(self) -> list:
-        return [a for a in self.plan.actions if a.result == "done"]
-
-    @property
-    def failed(self) -> list:
-        return [a for a in self.plan.actions if (a.result or "").startswith("failed")]
-
-    def to_json(self) -> dict[str, Any]:
-        """The final state as the document's body (summary.exit_code is the process's), with the
-        findings before, the plan, the actions with their results and the findings after."""
-        final = self.after or self.before
-        doc = final.to_json(self.exit_code)
-        doc["repair"] = {"before": {"summary": self.before.summary(), "findings": [f.to_json() for f in self.before.findings]},
-                         "plan": self.plan.to_json(),
-                         "backup_dir": self.backup_dir,
-                         "after": None if self.after is None else
-                         {"summary": self.after.summary(), "findings": [f.to_json() for f in self.after.findings]},
-                         "exit_code": self.exit_code}
-        return doc
-
-
-def plan_repairs(report: Report, *, drop_lost_entries: bool = False):
-    """What a repair of ``report`` would do (fsck.repair.RepairPlan); changes nothing."""
-    from fsck import repair
-    return repair.plan_repairs(report, drop_lost_entries=drop_lost_entries)
-
-
-def apply_repairs(report: Report, plan, *, confirm: Callable | None = None, backup_dir: str | None = None,
-                  force: bool = False, log: Callable[[str], None] = lambda s: None) -> RepairRun:
-    """Carry out ``plan`` (from plan_repairs(report)), asking ``confirm(action) -> bool`` before each
-    action when given, then check again. Raises RepairRefused before writing anything when a process
-    holds files in the dirs (unless ``force``) or the default backup folder leads outside the dirs."""
-    from fsck import repair
-    from fsck.confinement import escape
-    run = RepairRun(report, plan, exit_code=report.exit_code)
-    if not plan.todo:
-        return run
-    dirs = report.dirs
-    holders = repair.processes_holding(dirs.all_dirs)
-    if holders and not force:
-        pid, f = holders[0]
-        raise RepairRefused(f"process {pid} has {f} open (a running bookie?); not repairing without --force")
-    bdir = backup_dir or repair.default_backup_dir(report.context)
-    if backup_dir is None and escape(bdir, dirs):
-        raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
-    run.backups = repair.apply(plan, report.context, bdir, confirm=confirm, log=log)
-    run.backup_dir = bdir if run.backups else None
-    if not run.done:
-        return run   # every action declined or failed: the findings stand
-    run.after = recheck(report)
-    run.after.close()   # only its findings are kept
-    run.exit_code = EXIT_UNCORRECTED if run.after.errors else EXIT_CORRECTED
-    return run
-
-
-def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, confirm: Callable | None = None,
-                  backup_dir: str | None = None, force: bool = False, drop_lost_entries: bool = False,
-                  log: Callable[[str], None] = lambda s: None) -> RepairRun:
-    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end."""
-    before = check_bookie(dirs, options)
-    plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
-    return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)
+def __getattr__(name: str) -> Any:
+    """The repair half of the library (fsck.repair), imported on first use: a check loads none of it."""
+    if name in REPAIR_NAMES:
+        from fsck import repair
+        return getattr(repair, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

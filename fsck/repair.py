@@ -9,13 +9,12 @@ drop entries the bookie acknowledged unless the operator names the destructive c
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from bookie.layout import bookie_id_of
+from bookie.layout import BookieDirs, bookie_id_of
 from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
 from diskio.failures import LIST
 from diskio.mapped import DiskError, map_window
@@ -24,12 +23,15 @@ from formats.ids import LedgerId
 from formats.index import STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.codes import Code
+from fsck.api import Report, check_bookie, recheck
 from fsck.confinement import escape
 from fsck.entry_ranges import ranges
-from fsck.context import CheckContext
+from fsck.context import CheckContext, CheckOptions
+from fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
 from fsck.findings import Finding
 from fsck.passes.p2_hierarchy import same_inode
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
+from fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
 from fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from fsck.shell_commands import recover_commands
 from indexfiles.writer import index_bytes
@@ -112,7 +114,7 @@ def _unseen(ctx: CheckContext, lid: LedgerId, paths: list[str]) -> str | None:
     return f"{fail.path}: {fail.describe()} (errno {fail.errno}); what it holds for this ledger is unknown"
 
 
-def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
+def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPlan:
     """The actions that answer ``report``'s repairable findings, each blocked with a reason where it
     must not run, the entries no repair can bring back, and what will remain afterwards."""
     ctx: CheckContext = report.context
@@ -299,34 +301,72 @@ def _cut_journal(path: str, at: int, backup_dir: str) -> str | None:
     return atomic_rewrite(path, head(), size=os.path.getsize(path), backup_dir=backup_dir)
 
 
-def default_backup_dir(ctx: CheckContext) -> str:
-    base = ctx.dirs.ledger_dirs[0] if ctx.dirs.ledger_dirs else ctx.dirs.journal_dirs[0]
-    return os.path.join(base, "fsck-backup", time.strftime("%Y%m%dT%H%M%S"))
+# --- a repair from start to end: check, plan, apply, re-check -----------------------------------------
+
+@dataclass
+class RepairRun:
+    """One repair from start to end: the findings before, the plan with each action's result, the
+    backup copies made, the findings after, and the exit code (e2fsck's)."""
+
+    before: Report
+    plan: RepairPlan
+    backup_dir: str | None = None          # None: nothing was replaced, no folder was made
+    backups: list[str] = field(default_factory=list)
+    after: Report | None = None
+    exit_code: int = EXIT_OK
+
+    @property
+    def done(self) -> list:
+        return [a for a in self.plan.actions if a.result == "done"]
+
+    @property
+    def failed(self) -> list:
+        return [a for a in self.plan.actions if (a.result or "").startswith("failed")]
+
+    def to_json(self) -> dict[str, Any]:
+        """The final state as the document's body (summary.exit_code is the process's), with the
+        findings before, the plan, the actions with their results and the findings after."""
+        final = self.after or self.before
+        doc = final.to_json(self.exit_code)
+        doc["repair"] = {"before": {"summary": self.before.summary(), "findings": [f.to_json() for f in self.before.findings]},
+                         "plan": self.plan.to_json(),
+                         "backup_dir": self.backup_dir,
+                         "after": None if self.after is None else
+                         {"summary": self.after.summary(), "findings": [f.to_json() for f in self.after.findings]},
+                         "exit_code": self.exit_code}
+        return doc
 
 
-def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
-    """(pid, file) of other processes with a file open below ``dirs`` (Linux /proc), e.g. a running bookie."""
-    roots = [os.path.realpath(d) + os.sep for d in dirs]
-    me = os.getpid()
-    out = []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return out
-    for pid in pids:
-        if pid == me:
-            continue
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(os.path.join(fd_dir, fd))
-            except OSError:
-                continue
-            if any(target.startswith(r) for r in roots):
-                out.append((pid, target))
-                break
-    return out
+def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None = None, backup_dir: str | None = None,
+                  force: bool = False, log: Callable[[str], None] = lambda s: None) -> RepairRun:
+    """Carry out ``plan`` (from ``plan_repairs(report)``), asking ``confirm(action) -> bool`` before each
+    action when given, then check again. Raises RepairRefused before writing anything when a process
+    holds files in the dirs (unless ``force``) or the default backup folder leads outside the dirs."""
+    run = RepairRun(report, plan, exit_code=report.exit_code)
+    if not plan.todo:
+        return run
+    dirs = report.dirs
+    holders = processes_holding(dirs.all_dirs)
+    if holders and not force:
+        pid, f = holders[0]
+        raise RepairRefused(f"process {pid} has {f} open (a running bookie?); not repairing without --force")
+    bdir = backup_dir or default_backup_dir(report.context)
+    if backup_dir is None and escape(bdir, dirs):
+        raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
+    run.backups = apply(plan, report.context, bdir, confirm=confirm, log=log)
+    run.backup_dir = bdir if run.backups else None
+    if not run.done:
+        return run   # every action declined or failed: the findings stand
+    run.after = recheck(report)
+    run.after.close()   # only its findings are kept
+    run.exit_code = EXIT_UNCORRECTED if run.after.errors else EXIT_CORRECTED
+    return run
+
+
+def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, confirm: Callable | None = None,
+                  backup_dir: str | None = None, force: bool = False, drop_lost_entries: bool = False,
+                  log: Callable[[str], None] = lambda s: None) -> RepairRun:
+    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end."""
+    before = check_bookie(dirs, options)
+    plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
+    return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)

@@ -3,13 +3,16 @@ and for machines (one JSON document)."""
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from formats.ids import LedgerId
-from fsck.api import Report, RepairRun
+from fsck.api import Report
 from fsck.entry_ranges import per_ledger
 from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.problems import Severity
+
+if TYPE_CHECKING:   # the repair half loads only when a repair runs
+    from fsck.repair import RepairRun
 
 CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 
