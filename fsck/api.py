@@ -125,7 +125,7 @@ def _run_passes(ctx: CheckContext) -> Report:
     for number, run in PASSES:
         t0 = time.perf_counter()
         name = pass_name(number, dirs.storage_kind)
-        ctx._progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs
+        ctx.progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs
         found = list(run(ctx))
         counts: dict[str, int] = {}
         for f in found:
@@ -135,7 +135,7 @@ def _run_passes(ctx: CheckContext) -> Report:
             skipped = "no ledger metadata given"
         report.findings.extend(found)
         report.passes.append(PassResult(number, name, time.perf_counter() - t0, counts, skipped))
-        ctx._progress(f"pass {number}: {name}", 1, 1)
+        ctx.progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
     _add_causes(report, missing_log_causes(report.findings))

@@ -20,7 +20,6 @@ import numpy as np
 
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
-from formats.dbledger import ENTRY_SIZE_FIELD
 from formats.ids import LedgerId
 from formats.index import slot_offset
 from formats.paths import LOCATIONS_DB
@@ -30,7 +29,6 @@ from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.keyjoin import KeySet
 from fsck.scan_store import entry_count
-from rocksdbfiles.dbindex import ledger_ids
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
@@ -289,6 +287,7 @@ def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 
 def _entries(scan, log_id: int) -> np.ndarray:
+    from formats.dbledger import ENTRY_SIZE_FIELD
     e = scan.entries
     t = np.empty(len(e), DB_ENTRY_ROW)
     t["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
@@ -361,6 +360,8 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     """An entry no location points at is garbage (a superseded copy, a deleted ledger) unless its ledger is
     live, no location of that entry exists and the journal will not replay it: then reads of it fail.
     Where part of the locations database could not be read, what it holds is unknown: info only."""
+    from formats.dbledger import ENTRY_SIZE_FIELD
+    from rocksdbfiles.dbindex import ledger_ids
     damaged = any(dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
     torn = next((p for p in idx.problems if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB),
                 None)
