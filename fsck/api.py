@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from bookie.layout import BookieDirs
 from fsck.codes import Code
@@ -91,7 +92,7 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     """Run the passes in order over ``dirs`` and return every finding. Reads only; never writes."""
     opts = options or CheckOptions()
     ctx = CheckContext(dirs, opts)
-    ctx.spill   # a --tmp-dir inside the bookie's dirs is refused before anything is read
+    ctx.spill.check()   # a --tmp-dir inside the bookie's dirs is refused before anything is read
     started = time.perf_counter()
     if opts.jobs > 1:
         # The scans on background threads while passes 1-3 walk and read the index on this one.

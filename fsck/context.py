@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from bookie.layout import BookieDirs
 from diskio.spill import MemoryLimit, SpillFolder
@@ -128,7 +129,7 @@ class CheckContext:
     def log_digest_decisions(self) -> dict[tuple[int, int], tuple[int, int]]:
         """The digest plan's decisions as the entry-log scans left them (before the journals' checks
         decide more): what pass 4 reports as sniffed."""
-        self.log_scans
+        self.shared("log_scans", self.scan_logs)   # (waited for: the scans record the decisions)
         return self.lanes.results.get("log_digest_decisions", {})
 
     def scan_logs(self) -> dict[str, EntryLogArrays | Exception]:
@@ -151,10 +152,10 @@ class CheckContext:
         The caller orders the tasks that share the digest plan in one lane, as a sequential check runs
         them, so every result is the one a sequential check computes. What the tasks read of this
         context (the file lists, the digest plan with its metadata) is computed here first."""
-        self.journal_files, self.log_files   # listed on this thread (``unlisted`` is filled here)
-        self.scan_store, self.journal_store
+        # Computed on this thread before the lanes read them (``unlisted`` is filled here).
+        ready = [self.journal_files, self.log_files, self.scan_store, self.journal_store]
         if self.options.verify_digests:
-            self.digest_plan
+            ready.append(self.digest_plan)
         self.lanes.start(lanes)
 
     def keep_going(self) -> None:

@@ -9,14 +9,14 @@ shell rebuilds the databases (``bookkeeper_rebuilds`` says with which command).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
 
 import numpy as np
 
 from diskio.mapped import DiskError
 from diskio.spill import ChunkedArray, RangeSpill
 from formats.errors import FormatError
-from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 from fsck.codes import Code
 from fsck.context import CheckContext

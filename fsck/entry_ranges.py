@@ -1,7 +1,7 @@
 """Entry ids said as ranges ("0-4, 9, 12-13"), and a set of (ledger, entry) pairs said per ledger."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from formats.ids import LedgerId
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 Progress = Callable[[str, int, int], None]   # (what, done, total)
 Task = tuple[str, Callable[[], Any]]          # (name, work)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -96,7 +97,8 @@ class RepairPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"actions": [a.to_json() for a in self.actions],
-                "lost_entries": [{"scope": l.scope, "ledger": l.ledger, "entries": e} for l, e in sorted(self.lost.items())],
+                "lost_entries": [{"scope": lid.scope, "ledger": lid.ledger, "entries": e}
+                                 for lid, e in sorted(self.lost.items())],
                 "recover_command": self.recover_command,
                 "recover_refused": self.recover_refused,
                 "remaining": [f.to_json() for f in self.remaining]}
@@ -274,8 +276,8 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
                 copy = atomic_move(a.source, a.path, backup_dir=backup_dir)
             elif a.kind == REBUILD_INDEX:
                 header = _header_for(ctx, a.ledger)
-                copy = atomic_write(a.path, index_bytes(header, rebuilt_locations(best_copies(ctx, a.ledger)), page_size),
-                                    backup_dir=backup_dir)
+                locations = rebuilt_locations(best_copies(ctx, a.ledger))
+                copy = atomic_write(a.path, index_bytes(header, locations, page_size), backup_dir=backup_dir)
             elif a.kind == CUT_JOURNAL:
                 copy = _cut_journal(a.path, a.cut_at, backup_dir)
         except OSError as e:
@@ -328,13 +330,16 @@ class RepairRun:
         findings before, the plan, the actions with their results and the findings after."""
         final = self.after or self.before
         doc = final.to_json(self.exit_code)
-        doc["repair"] = {"before": {"summary": self.before.summary(), "findings": [f.to_json() for f in self.before.findings]},
+        doc["repair"] = {"before": _state(self.before),
                          "plan": self.plan.to_json(),
                          "backup_dir": self.backup_dir,
-                         "after": None if self.after is None else
-                         {"summary": self.after.summary(), "findings": [f.to_json() for f in self.after.findings]},
+                         "after": None if self.after is None else _state(self.after),
                          "exit_code": self.exit_code}
         return doc
+
+
+def _state(report: Report) -> dict[str, Any]:
+    return {"summary": report.summary(), "findings": [f.to_json() for f in report.findings]}
 
 
 def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None = None, backup_dir: str | None = None,

@@ -54,7 +54,8 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def _entry_pairs(findings: list[Finding]) -> list[tuple[LedgerId, int]]:
-    return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings if f.ledger is not None and f.entry is not None]
+    return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings
+            if f.ledger is not None and f.entry is not None]
 
 
 def _per_entry(f: Finding) -> bool:
@@ -122,15 +123,16 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
         out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}.\n")
         return
     d = report.dirs
-    out.write(f"bookie-fsck: journal dirs {', '.join(d.journal_dirs) or '-'}; ledger dirs {', '.join(d.ledger_dirs) or '-'}"
-              + (f"; index dirs {', '.join(d.index_dirs)}" if d.index_dirs else "") + f" ({d.storage_kind})\n")
+    journal_dirs, ledger_dirs = ", ".join(d.journal_dirs) or "-", ", ".join(d.ledger_dirs) or "-"
+    index_dirs = f"; index dirs {', '.join(d.index_dirs)}" if d.index_dirs else ""
+    out.write(f"bookie-fsck: journal dirs {journal_dirs}; ledger dirs {ledger_dirs}{index_dirs} ({d.storage_kind})\n")
     for p in report.passes:
         if p.skipped:
             status = f"skipped: {p.skipped}"
         elif not p.counts:
             status = "ok"
         else:
-            status = ", ".join(f"{p.counts[s.value]} {s.value}{'s' if p.counts[s.value] != 1 and s != Severity.INFO else ''}"
+            status = ", ".join(_count(p.counts[s.value], s.value, None if s != Severity.INFO else s.value)
                                for s in Severity if s.value in p.counts)
         out.write(f"Pass {p.number}: {p.name} ".ljust(44, ".") + f" {status}\n")
     shown: set[int] = set()

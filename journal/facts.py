@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -49,8 +49,9 @@ class JournalFacts:
             if len(keyed):
                 f._read_keys(path, recs[keyed])
             data = np.flatnonzero((kinds == RecordKind.DATA) & after)
-            f.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in zip(
-                recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(), recs["entry"][data].tolist()))
+            rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
+                       recs["entry"][data].tolist())
+            f.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
         return f
 
     def _read_keys(self, path: str, recs: np.ndarray) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from diskio.mapped import DiskError, read_bytes
 from formats.bookieid import is_strict_bp41, validate_bookie_id
@@ -166,7 +166,8 @@ def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
 
 def _link_finding(path: str, roots) -> Finding:
     real = os.path.realpath(path)
-    return Finding(Code.SYMLINK_FOLLOWED if is_inside(real, roots) else Code.SYMLINK_OUTSIDE_DIRS, path=path, detail=real)
+    code = Code.SYMLINK_FOLLOWED if is_inside(real, roots) else Code.SYMLINK_OUTSIDE_DIRS
+    return Finding(code, path=path, detail=real)
 
 
 def _walk_links(stack: list[str], roots) -> Iterator[Finding]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 

@@ -4,7 +4,7 @@ journal in this pass's place."""
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -138,5 +138,6 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
         journal = [x for x in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)) if x.scope == 0]
         held = np.isin(np.array([dbindex.signed(x.ledger) for x in journal], np.int64),
                        np.concatenate(known) if known else np.zeros(0, np.int64))
-        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger)) for x, h in zip(journal, held.tolist()) if not h]
+        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger))
+                for x, h in zip(journal, held.tolist()) if not h]
     return out

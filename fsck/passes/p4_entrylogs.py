@@ -9,7 +9,7 @@ that says which id a restart would continue from, not an error.
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -112,8 +112,8 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
         size = _size_at(p, off)
         runs_past = size is not None and size > 0 and off + SIZE_PREFIX_SIZE + size > scan.data_end
         if runs_past and resumed >= scan.data_end and _torn_write(ctx, scan, log_id, off):
-            yield Finding(Code.LOG_TORN_TAIL, path=p, offset=off, detail=f"size {size} with {scan.data_end - off - SIZE_PREFIX_SIZE} "
-                          f"bytes left")
+            left = scan.data_end - off - SIZE_PREFIX_SIZE
+            yield Finding(Code.LOG_TORN_TAIL, path=p, offset=off, detail=f"size {size} with {left} bytes left")
         elif reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
             yield Finding(Code.LOG_TRUNCATED, path=p, offset=off,
                           detail=f"size {size} at offset {off} with {scan.data_end - off - SIZE_PREFIX_SIZE} bytes left"

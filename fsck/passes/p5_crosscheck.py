@@ -14,7 +14,7 @@ in key order, then entries in (log, position) order).
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -115,8 +115,8 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         wc = np.minimum(w, max(n - 1, 0))
         hit = (t["key"][wc] == lr["key"]) if n else np.zeros(len(lr), bool)
         # (a range whose logs hold no entry: nothing is the same, and there is nothing to index into)
-        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"]) & (t["entry"][wc] == lr["entry"])
-                if n else np.zeros(len(lr), bool))
+        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"])
+                & (t["entry"][wc] == lr["entry"]) if n else np.zeros(len(lr), bool))
         for i in np.flatnonzero(~same).tolist():
             wrong.append((int(lr["k"][i]), _wrong(inv, all_locs[int(lr["k"][i])], t[wc[i]] if hit[i] else None)))
         pointed = np.zeros(n, dtype=bool)
@@ -247,8 +247,8 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
             # Without metadata a lost index and a ledger deleted by garbage collection look the same.
             yield Finding(Code.LEDGER_INDEX_MISSING, scope=scope, ledger=ledger, detail=f"{n} entries")
     if garbage:
-        yield Finding(Code.GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the entry "
-                                                f"logs are not pointed at by any index")
+        yield Finding(Code.GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the "
+                                                     f"entry logs are not pointed at by any index")
 
 
 def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -363,8 +363,8 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     from formats.dbledger import ENTRY_SIZE_FIELD
     from rocksdbfiles.dbindex import ledger_ids
     damaged = any(dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
-    torn = next((p for p in idx.problems if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB),
-                None)
+    torn = next((p for p in idx.problems
+                 if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
     why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
     pend = [(lid.ledger, eid) for _p, _o, lid, eid in ctx.journal_facts.pending if lid.scope == 0]
     pending = KeySet([np.array([p[0] for p in pend], np.uint64).view(np.int64),     # ledger ids as the keys' i8

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -122,7 +122,8 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
         if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
-            yield Finding(Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+            code = Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL
+            yield Finding(code, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
                           cut_at=off)
         else:
@@ -273,8 +274,9 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
         if jf is None:
+            jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
             yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
-                          detail=f"{journal_name(mark.log_id)} in journal dir {ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji}")
+                          detail=f"{journal_name(mark.log_id)} in journal dir {jdir}")
             continue
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, JournalArrays):

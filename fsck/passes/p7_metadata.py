@@ -1,7 +1,7 @@
 """Pass 7: ledger metadata: orphan ledgers on disk, entries this bookie should hold but does not."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
