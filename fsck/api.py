@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 from bookie.layout import BookieDirs
 from fsck.codes import Code
 from fsck.context import CheckContext, CheckOptions
 from fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
 from fsck import dbindex
-from fsck.findings import SEVERITY_ORDER, Finding
+from fsck.findings import SEVERITY_ORDER, Finding, given
+from fsck.lanes import Task
 from fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
                          p7_metadata)
 from fsck.problems import Severity, pass_name
@@ -54,6 +54,12 @@ class Report:
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
+
+    def checked(self) -> CheckContext:
+        """The check's context (its scans), which a repair plan reads; a Report built by hand has none."""
+        if self.context is None:
+            raise ValueError("expected the report of check_bookie, with its scans; found a report without them")
+        return self.context
 
     def close(self) -> None:
         """Remove what the check spilled to its temporary folder (a repair plan reads the scans: plan first)."""
@@ -109,11 +115,11 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     return report
 
 
-def background_tasks(ctx: CheckContext) -> list[list[tuple[str, Callable[[], Any]]]]:
+def background_tasks(ctx: CheckContext) -> list[list[Task]]:
     """The heavy work of passes 3, 4 and 6, in two lanes: the journal scans (they use no digest plan);
     the entry-log scans, then the journals' digests, in the order of a sequential check (both decide
     digest types in the shared plan; the digests wait for the journal scans)."""
-    plan_users = [("log_scans", ctx.scan_logs)]
+    plan_users: list[Task] = [("log_scans", ctx.scan_logs)]
     if ctx.options.verify_digests:
         plan_users.append((p6_journals.DIGESTS, lambda: p6_journals.bad_records_of_journals(ctx)))
     return [[("journal_scans", ctx.scan_journals)], plan_users]
@@ -181,8 +187,8 @@ def link_causes(ctx: CheckContext, findings: list[Finding]) -> None:
     locs = inv.locations
     where = {(int(r["file"]), int(r["entry"])): int(r["log"]) for r in locs[_rows_of(inv, wanted, row_of)]}
     for f in wanted:
-        log = where.get((row_of.get(f.path, -1), f.entry))
-        cause = causes.get(log_path.get(log, ""))
+        log = where.get((row_of.get(f.path or "", -1), given(f.entry, "a location's entry")))
+        cause = causes.get(log_path.get(log, "") if log is not None else "")
         if cause is not None:
             f.caused_by = cause
 

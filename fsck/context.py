@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
 from bookie.layout import BookieDirs
+from diskio.mapped import DiskError
 from diskio.spill import MemoryLimit, SpillFolder
-from entrylogs.arrays import EntryLogArrays
-from entrylogs.scan import DigestPlan
+from entrylogs.scan import DigestPlan, EntryLogScanArrays
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.lastmark import LastMark
 from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
-from fsck import scan_store, scans
+from fsck import scans
+from fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
 from fsck.lanes import Lanes, Progress
 from indexfiles import scan as index_scan
 from indexfiles.arrays import IndexInventory
@@ -74,12 +75,12 @@ class CheckContext:
         return SpillFolder(self.options.memory, self.dirs.all_dirs)
 
     @cached_property
-    def scan_store(self) -> scan_store.ScanStore:
-        return scan_store.ScanStore(self.spill, self.options.memory.share(scan_store.LOG_SHARE))
+    def scan_store(self) -> ScanStore:
+        return ScanStore(self.spill, self.options.memory.share(LOG_SHARE))
 
     @cached_property
-    def journal_store(self) -> scan_store.ScanStore:
-        return scan_store.ScanStore(self.spill, self.options.memory.share(scan_store.JOURNAL_SHARE))
+    def journal_store(self) -> ScanStore:
+        return ScanStore(self.spill, self.options.memory.share(JOURNAL_SHARE))
 
     def close(self) -> None:
         self.__dict__["spill"].close() if "spill" in self.__dict__ else None
@@ -107,7 +108,7 @@ class CheckContext:
     def journal_files(self) -> list[JournalFile]:
         out = []
         for di, d in enumerate(self.dirs.journal_dirs):
-            ids = sorted((parse_journal_name(n), n) for n in self.listing(d) if parse_journal_name(n) is not None)
+            ids = sorted((i, n) for n in self.listing(d) if (i := parse_journal_name(n)) is not None)
             out += [JournalFile(di, i, os.path.join(d, CURRENT_DIR, n)) for i, n in ids]
         return out
 
@@ -118,7 +119,7 @@ class CheckContext:
 
     # --- scans (each file once) -----------------------------------------------------------------
     @property
-    def log_scans(self) -> dict[str, EntryLogArrays | Exception]:
+    def log_scans(self) -> dict[str, EntryLogScanArrays | Exception]:
         return self.shared("log_scans", self.scan_logs)
 
     @property
@@ -132,7 +133,7 @@ class CheckContext:
         self.shared("log_scans", self.scan_logs)   # (waited for: the scans record the decisions)
         return self.lanes.results.get("log_digest_decisions", {})
 
-    def scan_logs(self) -> dict[str, EntryLogArrays | Exception]:
+    def scan_logs(self) -> dict[str, EntryLogScanArrays | Exception]:
         return scans.scan_logs(self)
 
     def scan_journals(self) -> dict[str, JournalArrays | Exception]:
@@ -210,7 +211,7 @@ class CheckContext:
         self.metadata_errors = errors
         return md
 
-    metadata_errors: list[FormatError] = field(default_factory=list)
+    metadata_errors: list[FormatError | DiskError] = field(default_factory=list)
 
     @cached_property
     def digest_plan(self) -> DigestPlan:

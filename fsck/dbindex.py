@@ -25,6 +25,8 @@ from fsck.keyjoin import KeySet
 from fsck.problems import Severity
 
 if TYPE_CHECKING:   # the RocksDB reader loads only for a DbLedgerStorage bookie (in ``read``)
+    from typing_extensions import TypeIs
+
     from rocksdbfiles.dbindex import LedgerDirIndex
 
 Pairs = list[tuple[Code, dict[str, Any]]]
@@ -64,7 +66,7 @@ def read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
     return out
 
 
-def is_index(idx: LedgerDirIndex | Pairs) -> bool:
+def is_index(idx: LedgerDirIndex | Pairs) -> TypeIs[LedgerDirIndex]:
     """Whether ``read`` read the dir's databases (else ``idx`` is the findings of a read that could not start)."""
     return not isinstance(idx, list)
 

@@ -47,7 +47,7 @@ class Lanes:
         ``shared`` raises it for that task and every later one of the lane."""
         self._stop, self._owner = threading.Event(), threading.current_thread()
         for lane in lanes:
-            work = [(name, fn, Future()) for name, fn in lane]
+            work: list[tuple[str, Callable[[], Any], Future]] = [(name, fn, Future()) for name, fn in lane]
             self._futures.update((name, fut) for name, _fn, fut in work)
             self._threads.append(threading.Thread(target=self._run_lane, args=(work,), name="fsck-scans"))
         for t in self._threads:

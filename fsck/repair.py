@@ -29,7 +29,7 @@ from fsck.confinement import escape
 from fsck.entry_ranges import ranges
 from fsck.context import CheckContext, CheckOptions
 from fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
-from fsck.findings import Finding
+from fsck.findings import Finding, given
 from fsck.passes.p2_hierarchy import same_inode
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
@@ -119,7 +119,7 @@ def _unseen(ctx: CheckContext, lid: LedgerId, paths: list[str]) -> str | None:
 def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPlan:
     """The actions that answer ``report``'s repairable findings, each blocked with a reason where it
     must not run, the entries no repair can bring back, and what will remain afterwards."""
-    ctx: CheckContext = report.context
+    ctx = report.checked()
     dirs = ctx.dirs
     actions: list[Action] = []
     moved: dict[str, str] = {}
@@ -129,21 +129,23 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
         if f.problem.repair is not None:
             by_kind.setdefault(f.problem.repair, []).append(f)
     for f in by_kind.get(REMOVE_TEMP, []):
-        a = Action(REMOVE_TEMP, f.path, f"remove {f.path}", covers=[f])
-        a.blocked = escape(f.path, dirs)
+        path = given(f.path, "the temp file's path")
+        a = Action(REMOVE_TEMP, path, f"remove {path}", covers=[f])
+        a.blocked = escape(path, dirs)
         actions.append(a)
     for f in by_kind.get(FINISH_MOVE, []):
-        a = Action(FINISH_MOVE, f.path, f"remove {f.path}, a second name of {f.other}", source=f.other, covers=[f])
-        a.blocked = escape(f.path, dirs) or escape(f.other, dirs)
+        path, other = given(f.path, "the misplaced name"), given(f.other, "the index's other name")
+        a = Action(FINISH_MOVE, path, f"remove {path}, a second name of {other}", source=other, covers=[f])
+        a.blocked = escape(path, dirs) or escape(other, dirs)
         actions.append(a)
     for f in by_kind.get(MOVE_INDEX, []):
-        lid = LedgerId(f.scope or 0, f.ledger)
-        a = Action(MOVE_INDEX, f.move_to, f"move {f.path} to {f.move_to}", lid, source=f.path, covers=[f])
-        a.blocked = (escape(f.path, dirs) or escape(f.move_to, dirs) or _unseen(ctx, lid, [f.path]))
-        if not a.blocked and (os.path.lexists(f.move_to) or (lid.scope, lid.ledger) in dup):
+        lid, path, move_to = f.lid, given(f.path, "the index's path"), given(f.move_to, "where the index belongs")
+        a = Action(MOVE_INDEX, move_to, f"move {path} to {move_to}", lid, source=path, covers=[f])
+        a.blocked = (escape(path, dirs) or escape(move_to, dirs) or _unseen(ctx, lid, [path]))
+        if not a.blocked and (os.path.lexists(move_to) or (lid.scope, lid.ledger) in dup):
             a.blocked = "another index for this ledger exists; choose one by hand"
         if not a.blocked:
-            moved[f.path] = f.move_to
+            moved[path] = move_to
         actions.append(a)
     rebuild: dict[LedgerId, list[Finding]] = {}
     for f in by_kind.get(REBUILD_INDEX, []):
@@ -184,14 +186,16 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
                          f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
         actions.append(a)
     for f in by_kind.get(CUT_JOURNAL, []):
-        a = Action(CUT_JOURNAL, f.path, f"cut {f.path} after its last valid record (offset {f.cut_at}), "
-                                        f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
-        a.blocked = escape(f.path, dirs)
+        path = given(f.path, "the journal's path")
+        a = Action(CUT_JOURNAL, path, f"cut {path} after its last valid record (offset {f.cut_at}), "
+                                      f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
+        a.blocked = escape(path, dirs)
         actions.append(a)
     actions += _bookkeeper_rebuilds(report.findings)
     answered = {id(f) for a in actions if not a.blocked for f in a.covers}
     remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
-    command, refused = None, []
+    command: str | None = None
+    refused: list[str] = []
     if lost:
         command, refused = recover_commands(list(lost), bookie_id_of(dirs) or "<this bookie's id>")
     return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command, refused)
@@ -269,17 +273,18 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
             if a.kind == REMOVE_TEMP:
                 remove_name(a.path)
             elif a.kind == FINISH_MOVE:
-                if not same_inode(a.path, a.source):
+                if not same_inode(a.path, given(a.source, "the index's other name")):
                     raise OSError(0, "the two names no longer share one inode", a.path)
                 remove_name(a.path)
             elif a.kind == MOVE_INDEX:
-                copy = atomic_move(a.source, a.path, backup_dir=backup_dir)
+                copy = atomic_move(given(a.source, "the index to move"), a.path, backup_dir=backup_dir)
             elif a.kind == REBUILD_INDEX:
-                header = _header_for(ctx, a.ledger)
-                locations = rebuilt_locations(best_copies(ctx, a.ledger))
+                lid = given(a.ledger, "the ledger to rebuild")
+                header = given(_header_for(ctx, lid), "a header for the rebuilt index")
+                locations = rebuilt_locations(best_copies(ctx, lid))
                 copy = atomic_write(a.path, index_bytes(header, locations, page_size), backup_dir=backup_dir)
             elif a.kind == CUT_JOURNAL:
-                copy = _cut_journal(a.path, a.cut_at, backup_dir)
+                copy = _cut_journal(a.path, given(a.cut_at, "where to cut the journal"), backup_dir)
         except OSError as e:
             a.result = f"failed: {e.strerror or e} ({e.filename or a.path})"
             log(f"FAILED: {a.line()}: {e.strerror or e} ({e.filename or a.path})")
@@ -355,10 +360,10 @@ def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None 
     if holders and not force:
         pid, f = holders[0]
         raise RepairRefused(f"process {pid} has {f} open (a running bookie?); not repairing without --force")
-    bdir = backup_dir or default_backup_dir(report.context)
+    bdir = backup_dir or default_backup_dir(report.checked())
     if backup_dir is None and escape(bdir, dirs):
         raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
-    run.backups = apply(plan, report.context, bdir, confirm=confirm, log=log)
+    run.backups = apply(plan, report.checked(), bdir, confirm=confirm, log=log)
     run.backup_dir = bdir if run.backups else None
     if not run.done:
         return run   # every action declined or failed: the findings stand

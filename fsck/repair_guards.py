@@ -21,7 +21,7 @@ def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
     """(pid, file) of other processes with a file open below ``dirs`` (Linux /proc), e.g. a running bookie."""
     roots = [os.path.realpath(d) + os.sep for d in dirs]
     me = os.getpid()
-    out = []
+    out: list[tuple[int, str]] = []
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:

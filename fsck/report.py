@@ -18,10 +18,11 @@ CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 
 
 def _human_bytes(n: int) -> str:
+    size: float = n
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{n} B"
+        size /= 1024
     return f"{n} B"
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from diskio.mapped import DiskError, read_bytes
 from diskio.spill import ChunkedArray
 from entrylogs.arrays import EntryLogArrays
-from entrylogs.scan import scan_entry_log
+from entrylogs.scan import EntryLogScanArrays, scan_entry_log
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.lastmark import LastMark, parse_last_mark
@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from fsck.context import CheckContext, LogFile
 
 
-def scan_logs(ctx: CheckContext) -> dict[str, EntryLogArrays | Exception]:
+def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
     """Every entry log scanned (``--jobs`` threads over files), digests checked with the shared plan."""
     files = ctx.log_files
     plan = ctx.digest_plan if ctx.options.verify_digests else None
     progress = ctx.lanes.background_progress if ctx.lanes.on_background() else ctx.progress
 
-    def one(lf: LogFile) -> EntryLogArrays | Exception:
+    def one(lf: LogFile) -> EntryLogScanArrays | Exception:
         ctx.keep_going()
         try:
             return ctx.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
@@ -42,7 +42,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogArrays | Exception]:
         except (DiskError, FormatError) as e:
             return e
 
-    out: dict[str, EntryLogArrays | Exception] = {}
+    out: dict[str, EntryLogScanArrays | Exception] = {}
     progress("entry logs", 0, len(files))
     if ctx.options.jobs > 1 and len(files) > 1:
         from concurrent.futures import ThreadPoolExecutor

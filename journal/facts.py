@@ -26,7 +26,7 @@ class JournalFacts:
 
     master_keys: dict[LedgerId, bytes] = field(default_factory=dict)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
-    explicit_lac: dict[LedgerId, bytes] = field(default_factory=dict)
+    explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
 
     @classmethod

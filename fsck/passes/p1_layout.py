@@ -84,11 +84,11 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
     vp = os.path.join(ref_dir, CURRENT_DIR, "VERSION")
     if dirs.configured is not None:
         cj, cl, ci = dirs.configured
-        for label, recorded, conf in (("journal dirs", ref.journal_dirs, cj), ("ledger dirs", ref.ledger_dirs, cl),
-                                      ("index dirs", ref.effective_index_dirs, ci or cl)):
-            if tuple(recorded) != tuple(conf):
+        for label, in_cookie, conf in (("journal dirs", ref.journal_dirs, cj), ("ledger dirs", ref.ledger_dirs, cl),
+                                       ("index dirs", ref.effective_index_dirs, ci or cl)):
+            if tuple(in_cookie) != tuple(conf):
                 yield Finding(Code.COOKIE_DIR_CONF_MISMATCH, path=vp,
-                              detail=f"{label}: cookie {list(recorded)}, configuration {list(conf)}")
+                              detail=f"{label}: cookie {list(in_cookie)}, configuration {list(conf)}")
         return
     recorded = list(ref.journal_dirs) + list(ref.ledger_dirs) + list(ref.index_dirs or ())
     found = dirs.journal_dirs + dirs.ledger_dirs + dirs.index_dirs
@@ -119,13 +119,14 @@ def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
             for n in files:
                 p = os.path.join(dirpath, n)
                 if not os.access(p, os.R_OK):
+                    err: int | None
                     try:   # the real reason: a symlink loop or a dangling link is not a permission
                         os.stat(p)
-                        code, why = errno.EACCES, "permission denied"
+                        err, why = errno.EACCES, "permission denied"
                     except OSError as e:
-                        code, why = e.errno, (e.strerror or "cannot read").lower()
+                        err, why = e.errno, (e.strerror or "cannot read").lower()
                     ctx.unreadable[p] = why
-                    yield Finding(Code.FILE_UNREADABLE, path=p, detail=why, errno=code)
+                    yield Finding(Code.FILE_UNREADABLE, path=p, detail=why, errno=err)
 
 
 def _in_place_of_current(cur: str) -> str:

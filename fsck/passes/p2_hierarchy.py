@@ -130,17 +130,16 @@ def _leftovers(ctx: CheckContext, found: list[Finding]) -> list[Finding]:
     out: list[Finding] = []
     drop: set[str] = set()
     for f in found:
-        if f.code == Code.INDEX_DUPLICATE and f.other and same_inode(f.path, f.other) \
+        if f.code == Code.INDEX_DUPLICATE and f.path and f.other and same_inode(f.path, f.other) \
                 and first_link(f.path, ctx.dirs) is None and first_link(f.other, ctx.dirs) is None:
             # Two real names (no symlinked folder on either path) of one inode: a move cut short.
-            lid = LedgerId(f.scope or 0, f.ledger)
-            pair = [p for p in (f.path, f.other) if _right_place(p, lid)]
+            pair = [p for p in (f.path, f.other) if _right_place(p, f.lid)]
             if len(pair) == 1:
                 right = pair[0]
                 wrong = f.other if right == f.path else f.path
                 drop.add(wrong)
-                out.append(Finding(Code.INDEX_MOVE_UNFINISHED, path=wrong, scope=f.scope, ledger=f.ledger, detail=right,
-                                   other=right))
+                out.append(Finding(Code.INDEX_MOVE_UNFINISHED, path=wrong, scope=f.scope, ledger=f.ledger,
+                                   detail=right, other=right))
                 continue
         if f.code == Code.STRAY_FILE and f.path and f.path.endswith(RELOCATION_SUFFIX):
             target = f.path[:-len(RELOCATION_SUFFIX)] + INDEX_SUFFIX

@@ -51,7 +51,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         if trailing:
             yield Finding(Code.INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
                           detail=f"{trailing} stray bytes at the end (file size {size})")
-        lid = (scope, ledger)   # equal to LedgerId(scope, ledger) as a key
+        lid = LedgerId(scope, ledger)
         key = keys.get(lid)
         if key is not None and key != h.master_key:
             yield Finding(Code.INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
@@ -92,7 +92,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
 
 
-def _loc_finding(inv, loc, code: str, detail: str) -> Finding:
+def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:
     f = int(loc["file"])
     row = inv.files[f]
     entry = int(loc["entry"])

@@ -24,7 +24,7 @@ from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR
 from fsck.codes import Code
 from fsck.context import CheckContext
-from fsck.findings import Finding
+from fsck.findings import Finding, given
 
 LAST_ID = "lastId"
 MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote
@@ -55,8 +55,9 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
     decided = ctx.log_digest_decisions   # as the entry-log scans left them: the journals' checks decide more
     unverified: dict[tuple[int, int], int] = {}
     for scan in ctx.log_scans.values():
-        if isinstance(scan, EntryLogArrays) and getattr(scan, "digests", None) is not None and len(scan.entries):
-            m = scan.digests["status"] == DIGEST_UNKNOWN
+        digests = getattr(scan, "digests", None)   # (a scan made without a digest plan has none)
+        if isinstance(scan, EntryLogArrays) and digests is not None and len(scan.entries):
+            m = digests["status"] == DIGEST_UNKNOWN
             for s, l in zip(scan.entries["scope"][m].tolist(), scan.entries["ledger"][m].tolist()):
                 unverified[(s, l)] = unverified.get((s, l), 0) + 1
     sniffed: dict[int, list[tuple[int, int]]] = {}
@@ -123,11 +124,12 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
                           f"{resumed}", extra={"resumed_at": resumed})
     if scan.ledgers_map is not None and scan.map_error is None:
         got = scan.computed_ledgers_map()
+        map_offset = given(scan.header, "the header that locates the ledgers map").ledgers_map_offset
         # (one comparison in C when they agree, as they do on a healthy log of 100k ledgers)
         for k in sorted(set(got) | set(scan.ledgers_map)) if got != scan.ledgers_map else ():
             a, b = scan.ledgers_map.get(k), got.get(k)
             if a != b:
-                yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=scan.header.ledgers_map_offset,
+                yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=map_offset,
                               scope=k[0], ledger=k[1],
                               detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
     dig = getattr(scan, "digests", None)

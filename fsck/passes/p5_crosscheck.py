@@ -70,8 +70,8 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     files = inv.files
     budget = ctx.options.memory.share(SHARE)
     # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
-    scans = [(lf, ctx.log_scans.get(lf.path)) for lf in ctx.log_files]
-    scans = [(lf, s) for lf, s in scans if isinstance(s, EntryLogArrays)]
+    got = [(lf, ctx.log_scans.get(lf.path)) for lf in ctx.log_files]
+    scans = [(lf, s) for lf, s in got if isinstance(s, EntryLogArrays)]
     size_of = {lf.log_id: s.size for lf, s in scans}
     log_paths = {lf.log_id: lf.path for lf in ctx.log_files}
     ids = np.array(sorted(size_of), dtype=np.uint64)

@@ -59,6 +59,8 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(Code.JOURNAL_HEADER_BAD, path=jf.path, offset=scan.offset,
                           detail=f"{scan.expected}, found {scan.found}")
             continue
+        if not isinstance(scan, JournalArrays):
+            continue
         mark = ctx.effective_last_mark(jf.dir_index)
         yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index],
                                   before_mark=mark is not None and jf.journal_id < mark.log_id)
@@ -257,7 +259,8 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         if isinstance(m, FormatError):
             yield Finding(Code.LASTMARK_BAD, path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
             continue
-        by_name.setdefault(os.path.basename(p), {})[p] = m
+        if isinstance(m, LastMark):
+            by_name.setdefault(os.path.basename(p), {})[p] = m
     if ctx.journal_files and not by_name:
         for d in ctx.dirs.ledger_dirs:
             yield Finding(Code.LASTMARK_MISSING, path=os.path.join(d, "current"))
@@ -321,16 +324,16 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
         from entrylogs.arrays import EntryLogArrays
         for s in ctx.log_scans.values():
             if isinstance(s, EntryLogArrays):
-                e = s.entries
-                mark(e["scope"], e["ledger"], e["entry"])
+                ents = s.entries
+                mark(ents["scope"], ents["ledger"], ents["entry"])
     # (a pending record equal to another one is held when either is: the set maps both to one row)
     key: dict[tuple[int, int, int], int] = {}
     for i, (_p, _o, lid, e) in enumerate(pend):
         key.setdefault((lid.scope, lid.ledger, e), i)
     missing = [r for r in pend if not found[key[(r[2].scope, r[2].ledger, r[3])]]]
-    files = sorted({os.path.basename(p) for p, *_ in pend})
+    names = sorted({os.path.basename(p) for p, *_ in pend})
     yield Finding(Code.REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
-                  detail=f"{len(pend)} entries after lastMark in {', '.join(files)} would be replayed on restart; "
+                  detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
                          f"{len(pend) - len(missing)} of them are already in ledger storage")
     for p, o, lid, e in missing[:1000]:
         yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,

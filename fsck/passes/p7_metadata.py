@@ -9,6 +9,7 @@ from bookie.layout import bookie_id_of
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from fsck.codes import Code
+from fsck.entry_ranges import runs
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -46,8 +47,8 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
                 m = (e["scope"] == sc) & (e["ledger"] == lg)
                 out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
     # Entries after lastMark are only in the journal until a restart replays them into storage.
-    for _path, _off, lid, e in ctx.journal_facts.pending:
-        out.setdefault(lid, []).append(np.array([e], dtype=np.int64))
+    for _path, _off, lid, eid in ctx.journal_facts.pending:
+        out.setdefault(lid, []).append(np.array([eid], dtype=np.int64))
     return {k: (np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)) for k, v in out.items()}
 
 
@@ -103,15 +104,6 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
 
 
 def _ranges(a: np.ndarray) -> str:
-    parts, start, prev = [], None, None
-    for x in a.tolist():
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            parts.append(f"{start}-{prev}" if start != prev else str(start))
-            start = prev = x
-    parts.append(f"{start}-{prev}" if start != prev else str(start))
-    text = ", ".join(parts[:10])
-    return text + (" ..." if len(parts) > 10 else "")
+    """The first ten runs of the ids in ``a`` (sorted, distinct)."""
+    parts = runs(a.tolist())
+    return ", ".join(parts[:10]) + (" ..." if len(parts) > 10 else "")
