@@ -1,4 +1,4 @@
-"""bookie-fsck's command line as e2fsck and BookieShell users expect it (issue 8): --version, -y only
+"""bookie-fsck's command line as e2fsck and BookieShell users expect it: --version, -y only
 with --repair, the same option labels as inventory and dump, --help with examples and what ROOT is,
 -q, the BP-35 ledger options, and a progress display that shows every pass."""
 from __future__ import annotations

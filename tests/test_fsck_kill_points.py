@@ -1,4 +1,4 @@
-"""Repair safety by fault injection (issue 8): ``bookie-fsck --repair -y`` killed with SIGKILL just
+"""Repair safety by fault injection: ``bookie-fsck --repair -y`` killed with SIGKILL just
 before its Nth mutating system call, during every kind of action, then repaired again. Every run
 converges to a clean check, every entry readable before is readable after, nothing outside the
 bookie's dirs changes, and the backup folder holds the original bytes of every file replaced."""

@@ -1,4 +1,4 @@
-"""fsck as a library (issue 7 item 5): check, plan, apply with a confirm callback, re-check; finding
+"""fsck as a library: check, plan, apply with a confirm callback, re-check; finding
 codes from the one problem table; repair payloads as typed fields."""
 from __future__ import annotations
 

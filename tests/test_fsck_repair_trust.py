@@ -1,4 +1,4 @@
-"""Repairs an operator can trust (issues 8 and 13): symlinks never written through, backups that are
+"""Repairs an operator can trust: symlinks never written through, backups that are
 snapshots, interrupted moves finished, own temp files cleaned, lastId and lastMark gaps named, lost
 entries never dropped silently, and a JSON document that tells the whole repair."""
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _index_cur(disk: Disk, lid: LedgerId) -> str:
     return p[: p.index("/current/") + len("/current")]
 
 
-# --- issue 13.1: symlinks --------------------------------------------------------------------------
+# --- symlinks --------------------------------------------------------------------------------------
 
 def test_a_corrupt_index_behind_a_symlinked_folder_is_read_and_the_link_reported(disk, tmp_path):
     lid = LedgerId(0, 1)
@@ -155,7 +155,7 @@ def test_a_backup_folder_symlinked_outside_is_refused_before_any_write(disk, tmp
         assert f.read() == damaged
 
 
-# --- issue 13.2: backups are snapshots ------------------------------------------------------------
+# --- backups are snapshots ------------------------------------------------------------------------
 
 def test_the_backup_of_a_moved_index_is_a_copy_not_a_second_name(tmp_path):
     src = tmp_path / "a" / "1.idx"
@@ -168,7 +168,7 @@ def test_the_backup_of_a_moved_index_is_a_copy_not_a_second_name(tmp_path):
     assert open(kept, "rb").read() == b"old bytes"
 
 
-# --- issue 13.3: an interrupted move, stale temp files --------------------------------------------
+# --- an interrupted move, stale temp files --------------------------------------------------------
 
 def test_an_interrupted_move_is_finished_by_repair(disk):
     lid = LedgerId(0, 255)
@@ -205,7 +205,7 @@ def test_own_stale_temp_files_are_removed_and_others_left(disk):
     assert not os.path.exists(stale) and os.path.exists(alive) and os.path.exists(other)
 
 
-# --- issue 13.4: lastId and lastMark --------------------------------------------------------------
+# --- lastId and lastMark --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "behind"])
 def test_a_bad_last_id_is_reported_with_what_a_restart_does(disk, damage):
@@ -238,7 +238,7 @@ def make_disk_clean_check(disk: Disk):
     return disk.check()
 
 
-# --- issue 8.1: an unreadable folder blocks every repair that depends on it ------------------------
+# --- an unreadable folder blocks every repair that depends on it -----------------------------------
 
 def test_an_unlistable_index_folder_is_an_error_and_no_index_is_written_for_it(disk):
     folder = os.path.dirname(os.path.dirname(disk.written.index_files[LedgerId(0, 1)]))   # current/0
@@ -259,7 +259,7 @@ def test_an_unlistable_index_folder_is_an_error_and_no_index_is_written_for_it(d
     assert "INDEX_DUPLICATE" not in codes(disk.check())
 
 
-# --- issue 8.2 and 8.4: a truncated entry log ------------------------------------------------------
+# --- a truncated entry log -------------------------------------------------------------------------
 
 def _truncate_first_log(disk: Disk) -> str:
     log = disk.written.entry_log_files[0]
@@ -297,7 +297,7 @@ def test_the_human_report_leads_with_the_truncation_and_lists_its_consequences_u
     assert all(f.caused_by is not None for f in rep.findings if f.code == "INDEX_LOCATION_OUT_OF_RANGE")
 
 
-# --- issue 8.3, 8.5, 8.6: the repair's JSON, what remains, the backup line ---------------------------
+# --- the repair's JSON, what remains, the backup line ------------------------------------------------
 
 def _tear_newest_journal(disk: Disk, *, mark_past_cut: bool) -> None:
     from journal.reader import read_journal
