@@ -1,1 +1,2 @@
-"""The cluster-wide disk audit (issue 9): per-disk rows, the Spark job, its reports."""
+"""The cluster-wide disk audit: per-disk rows, the Spark job, its reports, and its command lines (cli.py,
+spark_app.py) on the command-line layer."""

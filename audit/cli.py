@@ -1,19 +1,33 @@
 """The audit's command lines: ``bkdisk audit`` (also the spark-submit application, audit/spark_app.py)
-and ``bkdisk scan-disk``. Spark is imported only when an audit runs."""
+and ``bkdisk scan-disk``. Spark, the job and the report load when an audit runs (commandline.lazy)."""
 from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import sys
 
 import click
 
-from audit.rows import DiskInput, RunInfo
+from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
+from bookie.layout import bookie_id_of, discover, from_conf
+from commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
+from commandline.lazy import lazy_import
+from commandline.memory_options import memory_options
+from commandline.progress import progress_line
+from commandline.runner import one_line_errors
 from diskio.spill import MemoryLimit
 from formats.errors import BkdiskError
-from fsck.exit_codes import EXIT_OK, one_line_errors
-from fsck.exit_codes import EXIT_UNCORRECTED as EXIT_PROBLEMS
-from fsck.memory_options import memory_options
+
+pa = lazy_import("pyarrow")
+pc = lazy_import("pyarrow.compute")
+pq = lazy_import("pyarrow.parquet")
+job = lazy_import("audit.job")
+metadata_source = lazy_import("audit.metadata_source")
+bookie_md = lazy_import("bookie.metadata_dir")
+report = lazy_import("audit.report")
+# pyspark is the optional extra 'audit' (pip install bkdisk[audit]): a host without it still runs scan-disk.
+pyspark_sql = lazy_import("pyspark.sql")
 
 MARKER = ".bkdisk-audit"
 
@@ -53,14 +67,12 @@ def prepare_out(out: str) -> None:
     """The output folder is new, empty, or a previous audit's (whose tables and reports are removed)."""
     if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
         raise AuditUsageError(f"{out}: exists and is not a previous audit's output; choose another --out")
-    import shutil
-    from audit.job import ALL_TABLES
     try:
         os.makedirs(out, exist_ok=True)
         open(os.path.join(out, MARKER), "w").close()
         # A previous audit's tables and reports go now: a run that fails leaves none of them to be
         # taken for its own.
-        for name in ALL_TABLES + REPORT_FILES:
+        for name in job.ALL_TABLES + REPORT_FILES:
             p = os.path.join(out, name)
             if os.path.isdir(p) and not os.path.islink(p):
                 shutil.rmtree(p)
@@ -73,10 +85,6 @@ def prepare_out(out: str) -> None:
 def check_scan_file(path: str) -> None:
     """A ``bkdisk scan-disk`` file: every column of the task rows, and one disk's row (checked before
     Spark starts, which would read a foreign file's missing columns as nulls)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-    from audit.rows import TASK_SCHEMA
     if not os.path.isfile(path):
         raise AuditUsageError(f"{path}: no such scan-disk file")
     try:
@@ -118,9 +126,7 @@ def _conf_pairs(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def _disk_progress(done: int, scanning: int, total: int) -> None:
-    end = "\n" if done == total or not sys.stderr.isatty() else "\r"
-    click.echo(f"bkdisk audit: disks scanned {done}/{total}, {scanning} being scanned ", err=True, nl=False)
-    click.echo(end, err=True, nl=False)
+    progress_line(f"bkdisk audit: disks scanned {done}/{total}, {scanning} being scanned ", done == total)
 
 
 REPORTED_CONF = ("spark.master", "spark.speculation", "spark.task.cpus", "spark.executor.cores",
@@ -140,45 +146,39 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
                       master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False,
                       scans_per_host: int | None = None, memory=None) -> int:
     """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems)."""
-    from audit.job import run_audit, spark_session
-    from audit.metadata_source import open_source
-    from audit.report import summarize, terminal_summary, write_reports
-
     if not disks and not scan_files:
         raise AuditUsageError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
     disks = distinct_disks(disks)
     for f in scan_files:
         check_scan_file(f)
-    source = open_source(metadata_dir)   # a folder, or grpc://HOST:PORT for the metadata service
+    source = metadata_source.open_source(metadata_dir)   # a folder, or grpc://HOST:PORT for the metadata service
     source.check()   # fail before starting Spark when the metadata cannot be read at all (its tasks read it)
     prepare_out(out)
     run = RunInfo.new(run_id)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started = datetime.datetime.now(datetime.UTC)
     echo = (lambda s: None) if quiet else (lambda s: click.echo(s, err=True))
     echo(f"bkdisk audit: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
-    from audit.job import AuditError, first_line, default_shuffle_partitions
-    defaults = {"spark.sql.shuffle.partitions": default_shuffle_partitions(len(disks) + len(scan_files))}
-    from pyspark.sql import SparkSession
-    ours = SparkSession.getActiveSession() is None   # a caller's session (tests, notebooks) is left running
+    defaults = {"spark.sql.shuffle.partitions": job.default_shuffle_partitions(len(disks) + len(scan_files))}
+    ours = pyspark_sql.SparkSession.getActiveSession() is None   # a caller's session (tests, notebooks) is left running
     try:
-        spark = spark_session(master, conf, defaults=defaults)
+        spark = job.spark_session(master, conf, defaults=defaults)
     except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
-        raise AuditError(f"Spark did not start: {first_line(e)}") from None
+        raise job.AuditError(f"Spark did not start: {job.first_line(e)}") from None
     try:
-        run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
+        job.run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
                   scans_per_host=scans_per_host, memory=memory)
         settings = spark_settings(spark, scans_per_host)
     except BkdiskError:
         raise
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors after the scan: one line
-        raise AuditError(f"the audit failed: {first_line(e)}") from None
+        raise job.AuditError(f"the audit failed: {job.first_line(e)}") from None
     finally:
         if ours:
             spark.stop()
-    summary = summarize(out, run.run_id, source.describe(), started=started)
+    summary = report.summarize(out, run.run_id, source.describe(), started=started)
     summary["spark"] = settings
-    js, page = write_reports(out, summary)
-    terminal_summary(summary, echo)
+    js, page = report.write_reports(out, summary)
+    report.terminal_summary(summary, echo)
     echo(f"bkdisk audit: tables in {out}/<table>/ (Parquet); {js}; report: {page}")
     return EXIT_OK if summary["healthy"] else EXIT_PROBLEMS
 
@@ -219,7 +219,8 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
       bkdisk audit --disks-file disks.tsv --metadata-dir ./metadata --out ./audit-out --master local[4]
       bkdisk audit /mnt/bk1 /mnt/bk2 --metadata grpc://127.0.0.1:4183 --out ./audit-out
     """
-    if (metadata_dir is None) == (metadata_url is None):
+    source = metadata_url if metadata_dir is None else metadata_dir
+    if source is None or (metadata_dir is not None and metadata_url is not None):
         raise click.UsageError("give the ledger metadata: --metadata-dir DIR or --metadata grpc://HOST:PORT (one)")
     if metadata_url is not None and not metadata_url.startswith("grpc://"):
         raise click.UsageError(f"--metadata takes grpc://HOST:PORT, not {metadata_url!r}")
@@ -227,21 +228,19 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     settings = _conf_pairs(conf)
     if cpus_per_scan:
         settings["spark.task.cpus"] = str(cpus_per_scan)
-    sys.exit(run_audit_command(given, list(scan_files), metadata_url or metadata_dir, out, master, settings, run_id,
+    sys.exit(run_audit_command(given, list(scan_files), source, out, master, settings, run_id,
                                quiet, scans_per_host, memory))
 
 
 def _bookie_metadata(folder: str, root: str, bookie_id: str | None):
     """The folder as the disk's bookie needs it (streamed once: a folder of millions of ledgers is
     not held); a file that cannot be read fails the command, exit 8."""
-    from bookie.layout import bookie_id_of, discover, from_conf
-    from bookie.metadata_dir import bookie_metadata_dir
     if bookie_id is None:
         try:
             bookie_id = bookie_id_of(from_conf(root) if os.path.isfile(root) else discover(root))
         except (BkdiskError, OSError):
             bookie_id = None   # the scan says why the disk cannot be read
-    view, errors = bookie_metadata_dir(folder, bookie_id)
+    view, errors = bookie_md.bookie_metadata_dir(folder, bookie_id)
     if errors:
         raise errors[0]
     return view
@@ -265,10 +264,6 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     disk could not be read (the file then says so), 8 when the metadata could not be read or the
     file could not be written.
     """
-    import pyarrow.parquet as pq
-
-    from audit.rows import TASK_SCHEMA, batch_table, iter_disk
-
     md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
@@ -291,6 +286,9 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
         if not done:
             writer.close()
             os.unlink(tmp)
+    if last is None:
+        os.unlink(tmp)
+        raise AuditUsageError(f"{root}: the scan ended without the disk's row")
     os.replace(tmp, out)
     disk = last.to_pylist()[0]   # the disks row comes last
     why = f" ({disk['error']})" if disk["error"] else ""

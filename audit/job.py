@@ -8,6 +8,7 @@ reports. Replicas are read by Spark from their files, never collected to the dri
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from audit.metadata_source import MetadataSource
 from audit.placement import LOCALITY_CONF, wrong_host
@@ -25,6 +27,10 @@ from audit.replica_files import remove_unfinished, replica_file, write_replicas
 from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
 from formats.errors import BkdiskError
+
+# pyspark, the optional extra 'audit', loads in the functions that drive Spark: the rows, the reports
+# and scan-disk run where it is not installed. metadata_tables, scan_stage and tables import this
+# module, so it imports them in the functions that use them.
 
 FAULT_TABLES = ("under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers")
 # Counts behind the report's replication histogram (every expected entry, healthy ones included).
@@ -63,7 +69,8 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     if master is not None:
         b = b.master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    settings = dict(DEFAULT_CONF, **LOCALITY_CONF, **(LOCAL_CONF if (master or "").startswith("local") else {}), **(defaults or {}))
+    local = LOCAL_CONF if (master or "").startswith("local") else {}
+    settings = dict(DEFAULT_CONF, **LOCALITY_CONF, **local, **(defaults or {}))
     # Executors import this package from where the driver has it unless the venv shipped it.
     settings["spark.executorEnv.PYTHONPATH"] = project_root()
     submitted = _submitted_keys()
@@ -126,7 +133,6 @@ def try_scan_slot(limit: int, folder: str | None = None) -> int | None:
     """Take one of the host's ``limit`` scan slots without waiting: an open file descriptor holding
     an exclusive ``flock`` on ``slot-<i>`` (released by ``os.close``, or by the kernel when the
     process dies), or None when all are taken."""
-    import fcntl
     folder = folder or slots_dir()
     os.makedirs(folder, exist_ok=True)
     for i in range(limit):
@@ -211,7 +217,8 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     os.makedirs(replicas_dir)
     try:
         mt = read_metadata(spark, source, scratch)
-        frames, disk_rows = [], []
+        frames: list = []
+        disk_rows: list[dict] = []
         if disks:
             numba_cache_writable()
             task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory)
@@ -236,7 +243,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
                 *tables.ORDER["replicas"]).write.mode("append").parquet(replicas_dir)
         remove_unfinished(replicas_dir)   # what a task's process killed outright left half-written
         if not any(n.endswith(".parquet") and not n.startswith((".", "_")) for n in os.listdir(replicas_dir)):
-            import pyarrow.parquet as pq   # no copies anywhere: the table still has its columns
+            # no copies anywhere: the table still has its columns
             pq.write_table(table_schema("replicas").empty_table(), os.path.join(replicas_dir, "empty.parquet"))
         # Only disks that finished their scan count: a task publishes no file for a disk that did not, and
         # a scan-disk file's rows of such a disk are dropped.
@@ -263,7 +270,6 @@ def first_line(e: Exception) -> str:
 
 
 def _parquet_rows(folder: str) -> int:
-    import pyarrow.parquet as pq
     return pq.ParquetDataset(folder).read(columns=[]).num_rows
 
 
@@ -278,7 +284,7 @@ def reconcile(disk_rows: list[dict], named: tuple[str, ...] | set[str], run: Run
     have = {d["bookie_id"] for d in disk_rows if d["bookie_id"]}
     out = list(disk_rows)
     for b in sorted(set(named) - have):
-        row = {name: None for name in table_schema("disks").names}
+        row: dict[str, object] = {name: None for name in table_schema("disks").names}
         row.update(tool_version=run.tool_version, run_id=run.run_id, host=None, bookie_id=b, status="not_audited",
                    error="metadata names this bookie; no disk of it was given")
         out.append(row)
@@ -287,6 +293,5 @@ def reconcile(disk_rows: list[dict], named: tuple[str, ...] | set[str], run: Run
 
 def read_tables(out: str) -> dict[str, pa.Table]:
     """The tables an audit wrote (for reports and tests)."""
-    import pyarrow.parquet as pq
     return {name: pq.read_table(os.path.join(out, name)) for name in ALL_TABLES}
 

@@ -12,9 +12,14 @@ import os
 from collections.abc import Iterator
 from typing import Protocol
 
+from bookie.metadata_dir import load_metadata_dir, metadata_names, read_ledger_file, read_metadata_files
+from diskio.mapped import DiskError
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.metadata import LedgerMetadata
+
+# The metadata service's client (gRPC, the optional extra 'service') loads in the methods of the
+# service source only: a folder's audit runs without it.
 
 CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
 READ_THREADS = 16   # a task's concurrent file reads: a folder out of the page cache is a read a file
@@ -75,29 +80,24 @@ class MetadataDirSource:
 
     def __init__(self, folder: str, *, strict: bool = True):
         self.folder, self.strict = os.path.abspath(folder), strict
-        self.errors: list[Exception] = []
+        self.errors: list[FormatError | DiskError] = []
 
     def describe(self) -> str:
         return f"metadata folder {self.folder}"
 
     def check(self) -> None:
-        from diskio.mapped import DiskError
         if not os.path.isdir(self.folder):
             raise DiskError(self.folder, "cannot list the metadata folder (not a folder)")
         with os.scandir(self.folder):
             pass
 
     def units(self) -> Iterator[str]:
-        from bookie.metadata_dir import metadata_names
         return metadata_names(self.folder)
 
     def read(self, units: list[str]) -> Iterator[Read]:
-        from bookie.metadata_dir import read_metadata_files
         return read_metadata_files(self.folder, units, threads=READ_THREADS)
 
     def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
-        from bookie.metadata_dir import read_ledger_file
-        from diskio.mapped import DiskError
         try:
             return read_ledger_file(self.folder, lid)
         except (FormatError, DiskError):
@@ -105,7 +105,6 @@ class MetadataDirSource:
 
     def load(self) -> dict[LedgerId, LedgerMetadata]:
         """Every ledger in one dict (small folders: tests, scan-disk of a few ledgers)."""
-        from bookie.metadata_dir import load_metadata_dir
         md, self.errors = load_metadata_dir(self.folder)
         if self.errors and self.strict:
             raise self.errors[0]

@@ -15,13 +15,18 @@ import os
 import pickle
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from audit.metadata_source import MetadataSource, read_chunk, write_chunks
-from audit.rows import to_signed
-from formats.ids import LedgerId
+from bookie.metadata_dir import MetadataView, places_entries_on
+from formats.ids import LedgerId, to_signed64
+
+if TYPE_CHECKING:
+    from formats.metadata import LedgerMetadata
 
 SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
                            ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),
@@ -43,7 +48,6 @@ def bookie_folder(near_dir: str, bookie: str) -> str:
 
 
 def _write(table: pa.Table, path: str) -> None:
-    import pyarrow.parquet as pq
     tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
     pq.write_table(table, tmp)
     os.replace(tmp, path)   # a retried task rewrites the same names: no file is counted twice
@@ -52,7 +56,6 @@ def _write(table: pa.Table, path: str) -> None:
 def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir: str, near_dir: str) -> dict:
     """A metadata task: the chunk's ledgers as segment rows and per-bookie pickles; returns counts,
     the bookies named and the first errors."""
-    from bookie.metadata_dir import places_entries_on
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
     near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)
     bookies: set[str] = set()
@@ -62,7 +65,8 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
     def flush() -> None:
         nonlocal part, cols
         if cols["ledger_id"]:
-            _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, f"part-{index:06d}-{part:03d}.parquet"))
+            name = f"part-{index:06d}-{part:03d}.parquet"
+            _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, name))
         for b, rows in near.items():
             d = bookie_folder(near_dir, b)
             os.makedirs(d, exist_ok=True)
@@ -81,7 +85,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
                 errors.append(str(m).splitlines()[0] if str(m) else type(m).__name__)
             continue
         n += 1
-        scope, ledger = to_signed(lid.scope), to_signed(lid.ledger)
+        scope, ledger = to_signed64(lid.scope), to_signed64(lid.ledger)
         ens = sorted(m.ensembles)
         closed_last = m.effective_last_entry_id if m.is_closed else None
         members_all: set[str] = set()
@@ -108,7 +112,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
     """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
     ledger whose metadata cannot be read would be reported as an orphan."""
-    from audit.job import AuditError, first_line
+    from audit.job import AuditError, first_line   # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
     seg, near = os.path.join(scratch, "segments"), os.path.join(scratch, "near")
     os.makedirs(seg, exist_ok=True)
@@ -132,16 +136,13 @@ def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables
 
 def segments(spark, mt: MetadataTables):
     """The segments frame, read from the metadata stage's files."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema   # the optional extra 'audit': only where Spark runs
     return spark.read.schema(from_arrow_schema(SEGMENT_ARROW)).parquet(mt.segments_dir)
 
 
 def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):
     """In a disk's task: the ledgers that place entries on ``bookie``, any other looked up in the source."""
-    import pyarrow.parquet as pq
-
-    from bookie.metadata_dir import MetadataView
-    near: dict[LedgerId, object] = {}
+    near: dict[LedgerId, LedgerMetadata] = {}
     d = bookie_folder(near_dir, bookie)
     names = sorted(n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".")) \
         if os.path.isdir(d) else []

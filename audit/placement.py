@@ -23,6 +23,7 @@ WRONG_HOST = "the disk is on host "
 def located_rdd(sc, items: list, hosts: list[str | None]):
     """A Python RDD of ``items``, one per partition, each preferring the host at its index (None:
     anywhere)."""
+    # pyspark, the optional extra 'audit': this module is also imported by scan-disk, which runs without it
     from pyspark.core.rdd import RDD
     from pyspark.serializers import CPickleSerializer
     jvm = sc._jvm
@@ -50,13 +51,13 @@ def host_names() -> set[str]:
     addresses they resolve to. With SPARK_LOCAL_HOSTNAME or SPARK_LOCAL_IP set (one machine running
     several workers, each on its own address), only those: another worker's address on the same
     machine is another host."""
-    given = {os.environ.get(k) for k in ("SPARK_LOCAL_HOSTNAME", "SPARK_LOCAL_IP")} - {None, ""}
+    given = {v for k in ("SPARK_LOCAL_HOSTNAME", "SPARK_LOCAL_IP") if (v := os.environ.get(k))}
     if given:
         return given
     names = {socket.gethostname(), socket.getfqdn()}
     for n in list(names):
         try:
-            names.update(a[4][0] for a in socket.getaddrinfo(n, None))
+            names.update(str(a[4][0]) for a in socket.getaddrinfo(n, None))
         except OSError:
             pass
     return names

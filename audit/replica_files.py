@@ -1,10 +1,10 @@
 """A scan task's replicas, written by the task itself as its disk's file of the ``replicas`` table.
 
 The replicas are nearly all of a disk's rows (one per entry copy: 65,000 per GiB of 16 KiB entries).
-Handed to Spark as Arrow rows, every one was ingested and cached by the JVM, then read, sorted and
-written again, on the same cores that scan. Written by the task (one Parquet file per disk, straight
-into ``OUT/replicas/``), the table is in place when the scans end, and the joins read back only the
-columns they use. The findings and the disk's row still go to Spark as rows.
+Handed to Spark as Arrow rows, every one would be ingested and cached by the JVM, then read, sorted
+and written again, on the same cores that scan. Written by the task (one Parquet file per disk,
+straight into ``OUT/replicas/``), the table is in place when the scans end, and the joins read back
+only the columns they use. The findings and the disk's row go to Spark as rows.
 
 A disk's file appears only when its scan ended with the disk audited (``ok`` or ``errors``: its row
 comes last): it is written under a hidden name (skipped by Spark and pyarrow readers) and renamed

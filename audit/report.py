@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from importlib.metadata import version
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -49,7 +50,6 @@ def _fsck_errors(out: str) -> dict[str, dict[str, Any]]:
 
 def _tool_version(disks: list[dict]) -> str:
     try:
-        from importlib.metadata import version
         return version("bkdisk")
     except Exception:   # noqa: BLE001 - not installed as a distribution: the rows say which tool wrote them
         return next((d["tool_version"] for d in disks if d.get("tool_version")), "unknown")
@@ -123,7 +123,7 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
     audited = [d for d in t["disks"] if d["status"] in AUDITED]
     fsck = _fsck_errors(out)
     verdict = HEALTHY if healthy else (NOT_AUDITED if not audited else PROBLEMS)
-    finished = dt.datetime.now(dt.timezone.utc)
+    finished = dt.datetime.now(dt.UTC)
     return {"schema": "bkdisk.audit-summary/1", "run_id": run_id, "metadata": metadata_from, "healthy": healthy,
             "verdict": verdict, "problems": problem_sentences(t, fsck),
             "tool_version": _tool_version(t["disks"]),

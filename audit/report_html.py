@@ -53,7 +53,8 @@ def verdict_section(s: dict[str, Any]) -> str:
 def problems_section(s: dict[str, Any]) -> str:
     ps = s.get("problems", [])
     if not ps:
-        return '<section id="problems"><h2>Problems</h2><p class="none">None: no fault row, every disk audited.</p></section>'
+        return ('<section id="problems"><h2>Problems</h2>'
+                '<p class="none">None: no fault row, every disk audited.</p></section>')
     items = "".join(f'<li class="problem">{_e(p)}</li>' for p in ps[:PROBLEMS_SHOWN])
     more = (f'<p class="more">and {len(ps) - PROBLEMS_SHOWN} more (summary.json lists them all)</p>'
             if len(ps) > PROBLEMS_SHOWN else "")
@@ -155,7 +156,8 @@ SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, problems_sec
                                                    notes_section, run_section]
 
 STYLE = """
-*{box-sizing:border-box} body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em 1.5em;max-width:1240px;color:#1f2328}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:0 auto;padding:1em 1.5em;max-width:1240px;color:#1f2328}
 h1{font-size:20px;margin:.2em 0 .6em} h2{font-size:16px;margin:1.4em 0 .4em}
 .verdict{border-radius:8px;padding:14px 18px;color:#fff}
 .verdict-word{font-size:28px;font-weight:700} .verdict-facts{font-size:14px;margin-top:4px}
@@ -175,9 +177,10 @@ th{background:#f6f8fa} table.run{width:auto;max-width:100%} table.run th{width:1
 
 def render_html(s: dict[str, Any]) -> str:
     body = "\n".join(section(s) for section in SECTIONS)
+    verdict = VERDICT_TEXT[s.get('verdict') or (HEALTHY if s['healthy'] else PROBLEMS)]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>bkdisk audit {_e(s['run_id'])}: {_e(VERDICT_TEXT[s.get('verdict') or (HEALTHY if s['healthy'] else PROBLEMS)])}</title>
+<title>bkdisk audit {_e(s['run_id'])}: {_e(verdict)}</title>
 <style>{STYLE}</style></head><body>
 <h1>bkdisk cluster audit, run {_e(s['run_id'])}</h1>
 {body}

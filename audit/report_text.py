@@ -4,7 +4,7 @@ entries), the worst first."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from formats.ids import LedgerId
@@ -32,10 +32,10 @@ def _ranges(ids: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
-def entries_text(by_ledger: dict[str, Iterable[int]], limit: int = ENTRIES_NAMED) -> str:
+def entries_text(by_ledger: Mapping[str, Iterable[int]], limit: int = ENTRIES_NAMED) -> str:
     """``289:4, 1108:17-20``: ledger:entry (or a range), the first ``limit``, then a count."""
-    parts = [f"{l}:{a}" if a == b else f"{l}:{a}-{b}" for l, ids in sorted(by_ledger.items(), key=lambda kv: _key(kv[0]))
-             for a, b in _ranges(ids)]
+    ledgers = sorted(by_ledger.items(), key=lambda kv: _key(kv[0]))
+    parts = [f"{l}:{a}" if a == b else f"{l}:{a}-{b}" for l, ids in ledgers for a, b in _ranges(ids)]
     return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
 
 
@@ -120,8 +120,9 @@ def problem_sentences(t: dict[str, list[dict]], findings: dict[str, dict[str, An
 
 
 def human_bytes(n: int) -> str:
+    v: float = n
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if v < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
     return f"{n} B"

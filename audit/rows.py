@@ -21,6 +21,18 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from audit.placement import this_host, wrong_host
+from bookie.layout import bookie_id_of, discover, from_conf
+from diskio.config import collector_eased
+from diskio import fault_guard
+from formats.errors import BkdiskError
+from formats.ids import to_signed64
+
+# The checker (fsck, the inventory's scanners: numba) and the space accounting load inside the
+# functions that run a scan: `bkdisk audit --help`, `scan-disk --help` and a Spark driver that only
+# plans tasks import this module without them.
 
 RUN_FIELDS = [("tool_version", pa.string()), ("run_id", pa.string()), ("host", pa.string()),
               ("bookie_id", pa.string())]
@@ -90,11 +102,11 @@ class RunInfo:
 
     def on_this_host(self) -> RunInfo:
         """The run as a task records it: on the host Spark ran the task on (audit/placement.py)."""
-        from audit.placement import this_host
         return RunInfo(self.run_id, self.tool_version, this_host())
 
 
 def tool_version() -> str:
+    # importlib.metadata (tens of milliseconds) loads when a run starts, not for a command's --help.
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version("bkdisk")
@@ -118,7 +130,6 @@ def signed(a: np.ndarray) -> np.ndarray:
 
 
 def to_signed(v: int | None) -> int | None:
-    from formats.ids import to_signed64
     return None if v is None else to_signed64(v)
 
 
@@ -171,15 +182,13 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
     Never raises for a bad disk: a disk whose dirs cannot be found is one ``unreadable`` disks row;
     any other failure ends with a ``not_audited`` row carrying the error (the job then ignores the
     replicas that disk yielded before failing). ``memory``: the check's diskio.spill.MemoryLimit
-    (--memory-limit, --tmp-dir; default 1 GiB and the system's temporary folder). The dirs and the cookie are read here; the scan, which
-    reads through memory maps, runs in a forked child (``guard``, diskio/fault_guard.py), so that a
-    read that faults (SIGBUS: an I/O error under a map, a file cut short) or a scan that dies any
-    other way ends the disk with a ``not_audited`` row naming the file and the bytes being read,
-    instead of killing the task, and with it the whole job.
+    (--memory-limit, --tmp-dir; default 1 GiB and the system's temporary folder). The dirs and the
+    cookie are read here; the scan, which reads through memory maps, runs in a forked child
+    (``guard``, diskio/fault_guard.py), so that a read that faults (SIGBUS: an I/O error under a map,
+    a file cut short) or a scan that dies any other way ends the disk with a ``not_audited`` row
+    naming the file and the bytes being read, instead of killing the task, and with it the whole job.
     """
     t0 = time.perf_counter()
-    from bookie.layout import bookie_id_of, discover, from_conf
-    from formats.errors import BkdiskError
 
     def disk_row(status: str, bookie_id: str | None, error: str | None, **kw) -> pa.RecordBatch:
         cols = {"path": [disk.path], "status": [status], "error": [error],
@@ -187,7 +196,6 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
         cols.update({k: [v] for k, v in kw.items()})
         return task_batch("disks", run, bookie_id, cols, 1)
 
-    from audit.placement import wrong_host
     elsewhere = wrong_host(disk.host)
     if elsewhere:   # another host's disk: its path here is another disk, or nothing
         yield disk_row("not_audited", disk.bookie_id, elsewhere)
@@ -217,10 +225,6 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
         yield from scan()
         return
     load_scanners()
-    import pyarrow.ipc as ipc
-
-    from diskio.config import collector_eased
-    from diskio.fault_guard import child_stream
 
     def produce(sink) -> None:   # in the child
         with collector_eased(), ipc.new_stream(sink, TASK_SCHEMA) as w:
@@ -228,7 +232,7 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
                 w.write_batch(b)
 
     last = None   # the disk's row, passed on once the child's end is known: one row a disk
-    with child_stream(produce) as (src, outcome):
+    with fault_guard.child_stream(produce) as (src, outcome):
         try:
             for b in ipc.open_stream(src):
                 if batch_table(b) == "disks":
@@ -249,9 +253,7 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
 def load_scanners() -> None:
     """Import the checker and load a first kernel in this process (once): every guarded scan's forked
     child inherits them (numba, its runtime and code generator) instead of loading them for each disk."""
-    import numpy as np
-
-    import bookie.inventory  # noqa: F401 - imported for the children
+    import bookie.inventory  # noqa: F401 - imported here, before the fork, for the children
     import fsck.api  # noqa: F401
     from diskio.kernels import last_nonzero
     last_nonzero(np.zeros(8, np.uint8))   # numba's first load of a cached kernel: its runtime
@@ -288,7 +290,7 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
         report.close()
 
 
-def _disk_rows(report, dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
+def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row) -> Iterator[pa.RecordBatch]:
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {
@@ -324,13 +326,12 @@ def _disk_rows(report, dirs, bid: str, metadata: dict, run: RunInfo, disk_row) -
                    entries=entries, fsck_exit_code=report.exit_code)
 
 
-def space_rows(dirs, bid: str, metadata: dict, ctx) -> tuple[list[dict], str | None]:
+def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str | None]:
     """The disk's rows of ``bkdisk space`` (logs, ledgers, topics; GC settings from the disk's
     bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map; and
     why they are missing when they cannot be computed (the disk's audit stands without them)."""
     from bookie.gc_policy import settings_from_conf
     from bookie.space import account_bookie
-    from formats.errors import BkdiskError
     scans = {p: s for p, s in ctx.log_scans.items() if not isinstance(s, Exception)}
     try:
         rep = account_bookie(dirs, metadata, settings_from_conf(dirs.conf_path), metadata_from="audit metadata",

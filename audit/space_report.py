@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import html
 import os
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
@@ -15,6 +16,8 @@ from bookie.space import STATES
 
 HELD_COLUMNS = ("bookie_id", "kind", "size", "action", "ledger", "state", "topic", "bytes", "sole_logs",
                 "frees_bytes", "pinned_logs")
+# The columns of a ledger or topic that pins old entry logs, after its name.
+PINNING_COLUMNS = ["bookies", "bytes", "pinned_logs", "sole_logs", "frees_bytes"]
 
 
 def space_summary(out: str, top: int = 10) -> dict[str, Any] | None:
@@ -43,7 +46,10 @@ def space_summary(out: str, top: int = 10) -> dict[str, Any] | None:
             p["bookies"] += 1
             for k in ("bytes", "pinned_logs", "sole_logs", "frees_bytes"):
                 p[k] += r[k]
-    rank = lambda p: (-p["frees_bytes"], -p["pinned_logs"], -p["bytes"])
+
+    def rank(p: dict) -> tuple[int, int, int]:
+        return -p["frees_bytes"], -p["pinned_logs"], -p["bytes"]
+
     return {"bookies": sorted(bookies.values(), key=lambda b: b["bookie_id"] or ""),
             "gc_frees_bytes": sum(b["delete_bytes"] for b in bookies.values()),
             "top_ledgers": sorted((p for p in pin_ledger.values() if p["pinned_logs"]),
@@ -68,9 +74,9 @@ def render_space(s: dict[str, Any] | None) -> str:
             f"with no live ledger). Bytes of entry logs by what the collector would do, and of ledgers by "
             f"state, per bookie:</p>{_table(s['bookies'], by_bookie)}"
             f"<h3>Ledgers pinning old entry logs</h3>"
-            f"{_table(s['top_ledgers'], ['ledger', 'topic', 'bookies', 'bytes', 'pinned_logs', 'sole_logs', 'frees_bytes'])}"
+            f"{_table(s['top_ledgers'], ['ledger', 'topic', *PINNING_COLUMNS])}"
             f"<h3>Topics pinning old entry logs</h3>"
-            f"{_table(s['top_topics'], ['topic', 'bookies', 'bytes', 'pinned_logs', 'sole_logs', 'frees_bytes'])}")
+            f"{_table(s['top_topics'], ['topic', *PINNING_COLUMNS])}")
 
 
 def space_lines(s: dict[str, Any] | None, echo: Callable[[str], None]) -> None:

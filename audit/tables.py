@@ -18,6 +18,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from formats.entrylog import SIZE_PREFIX_SIZE
+
 KEY = ["ledger_scope", "ledger_id"]
 ENTRY = KEY + ["entry_id"]
 SEG = KEY + ["seg_first"]
@@ -152,7 +154,7 @@ def orphans(replicas: DataFrame, segments: DataFrame) -> DataFrame:
     # The ledgers metadata knows, of those held: the disks' ledgers, not every ledger, are matched.
     known = segments.select(*KEY).join(held, KEY, "left_semi").distinct()
     return replicas.join(known, KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
-        F.count(F.lit(1)).alias("entries"), F.sum(F.col("size") + 4).alias("bytes"))
+        F.count(F.lit(1)).alias("entries"), F.sum(F.col("size") + SIZE_PREFIX_SIZE).alias("bytes"))
 
 
 def missing_ledgers(shares: DataFrame, replicas: DataFrame, audited: list[str]) -> DataFrame:

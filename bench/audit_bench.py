@@ -190,8 +190,9 @@ def join_alone(a, spark) -> None:
     r = e.select("*", F.explode(F.array(F.lit(0), F.lit(1))).alias("w"))
     r = r.filter(~((F.col("id") % 1000 == 0) & (F.col("w") == 0)))
     pos = (F.col("entry_id") + F.col("w")) % 3
+    bookie_id = F.concat(F.lit("bk-"), ((F.col("ledger_id") + pos) % bookies).cast("string"))
     replicas = r.select(F.lit(0).cast("long").alias("ledger_scope"), "ledger_id", "entry_id",
-                        F.concat(F.lit("bk-"), ((F.col("ledger_id") + pos) % bookies).cast("string")).alias("bookie_id"),
+                        bookie_id.alias("bookie_id"),
                         F.sha2(F.col("id").cast("string"), 256).alias("payload_sha256"),
                         F.lit(True).alias("digest_ok"), F.lit(100).cast("long").alias("size"))
     replicas = replicas.cache()

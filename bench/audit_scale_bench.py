@@ -8,8 +8,8 @@ serialized metadata (bench.metadata_gen), from a metadata folder and through the
 Each audit is `bkdisk audit` run as a process (start-up included). Reported per run: wall time;
 peak RSS of the driver (the bkdisk process), of the largest PySpark worker and of the JVM, sampled
 from /proc every 0.1 s over the process tree; and the driver's exact peak (/usr/bin/time's %M: the
-kernel's ru_maxrss; the JVM the driver starts is not waited for, so not in it). The baseline is the same audit with only the cluster's own
-ledgers, measured in the same run.
+kernel's ru_maxrss; the JVM the driver starts is not waited for, so not in it). The baseline is the
+same audit with only the cluster's own ledgers, measured in the same run.
 """
 from __future__ import annotations
 

@@ -181,4 +181,5 @@ def build(root: str, size_gib: float, n_ledgers: int, lo: int, hi: int, seed: in
     journal.close()
     with open(os.path.join(lcur, last_mark_name(0, 1)), "wb") as f:
         f.write(build_last_mark(LastMark(journal_id, mark)))
-    return {"entries": total_entries, "bytes": total_bytes, "logs": log.log_id + 1, "journals": journal_id - 0x1A200000000 + 1}
+    return {"entries": total_entries, "bytes": total_bytes, "logs": log.log_id + 1,
+            "journals": journal_id - 0x1A200000000 + 1}

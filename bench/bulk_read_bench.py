@@ -24,7 +24,8 @@ from bench.metaservice_bench import Service, _payload
 
 _SQLITE_DIRECT = """
 import sqlite3, sys
-n = sum(1 for _ in sqlite3.connect(sys.argv[1]).execute("SELECT scope, ledger, version, data FROM ledgers ORDER BY scope, ledger"))
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT scope, ledger, version, data FROM ledgers ORDER BY scope, ledger")
+n = sum(1 for _ in rows)
 print(n)
 """
 _THROUGH_SERVICE = """

@@ -105,7 +105,7 @@ def command(tool: str, args: list[str], checkout: str | None = None) -> tuple[li
     """The command line of ``tool`` (bkdisk, bookie-fsck) from this install, or from a source checkout."""
     if checkout is None:
         return [os.path.join(BIN, tool), *args], None
-    module = {"bkdisk": "bkdisk.cli", "bookie-fsck": "fsck.cli"}[tool]
+    module = {"bkdisk": "bkdisk.cli", "bookie-fsck": "bkdisk.fsck_cli"}[tool]
     src = f"import sys; sys.argv[0] = {tool!r}; from {module} import main; sys.exit(main())"
     # -P: the current folder (maybe this checkout) must not shadow the other one on sys.path
     return [sys.executable, "-P", "-c", src, *args], dict(os.environ, PYTHONPATH=checkout)
@@ -132,7 +132,7 @@ def _files(root: str, suffix: str) -> list[str]:
 # nothing else at the top).
 FLOOR = """
 import sys
-import numba  # noqa: F401
+import numba
 from bench.scan_bench import baseline
 baseline(sys.argv[2:], int(sys.argv[1]))
 """

@@ -14,8 +14,8 @@ Walkers: ``walk`` (indexfiles.scan.walk_index_dirs, what fsck runs); ``list+read
 listing and one read per file, no decoding: the floor for Python I/O); ``reference``
 (walk_index_dirs_reference, the pure-Python twin, with ``--reference``: slow). ``--baseline`` names
 another checkout (``git archive <rev> | tar -x -C DIR``) whose walkers run beside these, tree by
-tree in the same run; a checkout whose walk_index_dirs still takes ``native=`` (before the libc
-walker was removed) is measured both ways (``walk native`` / ``walk python``). The trees are
+tree in the same run; a checkout whose walk_index_dirs takes a ``native=`` argument is measured
+both ways (``walk native`` / ``walk python``). The trees are
 deleted unless ``--keep``.
 """
 from __future__ import annotations

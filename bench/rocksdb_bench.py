@@ -94,7 +94,8 @@ def fsck_comparison(base: str, entries: int, repeat: int) -> list[tuple[str, flo
     written = write_bookie(spec, os.path.join(base, "interleaved"))
     twin = db_twin(written, os.path.join(base, "dbstorage"))
     print(f"wrote {len(written.locations)} entries in {len(written.entry_log_files)} entry logs "
-          f"({written.bytes_written / (1 << 20):.1f} MiB) and the DbLedgerStorage twin in {time.perf_counter() - t0:.1f} s")
+          f"({written.bytes_written / (1 << 20):.1f} MiB) and the DbLedgerStorage twin "
+          f"in {time.perf_counter() - t0:.1f} s")
     rows = []
     for label, root in (("fsck Interleaved (.idx)", written.root), ("fsck DbLedgerStorage (RocksDB)", twin)):
         dirs = discover(root)

@@ -21,7 +21,8 @@ BENCHES = {
     "space": ("bench.space_bench", "bkdisk space (ledgers maps, and --scan) as processes vs a raw read of the logs"),
     "audit": ("bench.audit_bench", "the Spark audit over 1-8 disks vs fsck + inventory direct, the join alone"),
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
-    "audit-scale": ("bench.audit_scale_bench", "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),
+    "audit-scale": ("bench.audit_scale_bench",
+                    "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),
     "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
 }
 DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "rocksdb-scan", "metaservice", "audit"]

@@ -76,14 +76,15 @@ def run(a) -> int:
         if a.clean:
             shutil.rmtree(d)
     print()
-    print(f"Whole processes, page cache warm, medians of {a.runs} rounds{' at --memory-limit ' + str(a.memory_limit) if a.memory_limit else ''}; "
+    limit = f" at --memory-limit {a.memory_limit}" if a.memory_limit else ""
+    print(f"Whole processes, page cache warm, medians of {a.runs} rounds{limit}; "
           "raw s: the raw read of the entry logs in the same rounds; x raw = raw-read seconds / command seconds;")
     print("M/s: million entries (rows) per second; RSS MiB: peak resident set (ru_maxrss, largest of the rounds);")
     print("anon/file: peak anonymous (heap, arrays) and peak file-backed (mapped windows, libraries) resident MiB,")
     print("one more run. x all (fsck): against the raw read of the logs, the journals and the index files.")
     print(f"{'logs GiB':>8s} {'bookie GiB':>10s} {'ledgers':>8s} {'payload B':>11s} {'entries':>10s} {'raw s':>6s} | "
           f"{'command':20s} {'s':>7s} {'M/s':>6s} {'x raw':>6s} {'RSS MiB':>7s} {'anon/file':>9s}")
-    for gib, ledgers, sizes, entries, total, on_disk, raw, res, split in rows:
+    for _gib, ledgers, sizes, entries, total, on_disk, raw, res, split in rows:
         for name in COMMANDS:
             t, ratio, rss, _cpu, _cr, ratio_all = res[name]
             an, fb = split[name]

@@ -3,10 +3,10 @@
     python -m bench.scan_bench [--dir ./bench-out] [--size-gib 2] [--ledgers 12000] [--window-mib 64]
 
 The bookie (entry logs of about ``--size-gib`` GiB, payloads of 1-64 KiB taken from numpy random
-bytes, ``--ledgers`` ledgers alternating CRC32C and CRC32, or all CRC32C with ``--digest crc32c``) is built in a child process, so that its
-memory does not count in the peak RSS measured here, and reused when ``--dir`` already holds one
-built with the same parameters. A synthetic index hierarchy of ``--idx-files`` ``.idx`` files (5/6
-two-level, 1/6 four-level) is built beside it for the hierarchy walk.
+bytes, ``--ledgers`` ledgers alternating CRC32C and CRC32, or all CRC32C with ``--digest crc32c``) is built
+in a child process, so that its memory does not count in the peak RSS measured here, and reused when
+``--dir`` already holds one built with the same parameters. A synthetic index hierarchy of
+``--idx-files`` ``.idx`` files (5/6 two-level, 1/6 four-level) is built beside it for the hierarchy walk.
 
 Every file is read once first, so every figure is from the page cache. The baseline is a numpy
 XOR reduction over uint64 views of the same bytes, mapped through the same windows as the scans.
@@ -16,6 +16,7 @@ before each phase where Linux allows it; ``ru_maxrss`` for the whole run).
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -75,7 +76,8 @@ def build(a) -> None:
     if getattr(a, "bulk", False):
         t = time.perf_counter()
         counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed)
-        print(f"built bookie in bulk: {counts['entries']} entries, {a.ledgers} ledgers, {counts['bytes'] / GIB:.2f} GiB "
+        print(f"built bookie in bulk: {counts['entries']} entries, {a.ledgers} ledgers, "
+              f"{counts['bytes'] / GIB:.2f} GiB "
               f"of entries in {counts['logs']} entry logs, {counts['journals']} journals "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
         _finish(a, counts["entries"])
@@ -183,7 +185,9 @@ def ensure_built(a) -> None:
     os.makedirs(a.dir, exist_ok=True)
     cmd = [sys.executable, "-m", "bench.scan_bench", "--build-only", "--dir", a.dir, "--size-gib", str(a.size_gib),
            "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest,
-           "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)] + (["--bulk"] if getattr(a, "bulk", False) else [])
+           "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)]
+    if getattr(a, "bulk", False):
+        cmd.append("--bulk")
     subprocess.run(cmd, check=True)
 
 
@@ -221,8 +225,8 @@ def _best(fn, repeat: int):
 def _warm(paths: list[str], refill: bool = True) -> None:
     """Bring the files into the page cache. ``refill``: first write back and drop their cached pages,
     so that every run finds them cached the same way, as a read fills the cache (readahead's large
-    folios: mapping them costs far fewer page faults than pages cached as the writer wrote them,
-    which made the raw read 1.6-1.8x slower than on a cache refilled by reads)."""
+    folios: mapping them costs far fewer page faults than pages cached as the writer wrote them, so
+    every run, the raw read included, maps pages cached the way a read caches them)."""
     buf = bytearray(8 * MIB)
     for p in paths:
         with open(p, "rb", buffering=0) as f:
@@ -347,7 +351,7 @@ def run(a) -> int:
     idx = {}
     for name, dirs in (("bookie's own .idx hierarchy", idx_dirs), ("synthetic 2-level + 4-level hierarchy", tree)):
         _reset_peak()
-        t, inv = _best(lambda: walk_index_dirs(dirs), a.repeat)
+        t, inv = _best(functools.partial(walk_index_dirs, dirs), a.repeat)
         idx[name] = (len(inv.files), len(inv.locations), t, _peak_mib())
         del inv
 

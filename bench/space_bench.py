@@ -6,10 +6,11 @@ bytes in the same run, on the bench bookie bench/scan_bench.py builds (and reuse
 A metadata folder beside the bookie gives every ledger CLOSED metadata naming the bench bookie, except
 every third ledger (deleted: its bytes are garbage). Rows: the default run (ledgers maps where the logs
 have them, as BookKeeper's collector reads them; a scan of the logs that have none), ``--scan`` (every
-log's entries counted), the default run without metadata, each with ``--json``, and the floor process of bench/commands_bench.py (python,
-numpy and numba imported, the raw read). Each round runs the raw read and then every command once;
-the table prints medians, the ratio raw seconds / command seconds of the same round, and peak RSS
-(wait4's ru_maxrss of the command's process, which counts the guarded child it waited for).
+log's entries counted), the default run without metadata, each with ``--json``, and the floor process of
+bench/commands_bench.py (python, numpy and numba imported, the raw read). Each round runs the raw read
+and then every command once; the table prints medians, the ratio raw seconds / command seconds of the
+same round, and peak RSS (wait4's ru_maxrss of the command's process, which counts the guarded child it
+waited for).
 """
 from __future__ import annotations
 

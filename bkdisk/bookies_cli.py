@@ -1,28 +1,32 @@
 """``bkdisk bookies``: registered bookies (discovery) and the BookieId resolver (BP-41), through the
 metadata service; ``register`` holds a registration for stores with no bookie of their own.
 
-gRPC and protobuf load inside the commands only."""
+gRPC and protobuf load when a command uses them (commandline.lazy)."""
 from __future__ import annotations
 
 import json
 
 import click
 
-from bkdisk.metadata_cli import _CTX, _channel_kw, _emit, client_options, run_until_stopped, service_errors
+from bkdisk.metadata_cli import channel_kw, client_options, service_errors
+from commandline.lazy import lazy_import
+from commandline.output import HELP_OPTIONS, emit
+from commandline.runner import run_until_stopped
+
+metadata_client = lazy_import("metaservice.client")
+resolver = lazy_import("metaservice.resolver")
 
 
-@click.group("bookies", context_settings=_CTX)
+@click.group("bookies", context_settings=HELP_OPTIONS)
 def bookies() -> None:
     """Registered bookies (discovery) and the BookieId -> address resolver (BP-41)."""
 
 
 def _discovery(server, token, timeout, tls_ca):
-    from metaservice.client import service_target
-    from metaservice.resolver import DiscoveryClient
-    return DiscoveryClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
+    return resolver.DiscoveryClient(metadata_client.service_target(server), **channel_kw(token, timeout, tls_ca))
 
 
-@bookies.command("list", context_settings=_CTX)
+@bookies.command("list", context_settings=HELP_OPTIONS)
 @click.option("--read-only", "which", flag_value="read-only", help="Only read-only bookies.")
 @click.option("--writable", "which", flag_value="writable", help="Only writable bookies.")
 @client_options
@@ -40,7 +44,7 @@ def bookies_list(which, server, token, timeout, tls_ca, as_json) -> None:
         click.echo(f"{b.bookie_id}\t{'read-only' if b.read_only else 'writable'}\t{eps}")
 
 
-@bookies.command("register", context_settings=_CTX)
+@bookies.command("register", context_settings=HELP_OPTIONS)
 @click.argument("bookie_id")
 @click.option("--host", required=True, help="The bookie's address for its bookie-rpc endpoint.")
 @click.option("--port", type=click.IntRange(1, 65535), required=True)
@@ -50,10 +54,9 @@ def bookies_list(which, server, token, timeout, tls_ca, as_json) -> None:
 def bookies_register(bookie_id, host, port, read_only, server, token, timeout, tls_ca, as_json) -> None:
     """Register a bookie (for stores with no bookie of their own) until SIGTERM or Ctrl-C: like a
     bookie's ephemeral registration, it lives while this command runs."""
-    from metaservice.resolver import service_info
     d = _discovery(server, token, timeout, tls_ca)
-    reg = d.register(bookie_id, service_info(host, port), read_only=read_only)
-    _emit({"registered": bookie_id, "read_only": read_only, "host": host, "port": port}, as_json,
+    reg = d.register(bookie_id, resolver.service_info(host, port), read_only=read_only)
+    emit({"registered": bookie_id, "read_only": read_only, "host": host, "port": port}, as_json,
           f"registered {bookie_id} ({'read-only' if read_only else 'writable'}) at {host}:{port}; "
           "Ctrl-C or SIGTERM ends the registration")
     try:
@@ -64,7 +67,7 @@ def bookies_register(bookie_id, host, port, read_only, server, token, timeout, t
     click.echo(f"unregistered {bookie_id}", err=True)
 
 
-@bookies.command("info", context_settings=_CTX)
+@bookies.command("info", context_settings=HELP_OPTIONS)
 @click.argument("bookie_id")
 @client_options
 @service_errors
@@ -74,18 +77,17 @@ def bookies_info(bookie_id, server, token, timeout, tls_ca, as_json) -> None:
     lines = [f"{b.bookie_id} ({'read-only' if b.read_only else 'writable'})"]
     lines += [f"  endpoint {i}: {pr}://{h}:{p}" for i, h, p, pr in b.endpoints]
     lines += [f"  {k} = {v}" for k, v in sorted(b.properties.items())]
-    _emit(b.to_json(), as_json, "\n".join(lines))
+    emit(b.to_json(), as_json, "\n".join(lines))
 
 
-@bookies.command("resolve", context_settings=_CTX)
+@bookies.command("resolve", context_settings=HELP_OPTIONS)
 @click.argument("bookie_ids", nargs=-1, required=True)
 @click.option("--legacy", is_flag=True, help="Resolver off: a BookieId must itself be host:port.")
 @client_options
 @service_errors
 def bookies_resolve(bookie_ids, legacy, server, token, timeout, tls_ca, as_json) -> None:
     """The network address of each BookieId."""
-    from metaservice.resolver import BookieAddressResolver
-    r = BookieAddressResolver(None if legacy else _discovery(server, token, timeout, tls_ca), legacy=legacy)
+    r = resolver.BookieAddressResolver(None if legacy else _discovery(server, token, timeout, tls_ca), legacy=legacy)
     try:
         out = {}
         for b in bookie_ids:
@@ -93,4 +95,4 @@ def bookies_resolve(bookie_ids, legacy, server, token, timeout, tls_ca, as_json)
             out[b] = f"{a.host}:{a.port}"
     finally:
         r.close()
-    _emit(out, as_json, "\n".join(f"{k}\t{v}" for k, v in out.items()))
+    emit(out, as_json, "\n".join(f"{k}\t{v}" for k, v in out.items()))

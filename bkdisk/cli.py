@@ -10,19 +10,23 @@ import sys
 
 import click
 
-from fsck.exit_codes import console_command, guarded, run_click
+from commandline.output import HELP_OPTIONS
+from commandline.runner import console_command, guarded, run_click
 
 # name: (module, attribute, one-line summary shown by `bkdisk --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "audit": ("bkdisk.audit_cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
-    "bookies": ("bkdisk.bookies_cli", "bookies", "Registered bookies and the BookieId resolver (BP-41), via the service."),
-    "scan-disk": ("bkdisk.audit_cli", "scan_disk", "Scan one bookie disk into the rows the audit joins (Parquet)."),
+    "audit": ("audit.cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
+    "bookies": ("bkdisk.bookies_cli", "bookies",
+                "Registered bookies and the BookieId resolver (BP-41), via the service."),
+    "scan-disk": ("audit.cli", "scan_disk_command", "Scan one bookie disk into the rows the audit joins (Parquet)."),
     "demo": ("bkdisk.demo", "demo", "The embedded default job: a sample bookie and fsck, then a local Spark audit."),
     "dump": ("bkdisk.dump", "dump", "Print BookKeeper files as `bookkeeper shell` prints them (or as JSON)."),
-    "fsck": ("fsck.cli", "fsck_command", "Check a bookie's journal, ledger and index dirs; repair on request."),
+    "fsck": ("bkdisk.fsck_cli", "fsck_command", "Check a bookie's journal, ledger and index dirs; repair on request."),
     "inventory": ("bkdisk.inventory", "inventory", "One row per entry in a bookie's ledger storage."),
-    "metadata": ("bkdisk.metadata_cli", "metadata", "Serve the ledger metadata service (BP-16); get, list, change ledgers."),
-    "space": ("bkdisk.space", "space", "Where a bookie's disk space goes: live and garbage bytes per entry log, what GC frees."),
+    "metadata": ("bkdisk.metadata_cli", "metadata",
+                 "Serve the ledger metadata service (BP-16); get, list, change ledgers."),
+    "space": ("bkdisk.space", "space",
+              "Where a bookie's disk space goes: live and garbage bytes per entry log, what GC frees."),
     "warm-up": ("bkdisk.warmup", "warmup", "Compile the scanners into numba's cache (after an install)."),
 }
 
@@ -44,7 +48,7 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, COMMANDS[name][2]) for name in self.list_commands(ctx)])
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings=HELP_OPTIONS)
 @click.version_option(package_name="bkdisk")
 def cli() -> None:
     """Apache BookKeeper disks: dump files, inventory entries, check and repair a bookie."""
@@ -54,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     run_click(cli, "bkdisk", argv)
 
 
-# The commands that read bookie files through memory maps run guarded (fsck.exit_codes.guarded);
+# The commands that read bookie files through memory maps run guarded (commandline.runner.guarded);
 # scan-disk guards its scan itself (audit.rows.iter_disk), so that its file still says why.
 GUARDED = ("dump", "fsck", "inventory", "space")
 

@@ -9,15 +9,22 @@ import sys
 
 import click
 
-from bkdisk.errors import one_line_errors
 from bookie.layout import discover
 from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie, write_metadata_dir
+from commandline.lazy import lazy_import
+from commandline.runner import one_line_errors
 from formats.digests import DigestType
 from formats.paths import CURRENT_DIR
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
-from fsck.report import render_text
+
+# The writer, the checker (numba) and the cluster part of the demo (the Spark audit) load when the
+# demo runs, not for its --help.
+writer = lazy_import("bookie.writer")
+fsck_api = lazy_import("fsck.api")
+fsck_context = lazy_import("fsck.context")
+fsck_report = lazy_import("fsck.report")
+audit_cli = lazy_import("audit.cli")
+audit_rows = lazy_import("audit.rows")
+cluster = lazy_import("bookie.cluster")
 
 
 def sample_spec(seed: int = 7) -> BookieSpec:
@@ -60,8 +67,8 @@ def demo(out: str, as_json: bool, with_audit: bool) -> None:
     os.makedirs(out, exist_ok=True)
     open(os.path.join(out, ".bkdisk-demo"), "w").close()
     spec = sample_spec()
-    w = write_bookie(spec, bookie_root)
-    write_metadata_dir(spec, md_dir)
+    w = writer.write_bookie(spec, bookie_root)
+    writer.write_metadata_dir(spec, md_dir)
     # Counted as fsck counts them: every entry log on disk, the one preallocated for the next writes too.
     logs = [os.path.join(d, CURRENT_DIR, n) for d in discover(bookie_root).ledger_dirs
             for n in os.listdir(os.path.join(d, CURRENT_DIR)) if n.endswith(".log")]
@@ -69,12 +76,11 @@ def demo(out: str, as_json: bool, with_audit: bool) -> None:
     click.echo(f"wrote a sample bookie at {bookie_root}: {len(spec.ledgers)} ledgers, {len(w.entries)} entries, "
                f"{len(logs)} entry logs" + (f" ({empty} preallocated, still empty)" if empty else "")
                + f", {len(w.journal_files)} journals; metadata in {md_dir}", err=as_json)
-    report = check_bookie(discover(bookie_root), CheckOptions(metadata_dir=md_dir))
+    report = fsck_api.check_bookie(discover(bookie_root), fsck_context.CheckOptions(metadata_dir=md_dir))
     if as_json:
-        from fsck.report import render_json
-        render_json(report, sys.stdout)
+        fsck_report.render_json(report, sys.stdout)
     else:
-        render_text(report, sys.stdout)
+        fsck_report.render_text(report, sys.stdout)
     if with_audit:
         _audit_demo(out, as_json)
     sys.exit(report.exit_code)
@@ -83,14 +89,12 @@ def demo(out: str, as_json: bool, with_audit: bool) -> None:
 def _audit_demo(out: str, as_json: bool) -> None:
     """The cluster part of the demo: 4 writer-built bookies (one of them DbLedgerStorage), their metadata,
     the local Spark audit."""
-    from audit.cli import run_audit_command
-    from audit.rows import DiskInput
-    from bookie.cluster import sample_cluster, write_cluster
-    w = write_cluster(sample_cluster(4, entries=30, max_payload=2000, db_bookies=1), os.path.join(out, "cluster"))
+    spec = cluster.sample_cluster(4, entries=30, max_payload=2000, db_bookies=1)
+    w = cluster.write_cluster(spec, os.path.join(out, "cluster"))
     click.echo(f"wrote a 4-bookie cluster (one DbLedgerStorage) at {w.root}: {len(w.placement)} entries striped "
                f"over ensembles; metadata in {w.metadata_dir}", err=as_json)
     audit_out = os.path.join(out, "audit")
-    code = run_audit_command([DiskInput(r) for r in w.bookie_roots.values()], [], w.metadata_dir, audit_out,
-                             "local[2]", {}, "demo")
+    disks = [audit_rows.DiskInput(r) for r in w.bookie_roots.values()]
+    code = audit_cli.run_audit_command(disks, [], w.metadata_dir, audit_out, "local[2]", {}, "demo")
     click.echo(f"audit {'healthy' if code == 0 else 'found problems'}; tables in {audit_out}; "
                f"HTML report: {os.path.abspath(os.path.join(audit_out, 'report.html'))}", err=as_json)

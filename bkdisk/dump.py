@@ -17,19 +17,25 @@ import click
 
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
-from bkdisk.errors import one_line_errors
 from bkdisk.file_kinds import expect_kind
 from bkdisk.java_compat import JavaLongLongMap
+from commandline.lazy import lazy_import
+from commandline.ledger_options import ledger_options
+from commandline.output import HELP_OPTIONS
+from commandline.runner import one_line_errors
 from entrylogs.reader import Damage, EntryRecord
 from formats.codec import read_field, read_value
 from formats.entry import ENTRY_V1_HEADER
-from formats.entrylog import ENTRY_SIZE
+from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
-from fsck.ledger_options import ledger_options
 from journal.arrays import JournalArrays
 from journal.reader import EndKind
+
+# The jitted scanners (numba) load when a dump runs, not for --help.
+journal_scan = lazy_import("journal.scan")
+entrylog_scan = lazy_import("entrylogs.scan")
 
 SIGNED_MAX = (1 << 63) - 1
 RECORD_PREFIX = RECORD_LENGTH.sizeof()   # a journal record's length prefix
@@ -54,7 +60,7 @@ class _WholeSummaries(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(cls=_WholeSummaries, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_WholeSummaries, context_settings=HELP_OPTIONS)
 def dump() -> None:
     """Print BookKeeper files as `bookkeeper shell` prints them (or as JSON lines).
 
@@ -119,8 +125,7 @@ def journal_cmd(path: str, msg: bool, entry_format: str, as_json: bool, ledger: 
     expect_kind(p, "journal")
     # The windowed scanner finds the records; each body is then read on its own, so memory follows
     # the largest record, not the size of the journal.
-    from journal.scan import scan_journal   # the jitted scanner loads only when a dump needs it
-    scan = scan_journal(p)
+    scan = journal_scan.scan_journal(p)
     out = Out()
     recs = scan.records[scan.records["kind"] != int(RecordKind.PADDING)]
     if not as_json:
@@ -211,10 +216,10 @@ def entry_log_metadata(scan) -> tuple[str, list[tuple[int, int, int]], int]:
     for r in _entries(scan):
         if r.format_version == 1:
             if r.ledger_id <= SIGNED_MAX:
-                m.add(r.ledger_id, r.size + 4)
-                total += r.size + 4
+                m.add(r.ledger_id, r.size + SIZE_PREFIX_SIZE)
+                total += r.size + SIZE_PREFIX_SIZE
         else:
-            scoped[(r.scope_id, r.ledger_id)] = scoped.get((r.scope_id, r.ledger_id), 0) + r.size + 4
+            scoped[(r.scope_id, r.ledger_id)] = scoped.get((r.scope_id, r.ledger_id), 0) + r.size + SIZE_PREFIX_SIZE
     items = [(0, k, v) for k, v in m.items()] + [(s, l, v) for (s, l), v in scoped.items()]
     return "scan", items, total + sum(scoped.values())
 
@@ -240,8 +245,7 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
         raise click.UsageError("--entry-id needs --ledger-id or --ledger-qualified-name")
     p = regular_path(path)
     expect_kind(p, "entrylog")
-    from entrylogs.scan import scan_entry_log   # loaded on use: --help stays free of numba
-    scan = scan_entry_log(p)   # windowed: memory follows the entries, not the file's size
+    scan = entrylog_scan.scan_entry_log(p)   # windowed: memory follows the entries, not the file's size
     with BodyReader(p) as read:
         name = os.path.basename(p)
         out = Out()
@@ -272,7 +276,7 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
                     body = read(r.offset + SIZE_PREFIX, r.size)
                     out.text(sf.entry_block(r.offset, body, print_msg=msg, entry_format=entry_format,
                                             scope=r.scope_id if r.format_version == 2 else None))
-            if ledger is not None and not found and not as_json:
+            if lid_text is not None and not found and not as_json:
                 out.text(sf.entry_log_not_found(scan.log_id, name, lid_text, entry_id))
         out.flush()
         err = _entry_log_error(scan, read)
@@ -281,7 +285,7 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
 
 
 def _add_state_commands() -> None:
-    from bkdisk import dump_state
+    from bkdisk import dump_state   # imported once the group exists: its commands join it here
     for name in ("index", "lastmark", "cookie", "metadata"):
         dump.add_command(getattr(dump_state, f"{name}_cmd"), name)
 

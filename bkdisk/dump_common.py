@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import click
 
@@ -93,7 +94,7 @@ class BodyReader:
         self.path = path
         self.fd = -1
 
-    def __enter__(self) -> "BodyReader":
+    def __enter__(self) -> BodyReader:
         try:
             self.fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:

@@ -2,42 +2,53 @@
 
 ``locations --ledger-id L`` prints what ``bookkeeper shell ledger L`` prints on DbLedgerStorage
 (``entry E\\t:\\t(log: G, pos: P)``); without a ledger every ledger follows its ``===== LEDGER`` line.
-The RocksDB reader is imported only when one of these commands runs.
+The RocksDB reader and the listing kernels load when one of these commands runs (commandline.lazy).
 """
 from __future__ import annotations
 
 import os
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+import numpy as np
 
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option
-from bkdisk.errors import one_line_errors
+from bkdisk.dump_state import storage_dirs
+from commandline.lazy import lazy_import
+from commandline.ledger_options import ledger_options
+from commandline.runner import one_line_errors
+from diskio.mapped import map_file
+from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
-from fsck.ledger_options import ledger_options
+
+if TYPE_CHECKING:
+    from rocksdbfiles.db import Problem
+
+locations_text = lazy_import("bkdisk.locations_text")
+dbindex = lazy_import("rocksdbfiles.dbindex")
+rocksdb = lazy_import("rocksdbfiles.db")
+sst = lazy_import("rocksdbfiles.sst")
 
 
 def _databases(path: str, db: str) -> list[str]:
     """The database folders ``db`` under PATH: PATH itself when it is a RocksDB folder (whatever its
     name: a copy, or a database moved aside, reads as `dump rocksdb` reads it), else ``db`` in a
     ``current`` folder, a ledger dir, or the ledger dirs of a bookie root."""
-    from bkdisk.dump_state import _storage_dirs
     p = os.path.abspath(path)
     if os.path.isfile(os.path.join(p, "CURRENT")):
         return [p]
     if os.path.isfile(os.path.join(p, db, "CURRENT")):
         return [os.path.join(p, db)]
-    out = [os.path.join(d, CURRENT_DIR, db) for d in _storage_dirs(p)]
+    out = [os.path.join(d, CURRENT_DIR, db) for d in storage_dirs(p)]
     # Every ledger dir holding the database folder: a damaged one (CURRENT missing or not a file) is
     # read, and fails in one line, rather than left out of the dump.
     return [c for c in out if os.path.lexists(c)]
 
 
 def _problems_error(problems) -> None:
-    from formats.errors import FormatError
     if problems:
         p = problems[0]
         raise FormatError(f"an undamaged database ({len(problems)} problem(s); the first: {p.kind})", p.detail,
@@ -51,19 +62,16 @@ def _problems_error(problems) -> None:
 @one_line_errors
 def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """Entry locations of DbLedgerStorage (`bookkeeper shell ledger <id>` on such a bookie)."""
-    import numpy as np
-
-    from bkdisk.locations_text import Listing, json_rows
-    from rocksdbfiles.dbindex import iter_location_columns
     dirs = _databases(path, LOCATIONS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage locations database (locations/CURRENT) found")
-    out, problems = Out(), []
-    listing = Listing(headers=ledger is None)
+    out = Out()
+    problems: list[Problem] = []
+    listing = locations_text.Listing(headers=ledger is None)
     with ExitStack() as stack:
         for cur in dirs:
-            template, columns = json_rows(cur)
-            for cols in iter_location_columns(cur, stack, problems):
+            template, columns = locations_text.json_rows(cur)
+            for cols in dbindex.iter_location_columns(cur, stack, problems):
                 if ledger is not None:
                     keep = cols["ledger"] == ledger.ledger if ledger.scope == 0 else np.zeros(len(cols["ledger"]), bool)
                     cols = {k: v[keep] for k, v in cols.items()}
@@ -79,14 +87,13 @@ def locations_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
 @one_line_errors
 def ledgers_index_cmd(path: str, as_json: bool, ledger: LedgerId | None) -> None:
     """The ledgers index of DbLedgerStorage: exists, fenced, master key and explicit LAC per ledger."""
-    from rocksdbfiles.dbindex import read_ledgers
     dirs = _databases(path, LEDGERS_DB)
     if not dirs:
         raise DumpError(f"{path}: no DbLedgerStorage ledgers database (ledgers/CURRENT) found")
     out, problems = Out(), []
     with ExitStack() as stack:
         for cur in dirs:
-            infos, probs = read_ledgers(cur, stack)
+            infos, probs = dbindex.read_ledgers(cur, stack)
             problems += probs
             for lid, i in sorted(infos.items()):
                 if ledger is not None and (ledger.scope != 0 or lid != ledger.ledger):
@@ -119,27 +126,24 @@ def _sst_summary(t) -> dict[str, Any]:
 @one_line_errors
 def rocksdb_cmd(path: str, records: bool, as_json: bool) -> None:
     """A RocksDB database dir (CURRENT, MANIFEST, SSTs, WAL) or one SST file: structure and checks."""
-    from diskio.mapped import map_file
-    from rocksdbfiles.db import open_db
-    from rocksdbfiles.sst import SstFile
     out = Out()
     emit = out.obj if as_json else (lambda o: out.text(" ".join(f"{k}={v}" for k, v in o.items()) + "\n"))
     problems = []
     with ExitStack() as stack:
         if os.path.lexists(path) and not os.path.isdir(path):   # one SST file (a FIFO or device is refused)
-            t = SstFile(os.path.abspath(path), memoryview(stack.enter_context(map_file(path))))
+            t = sst.SstFile(os.path.abspath(path), stack.enter_context(map_file(path)).data)
             emit(_sst_summary(t))
             if records:
                 for r in t.records():
                     emit({"kind": "record", "key": r.user_key.hex(), "seq": r.sequence, "type": r.vtype,
                           "value": r.value.hex()})
         else:
-            db = open_db(path, stack)
+            db = rocksdb.open_db(path, stack)
             v = db.version
             emit({"db": db.path, "kind": "manifest", "manifest": os.path.basename(v.manifest),
                   "comparator": v.comparator, "log_number": v.log_number, "next_file_number": v.next_file_number,
                   "last_sequence": v.last_sequence, "deleted_files": len(v.deleted)})
-            for level, n, t in db.tables:
+            for level, _n, t in db.tables:
                 emit({"level": level, **_sst_summary(t)})
             for wal in db.wals:
                 emit({"file": wal.path, "kind": "wal", "batches": len(wal.batches), "last_sequence": wal.last_sequence})

@@ -8,9 +8,12 @@ import click
 
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
-from bkdisk.errors import one_line_errors
 from bkdisk.file_kinds import expect_kind
-from bookie.layout import discover
+from bookie.layout import BookieDirs, discover
+from bookie.lookup import find_index
+from commandline.lazy import lazy_import
+from commandline.ledger_options import ledger_options
+from commandline.runner import one_line_errors
 from diskio.mapped import DiskError
 from formats.cookie import parse_cookie
 from formats.errors import FormatError
@@ -21,13 +24,14 @@ from formats.index import SLOT_SIZE, slot_offset
 from formats.lastmark import last_mark_name, parse_last_mark
 from formats.metadata import parse_metadata
 from formats.paths import CURRENT_DIR, index_relpath, parse_index_name
-from fsck.ledger_options import ledger_options
+
+index_scan = lazy_import("indexfiles.scan")   # numba: loaded when an index is dumped
 
 # --------------------------------------------------------------------------------------------
 # index
 
 
-def _storage_dirs(root: str) -> list[str]:
+def storage_dirs(root: str) -> list[str]:
     """Dirs D (used as D/current) to look in: a ``current`` dir, one ledger/index dir, or a bookie root."""
     root = os.path.abspath(root)
     if os.path.basename(root) == CURRENT_DIR and not os.path.isdir(os.path.join(root, CURRENT_DIR)):
@@ -39,12 +43,11 @@ def _storage_dirs(root: str) -> list[str]:
 
 def find_index_file(root: str, ledger: LedgerId) -> str:
     """The ledger's .idx under ``root``, probing each index dir in order like ``findIndexFile``."""
+    dirs = storage_dirs(root)
+    found = find_index(BookieDirs([], [], index_dirs=dirs), ledger)
+    if found is not None:
+        return found
     rel = index_relpath(ledger)
-    dirs = _storage_dirs(root)
-    for d in dirs:
-        cand = os.path.join(d, CURRENT_DIR, rel)
-        if os.path.isfile(cand):
-            return cand
     rocks = [d for d in dirs if os.path.isdir(os.path.join(d, CURRENT_DIR, "locations"))]
     why = " (DbLedgerStorage: its index is in RocksDB, not in .idx files)" if rocks else ""
     raise DumpError(f"{root}: no index file {rel} for ledger {ledger} under {', '.join(dirs) or 'any dir'}{why}")
@@ -72,8 +75,7 @@ def index_cmd(path: str, page_size: int | None, as_json: bool, ledger: LedgerId 
     if lid is None:
         raise DumpError(f"{p}: the file name does not name a ledger; give --ledger-id")
     # The bounded reader: memory follows the present slots, not the size a (sparse) file claims.
-    from indexfiles.scan import read_index_locations   # jitted; loaded when an index is dumped
-    x = read_index_locations(p)
+    x = index_scan.read_index_locations(p)
     if x.header_error is not None:
         raise x.header_error
     size = max(0, x.size - INDEX_HEADER_SIZE)
@@ -153,9 +155,9 @@ def lastmark_cmd(path: str, as_json: bool) -> None:
                         seen.append(f)
                         best = max(best, (m.log_id, m.offset))
                 rows.append((idx, best[0], best[1], seen))
-    for idx, log_id, offset, files in rows:
+    for journal_index, log_id, offset, files in rows:
         if as_json:
-            out.obj({"kind": "lastmark", "journal_index": idx, "journal_id": log_id,
+            out.obj({"kind": "lastmark", "journal_index": journal_index, "journal_id": log_id,
                      "journal_file": f"{log_id & ((1 << 64) - 1):x}.txn", "offset": offset, "files": files})
         else:
             out.text(sf.last_mark_line(log_id, offset))

@@ -14,23 +14,34 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from bkdisk.errors import one_line_errors
 from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
+from commandline.exit_codes import EXIT_UNCORRECTED
+from commandline.lazy import lazy_import
+from commandline.ledger_options import ledger_options
+from commandline.memory_options import memory_options
+from commandline.output import warn
+from commandline.runner import one_line_errors
 from diskio.config import collector_eased
+from diskio.spill import SpillFolder
 from formats.errors import BkdiskError
 from formats.ids import LedgerId
-from fsck.exit_codes import EXIT_UNCORRECTED
-from fsck.ledger_options import ledger_options
-from fsck.memory_options import memory_options
+from formats.paths import parse_journal_name
 
 if TYPE_CHECKING:
+    from bookie.inventory import LogRows
     from entrylogs.scan import DigestPlan
 
-# The scanners (numpy, numba) are imported where the command runs, not for its --help.
+# The scanners (numpy, numba), pyarrow and the metadata formats (protobuf) load when the command runs,
+# not for its --help or a wrong path.
+bookie_inventory = lazy_import("bookie.inventory")
+entrylog_scan = lazy_import("entrylogs.scan")
+metadata_dir_reader = lazy_import("bookie.metadata_dir")
+mapped = lazy_import("diskio.mapped")
+pq = lazy_import("pyarrow.parquet")
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
 
@@ -52,35 +63,29 @@ class BookieSummary:
     warnings: int = 0   # damage said on stderr: framing, a log's header or ledgers map, a dir not listed
 
 
-def _warn(msg: str) -> None:
-    click.echo(f"bkdisk: warning: {msg}", err=True)
-
-
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
                      window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
-    from bookie.inventory import LogRows, scan_bookie, verified_status
-    from entrylogs.scan import DIGEST_BAD, DIGEST_OK
     summary: BookieSummary | None = None
     unlisted = 0
-    for item in scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
+    for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
         if isinstance(item, str):
-            _warn(item)
+            warn(item)
             unlisted += 1
             continue
         rows: LogRows = item if ledger is None else item.only(ledger.scope, ledger.ledger)
         if summary is None:
             summary = BookieSummary(rows.bookie_id)
         for w in rows.warnings:
-            _warn(w)
+            warn(w)
         summary.warnings += len(rows.warnings)
         summary.logs += 1
         summary.problems += rows.problems
         n = len(rows)
         if n == 0:
             continue
-        st = verified_status(rows.digests)
-        ok, bad = int((st == DIGEST_OK).sum()), int((st == DIGEST_BAD).sum())
+        st = bookie_inventory.verified_status(rows.digests)
+        ok, bad = int((st == entrylog_scan.DIGEST_OK).sum()), int((st == entrylog_scan.DIGEST_BAD).sum())
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
         if jsonl:
@@ -95,12 +100,12 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         summary = BookieSummary(bookie_id_of(dirs))
         if not unlisted and dirs.ledger_dirs:
             # A bookie that ever ran has an entry log (it makes one at start): none at all is a loss.
-            _warn(f"{', '.join(dirs.ledger_dirs)}: no entry log in any ledger dir (every entry this bookie "
+            warn(f"{', '.join(dirs.ledger_dirs)}: no entry log in any ledger dir (every entry this bookie "
                   f"stored is gone, or it never started)")
             summary.warnings += 1
     summary.warnings += unlisted
     for gap in _unserved(dirs, summary.entries):
-        _warn(gap)
+        warn(gap)
         summary.warnings += 1
     return summary
 
@@ -109,7 +114,6 @@ def _unserved(dirs: BookieDirs, entries: int) -> list[str]:
     """What the listed entries lack to be served, told from the dirs alone: no index to find them by,
     no journal (a bookie writes one from its first start; without it, entries acknowledged but not yet
     flushed to an entry log are gone)."""
-    from formats.paths import parse_journal_name
     gaps = []
     if entries and dirs.storage_kind == "empty":
         gaps.append(f"{', '.join(dirs.effective_index_dirs)}: no index (no .idx file, no DbLedgerStorage "
@@ -131,15 +135,14 @@ class _ParquetSink:
     """Batches of every bookie into one Parquet file, written to a temp name and renamed when complete."""
 
     def __init__(self, path: str):
-        from diskio.mapped import DiskError
-        self.path, self.tmp, self.writer = path, f"{path}.tmp-{os.getpid()}", None
+        self.path, self.tmp = path, f"{path}.tmp-{os.getpid()}"
+        self.writer: Any = None   # a pyarrow ParquetWriter once the first batch gives the schema
         try:   # an output that cannot be written is said before the scan, in one line
             open(self.tmp, "xb").close()
         except OSError as e:
-            raise DiskError(path, f"cannot write ({e.strerror})") from None
+            raise mapped.DiskError(path, f"cannot write ({e.strerror})") from None
 
     def write(self, batch) -> None:
-        import pyarrow.parquet as pq
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.tmp, batch.schema)
         elif batch.schema != self.writer.schema:
@@ -194,13 +197,11 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
         raise click.UsageError("--payload-hash adds a column to the rows: use it with --jsonl or --parquet")
     meta = {}
     if metadata_dir:
-        from bookie.metadata_dir import load_metadata_dir   # protobuf: only when metadata is given
-        meta, errors = load_metadata_dir(metadata_dir)
+        meta, errors = metadata_dir_reader.load_metadata_dir(metadata_dir)
         if errors:
             raise errors[0]
     # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
     bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
-    from diskio.spill import SpillFolder
     for dirs in bookies:   # the inventory spills nothing, but a --tmp-dir in a bookie's dirs is refused alike
         SpillFolder(memory, dirs.all_dirs)
     out = sys.stdout.buffer
@@ -224,11 +225,9 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
 
 
 def _digest_plan(meta: dict) -> DigestPlan:
-    from entrylogs.scan import DigestPlan
     if not meta:
-        return DigestPlan()   # what digest_plan({}) gives, without importing the metadata formats
-    from bookie.metadata_dir import digest_plan
-    return digest_plan(meta)
+        return entrylog_scan.DigestPlan()   # what digest_plan({}) gives, without importing the metadata formats
+    return metadata_dir_reader.digest_plan(meta)
 
 
 def _summary_line(dirs: BookieDirs, s: BookieSummary, jsonl: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal
-from typing import Iterable
+from collections.abc import Iterable
 
 from formats.ids import to_signed64
 

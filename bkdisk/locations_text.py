@@ -3,6 +3,8 @@
 Lines rows, written from a chunk of location columns by one jitted loop, never a Python object per entry."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from bkdisk import shell_format as sf
@@ -67,10 +69,10 @@ class Listing:
             self.buf = np.empty(n * ROW_BOUND, np.uint8)
         used = _listing(cols["ledger"], cols["entry"], cols["log"], cols["offset"], self.headers, self.last,
                         LIT, LIT_OFF, self.buf)
-        return memoryview(self.buf[:used])
+        return self.buf[:used].data
 
 
-def json_rows(db: str) -> tuple[RowTemplate, callable]:
+def json_rows(db: str) -> tuple[RowTemplate, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]]:
     """The JSON Lines template of a location row of database ``db``, and the columns it takes from a chunk."""
     keys = ("ledger", "entry", "log", "pos", "offset")
     t = RowTemplate({"db": db, "kind": "location"}, [Slot(k, INT) for k in keys], ("db", "kind") + keys)

@@ -1,41 +1,49 @@
 """``bkdisk metadata``: serve the ledger metadata service, read and change ledgers through it; and
 the client options and error handling ``bkdisk bookies`` (bkdisk/bookies_cli.py) shares.
 
-gRPC, protobuf and kazoo load inside the commands only: ``--help`` costs click and nothing else.
+gRPC, protobuf and kazoo load when a command uses them (commandline.lazy): ``--help`` costs click
+and nothing else.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
-import signal
 import sys
-import threading
 
 import click
 
-from bkdisk.errors import one_line_errors
+from commandline.lazy import lazy_import
+from commandline.ledger_options import ledger_options, parse_id
+from commandline.output import HELP_OPTIONS, emit
+from commandline.runner import one_line_errors, run_until_stopped
 from formats.errors import BkdiskError
-from fsck.ledger_options import ledger_options
+from formats.ids import LedgerId
+from metaservice import store
+
+logging = lazy_import("logging")   # only `serve` logs
+mapped = lazy_import("diskio.mapped")
+metadata_dir = lazy_import("bookie.metadata_dir")
+metadata_format = lazy_import("formats.metadata")
+metadata_client = lazy_import("metaservice.client")
+metadata_server = lazy_import("metaservice.server")
 
 DEFAULT_SERVER = "127.0.0.1:4183"
 EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)
 EXIT_UNREACHABLE = 8      # the service could not be reached (or failed): e2fsck's operational error
 _NOT_FOUND = ("LEDGER_NOT_FOUND", "BOOKIE_NOT_FOUND")
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
-_CTX = {"help_option_names": ["-h", "--help"]}
 
 
 def service_errors(fn):
     """One line and a distinct exit code: 2 when the service says the ledger (or bookie) does not
     exist, 8 when the service cannot be reached or fails, 16 for usage (one_line_errors)."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*a, **kw):
-        from metaservice.client import MetadataError
         try:
             return fn(*a, **kw)
-        except MetadataError as exc:
+        except metadata_client.MetadataError as exc:
             if exc.code in _NOT_FOUND:
                 click.echo(f"bkdisk: {exc}", err=True)
                 sys.exit(EXIT_NOT_FOUND)
@@ -45,22 +53,6 @@ def service_errors(fn):
                 sys.exit(EXIT_UNREACHABLE)
             raise
     return one_line_errors(wrapper)
-
-
-def run_until_stopped() -> None:
-    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    sys.stdout.flush()
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-
-
-def _emit(obj, as_json: bool, text: str) -> None:
-    click.echo(json.dumps(obj, sort_keys=True) if as_json else text)
 
 
 def client_options(fn):
@@ -81,7 +73,7 @@ def client_options(fn):
     return fn
 
 
-def _channel_kw(token, timeout, tls_ca) -> dict:
+def channel_kw(token, timeout, tls_ca) -> dict:
     roots = None
     if tls_ca:
         with open(tls_ca, "rb") as f:
@@ -90,8 +82,7 @@ def _channel_kw(token, timeout, tls_ca) -> dict:
 
 
 def _metadata_client(server, token, timeout, tls_ca):
-    from metaservice.client import MetadataClient, service_target
-    return MetadataClient(service_target(server), **_channel_kw(token, timeout, tls_ca))
+    return metadata_client.MetadataClient(metadata_client.service_target(server), **channel_kw(token, timeout, tls_ca))
 
 
 def _need(ledger, what: str):
@@ -101,22 +92,17 @@ def _need(ledger, what: str):
 
 
 def _ledger_json(scope: int, lid: int) -> dict:
-    from formats.ids import LedgerId
     return {"ledger_scope_id": scope, "ledger_id": lid, "ledger_qualified_name": LedgerId(scope, lid).qualified_name}
 
 
 # --------------------------------------------------------------------------------------- serve
 def open_store(url: str):
-    """A MetadataStore from ``sqlite:PATH`` or ``zk://HOST:PORT/ledgers`` (metaservice.store.open_store)."""
-    if not url.startswith(("sqlite:", "zk://")):
-        raise click.BadParameter(f"{url!r}: expected sqlite:PATH or zk://HOST:PORT/ledgers", param_hint="--store")
-    if url.startswith("sqlite:"):
-        path = url[len("sqlite:"):].removeprefix("//")
-        parent = os.path.dirname(os.path.abspath(path)) if path else ""
-        if path and not os.path.isdir(parent):
-            raise BkdiskError(f"{parent}: no such directory (for the store {url})")
-    from metaservice.store import open_store as open_url
-    return open_url(url)
+    """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
+    usage error of --store."""
+    try:
+        return store.open_store(url)
+    except store.NotAStoreUrl as e:
+        raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
 
 
 def _bind(text: str) -> str:
@@ -126,12 +112,12 @@ def _bind(text: str) -> str:
     return text
 
 
-@click.group("metadata", context_settings=_CTX)
+@click.group("metadata", context_settings=HELP_OPTIONS)
 def metadata() -> None:
     """The ledger metadata service (BP-16): serve it, read and change ledgers through it."""
 
 
-@metadata.command("serve", context_settings=_CTX)
+@metadata.command("serve", context_settings=HELP_OPTIONS)
 @click.option("--store", "store_url", required=True, metavar="URL",
               help="sqlite:PATH (embedded, the default kind) or zk://HOST:PORT/ledgers.")
 @click.option("--bind", default="127.0.0.1:4183", show_default=True, metavar="HOST:PORT",
@@ -156,12 +142,10 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
     if tls_cert:
         with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
             tls = (k.read(), c.read())
-    store = open_store(store_url)
-    from metaservice.server import serve
-    import logging
+    opened = open_store(store_url)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
-    server, port = serve(store, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
+    server, port = metadata_server.serve(opened, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
                          log_requests=verbose)
     host = bind.rpartition(":")[0]
     click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
@@ -169,12 +153,12 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
         run_until_stopped()
     finally:
         server.stop(2).wait()
-        store.close()
+        opened.close()
         click.echo(f"bkdisk metadata: stopped serving {store_url} on {host}:{port}")
 
 
 # ------------------------------------------------------------------------------- client calls
-@metadata.command("get", context_settings=_CTX)
+@metadata.command("get", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--format-version", type=click.IntRange(0, 3), default=0,
               help="Serialize as format 1, 2 or 3 (0: as stored).")
@@ -184,23 +168,22 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
 @service_errors
 def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca, as_json) -> None:
     """One ledger's metadata and version."""
-    from formats.metadata import parse_metadata
     ledger = _need(ledger, "get")
     c = _metadata_client(server, token, timeout, tls_ca)
     got = c.read(ledger.ledger, ledger.scope, format_version)
-    md = parse_metadata(got.serialized, path=f"{server}: ledger {ledger.qualified_name}")
+    md = metadata_format.parse_metadata(got.serialized, path=f"{server}: ledger {ledger.qualified_name}")
     if out_file:
         with open(out_file, "wb") as f:
             f.write(got.serialized)
     doc = {**_ledger_json(got.scope, got.ledger_id), "version": got.version, "metadata": md.to_json()}
     ens = "; ".join(f"{first}: {','.join(m)}" for first, m in md.ensembles)
-    _emit(doc, as_json, f"ledger {got.ledger_id} (scope {got.scope}) version {got.version}: {md.state}, "
+    emit(doc, as_json, f"ledger {got.ledger_id} (scope {got.scope}) version {got.version}: {md.state}, "
                         f"E/Qw/Qa {md.ensemble_size}/{md.write_quorum}/{md.ack_quorum}, "
                         f"digest {md.digest_type}, length {md.length}, last entry {md.last_entry_id}, "
                         f"ensembles {ens}")
 
 
-@metadata.command("list", context_settings=_CTX)
+@metadata.command("list", context_settings=HELP_OPTIONS)
 @click.option("--ledger-scope-id", "scope", default=None, help="Only this scope (default: every scope).")
 @click.option("--page-size", type=click.IntRange(1, 100_000), default=1000, show_default=True)
 @client_options
@@ -208,7 +191,6 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
 def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> None:
     """Every ledger (scope 0 first, then the other scopes), ascending: a header line, then scope,
     ledger id and qualified name in hex (as metadata files are named), tab-separated; or --json."""
-    from fsck.ledger_options import parse_id
     s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     c = _metadata_client(server, token, timeout, tls_ca)
     keys = c.iterate(all_scopes=True, limit_per_response=page_size) if s is None else \
@@ -222,7 +204,7 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
             click.echo(f"{a:x}\t{b:x}\t{(a << 64 | b):032x}")
 
 
-@metadata.command("create", context_settings=_CTX)
+@metadata.command("create", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--from", "source", required=True, type=click.Path(dir_okay=False),
               help="A serialized metadata file (format 1, 2 or 3), stored as it is.")
@@ -232,19 +214,16 @@ def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> N
 @service_errors
 def create_command(ledger, source, in_scope, server, token, timeout, tls_ca, as_json) -> None:
     """Create a ledger; without --ledger-id the service generates the id."""
-    from diskio.mapped import read_bytes
-    from formats.metadata import parse_metadata
-    from fsck.ledger_options import parse_id
-    data = read_bytes(source)
-    parse_metadata(data, path=source)          # one line naming the file and offset if it is not metadata
+    data = mapped.read_bytes(source)
+    metadata_format.parse_metadata(data, path=source)   # not metadata: one line naming the file and offset
     scope = ledger.scope if ledger is not None else (parse_id(in_scope, "--in-scope") if in_scope else 0)
     c = _metadata_client(server, token, timeout, tls_ca)
     got = c.create(data, scope=scope, ledger_id=None if ledger is None else ledger.ledger)
-    _emit({**_ledger_json(got.scope, got.ledger_id), "version": got.version}, as_json,
+    emit({**_ledger_json(got.scope, got.ledger_id), "version": got.version}, as_json,
           f"created ledger {got.ledger_id} (scope {got.scope}) version {got.version}")
 
 
-@metadata.command("delete", context_settings=_CTX)
+@metadata.command("delete", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--expected-version", type=click.IntRange(min=0), default=None,
               help="Delete only if the metadata is still at this version.")
@@ -255,10 +234,10 @@ def delete_command(ledger, expected_version, server, token, timeout, tls_ca, as_
     ledger = _need(ledger, "delete")
     c = _metadata_client(server, token, timeout, tls_ca)
     c.remove(ledger.ledger, ledger.scope, expected_version)
-    _emit({**_ledger_json(*ledger), "deleted": True}, as_json, f"deleted ledger {ledger.ledger} (scope {ledger.scope})")
+    emit({**_ledger_json(*ledger), "deleted": True}, as_json, f"deleted ledger {ledger.ledger} (scope {ledger.scope})")
 
 
-@metadata.command("watch", context_settings=_CTX)
+@metadata.command("watch", context_settings=HELP_OPTIONS)
 @ledger_options
 @click.option("--after-sequence", type=click.IntRange(min=0), default=None,
               help="Replay every change after this change-log sequence first (0: from the start kept).")
@@ -274,7 +253,7 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
     for ch in stream:
         doc = {**_ledger_json(ch.scope, ch.ledger_id), "change": ch.change, "sequence": ch.sequence,
                "version": ch.version}
-        _emit(doc, as_json, f"{ch.sequence}\t{ch.change}\t{ch.scope}\t{ch.ledger_id}\tversion {ch.version}")
+        emit(doc, as_json, f"{ch.sequence}\t{ch.change}\t{ch.scope}\t{ch.ledger_id}\tversion {ch.version}")
         sys.stdout.flush()
         seen += 1
         if count is not None and seen >= count:
@@ -282,7 +261,7 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
     c.close()
 
 
-@metadata.command("import", context_settings=_CTX)
+@metadata.command("import", context_settings=HELP_OPTIONS)
 @click.argument("folder", type=click.Path(file_okay=False, exists=True))
 @click.option("--skip-existing", "existing", flag_value="skip",
               help="Leave a ledger that already exists as it is (and go on).")
@@ -294,13 +273,10 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
     """Create every ledger of a metadata folder (`<hex id>.bin`, `.txt`, `.v1.txt`; a 32-digit name
     is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first. A ledger
     that exists already stops the import unless --skip-existing or --overwrite says otherwise."""
-    from bookie.metadata_dir import ledger_of_file
-    from diskio.mapped import read_bytes
-    from formats.metadata import parse_metadata
-    from metaservice.client import MetadataError
+    MetadataError = metadata_client.MetadataError
     best: dict = {}
     for name in sorted(os.listdir(folder)):
-        got = ledger_of_file(name)
+        got = metadata_dir.ledger_of_file(name)
         if got is not None and (got[0] not in best or got[1] < best[got[0]][0]):
             best[got[0]] = (got[1], name)
     if not best:
@@ -308,11 +284,13 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
     files = []
     for lid, (_rank, name) in sorted(best.items()):
         path = os.path.join(folder, name)
-        data = read_bytes(path)
-        parse_metadata(data, path=path)          # check everything before creating anything
+        data = mapped.read_bytes(path)
+        metadata_format.parse_metadata(data, path=path)          # check everything before creating anything
         files.append((lid, path, data))
     c = _metadata_client(server, token, timeout, tls_ca)
-    done, skipped, replaced = [], [], []
+    done: list[dict] = []
+    skipped: list[dict] = []
+    replaced: list[dict] = []
     for lid, path, data in files:
         try:
             try:
@@ -333,11 +311,11 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
         done.append(_ledger_json(*lid))
     extra = (f", {len(skipped)} skipped (they exist)" if skipped else "") + \
         (f", {len(replaced)} overwritten" if replaced else "")
-    _emit({"imported": len(done), "ledgers": done, "skipped": skipped, "overwritten": replaced}, as_json,
+    emit({"imported": len(done), "ledgers": done, "skipped": skipped, "overwritten": replaced}, as_json,
           f"imported {len(done)} ledgers from {folder}{extra}")
 
 
-@metadata.command("export", context_settings=_CTX)
+@metadata.command("export", context_settings=HELP_OPTIONS)
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["1", "2", "3", "stored"]), default="3", show_default=True,
               help="Format of each file: 3 `<hex id>.bin`, 2 `.txt`, 1 `.v1.txt`, or as stored.")
@@ -347,8 +325,6 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
 def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
     """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
     32-digit qualified name)."""
-    from formats.metadata import parse_metadata
-    from fsck.ledger_options import parse_id
     os.makedirs(folder, exist_ok=True)
     c = _metadata_client(server, token, timeout, tls_ca)
     want = 0 if fmt == "stored" else int(fmt)
@@ -357,10 +333,10 @@ def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) 
     for page in c.read_ledgers(scope=s, format_version=want):
         for got in page:
             name = f"{got.ledger_id:x}" if got.scope == 0 else got.key.qualified_name
-            version = want or parse_metadata(got.serialized, path=f"ledger {name}").format_version
+            version = want or metadata_format.parse_metadata(got.serialized, path=f"ledger {name}").format_version
             path = os.path.join(folder, name + SUFFIX[version])
             with open(path + ".tmp", "wb") as f:
                 f.write(got.serialized)
             os.replace(path + ".tmp", path)
             written.append(os.path.basename(path))
-    _emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")
+    emit({"exported": len(written), "files": written}, as_json, f"exported {len(written)} ledgers to {folder}")

@@ -12,7 +12,7 @@ the text as UTF-8, the charset BookKeeper's stdout used for the golden outputs.
 from __future__ import annotations
 
 import base64
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from bkdisk.java_compat import (
     java_double,

@@ -6,8 +6,17 @@ import sys
 
 import click
 
-from bkdisk.errors import one_line_errors
+from bookie.layout import discover, from_conf
+from commandline.lazy import lazy_import
+from commandline.output import warn
+from commandline.runner import one_line_errors
 from diskio.config import collector_eased
+
+gc_policy = lazy_import("bookie.gc_policy")
+metadata_dir_reader = lazy_import("bookie.metadata_dir")
+bookie_space = lazy_import("bookie.space")
+metadata_client = lazy_import("metaservice.client")
+orjson = lazy_import("orjson")
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -23,14 +32,12 @@ def human(n: int) -> str:
 
 def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, str | None]:
     if metadata_dir:
-        from bookie.metadata_dir import load_metadata_dir
-        md, errors = load_metadata_dir(metadata_dir)
+        md, errors = metadata_dir_reader.load_metadata_dir(metadata_dir)
         if errors:   # a ledger whose metadata cannot be read would count as deleted: refuse instead
             raise errors[0]
         return md, f"metadata folder {metadata_dir}"
     if url:
-        from metaservice.client import MetadataClient, service_target
-        client = MetadataClient(service_target(url), retries=2)
+        client = metadata_client.MetadataClient(metadata_client.service_target(url), retries=2)
         try:
             return client.load_all(), f"metadata service {url}"
         finally:
@@ -42,7 +49,8 @@ def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, s
 @click.argument("root", required=False)
 @click.option("--conf", "conf", default=None, metavar="bk_server.conf",
               help="The bookie's dirs and its garbage-collection settings from a BookKeeper server config.")
-@click.option("--metadata-dir", default=None, metavar="DIR", help="Folder of ledger metadata files (<hex id>.bin/.txt).")
+@click.option("--metadata-dir", default=None, metavar="DIR",
+              help="Folder of ledger metadata files (<hex id>.bin/.txt).")
 @click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
               help="Read ledger metadata from the metadata service instead of a folder.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line: logs, ledgers, topics, a summary.")
@@ -69,21 +77,21 @@ def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata
     """
     if metadata_url and metadata_dir:
         raise click.UsageError("--metadata and --metadata-dir exclude each other")
-    if (root is None) == (conf is None):
+    if conf is not None and root is None:
+        dirs = from_conf(conf)
+    elif root is not None and conf is None:
+        dirs = discover(root)
+    else:
         raise click.UsageError("give the bookie's ROOT folder or --conf bk_server.conf (one of them)")
-    from bookie.gc_policy import settings_from_conf
-    from bookie.layout import discover, from_conf
-    dirs = from_conf(conf) if conf else discover(root)
-    settings = settings_from_conf(conf)
+    settings = gc_policy.settings_from_conf(conf)
     md, where = _metadata(metadata_dir, metadata_url)
-    from bookie.space import account_bookie
-    report = account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
+    report = bookie_space.account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
     for w in report.warnings:
-        click.echo(f"bkdisk: warning: {w}", err=True)
+        warn(w)
     if as_json:
-        import orjson
         out = sys.stdout.buffer
-        out.write(b"".join(orjson.dumps(row) + b"\n" for row in report.rows()))
+        dumps = orjson.dumps
+        out.write(b"".join(dumps(row) + b"\n" for row in report.rows()))
     else:
         out = sys.stdout
         render_text(report, out, top)

@@ -10,42 +10,54 @@ compile its modules from source again.
 """
 from __future__ import annotations
 
+import compileall
+import importlib.util
 import os
 import tempfile
 import time
+from contextlib import ExitStack
 
 import click
 
-from bkdisk.errors import one_line_errors
+from commandline.lazy import lazy_import
+from commandline.runner import one_line_errors
 
 # The project's top-level packages (pyproject.toml's package list; a test keeps the two equal).
-PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbfiles", "bookie", "fsck", "audit",
-            "metaservice", "bkdisk", "bench")
+PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbfiles", "bookie", "fsck",
+            "commandline", "audit", "metaservice", "bkdisk", "bench")
+
+# What the warm-up runs loads when it runs, not for `bkdisk warm-up --help`.
+demo = lazy_import("bkdisk.demo")
+locations_text = lazy_import("bkdisk.locations_text")
+bookie_inventory = lazy_import("bookie.inventory")
+layout = lazy_import("bookie.layout")
+metadata_dir = lazy_import("bookie.metadata_dir")
+writer = lazy_import("bookie.writer")
+fsck_api = lazy_import("fsck.api")
+fsck_context = lazy_import("fsck.context")
+dbledger = lazy_import("formats.dbledger")
+rocksdb_format = lazy_import("formats.rocksdb")
+dbindex = lazy_import("rocksdbfiles.dbindex")
+sst = lazy_import("rocksdbfiles.sst")
+rocksdb_writer = lazy_import("rocksdbfiles.writer")
 
 
 def warm_up() -> float:
     """Run every kernel once on a sample bookie; returns the seconds it took."""
-    from bkdisk.demo import sample_spec
-    from bookie.inventory import scan_bookie
-    from bookie.layout import discover
-    from bookie.metadata_dir import digest_plan, load_metadata_dir
-    from bookie.writer import write_bookie, write_metadata_dir
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
-
+    check_bookie, CheckOptions = fsck_api.check_bookie, fsck_context.CheckOptions
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bkdisk-warm-up-") as d:
-        spec = sample_spec()
+        spec = demo.sample_spec()
         root, md = os.path.join(d, "bookie"), os.path.join(d, "metadata")
-        write_bookie(spec, root)
-        write_metadata_dir(spec, md)
-        dirs = discover(root)
+        writer.write_bookie(spec, root)
+        writer.write_metadata_dir(spec, md)
+        dirs = layout.discover(root)
         check_bookie(dirs, CheckOptions(metadata_dir=md))
         check_bookie(dirs, CheckOptions())                       # sniffing paths, no metadata
         _warm_rocksdb(os.path.join(d, "rocksdb"))                # DbLedgerStorage's block decoder
-        meta, _errors = load_metadata_dir(md)
+        meta, _errors = metadata_dir.load_metadata_dir(md)
         for hashed in (None, "sha256"):
-            for rows in scan_bookie(dirs, digest_plan(meta), payload_hash=hashed):
+            for rows in bookie_inventory.scan_bookie(dirs, metadata_dir.digest_plan(meta), payload_hash=hashed):
                 if not isinstance(rows, str):
                     rows.jsonl()
     return time.perf_counter() - t0
@@ -54,9 +66,7 @@ def warm_up() -> float:
 def compile_bytecode() -> bool:
     """Write the ``.pyc`` of every module of the project beside its source, as pip does for a wheel
     (py_compile writes them even where PYTHONDONTWRITEBYTECODE is set). False when some folder was
-    not writable (a read-only install): its modules are then compiled on import, as before."""
-    import compileall
-    import importlib.util
+    not writable (a read-only install): its modules are then compiled on each import."""
     ok = True
     for name in PACKAGES:
         spec = importlib.util.find_spec(name)
@@ -68,25 +78,18 @@ def compile_bytecode() -> bool:
 def _warm_rocksdb(folder: str) -> None:
     """Read a small ``locations`` database (written by the test writer) as fsck does, and list it as `bkdisk dump
     locations` does: the jitted block walk, merge and listing."""
-    from contextlib import ExitStack
-    from formats.dbledger import location_value, locations_key
-    from formats.rocksdb import ValueType
-    from rocksdbfiles.dbindex import read_location_columns
-    from rocksdbfiles.sst import Record
-    from rocksdbfiles.writer import write_db
-    write_db(folder, [(1, [Record(locations_key(1, e), 1 + e, ValueType.VALUE, location_value(0, 1028 + 64 * e))
+    write_db, Record, VALUE = rocksdb_writer.write_db, sst.Record, rocksdb_format.ValueType.VALUE
+    location_value, locations_key = dbledger.location_value, dbledger.locations_key
+    write_db(folder, [(1, [Record(locations_key(1, e), 1 + e, VALUE, location_value(0, 1028 + 64 * e))
                            for e in range(64)])])
-    from bkdisk.locations_text import Listing, json_rows
-    from formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
-    from rocksdbfiles.dbindex import read_ledger_table
     ledgers = folder + "-ledgers"
-    write_db(ledgers, [(1, [Record(LEDGERS_KEY.build(1), 1, ValueType.VALUE,
-                                   ledger_value(LedgerInfo(1, True, False, bytes(20), None, None)))])])
+    info = dbledger.ledger_value(dbledger.LedgerInfo(1, True, False, bytes(20), None, None))
+    write_db(ledgers, [(1, [Record(dbledger.LEDGERS_KEY.build(1), 1, VALUE, info)])])
     with ExitStack() as stack:
-        read_ledger_table(ledgers, stack)                        # the ledgers index's LedgerData walk
-        cols, _problems = read_location_columns(folder, stack)
-    Listing(headers=True).encode(cols)                           # `bkdisk dump locations`, text and JSON
-    template, columns = json_rows(folder)
+        dbindex.read_ledger_table(ledgers, stack)                # the ledgers index's LedgerData walk
+        cols, _problems = dbindex.read_location_columns(folder, stack)
+    locations_text.Listing(headers=True).encode(cols)            # `bkdisk dump locations`, text and JSON
+    template, columns = locations_text.json_rows(folder)
     template.encode(columns(cols))
 
 

@@ -123,10 +123,10 @@ def write_cluster(spec: ClusterSpec, root: str) -> WrittenCluster:
             held[b].append(LedgerSpec(l.ledger_id, [l.payloads[e] for e in mine], l.digest_type, l.password,
                                       l.scope_id, fenced=fenced, entry_ids=mine, lengths=[after[e] for e in mine]))
     roots, written = {}, {}
-    for b in spec.bookies:
-        broot = os.path.join(root, "bookies", b.bookie_id)
-        roots[b.bookie_id] = broot
-        written[b.bookie_id] = write_bookie(replace(b, ledgers=held[b.bookie_id]), broot)
+    for bookie in spec.bookies:
+        broot = os.path.join(root, "bookies", bookie.bookie_id)
+        roots[bookie.bookie_id] = broot
+        written[bookie.bookie_id] = write_bookie(replace(bookie, ledgers=held[bookie.bookie_id]), broot)
     md_dir = os.path.join(root, "metadata")
     os.makedirs(md_dir, exist_ok=True)
     for l in spec.ledgers:

@@ -13,6 +13,7 @@ import os
 from formats import dbledger as fd
 from formats.digests import master_key
 from formats.ids import LedgerId
+from formats.index import unpack_location
 from formats.paths import LEDGERS_DB, LOCATIONS_DB
 from formats.rocksdb import ValueType
 from rocksdbfiles.sst import Record
@@ -41,7 +42,7 @@ def write_db_indexes(current: str, ledgers: list, locations: dict[tuple[LedgerId
             out.append(Record(key, seq, int(ValueType.VALUE), value))
         return out
 
-    locs = [(fd.locations_key(lid.ledger, eid), fd.location_value(loc >> 32, loc & 0xFFFFFFFF))
+    locs = [(fd.locations_key(lid.ledger, eid), fd.location_value(*unpack_location(loc)))
             for (lid, eid), loc in locations.items()]
     infos = [(fd.LEDGERS_KEY.build(l.ledger_id), fd.ledger_value(fd.LedgerInfo(
         l.ledger_id, True, l.fenced, master_key(l.password),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -17,8 +17,8 @@ from diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Sl
 from diskio.mapped import DiskError
 from diskio.payload_hashes import PayloadHashes, hex_ascii
 from entrylogs.reader import Damage
-from entrylogs.scan import (DEFAULT_WINDOW, DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan,
-                            EntryLogScanArrays, scan_entry_log)
+from diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
+from entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
 from formats.digests import DigestType
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR, parse_entry_log_name
@@ -60,7 +60,7 @@ class LogRows:
     log_id: int
     path: str
     entries: np.ndarray                 # entrylogs.arrays.ENTRY_DTYPE
-    digests: np.ndarray                 # entrylogs.scan.DIGEST_DTYPE
+    digests: np.ndarray | None          # diskio.digests.DIGEST_DTYPE; None for a scan made without digests
     payload_sha256: np.ndarray | None   # (n, 32) uint8 when asked for; rows without a payload are all -1 in hash_row
     hash_row: np.ndarray | None
     warnings: list[str] = field(default_factory=list)
@@ -69,15 +69,21 @@ class LogRows:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def only(self, scope: int, ledger: int) -> "LogRows":
+    def only(self, scope: int, ledger: int) -> LogRows:
         """The rows of one ledger (BP-35: a scope and a ledger id)."""
         keep = (self.entries["scope"] == scope) & (self.entries["ledger"] == ledger)
         rows = None if self.hash_row is None else self.hash_row[keep]
+        digests = None if self.digests is None else self.digests[keep]
         return LogRows(self.bookie_id, self.ledger_dir, self.log_id, self.path, self.entries[keep],
-                       self.digests[keep], self.payload_sha256, rows, self.warnings, self.problems)
+                       digests, self.payload_sha256, rows, self.warnings, self.problems)
+
+    def checked_digests(self) -> np.ndarray:
+        """The digest rows; the rows an inventory lists come from a scan that checked digests."""
+        assert self.digests is not None, f"{self.path}: scanned without checking digests"
+        return self.digests
 
     def columns(self) -> dict[str, np.ndarray]:
-        e, d = self.entries, self.digests
+        e, d = self.entries, self.checked_digests()
         return {"offset": e["offset"], "scope": e["scope"], "ledger": e["ledger"], "entry": e["entry"],
                 "format": e["format"], "size": e["size"], "lac": e["lac"], "length": e["length"],
                 "payload_len": d["payload_len"], "digest_type": d["type"], "digest_source": d["source"],
@@ -97,14 +103,15 @@ class LogRows:
         cols = self.columns()
         for lo in range(0, len(self), rows):
             part = {k: v[lo:lo + rows] for k, v in cols.items()}
-            yield template.encode(part, self.payload_sha256, None if self.hash_row is None else self.hash_row[lo:lo + rows])
+            hash_rows = None if self.hash_row is None else self.hash_row[lo:lo + rows]
+            yield template.encode(part, self.payload_sha256, hash_rows)
 
     def arrow(self):
         """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""
         import pyarrow as pa
         n = len(self)
         cols = self.columns()
-        d = self.digests
+        d = self.checked_digests()
         # Constant and coded columns are built by Arrow from the codes (no Python object per row).
         arrays = {
             "bookie_id": _repeated(self.bookie_id, n),

@@ -4,9 +4,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from formats.errors import BkdiskError
 from formats.paths import CURRENT_DIR
+
+if TYPE_CHECKING:
+    from formats.cookie import Cookie
 
 
 class LayoutError(BkdiskError):
@@ -50,7 +54,7 @@ class BookieDirs:
             if os.path.isdir(os.path.join(cur, "ledgers")) and os.path.isdir(os.path.join(cur, "locations")):
                 return "rocksdb"
         for d in self.effective_index_dirs:
-            for dirpath, _dirs, files in os.walk(self.current(d)):
+            for _dirpath, _dirs, files in os.walk(self.current(d)):
                 if any(f.endswith(".idx") or f.endswith(".idx.rloc") for f in files):
                     return "index-files"
         return "empty"
@@ -74,7 +78,7 @@ def _kind_of(cur: str) -> set[str]:
     return kinds
 
 
-def _cookie_of(d: str):
+def _cookie_of(d: str) -> Cookie | None:
     from diskio.mapped import read_bytes
     from formats.cookie import parse_cookie
     p = os.path.join(d, CURRENT_DIR, "VERSION")
@@ -153,7 +157,7 @@ def discover_all(root: str) -> list[BookieDirs]:
         dirs.sort()
     if not found:
         raise LayoutError(f"{root}: no bookie dirs found (no '<dir>/current' with journals, entry logs or cookies)")
-    groups: dict[str | None, list[tuple[str, set[str], object]]] = {}
+    groups: dict[str | None, list[tuple[str, set[str], Cookie | None]]] = {}
     for d, kinds in found:
         c = _cookie_of(d)
         groups.setdefault(c.bookie_id if c is not None else None, []).append((d, kinds, c))
@@ -249,6 +253,7 @@ def from_conf(conf_path: str) -> BookieDirs:
     if not journal or not ledger:
         raise LayoutError(f"{conf_path}: needs journalDirectories (or journalDirectory) and ledgerDirectories")
     base = os.path.dirname(os.path.abspath(conf_path))
-    absd = lambda ds: [d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d)) for d in ds]
+    def absd(ds: list[str]) -> list[str]:
+        return [d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d)) for d in ds]
     return BookieDirs(absd(journal), absd(ledger), absd(index), conf_path=conf_path,
                       configured=(tuple(journal), tuple(ledger), tuple(index)))

@@ -45,7 +45,9 @@ def metadata_names(folder: str) -> Iterator[str]:
 def preferred_file(folder: str, name: str) -> bool:
     """Whether ``name`` is the file its ledger is read from: no file of a format preferred to its own
     (``.bin`` before ``.txt`` before ``.v1.txt``) exists beside it."""
-    lid, rank = ledger_of_file(name)
+    found = ledger_of_file(name)
+    assert found is not None, f"{name} is named as a metadata file"
+    rank = found[1]
     stem = name[: -len(_SUFFIXES[rank])]
     return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in _SUFFIXES[:rank])
 
@@ -102,7 +104,7 @@ def places_entries_on(m: LedgerMetadata, bookie: str) -> bool:
     """Whether metadata may place entries on ``bookie``: it is in an ensemble that holds entries (a
     ledger not closed: any ensemble). The ledgers a bookie's check iterates."""
     ens = m.ensembles
-    for i, (first, members) in enumerate(ens):
+    for first, members in ens:
         if bookie in members and (not m.is_closed or first <= m.last_entry_id):
             return True
     return False
@@ -190,8 +192,9 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
 def digest_plan(md: Mapping[LedgerId, LedgerMetadata]):
     """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
     the scanner sniffs the rest."""
-    from entrylogs.scan import DigestPlan
+    from diskio.digest_plan import DigestPlan
     from formats.digests import DigestType
-    known = {tuple(lid): DigestType.parse(m.digest_type) for lid, m in md.items() if m.digest_type is not None}
-    passwords = {tuple(lid): m.password for lid, m in md.items() if m.password is not None}
+    known = {(lid.scope, lid.ledger): DigestType.parse(m.digest_type) for lid, m in md.items()
+             if m.digest_type is not None}
+    passwords = {(lid.scope, lid.ledger): m.password for lid, m in md.items() if m.password is not None}
     return DigestPlan(known=known, passwords=passwords)

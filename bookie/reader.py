@@ -13,6 +13,7 @@ from entrylogs.reader import read_entry_log
 from formats.cookie import Cookie, parse_cookie
 from formats.digests import DigestType
 from formats.entry import Entry, parse_entry
+from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
 from formats.journal import RecordKind
 from formats.lastmark import LastMark, parse_last_mark
@@ -103,15 +104,16 @@ def read_bookie(dirs: BookieDirs, digest_types: dict[LedgerId, DigestType],
             p = os.path.join(cur, n)
             data = read_bytes(p, limit=None)
             scan = read_entry_log(p, data)
-            for r in scan.records:
-                lid = LedgerId(r.scope_id, r.ledger_id)
-                raw = data[r.offset + 4:r.offset + 4 + r.size]
+            for rec in scan.records:
+                lid = LedgerId(rec.scope_id, rec.ledger_id)
+                body = rec.offset + SIZE_PREFIX_SIZE
+                raw = data[body:body + rec.size]
                 dt = digest_types.get(lid)
-                e = parse_entry(raw, digest_type=dt, path=p, offset=r.offset + 4) if (dt or r.format_version == 2) \
+                e = parse_entry(raw, digest_type=dt, path=p, offset=body) if (dt or rec.format_version == 2) \
                     else None
                 if e is None:
                     continue
                 eff = e.digest_type if e.format_version == 2 else dt
                 ok = None if (eff == DigestType.HMAC and lid not in passwords) else e.digest_ok(dt, passwords.get(lid))
-                content.entries.setdefault((lid, r.entry_id), []).append(StoredEntry(e, p, r.offset, ok))
+                content.entries.setdefault((lid, rec.entry_id), []).append(StoredEntry(e, p, rec.offset, ok))
     return content

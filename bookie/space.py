@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -74,9 +76,10 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         frame = read_frame(lambda o, n: read_range(path, o, n), size, path)
         warnings += [str(e) for e in (frame.header_error, frame.map_error) if e is not None]
     rolled = bool(frame and frame.header is not None and frame.header.ledgers_map_offset != 0)
-    whole_map = frame is not None and frame.ledgers_map and frame.map_error is None
+    # the ledgers map when the whole of it was read
+    whole_map = frame.ledgers_map if frame is not None and frame.map_error is None else None
     if whole_map and not scan:
-        return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(frame.ledgers_map), MAP, rolled, warnings)
+        return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(whole_map), MAP, rolled, warnings)
     counted: dict[tuple[int, int], int] = {}
     if size:
         if scanned is None:
@@ -85,9 +88,9 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         # the scan's warnings as the inventory words them (the header's and the map's once)
         from bookie.inventory import log_rows
         warnings += [w for w in log_rows(None, ledger_dir, log_id, scanned).warnings if w not in warnings]
-        counted = scanned.computed_ledgers_map()   # (size + 4) per ledger, as EntryLogMetadata adds them
-        if whole_map and counted != frame.ledgers_map:
-            differ = sorted(set(counted.items()) ^ set(frame.ledgers_map.items()))[:3]
+        counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
+        if whole_map and counted != whole_map:
+            differ = sorted(set(counted.items()) ^ set(whole_map.items()))[:3]
             warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
                             + ", ".join(f"ledger {LedgerId(*k)}" for k, _v in differ) + "); counted from the entries")
     return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(counted), SCAN, rolled, warnings)
@@ -114,7 +117,7 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
         if why == STRAY_RELOCATION:
             lid = parse_index_name(os.path.basename(p)[:-len(RELOCATION_SUFFIX)] + ".idx")
             if lid is not None:
-                have.add(tuple(lid))
+                have.add((lid.scope, lid.ledger))
     return [have], []
 
 
@@ -218,7 +221,7 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
     return out
 
 
-def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings, *, metadata_from: str | None = None,
+def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *, metadata_from: str | None = None,
                    scan: bool = False, scans: dict | None = None, top: int = 10,
                    bookie_id: str | None = None) -> SpaceReport:
     """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
@@ -234,7 +237,8 @@ def account_bookie(dirs: BookieDirs, metadata: dict | None, settings: GcSettings
     # One row per (log, ledger).
     counts = np.array([len(lg.ledger) for lg in logs], np.int64)
     log_of = np.repeat(np.arange(len(logs)), counts)
-    cat = lambda name, dt: np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
+    def cat(name: str, dt) -> np.ndarray:
+        return np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
     scope, ledger, nbytes = cat("scope", np.uint64), cat("ledger", np.uint64), cat("nbytes", np.int64)
     group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
     keys = np.zeros(len(ledger), [("group", "<i8"), ("scope", "<u8"), ("ledger", "<u8")])
@@ -371,7 +375,8 @@ def _summary(dirs, bookie_id, log_rows, ledger_rows, settings: GcSettings, metad
         "metadata": metadata_from if with_md else None, "liveness": "ledger metadata and the bookie's index"
         if with_md else NO_METADATA, "settings": settings.to_json(),
         "logs": len(log_rows), "size": sum(r["size"] for r in log_rows),
-        "live_bytes": sum(r["live_bytes"] for r in log_rows), "garbage_bytes": sum(r["garbage_bytes"] for r in log_rows),
+        "live_bytes": sum(r["live_bytes"] for r in log_rows),
+        "garbage_bytes": sum(r["garbage_bytes"] for r in log_rows),
         "by_action": by_action, "by_state": by_state,
         "gc_frees_bytes": by_action[DELETE]["size"],
         "minor_compaction_frees_bytes": sum(r["garbage_bytes"] for r in minor),

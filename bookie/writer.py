@@ -8,6 +8,7 @@ import numpy as np
 
 from bookie.model import BookieSpec, LedgerSpec, WrittenBookie
 from entrylogs.writer import EntryLogWriter, write_preallocated
+from formats import entrylog as fe
 from formats import journal as fj
 from formats.cookie import Cookie, serialize_cookie
 from formats.digests import compute_digest, master_key
@@ -50,23 +51,22 @@ class _Journals:
         self.spec, self.cur = spec, cur
         self.files: list[str] = []
         self.next_id = spec.first_journal_id
-        self.w: JournalWriter | None = None
-        self.open()
+        self.w = self._open()
 
-    def open(self) -> None:
+    def _open(self) -> JournalWriter:
         s = self.spec
         self.id = self.next_id
         self.next_id += 1
         path = os.path.join(self.cur, journal_name(self.id))
         self.files.append(path)
-        self.w = JournalWriter(path, version=s.journal_version, alignment=s.journal_alignment,
-                               prealloc_size=s.journal_prealloc_size, group_bytes=s.journal_group_bytes)
+        return JournalWriter(path, version=s.journal_version, alignment=s.journal_alignment,
+                             prealloc_size=s.journal_prealloc_size, group_bytes=s.journal_group_bytes)
 
     def append(self, body: bytes) -> None:
         if self.w.position > self.spec.journal_max_size:
             self.w.flush_group()
             self.w.close()
-            self.open()
+            self.w = self._open()
         self.w.append(body)
 
     def close(self) -> tuple[int, int]:
@@ -124,7 +124,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
         return journals[l.ledger_id % len(journals)] if journals else None
 
     order = _write_order(spec)
-    remaining = defaultdict(int)
+    remaining: defaultdict[LedgerId, int] = defaultdict(int)
     for l, _ in order:
         remaining[l.lid] += 1
     for l, i in order:
@@ -142,7 +142,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
                           scope_id=l.scope_id, format_version=l.format_version).to_bytes()
         if j:
             j.append(e)
-        if log.position > 1024 and log.position + 4 + len(e) > spec.entry_log_size_limit:
+        if log.position > fe.HEADER_SIZE and log.position + fe.SIZE_PREFIX_SIZE + len(e) > spec.entry_log_size_limit:
             log.close(roll=True)
             log_id += 1
             log = new_log()
@@ -158,8 +158,8 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
     log.close(roll=False)
     write_preallocated(os.path.join(ldirs[log_dir_i % len(ldirs)], CURRENT_DIR, entry_log_name(log_id + 1)))
     for d in ldirs:
-        with open(os.path.join(d, CURRENT_DIR, "lastId"), "w") as f:
-            f.write(f"{log_id + 1:x}\n")
+        with open(os.path.join(d, CURRENT_DIR, "lastId"), "w") as text:
+            text.write(f"{log_id + 1:x}\n")
 
     marks = [j.close() for j in journals]
     for ji, (jid, pos) in enumerate(marks):

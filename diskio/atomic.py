@@ -9,7 +9,7 @@ import fcntl
 import os
 import re
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 TEMP_MARK = ".bkdisk-tmp-"
 TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.bkdisk-tmp-(?P<pid>\d+)$")

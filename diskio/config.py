@@ -23,13 +23,14 @@ import gc
 import os
 import platform
 import threading
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
 CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}
 
 # nopython always; nogil so fsck's --jobs threads run kernels in parallel; cached across processes.
-JIT_OPTIONS = dict(nogil=True, cache=True, boundscheck=False)
+JIT_OPTIONS: dict[str, Any] = dict(nogil=True, cache=True, boundscheck=False)
 
 
 @functools.cache
@@ -39,8 +40,8 @@ def numba_cache_dir() -> str | None:
     from numba.core import config as numba_config
     if wanted:
         os.environ["NUMBA_CACHE_DIR"] = wanted
-        numba_config.CACHE_DIR = wanted
-    return numba_config.CACHE_DIR or None
+        numba_config.CACHE_DIR = wanted   # type: ignore[attr-defined]
+    return numba_config.CACHE_DIR or None   # type: ignore[attr-defined]
 
 
 def kernel(fn: Callable) -> Callable:
@@ -81,7 +82,7 @@ def target_features() -> frozenset[str]:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return frozenset()
     from numba.core import config as numba_config
-    feats = numba_config.CPU_FEATURES
+    feats = numba_config.CPU_FEATURES   # type: ignore[attr-defined]
     if feats is None:
         import llvmlite.binding as ll
         feats = ll.get_host_cpu_features().flatten()
@@ -152,15 +153,13 @@ def collector_eased():
     """Ease Python's cyclic garbage collector for a scan command's work (also a decorator).
 
     A scan keeps most of what it makes until it ends (per-ledger tables, findings), beside numba's
-    and numpy's many import-time objects, and the collector's passes walked them all again and
-    again: about 6 % of the CPU of a fsck of 200,000 ledgers (perf). Here the objects alive on entry
-    are frozen out of its sight and the young generation is collected every YOUNG_COLLECTION_EVERY
-    allocations instead of 700. Collection still runs, so memory stays bounded where parsing leaves
-    a cycle per ledger (construct does, on DbLedgerStorage bookies). A fsck of 200,000 ledgers:
-    5.02 -> 4.83 s (medians of 5 alternating pairs, every pair faster); turning collection off
-    instead measured no faster within this machine's noise. The last caller out (callers may nest
-    or overlap on threads) gives the collector back as the first found it, for a long-lived process
-    (tests, a Spark worker): its thresholds, and thawed unless the process had frozen objects itself.
+    and numpy's many import-time objects, and the collector's passes would walk them all again and
+    again. Here the objects alive on entry are frozen out of its sight and the young generation is
+    collected every YOUNG_COLLECTION_EVERY allocations instead of 700. Collection still runs, so
+    memory stays bounded where parsing leaves a cycle per ledger (construct does, on DbLedgerStorage
+    bookies). The last caller out (callers may nest or overlap on threads) gives the collector back
+    as the first found it, for a long-lived process (tests, a Spark worker): its thresholds, and
+    thawed unless the process had frozen objects itself.
     """
     with _Pause.lock:
         if _Pause.inside == 0:

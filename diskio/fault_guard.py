@@ -116,7 +116,7 @@ def describe_death(status: int, mapped: list[tuple[str, int, int]]) -> str | Non
             return "; ".join(f"{p} bytes {o}..{o + n - 1}: the file shrank to {size} bytes while it was read "
                              f"through a map" for p, o, n, size in shrunk) + "; stopped"
     if sig in FAULTS:
-        what = FAULTS[sig]
+        what = FAULTS[signal.Signals(sig)]
         return f"{where}: {what}; stopped" if where else f"{what}; stopped (no mapped read was in progress)"
     if sig == signal.SIGKILL:
         return "killed (SIGKILL: by an operator, or by the system out of memory)"

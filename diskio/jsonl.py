@@ -3,14 +3,16 @@
 A row is a fixed template: literal text (keys, separators, values constant for the whole batch)
 around value slots. Each slot takes one column of int64s and says how to write it: a signed or
 unsigned decimal, a choice from a small table of JSON literals (``"CRC32"``, ``null``, ``true``), a
-non-negative decimal or ``null`` for a negative value, or a 32-byte digest as 64 lowercase hex digits in quotes (or ``null``). The pure-Python twin,
-``encode_rows_reference``, is ``json.dumps`` per row; tests hold the two byte-identical.
+non-negative decimal or ``null`` for a negative value, or a 32-byte digest as 64 lowercase hex
+digits in quotes (or ``null``). The pure-Python twin, ``encode_rows_reference``, is ``json.dumps``
+per row; tests hold the two byte-identical.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 

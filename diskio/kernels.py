@@ -10,10 +10,10 @@ never loaded on another.
 
 CRC implementations (``crc_update``, selected at run time by ``variant``):
 
-* ``CRC_TABLE`` (0): slicing-by-8 tables, portable, about 1.8 GB/s.
+* ``CRC_TABLE`` (0): slicing-by-8 tables, portable.
 * ``CRC_PCLMUL`` (1): carry-less multiplication folding of 4 x 128 bits (Intel's "Fast CRC
-  Computation for Generic Polynomials Using PCLMULQDQ"), about 11 GB/s.
-* ``CRC_VPCLMUL`` (2): the same folding with 256-bit VPCLMULQDQ, about 15 GB/s from page cache.
+  Computation for Generic Polynomials Using PCLMULQDQ").
+* ``CRC_VPCLMUL`` (2): the same folding with 256-bit VPCLMULQDQ.
 
 The folds reduce to 16 bytes that the table path finishes, so the only polynomial-specific
 constants are x^(512±32) and x^(128±32) mod P, computed below. ``diskio.config.crc_variant()`` is

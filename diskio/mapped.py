@@ -12,7 +12,7 @@ import mmap
 import os
 import stat
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -24,11 +24,11 @@ class PayloadHashes:
     present: np.ndarray   # (n,) bool
 
     @classmethod
-    def empty(cls, n: int = 0) -> "PayloadHashes":
+    def empty(cls, n: int = 0) -> PayloadHashes:
         return cls(np.zeros((n, HASH_BYTES), np.uint8), np.zeros(n, bool))
 
     @classmethod
-    def concat(cls, parts: Sequence["PayloadHashes"]) -> "PayloadHashes":
+    def concat(cls, parts: Sequence[PayloadHashes]) -> PayloadHashes:
         if not parts:
             return cls.empty()
         return cls(np.concatenate([p.raw for p in parts]), np.concatenate([p.present for p in parts]))
@@ -45,7 +45,7 @@ class PayloadHashes:
         for row, ok in zip(self.raw, self.present.tolist()):
             yield row.tobytes().hex() if ok else None
 
-    def put(self, idx: np.ndarray, other: "PayloadHashes") -> None:
+    def put(self, idx: np.ndarray, other: PayloadHashes) -> None:
         """Rows ``idx`` replaced by ``other``'s rows, in order."""
         self.raw[idx] = other.raw
         self.present[idx] = other.present
@@ -64,7 +64,7 @@ def sha256_payloads(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> P
     """The SHA-256 of ``buf[start[i]:start[i] + length[i]]`` for every i with ``length[i] >= 0``,
     written into one preallocated array (no object kept per entry)."""
     out = PayloadHashes(np.zeros((len(length), HASH_BYTES), np.uint8), np.asarray(length) >= 0)
-    mv, into = memoryview(buf), memoryview(out.raw.reshape(-1))   # a view: raw is contiguous
+    mv, into = buf.data, out.raw.reshape(-1).data   # a view: raw is contiguous
     for i in np.flatnonzero(out.present).tolist():
         a, at = int(start[i]), i * HASH_BYTES
         into[at:at + HASH_BYTES] = hashlib.sha256(mv[a:a + int(length[i])]).digest()

@@ -79,7 +79,7 @@ def _inside(path: str, folder: str) -> bool:
 
 def remove_stale(root: str) -> list[str]:
     """Remove the spill folders under ``root`` whose process is gone (a run that was killed)."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(root)
     except OSError:
@@ -145,7 +145,7 @@ class SpillFolder:
                 SpillFolder._live.discard(self.path)
             self.path = None
 
-    def __enter__(self) -> "SpillFolder":
+    def __enter__(self) -> SpillFolder:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -231,9 +231,10 @@ class RangeSpill:
         for i, held in enumerate(self._held):
             if not held:
                 continue
-            if self._files[i] is None:
-                self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
-            with open(self._files[i], "ab") as f:
+            path = self._files[i]
+            if path is None:
+                path = self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
+            with open(path, "ab") as f:
                 for a in held:
                     f.write(a.tobytes())
             self._held[i] = []
@@ -242,10 +243,8 @@ class RangeSpill:
     def range_rows(self, i: int) -> np.ndarray:
         """Range ``i``'s rows in append order (read back from its file when it spilled)."""
         import numpy as np
-        parts = []
-        if self._files[i] is not None:
-            parts.append(np.fromfile(self._files[i], self.dtype))
-        parts += self._held[i]
+        path = self._files[i]
+        parts = ([] if path is None else [np.fromfile(path, self.dtype)]) + self._held[i]
         if not parts:
             return np.zeros(0, self.dtype)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -345,7 +344,7 @@ class ChunkedArray:
             os.close(fd)
         with open(self._path, "ab") as f:
             for a in self._held:
-                f.write(memoryview(a).cast("B"))
+                f.write(a.data.cast("B"))
                 self._on_disk += len(a)
         self._held, self._held_bytes = [], 0
 

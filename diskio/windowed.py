@@ -14,8 +14,8 @@ from __future__ import annotations
 import errno
 import os
 from concurrent.futures import Executor, Future, wait
-from contextlib import ExitStack, nullcontext
-from typing import Callable, ContextManager
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,7 +40,8 @@ class FileSource:
     def __init__(self, path: str, data, stack: ExitStack):
         self.path = path
         self._stack = stack
-        self._whole = None
+        self._whole: np.ndarray | None = None
+        self._held: np.ndarray | None
         self._fd: int | None = None
         if data is not None:
             self._held = as_bytes_array(data)
@@ -56,7 +57,7 @@ class FileSource:
             return self._held[offset:offset + length].tobytes()
         return read_range(self.path, offset, length)
 
-    def window(self, offset: int, length: int) -> ContextManager[np.ndarray]:
+    def window(self, offset: int, length: int) -> AbstractContextManager[np.ndarray]:
         """The bytes [offset, offset + length) as a uint8 array, unmapped on exit."""
         if self._held is not None:
             return nullcontext(self._held[offset:offset + length])
@@ -64,10 +65,11 @@ class FileSource:
 
     def whole(self) -> np.ndarray:
         """The whole file, mapped once for the rest of the scan (pages are read only where touched)."""
-        if self._whole is None:
-            self._whole = self._held if self._held is not None else readonly(
+        whole = self._whole
+        if whole is None:
+            whole = self._whole = self._held if self._held is not None else readonly(
                 self._stack.enter_context(map_file(self.path)))
-        return self._whole
+        return whole
 
     def next_data(self, offset: int) -> int:
         """The first offset at or after ``offset`` that may hold data, ``size`` when none does: the
@@ -131,7 +133,7 @@ class Columns:
     def table(self, dtype: np.dtype, lo: int, hi: int) -> np.ndarray:
         """Rows [lo, hi) as a structured array whose fields are the columns, in order."""
         out = np.zeros(hi - lo, dtype)
-        for name, a in zip(dtype.names, self.arrays):
+        for name, a in zip(dtype.names or (), self.arrays):
             out[name] = a[lo:hi]
         return out
 
@@ -162,10 +164,10 @@ def walk_windows(source: FileSource, state: np.ndarray, end: int, window: int, l
             start = int(state[RESUME])
             length = max(0, min(end - start, max(window, int(state[NEED]) + lookahead)))
             state[NEED] = 0
-            mapped = ExitStack()
+            stack = ExitStack()
             with ExitStack() as on_error:
-                on_error.callback(mapped.close)
-                buf = readonly(mapped.enter_context(source.window(start, length)))
+                on_error.callback(stack.close)
+                buf = readonly(stack.enter_context(source.window(start, length)))
                 while True:
                     status = run_kernel(buf, start)
                     if status in (DONE, NEXT_WINDOW):
@@ -173,12 +175,13 @@ def walk_windows(source: FileSource, state: np.ndarray, end: int, window: int, l
                     on_request(status)
                 job = after_window(buf, start) if after_window is not None else None
                 on_error.pop_all()
+            mapped: ExitStack | None = stack   # (None once a background job owns it)
             try:
                 if pending is not None:
-                    pending, done = None, pending
-                    done.result()   # the previous window's job (its exception, if any, surfaces here)
+                    previous, pending = pending, None
+                    previous.result()   # the previous window's job (its exception, if any, surfaces here)
                 if job is not None and background is not None:
-                    pending = background.submit(_then_close, job, mapped)
+                    pending = background.submit(_then_close, job, stack)
                     mapped = None
                 elif job is not None:
                     job()
@@ -189,8 +192,8 @@ def walk_windows(source: FileSource, state: np.ndarray, end: int, window: int, l
             if status == DONE and state[MODE] != MODE_DONE:
                 raise AssertionError(f"{source.path}: kernel reported done without finishing the walk")
         if pending is not None:
-            pending, done = None, pending
-            done.result()
+            previous, pending = pending, None
+            previous.result()
     finally:
         if pending is not None:
             wait([pending])   # never leave a job running on a window after the walk is gone

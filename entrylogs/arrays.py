@@ -14,7 +14,7 @@ from formats import entrylog as fe
 from formats.errors import FormatError
 
 ENTRY_DTYPE = np.dtype([
-    ("offset", "<i8"),      # of the size prefix; the location position is offset + 4
+    ("offset", "<i8"),      # of the size prefix; the location's position is just past the prefix
     ("size", "<i4"),        # stored entry size (without the prefix)
     ("format", "u1"),       # entry format 1 or 2
     ("scope", "<u8"),
@@ -40,14 +40,14 @@ class EntryLogArrays:
     problems: np.ndarray     # PROBLEM_DTYPE
 
     def computed_ledgers_map(self) -> dict[tuple[int, int], int]:
-        """Per (scope, ledger): the sum of (size + 4) over its entries, as the ledgers map records it."""
+        """Per (scope, ledger): the sum of its entries' sizes, size prefixes included, as the ledgers map says."""
         e = self.entries
         if len(e) == 0:
             return {}
         order = np.lexsort((e["ledger"], e["scope"]))
         s, l = e["scope"][order], e["ledger"][order]
         first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])]))
-        sums = np.add.reduceat(e["size"][order].astype(np.int64) + 4, first)
+        sums = np.add.reduceat(e["size"][order].astype(np.int64) + fe.SIZE_PREFIX_SIZE, first)
         return dict(zip(zip(s[first].tolist(), l[first].tolist()), sums.tolist()))
 
 

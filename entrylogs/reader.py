@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import construct as cs
 import numpy as np
@@ -23,17 +23,10 @@ from formats.digests import DigestType
 from formats.errors import FormatError
 from formats.paths import parse_entry_log_name
 
-MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
-
-
 # header_at's code for a record of ledger -1 met while walking entries: a ledgers-map batch (the
 # map's offset is unknown when the header is damaged) or DirectEntryLogger's dummy record at 1024.
 # Not an entry and not damage: skipped, as BookKeeper's scanEntryLog skips every ledger -1 record.
 SKIP_RECORD = 16
-
-# DirectEntryLogger (O_DIRECT) pads every buffer flush with 0xF0 bytes up to a 4096-byte boundary.
-DIRECT_ALIGNMENT = 4096
-DIRECT_PADDING_BYTE = 0xF0
 
 
 class Damage(enum.IntEnum):
@@ -89,7 +82,7 @@ def header_at(b, pos: int, end: int) -> tuple[int, EntryRecord | None]:
     if (size >= fe.MIN_SANE_ENTRY_SIZE and pos + prefix + size <= end
             and ENTRY_V1_HEADER.ledger_id.parse(bytes(b[s:s + 8])) == fe.INVALID_LEDGER_ID):
         return SKIP_RECORD, None
-    if size < ENTRY_V1_HEADER_SIZE or size > MAX_ENTRY_SIZE or pos + prefix + size > end:
+    if size < ENTRY_V1_HEADER_SIZE or size > fe.MAX_ENTRY_SIZE or pos + prefix + size > end:
         return Damage.BAD_SIZE, None
     first = b[s]
     if first >= V2_MARKER:
@@ -112,18 +105,18 @@ def padding_end(b, pos: int, end: int) -> int:
     Padding: ``pos`` is not on a 4096-byte boundary, the next boundary is within the data, and every
     byte from ``pos`` up to it is 0xF0.
     """
-    r = pos % DIRECT_ALIGNMENT
-    nxt = pos + DIRECT_ALIGNMENT - r
-    if r == 0 or nxt > end or b[pos] != DIRECT_PADDING_BYTE:
+    r = pos % fe.DIRECT_ALIGNMENT
+    nxt = pos + fe.DIRECT_ALIGNMENT - r
+    if r == 0 or nxt > end or b[pos] != fe.DIRECT_PADDING_BYTE:
         return 0
-    return nxt if bytes(b[pos:nxt]).count(DIRECT_PADDING_BYTE) == nxt - pos else 0
+    return nxt if bytes(b[pos:nxt]).count(fe.DIRECT_PADDING_BYTE) == nxt - pos else 0
 
 
 def plausible_at(b, pos: int, end: int) -> bool:
     """A resync candidate: a valid header whose successor is the end of data, another valid header,
     a skipped (ledger -1) record, flush padding or a zero tail."""
     code, rec = header_at(b, pos, end)
-    if code:
+    if code or rec is None:
         return False
     nxt = pos + fe.SIZE_PREFIX_SIZE + rec.size
     if nxt == end:
@@ -189,13 +182,14 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
         batch = fe.ENTRY_SIZE.parse(head_bytes[:fe.SIZE_PREFIX_SIZE])
         if batch <= 0:
             break
-        head = None
-        for decl, width, dtype in _BATCH_HEADS.values():
+        head, width, dtype = None, 0, np.dtype([])
+        for decl, w, dt in _BATCH_HEADS.values():
             try:
                 head = decl.parse(head_bytes)
-                break
             except cs.ConstructError:
                 continue
+            width, dtype = w, dt
+            break
         if (head is None or pos + fe.SIZE_PREFIX_SIZE + batch > size
                 or not 0 < head.count <= fe.LEDGERS_MAP_MAX_BATCH
                 or batch != _HEAD_SIZE - fe.SIZE_PREFIX_SIZE + width * head.count):
@@ -206,7 +200,7 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
                 raise e.at(base_offset=pos) from None
             raise AssertionError(f"{path}: ledgers-map batch at {pos}: its head and its declaration disagree")
         items = np.frombuffer(read(pos + _HEAD_SIZE, width * head.count), dtype=dtype)
-        scopes = items["scope_id"].tolist() if "scope_id" in dtype.names else [0] * head.count
+        scopes = items["scope_id"].tolist() if "scope_id" in (dtype.names or ()) else [0] * head.count
         for scope, ledger, n in zip(scopes, items["ledger_id"].tolist(), items["size"].tolist()):
             out[(scope, ledger)] = out.get((scope, ledger), 0) + n
         pos += fe.SIZE_PREFIX_SIZE + batch
@@ -260,7 +254,7 @@ def read_entry_log(path: str | os.PathLike, data: bytes | None = None) -> EntryL
             pos = pad
             continue
         code, rec = header_at(b, pos, end)
-        if code == 0:
+        if code == 0 and rec is not None:
             scan.records.append(rec)
             pos += fe.SIZE_PREFIX_SIZE + rec.size
             continue

@@ -4,8 +4,8 @@
 (its pure-Python twin, which tests compare it to), without Python work per record. The walk kernel
 is entrylogs/walk.py; diskio/windowed.py drives it window by window (``map_window``, default
 64 MiB), so memory stays bounded whatever the file size. A record is emitted only by a window that
-holds all of its bytes, which lets the digest check (diskio/digest_policy.py, shared with the
-journal checks) run on the same window.
+holds all of its bytes, which lets the digest check (diskio/digests.py, shared with the
+journal checks) run on the same window. The digest names are re-exported for the scanner's callers.
 
 Compiled kernels are cached (see diskio/config.py for NUMBA_CACHE_DIR / BKDISK_NUMBA_CACHE_DIR).
 """
@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diskio.digest_policy import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN,  # noqa: F401 (re-exported)
-                                  SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_NAMES, SOURCE_NONE, SOURCE_SNIFFED, DigestPlan,
-                                  recheck_digests, verify_entry_digests)
+from diskio.digests import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN,
+                            SOURCE_NAMES, SOURCE_SNIFFED, DigestPlan, recheck_digests, verify_entry_digests)
 from diskio.kernels import readonly
 from diskio.payload_hashes import PayloadHashes
 from diskio.windowed import DEFAULT_WINDOW, MIN_WINDOW, MODE, RESUME, Columns, FileSource, new_state, walk_windows
@@ -36,8 +35,8 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
            "EntryLogScanArrays", "SOURCE_ENTRY", "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_SNIFFED", "recheck_digests",
            "scan_entry_log", "verify_entry_digests"]
 
-_ENTRY_COLUMNS = [ENTRY_DTYPE[n].newbyteorder("=") for n in ENTRY_DTYPE.names]
-_PROBLEM_COLUMNS = [PROBLEM_DTYPE[n].newbyteorder("=") for n in PROBLEM_DTYPE.names]
+_ENTRY_COLUMNS = [ENTRY_DTYPE[n].newbyteorder("=") for n in ENTRY_DTYPE.names or ()]
+_PROBLEM_COLUMNS = [PROBLEM_DTYPE[n].newbyteorder("=") for n in PROBLEM_DTYPE.names or ()]
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 
 
@@ -128,7 +127,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                      check_window if check else None, background)
         res.entries = entries.table(ENTRY_DTYPE, 0, int(state[ENTRIES]))
         res.problems = problems.table(PROBLEM_DTYPE, 0, int(state[PROBLEMS]))
-        if check:
+        if plan is not None:
             res.digests = np.concatenate(digest_parts) if digest_parts else np.zeros(0, DIGEST_DTYPE)
             res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None
             # entries checked in a window before a later window decided their ledger's type

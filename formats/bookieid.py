@@ -26,7 +26,8 @@ def validate_bookie_id(text: str) -> str:
         raise FormatError("a non-empty bookie id", shown(text))
     if _VALID.fullmatch(text) is None:
         bad = next(c for c in text if _VALID.fullmatch(c) is None)
-        raise FormatError("a bookie id of [a-zA-Z0-9.:;<=>?@[\\]^_-] characters", f"{shown(text)} (character {shown(bad)})")
+        raise FormatError("a bookie id of [a-zA-Z0-9.:;<=>?@[\\]^_-] characters",
+                          f"{shown(text)} (character {shown(bad)})")
     if text.lower() == _RESERVED:
         raise FormatError("a bookie id other than the reserved name 'readonly'", shown(text))
     return text
@@ -54,7 +55,7 @@ def legacy_address(bookie_id: str) -> HostPort | None:
 class BookieId(str):
     """A validated bookie id; compares and hashes as the plain string."""
 
-    def __new__(cls, text: str) -> "BookieId":
+    def __new__(cls, text: str) -> BookieId:
         return super().__new__(cls, validate_bookie_id(text))
 
     @property

@@ -83,18 +83,21 @@ def field_layout(struct: cs.Struct, **context: Any) -> list[tuple[str, int, int]
     return out
 
 
+def field_offsets(struct: cs.Struct) -> dict[str, int]:
+    """Offset of each named field of ``struct`` up to and including its first field of variable size."""
+    return {name: at for name, at, _size in field_layout(struct)}
+
+
 @functools.cache
 def _field_at(struct: cs.Struct, name: str) -> tuple[int, cs.Construct]:
-    pos = 0
-    for sc in struct.subcons:
-        if sc.name == name:
-            return pos, sc
-        pos += sc.sizeof()
-    raise KeyError(f"no field {name!r} in the declaration")
+    at = field_offsets(struct)
+    if name not in at:
+        raise KeyError(f"no field {name!r} in the declaration")
+    return at[name], struct._subcons[name]
 
 
 def field_offset(struct: cs.Struct, name: str) -> int:
-    """Offset of a fixed-size field, derived from the declaration (for kernels that index bytes)."""
+    """Offset of a field (its start fixed by the fields before it), derived from the declaration."""
     return _field_at(struct, name)[0]
 
 

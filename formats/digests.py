@@ -27,7 +27,7 @@ class DigestType(enum.IntEnum):
         return DIGEST_LENGTH[self]
 
     @classmethod
-    def parse(cls, name: str | int) -> "DigestType":
+    def parse(cls, name: str | int) -> DigestType:
         """Accept the proto name, the client API name (``MAC``) or the number."""
         if isinstance(name, int):
             try:
@@ -76,10 +76,3 @@ def compute_digest(dtype: DigestType, covered: bytes | memoryview, payload: byte
     if dtype == DigestType.DUMMY:
         return b""
     raise FormatError("a digest type", shown(dtype))
-
-
-def verify_digest(dtype: DigestType, stored: bytes, covered: bytes | memoryview, payload: bytes | memoryview = b"",
-                  password: bytes | None = None) -> bool:
-    """True when ``stored`` is the digest of ``covered`` + ``payload``."""
-    want = compute_digest(dtype, covered, payload, password)
-    return hmac.compare_digest(want, bytes(stored)) if dtype == DigestType.HMAC else want == bytes(stored)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import construct as cs
 
-from formats.codec import build_struct, parse_struct
+from formats.codec import build_struct, field_offsets, parse_struct
 from formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from formats.errors import FormatError
 
@@ -83,6 +83,7 @@ class Entry:
     def header_bytes(self) -> bytes:
         """The bytes the digest covers before the payload (the whole header, flags and scope included)."""
         if self.format_version == 2:
+            assert self.digest_type is not None, "a V2 entry names its digest type"
             return ENTRY_V2_HEADER.build(dict(flags=V2_FLAGS_BASE | int(self.digest_type), scope_id=self.scope_id,
                                               ledger_id=self.ledger_id, entry_id=self.entry_id,
                                               last_add_confirmed=self.last_add_confirmed, length=self.length))
@@ -157,6 +158,7 @@ def package_entry(*, ledger_id: int, entry_id: int, last_add_confirmed: int, len
 def build_entry(e: Entry) -> bytes:
     """Serialize an Entry through its declaration (the inverse of parse_entry)."""
     if e.format_version == 2:
+        assert e.digest_type is not None, "a V2 entry names its digest type"
         return build_struct(ENTRY_V2, dict(flags=V2_FLAGS_BASE | int(e.digest_type), scope_id=e.scope_id,
                                            ledger_id=e.ledger_id, entry_id=e.entry_id,
                                            last_add_confirmed=e.last_add_confirmed, length=e.length,
@@ -167,37 +169,11 @@ def build_entry(e: Entry) -> bytes:
                         what="V1 entry", digest_length=len(e.digest))
 
 
-def sniff_digest_type(data: bytes | memoryview, password: bytes | None = None) -> DigestType | None:
-    """The digest type under which a V1 entry verifies, or None. HMAC is tried only with a password.
-
-    DUMMY verifies everything, so it is chosen only when no real digest matches.
-    """
-    b = bytes(data)
-    if len(b) < ENTRY_V1_HEADER_SIZE:
-        return None
-    head = b[:ENTRY_V1_HEADER_SIZE]
-    for dt in (DigestType.CRC32C, DigestType.CRC32, DigestType.HMAC):
-        if dt == DigestType.HMAC and password is None:
-            continue
-        end = ENTRY_V1_HEADER_SIZE + dt.length
-        if len(b) >= end and compute_digest(dt, head, b[end:], password) == b[ENTRY_V1_HEADER_SIZE:end]:
-            return dt
-    return None
-
-
 # --- offsets the scanners read, derived from the declarations above ---------------------------
-def _field_offsets(struct: cs.Struct) -> dict[str, int]:
-    offsets, at = {}, 0
-    for sub in struct.subcons:
-        offsets[sub.name] = at
-        at += sub.sizeof()
-    return offsets
-
-
 assert ENTRY_V1_HEADER.sizeof() == ENTRY_V1_HEADER_SIZE and ENTRY_V2_HEADER.sizeof() == ENTRY_V2_HEADER_SIZE
-V1_LEDGER_AT, V1_ENTRY_AT, V1_LAC_AT, V1_LENGTH_AT = (_field_offsets(ENTRY_V1_HEADER)[k] for k in (
+V1_LEDGER_AT, V1_ENTRY_AT, V1_LAC_AT, V1_LENGTH_AT = (field_offsets(ENTRY_V1_HEADER)[k] for k in (
     "ledger_id", "entry_id", "last_add_confirmed", "length"))
-V2_FLAGS_AT, V2_SCOPE_AT, V2_LEDGER_AT = (_field_offsets(ENTRY_V2_HEADER)[k] for k in ("flags", "scope_id",
+V2_FLAGS_AT, V2_SCOPE_AT, V2_LEDGER_AT = (field_offsets(ENTRY_V2_HEADER)[k] for k in ("flags", "scope_id",
                                                                                       "ledger_id"))
 V2_PREFIX_SIZE = V2_LEDGER_AT   # flags + scope: a V2 header is this prefix, then the V1 header's fields
 V2_DIGEST_MASK = 0x0F           # the flags' low nibble: the DigestType

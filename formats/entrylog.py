@@ -20,6 +20,10 @@ INVALID_LEDGER_ID = (1 << 64) - 1  # -1 as a Java long: marks ledgers-map batche
 LEDGERS_MAP_ENTRY_ID = -2
 SCOPED_LEDGERS_MAP_ENTRY_ID = -3  # bkdisk's batch for scope != 0 ledgers (specs/bp35-errata.md)
 LEDGERS_MAP_MAX_BATCH = 10000
+MAX_ENTRY_SIZE = 1 << 30  # an entry log is at most 1 GiB (MAX_LOG_SIZE_LIMIT)
+# DirectEntryLogger (O_DIRECT) pads every buffer flush with 0xF0 bytes up to a 4096-byte boundary.
+DIRECT_ALIGNMENT = 4096
+DIRECT_PADDING_BYTE = 0xF0
 
 ENTRY_LOG_HEADER_FIELDS = cs.Struct(
     "magic" / cs.Const(ENTRY_LOG_MAGIC),
@@ -84,9 +88,8 @@ def build_ledgers_map(sizes: dict[tuple[int, int], int]) -> bytes:
         out += LEDGERS_MAP_BATCH.build(dict(size=20 + 16 * len(part), count=len(part),
                                             ledgers=[dict(ledger_id=l, size=n) for l, n in part]))
     for i in range(0, len(scoped), LEDGERS_MAP_MAX_BATCH):
-        part = scoped[i:i + LEDGERS_MAP_MAX_BATCH]
-        out += SCOPED_LEDGERS_MAP_BATCH.build(dict(size=20 + 24 * len(part), count=len(part),
-                                                   ledgers=[dict(scope_id=s, ledger_id=l, size=n) for s, l, n in part]))
+        triples = [dict(scope_id=s, ledger_id=l, size=n) for s, l, n in scoped[i:i + LEDGERS_MAP_MAX_BATCH]]
+        out += SCOPED_LEDGERS_MAP_BATCH.build(dict(size=20 + 24 * len(triples), count=len(triples), ledgers=triples))
     return bytes(out)
 
 

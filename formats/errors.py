@@ -20,7 +20,7 @@ class FormatError(BkdiskError):
         self.offset = offset
         super().__init__(self.__str__())
 
-    def at(self, path: str | None = None, base_offset: int = 0) -> "FormatError":
+    def at(self, path: str | None = None, base_offset: int = 0) -> FormatError:
         """Return this error re-anchored in a file: ``path`` and ``offset`` shifted by ``base_offset``."""
         off = None if self.offset is None else self.offset + base_offset
         return FormatError(self.expected, self.found, path=path or self.path, offset=off)

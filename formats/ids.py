@@ -20,7 +20,7 @@ class LedgerId(NamedTuple):
     ledger: int
 
     @classmethod
-    def of(cls, scope: int, ledger: int) -> "LedgerId":
+    def of(cls, scope: int, ledger: int) -> LedgerId:
         for name, v in (("scope id", scope), ("ledger id", ledger)):
             if not 0 <= v <= U64:
                 raise FormatError(f"{name} in 0..2^64-1", str(v))
@@ -37,7 +37,7 @@ class LedgerId(NamedTuple):
         return f"{self.value:032x}"
 
     @classmethod
-    def from_qualified_name(cls, text: str) -> "LedgerId":
+    def from_qualified_name(cls, text: str) -> LedgerId:
         """Parse a qualified name: up to 32 hex digits, an optional ``0x``; dashes (UUID form) allowed."""
         s = text.strip().lower()
         if s.startswith("0x"):
@@ -53,7 +53,7 @@ class LedgerId(NamedTuple):
         return uuid.UUID(int=self.value)
 
     @classmethod
-    def from_uuid(cls, u: uuid.UUID | str) -> "LedgerId":
+    def from_uuid(cls, u: uuid.UUID | str) -> LedgerId:
         """Split a UUID into (scope = its most significant 64 bits, ledger = its least)."""
         if isinstance(u, str):
             try:

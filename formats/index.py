@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import construct as cs
 import numpy as np
 
-from formats.codec import parse_struct
+from formats.codec import field_offsets, parse_struct
 from formats.errors import FormatError
 from formats.journal import LAC_BODY
 
@@ -40,19 +40,6 @@ INDEX_HEADER = cs.Padded(HEADER_SIZE, INDEX_HEADER_FIELDS)
 LOCATION = cs.Int64ub  # (entry log id << 32) | position of the entry bytes; 0 = absent
 
 
-def _field_offsets(struct: cs.Struct) -> dict[str, int]:
-    """Offsets of the named fields of ``struct`` up to its first field of variable size."""
-    out, at = {}, 0
-    for sc in struct.subcons:
-        if sc.name:
-            out[sc.name] = at
-        try:
-            at += sc.sizeof()
-        except cs.SizeofError:
-            break
-    return out
-
-
 def _field_size(struct: cs.Struct, name: str) -> int:
     """Size of a fixed-size field (the field itself when it is present only in some versions)."""
     sc = struct._subcons[name]
@@ -61,18 +48,18 @@ def _field_size(struct: cs.Struct, name: str) -> int:
     return sc.sizeof()
 
 
-_AT = _field_offsets(INDEX_HEADER_FIELDS)
+_AT = field_offsets(INDEX_HEADER_FIELDS)
 VERSION_OFFSET = _AT["version"]                      # 4
 KEY_LENGTH_OFFSET = _AT["master_key_length"]         # 8
 KEY_OFFSET = _AT["master_key"]                       # 12; state_bits, then (V1) explicit_lac_length follow the key
 # Bytes of the fixed fields around the key: magic, version, key length and state (V0), plus the LAC length (V1).
-HEADER_FIXED_SIZE = {HEADER_V0: KEY_OFFSET + _field_size(INDEX_HEADER_FIELDS, "state_bits")}
+HEADER_FIXED_SIZE: dict[int, int] = {HEADER_V0: KEY_OFFSET + _field_size(INDEX_HEADER_FIELDS, "state_bits")}
 HEADER_FIXED_SIZE[HEADER_V1] = HEADER_FIXED_SIZE[HEADER_V0] + _field_size(INDEX_HEADER_FIELDS, "explicit_lac_length")
 SLOT_SIZE = LOCATION.sizeof()                        # 8
 SLOT_DTYPE = np.dtype(f">u{SLOT_SIZE}")             # LOCATION as numpy reads a page of slots
 MAGIC_VALUE = cs.Int32ub.parse(INDEX_MAGIC)          # the signature as the big-endian u32 a kernel compares
 # The fields of an explicit-LAC body (LAC_BODY) read one at a time: cheaper than the whole Struct per file.
-_LAC_LEDGER, _LAC, _LAC_AT = LAC_BODY._subcons["ledger_id"], LAC_BODY._subcons["lac"], _field_offsets(LAC_BODY)["lac"]
+_LAC_LEDGER, _LAC, _LAC_AT = LAC_BODY._subcons["ledger_id"], LAC_BODY._subcons["lac"], field_offsets(LAC_BODY)["lac"]
 
 
 @dataclass(frozen=True)
@@ -114,14 +101,37 @@ def build_header(h: IndexHeader) -> bytes:
                                    explicit_lac=lac if h.version >= 1 else None))
 
 
+# A location is the entry log id in the high 32 bits and the position of the entry bytes (past their
+# size prefix) in the low 32 bits.
+POSITION_BITS = 32
+POSITION_MASK = (1 << POSITION_BITS) - 1
+
+
 def pack_location(log_id: int, position: int) -> int:
-    if not (0 <= log_id < 1 << 32 and 0 <= position < 1 << 32):
+    if not (0 <= log_id <= POSITION_MASK and 0 <= position <= POSITION_MASK):
         raise FormatError("an entry log id and position that fit 32 bits each", f"({log_id}, {position})")
-    return (log_id << 32) | position
+    return (log_id << POSITION_BITS) | position
 
 
 def unpack_location(loc: int) -> tuple[int, int]:
-    return loc >> 32, loc & 0xFFFFFFFF
+    """(entry log id, position) of one location."""
+    return loc >> POSITION_BITS, loc & POSITION_MASK
+
+
+def join_locations(log_ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Locations (uint64) of arrays of entry log ids and positions."""
+    logs = np.asarray(log_ids).astype(np.uint64)
+    return (logs << np.uint64(POSITION_BITS)) | np.asarray(positions).astype(np.uint64, copy=False)
+
+
+def location_logs(locations: np.ndarray) -> np.ndarray:
+    """The entry log id (uint32) of each location of an array."""
+    return (np.asarray(locations).astype(np.uint64, copy=False) >> np.uint64(POSITION_BITS)).astype(np.uint32)
+
+
+def location_positions(locations: np.ndarray) -> np.ndarray:
+    """The position (uint32) of each location of an array."""
+    return (np.asarray(locations).astype(np.uint64, copy=False) & np.uint64(POSITION_MASK)).astype(np.uint32)
 
 
 def slot_offset(entry_id: int) -> int:

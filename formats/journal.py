@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import construct as cs
 
-from formats.codec import parse_struct
+from formats.codec import field_offsets, parse_struct
 from formats.entry import ENTRY_V1_HEADER_SIZE, V2_FLAGS_BASE, V2_MARKER
 from formats.errors import FormatError
 
@@ -192,34 +192,21 @@ def build_explicit_lac_body(ledger_id: int, lac_body: bytes, scope_id: int = 0) 
 
 
 # --- offsets, sizes and limits the scanners read, derived from the declarations above ------------
-def _field_offsets(struct: cs.Struct) -> dict[str, int]:
-    """Offsets of the named fields up to and including the first one of variable size."""
-    offsets, at = {}, 0
-    for sub in struct.subcons:
-        if sub.name is not None:
-            offsets[sub.name] = at
-        try:
-            at += sub.sizeof()
-        except cs.SizeofError:
-            break
-    return offsets
-
-
 RECORD_LENGTH_SIZE = RECORD_LENGTH.sizeof()
 PADDING_HEAD_SIZE = PADDING_RECORD.marker.sizeof() + PADDING_RECORD.padding_length.sizeof()
 PADDING_MIN_VERSION = 5                 # JournalChannel.V5: padding records and sector-aligned headers
 # Every record body starts with ledger id and entry id (a marker below zero on meta records); the
 # force-ledger body is nothing more, so it gives the smallest body and where both ids sit.
 META_BODY_SIZE = FORCE_LEDGER_BODY.sizeof()
-META_LEDGER_AT, META_ENTRY_AT = (_field_offsets(FORCE_LEDGER_BODY)[k] for k in ("ledger_id", "entry_id"))
-KEY_LENGTH_AT = _field_offsets(LEDGER_KEY_BODY)["key_length"]
+META_LEDGER_AT, META_ENTRY_AT = (field_offsets(FORCE_LEDGER_BODY)[k] for k in ("ledger_id", "entry_id"))
+KEY_LENGTH_AT = field_offsets(LEDGER_KEY_BODY)["key_length"]
 KEY_AT = KEY_LENGTH_AT + LEDGER_KEY_BODY.key_length.sizeof()
-LAC_BODY_LENGTH_AT = _field_offsets(EXPLICIT_LAC_BODY)["lac_body_length"]
+LAC_BODY_LENGTH_AT = field_offsets(EXPLICIT_LAC_BODY)["lac_body_length"]
 LAC_BODY_AT = LAC_BODY_LENGTH_AT + EXPLICIT_LAC_BODY.lac_body_length.sizeof()
-assert (KEY_AT, LAC_BODY_AT) == (_field_offsets(LEDGER_KEY_BODY)["master_key"],
-                                 _field_offsets(EXPLICIT_LAC_BODY)["lac_body"])
+assert (KEY_AT, LAC_BODY_AT) == (field_offsets(LEDGER_KEY_BODY)["master_key"],
+                                 field_offsets(EXPLICIT_LAC_BODY)["lac_body"])
 # The bounds the Checks of LEDGER_KEY_BODY and EXPLICIT_LAC_BODY enforce (tests build both edges).
 MAX_KEY_LENGTH = 1 << 16
 MIN_LAC_BODY_LENGTH, MAX_LAC_BODY_LENGTH = 16, 1 << 16
-SCOPE_AT = _field_offsets(SCOPED_PREFIX)["scope_id"]
+SCOPE_AT = field_offsets(SCOPED_PREFIX)["scope_id"]
 assert SCOPED_PREFIX.sizeof() == SCOPED_PREFIX_SIZE

@@ -4,7 +4,6 @@ specs/paths.md states the rules and why.
 """
 from __future__ import annotations
 
-from formats.errors import FormatError, shown
 from formats.ids import LedgerId
 
 CURRENT_DIR = "current"
@@ -53,8 +52,8 @@ def parse_index_name(name: str) -> LedgerId | None:
         v = int(stem, 16)
         if v >> 64:
             return LedgerId(v >> 64, v & (_U64_LIMIT - 1))
-    v = _hex_value(stem)
-    return None if v is None else LedgerId(0, v)
+    plain = _hex_value(stem)
+    return None if plain is None else LedgerId(0, plain)
 
 
 def parse_index_names(names: list[str]) -> tuple[list[int], list[int], list[bool]]:
@@ -109,10 +108,3 @@ def parse_journal_name(name: str) -> int | None:
 
 def parse_entry_log_name(name: str) -> int | None:
     return parse_hex_name(name, ".log")
-
-
-def require_hex_name(name: str, suffix: str) -> int:
-    v = parse_hex_name(name, suffix)
-    if v is None:
-        raise FormatError(f"a file name '<hex id>{suffix}'", shown(name))
-    return v

@@ -80,6 +80,9 @@ FOOTER_V6_PART2 = cs.Struct(
     "reserved" / cs.Int64ul,                             # must be 0
 )
 FOOTER_CHECKSUM_AT = FOOTER.subcons[0].sizeof() + len(EXTENDED_MAGIC)   # 5
+FOOTER_CHECKSUM_SIZE = FOOTER_V6_PART2.footer_checksum.sizeof()
+# (from the footer's start)
+FOOTER_FORMAT_VERSION_AT = FOOTER_SIZE - FOOTER.magic.sizeof() - FOOTER.format_version.sizeof()
 FORMAT_VERSIONS = range(2, 7)                            # read here; 7 adds custom compression names
 
 BLOCK_TRAILER = cs.Struct("compression_type" / cs.Int8ul, "checksum" / cs.Int32ul)
@@ -152,6 +155,16 @@ def builtin_checksum(ctype: int, data: bytes | memoryview) -> int:
     if ctype == ChecksumType.NONE:
         return 0
     raise FormatError("a checksum type 0..4", str(ctype))
+
+
+def stored_checksum(value: int) -> int:
+    """A 32-bit checksum field's value for a sum that may exceed 32 bits (checksum + context modifier)."""
+    return value & 0xFFFFFFFF
+
+
+def recycled_log_number(log_number: int) -> int:
+    """The log number as a recyclable record header holds it: its low 32 bits."""
+    return log_number & 0xFFFFFFFF
 
 
 def context_modifier(base_context_checksum: int, offset: int) -> int:

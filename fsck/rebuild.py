@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from entrylogs.arrays import EntryLogArrays
-from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from formats.ids import LedgerId
+from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.index import SLOT_SIZE, pack_location
 from fsck.context import CheckContext
 
@@ -34,7 +35,7 @@ def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, i
         for i in np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger)).tolist():
             r = _RANK[int(dig["status"][i])] if dig is not None else 1
             off = int(e["offset"][i])
-            copies.append((int(e["entry"][i]), (r, lf.log_id, off, pack_location(lf.log_id, off + 4))))
+            copies.append((int(e["entry"][i]), (r, lf.log_id, off, pack_location(lf.log_id, off + SIZE_PREFIX_SIZE))))
     indexed = indexed_entries(ctx, lid)
     vouched = max([eid for eid, c in copies if c[0] > 0] + [int(indexed[-1]) if len(indexed) else -1])
     best: dict[int, tuple[int, int, int, int]] = {}

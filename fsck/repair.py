@@ -21,7 +21,7 @@ from diskio.failures import LIST
 from diskio.mapped import DiskError, map_window
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
-from formats.index import STATE_FENCED, IndexHeader
+from formats.index import HEADER_SIZE as INDEX_HEADER_SIZE, STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.codes import Code
 from fsck.api import Report, check_bookie, recheck
@@ -248,7 +248,8 @@ def _common_version(inv) -> int:
 
 
 def infer_page_size(inv) -> int:
-    sizes = [int(s) - 1024 for s, ok in zip(inv.files["size"], inv.files["header_ok"]) if ok and int(s) > 1024]
+    sizes = [int(s) - INDEX_HEADER_SIZE for s, ok in zip(inv.files["size"], inv.files["header_ok"])
+             if ok and int(s) > INDEX_HEADER_SIZE]
     for p in PAGE_SIZES:
         if sizes and all(s % p == 0 for s in sizes):
             return p

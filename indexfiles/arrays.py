@@ -84,7 +84,7 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
     inv = IndexInventory(lst.dirs, lst.paths, lst.relpaths, strays=lst.strays)
     failures = list(lst.failures)
     rows, locs = [], []
-    for fidx, (path, rel) in enumerate(zip(lst.paths, lst.relpaths)):
+    for fidx, (path, _rel) in enumerate(zip(lst.paths, lst.relpaths)):
         named = (int(lst.dir_index[fidx]), int(lst.scope[fidx]), int(lst.ledger[fidx]), bool(lst.named[fidx]),
                  int(lst.depth[fidx]))
         data = _read_whole(path)
@@ -111,8 +111,8 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
         part = np.zeros(len(nz), LOCATION_DTYPE)
         part["file"] = fidx
         part["entry"] = nz
-        part["log"] = (v >> np.uint64(32)).astype(np.uint32)
-        part["pos"] = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        part["log"] = fi.location_logs(v)
+        part["pos"] = fi.location_positions(v)
         locs.append(part)
     inv.files = np.array(rows, dtype=INDEX_FILE_DTYPE)
     inv.locations = np.concatenate(locs) if locs else np.zeros(0, LOCATION_DTYPE)

@@ -62,35 +62,35 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
         except OSError as e:
             failures.append(IoFailure.from_oserror(folder, LIST, e))
             continue
-        for e in entries:
+        for entry in entries:
             try:
                 # A symlinked folder is followed (the check reads through it; fsck.confinement keeps
                 # repairs from writing through one that leads outside the bookie's dirs).
-                is_dir = e.is_dir(follow_symlinks=False)
-                if not is_dir and e.is_symlink():
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if not is_dir and entry.is_symlink():
                     if not via_link:
-                        links.append(e.path)
-                    if depth and e.is_dir():
-                        real = os.path.realpath(e.path)
+                        links.append(entry.path)
+                    if depth and entry.is_dir():
+                        real = os.path.realpath(entry.path)
                         # A link to a folder of this same tree (``up -> ..``) is an alias of what the
                         # walk lists anyway: followed, it would list those index files twice.
                         if real in seen or real.startswith(inside):
                             continue
                         seen.add(real)
-                        stack.append((e.path, depth + 1, True))
+                        stack.append((entry.path, depth + 1, True))
                         continue
             except OSError:   # no type in the entry and the lstat failed: it vanished
                 continue
-            name = e.name
+            name = entry.name
             if is_dir:
                 if name.endswith(INDEX_SUFFIX):   # named like an index file: listed (its read is refused) and walked
-                    add((e.path, False))
+                    add((entry.path, False))
                 if depth or name not in ROCKSDB_DIRS:
-                    stack.append((e.path, depth + 1, via_link))
+                    stack.append((entry.path, depth + 1, via_link))
             elif name.endswith(INDEX_SUFFIX):
-                add((e.path, e.is_file(follow_symlinks=False)))
+                add((entry.path, entry.is_file(follow_symlinks=False)))
             elif depth:
-                strays.append((e.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX) else STRAY_OTHER))
+                strays.append((entry.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX) else STRAY_OTHER))
 
 
 def list_index_tree(dirs: list[str]) -> IndexListing:

@@ -45,7 +45,7 @@ def data_ranges(fd: int, start: int, end: int):
     Where SEEK_DATA is not supported the whole range is one range (read, but still a window at a time).
     """
     seek_data, seek_hole = getattr(os, "SEEK_DATA", None), getattr(os, "SEEK_HOLE", None)
-    if seek_data is None:
+    if seek_data is None or seek_hole is None:
         yield start, end
         return
     slot, base = fi.SLOT_SIZE, fi.HEADER_SIZE
@@ -60,10 +60,10 @@ def data_ranges(fd: int, start: int, end: int):
         if data >= end:
             return
         hole = os.lseek(fd, data, seek_hole)
-        b = max(pos, base + (data - base) // slot * slot)
-        e = min(end, base + -(-(hole - base) // slot) * slot)
-        yield b, e
-        pos = e
+        lo = max(pos, base + (data - base) // slot * slot)
+        hi = min(end, base + -(-(hole - base) // slot) * slot)
+        yield lo, hi
+        pos = hi
 
 
 class _Reader:
@@ -108,7 +108,7 @@ class _Reader:
         (self.parts if self.sink is None else self.sink).append(part)
 
     def _headers(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray, info: np.ndarray) -> None:
-        mv = memoryview(self.buf)
+        mv = self.buf.data
         ok = info[:, D.OK] != 0
         cols = [c.tolist() for c in (rows[ok], at[ok], info[ok, D.VERSION], info[ok, D.KEY_LENGTH],
                                      info[ok, D.STATE], info[ok, D.LAC_LENGTH])]
@@ -142,7 +142,7 @@ class _Reader:
         slot, base = fi.SLOT_SIZE, fi.HEADER_SIZE
         end = base + (size - base) // slot * slot
         window = len(self.buf) // slot * slot
-        view = memoryview(self.buf)
+        view = self.buf.data
         present, last, found = 0, -1, []
         try:
             for begin, stop in data_ranges(fd, base, end):
@@ -182,8 +182,8 @@ def _location_rows(files: np.ndarray, entries: np.ndarray, locations: np.ndarray
     out = np.empty(len(files), LOCATION_DTYPE)
     out["file"] = files
     out["entry"] = entries
-    out["log"] = (locations >> np.uint64(32)).astype(np.uint32)
-    out["pos"] = (locations & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    out["log"] = fi.location_logs(locations)
+    out["pos"] = fi.location_positions(locations)
     return out
 
 
@@ -198,7 +198,7 @@ def read_index_files(paths: list[str], batch_bytes: int = DEFAULT_BATCH,
     at once, and checked and sized only when it fills FIRST_READ. Other paths are checked first.
     """
     rd = _Reader(paths, batch_bytes, sink)
-    view, cap = memoryview(rd.buf), len(rd.buf)
+    view, cap = rd.buf.data, len(rd.buf)
     rows: list[int] = []
     at: list[int] = []
     lens: list[int] = []

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from diskio.mapped import DiskError
 from formats import index as fi
 from formats.errors import FormatError
 from indexfiles import decode as D
@@ -55,7 +56,7 @@ class IndexLocations:
     path: str
     size: int
     header: fi.IndexHeader | None
-    header_error: FormatError | None
+    header_error: FormatError | DiskError | None
     locations: np.ndarray      # LOCATION_DTYPE with file = 0
     present: int               # slots that hold a location
     last_entry: int            # -1 when none

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
 from journal.reader import EndKind, read_journal
 
 JOURNAL_DTYPE = np.dtype([
@@ -33,15 +34,36 @@ class JournalArrays:
     end_offset: int
     end_detail: str
 
+    def records_end(self) -> int:
+        """The offset just past the last record (the header's end when there is none)."""
+        if len(self.records) == 0:
+            return self.header_size
+        r = self.records[-1]
+        head = PADDING_HEAD_SIZE if int(r["kind"]) == RecordKind.PADDING else RECORD_LENGTH_SIZE
+        return int(r["offset"]) + head + int(r["size"])
+
     def body(self, data, i: int):
         """The body bytes of record ``i`` out of the file's bytes ``data``."""
         r = self.records[i]
-        return data[int(r["offset"]) + 4:int(r["offset"]) + 4 + int(r["size"])]
+        body = int(r["offset"]) + RECORD_LENGTH_SIZE
+        return data[body:body + int(r["size"])]
 
 
-def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None, start: int | None = None) -> JournalArrays:
+def read_bodies(path: str, records: np.ndarray) -> list[bytes]:
+    """The body of each of ``records`` (JOURNAL_DTYPE rows of the journal at ``path``), by a positioned
+    read of just its bytes: memory stays flat (mapping would pull in read-around pages)."""
+    with open(path, "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        return [os.pread(fd, n, off + RECORD_LENGTH_SIZE)
+                for off, n in zip(records["offset"].tolist(), records["size"].tolist())]
+
+
+def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None,
+                           start: int | None = None) -> JournalArrays:
     s = read_journal(path, data, start)
     recs = np.array([(r.offset, int(r.kind), r.scope_id, r.ledger_id, r.entry_id, r.length) for r in s.records],
                     dtype=JOURNAL_DTYPE)
-    return JournalArrays(s.path, s.journal_id, s.version, s.header_size, s.size, recs, s.end.kind, s.end.offset,
-                         s.end.detail)
+    end = s.end
+    assert end is not None, "read_journal says how every journal ends"
+    return JournalArrays(s.path, s.journal_id, s.version, s.header_size, s.size, recs, end.kind, end.offset,
+                         end.detail)

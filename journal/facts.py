@@ -2,7 +2,6 @@
 replay, gathered from the journal scans and the lastMark that applies to each journal."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from collections.abc import Iterable
 
@@ -13,7 +12,7 @@ from formats.entry import V2_MARKER
 from formats.ids import LedgerId
 from formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from formats.lastmark import LastMark
-from journal.arrays import JournalArrays
+from journal.arrays import JournalArrays, read_bodies
 
 # One journal as the facts take it: its id, its path, its scan (or why it has none), and the lastMark
 # of its journal dir.
@@ -56,12 +55,9 @@ class JournalFacts:
 
     def _read_keys(self, path: str, recs: np.ndarray) -> None:
         """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` of one journal."""
-        # The scanner already classified and bounds-checked each record. A positioned read of just its
-        # body keeps memory flat (mapping pulls in read-around pages).
+        # The scanner already classified and bounds-checked each record.
         offsets, sizes = recs["offset"].tolist(), recs["size"].tolist()
-        with open(path, "rb", buffering=0) as fh:
-            fd = fh.fileno()
-            bodies = [os.pread(fd, n, off + 4) for off, n in zip(offsets, sizes)]
+        bodies = read_bodies(path, recs)
         starts = np.cumsum([0] + sizes[:-1], dtype=np.int64)
         joined = b"".join(bodies)
         raw = np.frombuffer(joined, np.uint8)

@@ -32,7 +32,7 @@ from journal.walk import (END_AT, END_CLASSIFY, END_CLEAN, END_EOF, END_GARBAGE,
 
 __all__ = ["DEFAULT_WINDOW", "scan_journal"]
 
-_COLUMNS = [JOURNAL_DTYPE[n].newbyteorder("=") for n in JOURNAL_DTYPE.names]
+_COLUMNS = [JOURNAL_DTYPE[n].newbyteorder("=") for n in JOURNAL_DTYPE.names or ()]
 
 
 def _end_text(state: np.ndarray, n: int, body: bytes | None, version: int, path: str) -> str:
@@ -53,6 +53,7 @@ def _end_text(state: np.ndarray, n: int, body: bytes | None, version: int, path:
         return texts[reason]
     if reason == END_VERSION:
         return f"{RecordKind(value).name} record in a version {version} journal"
+    assert body is not None, "a record that does not classify has its body read"
     try:
         fj.classify_body(body, offset=pos, path=path)
     except FormatError as e:

@@ -68,7 +68,7 @@ class JournalWriter:
         self._f.close()
         return size
 
-    def __enter__(self) -> "JournalWriter":
+    def __enter__(self) -> JournalWriter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -79,10 +79,12 @@ class JournalWriter:
 def record_body(r: JournalRecord, data: bytes) -> bytes:
     """A record's body rebuilt from its parsed fields; data entries are their own content."""
     if r.kind == RecordKind.LEDGER_KEY:
+        assert r.master_key is not None, "a parsed ledger-key record holds its key"
         return fj.build_ledger_key_body(r.ledger_id, r.master_key, r.scope_id)
     if r.kind == RecordKind.FENCE:
         return fj.build_fence_body(r.ledger_id, r.scope_id)
     if r.kind == RecordKind.EXPLICIT_LAC:
+        assert r.lac_body is not None, "a parsed explicit-LAC record holds its body"
         return fj.build_explicit_lac_body(r.ledger_id, r.lac_body, r.scope_id)
     return data[r.offset + fj.RECORD_LENGTH_SIZE:r.offset + fj.RECORD_LENGTH_SIZE + r.length]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -219,7 +219,7 @@ class MetadataClient:
                     raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
                 time.sleep(self.ch.backoff)
 
-    def watch(self, ledgers: list[tuple[int, int]] = (), watch_all: bool = False,
+    def watch(self, ledgers: Sequence[tuple[int, int]] = (), watch_all: bool = False,
               after_sequence: int | None = None, resume: bool = True) -> Iterator[LedgerChange]:
         """Changes of the given (scope, ledger) pairs or of everything, in order. A lost stream is
         reopened: a watch of everything after the last sequence seen; a watch of named ledgers from
@@ -329,7 +329,10 @@ def _hold(reqs: list, stop: threading.Event) -> Iterator:
     stop.wait()
 
 
-def _after(key: tuple[int, int], last: tuple[int, int]) -> bool:
+def _iterate_order(key: tuple[int, int]) -> tuple[bool, int, int]:
     # Iterate yields scope 0 first, then other scopes ascending; within a scope, ids ascending.
-    order = (lambda k: (k[0] != 0, k[0], k[1]))
-    return order(key) > order(last)
+    return key[0] != 0, key[0], key[1]
+
+
+def _after(key: tuple[int, int], last: tuple[int, int]) -> bool:
+    return _iterate_order(key) > _iterate_order(last)

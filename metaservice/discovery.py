@@ -1,12 +1,11 @@
-"""Bookie discovery (BP-16, BP-41): registrations that live as long as their bookie's session, and their gRPC service."""
+"""Bookie discovery (BP-16, BP-41): registrations that live as long as their bookie's session, and their gRPC
+service."""
 from __future__ import annotations
 
 import itertools
 import threading
 from collections import deque
 from dataclasses import dataclass
-
-import grpc
 
 from formats.bookieid import validate_bookie_id
 from formats.errors import FormatError

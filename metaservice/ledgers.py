@@ -6,7 +6,7 @@ import functools
 
 from formats.bookieid import validate_bookie_id
 from formats.errors import FormatError
-from formats.metadata import (FORMAT_VERSIONS, HEADER_PREFIX, LedgerMetadata, format_message_bytes,
+from formats.metadata import (FORMAT_VERSIONS, LedgerMetadata, format_message_bytes,
                               parse_format_message, parse_metadata, serialize_metadata)
 from metaservice.store import BadRequest, StoreError
 
@@ -100,8 +100,3 @@ def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
         # Format 1 keeps -1 for an absent last entry id; the message leaves the field unset.
         md = dataclasses.replace(md, last_entry_id=0)
     return format_message_bytes(md), serialized
-
-
-def looks_like_metadata(data: bytes) -> bool:
-    """True when ``data`` starts with LedgerMetadataSerDe's header line."""
-    return data.startswith(HEADER_PREFIX)

@@ -1,4 +1,5 @@
-"""Discovery client and BP-41's BookieAddressResolver: BookieId -> address, cached, invalidated by the registration watch."""
+"""Discovery client and BP-41's BookieAddressResolver: BookieId -> address, cached, invalidated by the
+registration watch."""
 from __future__ import annotations
 
 import threading
@@ -73,7 +74,7 @@ class DiscoveryClient:
         check(self.ch.call(self.stub.Unregister, pb.BookieRequest(bookie_id=bookie_id), may_resend=True))
 
     def register(self, bookie_id: str, info: pb.BookieServiceInfoFormat,
-                 read_only: bool = False) -> "Registration":
+                 read_only: bool = False) -> Registration:
         """Register; the registration lasts until ``Registration.close()`` or this process ends."""
         self.ch.rpc_count += 1
         call = self.stub.Register(pb.BookieRequest(bookie_id=bookie_id, read_only=read_only, info=info),
@@ -123,13 +124,13 @@ class BookieAddressResolver:
         self._ready = threading.Event()
         self._stop = False
         if not legacy:
-            threading.Thread(target=self._watch, daemon=True).start()
+            threading.Thread(target=self._watch, args=(discovery,), daemon=True).start()
             self._ready.wait(10)
 
-    def _watch(self) -> None:
+    def _watch(self, discovery: DiscoveryClient) -> None:
         while not self._stop:
             try:
-                stream = self.discovery.stub.WatchBookies(pb.BookieRequest(), metadata=self.discovery.ch.metadata)
+                stream = discovery.stub.WatchBookies(pb.BookieRequest(), metadata=discovery.ch.metadata)
                 self._stream = stream
                 for r in stream:
                     self._ready.set()
@@ -158,7 +159,7 @@ class BookieAddressResolver:
             validate_bookie_id(bookie_id)
         except FormatError as exc:
             raise ResolveError(f"invalid BookieId {exc.found}") from None
-        if self.legacy:
+        if self.legacy or self.discovery is None:   # no discovery client only in legacy mode
             addr = legacy_address(bookie_id)
             if addr is None:
                 raise ResolveError(f"BookieId {bookie_id!r} is not host:port and the resolver is off "

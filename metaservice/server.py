@@ -42,7 +42,7 @@ def guarded(response_type: Any, mutating: bool = False) -> Callable:
             except StoreError as exc:
                 return response_type(code=pb.StatusCode.Value(exc.code), ledger_scope_id=scope,
                                      message=exc.message)
-            except Exception as exc:   # noqa: BLE001 - a bug must reach the client as a status
+            except Exception as exc:   # a bug must reach the client as a status
                 log.exception("unexpected failure in %s", fn.__name__)
                 return response_type(code=pb.UNEXPECTED, ledger_scope_id=scope,
                                      message=f"{type(exc).__name__}: {exc}"[:300])
@@ -190,16 +190,17 @@ class WatchStream:
         try:
             for r in requests:
                 self.inbox.put(r)
-        except Exception:   # noqa: BLE001 - the client went away; the stream ends on is_active()
+        except Exception:   # the client went away; the stream ends on is_active()
             pass
 
     def _add(self, r: pb.LedgerMetadataRequest) -> Iterator[pb.LedgerMetadataResponse]:
         self.format_version = r.format_version
         key = None if r.watch_all else (r.ledger_scope_id, _ledger_id(r))
-        self.store.follow(*(key or (0, None)))
+        scope, ledger = key if key is not None else (0, None)
+        self.store.follow(scope, ledger)
         if r.HasField("after_sequence"):
             start = r.after_sequence
-            self.store.resumable(*(key or (0, None)), start)   # BadVersion now if that point is not held
+            self.store.resumable(scope, ledger, start)   # BadVersion here if that point is not held
         elif key is None:
             start = self.store.head_sequence()
         else:

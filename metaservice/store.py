@@ -1,6 +1,8 @@
-"""The metadata store interface: versioned compare-and-set over serialized ledger metadata, a change log, id generation."""
+"""The metadata store interface: versioned compare-and-set over serialized ledger metadata, a change log, id
+generation."""
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,6 +47,18 @@ class StoreUnavailable(StoreError):
 
 class BadRequest(StoreError):
     code = "BAD_REQUEST"
+
+
+# The store URLs open_store takes.
+STORE_URL_FORMS = "sqlite:PATH or zk://HOST:PORT/ledgers"
+
+
+class NotAStoreUrl(BadRequest):
+    """A store URL of no scheme the service knows (a usage error on a command line)."""
+
+    def __init__(self, url: str):
+        super().__init__(f"{url}: not a store URL (expected {STORE_URL_FORMS})")
+        self.url = url
 
 
 @dataclass(frozen=True)
@@ -103,7 +117,7 @@ class MetadataStore(ABC):
         """LedgerNotFound if absent. ``consistent``: reflect every write any client completed before
         the call (a store that serves reads from a cache goes to its source first)."""
 
-    def follow(self, scope: int, ledger: int | None) -> None:
+    def follow(self, scope: int, ledger: int | None) -> None:  # noqa: B027 - a no-op unless a store overrides it
         """Make sure changes of this ledger (None: of every ledger) reach the change log; a store
         whose log records every mutation anyway does nothing."""
 
@@ -161,7 +175,7 @@ class MetadataStore(ABC):
         from metaservice.discovery import Registry
         return Registry()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op for a store that holds no resources
         """Release the store's resources."""
 
 
@@ -172,9 +186,12 @@ def open_store(url: str) -> MetadataStore:
         path = path[2:] if path.startswith("//") else path
         if not path:
             raise BadRequest(f"{url}: sqlite: needs a file path (sqlite:PATH)")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise StoreError(f"{parent}: no such directory (for the store {url})")
         from metaservice.sqlite_store import SqliteStore
         return SqliteStore(path)
     if url.startswith("zk://"):
         from metaservice.zk_store import from_url
         return from_url(url)
-    raise BadRequest(f"{url}: not a store URL (expected sqlite:PATH or zk://HOST:PORT/ledgers)")
+    raise NotAStoreUrl(url)

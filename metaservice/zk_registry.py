@@ -54,7 +54,7 @@ class ZkRegistry(Registry):
         ours = {r.bookie_id for r in regs}
         try:
             others = [r for r in self._in_zookeeper() if r.bookie_id not in ours]
-        except Exception as exc:   # noqa: BLE001 - a lost connection: list what the service holds
+        except Exception as exc:   # a lost connection: list what the service holds
             log.warning("cannot list registrations in ZooKeeper now: %s", exc)
             others = []
         return sorted(regs + others, key=lambda r: r.bookie_id), seq
@@ -65,7 +65,7 @@ class ZkRegistry(Registry):
             return reg
         try:
             return next((r for r in self._in_zookeeper() if r.bookie_id == bookie_id), None)
-        except Exception:   # noqa: BLE001 - unknown while ZooKeeper is away
+        except Exception:   # unknown while ZooKeeper is away
             return None
 
     def _path(self, bookie_id: str, read_only: bool) -> str:
@@ -101,7 +101,7 @@ class ZkRegistry(Registry):
                 if old is not None and old.read_only != read_only:
                     self._drop(bookie_id, old.read_only)
                 self._put(bookie_id, read_only, info)
-            except Exception as exc:   # noqa: BLE001 - resync() writes it back after the reconnect
+            except Exception as exc:   # resync() writes it back after the reconnect
                 log.warning("cannot register %s in ZooKeeper now: %s", bookie_id, exc)
 
     def unregister(self, bookie_id: str, session: int | None = None) -> bool:
@@ -111,7 +111,7 @@ class ZkRegistry(Registry):
             with self._zk_lock:
                 try:
                     self._drop(bookie_id, reg.read_only)
-                except Exception as exc:   # noqa: BLE001 - an ephemeral goes with the session anyway
+                except Exception as exc:   # an ephemeral goes with the session anyway
                     log.warning("cannot remove %s from ZooKeeper now: %s", bookie_id, exc)
         return gone
 
@@ -122,5 +122,5 @@ class ZkRegistry(Registry):
             for reg in regs:
                 try:
                     self._put(reg.bookie_id, reg.read_only, reg.info)
-                except Exception as exc:   # noqa: BLE001 - the next reconnect tries again
+                except Exception as exc:   # the next reconnect tries again
                     log.warning("cannot re-register %s in ZooKeeper: %s", reg.bookie_id, exc)

@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 _DOWN = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
          KazooTimeoutError)
 _ID_ATTEMPTS = 64
-_RESOLVE_SECONDS = 60.0
-_MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer      # how long a write whose reply was lost waits for ZooKeeper to come back
+_RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
+_MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
 
 
 class ZkStore(MetadataStore):
@@ -53,7 +53,7 @@ class ZkStore(MetadataStore):
         self.zk.add_listener(self._state)
         try:
             self.zk.start(timeout=connect_timeout)
-        except Exception as exc:   # noqa: BLE001 - kazoo raises its own timeout type
+        except Exception as exc:   # kazoo raises its own timeout type
             self.zk.close()
             raise StoreError(f"zk://{hosts}{self.root}: cannot reach ZooKeeper: {exc}") from None
         self._up.set()
@@ -80,7 +80,7 @@ class ZkStore(MetadataStore):
         for fn in list(self._session_listeners):
             try:
                 fn(renewed)
-            except Exception:   # noqa: BLE001 - one listener must not stop the others
+            except Exception:   # one listener must not stop the others
                 log.exception("session listener failed")
         self._notify()
 
@@ -198,7 +198,7 @@ class ZkStore(MetadataStore):
             lid = ledger if ledger is not None else self._generate(scope)
             path = self.path(scope, lid)
 
-            def send():
+            def send(path: str = path) -> Seen:
                 try:   # as BookKeeper's createFullPathOptimistic: the parents only when missing
                     _path, stat = self.zk.create(path, data, include_data=True)
                 except NoNodeError:

@@ -228,7 +228,7 @@ class Follower:
                 self.queue.clear()
             try:
                 self._apply(batch)
-            except Exception as exc:   # noqa: BLE001 - ZooKeeper away: retried when it is back
+            except Exception as exc:   # ZooKeeper away: retried when it is back
                 log.warning("re-reading after ZooKeeper events failed (%s); retrying", exc)
                 with self.lock:
                     self.queue.extendleft(reversed(batch))

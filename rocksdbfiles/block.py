@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocksdb as rf
 from formats.errors import FormatError
@@ -55,7 +55,7 @@ def read_block(data: bytes | memoryview, h: Handle, checksum_type: int, *, path:
     ctype, checksum = rf.unpack_trailer(data, h.offset + h.size)
     if verify and checksum_type != rf.ChecksumType.NONE:
         computed = rf.builtin_checksum(checksum_type, body)
-        stored = (checksum - rf.context_modifier(base_context_checksum, h.offset)) & 0xFFFFFFFF
+        stored = rf.stored_checksum(checksum - rf.context_modifier(base_context_checksum, h.offset))
         if stored != computed:
             raise ChecksumMismatch(path, h.offset, h.size, stored, computed)
     return decompress(ctype, body[:-1], path=path, offset=h.offset, what=what)

@@ -16,7 +16,7 @@ MAX_RATIO, SLACK = 256, 4096
 MAX_BLOCK = 1 << 30
 
 
-def _claimed_size(data: bytes, what: str, path: str | None, offset: int) -> tuple[int, int]:
+def _claimed_size(data: bytes | memoryview, what: str, path: str | None, offset: int) -> tuple[int, int]:
     n, p = rf.read_varint(data, 0, len(data), rf.VARINT32_MAX_BYTES, what=f"the uncompressed size of {what}",
                           path=path, base=offset)
     if n > min(MAX_BLOCK, MAX_RATIO * len(data) + SLACK):
@@ -25,7 +25,8 @@ def _claimed_size(data: bytes, what: str, path: str | None, offset: int) -> tupl
     return n, p
 
 
-def decompress(ctype: int, data: bytes | memoryview, *, path: str | None = None, offset: int = 0, what: str = "a block") -> bytes:
+def decompress(ctype: int, data: bytes | memoryview, *, path: str | None = None, offset: int = 0,
+               what: str = "a block") -> bytes:
     """The contents of a block stored with compression ``ctype`` (format_version >= 2 framing)."""
     if ctype == rf.Compression.NONE:
         return bytes(data)

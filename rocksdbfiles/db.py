@@ -8,7 +8,7 @@ import os
 import re
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -155,7 +155,7 @@ def open_db(db_dir: str | os.PathLike, stack: ExitStack) -> Database:
             if len(data) != f.size:
                 db.problems.append(Problem("sst-size", p, None, f"the MANIFEST says {f.size} bytes, the file has "
                                            f"{len(data)}", (f.smallest[:-8], f.largest[:-8])))
-            t = SstFile(p, memoryview(data))
+            t = SstFile(p, data.data)
         except (FormatError, DiskError) as e:
             kind = "sst-checksum" if isinstance(e, ChecksumMismatch) else "sst-unreadable"
             db.problems.append(Problem(kind, p, getattr(e, "offset", None), str(e),

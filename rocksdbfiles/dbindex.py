@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class LedgerDirIndex:
         """The live locations as whole columns (ledger, entry, log, offset): for small indexes and tests."""
         parts = list(self.location_chunks())
         rows = np.concatenate(parts) if parts else np.zeros(0, LOCATION_ROW)
-        return {k: rows[k] for k in LOCATION_ROW.names}
+        return {k: rows[k] for k in LOCATION_ROW.names or ()}
 
     @property
     def locations(self) -> list[fd.Location]:
@@ -49,11 +50,6 @@ class LedgerDirIndex:
         c = self.columns
         rows = zip(c["ledger"].tolist(), c["entry"].tolist(), c["log"].tolist(), c["offset"].tolist())
         return [fd.Location(*r) for r in rows]
-
-
-def is_dbledger_dir(current: str | os.PathLike) -> bool:
-    """Whether a ledger dir's ``current`` holds DbLedgerStorage databases (a CURRENT file in locations/)."""
-    return os.path.isfile(os.path.join(os.fspath(current), LOCATIONS_DB, "CURRENT"))
 
 
 def _entries(db: Database, parse, kind: str):
@@ -157,8 +153,8 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
                 fd.parse_ledger(key, value, path=db.path)
                 ok[r] = True
             except FormatError as e:
-                bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
-                                   (key, key)))
+                why = f"key {key.hex()}: {e.expected}, found {e.found}"
+                bad.append(Problem("ledgers-bad-entry", db.path, None, why, (key, key)))
         ids.append(keys[ok].view(fd.LEDGERS_KEY_COLUMN).reshape(-1).astype(np.int64))
         arena.append(values[ok][width < vlen[ok, None]])
         lens.append(vlen[ok])
@@ -166,17 +162,20 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
     db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
     for p in long:                # a value longer than the arrays' pass reads: one lookup each
         key = bytes.fromhex(p.detail.split(":")[0].split()[1])
-        value = db.get(key)
+        stored = db.get(key)
+        assert stored is not None, "the key was read from this database"
         try:
-            fd.parse_ledger(key, value, path=db.path)
+            fd.parse_ledger(key, stored, path=db.path)
         except FormatError as e:
             bad.append(Problem("ledgers-bad-entry", db.path, None, f"key {key.hex()}: {e.expected}, found {e.found}",
                                (key, key)))
             continue
         ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
-        arena.append(np.frombuffer(value, np.uint8))
-        lens.append(np.array([len(value)], np.int64))
-    cat = (lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt))
+        arena.append(np.frombuffer(stored, np.uint8))
+        lens.append(np.array([len(stored)], np.int64))
+
+    def cat(parts: list, dt) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dt)
     return (LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64))),
             db.problems + bad)
 
@@ -199,7 +198,7 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
         p1: list[Problem] = []
         for cols in iter_location_columns(os.path.join(c, LOCATIONS_DB), stack, p1):
             r = np.empty(len(cols["ledger"]), LOCATION_ROW)
-            for k in LOCATION_ROW.names:
+            for k in LOCATION_ROW.names or ():
                 r[k] = cols[k]
             out.rows.append(r)
             out.count += len(r)

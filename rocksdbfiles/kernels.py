@@ -223,8 +223,9 @@ def live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mar
     """Mark each row of a merged run (key ascending, then newest first): 1 the live value of its key, 2 the
     same but its value is not V bytes (with ``padded``: longer than V), 0 an older version, a deletion,
     or a key a range tombstone fragment with a larger sequence covers; copy the user keys, values and
-    value lengths of the rows marked 1 into ``out_keys``/``out_values``/``out_vlen`` and return how many. ``last``/``state`` carry the previous key ([has one,
-    fragment cursor]) from run to run. The footer is INTERNAL_KEY_FOOTER: a little-endian u64."""
+    value lengths of the rows marked 1 into ``out_keys``/``out_values``/``out_vlen`` and return how many.
+    ``last``/``state`` carry the previous key ([has one, fragment cursor]) from run to run. The footer
+    is INTERNAL_KEY_FOOTER: a little-endian u64."""
     n, ik = ikeys.shape
     vs = values.shape[1]
     out = 0

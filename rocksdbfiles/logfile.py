@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 import crc32c
 
 from formats import rocksdb as rf
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 T = rf.LogRecordType
 _FRAGMENT_TYPES = {T.FULL, T.FIRST, T.MIDDLE, T.LAST}
@@ -45,7 +49,8 @@ def _nonzero(data, start: int) -> int:
     return len(stripped)
 
 
-def read_log(data: bytes | memoryview, *, path: str = "<log>", log_number: int | None = None) -> LogContents:
+def read_log(data: bytes | memoryview | np.ndarray, *, path: str = "<log>",
+             log_number: int | None = None) -> LogContents:
     """Every whole logical record of a log file, stopping at the first damage (as RocksDB's point-in-time
     recovery does); the rest of the file is described in ``tail``. Never raises on content."""
     out = LogContents(path, len(data))
@@ -88,7 +93,7 @@ def read_log(data: bytes | memoryview, *, path: str = "<log>", log_number: int |
             return stop(pos, "checksum mismatch")
         if header == rf.RECYCLABLE_LOG_HEADER_SIZE:
             rec = rf.RECYCLABLE_LOG_HEADER.parse(bytes(data[pos:pos + header]))
-            if log_number is not None and rec.log_number != (log_number & 0xFFFFFFFF):
+            if log_number is not None and rec.log_number != rf.recycled_log_number(log_number):
                 return stop(pos, "record of an older log (recycled file)")
             rtype = _RECYCLABLE.get(rtype, rtype)
         payload = bytes(data[pos + header:end])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -39,7 +39,8 @@ def parse_footer(data: bytes | memoryview, *, path: str | None = None) -> Footer
     """The footer in the last FOOTER_SIZE bytes, its magic, version and (v6+) own checksum checked."""
     n = len(data)
     if n < rf.FOOTER_SIZE:
-        raise FormatError(f"an SST file of at least its {rf.FOOTER_SIZE}-byte footer", f"{n} bytes", path=path, offset=0)
+        raise FormatError(f"an SST file of at least its {rf.FOOTER_SIZE}-byte footer", f"{n} bytes", path=path,
+                          offset=0)
     at = n - rf.FOOTER_SIZE
     raw = bytes(data[at:])
     f = parse_struct(rf.FOOTER, raw, what="an SST footer", path=path, offset=at)
@@ -52,7 +53,7 @@ def parse_footer(data: bytes | memoryview, *, path: str | None = None) -> Footer
                           path=path, offset=magic_at)
     if f.format_version not in rf.FORMAT_VERSIONS:
         raise FormatError(f"format_version {rf.FORMAT_VERSIONS.start}..{rf.FORMAT_VERSIONS.stop - 1}",
-                          str(f.format_version), path=path, offset=magic_at - 4)
+                          str(f.format_version), path=path, offset=at + rf.FOOTER_FORMAT_VERSION_AT)
     if f.checksum_type not in rf.ChecksumType._value2member_map_:
         raise FormatError("a checksum type 0..4", str(f.checksum_type), path=path, offset=at)
     if f.format_version >= 6:
@@ -61,10 +62,12 @@ def parse_footer(data: bytes | memoryview, *, path: str | None = None) -> Footer
             raise FormatError("a v6 footer with zero reserved bytes and a base context checksum",
                               shown(f.part2[8:]), path=path, offset=at + 1)
         if f.checksum_type != rf.ChecksumType.NONE:
-            zeroed = raw[:rf.FOOTER_CHECKSUM_AT] + bytes(4) + raw[rf.FOOTER_CHECKSUM_AT + 4:]
-            want = (rf.builtin_checksum(f.checksum_type, zeroed) + rf.context_modifier(p2.base_context_checksum, at))
-            if want & 0xFFFFFFFF != p2.footer_checksum:
-                raise ChecksumMismatch(path, at, rf.FOOTER_SIZE, p2.footer_checksum, want & 0xFFFFFFFF)
+            ck_end = rf.FOOTER_CHECKSUM_AT + rf.FOOTER_CHECKSUM_SIZE
+            zeroed = raw[:rf.FOOTER_CHECKSUM_AT] + bytes(rf.FOOTER_CHECKSUM_SIZE) + raw[ck_end:]
+            want = rf.stored_checksum(rf.builtin_checksum(f.checksum_type, zeroed)
+                                      + rf.context_modifier(p2.base_context_checksum, at))
+            if want != p2.footer_checksum:
+                raise ChecksumMismatch(path, at, rf.FOOTER_SIZE, p2.footer_checksum, want)
         meta_end = at - rf.BLOCK_TRAILER_SIZE
         if p2.metaindex_size > meta_end:
             raise FormatError("a metaindex inside the file", f"{p2.metaindex_size} bytes", path=path, offset=at + 13)
@@ -96,11 +99,13 @@ class SstFile:
         meta = self._block(self.footer.metaindex, "the metaindex block")
         self.metaindex = {}
         for key, value, at in meta.entries():
+            assert isinstance(value, bytes), "a block read without value_delta holds value bytes"
             self.metaindex[key], _ = read_handle(value, 0, len(value), path=self.path, base=meta.base + at)
         self.properties = {}
         if rf.PROPERTIES_BLOCK in self.metaindex:
             self.properties = {k: v for k, v, _ in self._block(self.metaindex[rf.PROPERTIES_BLOCK],
-                                                                 "the properties block").entries()}
+                                                                 "the properties block").entries()
+                               if isinstance(v, bytes)}   # (a block read without value_delta: every value)
         index_handle = self.footer.index or self.metaindex.get(rf.INDEX_BLOCK)
         if index_handle is None:
             raise FormatError("a metaindex naming the index block", "no 'rocksdb.index' entry", path=self.path,
@@ -115,10 +120,11 @@ class SstFile:
         index = self._block(index_handle, "the index block", value_delta=delta, cache=False)
         self.index_keys, self.index_handles = [], []
         for key, value, at in index.entries():
-            if not delta:
-                value, _ = read_handle(value, 0, len(value), path=self.path, base=index.base + at)
+            # (with value_delta the block gives each handle; else its encoded bytes)
+            handle = value if isinstance(value, Handle) else \
+                read_handle(value, 0, len(value), path=self.path, base=index.base + at)[0]
             self.index_keys.append(key if self.index_is_user_key else self._user_key(key, index.base + at))
-            self.index_handles.append(value)
+            self.index_handles.append(handle)
         if any(b < a for a, b in zip(self.index_keys, self.index_keys[1:])):
             raise FormatError("index keys in ascending order", "a key below the one before it", path=self.path,
                               offset=index_handle.offset)

@@ -11,7 +11,8 @@ the tables already read are dropped from the process's mappings as it goes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -134,14 +135,15 @@ def _first_key(t: SstFile) -> bytes | None:
 def _sources(db: Database, ks: int, vs: int, damaged: list, padded: bool) -> list[Iterator[_Chunk]]:
     """One chunk stream per level-0 table and per deeper level whose tables do not overlap."""
     by_level: dict[int, list[tuple[int, SstFile]]] = {}
-    for pos, (level, number, t) in enumerate(db.tables):
+    for pos, (level, _number, t) in enumerate(db.tables):
         by_level.setdefault(level, []).append((pos, t))
     out = []
     for level, tables in sorted(by_level.items()):
         if level > 0:
             tables = [pt for pt in tables if pt[1].index_keys]       # (a table without blocks adds nothing)
-            bounds = [_first_key(t) for _p, t in tables]
-            if None not in bounds:
+            maybe = [_first_key(t) for _p, t in tables]
+            bounds = [b for b in maybe if b is not None]
+            if len(bounds) == len(maybe):
                 order = sorted(range(len(tables)), key=lambda i: bounds[i])
                 tables = [tables[i] for i in order]
                 firsts = [bounds[i] for i in order]
@@ -200,12 +202,13 @@ def iter_fixed(db: Database, key_size: int, value_size: int, padded: bool = Fals
     current: list[_Chunk | None] = [None] * len(sources)
     last = np.zeros(ks, np.uint8)
     state = np.array([0, 0], np.int64)          # [a previous key exists, tombstone fragment cursor]
+    open_sources: list[Iterator[_Chunk] | None] = list(sources)
     while True:
-        for s, src in enumerate(sources):
-            while src is not None and (current[s] is None or current[s].at == len(current[s].vlen)):
+        for s, src in enumerate(open_sources):
+            while src is not None and ((c := current[s]) is None or c.at == len(c.vlen)):
                 current[s] = next(src, None)
                 if current[s] is None:
-                    sources[s] = src = None
+                    open_sources[s] = src = None
         live = [c for c in current if c is not None]
         if not live:
             break

@@ -8,6 +8,10 @@ from formats.codec import parse_struct
 from formats.errors import FormatError
 from rocksdbfiles.logfile import LogContents, Tail, read_log
 from rocksdbfiles.sst import Record
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 V = rf.ValueType
 # Operations of the default column family that take a sequence number: tag -> (has cf id, value type, has value)
@@ -88,7 +92,7 @@ class WalReplay:
         return b.sequence + b.count - 1 if b else 0
 
 
-def replay_wal(data: bytes | memoryview, *, path: str, number: int) -> WalReplay:
+def replay_wal(data: bytes | memoryview | np.ndarray, *, path: str, number: int) -> WalReplay:
     """The write batches of one WAL up to its first damage (what RocksDB's point-in-time recovery keeps)."""
     contents: LogContents = read_log(data, path=path, log_number=number)
     out = WalReplay(path, number, tail=contents.tail)

@@ -6,6 +6,8 @@ the data blocks they write are byte-identical to the ones RocksDB wrote in the g
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import os
 from dataclasses import dataclass
 
@@ -56,7 +58,8 @@ def frame_log(payloads: list[bytes], *, log_number: int | None = None) -> bytes:
 
 
 def _fragment(t: int, body: bytes, log_number: int | None) -> bytes:
-    extra = b"" if log_number is None else rf.RECYCLABLE_LOG_HEADER.subcons[-1].build(log_number & 0xFFFFFFFF)
+    number_field = rf.RECYCLABLE_LOG_HEADER.subcons[-1]
+    extra = b"" if log_number is None else number_field.build(rf.recycled_log_number(log_number))
     crc = rf.mask_crc(crc32c.crc32c(bytes([t]) + extra + body))
     return rf.LOG_HEADER.build(dict(checksum=crc, length=len(body), type=t)) + extra + body
 
@@ -139,13 +142,13 @@ class _File:
         off = len(self.buf)
         ck = rf.builtin_checksum(self.opts.checksum_type, body + bytes([stored_type]))
         if self.opts.format_version >= 6:
-            ck = (ck + rf.context_modifier(self.opts.base_context_checksum, off)) & 0xFFFFFFFF
+            ck = rf.stored_checksum(ck + rf.context_modifier(self.opts.base_context_checksum, off))
         self.buf += body + rf.BLOCK_TRAILER.build(dict(compression_type=stored_type, checksum=ck))
         return off, len(body)
 
 
 def build_sst(records: list[Record], opts: TableOptions = TableOptions(),
-              range_deletions: list[tuple[bytes, bytes, int]] = ()) -> bytes:
+              range_deletions: Sequence[tuple[bytes, bytes, int]] = ()) -> bytes:
     """An SST holding ``records`` (sorted by user key, newest first within a key); no filter block."""
     f = _File(opts)
     index: list[tuple[bytes, tuple[int, int]]] = []
@@ -196,13 +199,13 @@ def _footer(opts: TableOptions, meta: tuple[int, int], index: tuple[int, int], a
         return rf.FOOTER.build(dict(checksum_type=opts.checksum_type, part2=p2, format_version=opts.format_version,
                                     magic=rf.BLOCK_BASED_TABLE_MAGIC))
     ck = rf.builtin_checksum(opts.checksum_type, build(0)) + rf.context_modifier(opts.base_context_checksum, at)
-    return build(ck & 0xFFFFFFFF)
+    return build(rf.stored_checksum(ck))
 
 
 # --- MANIFEST -------------------------------------------------------------------------------
 def version_edit(*, log_number: int, next_file_number: int, last_sequence: int,
-                 files: list[tuple[int, int, int, bytes, bytes, int, int]] = (),
-                 deleted: list[tuple[int, int]] = ()) -> bytes:
+                 files: Sequence[tuple[int, int, int, bytes, bytes, int, int]] = (),
+                 deleted: Sequence[tuple[int, int]] = ()) -> bytes:
     """One version edit: comparator, numbers, files added (level, number, size, smallest and largest
     internal keys, smallest and largest sequence) as kNewFile2, files deleted (level, number)."""
     G = rf.Tag
@@ -218,7 +221,8 @@ def version_edit(*, log_number: int, next_file_number: int, last_sequence: int,
 
 
 def write_db(path: str | os.PathLike, tables: list[tuple[int, list[Record]]], opts: TableOptions = TableOptions(),
-             wal: list[bytes] = (), range_deletions: dict[int, list[tuple[bytes, bytes, int]]] | None = None) -> None:
+             wal: Sequence[bytes] = (),
+             range_deletions: dict[int, list[tuple[bytes, bytes, int]]] | None = None) -> None:
     """A database dir for tests and benchmarks: one SST per (level, records), CURRENT, MANIFEST-000001
     and the WAL ``wal`` batches in a log numbered after the tables; ``range_deletions`` maps a table's
     position to the (begin, end, sequence) tombstones it holds."""

@@ -24,6 +24,12 @@ def golden() -> Path:
     return GOLDEN
 
 
+@pytest.fixture(scope="session")
+def golden_bin(golden) -> bytes:
+    """One ledger's metadata as BookKeeper serialized it (format 3): what the metadata-service tests store."""
+    return (golden / "cluster-3" / "metadata" / "10.bin").read_bytes()
+
+
 def golden_copy(tmp_path: Path, corpus: str = "interleaved-v6-hostport") -> Path:
     """A writable copy of one golden bookie under ``tmp_path`` (links kept as links): damage it there."""
     import shutil

@@ -53,7 +53,8 @@ def render(page: Path, work: Path, screenshot: Path | None = None) -> tuple[str,
     assert p.returncode == 0, p.stderr[-2000:]
     m = re.search(r'<pre id="bkdisk-probe">(.*?)</pre>', p.stdout, re.S)
     assert m, "the probe did not run: " + p.stdout[-2000:]
-    probe = json.loads(m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"'))
+    text = m.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
+    probe = json.loads(text)
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         s = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--window-size={WIDTH},2400",

@@ -66,9 +66,9 @@ class StandaloneCluster:
 
     def _env(self, host: str) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(SPARK_LOCAL_IP=host, SPARK_LOCAL_HOSTNAME=host, SPARK_DAEMON_MEMORY=DAEMON_MEMORY.removeprefix("-Xmx"),
-                   SPARK_LOG_DIR=str(self.workdir / "logs"), SPARK_NO_DAEMONIZE="1",
-                   PYSPARK_PYTHON=sys.executable)
+        env.update(SPARK_LOCAL_IP=host, SPARK_LOCAL_HOSTNAME=host,
+                   SPARK_DAEMON_MEMORY=DAEMON_MEMORY.removeprefix("-Xmx"), SPARK_LOG_DIR=str(self.workdir / "logs"),
+                   SPARK_NO_DAEMONIZE="1", PYSPARK_PYTHON=sys.executable)
         env.pop("PYSPARK_GATEWAY_PORT", None)
         return env
 

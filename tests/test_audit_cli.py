@@ -144,7 +144,8 @@ def test_an_unwritable_out_or_a_bad_spark_setting_is_one_line(faulty_cluster3, t
     root, _eid = faulty_cluster3
     disk, md = str(root / "bookies" / BOOKIES[0]), str(root / "metadata")
     for extra, words in ((["--out", "/proc/bkdisk-audit-out"], ("/proc/bkdisk-audit-out", "cannot write")),
-                         (["--out", str(tmp_path / "o"), "--conf", "spark.driver.memory=lots"], ("Spark did not start",))):
+                         (["--out", str(tmp_path / "o"), "--conf", "spark.driver.memory=lots"],
+                          ("Spark did not start",))):
         p = subprocess.run([str(BIN / "bkdisk"), "audit", disk, "--metadata-dir", md, "--master", "local[1]", *extra],
                            capture_output=True, text=True, timeout=600)
         lines = [x for x in p.stderr.splitlines() if x.startswith("bkdisk")]

@@ -8,7 +8,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from audit.metadata_source import MetadataDirSource, MetadataServiceSource, read_chunk, write_chunks
+from audit.metadata_source import MetadataDirSource, MetadataServiceSource, write_chunks
 from audit.metadata_tables import bookie_metadata, read_chunk_task
 from bench.metadata_gen import write_folder, write_sqlite
 from bookie.metadata_dir import bookie_metadata_dir, load_metadata_dir, places_entries_on

@@ -29,7 +29,8 @@ EMPTY = {"under_replicated": {"ledger_scope": pa.int64(), "ledger_id": pa.int64(
                             "bookie_id": pa.string(), "reason": pa.string(), "intact_on": pa.list_(pa.string())},
          "divergent": {"ledger_scope": pa.int64(), "ledger_id": pa.int64(), "entry_id": pa.int64(),
                        "fingerprints": pa.int64(),
-                       "copies": pa.list_(pa.struct([("payload_sha256", pa.string()), ("bookies", pa.list_(pa.string()))]))},
+                       "copies": pa.list_(pa.struct([("payload_sha256", pa.string()),
+                                                     ("bookies", pa.list_(pa.string()))]))},
          "orphans": {"ledger_scope": pa.int64(), "ledger_id": pa.int64(), "bookie_id": pa.string(),
                      "entries": pa.int64(), "bytes": pa.int64()},
          "missing_ledgers": {"ledger_scope": pa.int64(), "ledger_id": pa.int64(), "bookie_id": pa.string(),
@@ -60,7 +61,7 @@ def healthy_cluster(out: Path) -> dict:
             _write(out, name, [{"copies_expected": 3, "copies_intact": 3, "entries": 5000}])
         else:
             _write(out, name, [])
-    return summarize(str(out), "healthy-run", "metadata folder /srv/md", started=dt.datetime.now(dt.timezone.utc))
+    return summarize(str(out), "healthy-run", "metadata folder /srv/md", started=dt.datetime.now(dt.UTC))
 
 
 def damaged_cluster(out: Path) -> dict:
@@ -92,7 +93,7 @@ def damaged_cluster(out: Path) -> dict:
                               "ledger_id": 289, "path": "/mnt/bk-2/ledgers/current/0.log"}])
     _write(out, "replication_histogram", [{"copies_expected": 2, "copies_intact": 2, "entries": 153_000},
                                           {"copies_expected": 2, "copies_intact": 1, "entries": 2}])
-    return summarize(str(out), "damaged-run", "metadata folder /srv/md", started=dt.datetime.now(dt.timezone.utc))
+    return summarize(str(out), "damaged-run", "metadata folder /srv/md", started=dt.datetime.now(dt.UTC))
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,8 @@ def test_scan_disk_writes_the_task_rows_to_one_parquet_file(tmp_path, cluster3):
     disk = str(root / "bookies" / "bk-1.rack-a")
     out = tmp_path / "bk1.parquet"
     p = subprocess.run([BKDISK, "scan-disk", disk, "--out", str(out), "--metadata-dir",
-                        str(root / "metadata"), "--run-id", "run-1"], capture_output=True, text=True, check=False, timeout=300)
+                        str(root / "metadata"), "--run-id", "run-1"],
+                       capture_output=True, text=True, check=False, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "bk-1.rack-a: ok, 244 entries" in p.stderr
     f = pq.read_table(out)
@@ -202,7 +203,8 @@ def test_audit_refuses_an_output_folder_that_is_not_an_audits(cluster3, tmp_path
     root, _md = cluster3
     (tmp_path / "keep.txt").write_text("precious")
     p = subprocess.run([BKDISK, "audit", str(root / "bookies" / "bk-1.rack-a"), "--metadata-dir",
-                        str(root / "metadata"), "--out", str(tmp_path)], capture_output=True, text=True, check=False, timeout=120)
+                        str(root / "metadata"), "--out", str(tmp_path)],
+                       capture_output=True, text=True, check=False, timeout=120)
     assert p.returncode == 8 and "is not a previous audit's output" in p.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["keep.txt"]
 

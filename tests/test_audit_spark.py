@@ -135,7 +135,8 @@ def test_scan_disk_files_and_disks_mixed_give_the_same_tables(golden3, spark, tm
     assert "disk-00000.parquet" in names and not any(n.startswith(".disk-") for n in names)   # no temporary left
     disk_file = pq.read_table(tmp_path / "mixed" / "replicas" / "disk-00000.parquet")
     assert set(disk_file["bookie_id"].to_pylist()) == {BOOKIES[2]}
-    assert rows(disk_file) == rows(first["replicas"].filter(pa.compute.equal(first["replicas"]["bookie_id"], BOOKIES[2])))
+    replicas = first["replicas"]
+    assert rows(disk_file) == rows(replicas.filter(pa.compute.equal(replicas["bookie_id"], BOOKIES[2])))
 
 
 def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tmp_path):

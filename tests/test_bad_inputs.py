@@ -116,8 +116,10 @@ def test_dump_of_a_bookie_root_names_a_damaged_dir_instead_of_leaving_it_out(tmp
 
 def test_a_whole_file_problem_names_no_offset():
     from formats.errors import FormatError
-    assert str(FormatError("1087 bytes", "1001", path="/x/000008.sst")) == "/x/000008.sst: expected 1087 bytes, found 1001"
-    assert str(FormatError("'BKLO'", "'XXXX'", path="/x/0.log", offset=0)) == "/x/0.log: offset 0: expected 'BKLO', found 'XXXX'"
+    assert (str(FormatError("1087 bytes", "1001", path="/x/000008.sst"))
+            == "/x/000008.sst: expected 1087 bytes, found 1001")
+    assert (str(FormatError("'BKLO'", "'XXXX'", path="/x/0.log", offset=0))
+            == "/x/0.log: offset 0: expected 'BKLO', found 'XXXX'")
 
 
 def test_a_link_to_a_folder_of_the_same_index_tree_lists_nothing_twice(tmp_path):

@@ -22,8 +22,9 @@ def test_packed_entries_are_package_entrys():
     lengths = np.array([1, 101, 1100, 64, 129, 0])
     data, at = bulk_bookie.pack_entries(pool, starts, sizes, ledgers, entries, lengths)
     for i in range(len(sizes)):
-        want = package_entry(ledger_id=int(ledgers[i]), entry_id=int(entries[i]), last_add_confirmed=int(entries[i]) - 1,
-                             length=int(lengths[i]), payload=pool[starts[i]:starts[i] + sizes[i]].tobytes(),
+        want = package_entry(ledger_id=int(ledgers[i]), entry_id=int(entries[i]),
+                             last_add_confirmed=int(entries[i]) - 1, length=int(lengths[i]),
+                             payload=pool[starts[i]:starts[i] + sizes[i]].tobytes(),
                              digest_type=DigestType.CRC32C, password=bulk_bookie.PASSWORD).to_bytes()
         got = data[at[i]:at[i] + bulk_bookie.OVERHEAD + sizes[i]].tobytes()
         assert got == len(want).to_bytes(4, "big") + want

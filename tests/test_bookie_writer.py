@@ -14,7 +14,6 @@ from bookie.model import BookieSpec, LedgerSpec
 from bookie.reader import read_bookie
 from bookie.writer import write_bookie
 from formats import entrylog as fe
-from formats import journal as fj
 from formats.digests import DigestType, master_key
 from formats.ids import LedgerId
 from formats.index import parse_header as parse_index_header

@@ -152,7 +152,8 @@ def test_a_journal_record_claiming_2_gib_inside_a_4_gib_sparse_journal_is_verifi
 
 
 def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies_them(tmp_path, monkeypatch):
-    from fsck.passes import p6_journals
+    import diskio.digests
+    import journal.digests
     from fsck_helpers import flip, make_disk
     from journal.reader import read_journal
     disk = make_disk(str(tmp_path / "b"))
@@ -165,8 +166,8 @@ def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies
 
     windowed = journal_findings()
     assert [c for c, p, o in windowed] == ["JOURNAL_RECORD_CORRUPT"]
-    monkeypatch.setattr(p6_journals, "JOURNAL_WINDOW", 0)          # every record streamed on its own
-    monkeypatch.setattr(p6_journals, "STREAM_CHUNK", 7)            # and read in chunks that cut its digest
+    monkeypatch.setattr(journal.digests, "JOURNAL_WINDOW", 0)      # every record streamed on its own
+    monkeypatch.setattr(diskio.digests, "STREAM_CHUNK", 7)         # and read in chunks that cut its digest
     assert journal_findings() == windowed
     disk.md_dir = None                                             # digest types sniffed, not given
     assert journal_findings() == windowed
@@ -185,7 +186,8 @@ def _length_fields(written, remap) -> dict[str, tuple[str, int, str]]:
     out = {"index master key length": (idx, field_offset(INDEX_HEADER_FIELDS, "master_key_length"), "index"),
            "ledgers map batch size": (rolled, map_at, "entrylog"),
            "ledgers map batch count": (rolled, map_at + field_offset(LEDGERS_MAP_BATCH, "count"), "entrylog")}
-    body_field = {RecordKind.PADDING: 0, RecordKind.LEDGER_KEY: KEY_LENGTH_AT, RecordKind.EXPLICIT_LAC: LAC_BODY_LENGTH_AT}
+    body_field = {RecordKind.PADDING: 0, RecordKind.LEDGER_KEY: KEY_LENGTH_AT,
+                  RecordKind.EXPLICIT_LAC: LAC_BODY_LENGTH_AT}
     for j in written.journal_files:
         for r in read_journal(j).records:
             if r.kind in body_field and f"journal {r.kind.name.lower()} length" not in out:

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from audit.cli import audit
 from bkdisk.cli import cli
 from bkdisk.demo import demo
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import make_disk
 
 

@@ -103,7 +103,8 @@ def test_generated_cookies_differ_only_in_bookie_id_form(root: Path):
 
 def test_fact_sheet_layout5_example_serializes_exactly():
     cookie = Cookie(5, "10.0.0.5:3181", ("/bk/journal",), ("/bk/ledgers",), "<uuid>")
-    text = '5\nbookieHost: "10.0.0.5:3181"\njournalDir: "/bk/journal"\nledgerDirs: "1\\t/bk/ledgers"\ninstanceId: "<uuid>"\n'
+    text = ('5\nbookieHost: "10.0.0.5:3181"\njournalDir: "/bk/journal"\nledgerDirs: "1\\t/bk/ledgers"\n'
+            'instanceId: "<uuid>"\n')
     assert serialize_cookie(cookie) == text.encode()
     assert parse_cookie(text.encode()) == cookie
 

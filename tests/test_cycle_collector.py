@@ -68,7 +68,7 @@ def test_cycles_made_while_eased_are_still_collected(collector_default):
 def test_restored_when_the_work_raises(collector_default):
     with pytest.raises(ZeroDivisionError):
         with collector_eased():
-            1 / 0
+            _ = 1 / 0
     assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_freeze_count() == 0
 
@@ -117,7 +117,7 @@ def test_overlapping_callers_on_threads_keep_it_eased_until_the_last_leaves(coll
 
 def test_fsck_checks_with_the_collector_eased(golden, collector_default, monkeypatch):
     import fsck.api
-    from fsck.cli import fsck_command
+    from bkdisk.fsck_cli import fsck_command
     seen = _recorded(fsck.api, "check_bookie", monkeypatch)
     r = CliRunner().invoke(fsck_command, [str(golden / HEALTHY), "--no-progress", "-q"], catch_exceptions=False)
     assert r.exit_code == 0, r.output

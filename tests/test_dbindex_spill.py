@@ -60,8 +60,9 @@ def test_a_spilled_check_of_a_damaged_db_bookie_gives_the_same_findings(tmp_path
         assert idx.rows.spilled and not held.context.__dict__["_dbindex_read"][0][2].rows.spilled
         want = [f.to_json() for f in held.findings]
         codes = [f["code"] for f in want]
+        # DBINDEX_ENTRY_UNINDEXED: the garbage, and the copies the moved locations left
         for code, n in (("DBINDEX_LOCATION_WRONG", 2), ("DBINDEX_LOCATION_MISSING_LOG", 1),
-                        ("DBINDEX_ENTRY_NOT_INDEXED", 5), ("DBINDEX_ENTRY_UNINDEXED", 40 + 3)):    # garbage, and the copies the moved locations left
+                        ("DBINDEX_ENTRY_NOT_INDEXED", 5), ("DBINDEX_ENTRY_UNINDEXED", 40 + 3)):
             assert codes.count(code) == n, (code, codes)
         assert [f.to_json() for f in spilled.findings] == want
     finally:

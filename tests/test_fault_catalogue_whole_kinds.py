@@ -125,7 +125,7 @@ def test_the_inventory_and_scan_disk_say_so_without_a_traceback(damaged, kind, f
     # each fault is said in one warning naming what is gone, exit 4; entries still in their logs are listed
     said = {"every_entry_log_gone": "no entry log in any ledger dir", "a_ledger_dir_empty": "cannot list",
             "every_index_gone": "no index", "the_journal_dir_empty": "no journal file"}[fault]
-    assert inv.returncode == 4 and f"bkdisk: warning: " in inv.stderr and said in inv.stderr, (inv.returncode,
+    assert inv.returncode == 4 and "bkdisk: warning: " in inv.stderr and said in inv.stderr, (inv.returncode,
                                                                                                inv.stderr)
     assert bool(rows) == (fault != "every_entry_log_gone"), len(rows)
     out = tmp_path / "disk.parquet"

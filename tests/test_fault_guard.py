@@ -50,7 +50,7 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("module,prog,args", [("fsck.cli", "bookie-fsck", []),
+@pytest.mark.parametrize("module,prog,args", [("bkdisk.fsck_cli", "bookie-fsck", []),
                                               ("bkdisk.cli", "bkdisk", ["inventory"])])
 def test_a_read_that_faults_is_one_line_naming_the_file_and_exit_8(tmp_path, module, prog, args):
     root = golden_copy(tmp_path, CORPUS)
@@ -72,7 +72,7 @@ def test_without_a_fault_the_guard_changes_nothing_a_command_prints_or_returns(t
     runs = {}
     for fork in ("0", "1"):
         env = dict(os.environ, BKDISK_NO_FORK="" if fork == "1" else "1")
-        runs[fork] = _run("from fsck.cli import console; console()", str(root), "--json", env=env)
+        runs[fork] = _run("from bkdisk.fsck_cli import console; console()", str(root), "--json", env=env)
     assert runs["0"].returncode == runs["1"].returncode == 0, runs["1"].stderr
     a, b = json.loads(runs["0"].stdout), json.loads(runs["1"].stdout)
     for d in (a, b):
@@ -192,11 +192,12 @@ def test_a_parent_killed_outright_takes_its_forked_work_with_it(how):
 
 
 @pytest.mark.parametrize("sig,mapped,expected", [
-    (signal.SIGBUS, [("/no/such/0.log", 0, 10)], "/no/such/0.log bytes 0..9: the disk returned an I/O error, or the file "
-                                           "shrank, while it was read through a map; stopped"),
+    (signal.SIGBUS, [("/no/such/0.log", 0, 10)], "/no/such/0.log bytes 0..9: the disk returned an I/O error, or the "
+                                                 "file shrank, while it was read through a map; stopped"),
     (signal.SIGBUS, [], "the disk returned an I/O error, or the file shrank, while it was read through a map; "
                         "stopped (no mapped read was in progress)"),
-    (signal.SIGSEGV, [("/a", 5, 1), ("/b", 0, 2)], "/a bytes 5..5; /b bytes 0..1: the reader crashed (SIGSEGV); stopped"),
+    (signal.SIGSEGV, [("/a", 5, 1), ("/b", 0, 2)],
+     "/a bytes 5..5; /b bytes 0..1: the reader crashed (SIGSEGV); stopped"),
     (signal.SIGKILL, [("/a", 5, 1)], "killed (SIGKILL: by an operator, or by the system out of memory)"),
     (signal.SIGABRT, [("/a", 5, 1)], "stopped by SIGABRT while reading /a bytes 5..5"),
     (signal.SIGHUP, [], "cancelled (SIGHUP)"),

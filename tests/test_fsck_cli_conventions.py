@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from formats.ids import LedgerId
 from fsck.api import check_bookie
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.context import CheckOptions
 from tests.fsck_helpers import Disk, make_disk, snapshot
 
@@ -23,7 +23,7 @@ def _cli(*args):
 
 
 def _main(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args], capture_output=True,
                           text=True, timeout=120)
 
 

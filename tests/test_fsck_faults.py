@@ -16,7 +16,7 @@ from formats.lastmark import LastMark, build_last_mark
 from formats.index import unpack_location
 from formats.paths import entry_log_name, index_relpath
 from fsck.api import check_bookie
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, entry_record, errors, flip, make_disk, patch, unprivileged
 
 
@@ -354,7 +354,7 @@ def test_unreadable_file_is_reported_when_run_without_read_privileges(tmp_path):
     victim = d.written.index_files[LedgerId(0, 1)]
     os.chmod(victim, 0o000)
     # Root reads anything; without two capabilities it obeys file permissions like anyone.
-    cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", d.root, "--json", "--no-progress"])
+    cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", d.root, "--json", "--no-progress"])
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     import json

@@ -29,7 +29,7 @@ from formats.index import INDEX_MAGIC, LOCATION, pack_location, slot_offset
 from formats.lastmark import LastMark, build_last_mark
 from formats.paths import CURRENT_DIR, index_relpath
 from fsck.api import check_bookie
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.context import CheckOptions
 from journal.reader import read_journal
 

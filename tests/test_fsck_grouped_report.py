@@ -7,7 +7,7 @@ import os
 
 from click.testing import CliRunner
 
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.conftest import golden_copy
 from tests.fsck_helpers import make_disk
 
@@ -37,7 +37,8 @@ def test_a_lost_db_entry_log_is_one_line_naming_its_ledgers_and_entry_ranges(tmp
     _code, verbose = _out(root, "--metadata-dir", md, "-v")
     assert "expected ledger 4660 entry 7 on this bookie" in verbose
     _code, quiet = _out(root, "--metadata-dir", md, "-q")
-    assert set(quiet.splitlines()[:-1]) <= set(default.splitlines()) and len(quiet.splitlines()) < len(default.splitlines())
+    quiet_lines, default_lines = quiet.splitlines(), default.splitlines()
+    assert set(quiet_lines[:-1]) <= set(default_lines) and len(quiet_lines) < len(default_lines)
     doc = json.loads(_out(root, "--metadata-dir", md, "--json")[1])
     located = sum(f["code"] == "DBINDEX_LOCATION_MISSING_LOG" for f in doc["findings"])
     assert located > 20 and sum("DBINDEX_LOCATION_MISSING_LOG" in l for l in verbose.splitlines()) == located

@@ -78,7 +78,7 @@ def test_a_ledger_deleted_from_metadata_is_garbage_not_an_error(tmp_path):
 
 def test_a_lost_index_of_a_ledger_in_metadata_is_an_error_and_is_rebuilt(tmp_path):
     from click.testing import CliRunner
-    from fsck.cli import fsck_command
+    from bkdisk.fsck_cli import fsck_command
     spec = _spec()
     w = write_bookie(spec, str(tmp_path / "b"))
     md = str(tmp_path / "md")
@@ -142,7 +142,7 @@ def test_a_root_with_several_bookies_is_refused_by_fsck_and_inventoried_bookie_b
     for r in rows:
         got[r["bookie_id"]] = got.get(r["bookie_id"], 0) + 1
     assert got == held
-    f = subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", str(root)],
+    f = subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", str(root)],
                        capture_output=True, text=True, timeout=300)
     assert f.returncode == 8 and len(f.stderr.strip().splitlines()) == 1
 
@@ -249,7 +249,7 @@ def test_an_all_zero_body_mid_journal_with_records_after_it_is_corruption_not_a_
 
 def test_an_interrupted_index_relocation_is_a_warning_and_repair_renames_it(tmp_path):
     from click.testing import CliRunner
-    from fsck.cli import fsck_command
+    from bkdisk.fsck_cli import fsck_command
     spec = _spec()
     w = write_bookie(spec, str(tmp_path))
     p = w.index_files[LedgerId(0, 2)]

@@ -37,7 +37,7 @@ def wrap(name):
     setattr(os, name, counted)
 for name in ("write", "fsync", "link", "unlink", "replace", "rename", "ftruncate", "mkdir", "fchmod"):
     wrap(name)
-from fsck.cli import main
+from bkdisk.fsck_cli import main
 main(sys.argv[1:])
 """
 MAX_KILL_POINTS = 80   # every call of this repair (about 50); a cap keeps the campaign within a couple of minutes
@@ -99,9 +99,9 @@ def template(tmp_path_factory):
     shutil.copytree(base, probe, symlinks=True)
     pd = Disk(os.path.join(probe, "bookie"), d.written, os.path.join(probe, "metadata"))
     env = dict(os.environ, PYTHONPATH=ROOT, BKDISK_KILL_AT="0")
-    count_script = KILLER.replace("from fsck.cli import main\nmain(sys.argv[1:])",
+    count_script = KILLER.replace("from bkdisk.fsck_cli import main\nmain(sys.argv[1:])",
                                   "import atexit\natexit.register(lambda: print('CALLS', seen[0]))\n"
-                                  "from fsck.cli import main\nmain(sys.argv[1:])")
+                                  "from bkdisk.fsck_cli import main\nmain(sys.argv[1:])")
     p = subprocess.run([sys.executable, "-c", count_script, pd.root, "--metadata-dir", pd.md_dir, "--repair", "-y",
                         "--no-progress", "--backup-dir", probe + "-bk"], env=env, capture_output=True, text=True,
                        timeout=300)

@@ -11,7 +11,7 @@ from hypothesis import given, strategies as st
 
 from bookie.metadata_dir import load_metadata_dir
 from formats.ids import LedgerId
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.shell_commands import JAVA_LONG_MAX, recover_commands
 from tests.fsck_helpers import make_disk
 

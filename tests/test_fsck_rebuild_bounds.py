@@ -10,7 +10,7 @@ import os
 from click.testing import CliRunner
 
 from conftest import GOLDEN, golden_copy
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import snapshot
 
 CORPUS = "interleaved-v6-hostport"

@@ -19,7 +19,7 @@ from formats.ids import LedgerId
 from formats.lastmark import LastMark, build_last_mark
 from formats.paths import index_relpath
 from fsck.api import plan_repairs
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,7 +155,7 @@ def test_a_backup_folder_symlinked_outside_is_refused_before_any_write(disk, tmp
         assert f.read() == damaged
 
 
-# --- backups are snapshots ------------------------------------------------------------------------
+# --- backups are snapshots -------------------------------------------------------------------------
 
 def test_the_backup_of_a_moved_index_is_a_copy_not_a_second_name(tmp_path):
     src = tmp_path / "a" / "1.idx"
@@ -168,7 +168,7 @@ def test_the_backup_of_a_moved_index_is_a_copy_not_a_second_name(tmp_path):
     assert open(kept, "rb").read() == b"old bytes"
 
 
-# --- an interrupted move, stale temp files --------------------------------------------------------
+# --- an interrupted move, stale temp files ---------------------------------------------------------
 
 def test_an_interrupted_move_is_finished_by_repair(disk):
     lid = LedgerId(0, 255)
@@ -191,7 +191,7 @@ def test_own_stale_temp_files_are_removed_and_others_left(disk):
     lid = LedgerId(0, 1)
     folder = os.path.dirname(disk.written.index_files[lid])
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+                          text=True, check=True).stdout.strip()
     stale = os.path.join(folder, f".1.idx.bkdisk-tmp-{dead}")
     alive = os.path.join(folder, f".1.idx.bkdisk-tmp-{os.getppid()}")    # a process that still runs
     other = os.path.join(folder, "notes.txt")
@@ -205,7 +205,7 @@ def test_own_stale_temp_files_are_removed_and_others_left(disk):
     assert not os.path.exists(stale) and os.path.exists(alive) and os.path.exists(other)
 
 
-# --- lastId and lastMark --------------------------------------------------------------------------
+# --- lastId and lastMark ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "behind"])
 def test_a_bad_last_id_is_reported_with_what_a_restart_does(disk, damage):
@@ -234,7 +234,8 @@ def test_a_last_mark_missing_in_one_of_two_ledger_dirs_is_reported(disk):
 
 def make_disk_clean_check(disk: Disk):
     for d in disk.dirs.ledger_dirs[1:]:
-        shutil.copy(os.path.join(disk.dirs.ledger_dirs[0], "current", "lastMark"), os.path.join(d, "current", "lastMark"))
+        shutil.copy(os.path.join(disk.dirs.ledger_dirs[0], "current", "lastMark"),
+                    os.path.join(d, "current", "lastMark"))
     return disk.check()
 
 
@@ -245,7 +246,7 @@ def test_an_unlistable_index_folder_is_an_error_and_no_index_is_written_for_it(d
     before = {p for p in snapshot(disk.root)}
     os.chmod(folder, 0)
     try:
-        cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", disk.root, "--metadata-dir",
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", disk.root, "--metadata-dir",
                             disk.md_dir, "--repair", "-y", "--json", "--no-progress"])
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     finally:
@@ -292,12 +293,13 @@ def test_the_human_report_leads_with_the_truncation_and_lists_its_consequences_u
     assert "LOG_TRUNCATED" in listed[0] and log in listed[0], out
     assert re.match(r"-> \d+ INDEX_LOCATION_OUT_OF_RANGE: ledger \d+ entr", listed[1].lstrip()), out
     # each lost entry once: pass 5 leaves a location past the end of its log to pass 3
-    locs = [(f.path, f.entry) for f in rep.findings if f.code in ("INDEX_LOCATION_OUT_OF_RANGE", "INDEX_LOCATION_WRONG")]
+    locs = [(f.path, f.entry) for f in rep.findings
+            if f.code in ("INDEX_LOCATION_OUT_OF_RANGE", "INDEX_LOCATION_WRONG")]
     assert len(locs) == len(set(locs))
     assert all(f.caused_by is not None for f in rep.findings if f.code == "INDEX_LOCATION_OUT_OF_RANGE")
 
 
-# --- the repair's JSON, what remains, the backup line ------------------------------------------------
+# --- the repair's JSON, what remains, the backup line ----------------------------------------------
 
 def _tear_newest_journal(disk: Disk, *, mark_past_cut: bool) -> None:
     from journal.reader import read_journal
@@ -386,7 +388,7 @@ def test_an_unlistable_ledger_dir_blocks_every_rebuild_when_the_indexes_are_else
         [a for l in dirs.ledger_dirs for a in ("--ledger-dir", l)] + ["--index-dir", index_dir]
     os.chmod(cur, 0)
     try:
-        cmd = unprivileged([sys.executable, "-c", "from fsck.cli import main; main()", *args, "--metadata-dir",
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args, "--metadata-dir",
                              d.md_dir, "--repair", "-y", "--json", "--no-progress"])
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     finally:

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.problems import PROBLEMS
+from conftest import GOLDEN
 from tests.fsck_helpers import flip, make_disk
 
 ROOT = Path(__file__).resolve().parents[1]
-from conftest import GOLDEN
 
 
 def test_fsck_spec_lists_every_code_with_its_severity_pass_and_repairability():
@@ -33,9 +33,9 @@ def _invoke(args):
 
 
 def test_usage_errors_exit_16():
-    assert subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", "--jobs", "0"],
+    assert subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", "--jobs", "0"],
                           capture_output=True).returncode == 16
-    assert subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()"],
+    assert subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()"],
                           capture_output=True).returncode == 16
 
 
@@ -96,7 +96,7 @@ def test_repair_refuses_while_another_process_holds_the_dirs(tmp_path):
 
 def test_ctrl_c_exits_32(tmp_path, monkeypatch):
     d = make_disk(str(tmp_path))
-    import fsck.api as api   # fsck.cli imports the checker when a check runs
+    import fsck.api as api   # bkdisk.fsck_cli reads the checker from fsck.api when a check runs
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -138,7 +138,7 @@ def test_flipped_payload_in_a_copy_of_a_golden_corpus_is_found(tmp_path):
     src = GOLDEN / "interleaved-v6-hostport"
     dst = tmp_path / "c"
     shutil.copytree(src, dst)
-    for dp, dn, fn in os.walk(dst):
+    for dp, _dn, fn in os.walk(dst):
         os.chmod(dp, 0o755)
         for n in fn:
             os.chmod(os.path.join(dp, n), 0o644)
@@ -158,7 +158,7 @@ def _run_in_terminal(args: list[str], answers: str, timeout: float = 120.0) -> t
     import time
     master, slave = pty.openpty()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-c", "from fsck.cli import main; main()", *args],
+    p = subprocess.Popen([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args],
                          stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
     out, sent, deadline = b"", False, time.monotonic() + timeout
@@ -239,7 +239,7 @@ def test_explicit_dirs_on_the_command_line(tmp_path):
            [a for l in d.dirs.ledger_dirs for a in ("--ledger-dir", l)]
     r = _invoke([*args, "--json", "--no-progress"])
     assert r.exit_code == 0, r.output
-    both = subprocess.run([sys.executable, "-c", "from fsck.cli import main; main()", d.root, *args],
+    both = subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", d.root, *args],
                           capture_output=True, text=True)
     assert both.returncode == 16 and "exactly one of ROOT" in both.stderr   # ROOT and explicit dirs exclude each other
 

@@ -17,7 +17,7 @@ from formats.digests import DigestType
 from formats.ids import LedgerId
 from formats.lastmark import LastMark, build_last_mark
 from fsck.api import check_bookie
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.context import CheckOptions
 from fsck.passes import p5_crosscheck
 from journal.reader import read_journal

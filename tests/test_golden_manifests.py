@@ -11,7 +11,6 @@ import pytest
 
 from bookie.layout import BookieDirs
 from bookie.reader import read_bookie
-from diskio.mapped import read_bytes
 from entrylogs.reader import read_entry_log
 from entrylogs.writer import rebuild_entry_log
 from formats.cookie import parse_cookie, serialize_cookie

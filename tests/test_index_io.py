@@ -28,7 +28,7 @@ from indexfiles.writer import index_bytes
 REPO = Path(__file__).resolve().parents[1]
 RSS_CEILING_MIB = 400
 HANG_GUARD_S = 300
-FAR_SLOT = 2 ** 31 - 2            # issue 8: a 16 GiB sparse file
+FAR_SLOT = 2 ** 31 - 2            # a slot 16 GiB into a sparse index file
 FAR_LOCATION = pack_location(7, 4096)
 
 CHILD = r"""
@@ -184,7 +184,7 @@ def test_fsck_reports_an_unlistable_index_folder_as_an_error_not_a_stray(tmp_pat
     write_bookie(BookieSpec(ledgers), str(tmp_path / "bookie"))
     hidden = tmp_path / "bookie" / "ledgers" / "current" / "0"
     os.chmod(hidden, 0)
-    cmd = [sys.executable, "-c", "from fsck.cli import main; main()", str(tmp_path / "bookie"), "--json",
+    cmd = [sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", str(tmp_path / "bookie"), "--json",
            "--no-progress"]
     try:
         r = subprocess.run(_as_unprivileged(cmd), capture_output=True, text=True, env=_child_env(),

@@ -55,13 +55,15 @@ def test_golden_corpora_are_present():
 @pytest.mark.parametrize("corpus", CORPORA, ids=IDS)
 def test_jsonl_rows_equal_the_manifest_entries_with_metadata(corpus: Path):
     doc = _manifest(corpus)
-    code, out, err = run(str(corpus), "--jsonl", "--payload-hash", "sha256", "--metadata-dir", str(_metadata_dir(corpus)))
+    code, out, err = run(str(corpus), "--jsonl", "--payload-hash", "sha256",
+                         "--metadata-dir", str(_metadata_dir(corpus)))
     assert code == 0, err
     assert err == ""
     rows = rows_of(out)
     assert all(set(r) == ROW_KEYS | {"payload_sha256"} for r in rows)
     got = sorted((r["ledger"], r["entry"], r["payload_len"], r["payload_sha256"]) for r in rows)
-    want = sorted((int(e["ledger_id"]), e["entry_id"], e["payload_length"], e["payload_sha256"]) for e in doc["entries"])
+    want = sorted((int(e["ledger_id"]), e["entry_id"], e["payload_length"], e["payload_sha256"])
+                  for e in doc["entries"])
     assert got == want
     types = {int(e["ledger_id"]): e["digest_type"] for e in doc["entries"]}
     # a DUMMY entry carries no digest: nothing was verified (null); every other entry verified
@@ -241,7 +243,7 @@ def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scann
     assert WINDOW_DEFAULT == DEFAULT_WINDOW
     probe = ("import sys\nfrom bkdisk.cli import main\ntry:\n    main(['inventory', '--help'])\n"
              "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
 

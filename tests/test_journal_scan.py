@@ -94,8 +94,9 @@ def test_valid_end_after_a_padding_record_is_the_aligned_position():
 
 # --- generated journals ----------------------------------------------------------------------
 def _ledger(i: int, rng: random.Random) -> LedgerSpec:
-    return LedgerSpec(rng.choice([i, 2 ** 40 + i]), [rng.randbytes(rng.choice([0, 3, 200, 1500])) for _ in range(rng.randint(1, 5))],
-                      digest_type=rng.choice(list(DigestType)), password=rng.randbytes(4),
+    ledger_id = rng.choice([i, 2 ** 40 + i])
+    entries = [rng.randbytes(rng.choice([0, 3, 200, 1500])) for _ in range(rng.randint(1, 5))]
+    return LedgerSpec(ledger_id, entries, digest_type=rng.choice(list(DigestType)), password=rng.randbytes(4),
                       scope_id=rng.choice([0, 0, 9, 2 ** 64 - 1]), fenced=rng.random() < 0.4,
                       explicit_lac=0 if rng.random() < 0.3 else None)
 
@@ -104,13 +105,14 @@ def _bookie(seed: int, version: int, d: str):
     rng = random.Random(seed)
     ledgers = [_ledger(i, rng) for i in range(rng.randint(1, 6))]
     spec = BookieSpec(ledgers, journal_version=version, index_version=1 if version >= 6 else 0,
-                      journal_group_bytes=rng.choice([300, 2000, 1 << 20]), journal_max_size=rng.choice([3000, 1 << 20]),
-                      journal_prealloc_size=8192)
+                      journal_group_bytes=rng.choice([300, 2000, 1 << 20]),
+                      journal_max_size=rng.choice([3000, 1 << 20]), journal_prealloc_size=8192)
     return write_bookie(spec, d)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2 ** 32 - 1), version=st.sampled_from([4, 5, 6]), window=st.sampled_from([4096, 9000, 1 << 22]))
+@given(seed=st.integers(0, 2 ** 32 - 1), version=st.sampled_from([4, 5, 6]),
+       window=st.sampled_from([4096, 9000, 1 << 22]))
 def test_scan_equals_reference_and_holds_every_written_entry(seed: int, version: int, window: int):
     with tempfile.TemporaryDirectory() as d:
         wb = _bookie(seed, version, d)

@@ -87,7 +87,7 @@ def test_inventory_rows_match_their_schema(corpus):
 
 
 def _fsck_doc(args: list[str], code: int) -> dict:
-    from fsck.cli import fsck_command
+    from bkdisk.fsck_cli import fsck_command
     r = CliRunner().invoke(fsck_command, [*args, "--json", "--no-progress"], catch_exceptions=False)
     assert r.exit_code == code, r.output
     doc = json.loads(r.stdout)

@@ -1,12 +1,21 @@
-"""Data flows one way: no package imports a package above it (formats at the bottom, the CLI on top)."""
+"""Data flows one way: no package imports a package above it (formats at the bottom, the commands on top).
+
+The libraries (formats ... fsck, metaservice) sit below the command-line layer (commandline/: exit
+codes, the guarded runner, the ledger and memory options, progress) and never import it; the commands
+stand on it: the Spark audit and its front end (audit/), then bkdisk's commands (bkdisk/, bookie-fsck's
+among them).
+"""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYER = {"formats": 0, "diskio": 1, "journal": 2, "entrylogs": 2, "indexfiles": 2, "rocksdbfiles": 2, "bookie": 3, "metaservice": 3, "fsck": 4,
-         "audit": 4.5, "bkdisk": 5, "bench": 6}
+LAYER = {"formats": 0, "diskio": 1, "journal": 2, "entrylogs": 2, "indexfiles": 2, "rocksdbfiles": 2, "bookie": 3,
+         "metaservice": 3, "fsck": 4, "commandline": 4.2, "audit": 4.5, "bkdisk": 5, "bench": 6}
+COMMAND_LINE = "commandline"
+# The audit's modules that are command lines: the rest of audit/ is the job Spark runs, a library.
+AUDIT_FRONT_ENDS = {"audit/cli.py", "audit/spark_app.py"}
 # File-kind packages sit side by side and do not use each other.
 PEERS_APART = {"journal", "entrylogs", "indexfiles", "rocksdbfiles"}
 # formats/ holds declarations only: no file, process or memory-map access.
@@ -53,3 +62,25 @@ def test_formats_does_no_io():
             continue
         bad += [f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p) if m.split(".")[0] in IO_MODULES]
     assert bad == []
+
+
+def test_the_command_line_layer_sits_above_every_library_and_below_the_commands():
+    below = {p for p, n in LAYER.items() if n < LAYER[COMMAND_LINE]}
+    assert below == {"formats", "diskio", "journal", "entrylogs", "indexfiles", "rocksdbfiles", "bookie",
+                     "metaservice", "fsck"}
+    assert {p for p, n in LAYER.items() if n > LAYER[COMMAND_LINE]} == {"audit", "bkdisk", "bench"}
+
+
+def test_only_the_audits_front_ends_use_the_command_line_layer():
+    bad = []
+    for pkg, p in _modules():
+        rel = p.relative_to(ROOT).as_posix()
+        if pkg == "audit" and rel not in AUDIT_FRONT_ENDS:
+            bad += [f"{rel} imports {m}" for m in _imports(p) if m.split(".")[0] == COMMAND_LINE]
+    assert bad == []
+
+
+def test_every_front_end_stands_on_the_command_line_layer():
+    # bookie-fsck's, bkdisk's and the audit's command lines take their runner and options from it.
+    for rel in ("bkdisk/cli.py", "bkdisk/fsck_cli.py", "audit/cli.py", "audit/spark_app.py"):
+        assert any(m.split(".")[0] == COMMAND_LINE for m in _imports(ROOT / rel)), rel

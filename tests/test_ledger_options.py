@@ -1,5 +1,5 @@
 """Every command that names a ledger (BP-35's --ledger-id, --ledger-scope-id) parses it with one parser
-(fsck.ledger_options) and says a bad value in one line naming the option and what it expects, with
+(commandline.ledger_options) and says a bad value in one line naming the option and what it expects, with
 exit 16: no Python wording (``invalid literal for int()``), no ``<bytes>:`` label."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_a_bad_ledger_option_is_one_line_naming_the_option(command, option, valu
 @pytest.mark.parametrize("value", ["255", "0xff", "0XFF", " 0xff "])
 def test_decimal_and_hex_name_the_same_ledger(value):
     from formats.ids import LedgerId
-    from fsck.ledger_options import resolve_ledger
+    from commandline.ledger_options import resolve_ledger
     assert resolve_ledger(value, None, None) == LedgerId(0, 255)
     assert resolve_ledger(value, "0x10", None) == LedgerId(16, 255)
     assert resolve_ledger(None, None, "0000000000000010" "00000000000000ff") == LedgerId(16, 255)

@@ -263,7 +263,7 @@ def test_fsck_with_metadata_from_the_service_finds_what_the_folder_gives(served,
     for f in md.glob("1.*"):
         f.unlink()
     served("metadata", "import", str(md))
-    fsck = [sys.executable, "-c", "from fsck.cli import main; main()", str(root), "--json", "--no-progress"]
+    fsck = [sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", str(root), "--json", "--no-progress"]
 
     def run(*extra: str) -> tuple[int, dict]:
         out = subprocess.run([*fsck, *extra], capture_output=True, text=True, timeout=300)
@@ -289,10 +289,11 @@ def test_fsck_with_metadata_from_the_service_finds_what_the_folder_gives(served,
 @pytest.mark.parametrize("argv", [["metadata", "--help"], ["metadata", "serve", "--help"], ["bookies", "--help"],
                                   ["metadata", "export", "--help"]])
 def test_help_loads_no_grpc_or_kazoo(argv):
-    probe = ("import json, sys\nfrom bkdisk.cli import main\ntry:\n    main(%r)\nexcept SystemExit as e:\n"
+    probe = ("import json, sys\nfrom bkdisk.cli import main\ntry:\n"
+             "    main(" + repr(argv) + ")\nexcept SystemExit as e:\n"
              "    code = e.code\nprint(json.dumps([code, sorted({m.split('.')[0] for m in sys.modules} & "
-             "{'grpc', 'kazoo', 'numba', 'pyspark', 'google'})]))" % (argv,))
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+             "{'grpc', 'kazoo', 'numba', 'pyspark', 'google'})]))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []], out.stderr
 
 
@@ -362,3 +363,20 @@ def test_load_all_reads_every_ledger_of_every_scope(tmp_path):
     for bad in ("grpc://host", "grpc://h:0", "http://h:1/x", "h:port"):
         with pytest.raises(BkdiskError, match="grpc://HOST:PORT"):
             service_target(bad)
+
+
+def test_the_store_url_is_parsed_by_the_store_alone(tmp_path):
+    # `bkdisk metadata serve --store` says what metaservice.store.open_store says: an unknown scheme is
+    # NotAStoreUrl (the command's usage error), a SQLite file in a missing folder a one-line StoreError.
+    from metaservice.store import NotAStoreUrl, StoreError, open_store
+    with pytest.raises(NotAStoreUrl, match="expected sqlite:PATH or zk://HOST:PORT/ledgers") as bad:
+        open_store("mysql:x")
+    assert bad.value.url == "mysql:x"
+    out = bkdisk("metadata", "serve", "--store", "mysql:x", check=None)
+    assert out.returncode == 16
+    assert out.stderr.strip().splitlines()[-1] == ("Error: Invalid value for --store: 'mysql:x': expected sqlite:PATH "
+                                                   "or zk://HOST:PORT/ledgers")
+    with pytest.raises(StoreError, match="no such directory") as info:
+        open_store(f"sqlite:{tmp_path}/no/such/m.db")
+    assert not isinstance(info.value, NotAStoreUrl) and "\n" not in str(info.value)
+    assert not (tmp_path / "no").exists()

@@ -31,11 +31,6 @@ from zookeeper_fixture import started
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def golden_bin(golden) -> bytes:
-    return (golden / "cluster-3" / "metadata" / "10.bin").read_bytes()
-
-
 def _length(golden_bin: bytes, n: int) -> bytes:
     return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
 
@@ -70,7 +65,7 @@ class Writers:
         while not self.stop.is_set():
             try:
                 got = c.write(1000 + i, _length(self.golden_bin, version + 1), expected_version=version)
-            except Exception as exc:   # noqa: BLE001 - every failure is reported by the test
+            except Exception as exc:   # every failure is reported by the test
                 self.errors.append(f"writer {i} at version {version}: {exc}")
                 return
             assert got.version == version + 1
@@ -97,7 +92,7 @@ def _collect(watch, into: list, stop: threading.Event) -> threading.Thread:
                 into.append(change)
                 if stop.is_set():
                     return
-        except Exception as exc:   # noqa: BLE001 - reported by _check_no_loss
+        except Exception as exc:   # reported by _check_no_loss
             into.append(exc)
     t = threading.Thread(target=run, daemon=True)
     t.start()
@@ -311,7 +306,7 @@ def test_sigkill_mid_write_on_the_embedded_store_keeps_every_acknowledged_write(
                 break
             try:
                 c.create(golden_bin, ledger_id=i)
-            except Exception:   # noqa: BLE001 - the service was killed: this write was not acknowledged
+            except Exception:   # the service was killed: this write was not acknowledged
                 break
             acked.append(i)
         c.close()

@@ -28,11 +28,6 @@ def service(tmp_path):
         yield store, client, port
 
 
-@pytest.fixture(scope="module")
-def golden_bin(golden) -> bytes:
-    return (golden / "cluster-3" / "metadata" / "10.bin").read_bytes()
-
-
 def _code(fn) -> str:
     with pytest.raises(MetadataError) as info:
         fn()
@@ -158,7 +153,7 @@ def test_token_guards_mutating_calls(tmp_path, golden_bin):
         wrong = MetadataClient(f"127.0.0.1:{port}", token="nope")
         good = MetadataClient(f"127.0.0.1:{port}", token="s3cret")
         for c in (anon, wrong):
-            assert _code(lambda: c.create(golden_bin, ledger_id=1)) == "PERMISSION_DENIED"
+            assert _code(lambda c=c: c.create(golden_bin, ledger_id=1)) == "PERMISSION_DENIED"
         assert store.head_sequence() == 0
         good.create(golden_bin, ledger_id=1)
         assert anon.read(1).version == 0                       # reads need no token
@@ -303,11 +298,10 @@ def test_golden_folders_import_and_export_byte_for_byte(service, golden, tmp_pat
 
 
 def test_generated_service_code_matches_a_fresh_protoc_run(tmp_path):
-    # The checked-in stubs are exactly what grpc_tools.protoc makes of metaservice.proto: nothing hand-edited.
-    from pathlib import Path
+    # The checked-in modules and type stub are exactly what grpc_tools.protoc makes of metaservice.proto.
     from metaservice.proto.regenerate import regenerate
     here = Path(__file__).resolve().parents[1] / "metaservice" / "proto"
     fresh = regenerate(tmp_path)
-    assert [p.name for p in fresh] == ["metaservice_pb2.py", "metaservice_pb2_grpc.py"]
+    assert [p.name for p in fresh] == ["metaservice_pb2.py", "metaservice_pb2.pyi", "metaservice_pb2_grpc.py"]
     for p in fresh:
         assert p.read_bytes() == (here / p.name).read_bytes(), p.name

@@ -22,7 +22,7 @@ from zookeeper_fixture import started
 
 # The store-independent RPC tests, collected here a second time: they get this module's `service`.
 from test_metaservice_rpc import (  # noqa: F401
-    golden_bin, test_concurrent_cas_writers_exactly_one_wins, test_create_generates_increasing_scope0_ids_and_random_scoped_ids,
+    test_concurrent_cas_writers_exactly_one_wins, test_create_generates_increasing_scope0_ids_and_random_scoped_ids,
     test_golden_folders_import_and_export_byte_for_byte, test_inconsistent_metadata_is_bad_request,
     test_malformed_metadata_is_bad_request_and_writes_nothing, test_malformed_requests_get_bad_request,
     test_read_converts_formats_and_returns_the_bp16_message, test_read_write_remove_and_their_status_codes,
@@ -63,9 +63,9 @@ def service(zookeeper):
 def bookkeeper_path(root: str, ledger: int, layout: bytes = HYBRID) -> str:
     """Written from BookKeeper's StringUtils rules, independently of metaservice.zk_layout."""
     if layout == HYBRID and ledger < 2**31 - 1:
-        d = "%010d" % ledger
+        d = f"{ledger:010d}"
         return f"{root}/{d[:2]}/{d[2:6]}/L{d[6:]}"
-    d = "%019d" % ledger
+    d = f"{ledger:019d}"
     return f"{root}/{d[:3]}/{d[3:7]}/{d[7:11]}/{d[11:15]}/L{d[15:]}"
 
 
@@ -159,7 +159,7 @@ def test_iterate_pages_over_more_than_10k_ledgers_in_both_scopes_written_directl
     scoped = {(1 << 64) - 1 - i * 7 for i in range(10_100)}
     paths = [bookkeeper_path(root, lid) for lid in scope0]
     for lid in scoped:   # bkdisk's scoped layout, spelt out here: 16 hex digits of scope, then 4-4-4-L4
-        h = "%016x" % lid
+        h = f"{lid:016x}"
         paths.append(f"{root}/scopes/{0xabc:016x}/{h[:4]}/{h[4:8]}/{h[8:12]}/L{h[12:]}")
     for parent in sorted({p.rsplit("/", 1)[0] for p in paths}):
         kz.ensure_path(parent)
@@ -184,7 +184,7 @@ def test_iterate_pages_over_more_than_10k_ledgers_in_both_scopes_written_directl
 def test_scoped_ledgers_are_stored_in_the_scoped_layout(service, kz, golden_bin):
     store, c, _ = service
     lid = c.create(golden_bin, scope=(1 << 64) - 1).ledger_id
-    h = "%016x" % lid
+    h = f"{lid:016x}"
     path = f"{store.root}/scopes/ffffffffffffffff/{h[:4]}/{h[4:8]}/{h[8:12]}/L{h[12:]}"
     assert kz.get(path)[0] == golden_bin
     assert list(c.iterate(scope=(1 << 64) - 1)) == [((1 << 64) - 1, lid)]
@@ -201,7 +201,7 @@ def test_bookie_registrations_are_bookkeepers_ephemeral_znodes(service, kz):
             data, stat = kz.get(f"{store.root}/{sub}/{bookie}")
             assert data == info.SerializeToString() and stat.ephemeralOwner == store.zk.client_id[0]
             reg.close()
-            _eventually(lambda: kz.exists(f"{store.root}/{sub}/{bookie}") is None)
+            _eventually(lambda path=f"{store.root}/{sub}/{bookie}": kz.exists(path) is None)
     finally:
         d.close()
 

@@ -23,7 +23,7 @@ ROOT = "/ledgers"
 
 def bookkeeper_path(ledger: int) -> str:
     """HierarchicalLedgerManager's path below Integer.MAX_VALUE: %010d split 2-4-4, leaf L<last 4>."""
-    d = "%010d" % ledger
+    d = f"{ledger:010d}"
     return f"{ROOT}/{d[:2]}/{d[2:6]}/L{d[6:]}"
 
 
@@ -64,7 +64,7 @@ def _stream(c: MetadataClient, **kw) -> queue.Queue:
         try:
             for ch in c.watch(**kw):
                 out.put(ch)
-        except Exception as exc:   # noqa: BLE001 - the test reads it from the queue
+        except Exception as exc:   # the test reads it from the queue
             out.put(exc)
     threading.Thread(target=run, daemon=True).start()
     return out
@@ -182,7 +182,8 @@ def test_many_ledgers_written_directly_while_zookeeper_restarts_and_the_session_
             ch = _next(seen, max(1.0, deadline - time.monotonic()))
         except queue.Empty:
             late = {lid: (v, [(e.change, e.version) for e in events.get(lid, [])]) for lid, v in final.items()}
-            raise AssertionError(f"not settled: {[(k, x) for k, x in late.items() if x[0] is not None and (not x[1] or x[1][-1][1] != x[0])][:8]}") from None
+            unsettled = [(k, x) for k, x in late.items() if x[0] is not None and (not x[1] or x[1][-1][1] != x[0])]
+            raise AssertionError(f"not settled: {unsettled[:8]}") from None
         events.setdefault(ch.ledger_id, []).append(ch)
     for lid, got in events.items():
         kinds = [(e.change, e.version) for e in got]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from bkdisk.inventory import inventory
 from conftest import GOLDEN, golden_copy
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 
 CORPUS = "interleaved-v6-hostport"
 GONE = "ledgers1"

@@ -15,8 +15,9 @@ import entrylogs.scan as E
 import indexfiles.scan
 import journal.scan
 
-REPO = Path(__file__).resolve().parents[1]
 from conftest import GOLDEN
+
+REPO = Path(__file__).resolve().parents[1]
 
 # Uses every kernel once (entry-log walk, digests, sniffing, journal walk, index listing and reads),
 # then prints each dispatcher's cache statistics.

@@ -1,10 +1,10 @@
-"""Rules the project states about its own code, checked on every module: one declaration per layout,
-one place for the golden location, small modules."""
+"""Rules the project states about its own code, checked on every module: one declaration per layout
+(no hand decoding, location arithmetic, bare header or size-prefix sizes or format constants outside
+formats/), one place for the golden location, small modules."""
 from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 from conftest import REPO
 
@@ -58,15 +58,150 @@ def test_the_checker_flags_hand_decoding():
 
 
 def test_no_layout_is_decoded_by_hand_outside_formats_and_diskio():
+    assert _outside(MAY_DECODE, hand_decoding) == []
+
+
+def _int_of(node: ast.AST) -> int | None:
+    """The integer a literal spells, also through one wrapping call (``np.uint64(32)``)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        return _int_of(node.args[0])
+    return None
+
+
+def _functions(tree: ast.AST) -> dict[ast.AST, str]:
+    """Each node of ``tree`` -> the name of the function that holds it ("" at module level)."""
+    out: dict[ast.AST, str] = {}
+
+    def visit(node: ast.AST, fn: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+            out[child] = inner
+            visit(child, inner)
+    visit(tree, "")
+    return out
+
+
+# 32-bit arithmetic that is not a location: (module, function) -> what it computes.
+NOT_LOCATIONS = {
+    ("bkdisk/java_compat.py", "java_string_hash"): "Java's int overflow in String.hashCode",
+    ("bkdisk/shell_format.py", "hexdump"): "the 8-hex-digit offset column of a hex dump",
+    ("metaservice/zk_ids.py", "_generate_long"): "a ledger id from ZooKeeper's two 32-bit id nodes",
+}
+
+
+def location_arithmetic(source: str, name: str = "<src>") -> list[str]:
+    """Places that split or join a location (entry log id << 32 | position) by hand: a shift by 32 or
+    a mask with 0xFFFFFFFF, instead of formats.index's location helpers."""
+    tree = ast.parse(source, name)
+    fn = _functions(tree)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.RShift, ast.LShift)) and _int_of(node.right) == 32:
+            what = "shifts by 32"
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.RShift, ast.LShift)) \
+                and _int_of(node.value) == 32:
+            what = "shifts by 32"
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd) \
+                and 0xFFFFFFFF in (_int_of(node.left), _int_of(node.right)):
+            what = "masks with 0xFFFFFFFF"
+        else:
+            continue
+        if (name, fn.get(node, "")) not in NOT_LOCATIONS:
+            out.append(f"{name}:{node.lineno} {what}")
+    return out
+
+
+# Sizes of a layout that code outside formats/ must name: the 4-byte size prefix of entry-log and
+# journal records, the 1024-byte entry-log and index headers, the V1 and V2 entry headers.
+LAYOUT_SIZES = {4: "a size prefix", 1024: "a header size", 32: "a V1 entry header size", 41: "a V2 entry header size"}
+_OFFSET_NAME = re.compile(r"off|pos|start|body|base|_at\b|\bat\b|loc|\bend\b|size", re.IGNORECASE)
+
+
+def bare_layout_sizes(source: str, name: str = "<src>") -> list[str]:
+    """Offsets and sizes moved by a bare layout size (``off + 4``, ``size + 4``, ``position - 1024``)
+    instead of its formats/ name."""
+    out = []
+    for node in ast.walk(ast.parse(source, name)):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))):
+            continue
+        for lit, other in ((node.right, node.left), (node.left, node.right)):
+            v = lit.value if isinstance(lit, ast.Constant) and type(lit.value) is int else None
+            if v in LAYOUT_SIZES and _OFFSET_NAME.search(ast.unparse(other)):
+                out.append(f"{name}:{node.lineno} moves an offset by {LAYOUT_SIZES[v]} ({ast.unparse(node)})")
+    return out
+
+
+# Names that declare a fact of a file's layout.
+_FORMAT_NAME = re.compile(r"MAGIC|ALIGNMENT|PADDING_BYTE|HEADER_SIZE|PREFIX_SIZE|MAX_ENTRY_SIZE|MARKER|_AT$|_OFFSET$")
+
+
+def _literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, bytes)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.BinOp):
+        return _literal(node.left) and _literal(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _literal(node.operand)
+    return isinstance(node, ast.Tuple) and bool(node.elts) and all(_literal(e) for e in node.elts)
+
+
+def format_constants(source: str, name: str = "<src>") -> list[str]:
+    """Module-level constants of a layout (a magic, an alignment, a header size, a field offset) given
+    as literals: such a fact is declared in formats/ and imported from there."""
+    out = []
+    for node in ast.parse(source, name).body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = [e.id for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+                 if isinstance(e, ast.Name)]
+        if _literal(value) and any(n.isupper() and _FORMAT_NAME.search(n.strip("_")) for n in names):
+            out.append(f"{name}:{node.lineno} declares {', '.join(names)}")
+    return out
+
+
+def test_the_checkers_flag_location_arithmetic_bare_layout_sizes_and_format_constants():
+    assert len(location_arithmetic("log = loc >> 32\npos = loc & 0xFFFFFFFF\nk = (l << np.uint64(32)) | p\n"
+                                   "m = v & np.uint64(0xFFFFFFFF)\nx >>= 32\n")) == 5
+    assert location_arithmetic("log, pos = unpack_location(loc)\nk = join_locations(l, p)\nx = y >> 8\n") == []
+    assert location_arithmetic("def hexdump(data, offset=0):\n    return offset & 0xFFFFFFFF\n",
+                               "bkdisk/shell_format.py") == []
+    assert len(location_arithmetic("def f(offset):\n    return offset & 0xFFFFFFFF\n", "bkdisk/shell_format.py")) == 1
+    assert len(bare_layout_sizes("raw = data[r.offset + 4:r.offset + 4 + r.size]\nn = size - 1024\n"
+                                 "p = pos + 1024\nb = body + 32\nm = r.size + 4\n")) == 6
+    assert bare_layout_sizes("raw = data[r.offset + SIZE_PREFIX_SIZE:]\nn = i + 4\nk = count - 1\n") == []
+    assert len(format_constants("DIRECT_ALIGNMENT = 4096\nDIRECT_PADDING_BYTE = 0xF0\nMAGIC = b'BKLO'\n"
+                                "MAX_ENTRY_SIZE = 1 << 30\nLEDGER_AT, ENTRY_AT = 0, 8\n")) == 5
+    assert format_constants("STREAM_CHUNK = 8 << 20\nALIGN = fe.DIRECT_ALIGNMENT\ndef f():\n    MAGIC_AT = 4\n") == []
+
+
+def _outside(packages: set[str], check) -> list[str]:
     bad = []
     n = 0
     for pkg, p in _product_modules():
-        if pkg in MAY_DECODE:
+        if pkg in packages:
             continue
         n += 1
-        bad += hand_decoding(p.read_text(), str(p.relative_to(REPO)))
+        bad += check(p.read_text(), str(p.relative_to(REPO)))
     assert n > 40, "the scan read too few modules to mean anything"
-    assert bad == []
+    return bad
+
+
+def test_locations_are_split_and_joined_by_formats_only():
+    assert _outside(MAY_DECODE, location_arithmetic) == []
+
+
+def test_no_offset_moves_by_a_bare_header_or_size_prefix_size_outside_formats_and_diskio():
+    assert _outside(MAY_DECODE, bare_layout_sizes) == []
+
+
+def test_format_constants_are_declared_in_formats_only():
+    assert _outside({"formats"}, format_constants) == []
 
 
 def test_every_product_module_is_under_the_size_limit():
@@ -77,7 +212,8 @@ def test_every_product_module_is_under_the_size_limit():
 
 def test_tests_take_the_golden_location_from_conftest_only():
     pattern = re.compile(r"""shared["']?\s*/\s*["']golden|/work/shared|shared/golden""")
-    offenders = [f"{p.name}:{i}" for p in sorted((REPO / "tests").glob("*.py")) if p.name not in ("conftest.py", "test_project_rules.py")
+    skip = ("conftest.py", "test_project_rules.py")
+    offenders = [f"{p.name}:{i}" for p in sorted((REPO / "tests").glob("*.py")) if p.name not in skip
                  for i, line in enumerate(p.read_text().splitlines(), 1)
                  if pattern.search(line) and not line.lstrip().startswith(("#", '"', "'"))]
     assert offenders == []

@@ -27,7 +27,8 @@ def _manifest(b: Path) -> dict:
 def test_locations_of_one_ledger_print_as_the_bookie_shell_does():
     res = _run("locations", str(DB), "--ledger-id", "255")
     assert res.exit_code == 0, res.output
-    want = [f"entry {r['entry_id']}\t:\t(log: {int(r['entry_log_file'][:-4], 16)}, pos: {r['offset'] + ENTRY_SIZE_FIELD})"
+    want = [f"entry {r['entry_id']}\t:\t"
+            f"(log: {int(r['entry_log_file'][:-4], 16)}, pos: {r['offset'] + ENTRY_SIZE_FIELD})"
             for r in sorted(_manifest(DB)["entry_log_records"], key=lambda r: r["entry_id"]) if r["ledger_id"] == "255"]
     assert res.stdout.splitlines() == want and len(want) > 10
 

@@ -79,7 +79,8 @@ def test_a_truncated_wal_reports_the_torn_tail_and_what_is_lost(ledger_dir: Path
     wal.write_bytes(data[:-3])
     idx = read_ledger_dir(ledger_dir / "current")
     (p,) = idx.problems
-    assert p.kind == "wal-torn-tail" and p.path == str(wal) and p.lost_bytes == len(puts[3]) + rf.LOG_HEADER_SIZE - 3 == len(data) - 3 - p.offset
+    assert p.kind == "wal-torn-tail" and p.path == str(wal)
+    assert p.lost_bytes == len(puts[3]) + rf.LOG_HEADER_SIZE - 3 == len(data) - 3 - p.offset
     keys = {(loc.ledger_id, loc.entry_id) for loc in idx.locations}
     assert {(255, 100), (255, 101), (255, 102)} <= keys and (255, 103) not in keys
 

@@ -16,7 +16,7 @@ from bookie.layout import discover
 from conftest import GOLDEN
 from formats import rocksdb as rf
 from formats.dbledger import location_value, locations_key
-from fsck.cli import fsck_command
+from bkdisk.fsck_cli import fsck_command
 from fsck.context import CheckContext
 from fsck.passes.p2_hierarchy import check_databases
 from fsck.passes.p3_index import check_ledgers
@@ -25,7 +25,7 @@ from fsck.problems import PROBLEMS
 from rocksdbfiles import writer as w
 from rocksdbfiles.block import read_block
 from rocksdbfiles.dbindex import read_ledger_dir
-from rocksdbfiles.sst import Record, SstFile
+from rocksdbfiles.sst import SstFile
 
 V = rf.ValueType
 SRC = GOLDEN / "dbstorage-v6-bookieid"

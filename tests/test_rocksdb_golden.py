@@ -87,7 +87,8 @@ _COMPRESSION_NAMES = {"kLZ4Compression": "LZ4", "kSnappyCompression": "Snappy", 
 
 
 @pytest.mark.parametrize("db", [d for b in BOOKIES for d in sorted(b.glob("ledgers*/current/*"))
-                                if (d / "CURRENT").is_file()], ids=lambda d: f"{d.parents[2].name}-{d.parent.parent.name}-{d.name}")
+                                if (d / "CURRENT").is_file()],
+                         ids=lambda d: f"{d.parents[2].name}-{d.parent.parent.name}-{d.name}")
 def test_every_table_matches_its_options_file_and_verifies(db: Path):
     v = read_manifest(db)
     assert read_current(db) == Path(v.manifest).name

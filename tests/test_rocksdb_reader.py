@@ -36,7 +36,8 @@ def test_golden_trailers_are_xxh32_of_contents_and_type_byte_seed_0():
             assert stored == xxhash.xxh32(data[h.offset:h.offset + h.size + 1], seed=0).intdigest()
 
 
-@pytest.mark.parametrize("path", GOLDEN_SSTS, ids=lambda p: f"{p.parents[3].name}-{p.parent.parent.name}-{p.parent.name}")
+@pytest.mark.parametrize("path", GOLDEN_SSTS,
+                         ids=lambda p: f"{p.parents[3].name}-{p.parent.parent.name}-{p.parent.name}")
 def test_writer_data_blocks_are_byte_identical_to_rocksdbs(path: Path):
     data = path.read_bytes()
     t = SstFile(str(path), data)

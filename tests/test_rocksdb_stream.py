@@ -134,7 +134,8 @@ def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
 
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=60) | st.builds(lambda a, b: a + b, st.sampled_from([
-    bytes.fromhex("080110001a0400010203"), bytes.fromhex("080110011a00220401020304"), bytes.fromhex("10011a0008002801")]),
+    bytes.fromhex("080110001a0400010203"), bytes.fromhex("080110011a00220401020304"),
+    bytes.fromhex("10011a0008002801")]),
     st.binary(max_size=12)))
 def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
     from formats.dbledger import parse_ledger

@@ -19,7 +19,8 @@ from entrylogs.scan import DigestPlan, scan_entry_log
 from conftest import GOLDEN
 
 REPO = Path(__file__).resolve().parents[1]
-LOGS = sorted(GOLDEN.glob("*/ledgers*/current/*.log")) + sorted(GOLDEN.glob("cluster-3/bookies/*/ledgers*/current/*.log"))
+LOGS = (sorted(GOLDEN.glob("*/ledgers*/current/*.log"))
+        + sorted(GOLDEN.glob("cluster-3/bookies/*/ledgers*/current/*.log")))
 
 
 def _scan_all(variant: int | None, window: int = 1 << 16) -> list:

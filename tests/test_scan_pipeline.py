@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-import diskio.digest_policy as digest_policy
+import diskio.digests as digests
 import entrylogs.scan as scan_module
 from bookie.model import BookieSpec, LedgerSpec
 from bookie.writer import write_bookie
@@ -99,7 +99,7 @@ def test_a_failure_in_the_checking_thread_is_raised_by_the_scan(damaged_log: str
 
 def test_the_plan_sees_windows_in_file_order_when_pipelined(damaged_log: str, monkeypatch):
     bases: list[int] = []
-    real = digest_policy.verify_entry_digests
+    real = digests.verify_entry_digests
 
     def spy(data, entries, plan=None, *, base=0, payload_hash=None):
         bases.append(base)

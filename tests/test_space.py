@@ -274,7 +274,8 @@ def test_metadata_from_the_service_gives_the_rows_the_folder_gives(tmp_path):
     with served(store, token=None) as (_client, port):
         by_service = run([str(root), "--metadata", f"grpc://127.0.0.1:{port}"])
     by_folder = run([str(root), "--metadata-dir", str(root / "metadata")])
-    strip = lambda rows: [{k: v for k, v in r.items() if k != "metadata"} for r in rows]
+    def strip(rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "metadata"} for r in rows]
     assert strip(by_service) == strip(by_folder)
     assert any(r["state"] == "deleted" for r in kind(by_service, "ledger"))
 

@@ -47,8 +47,8 @@ def test_the_audits_space_table_equals_the_per_bookie_commands_rows(audited):
     assert {d["bookie_id"]: (d["status"], d["error"]) for d in t["disks"].to_pylist()} == \
         {b: ("ok", None) for b in BOOKIES}
     fields = [name for name, _t in SPACE_FIELDS]
-    table = sorted((json.dumps({k: r[k] for k in ["bookie_id"] + fields}, sort_keys=True)
-                    for r in t["space"].to_pylist()))
+    table = sorted(json.dumps({k: r[k] for k in ["bookie_id"] + fields}, sort_keys=True)
+                   for r in t["space"].to_pylist())
     want = []
     for d in disks:
         r = CliRunner().invoke(space, [d.path, "--metadata-dir", str(md), "--json"])

@@ -2,8 +2,8 @@
 
 Opening a FIFO for reading blocks until a writer shows up, and ``/dev/zero`` never ends; every reader
 (reference and jitted) opens with O_NONBLOCK, checks the file type, and raises or reports
-DiskError(path, "not a regular file"). Each in-process check runs under an alarm so that a
-regression fails the test instead of hanging the suite.
+DiskError(path, "not a regular file"). Each in-process check runs under an alarm so that a reader
+that blocks fails the test instead of hanging the suite.
 """
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ def test_index_walk_reports_a_fifo_or_device_as_an_error_row_like_the_reference(
 def test_lastmark_and_cookie_fifos_raise_disk_error(tmp_path: Path):
     fifos = _bookie_with_fifos(str(tmp_path))
     for k in ("lastMark", "VERSION"):
-        _assert_not_regular(lambda: read_bytes(fifos[k]), fifos[k])
+        _assert_not_regular(lambda k=k: read_bytes(fifos[k]), fifos[k])
 
 
 def _run(args: list[str], timeout: int = 60) -> subprocess.CompletedProcess:
@@ -205,7 +205,7 @@ def _run(args: list[str], timeout: int = 60) -> subprocess.CompletedProcess:
 
 def test_fsck_finishes_and_reports_every_fifo_instead_of_hanging(tmp_path: Path):
     fifos = _bookie_with_fifos(str(tmp_path))
-    r = _run(["-c", "from fsck.cli import main; main()", str(tmp_path), "--json", "--no-progress"])
+    r = _run(["-c", "from bkdisk.fsck_cli import main; main()", str(tmp_path), "--json", "--no-progress"])
     doc = json.loads(r.stdout)
     found = {f["path"]: f for f in doc["findings"] if f.get("path")}
     for kind, p in fifos.items():

@@ -25,7 +25,7 @@ FORMATS = ROOT / "formats"
 TABLE_HEADER = ["Offset", "Size", "Field", "Type", "Meaning"]
 PADDING_ROW = "(padding)"  # the one row name that is not a construct field: a Padded's zero fill
 
-# Declarations the specs must mirror (the brief's list); more are covered by the "all" test below.
+# Declarations each spec must mirror by name; every other declaration a spec cites is covered by the "all" test below.
 REQUIRED = [
     "formats.entry.ENTRY_V1_HEADER",
     "formats.entry.ENTRY_V2_HEADER",
@@ -43,7 +43,8 @@ REQUIRED = [
     "formats.lastmark.LAST_MARK",
 ]
 
-_COMMENT = re.compile(r"^<!--\s*layout:\s*(?P<target>[A-Za-z_][\w.]*)(?P<ctx>(?:\s+\w+=-?(?:0x[0-9a-fA-F]+|\d+))*)\s*-->\s*$")
+_COMMENT = re.compile(r"^<!--\s*layout:\s*(?P<target>[A-Za-z_][\w.]*)"
+                      r"(?P<ctx>(?:\s+\w+=-?(?:0x[0-9a-fA-F]+|\d+))*)\s*-->\s*$")
 _INT = re.compile(r"^-?\d+$")
 _PATH_LAST = re.compile(r"\['(\w+)'\]\s*$")
 _INT_TYPES = {"B": "u1", "b": "s1", "H": "u2", "h": "s2", "I": "u4", "i": "s4", "L": "u4", "l": "s4",
@@ -430,7 +431,8 @@ def test_checker_accepts_a_correct_table(tmp_path: Path) -> None:
     (_GOOD.replace("formats.lastmark", "formats.no_such_module"), "No module"),
     (_GOOD.split("| Offset")[0] + "\nText, not a table.\n", "no table"),
     (_GOOD.replace("| Offset | Size |", "| Off | Size |"), "header"),
-    ("<!-- layout: formats.index.INDEX_HEADER_FIELDS -->\n| Offset | Size | Field | Type | Meaning |\n|---|---|---|---|---|\n"
+    ("<!-- layout: formats.index.INDEX_HEADER_FIELDS -->\n"
+     "| Offset | Size | Field | Type | Meaning |\n|---|---|---|---|---|\n"
      "| 0 | 4 | magic | bytes | |\n", "context"),
     (_GOOD.replace("<!-- layout: formats.lastmark.LAST_MARK -->\n", ""), "no layout comment"),
     (_GOOD.replace("layout: formats", "layout formats"), "malformed"),
@@ -446,7 +448,8 @@ def test_checker_checks_rows_after_a_data_dependent_field(tmp_path: Path) -> Non
             "| Offset | Size | Field | Type | Meaning |\n|---|---|---|---|---|\n"
             "| 0 | 4 | magic | bytes | |\n| 4 | 4 | version | s4 | |\n| 8 | 4 | master_key_length | s4 | |\n")
     good = head + ("| 12 | master_key_length | master_key | bytes | |\n| 12+L | 4 | state_bits | u4 | |\n"
-                   "| 16+L | 4 | explicit_lac_length | s4 | |\n| 20+L | explicit_lac_length | explicit_lac | bytes | |\n")
+                   "| 16+L | 4 | explicit_lac_length | s4 | |\n"
+                   "| 20+L | explicit_lac_length | explicit_lac | bytes | |\n")
     assert _check_text(tmp_path, good) == []
     assert _check_text(tmp_path, good.replace("| 12 | master_key_length |", "| 12 | 20 |"))
     assert _check_text(tmp_path, good.replace("| 12 | master_key_length |", "| 12 | L |"))
@@ -467,6 +470,13 @@ def _table_offsets(target: str) -> dict[str, int]:
 def _table_sizes(target: str) -> dict[str, int]:
     table = next(t for t in TABLES if t.target == target and t.rows)
     return {r.field: int(r.size) for r in table.rows if _INT.match(r.size)}
+
+
+def test_entry_log_constants_are_the_values_the_spec_states() -> None:
+    from formats import entrylog as fel
+    rows = dict(re.findall(r"^\| `(\w+)` \| (0x[0-9A-Fa-f]+|\d+)\b", (SPECS / "entrylog.md").read_text(), re.M))
+    for name in ("MAX_ENTRY_SIZE", "DIRECT_ALIGNMENT", "DIRECT_PADDING_BYTE", "MIN_SANE_ENTRY_SIZE"):
+        assert int(rows[name], 0) == getattr(fel, name), name
 
 
 def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:

@@ -22,7 +22,7 @@ print(json.dumps({{"code": code, "heavy": sorted({{m.split('.')[0] for m in sys.
 
 def _probe(module: str, argv: list[str]) -> dict:
     src = PROBE.format(module=module, argv=argv, heavy=sorted(HEAVY))
-    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -38,11 +38,25 @@ def test_a_subcommand_help_imports_its_declarations_but_no_compiler_or_cluster_l
     assert set(r["heavy"]) & {"numba", "llvmlite", "pyspark", "grpc", "kazoo"} == set()
 
 
+@pytest.mark.parametrize("command", ["audit", "bookies", "demo", "dump", "fsck", "inventory", "metadata", "scan-disk",
+                                     "space", "warm-up"])
+def test_every_subcommands_help_loads_no_compiler_service_or_cluster_library(command):
+    r = _probe("bkdisk.cli", [command, "--help"])
+    assert r["code"] == 0
+    assert set(r["heavy"]) & {"numba", "llvmlite", "pyspark", "grpc", "kazoo"} == set()
+
+
+def test_the_subcommand_table_is_the_one_probed():
+    from bkdisk.cli import COMMANDS
+    assert sorted(COMMANDS) == ["audit", "bookies", "demo", "dump", "fsck", "inventory", "metadata", "scan-disk",
+                                "space", "warm-up"]
+
+
 @pytest.mark.parametrize("argv, code", [(["--help"], 0), (["--version"], 0), (["-y", "/nowhere"], 16),
                                         (["--no-such-option"], 16), (["/a", "--conf", "/b.conf"], 16)])
 def test_bookie_fsck_help_version_and_usage_errors_load_no_checker(argv, code):
     # The checker (numpy, numba's scanners) loads only when a check runs.
-    assert _probe("fsck.cli", argv) == {"code": code, "heavy": []}
+    assert _probe("bkdisk.fsck_cli", argv) == {"code": code, "heavy": []}
 
 
 def test_bkdisk_fsck_help_loads_no_checker():
@@ -52,13 +66,13 @@ def test_bkdisk_fsck_help_loads_no_checker():
 def test_bkdisk_help_lists_every_command_of_the_table():
     from bkdisk.cli import COMMANDS
     out = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main(['--help'])"],
-                         capture_output=True, text=True, timeout=60).stdout
+                         capture_output=True, text=True, timeout=60, check=True).stdout
     listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.startswith("  ") and
               not line.startswith("    ")]
     assert listed == sorted(COMMANDS)
 
 
-@pytest.mark.parametrize("module, argv", [("fsck.cli", ["/no/such/bookie"]),
+@pytest.mark.parametrize("module, argv", [("bkdisk.fsck_cli", ["/no/such/bookie"]),
                                           ("bkdisk.cli", ["fsck", "/no/such/bookie"]),
                                           ("bkdisk.cli", ["inventory", "/no/such/bookie", "--jsonl"])])
 def test_a_missing_bookie_is_reported_before_the_scanners_load(module, argv):
@@ -67,7 +81,7 @@ def test_a_missing_bookie_is_reported_before_the_scanners_load(module, argv):
     assert set(r["heavy"]) & {"numpy", "numba", "llvmlite", "pyarrow"} == set()
 
 
-# After the command, at the interpreter's exit: were the command's objects frozen (fsck.exit_codes.
+# After the command, at the interpreter's exit: were the command's objects frozen (commandline.runner.
 # console_command), so the last collections skip them? Printed by the process that did the work.
 EXIT_PROBE = """
 import atexit, gc, sys
@@ -79,7 +93,7 @@ console()
 
 
 @pytest.mark.parametrize("module, prog, argv", [("bkdisk.cli", "bkdisk", ["--version"]),
-                                                ("fsck.cli", "bookie-fsck", ["{root}", "--json"])])
+                                                ("bkdisk.fsck_cli", "bookie-fsck", ["{root}", "--json"])])
 def test_a_command_leaves_its_objects_out_of_the_last_collections_at_exit(module, prog, argv):
     from conftest import GOLDEN
     argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]

@@ -32,7 +32,8 @@ def test_the_divergence_check_compares_copies_that_carry_no_digest():
     from audit.tables import divergent
     from tests.spark_session import shared_spark
     spark = shared_spark()
-    cols = "ledger_scope long, ledger_id long, entry_id long, payload_sha256 string, digest_ok boolean, bookie_id string"
+    cols = ("ledger_scope long, ledger_id long, entry_id long, payload_sha256 string, digest_ok boolean, "
+            "bookie_id string")
     rows = [(0, 256, 3, "a" * 64, None, "bk-1"), (0, 256, 3, "b" * 64, None, "bk-2"),   # DUMMY copies differ
             (0, 256, 4, "c" * 64, None, "bk-1"), (0, 256, 4, "c" * 64, None, "bk-2"),   # DUMMY copies agree
             (0, 7, 1, "d" * 64, True, "bk-1"), (0, 7, 1, "e" * 64, False, "bk-2")]      # one copy fails its digest

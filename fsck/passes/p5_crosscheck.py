@@ -21,7 +21,8 @@ import numpy as np
 from diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
-from formats.index import slot_offset
+from formats.entrylog import SIZE_PREFIX_SIZE
+from formats.index import join_locations, location_logs, slot_offset, unpack_location
 from formats.paths import LOCATIONS_DB
 from fsck import dbindex
 from fsck.codes import Code
@@ -40,21 +41,17 @@ _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
 CHUNK = 1 << 20       # locations read at once
 # DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
 DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, and their sort
-DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at = log << 32 | (offset + 4)
+DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
 LOC_ROW = np.dtype([("k", "<i8"), ("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])
 # A range's working set per entry, measured: its row, the join's copy and sort, the location routed to it
 # (about one per entry), the slots and masks of the join.
 _DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 
 
-def _key(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return (log.astype(np.uint64) << np.uint64(32)) | pos.astype(np.uint64)
-
-
 def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
     e = scan.entries
     t = np.empty(len(e), ENTRY_ROW)
-    t["key"] = _key(np.full(len(e), log_id, np.uint64), e["offset"] + 4)
+    t["key"] = join_locations(np.full(len(e), log_id, np.uint64), e["offset"] + SIZE_PREFIX_SIZE)
     t["scope"], t["ledger"], t["entry"], t["log"] = e["scope"], e["ledger"], e["entry"], log_id
     return t
 
@@ -82,7 +79,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
 
     def route(rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, rows["key"] >> np.uint64(32), side="right")
+        return np.searchsorted(bounds, location_logs(rows["key"]), side="right")
 
     locs = RangeSpill(LOCATION_ROW, route, len(bounds) + 1, budget, ctx.spill, "locations")
     all_locs = inv.locations
@@ -95,7 +92,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
         rows = np.empty(int(keep.sum()), LOCATION_ROW)
         rows["k"] = k0 + np.flatnonzero(keep)
-        rows["key"] = _key(c["log"][keep], c["pos"][keep])
+        rows["key"] = join_locations(c["log"][keep], c["pos"][keep])
         rows["scope"], rows["ledger"], rows["entry"] = t["scope"][keep], t["ledger"][keep], c["entry"][keep]
         locs.append(rows)
 
@@ -228,7 +225,7 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
             log = int(t["log"][j])
             yield Finding(Code.ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
                           entry=int(t["entry"][j]), path=log_paths.get(log),
-                          detail=f"log {log:x}.log position {int(t['key'][j]) & 0xFFFFFFFF}")
+                          detail=f"log {log:x}.log position {unpack_location(int(t['key'][j]))[1]}")
         rest = ~skip & ~known
         has_md = in_md.contains(ids)
         has_md |= _looked_up(md, ids, rest & ~has_md)
@@ -283,7 +280,7 @@ def check_locations(ctx: CheckContext) -> dbindex.Pairs:
 
 
 def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    return (log.astype(np.uint64) << np.uint64(32)) | pos.astype(np.uint64)
+    return join_locations(log, pos)
 
 
 def _entries(scan, log_id: int) -> np.ndarray:
@@ -306,7 +303,7 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
     bounds = split_ranges(ids, weights * _DB_WORK_PER_ENTRY, budget)
 
     def route(rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, (rows["at"] >> np.uint64(32)).astype(np.int64), side="right")
+        return np.searchsorted(bounds, location_logs(rows["at"]).astype(np.int64), side="right")
 
     locations_db = os.path.join(current, LOCATIONS_DB)
     flagged: list[tuple[int, tuple]] = []
@@ -340,11 +337,11 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
         else:
             hit = right = np.zeros(len(lr), bool)
         for i in np.flatnonzero(~right).tolist():
-            at = int(lr["at"][i])
+            log, pos = unpack_location(int(lr["at"][i]))
             what = f"ledger {int(t['ledger'][slot[i]])} entry {int(t['entry'][slot[i]])}" if hit[i] else "no entry"
             flagged.append((int(lr["k"][i]), (Code.DBINDEX_LOCATION_WRONG, dict(
                 path=locations_db, scope=0, ledger=int(lr["ledger"][i]), entry=int(lr["entry"][i]),
-                detail=f"{logs[at >> 32]} position {at & 0xFFFFFFFF}, found {what} there; {dbindex.REBUILD_HINT}"))))
+                detail=f"{logs[log]} position {pos}, found {what} there; {dbindex.REBUILD_HINT}"))))
         pointed = np.zeros(n, bool)
         pointed[slot[hit]] = True              # (positions in a log are distinct: one entry per at)
         free.append(t[~pointed])
@@ -380,8 +377,8 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     for start, t in free.chunks():
         for j in range(len(t)):
             at, lid, eid = int(t["at"][j]), int(t["ledger"][j]), int(t["entry"][j])
-            where = dict(path=logs[at >> 32], offset=(at & 0xFFFFFFFF) - ENTRY_SIZE_FIELD, scope=0, ledger=lid,
-                         entry=eid)
+            log, pos = unpack_location(at)
+            where = dict(path=logs[log], offset=pos - ENTRY_SIZE_FIELD, scope=0, ledger=lid, entry=eid)
             if lost[start + j]:
                 out.append((Code.DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {dbindex.REBUILD_HINT}")))
             else:

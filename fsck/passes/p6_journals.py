@@ -9,39 +9,26 @@ nothing while another dir has it; the report says which mark a restart would use
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.kernels import POLY_CRC32, POLY_CRC32C, be_i64_at, crc_update
-from diskio.mapped import DiskError, map_window
-from formats.digests import DIGEST_LENGTH, DigestType
-from formats.entry import (ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V1_LAC_AT, V1_LENGTH_AT, V2_DIGEST_MASK,
-                           V2_FLAGS_AT, V2_MARKER, V2_PREFIX_SIZE)
+from diskio.mapped import DiskError
 from formats.errors import FormatError
 from formats.ids import LedgerId
-from formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
 from formats.lastmark import LastMark
 from formats.paths import CURRENT_DIR, journal_name
 from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.keyjoin import KeySet
-from entrylogs.arrays import ENTRY_DTYPE
-from entrylogs.scan import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, verify_entry_digests
 from journal.arrays import JournalArrays
+from journal.digests import bad_data_records, data_records
 from journal.reader import EndKind
 from journal.search import find_record_pair
 
 
-JOURNAL_WINDOW = 64 << 20
-# A record larger than a window is verified on its own, read in chunks of this size: BookKeeper sets
-# no bound on a journal record's length (nettyMaxFrameSizeBytes is a setting, and readers only warn
-# above it), so a length of up to 2 GiB within the file is a record to verify, not an error.
-STREAM_CHUNK = 8 << 20
 DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
 
 
@@ -111,7 +98,7 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     """Verify journal data records like entry-log entries; a bad last record of the newest journal
     followed only by zeros is a torn write (its length landed, its body did not)."""
     recs = scan.records
-    data_idx = np.flatnonzero(recs["kind"] == RecordKind.DATA)
+    data_idx = data_records(scan)
     if len(data_idx) == 0:
         return
     sel = recs[data_idx]
@@ -134,113 +121,8 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
 
 
 def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
-    """The rows among ``scan``'s data records whose digest is bad, verified window by window."""
-    recs = scan.records
-    data_idx = np.flatnonzero(recs["kind"] == RecordKind.DATA)
-    if len(data_idx) == 0:
-        return np.zeros(0, np.int64)
-    plan = ctx.digest_plan
-    starts = recs["offset"][data_idx].astype(np.int64)   # (records are copied a window's worth at a time)
-    ends = starts + RECORD_LENGTH_SIZE + recs["size"][data_idx].astype(np.int64)
-    bad_parts = []
-    window = min(JOURNAL_WINDOW, ctx.options.memory.window)
-    huge = np.flatnonzero(ends - starts > window)
-    i = 0
-    # Windows of whole records, so that resident memory stays bounded on multi-GiB journals; a record
-    # larger than a window is streamed through its digest alone.
-    while i < len(data_idx):
-        if len(huge) and huge[min(np.searchsorted(huge, i), len(huge) - 1)] == i:
-            if _streamed_status(ctx, scan.path, recs[data_idx[i]]) == DIGEST_BAD:
-                bad_parts.append(np.array([i]))
-            i += 1
-            continue
-        w0 = int(starts[i])
-        j = max(i + 1, int(np.searchsorted(ends, w0 + window, side="right")))
-        nxt = np.searchsorted(huge, i)
-        if nxt < len(huge):
-            j = min(j, int(huge[nxt]))
-        w1 = int(ends[j - 1])
-        with map_window(scan.path, w0, w1 - w0) as arr:
-            part = recs[data_idx[i:j]]
-            ents = np.zeros(j - i, dtype=ENTRY_DTYPE)
-            ents["offset"], ents["size"] = part["offset"], part["size"]
-            ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
-            body = (part["offset"] + RECORD_LENGTH_SIZE - w0).astype(np.int64)
-            v2 = arr[body] >= V2_MARKER
-            ents["format"] = np.where(v2, 2, 1)
-            fields = body + np.where(v2, V2_PREFIX_SIZE, 0)   # a V2 header is the V1 fields behind a prefix
-            ents["lac"] = be_i64_at(arr, fields + V1_LAC_AT)
-            ents["length"] = be_i64_at(arr, fields + V1_LENGTH_AT)
-            rows, _ = verify_entry_digests(arr, ents, plan, base=w0)
-            bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
-            del arr
-        i = j
-    return np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
-
-
-_MAX_DIGEST = max(DIGEST_LENGTH.values())
-_POLY = {DigestType.CRC32: POLY_CRC32, DigestType.CRC32C: POLY_CRC32C}
-_KNOWN_CODES = {int(t) for t in DigestType}
-
-
-def _streamed_status(ctx: CheckContext, path: str, rec) -> int:
-    """DIGEST_OK / BAD / UNKNOWN of one data record too large for a window: its header read once, the
-    covered bytes in STREAM_CHUNK reads, so memory is one chunk whatever length the record claims.
-    A V1 record of a ledger whose type is not known yet is tried as CRC32C, CRC32 (and HMAC with a
-    password); none verifying leaves it unknown, as one sample does not decide a ledger."""
-    plan = ctx.digest_plan
-    body, n = int(rec["offset"]) + RECORD_LENGTH_SIZE, int(rec["size"])
-    key = (int(rec["scope"]), int(rec["ledger"]))
-    with open(path, "rb", buffering=0) as fh:
-        head = np.frombuffer(os.pread(fh.fileno(), ENTRY_V2_HEADER_SIZE + _MAX_DIGEST, body), np.uint8)
-        if head[0] >= V2_MARKER:
-            header, code = ENTRY_V2_HEADER_SIZE, int(head[V2_FLAGS_AT]) & V2_DIGEST_MASK
-            if code not in _KNOWN_CODES:
-                return DIGEST_UNKNOWN
-        else:
-            header = ENTRY_V1_HEADER_SIZE
-            code = int(plan.known[key]) if key in plan.known else plan.decided.get(key, (0, 0))[0]
-        mac_key = plan.mac_key_for(key)
-        if code == DigestType.DUMMY:
-            return DIGEST_OK
-        if code == DigestType.HMAC and mac_key is None:
-            return DIGEST_UNKNOWN
-        tries = [DigestType(code)] if code else \
-            [DigestType.CRC32C, DigestType.CRC32] + ([DigestType.HMAC] if mac_key is not None else [])
-        tries = [t for t in tries if n >= header + t.length]
-        if not tries:
-            return DIGEST_BAD if code else DIGEST_UNKNOWN
-        mask = np.uint64(0xFFFFFFFF)
-        regs = {t: mask for t in tries if t in _POLY}
-        mac = hmac.new(mac_key, head[:header].tobytes(), hashlib.sha1) if DigestType.HMAC in tries else None
-        for t in regs:
-            regs[t] = crc_update(regs[t], head, 0, header, _POLY[t], plan.crc_variant)
-        # The covered bytes after the digest differ by type only in where they start.
-        start = header + min(t.length for t in tries)
-        at = start
-        skip = {t: header + t.length - start for t in tries}
-        while at < n:
-            chunk = np.frombuffer(os.pread(fh.fileno(), min(STREAM_CHUNK, n - at), body + at), np.uint8)
-            if len(chunk) == 0:
-                return DIGEST_BAD   # shorter than the scan saw: changed under us
-            for t in tries:
-                lo = min(skip[t], len(chunk))
-                skip[t] -= lo
-                if t in regs:
-                    regs[t] = crc_update(regs[t], chunk, lo, len(chunk) - lo, _POLY[t], plan.crc_variant)
-                else:
-                    mac.update(chunk[lo:].tobytes())
-            at += len(chunk)
-    for t in tries:
-        if t == DigestType.HMAC:
-            ok = hmac.compare_digest(mac.digest(), head[header:header + t.length].tobytes())
-        elif t == DigestType.CRC32:
-            ok = int(be_i64_at(head, [header])[0]) == int(regs[t] ^ mask)
-        else:
-            ok = int(be_i64_at(head, [header - 4])[0]) & 0xFFFFFFFF == int(regs[t] ^ mask)
-        if ok:
-            return DIGEST_OK
-    return DIGEST_BAD if code else DIGEST_UNKNOWN
+    """The rows among ``scan``'s data records whose digest is bad."""
+    return bad_data_records(scan, ctx.digest_plan, ctx.options.memory.window)
 
 
 def _data_after(path: str, off: int) -> bool:
@@ -284,18 +166,10 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, JournalArrays):
             limit = scan.end_offset if EndKind(scan.end_kind) in (EndKind.CLEAN, EndKind.EOF, EndKind.GARBAGE) \
-                else _valid_end(scan)
+                else scan.records_end()
             if mark.offset > limit:
                 yield Finding(Code.LASTMARK_PAST_END, path=path, offset=8,
                               detail=f"offset {mark.offset} in {jf.path}, whose records end at {limit}")
-
-
-def _valid_end(scan: JournalArrays) -> int:
-    if len(scan.records) == 0:
-        return scan.header_size
-    r = scan.records[-1]
-    extra = PADDING_HEAD_SIZE if int(r["kind"]) == RecordKind.PADDING else RECORD_LENGTH_SIZE
-    return int(r["offset"]) + extra + int(r["size"])
 
 
 def _replay(ctx: CheckContext) -> Iterator[Finding]:

@@ -1,4 +1,5 @@
-"""Re-run protoc to rebuild metaservice_pb2.py and metaservice_pb2_grpc.py from metaservice.proto (optional arg: output dir)."""
+"""Re-run protoc to rebuild metaservice_pb2.py, its .pyi type stub and metaservice_pb2_grpc.py from metaservice.proto
+(optional arg: output dir)."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +9,7 @@ from pathlib import Path
 PROTO_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_DIR.parents[1]
 PROTO_NAME = "metaservice.proto"
-GENERATED = ("metaservice_pb2.py", "metaservice_pb2_grpc.py")
+GENERATED = ("metaservice_pb2.py", "metaservice_pb2.pyi", "metaservice_pb2_grpc.py")
 
 
 def regenerate(out_dir: Path | None = None) -> list[Path]:
@@ -21,7 +22,7 @@ def regenerate(out_dir: Path | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     rel = PROTO_DIR.relative_to(REPO_ROOT) / PROTO_NAME
     cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", ".", f"--python_out={out}",
-           f"--grpc_python_out={out}", str(rel)]
+           f"--pyi_out={out}", f"--grpc_python_out={out}", str(rel)]
     subprocess.run(cmd, cwd=REPO_ROOT, check=True)
     return [out / PROTO_DIR.relative_to(REPO_ROOT) / name for name in GENERATED]
 

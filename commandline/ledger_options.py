@@ -1,7 +1,7 @@
 """BP-35's CLI options naming a ledger: --ledger-id, --ledger-scope-id, --ledger-qualified-name.
 
-One parser for every command that takes them (bookie-fsck here, bkdisk's commands above), so that
-each says a bad value the same way, naming the option.
+One parser for every command that takes them (bookie-fsck, bkdisk dump, inventory and metadata), so
+that each says a bad value the same way, naming the option.
 """
 from __future__ import annotations
 

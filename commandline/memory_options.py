@@ -1,7 +1,7 @@
 """The options that bound a command's memory: ``--memory-limit MiB`` and ``--tmp-dir DIR``.
 
-One declaration for every command that reads a whole bookie (bookie-fsck here; bkdisk inventory,
-scan-disk and audit above), so each says them and their errors the same way.
+One declaration for every command that reads a whole bookie (bookie-fsck, bkdisk inventory, scan-disk
+and audit), so each says them and their errors the same way.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """``bookie-fsck`` / ``bkdisk fsck``: a thin shell over fsck.api with e2fsck's exit codes.
 
-The checker (numpy, numba's scanners) is imported when a check runs: ``--help``, ``--version`` and
-usage errors load click and the light declarations only.
+The checker (numpy, numba's scanners) and the metadata service's client (gRPC) load when a check runs
+(commandline.lazy): ``--help``, ``--version``, usage errors and a wrong path load click and the light
+declarations only.
 """
 from __future__ import annotations
 
@@ -10,12 +11,23 @@ import sys
 
 import click
 
-from bookie.layout import BookieDirs, LayoutError, discover, from_conf
+from bookie.layout import BookieDirs, LayoutError, bookie_id_of, discover, from_conf
+from commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL
+from commandline.lazy import lazy_import
+from commandline.ledger_options import resolve_ledger
+from commandline.memory_options import memory_options
+from commandline.output import HELP_OPTIONS
+from commandline.progress import ProgressBars
+from commandline.runner import console_command, guarded, run_click
 from diskio.config import collector_eased
+from diskio.spill import MemoryLimit
 from formats.errors import BkdiskError
-from fsck.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, console_command, guarded, run_click
-from fsck.ledger_options import resolve_ledger
-from fsck.memory_options import memory_options
+
+fsck_api = lazy_import("fsck.api")
+fsck_context = lazy_import("fsck.context")
+fsck_report = lazy_import("fsck.report")
+bookie_view = lazy_import("metaservice.bookie_view")
+metadata_client = lazy_import("metaservice.client")
 
 
 def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:
@@ -41,35 +53,6 @@ def _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs) -> BookieDirs:
     return dirs
 
 
-class _Progress:
-    """A rich progress bar on a terminal; silent otherwise."""
-
-    def __init__(self, enabled: bool):
-        self.bar = None
-        self.tasks: dict[str, int] = {}
-        if enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-
-    def __call__(self, what: str, done: int, total: int) -> None:
-        if self.bar is None:
-            return
-        if what not in self.tasks:
-            self.tasks[what] = self.bar.add_task(what, total=total)
-        self.bar.update(self.tasks[what], completed=done, total=total)
-
-    def __enter__(self):
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
-
-
 class _NamedAsRun(click.Command):
     """The help's examples name the command as it was run (`bookie-fsck` or `bkdisk fsck`)."""
 
@@ -82,7 +65,7 @@ class _NamedAsRun(click.Command):
             self.help = written
 
 
-@click.command(cls=_NamedAsRun, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=_NamedAsRun, context_settings=HELP_OPTIONS)
 @click.version_option(package_name="bkdisk", prog_name="bookie-fsck")
 @click.argument("root", required=False, metavar="[ROOT]")   # a bad path is exit 8, as in inventory and dump
 @click.option("--conf", metavar="bk_server.conf",
@@ -100,7 +83,8 @@ class _NamedAsRun(click.Command):
 @click.option("--ledger-scope-id", "ledger_scope_id", default=None, help="Ledger scope id (BP-35), default 0.")
 @click.option("--ledger-qualified-name", "ledger_qname", default=None,
               help="The 128-bit id as 32 hex digits (scope then ledger).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document (specs/schemas/fsck.schema.json).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the report as one JSON document (specs/schemas/fsck.schema.json).")
 @click.option("--repair", is_flag=True, help="Repair what can be repaired (asks first unless --yes).")
 @click.option("-n", "--dry-run", is_flag=True, help="Print the repair plan and change nothing (implies --repair).")
 @click.option("-y", "--yes", is_flag=True, help="With --repair: answer yes to every repair. Alone it is an error: "
@@ -117,7 +101,8 @@ class _NamedAsRun(click.Command):
 @click.option("--progress/--no-progress", default=None,
               help="Show each pass and the entry-log scan as they run, on stderr (default: on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="List every finding.")
-@click.option("-q", "--quiet", is_flag=True, help="Print only errors and the final count (the exit code says the rest).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only errors and the final count (the exit code says the rest).")
 @memory_options
 def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, ledger_id, ledger_scope_id,
                  ledger_qname, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, jobs, no_digests, progress,
@@ -174,9 +159,7 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
 def _service_metadata(url: str, bookie: str | None):
     """The service's ledgers as this bookie's check needs them: one streaming bulk read keeping the
     ledgers that place entries on ``bookie``; any other ledger read when a pass asks for it."""
-    from metaservice.bookie_view import bookie_view
-    from metaservice.client import service_target
-    return bookie_view(service_target(url), bookie, retries=2)
+    return bookie_view.bookie_view(metadata_client.service_target(url), bookie, retries=2)
 
 
 @collector_eased()
@@ -185,17 +168,13 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
          metadata_url=None, memory=None) -> int:
     # The dirs first: a wrong path is reported before the checker (numba) is loaded.
     dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
-    from diskio.spill import MemoryLimit
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
     if dry_run and not repair:
         repair = True  # -n alone: show what a repair would do, change nothing
-    from bookie.layout import bookie_id_of
     service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
-    with _Progress(progress) as bar:
-        report = check_bookie(dirs, CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
+    with ProgressBars(progress) as bar:
+        report = fsck_api.check_bookie(dirs, fsck_context.CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
                                                  verify_digests=not no_digests,
                                                  jobs=jobs, progress=bar, memory=memory or MemoryLimit()))
     try:
@@ -207,17 +186,16 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
 
 def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose, quiet,
                        ledger) -> int:
-    from fsck.api import RepairRefused, RepairRun, apply_repairs, plan_repairs
-    from fsck.report import limit_to_ledger, render_json, render_repair, render_text
+    render_json, render_text = fsck_report.render_json, fsck_report.render_text
     if ledger is not None:
-        limit_to_ledger(report, ledger)
+        fsck_report.limit_to_ledger(report, ledger)
     if not repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
         if as_json:
             render_json(report.to_json(), sys.stdout)
         else:
             render_text(report, sys.stdout, verbose=verbose, quiet=quiet)
         return report.exit_code
-    plan = plan_repairs(report, drop_lost_entries=drop_lost)
+    plan = fsck_api.plan_repairs(report, drop_lost_entries=drop_lost)
     out = sys.stderr if as_json else sys.stdout
     if not as_json:
         render_text(report, out, verbose=verbose, quiet=quiet)
@@ -228,7 +206,7 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
     def stop(exit_code: int) -> int:
         """No repair ran: the report (with the plan) still goes out as JSON when asked."""
         if as_json:
-            run = RepairRun(report, plan, exit_code=exit_code)
+            run = fsck_api.RepairRun(report, plan, exit_code=exit_code)
             render_json(run.to_json(), sys.stdout)
         return exit_code
 
@@ -241,15 +219,15 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
             return stop(EXIT_OPERATIONAL)
         confirm = lambda a: click.confirm(f"{a.line()}?", default=False)  # noqa: E731
     try:
-        run = apply_repairs(report, plan, confirm=confirm, backup_dir=backup_dir, force=force,
+        run = fsck_api.apply_repairs(report, plan, confirm=confirm, backup_dir=backup_dir, force=force,
                             log=lambda s: print(s, file=out))
-    except RepairRefused as e:
+    except fsck_api.RepairRefused as e:
         print(f"bookie-fsck: {e}", file=sys.stderr)
         return stop(EXIT_OPERATIONAL)
     if as_json:
         render_json(run.to_json(), sys.stdout)
     else:
-        render_repair(run, out, verbose=verbose, quiet=quiet)
+        fsck_report.render_repair(run, out, verbose=verbose, quiet=quiet)
     return run.exit_code
 
 
@@ -258,5 +236,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def console() -> None:
-    """The ``bookie-fsck`` command: ``main`` with its reads guarded (fsck.exit_codes.guarded)."""
+    """The ``bookie-fsck`` command: ``main`` with its reads guarded (commandline.runner.guarded)."""
     console_command(guarded, main, "bookie-fsck")

@@ -1,0 +1,94 @@
+"""How a command runs: click's outcomes mapped to exit codes, bkdisk errors turned into one line, a
+command's reads of bookie files guarded, and the interpreter's exit spared the collection of what the
+command allocated."""
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import click
+
+from commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE
+from commandline.lazy import lazy_import
+from formats.errors import BkdiskError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Loaded by the commands that run guarded, not by `--help` or a usage error (it maps shared memory
+# and loads threading and typing).
+fault_guard = lazy_import("diskio.fault_guard")
+
+
+def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:
+    """Run a click command with e2fsck's codes for what click itself reports: usage 16, abort 32."""
+    try:
+        rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo(f"{prog_name}: cancelled", err=True)
+        sys.exit(EXIT_CANCELLED)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(EXIT_USAGE)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def console_command(fn: Callable[..., object], *args: object) -> None:
+    """Run a console command (``fn(*args)``) and, however it ends, freeze what it allocated
+    (``gc.freeze``) so that the interpreter's last collections at exit skip it: they walk every
+    object numba and numpy made, time spent freeing memory the process is about to give back.
+    Objects are still released as the modules are torn down; only garbage held in reference cycles
+    is left to the operating system (Python's exit never promised to finalize it)."""
+    try:
+        fn(*args)
+    finally:
+        gc.freeze()
+
+
+def guarded(main: Callable[[], object], prog: str) -> None:
+    """Run ``main`` as a console command whose reads of bookie files are guarded: a mapped read that
+    faults (an I/O error, a file cut short) ends with one line naming the file and exit 8, not a
+    silent "Bus error" (diskio/fault_guard.py)."""
+    code = fault_guard.guard_command(main, prog, EXIT_OPERATIONAL, EXIT_CANCELLED)   # (the child exits inside)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 0)   # the parent only waited: nothing to finalize
+
+
+def run_until_stopped() -> None:
+    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    sys.stdout.flush()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+
+
+def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn every bkdisk error into ``bkdisk: <one line>`` and exit 8; Ctrl-C exits 32."""
+
+    @functools.wraps(fn)
+    def wrapper(*a: P.args, **kw: P.kwargs) -> R:
+        try:
+            return fn(*a, **kw)
+        except BkdiskError as e:
+            click.echo(f"bkdisk: {e}", err=True)
+            sys.exit(EXIT_OPERATIONAL)
+        except KeyboardInterrupt:
+            click.echo("bkdisk: cancelled", err=True)
+            sys.exit(EXIT_CANCELLED)
+        except BrokenPipeError:
+            sys.exit(0)
+
+    return wrapper

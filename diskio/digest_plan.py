@@ -1,0 +1,154 @@
+"""What is known and learned of each ledger's digest type, across files and windows: ``DigestPlan``.
+
+Types come from ledger metadata, from V2 entries' flags, or from sniffing (diskio/digests.py tries a
+ledger's entries until one verifies); a ledger whose type stays unknown may still have its digest
+length inferred from the entries' cumulative lengths. A plan may be shared by threads (fsck
+``--jobs``): its lock guards every read-modify-write of its tables.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from diskio import config
+from formats.digests import DIGEST_LENGTH, DigestType, mac_key
+from formats.entry import ENTRY_V1_HEADER_SIZE
+
+SOURCE_NONE, SOURCE_GIVEN, SOURCE_SNIFFED, SOURCE_ENTRY = 0, 1, 2, 3
+SOURCE_NAMES = {SOURCE_NONE: None, SOURCE_GIVEN: "metadata", SOURCE_SNIFFED: "sniffed", SOURCE_ENTRY: "entry"}
+# digest lengths a V1 entry's sizes may imply (for ledgers whose type stays unknown)
+_PLAUSIBLE_DIGEST_LENGTHS = tuple(sorted(set(DIGEST_LENGTH.values())))
+
+
+LedgerKey = tuple[int, int]   # (scope, ledger)
+
+
+@dataclass
+class DigestPlan:
+    """What is known about each ledger's digest, and what sniffing found; shared across files.
+
+    ``known``: digest types from ledger metadata; ``passwords``: ledger passwords (for HMAC).
+    ``force``: check every V1 entry as this type (benchmarks). ``sniff``: sniff the type of ledgers
+    not in ``known``: each of a ledger's entries is tried (CRC32C, then CRC32, then HMAC when the
+    password is known) until one verifies, which decides the ledger's type; a ledger is decided
+    unknown only after ``max_samples`` entries of it verified as nothing. So a ledger whose first
+    entries are corrupt is still decided by a later intact entry, in a later window or file.
+
+    Entries checked while their ledger was undecided come out DIGEST_UNKNOWN (type 0). Within one
+    ``verify_entry_digests`` call, and within one ``scan_entry_log`` (every window of the file),
+    they are re-verified once the ledger is decided, so they end OK or BAD. Across calls or files
+    the caller re-verifies them: ``plan.recheck(scan)`` does it for a finished EntryLogScanArrays
+    (``verify_entry_digests`` with this plan on those entries does it for any entry array).
+    """
+
+    known: dict[LedgerKey, DigestType] = field(default_factory=dict)
+    passwords: dict[LedgerKey, bytes] = field(default_factory=dict)
+    sniff: bool = True
+    max_samples: int = 64
+    force: DigestType | None = None
+    crc_variant: int = field(default_factory=config.crc_variant)
+    decided: dict[LedgerKey, tuple[int, int]] = field(default_factory=dict)   # -> (type code, source)
+    tried: dict[LedgerKey, int] = field(default_factory=dict)                 # entries sniffed, none verified
+    dlen_hint: dict[LedgerKey, int] = field(default_factory=dict)
+    _mac_keys: dict[LedgerKey, bytes] = field(default_factory=dict, repr=False)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    # decided/known as arrays: name -> (id of the dict, its length then, (ids, values))
+    _tables: dict[str, tuple[int, int, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict, repr=False,
+                                                                                compare=False)
+
+    def __getstate__(self) -> dict:   # picklable (a lock is not): a copy gets a lock of its own
+        state = dict(self.__dict__)
+        del state["lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, lock=threading.RLock())
+
+    def decided_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """``decided`` for scope 0 (V1 ledgers) as arrays: sorted ledger ids, (type code, source) rows.
+
+        Rebuilt only when ``decided`` grew (it only grows: a ledger is decided once)."""
+        return self._table("decided", self.decided, lambda v: v)
+
+    def known_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """``known`` for scope 0 as arrays: sorted ledger ids, type codes."""
+        return self._table("known", self.known, int)
+
+    def _table(self, name: str, d: dict, value) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._tables.get(name)
+        if cached is not None and cached[:2] == (id(d), len(d)):
+            return cached[2]
+        # Dicts keep insertion order and these only grow: new items are the last ones, merged in (no rebuild).
+        start = cached[1] if cached is not None and cached[0] == id(d) and cached[1] < len(d) else 0
+        keys = np.array(list(itertools.islice(d.keys(), start, None)), dtype=np.uint64).reshape(-1, 2)
+        values = np.array([value(v) for v in itertools.islice(d.values(), start, None)], dtype=np.uint8)
+        v1, order = keys[:, 0] == 0, np.argsort(keys[:, 1], kind="stable")   # scope 0 only, by ledger id
+        order = order[v1[order]]
+        ids, values = keys[order, 1], values.reshape((len(keys), 2) if name == "decided" else -1)[order]
+        if start and cached is not None:
+            at = np.searchsorted(cached[2][0], ids)
+            ids, values = np.insert(cached[2][0], at, ids), np.insert(cached[2][1], at, values, axis=0)
+        self._tables[name] = (id(d), len(d), (ids, values))
+        return ids, values
+
+    def recheck(self, scan, data=None) -> int:
+        """Re-verify a finished scan's entries left unknown while their ledger was undecided.
+
+        For the V1 entries of ``scan`` whose digest came out DIGEST_UNKNOWN with no type, and whose
+        ledger this plan has decided since (by another window or file), check the digest with the
+        decided type and update ``scan.digests`` (and ``scan.payload_hashes``) in place. ``data``:
+        the file's bytes, when the scan was of in-memory bytes. Returns the number of rows updated.
+        """
+        from diskio.digests import recheck_digests   # (diskio.digests builds on this module)
+        return recheck_digests(scan, self, data)
+
+    def ledger_digest(self, key: LedgerKey) -> tuple[DigestType | None, str | None]:
+        """A V1 ledger's digest type as decided so far and where it came from."""
+        code, src = self.decided.get(key, (0, SOURCE_NONE))
+        return (DigestType(code) if code else None), SOURCE_NAMES[src]
+
+    def mac_key_for(self, key: LedgerKey) -> bytes | None:
+        with self.lock:
+            k = self._mac_keys.get(key)
+            if k is None and key in self.passwords:
+                k = self._mac_keys[key] = mac_key(self.passwords[key])
+            return k
+
+
+def find_ledgers(table: tuple[np.ndarray, np.ndarray], ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row in ``table``, found) for each ledger id, by binary search of the table's sorted ids."""
+    ids = table[0]
+    if len(ids) == 0:
+        return np.zeros(len(ledgers), np.int64), np.zeros(len(ledgers), bool)
+    at = np.minimum(np.searchsorted(ids, ledgers), len(ids) - 1)
+    return at, ids[at] == ledgers
+
+
+def learn_digest_length_hints(plan: DigestPlan, uled, lcode, inv, v1, size, entry, length) -> None:
+    """For ledgers whose type stays unknown, infer the digest length from the cumulative lengths.
+
+    An entry's payload is ``length - previous length`` (``length`` itself for entry 0), so the digest
+    takes ``size - header - payload`` bytes. Only the lengths of a digest type are accepted.
+    """
+    todo = (lcode == 0) & np.array([(0, int(l)) not in plan.dlen_hint for l in uled.tolist()], dtype=bool)
+    unk = np.flatnonzero(todo[inv])
+    if len(unk) == 0:
+        return
+    idx = v1[unk]
+    g = inv[unk]
+    order = np.lexsort((entry[idx], g))
+    idx, g = idx[order], g[order]
+    e = entry[idx]
+    payload = length[idx].copy()
+    prev_ok = np.zeros(len(idx), bool)
+    prev_ok[1:] = (g[1:] == g[:-1]) & (e[1:] == e[:-1] + 1)
+    payload[1:] = np.where(prev_ok[1:], length[idx][1:] - length[idx][:-1], payload[1:])
+    usable = (e == 0) | prev_ok
+    d = size[idx].astype(np.int64) - ENTRY_V1_HEADER_SIZE - payload
+    good = np.flatnonzero(usable & np.isin(d, _PLAUSIBLE_DIGEST_LENGTHS))
+    groups, first = np.unique(g[good], return_index=True)
+    for j, k in zip(groups.tolist(), good[first].tolist()):
+        plan.dlen_hint.setdefault((0, int(uled[j])), int(d[k]))

@@ -1,0 +1,75 @@
+"""Digest verification of a journal's data records, window by window, through diskio/digests.py.
+
+Windows hold whole records, so resident memory stays bounded on multi-GiB journals; a record larger
+than a window is streamed through its digest alone. Each data record's entry header is read from
+the window for what the digest check needs: its entry format and its cumulative length.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
+from diskio.kernels import be_i64_at
+from diskio.mapped import map_window
+from formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
+from formats.entrylog import SIZE_PREFIX_SIZE
+from formats.journal import RECORD_LENGTH_SIZE, RecordKind
+from journal.arrays import JournalArrays
+
+JOURNAL_WINDOW = 64 << 20
+# The entries the digest check takes: the journal record's prefix and size, the entry's ids, format, length.
+ENTRY_FIELDS = np.dtype([("offset", "<i8"), ("size", "<i4"), ("format", "u1"), ("scope", "<u8"), ("ledger", "<u8"),
+                         ("entry", "<i8"), ("length", "<i8")])
+# A journal record and an entry-log record are both a 4-byte length, then the entry.
+assert RECORD_LENGTH_SIZE == SIZE_PREFIX_SIZE
+
+
+def data_records(scan: JournalArrays) -> np.ndarray:
+    """Indices of ``scan``'s data records (the records that hold entries) among all its records."""
+    return np.flatnonzero(scan.records["kind"] == RecordKind.DATA)
+
+
+def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNAL_WINDOW) -> np.ndarray:
+    """The rows among ``scan``'s data records whose digest is bad (``plan`` is updated with what
+    sniffing decides), verified over windows of at most ``window`` bytes of whole records."""
+    recs = scan.records[data_records(scan)]
+    if len(recs) == 0:
+        return np.zeros(0, np.int64)
+    window = min(JOURNAL_WINDOW, window)
+    starts = recs["offset"].astype(np.int64)   # (records are copied a window's worth at a time)
+    ends = starts + RECORD_LENGTH_SIZE + recs["size"].astype(np.int64)
+    huge = np.flatnonzero(ends - starts > window)
+    bad_parts = []
+    i = 0
+    while i < len(recs):
+        if len(huge) and huge[min(int(np.searchsorted(huge, i)), len(huge) - 1)] == i:
+            r = recs[i]
+            if verify_streamed(scan.path, int(r["offset"]), int(r["size"]), (int(r["scope"]), int(r["ledger"])),
+                               plan) == DIGEST_BAD:
+                bad_parts.append(np.array([i]))
+            i += 1
+            continue
+        w0 = int(starts[i])
+        j = max(i + 1, int(np.searchsorted(ends, w0 + window, side="right")))
+        nxt = np.searchsorted(huge, i)
+        if nxt < len(huge):
+            j = min(j, int(huge[nxt]))
+        with map_window(scan.path, w0, int(ends[j - 1]) - w0) as arr:
+            rows, _ = verify_entry_digests(arr, _entries(arr, recs[i:j], w0), plan, base=w0)
+            bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
+            del arr
+        i = j
+    return np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
+
+
+def _entries(arr: np.ndarray, part: np.ndarray, base: int) -> np.ndarray:
+    """ENTRY_FIELDS rows of the data records ``part``, whose bytes ``arr`` holds from file offset ``base``."""
+    ents = np.zeros(len(part), dtype=ENTRY_FIELDS)
+    ents["offset"], ents["size"] = part["offset"], part["size"]
+    ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
+    body = (part["offset"] + RECORD_LENGTH_SIZE - base).astype(np.int64)
+    v2 = arr[body] >= V2_MARKER
+    ents["format"] = np.where(v2, 2, 1)
+    fields = body + np.where(v2, V2_PREFIX_SIZE, 0)   # a V2 header is the V1 fields behind a prefix
+    ents["length"] = be_i64_at(arr, fields + V1_LENGTH_AT)
+    return ents
