@@ -1,7 +1,7 @@
-"""DbLedgerStorage checks (passes 2, 3 and 5 on such a bookie, fsck/dbindex.py) on golden DbLedgerStorage bookies (clean) and on damaged
-copies: the pass's own findings (the right code and fields for each fault), then the same faults through the
-`bookie-fsck` command line (every pass run, the code in the JSON and the text report, exit 4, the repair plan
-naming BookKeeper's rebuild, no byte of the bookie changed)."""
+"""DbLedgerStorage checks (passes 2, 3 and 5 on such a bookie, fsck/dbindex.py) on golden DbLedgerStorage
+bookies (clean) and on damaged copies: the pass's own findings (the right code and fields for each fault),
+then the same faults through the `bookie-fsck` command line (every pass run, the code in the JSON and the
+text report, exit 4, the repair plan naming BookKeeper's rebuild, no byte of the bookie changed)."""
 from __future__ import annotations
 
 import hashlib
