@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.rows import AUDITED, batch_table, table_schema
+from bkdisk.audit.rows import AUDITED, batch_table, table_schema
 
 # Rows gathered into one Parquet row group (at least this many, but the file's last): a batch holds an
 # entry log's rows, or a bounded part of them, and a row group of each would slow the joins' reads.

@@ -24,7 +24,7 @@ import shutil
 import sys
 
 from bench import commands_bench, scan_bench
-from diskio.spill import DEFAULT_MEMORY_MIB
+from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 
 GIB = 1 << 30
 
@@ -56,9 +56,9 @@ COMMANDS = ("inventory --jsonl", "inventory --parquet", "fsck", "scan-disk", "au
 # without Spark: the guarded scan, findings and the disk's row passed on, replicas written to a file.
 DISK_TASK = """
 import sys
-from audit.replica_files import write_replicas
-from audit.rows import DiskInput, RunInfo, iter_disk
-from diskio.spill import MemoryLimit
+from bkdisk.audit.replica_files import write_replicas
+from bkdisk.audit.rows import DiskInput, RunInfo, iter_disk
+from bkdisk.diskio.spill import MemoryLimit
 root, out, mib = sys.argv[1], sys.argv[2], float(sys.argv[3])
 for _batch in write_replicas(iter_disk(DiskInput(root), {}, RunInfo.new(), memory=MemoryLimit(mib)), out):
     pass
