@@ -134,15 +134,16 @@ def read_bytes(path: str | os.PathLike, limit: int | None = SMALL_FILE_LIMIT) ->
     if limit is not None and st.st_size > limit:
         os.close(fd)
         raise DiskError(p, f"expected a small file (at most {limit} bytes), found {st.st_size} bytes")
+    # os.read on the descriptor: a buffered file object costs more than the read of a small file.
     try:
-        with os.fdopen(fd, "rb", closefd=True) as f:
-            fd = -1
-            return f.read()
+        parts = [os.read(fd, st.st_size + 1)]
+        while parts[-1]:   # to the end, however the file grew since fstat
+            parts.append(os.read(fd, max(st.st_size, 65536)))
     except OSError as e:
         raise DiskError(p, f"cannot read ({e.strerror})") from None
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
+    return parts[0] if len(parts) == 2 else b"".join(parts)
 
 
 def drop_pages(view, end: int) -> None:

@@ -139,6 +139,8 @@ def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
 
 
 def _parse_header(data: bytes, path: str | None) -> tuple[int, int]:
+    if data.startswith(HEADER_PREFIX + b"3\n"):   # what BookKeeper writes today: no byte-by-byte check
+        return 3, len(HEADER_PREFIX) + 2
     for i, want in enumerate(HEADER_PREFIX):
         if i >= len(data):
             raise FormatError("header 'BookieMetadataFormatVersion\\t'", "end of data", path=path, offset=i)
