@@ -95,7 +95,8 @@ def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
     with ThreadPoolExecutor(threads) as pool:
         while batch := list(islice(it, 1000)):
             step = -(-len(batch) // threads)
-            for part in pool.map(lambda s: list(map(fetch, s)), (batch[i:i + step] for i in range(0, len(batch), step))):
+            slices = (batch[i:i + step] for i in range(0, len(batch), step))
+            for part in pool.map(lambda s: list(map(fetch, s)), slices):
                 yield from parsed(part)
 
 
