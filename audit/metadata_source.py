@@ -22,7 +22,7 @@ from formats.metadata import LedgerMetadata
 # service source only: a folder's audit runs without it.
 
 CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
-READ_THREADS = 16   # a task's concurrent file reads: a folder out of the page cache is a read a file
+READ_THREADS = 4   # a task's concurrent file reads: a folder out of the page cache is a read a file
 
 Read = tuple[LedgerId, "LedgerMetadata | Exception"]
 
