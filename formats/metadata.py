@@ -202,10 +202,14 @@ def _text(value: object, what: str, path: str | None, offset: int) -> str:
 
 def _from_message(msg: Message, version: int, path: str | None, offset: int) -> LedgerMetadata:
     m: Any = msg
-    ensembles = tuple(
-        (int(seg.firstEntryId),
-         tuple(_text(x, "ensemble member", path, offset) for x in seg.ensembleMember))
-        for seg in m.segment)
+    segments = []
+    for seg in m.segment:   # a loop, not generators: every ledger of a cluster's metadata comes here
+        members = tuple(seg.ensembleMember)
+        for x in members:
+            if not isinstance(x, str):
+                _text(x, "ensemble member", path, offset)
+        segments.append((int(seg.firstEntryId), members))
+    ensembles = tuple(segments)
     custom = tuple((_text(e.key, "custom metadata key", path, offset), bytes(e.value))
                    for e in m.customMetadata)
     has_ack = m.HasField("ackQuorumSize")
