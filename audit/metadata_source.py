@@ -92,7 +92,7 @@ class MetadataDirSource:
             pass
 
     def units(self) -> Iterator[str]:
-        return metadata_names(self.folder)
+        return metadata_names(self.folder, exact=False)   # the tasks check each name's ledger id
 
     def read(self, units: list[str]) -> Iterator[Read]:
         return read_metadata_files(self.folder, units, threads=READ_THREADS)

@@ -33,16 +33,18 @@ def ledger_of_file(name: str) -> tuple[LedgerId, int] | None:
     return (LedgerId(0, value), rank) if value >> 64 == 0 else None
 
 
-def metadata_names(folder: str) -> Iterator[str]:
+def metadata_names(folder: str, exact: bool = True) -> Iterator[str]:
     """The names of ``folder`` that name a ledger's metadata file, as the folder lists them (streamed:
-    a folder of millions of ledgers is never held as a list)."""
+    a folder of millions of ledgers is never held as a list). ``exact`` False: the names of that form,
+    without the ledger's id (one above 2^64 passes; its reader, ``read_metadata_files``, drops it)."""
+    named = ledger_of_file if exact else _FILE_NAME.fullmatch
     try:
         it = os.scandir(folder)
     except OSError as e:
         raise DiskError(folder, f"cannot list the metadata folder ({e.strerror})") from None
     with it:
         for entry in it:
-            if ledger_of_file(entry.name) is not None:
+            if named(entry.name) is not None:
                 yield entry.name
 
 

@@ -136,14 +136,17 @@ def read_bytes(path: str | os.PathLike, limit: int | None = SMALL_FILE_LIMIT) ->
         raise DiskError(p, f"expected a small file (at most {limit} bytes), found {st.st_size} bytes")
     # os.read on the descriptor: a buffered file object costs more than the read of a small file.
     try:
-        parts = [os.read(fd, st.st_size + 1)]
-        while parts[-1]:   # to the end, however the file grew since fstat
-            parts.append(os.read(fd, max(st.st_size, 65536)))
+        data = os.read(fd, st.st_size + 1)
+        if len(data) != st.st_size:   # short of fstat's size, or grown since: read on to the end
+            parts = [data]
+            while chunk := os.read(fd, max(st.st_size, 65536)):
+                parts.append(chunk)
+            data = b"".join(parts)
     except OSError as e:
         raise DiskError(p, f"cannot read ({e.strerror})") from None
     finally:
         os.close(fd)
-    return parts[0] if len(parts) == 2 else b"".join(parts)
+    return data
 
 
 def drop_pages(view, end: int) -> None:
