@@ -238,3 +238,19 @@ def test_a_ledger_known_only_by_its_key_is_no_orphan(tmp_path):
     assert [(r.ledger_id, r.entries) for r in got] == [(7, 3)]
     alone = tables.orphans(replicas, segments).orderBy("ledger_id").select("ledger_id").collect()
     assert [r.ledger_id for r in alone] == [6, 7]
+
+
+def test_the_driver_lists_names_by_form_and_a_task_drops_one_above_64_bits(tmp_path):
+    d = tmp_path / "md"
+    d.mkdir()
+    for f in (C3 / "metadata").iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    too_big = "1" + "0" * 19 + ".bin"   # 2^76: names no ledger (a scoped ledger's name has 32 digits)
+    (d / too_big).write_bytes(next((C3 / "metadata").glob("*.bin")).read_bytes())
+    (d / "notes.txt").write_text("not metadata")
+    src = MetadataDirSource(str(d))
+    assert too_big in set(src.units()) and "notes.txt" not in set(src.units())
+    md, _ = load_metadata_dir(str(C3 / "metadata"))
+    stats, seg, _near = stage(src, tmp_path / "s")
+    assert sum(s["ledgers"] for s in stats) == len(md) and not any(s["errors"] for s in stats)
+    assert segment_rows(seg) == expected_segments(md)
