@@ -151,7 +151,7 @@ def service_run(a, count: int, own: str, env: dict[str, str], remove: bool) -> d
     srv = subprocess.Popen([bk, "metadata", "serve", "--store", f"sqlite:{db}", "--bind", "127.0.0.1:0"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        line = srv.stdout.readline()
+        line = srv.stdout.readline() if srv.stdout is not None else ""   # a pipe: stdout=PIPE
         port = line.strip().rsplit(":", 1)[-1].split()[0]
         if not port.isdigit():
             raise SystemExit(f"the metadata service did not say its port: {line!r}")
