@@ -202,7 +202,7 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
     return out, errors
 
 
-def digest_plan(md: dict[LedgerId, LedgerMetadata]):
+def digest_plan(md: Mapping[LedgerId, LedgerMetadata]):
     """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
     the scanner sniffs the rest."""
     from diskio.digest_plan import DigestPlan

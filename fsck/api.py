@@ -1,37 +1,34 @@
 """The fsck library: check a bookie's dirs, plan repairs, apply them (asking a callback), re-check.
 
 Everything the command line does is here as data; fsck.cli only parses options, prompts and prints.
+The check is this module's; the repair half (``plan_repairs``, ``apply_repairs``, ``repair_bookie``,
+``RepairRun``, ``RepairRefused``) is fsck.repair's, named here too and loaded when first asked for.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from bookie.layout import BookieDirs
-from fsck.codes import (FILE_UNREADABLE, INDEX_LOCATION_OUT_OF_RANGE, INDEX_LOCATION_WRONG, LEDGERS_MAP_BAD,
-                        LEDGERS_MAP_MISMATCH, LOG_FRAMING_BROKEN, LOG_HEADER_BAD, LOG_TRUNCATED)
+from fsck.codes import Code
 from fsck.context import CheckContext, CheckOptions
-from fsck.exit_codes import (EXIT_CANCELLED, EXIT_CORRECTED, EXIT_OK, EXIT_OPERATIONAL,  # noqa: F401 (re-exported)
-                             EXIT_UNCORRECTED, EXIT_USAGE)
-from fsck.findings import SEVERITY_ORDER, Finding
-from fsck.passes import (p1_layout, p2_hierarchy, p2_leftovers, p3_index, p4_entrylogs, p4_last_id, p5_crosscheck,
-                         p6_journals, p6_last_marks, p7_metadata, p_dbindex)
-from fsck.problems import PASS_NAMES, Severity
+from fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
+from fsck import dbindex
+from fsck.findings import SEVERITY_ORDER, Finding, given
+from fsck.lanes import Task
+from fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
+                         p7_metadata)
+from fsck.problems import Severity, pass_name
 from fsck.root_causes import missing_log_causes
 
-# Each pass: the checks it runs, then an optional step that rewrites its findings.
-PASSES = [(1, [p1_layout.run], None), (2, [p2_hierarchy.run], p2_leftovers.refine), (3, [p3_index.run], None),
-          (4, [p4_entrylogs.run, p4_last_id.run], None), (5, [p5_crosscheck.run], None),
-          (6, [p6_journals.run, p6_last_marks.run], None), (7, [p7_metadata.run], None)]
-# DbLedgerStorage keeps its index in RocksDB: its checks run in the places of the .idx passes 2, 3 and 5.
-DB_INDEX_PASSES = {2: ("RocksDB index databases", [p_dbindex.run_databases]),
-                   3: ("ledgers index", [p_dbindex.run_ledgers]),
-                   5: ("locations to entry-log cross-check", [p_dbindex.run_locations])}
+# The passes in order; each runs the checks of the bookie's kind of ledger storage.
+PASSES = [(1, p1_layout.run), (2, p2_hierarchy.run), (3, p3_index.run), (4, p4_entrylogs.run),
+          (5, p5_crosscheck.run), (6, p6_journals.run), (7, p7_metadata.run)]
 # Findings about a whole entry log, in the order one is taken as the cause of the others.
-LOG_CAUSES = (FILE_UNREADABLE, LOG_TRUNCATED, LOG_HEADER_BAD, LOG_FRAMING_BROKEN)
-LOG_CONSEQUENCES = {LEDGERS_MAP_BAD, LEDGERS_MAP_MISMATCH}
-LOCATION_CODES = {INDEX_LOCATION_OUT_OF_RANGE, INDEX_LOCATION_WRONG}
+LOG_CAUSES = (Code.FILE_UNREADABLE, Code.LOG_TRUNCATED, Code.LOG_HEADER_BAD, Code.LOG_FRAMING_BROKEN)
+LOG_CONSEQUENCES = {Code.LEDGERS_MAP_BAD, Code.LEDGERS_MAP_MISMATCH}
+LOCATION_CODES = {Code.INDEX_LOCATION_OUT_OF_RANGE, Code.INDEX_LOCATION_WRONG}
 
 
 @dataclass
@@ -57,6 +54,12 @@ class Report:
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
+
+    def checked(self) -> CheckContext:
+        """The check's context (its scans), which a repair plan reads; a Report built by hand has none."""
+        if self.context is None:
+            raise ValueError("expected the report of check_bookie, with its scans; found a report without them")
+        return self.context
 
     def close(self) -> None:
         """Remove what the check spilled to its temporary folder (a repair plan reads the scans: plan first)."""
@@ -95,7 +98,7 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     """Run the passes in order over ``dirs`` and return every finding. Reads only; never writes."""
     opts = options or CheckOptions()
     ctx = CheckContext(dirs, opts)
-    ctx.spill   # a --tmp-dir inside the bookie's dirs is refused before anything is read
+    ctx.spill.check()   # a --tmp-dir inside the bookie's dirs is refused before anything is read
     started = time.perf_counter()
     if opts.jobs > 1:
         # The scans on background threads while passes 1-3 walk and read the index on this one.
@@ -112,11 +115,11 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     return report
 
 
-def background_tasks(ctx: CheckContext) -> list[list[tuple[str, Callable[[], Any]]]]:
+def background_tasks(ctx: CheckContext) -> list[list[Task]]:
     """The heavy work of passes 3, 4 and 6, in two lanes: the journal scans (they use no digest plan);
     the entry-log scans, then the journals' digests, in the order of a sequential check (both decide
     digest types in the shared plan; the digests wait for the journal scans)."""
-    plan_users = [("log_scans", ctx.scan_logs)]
+    plan_users: list[Task] = [("log_scans", ctx.scan_logs)]
     if ctx.options.verify_digests:
         plan_users.append((p6_journals.DIGESTS, lambda: p6_journals.bad_records_of_journals(ctx)))
     return [[("journal_scans", ctx.scan_journals)], plan_users]
@@ -126,15 +129,11 @@ def _run_passes(ctx: CheckContext) -> Report:
     dirs, opts = ctx.dirs, ctx.options
     report = Report(dirs, context=ctx)
     rocks = dirs.storage_kind == "rocksdb"
-    for number, checks, refine in PASSES:
+    for number, run in PASSES:
         t0 = time.perf_counter()
-        name = PASS_NAMES[number]
-        if rocks and number in DB_INDEX_PASSES:
-            (name, checks), refine = DB_INDEX_PASSES[number], None
-        ctx._progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs
-        found = [f for run in checks for f in run(ctx)]
-        if refine is not None:
-            found = refine(ctx, found)
+        name = pass_name(number, dirs.storage_kind)
+        ctx.progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs
+        found = list(run(ctx))
         counts: dict[str, int] = {}
         for f in found:
             counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
@@ -143,7 +142,7 @@ def _run_passes(ctx: CheckContext) -> Report:
             skipped = "no ledger metadata given"
         report.findings.extend(found)
         report.passes.append(PassResult(number, name, time.perf_counter() - t0, counts, skipped))
-        ctx._progress(f"pass {number}: {name}", 1, 1)
+        ctx.progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
     _add_causes(report, missing_log_causes(report.findings))
@@ -188,8 +187,8 @@ def link_causes(ctx: CheckContext, findings: list[Finding]) -> None:
     locs = inv.locations
     where = {(int(r["file"]), int(r["entry"])): int(r["log"]) for r in locs[_rows_of(inv, wanted, row_of)]}
     for f in wanted:
-        log = where.get((row_of.get(f.path, -1), f.entry))
-        cause = causes.get(log_path.get(log, ""))
+        log = where.get((row_of.get(f.path or "", -1), given(f.entry, "a location's entry")))
+        cause = causes.get(log_path.get(log, "") if log is not None else "")
         if cause is not None:
             f.caused_by = cause
 
@@ -210,88 +209,16 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     out = {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,
            "entries": entries, "journals": len(ctx.journal_files), "journal_bytes": jbytes, "index_files": idx}
     if ctx.dirs.storage_kind == "rocksdb":
-        out["db_locations"] = p_dbindex.location_count(ctx)
+        out["db_locations"] = dbindex.location_count(ctx)
     return out
 
 
-# --- repair: plan, apply, re-check -----------------------------------------------------------------
-
-class RepairRefused(Exception):
-    """A repair that must not start (a process holds the dirs, the backup folder leads outside)."""
+REPAIR_NAMES = ("RepairRefused", "RepairRun", "apply_repairs", "plan_repairs", "repair_bookie")
 
 
-@dataclass
-class RepairRun:
-    """One repair from start to end: the findings before, the plan with each action's result, the
-    backup copies made, the findings after, and the exit code (e2fsck's)."""
-
-    before: Report
-    plan: Any                              # fsck.repair.RepairPlan
-    backup_dir: str | None = None          # None: nothing was replaced, no folder was made
-    backups: list[str] = field(default_factory=list)
-    after: Report | None = None
-    exit_code: int = EXIT_OK
-
-    @property
-    def done(self) -> list:
-        return [a for a in self.plan.actions if a.result == "done"]
-
-    @property
-    def failed(self) -> list:
-        return [a for a in self.plan.actions if (a.result or "").startswith("failed")]
-
-    def to_json(self) -> dict[str, Any]:
-        """The final state as the document's body (summary.exit_code is the process's), with the
-        findings before, the plan, the actions with their results and the findings after."""
-        final = self.after or self.before
-        doc = final.to_json(self.exit_code)
-        doc["repair"] = {"before": {"summary": self.before.summary(), "findings": [f.to_json() for f in self.before.findings]},
-                         "plan": self.plan.to_json(),
-                         "backup_dir": self.backup_dir,
-                         "after": None if self.after is None else
-                         {"summary": self.after.summary(), "findings": [f.to_json() for f in self.after.findings]},
-                         "exit_code": self.exit_code}
-        return doc
-
-
-def plan_repairs(report: Report, *, drop_lost_entries: bool = False):
-    """What a repair of ``report`` would do (fsck.repair.RepairPlan); changes nothing."""
-    from fsck import repair
-    return repair.plan_repairs(report, drop_lost_entries=drop_lost_entries)
-
-
-def apply_repairs(report: Report, plan, *, confirm: Callable | None = None, backup_dir: str | None = None,
-                  force: bool = False, log: Callable[[str], None] = lambda s: None) -> RepairRun:
-    """Carry out ``plan`` (from plan_repairs(report)), asking ``confirm(action) -> bool`` before each
-    action when given, then check again. Raises RepairRefused before writing anything when a process
-    holds files in the dirs (unless ``force``) or the default backup folder leads outside the dirs."""
-    from fsck import repair
-    from fsck.confinement import escape
-    run = RepairRun(report, plan, exit_code=report.exit_code)
-    if not plan.todo:
-        return run
-    dirs = report.dirs
-    holders = repair.processes_holding(dirs.all_dirs)
-    if holders and not force:
-        pid, f = holders[0]
-        raise RepairRefused(f"process {pid} has {f} open (a running bookie?); not repairing without --force")
-    bdir = backup_dir or repair.default_backup_dir(report.context)
-    if backup_dir is None and escape(bdir, dirs):
-        raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
-    run.backups = repair.apply(plan, report.context, bdir, confirm=confirm, log=log)
-    run.backup_dir = bdir if run.backups else None
-    if not run.done:
-        return run   # every action declined or failed: the findings stand
-    run.after = recheck(report)
-    run.after.close()   # only its findings are kept
-    run.exit_code = EXIT_UNCORRECTED if run.after.errors else EXIT_CORRECTED
-    return run
-
-
-def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, confirm: Callable | None = None,
-                  backup_dir: str | None = None, force: bool = False, drop_lost_entries: bool = False,
-                  log: Callable[[str], None] = lambda s: None) -> RepairRun:
-    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end."""
-    before = check_bookie(dirs, options)
-    plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
-    return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)
+def __getattr__(name: str) -> Any:
+    """The repair half of the library (fsck.repair), imported on first use: a check loads none of it."""
+    if name in REPAIR_NAMES:
+        from fsck import repair
+        return getattr(repair, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,25 +1,29 @@
 """Entry ids said as ranges ("0-4, 9, 12-13"), and a set of (ledger, entry) pairs said per ledger."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from formats.ids import LedgerId
 
 LEDGERS_NAMED = 10   # in one line; the rest are counted
 
 
+def runs(ids: Iterable[int]) -> list[str]:
+    """The distinct ids in order, as runs of consecutive ids: "a-b", or "a" alone."""
+    s = sorted(set(ids))
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        out.append(f"{s[i]}" if i == j else f"{s[i]}-{s[j]}")
+        i = j + 1
+    return out
+
+
 def ranges(ids: Iterable[int]) -> str:
-    out, start, prev = [], None, None
-    for e in sorted(set(ids)):
-        if start is not None and e == prev + 1:
-            prev = e
-            continue
-        if start is not None:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-        start = prev = e
-    if start is not None:
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ", ".join(out)
+    return ", ".join(runs(ids))
 
 
 def per_ledger(pairs: Iterable[tuple[LedgerId, int]]) -> str:

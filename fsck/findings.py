@@ -2,17 +2,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from formats.ids import LedgerId
-from fsck.problems import PROBLEMS, Severity
+from fsck.codes import Code
+from fsck.problems import PROBLEMS, Problem, Severity
 
+T = TypeVar("T")
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 @dataclass
 class Finding:
-    code: str
+    code: Code          # a plain string naming a code is taken as its member
     path: str | None = None
     offset: int | None = None
     scope: int | None = None
@@ -33,10 +35,16 @@ class Finding:
     def __post_init__(self) -> None:
         if self.code not in PROBLEMS:
             raise ValueError(f"unknown fsck finding code {self.code!r}: not in fsck/problems.py")
+        self.code = Code(self.code)
 
     @property
-    def problem(self):
+    def problem(self) -> Problem:
         return PROBLEMS[self.code]
+
+    @property
+    def lid(self) -> LedgerId:
+        """The ledger the finding is about (its code always names one where this is asked)."""
+        return LedgerId(self.scope or 0, given(self.ledger, f"{self.code}'s ledger"))
 
     @property
     def severity(self) -> Severity:
@@ -64,9 +72,9 @@ class Finding:
         return f"{self.severity.value.upper():7} {self.code} {where}: {self.message}".replace(" :", ":")
 
     def to_json(self) -> dict[str, Any]:
-        d = {"code": self.code, "severity": self.severity.value, "pass": self.pass_no, "path": self.path,
-             "offset": self.offset, "scope": self.scope, "ledger": self.ledger, "entry": self.entry,
-             "message": self.message}
+        d: dict[str, Any] = {"code": self.code, "severity": self.severity.value, "pass": self.pass_no,
+                             "path": self.path, "offset": self.offset, "scope": self.scope, "ledger": self.ledger,
+                             "entry": self.entry, "message": self.message}
         if self.errno is not None:
             d["errno"] = self.errno
         if self.caused_by is not None:
@@ -74,3 +82,11 @@ class Finding:
         if self.ledger is not None:
             d["ledger_qualified_name"] = LedgerId(self.scope or 0, self.ledger).qualified_name
         return d
+
+
+def given(value: T | None, what: str) -> T:
+    """``value``, which the code that made it always sets (a repair's path, a cut's offset); a missing
+    one is a defect of the pass that made the finding, raised here."""
+    if value is None:
+        raise ValueError(f"expected {what}, found none")
+    return value

@@ -1,6 +1,8 @@
 """Every fsck finding code, its severity, its pass and its one-line text, in one table.
 
-specs/fsck.md documents these codes; a test checks that the page and this table agree.
+specs/fsck.md documents these codes; a test checks that the page and this table agree. fsck/codes.py
+declares each code as a member of the ``Code`` enum, written from this table by ``codes_module``
+(``python -m fsck.problems > fsck/codes.py``); a test checks that the file is what the table gives.
 """
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import enum
 from dataclasses import dataclass
 
 
-class Severity(str, enum.Enum):
+class Severity(enum.StrEnum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
@@ -46,6 +48,22 @@ PASS_NAMES = {
     7: "ledger metadata",
 }
 
+# DbLedgerStorage keeps its index in RocksDB: passes 2, 3 and 5 check the databases in the places of
+# the .idx checks.
+DB_INDEX_PASS_NAMES = {
+    2: "RocksDB index databases",
+    3: "ledgers index",
+    5: "locations to entry-log cross-check",
+}
+
+
+def pass_name(number: int, storage_kind: str) -> str:
+    """What pass ``number`` checks on a bookie of ``storage_kind`` ("index-files" or "rocksdb")."""
+    if storage_kind == "rocksdb":
+        return DB_INDEX_PASS_NAMES.get(number, PASS_NAMES[number])
+    return PASS_NAMES[number]
+
+
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 _TABLE = [
@@ -55,81 +73,146 @@ _TABLE = [
     Problem("COOKIE_UNREADABLE", E, 1, "expected a valid cookie: {detail}"),
     Problem("COOKIE_MISMATCH", E, 1, "expected every dir's cookie to agree on {detail}"),
     Problem("BOOKIE_ID_INVALID", E, 1, "expected a valid BookieId (BP-41): {detail}"),
-    Problem("BOOKIE_ID_NONSTANDARD", W, 1, "bookie id {detail} is valid for BookKeeper but outside BP-41's letters, digits, ':', '-', '.'"),
-    Problem("COOKIE_DIR_ELSEWHERE", W, 1, "cookie records {detail}; the dirs were found elsewhere (moved or copied disk)"),
+    Problem("BOOKIE_ID_NONSTANDARD", W, 1,
+            "bookie id {detail} is valid for BookKeeper but outside BP-41's letters, digits, ':', '-', '.'"),
+    Problem("COOKIE_DIR_ELSEWHERE", W, 1,
+            "cookie records {detail}; the dirs were found elsewhere (moved or copied disk)"),
     Problem("COOKIE_DIR_CONF_MISMATCH", E, 1, "expected the cookie's dirs to match the configuration: {detail}"),
     Problem("FILE_UNREADABLE", E, 1, "expected a readable file: {detail}"),
-    Problem("SYMLINK_FOLLOWED", I, 1, "{path} is a symlink to {detail}, inside the bookie's dirs; the check reads through it"),
-    Problem("SYMLINK_OUTSIDE_DIRS", W, 1, "{path} is a symlink to {detail}, outside the bookie's dirs: the check reads through it, repair never writes through it"),
+    Problem("SYMLINK_FOLLOWED", I, 1,
+            "{path} is a symlink to {detail}, inside the bookie's dirs; the check reads through it"),
+    Problem("SYMLINK_OUTSIDE_DIRS", W, 1,
+            "{path} is a symlink to {detail}, outside the bookie's dirs: the check reads through it, repair never "
+            "writes through it"),
     # pass 2: index hierarchy
-    Problem("INDEX_MISPLACED", E, 2, "expected ledger {ledger_name}'s index at {detail}, found it at {path}", MOVE_INDEX),
-    Problem("INDEX_SCOPED_IN_2LEVEL", E, 2, "expected scoped ledger {ledger_name}'s index in the 4-level hierarchy at {detail}, found it at {path}", MOVE_INDEX),
+    Problem("INDEX_MISPLACED", E, 2,
+            "expected ledger {ledger_name}'s index at {detail}, found it at {path}", MOVE_INDEX),
+    Problem("INDEX_SCOPED_IN_2LEVEL", E, 2,
+            "expected scoped ledger {ledger_name}'s index in the 4-level hierarchy at {detail}, found "
+            "it at {path}", MOVE_INDEX),
     Problem("INDEX_DUPLICATE", E, 2, "expected one index for ledger {ledger_name}, found another at {detail}"),
-    Problem("INDEX_BAD_NAME", W, 2, "expected an index file named '<hex ledger id>.idx' or '<32 hex digits>.idx', found {path}"),
-    Problem("INDEX_RELOCATION_LEFTOVER", W, 2, "ledger {ledger_name}'s index is still named {path} after an interrupted relocation; BookKeeper renames it to {detail} at startup", MOVE_INDEX),
-    Problem("INDEX_MOVE_UNFINISHED", W, 2, "{path} and {detail} are two names of one index file (a move interrupted between link and unlink); repair removes the misplaced name", FINISH_MOVE),
-    Problem("STALE_TEMP_FILE", W, 2, "a temp file left by an interrupted bookie-fsck repair: {path} ({detail})", REMOVE_TEMP),
+    Problem("INDEX_BAD_NAME", W, 2,
+            "expected an index file named '<hex ledger id>.idx' or '<32 hex digits>.idx', found {path}"),
+    Problem("INDEX_RELOCATION_LEFTOVER", W, 2,
+            "ledger {ledger_name}'s index is still named {path} after an interrupted relocation; "
+            "BookKeeper renames it to {detail} at startup", MOVE_INDEX),
+    Problem("INDEX_MOVE_UNFINISHED", W, 2,
+            "{path} and {detail} are two names of one index file (a move interrupted between link and "
+            "unlink); repair removes the misplaced name", FINISH_MOVE),
+    Problem("STALE_TEMP_FILE", W, 2,
+            "a temp file left by an interrupted bookie-fsck repair: {path} ({detail})", REMOVE_TEMP),
     Problem("STRAY_FILE", W, 2, "expected only index files in the hashed folders, found {path} ({detail})"),
     # pass 3: index files
     Problem("INDEX_HEADER_BAD", E, 3, "expected an index header: {detail}", REBUILD_INDEX),
     Problem("INDEX_TRUNCATED", E, 3, "expected whole 8-byte location slots, found {detail}", REBUILD_INDEX),
     Problem("INDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
-    Problem("INDEX_NOT_FENCED", E, 3, "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced", REBUILD_INDEX),
+    Problem("INDEX_NOT_FENCED", E, 3,
+            "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), "
+            "found not fenced", REBUILD_INDEX),
     Problem("INDEX_EXPLICIT_LAC_BAD", E, 3, "expected an explicit-LAC body for ledger {ledger_name}: {detail}"),
-    Problem("INDEX_LOCATION_MISSING_LOG", E, 3, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log", REBUILD_INDEX),
-    Problem("INDEX_LOCATION_OUT_OF_RANGE", E, 3, "expected a location inside entry log {detail} for ledger {ledger_name} entry {entry}", REBUILD_INDEX),
+    Problem("INDEX_LOCATION_MISSING_LOG", E, 3,
+            "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log", REBUILD_INDEX),
+    Problem("INDEX_LOCATION_OUT_OF_RANGE", E, 3,
+            "expected a location inside entry log {detail} for ledger {ledger_name} entry {entry}", REBUILD_INDEX),
     # pass 4: entry logs
     Problem("LOG_HEADER_BAD", E, 4, "expected an entry log header: {detail}"),
     Problem("LOG_FRAMING_BROKEN", E, 4, "expected a framed entry at this offset, found {detail}"),
     Problem("LOG_TRUNCATED", E, 4, "expected the entry to end within the file, found {detail}"),
-    Problem("LOG_TORN_TAIL", W, 4, "the current entry log ends inside an entry no index points at, which the journal holds for replay (a write cut by a crash): {detail}"),
+    Problem("LOG_TORN_TAIL", W, 4,
+            "the current entry log ends inside an entry no index points at, which the journal holds for replay (a "
+            "write cut by a crash): {detail}"),
     Problem("LEDGERS_MAP_BAD", E, 4, "expected a readable ledgers map: {detail}"),
     Problem("LEDGERS_MAP_MISMATCH", E, 4, "expected the ledgers map to match the entries: {detail}"),
-    Problem("DIGEST_MISMATCH", E, 4, "expected a valid {detail} digest for ledger {ledger_name} entry {entry}, found a mismatch"),
+    Problem("DIGEST_MISMATCH", E, 4,
+            "expected a valid {detail} digest for ledger {ledger_name} entry {entry}, found a mismatch"),
     Problem("DIGEST_NOT_VERIFIED", I, 4, "digests of ledger {ledger_name} not verified: {detail}"),
     Problem("DIGEST_SNIFFED", I, 4, "digest types not known from metadata; the entries verify as {detail}"),
     Problem("LOG_MISSING", E, 4, "expected entry log {detail}"),
     Problem("LASTID_BAD", W, 4, "expected {path} to hold the hex id of the newest entry log: {detail}"),
     # pass 5: cross-check
     Problem("INDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}", REBUILD_INDEX),
-    Problem("ENTRY_NOT_INDEXED", E, 5, "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry log ({detail})", REBUILD_INDEX),
-    Problem("LEDGER_NOT_INDEXED", E, 5, "expected an index for ledger {ledger_name}, which its metadata lists and which has {detail} in the entry logs", REBUILD_INDEX),
-    Problem("LEDGER_INDEX_MISSING", W, 5, "ledger {ledger_name} has {detail} in the entry logs and a ledger key in the journal but no index: a lost index, or a ledger deleted since (give --metadata-dir to tell; with metadata a lost index is repaired)"),
+    Problem("ENTRY_NOT_INDEXED", E, 5,
+            "expected ledger {ledger_name} entry {entry} in its index, found it only in the entry "
+            "log ({detail})", REBUILD_INDEX),
+    Problem("LEDGER_NOT_INDEXED", E, 5,
+            "expected an index for ledger {ledger_name}, which its metadata lists and which has "
+            "{detail} in the entry logs", REBUILD_INDEX),
+    Problem("LEDGER_INDEX_MISSING", W, 5,
+            "ledger {ledger_name} has {detail} in the entry logs and a ledger key in the journal but no index: a "
+            "lost index, or a ledger deleted since (give --metadata-dir to tell; with metadata a lost index is "
+            "repaired)"),
     Problem("GARBAGE_ENTRIES", I, 5, "{detail} (collectable by garbage collection)"),
     # pass 6: journals
     Problem("JOURNAL_HEADER_BAD", E, 6, "expected a journal header 'BKLG' + version: {detail}"),
     Problem("JOURNAL_RECORD_CORRUPT", E, 6, "expected a valid journal record: {detail}"),
     Problem("JOURNAL_TORN_TAIL", E, 6, "expected the journal to end cleanly, found a torn tail: {detail}", CUT_JOURNAL),
-    Problem("JOURNAL_OLD_TORN_TAIL", W, 6, "a journal wholly before lastMark ends in a torn record (a crash while it was current; BookKeeper never replays it again): {detail}"),
+    Problem("JOURNAL_OLD_TORN_TAIL", W, 6,
+            "a journal wholly before lastMark ends in a torn record (a crash while it was current; BookKeeper never "
+            "replays it again): {detail}"),
     Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
     Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark: {detail}"),
-    Problem("LASTMARK_MISSING_JOURNAL", E, 6, "expected journal {detail} named by lastMark, found none (the bookie will not start)"),
+    Problem("LASTMARK_MISSING_JOURNAL", E, 6,
+            "expected journal {detail} named by lastMark, found none (the bookie will not start)"),
     Problem("LASTMARK_PAST_END", E, 6, "expected lastMark inside its journal: {detail}"),
     Problem("LASTMARK_DISAGREE", W, 6, "expected the same lastMark in every ledger dir: {detail}"),
-    Problem("LASTMARK_MISSING_IN_DIR", W, 6, "expected a lastMark file in {path} as in the other ledger dirs: {detail}"),
+    Problem("LASTMARK_MISSING_IN_DIR", W, 6,
+            "expected a lastMark file in {path} as in the other ledger dirs: {detail}"),
     Problem("LASTMARK_MISSING", W, 6, "expected a lastMark file in {path}; a restart replays every journal"),
     Problem("REPLAY_PENDING", I, 6, "{detail}"),
     Problem("REPLAY_NOT_IN_STORAGE", W, 6, "{detail}"),
-    # DbLedgerStorage's RocksDB indexes (fsck/passes/p_dbindex.py), in the places of passes 2, 3 and 5
+    # DbLedgerStorage's RocksDB indexes (fsck/dbindex.py), checked in the places of passes 2, 3 and 5
     Problem("DBINDEX_UNREADABLE", E, 2, "expected a readable RocksDB index at {path}: {detail}"),
     Problem("DBINDEX_BLOCK_CHECKSUM", E, 2, "expected an intact SST block at {path} offset {offset}: {detail}"),
     Problem("DBINDEX_SST_MISSING", E, 2, "expected the SST the MANIFEST {path} names: {detail}"),
     Problem("DBINDEX_WAL_TORN", W, 2, "WAL {path} ends in a torn record at {offset}: {detail}"),
     Problem("DBINDEX_LEDGER_UNKNOWN", E, 3, "expected ledger {ledger_name} in the ledgers index, found {detail}"),
-    Problem("DBINDEX_LEDGER_MISSING", E, 3, "expected ledger {ledger_name} (master key in the journal) in the ledgers index, found none"),
+    Problem("DBINDEX_LEDGER_MISSING", E, 3,
+            "expected ledger {ledger_name} (master key in the journal) in the ledgers index, found none"),
     Problem("DBINDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
-    Problem("DBINDEX_NOT_FENCED", E, 3, "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced"),
-    Problem("DBINDEX_EXPLICIT_LAC_MISMATCH", E, 3, "expected ledger {ledger_name}'s explicit LAC as the journal recorded it: {detail}"),
-    Problem("DBINDEX_LOCATION_MISSING_LOG", E, 5, "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log"),
+    Problem("DBINDEX_NOT_FENCED", E, 3,
+            "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced"),
+    Problem("DBINDEX_EXPLICIT_LAC_MISMATCH", E, 3,
+            "expected ledger {ledger_name}'s explicit LAC as the journal recorded it: {detail}"),
+    Problem("DBINDEX_LOCATION_MISSING_LOG", E, 5,
+            "expected entry log {detail} for ledger {ledger_name} entry {entry}, found no such log"),
     Problem("DBINDEX_LOCATION_WRONG", E, 5, "expected ledger {ledger_name} entry {entry} at {detail}"),
-    Problem("DBINDEX_ENTRY_NOT_INDEXED", E, 5, "expected a location for ledger {ledger_name} entry {entry}, stored at {path} offset {offset} and not awaiting journal replay; found none (reads of it fail){detail}"),
-    Problem("DBINDEX_ENTRY_UNINDEXED", I, 5, "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location (collectable garbage)"),
+    Problem("DBINDEX_ENTRY_NOT_INDEXED", E, 5,
+            "expected a location for ledger {ledger_name} entry {entry}, stored at {path} offset {offset} and not "
+            "awaiting journal replay; found none (reads of it fail){detail}"),
+    Problem("DBINDEX_ENTRY_UNINDEXED", I, 5,
+            "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location (collectable garbage)"),
     # pass 7: metadata
     Problem("METADATA_SKIPPED", I, 7, "{detail}"),
     Problem("METADATA_UNREADABLE", E, 7, "expected readable ledger metadata: {detail}"),
     Problem("ORPHAN_LEDGER", W, 7, "ledger {ledger_name} is on disk but has no metadata ({detail})"),
-    Problem("ENTRY_MISSING", E, 7, "expected ledger {ledger_name} entry {entry} on this bookie (per its ensemble), found none{detail}"),
-    Problem("ENTRIES_MISSING", E, 7, "expected {detail} of ledger {ledger_name} on this bookie (per its ensembles), found none"),
+    Problem("ENTRY_MISSING", E, 7,
+            "expected ledger {ledger_name} entry {entry} on this bookie (per its ensemble), found none{detail}"),
+    Problem("ENTRIES_MISSING", E, 7,
+            "expected {detail} of ledger {ledger_name} on this bookie (per its ensembles), found none"),
 ]
 PROBLEMS: dict[str, Problem] = {p.code: p for p in _TABLE}
 assert len(PROBLEMS) == len(_TABLE), "duplicate fsck problem code"
+
+
+def codes_module() -> str:
+    """The text of fsck/codes.py: one ``Code`` member per row of the table, in the table's order."""
+    members = "\n".join(f'    {code} = "{code}"' for code in PROBLEMS)
+    return f'''"""Every fsck finding code as a member of one enum, written from the problem table (fsck/problems.py).
+
+Generated by ``python -m fsck.problems > fsck/codes.py``; a test fails when this file and the table
+disagree. Passes name codes as ``Code.INDEX_MISPLACED``: a misspelt code is a type error for mypy and
+an AttributeError when the line runs, never a finding nobody can look up. Each member is its code's
+text (a str), so reports and JSON show the code itself.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class Code(enum.StrEnum):
+{members}
+'''
+
+
+if __name__ == "__main__":
+    print(codes_module(), end="")

@@ -9,13 +9,13 @@ drop entries the bookie acknowledged unless the operator names the destructive c
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
-from bookie.layout import bookie_id_of
+from bookie.layout import BookieDirs, bookie_id_of
 from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
 from diskio.failures import LIST
 from diskio.mapped import DiskError, map_window
@@ -23,13 +23,16 @@ from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from formats.index import HEADER_SIZE as INDEX_HEADER_SIZE, STATE_FENCED, IndexHeader
 from formats.paths import CURRENT_DIR, index_relpath
-from fsck.codes import INDEX_DUPLICATE
+from fsck.codes import Code
+from fsck.api import Report, check_bookie, recheck
 from fsck.confinement import escape
 from fsck.entry_ranges import ranges
-from fsck.context import CheckContext
-from fsck.findings import Finding
-from fsck.passes.p2_leftovers import same_inode
+from fsck.context import CheckContext, CheckOptions
+from fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
+from fsck.findings import Finding, given
+from fsck.passes.p2_hierarchy import same_inode
 from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
+from fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
 from fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from fsck.shell_commands import recover_commands
 from indexfiles.writer import index_bytes
@@ -94,7 +97,8 @@ class RepairPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"actions": [a.to_json() for a in self.actions],
-                "lost_entries": [{"scope": l.scope, "ledger": l.ledger, "entries": e} for l, e in sorted(self.lost.items())],
+                "lost_entries": [{"scope": lid.scope, "ledger": lid.ledger, "entries": e}
+                                 for lid, e in sorted(self.lost.items())],
                 "recover_command": self.recover_command,
                 "recover_refused": self.recover_refused,
                 "remaining": [f.to_json() for f in self.remaining]}
@@ -112,34 +116,36 @@ def _unseen(ctx: CheckContext, lid: LedgerId, paths: list[str]) -> str | None:
     return f"{fail.path}: {fail.describe()} (errno {fail.errno}); what it holds for this ledger is unknown"
 
 
-def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
+def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPlan:
     """The actions that answer ``report``'s repairable findings, each blocked with a reason where it
     must not run, the entries no repair can bring back, and what will remain afterwards."""
-    ctx: CheckContext = report.context
+    ctx = report.checked()
     dirs = ctx.dirs
     actions: list[Action] = []
     moved: dict[str, str] = {}
-    dup = {(f.scope or 0, f.ledger) for f in report.findings if f.code == INDEX_DUPLICATE}
+    dup = {(f.scope or 0, f.ledger) for f in report.findings if f.code == Code.INDEX_DUPLICATE}
     by_kind: dict[str, list[Finding]] = {}
     for f in report.findings:
         if f.problem.repair is not None:
             by_kind.setdefault(f.problem.repair, []).append(f)
     for f in by_kind.get(REMOVE_TEMP, []):
-        a = Action(REMOVE_TEMP, f.path, f"remove {f.path}", covers=[f])
-        a.blocked = escape(f.path, dirs)
+        path = given(f.path, "the temp file's path")
+        a = Action(REMOVE_TEMP, path, f"remove {path}", covers=[f])
+        a.blocked = escape(path, dirs)
         actions.append(a)
     for f in by_kind.get(FINISH_MOVE, []):
-        a = Action(FINISH_MOVE, f.path, f"remove {f.path}, a second name of {f.other}", source=f.other, covers=[f])
-        a.blocked = escape(f.path, dirs) or escape(f.other, dirs)
+        path, other = given(f.path, "the misplaced name"), given(f.other, "the index's other name")
+        a = Action(FINISH_MOVE, path, f"remove {path}, a second name of {other}", source=other, covers=[f])
+        a.blocked = escape(path, dirs) or escape(other, dirs)
         actions.append(a)
     for f in by_kind.get(MOVE_INDEX, []):
-        lid = LedgerId(f.scope or 0, f.ledger)
-        a = Action(MOVE_INDEX, f.move_to, f"move {f.path} to {f.move_to}", lid, source=f.path, covers=[f])
-        a.blocked = (escape(f.path, dirs) or escape(f.move_to, dirs) or _unseen(ctx, lid, [f.path]))
-        if not a.blocked and (os.path.lexists(f.move_to) or (lid.scope, lid.ledger) in dup):
+        lid, path, move_to = f.lid, given(f.path, "the index's path"), given(f.move_to, "where the index belongs")
+        a = Action(MOVE_INDEX, move_to, f"move {path} to {move_to}", lid, source=path, covers=[f])
+        a.blocked = (escape(path, dirs) or escape(move_to, dirs) or _unseen(ctx, lid, [path]))
+        if not a.blocked and (os.path.lexists(move_to) or (lid.scope, lid.ledger) in dup):
             a.blocked = "another index for this ledger exists; choose one by hand"
         if not a.blocked:
-            moved[f.path] = f.move_to
+            moved[path] = move_to
         actions.append(a)
     rebuild: dict[LedgerId, list[Finding]] = {}
     for f in by_kind.get(REBUILD_INDEX, []):
@@ -180,14 +186,16 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
                          f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
         actions.append(a)
     for f in by_kind.get(CUT_JOURNAL, []):
-        a = Action(CUT_JOURNAL, f.path, f"cut {f.path} after its last valid record (offset {f.cut_at}), "
-                                        f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
-        a.blocked = escape(f.path, dirs)
+        path = given(f.path, "the journal's path")
+        a = Action(CUT_JOURNAL, path, f"cut {path} after its last valid record (offset {f.cut_at}), "
+                                      f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
+        a.blocked = escape(path, dirs)
         actions.append(a)
     actions += _bookkeeper_rebuilds(report.findings)
     answered = {id(f) for a in actions if not a.blocked for f in a.covers}
     remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
-    command, refused = None, []
+    command: str | None = None
+    refused: list[str] = []
     if lost:
         command, refused = recover_commands(list(lost), bookie_id_of(dirs) or "<this bookie's id>")
     return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command, refused)
@@ -195,7 +203,7 @@ def plan_repairs(report, *, drop_lost_entries: bool = False) -> RepairPlan:
 
 def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
     """One blocked action per DbLedgerStorage database to rebuild, naming BookKeeper's command."""
-    from fsck.passes.p_dbindex import bookkeeper_rebuilds
+    from fsck.dbindex import bookkeeper_rebuilds
     out = []
     for command, folders, covers in bookkeeper_rebuilds(findings):
         where = ", ".join(folders) or "the ledgers index of each ledger dir"
@@ -266,17 +274,18 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
             if a.kind == REMOVE_TEMP:
                 remove_name(a.path)
             elif a.kind == FINISH_MOVE:
-                if not same_inode(a.path, a.source):
+                if not same_inode(a.path, given(a.source, "the index's other name")):
                     raise OSError(0, "the two names no longer share one inode", a.path)
                 remove_name(a.path)
             elif a.kind == MOVE_INDEX:
-                copy = atomic_move(a.source, a.path, backup_dir=backup_dir)
+                copy = atomic_move(given(a.source, "the index to move"), a.path, backup_dir=backup_dir)
             elif a.kind == REBUILD_INDEX:
-                header = _header_for(ctx, a.ledger)
-                copy = atomic_write(a.path, index_bytes(header, rebuilt_locations(best_copies(ctx, a.ledger)), page_size),
-                                    backup_dir=backup_dir)
+                lid = given(a.ledger, "the ledger to rebuild")
+                header = given(_header_for(ctx, lid), "a header for the rebuilt index")
+                locations = rebuilt_locations(best_copies(ctx, lid))
+                copy = atomic_write(a.path, index_bytes(header, locations, page_size), backup_dir=backup_dir)
             elif a.kind == CUT_JOURNAL:
-                copy = _cut_journal(a.path, a.cut_at, backup_dir)
+                copy = _cut_journal(a.path, given(a.cut_at, "where to cut the journal"), backup_dir)
         except OSError as e:
             a.result = f"failed: {e.strerror or e} ({e.filename or a.path})"
             log(f"FAILED: {a.line()}: {e.strerror or e} ({e.filename or a.path})")
@@ -300,34 +309,75 @@ def _cut_journal(path: str, at: int, backup_dir: str) -> str | None:
     return atomic_rewrite(path, head(), size=os.path.getsize(path), backup_dir=backup_dir)
 
 
-def default_backup_dir(ctx: CheckContext) -> str:
-    base = ctx.dirs.ledger_dirs[0] if ctx.dirs.ledger_dirs else ctx.dirs.journal_dirs[0]
-    return os.path.join(base, "fsck-backup", time.strftime("%Y%m%dT%H%M%S"))
+# --- a repair from start to end: check, plan, apply, re-check -----------------------------------------
+
+@dataclass
+class RepairRun:
+    """One repair from start to end: the findings before, the plan with each action's result, the
+    backup copies made, the findings after, and the exit code (e2fsck's)."""
+
+    before: Report
+    plan: RepairPlan
+    backup_dir: str | None = None          # None: nothing was replaced, no folder was made
+    backups: list[str] = field(default_factory=list)
+    after: Report | None = None
+    exit_code: int = EXIT_OK
+
+    @property
+    def done(self) -> list:
+        return [a for a in self.plan.actions if a.result == "done"]
+
+    @property
+    def failed(self) -> list:
+        return [a for a in self.plan.actions if (a.result or "").startswith("failed")]
+
+    def to_json(self) -> dict[str, Any]:
+        """The final state as the document's body (summary.exit_code is the process's), with the
+        findings before, the plan, the actions with their results and the findings after."""
+        final = self.after or self.before
+        doc = final.to_json(self.exit_code)
+        doc["repair"] = {"before": _state(self.before),
+                         "plan": self.plan.to_json(),
+                         "backup_dir": self.backup_dir,
+                         "after": None if self.after is None else _state(self.after),
+                         "exit_code": self.exit_code}
+        return doc
 
 
-def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
-    """(pid, file) of other processes with a file open below ``dirs`` (Linux /proc), e.g. a running bookie."""
-    roots = [os.path.realpath(d) + os.sep for d in dirs]
-    me = os.getpid()
-    out = []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return out
-    for pid in pids:
-        if pid == me:
-            continue
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(os.path.join(fd_dir, fd))
-            except OSError:
-                continue
-            if any(target.startswith(r) for r in roots):
-                out.append((pid, target))
-                break
-    return out
+def _state(report: Report) -> dict[str, Any]:
+    return {"summary": report.summary(), "findings": [f.to_json() for f in report.findings]}
+
+
+def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None = None, backup_dir: str | None = None,
+                  force: bool = False, log: Callable[[str], None] = lambda s: None) -> RepairRun:
+    """Carry out ``plan`` (from ``plan_repairs(report)``), asking ``confirm(action) -> bool`` before each
+    action when given, then check again. Raises RepairRefused before writing anything when a process
+    holds files in the dirs (unless ``force``) or the default backup folder leads outside the dirs."""
+    run = RepairRun(report, plan, exit_code=report.exit_code)
+    if not plan.todo:
+        return run
+    dirs = report.dirs
+    holders = processes_holding(dirs.all_dirs)
+    if holders and not force:
+        pid, f = holders[0]
+        raise RepairRefused(f"process {pid} has {f} open (a running bookie?); not repairing without --force")
+    bdir = backup_dir or default_backup_dir(report.checked())
+    if backup_dir is None and escape(bdir, dirs):
+        raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
+    run.backups = apply(plan, report.checked(), bdir, confirm=confirm, log=log)
+    run.backup_dir = bdir if run.backups else None
+    if not run.done:
+        return run   # every action declined or failed: the findings stand
+    run.after = recheck(report)
+    run.after.close()   # only its findings are kept
+    run.exit_code = EXIT_UNCORRECTED if run.after.errors else EXIT_CORRECTED
+    return run
+
+
+def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, confirm: Callable | None = None,
+                  backup_dir: str | None = None, force: bool = False, drop_lost_entries: bool = False,
+                  log: Callable[[str], None] = lambda s: None) -> RepairRun:
+    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end."""
+    before = check_bookie(dirs, options)
+    plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
+    return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)

@@ -3,22 +3,26 @@ and for machines (one JSON document)."""
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from formats.ids import LedgerId
-from fsck.api import Report, RepairRun
+from fsck.api import Report
 from fsck.entry_ranges import per_ledger
 from fsck.findings import SEVERITY_ORDER, Finding
 from fsck.problems import Severity
+
+if TYPE_CHECKING:   # the repair half loads only when a repair runs
+    from fsck.repair import RepairRun
 
 CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 
 
 def _human_bytes(n: int) -> str:
+    size: float = n
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
-        n /= 1024
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{n} B"
+        size /= 1024
     return f"{n} B"
 
 
@@ -51,7 +55,8 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def _entry_pairs(findings: list[Finding]) -> list[tuple[LedgerId, int]]:
-    return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings if f.ledger is not None and f.entry is not None]
+    return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings
+            if f.ledger is not None and f.entry is not None]
 
 
 def _per_entry(f: Finding) -> bool:
@@ -119,15 +124,16 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
         out.write(f"{e} error{'' if e == 1 else 's'}, {w} warning{'' if w == 1 else 's'}.\n")
         return
     d = report.dirs
-    out.write(f"bookie-fsck: journal dirs {', '.join(d.journal_dirs) or '-'}; ledger dirs {', '.join(d.ledger_dirs) or '-'}"
-              + (f"; index dirs {', '.join(d.index_dirs)}" if d.index_dirs else "") + f" ({d.storage_kind})\n")
+    journal_dirs, ledger_dirs = ", ".join(d.journal_dirs) or "-", ", ".join(d.ledger_dirs) or "-"
+    index_dirs = f"; index dirs {', '.join(d.index_dirs)}" if d.index_dirs else ""
+    out.write(f"bookie-fsck: journal dirs {journal_dirs}; ledger dirs {ledger_dirs}{index_dirs} ({d.storage_kind})\n")
     for p in report.passes:
         if p.skipped:
             status = f"skipped: {p.skipped}"
         elif not p.counts:
             status = "ok"
         else:
-            status = ", ".join(f"{p.counts[s.value]} {s.value}{'s' if p.counts[s.value] != 1 and s != Severity.INFO else ''}"
+            status = ", ".join(_count(p.counts[s.value], s.value, None if s != Severity.INFO else s.value)
                                for s in Severity if s.value in p.counts)
         out.write(f"Pass {p.number}: {p.name} ".ljust(44, ".") + f" {status}\n")
     shown: set[int] = set()

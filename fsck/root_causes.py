@@ -6,17 +6,12 @@ from __future__ import annotations
 import re
 
 from formats.ids import LedgerId
-from fsck.codes import (DBINDEX_LOCATION_MISSING_LOG, ENTRIES_MISSING, ENTRY_MISSING, INDEX_LOCATION_MISSING_LOG,
-                        LOG_MISSING)
+from fsck.codes import Code
 from fsck.entry_ranges import per_ledger
-from fsck.findings import Finding
+from fsck.findings import Finding, given
 
-MISSING_LOG_CODES = (INDEX_LOCATION_MISSING_LOG, DBINDEX_LOCATION_MISSING_LOG)
+MISSING_LOG_CODES = (Code.INDEX_LOCATION_MISSING_LOG, Code.DBINDEX_LOCATION_MISSING_LOG)
 _LOG_NAME = re.compile(r"^([0-9a-f]+\.log)\b")   # the passes put the log's file name first in the detail
-
-
-def _lid(f: Finding) -> LedgerId:
-    return LedgerId(f.scope or 0, f.ledger)
 
 
 def missing_log_causes(findings: list[Finding]) -> list[Finding]:
@@ -30,22 +25,22 @@ def missing_log_causes(findings: list[Finding]) -> list[Finding]:
     causes = []
     lost_in: dict[tuple[LedgerId, int], Finding] = {}
     for name, locs in sorted(by_log.items(), key=lambda kv: int(kv[0][:-4], 16)):
-        pairs = [(_lid(f), f.entry) for f in locs]
+        pairs = [(f.lid, given(f.entry, f"{f.code}'s entry")) for f in locs]
         n_ledgers = len({lid for lid, _e in pairs})
-        cause = Finding(LOG_MISSING, detail=f"{name}, which the index points into ({len(pairs)} entries of "
+        cause = Finding(Code.LOG_MISSING, detail=f"{name}, which the index points into ({len(pairs)} entries of "
                                              f"{n_ledgers} ledger{'s' if n_ledgers != 1 else ''}), found it in no "
                                              f"ledger dir: lost {per_ledger(pairs)}",
                         extra={"log": name, "entries": len(pairs)})
         for f in locs:
             f.caused_by = cause
-            lost_in[(_lid(f), f.entry)] = cause
+            lost_in[(f.lid, given(f.entry, f"{f.code}'s entry"))] = cause
         causes.append(cause)
     if not causes:
         return causes
     for f in findings:
-        if f.code == ENTRY_MISSING and f.caused_by is None:
-            f.caused_by = lost_in.get((_lid(f), f.entry))
-        elif f.code == ENTRIES_MISSING and f.caused_by is None:
-            hit = [lost_in[k] for k in ((_lid(f), e) for e in f.extra.get("entries", ())) if k in lost_in]
+        if f.code == Code.ENTRY_MISSING and f.caused_by is None:
+            f.caused_by = lost_in.get((f.lid, given(f.entry, f"{f.code}'s entry")))
+        elif f.code == Code.ENTRIES_MISSING and f.caused_by is None:
+            hit = [lost_in[k] for k in ((f.lid, e) for e in f.extra.get("entries", ())) if k in lost_in]
             f.caused_by = hit[0] if hit else None
     return causes

@@ -103,7 +103,8 @@ class ScanStore:
             files["digests"] = ArrayFile(self.folder, scan.digests, "digests")
         if scan.payload_hashes is not None:
             h = scan.payload_hashes
-            files["hashes"], files["hashed"] = ArrayFile(self.folder, h.raw, "hashes"), ArrayFile(self.folder, h.present, "hashed")
+            files["hashes"] = ArrayFile(self.folder, h.raw, "hashes")
+            files["hashed"] = ArrayFile(self.folder, h.present, "hashed")
         out._files = files
         return out
 

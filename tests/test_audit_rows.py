@@ -92,11 +92,11 @@ def test_replica_rows_of_a_damaged_disk_are_the_inventory_rows(tmp_path):
 
 def test_the_task_reads_each_entry_log_once(cluster3, monkeypatch):
     import bookie.inventory
-    import fsck.context
+    import fsck.scans
     root, md = cluster3
     dirs = discover(str(root / "bookies" / "bk-1.rack-a"))
     scanned: list[str] = []
-    for module in (fsck.context, bookie.inventory):
+    for module in (fsck.scans, bookie.inventory):
         real = module.scan_entry_log
 
         def counted(path, *a, _real=real, **kw):

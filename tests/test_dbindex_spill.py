@@ -15,7 +15,7 @@ from formats.ids import LedgerId
 from formats.paths import CURRENT_DIR
 from fsck.api import check_bookie
 from fsck.context import CheckOptions
-from fsck.passes import dbindex_join
+from fsck.passes import p5_crosscheck
 from tests.fsck_helpers import mixed_ledgers
 
 TINY = 1 / 256   # MiB
@@ -48,8 +48,8 @@ def _damaged_db_bookie(base: str):
 def test_a_spilled_check_of_a_damaged_db_bookie_gives_the_same_findings(tmp_path, monkeypatch):
     dirs = _damaged_db_bookie(str(tmp_path))
     ranges = []
-    real = dbindex_join.split_ranges
-    monkeypatch.setattr(dbindex_join, "split_ranges", lambda *a: ranges.append(real(*a)) or ranges[-1])
+    real = p5_crosscheck.split_ranges
+    monkeypatch.setattr(p5_crosscheck, "split_ranges", lambda *a: ranges.append(real(*a)) or ranges[-1])
     tmp = tmp_path / "spill"
     tmp.mkdir()
     held = check_bookie(dirs, CheckOptions())

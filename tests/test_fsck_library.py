@@ -3,6 +3,7 @@ codes from the one problem table; repair payloads as typed fields."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from pathlib import Path
@@ -50,7 +51,7 @@ CODE_SHAPE = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 
 
 def test_no_pass_or_repair_spells_a_code_as_a_string():
-    """Codes are imported from fsck.codes; a code-shaped string literal elsewhere is a bypass."""
+    """Codes are named as members of fsck.codes.Code; a code-shaped string literal elsewhere is a bypass."""
     spelt = []
     for p in sorted(FSCK.rglob("*.py")):
         if p.name in ("problems.py", "codes.py"):
@@ -67,11 +68,29 @@ def test_the_code_scan_catches_a_misspelt_code(tmp_path):
     assert [c for _, c in _code_strings_in(bad) if c not in PROBLEMS] == ["INDEX_MISPLACD"]
 
 
-def test_a_misspelt_code_fails_at_import_and_at_construction():
-    with pytest.raises(ImportError):
-        exec("from fsck.codes import INDEX_MISPLACD")
+def test_a_misspelt_code_fails_when_named_and_at_construction():
+    from fsck.codes import Code
+    misspelt = "INDEX_MISPLACD"
+    with pytest.raises(AttributeError):
+        getattr(Code, misspelt)
     with pytest.raises(ValueError, match="INDEX_MISPLACD"):
         Finding("INDEX_MISPLACD")
+
+
+def test_the_code_enum_is_what_the_problem_table_generates():
+    from fsck.codes import Code
+    from fsck.problems import codes_module
+    assert (FSCK / "codes.py").read_text() == codes_module()
+    assert [c.value for c in Code] == list(PROBLEMS)
+    assert all(isinstance(c, str) and str(c) == f"{c}" == c.name for c in Code)
+
+
+def test_a_finding_holds_its_code_as_the_enum_member_and_reports_the_code_text():
+    from fsck.codes import Code
+    f = Finding("INDEX_MISPLACED", path="x")
+    assert f.code is Code.INDEX_MISPLACED
+    assert f.to_json()["code"] == "INDEX_MISPLACED" and json.dumps(f.to_json()["code"]) == '"INDEX_MISPLACED"'
+    assert f.line().split()[1] == "INDEX_MISPLACED"
 
 
 def test_repairability_is_read_from_the_table_only():
@@ -113,3 +132,41 @@ def test_library_check_plan_apply_with_a_confirm_callback_and_recheck(tmp_path):
 def test_move_and_cut_payloads_are_typed_fields():
     names = Finding.__dataclass_fields__
     assert names["move_to"].type in ("str | None",) and names["cut_at"].type in ("int | None",)
+
+
+def _pass_modules(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
+
+
+def _passes_shape(folder: Path) -> list[str]:
+    """What breaks 'one module per numbered pass, named for it': modules in ``folder`` that are not
+    ``p<N>_<name>`` for a pass of the table, and passes with no module or with more than one."""
+    from fsck.problems import PASS_NAMES
+    problems = []
+    by_number: dict[int, list[str]] = {}
+    for stem in _pass_modules(folder):
+        m = re.fullmatch(r"p(\d+)_[a-z0-9_]+", stem)
+        if m is None or int(m.group(1)) not in PASS_NAMES:
+            problems.append(f"{stem}: not a numbered pass")
+            continue
+        by_number.setdefault(int(m.group(1)), []).append(stem)
+    for n in PASS_NAMES:
+        if len(by_number.get(n, [])) != 1:
+            problems.append(f"pass {n}: modules {by_number.get(n, [])}")
+    return problems
+
+
+def test_each_numbered_pass_is_one_module_run_in_order():
+    import fsck.api as api
+    assert _passes_shape(FSCK / "passes") == []
+    assert [(n, run.__module__) for n, run in api.PASSES] == [
+        (n, f"fsck.passes.{m}") for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
+
+
+def test_the_pass_shape_rule_catches_a_second_module_for_a_pass(tmp_path):
+    for p in (FSCK / "passes").glob("*.py"):
+        (tmp_path / p.name).write_text("")
+    (tmp_path / "p2_leftovers.py").write_text("")
+    (tmp_path / "dbindex_join.py").write_text("")
+    assert _passes_shape(tmp_path) == ["dbindex_join: not a numbered pass",
+                                       "pass 2: modules ['p2_hierarchy', 'p2_leftovers']"]

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-import fsck.context
+import fsck.scans
 from bookie.layout import discover
 from bookie.model import BookieSpec
 from bookie.writer import write_bookie, write_metadata_dir
@@ -90,14 +90,14 @@ def test_without_digests_too(damaged):
 
 
 def _threads_of(monkeypatch, name: str) -> list[str]:
-    """Wrap fsck.context's ``name`` so that the names of the threads that call it are recorded."""
+    """Wrap fsck.scans's ``name`` so that the names of the threads that call it are recorded."""
     seen: list[str] = []
-    real = getattr(fsck.context, name)
+    real = getattr(fsck.scans, name)
 
     def spy(*a, **kw):
         seen.append(threading.current_thread().name)
         return real(*a, **kw)
-    monkeypatch.setattr(fsck.context, name, spy)
+    monkeypatch.setattr(fsck.scans, name, spy)
     return seen
 
 
@@ -138,7 +138,7 @@ def test_an_unexpected_error_in_a_scan_is_raised_by_the_check(damaged, monkeypat
 
     def broken(*a, **kw):
         raise RuntimeError(f"{name} broke")
-    monkeypatch.setattr(fsck.context, name, broken)
+    monkeypatch.setattr(fsck.scans, name, broken)
     outcome: list[BaseException | None] = []
 
     def run():

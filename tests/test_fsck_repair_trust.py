@@ -1,4 +1,4 @@
-"""Repairs an operator can trust (issues 8 and 13): symlinks never written through, backups that are
+"""Repairs an operator can trust: symlinks never written through, backups that are
 snapshots, interrupted moves finished, own temp files cleaned, lastId and lastMark gaps named, lost
 entries never dropped silently, and a JSON document that tells the whole repair."""
 from __future__ import annotations

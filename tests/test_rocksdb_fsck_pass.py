@@ -1,7 +1,7 @@
-"""DbLedgerStorage checks (fsck/passes/p_dbindex.py) on golden DbLedgerStorage bookies (clean) and on damaged
-copies: the pass's own findings (the right code and fields for each fault), then the same faults through the
-`bookie-fsck` command line (every pass run, the code in the JSON and the text report, exit 4, the repair plan
-naming BookKeeper's rebuild, no byte of the bookie changed)."""
+"""DbLedgerStorage checks (passes 2, 3 and 5 on such a bookie, fsck/dbindex.py) on golden DbLedgerStorage
+bookies (clean) and on damaged copies: the pass's own findings (the right code and fields for each fault),
+then the same faults through the `bookie-fsck` command line (every pass run, the code in the JSON and the
+text report, exit 4, the repair plan naming BookKeeper's rebuild, no byte of the bookie changed)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +18,9 @@ from formats import rocksdb as rf
 from formats.dbledger import location_value, locations_key
 from bkdisk.fsck_cli import fsck_command
 from fsck.context import CheckContext
-from fsck.passes.p_dbindex import check
+from fsck.passes.p2_hierarchy import check_databases
+from fsck.passes.p3_index import check_ledgers
+from fsck.passes.p5_crosscheck import check_locations
 from fsck.problems import PROBLEMS
 from rocksdbfiles import writer as w
 from rocksdbfiles.block import read_block
@@ -49,7 +51,8 @@ def bookie(tmp_path: Path):
 
 def _codes(root: Path) -> list[tuple[str, dict]]:
     before = _tree_digest(root)
-    out = check(CheckContext(discover(str(root))))
+    ctx = CheckContext(discover(str(root)))
+    out = check_databases(ctx) + check_ledgers(ctx) + check_locations(ctx)
     assert _tree_digest(root) == before
     return out
 

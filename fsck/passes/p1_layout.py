@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from diskio.mapped import DiskError, read_bytes
 from formats.bookieid import is_strict_bp41, validate_bookie_id
 from formats.cookie import Cookie, parse_cookie
 from formats.errors import FormatError
 from formats.paths import CURRENT_DIR
-from fsck.codes import (BOOKIE_ID_INVALID, BOOKIE_ID_NONSTANDARD, COOKIE_DIR_CONF_MISMATCH, COOKIE_DIR_ELSEWHERE,
-                        COOKIE_MISMATCH, COOKIE_MISSING, COOKIE_UNREADABLE, FILE_UNREADABLE, LAYOUT_NO_CURRENT,
-                        SYMLINK_FOLLOWED, SYMLINK_OUTSIDE_DIRS)
+from fsck.codes import Code
 from fsck.confinement import is_inside, real_roots
 from fsck.context import CheckContext
 from fsck.findings import Finding
@@ -32,33 +30,33 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     for d in dirs.all_dirs:
         cur = os.path.join(d, CURRENT_DIR)
         if not os.path.isdir(cur):
-            yield Finding(LAYOUT_NO_CURRENT, path=d, detail=_in_place_of_current(cur))
+            yield Finding(Code.LAYOUT_NO_CURRENT, path=d, detail=_in_place_of_current(cur))
             continue
         try:
             os.listdir(cur)
         except OSError as e:
             if d not in ctx.dirs.effective_index_dirs or e.errno == errno.ENOENT:   # else pass 2 names it
-                yield Finding(FILE_UNREADABLE, path=cur, detail=f"cannot list ({e.strerror})", errno=e.errno)
+                yield Finding(Code.FILE_UNREADABLE, path=cur, detail=f"cannot list ({e.strerror})", errno=e.errno)
             continue
         vp = os.path.join(cur, "VERSION")
         if not os.path.exists(vp):
-            yield Finding(COOKIE_MISSING, path=vp)
+            yield Finding(Code.COOKIE_MISSING, path=vp)
             continue
         try:
             c = parse_cookie(read_bytes(vp), path=vp)
         except DiskError as e:
-            yield Finding(FILE_UNREADABLE, path=vp, detail=e.what)
+            yield Finding(Code.FILE_UNREADABLE, path=vp, detail=e.what)
             continue
         except FormatError as e:
-            yield Finding(COOKIE_UNREADABLE, path=vp, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+            yield Finding(Code.COOKIE_UNREADABLE, path=vp, offset=e.offset, detail=f"{e.expected}, found {e.found}")
             continue
         cookies[d] = c
         try:
             validate_bookie_id(c.bookie_id)
             if not is_strict_bp41(c.bookie_id):
-                yield Finding(BOOKIE_ID_NONSTANDARD, path=vp, detail=repr(c.bookie_id))
+                yield Finding(Code.BOOKIE_ID_NONSTANDARD, path=vp, detail=repr(c.bookie_id))
         except FormatError as e:
-            yield Finding(BOOKIE_ID_INVALID, path=vp, detail=f"{e.expected}, found {e.found}")
+            yield Finding(Code.BOOKIE_ID_INVALID, path=vp, detail=f"{e.expected}, found {e.found}")
     yield from _consistency(ctx, cookies)
     yield from _unreadable(ctx)
     yield from _symlinks(ctx)
@@ -79,24 +77,24 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
             if a != b:
                 diffs.append(f"{label} ({a!r} in {ref_dir}, {b!r} in {d})")
         for diff in diffs:
-            yield Finding(COOKIE_MISMATCH, path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
+            yield Finding(Code.COOKIE_MISMATCH, path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
     # Where the cookie says the dirs are, against the configuration (compared as strings, as
     # BookKeeper does) or, without one, against where the dirs were found.
     dirs = ctx.dirs
     vp = os.path.join(ref_dir, CURRENT_DIR, "VERSION")
     if dirs.configured is not None:
         cj, cl, ci = dirs.configured
-        for label, recorded, conf in (("journal dirs", ref.journal_dirs, cj), ("ledger dirs", ref.ledger_dirs, cl),
-                                      ("index dirs", ref.effective_index_dirs, ci or cl)):
-            if tuple(recorded) != tuple(conf):
-                yield Finding(COOKIE_DIR_CONF_MISMATCH, path=vp,
-                              detail=f"{label}: cookie {list(recorded)}, configuration {list(conf)}")
+        for label, in_cookie, conf in (("journal dirs", ref.journal_dirs, cj), ("ledger dirs", ref.ledger_dirs, cl),
+                                       ("index dirs", ref.effective_index_dirs, ci or cl)):
+            if tuple(in_cookie) != tuple(conf):
+                yield Finding(Code.COOKIE_DIR_CONF_MISMATCH, path=vp,
+                              detail=f"{label}: cookie {list(in_cookie)}, configuration {list(conf)}")
         return
     recorded = list(ref.journal_dirs) + list(ref.ledger_dirs) + list(ref.index_dirs or ())
     found = dirs.journal_dirs + dirs.ledger_dirs + dirs.index_dirs
     if (len(ref.journal_dirs), len(ref.ledger_dirs), len(ref.index_dirs or ())) != \
             (len(dirs.journal_dirs), len(dirs.ledger_dirs), len(dirs.index_dirs)):
-        yield Finding(COOKIE_MISMATCH, path=vp,
+        yield Finding(Code.COOKIE_MISMATCH, path=vp,
                       detail=f"the number of dirs: the cookie has {len(ref.journal_dirs)} journal, "
                              f"{len(ref.ledger_dirs)} ledger and {len(ref.index_dirs or ())} index dirs; found "
                              f"{len(dirs.journal_dirs)}, {len(dirs.ledger_dirs)} and {len(dirs.index_dirs)}")
@@ -104,7 +102,7 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
     moved = [(r, f) for r, f in zip(recorded, found) if not _same_dir(r, f)]
     if moved:
         text = "; ".join(f"{r!r} for {f}" for r, f in moved[:4]) + (" ..." if len(moved) > 4 else "")
-        yield Finding(COOKIE_DIR_ELSEWHERE, path=vp, detail=text)
+        yield Finding(Code.COOKIE_DIR_ELSEWHERE, path=vp, detail=text)
 
 
 def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
@@ -121,13 +119,14 @@ def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
             for n in files:
                 p = os.path.join(dirpath, n)
                 if not os.access(p, os.R_OK):
+                    err: int | None
                     try:   # the real reason: a symlink loop or a dangling link is not a permission
                         os.stat(p)
-                        code, why = errno.EACCES, "permission denied"
+                        err, why = errno.EACCES, "permission denied"
                     except OSError as e:
-                        code, why = e.errno, (e.strerror or "cannot read").lower()
+                        err, why = e.errno, (e.strerror or "cannot read").lower()
                     ctx.unreadable[p] = why
-                    yield Finding(FILE_UNREADABLE, path=p, detail=why, errno=code)
+                    yield Finding(Code.FILE_UNREADABLE, path=p, detail=why, errno=err)
 
 
 def _in_place_of_current(cur: str) -> str:
@@ -168,7 +167,8 @@ def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
 
 def _link_finding(path: str, roots) -> Finding:
     real = os.path.realpath(path)
-    return Finding(SYMLINK_FOLLOWED if is_inside(real, roots) else SYMLINK_OUTSIDE_DIRS, path=path, detail=real)
+    code = Code.SYMLINK_FOLLOWED if is_inside(real, roots) else Code.SYMLINK_OUTSIDE_DIRS
+    return Finding(code, path=path, detail=real)
 
 
 def _walk_links(stack: list[str], roots) -> Iterator[Finding]:

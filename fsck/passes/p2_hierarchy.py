@@ -1,22 +1,43 @@
-"""Pass 2: index hierarchy: every .idx at the path its ledger id dictates, named right, indexed once."""
+"""Pass 2: index hierarchy: every .idx at the path its ledger id dictates, named right, indexed once,
+and what an interrupted bookie-fsck repair leaves; on a DbLedgerStorage bookie, its RocksDB index
+databases (MANIFEST, SST blocks, WAL) in this pass's place.
+
+A move links the index at its new path, then unlinks the old name; a kill between the two leaves
+two names of one inode (the same bytes), which is an unfinished move, not two indexes to choose
+from. A rewrite writes ``.<name>.bkdisk-tmp-<pid>`` beside its target; one whose process is gone
+and whose owner is the user running this check was left by a killed repair.
+"""
 from __future__ import annotations
 
 import errno
 import os
-from typing import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from diskio.atomic import TEMP_NAME
 from diskio.failures import LIST
-from formats.paths import CURRENT_DIR, index_relpaths
-from fsck.codes import (FILE_UNREADABLE, INDEX_BAD_NAME, INDEX_DUPLICATE, INDEX_MISPLACED,
-                        INDEX_RELOCATION_LEFTOVER, INDEX_SCOPED_IN_2LEVEL,
-                        STRAY_FILE)
+from formats.ids import LedgerId
+from formats.paths import CURRENT_DIR, index_relpath, index_relpaths
+from fsck import dbindex
+from fsck.codes import Code
+from fsck.confinement import first_link
 from fsck.context import CheckContext
 from fsck.findings import Finding
+from indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
+
+_READER_CODES = {"sst-checksum": Code.DBINDEX_BLOCK_CHECKSUM, "sst-missing": Code.DBINDEX_SST_MISSING,
+                 "wal-torn-tail": Code.DBINDEX_WAL_TORN}
 
 
-def run(ctx: CheckContext) -> Iterator[Finding]:
+def run(ctx: CheckContext) -> Iterable[Finding]:
+    if ctx.dirs.storage_kind == "rocksdb":
+        return dbindex.findings(check_databases(ctx))
+    return _leftovers(ctx, list(_index_tree(ctx)))
+
+
+def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
+    """Every .idx at the path its ledger id dictates, named right, indexed once; strays and unlistable folders."""
     inv = ctx.index_inventory
     rows = inv.files
     sep = os.sep
@@ -26,30 +47,30 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     for i in [i for i, (ok, rel, want) in enumerate(zip(named, inv.relpaths, wants)) if not ok or rel != want]:
         path = inv.paths[i]
         if not named[i]:
-            yield Finding(INDEX_BAD_NAME, path=path)
+            yield Finding(Code.INDEX_BAD_NAME, path=path)
             continue
         scope, ledger = scopes[i], ledgers[i]
         dest = os.path.join(inv.dirs[int(rows["dir"][i])], CURRENT_DIR, wants[i])
-        code = INDEX_SCOPED_IN_2LEVEL if scope != 0 and inv.relpaths[i].count(sep) == 2 else INDEX_MISPLACED
+        code = Code.INDEX_SCOPED_IN_2LEVEL if scope != 0 and inv.relpaths[i].count(sep) == 2 else Code.INDEX_MISPLACED
         yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
     for first, later in _duplicates(rows):
         for i in later:
-            yield Finding(INDEX_DUPLICATE, path=inv.paths[first], scope=scopes[first], ledger=ledgers[first],
+            yield Finding(Code.INDEX_DUPLICATE, path=inv.paths[first], scope=scopes[first], ledger=ledgers[first],
                           detail=inv.paths[i], other=inv.paths[i])
     # A folder that cannot be listed hides whatever index files it holds: an error, never a stray.
     # A missing <dir>/current is pass 1's LAYOUT_NO_CURRENT.
     roots = {os.path.join(d, CURRENT_DIR) for d in inv.dirs}
     for failure in inv.io_failures:
         if failure.op == LIST and not (failure.errno == errno.ENOENT and failure.path in roots):
-            yield Finding(FILE_UNREADABLE, path=failure.path, detail=failure.describe(), errno=failure.errno)
+            yield Finding(Code.FILE_UNREADABLE, path=failure.path, detail=failure.describe(), errno=failure.errno)
     leftovers = {p: lid for lid, p in ctx.relocation_leftovers.items()}
     for path, why in inv.strays:
         lid = leftovers.get(path)
         if lid is not None:
-            yield Finding(INDEX_RELOCATION_LEFTOVER, path=path, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(Code.INDEX_RELOCATION_LEFTOVER, path=path, scope=lid.scope, ledger=lid.ledger,
                           detail=path[:-5], move_to=path[:-5])
         else:
-            yield Finding(STRAY_FILE, path=path, detail=why)
+            yield Finding(Code.STRAY_FILE, path=path, detail=why)
 
 
 def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:
@@ -67,3 +88,107 @@ def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:
             groups[int(order[start])] = order[start + 1:k + 1].tolist()
         start = k + 1
     return sorted(groups.items())
+
+
+def same_inode(a: str, b: str) -> bool:
+    try:
+        sa, sb = os.stat(a, follow_symlinks=False), os.stat(b, follow_symlinks=False)
+    except OSError:
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def stale_temp(path: str) -> str | None:
+    """Why ``path`` is a temp file a killed bookie-fsck left (its name, owner, gone process), else None."""
+    m = TEMP_NAME.match(os.path.basename(path))
+    if m is None:
+        return None
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    pid = int(m["pid"])
+    if st.st_uid != os.getuid() or pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+        return None          # that process still runs: perhaps a repair in progress
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        return None
+    return f"owner uid {st.st_uid}, process {pid} no longer runs"
+
+
+def _right_place(path: str, lid: LedgerId) -> bool:
+    return path.endswith(os.sep + CURRENT_DIR + os.sep + index_relpath(lid))
+
+
+def _leftovers(ctx: CheckContext, found: list[Finding]) -> list[Finding]:
+    """The index tree's findings with unfinished moves and stale temp files told apart from real
+    duplicates and strays."""
+    out: list[Finding] = []
+    drop: set[str] = set()
+    for f in found:
+        if f.code == Code.INDEX_DUPLICATE and f.path and f.other and same_inode(f.path, f.other) \
+                and first_link(f.path, ctx.dirs) is None and first_link(f.other, ctx.dirs) is None:
+            # Two real names (no symlinked folder on either path) of one inode: a move cut short.
+            pair = [p for p in (f.path, f.other) if _right_place(p, f.lid)]
+            if len(pair) == 1:
+                right = pair[0]
+                wrong = f.other if right == f.path else f.path
+                drop.add(wrong)
+                out.append(Finding(Code.INDEX_MOVE_UNFINISHED, path=wrong, scope=f.scope, ledger=f.ledger,
+                                   detail=right, other=right))
+                continue
+        if f.code == Code.STRAY_FILE and f.path and f.path.endswith(RELOCATION_SUFFIX):
+            target = f.path[:-len(RELOCATION_SUFFIX)] + INDEX_SUFFIX
+            if same_inode(f.path, target) and first_link(f.path, ctx.dirs) is None:
+                # A relocation renamed by link and unlink, cut between the two.
+                out.append(Finding(Code.INDEX_MOVE_UNFINISHED, path=f.path, detail=target, other=target))
+                continue
+        if f.code == Code.STRAY_FILE and f.path:
+            why = stale_temp(f.path)
+            if why:
+                out.append(Finding(Code.STALE_TEMP_FILE, path=f.path, detail=why))
+                continue
+        out.append(f)
+    out = [f for f in out if not (f.code == Code.INDEX_MISPLACED and f.path in drop)]
+    return out + list(_top_level_temps(ctx))
+
+
+def _top_level_temps(ctx: CheckContext) -> Iterator[Finding]:
+    """Temp files of journal cuts and other rewrites directly in a dir's ``current/``."""
+    for d in dict.fromkeys(ctx.dirs.all_dirs):
+        cur = os.path.join(d, CURRENT_DIR)
+        try:
+            names = sorted(os.listdir(cur))
+        except OSError:
+            continue   # pass 1 names a dir it cannot list
+        for n in names:
+            if TEMP_NAME.match(n):
+                p = os.path.join(cur, n)
+                why = stale_temp(p)
+                if why:
+                    yield Finding(Code.STALE_TEMP_FILE, path=p, detail=why)
+
+
+def _key_text(k: bytes | None) -> str:
+    return "start" if k is None else k.hex()
+
+
+def check_databases(ctx: CheckContext) -> dbindex.Pairs:
+    """DbLedgerStorage: each database readable, every SST the MANIFEST names present, every block's
+    checksum, the WAL's tail."""
+    out: dbindex.Pairs = []
+    for _di, _current, idx in dbindex.read(ctx):
+        if not dbindex.is_index(idx):
+            out += idx
+            continue
+        for p in idx.problems:
+            detail = p.detail
+            if p.key_range is not None:
+                detail += f"; keys {_key_text(p.key_range[0])} .. {_key_text(p.key_range[1])} unreadable"
+            out.append((_READER_CODES.get(p.kind, Code.DBINDEX_UNREADABLE),
+                        dict(path=p.path, offset=p.offset, detail=detail)))
+    return out

@@ -1,18 +1,21 @@
 """Pass 3: index files: header, master key and fenced state against the journal, explicit LAC,
-locations inside existing entry logs."""
+locations inside existing entry logs; on a DbLedgerStorage bookie, its ledgers index against the
+journal in this pass's place."""
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from diskio.mapped import DiskError
 from formats.entry import ENTRY_V1_HEADER_SIZE
 from formats.entrylog import ENTRY_SIZE
+from formats.ids import LedgerId
+from formats.paths import LEDGERS_DB, LOCATIONS_DB
 from formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
-from fsck.codes import (FILE_UNREADABLE, INDEX_EXPLICIT_LAC_BAD, INDEX_HEADER_BAD, INDEX_LOCATION_MISSING_LOG,
-                        INDEX_LOCATION_OUT_OF_RANGE, INDEX_MASTER_KEY_MISMATCH, INDEX_NOT_FENCED, INDEX_TRUNCATED)
+from fsck import dbindex
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -22,7 +25,13 @@ SHORTEST_ENTRY_END = ENTRY_V1_HEADER_SIZE - ENTRY_SIZE.sizeof()
 CHUNK = 1 << 20   # locations checked at once
 
 
-def run(ctx: CheckContext) -> Iterator[Finding]:
+def run(ctx: CheckContext) -> Iterable[Finding]:
+    if ctx.dirs.storage_kind == "rocksdb":
+        return dbindex.findings(check_ledgers(ctx))
+    return _index_files(ctx)
+
+
+def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     facts = ctx.journal_facts
     log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
@@ -34,29 +43,29 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if err is not None:
             if isinstance(err, DiskError):
                 if path not in ctx.unreadable:
-                    yield Finding(FILE_UNREADABLE, path=path, detail=err.what)
+                    yield Finding(Code.FILE_UNREADABLE, path=path, detail=err.what)
                 continue
-            yield Finding(INDEX_HEADER_BAD, path=path, offset=err.offset, scope=scope, ledger=ledger,
+            yield Finding(Code.INDEX_HEADER_BAD, path=path, offset=err.offset, scope=scope, ledger=ledger,
                           detail=f"{err.expected}, found {err.found}")
             continue
         if trailing:
-            yield Finding(INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
+            yield Finding(Code.INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
                           detail=f"{trailing} stray bytes at the end (file size {size})")
-        lid = (scope, ledger)   # equal to LedgerId(scope, ledger) as a key
+        lid = LedgerId(scope, ledger)
         key = keys.get(lid)
         if key is not None and key != h.master_key:
-            yield Finding(INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
+            yield Finding(Code.INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
                           detail=f"journal {key.hex()}, index {h.master_key.hex()}")
         if fenced.get(lid) and not h.fenced:
-            yield Finding(INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
+            yield Finding(Code.INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
                           ledger=ledger)
         body = h.explicit_lac_body
         if body is not None:
             if len(body) < LAC_BODY_MIN:
-                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
+                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
                               detail=f"at least {LAC_BODY_MIN} bytes, found {len(body)}")
             elif h.explicit_lac_ledger != ledger:
-                yield Finding(INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
+                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
                               detail=f"ledger id {ledger} in the body, found {h.explicit_lac_ledger}")
     if ctx.per_dir_log_ids:
         return
@@ -72,20 +81,63 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         where_c = np.minimum(where, max(len(ids) - 1, 0))
         exists = (len(ids) > 0) & (ids[where_c] == c["log"]) if len(ids) else np.zeros(len(c), bool)
         for k in np.flatnonzero(~exists).tolist():
-            yield _loc_finding(inv, c[k], INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
+            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
         size_at = sizes[where_c] if len(sizes) else np.zeros(len(c), np.int64)   # no logs at all: none exist
         in_range = exists & (c["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
         past_end.append(k0 + np.flatnonzero(exists & ~in_range))
     for k in np.concatenate(past_end).tolist():
         loc = locs[k]
         lf = int(loc["log"])
-        yield _loc_finding(inv, loc, INDEX_LOCATION_OUT_OF_RANGE,
+        yield _loc_finding(inv, loc, Code.INDEX_LOCATION_OUT_OF_RANGE,
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
 
 
-def _loc_finding(inv, loc, code: str, detail: str) -> Finding:
+def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:
     f = int(loc["file"])
     row = inv.files[f]
     entry = int(loc["entry"])
     return Finding(code, path=inv.paths[f], offset=slot_offset(entry), scope=int(row["scope"]),
                    ledger=int(row["ledger"]), entry=entry, detail=detail)
+
+
+def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
+    """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
+    ledgers the journal speaks of are looked up: no step per ledger of the index)."""
+    from rocksdbfiles.dbindex import ledger_ids, ledgers_without_metadata
+    out: dbindex.Pairs = []
+    facts = ctx.journal_facts
+    told = sorted({x.ledger for x in (*facts.master_keys, *facts.fenced, *facts.explicit_lac) if x.scope == 0},
+                  key=dbindex.signed)
+    known: list[np.ndarray] = []
+    for _di, current, idx in dbindex.read(ctx):
+        if not dbindex.is_index(idx):
+            continue
+        known.append(ledger_ids(idx))
+        ledgers_db = os.path.join(current, LEDGERS_DB)
+        for lid, n in sorted(ledgers_without_metadata(idx).items()):
+            out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
+                                                       detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
+        for x in told:
+            lid = dbindex.signed(x)
+            info = idx.ledgers.get(lid)
+            if info is None:
+                continue
+            ledger = LedgerId(0, x)
+            key = facts.master_keys.get(ledger)
+            where = dict(path=ledgers_db, scope=0, ledger=lid)
+            if key is not None and key != info.master_key:
+                out.append((Code.DBINDEX_MASTER_KEY_MISMATCH,
+                            dict(where, detail=f"journal {key.hex()}, index {info.master_key.hex()}")))
+            if facts.fenced.get(ledger) and not info.fenced:
+                out.append((Code.DBINDEX_NOT_FENCED, where))
+            lac = facts.explicit_lac.get(ledger)
+            if lac is not None and info.explicit_lac_body is not None and lac != info.explicit_lac_body:
+                out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH,
+                            dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
+    if all(dbindex.is_index(idx) for _di, _c, idx in dbindex.read(ctx)):   # else unknown, not missing
+        journal = [x for x in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)) if x.scope == 0]
+        held = np.isin(np.array([dbindex.signed(x.ledger) for x in journal], np.int64),
+                       np.concatenate(known) if known else np.zeros(0, np.int64))
+        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger))
+                for x, h in zip(journal, held.tolist()) if not h]
+    return out

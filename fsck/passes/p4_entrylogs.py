@@ -1,12 +1,19 @@
 """Pass 4: entry logs: header, framing (with resync past damage), ledgers map against the body,
-every entry's digest."""
+every entry's digest; each ledger dir's ``lastId``.
+
+BookKeeper (DefaultEntryLogger at startup) reads ``current/lastId`` of every ledger dir as one hex
+line; when it is missing or does not parse it falls back to the largest ``<hex>.log`` in that dir, and
+it never allocates a log id whose file exists in any ledger dir. So a bad ``lastId`` is a warning
+that says which id a restart would continue from, not an error.
+"""
 from __future__ import annotations
 
-from typing import Iterator
+import os
+from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError, map_window
+from diskio.mapped import DiskError, map_window, read_bytes
 from entrylogs.arrays import EntryLogArrays
 from entrylogs.reader import Damage
 from entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
@@ -14,11 +21,13 @@ from formats.digests import DigestType
 from formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
 from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from formats.ids import LedgerId
-from fsck.codes import (DIGEST_MISMATCH, DIGEST_NOT_VERIFIED, DIGEST_SNIFFED, FILE_UNREADABLE, LEDGERS_MAP_BAD,
-                        LEDGERS_MAP_MISMATCH, LOG_FRAMING_BROKEN, LOG_HEADER_BAD, LOG_TORN_TAIL, LOG_TRUNCATED)
+from formats.paths import CURRENT_DIR
+from fsck.codes import Code
 from fsck.context import CheckContext
-from fsck.findings import Finding
+from fsck.findings import Finding, given
 
+LAST_ID = "lastId"
+MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote
 _REASON = {Damage.ZERO_SIZE: "a zero or negative size (zeroed region)",
            Damage.BAD_SIZE: "a size that is too small or runs past the data",
            Damage.BAD_HEADER: "bytes that are not an entry header",
@@ -30,13 +39,14 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         scan = ctx.log_scans.get(lf.path)
         if isinstance(scan, DiskError):
             if lf.path not in ctx.unreadable:
-                yield Finding(FILE_UNREADABLE, path=lf.path, detail=scan.what)
+                yield Finding(Code.FILE_UNREADABLE, path=lf.path, detail=scan.what)
             continue
         if not isinstance(scan, EntryLogArrays) or scan.size == 0:
             continue
         yield from _check_log(scan, ctx, lf.log_id)
     if ctx.options.verify_digests:
         yield from _digest_summary(ctx)
+    yield from _last_ids(ctx)
 
 
 def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
@@ -45,8 +55,9 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
     decided = ctx.log_digest_decisions   # as the entry-log scans left them: the journals' checks decide more
     unverified: dict[tuple[int, int], int] = {}
     for scan in ctx.log_scans.values():
-        if isinstance(scan, EntryLogArrays) and getattr(scan, "digests", None) is not None and len(scan.entries):
-            m = scan.digests["status"] == DIGEST_UNKNOWN
+        digests = getattr(scan, "digests", None)   # (a scan made without a digest plan has none)
+        if isinstance(scan, EntryLogArrays) and digests is not None and len(scan.entries):
+            m = digests["status"] == DIGEST_UNKNOWN
             for s, l in zip(scan.entries["scope"][m].tolist(), scan.entries["ledger"][m].tolist()):
                 unverified[(s, l)] = unverified.get((s, l), 0) + 1
     sniffed: dict[int, list[tuple[int, int]]] = {}
@@ -57,7 +68,7 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
         # One finding per digest type: a bookie without metadata may hold hundreds of thousands of ledgers.
         names = ", ".join(str(LedgerId(*k)) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
         one = keys[0] if len(keys) == 1 else (None, None)
-        yield Finding(DIGEST_SNIFFED, scope=one[0], ledger=one[1],
+        yield Finding(Code.DIGEST_SNIFFED, scope=one[0], ledger=one[1],
                       detail=f"{DigestType(code).name} ({len(keys)} ledger{'s' if len(keys) != 1 else ''}: {names})",
                       extra={"ledgers": keys})
     for key, n in sorted(unverified.items()):
@@ -66,7 +77,7 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
         why = ("HMAC needs the ledger password" if dt == DigestType.HMAC else
                "DUMMY has no digest" if dt == DigestType.DUMMY else
                "its entries verify as neither CRC32C nor CRC32 (HMAC without a password, or DUMMY)")
-        yield Finding(DIGEST_NOT_VERIFIED, scope=key[0], ledger=key[1],
+        yield Finding(Code.DIGEST_NOT_VERIFIED, scope=key[0], ledger=key[1],
                       detail=f"{n} entries; {why}; give --metadata-dir" if key not in plan.known else
                       f"{n} entries; {why}")
 
@@ -93,41 +104,85 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
     p = scan.path
     if scan.header_error is not None:
         e = scan.header_error
-        yield Finding(LOG_HEADER_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+        yield Finding(Code.LOG_HEADER_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
     if scan.map_error is not None:
         e = scan.map_error
-        yield Finding(LEDGERS_MAP_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
+        yield Finding(Code.LEDGERS_MAP_BAD, path=p, offset=e.offset, detail=f"{e.expected}, found {e.found}")
     for prob in scan.problems:
         off, reason, resumed = int(prob["offset"]), Damage(int(prob["reason"])), int(prob["resumed_at"])
         size = _size_at(p, off)
         runs_past = size is not None and size > 0 and off + SIZE_PREFIX_SIZE + size > scan.data_end
         if runs_past and resumed >= scan.data_end and _torn_write(ctx, scan, log_id, off):
-            yield Finding(LOG_TORN_TAIL, path=p, offset=off, detail=f"size {size} with {scan.data_end - off - SIZE_PREFIX_SIZE} "
-                          f"bytes left")
+            left = scan.data_end - off - SIZE_PREFIX_SIZE
+            yield Finding(Code.LOG_TORN_TAIL, path=p, offset=off, detail=f"size {size} with {left} bytes left")
         elif reason == Damage.TRUNCATED or (runs_past and resumed >= scan.data_end):
-            yield Finding(LOG_TRUNCATED, path=p, offset=off,
+            yield Finding(Code.LOG_TRUNCATED, path=p, offset=off,
                           detail=f"size {size} at offset {off} with {scan.data_end - off - SIZE_PREFIX_SIZE} bytes left"
                           if size is not None else f"{scan.data_end - off} bytes of a size prefix")
         else:
-            yield Finding(LOG_FRAMING_BROKEN, path=p, offset=off, detail=f"{_REASON[reason]}; resumed at offset "
+            yield Finding(Code.LOG_FRAMING_BROKEN, path=p, offset=off, detail=f"{_REASON[reason]}; resumed at offset "
                           f"{resumed}", extra={"resumed_at": resumed})
     if scan.ledgers_map is not None and scan.map_error is None:
         got = scan.computed_ledgers_map()
+        map_offset = given(scan.header, "the header that locates the ledgers map").ledgers_map_offset
         # (one comparison in C when they agree, as they do on a healthy log of 100k ledgers)
         for k in sorted(set(got) | set(scan.ledgers_map)) if got != scan.ledgers_map else ():
             a, b = scan.ledgers_map.get(k), got.get(k)
             if a != b:
-                yield Finding(LEDGERS_MAP_MISMATCH, path=p, offset=scan.header.ledgers_map_offset,
+                yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=map_offset,
                               scope=k[0], ledger=k[1],
                               detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
     dig = getattr(scan, "digests", None)
     if dig is not None and len(dig):
         for i in np.flatnonzero(dig["status"] == DIGEST_BAD).tolist():
             r = scan.entries[i]
-            yield Finding(DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
+            yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
 
 
 def _size_at(path: str, off: int) -> int | None:
     with map_window(path, off, SIZE_PREFIX_SIZE) as w:
         return ENTRY_SIZE.parse(w.tobytes()) if len(w) == SIZE_PREFIX_SIZE else None
+
+
+def _parse_last_id(raw: bytes) -> int | None:
+    """The id as BookKeeper's readLastLogId takes it: the first line, hex; None when that fails."""
+    line = raw.split(b"\n", 1)[0].strip(b"\r")
+    try:
+        value = int(line.decode("ascii"), 16)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def _last_ids(ctx: CheckContext) -> Iterator[Finding]:
+    """Each ledger dir's ``lastId``: the hex id of the newest entry log, which a restart reads."""
+    per_dir: dict[int, list[int]] = {}
+    for lf in ctx.log_files:
+        per_dir.setdefault(lf.dir_index, []).append(lf.log_id)
+    newest_anywhere = max((i for ids in per_dir.values() for i in ids), default=None)
+    for di, d in enumerate(ctx.dirs.ledger_dirs):
+        newest = max(per_dir.get(di, []), default=None) if ctx.per_dir_log_ids else newest_anywhere
+        if newest is None:
+            continue   # no entry log: a fresh dir has no lastId yet
+        path = os.path.join(d, CURRENT_DIR, LAST_ID)
+        fallback = (f"a restart falls back to the largest entry-log id in this dir "
+                    f"({max(per_dir[di]):x}.log) and skips every id whose file exists"
+                    if per_dir.get(di) else "a restart starts log ids again from 1, skipping ids whose file exists")
+        if not os.path.lexists(path):
+            yield Finding(Code.LASTID_BAD, path=path, detail=f"missing; {fallback}")
+            continue
+        try:
+            raw = read_bytes(path)[:MAX_TEXT]
+        except DiskError as e:
+            if path not in ctx.unreadable:
+                yield Finding(Code.LASTID_BAD, path=path, detail=f"{e.what}; {fallback}")
+            continue
+        value = _parse_last_id(bytes(raw))
+        if value is None:
+            shown = bytes(raw[:16]).hex(" ") or "an empty file"
+            yield Finding(Code.LASTID_BAD, path=path, offset=0, detail=f"found {shown}; {fallback}")
+        elif value < newest:
+            yield Finding(Code.LASTID_BAD, path=path, offset=0,
+                          detail=f"found {value:x}, but {newest:x}.log exists; a restart takes the larger id from "
+                                 f"the log files")

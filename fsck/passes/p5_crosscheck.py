@@ -1,15 +1,20 @@
 """Pass 5: cross-check: each index location points at an entry of that (scope, ledger, entry);
-entries that no index points at are superseded copies or garbage, or unindexed data (an error).
+entries that no index points at are superseded copies or garbage, or unindexed data (an error). On a
+DbLedgerStorage bookie the same join runs per ledger dir, between its ``locations`` database and the
+entries the scan of that dir's entry logs found (at their offset + 4); whether an entry no location
+points at still has a location elsewhere is a join by ledger partitions (fsck.dbindex.has_location).
 
 The join runs over ranges of entry-log ids, one range's entries and the locations that point into it
 at a time: ranges sized to the pass's share of ``--memory-limit``, the locations routed to their range
 (diskio.spill.RangeSpill, spilled to the check's folder when they do not fit). Findings come out in
 the order of one join over everything: wrong locations in index order, then entries no index points
-at in log and position order, then ledgers without an index by ledger id.
+at in log and position order, then ledgers without an index by ledger id (DbLedgerStorage: locations
+in key order, then entries in (log, position) order).
 """
 from __future__ import annotations
 
-from typing import Iterator
+import os
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -18,7 +23,9 @@ from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
 from formats.entrylog import SIZE_PREFIX_SIZE
 from formats.index import join_locations, location_logs, slot_offset, unpack_location
-from fsck.codes import ENTRY_NOT_INDEXED, GARBAGE_ENTRIES, INDEX_LOCATION_WRONG, LEDGER_INDEX_MISSING, LEDGER_NOT_INDEXED
+from formats.paths import LOCATIONS_DB
+from fsck import dbindex
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.keyjoin import KeySet
@@ -32,6 +39,13 @@ FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entr
 # A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
 _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
 CHUNK = 1 << 20       # locations read at once
+# DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
+DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, and their sort
+DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
+LOC_ROW = np.dtype([("k", "<i8"), ("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])
+# A range's working set per entry, measured: its row, the join's copy and sort, the location routed to it
+# (about one per entry), the slots and masks of the join.
+_DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 
 
 def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
@@ -42,13 +56,19 @@ def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
     return t
 
 
-def run(ctx: CheckContext) -> Iterator[Finding]:
+def run(ctx: CheckContext) -> Iterable[Finding]:
+    if ctx.dirs.storage_kind == "rocksdb":
+        return dbindex.findings(check_locations(ctx))
+    return _index_files(ctx)
+
+
+def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     files = inv.files
     budget = ctx.options.memory.share(SHARE)
     # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
-    scans = [(lf, ctx.log_scans.get(lf.path)) for lf in ctx.log_files]
-    scans = [(lf, s) for lf, s in scans if isinstance(s, EntryLogArrays)]
+    got = [(lf, ctx.log_scans.get(lf.path)) for lf in ctx.log_files]
+    scans = [(lf, s) for lf, s in got if isinstance(s, EntryLogArrays)]
     size_of = {lf.log_id: s.size for lf, s in scans}
     log_paths = {lf.log_id: lf.path for lf in ctx.log_files}
     ids = np.array(sorted(size_of), dtype=np.uint64)
@@ -92,8 +112,8 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         wc = np.minimum(w, max(n - 1, 0))
         hit = (t["key"][wc] == lr["key"]) if n else np.zeros(len(lr), bool)
         # (a range whose logs hold no entry: nothing is the same, and there is nothing to index into)
-        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"]) & (t["entry"][wc] == lr["entry"])
-                if n else np.zeros(len(lr), bool))
+        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"])
+                & (t["entry"][wc] == lr["entry"]) if n else np.zeros(len(lr), bool))
         for i in np.flatnonzero(~same).tolist():
             wrong.append((int(lr["k"][i]), _wrong(inv, all_locs[int(lr["k"][i])], t[wc[i]] if hit[i] else None)))
         pointed = np.zeros(n, dtype=bool)
@@ -122,7 +142,7 @@ def _wrong(inv, loc, found) -> Finding:
     where = f"log {int(loc['log']):x}.log position {int(loc['pos'])}"
     what = "no entry starting there" if found is None else \
         f"ledger {LedgerId(int(found['scope']), int(found['ledger']))} entry {int(found['entry'])}"
-    return Finding(INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
+    return Finding(Code.INDEX_LOCATION_WRONG, path=inv.paths[f], offset=slot_offset(int(loc["entry"])),
                    scope=int(files["scope"][f]), ledger=int(files["ledger"][f]), entry=int(loc["entry"]),
                    detail=f"{where}, found {what}")
 
@@ -203,7 +223,7 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
         sup = superseded[start:start + len(t)]
         for j in np.flatnonzero(known & ~sup).tolist():
             log = int(t["log"][j])
-            yield Finding(ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
+            yield Finding(Code.ENTRY_NOT_INDEXED, scope=int(t["scope"][j]), ledger=int(t["ledger"][j]),
                           entry=int(t["entry"][j]), path=log_paths.get(log),
                           detail=f"log {log:x}.log position {unpack_location(int(t['key'][j]))[1]}")
         rest = ~skip & ~known
@@ -219,13 +239,13 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
         if inv.unlisted_folder_of(lid) is not None:
             continue   # its index may be in a folder that could not be listed (pass 2's FILE_UNREADABLE)
         if lid in md:
-            yield Finding(LEDGER_NOT_INDEXED, scope=scope, ledger=ledger, detail=f"{n} entries")
+            yield Finding(Code.LEDGER_NOT_INDEXED, scope=scope, ledger=ledger, detail=f"{n} entries")
         else:
             # Without metadata a lost index and a ledger deleted by garbage collection look the same.
-            yield Finding(LEDGER_INDEX_MISSING, scope=scope, ledger=ledger, detail=f"{n} entries")
+            yield Finding(Code.LEDGER_INDEX_MISSING, scope=scope, ledger=ledger, detail=f"{n} entries")
     if garbage:
-        yield Finding(GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the entry "
-                                                f"logs are not pointed at by any index")
+        yield Finding(Code.GARBAGE_ENTRIES, detail=f"{garbage} entries of {_distinct(garbage_ids)} ledgers in the "
+                                                     f"entry logs are not pointed at by any index")
 
 
 def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -246,3 +266,121 @@ def _counts(parts: list[np.ndarray]) -> list[tuple[tuple[int, int], int]]:
     """((scope, ledger), rows) per distinct ledger of the rows, by ledger id."""
     s, l, n = _runs(parts)
     return list(zip(zip(s.tolist(), l.tolist()), n.tolist()))
+
+
+# --- DbLedgerStorage -------------------------------------------------------------------------------
+
+def check_locations(ctx: CheckContext) -> dbindex.Pairs:
+    """DbLedgerStorage: each location against the entry the scan of that dir's entry log found there."""
+    out: dbindex.Pairs = []
+    for di, current, idx in dbindex.read(ctx):
+        if dbindex.is_index(idx):
+            out += _cross_check_dir(ctx, di, current, idx, ctx.log_scans)
+    return out
+
+
+def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return join_locations(log, pos)
+
+
+def _entries(scan, log_id: int) -> np.ndarray:
+    from formats.dbledger import ENTRY_SIZE_FIELD
+    e = scan.entries
+    t = np.empty(len(e), DB_ENTRY_ROW)
+    t["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
+    t["ledger"], t["entry"] = e["ledger"], e["entry"]
+    return t
+
+
+def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> dbindex.Pairs:
+    """One ledger dir's locations joined with the entries of its scanned entry logs."""
+    budget = ctx.options.memory.share(DB_SHARE)
+    logs = {lf.log_id: lf.path for lf in ctx.log_files if lf.dir_index == di}
+    scanned = {lf.log_id: s for lf in ctx.log_files if lf.dir_index == di
+               and (s := scans.get(lf.path)) is not None and not isinstance(s, Exception) and entry_count(s)}
+    ids = np.array(sorted(logs), np.int64)
+    weights = np.array([entry_count(scanned[i]) if i in scanned else 0 for i in ids.tolist()], np.float64)
+    bounds = split_ranges(ids, weights * _DB_WORK_PER_ENTRY, budget)
+
+    def route(rows: np.ndarray) -> np.ndarray:
+        return np.searchsorted(bounds, location_logs(rows["at"]).astype(np.int64), side="right")
+
+    locations_db = os.path.join(current, LOCATIONS_DB)
+    flagged: list[tuple[int, tuple]] = []
+    locs = RangeSpill(LOC_ROW, route, len(bounds) + 1, budget, ctx.spill, "db-locations-by-log")
+    k0 = 0
+    for c in idx.location_chunks():
+        known = np.isin(c["log"], ids)
+        for i in np.flatnonzero(~known).tolist():
+            flagged.append((k0 + i, (Code.DBINDEX_LOCATION_MISSING_LOG, dict(
+                path=locations_db, scope=0, ledger=int(c["ledger"][i]), entry=int(c["entry"][i]),
+                detail=f"{int(c['log'][i]):x}.log"))))
+        rows = np.empty(int(known.sum()), LOC_ROW)
+        rows["k"] = k0 + np.flatnonzero(known)
+        rows["at"] = _at(c["log"][known], c["offset"][known])
+        rows["ledger"], rows["entry"] = c["ledger"][known], c["entry"][known]
+        locs.append(rows)
+        k0 += len(c)
+    free = ChunkedArray(DB_ENTRY_ROW, budget, ctx.spill, "db-unpointed")
+    starts = np.concatenate([[np.iinfo(np.int64).min], bounds]).astype(np.int64)
+    for r, lr in locs.ranges():
+        hi = int(bounds[r]) if r < len(bounds) else None
+        parts = [_entries(s, i) for i, s in sorted(scanned.items()) if i >= starts[r] and (hi is None or i < hi)]
+        t = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, DB_ENTRY_ROW)
+        if len(t) > 1 and not bool(np.all(t["at"][1:] >= t["at"][:-1])):
+            t = t[np.argsort(t["at"], kind="stable")]
+        n = len(t)
+        slot = np.minimum(np.searchsorted(t["at"], lr["at"]), max(n - 1, 0))
+        if n:
+            hit = t["at"][slot] == lr["at"]
+            right = hit & (t["ledger"][slot] == lr["ledger"]) & (t["entry"][slot] == lr["entry"])
+        else:
+            hit = right = np.zeros(len(lr), bool)
+        for i in np.flatnonzero(~right).tolist():
+            log, pos = unpack_location(int(lr["at"][i]))
+            what = f"ledger {int(t['ledger'][slot[i]])} entry {int(t['entry'][slot[i]])}" if hit[i] else "no entry"
+            flagged.append((int(lr["k"][i]), (Code.DBINDEX_LOCATION_WRONG, dict(
+                path=locations_db, scope=0, ledger=int(lr["ledger"][i]), entry=int(lr["entry"][i]),
+                detail=f"{logs[log]} position {pos}, found {what} there; {dbindex.REBUILD_HINT}"))))
+        pointed = np.zeros(n, bool)
+        pointed[slot[hit]] = True              # (positions in a log are distinct: one entry per at)
+        free.append(t[~pointed])
+        del t, lr
+    locs.close()
+    out: dbindex.Pairs = [pair for _k, pair in sorted(flagged, key=lambda kp: kp[0])]
+    if len(free):
+        out += _unpointed(ctx, idx, free, logs, budget)
+    return out
+
+
+def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str], budget: int) -> dbindex.Pairs:
+    """An entry no location points at is garbage (a superseded copy, a deleted ledger) unless its ledger is
+    live, no location of that entry exists and the journal will not replay it: then reads of it fail.
+    Where part of the locations database could not be read, what it holds is unknown: info only."""
+    from formats.dbledger import ENTRY_SIZE_FIELD
+    from rocksdbfiles.dbindex import ledger_ids
+    damaged = any(dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
+    torn = next((p for p in idx.problems
+                 if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
+    why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
+    pend = [(lid.ledger, eid) for _p, _o, lid, eid in ctx.journal_facts.pending if lid.scope == 0]
+    pending = KeySet([np.array([p[0] for p in pend], np.uint64).view(np.int64),     # ledger ids as the keys' i8
+                      np.array([p[1] for p in pend], np.int64)])
+    live = ledger_ids(idx)
+    lost = np.zeros(len(free), bool)           # per free entry: an error (else garbage, info)
+    if not damaged:
+        for start, t in free.chunks():
+            lost[start:start + len(t)] = np.isin(t["ledger"], live) & ~pending.contains([t["ledger"], t["entry"]])
+        if lost.any():
+            lost[lost] = ~dbindex.has_location(idx, free, np.flatnonzero(lost), budget, ctx.spill)
+    out: dbindex.Pairs = []
+    for start, t in free.chunks():
+        for j in range(len(t)):
+            at, lid, eid = int(t["at"][j]), int(t["ledger"][j]), int(t["entry"][j])
+            log, pos = unpack_location(at)
+            where = dict(path=logs[log], offset=pos - ENTRY_SIZE_FIELD, scope=0, ledger=lid, entry=eid)
+            if lost[start + j]:
+                out.append((Code.DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {dbindex.REBUILD_HINT}")))
+            else:
+                out.append((Code.DBINDEX_ENTRY_UNINDEXED, where))
+    return out

@@ -1,5 +1,12 @@
-"""Pass 6: journals: headers, framing, torn tails, lastMark inside an existing journal, and the
-records after lastMark that a restart would replay (and whether ledger storage holds them)."""
+"""Pass 6: journals: headers, framing, torn tails, lastMark inside an existing journal and in every
+ledger dir, and the records after lastMark that a restart would replay (and whether ledger storage
+holds them).
+
+BookKeeper writes ``lastMark`` (``lastMark.<i>`` with several journal dirs) into every ledger dir at
+each checkpoint and, at startup (Journal.LastLogMark.readLog), reads it from every ledger dir,
+skips one it cannot read and keeps the largest mark. A mark missing from one dir therefore changes
+nothing while another dir has it; the report says which mark a restart would use.
+"""
 from __future__ import annotations
 
 import os
@@ -11,11 +18,8 @@ from diskio.mapped import DiskError
 from formats.errors import FormatError
 from formats.ids import LedgerId
 from formats.lastmark import LastMark
-from formats.paths import journal_name
-from fsck.codes import (FILE_UNREADABLE, JOURNAL_HEADER_BAD, JOURNAL_OLD_TORN_TAIL, JOURNAL_RECORD_CORRUPT,
-                        JOURNAL_TAIL_GARBAGE, JOURNAL_TORN_TAIL, LASTMARK_BAD, LASTMARK_DISAGREE,
-                        LASTMARK_MISSING, LASTMARK_MISSING_JOURNAL, LASTMARK_PAST_END, REPLAY_NOT_IN_STORAGE,
-                        REPLAY_PENDING)
+from formats.paths import CURRENT_DIR, journal_name
+from fsck.codes import Code
 from fsck.context import CheckContext
 from fsck.findings import Finding
 from fsck.keyjoin import KeySet
@@ -36,23 +40,26 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, DiskError):
             if jf.path not in ctx.unreadable:
-                yield Finding(FILE_UNREADABLE, path=jf.path, detail=scan.what)
+                yield Finding(Code.FILE_UNREADABLE, path=jf.path, detail=scan.what)
             continue
         if isinstance(scan, FormatError):
-            yield Finding(JOURNAL_HEADER_BAD, path=jf.path, offset=scan.offset,
+            yield Finding(Code.JOURNAL_HEADER_BAD, path=jf.path, offset=scan.offset,
                           detail=f"{scan.expected}, found {scan.found}")
+            continue
+        if not isinstance(scan, JournalArrays):
             continue
         mark = ctx.effective_last_mark(jf.dir_index)
         yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index],
                                   before_mark=mark is not None and jf.journal_id < mark.log_id)
     yield from _check_last_marks(ctx)
     yield from _replay(ctx)
+    yield from _last_mark_in_every_dir(ctx)
 
 
 def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, before_mark: bool) -> Iterator[Finding]:
     p = scan.path
     if scan.version == 1:
-        yield Finding(JOURNAL_HEADER_BAD, path=p, offset=0,
+        yield Finding(Code.JOURNAL_HEADER_BAD, path=p, offset=0,
                       detail="no 'BKLG' magic: not a journal written by any writable BookKeeper version "
                              "(BookKeeper would read it as a version-1 journal)")
         return
@@ -61,16 +68,16 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
         yield from _journal_digests(ctx, scan, is_newest=is_newest, before_mark=before_mark,
                                     clean_end=kind in (EndKind.CLEAN, EndKind.EOF))
     if kind == EndKind.GARBAGE:
-        yield Finding(JOURNAL_TAIL_GARBAGE, path=p, offset=off, detail=scan.end_detail)
+        yield Finding(Code.JOURNAL_TAIL_GARBAGE, path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.TORN:
         if (is_newest or before_mark) and not _data_after(p, off):
             # A crash tears the journal being written; one wholly before lastMark is never read again.
-            code = JOURNAL_OLD_TORN_TAIL if before_mark else JOURNAL_TORN_TAIL
+            code = Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL
             yield Finding(code, path=p, offset=off, detail=scan.end_detail, cut_at=off)
         else:
-            yield Finding(JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
+            yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.INVALID:
-        yield Finding(JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
+        yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
 
 
 def bad_records_of_journals(ctx: CheckContext) -> dict[str, np.ndarray]:
@@ -104,11 +111,12 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
         if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
-            yield Finding(JOURNAL_OLD_TORN_TAIL if before_mark else JOURNAL_TORN_TAIL, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+            code = Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL
+            yield Finding(code, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
                           cut_at=off)
         else:
-            yield Finding(JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
 
 
@@ -128,18 +136,19 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
     for p, m in ctx.last_marks.items():
         if isinstance(m, DiskError):
             if p not in ctx.unreadable:
-                yield Finding(FILE_UNREADABLE, path=p, detail=m.what)
+                yield Finding(Code.FILE_UNREADABLE, path=p, detail=m.what)
             continue
         if isinstance(m, FormatError):
-            yield Finding(LASTMARK_BAD, path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
+            yield Finding(Code.LASTMARK_BAD, path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
             continue
-        by_name.setdefault(os.path.basename(p), {})[p] = m
+        if isinstance(m, LastMark):
+            by_name.setdefault(os.path.basename(p), {})[p] = m
     if ctx.journal_files and not by_name:
         for d in ctx.dirs.ledger_dirs:
-            yield Finding(LASTMARK_MISSING, path=os.path.join(d, "current"))
+            yield Finding(Code.LASTMARK_MISSING, path=os.path.join(d, "current"))
     for name, marks in by_name.items():
         if len(set(marks.values())) > 1:
-            yield Finding(LASTMARK_DISAGREE, path=next(iter(marks)),
+            yield Finding(Code.LASTMARK_DISAGREE, path=next(iter(marks)),
                           detail="; ".join(f"{p}: journal {m.log_id:x}.txn offset {m.offset}"
                                            for p, m in sorted(marks.items())))
         ji = 0 if name == "lastMark" else int(name.split(".")[1])
@@ -150,15 +159,16 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
         if jf is None:
-            yield Finding(LASTMARK_MISSING_JOURNAL, path=path, offset=0,
-                          detail=f"{journal_name(mark.log_id)} in journal dir {ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji}")
+            jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
+            yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
+                          detail=f"{journal_name(mark.log_id)} in journal dir {jdir}")
             continue
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, JournalArrays):
             limit = scan.end_offset if EndKind(scan.end_kind) in (EndKind.CLEAN, EndKind.EOF, EndKind.GARBAGE) \
                 else scan.records_end()
             if mark.offset > limit:
-                yield Finding(LASTMARK_PAST_END, path=path, offset=8,
+                yield Finding(Code.LASTMARK_PAST_END, path=path, offset=8,
                               detail=f"offset {mark.offset} in {jf.path}, whose records end at {limit}")
 
 
@@ -188,17 +198,39 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
         from entrylogs.arrays import EntryLogArrays
         for s in ctx.log_scans.values():
             if isinstance(s, EntryLogArrays):
-                e = s.entries
-                mark(e["scope"], e["ledger"], e["entry"])
+                ents = s.entries
+                mark(ents["scope"], ents["ledger"], ents["entry"])
     # (a pending record equal to another one is held when either is: the set maps both to one row)
     key: dict[tuple[int, int, int], int] = {}
     for i, (_p, _o, lid, e) in enumerate(pend):
         key.setdefault((lid.scope, lid.ledger, e), i)
     missing = [r for r in pend if not found[key[(r[2].scope, r[2].ledger, r[3])]]]
-    files = sorted({os.path.basename(p) for p, *_ in pend})
-    yield Finding(REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
-                  detail=f"{len(pend)} entries after lastMark in {', '.join(files)} would be replayed on restart; "
+    names = sorted({os.path.basename(p) for p, *_ in pend})
+    yield Finding(Code.REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
+                  detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
                          f"{len(pend) - len(missing)} of them are already in ledger storage")
     for p, o, lid, e in missing[:1000]:
-        yield Finding(REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
+        yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
                       detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")
+
+
+def _last_mark_in_every_dir(ctx: CheckContext) -> Iterator[Finding]:
+    """A lastMark file missing from one ledger dir while another dir has it."""
+    if len(ctx.dirs.ledger_dirs) < 2:
+        return
+    names: dict[str, dict[str, LastMark | Exception]] = {}
+    for p, m in ctx.last_marks.items():
+        names.setdefault(os.path.basename(p), {})[os.path.dirname(os.path.dirname(p))] = m
+    for name, by_dir in sorted(names.items()):
+        good = {d: m for d, m in by_dir.items() if isinstance(m, LastMark)}
+        if good:
+            d_best = max(good, key=lambda d: good[d])
+            best = good[d_best]
+            restart = (f"a restart reads every ledger dir's {name} and keeps the largest, journal "
+                       f"{journal_name(best.log_id)} offset {best.offset} from {d_best}, and replays from there")
+        else:
+            restart = f"no ledger dir has a readable {name}: a restart replays every journal"
+        for d in ctx.dirs.ledger_dirs:
+            if d not in by_dir:
+                yield Finding(Code.LASTMARK_MISSING_IN_DIR, path=os.path.join(d, CURRENT_DIR),
+                              detail=f"{name} is missing; {restart}")

@@ -1,14 +1,15 @@
 """Pass 7: ledger metadata: orphan ledgers on disk, entries this bookie should hold but does not."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from bookie.layout import bookie_id_of
 from entrylogs.arrays import EntryLogArrays
 from formats.ids import LedgerId
-from fsck.codes import ENTRIES_MISSING, ENTRY_MISSING, METADATA_SKIPPED, METADATA_UNREADABLE, ORPHAN_LEDGER
+from fsck.codes import Code
+from fsck.entry_ranges import runs
 from fsck.context import CheckContext
 from fsck.findings import Finding
 
@@ -46,8 +47,8 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
                 m = (e["scope"] == sc) & (e["ledger"] == lg)
                 out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
     # Entries after lastMark are only in the journal until a restart replays them into storage.
-    for _path, _off, lid, e in ctx.journal_facts.pending:
-        out.setdefault(lid, []).append(np.array([e], dtype=np.int64))
+    for _path, _off, lid, eid in ctx.journal_facts.pending:
+        out.setdefault(lid, []).append(np.array([eid], dtype=np.int64))
     return {k: (np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)) for k, v in out.items()}
 
 
@@ -69,15 +70,15 @@ def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
 def run(ctx: CheckContext) -> Iterator[Finding]:
     md = ctx.metadata
     if md is None:
-        yield Finding(METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
+        yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
         return
     for e in ctx.metadata_errors:
-        yield Finding(METADATA_UNREADABLE, path=getattr(e, "path", None), offset=getattr(e, "offset", None),
+        yield Finding(Code.METADATA_UNREADABLE, path=getattr(e, "path", None), offset=getattr(e, "offset", None),
                       detail=str(e))
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
     for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
-        yield Finding(ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
+        yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
                       detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
     if me is None:
         return
@@ -94,24 +95,15 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if len(missing) == 0:
             continue
         if len(missing) > 20:
-            yield Finding(ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
+            yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
                           detail=f"{len(missing)} entries ({_ranges(missing)})",
                           extra={"entries": missing.tolist()})
         else:
             for e in missing.tolist():
-                yield Finding(ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
+                yield Finding(Code.ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
 
 
 def _ranges(a: np.ndarray) -> str:
-    parts, start, prev = [], None, None
-    for x in a.tolist():
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            parts.append(f"{start}-{prev}" if start != prev else str(start))
-            start = prev = x
-    parts.append(f"{start}-{prev}" if start != prev else str(start))
-    text = ", ".join(parts[:10])
-    return text + (" ..." if len(parts) > 10 else "")
+    """The first ten runs of the ids in ``a`` (sorted, distinct)."""
+    parts = runs(a.tolist())
+    return ", ".join(parts[:10]) + (" ..." if len(parts) > 10 else "")

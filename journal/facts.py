@@ -1,9 +1,9 @@
 """What the journals say per ledger (master key, fence, explicit LAC) and the records a restart would
-replay: gathered once from the journal scans for passes 3, 5 and 6."""
+replay, gathered from the journal scans and the lastMark that applies to each journal."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -14,8 +14,9 @@ from formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKin
 from formats.lastmark import LastMark
 from journal.arrays import JournalArrays, read_bodies
 
-if TYPE_CHECKING:
-    from fsck.context import CheckContext
+# One journal as the facts take it: its id, its path, its scan (or why it has none), and the lastMark
+# of its journal dir.
+JournalSource = tuple[int, str, JournalArrays | Exception | None, LastMark | None]
 
 
 @dataclass
@@ -24,20 +25,19 @@ class JournalFacts:
 
     master_keys: dict[LedgerId, bytes] = field(default_factory=dict)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
-    explicit_lac: dict[LedgerId, bytes] = field(default_factory=dict)
+    explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
 
     @classmethod
-    def collect(cls, ctx: CheckContext) -> JournalFacts:
+    def collect(cls, journals: Iterable[JournalSource]) -> JournalFacts:
+        """The facts of ``journals``, in journal order; a journal whose scan failed tells nothing."""
         f = cls()
-        for jf in ctx.journal_files:
-            scan = ctx.journal_scans.get(jf.path)
+        for journal_id, path, scan, mark in journals:
             if not isinstance(scan, JournalArrays):
                 continue
-            mark = ctx.effective_last_mark(jf.dir_index)
             recs = scan.records
             kinds = recs["kind"]
-            after = _after_mark(jf.journal_id, recs["offset"], mark)
+            after = _after_mark(journal_id, recs["offset"], mark)
             scope, ledger = recs["scope"], recs["ledger"]
             # Each kind fills its own table, in record order: the same tables as one pass over every record.
             fences = np.flatnonzero(kinds == RecordKind.FENCE)
@@ -46,10 +46,11 @@ class JournalFacts:
                 f.fenced[lid] = f.fenced.get(lid, False) or not a
             keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
             if len(keyed):
-                f._read_keys(jf.path, recs[keyed])
+                f._read_keys(path, recs[keyed])
             data = np.flatnonzero((kinds == RecordKind.DATA) & after)
-            f.pending.extend((jf.path, o, LedgerId(s, l), e) for o, s, l, e in zip(
-                recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(), recs["entry"][data].tolist()))
+            rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
+                       recs["entry"][data].tolist())
+            f.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
         return f
 
     def _read_keys(self, path: str, recs: np.ndarray) -> None:

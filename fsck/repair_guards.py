@@ -1,0 +1,45 @@
+"""What must hold before a repair writes anything: no other process (a running bookie) has a file open
+in the bookie's dirs, and the default backup folder lies inside them."""
+from __future__ import annotations
+
+import os
+import time
+
+from fsck.context import CheckContext
+
+
+class RepairRefused(Exception):
+    """A repair that must not start (a process holds the dirs, the backup folder leads outside)."""
+
+
+def default_backup_dir(ctx: CheckContext) -> str:
+    base = ctx.dirs.ledger_dirs[0] if ctx.dirs.ledger_dirs else ctx.dirs.journal_dirs[0]
+    return os.path.join(base, "fsck-backup", time.strftime("%Y%m%dT%H%M%S"))
+
+
+def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
+    """(pid, file) of other processes with a file open below ``dirs`` (Linux /proc), e.g. a running bookie."""
+    roots = [os.path.realpath(d) + os.sep for d in dirs]
+    me = os.getpid()
+    out: list[tuple[int, str]] = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    for pid in pids:
+        if pid == me:
+            continue
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if any(target.startswith(r) for r in roots):
+                out.append((pid, target))
+                break
+    return out

@@ -1,0 +1,111 @@
+"""Each file of the bookie read once per check: the entry logs (their digests checked with the shared
+plan), the journals, the lastMark files, the .idx tree; CheckContext keeps each result for every pass.
+
+The scans go through the check's ScanStore (fsck.scan_store), which keeps them within their share of
+``--memory-limit``. With ``--jobs`` above 1 the log and journal scans run on background lanes
+(fsck.lanes); a scan there reports progress through the lanes, never the callback.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from diskio.mapped import DiskError, read_bytes
+from diskio.spill import ChunkedArray
+from entrylogs.arrays import EntryLogArrays
+from entrylogs.scan import EntryLogScanArrays, scan_entry_log
+from formats.errors import FormatError
+from formats.ids import LedgerId
+from formats.lastmark import LastMark, parse_last_mark
+from formats.paths import CURRENT_DIR, parse_index_name
+from fsck import scan_store
+from indexfiles import scan as index_scan
+from indexfiles.arrays import LOCATION_DTYPE, IndexInventory
+from journal.arrays import JournalArrays
+from journal.scan import scan_journal
+
+if TYPE_CHECKING:
+    from fsck.context import CheckContext, LogFile
+
+
+def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
+    """Every entry log scanned (``--jobs`` threads over files), digests checked with the shared plan."""
+    files = ctx.log_files
+    plan = ctx.digest_plan if ctx.options.verify_digests else None
+    progress = ctx.lanes.background_progress if ctx.lanes.on_background() else ctx.progress
+
+    def one(lf: LogFile) -> EntryLogScanArrays | Exception:
+        ctx.keep_going()
+        try:
+            return ctx.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
+                                                          payload_hash=ctx.options.payload_hash))
+        except (DiskError, FormatError) as e:
+            return e
+
+    out: dict[str, EntryLogScanArrays | Exception] = {}
+    progress("entry logs", 0, len(files))
+    if ctx.options.jobs > 1 and len(files) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(ctx.options.jobs) as pool:
+            for i, (lf, res) in enumerate(zip(files, pool.map(one, files))):
+                out[lf.path] = res
+                progress("entry logs", i + 1, len(files))
+    else:
+        for i, lf in enumerate(files):
+            out[lf.path] = one(lf)
+            progress("entry logs", i + 1, len(files))
+    if plan is not None:
+        # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
+        for res in out.values():
+            if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
+                scan_store.recheck(plan, res)
+        with plan.lock:
+            ctx.lanes.results["log_digest_decisions"] = dict(plan.decided)
+    return out
+
+
+def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
+    out: dict[str, JournalArrays | Exception] = {}
+    for jf in ctx.journal_files:
+        ctx.keep_going()
+        try:
+            out[jf.path] = ctx.journal_store.keep_journal(scan_journal(jf.path, window=ctx.options.memory.window))
+        except (DiskError, FormatError) as e:
+            out[jf.path] = e
+    return out
+
+
+def index_inventory(ctx: CheckContext) -> IndexInventory:
+    """The .idx files' headers and locations (the locations within their share, else spilled)."""
+    sink = ChunkedArray(LOCATION_DTYPE, ctx.options.memory.share(scan_store.LOCATION_SHARE), ctx.spill, "locations")
+    return index_scan.walk_index_dirs(ctx.dirs.effective_index_dirs, listing=ctx.index_listing, sink=sink)
+
+
+def relocation_leftovers(inv: IndexInventory) -> dict[LedgerId, str]:
+    """``<hex>.idx.rloc`` files whose ledger has no ``.idx``: BookKeeper renames them to ``.idx``
+    at startup (IndexPersistenceMgr), so they are that ledger's index."""
+    if not any(path.endswith(".idx.rloc") for path, _why in inv.strays):
+        return {}
+    indexed = {LedgerId(int(r["scope"]), int(r["ledger"])) for r in inv.files[inv.files["named"]]}
+    out: dict[LedgerId, str] = {}
+    for path, _why in inv.strays:
+        name = os.path.basename(path)
+        if name.endswith(".idx.rloc"):
+            lid = parse_index_name(name[:-5])
+            if lid is not None and lid not in indexed:
+                out[lid] = path
+    return out
+
+
+def read_last_marks(ctx: CheckContext) -> dict[str, LastMark | Exception]:
+    """Every lastMark file in the ledger dirs (``lastMark`` or ``lastMark.<i>``)."""
+    out: dict[str, LastMark | Exception] = {}
+    for d in ctx.dirs.ledger_dirs:
+        for n in ctx.listing(d):
+            if n == "lastMark" or (n.startswith("lastMark.") and n[9:].isdigit()):
+                p = os.path.join(d, CURRENT_DIR, n)
+                try:
+                    out[p] = parse_last_mark(read_bytes(p), path=p)
+                except (DiskError, FormatError) as e:
+                    out[p] = e
+    return out
