@@ -23,12 +23,12 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.metadata_source import MetadataSource, read_chunk, write_chunks
-from bookie.metadata_dir import MetadataView, places_entries_on
-from formats.ids import LedgerId, to_signed64
+from bkdisk.audit.metadata_source import MetadataSource, read_chunk, write_chunks
+from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
+from bkdisk.formats.ids import LedgerId, to_signed64
 
 if TYPE_CHECKING:
-    from formats.metadata import LedgerMetadata
+    from bkdisk.formats.metadata import LedgerMetadata
 
 SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
                            ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),
@@ -133,7 +133,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
     """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
     ledger whose metadata cannot be read would be reported as an orphan."""
-    from audit.job import AuditError, first_line   # audit.job imports this module
+    from bkdisk.audit.job import AuditError, first_line  # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
     seg, near, known = (os.path.join(scratch, d) for d in ("segments", "near", "known"))
     for d in (seg, near, known):
@@ -158,7 +158,7 @@ def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables
 
 def segments(spark, mt: MetadataTables):
     """The segments frame, read from the metadata stage's files."""
-    from pyspark.sql.pandas.types import from_arrow_schema   # the optional extra 'audit': only where Spark runs
+    from pyspark.sql.pandas.types import from_arrow_schema  # the optional extra 'audit': only where Spark runs
     return spark.read.schema(from_arrow_schema(SEGMENT_ARROW)).parquet(mt.segments_dir)
 
 

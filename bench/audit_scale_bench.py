@@ -133,8 +133,8 @@ def service_run(a, count: int, own: str, env: dict[str, str], remove: bool) -> d
     """The audit with ``count`` synthetic ledgers and the cluster's own through the metadata service
     (a SQLite store); the service's CPU seconds during the audit as ``service cpu``."""
     from bench.metadata_gen import write_sqlite
-    from metaservice.sqlite_store import SqliteStore
-    from metaservice.store import LedgerExists
+    from bkdisk.metaservice.sqlite_store import SqliteStore
+    from bkdisk.metaservice.store import LedgerExists
     db = os.path.join(a.data, f"service-{count}.db")
     if not os.path.exists(db):
         write_sqlite(db, count, FIRST_SYNTHETIC, list(BOOKIES))

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import click
 
 from bkdisk import shell_format as sf
-from diskio.mapped import DiskError, read_bytes
-from formats.errors import BkdiskError
-from formats.ids import LedgerId
+from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import LedgerId
 
 
 class DumpError(BkdiskError):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from collections.abc import Iterable
+from decimal import Decimal
 
-from formats.ids import to_signed64
+from bkdisk.formats.ids import to_signed64
 
 
 def java_long(v: int) -> int:

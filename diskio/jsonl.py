@@ -10,13 +10,13 @@ per row; tests hold the two byte-identical.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 
-from diskio.config import kernel
+from bkdisk.diskio.config import kernel
 
 INT, UINT, CHOICE, DIGEST, INT_OR_NULL = 0, 1, 2, 3, 4
 DIGEST_BYTES = 32

@@ -7,12 +7,12 @@ at most one restart interval.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from formats import rocksdb as rf
-from formats.errors import FormatError
-from rocksdbfiles.codec import decompress
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError
+from bkdisk.rocksdbfiles.codec import decompress
 
 
 @dataclass(frozen=True)

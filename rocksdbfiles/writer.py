@@ -6,17 +6,16 @@ the data blocks they write are byte-identical to the ones RocksDB wrote in the g
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import crc32c
 import lz4.block
 import snappy
 
-from formats import rocksdb as rf
-from rocksdbfiles.sst import Record
+from bkdisk.formats import rocksdb as rf
+from bkdisk.rocksdbfiles.sst import Record
 
 T = rf.LogRecordType
 # RocksDB keeps a compressed block only when it is at most this many bytes per KiB of input.

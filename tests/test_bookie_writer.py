@@ -6,19 +6,18 @@ import os
 import re
 from pathlib import Path
 
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookie.layout import discover
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.reader import read_bookie
-from bookie.writer import write_bookie
-from formats import entrylog as fe
-from formats.digests import DigestType, master_key
-from formats.ids import LedgerId
-from formats.index import parse_header as parse_index_header
-
-from conftest import GOLDEN
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.reader import read_bookie
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats.digests import DigestType, master_key
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import parse_header as parse_index_header
 
 
 def _shape(root: Path) -> set[str]:
