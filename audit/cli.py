@@ -9,23 +9,23 @@ import sys
 
 import click
 
-from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
-from bookie.layout import bookie_id_of, discover, from_conf
-from commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
-from commandline.lazy import lazy_import
-from commandline.memory_options import memory_options
-from commandline.progress import progress_line
-from commandline.runner import one_line_errors
-from diskio.spill import MemoryLimit
-from formats.errors import BkdiskError
+from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
+from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
+from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.memory_options import memory_options
+from bkdisk.commandline.progress import progress_line
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.diskio.spill import MemoryLimit
+from bkdisk.formats.errors import BkdiskError
 
 pa = lazy_import("pyarrow")
 pc = lazy_import("pyarrow.compute")
 pq = lazy_import("pyarrow.parquet")
-job = lazy_import("audit.job")
-metadata_source = lazy_import("audit.metadata_source")
-bookie_md = lazy_import("bookie.metadata_dir")
-report = lazy_import("audit.report")
+job = lazy_import("bkdisk.audit.job")
+metadata_source = lazy_import("bkdisk.audit.metadata_source")
+bookie_md = lazy_import("bkdisk.bookie.metadata_dir")
+report = lazy_import("bkdisk.audit.report")
 # pyspark is the optional extra 'audit' (pip install bkdisk[audit]): a host without it still runs scan-disk.
 pyspark_sql = lazy_import("pyspark.sql")
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.metadata_source import MetadataSource
-from audit.placement import LOCALITY_CONF, wrong_host
-from audit.replica_files import remove_unfinished, replica_file, write_replicas
-from audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
-from audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
-from formats.errors import BkdiskError
+from bkdisk.audit.metadata_source import MetadataSource
+from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
+from bkdisk.audit.replica_files import remove_unfinished, replica_file, write_replicas
+from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
+from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
+from bkdisk.formats.errors import BkdiskError
 
 # pyspark, the optional extra 'audit', loads in the functions that drive Spark: the rows, the reports
 # and scan-disk run where it is not installed. metadata_tables, scan_stage and tables import this
@@ -164,7 +164,7 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
     at most that many disks are read at once on a host whatever the executors and cores there.
     ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir."""
-    from audit.metadata_tables import bookie_metadata
+    from bkdisk.audit.metadata_tables import bookie_metadata
 
     def metadata_for(bookie: str):
         return bookie_metadata(near_dir, bookie, source)
@@ -203,9 +203,9 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from audit import tables
-    from audit.metadata_tables import read_metadata, segments
-    from audit.scan_stage import scan_disks
+    from bkdisk.audit import tables
+    from bkdisk.audit.metadata_tables import read_metadata, segments
+    from bkdisk.audit.scan_stage import scan_disks
 
     if not disks and not scan_files:
         raise AuditError("nothing to audit: give disks (paths, --disks-file) or --scan-files")

@@ -12,11 +12,11 @@ import os
 from collections.abc import Iterator
 from typing import Protocol
 
-from bookie.metadata_dir import load_metadata_dir, metadata_names, read_ledger_file, read_metadata_files
-from diskio.mapped import DiskError
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.metadata import LedgerMetadata
+from bkdisk.bookie.metadata_dir import load_metadata_dir, metadata_names, read_ledger_file, read_metadata_files
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.metadata import LedgerMetadata
 
 # The metadata service's client (gRPC, the optional extra 'service') loads in the methods of the
 # service source only: a folder's audit runs without it.
@@ -119,7 +119,7 @@ class MetadataServiceSource:
     units_per_chunk = 1   # a unit is a range of CHUNK ledgers already
 
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0):
-        from metaservice.client import service_target
+        from bkdisk.metaservice.client import service_target
         self.url, self.target = url, service_target(url)
         self.token, self.timeout = token, timeout
 
@@ -127,7 +127,7 @@ class MetadataServiceSource:
         return f"metadata service {self.url}"
 
     def _client(self):
-        from metaservice.client import MetadataClient
+        from bkdisk.metaservice.client import MetadataClient
         return MetadataClient(self.target, token=self.token, timeout=self.timeout)
 
     def check(self) -> None:
@@ -155,7 +155,7 @@ class MetadataServiceSource:
 
     def read(self, units: list[str]) -> Iterator[Read]:
         """Each range with one streaming bulk read (pages of a thousand ledgers)."""
-        from metaservice.client import MetadataError
+        from bkdisk.metaservice.client import MetadataError
         c = self._client()
         try:
             for u in units:
@@ -170,7 +170,7 @@ class MetadataServiceSource:
             c.close()
 
     def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
-        from metaservice.bookie_view import read_ledger
+        from bkdisk.metaservice.bookie_view import read_ledger
         try:
             return read_ledger(self.target, lid, token=self.token, timeout=self.timeout)
         except FormatError:

@@ -21,12 +21,12 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.metadata_source import MetadataSource, read_chunk, write_chunks
-from bookie.metadata_dir import MetadataView, places_entries_on
-from formats.ids import LedgerId, to_signed64
+from bkdisk.audit.metadata_source import MetadataSource, read_chunk, write_chunks
+from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
+from bkdisk.formats.ids import LedgerId, to_signed64
 
 if TYPE_CHECKING:
-    from formats.metadata import LedgerMetadata
+    from bkdisk.formats.metadata import LedgerMetadata
 
 SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
                            ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),
@@ -112,7 +112,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
     """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
     ledger whose metadata cannot be read would be reported as an orphan."""
-    from audit.job import AuditError, first_line   # audit.job imports this module
+    from bkdisk.audit.job import AuditError, first_line   # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
     seg, near = os.path.join(scratch, "segments"), os.path.join(scratch, "near")
     os.makedirs(seg, exist_ok=True)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from audit.rows import AUDITED, batch_table, table_schema
+from bkdisk.audit.rows import AUDITED, batch_table, table_schema
 
 # Rows gathered into one Parquet row group (at least this many, but the file's last): an entry log
 # gives a batch of a few thousand rows, and a row group of each would slow the joins' reads.

@@ -15,9 +15,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from audit.report_html import HEALTHY, NOT_AUDITED, PROBLEMS, render_html
-from audit.report_text import AUDITED, ENTRIES_NAMED, entries_text, ledger_name, problem_sentences, span
-from audit.space_report import space_lines, space_summary
+from bkdisk.audit.report_html import HEALTHY, NOT_AUDITED, PROBLEMS, render_html
+from bkdisk.audit.report_text import AUDITED, ENTRIES_NAMED, entries_text, ledger_name, problem_sentences, span
+from bkdisk.audit.space_report import space_lines, space_summary
 
 SMALL_TABLES = ("disks", "under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers",
                 "replication_histogram")

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from audit.report_text import human_bytes, plural
-from audit.space_report import render_space
+from bkdisk.audit.report_text import human_bytes, plural
+from bkdisk.audit.space_report import render_space
 
 _CHART_JS = Path(__file__).with_name("chart.js")
 HEALTHY, PROBLEMS, NOT_AUDITED = "healthy", "problems", "not_audited"

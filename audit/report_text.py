@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from formats.ids import LedgerId
+from bkdisk.formats.ids import LedgerId
 
 AUDITED = ("ok", "errors")
 ENTRIES_NAMED = 8     # per sentence; the rest are counted

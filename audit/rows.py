@@ -23,12 +23,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from audit.placement import this_host, wrong_host
-from bookie.layout import bookie_id_of, discover, from_conf
-from diskio.config import collector_eased
-from diskio import fault_guard
-from formats.errors import BkdiskError
-from formats.ids import to_signed64
+from bkdisk.audit.placement import this_host, wrong_host
+from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
+from bkdisk.diskio.config import collector_eased
+from bkdisk.diskio import fault_guard
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import to_signed64
 
 # The checker (fsck, the inventory's scanners: numba) and the space accounting load inside the
 # functions that run a scan: `bkdisk audit --help`, `scan-disk --help` and a Spark driver that only
@@ -253,9 +253,9 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
 def load_scanners() -> None:
     """Import the checker and load a first kernel in this process (once): every guarded scan's forked
     child inherits them (numba, its runtime and code generator) instead of loading them for each disk."""
-    import bookie.inventory  # noqa: F401 - imported here, before the fork, for the children
-    import fsck.api  # noqa: F401
-    from diskio.kernels import last_nonzero
+    import bkdisk.bookie.inventory  # noqa: F401 - imported here, before the fork, for the children
+    import bkdisk.fsck.api  # noqa: F401
+    from bkdisk.diskio.kernels import last_nonzero
     last_nonzero(np.zeros(8, np.uint8))   # numba's first load of a cached kernel: its runtime
 
 
@@ -263,7 +263,7 @@ def replica_logs(ctx, bid: str) -> Iterator:
     """The entry logs fsck scanned (with payload hashes), as inventory rows in ledger-dir then log-id
     order. A log that could not be read fails the disk's audit, as when the inventory scans it: its
     copies must not be counted as intact or as missing (an unlistable dir is a finding already)."""
-    from bookie.inventory import ledger_dir_name, log_rows
+    from bkdisk.bookie.inventory import ledger_dir_name, log_rows
     scans = ctx.log_scans
     names = [ledger_dir_name(d) for d in ctx.dirs.ledger_dirs]
     for lf in sorted(ctx.log_files, key=lambda f: (f.dir_index, f.log_id)):
@@ -274,8 +274,8 @@ def replica_logs(ctx, bid: str) -> Iterator:
 
 
 def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None) -> Iterator[pa.RecordBatch]:
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
 
     if callable(metadata):
         metadata = metadata(bid)
@@ -330,8 +330,8 @@ def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str 
     """The disk's rows of ``bkdisk space`` (logs, ledgers, topics; GC settings from the disk's
     bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map; and
     why they are missing when they cannot be computed (the disk's audit stands without them)."""
-    from bookie.gc_policy import settings_from_conf
-    from bookie.space import account_bookie
+    from bkdisk.bookie.gc_policy import settings_from_conf
+    from bkdisk.bookie.space import account_bookie
     scans = {p: s for p, s in ctx.log_scans.items() if not isinstance(s, Exception)}
     try:
         rep = account_bookie(dirs, metadata, settings_from_conf(dirs.conf_path), metadata_from="audit metadata",

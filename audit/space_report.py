@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
-from bookie.gc_policy import ACTIONS
-from bookie.space import STATES
+from bkdisk.bookie.gc_policy import ACTIONS
+from bkdisk.bookie.space import STATES
 
 HELD_COLUMNS = ("bookie_id", "kind", "size", "action", "ledger", "state", "topic", "bytes", "sole_logs",
                 "frees_bytes", "pinned_logs")

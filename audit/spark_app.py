@@ -9,6 +9,6 @@ if __name__ == "__main__":
     # spark-submit runs this file as a script: make its package importable when not installed, then
     # import it (so these imports follow the path set up here).
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from audit.cli import audit
-    from commandline.runner import run_click
+    from bkdisk.audit.cli import audit
+    from bkdisk.commandline.runner import run_click
     run_click(audit, "bkdisk-audit")

@@ -18,7 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 KEY = ["ledger_scope", "ledger_id"]
 ENTRY = KEY + ["entry_id"]

@@ -28,9 +28,9 @@ DISK_COUNTS = (1, 2, 4, 8)
 def build(base: str, disk_mib: int, disks: int = 8):
     """``disks`` equal bookies, each written (and its payloads dropped) before the next, so memory
     holds one disk at a time. Returns the bookie roots, entry-log bytes per disk and the ids."""
-    from bookie.cluster import ClusterLedger, ClusterSpec, write_cluster
-    from bookie.model import BookieSpec
-    from formats.digests import DigestType
+    from bkdisk.bookie.cluster import ClusterLedger, ClusterSpec, write_cluster
+    from bkdisk.bookie.model import BookieSpec
+    from bkdisk.formats.digests import DigestType
     rnd = random.Random(5)
     ids = [f"bench-{i}" for i in range(disks)]
     per_ledger = 200
@@ -58,11 +58,11 @@ def build(base: str, disk_mib: int, disks: int = 8):
 def fsck_and_inventory(path: str, meta: dict) -> str:
     """What an operator runs on a bookie host without the audit: fsck, then the inventory with payload
     SHA-256 (each reads the entry logs), in-process. Returns "ok" when both found nothing wrong."""
-    from bookie.inventory import scan_bookie
-    from bookie.layout import discover
-    from bookie.metadata_dir import digest_plan
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
+    from bkdisk.bookie.inventory import scan_bookie
+    from bkdisk.bookie.layout import discover
+    from bkdisk.bookie.metadata_dir import digest_plan
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
     dirs = discover(path)
     report = check_bookie(dirs, CheckOptions(metadata=meta))
     bad = 0
@@ -78,8 +78,8 @@ def fsck_and_inventory(path: str, meta: dict) -> str:
 def _direct_one(path: str, md_dir: str, fused: bool) -> str:
     """One disk's direct scan in a worker process (two disks at a time): fsck + inventory, or the
     audit task's own function (``fused``: one read of each entry log)."""
-    from audit.metadata_source import MetadataDirSource
-    from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+    from bkdisk.audit.metadata_source import MetadataDirSource
+    from bkdisk.audit.rows import DiskInput, RunInfo, scan_disk, split_tables
     meta = MetadataDirSource(md_dir).load()
     if not fused:
         return fsck_and_inventory(path, meta)
@@ -96,9 +96,9 @@ def _page_cache_warm(roots: list[str]) -> None:
 
 
 def disk_scaling(a, spark) -> None:
-    from audit.job import run_audit
-    from audit.metadata_source import MetadataDirSource
-    from audit.rows import DiskInput, RunInfo
+    from bkdisk.audit.job import run_audit
+    from bkdisk.audit.metadata_source import MetadataDirSource
+    from bkdisk.audit.rows import DiskInput, RunInfo
     t0 = time.perf_counter()
     roots, sizes, ids = build(os.path.join(a.dir, "cluster"), a.disk_mib)
     print(f"built 8 disks in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -174,7 +174,7 @@ def join_alone(a, spark) -> None:
     first copies missing; the rows are generated in Spark, never on the driver."""
     from pyspark.sql import functions as F
 
-    from audit import tables
+    from bkdisk.audit import tables
     bookies, epl = 12, 1000
     entries = a.join_rows // 2
     n_ledgers = max(1, entries // epl)
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
-    from audit.job import spark_session
+    from bkdisk.audit.job import spark_session
     t0 = time.perf_counter()
     spark = spark_session("local[2]", {"spark.sql.shuffle.partitions": "16", "spark.driver.memory": a.driver_memory})
     spark.range(1).count()

@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                 db = os.path.join(a.data, f"service-{count}.db")
                 if not os.path.exists(db):
                     write_sqlite(db, count, FIRST_SYNTHETIC, list(BOOKIES))
-                from metaservice.sqlite_store import SqliteStore
-                from metaservice.store import LedgerExists
+                from bkdisk.metaservice.sqlite_store import SqliteStore
+                from bkdisk.metaservice.store import LedgerExists
                 store = SqliteStore(db)
                 for n in sorted(os.listdir(own)):   # the cluster's own ledgers beside the synthetic ones
                     if n.endswith(".bin"):

@@ -15,21 +15,21 @@ import os
 
 import numpy as np
 
-from diskio import config
-from diskio.config import kernel
-from diskio.kernels import POLY_CRC32C, crc_update
-from entrylogs.writer import write_preallocated
-from formats import entrylog as fe
-from formats import journal as fj
-from formats.cookie import Cookie, serialize_cookie
-from formats.digests import DIGEST_LENGTH, DigestType, master_key
-from formats.entry import ENTRY_V1_HEADER_SIZE, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V1_LENGTH_AT
-from formats.ids import LedgerId
-from formats.index import IndexHeader
-from formats.lastmark import LastMark, build_last_mark, last_mark_name
-from formats.paths import CURRENT_DIR, entry_log_name, index_relpath, journal_name
-from indexfiles.writer import write_index
-from journal.writer import JournalWriter
+from bkdisk.diskio import config
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import POLY_CRC32C, crc_update
+from bkdisk.entrylogs.writer import write_preallocated
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats import journal as fj
+from bkdisk.formats.cookie import Cookie, serialize_cookie
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, master_key
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V1_LENGTH_AT
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import IndexHeader
+from bkdisk.formats.lastmark import LastMark, build_last_mark, last_mark_name
+from bkdisk.formats.paths import CURRENT_DIR, entry_log_name, index_relpath, journal_name
+from bkdisk.indexfiles.writer import write_index
+from bkdisk.journal.writer import JournalWriter
 
 PASSWORD = b"bench"
 DIGEST = DIGEST_LENGTH[DigestType.CRC32C]

@@ -30,13 +30,13 @@ print(n)
 """
 _THROUGH_SERVICE = """
 import sys
-from metaservice.client import MetadataClient
+from bkdisk.metaservice.client import MetadataClient
 c = MetadataClient(sys.argv[1], timeout=60)
 print(len(c.load_all()))
 """
 _STREAM_THROUGH_SERVICE = """
 import sys
-from metaservice.client import MetadataClient
+from bkdisk.metaservice.client import MetadataClient
 c = MetadataClient(sys.argv[1], timeout=60)
 n = 0
 for page in c.read_ledgers(page_size=1000):
@@ -47,7 +47,7 @@ print(n)
 """
 _ZK_MULTIREAD = """
 import sys
-from metaservice.zk_store import ZkStore
+from bkdisk.metaservice.zk_store import ZkStore
 s = ZkStore(sys.argv[1], sys.argv[2])
 print(sum(len(b) for b in s.scan(None, None, 1000)))
 s.close()
@@ -87,7 +87,7 @@ def through_service(target: str) -> dict:
 
 def fill_sqlite(path: str, n: int) -> None:
     """``n`` scope-0 ledgers written into the store's table in one transaction (the bench's setup)."""
-    from metaservice.sqlite_store import _k, SqliteStore
+    from bkdisk.metaservice.sqlite_store import _k, SqliteStore
     SqliteStore(path).close()
     import sqlite3
     db = sqlite3.connect(path)
@@ -100,8 +100,8 @@ def fill_sqlite(path: str, n: int) -> None:
 def fill_zk(hosts: str, root: str, n: int) -> None:
     """``n`` scope-0 ledgers as BookKeeper's hybrid layout names them, 1000 creates per multi."""
     from kazoo.client import KazooClient
-    from metaservice.zk_layout import ledger_path
-    from metaservice.zk_store import ZkStore
+    from bkdisk.metaservice.zk_layout import ledger_path
+    from bkdisk.metaservice.zk_store import ZkStore
     ZkStore(hosts, root).close()
     kz = KazooClient(hosts=hosts, timeout=30)
     kz.start(30)

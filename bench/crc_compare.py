@@ -23,10 +23,10 @@ def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
     """GB/s of each CRC implementation over the stored entries of the first window of the first log."""
     import crc32c
 
-    from diskio import kernels as K
-    from diskio.mapped import map_window
-    from entrylogs.scan import scan_entry_log
-    from formats.entrylog import SIZE_PREFIX_SIZE
+    from bkdisk.diskio import kernels as K
+    from bkdisk.diskio.mapped import map_window
+    from bkdisk.entrylogs.scan import scan_entry_log
+    from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
     s = scan_entry_log(logs[0], window=window)
     prefix = SIZE_PREFIX_SIZE
@@ -58,12 +58,12 @@ def library_digest_scan(logs: list[str], window: int, dtype) -> tuple[int, int]:
     framing walk, then one ``formats.digests.compute_digest`` call per entry (crc32c.crc32c for
     CRC32C, zlib.crc32 for CRC32: header, then payload) in a Python loop over the entry slices of
     each mapped window, compared with the stored digest. Returns (ok, bad)."""
-    from diskio.kernels import readonly
-    from diskio.mapped import map_window
-    from entrylogs.scan import scan_entry_log
-    from formats.digests import DIGEST_LENGTH, compute_digest
-    from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
-    from formats.entrylog import SIZE_PREFIX_SIZE
+    from bkdisk.diskio.kernels import readonly
+    from bkdisk.diskio.mapped import map_window
+    from bkdisk.entrylogs.scan import scan_entry_log
+    from bkdisk.formats.digests import DIGEST_LENGTH, compute_digest
+    from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
+    from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
     ok = bad = 0
     d = DIGEST_LENGTH[dtype]

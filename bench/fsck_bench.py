@@ -36,9 +36,9 @@ def _files(root: str) -> tuple[list[str], list[str], list[str]]:
 
 
 def run(a) -> int:
-    from bookie.layout import discover
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
 
     scan_bench.ensure_built(a)
     root = os.path.join(a.dir, "bookie")

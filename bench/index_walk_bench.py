@@ -40,10 +40,10 @@ SCOPES = 8
 # --- building ------------------------------------------------------------------------------
 def build(tree: str, files: int, levels: int, page: int) -> None:
     """``files`` index files below ``tree/current`` in the 2- or 4-level hierarchy."""
-    from formats.ids import LedgerId
-    from formats.index import IndexHeader
-    from formats.paths import index_relpath
-    from indexfiles.writer import index_bytes
+    from bkdisk.formats.ids import LedgerId
+    from bkdisk.formats.index import IndexHeader
+    from bkdisk.formats.paths import index_relpath
+    from bkdisk.indexfiles.writer import index_bytes
 
     hdr = IndexHeader(1, bytes(20), 0, None)
     made: set[str] = set()
@@ -78,8 +78,8 @@ def _list_and_read(dirs: list[str]) -> int:
 
 
 def _walkers() -> dict[str, object]:
-    from indexfiles.arrays import walk_index_dirs_reference
-    from indexfiles.scan import walk_index_dirs
+    from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+    from bkdisk.indexfiles.scan import walk_index_dirs
 
     out: dict[str, object] = {}
     if "native" in inspect.signature(walk_index_dirs).parameters:   # an older checkout

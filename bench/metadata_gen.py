@@ -17,8 +17,8 @@ import time
 
 
 def templates(bookies: list[str], ensemble: int = 3) -> list[bytes]:
-    from formats.digests import DigestType
-    from formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.digests import DigestType
+    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
     out = []
     for r in range(len(bookies)):
         members = tuple(bookies[(r + k) % len(bookies)] for k in range(min(ensemble, len(bookies))))
@@ -43,7 +43,7 @@ def write_folder(folder: str, count: int, first_id: int, bookies: list[str]) -> 
 
 
 def write_sqlite(path: str, count: int, first_id: int, bookies: list[str], batch: int = 100_000) -> None:
-    from metaservice.sqlite_store import SqliteStore, _k
+    from bkdisk.metaservice.sqlite_store import SqliteStore, _k
     SqliteStore(path).close()   # the store's own schema
     import sqlite3
     db = sqlite3.connect(path, isolation_level=None)

@@ -26,7 +26,7 @@ PROCS = 4
 
 
 def _payload(n: int) -> bytes:
-    from formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
     md = LedgerMetadata(format_version=3, write_quorum=2, ensemble_size=3, ack_quorum=2, length=n,
                         last_entry_id=-1, state="OPEN",
                         ensembles=((0, ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")),),
@@ -66,7 +66,7 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
             cas = lambda lid, v: c.set(path_of[lid], payload, version=v).version  # noqa: E731
             version = c.get(path_of[mine])[1].version
         else:
-            from metaservice.client import MetadataClient
+            from bkdisk.metaservice.client import MetadataClient
             c = MetadataClient(target, timeout=30)
             get = lambda lid: c.read(lid)                                      # noqa: E731
             cas = lambda lid, v: c.write(lid, payload, v).version              # noqa: E731
@@ -107,7 +107,7 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
 
 def _watch_worker(target: str, threads: int, ledger: int, updates: int, out: mp.Queue) -> None:
     """``threads`` watchers of one ledger; puts every watcher's (version, receive time) list."""
-    from metaservice.client import MetadataClient
+    from bkdisk.metaservice.client import MetadataClient
     got: list[list[tuple[int, float]]] = []
     ready = threading.Barrier(threads + 1)
 
@@ -187,7 +187,7 @@ def load(kind: str, target: str, clients: int, ledgers: int, seconds: float, pat
 
 def fanout(target: str, clients: int, ledger: int, updates: int = 10) -> dict:
     """Delay from a write being sent to each of ``clients`` watchers receiving the change."""
-    from metaservice.client import MetadataClient
+    from bkdisk.metaservice.client import MetadataClient
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_watch_worker, args=(target, n, ledger, updates, out)) for n in _spread(clients)]
@@ -233,7 +233,7 @@ class Service:
 
 
 def _preload(target: str, ledgers: int) -> None:
-    from metaservice.client import MetadataClient
+    from bkdisk.metaservice.client import MetadataClient
     c = MetadataClient(target)
     data = _payload(1)
     for lid in range(ledgers):
@@ -262,7 +262,7 @@ def bench_zk(a) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from zookeeper_fixture import ZooKeeperServer
 
-    from metaservice.zk_layout import ledger_path
+    from bkdisk.metaservice.zk_layout import ledger_path
     with tempfile.TemporaryDirectory(prefix="bkdisk-zk-bench-") as tmp:
         zk = ZooKeeperServer(Path(tmp))
         # ZooKeeper admits 60 connections per address by default: 64 clients on loopback need more

@@ -36,14 +36,14 @@ import sys
 import time
 from contextlib import ExitStack
 
-from diskio.mapped import read_bytes
-from formats import rocksdb as rf
-from formats.dbledger import location_value, locations_key
-from rocksdbfiles import writer as w
-from rocksdbfiles.block import read_block
-from rocksdbfiles.db import open_db
-from rocksdbfiles.dbindex import read_location_columns
-from rocksdbfiles.sst import Record, SstFile
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.dbledger import location_value, locations_key
+from bkdisk.rocksdbfiles import writer as w
+from bkdisk.rocksdbfiles.block import read_block
+from bkdisk.rocksdbfiles.db import open_db
+from bkdisk.rocksdbfiles.dbindex import read_location_columns
+from bkdisk.rocksdbfiles.sst import Record, SstFile
 
 
 def build(path: str, n: int) -> str:
@@ -56,10 +56,10 @@ def build(path: str, n: int) -> str:
 def db_twin(written, dst: str) -> str:
     """A copy of an Interleaved bookie written by bookie/writer.py with its index in RocksDB instead of .idx
     files, as DbLedgerStorage keeps it; returns the copy's root."""
-    from bookie.writer import lac_body
-    from formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
-    from formats.digests import master_key
-    from formats.paths import CURRENT_DIR
+    from bkdisk.bookie.writer import lac_body
+    from bkdisk.formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
+    from bkdisk.formats.digests import master_key
+    from bkdisk.formats.paths import CURRENT_DIR
     shutil.copytree(written.root, dst)
     (ld,) = written.spec.ledger_dirs
     current = os.path.join(dst, ld, CURRENT_DIR)
@@ -81,10 +81,10 @@ def db_twin(written, dst: str) -> str:
 
 def fsck_comparison(base: str, entries: int, repeat: int) -> list[tuple[str, float, int]]:
     """fsck wall time of an Interleaved bookie and of its DbLedgerStorage twin (the same entries)."""
-    from bookie.layout import discover
-    from bookie.model import BookieSpec, LedgerSpec
-    from bookie.writer import write_bookie
-    from fsck.api import check_bookie
+    from bkdisk.bookie.layout import discover
+    from bkdisk.bookie.model import BookieSpec, LedgerSpec
+    from bkdisk.bookie.writer import write_bookie
+    from bkdisk.fsck.api import check_bookie
     n = max(1, entries // 1000)
     spec = BookieSpec([LedgerSpec(1 + i, [bytes([i % 251]) * 64] * (entries // n), password=b"pw",
                                   fenced=i % 3 == 0, explicit_lac=(entries // n - 2) if i % 5 == 0 else None)

@@ -30,10 +30,10 @@ import numpy as np
 
 from bench import rocksdb_tools as rt
 from bench.commands_bench import command, rss_split, timed
-from formats import dbledger as fd
+from bkdisk.formats import dbledger as fd
 
 PER_LEDGER, PER_LOG = 1000, 50_000
-READ_PATH = ("import sys; from contextlib import ExitStack; from rocksdbfiles.dbindex import iter_location_columns\n"
+READ_PATH = ("import sys; from contextlib import ExitStack; from bkdisk.rocksdbfiles.dbindex import iter_location_columns\n"
              "n, problems = 0, []\n"
              "with ExitStack() as stack:\n"
              "    for c in iter_location_columns(sys.argv[1], stack, problems):\n"
@@ -77,8 +77,8 @@ def ledger_chunks(n: int, chunk: int = 1 << 20):
 def many_ledgers(base: str, counts: list[int], runs: int) -> None:
     """`bookie-fsck ROOT -q` of a small DbLedgerStorage bookie whose ledgers index holds ``counts`` ledgers
     (written by ldb: format_version 5, Snappy, 4 KiB blocks, as BookKeeper's ledgers database)."""
-    from bookie.model import BookieSpec, LedgerSpec
-    from bookie.writer import write_bookie
+    from bkdisk.bookie.model import BookieSpec, LedgerSpec
+    from bkdisk.bookie.writer import write_bookie
     root = os.path.join(base, "ledgers-bookie")
     shutil.rmtree(root, ignore_errors=True)
     spec = BookieSpec([LedgerSpec(i, [b"x" * 100] * 50, password=b"pw") for i in range(1, 9)], storage="rocksdb")

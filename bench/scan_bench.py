@@ -68,9 +68,9 @@ def _stamp(d: str) -> str:
 def build(a) -> None:
     """Write the bookie and the index hierarchy under ``a.dir`` (run in a child process)."""
     from bench import bulk_bookie
-    from bookie.model import BookieSpec, LedgerSpec
-    from bookie.writer import write_bookie
-    from formats.digests import DigestType
+    from bkdisk.bookie.model import BookieSpec, LedgerSpec
+    from bkdisk.bookie.writer import write_bookie
+    from bkdisk.formats.digests import DigestType
 
     lo, hi = entry_sizes(getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES))
     if getattr(a, "bulk", False):
@@ -130,10 +130,10 @@ def built_entries(d: str) -> int | None:
 
 def _finish(a, entries: int) -> None:
     """The synthetic index hierarchy beside the bookie, and the stamp that lets a later run reuse both."""
-    from formats.ids import LedgerId
-    from formats.index import IndexHeader
-    from formats.paths import index_relpath
-    from indexfiles.writer import index_bytes
+    from bkdisk.formats.ids import LedgerId
+    from bkdisk.formats.index import IndexHeader
+    from bkdisk.formats.paths import index_relpath
+    from bkdisk.indexfiles.writer import index_bytes
     tree = os.path.join(a.dir, "idx-tree")
     hdr = IndexHeader(1, bytes(20), 0, None)
     made = set()
@@ -238,7 +238,7 @@ def _warm(paths: list[str], refill: bool = True) -> None:
 
 
 def baseline(logs: list[str], window: int) -> int:
-    from diskio.mapped import map_window
+    from bkdisk.diskio.mapped import map_window
     acc = 0
     for p in logs:
         size = os.path.getsize(p)
@@ -252,7 +252,7 @@ def baseline(logs: list[str], window: int) -> int:
 
 def mapped_speed(logs: list[str], window: int) -> float:
     """GB/s of the same reduction over windows already mapped and faulted in: memory speed, no mmap cost."""
-    from diskio.mapped import map_window
+    from bkdisk.diskio.mapped import map_window
     best = 0.0
     size = min(window, os.path.getsize(logs[0]))
     with map_window(logs[0], 0, size) as w:
@@ -268,12 +268,12 @@ def mapped_speed(logs: list[str], window: int) -> float:
 
 def run(a) -> int:
     from bench.crc_compare import crc_options, library_digest_scan
-    from diskio import config
-    from diskio import kernels as K
-    from entrylogs.scan import DigestPlan, scan_entry_log
-    from formats.digests import DigestType
-    from indexfiles.scan import walk_index_dirs
-    from journal.scan import scan_journal
+    from bkdisk.diskio import config
+    from bkdisk.diskio import kernels as K
+    from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+    from bkdisk.formats.digests import DigestType
+    from bkdisk.indexfiles.scan import walk_index_dirs
+    from bkdisk.journal.scan import scan_journal
 
     root = os.path.join(a.dir, "bookie")
     logs = sorted(glob.glob(os.path.join(root, "ledgers", "current", "*.log")))

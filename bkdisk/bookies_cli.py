@@ -9,12 +9,12 @@ import json
 import click
 
 from bkdisk.metadata_cli import channel_kw, client_options, service_errors
-from commandline.lazy import lazy_import
-from commandline.output import HELP_OPTIONS, emit
-from commandline.runner import run_until_stopped
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.output import HELP_OPTIONS, emit
+from bkdisk.commandline.runner import run_until_stopped
 
-metadata_client = lazy_import("metaservice.client")
-resolver = lazy_import("metaservice.resolver")
+metadata_client = lazy_import("bkdisk.metaservice.client")
+resolver = lazy_import("bkdisk.metaservice.resolver")
 
 
 @click.group("bookies", context_settings=HELP_OPTIONS)

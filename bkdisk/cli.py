@@ -10,15 +10,15 @@ import sys
 
 import click
 
-from commandline.output import HELP_OPTIONS
-from commandline.runner import console_command, guarded, run_click
+from bkdisk.commandline.output import HELP_OPTIONS
+from bkdisk.commandline.runner import console_command, guarded, run_click
 
 # name: (module, attribute, one-line summary shown by `bkdisk --help`)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "audit": ("audit.cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
+    "audit": ("bkdisk.audit.cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
     "bookies": ("bkdisk.bookies_cli", "bookies",
                 "Registered bookies and the BookieId resolver (BP-41), via the service."),
-    "scan-disk": ("audit.cli", "scan_disk_command", "Scan one bookie disk into the rows the audit joins (Parquet)."),
+    "scan-disk": ("bkdisk.audit.cli", "scan_disk_command", "Scan one bookie disk into the rows the audit joins (Parquet)."),
     "demo": ("bkdisk.demo", "demo", "The embedded default job: a sample bookie and fsck, then a local Spark audit."),
     "dump": ("bkdisk.dump", "dump", "Print BookKeeper files as `bookkeeper shell` prints them (or as JSON)."),
     "fsck": ("bkdisk.fsck_cli", "fsck_command", "Check a bookie's journal, ledger and index dirs; repair on request."),

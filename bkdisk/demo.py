@@ -9,22 +9,22 @@ import sys
 
 import click
 
-from bookie.layout import discover
-from bookie.model import BookieSpec, LedgerSpec
-from commandline.lazy import lazy_import
-from commandline.runner import one_line_errors
-from formats.digests import DigestType
-from formats.paths import CURRENT_DIR
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.paths import CURRENT_DIR
 
 # The writer, the checker (numba) and the cluster part of the demo (the Spark audit) load when the
 # demo runs, not for its --help.
-writer = lazy_import("bookie.writer")
-fsck_api = lazy_import("fsck.api")
-fsck_context = lazy_import("fsck.context")
-fsck_report = lazy_import("fsck.report")
-audit_cli = lazy_import("audit.cli")
-audit_rows = lazy_import("audit.rows")
-cluster = lazy_import("bookie.cluster")
+writer = lazy_import("bkdisk.bookie.writer")
+fsck_api = lazy_import("bkdisk.fsck.api")
+fsck_context = lazy_import("bkdisk.fsck.context")
+fsck_report = lazy_import("bkdisk.fsck.report")
+audit_cli = lazy_import("bkdisk.audit.cli")
+audit_rows = lazy_import("bkdisk.audit.rows")
+cluster = lazy_import("bkdisk.bookie.cluster")
 
 
 def sample_spec(seed: int = 7) -> BookieSpec:

@@ -19,23 +19,23 @@ from bkdisk import shell_format as sf
 from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
 from bkdisk.file_kinds import expect_kind
 from bkdisk.java_compat import JavaLongLongMap
-from commandline.lazy import lazy_import
-from commandline.ledger_options import ledger_options
-from commandline.output import HELP_OPTIONS
-from commandline.runner import one_line_errors
-from entrylogs.reader import Damage, EntryRecord
-from formats.codec import read_field, read_value
-from formats.entry import ENTRY_V1_HEADER
-from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
-from journal.arrays import JournalArrays
-from journal.reader import EndKind
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.ledger_options import ledger_options
+from bkdisk.commandline.output import HELP_OPTIONS
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.entrylogs.reader import Damage, EntryRecord
+from bkdisk.formats.codec import read_field, read_value
+from bkdisk.formats.entry import ENTRY_V1_HEADER
+from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.reader import EndKind
 
 # The jitted scanners (numba) load when a dump runs, not for --help.
-journal_scan = lazy_import("journal.scan")
-entrylog_scan = lazy_import("entrylogs.scan")
+journal_scan = lazy_import("bkdisk.journal.scan")
+entrylog_scan = lazy_import("bkdisk.entrylogs.scan")
 
 SIGNED_MAX = (1 << 63) - 1
 RECORD_PREFIX = RECORD_LENGTH.sizeof()   # a journal record's length prefix

@@ -11,9 +11,9 @@ from collections.abc import Callable
 import click
 
 from bkdisk import shell_format as sf
-from diskio.mapped import DiskError, read_bytes
-from formats.errors import BkdiskError
-from formats.ids import LedgerId
+from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import LedgerId
 
 
 class DumpError(BkdiskError):

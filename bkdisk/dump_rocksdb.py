@@ -16,21 +16,21 @@ import numpy as np
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option
 from bkdisk.dump_state import storage_dirs
-from commandline.lazy import lazy_import
-from commandline.ledger_options import ledger_options
-from commandline.runner import one_line_errors
-from diskio.mapped import map_file
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.ledger_options import ledger_options
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.diskio.mapped import map_file
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 
 if TYPE_CHECKING:
-    from rocksdbfiles.db import Problem
+    from bkdisk.rocksdbfiles.db import Problem
 
 locations_text = lazy_import("bkdisk.locations_text")
-dbindex = lazy_import("rocksdbfiles.dbindex")
-rocksdb = lazy_import("rocksdbfiles.db")
-sst = lazy_import("rocksdbfiles.sst")
+dbindex = lazy_import("bkdisk.rocksdbfiles.dbindex")
+rocksdb = lazy_import("bkdisk.rocksdbfiles.db")
+sst = lazy_import("bkdisk.rocksdbfiles.sst")
 
 
 def _databases(path: str, db: str) -> list[str]:

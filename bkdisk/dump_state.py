@@ -9,23 +9,23 @@ import click
 from bkdisk import shell_format as sf
 from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
 from bkdisk.file_kinds import expect_kind
-from bookie.layout import BookieDirs, discover
-from bookie.lookup import find_index
-from commandline.lazy import lazy_import
-from commandline.ledger_options import ledger_options
-from commandline.runner import one_line_errors
-from diskio.mapped import DiskError
-from formats.cookie import parse_cookie
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.entrylog import ENTRY_SIZE
-from formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
-from formats.index import SLOT_SIZE, slot_offset
-from formats.lastmark import last_mark_name, parse_last_mark
-from formats.metadata import parse_metadata
-from formats.paths import CURRENT_DIR, index_relpath, parse_index_name
+from bkdisk.bookie.layout import BookieDirs, discover
+from bkdisk.bookie.lookup import find_index
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.ledger_options import ledger_options
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats.cookie import parse_cookie
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.entrylog import ENTRY_SIZE
+from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
+from bkdisk.formats.index import SLOT_SIZE, slot_offset
+from bkdisk.formats.lastmark import last_mark_name, parse_last_mark
+from bkdisk.formats.metadata import parse_metadata
+from bkdisk.formats.paths import CURRENT_DIR, index_relpath, parse_index_name
 
-index_scan = lazy_import("indexfiles.scan")   # numba: loaded when an index is dumped
+index_scan = lazy_import("bkdisk.indexfiles.scan")   # numba: loaded when an index is dumped
 
 # --------------------------------------------------------------------------------------------
 # index

@@ -8,9 +8,9 @@ import re
 import stat
 
 from bkdisk.dump_common import DumpError
-from formats.entrylog import ENTRY_LOG_MAGIC
-from formats.index import INDEX_MAGIC
-from formats.journal import JOURNAL_MAGIC
+from bkdisk.formats.entrylog import ENTRY_LOG_MAGIC
+from bkdisk.formats.index import INDEX_MAGIC
+from bkdisk.formats.journal import JOURNAL_MAGIC
 
 METADATA_PREFIX = b"BookieMetadataFormatVersion"   # LedgerMetadataSerDe formats 1-3 start with it
 _COOKIE = re.compile(rb"^\d+\n(bookieHost|journalDir)")   # a version line, then the text fields

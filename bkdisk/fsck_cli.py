@@ -11,23 +11,23 @@ import sys
 
 import click
 
-from bookie.layout import BookieDirs, LayoutError, bookie_id_of, discover, from_conf
-from commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL
-from commandline.lazy import lazy_import
-from commandline.ledger_options import resolve_ledger
-from commandline.memory_options import memory_options
-from commandline.output import HELP_OPTIONS
-from commandline.progress import ProgressBars
-from commandline.runner import console_command, guarded, run_click
-from diskio.config import collector_eased
-from diskio.spill import MemoryLimit
-from formats.errors import BkdiskError
+from bkdisk.bookie.layout import BookieDirs, LayoutError, bookie_id_of, discover, from_conf
+from bkdisk.commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.ledger_options import resolve_ledger
+from bkdisk.commandline.memory_options import memory_options
+from bkdisk.commandline.output import HELP_OPTIONS
+from bkdisk.commandline.progress import ProgressBars
+from bkdisk.commandline.runner import console_command, guarded, run_click
+from bkdisk.diskio.config import collector_eased
+from bkdisk.diskio.spill import MemoryLimit
+from bkdisk.formats.errors import BkdiskError
 
-fsck_api = lazy_import("fsck.api")
-fsck_context = lazy_import("fsck.context")
-fsck_report = lazy_import("fsck.report")
-bookie_view = lazy_import("metaservice.bookie_view")
-metadata_client = lazy_import("metaservice.client")
+fsck_api = lazy_import("bkdisk.fsck.api")
+fsck_context = lazy_import("bkdisk.fsck.context")
+fsck_report = lazy_import("bkdisk.fsck.report")
+bookie_view = lazy_import("bkdisk.metaservice.bookie_view")
+metadata_client = lazy_import("bkdisk.metaservice.client")
 
 
 def _check_usage(root, conf, journal_dirs, ledger_dirs, index_dirs) -> None:

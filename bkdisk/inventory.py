@@ -18,29 +18,29 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
-from commandline.exit_codes import EXIT_UNCORRECTED
-from commandline.lazy import lazy_import
-from commandline.ledger_options import ledger_options
-from commandline.memory_options import memory_options
-from commandline.output import warn
-from commandline.runner import one_line_errors
-from diskio.config import collector_eased
-from diskio.spill import SpillFolder
-from formats.errors import BkdiskError
-from formats.ids import LedgerId
-from formats.paths import parse_journal_name
+from bkdisk.bookie.layout import BookieDirs, bookie_id_of, discover_all, from_conf
+from bkdisk.commandline.exit_codes import EXIT_UNCORRECTED
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.ledger_options import ledger_options
+from bkdisk.commandline.memory_options import memory_options
+from bkdisk.commandline.output import warn
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.diskio.config import collector_eased
+from bkdisk.diskio.spill import SpillFolder
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import parse_journal_name
 
 if TYPE_CHECKING:
-    from bookie.inventory import LogRows
-    from entrylogs.scan import DigestPlan
+    from bkdisk.bookie.inventory import LogRows
+    from bkdisk.entrylogs.scan import DigestPlan
 
 # The scanners (numpy, numba), pyarrow and the metadata formats (protobuf) load when the command runs,
 # not for its --help or a wrong path.
-bookie_inventory = lazy_import("bookie.inventory")
-entrylog_scan = lazy_import("entrylogs.scan")
-metadata_dir_reader = lazy_import("bookie.metadata_dir")
-mapped = lazy_import("diskio.mapped")
+bookie_inventory = lazy_import("bkdisk.bookie.inventory")
+entrylog_scan = lazy_import("bkdisk.entrylogs.scan")
+metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
+mapped = lazy_import("bkdisk.diskio.mapped")
 pq = lazy_import("pyarrow.parquet")
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time

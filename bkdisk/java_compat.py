@@ -11,7 +11,7 @@ import re
 from decimal import Decimal
 from collections.abc import Iterable
 
-from formats.ids import to_signed64
+from bkdisk.formats.ids import to_signed64
 
 
 def java_long(v: int) -> int:

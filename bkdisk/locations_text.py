@@ -8,9 +8,9 @@ from collections.abc import Callable
 import numpy as np
 
 from bkdisk import shell_format as sf
-from diskio.config import kernel
-from diskio.jsonl import INT, RowTemplate, Slot, put_decimal
-from formats.dbledger import ENTRY_SIZE_FIELD
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.jsonl import INT, RowTemplate, Slot, put_decimal
+from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
 
 DECIMAL = 20                         # the widest signed 64-bit decimal
 _HEADER = sf.ledger_index_header_line("\0").split("\0")

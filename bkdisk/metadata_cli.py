@@ -13,20 +13,20 @@ import sys
 
 import click
 
-from commandline.lazy import lazy_import
-from commandline.ledger_options import ledger_options, parse_id
-from commandline.output import HELP_OPTIONS, emit
-from commandline.runner import one_line_errors, run_until_stopped
-from formats.errors import BkdiskError
-from formats.ids import LedgerId
-from metaservice import store
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.ledger_options import ledger_options, parse_id
+from bkdisk.commandline.output import HELP_OPTIONS, emit
+from bkdisk.commandline.runner import one_line_errors, run_until_stopped
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.metaservice import store
 
 logging = lazy_import("logging")   # only `serve` logs
-mapped = lazy_import("diskio.mapped")
-metadata_dir = lazy_import("bookie.metadata_dir")
-metadata_format = lazy_import("formats.metadata")
-metadata_client = lazy_import("metaservice.client")
-metadata_server = lazy_import("metaservice.server")
+mapped = lazy_import("bkdisk.diskio.mapped")
+metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
+metadata_format = lazy_import("bkdisk.formats.metadata")
+metadata_client = lazy_import("bkdisk.metaservice.client")
+metadata_server = lazy_import("bkdisk.metaservice.server")
 
 DEFAULT_SERVER = "127.0.0.1:4183"
 EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)

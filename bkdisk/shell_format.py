@@ -20,10 +20,10 @@ from bkdisk.java_compat import (
     java_long,
     java_utf8_decode,
 )
-from formats.codec import field_offset, read_field
-from formats.entry import ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE
-from formats.ids import LedgerId
-from formats.journal import (
+from bkdisk.formats.codec import field_offset, read_field
+from bkdisk.formats.entry import ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import (
     LEDGER_KEY_BODY,
     META_FENCE,
     META_LEDGER_KEY,

@@ -6,16 +6,16 @@ import sys
 
 import click
 
-from bookie.layout import discover, from_conf
-from commandline.lazy import lazy_import
-from commandline.output import warn
-from commandline.runner import one_line_errors
-from diskio.config import collector_eased
+from bkdisk.bookie.layout import discover, from_conf
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.output import warn
+from bkdisk.commandline.runner import one_line_errors
+from bkdisk.diskio.config import collector_eased
 
-gc_policy = lazy_import("bookie.gc_policy")
-metadata_dir_reader = lazy_import("bookie.metadata_dir")
-bookie_space = lazy_import("bookie.space")
-metadata_client = lazy_import("metaservice.client")
+gc_policy = lazy_import("bkdisk.bookie.gc_policy")
+metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
+bookie_space = lazy_import("bkdisk.bookie.space")
+metadata_client = lazy_import("bkdisk.metaservice.client")
 orjson = lazy_import("orjson")
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")

@@ -19,8 +19,8 @@ from contextlib import ExitStack
 
 import click
 
-from commandline.lazy import lazy_import
-from commandline.runner import one_line_errors
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.commandline.runner import one_line_errors
 
 # The project's top-level packages (pyproject.toml's package list; a test keeps the two equal).
 PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbfiles", "bookie", "fsck",
@@ -29,17 +29,17 @@ PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbf
 # What the warm-up runs loads when it runs, not for `bkdisk warm-up --help`.
 demo = lazy_import("bkdisk.demo")
 locations_text = lazy_import("bkdisk.locations_text")
-bookie_inventory = lazy_import("bookie.inventory")
-layout = lazy_import("bookie.layout")
-metadata_dir = lazy_import("bookie.metadata_dir")
-writer = lazy_import("bookie.writer")
-fsck_api = lazy_import("fsck.api")
-fsck_context = lazy_import("fsck.context")
-dbledger = lazy_import("formats.dbledger")
-rocksdb_format = lazy_import("formats.rocksdb")
-dbindex = lazy_import("rocksdbfiles.dbindex")
-sst = lazy_import("rocksdbfiles.sst")
-rocksdb_writer = lazy_import("rocksdbfiles.writer")
+bookie_inventory = lazy_import("bkdisk.bookie.inventory")
+layout = lazy_import("bkdisk.bookie.layout")
+metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
+writer = lazy_import("bkdisk.bookie.writer")
+fsck_api = lazy_import("bkdisk.fsck.api")
+fsck_context = lazy_import("bkdisk.fsck.context")
+dbledger = lazy_import("bkdisk.formats.dbledger")
+rocksdb_format = lazy_import("bkdisk.formats.rocksdb")
+dbindex = lazy_import("bkdisk.rocksdbfiles.dbindex")
+sst = lazy_import("bkdisk.rocksdbfiles.sst")
+rocksdb_writer = lazy_import("bkdisk.rocksdbfiles.writer")
 
 
 def warm_up() -> float:

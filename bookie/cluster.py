@@ -11,11 +11,11 @@ import os
 import random
 from dataclasses import dataclass, field, replace
 
-from bookie.model import BookieSpec, LedgerSpec, WrittenBookie
-from bookie.writer import write_bookie
-from formats.digests import DigestType
-from formats.ids import LedgerId
-from formats.metadata import LedgerMetadata, serialize_metadata
+from bkdisk.bookie.model import BookieSpec, LedgerSpec, WrittenBookie
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
 
 Ensembles = tuple[tuple[int, tuple[str, ...]], ...]   # (first entry id, bookie ids in position order)
 

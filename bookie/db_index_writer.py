@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 
-from formats import dbledger as fd
-from formats.digests import master_key
-from formats.ids import LedgerId
-from formats.index import unpack_location
-from formats.paths import LEDGERS_DB, LOCATIONS_DB
-from formats.rocksdb import ValueType
-from rocksdbfiles.sst import Record
-from rocksdbfiles.writer import write_db
+from bkdisk.formats import dbledger as fd
+from bkdisk.formats.digests import master_key
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import unpack_location
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.formats.rocksdb import ValueType
+from bkdisk.rocksdbfiles.sst import Record
+from bkdisk.rocksdbfiles.writer import write_db
 
 
 def check_ledgers(ledgers: list) -> None:

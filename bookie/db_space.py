@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from bookie.inventory import ledger_dir_name
-from bookie.layout import BookieDirs
-from diskio.mapped import DiskError
-from formats.dbledger import LEDGERS_KEY, LEDGERS_KEY_SIZE
-from formats.errors import FormatError
-from formats.ids import to_unsigned64
-from formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.bookie.inventory import ledger_dir_name
+from bkdisk.bookie.layout import BookieDirs
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats.dbledger import LEDGERS_KEY, LEDGERS_KEY_SIZE
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import to_unsigned64
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
 
 _INTERNAL_KEY_TRAILER = 8   # sequence number and type after the user key
 
@@ -39,7 +39,7 @@ def _ledger_of(internal_key: bytes) -> int | None:
 def stale_tables(db_dir: str, live: np.ndarray) -> tuple[list[dict[str, Any]], int]:
     """The live SST files of ``db_dir`` whose key range holds no ledger of ``live`` (sorted uint64),
     and how many SST files the MANIFEST lists."""
-    from rocksdbfiles.manifest import read_manifest
+    from bkdisk.rocksdbfiles.manifest import read_manifest
     version = read_manifest(db_dir)
     out = []
     for f in sorted(version.files.values(), key=lambda f: (f.level, f.number)):

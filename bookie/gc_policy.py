@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from formats.errors import BkdiskError
+from bkdisk.formats.errors import BkdiskError
 
 DELETE, COMPACT_MINOR, COMPACT_MAJOR, KEEP, CURRENT = "delete", "compact-minor", "compact-major", "keep", "current"
 ACTIONS = (DELETE, COMPACT_MINOR, COMPACT_MAJOR, KEEP, CURRENT)   # codes 0..4 of ``log_actions``
@@ -103,8 +103,8 @@ def settings_from_conf(conf_path: str | None) -> GcSettings:
     """The settings of ``conf_path`` (None: BookKeeper's defaults)."""
     if conf_path is None:
         return GcSettings()
-    from bookie.layout import parse_properties
-    from diskio.mapped import read_bytes
+    from bkdisk.bookie.layout import parse_properties
+    from bkdisk.diskio.mapped import read_bytes
     return settings_from_properties(parse_properties(read_bytes(conf_path).decode("latin-1")), conf_path)
 
 

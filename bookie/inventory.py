@@ -12,16 +12,16 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from bookie.layout import BookieDirs, bookie_id_of
-from diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
-from diskio.mapped import DiskError
-from diskio.payload_hashes import PayloadHashes, hex_ascii
-from entrylogs.reader import Damage
-from diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
-from entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
-from formats.digests import DigestType
-from formats.errors import FormatError
-from formats.paths import CURRENT_DIR, parse_entry_log_name
+from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.diskio.payload_hashes import PayloadHashes, hex_ascii
+from bkdisk.entrylogs.reader import Damage
+from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
+from bkdisk.entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name
 
 _DIGEST_NAMES = tuple([None] + [DigestType(c).name for c in range(1, max(DigestType) + 1)])
 _SOURCES = tuple(SOURCE_NAMES.get(c) for c in range(max(SOURCE_NAMES) + 1))

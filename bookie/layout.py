@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from formats.errors import BkdiskError
-from formats.paths import CURRENT_DIR
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.paths import CURRENT_DIR
 
 if TYPE_CHECKING:
-    from formats.cookie import Cookie
+    from bkdisk.formats.cookie import Cookie
 
 
 class LayoutError(BkdiskError):
@@ -79,8 +79,8 @@ def _kind_of(cur: str) -> set[str]:
 
 
 def _cookie_of(d: str) -> Cookie | None:
-    from diskio.mapped import read_bytes
-    from formats.cookie import parse_cookie
+    from bkdisk.diskio.mapped import read_bytes
+    from bkdisk.formats.cookie import parse_cookie
     p = os.path.join(d, CURRENT_DIR, "VERSION")
     try:
         return parse_cookie(read_bytes(p), path=p)
@@ -240,7 +240,7 @@ def _dir_list(v: str | None) -> list[str]:
 def from_conf(conf_path: str) -> BookieDirs:
     """Dirs from a BookKeeper server config: journalDirectories (or journalDirectory),
     ledgerDirectories, indexDirectories."""
-    from diskio.mapped import DiskError, read_bytes
+    from bkdisk.diskio.mapped import DiskError, read_bytes
     try:
         # Opened without blocking (a FIFO is refused, never waited on); Java reads .properties as
         # ISO-8859-1: every byte decodes, so no file can fail to decode.

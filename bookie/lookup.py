@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import os
 
-from bookie.layout import BookieDirs
-from diskio.mapped import read_bytes
-from formats.codec import read_value
-from formats.entry import parse_entry_ids
-from formats.entrylog import ENTRY_SIZE, MIN_SANE_ENTRY_SIZE
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.index import LOCATION, slot_offset, unpack_location
-from formats.paths import CURRENT_DIR, entry_log_name, index_relpath
+from bkdisk.bookie.layout import BookieDirs
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats.codec import read_value
+from bkdisk.formats.entry import parse_entry_ids
+from bkdisk.formats.entrylog import ENTRY_SIZE, MIN_SANE_ENTRY_SIZE
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import LOCATION, slot_offset, unpack_location
+from bkdisk.formats.paths import CURRENT_DIR, entry_log_name, index_relpath
 
 
 def find_index(dirs: BookieDirs, lid: LedgerId) -> str | None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from diskio.mapped import DiskError, read_bytes
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.metadata import LedgerMetadata, parse_metadata
+from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
 
 # Preference when a ledger has several files: the binary format first, as BookKeeper writes today.
 _SUFFIXES = (".bin", ".txt", ".v1.txt")
@@ -192,8 +192,8 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
 def digest_plan(md: Mapping[LedgerId, LedgerMetadata]):
     """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
     the scanner sniffs the rest."""
-    from diskio.digest_plan import DigestPlan
-    from formats.digests import DigestType
+    from bkdisk.diskio.digest_plan import DigestPlan
+    from bkdisk.formats.digests import DigestType
     known = {(lid.scope, lid.ledger): DigestType.parse(m.digest_type) for lid, m in md.items()
              if m.digest_type is not None}
     passwords = {(lid.scope, lid.ledger): m.password for lid, m in md.items() if m.password is not None}

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from formats.digests import DigestType
-from formats.ids import LedgerId
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.ids import LedgerId
 
 
 @dataclass

@@ -7,19 +7,19 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from bookie.layout import BookieDirs
-from diskio.mapped import read_bytes
-from entrylogs.reader import read_entry_log
-from formats.cookie import Cookie, parse_cookie
-from formats.digests import DigestType
-from formats.entry import Entry, parse_entry
-from formats.entrylog import SIZE_PREFIX_SIZE
-from formats.ids import LedgerId
-from formats.journal import RecordKind
-from formats.lastmark import LastMark, parse_last_mark
-from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_index_name, parse_journal_name
-from indexfiles.reader import read_index
-from journal.reader import read_journal
+from bkdisk.bookie.layout import BookieDirs
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.entrylogs.reader import read_entry_log
+from bkdisk.formats.cookie import Cookie, parse_cookie
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import Entry, parse_entry
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import RecordKind
+from bkdisk.formats.lastmark import LastMark, parse_last_mark
+from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_index_name, parse_journal_name
+from bkdisk.indexfiles.reader import read_index
+from bkdisk.journal.reader import read_journal
 
 
 @dataclass

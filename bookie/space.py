@@ -20,12 +20,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from bookie.gc_policy import ACTIONS, COMPACT_MAJOR, COMPACT_MINOR, CURRENT, DELETE, GcSettings, log_actions, usage
-from bookie.inventory import entry_logs, ledger_dir_name
-from bookie.layout import BookieDirs, bookie_id_of
-from diskio.mapped import DiskError, file_size, read_range
-from formats.errors import BkdiskError, FormatError
-from formats.ids import LedgerId
+from bkdisk.bookie.gc_policy import ACTIONS, COMPACT_MAJOR, COMPACT_MINOR, CURRENT, DELETE, GcSettings, log_actions, usage
+from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
+from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.diskio.mapped import DiskError, file_size, read_range
+from bkdisk.formats.errors import BkdiskError, FormatError
+from bkdisk.formats.ids import LedgerId
 
 MAP, SCAN = "ledgers map", "scan"
 LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED = "live", "deleted", "not-indexed", "over-replicated"
@@ -68,7 +68,7 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
     extractEntryLogMetadataFromIndex), else from its entries (extractEntryLogMetadataByScanning).
     ``scan``: count from the entries always, and warn where the map says otherwise. ``scanned``: an
     EntryLogScanArrays of this log already made (the audit reuses fsck's)."""
-    from entrylogs.reader import read_frame
+    from bkdisk.entrylogs.reader import read_frame
     size = file_size(path)
     warnings: list[str] = []
     frame = None
@@ -83,10 +83,10 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
     counted: dict[tuple[int, int], int] = {}
     if size:
         if scanned is None:
-            from entrylogs.scan import scan_entry_log
+            from bkdisk.entrylogs.scan import scan_entry_log
             scanned = scan_entry_log(path)
         # the scan's warnings as the inventory words them (the header's and the map's once)
-        from bookie.inventory import log_rows
+        from bkdisk.bookie.inventory import log_rows
         warnings += [w for w in log_rows(None, ledger_dir, log_id, scanned).warnings if w not in warnings]
         counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
         if whole_map and counted != whole_map:
@@ -105,8 +105,8 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
     (entries whose ``exists`` is set), a group per dir."""
     if dirs.storage_kind == "rocksdb":
         return _db_ledgers(dirs)
-    from indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION, list_index_tree
-    from formats.paths import parse_index_name
+    from bkdisk.indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION, list_index_tree
+    from bkdisk.formats.paths import parse_index_name
     listing = list_index_tree(dirs.effective_index_dirs)
     if listing.failures:
         f = listing.failures[0]
@@ -124,9 +124,9 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
 def _db_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]]:
     from contextlib import ExitStack
 
-    from formats.ids import to_unsigned64
-    from formats.paths import LEDGERS_DB
-    from rocksdbfiles.dbindex import read_ledgers
+    from bkdisk.formats.ids import to_unsigned64
+    from bkdisk.formats.paths import LEDGERS_DB
+    from bkdisk.rocksdbfiles.dbindex import read_ledgers
     groups, warnings = [], []
     for d in dirs.ledger_dirs:
         db = os.path.join(dirs.current(d), LEDGERS_DB)
@@ -316,7 +316,7 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     topic_rows = _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie_id)
     rocks = None
     if dirs.storage_kind == "rocksdb":   # per dir: the ledgers its index holds that the collector keeps
-        from bookie.db_space import rocksdb_space
+        from bkdisk.bookie.db_space import rocksdb_space
         kept = [{l for s, l in g if ledger_state(True, md.get(LedgerId(s, l)), bookie_id, settings, with_md) == LIVE}
                 for g in groups]
         rocks = rocksdb_space(dirs, kept, warnings)

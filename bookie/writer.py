@@ -6,20 +6,20 @@ from collections import defaultdict
 
 import numpy as np
 
-from bookie.model import BookieSpec, LedgerSpec, WrittenBookie
-from entrylogs.writer import EntryLogWriter, write_preallocated
-from formats import entrylog as fe
-from formats import journal as fj
-from formats.cookie import Cookie, serialize_cookie
-from formats.digests import compute_digest, master_key
-from formats.entry import package_entry
-from formats.ids import LedgerId
-from formats.index import STATE_FENCED, IndexHeader
-from formats.journal import LAC_BODY
-from formats.lastmark import LastMark, build_last_mark, last_mark_name
-from formats.paths import CURRENT_DIR, entry_log_name, index_relpath, journal_name
-from indexfiles.writer import write_index
-from journal.writer import JournalWriter
+from bkdisk.bookie.model import BookieSpec, LedgerSpec, WrittenBookie
+from bkdisk.entrylogs.writer import EntryLogWriter, write_preallocated
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats import journal as fj
+from bkdisk.formats.cookie import Cookie, serialize_cookie
+from bkdisk.formats.digests import compute_digest, master_key
+from bkdisk.formats.entry import package_entry
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import STATE_FENCED, IndexHeader
+from bkdisk.formats.journal import LAC_BODY
+from bkdisk.formats.lastmark import LastMark, build_last_mark, last_mark_name
+from bkdisk.formats.paths import CURRENT_DIR, entry_log_name, index_relpath, journal_name
+from bkdisk.indexfiles.writer import write_index
+from bkdisk.journal.writer import JournalWriter
 
 
 def _write_order(spec: BookieSpec) -> list[tuple[LedgerSpec, int]]:
@@ -87,7 +87,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
             # Each DbLedgerStorage dir has its own entry logger (log ids per dir, ledger L in dir L % n):
             # this writer's one logger over several dirs would not be one.
             raise ValueError("a DbLedgerStorage bookie is written with one ledger dir")
-        from bookie.db_index_writer import check_ledgers
+        from bkdisk.bookie.db_index_writer import check_ledgers
         check_ledgers(spec.ledgers)
     jdirs = [os.path.join(root, d) for d in spec.journal_dirs]
     ldirs = [os.path.join(root, d) for d in spec.ledger_dirs]
@@ -168,7 +168,7 @@ def write_bookie(spec: BookieSpec, root: str) -> WrittenBookie:
                 f.write(build_last_mark(LastMark(jid, pos)))
 
     if spec.storage == "rocksdb":
-        from bookie.db_index_writer import write_db_indexes
+        from bkdisk.bookie.db_index_writer import write_db_indexes
         write_db_indexes(os.path.join(ldirs[0], CURRENT_DIR), spec.ledgers, locations, lac_body)
         index_files: dict[LedgerId, str] = {}
     else:
@@ -205,7 +205,7 @@ def write_metadata_dir(spec: BookieSpec, folder: str, *, others: tuple[str, ...]
     """Ledger metadata (format 3, ``<hex id>.bin``; scoped ledgers by qualified name) for every ledger
     of ``spec``: ensemble = this bookie + ``others``, write quorum = ensemble size, so this bookie
     holds every entry. CLOSED, or IN_RECOVERY for fenced ledgers, as a recovering client leaves it."""
-    from formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
     os.makedirs(folder, exist_ok=True)
     members = (spec.bookie_id, *others)
     out = {}

@@ -6,7 +6,7 @@ pay for numba, numpy, pyarrow, pyspark or gRPC, which take from a tenth of a sec
 once, at module level::
 
     pq = lazy_import("pyarrow.parquet")
-    inventory = lazy_import("bookie.inventory")
+    inventory = lazy_import("bkdisk.bookie.inventory")
 
 and the import happens at the first attribute read (``pq.ParquetWriter``), once per process.
 

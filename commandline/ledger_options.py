@@ -9,8 +9,8 @@ import functools
 
 import click
 
-from formats.errors import FormatError
-from formats.ids import LedgerId
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
 
 
 def parse_id(text: str, option: str, what: str = "scope id") -> int:

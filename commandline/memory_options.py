@@ -9,7 +9,7 @@ import functools
 
 import click
 
-from diskio.spill import DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB, MemoryLimit
+from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB, MIN_MEMORY_MIB, MemoryLimit
 
 MEMORY_HELP = (f"Peak memory to stay under, in MiB (default {DEFAULT_MEMORY_MIB}): per-entry tables that do not "
                "fit are spilled to --tmp-dir, partitioned, with the same results.")

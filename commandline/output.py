@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from commandline.lazy import lazy_import
+from bkdisk.commandline.lazy import lazy_import
 
 json = lazy_import("json")   # only a command asked for --json encodes; `bkdisk --help` does not load it
 

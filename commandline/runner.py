@@ -14,16 +14,16 @@ from typing import ParamSpec, TypeVar
 
 import click
 
-from commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE
-from commandline.lazy import lazy_import
-from formats.errors import BkdiskError
+from bkdisk.commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE
+from bkdisk.commandline.lazy import lazy_import
+from bkdisk.formats.errors import BkdiskError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 # Loaded by the commands that run guarded, not by `--help` or a usage error (it maps shared memory
 # and loads threading and typing).
-fault_guard = lazy_import("diskio.fault_guard")
+fault_guard = lazy_import("bkdisk.diskio.fault_guard")
 
 
 def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from diskio.config import kernel
-from diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
-from formats.digests import DIGEST_LENGTH, DigestType, compute_digest
-from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
-from formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 # Per-entry digest results.
 DIGEST_UNKNOWN, DIGEST_OK, DIGEST_BAD = 0, 1, 2

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from diskio import config
-from formats.digests import DIGEST_LENGTH, DigestType, mac_key
-from formats.entry import ENTRY_V1_HEADER_SIZE
+from bkdisk.diskio import config
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, mac_key
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 
 SOURCE_NONE, SOURCE_GIVEN, SOURCE_SNIFFED, SOURCE_ENTRY = 0, 1, 2, 3
 SOURCE_NAMES = {SOURCE_NONE: None, SOURCE_GIVEN: "metadata", SOURCE_SNIFFED: "sniffed", SOURCE_ENTRY: "entry"}
@@ -102,7 +102,7 @@ class DigestPlan:
         decided type and update ``scan.digests`` (and ``scan.payload_hashes``) in place. ``data``:
         the file's bytes, when the scan was of in-memory bytes. Returns the number of rows updated.
         """
-        from diskio.digests import recheck_digests   # (diskio.digests builds on this module)
+        from bkdisk.diskio.digests import recheck_digests   # (diskio.digests builds on this module)
         return recheck_digests(scan, self, data)
 
     def ledger_digest(self, key: LedgerKey) -> tuple[DigestType | None, str | None]:

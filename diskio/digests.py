@@ -24,16 +24,16 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from diskio.digest_kernels import (DIGEST_BAD, DIGEST_LENGTH_BY_CODE, DIGEST_OK, DIGEST_PENDING_HMAC,
+from bkdisk.diskio.digest_kernels import (DIGEST_BAD, DIGEST_LENGTH_BY_CODE, DIGEST_OK, DIGEST_PENDING_HMAC,
                                    DIGEST_UNKNOWN, SNIFF_CRC32, SNIFF_CRC32C, check_digests, sniff_crc)
-from diskio.digest_plan import (SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_NAMES, SOURCE_NONE, SOURCE_SNIFFED, DigestPlan,
+from bkdisk.diskio.digest_plan import (SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_NAMES, SOURCE_NONE, SOURCE_SNIFFED, DigestPlan,
                                 LedgerKey, find_ledgers, learn_digest_length_hints)
-from diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly
-from diskio.mapped import map_file
-from diskio.payload_hashes import PayloadHashes, sha256_payloads
-from formats.digests import DIGEST_LENGTH, DigestType
-from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
-from formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly
+from bkdisk.diskio.mapped import map_file
+from bkdisk.diskio.payload_hashes import PayloadHashes, sha256_payloads
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 __all__ = ["DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_UNKNOWN", "DigestPlan", "LedgerKey", "SOURCE_ENTRY",
            "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_NONE", "SOURCE_SNIFFED", "recheck_digests",

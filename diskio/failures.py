@@ -10,7 +10,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
+from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 
 LIST, OPEN, READ = "list", "open", "read"   # IoFailure.op: what was being done
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from diskio.config import kernel
+from bkdisk.diskio.config import kernel
 
 INT, UINT, CHOICE, DIGEST, INT_OR_NULL = 0, 1, 2, 3, 4
 DIGEST_BYTES = 32

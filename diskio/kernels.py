@@ -29,8 +29,8 @@ from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
-from diskio import config
-from diskio.config import (CRC_PCLMUL, CRC_TABLE, CRC_VARIANT_NAMES, CRC_VPCLMUL, JIT_OPTIONS as JIT,  # noqa: F401
+from bkdisk.diskio import config
+from bkdisk.diskio.config import (CRC_PCLMUL, CRC_TABLE, CRC_VARIANT_NAMES, CRC_VPCLMUL, JIT_OPTIONS as JIT,  # noqa: F401
                            best_crc_variant, kernel, supported_crc_variants)
 
 POLY_CRC32, POLY_CRC32C = 0, 1          # rows of CRC_TABLES / CRC_FOLD

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.fault_guard import noting
-from formats.errors import BkdiskError
+from bkdisk.diskio.fault_guard import noting
+from bkdisk.formats.errors import BkdiskError
 
 NOT_REGULAR = "not a regular file"
 OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from formats.errors import BkdiskError
+from bkdisk.formats.errors import BkdiskError
 
 if TYPE_CHECKING:   # numpy loads with the first table (the options' module is imported for --help)
     import numpy as np

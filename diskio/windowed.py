@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from diskio.kernels import as_bytes_array, last_nonzero, readonly
-from diskio.mapped import DiskError, file_size, map_file, map_window, read_range
+from bkdisk.diskio.kernels import as_bytes_array, last_nonzero, readonly
+from bkdisk.diskio.mapped import DiskError, file_size, map_file, map_window, read_range
 
 DEFAULT_WINDOW = 64 << 20
 MIN_WINDOW = 4096
@@ -79,7 +79,7 @@ class FileSource:
         if self._held is not None or seek_data is None or offset >= self.size:
             return min(offset, self.size)
         if self._fd is None:
-            from diskio.mapped import open_regular
+            from bkdisk.diskio.mapped import open_regular
             self._fd = open_regular(self.path, "cannot read")[0]
             self._stack.callback(os.close, self._fd)
         try:
@@ -110,7 +110,7 @@ def read_head(path: str, data, n: int) -> tuple[bytes, int]:
     if data is not None:
         arr = as_bytes_array(data)
         return arr[:n].tobytes(), arr.size
-    from diskio.mapped import open_regular
+    from bkdisk.diskio.mapped import open_regular
     fd, fst = open_regular(path, "cannot read")   # DiskError for a FIFO or device: never blocks
     try:
         return os.pread(fd, n, 0), fst.st_size

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from entrylogs.reader import read_entry_log
-from formats import entrylog as fe
-from formats.errors import FormatError
+from bkdisk.entrylogs.reader import read_entry_log
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats.errors import FormatError
 
 ENTRY_DTYPE = np.dtype([
     ("offset", "<i8"),      # of the size prefix; the location's position is just past the prefix

@@ -15,13 +15,13 @@ from collections.abc import Callable
 import construct as cs
 import numpy as np
 
-from diskio.mapped import read_bytes
-from formats import entrylog as fe
-from formats.entry import (ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER, ENTRY_V2_HEADER_SIZE,
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats.entry import (ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER, ENTRY_V2_HEADER_SIZE,
                            V2_DIGEST_MASK, V2_FLAGS_BASE, V2_MARKER, V2_VERSION_MASK)
-from formats.digests import DigestType
-from formats.errors import FormatError
-from formats.paths import parse_entry_log_name
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.paths import parse_entry_log_name
 
 # header_at's code for a record of ledger -1 met while walking entries: a ledgers-map batch (the
 # map's offset is unknown when the header is damaged) or DirectEntryLogger's dummy record at 1024.

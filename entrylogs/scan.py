@@ -18,18 +18,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diskio.digests import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN,
+from bkdisk.diskio.digests import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN,
                             SOURCE_NAMES, SOURCE_SNIFFED, DigestPlan, recheck_digests, verify_entry_digests)
-from diskio.kernels import readonly
-from diskio.payload_hashes import PayloadHashes
-from diskio.windowed import DEFAULT_WINDOW, MIN_WINDOW, MODE, RESUME, Columns, FileSource, new_state, walk_windows
-from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
-from entrylogs.reader import read_frame
-from entrylogs.walk import (ENTRIES, HEADER_LOOKAHEAD, LAST_NONZERO, LAST_NONZERO_UNKNOWN, NEED_LAST_NONZERO,
+from bkdisk.diskio.kernels import readonly
+from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.diskio.windowed import DEFAULT_WINDOW, MIN_WINDOW, MODE, RESUME, Columns, FileSource, new_state, walk_windows
+from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
+from bkdisk.entrylogs.reader import read_frame
+from bkdisk.entrylogs.walk import (ENTRIES, HEADER_LOOKAHEAD, LAST_NONZERO, LAST_NONZERO_UNKNOWN, NEED_LAST_NONZERO,
                             NEED_WHOLE_FILE, POSITION, PROBLEMS, STATE_SLOTS, WALKING, walk_entry_records)
-from formats import entrylog as fe
-from formats.entry import ENTRY_V1_HEADER_SIZE
-from formats.paths import parse_entry_log_name
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
+from bkdisk.formats.paths import parse_entry_log_name
 
 __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_UNKNOWN", "DigestPlan",
            "EntryLogScanArrays", "SOURCE_ENTRY", "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_SNIFFED", "recheck_digests",

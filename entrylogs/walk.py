@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from diskio.config import kernel
-from diskio.kernels import be_i32, be_i64, be_u64
-from diskio.windowed import (DONE, FIRST_OWN_SLOT, FIRST_OWN_STATUS, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW,
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64
+from bkdisk.diskio.windowed import (DONE, FIRST_OWN_SLOT, FIRST_OWN_STATUS, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW,
                              RESUME)
-from entrylogs.reader import SKIP_RECORD, Damage
-from formats.digests import DigestType
-from formats.entry import (ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT,
+from bkdisk.entrylogs.reader import SKIP_RECORD, Damage
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import (ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT,
                            V1_LENGTH_AT, V2_DIGEST_MASK, V2_FLAGS_BASE, V2_MARKER, V2_PREFIX_SIZE, V2_SCOPE_AT,
                            V2_VERSION_MASK)
-from formats.entrylog import (DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE, MAX_ENTRY_SIZE, MIN_SANE_ENTRY_SIZE,
+from bkdisk.formats.entrylog import (DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE, MAX_ENTRY_SIZE, MIN_SANE_ENTRY_SIZE,
                              SIZE_PREFIX_SIZE)
 
 # The walk's own state slots (after diskio.windowed's MODE, RESUME, NEED).

@@ -1,8 +1,8 @@
 """Entry log writer: header, size-prefixed entries, and the ledgers map written when a log rolls."""
 from __future__ import annotations
 
-from formats import entrylog as fe
-from formats.index import pack_location
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats.index import pack_location
 
 
 class EntryLogWriter:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from formats.errors import FormatError, shown
+from bkdisk.formats.errors import FormatError, shown
 
 # BookKeeper validates with the Java class [a-zA-Z0-9:-_.\-]; inside it ":-_" is the range
 # 0x3A..0x5F, so ";<=>?@[\]^" are accepted too. We accept exactly what a real bookie accepts,

@@ -9,7 +9,7 @@ from typing import Any
 
 import construct as cs
 
-from formats.errors import FormatError, shown
+from bkdisk.formats.errors import FormatError, shown
 
 
 def parse_struct(struct: cs.Construct, data: bytes | memoryview, *, what: str, path: str | None = None,

@@ -5,8 +5,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from formats.errors import FormatError, shown
-from formats.proto import CookieFormat, java_text_format, parse_text_format
+from bkdisk.formats.errors import FormatError, shown
+from bkdisk.formats.proto import CookieFormat, java_text_format, parse_text_format
 
 # specs/cookie.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/Cookie.java
 # (toString, toStringVersion3, parse, encodeDirPaths) and DataFormats.proto (CookieFormat).

@@ -13,12 +13,12 @@ import construct as cs
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from formats.codec import parse_struct
-from formats.errors import FormatError, shown
-from formats.entrylog import ENTRY_SIZE
-from formats.index import LAC_BODY_MIN
-from formats.journal import LAC_BODY
-from formats.proto.dbledger_storage_pb2 import LedgerData
+from bkdisk.formats.codec import parse_struct
+from bkdisk.formats.errors import FormatError, shown
+from bkdisk.formats.entrylog import ENTRY_SIZE
+from bkdisk.formats.index import LAC_BODY_MIN
+from bkdisk.formats.journal import LAC_BODY
+from bkdisk.formats.proto.dbledger_storage_pb2 import LedgerData
 
 LOCATIONS_KEY = cs.Struct("ledger_id" / cs.Int64sb, "entry_id" / cs.Int64sb)   # LongPairWrapper
 LOCATIONS_KEY_SIZE = LOCATIONS_KEY.sizeof()                                       # 16

@@ -8,7 +8,7 @@ import zlib
 
 import crc32c as _crc32c
 
-from formats.errors import FormatError, shown
+from bkdisk.formats.errors import FormatError, shown
 
 
 class DigestType(enum.IntEnum):

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import construct as cs
 
-from formats.codec import build_struct, field_offsets, parse_struct
-from formats.digests import DIGEST_LENGTH, DigestType, compute_digest
-from formats.errors import FormatError
+from bkdisk.formats.codec import build_struct, field_offsets, parse_struct
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
+from bkdisk.formats.errors import FormatError
 
 # --- declarations -----------------------------------------------------------------------------
 # V1, stored as is in journals, entry logs and DbLedgerStorage (DigestManager packaging).

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import construct as cs
 
-from formats.codec import parse_struct
-from formats.errors import FormatError
+from bkdisk.formats.codec import parse_struct
+from bkdisk.formats.errors import FormatError
 
 ENTRY_LOG_MAGIC = b"BKLO"
 HEADER_SIZE = 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from typing import NamedTuple
 
-from formats.errors import FormatError, shown
+from bkdisk.formats.errors import FormatError, shown
 
 U64 = (1 << 64) - 1
 

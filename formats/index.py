@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import construct as cs
 import numpy as np
 
-from formats.codec import field_offsets, parse_struct
-from formats.errors import FormatError
-from formats.journal import LAC_BODY
+from bkdisk.formats.codec import field_offsets, parse_struct
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.journal import LAC_BODY
 
 INDEX_MAGIC = b"BKLE"
 HEADER_SIZE = 1024  # START_OF_DATA

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import construct as cs
 
-from formats.codec import field_offsets, parse_struct
-from formats.entry import ENTRY_V1_HEADER_SIZE, V2_FLAGS_BASE, V2_MARKER
-from formats.errors import FormatError
+from bkdisk.formats.codec import field_offsets, parse_struct
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, V2_FLAGS_BASE, V2_MARKER
+from bkdisk.formats.errors import FormatError
 
 JOURNAL_MAGIC = b"BKLG"
 MIN_VERSION, MAX_VERSION = 1, 6

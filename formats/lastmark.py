@@ -5,8 +5,8 @@ from typing import NamedTuple
 
 import construct as cs
 
-from formats.codec import parse_struct
-from formats.errors import FormatError
+from bkdisk.formats.codec import parse_struct
+from bkdisk.formats.errors import FormatError
 
 LAST_MARK = cs.Struct("log_id" / cs.Int64sb, "offset" / cs.Int64sb)
 LAST_MARK_SIZE = 16

@@ -7,8 +7,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from formats.errors import FormatError, shown
-from formats.proto import LedgerMetadataFormat, java_text_format, parse_text_format
+from bkdisk.formats.errors import FormatError, shown
+from bkdisk.formats.proto import LedgerMetadataFormat, java_text_format, parse_text_format
 
 # specs/ledger-metadata.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/meta/
 # LedgerMetadataSerDe.java and bookkeeper-proto/src/main/proto/DataFormats.proto.
@@ -129,7 +129,7 @@ def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
     version, body_offset = _parse_header(data, path)
     body = data[body_offset:]
     if version == 1:
-        from formats.metadata_v1 import parse_v1   # format 1 is rare: its text parser loads on demand
+        from bkdisk.formats.metadata_v1 import parse_v1   # format 1 is rare: its text parser loads on demand
         return parse_v1(body, path, body_offset)
     if version == 2:
         msg = parse_text_format(body, LedgerMetadataFormat(), what="LedgerMetadataFormat TextFormat",
@@ -239,7 +239,7 @@ def serialize_metadata(md: LedgerMetadata) -> bytes:
     _check_common(md)
     header = HEADER_PREFIX + str(md.format_version).encode("ascii") + b"\n"
     if md.format_version == 1:
-        from formats.metadata_v1 import serialize_v1
+        from bkdisk.formats.metadata_v1 import serialize_v1
         return header + serialize_v1(md)
     msg = _to_message(md)
     if md.format_version == 2:

@@ -5,8 +5,8 @@ writeVersion1Config.
 """
 from __future__ import annotations
 
-from formats.errors import FormatError, shown
-from formats.metadata import (
+from bkdisk.formats.errors import FormatError, shown
+from bkdisk.formats.metadata import (
     _DECIMAL,
     INT32,
     INT64,

@@ -4,7 +4,7 @@ specs/paths.md states the rules and why.
 """
 from __future__ import annotations
 
-from formats.ids import LedgerId
+from bkdisk.formats.ids import LedgerId
 
 CURRENT_DIR = "current"
 # DbLedgerStorage's two RocksDB databases, folders of each ledger dir's current/.

@@ -15,7 +15,7 @@ import crc32c as _crc32c
 import numpy as np
 import xxhash
 
-from formats.errors import FormatError
+from bkdisk.formats.errors import FormatError
 
 # --- variable-length integers ---------------------------------------------------------------
 VARINT = cs.VarInt                     # RocksDB PutVarint32/PutVarint64: 7 bits a byte, low group first

@@ -10,17 +10,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bookie.layout import BookieDirs
-from fsck.codes import Code
-from fsck.context import CheckContext, CheckOptions
-from fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
-from fsck import dbindex
-from fsck.findings import SEVERITY_ORDER, Finding, given
-from fsck.lanes import Task
-from fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
+from bkdisk.bookie.layout import BookieDirs
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext, CheckOptions
+from bkdisk.fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
+from bkdisk.fsck import dbindex
+from bkdisk.fsck.findings import SEVERITY_ORDER, Finding, given
+from bkdisk.fsck.lanes import Task
+from bkdisk.fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
                          p7_metadata)
-from fsck.problems import Severity, pass_name
-from fsck.root_causes import missing_log_causes
+from bkdisk.fsck.problems import Severity, pass_name
+from bkdisk.fsck.root_causes import missing_log_causes
 
 # The passes in order; each runs the checks of the bookie's kind of ledger storage.
 PASSES = [(1, p1_layout.run), (2, p2_hierarchy.run), (3, p3_index.run), (4, p4_entrylogs.run),
@@ -201,7 +201,7 @@ def _rows_of(inv, wanted: list[Finding], row_of: dict[str, int]):
 
 def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     import os
-    from entrylogs.arrays import EntryLogArrays
+    from bkdisk.entrylogs.arrays import EntryLogArrays
     log_bytes = sum(s.size for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     entries = sum(len(s.entries) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     jbytes = sum(os.path.getsize(j.path) for j in ctx.journal_files if os.access(j.path, os.F_OK))
@@ -219,6 +219,6 @@ REPAIR_NAMES = ("RepairRefused", "RepairRun", "apply_repairs", "plan_repairs", "
 def __getattr__(name: str) -> Any:
     """The repair half of the library (fsck.repair), imported on first use: a check loads none of it."""
     if name in REPAIR_NAMES:
-        from fsck import repair
+        from bkdisk.fsck import repair
         return getattr(repair, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

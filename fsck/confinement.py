@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from bookie.layout import BookieDirs
+from bkdisk.bookie.layout import BookieDirs
 
 
 def real_roots(dirs: BookieDirs) -> list[str]:

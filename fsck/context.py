@@ -14,27 +14,27 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
-from bookie.layout import BookieDirs
-from diskio.mapped import DiskError
-from diskio.spill import MemoryLimit, SpillFolder
-from entrylogs.scan import DigestPlan, EntryLogScanArrays
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.lastmark import LastMark
-from formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
-from fsck import scans
-from fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
-from fsck.lanes import Lanes, Progress
-from indexfiles import scan as index_scan
-from indexfiles.arrays import IndexInventory
-from indexfiles.listing import IndexListing
-from journal.arrays import JournalArrays
-from journal.facts import JournalFacts
+from bkdisk.bookie.layout import BookieDirs
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
+from bkdisk.entrylogs.scan import DigestPlan, EntryLogScanArrays
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark
+from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
+from bkdisk.fsck import scans
+from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
+from bkdisk.fsck.lanes import Lanes, Progress
+from bkdisk.indexfiles import scan as index_scan
+from bkdisk.indexfiles.arrays import IndexInventory
+from bkdisk.indexfiles.listing import IndexListing
+from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.facts import JournalFacts
 
 if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
     from collections.abc import Mapping
 
-    from formats.metadata import LedgerMetadata
+    from bkdisk.formats.metadata import LedgerMetadata
 
 
 @dataclass
@@ -205,8 +205,8 @@ class CheckContext:
             return self.options.metadata
         if self.options.metadata_dir is None:
             return None
-        from bookie.layout import bookie_id_of
-        from bookie.metadata_dir import bookie_metadata_dir
+        from bkdisk.bookie.layout import bookie_id_of
+        from bkdisk.bookie.metadata_dir import bookie_metadata_dir
         md, errors = bookie_metadata_dir(self.options.metadata_dir, bookie_id_of(self.dirs))
         self.metadata_errors = errors
         return md
@@ -219,7 +219,7 @@ class CheckContext:
         CRC32) and records what it decided, shared by every file of this check."""
         if not self.metadata:
             return DigestPlan()   # digest_plan({}), without importing the metadata formats
-        from bookie.metadata_dir import digest_plan
+        from bkdisk.bookie.metadata_dir import digest_plan
         return digest_plan(self.metadata)
 
     def progress(self, what: str, done: int, total: int) -> None:

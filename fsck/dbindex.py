@@ -14,20 +14,20 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError
-from diskio.spill import ChunkedArray, RangeSpill
-from formats.errors import FormatError
-from formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
-from fsck.codes import Code
-from fsck.context import CheckContext
-from fsck.findings import Finding
-from fsck.keyjoin import KeySet
-from fsck.problems import Severity
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.diskio.spill import ChunkedArray, RangeSpill
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.problems import Severity
 
 if TYPE_CHECKING:   # the RocksDB reader loads only for a DbLedgerStorage bookie (in ``read``)
     from typing_extensions import TypeIs
 
-    from rocksdbfiles.dbindex import LedgerDirIndex
+    from bkdisk.rocksdbfiles.dbindex import LedgerDirIndex
 
 Pairs = list[tuple[Code, dict[str, Any]]]
 # BookKeeper's offline rebuilds (bin/bookkeeper shell, the bookie stopped), per database.
@@ -49,7 +49,7 @@ def read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
     cached = ctx.__dict__.get(_CACHE)
     if cached is not None:
         return cached
-    from rocksdbfiles.dbindex import LOCATION_ROW, read_ledger_dir
+    from bkdisk.rocksdbfiles.dbindex import LOCATION_ROW, read_ledger_dir
     out: list[tuple[int, str, LedgerDirIndex | Pairs]] = []
     share = ctx.options.memory.share(HELD_SHARE) // max(1, len(ctx.dirs.ledger_dirs))
     for di, d in enumerate(ctx.dirs.ledger_dirs):

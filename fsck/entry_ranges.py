@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from formats.ids import LedgerId
+from bkdisk.formats.ids import LedgerId
 
 LEDGERS_NAMED = 10   # in one line; the rest are counted
 

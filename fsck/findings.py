@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from formats.ids import LedgerId
-from fsck.codes import Code
-from fsck.problems import PROBLEMS, Problem, Severity
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.problems import PROBLEMS, Problem, Severity
 
 T = TypeVar("T")
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}

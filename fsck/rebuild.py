@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from entrylogs.arrays import EntryLogArrays
-from diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
-from formats.ids import LedgerId
-from formats.entrylog import SIZE_PREFIX_SIZE
-from formats.index import SLOT_SIZE, pack_location
-from fsck.context import CheckContext
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.index import SLOT_SIZE, pack_location
+from bkdisk.fsck.context import CheckContext
 
 MAX_REBUILT_SLOTS = 1 << 27   # 1 GiB of slots: about 134 million entries in one ledger
 _RANK = {DIGEST_OK: 2, DIGEST_UNKNOWN: 1, DIGEST_BAD: 0}

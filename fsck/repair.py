@@ -15,27 +15,27 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bookie.layout import BookieDirs, bookie_id_of
-from diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
-from diskio.failures import LIST
-from diskio.mapped import DiskError, map_window
-from entrylogs.arrays import EntryLogArrays
-from formats.ids import LedgerId
-from formats.index import HEADER_SIZE as INDEX_HEADER_SIZE, STATE_FENCED, IndexHeader
-from formats.paths import CURRENT_DIR, index_relpath
-from fsck.codes import Code
-from fsck.api import Report, check_bookie, recheck
-from fsck.confinement import escape
-from fsck.entry_ranges import ranges
-from fsck.context import CheckContext, CheckOptions
-from fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
-from fsck.findings import Finding, given
-from fsck.passes.p2_hierarchy import same_inode
-from fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
-from fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
-from fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
-from fsck.shell_commands import recover_commands
-from indexfiles.writer import index_bytes
+from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
+from bkdisk.diskio.failures import LIST
+from bkdisk.diskio.mapped import DiskError, map_window
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE, STATE_FENCED, IndexHeader
+from bkdisk.formats.paths import CURRENT_DIR, index_relpath
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.api import Report, check_bookie, recheck
+from bkdisk.fsck.confinement import escape
+from bkdisk.fsck.entry_ranges import ranges
+from bkdisk.fsck.context import CheckContext, CheckOptions
+from bkdisk.fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
+from bkdisk.fsck.findings import Finding, given
+from bkdisk.fsck.passes.p2_hierarchy import same_inode
+from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
+from bkdisk.fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
+from bkdisk.fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
+from bkdisk.fsck.shell_commands import recover_commands
+from bkdisk.indexfiles.writer import index_bytes
 
 PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
 # DbLedgerStorage's RocksDB indexes: never written here; the plan names BookKeeper's rebuild (always blocked).
@@ -203,7 +203,7 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
 
 def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
     """One blocked action per DbLedgerStorage database to rebuild, naming BookKeeper's command."""
-    from fsck.dbindex import bookkeeper_rebuilds
+    from bkdisk.fsck.dbindex import bookkeeper_rebuilds
     out = []
     for command, folders, covers in bookkeeper_rebuilds(findings):
         where = ", ".join(folders) or "the ledgers index of each ledger dir"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from fsck.context import CheckContext
+from bkdisk.fsck.context import CheckContext
 
 
 class RepairRefused(Exception):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
-from formats.ids import LedgerId
-from fsck.api import Report
-from fsck.entry_ranges import per_ledger
-from fsck.findings import SEVERITY_ORDER, Finding
-from fsck.problems import Severity
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.api import Report
+from bkdisk.fsck.entry_ranges import per_ledger
+from bkdisk.fsck.findings import SEVERITY_ORDER, Finding
+from bkdisk.fsck.problems import Severity
 
 if TYPE_CHECKING:   # the repair half loads only when a repair runs
-    from fsck.repair import RepairRun
+    from bkdisk.fsck.repair import RepairRun
 
 CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 

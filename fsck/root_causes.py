@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-from formats.ids import LedgerId
-from fsck.codes import Code
-from fsck.entry_ranges import per_ledger
-from fsck.findings import Finding, given
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.entry_ranges import per_ledger
+from bkdisk.fsck.findings import Finding, given
 
 MISSING_LOG_CODES = (Code.INDEX_LOCATION_MISSING_LOG, Code.DBINDEX_LOCATION_MISSING_LOG)
 _LOG_NAME = re.compile(r"^([0-9a-f]+\.log)\b")   # the passes put the log's file name first in the detail

@@ -13,10 +13,10 @@ import threading
 
 import numpy as np
 
-from diskio.payload_hashes import PayloadHashes
-from diskio.spill import ArrayFile, SpillFolder
-from entrylogs.scan import EntryLogScanArrays
-from journal.arrays import JournalArrays
+from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.diskio.spill import ArrayFile, SpillFolder
+from bkdisk.entrylogs.scan import EntryLogScanArrays
+from bkdisk.journal.arrays import JournalArrays
 
 LOG_SHARE = 0.10        # of --memory-limit: entry-log scans kept in memory
 JOURNAL_SHARE = 0.05    # journal scans

@@ -10,22 +10,22 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from diskio.mapped import DiskError, read_bytes
-from diskio.spill import ChunkedArray
-from entrylogs.arrays import EntryLogArrays
-from entrylogs.scan import EntryLogScanArrays, scan_entry_log
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.lastmark import LastMark, parse_last_mark
-from formats.paths import CURRENT_DIR, parse_index_name
-from fsck import scan_store
-from indexfiles import scan as index_scan
-from indexfiles.arrays import LOCATION_DTYPE, IndexInventory
-from journal.arrays import JournalArrays
-from journal.scan import scan_journal
+from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.diskio.spill import ChunkedArray
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark, parse_last_mark
+from bkdisk.formats.paths import CURRENT_DIR, parse_index_name
+from bkdisk.fsck import scan_store
+from bkdisk.indexfiles import scan as index_scan
+from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
+from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.scan import scan_journal
 
 if TYPE_CHECKING:
-    from fsck.context import CheckContext, LogFile
+    from bkdisk.fsck.context import CheckContext, LogFile
 
 
 def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:

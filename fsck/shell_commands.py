@@ -2,7 +2,7 @@
 the form the command parses, and the ledgers such a command cannot address."""
 from __future__ import annotations
 
-from formats.ids import LedgerId
+from bkdisk.formats.ids import LedgerId
 
 # `bin/bookkeeper shell recover -l L` parses L with Java's Long.parseLong: a decimal 64-bit ledger id
 # of the scope every pre-BP-35 ledger lives in. BookKeeper's ledger ids are never negative.

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from diskio.failures import LIST, READ, IoFailure, open_regular_file
-from diskio.mapped import DiskError
-from formats import index as fi
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR, index_relpath
-from indexfiles.reader import read_index
+from bkdisk.diskio.failures import LIST, READ, IoFailure, open_regular_file
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats import index as fi
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import CURRENT_DIR, index_relpath
+from bkdisk.indexfiles.reader import read_index
 
 INDEX_FILE_DTYPE = np.dtype([
     ("dir", "<i4"),          # index into the walked dirs
@@ -78,7 +78,7 @@ def _read_whole(path: str) -> bytes | IoFailure:
 
 
 def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
-    from indexfiles.listing import list_index_tree
+    from bkdisk.indexfiles.listing import list_index_tree
 
     lst = list_index_tree(dirs)
     inv = IndexInventory(lst.dirs, lst.paths, lst.relpaths, strays=lst.strays)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from diskio.config import kernel
-from formats import index as fi
+from bkdisk.diskio.config import kernel
+from bkdisk.formats import index as fi
 
 # Constants the kernels read, all from the declaration.
 HEADER_SIZE = fi.HEADER_SIZE

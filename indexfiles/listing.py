@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from diskio.failures import LIST, IoFailure
-from formats.paths import CURRENT_DIR, parse_index_names
+from bkdisk.diskio.failures import LIST, IoFailure
+from bkdisk.formats.paths import CURRENT_DIR, parse_index_names
 
 INDEX_SUFFIX = ".idx"
 RELOCATION_SUFFIX = ".idx.rloc"   # IndexPersistenceMgr's relocation temp name

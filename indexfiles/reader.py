@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diskio.mapped import read_bytes
-from formats import index as fi
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats import index as fi
 
 
 @dataclass

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from diskio.failures import OPEN, READ, IoFailure, open_regular_file
-from diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
-from formats import index as fi
-from formats.errors import FormatError
-from indexfiles import decode as D
-from indexfiles.arrays import LOCATION_DTYPE
+from bkdisk.diskio.failures import OPEN, READ, IoFailure, open_regular_file
+from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
+from bkdisk.formats import index as fi
+from bkdisk.formats.errors import FormatError
+from bkdisk.indexfiles import decode as D
+from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 
 DEFAULT_BATCH = 32 << 20   # bytes of files read before a decode; also a large file's window
 FIRST_READ = 1 << 20       # read before asking a file's size: most .idx files are a few pages

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from diskio.mapped import DiskError
-from formats import index as fi
-from formats.errors import FormatError
-from indexfiles import decode as D
-from indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, IndexInventory
-from indexfiles.listing import IndexListing, list_index_tree
-from indexfiles.reading import DEFAULT_BATCH, decode_index_bytes, read_index_files
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats import index as fi
+from bkdisk.formats.errors import FormatError
+from bkdisk.indexfiles import decode as D
+from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, IndexInventory
+from bkdisk.indexfiles.listing import IndexListing, list_index_tree
+from bkdisk.indexfiles.reading import DEFAULT_BATCH, decode_index_bytes, read_index_files
 
 
 def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH,

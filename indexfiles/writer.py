@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from formats import index as fi
+from bkdisk.formats import index as fi
 
 
 def index_bytes(header: fi.IndexHeader, locations: np.ndarray, page_size: int) -> bytes:

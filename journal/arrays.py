@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
-from journal.reader import EndKind, read_journal
+from bkdisk.formats.journal import PADDING_HEAD_SIZE, RECORD_LENGTH_SIZE, RecordKind
+from bkdisk.journal.reader import EndKind, read_journal
 
 JOURNAL_DTYPE = np.dtype([
     ("offset", "<i8"),      # of the 4-byte length prefix

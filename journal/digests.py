@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
-from diskio.kernels import be_i64_at
-from diskio.mapped import map_window
-from formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
-from formats.entrylog import SIZE_PREFIX_SIZE
-from formats.journal import RECORD_LENGTH_SIZE, RecordKind
-from journal.arrays import JournalArrays
+from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
+from bkdisk.diskio.kernels import be_i64_at
+from bkdisk.diskio.mapped import map_window
+from bkdisk.formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
+from bkdisk.journal.arrays import JournalArrays
 
 JOURNAL_WINDOW = 64 << 20
 # The entries the digest check takes: the journal record's prefix and size, the entry's ids, format, length.

@@ -7,12 +7,12 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from diskio.kernels import be_i32_at
-from formats.entry import V2_MARKER
-from formats.ids import LedgerId
-from formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
-from formats.lastmark import LastMark
-from journal.arrays import JournalArrays, read_bodies
+from bkdisk.diskio.kernels import be_i32_at
+from bkdisk.formats.entry import V2_MARKER
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from bkdisk.formats.lastmark import LastMark
+from bkdisk.journal.arrays import JournalArrays, read_bodies
 
 # One journal as the facts take it: its id, its path, its scan (or why it has none), and the lastMark
 # of its journal dir.

@@ -8,10 +8,10 @@ import enum
 import os
 from dataclasses import dataclass, field
 
-from diskio.mapped import read_bytes
-from formats import journal as fj
-from formats.errors import FormatError
-from formats.journal import JournalRecord, RecordKind
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats import journal as fj
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.journal import JournalRecord, RecordKind
 
 PREFIX = fj.RECORD_LENGTH_SIZE          # a record's length prefix
 PADDING_HEAD = fj.PADDING_HEAD_SIZE     # a padding record's marker and length
@@ -60,7 +60,7 @@ def read_journal(path: str | os.PathLike, data: bytes | None = None, start: int 
     """Parse every record of a journal from its first record (or ``start``) to its end."""
     p = os.fspath(path)
     b = read_bytes(p, limit=None) if data is None else data
-    from formats.paths import parse_journal_name
+    from bkdisk.formats.paths import parse_journal_name
     version = fj.parse_header(b, path=p)
     hs = fj.header_size(version)
     scan = JournalScan(p, parse_journal_name(os.path.basename(p)), version, hs, len(b))

@@ -17,15 +17,15 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from diskio.windowed import (DEFAULT_WINDOW, MIN_WINDOW, MODE, MODE_DONE, NEXT_WINDOW, RESUME, Columns, FileSource,
+from bkdisk.diskio.windowed import (DEFAULT_WINDOW, MIN_WINDOW, MODE, MODE_DONE, NEXT_WINDOW, RESUME, Columns, FileSource,
                              new_state, read_head, walk_windows)
-from formats import journal as fj
-from formats.errors import FormatError
-from formats.journal import RecordKind
-from formats.paths import parse_journal_name
-from journal.arrays import JOURNAL_DTYPE, JournalArrays
-from journal.reader import EndKind
-from journal.walk import (END_AT, END_CLASSIFY, END_CLEAN, END_EOF, END_GARBAGE, END_KIND, END_NEGATIVE,
+from bkdisk.formats import journal as fj
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.journal import RecordKind
+from bkdisk.formats.paths import parse_journal_name
+from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
+from bkdisk.journal.reader import EndKind
+from bkdisk.journal.walk import (END_AT, END_CLASSIFY, END_CLEAN, END_EOF, END_GARBAGE, END_KIND, END_NEGATIVE,
                           END_PAD_LENGTH, END_PAD_SHORT, END_REASON, END_TORN, END_VALUE, END_VERSION,
                           END_ZERO_BODY, IN_ZERO_TAIL, LOOKAHEAD, POSITION, RECORDS, STATE_SLOTS, WALKING,
                           walk_journal_records)

@@ -15,10 +15,10 @@ import os
 
 import numpy as np
 
-from diskio.config import kernel
-from diskio.kernels import be_i32, be_i64, readonly
-from diskio.mapped import file_size, map_window, read_range
-from formats import journal as fj
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import be_i32, be_i64, readonly
+from bkdisk.diskio.mapped import file_size, map_window, read_range
+from bkdisk.formats import journal as fj
 
 SEARCH_WINDOW = 16 << 20
 HEAD = fj.RECORD_LENGTH_SIZE + fj.META_BODY_SIZE   # length prefix, ledger id, entry id

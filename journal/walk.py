@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from diskio.config import kernel
-from diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le
-from diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
-from formats import journal as fj
-from formats.digests import DigestType
-from formats.entry import ENTRY_V1_HEADER_SIZE, V2_FLAGS_BASE, V2_MARKER
-from formats.journal import RecordKind
-from journal.reader import EndKind
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le
+from bkdisk.diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
+from bkdisk.formats import journal as fj
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, V2_FLAGS_BASE, V2_MARKER
+from bkdisk.formats.journal import RecordKind
+from bkdisk.journal.reader import EndKind
 
 # The walk's own state slots (after diskio.windowed's MODE, RESUME, NEED).
 POSITION = FIRST_OWN_SLOT

@@ -1,8 +1,8 @@
 """Journal writer: version header, length-prefixed records, V5+ alignment padding, preallocated tail."""
 from __future__ import annotations
 
-from formats import journal as fj
-from formats.journal import JournalRecord, RecordKind
+from bkdisk.formats import journal as fj
+from bkdisk.formats.journal import JournalRecord, RecordKind
 
 
 class JournalWriter:

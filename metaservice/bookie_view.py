@@ -3,10 +3,10 @@
 streaming bulk read, any other ledger read with one Read when a check asks for it."""
 from __future__ import annotations
 
-from bookie.metadata_dir import MetadataView, places_entries_on
-from formats.ids import LedgerId
-from formats.metadata import LedgerMetadata, parse_metadata
-from metaservice.client import MetadataClient, MetadataError
+from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
+from bkdisk.metaservice.client import MetadataClient, MetadataError
 
 NOT_FOUND = "LEDGER_NOT_FOUND"
 

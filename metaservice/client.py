@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import grpc
 
-from formats.errors import BkdiskError, FormatError
-from formats.ids import U64, LedgerId
-from formats.metadata import LedgerMetadata, parse_metadata
-from metaservice.auth import TOKEN_HEADER
-from metaservice.proto import metaservice_pb2 as pb
-from metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.formats.errors import BkdiskError, FormatError
+from bkdisk.formats.ids import U64, LedgerId
+from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
+from bkdisk.metaservice.auth import TOKEN_HEADER
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 # gRPC codes after which nothing reached the service or the service changed nothing.
 _TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)

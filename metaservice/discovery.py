@@ -7,11 +7,11 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from formats.bookieid import validate_bookie_id
-from formats.errors import FormatError
-from metaservice.auth import authorized
-from metaservice.proto import metaservice_pb2 as pb
-from metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.formats.bookieid import validate_bookie_id
+from bkdisk.formats.errors import FormatError
+from bkdisk.metaservice.auth import authorized
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 RETAINED_EVENTS = 10_000
 POLL_SECONDS = 0.2

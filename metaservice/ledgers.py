@@ -4,11 +4,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from formats.bookieid import validate_bookie_id
-from formats.errors import FormatError
-from formats.metadata import (FORMAT_VERSIONS, LedgerMetadata, format_message_bytes,
+from bkdisk.formats.bookieid import validate_bookie_id
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.metadata import (FORMAT_VERSIONS, LedgerMetadata, format_message_bytes,
                               parse_format_message, parse_metadata, serialize_metadata)
-from metaservice.store import BadRequest, StoreError
+from bkdisk.metaservice.store import BadRequest, StoreError
 
 
 class NotImplementedFormat(StoreError):

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from formats.bookieid import HostPort, legacy_address, validate_bookie_id
-from formats.errors import BkdiskError, FormatError
-from metaservice.client import Channel, MetadataError, check
-from metaservice.proto import metaservice_pb2 as pb
-from metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.formats.bookieid import HostPort, legacy_address, validate_bookie_id
+from bkdisk.formats.errors import BkdiskError, FormatError
+from bkdisk.metaservice.client import Channel, MetadataError, check
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 # BookKeeper names a bookie's data endpoint "bookie-rpc" (BookieServiceInfo, BP-38).
 RPC_ENDPOINT = "bookie-rpc"

@@ -11,12 +11,12 @@ from typing import Any
 
 import grpc
 
-from metaservice import ledgers
-from metaservice.auth import authorized
-from metaservice.discovery import DiscoveryServicer, Registry
-from metaservice.proto import metaservice_pb2 as pb
-from metaservice.proto import metaservice_pb2_grpc as pb_grpc
-from metaservice.store import (BadRequest, Change, MetadataStore, StoreError, StoreUnavailable,
+from bkdisk.metaservice import ledgers
+from bkdisk.metaservice.auth import authorized
+from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.metaservice.store import (BadRequest, Change, MetadataStore, StoreError, StoreUnavailable,
                                check_ids)
 
 log = logging.getLogger(__name__)

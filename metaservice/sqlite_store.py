@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from metaservice.store import (SCOPE0_MAX_LEDGER, BadVersion, Change, LedgerExists, LedgerNotFound,
+from bkdisk.metaservice.store import (SCOPE0_MAX_LEDGER, BadVersion, Change, LedgerExists, LedgerNotFound,
                                MetadataStore, StoreError, Versioned, check_ids, scoped_ledger_candidate)
 
 # SQLite integers are signed 64-bit; ids are unsigned 64-bit. Storing id - 2^63 keeps every id

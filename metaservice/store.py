@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from formats.errors import BkdiskError
-from formats.ids import U64
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import U64
 
 # Scope-0 ledger ids are Java longs that BookKeeper keeps non-negative (its id generators and
 # ledger managers never produce or accept a negative id); scoped ledgers use all 64 bits (BP-35).
@@ -172,7 +172,7 @@ class MetadataStore(ABC):
 
     def new_registry(self):
         """The bookie registry that goes with this store (in memory unless the store keeps one)."""
-        from metaservice.discovery import Registry
+        from bkdisk.metaservice.discovery import Registry
         return Registry()
 
     def close(self) -> None:  # noqa: B027 - a no-op for a store that holds no resources
@@ -189,9 +189,9 @@ def open_store(url: str) -> MetadataStore:
         parent = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(parent):
             raise StoreError(f"{parent}: no such directory (for the store {url})")
-        from metaservice.sqlite_store import SqliteStore
+        from bkdisk.metaservice.sqlite_store import SqliteStore
         return SqliteStore(path)
     if url.startswith("zk://"):
-        from metaservice.zk_store import from_url
+        from bkdisk.metaservice.zk_store import from_url
         return from_url(url)
     raise NotAStoreUrl(url)

@@ -2,8 +2,8 @@
 random ids for scoped ledgers."""
 from __future__ import annotations
 
-from metaservice import zk_layout as L
-from metaservice.store import SCOPE0_MAX_LEDGER, StoreError, scoped_ledger_candidate
+from bkdisk.metaservice import zk_layout as L
+from bkdisk.metaservice.store import SCOPE0_MAX_LEDGER, StoreError, scoped_ledger_candidate
 
 
 def generate_id(store, scope: int) -> int:

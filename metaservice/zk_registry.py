@@ -15,8 +15,8 @@ import threading
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from metaservice.discovery import Registration, Registry
-from metaservice.zk_store import ZkStore
+from bkdisk.metaservice.discovery import Registration, Registry
+from bkdisk.metaservice.zk_store import ZkStore
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, NodeExistsError,
                               NoNodeError, NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
-from metaservice import zk_layout as L
-from metaservice.store import (BadVersion, Change, LedgerExists, LedgerNotFound, MetadataStore,
+from bkdisk.metaservice import zk_layout as L
+from bkdisk.metaservice.store import (BadVersion, Change, LedgerExists, LedgerNotFound, MetadataStore,
                                StoreError, StoreUnavailable, Versioned, check_ids)
-from metaservice.zk_ids import generate_id
-from metaservice.zk_multiread import multi_read_async
-from metaservice.zk_watch import ABSENT, Follower, Seen
+from bkdisk.metaservice.zk_ids import generate_id
+from bkdisk.metaservice.zk_multiread import multi_read_async
+from bkdisk.metaservice.zk_watch import ABSENT, Follower, Seen
 
 log = logging.getLogger(__name__)
 _DOWN = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
@@ -373,7 +373,7 @@ class ZkStore(MetadataStore):
 
     def new_registry(self):
         """Bookie registrations kept as ephemeral znodes under available/ (BookKeeper's layout)."""
-        from metaservice.zk_registry import ZkRegistry
+        from bkdisk.metaservice.zk_registry import ZkRegistry
         return ZkRegistry(self)
 
     def close(self) -> None:

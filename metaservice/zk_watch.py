@@ -24,8 +24,8 @@ from collections.abc import Callable
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import EventType
 
-from metaservice import zk_layout as L
-from metaservice.store import BadVersion, Change, Versioned
+from bkdisk.metaservice import zk_layout as L
+from bkdisk.metaservice.store import BadVersion, Change, Versioned
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]

@@ -10,9 +10,9 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from collections.abc import Iterator
 
-from formats import rocksdb as rf
-from formats.errors import FormatError
-from rocksdbfiles.codec import decompress
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError
+from bkdisk.rocksdbfiles.codec import decompress
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import cramjam
 import lz4.block
 import snappy
 
-from formats import rocksdb as rf
-from formats.errors import FormatError
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError
 
 # No codec RocksDB uses expands input more than ~255x (LZ4); a claimed size beyond this is damage,
 # refused before any buffer is allocated.

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError, map_file
-from formats import rocksdb as rf
-from formats.errors import FormatError
-from rocksdbfiles.block import ChecksumMismatch
-from rocksdbfiles.manifest import Version, read_manifest
-from rocksdbfiles.sst import Record, SstFile
-from rocksdbfiles.wal import WalReplay, replay_wal
+from bkdisk.diskio.mapped import DiskError, map_file
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError
+from bkdisk.rocksdbfiles.block import ChecksumMismatch
+from bkdisk.rocksdbfiles.manifest import Version, read_manifest
+from bkdisk.rocksdbfiles.sst import Record, SstFile
+from bkdisk.rocksdbfiles.wal import WalReplay, replay_wal
 
 _WAL_NAME = re.compile(r"^(\d+)\.log$")
 V = rf.ValueType
@@ -101,14 +101,14 @@ class Database:
         """``items()`` for databases whose keys and values all have one size (DbLedgerStorage's), as
         chunks of arrays (keys (n, key_size), values (n, value_size)) in key order, in bounded memory
         (rocksdbfiles/stream.py); problems are added when the iteration ends."""
-        from rocksdbfiles.stream import iter_fixed
+        from bkdisk.rocksdbfiles.stream import iter_fixed
         return ((k, v) for k, v, _n in iter_fixed(self, key_size, value_size))
 
     def padded_chunks(self, key_size: int, max_value: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """``fixed_chunks`` for values of at most ``max_value`` bytes: (keys, values zero-padded to
         ``max_value``, value lengths); a longer live value is a ``bad-value-size`` problem (read it with
         ``get``)."""
-        from rocksdbfiles.stream import iter_fixed
+        from bkdisk.rocksdbfiles.stream import iter_fixed
         return iter_fixed(self, key_size, max_value, padded=True)
 
     def fixed_items(self, key_size: int, value_size: int) -> tuple[np.ndarray, np.ndarray]:

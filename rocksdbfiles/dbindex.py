@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from formats import dbledger as fd
-from formats.errors import FormatError
-from formats.paths import LEDGERS_DB, LOCATIONS_DB
-from rocksdbfiles.db import Database, Problem, open_db
+from bkdisk.formats import dbledger as fd
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.rocksdbfiles.db import Database, Problem, open_db
 
 
 LOCATION_ROW = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("log", "<i8"), ("offset", "<i8")])
@@ -140,7 +140,7 @@ class LedgerTable:
 def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[LedgerTable, list[Problem]]:
     """The ``ledgers`` index as a LedgerTable, its values checked by the jitted LedgerData walk (a value
     it does not take plainly goes through the protobuf library, which names what is wrong)."""
-    from rocksdbfiles.kernels import plain_ledger_data
+    from bkdisk.rocksdbfiles.kernels import plain_ledger_data
     db = open_db(db_dir, stack)
     ids, arena, lens, bad = [], [], [], []
     width = np.arange(MAX_LEDGER_DATA)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from diskio.config import kernel
-from formats import rocksdb as rf
-from formats.errors import FormatError
+from bkdisk.diskio.config import kernel
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError
 
 MAX32 = rf.VARINT32_MAX_BYTES
 
@@ -275,7 +275,7 @@ def live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mar
 
 # --- the ledgers index's values (formats/proto/dbledger_storage.proto: LedgerData) ----------------------
 def _ledger_data_fields() -> tuple[int, ...]:
-    from formats.proto.dbledger_storage_pb2 import LedgerData
+    from bkdisk.formats.proto.dbledger_storage_pb2 import LedgerData
     f = LedgerData.DESCRIPTOR.fields_by_name
     return tuple(f[n].number for n in ("exists", "fenced", "masterKey", "explicitLac", "limbo"))
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import crc32c
 
-from formats import rocksdb as rf
+from bkdisk.formats import rocksdb as rf
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

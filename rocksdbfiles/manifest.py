@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from diskio.mapped import read_bytes
-from formats import rocksdb as rf
-from formats.errors import FormatError, shown
-from rocksdbfiles.logfile import Tail, read_log
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError, shown
+from bkdisk.rocksdbfiles.logfile import Tail, read_log
 
 G = rf.Tag
 

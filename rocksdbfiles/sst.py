@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from formats import rocksdb as rf
-from formats.codec import parse_struct
-from formats.errors import FormatError, shown
-from rocksdbfiles.block import Block, ChecksumMismatch, Handle, parse_block, read_block, read_handle, seek
-from rocksdbfiles.kernels import decode_entries
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.codec import parse_struct
+from bkdisk.formats.errors import FormatError, shown
+from bkdisk.rocksdbfiles.block import Block, ChecksumMismatch, Handle, parse_block, read_block, read_handle, seek
+from bkdisk.rocksdbfiles.kernels import decode_entries
 
 _CACHE_BLOCKS = 32     # decoded blocks kept per table (a 64 KiB block decodes in ~0.1 ms)
 

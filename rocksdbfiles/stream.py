@@ -16,15 +16,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.mapped import drop_pages
-from formats import rocksdb as rf
-from formats.errors import FormatError
-from rocksdbfiles.block import read_block
-from rocksdbfiles.kernels import block_limit, decode_fixed, live_rows, upper_bound
+from bkdisk.diskio.mapped import drop_pages
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.errors import FormatError
+from bkdisk.rocksdbfiles.block import read_block
+from bkdisk.rocksdbfiles.kernels import block_limit, decode_fixed, live_rows, upper_bound
 
 if TYPE_CHECKING:
-    from rocksdbfiles.db import Database
-    from rocksdbfiles.sst import SstFile
+    from bkdisk.rocksdbfiles.db import Database
+    from bkdisk.rocksdbfiles.sst import SstFile
 
 V = rf.ValueType
 CHUNK_ROWS = 1 << 16          # rows a source decodes before the merge takes them
@@ -118,7 +118,7 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -
 
 
 def _problem(db: Database, detail: str, kind: str = "bad-key-size"):
-    from rocksdbfiles.db import Problem
+    from bkdisk.rocksdbfiles.db import Problem
     return Problem(kind, db.path, None, detail)
 
 

@@ -15,8 +15,8 @@ import crc32c
 import lz4.block
 import snappy
 
-from formats import rocksdb as rf
-from rocksdbfiles.sst import Record
+from bkdisk.formats import rocksdb as rf
+from bkdisk.rocksdbfiles.sst import Record
 
 T = rf.LogRecordType
 # RocksDB keeps a compressed block only when it is at most this many bytes per KiB of input.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from metaservice.client import MetadataClient
-from metaservice.server import serve
+from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.server import serve
 
 
 @contextmanager

@@ -18,7 +18,7 @@ _cluster = None
 
 def shared_spark():
     global _current, _cluster
-    from audit.job import spark_session
+    from bkdisk.audit.job import spark_session
     if _current is None or _current.sparkContext._jsc is None:   # none yet, or stopped by someone
         first = _current is None
         if first:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.job import ALL_TABLES, read_tables
+from bkdisk.audit.job import ALL_TABLES, read_tables
 from tests.report_browser import WIDTH, greenish, reddish, render
 
 pytestmark = pytest.mark.slow   # `bkdisk audit` and the demo as processes, each starting Spark
@@ -64,7 +64,7 @@ def runs(faulty_cluster3, tmp_path_factory):
     """The module's three Spark processes, started at once: `bkdisk audit`, spark-submit of the
     application file on the same disks, and the demo. They are independent, and much of each is
     JVM and Python start-up, which overlaps."""
-    import audit.spark_app
+    import bkdisk.audit.spark_app
     root, _eid = faulty_cluster3
     logs = tmp_path_factory.mktemp("logs")
     disks = root.parent / "disks.tsv"
@@ -79,7 +79,7 @@ def runs(faulty_cluster3, tmp_path_factory):
                        "spark.sql.shuffle.partitions=4", "--conf", "spark.speculation=true", "--scans-per-host", "1",
                        "--run-id", "cli"], logs, "cli"),
         "submit": _start([str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=5",
-                          audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES], "--metadata-dir",
+                          bkdisk.audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES], "--metadata-dir",
                           str(root / "metadata"), "--out", str(out["submit"]), "--run-id", "submit"], logs, "submit"),
         "demo": _start([str(BIN / "bkdisk"), "demo", "--out", str(out["demo"])], logs, "demo"),
     }

@@ -8,15 +8,15 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from audit.metadata_source import MetadataDirSource, MetadataServiceSource, write_chunks
-from audit.metadata_tables import bookie_metadata, read_chunk_task
+from bkdisk.audit.metadata_source import MetadataDirSource, MetadataServiceSource, write_chunks
+from bkdisk.audit.metadata_tables import bookie_metadata, read_chunk_task
 from bench.metadata_gen import write_folder, write_sqlite
-from bookie.metadata_dir import bookie_metadata_dir, load_metadata_dir, places_entries_on
+from bkdisk.bookie.metadata_dir import bookie_metadata_dir, load_metadata_dir, places_entries_on
 from conftest import GOLDEN
-from formats.ids import LedgerId
-from metaservice.client import MetadataClient
-from metaservice.server import serve
-from metaservice.sqlite_store import SqliteStore
+from bkdisk.formats.ids import LedgerId
+from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
 
 C3 = GOLDEN / "cluster-3"
 C3_BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
@@ -84,7 +84,7 @@ def service(tmp_path):
 
 
 def test_service_ranges_tile_the_ids_and_read_every_ledger_once(service, tmp_path, monkeypatch):
-    import audit.metadata_source as ms
+    import bkdisk.audit.metadata_source as ms
     target, _store = service
     c = MetadataClient(target)
     want = {}
@@ -101,7 +101,7 @@ def test_service_ranges_tile_the_ids_and_read_every_ledger_once(service, tmp_pat
     assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))   # contiguous, no overlap
     stats, seg, near = stage(src, tmp_path)
     assert sum(s["ledgers"] for s in stats) == 12
-    from audit.rows import to_signed
+    from bkdisk.audit.rows import to_signed
     assert segment_rows(seg) == sorted((to_signed(r[0]),) + r[1:] for r in expected_segments(want))
     view = bookie_metadata(near, C3_BOOKIES[0], src)
     assert LedgerId(7, 0x2A) in view and view[LedgerId(7, 0x2A)] == want[LedgerId(7, 0x2A)]
@@ -120,9 +120,9 @@ def test_a_bookie_s_view_of_a_big_folder_holds_only_its_own_ledgers(tmp_path):
 
 
 def test_fsck_streams_a_metadata_folder_and_finds_what_the_whole_folder_gives(tmp_path):
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
-    from bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
+    from bkdisk.bookie.layout import discover
     md = tmp_path / "md"
     write_folder(str(md), 2000, 1 << 20, list(C3_BOOKIES))
     for f in (C3 / "metadata").glob("*"):
@@ -152,10 +152,10 @@ def test_fsck_with_a_bookie_view_asks_it_about_a_ledger_it_does_not_hold(tmp_pat
     import dataclasses
     import shutil
 
-    from bookie.layout import discover
-    from formats.metadata import parse_metadata, serialize_metadata
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
+    from bkdisk.bookie.layout import discover
+    from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
     root = tmp_path / "bk-1"
     shutil.copytree(C3 / "bookies" / "bk-1.rack-a", root, symlinks=True)
     (root / "ledgers0" / "current" / "0" / "2a" / "2a.idx").unlink()

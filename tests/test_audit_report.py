@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from audit.report import render_html, summarize, write_reports
+from bkdisk.audit.report import render_html, summarize, write_reports
 from tests.report_browser import WIDTH, greenish, reddish, render
 
 SHOTS = Path(__file__).resolve().parents[1] / "tests-output" / "report-screenshots"
@@ -167,7 +167,7 @@ def test_the_page_is_one_file_that_loads_nothing(pages):
 
 
 def test_the_page_is_built_from_section_functions():
-    from audit import report_html as report
+    from bkdisk.audit import report_html as report
     assert report.SECTIONS[:2] == [report.verdict_section, report.problems_section]
     s = json.loads(json.dumps({"run_id": "x", "metadata": "m", "healthy": True, "verdict": "healthy", "problems": [],
                                "disks_by_status": {}, "fault_rows": {}, "bytes_reclaimable": 0, "entries_expected": 0,

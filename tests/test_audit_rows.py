@@ -11,13 +11,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from audit.cli import AuditUsageError, read_disks_file
-from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, scan_disk, split_tables
-from bookie.inventory import scan_bookie
-from bookie.layout import discover
-from bookie.metadata_dir import digest_plan, load_metadata_dir
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
+from bkdisk.audit.cli import AuditUsageError, read_disks_file
+from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, scan_disk, split_tables
+from bkdisk.bookie.inventory import scan_bookie
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.metadata_dir import digest_plan, load_metadata_dir
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
 
 BKDISK = str(Path(sys.executable).with_name("bkdisk"))
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
@@ -91,12 +91,12 @@ def test_replica_rows_of_a_damaged_disk_are_the_inventory_rows(tmp_path):
 
 
 def test_the_task_reads_each_entry_log_once(cluster3, monkeypatch):
-    import bookie.inventory
-    import fsck.scans
+    import bkdisk.bookie.inventory
+    import bkdisk.fsck.scans
     root, md = cluster3
     dirs = discover(str(root / "bookies" / "bk-1.rack-a"))
     scanned: list[str] = []
-    for module in (fsck.scans, bookie.inventory):
+    for module in (bkdisk.fsck.scans, bkdisk.bookie.inventory):
         real = module.scan_entry_log
 
         def counted(path, *a, _real=real, **kw):
@@ -210,7 +210,7 @@ def test_audit_refuses_an_output_folder_that_is_not_an_audits(cluster3, tmp_path
 
 
 def test_tasks_move_an_unwritable_numba_cache_to_a_writable_folder(monkeypatch, tmp_path):
-    from audit.job import numba_cache_writable
+    from bkdisk.audit.job import numba_cache_writable
     monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setenv("NUMBA_CACHE_DIR", "/proc/not-writable")
     chosen = numba_cache_writable()
@@ -224,7 +224,7 @@ def test_tasks_move_an_unwritable_numba_cache_to_a_writable_folder(monkeypatch, 
 def test_scan_slots_bound_the_disks_read_at_once_on_a_host(tmp_path):
     import os as _os
 
-    from audit.job import try_scan_slot
+    from bkdisk.audit.job import try_scan_slot
     a = try_scan_slot(2, str(tmp_path))
     b = try_scan_slot(2, str(tmp_path))
     assert a is not None and b is not None
@@ -233,7 +233,7 @@ def test_scan_slots_bound_the_disks_read_at_once_on_a_host(tmp_path):
     c = try_scan_slot(2, str(tmp_path))
     assert c is not None and try_scan_slot(2, str(tmp_path)) is None
     # Another process (another executor of the host) sees the same slots taken.
-    probe = f"from audit.job import try_scan_slot; print(try_scan_slot(2, {str(tmp_path)!r}))"
+    probe = f"from bkdisk.audit.job import try_scan_slot; print(try_scan_slot(2, {str(tmp_path)!r}))"
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert p.stdout.strip() == "None"
     _os.close(b)
@@ -275,7 +275,7 @@ def test_a_foreign_or_damaged_scan_file_is_refused_before_spark(tmp_path, cluste
 
 
 def test_a_previous_audits_tables_and_reports_go_before_a_new_run(tmp_path):
-    from audit.cli import MARKER, prepare_out
+    from bkdisk.audit.cli import MARKER, prepare_out
     out = tmp_path / "out"
     (out / "replicas").mkdir(parents=True)
     (out / "replicas" / "part-0.parquet").write_bytes(b"old")

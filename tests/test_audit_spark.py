@@ -11,17 +11,17 @@ from dataclasses import replace
 
 import pytest
 
-from audit.job import FAULT_TABLES, read_tables, run_audit
-from audit.metadata_source import MetadataDirSource
-from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
-from bookie.cluster import metadata_file_name, sample_cluster, write_cluster
-from bookie.metadata_dir import load_metadata_dir
-from bookie.writer import write_bookie
-from formats.digests import DigestType
-from formats.entry import package_entry
-from formats.ids import to_signed64
-from formats.index import unpack_location
-from formats.paths import entry_log_name
+from bkdisk.audit.job import FAULT_TABLES, read_tables, run_audit
+from bkdisk.audit.metadata_source import MetadataDirSource
+from bkdisk.audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+from bkdisk.bookie.cluster import metadata_file_name, sample_cluster, write_cluster
+from bkdisk.bookie.metadata_dir import load_metadata_dir
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import package_entry
+from bkdisk.formats.ids import to_signed64
+from bkdisk.formats.index import unpack_location
+from bkdisk.formats.paths import entry_log_name
 from spark_session import scan_hosts, shared_spark
 
 pytestmark = pytest.mark.slow   # real Spark audits of whole clusters
@@ -78,7 +78,7 @@ def test_untouched_cluster_3_has_every_replica_at_its_manifest_bookies(golden3):
 
 
 def test_every_row_carries_the_tool_version_the_run_id_and_the_host_that_scanned_it(golden3):
-    from audit.rows import tool_version
+    from bkdisk.audit.rows import tool_version
     _root, _disks, t = golden3
     for name in ("disks", "findings", "replicas"):
         assert t[name].num_rows > 0, name
@@ -391,7 +391,7 @@ def test_a_writer_built_cluster_with_dbledgerstorage_bookies_audits_clean(spark,
 
 
 def test_an_audit_without_any_copy_still_writes_the_replicas_table_with_its_columns(spark, tmp_path):
-    from audit.rows import table_schema
+    from bkdisk.audit.rows import table_schema
     (tmp_path / "no-metadata").mkdir()
     t = audit(spark, [DiskInput(str(tmp_path / "no-such-bookie"))], tmp_path / "no-metadata", tmp_path / "out")
     assert [d["status"] for d in t["disks"].to_pylist()] == ["unreadable"]

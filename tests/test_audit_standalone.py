@@ -11,8 +11,8 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from audit.job import ALL_TABLES, read_tables
-from bookie.cluster import sample_cluster, write_cluster
+from bkdisk.audit.job import ALL_TABLES, read_tables
+from bkdisk.bookie.cluster import sample_cluster, write_cluster
 from conftest import GOLDEN
 from spark_cluster import CLUSTER_CONF, python_depth, start_cluster
 from test_audit_spark import BOOKIES, rows

@@ -51,7 +51,7 @@ def test_a_metadata_file_name_beyond_64_bits_names_no_ledger(tmp_path):
     md.mkdir()
     shutil.copy(GOLDEN / "interleaved-v6-hostport" / "metadata" / "1.bin", md / "1.bin")
     shutil.copy(md / "1.bin", md / "10000000000000000000000.bin")
-    from bookie.metadata_dir import load_metadata_dir
+    from bkdisk.bookie.metadata_dir import load_metadata_dir
     meta, errors = load_metadata_dir(str(md))
     assert [(lid.scope, lid.ledger) for lid in meta] == [(0, 1)] and errors == []
     r = _run("bookie-fsck", str(root), "--metadata-dir", str(md), "-j", "1", "-q")
@@ -115,7 +115,7 @@ def test_dump_of_a_bookie_root_names_a_damaged_dir_instead_of_leaving_it_out(tmp
 
 
 def test_a_whole_file_problem_names_no_offset():
-    from formats.errors import FormatError
+    from bkdisk.formats.errors import FormatError
     assert (str(FormatError("1087 bytes", "1001", path="/x/000008.sst"))
             == "/x/000008.sst: expected 1087 bytes, found 1001")
     assert (str(FormatError("'BKLO'", "'XXXX'", path="/x/0.log", offset=0))

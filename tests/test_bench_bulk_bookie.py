@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from bench import bulk_bookie
-from bookie.layout import discover
-from entrylogs.scan import scan_entry_log
-from formats.digests import DigestType
-from formats.entry import package_entry
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
+from bkdisk.bookie.layout import discover
+from bkdisk.entrylogs.scan import scan_entry_log
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import package_entry
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
 
 
 def test_packed_entries_are_package_entrys():

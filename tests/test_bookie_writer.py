@@ -9,14 +9,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookie.layout import discover
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.reader import read_bookie
-from bookie.writer import write_bookie
-from formats import entrylog as fe
-from formats.digests import DigestType, master_key
-from formats.ids import LedgerId
-from formats.index import parse_header as parse_index_header
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.reader import read_bookie
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats.digests import DigestType, master_key
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import parse_header as parse_index_header
 
 from conftest import GOLDEN
 

@@ -14,11 +14,11 @@ import sys
 import pytest
 
 from bkdisk.demo import sample_spec
-from bookie.writer import write_bookie
+from bkdisk.bookie.writer import write_bookie
 from fsck_helpers import patch
-from formats.codec import build_field, field_offset
-from formats.entrylog import ENTRY_LOG_HEADER_FIELDS, ENTRY_SIZE, HEADER_SIZE as LOG_HEADER_SIZE
-from formats.journal import SECTOR_SIZE, header_size, parse_header
+from bkdisk.formats.codec import build_field, field_offset
+from bkdisk.formats.entrylog import ENTRY_LOG_HEADER_FIELDS, ENTRY_SIZE, HEADER_SIZE as LOG_HEADER_SIZE
+from bkdisk.formats.journal import SECTOR_SIZE, header_size, parse_header
 
 RSS_CEILING_MIB = 400
 HANG_GUARD_S = 300
@@ -128,7 +128,7 @@ def test_a_journal_record_claiming_2_gib_inside_a_4_gib_sparse_journal_is_verifi
                                                                                                          tmp_path):
     # The length fits in the file, so the record is whole to BookKeeper's reader (which bounds no record's
     # length): its digest is verified, streamed in chunks, never mapped whole.
-    from bookie.writer import write_metadata_dir
+    from bkdisk.bookie.writer import write_metadata_dir
     written, root, remap = _copy(bookie, tmp_path)
     md = str(tmp_path / "metadata")
     write_metadata_dir(sample_spec(), md)
@@ -152,10 +152,10 @@ def test_a_journal_record_claiming_2_gib_inside_a_4_gib_sparse_journal_is_verifi
 
 
 def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies_them(tmp_path, monkeypatch):
-    import diskio.digests
-    import journal.digests
+    import bkdisk.diskio.digests
+    import bkdisk.journal.digests
     from fsck_helpers import flip, make_disk
-    from journal.reader import read_journal
+    from bkdisk.journal.reader import read_journal
     disk = make_disk(str(tmp_path / "b"))
     j = disk.written.journal_files[0]
     data = [r for r in read_journal(j).records if r.kind == 0]
@@ -166,8 +166,8 @@ def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies
 
     windowed = journal_findings()
     assert [c for c, p, o in windowed] == ["JOURNAL_RECORD_CORRUPT"]
-    monkeypatch.setattr(journal.digests, "JOURNAL_WINDOW", 0)      # every record streamed on its own
-    monkeypatch.setattr(diskio.digests, "STREAM_CHUNK", 7)         # and read in chunks that cut its digest
+    monkeypatch.setattr(bkdisk.journal.digests, "JOURNAL_WINDOW", 0)      # every record streamed on its own
+    monkeypatch.setattr(bkdisk.diskio.digests, "STREAM_CHUNK", 7)         # and read in chunks that cut its digest
     assert journal_findings() == windowed
     disk.md_dir = None                                             # digest types sniffed, not given
     assert journal_findings() == windowed
@@ -175,10 +175,10 @@ def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies
 
 def _length_fields(written, remap) -> dict[str, tuple[str, int, str]]:
     """name -> (file, offset of a length field in it, the dump subcommand that reads the file)."""
-    from formats.entrylog import LEDGERS_MAP_BATCH, parse_header as parse_log_header
-    from formats.index import INDEX_HEADER_FIELDS
-    from formats.journal import KEY_LENGTH_AT, LAC_BODY_LENGTH_AT, RECORD_LENGTH_SIZE, RecordKind
-    from journal.reader import read_journal
+    from bkdisk.formats.entrylog import LEDGERS_MAP_BATCH, parse_header as parse_log_header
+    from bkdisk.formats.index import INDEX_HEADER_FIELDS
+    from bkdisk.formats.journal import KEY_LENGTH_AT, LAC_BODY_LENGTH_AT, RECORD_LENGTH_SIZE, RecordKind
+    from bkdisk.journal.reader import read_journal
     idx = remap(next(iter(written.index_files.values())))
     rolled = [remap(p) for p in written.entry_log_files if os.path.getsize(p) > LOG_HEADER_SIZE][0]
     with open(rolled, "rb") as fh:
@@ -214,7 +214,7 @@ def test_a_huge_value_in_every_length_field_is_a_finding_within_the_ceiling(book
 
 
 def test_dump_of_a_16_gib_sparse_index_stays_within_the_ceiling(bookie, tmp_path):
-    from formats.index import LOCATION, pack_location, slot_offset
+    from bkdisk.formats.index import LOCATION, pack_location, slot_offset
     written, root, remap = _copy(bookie, tmp_path)
     idx = remap(next(iter(written.index_files.values())))
     far = (1 << 31) - 2

@@ -7,7 +7,7 @@ import re
 
 from click.testing import CliRunner
 
-from audit.cli import audit
+from bkdisk.audit.cli import audit
 from bkdisk.cli import cli
 from bkdisk.demo import demo
 from bkdisk.fsck_cli import fsck_command

@@ -7,20 +7,20 @@ from collections import defaultdict
 
 import pytest
 
-from bookie.cluster import (
+from bkdisk.bookie.cluster import (
     ClusterLedger,
     ClusterSpec,
     sample_cluster,
     write_cluster,
     write_set,
 )
-from bookie.inventory import scan_bookie
-from bookie.layout import bookie_id_of, discover
-from bookie.metadata_dir import digest_plan, load_metadata_dir
-from bookie.model import BookieSpec
-from entrylogs.scan import DIGEST_BAD, DIGEST_OK
-from formats.digests import DigestType
-from formats.ids import LedgerId
+from bkdisk.bookie.inventory import scan_bookie
+from bkdisk.bookie.layout import bookie_id_of, discover
+from bkdisk.bookie.metadata_dir import digest_plan, load_metadata_dir
+from bkdisk.bookie.model import BookieSpec
+from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_OK
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.ids import LedgerId
 
 
 def test_write_sets_match_every_entry_of_the_real_cluster_3(golden):
@@ -113,9 +113,9 @@ def test_dbledgerstorage_bookies_of_a_cluster_hold_their_entries_in_rocksdb_and_
     """The last bookies of a mixed cluster are DbLedgerStorage: their locations and ledgers databases
     point at every copy they hold (fsck's RocksDB passes and the locations cross-check find nothing),
     and no scoped ledger is placed on them."""
-    from fsck.api import check_bookie
-    from fsck.context import CheckOptions
-    from rocksdbfiles.dbindex import read_ledger_dir
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
+    from bkdisk.rocksdbfiles.dbindex import read_ledger_dir
     spec = sample_cluster(5, entries=30, max_payload=800, db_bookies=2)
     w = write_cluster(spec, str(tmp_path))
     db = {b.bookie_id for b in spec.bookies if b.storage == "rocksdb"}
@@ -137,8 +137,8 @@ def test_dbledgerstorage_bookies_of_a_cluster_hold_their_entries_in_rocksdb_and_
 
 
 def test_a_dbledgerstorage_bookie_takes_one_ledger_dir_and_scope_0_ledgers(tmp_path):
-    from bookie.model import LedgerSpec
-    from bookie.writer import write_bookie
+    from bkdisk.bookie.model import LedgerSpec
+    from bkdisk.bookie.writer import write_bookie
     with pytest.raises(ValueError, match="one ledger dir"):
         write_bookie(BookieSpec([], storage="rocksdb", ledger_dirs=["a", "b"]), str(tmp_path / "two"))
     scoped = LedgerSpec(7, [b"x"], DigestType.CRC32C, b"", 5)

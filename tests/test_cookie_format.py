@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.cookie import Cookie, decode_dirs, encode_dirs, parse_cookie, serialize_cookie
-from formats.errors import FormatError
-from formats.proto import CookieFormat
+from bkdisk.formats.cookie import Cookie, decode_dirs, encode_dirs, parse_cookie, serialize_cookie
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.proto import CookieFormat
 
 from conftest import GOLDEN
 MISSING = GOLDEN / "<golden folder missing>"

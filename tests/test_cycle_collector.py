@@ -10,7 +10,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from diskio.config import YOUNG_COLLECTION_EVERY, collector_eased
+from bkdisk.diskio.config import YOUNG_COLLECTION_EVERY, collector_eased
 
 HEALTHY = "interleaved-v6-hostport"
 
@@ -116,9 +116,9 @@ def test_overlapping_callers_on_threads_keep_it_eased_until_the_last_leaves(coll
 
 
 def test_fsck_checks_with_the_collector_eased(golden, collector_default, monkeypatch):
-    import fsck.api
+    import bkdisk.fsck.api
     from bkdisk.fsck_cli import fsck_command
-    seen = _recorded(fsck.api, "check_bookie", monkeypatch)
+    seen = _recorded(bkdisk.fsck.api, "check_bookie", monkeypatch)
     r = CliRunner().invoke(fsck_command, [str(golden / HEALTHY), "--no-progress", "-q"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert seen == [True]
@@ -135,16 +135,16 @@ def test_inventory_scans_with_the_collector_eased(golden, collector_default, mon
 
 
 def test_the_audit_scan_child_checks_with_the_collector_eased(golden, collector_default, monkeypatch):
-    import fsck.api
-    from audit.rows import DiskInput, RunInfo, scan_disk, split_tables
-    from bookie.metadata_dir import load_metadata_dir
-    real = fsck.api.check_bookie
+    import bkdisk.fsck.api
+    from bkdisk.audit.rows import DiskInput, RunInfo, scan_disk, split_tables
+    from bkdisk.bookie.metadata_dir import load_metadata_dir
+    real = bkdisk.fsck.api.check_bookie
 
     def only_eased(*a, **kw):   # in the forked child: a failure here makes the disk not_audited
         if not _eased():
             raise RuntimeError("the scan ran with the collector's default settings")
         return real(*a, **kw)
-    monkeypatch.setattr(fsck.api, "check_bookie", only_eased)
+    monkeypatch.setattr(bkdisk.fsck.api, "check_bookie", only_eased)
     root = golden / "cluster-3"
     md, errors = load_metadata_dir(str(root / "metadata"))
     assert not errors

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import os
 
-from bookie.db_index_writer import write_db_indexes
-from bookie.layout import discover
-from bookie.model import BookieSpec
-from bookie.writer import lac_body, write_bookie
-from diskio.spill import PREFIX, MemoryLimit
-from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
-from fsck.passes import p5_crosscheck
+from bkdisk.bookie.db_index_writer import write_db_indexes
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec
+from bkdisk.bookie.writer import lac_body, write_bookie
+from bkdisk.diskio.spill import PREFIX, MemoryLimit
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import CURRENT_DIR
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.fsck.passes import p5_crosscheck
 from tests.fsck_helpers import mixed_ledgers
 
 TINY = 1 / 256   # MiB

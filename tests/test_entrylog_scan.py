@@ -14,18 +14,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from diskio import kernels as K
-from entrylogs.arrays import scan_entry_log_reference
-from entrylogs.reader import Damage
-from entrylogs.scan import (DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_SNIFFED,
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.diskio import kernels as K
+from bkdisk.entrylogs.arrays import scan_entry_log_reference
+from bkdisk.entrylogs.reader import Damage
+from bkdisk.entrylogs.scan import (DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_SNIFFED,
                             DigestPlan, scan_entry_log, verify_entry_digests)
-from formats.digests import DIGEST_LENGTH, DigestType, compute_digest
-from formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
-from formats.ids import LedgerId
-from formats.entrylog import HEADER_SIZE, SIZE_PREFIX_SIZE
-from formats.index import unpack_location
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.entrylog import HEADER_SIZE, SIZE_PREFIX_SIZE
+from bkdisk.formats.index import unpack_location
 
 from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
@@ -159,7 +159,7 @@ def test_every_crc_variant_equals_zlib_and_crc32c(data: bytes, skip: int):
 
 
 def test_crc_variant_defaults_to_the_fastest_the_cpu_supports():
-    from diskio import config
+    from bkdisk.diskio import config
     assert config.crc_variant() in config.supported_crc_variants()
     if os.environ.get("BKDISK_CRC") is None:
         assert config.crc_variant() == config.best_crc_variant()
@@ -526,7 +526,7 @@ def _direct_log(flushes: list[list[bytes]], *, finalize: bool = False, tail: int
 
 def _direct_entries(rng: random.Random, spec: list[tuple[int, int]], dt=DigestType.CRC32C):
     """Entries (stored bytes) of ``spec`` = [(ledger, payload size)], entry ids and lengths per ledger."""
-    from formats.entry import package_entry
+    from bkdisk.formats.entry import package_entry
     nxt, length, out = {}, {}, []
     for lid, n in spec:
         eid = nxt.get(lid, 0)
@@ -538,12 +538,12 @@ def _direct_entries(rng: random.Random, spec: list[tuple[int, int]], dt=DigestTy
 
 
 def fe_build_header(**kw) -> bytes:
-    from formats.entrylog import build_header
+    from bkdisk.formats.entrylog import build_header
     return build_header(**kw)
 
 
 def fe_build_ledgers_map(sizes) -> bytes:
-    from formats.entrylog import build_ledgers_map
+    from bkdisk.formats.entrylog import build_ledgers_map
     return build_ledgers_map(sizes)
 
 
@@ -782,7 +782,7 @@ def test_sniffing_gives_up_on_a_ledger_only_after_max_samples_entries_verify_as_
                           st.one_of(st.integers(0, 4), st.integers(0, 2**64 - 1)),
                           st.integers(0, 2**31 - 1)), max_size=40))
 def test_computed_ledgers_map_sums_size_and_prefix_per_ledger(rows):
-    from entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
+    from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
     e = np.zeros(len(rows), ENTRY_DTYPE)
     if rows:
         e["scope"], e["ledger"], e["size"] = zip(*rows)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from bkdisk.dump import dump
 from conftest import GOLDEN
-from formats.errors import FormatError, shown
+from bkdisk.formats.errors import FormatError, shown
 
 PY_REPR = re.compile(r"""(?<!["'\w])b['"]|\\x[0-9a-f]{2}|Error in path|Traceback|ConstError|StreamError""")
 KINDS = [("journal", "interleaved-v6-hostport/journal/current/1a200497c65.txn"),

@@ -142,9 +142,9 @@ def test_the_inventory_and_scan_disk_say_so_without_a_traceback(damaged, kind, f
 def test_the_audit_reports_each_fault(damaged, tmp_path):
     """Each damaged bookie audited on its own (one bookie id each) in one Spark session: the disk is
     audited with errors and its findings; and one `bkdisk audit` process end to end (exit 4)."""
-    from audit.job import read_tables, run_audit
-    from audit.metadata_source import MetadataDirSource
-    from audit.rows import DiskInput, RunInfo
+    from bkdisk.audit.job import read_tables, run_audit
+    from bkdisk.audit.metadata_source import MetadataDirSource
+    from bkdisk.audit.rows import DiskInput, RunInfo
     from tests.spark_session import shared_spark
     spark = shared_spark()
     for kind, fault in CASES:

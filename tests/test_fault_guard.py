@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from diskio import fault_guard
+from bkdisk.diskio import fault_guard
 from tests.conftest import GOLDEN, golden_copy
 
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -26,7 +26,7 @@ CORPUS = "sorted-v5-bookieid"   # entry logs of several KiB: the first window re
 # scanner's first read past the new end faults.
 CUT_SHORT = """
 import contextlib, os, sys
-import diskio.mapped as mapped, diskio.windowed as windowed
+import bkdisk.diskio.mapped as mapped, bkdisk.diskio.windowed as windowed
 real = mapped.map_window
 @contextlib.contextmanager
 def cut(path, offset, length):
@@ -87,7 +87,7 @@ def test_without_a_fault_the_guard_changes_nothing_a_command_prints_or_returns(t
 # A guarded work that counts the SIGINTs it gets; the child exits 40 + that count, which the guard returns.
 WAIT_FOR_SIGNAL = """
 import os, signal, sys, time
-from diskio.fault_guard import guard_command
+from bkdisk.diskio.fault_guard import guard_command
 PARENT = os.getpid()
 seen = []
 def work():
@@ -130,7 +130,7 @@ def test_a_terminal_ctrl_c_reaches_the_work_once():
 def test_a_work_killed_by_a_signal_is_said_in_one_line_with_the_cancel_code():
     p = subprocess.Popen([sys.executable, "-c", """
 import os, signal, time
-from diskio.fault_guard import guard_command
+from bkdisk.diskio.fault_guard import guard_command
 def work():
     print("ready", flush=True)
     time.sleep(30)
@@ -146,14 +146,14 @@ raise SystemExit(guard_command(work, "probe", 8, 32))
 # a minute; its parent is then killed outright, with no chance to pass a signal on.
 ORPHAN_WORK = {"guard_command": """
 import os, sys, time
-from diskio.fault_guard import guard_command
+from bkdisk.diskio.fault_guard import guard_command
 def work():
     print(os.getpid(), flush=True)
     time.sleep(60)
 raise SystemExit(guard_command(work, "probe", 8, 32))
 """, "child_stream": """
 import os, sys, time
-from diskio.fault_guard import child_stream
+from bkdisk.diskio.fault_guard import child_stream
 def produce(sink):
     sink.write(b"%d\\n" % os.getpid())
     sink.flush()
@@ -224,9 +224,9 @@ def test_the_table_names_the_windows_mapped_now_and_forgets_the_closed_ones():
 
 
 def test_an_audit_task_whose_read_faults_ends_its_disk_not_audited(tmp_path, monkeypatch):
-    import diskio.mapped as mapped
-    import diskio.windowed as windowed
-    from audit.rows import DiskInput, RunInfo, iter_disk, split_tables
+    import bkdisk.diskio.mapped as mapped
+    import bkdisk.diskio.windowed as windowed
+    from bkdisk.audit.rows import DiskInput, RunInfo, iter_disk, split_tables
     root = golden_copy(tmp_path, CORPUS)
     real = mapped.map_window
 
@@ -239,7 +239,7 @@ def test_an_audit_task_whose_read_faults_ends_its_disk_not_audited(tmp_path, mon
 
     monkeypatch.setattr(mapped, "map_window", cut_short)
     monkeypatch.setattr(windowed, "map_window", cut_short)
-    from audit.replica_files import replica_file, write_replicas
+    from bkdisk.audit.replica_files import replica_file, write_replicas
     (tmp_path / "replicas").mkdir()
     path = replica_file(str(tmp_path / "replicas"), 0)
     tables = split_tables(list(write_replicas(iter_disk(DiskInput(str(root)), {}, RunInfo.new("r")), path)))
@@ -271,8 +271,8 @@ def test_a_scan_child_gives_one_disk_row_even_when_it_dies_after_writing_it(tmp_
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    from audit.replica_files import replica_file, write_replicas
-    from audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, split_tables, task_batch
+    from bkdisk.audit.replica_files import replica_file, write_replicas
+    from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, iter_disk, split_tables, task_batch
     run = RunInfo.new("r")
     root = golden_copy(tmp_path, CORPUS)
     stream = io.BytesIO()
@@ -315,11 +315,11 @@ def test_the_task_loads_the_scanners_once_in_its_own_process_for_its_children():
     instead of loading them for every disk: after a guarded scan the parent holds them."""
     code = """
 import sys
-from audit.rows import DiskInput, RunInfo, iter_disk
-assert "fsck.api" not in sys.modules
+from bkdisk.audit.rows import DiskInput, RunInfo, iter_disk
+assert "bkdisk.fsck.api" not in sys.modules
 list(iter_disk(DiskInput(sys.argv[1]), {}, RunInfo.new("r")))
-from diskio.kernels import last_nonzero
-assert "fsck.api" in sys.modules and "bookie.inventory" in sys.modules and last_nonzero.signatures
+from bkdisk.diskio.kernels import last_nonzero
+assert "bkdisk.fsck.api" in sys.modules and "bkdisk.bookie.inventory" in sys.modules and last_nonzero.signatures
 print("ok")
 """
     p = _run(code, str(GOLDEN / CORPUS))

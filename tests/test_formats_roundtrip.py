@@ -7,13 +7,13 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats import entrylog as fe
-from formats import index as fi
-from formats import journal as fj
-from formats.digests import DIGEST_LENGTH, DigestType
-from formats.entry import build_entry, package_entry, parse_entry, parse_entry_ids
-from formats.errors import FormatError
-from formats.lastmark import LastMark, build_last_mark, parse_last_mark
+from bkdisk.formats import entrylog as fe
+from bkdisk.formats import index as fi
+from bkdisk.formats import journal as fj
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType
+from bkdisk.formats.entry import build_entry, package_entry, parse_entry, parse_entry_ids
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.lastmark import LastMark, build_last_mark, parse_last_mark
 
 U64 = st.integers(0, (1 << 64) - 1)
 U63 = st.integers(0, (1 << 63) - 1)

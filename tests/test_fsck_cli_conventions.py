@@ -10,10 +10,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from formats.ids import LedgerId
-from fsck.api import check_bookie
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck_cli import fsck_command
-from fsck.context import CheckOptions
+from bkdisk.fsck.context import CheckOptions
 from tests.fsck_helpers import Disk, make_disk, snapshot
 
 

@@ -10,12 +10,12 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from bookie.lookup import read_entry
-from formats.ids import LedgerId
-from formats.lastmark import LastMark, build_last_mark
-from formats.index import unpack_location
-from formats.paths import entry_log_name, index_relpath
-from fsck.api import check_bookie
+from bkdisk.bookie.lookup import read_entry
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark, build_last_mark
+from bkdisk.formats.index import unpack_location
+from bkdisk.formats.paths import entry_log_name, index_relpath
+from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, entry_record, errors, flip, make_disk, patch, unprivileged
 
@@ -143,7 +143,7 @@ def test_entry_log_header_zeroed_is_reported_and_entries_still_found(disk):
 
 
 def test_ledgers_map_disagreeing_with_the_body(disk):
-    from formats.entrylog import parse_header
+    from bkdisk.formats.entrylog import parse_header
     path = disk.written.entry_log_files[0]
     data = open(path, "rb").read()
     h = parse_header(data)
@@ -259,7 +259,7 @@ def test_scoped_ledger_idx_in_the_2_level_place(disk):
 # --- journals and lastMark ---------------------------------------------------------------------
 
 def _journal_records(path):
-    from journal.reader import read_journal
+    from bkdisk.journal.reader import read_journal
     return read_journal(path)
 
 
@@ -312,7 +312,7 @@ def test_lastmark_at_a_missing_journal(disk):
 # --- cookies and bookie ids ----------------------------------------------------------------------
 
 def test_cookies_that_disagree_between_dirs(disk):
-    from formats.cookie import parse_cookie, serialize_cookie
+    from bkdisk.formats.cookie import parse_cookie, serialize_cookie
     import dataclasses
     p = os.path.join(disk.dirs.ledger_dirs[1], "current", "VERSION")
     c = parse_cookie(open(p, "rb").read())
@@ -324,7 +324,7 @@ def test_cookies_that_disagree_between_dirs(disk):
 
 
 def test_invalid_bookie_id_in_a_cookie(disk):
-    from formats.cookie import parse_cookie, serialize_cookie
+    from bkdisk.formats.cookie import parse_cookie, serialize_cookie
     import dataclasses
     for d in disk.dirs.all_dirs:
         p = os.path.join(d, "current", "VERSION")
@@ -392,7 +392,7 @@ def test_torn_write_into_the_preallocated_zeros_is_a_torn_tail(disk):
 
 
 def test_zeroed_header_of_a_rolled_log_loses_the_map_offset_but_the_map_is_not_damage(disk):
-    from formats.entrylog import parse_header
+    from bkdisk.formats.entrylog import parse_header
     path = disk.written.entry_log_files[0]
     assert parse_header(open(path, "rb").read()).ledgers_map_offset > 0, "the test needs a rolled log"
     patch(path, 0, bytes(1024))
@@ -430,8 +430,8 @@ def test_corrupt_first_entries_of_a_ledger_without_metadata_are_still_found(disk
 
 def test_pass_2_names_every_duplicate_by_its_first_file_in_listing_order():
     import numpy as np
-    from fsck.passes.p2_hierarchy import _duplicates
-    from indexfiles.arrays import INDEX_FILE_DTYPE
+    from bkdisk.fsck.passes.p2_hierarchy import _duplicates
+    from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
     rows = np.zeros(9, INDEX_FILE_DTYPE)
     # rows:          0  1  2  3  4  5  6  7  8   (row 6 is not an index name: never a duplicate)
     rows["scope"] = [0, 0, 7, 0, 0, 7, 0, 0, 0]

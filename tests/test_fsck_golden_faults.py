@@ -17,21 +17,21 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from bookie.layout import discover
-from bookie.lookup import read_entry
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.lookup import read_entry
 from conftest import GOLDEN
 from fsck_helpers import flip, patch
-from formats.cookie import parse_cookie, serialize_cookie
-from formats.entry import ENTRY_V1_HEADER_SIZE
-from formats.entrylog import ENTRY_SIZE
-from formats.ids import LedgerId
-from formats.index import INDEX_MAGIC, LOCATION, pack_location, slot_offset
-from formats.lastmark import LastMark, build_last_mark
-from formats.paths import CURRENT_DIR, index_relpath
-from fsck.api import check_bookie
+from bkdisk.formats.cookie import parse_cookie, serialize_cookie
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
+from bkdisk.formats.entrylog import ENTRY_SIZE
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import INDEX_MAGIC, LOCATION, pack_location, slot_offset
+from bkdisk.formats.lastmark import LastMark, build_last_mark
+from bkdisk.formats.paths import CURRENT_DIR, index_relpath
+from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck_cli import fsck_command
-from fsck.context import CheckOptions
-from journal.reader import read_journal
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.journal.reader import read_journal
 
 INDEX_CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage"]
 ALL_CORPORA = INDEX_CORPORA + ["dbstorage-v6-bookieid"]   # entry-log, journal and cookie faults

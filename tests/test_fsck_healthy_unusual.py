@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from bookie.layout import LayoutError, discover, discover_all, from_conf
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie, write_metadata_dir
-from formats.cookie import parse_cookie, serialize_cookie
-from formats.digests import DigestType
-from formats.ids import LedgerId
-from formats.lastmark import LastMark, build_last_mark
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
-from journal.reader import read_journal
+from bkdisk.bookie.layout import LayoutError, discover, discover_all, from_conf
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie, write_metadata_dir
+from bkdisk.formats.cookie import parse_cookie, serialize_cookie
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark, build_last_mark
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.journal.reader import read_journal
 from tests.fsck_helpers import make_disk
 
 from conftest import GOLDEN
@@ -179,14 +179,14 @@ def test_a_latin1_conf_and_relative_cookie_paths_compare_as_strings(tmp_path):
 
 def test_repair_refuses_to_rebuild_an_index_while_an_entry_log_cannot_be_read(tmp_path):
     d = make_disk(str(tmp_path))
-    from fsck.api import plan_repairs
+    from bkdisk.fsck.api import plan_repairs
     idx = d.written.index_files[LedgerId(0, 1)]
     with open(idx, "r+b") as f:
         f.write(bytes(4))
     rep = d.check()
     ctx = rep.context
     victim = d.written.entry_log_files[0]
-    ctx.log_scans[victim] = __import__("diskio.mapped", fromlist=["DiskError"]).DiskError(victim, "permission denied")
+    ctx.log_scans[victim] = __import__("bkdisk.diskio.mapped", fromlist=["DiskError"]).DiskError(victim, "permission denied")
     actions = [a for a in plan_repairs(rep).actions if a.kind == "rebuild-index"]
     assert actions and all(a.blocked and "could not be read" in a.blocked for a in actions)
 

@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from bookie.layout import discover
-from bookie.model import BookieSpec
-from bookie.writer import write_bookie, write_metadata_dir
-from formats.ids import LedgerId
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec
+from bkdisk.bookie.writer import write_bookie, write_metadata_dir
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
 from tests.fsck_helpers import entry_record, flip_payload, mixed_ledgers, patch
 
 

@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from bookie.lookup import read_entry
-from formats.ids import LedgerId
-from formats.lastmark import LastMark, build_last_mark
-from fsck.api import check_bookie, repair_bookie
-from fsck.context import CheckOptions
-from journal.reader import read_journal
+from bkdisk.bookie.lookup import read_entry
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark, build_last_mark
+from bkdisk.fsck.api import check_bookie, repair_bookie
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.journal.reader import read_journal
 from tests.fsck_helpers import Disk, errors, make_disk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from formats.ids import LedgerId
-from fsck.api import apply_repairs, check_bookie, plan_repairs, recheck, repair_bookie
-from fsck.context import CheckOptions
-from fsck.findings import Finding
-from fsck.problems import PROBLEMS, REPAIR_KINDS
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.api import apply_repairs, check_bookie, plan_repairs, recheck, repair_bookie
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.problems import PROBLEMS, REPAIR_KINDS
 from tests.fsck_helpers import errors, make_disk
 
 FSCK = Path(__file__).resolve().parents[1] / "fsck"
@@ -69,7 +69,7 @@ def test_the_code_scan_catches_a_misspelt_code(tmp_path):
 
 
 def test_a_misspelt_code_fails_when_named_and_at_construction():
-    from fsck.codes import Code
+    from bkdisk.fsck.codes import Code
     misspelt = "INDEX_MISPLACD"
     with pytest.raises(AttributeError):
         getattr(Code, misspelt)
@@ -78,15 +78,15 @@ def test_a_misspelt_code_fails_when_named_and_at_construction():
 
 
 def test_the_code_enum_is_what_the_problem_table_generates():
-    from fsck.codes import Code
-    from fsck.problems import codes_module
+    from bkdisk.fsck.codes import Code
+    from bkdisk.fsck.problems import codes_module
     assert (FSCK / "codes.py").read_text() == codes_module()
     assert [c.value for c in Code] == list(PROBLEMS)
     assert all(isinstance(c, str) and str(c) == f"{c}" == c.name for c in Code)
 
 
 def test_a_finding_holds_its_code_as_the_enum_member_and_reports_the_code_text():
-    from fsck.codes import Code
+    from bkdisk.fsck.codes import Code
     f = Finding("INDEX_MISPLACED", path="x")
     assert f.code is Code.INDEX_MISPLACED
     assert f.to_json()["code"] == "INDEX_MISPLACED" and json.dumps(f.to_json()["code"]) == '"INDEX_MISPLACED"'
@@ -141,7 +141,7 @@ def _pass_modules(folder: Path) -> list[str]:
 def _passes_shape(folder: Path) -> list[str]:
     """What breaks 'one module per numbered pass, named for it': modules in ``folder`` that are not
     ``p<N>_<name>`` for a pass of the table, and passes with no module or with more than one."""
-    from fsck.problems import PASS_NAMES
+    from bkdisk.fsck.problems import PASS_NAMES
     problems = []
     by_number: dict[int, list[str]] = {}
     for stem in _pass_modules(folder):
@@ -157,7 +157,7 @@ def _passes_shape(folder: Path) -> list[str]:
 
 
 def test_each_numbered_pass_is_one_module_run_in_order():
-    import fsck.api as api
+    import bkdisk.fsck.api as api
     assert _passes_shape(FSCK / "passes") == []
     assert [(n, run.__module__) for n, run in api.PASSES] == [
         (n, f"fsck.passes.{m}") for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]

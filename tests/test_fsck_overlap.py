@@ -12,15 +12,15 @@ import threading
 
 import pytest
 
-import fsck.scans
-from bookie.layout import discover
-from bookie.model import BookieSpec
-from bookie.writer import write_bookie, write_metadata_dir
-from formats.ids import LedgerId
-from formats.journal import RECORD_LENGTH_SIZE, RecordKind
-from fsck.api import check_bookie
-from fsck.context import CheckOptions
-from journal.scan import scan_journal
+import bkdisk.fsck.scans
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec
+from bkdisk.bookie.writer import write_bookie, write_metadata_dir
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.journal.scan import scan_journal
 from tests.fsck_helpers import entry_record, flip, flip_payload, mixed_ledgers, patch
 
 SCANS = "fsck-scans"   # the background threads' name
@@ -92,12 +92,12 @@ def test_without_digests_too(damaged):
 def _threads_of(monkeypatch, name: str) -> list[str]:
     """Wrap fsck.scans's ``name`` so that the names of the threads that call it are recorded."""
     seen: list[str] = []
-    real = getattr(fsck.scans, name)
+    real = getattr(bkdisk.fsck.scans, name)
 
     def spy(*a, **kw):
         seen.append(threading.current_thread().name)
         return real(*a, **kw)
-    monkeypatch.setattr(fsck.scans, name, spy)
+    monkeypatch.setattr(bkdisk.fsck.scans, name, spy)
     return seen
 
 
@@ -127,7 +127,7 @@ def test_progress_is_reported_from_the_checking_thread_only(damaged):
 
 
 def _pass_names():
-    from fsck.problems import PASS_NAMES
+    from bkdisk.fsck.problems import PASS_NAMES
     return sorted(PASS_NAMES.items())
 
 
@@ -138,7 +138,7 @@ def test_an_unexpected_error_in_a_scan_is_raised_by_the_check(damaged, monkeypat
 
     def broken(*a, **kw):
         raise RuntimeError(f"{name} broke")
-    monkeypatch.setattr(fsck.scans, name, broken)
+    monkeypatch.setattr(bkdisk.fsck.scans, name, broken)
     outcome: list[BaseException | None] = []
 
     def run():
@@ -158,11 +158,11 @@ def test_an_unexpected_error_in_a_scan_is_raised_by_the_check(damaged, monkeypat
 
 def test_an_index_file_check_does_not_load_the_rocksdb_reader(damaged):
     root, md = damaged
-    code = ("import sys; from bookie.layout import discover; from fsck.api import check_bookie; "
-            "from fsck.context import CheckOptions; "
+    code = ("import sys; from bkdisk.bookie.layout import discover; from bkdisk.fsck.api import check_bookie; "
+            "from bkdisk.fsck.context import CheckOptions; "
             f"r = check_bookie(discover({root!r}), CheckOptions(jobs=2)); assert r.findings; "
-            "print(sorted(m for m in sys.modules if m.startswith(('rocksdbfiles', 'formats.dbledger', "
-            "'formats.metadata'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('rocksdbfiles', 'bkdisk.formats.dbledger', "
+            "'bkdisk.formats.metadata'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

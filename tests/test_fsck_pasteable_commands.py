@@ -9,10 +9,10 @@ import re
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
-from bookie.metadata_dir import load_metadata_dir
-from formats.ids import LedgerId
+from bkdisk.bookie.metadata_dir import load_metadata_dir
+from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck_cli import fsck_command
-from fsck.shell_commands import JAVA_LONG_MAX, recover_commands
+from bkdisk.fsck.shell_commands import JAVA_LONG_MAX, recover_commands
 from tests.fsck_helpers import make_disk
 
 RECOVER = re.compile(r"bin/bookkeeper shell recover -l (\S+) (\S+)")

@@ -14,11 +14,11 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from diskio.atomic import atomic_move
-from formats.ids import LedgerId
-from formats.lastmark import LastMark, build_last_mark
-from formats.paths import index_relpath
-from fsck.api import plan_repairs
+from bkdisk.diskio.atomic import atomic_move
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark, build_last_mark
+from bkdisk.formats.paths import index_relpath
+from bkdisk.fsck.api import plan_repairs
 from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
 
@@ -302,7 +302,7 @@ def test_the_human_report_leads_with_the_truncation_and_lists_its_consequences_u
 # --- the repair's JSON, what remains, the backup line ----------------------------------------------
 
 def _tear_newest_journal(disk: Disk, *, mark_past_cut: bool) -> None:
-    from journal.reader import read_journal
+    from bkdisk.journal.reader import read_journal
     j = disk.written.journal_files[-1]
     scan = read_journal(j)
     data = [r for r in scan.records if r.kind == 0]
@@ -347,7 +347,7 @@ def test_no_backup_line_and_no_backup_folder_when_nothing_was_replaced(disk):
 
 
 def test_an_unreadable_journal_blocks_a_rebuild_that_needs_its_key_and_fence(disk):
-    from diskio.mapped import DiskError
+    from bkdisk.diskio.mapped import DiskError
     idx = disk.written.index_files[LedgerId(0, 1)]
     with open(idx, "r+b") as f:
         f.write(bytes(4))

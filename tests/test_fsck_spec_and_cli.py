@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from bkdisk.fsck_cli import fsck_command
-from fsck.problems import PROBLEMS
+from bkdisk.fsck.problems import PROBLEMS
 from conftest import GOLDEN
 from tests.fsck_helpers import flip, make_disk
 
@@ -96,7 +96,7 @@ def test_repair_refuses_while_another_process_holds_the_dirs(tmp_path):
 
 def test_ctrl_c_exits_32(tmp_path, monkeypatch):
     d = make_disk(str(tmp_path))
-    import fsck.api as api   # bkdisk.fsck_cli reads the checker from fsck.api when a check runs
+    import bkdisk.fsck.api as api   # bkdisk.fsck_cli reads the checker from fsck.api when a check runs
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -246,8 +246,8 @@ def test_explicit_dirs_on_the_command_line(tmp_path):
 
 def test_without_metadata_digest_types_are_sniffed_and_hmac_and_dummy_ledgers_reported_unverified():
     corpus = GOLDEN / "interleaved-v6-hostport"
-    from bookie.layout import discover
-    from fsck.api import check_bookie
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
     rep = check_bookie(discover(str(corpus)))
     m = json.loads((corpus / "manifest.json").read_text())
     by_type = {}

@@ -9,18 +9,18 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from bookie.layout import discover, discover_all
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie, write_metadata_dir
-from diskio.spill import PREFIX, MemoryLimit
-from formats.digests import DigestType
-from formats.ids import LedgerId
-from formats.lastmark import LastMark, build_last_mark
-from fsck.api import check_bookie
+from bkdisk.bookie.layout import discover, discover_all
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie, write_metadata_dir
+from bkdisk.diskio.spill import PREFIX, MemoryLimit
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark, build_last_mark
+from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck_cli import fsck_command
-from fsck.context import CheckOptions
-from fsck.passes import p5_crosscheck
-from journal.reader import read_journal
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.fsck.passes import p5_crosscheck
+from bkdisk.journal.reader import read_journal
 from tests.conftest import GOLDEN
 from tests.fsck_helpers import entry_record, flip_payload, make_disk, patch
 
@@ -154,8 +154,8 @@ def test_spilled_check_after_a_crash_and_a_deletion_gives_the_same_findings(tmp_
 def test_scan_disk_rows_from_spilled_scans_are_the_rows_from_memory(tmp_path, with_metadata):
     """The audit's replicas (with payload hashes) and findings come from fsck's scans: spilled or held,
     the same rows in the same order."""
-    from audit.metadata_source import MetadataDirSource
-    from audit.rows import DiskInput, RunInfo, iter_disk, split_tables
+    from bkdisk.audit.metadata_source import MetadataDirSource
+    from bkdisk.audit.rows import DiskInput, RunInfo, iter_disk, split_tables
     disk = make_disk(str(tmp_path / "d"))
     _damage(disk)
     tmp = tmp_path / "spill"
@@ -174,8 +174,8 @@ def test_scan_disk_rows_from_spilled_scans_are_the_rows_from_memory(tmp_path, wi
 
 
 def test_inventory_rows_in_parts_are_the_rows_at_once(tmp_path):
-    from bookie.inventory import scan_bookie
-    from entrylogs.scan import DigestPlan
+    from bkdisk.bookie.inventory import scan_bookie
+    from bkdisk.entrylogs.scan import DigestPlan
     disk = make_disk(str(tmp_path / "d"))
     for rows in scan_bookie(disk.dirs, DigestPlan(), payload_hash="sha256"):
         assert not isinstance(rows, str)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from formats.proto.regenerate import PROTO_DIR, regenerate
+from bkdisk.formats.proto.regenerate import PROTO_DIR, regenerate
 
 FORMAT_PROTOS = sorted(p.name for p in PROTO_DIR.glob("*.proto"))
 

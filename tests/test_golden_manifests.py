@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from bookie.layout import BookieDirs
-from bookie.reader import read_bookie
-from entrylogs.reader import read_entry_log
-from entrylogs.writer import rebuild_entry_log
-from formats.cookie import parse_cookie, serialize_cookie
-from formats.digests import DigestType
-from formats.ids import LedgerId
-from formats.lastmark import build_last_mark, parse_last_mark
-from indexfiles.reader import read_index
-from indexfiles.writer import index_bytes
-from journal.reader import read_journal
-from journal.writer import rebuild_journal
+from bkdisk.bookie.layout import BookieDirs
+from bkdisk.bookie.reader import read_bookie
+from bkdisk.entrylogs.reader import read_entry_log
+from bkdisk.entrylogs.writer import rebuild_entry_log
+from bkdisk.formats.cookie import parse_cookie, serialize_cookie
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import build_last_mark, parse_last_mark
+from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.writer import index_bytes
+from bkdisk.journal.reader import read_journal
+from bkdisk.journal.writer import rebuild_journal
 
 from conftest import GOLDEN
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid",

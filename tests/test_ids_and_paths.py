@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from formats.bookieid import BookieId, HostPort, is_strict_bp41, legacy_address, validate_bookie_id
-from formats.errors import FormatError
-from formats.ids import U64, LedgerId, to_signed64, to_unsigned64
-from formats.paths import (entry_log_name, index_relpath, index_relpaths, journal_name, parse_entry_log_name,
+from bkdisk.formats.bookieid import BookieId, HostPort, is_strict_bp41, legacy_address, validate_bookie_id
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import U64, LedgerId, to_signed64, to_unsigned64
+from bkdisk.formats.paths import (entry_log_name, index_relpath, index_relpaths, journal_name, parse_entry_log_name,
                            parse_index_name, parse_journal_name)
 
 from conftest import GOLDEN

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from diskio.failures import LIST, OPEN
-from formats.ids import LedgerId
-from formats.index import LOCATION, IndexHeader, pack_location, slot_offset
-from indexfiles.arrays import walk_index_dirs_reference
-from indexfiles.scan import read_index_locations, walk_index_dirs
-from indexfiles.writer import index_bytes
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.diskio.failures import LIST, OPEN
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import LOCATION, IndexHeader, pack_location, slot_offset
+from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
+from bkdisk.indexfiles.writer import index_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 RSS_CEILING_MIB = 400
@@ -33,7 +33,7 @@ FAR_LOCATION = pack_location(7, 4096)
 
 CHILD = r"""
 import json, resource, sys
-from indexfiles.scan import read_index_locations, walk_index_dirs
+from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 
 
 def peak_mib():
@@ -143,7 +143,7 @@ def _as_unprivileged(cmd: list[str]) -> list[str]:
 
 FAILURES_CHILD = r"""
 import json, sys
-from indexfiles.scan import walk_index_dirs
+from bkdisk.indexfiles.scan import walk_index_dirs
 inv = walk_index_dirs([sys.argv[1]])
 print(json.dumps({"failures": [[f.path, f.op, f.errno, f.describe()] for f in inv.io_failures],
                   "paths": inv.paths, "errors": [str(e) if e else None for e in inv.errors],
@@ -170,8 +170,8 @@ def test_unlistable_folder_and_unreadable_file_are_failures_with_their_errno(tmp
     assert doc["paths"] == [str(victim)] and doc["errors"] == [f"{victim}: cannot read (Permission denied)"]
     assert doc["strays"] == []
     # Which ledgers the unlisted folder may hide: those whose path runs through current/0.
-    from diskio.failures import IoFailure
-    from indexfiles.arrays import IndexInventory
+    from bkdisk.diskio.failures import IoFailure
+    from bkdisk.indexfiles.arrays import IndexInventory
     inv = IndexInventory([str(tmp_path / "ledgers")], io_failures=[IoFailure(*f[:3], "x") for f in doc["failures"]])
     assert inv.unlisted_folder_of(LedgerId(0, 1)).path == str(hidden)           # 0/1/1.idx
     assert inv.unlisted_folder_of(LedgerId(0, 258)) is None                     # 1/2/102.idx: read
@@ -199,9 +199,9 @@ def test_fsck_reports_an_unlistable_index_folder_as_an_error_not_a_stray(tmp_pat
 
 def test_one_listing_of_the_hierarchy_feeds_passes_2_and_3(tmp_path: Path, monkeypatch):
     """fsck lists the index hierarchy once per check; pass 2 (placement) and pass 3 (headers) read it."""
-    import indexfiles.scan as S
-    from bookie.layout import discover
-    from fsck.api import check_bookie
+    import bkdisk.indexfiles.scan as S
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
 
     wb = write_bookie(BookieSpec([LedgerSpec(i, [b"x"] * 3) for i in (1, 2, 0x1234)]), str(tmp_path / "b"))
     bad_header = wb.index_files[LedgerId(0, 2)]

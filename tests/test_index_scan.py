@@ -12,20 +12,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
 import errno
 
-from diskio.failures import LIST, OPEN
-from formats.digests import DigestType
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.index import IndexHeader
-from formats.paths import index_relpath
-from indexfiles.arrays import walk_index_dirs_reference
-from indexfiles.reader import read_index
-from indexfiles.scan import read_index_locations, walk_index_dirs
-from indexfiles.writer import index_bytes
+from bkdisk.diskio.failures import LIST, OPEN
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import IndexHeader
+from bkdisk.formats.paths import index_relpath
+from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
+from bkdisk.indexfiles.writer import index_bytes
 
 from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
@@ -233,8 +233,8 @@ HEADER_FIELD = st.sampled_from(["magic", "version", "key_length", "state", "lac_
 def test_the_header_kernel_agrees_with_parse_header_on_damaged_headers(version, key, lac, field, value, size):
     """decode.check_header (jitted) and formats.index.parse_header (its twin) accept the same headers,
     and read the same fields from them."""
-    from formats import index as fi
-    from indexfiles import decode as D
+    from bkdisk.formats import index as fi
+    from bkdisk.indexfiles import decode as D
 
     data = bytearray(fi.build_header(IndexHeader(version, key, 1, lac or None)) + bytes(max(0, size - 1024)))
     del data[size:]
@@ -257,7 +257,7 @@ def test_the_header_kernel_agrees_with_parse_header_on_damaged_headers(version, 
 def test_the_constants_the_kernels_use_are_those_of_the_spec_tables():
     """specs/index.md's offsets (tied to INDEX_HEADER_FIELDS by test_specs_match_declarations) are the
     constants formats/index.py derives for the kernels and passes."""
-    from formats import index as fi
+    from bkdisk.formats import index as fi
 
     text = (Path(__file__).resolve().parents[1] / "specs" / "index.md").read_text()
     v1 = text[text.index("INDEX_HEADER_FIELDS version=1"):]

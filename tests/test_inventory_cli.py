@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from bkdisk.inventory import inventory
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from formats.digests import DigestType
-from formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 
 from conftest import GOLDEN
 REPO = Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def test_payload_hash_without_rows_to_carry_it_is_a_usage_error():
 
 def test_ledger_options_limit_the_rows_to_that_ledger_in_either_spelling(tmp_path):
     from bkdisk.demo import sample_spec
-    from formats.ids import LedgerId
+    from bkdisk.formats.ids import LedgerId
     write_bookie(sample_spec(), str(tmp_path / "b"))
     code, out, err = run(str(tmp_path / "b"), "--jsonl")
     assert code == 0, err
@@ -239,7 +239,7 @@ def test_ledger_options_limit_the_rows_to_that_ledger_in_either_spelling(tmp_pat
 
 def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scanner():
     from bkdisk.inventory import WINDOW_DEFAULT
-    from entrylogs.scan import DEFAULT_WINDOW
+    from bkdisk.entrylogs.scan import DEFAULT_WINDOW
     assert WINDOW_DEFAULT == DEFAULT_WINDOW
     probe = ("import sys\nfrom bkdisk.cli import main\ntry:\n    main(['inventory', '--help'])\n"
              "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")
@@ -254,10 +254,10 @@ def test_logs_scanned_ahead_give_the_rows_of_scanning_each_in_turn_in_order(tmp_
     import threading
     import time
 
-    import entrylogs.scan as es
-    from bookie import inventory as inv
-    from bookie.layout import discover
-    from entrylogs.scan import DigestPlan, scan_entry_log
+    import bkdisk.entrylogs.scan as es
+    from bkdisk.bookie import inventory as inv
+    from bkdisk.bookie.layout import discover
+    from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
     root = tmp_path / "b"
     shutil.copytree(GOLDEN / "interleaved-v6-hostport", root)
     dirs = discover(str(root))

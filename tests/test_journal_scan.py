@@ -10,17 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from formats import journal as fj
-from formats.digests import DigestType
-from formats.errors import FormatError
-from formats.journal import RecordKind
-from formats.lastmark import parse_last_mark
-from journal.arrays import scan_journal_reference
-from journal.reader import EndKind, read_journal
-from journal.scan import scan_journal
-from journal.writer import JournalWriter
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats import journal as fj
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.journal import RecordKind
+from bkdisk.formats.lastmark import parse_last_mark
+from bkdisk.journal.arrays import scan_journal_reference
+from bkdisk.journal.reader import EndKind, read_journal
+from bkdisk.journal.scan import scan_journal
+from bkdisk.journal.writer import JournalWriter
 
 from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from formats import journal as fj
-from journal.scan import scan_journal
-from journal.search import find_record_pair, find_record_pair_reference
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.formats import journal as fj
+from bkdisk.journal.scan import scan_journal
+from bkdisk.journal.search import find_record_pair, find_record_pair_reference
 
 from conftest import GOLDEN
 

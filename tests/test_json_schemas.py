@@ -104,7 +104,7 @@ def test_fsck_json_of_a_clean_golden_bookie_matches_its_schema(corpus):
 
 def test_fsck_json_of_a_damaged_copy_its_dry_run_plan_and_its_repair_match_the_schema(tmp_path):
     from fsck_helpers import make_disk
-    from formats.ids import LedgerId
+    from bkdisk.formats.ids import LedgerId
     disk = make_disk(str(tmp_path / "b"))
     log = disk.written.entry_log_files[0]
     os.truncate(log, os.path.getsize(log) // 2)                     # lost entries, causes and consequences
@@ -132,8 +132,8 @@ def test_fsck_json_of_a_damaged_copy_its_dry_run_plan_and_its_repair_match_the_s
 
 
 def test_the_fsck_schema_names_every_repair_kind():
-    from fsck.problems import REPAIR_KINDS
-    from fsck.repair import BOOKKEEPER_REBUILD, ORDER
+    from bkdisk.fsck.problems import REPAIR_KINDS
+    from bkdisk.fsck.repair import BOOKKEEPER_REBUILD, ORDER
     schema = json.loads((SCHEMAS / "fsck.schema.json").read_text())
     kinds = schema["$defs"]["action"]["properties"]["kind"]["enum"]
     # what bkdisk repairs itself, then the BookKeeper command it names for the RocksDB indexes it never writes

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot, encode_rows_reference
+from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot, encode_rows_reference
 
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 U64 = st.integers(0, (1 << 64) - 1)

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from commandline.lazy import lazy_import
+from bkdisk.commandline.lazy import lazy_import
 
 
 def _write_module(tmp_path, name: str) -> None:
@@ -51,7 +51,7 @@ def test_a_dotted_name_does_not_import_its_parent_package_until_used():
     # pyarrow.parquet: binding the stand-in loads neither pyarrow nor its submodule.
     src = textwrap.dedent("""
         import sys
-        from commandline.lazy import lazy_import
+        from bkdisk.commandline.lazy import lazy_import
         pq = lazy_import("pyarrow.parquet")
         before = "pyarrow" in sys.modules
         pq.ParquetFile

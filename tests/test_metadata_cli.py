@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import GOLDEN
-from formats.errors import BkdiskError
-from metaservice.client import MetadataError
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.metaservice.client import MetadataError
 
 BKDISK = [sys.executable, "-c", "from bkdisk.cli import main; main()"]
 CORPORA = sorted({p.parent.parent.name for p in GOLDEN.glob("*/metadata/*.bin")})
@@ -233,7 +233,7 @@ def test_a_token_guards_changes_made_from_the_command_line(tmp_path):
 
 
 def test_bookies_list_info_resolve(served):
-    from metaservice.resolver import DiscoveryClient, service_info
+    from bkdisk.metaservice.resolver import DiscoveryClient, service_info
     d = DiscoveryClient(served.addr)
     regs = [d.register("bk-1.rack-a", service_info("10.0.0.1", 3181, {"rack": "a"})),
             d.register("10.0.0.2:3181", service_info("10.0.0.2", 3181), read_only=True)]
@@ -333,11 +333,11 @@ def test_serve_over_zookeeper_imports_and_exports_the_golden_folder(tmp_path):
 
 def test_load_all_reads_every_ledger_of_every_scope(tmp_path):
     """What fsck --metadata and the audit get: every ledger, keyed by its full id, parsed."""
-    from formats.ids import LedgerId
-    from formats.metadata import parse_metadata
-    from metaservice.client import MetadataClient, service_target
-    from metaservice.server import serve
-    from metaservice.sqlite_store import SqliteStore
+    from bkdisk.formats.ids import LedgerId
+    from bkdisk.formats.metadata import parse_metadata
+    from bkdisk.metaservice.client import MetadataClient, service_target
+    from bkdisk.metaservice.server import serve
+    from bkdisk.metaservice.sqlite_store import SqliteStore
     folder = GOLDEN / "cluster-3" / "metadata"
     files = sorted(folder.glob("*.bin"))
     store = SqliteStore(tmp_path / "m.db")
@@ -368,7 +368,7 @@ def test_load_all_reads_every_ledger_of_every_scope(tmp_path):
 def test_the_store_url_is_parsed_by_the_store_alone(tmp_path):
     # `bkdisk metadata serve --store` says what metaservice.store.open_store says: an unknown scheme is
     # NotAStoreUrl (the command's usage error), a SQLite file in a missing folder a one-line StoreError.
-    from metaservice.store import NotAStoreUrl, StoreError, open_store
+    from bkdisk.metaservice.store import NotAStoreUrl, StoreError, open_store
     with pytest.raises(NotAStoreUrl, match="expected sqlite:PATH or zk://HOST:PORT/ledgers") as bad:
         open_store("mysql:x")
     assert bad.value.url == "mysql:x"

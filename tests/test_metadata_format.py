@@ -11,8 +11,8 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats.errors import FormatError
-from formats.metadata import (
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.metadata import (
     DIGEST_TYPES,
     HEADER_PREFIX,
     INT32,
@@ -21,8 +21,8 @@ from formats.metadata import (
     parse_metadata,
     serialize_metadata,
 )
-from formats.proto import LedgerMetadataFormat, java_escape_bytes, java_text_format
-from formats.proto.regenerate import regenerate
+from bkdisk.formats.proto import LedgerMetadataFormat, java_escape_bytes, java_text_format
+from bkdisk.formats.proto.regenerate import regenerate
 
 from conftest import GOLDEN
 MISSING = GOLDEN / "<golden folder missing>"

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from audit.cli import audit, run_audit_command
-from audit.job import read_tables, run_audit, spark_session
-from audit.metadata_source import MetadataDirSource, MetadataServiceSource, open_source
-from audit.rows import DiskInput, RunInfo
+from bkdisk.audit.cli import audit, run_audit_command
+from bkdisk.audit.job import read_tables, run_audit, spark_session
+from bkdisk.audit.metadata_source import MetadataDirSource, MetadataServiceSource, open_source
+from bkdisk.audit.rows import DiskInput, RunInfo
 from conftest import GOLDEN
-from formats.ids import LedgerId
-from metaservice.client import MetadataClient
-from metaservice.server import serve
-from metaservice.sqlite_store import SqliteStore
+from bkdisk.formats.ids import LedgerId
+from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
 from test_audit_spark import BOOKIES, rows
 
 pytestmark = pytest.mark.slow   # a Spark audit reading metadata through the service

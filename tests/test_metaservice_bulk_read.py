@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from bench.metaservice_bench import _payload
-from formats.ids import U64, LedgerId
-from formats.metadata import parse_metadata
-from metaservice.client import MetadataError
-from metaservice.sqlite_store import SqliteStore
-from metaservice.store import open_store
+from bkdisk.formats.ids import U64, LedgerId
+from bkdisk.formats.metadata import parse_metadata
+from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.sqlite_store import SqliteStore
+from bkdisk.metaservice.store import open_store
 from metaservice_fixture import served
 from zookeeper_fixture import started
 

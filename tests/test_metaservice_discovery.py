@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from formats.bookieid import HostPort
-from metaservice.client import MetadataError
-from metaservice.discovery import Registry
-from metaservice.resolver import BookieAddressResolver, DiscoveryClient, ResolveError, service_info
-from metaservice.server import serve
-from metaservice.sqlite_store import SqliteStore
+from bkdisk.formats.bookieid import HostPort
+from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.discovery import Registry
+from bkdisk.metaservice.resolver import BookieAddressResolver, DiscoveryClient, ResolveError, service_info
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
 from metaservice_fixture import served
 
 WAIT = 30.0     # upper bound for something asynchronous to happen; never asserted as a timing
@@ -96,7 +96,7 @@ def test_a_registration_goes_with_its_session(service):
     r.close()                                           # the session ends
     until(lambda: d.list() == [], "bk-1 gone after its session closed")
     # a bookie process killed outright: its registration goes too
-    code = ("import time; from metaservice.resolver import DiscoveryClient, service_info; "
+    code = ("import time; from bkdisk.metaservice.resolver import DiscoveryClient, service_info; "
             f"r = DiscoveryClient('127.0.0.1:{port}').register('bk-2', service_info('10.0.0.2', 3181), "
             "read_only=True); "
             "print('up', flush=True); time.sleep(600)")

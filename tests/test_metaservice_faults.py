@@ -19,13 +19,13 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
-from formats.metadata import parse_metadata, serialize_metadata
-from metaservice.client import MetadataClient, MetadataError
-from metaservice.resolver import DiscoveryClient, service_info
-from metaservice.server import serve
-from metaservice.sqlite_store import SqliteStore
-from metaservice.store import BadVersion, open_store
-from metaservice.zk_store import ZkStore
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.resolver import DiscoveryClient, service_info
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
+from bkdisk.metaservice.store import BadVersion, open_store
+from bkdisk.metaservice.zk_store import ZkStore
 from zookeeper_fixture import started
 
 REPO = Path(__file__).resolve().parents[1]
@@ -279,8 +279,8 @@ def test_a_resume_point_the_service_does_not_hold_is_bad_version_on_zookeeper(tm
 
 SERVE = """
 import sys
-from metaservice.server import serve
-from metaservice.sqlite_store import SqliteStore
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
 server, port = serve(SqliteStore(sys.argv[1]))
 print(port, flush=True)
 server.wait_for_termination()

@@ -11,13 +11,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from formats.metadata import parse_format_message, parse_metadata, serialize_metadata
-from metaservice.client import MetadataClient, MetadataError
-from metaservice.proto import metaservice_pb2 as pb
-from metaservice.proto import metaservice_pb2_grpc as pb_grpc
-from metaservice.server import serve
-from metaservice.sqlite_store import SqliteStore
-from metaservice.store import BadVersion
+from bkdisk.formats.metadata import parse_format_message, parse_metadata, serialize_metadata
+from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
+from bkdisk.metaservice.store import BadVersion
 from metaservice_fixture import served
 
 
@@ -299,7 +299,7 @@ def test_golden_folders_import_and_export_byte_for_byte(service, golden, tmp_pat
 
 def test_generated_service_code_matches_a_fresh_protoc_run(tmp_path):
     # The checked-in modules and type stub are exactly what grpc_tools.protoc makes of metaservice.proto.
-    from metaservice.proto.regenerate import regenerate
+    from bkdisk.metaservice.proto.regenerate import regenerate
     here = Path(__file__).resolve().parents[1] / "metaservice" / "proto"
     fresh = regenerate(tmp_path)
     assert [p.name for p in fresh] == ["metaservice_pb2.py", "metaservice_pb2.pyi", "metaservice_pb2_grpc.py"]

@@ -12,11 +12,11 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from metaservice.client import MetadataClient, MetadataError
-from metaservice.resolver import DiscoveryClient, service_info
-from metaservice.server import serve
-from metaservice.store import StoreError, open_store
-from metaservice.zk_store import ZkStore
+from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.resolver import DiscoveryClient, service_info
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.store import StoreError, open_store
+from bkdisk.metaservice.zk_store import ZkStore
 from metaservice_fixture import served
 from zookeeper_fixture import started
 
@@ -238,7 +238,7 @@ def test_an_unreachable_zookeeper_is_one_line_error():
 
 def test_bookies_that_registered_in_zookeeper_themselves_are_listed_and_resolved(service, kz):
     # A real BookKeeper bookie writes its own ephemeral znode; the service fronting that ZooKeeper lists it.
-    from metaservice.resolver import BookieAddressResolver
+    from bkdisk.metaservice.resolver import BookieAddressResolver
     store, _c, port = service
     info = service_info("10.0.0.9", 3181)
     kz.create(f"{store.root}/available/bk-real.rack-c", info.SerializeToString(), ephemeral=True)

@@ -12,10 +12,10 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from formats.metadata import LedgerMetadata, serialize_metadata
-from metaservice.client import MetadataClient
-from metaservice.server import serve
-from metaservice.store import open_store
+from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.store import open_store
 from zookeeper_fixture import started
 
 ROOT = "/ledgers"

@@ -8,12 +8,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import diskio.config
-import diskio.kernels
-import entrylogs.scan
-import entrylogs.scan as E
-import indexfiles.scan
-import journal.scan
+import bkdisk.diskio.config
+import bkdisk.diskio.kernels
+import bkdisk.entrylogs.scan
+import bkdisk.entrylogs.scan as E
+import bkdisk.indexfiles.scan
+import bkdisk.journal.scan
 
 from conftest import GOLDEN
 
@@ -25,11 +25,11 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import numba
-import diskio.kernels as K, diskio.digest_kernels as DK
-import entrylogs.scan as E, entrylogs.walk as EW, journal.scan as J, journal.walk as JW
-import indexfiles.scan as I, indexfiles.decode as ID
+import bkdisk.diskio.kernels as K, bkdisk.diskio.digest_kernels as DK
+import bkdisk.entrylogs.scan as E, bkdisk.entrylogs.walk as EW, bkdisk.journal.scan as J, bkdisk.journal.walk as JW
+import bkdisk.indexfiles.scan as I, bkdisk.indexfiles.decode as ID
 import hashlib, numpy as np
-from diskio.config import lean_cache_class
+from bkdisk.diskio.config import lean_cache_class
 g = Path(sys.argv[1]) / "interleaved-v6-hostport"
 results = hashlib.sha256()
 def feed(o, depth=0):   # every array and plain value a scan returns, in order
@@ -86,9 +86,9 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling():
         first_run = _run({"NUMBA_CACHE_DIR": cache})
         second_run = _run({"NUMBA_CACHE_DIR": cache})
         first, second = _used(first_run), _used(second_run)
-        entry_points = {"entrylogs.walk.walk_entry_records", "diskio.digest_kernels.check_digests",
-                        "diskio.digest_kernels.sniff_crc", "journal.walk.walk_journal_records",
-                        "indexfiles.decode.decode_files", "diskio.kernels.last_nonzero"}
+        entry_points = {"bkdisk.entrylogs.walk.walk_entry_records", "bkdisk.diskio.digest_kernels.check_digests",
+                        "bkdisk.diskio.digest_kernels.sniff_crc", "bkdisk.journal.walk.walk_journal_records",
+                        "bkdisk.indexfiles.decode.decode_files", "bkdisk.diskio.kernels.last_nonzero"}
         assert entry_points <= set(first), sorted(entry_points - set(first))
         assert all(first[k][1] > 0 for k in entry_points)  # compiled on first use
         assert set(second) >= entry_points
@@ -96,9 +96,9 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling():
             assert misses == 0, f"{name} was compiled again in the second process"
             assert hits > 0
             assert path.startswith(cache), path
-            assert lean, f"{name} is not declared through diskio.config.kernel"
+            assert lean, f"{name} is not declared through bkdisk.diskio.config.kernel"
         assert any(Path(cache).rglob("*.nbi")) and any(Path(cache).rglob("*.nbc"))
-        # Compiling refreshes numba's registries; loading from the cache does not (diskio.config.LeanCache),
+        # Compiling refreshes numba's registries; loading from the cache does not (bkdisk.diskio.config.LeanCache),
         # and the kernels loaded that way compute exactly what the freshly compiled ones did.
         assert first_run["refreshed"], "the compiling process should have refreshed numba's registries"
         assert second_run["refreshed"] == []
@@ -111,8 +111,8 @@ COMPILE_AFTER_LOAD = r"""
 import sys
 from pathlib import Path
 import numpy as np
-import entrylogs.scan as E
-from diskio.config import kernel
+import bkdisk.entrylogs.scan as E
+from bkdisk.diskio.config import kernel
 log = sorted((Path(sys.argv[1]) / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0]
 res = E.scan_entry_log(log, window=4096, digests=E.DigestPlan())
 assert "numba.np.linalg" not in sys.modules, "loading from the cache refreshed numba's registries"
@@ -151,6 +151,6 @@ def test_bkdisk_numba_cache_dir_sets_the_cache_folder_for_read_only_installs():
 
 
 def test_cache_configuration_is_documented_in_the_scanner_modules():
-    for mod in (diskio.kernels, entrylogs.scan, journal.scan, indexfiles.scan):
+    for mod in (bkdisk.diskio.kernels, bkdisk.entrylogs.scan, bkdisk.journal.scan, bkdisk.indexfiles.scan):
         assert "NUMBA_CACHE_DIR" in mod.__doc__
-    assert "BKDISK_NUMBA_CACHE_DIR" in diskio.config.__doc__
+    assert "BKDISK_NUMBA_CACHE_DIR" in bkdisk.diskio.config.__doc__

@@ -8,8 +8,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bookie.inventory import _hex_column
-from diskio.payload_hashes import PayloadHashes, hex_ascii, sha256_payloads
+from bkdisk.bookie.inventory import _hex_column
+from bkdisk.diskio.payload_hashes import PayloadHashes, hex_ascii, sha256_payloads
 
 PAYLOADS = st.lists(st.one_of(st.none(), st.binary(max_size=300)), max_size=60)
 

@@ -53,7 +53,7 @@ def test_the_checker_flags_hand_decoding():
     bad = ("import struct\nx = int.from_bytes(b[16:24], 'big')\ny = (5).to_bytes(4, 'big')\n"
            "import numpy as np\nz = np.frombuffer(b, dtype='>i8')\n")
     assert len(hand_decoding(bad)) == 4
-    assert hand_decoding("from formats.codec import read_field\nv = read_field(H, 'length', b)\n"
+    assert hand_decoding("from bkdisk.formats.codec import read_field\nv = read_field(H, 'length', b)\n"
                          "data = entry.to_bytes()\n") == []
 
 
@@ -237,7 +237,7 @@ def numba_decorations(source: str, name: str = "<src>") -> list[str]:
 def test_every_kernel_is_declared_through_diskio_config_kernel():
     assert len(numba_decorations("from numba import njit\n@njit(cache=True)\ndef f(a): pass\n"
                                  "import numba\ng = numba.njit(f)\n")) == 2
-    assert numba_decorations("from diskio.config import kernel\n@kernel\ndef f(a): pass\n") == []
+    assert numba_decorations("from bkdisk.diskio.config import kernel\n@kernel\ndef f(a): pass\n") == []
     bad = [x for _pkg, p in _product_modules() if p != REPO / "diskio" / "config.py"
            for x in numba_decorations(p.read_text(), str(p.relative_to(REPO)))]
     assert bad == []

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from audit import replica_files
-from audit.replica_files import remove_unfinished, replica_file, temporary_name, write_replicas
-from audit.rows import RunInfo, split_tables, table_schema, task_batch
+from bkdisk.audit import replica_files
+from bkdisk.audit.replica_files import remove_unfinished, replica_file, temporary_name, write_replicas
+from bkdisk.audit.rows import RunInfo, split_tables, table_schema, task_batch
 
 RUN = RunInfo("run-1", "0.1.0", "host-a")
 

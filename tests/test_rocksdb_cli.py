@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from bkdisk.dump import dump
 from conftest import GOLDEN
-from formats.dbledger import ENTRY_SIZE_FIELD
-from rocksdbfiles.sst import SstFile
+from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
+from bkdisk.rocksdbfiles.sst import SstFile
 
 DB = GOLDEN / "dbstorage-v6-bookieid"
 BK3 = GOLDEN / "cluster-3" / "bookies" / "bk-3.rack-b"

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from conftest import GOLDEN
-from formats import rocksdb as rf
-from formats.dbledger import location_value, locations_key
-from rocksdbfiles import writer as w
-from rocksdbfiles.db import open_db
-from rocksdbfiles.dbindex import ledgers_without_metadata, read_ledger_dir
-from rocksdbfiles.sst import SstFile
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.dbledger import location_value, locations_key
+from bkdisk.rocksdbfiles import writer as w
+from bkdisk.rocksdbfiles.db import open_db
+from bkdisk.rocksdbfiles.dbindex import ledgers_without_metadata, read_ledger_dir
+from bkdisk.rocksdbfiles.sst import SstFile
 
 SRC = GOLDEN / "dbstorage-v6-bookieid" / "ledgers1"
 V = rf.ValueType

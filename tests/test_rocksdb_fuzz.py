@@ -13,15 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import GOLDEN
-from formats import rocksdb as rf
-from formats.dbledger import location_value, locations_key
-from formats.errors import FormatError
-from rocksdbfiles import writer as w
-from rocksdbfiles.block import Handle, read_block
-from rocksdbfiles.db import open_db
-from rocksdbfiles.manifest import Version, apply_edit, read_current, read_manifest
-from rocksdbfiles.sst import Record, SstFile
-from rocksdbfiles.wal import decode_batch, replay_wal
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.dbledger import location_value, locations_key
+from bkdisk.formats.errors import FormatError
+from bkdisk.rocksdbfiles import writer as w
+from bkdisk.rocksdbfiles.block import Handle, read_block
+from bkdisk.rocksdbfiles.db import open_db
+from bkdisk.rocksdbfiles.manifest import Version, apply_edit, read_current, read_manifest
+from bkdisk.rocksdbfiles.sst import Record, SstFile
+from bkdisk.rocksdbfiles.wal import decode_batch, replay_wal
 
 LOC = GOLDEN / "dbstorage-v6-bookieid" / "ledgers0" / "current" / "locations"
 SEEDS = {
@@ -189,8 +189,8 @@ def test_open_db_on_a_damaged_copy_reports_problems_not_exceptions(tmp_path: Pat
 def test_the_jitted_block_decoder_fails_exactly_where_its_twin_does(raw: bytes):
     import numpy as np
 
-    from rocksdbfiles.block import Block
-    from rocksdbfiles.kernels import decode_entries
+    from bkdisk.rocksdbfiles.block import Block
+    from bkdisk.rocksdbfiles.kernels import decode_entries
     try:
         want = [(k, v) for k, v, _ in Block(raw, len(raw), [0], False, "b").entries()]
     except FormatError as e:

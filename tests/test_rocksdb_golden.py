@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from conftest import GOLDEN
-from formats import rocksdb as rf
-from formats.dbledger import ENTRY_SIZE_FIELD
-from formats.journal import LAC_BODY
-from rocksdbfiles.db import open_db
-from rocksdbfiles.dbindex import read_ledger_dir
-from rocksdbfiles.manifest import read_current, read_manifest
-from rocksdbfiles.sst import SstFile
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
+from bkdisk.formats.journal import LAC_BODY
+from bkdisk.rocksdbfiles.db import open_db
+from bkdisk.rocksdbfiles.dbindex import read_ledger_dir
+from bkdisk.rocksdbfiles.manifest import read_current, read_manifest
+from bkdisk.rocksdbfiles.sst import SstFile
 
 
 def _db_bookies() -> list[Path]:
@@ -119,8 +119,8 @@ def test_every_table_matches_its_options_file_and_verifies(db: Path):
 def test_ledger_data_is_declared_as_bookkeeper_declares_it(tmp_path: Path):
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    from formats.proto.dbledger_storage_pb2 import LedgerData
-    from formats.proto.regenerate import PROTO_DIR, regenerate
+    from bkdisk.formats.proto.dbledger_storage_pb2 import LedgerData
+    from bkdisk.formats.proto.regenerate import PROTO_DIR, regenerate
     fields = {f.number: (f.name, f.type, f.is_required, f.is_repeated) for f in LedgerData.DESCRIPTOR.fields}
     assert fields == {1: ("exists", F.TYPE_BOOL, True, False), 2: ("fenced", F.TYPE_BOOL, True, False),
                       3: ("masterKey", F.TYPE_BYTES, True, False), 4: ("explicitLac", F.TYPE_BYTES, False, False),

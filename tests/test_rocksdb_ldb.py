@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from bench import rocksdb_tools as rt
 from bkdisk.dump import dump
 from conftest import GOLDEN
-from formats import dbledger as fd
-from rocksdbfiles.db import open_db
+from bkdisk.formats import dbledger as fd
+from bkdisk.rocksdbfiles.db import open_db
 
 CASES = [(2, "lz4", "xxhash"), (3, "snappy", "crc32c"), (4, "zstd", "xxhash64"), (5, "lz4", "xxh3"),
          (5, "zstd", "xxh3"), (5, "snappy", "none")]

@@ -11,15 +11,15 @@ import pytest
 import xxhash
 
 from conftest import GOLDEN
-from formats import rocksdb as rf
-from formats.dbledger import location_value, locations_key, parse_location
-from formats.errors import FormatError
-from rocksdbfiles import writer as w
-from rocksdbfiles.db import open_db
-from rocksdbfiles.logfile import read_log
-from rocksdbfiles.manifest import Version, apply_edit
-from rocksdbfiles.sst import Record, SstFile
-from rocksdbfiles.wal import decode_batch
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.dbledger import location_value, locations_key, parse_location
+from bkdisk.formats.errors import FormatError
+from bkdisk.rocksdbfiles import writer as w
+from bkdisk.rocksdbfiles.db import open_db
+from bkdisk.rocksdbfiles.logfile import read_log
+from bkdisk.rocksdbfiles.manifest import Version, apply_edit
+from bkdisk.rocksdbfiles.sst import Record, SstFile
+from bkdisk.rocksdbfiles.wal import decode_batch
 
 V = rf.ValueType
 GOLDEN_SSTS = sorted(GOLDEN.glob("**/current/*/0*.sst"))
@@ -230,14 +230,14 @@ def test_hot_path_twins_agree_with_the_declarations():
 
 
 def _python_entries(raw: bytes, limit: int):
-    from rocksdbfiles.block import Block
+    from bkdisk.rocksdbfiles.block import Block
     return [(k, v) for k, v, _at in Block(raw, limit, [0], False).entries()]
 
 
 def _kernel_entries(raw: bytes, limit: int):
     import numpy as np
 
-    from rocksdbfiles.kernels import decode_entries
+    from bkdisk.rocksdbfiles.kernels import decode_entries
     arena, koff, klen, voff, vlen = decode_entries(np.frombuffer(raw, np.uint8), limit)
     return [(arena[o:o + n].tobytes(), raw[vo:vo + vn]) for o, n, vo, vn in zip(koff, klen, voff, vlen)]
 
@@ -255,7 +255,7 @@ def test_the_jitted_block_decoder_agrees_with_its_python_twin():
 
 
 def test_jitted_locations_equal_the_reference_reader(tmp_path: Path):
-    from rocksdbfiles.dbindex import read_locations, read_locations_reference
+    from bkdisk.rocksdbfiles.dbindex import read_locations, read_locations_reference
     d = _copy_db(tmp_path)
     k = [locations_key(0, e) for e in range(6)]
     (d / "000009.log").write_bytes(w.frame_log([
@@ -279,7 +279,7 @@ def test_key_words_sort_rows_bytewise():
 def test_jitted_locations_merge_overlapping_tables_newest_first(tmp_path: Path):
     # Two tables holding versions of the same keys (and one table already in order): the fast path that
     # skips the sort must only be taken when rows already run key ascending, then sequence descending.
-    from rocksdbfiles.dbindex import read_locations, read_locations_reference
+    from bkdisk.rocksdbfiles.dbindex import read_locations, read_locations_reference
     old = [Record(locations_key(1, e), 1 + e, V.VALUE, location_value(0, 100 + e)) for e in range(50)]
     new = [Record(locations_key(1, e), 100 + e, V.VALUE, location_value(1, 200 + e)) for e in range(0, 50, 2)]
     for tables in ([(0, new), (1, old)], [(1, old), (0, new)], [(1, old)]):

@@ -10,12 +10,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from formats import rocksdb as rf
-from formats.dbledger import location_value, locations_key
-from rocksdbfiles import stream
-from rocksdbfiles import writer as w
-from rocksdbfiles.db import open_db
-from rocksdbfiles.sst import Record
+from bkdisk.formats import rocksdb as rf
+from bkdisk.formats.dbledger import location_value, locations_key
+from bkdisk.rocksdbfiles import stream
+from bkdisk.rocksdbfiles import writer as w
+from bkdisk.rocksdbfiles.db import open_db
+from bkdisk.rocksdbfiles.sst import Record
 
 V = rf.ValueType
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -138,9 +138,9 @@ def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
     bytes.fromhex("10011a0008002801")]),
     st.binary(max_size=12)))
 def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
-    from formats.dbledger import parse_ledger
-    from formats.errors import FormatError
-    from rocksdbfiles.kernels import plain_ledger_data
+    from bkdisk.formats.dbledger import parse_ledger
+    from bkdisk.formats.errors import FormatError
+    from bkdisk.rocksdbfiles.kernels import plain_ledger_data
     row = np.zeros((1, 64), np.uint8)
     row[0, :len(value)] = np.frombuffer(value, np.uint8)
     ok = np.zeros(1, bool)
@@ -156,8 +156,8 @@ def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
 
 def test_the_ledgers_table_equals_the_reference_reader(tmp_path):
     from conftest import GOLDEN
-    from formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
-    from rocksdbfiles.dbindex import read_ledger_table, read_ledgers
+    from bkdisk.formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
+    from bkdisk.rocksdbfiles.dbindex import read_ledger_table, read_ledgers
     good = [ledger_value(LedgerInfo(i, True, i % 2 == 0, bytes([i]) * 20, bytes(36) if i % 3 == 0 else None,
                                     (i % 4 == 0) if i % 5 else None)) for i in range(60)]
     odd = {7: good[7] + bytes.fromhex("3001"),                      # an unknown field: protobuf keeps it

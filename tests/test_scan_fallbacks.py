@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diskio import config
-from entrylogs.scan import DigestPlan, scan_entry_log
+from bkdisk.diskio import config
+from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
 
 from conftest import GOLDEN
 
@@ -63,9 +63,9 @@ def test_every_supported_variant_finds_the_same_corrupt_entry(variant: int, tmp_
 SCRIPT = r"""
 import json, sys
 import numba                      # imported before any bkdisk module on purpose
-from diskio import config
-from entrylogs.scan import DigestPlan, scan_entry_log
-import entrylogs.walk as W
+from bkdisk.diskio import config
+from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+import bkdisk.entrylogs.walk as W
 plan = DigestPlan()
 s = scan_entry_log(sys.argv[1], digests=plan)
 print(json.dumps({"variant": config.crc_variant(), "plan_variant": plan.crc_variant,

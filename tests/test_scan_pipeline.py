@@ -10,12 +10,12 @@ import threading
 import numpy as np
 import pytest
 
-import diskio.digests as digests
-import entrylogs.scan as scan_module
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from entrylogs.scan import DIGEST_BAD, DigestPlan, scan_entry_log
-from formats.digests import DigestType
+import bkdisk.diskio.digests as digests
+import bkdisk.entrylogs.scan as scan_module
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.entrylogs.scan import DIGEST_BAD, DigestPlan, scan_entry_log
+from bkdisk.formats.digests import DigestType
 
 
 @pytest.fixture(scope="module")

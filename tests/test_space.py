@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from bkdisk.space import space
 from conftest import GOLDEN, REPO, golden_copy
-from formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 SCHEMA = REPO / "specs" / "schemas" / "space.schema.json"
@@ -263,7 +263,7 @@ def test_an_unreadable_entry_log_is_one_line_exit_8(tmp_path):
 
 
 def test_metadata_from_the_service_gives_the_rows_the_folder_gives(tmp_path):
-    from metaservice.sqlite_store import SqliteStore
+    from bkdisk.metaservice.sqlite_store import SqliteStore
     from metaservice_fixture import served
     root = golden_copy(tmp_path, "sorted-v5-bookieid")
     manifest = json.loads((root / "manifest.json").read_text())
@@ -287,7 +287,7 @@ def test_metadata_from_the_service_gives_the_rows_the_folder_gives(tmp_path):
 def test_log_actions_follow_the_rule_for_any_usage_and_settings(live, data, minor, major, minor_iv, major_iv):
     import numpy as np
 
-    from bookie.gc_policy import ACTIONS, GcSettings, log_actions
+    from bkdisk.bookie.gc_policy import ACTIONS, GcSettings, log_actions
     garbage = data.draw(st.lists(st.integers(0, 1 << 30), min_size=len(live), max_size=len(live)))
     ledgers = data.draw(st.lists(st.integers(0, 3), min_size=len(live), max_size=len(live)))
     current = data.draw(st.lists(st.booleans(), min_size=len(live), max_size=len(live)))
@@ -302,7 +302,7 @@ def test_log_actions_follow_the_rule_for_any_usage_and_settings(live, data, mino
 
 
 def test_a_damaged_ledgers_map_is_a_warning_and_the_log_is_counted_from_its_entries(tmp_path):
-    from formats.entrylog import parse_header
+    from bkdisk.formats.entrylog import parse_header
     root = golden_copy(tmp_path, "interleaved-v4-smallpage")
     manifest = json.loads((root / "manifest.json").read_text())
     log = root / "ledgers" / "current" / "0.log"
@@ -334,8 +334,8 @@ def _bookkeeper_log_metadata(corpus: str) -> dict[tuple[str | None, int], tuple[
 
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_each_log_holds_what_bookkeepers_own_readlogmetadata_says(corpus):
-    from bookie.layout import discover
-    from bookie.space import read_bookie_logs
+    from bkdisk.bookie.layout import discover
+    from bkdisk.bookie.space import read_bookie_logs
     want = _bookkeeper_log_metadata(corpus)
     assert want
     rows = {(r["ledger_dir"], r["log_id"]): r for r in kind(run([str(GOLDEN / corpus)]), "log")}

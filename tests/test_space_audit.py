@@ -10,12 +10,12 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from audit.job import read_tables, run_audit
-from audit.metadata_source import MetadataDirSource
-from audit.report import render_html, summarize
-from audit.rows import SPACE_FIELDS, DiskInput, RunInfo
+from bkdisk.audit.job import read_tables, run_audit
+from bkdisk.audit.metadata_source import MetadataDirSource
+from bkdisk.audit.report import render_html, summarize
+from bkdisk.audit.rows import SPACE_FIELDS, DiskInput, RunInfo
 from bkdisk.space import space
-from formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from spark_session import shared_spark
 
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")

@@ -18,19 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from bookie.model import BookieSpec, LedgerSpec
-from bookie.writer import write_bookie
-from diskio.mapped import NOT_REGULAR, DiskError, file_size, map_file, map_window, read_bytes, read_range
-from entrylogs.arrays import scan_entry_log_reference
-from entrylogs.reader import read_entry_log
-from entrylogs.scan import DigestPlan, scan_entry_log
-from formats.ids import LedgerId
-from indexfiles.arrays import walk_index_dirs_reference
-from indexfiles.reader import read_index
-from indexfiles.scan import read_index_locations, walk_index_dirs
-from journal.arrays import scan_journal_reference
-from journal.reader import read_journal
-from journal.scan import scan_journal
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.diskio.mapped import NOT_REGULAR, DiskError, file_size, map_file, map_window, read_bytes, read_range
+from bkdisk.entrylogs.arrays import scan_entry_log_reference
+from bkdisk.entrylogs.reader import read_entry_log
+from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+from bkdisk.formats.ids import LedgerId
+from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
+from bkdisk.journal.arrays import scan_journal_reference
+from bkdisk.journal.reader import read_journal
+from bkdisk.journal.scan import scan_journal
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
@@ -114,8 +114,8 @@ def _limited_child(code: str) -> subprocess.CompletedProcess:
 
 _CHILD = """
 import sys
-from diskio.mapped import DiskError, read_bytes, file_size, map_window
-from journal.scan import scan_journal
+from bkdisk.diskio.mapped import DiskError, read_bytes, file_size, map_window
+from bkdisk.journal.scan import scan_journal
 fn = {"read_bytes": read_bytes, "file_size": file_size, "scan_journal": scan_journal,
       "map_window": lambda p: map_window(p, 0, 4096).__enter__()}[sys.argv[1]]
 try:

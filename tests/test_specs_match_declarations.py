@@ -16,7 +16,7 @@ from typing import Any
 import construct as cs
 import pytest
 
-from formats.codec import field_layout
+from bkdisk.formats.codec import field_layout
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
@@ -473,17 +473,17 @@ def _table_sizes(target: str) -> dict[str, int]:
 
 
 def test_entry_log_constants_are_the_values_the_spec_states() -> None:
-    from formats import entrylog as fel
+    from bkdisk.formats import entrylog as fel
     rows = dict(re.findall(r"^\| `(\w+)` \| (0x[0-9A-Fa-f]+|\d+)\b", (SPECS / "entrylog.md").read_text(), re.M))
     for name in ("MAX_ENTRY_SIZE", "DIRECT_ALIGNMENT", "DIRECT_PADDING_BYTE", "MIN_SANE_ENTRY_SIZE"):
         assert int(rows[name], 0) == getattr(fel, name), name
 
 
 def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
-    from diskio import digest_kernels
-    from entrylogs import walk as entry_walk
-    from formats import entry as fen, entrylog as fel, journal as fj
-    from journal import search as journal_search, walk as journal_walk
+    from bkdisk.diskio import digest_kernels
+    from bkdisk.entrylogs import walk as entry_walk
+    from bkdisk.formats import entry as fen, entrylog as fel, journal as fj
+    from bkdisk.journal import search as journal_search, walk as journal_walk
 
     v1, v2 = _table_offsets("formats.entry.ENTRY_V1_HEADER"), _table_offsets("formats.entry.ENTRY_V2_HEADER")
     assert (fen.V1_LEDGER_AT, fen.V1_ENTRY_AT, fen.V1_LAC_AT, fen.V1_LENGTH_AT) == \
@@ -512,7 +512,7 @@ def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
 
 
 def test_journal_body_limits_are_the_edges_the_declarations_check() -> None:
-    from formats import journal as fj
+    from bkdisk.formats import journal as fj
     fj.LEDGER_KEY_BODY.build(dict(ledger_id=1, key_length=fj.MAX_KEY_LENGTH, master_key=bytes(fj.MAX_KEY_LENGTH)))
     with pytest.raises(cs.ConstructError):
         fj.LEDGER_KEY_BODY.build(dict(ledger_id=1, key_length=fj.MAX_KEY_LENGTH + 1,
@@ -525,8 +525,8 @@ def test_journal_body_limits_are_the_edges_the_declarations_check() -> None:
 
 
 def test_index_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
-    from formats import index as fi
-    from indexfiles import decode
+    from bkdisk.formats import index as fi
+    from bkdisk.indexfiles import decode
 
     tables = [t for t in TABLES if t.target == "formats.index.INDEX_HEADER_FIELDS" and t.rows]
     assert len(tables) == 2, "specs/index.md has a V0 and a V1 header table"

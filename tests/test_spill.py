@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diskio.spill import PREFIX, MemoryLimit, RangeSpill, SpillError, SpillFolder, remove_stale, split_ranges
+from bkdisk.diskio.spill import PREFIX, MemoryLimit, RangeSpill, SpillError, SpillFolder, remove_stale, split_ranges
 
 DT = np.dtype([("key", "<u8"), ("v", "<i8")])
 
@@ -79,7 +79,7 @@ def test_folder_is_made_on_use_and_removed_on_close(tmp_path):
 def test_a_killed_runs_folder_is_removed_by_the_next_run(tmp_path):
     child = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import os
-        from diskio.spill import MemoryLimit, SpillFolder
+        from bkdisk.diskio.spill import MemoryLimit, SpillFolder
         print(SpillFolder(MemoryLimit(1, {str(tmp_path)!r})).get(), flush=True)
         os._exit(0)   # as a process killed with no chance to clean up
         """)], capture_output=True, text=True, check=True)
@@ -94,7 +94,7 @@ def test_a_killed_runs_folder_is_removed_by_the_next_run(tmp_path):
 def test_folder_is_removed_when_the_run_is_interrupted(tmp_path, sig):
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from diskio.spill import MemoryLimit, SpillFolder
+        from bkdisk.diskio.spill import MemoryLimit, SpillFolder
         with SpillFolder(MemoryLimit(1, {str(tmp_path)!r})) as f:
             print(f.get(), flush=True)
             time.sleep(60)

@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from bkdisk.inventory import inventory
-from formats.ids import LedgerId
+from bkdisk.formats.ids import LedgerId
 from tests.fsck_helpers import flip_payload, make_disk
 
 DUMMY_LEDGER = LedgerId(0, 256)   # the demo bookie's DUMMY-digest ledger
@@ -29,7 +29,7 @@ def test_a_flipped_dummy_entry_is_null_not_ok_and_counted_unverifiable(tmp_path)
 
 
 def test_the_divergence_check_compares_copies_that_carry_no_digest():
-    from audit.tables import divergent
+    from bkdisk.audit.tables import divergent
     from tests.spark_session import shared_spark
     spark = shared_spark()
     cols = ("ledger_scope long, ledger_id long, entry_id long, payload_sha256 string, digest_ok boolean, "

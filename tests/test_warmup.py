@@ -46,7 +46,7 @@ def test_warm_up_lists_every_package_of_the_project():
 def test_warm_up_writes_the_bytecode_of_the_project_modules():
     import importlib.util
     from bkdisk.warmup import compile_bytecode
-    modules = ("formats.errors", "fsck.passes.p6_journals", "bench.run_all")
+    modules = ("bkdisk.formats.errors", "bkdisk.fsck.passes.p6_journals", "bench.run_all")
     sources = [importlib.util.find_spec(m).origin for m in modules]
     for src in sources:
         pyc = Path(importlib.util.cache_from_source(src))

@@ -128,7 +128,7 @@ def foreign_znodes(hosts: str) -> list[str]:
     BookKeeper's layout below one (its special znodes, ledgers and the id hierarchy)."""
     from kazoo.client import KazooClient
 
-    from metaservice import zk_layout as L
+    from bkdisk.metaservice import zk_layout as L
     zk = KazooClient(hosts=hosts, timeout=10)
     zk.start(15)
     try:

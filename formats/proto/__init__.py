@@ -8,8 +8,8 @@ from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from formats.errors import FormatError
-from formats.proto.bookkeeper_formats_pb2 import CookieFormat, LedgerMetadataFormat
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.proto.bookkeeper_formats_pb2 import CookieFormat, LedgerMetadataFormat
 
 __all__ = ["CookieFormat", "LedgerMetadataFormat", "java_text_format", "java_escape_bytes", "parse_text_format"]
 

@@ -5,16 +5,16 @@ import errno
 import os
 from collections.abc import Iterator
 
-from diskio.mapped import DiskError, read_bytes
-from formats.bookieid import is_strict_bp41, validate_bookie_id
-from formats.cookie import Cookie, parse_cookie
-from formats.errors import FormatError
-from formats.paths import CURRENT_DIR
-from fsck.codes import Code
-from fsck.confinement import is_inside, real_roots
-from fsck.context import CheckContext
-from fsck.findings import Finding
-from indexfiles.listing import ROCKSDB_DIRS
+from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.formats.bookieid import is_strict_bp41, validate_bookie_id
+from bkdisk.formats.cookie import Cookie, parse_cookie
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.paths import CURRENT_DIR
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.confinement import is_inside, real_roots
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+from bkdisk.indexfiles.listing import ROCKSDB_DIRS
 
 
 def _same_dir(recorded: str, found: str) -> bool:

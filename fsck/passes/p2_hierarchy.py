@@ -15,16 +15,16 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from diskio.atomic import TEMP_NAME
-from diskio.failures import LIST
-from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR, index_relpath, index_relpaths
-from fsck import dbindex
-from fsck.codes import Code
-from fsck.confinement import first_link
-from fsck.context import CheckContext
-from fsck.findings import Finding
-from indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
+from bkdisk.diskio.atomic import TEMP_NAME
+from bkdisk.diskio.failures import LIST
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import CURRENT_DIR, index_relpath, index_relpaths
+from bkdisk.fsck import dbindex
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.confinement import first_link
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+from bkdisk.indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
 
 _READER_CODES = {"sst-checksum": Code.DBINDEX_BLOCK_CHECKSUM, "sst-missing": Code.DBINDEX_SST_MISSING,
                  "wal-torn-tail": Code.DBINDEX_WAL_TORN}

@@ -8,16 +8,16 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError
-from formats.entry import ENTRY_V1_HEADER_SIZE
-from formats.entrylog import ENTRY_SIZE
-from formats.ids import LedgerId
-from formats.paths import LEDGERS_DB, LOCATIONS_DB
-from formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
-from fsck import dbindex
-from fsck.codes import Code
-from fsck.context import CheckContext
-from fsck.findings import Finding
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
+from bkdisk.formats.entrylog import ENTRY_SIZE
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
+from bkdisk.fsck import dbindex
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
 
 # A location points just past an entry's size prefix; that prefix and a whole V1 entry header must
 # lie inside the log: (pos - prefix) + header <= log size.
@@ -103,7 +103,7 @@ def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
     ledgers the journal speaks of are looked up: no step per ledger of the index)."""
-    from rocksdbfiles.dbindex import ledger_ids, ledgers_without_metadata
+    from bkdisk.rocksdbfiles.dbindex import ledger_ids, ledgers_without_metadata
     out: dbindex.Pairs = []
     facts = ctx.journal_facts
     told = sorted({x.ledger for x in (*facts.master_keys, *facts.fenced, *facts.explicit_lac) if x.scope == 0},

@@ -13,18 +13,18 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError, map_window, read_bytes
-from entrylogs.arrays import EntryLogArrays
-from entrylogs.reader import Damage
-from entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
-from formats.digests import DigestType
-from formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
-from formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
-from formats.ids import LedgerId
-from formats.paths import CURRENT_DIR
-from fsck.codes import Code
-from fsck.context import CheckContext
-from fsck.findings import Finding, given
+from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.reader import Damage
+from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
+from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import CURRENT_DIR
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding, given
 
 LAST_ID = "lastId"
 MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote

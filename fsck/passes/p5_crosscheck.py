@@ -18,18 +18,18 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from diskio.spill import ChunkedArray, RangeSpill, split_ranges
-from entrylogs.arrays import EntryLogArrays
-from formats.ids import LedgerId
-from formats.entrylog import SIZE_PREFIX_SIZE
-from formats.index import join_locations, location_logs, slot_offset, unpack_location
-from formats.paths import LOCATIONS_DB
-from fsck import dbindex
-from fsck.codes import Code
-from fsck.context import CheckContext
-from fsck.findings import Finding
-from fsck.keyjoin import KeySet
-from fsck.scan_store import entry_count
+from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
+from bkdisk.formats.paths import LOCATIONS_DB
+from bkdisk.fsck import dbindex
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.scan_store import entry_count
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
@@ -186,7 +186,7 @@ def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rows), bool)
     if isinstance(md, dict) or not rows.any():
         return out
-    from bookie.metadata_dir import MetadataView   # only with metadata: a check without needs none of it
+    from bkdisk.bookie.metadata_dir import MetadataView   # only with metadata: a check without needs none of it
     if not isinstance(md, MetadataView) or md.lookup is None:
         return out
     scope, ledger = ids[0][rows], ids[1][rows]
@@ -284,7 +284,7 @@ def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 
 def _entries(scan, log_id: int) -> np.ndarray:
-    from formats.dbledger import ENTRY_SIZE_FIELD
+    from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
     e = scan.entries
     t = np.empty(len(e), DB_ENTRY_ROW)
     t["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
@@ -357,8 +357,8 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     """An entry no location points at is garbage (a superseded copy, a deleted ledger) unless its ledger is
     live, no location of that entry exists and the journal will not replay it: then reads of it fail.
     Where part of the locations database could not be read, what it holds is unknown: info only."""
-    from formats.dbledger import ENTRY_SIZE_FIELD
-    from rocksdbfiles.dbindex import ledger_ids
+    from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
+    from bkdisk.rocksdbfiles.dbindex import ledger_ids
     damaged = any(dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
     torn = next((p for p in idx.problems
                  if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)

@@ -14,19 +14,19 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from diskio.mapped import DiskError
-from formats.errors import FormatError
-from formats.ids import LedgerId
-from formats.lastmark import LastMark
-from formats.paths import CURRENT_DIR, journal_name
-from fsck.codes import Code
-from fsck.context import CheckContext
-from fsck.findings import Finding
-from fsck.keyjoin import KeySet
-from journal.arrays import JournalArrays
-from journal.digests import bad_data_records, data_records
-from journal.reader import EndKind
-from journal.search import find_record_pair
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark
+from bkdisk.formats.paths import CURRENT_DIR, journal_name
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.digests import bad_data_records, data_records
+from bkdisk.journal.reader import EndKind
+from bkdisk.journal.search import find_record_pair
 
 
 DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
@@ -195,7 +195,7 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
             c = locs[k0:k0 + (1 << 20)]
             mark(files["scope"][c["file"]], files["ledger"][c["file"]], c["entry"])
     else:
-        from entrylogs.arrays import EntryLogArrays
+        from bkdisk.entrylogs.arrays import EntryLogArrays
         for s in ctx.log_scans.values():
             if isinstance(s, EntryLogArrays):
                 ents = s.entries

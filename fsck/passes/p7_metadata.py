@@ -5,13 +5,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from bookie.layout import bookie_id_of
-from entrylogs.arrays import EntryLogArrays
-from formats.ids import LedgerId
-from fsck.codes import Code
-from fsck.entry_ranges import runs
-from fsck.context import CheckContext
-from fsck.findings import Finding
+from bkdisk.bookie.layout import bookie_id_of
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.entry_ranges import runs
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
 
 
 CHUNK = 1 << 20   # locations read at once

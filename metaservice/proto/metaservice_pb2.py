@@ -28,7 +28,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#metaservice/proto
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'metaservice.proto.metaservice_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bkdisk.metaservice.proto.metaservice_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_BOOKIESERVICEINFOFORMAT_PROPERTIESENTRY']._loaded_options = None

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from metaservice.proto import metaservice_pb2 as metaservice_dot_proto_dot_metaservice__pb2
+from bkdisk.metaservice.proto import metaservice_pb2 as metaservice_dot_proto_dot_metaservice__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
