@@ -112,7 +112,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
     """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
     ledger whose metadata cannot be read would be reported as an orphan."""
-    from bkdisk.audit.job import AuditError, first_line   # audit.job imports this module
+    from bkdisk.audit.job import AuditError, first_line  # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
     seg, near = os.path.join(scratch, "segments"), os.path.join(scratch, "near")
     os.makedirs(seg, exist_ok=True)
@@ -136,7 +136,7 @@ def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables
 
 def segments(spark, mt: MetadataTables):
     """The segments frame, read from the metadata stage's files."""
-    from pyspark.sql.pandas.types import from_arrow_schema   # the optional extra 'audit': only where Spark runs
+    from pyspark.sql.pandas.types import from_arrow_schema  # the optional extra 'audit': only where Spark runs
     return spark.read.schema(from_arrow_schema(SEGMENT_ARROW)).parquet(mt.segments_dir)
 
 

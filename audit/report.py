@@ -8,9 +8,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from importlib.metadata import version
 from collections import defaultdict
 from collections.abc import Callable
+from importlib.metadata import version
 from typing import Any
 
 import pyarrow.parquet as pq

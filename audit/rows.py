@@ -25,8 +25,8 @@ import pyarrow.ipc as ipc
 
 from bkdisk.audit.placement import this_host, wrong_host
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
-from bkdisk.diskio.config import collector_eased
 from bkdisk.diskio import fault_guard
+from bkdisk.diskio.config import collector_eased
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import to_signed64
 

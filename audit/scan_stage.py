@@ -45,10 +45,10 @@ def scan_disks(spark, disks: list[DiskInput], task, rows_dir: str,
                progress: Callable[[int, int, int], None] | None = None) -> tuple[list[dict], list[str]]:
     """Scan ``disks`` (``task``: audit.job.disk_task's function) in waves; returns each disk's final
     row and the folders of the rows the waves wrote."""
-    from pyspark.sql import functions as F   # the optional extra 'audit', as in audit.job
+    from pyspark.sql import functions as F  # the optional extra 'audit', as in audit.job
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from bkdisk.audit.job import AuditError, first_line   # audit.job imports this module
+    from bkdisk.audit.job import AuditError, first_line  # audit.job imports this module
     schema = "path string, bookie_id string, index long, host string"
     final: dict[int, dict] = {}
     todo = list(range(len(disks)))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import os
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow.parquet as pq
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from subprocess import PIPE
 import threading
+from subprocess import PIPE
 
 LOG4J2_PROPERTIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -29,7 +29,7 @@ def with_log_settings(settings: dict[str, str]) -> dict[str, str]:
 def start_gateway(settings: dict[str, str], master: str | None, app: str) -> None:
     """Start the driver JVM as the session builder would, its stderr passed on line by line without
     JVM_NOISE. Nothing to do under spark-submit (the JVM is already there) or with a JVM running."""
-    from pyspark import SparkConf, SparkContext   # the optional extra 'audit', as in audit.job
+    from pyspark import SparkConf, SparkContext  # the optional extra 'audit', as in audit.job
     from pyspark.java_gateway import launch_gateway
     if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
         return

@@ -87,7 +87,7 @@ def through_service(target: str) -> dict:
 
 def fill_sqlite(path: str, n: int) -> None:
     """``n`` scope-0 ledgers written into the store's table in one transaction (the bench's setup)."""
-    from bkdisk.metaservice.sqlite_store import _k, SqliteStore
+    from bkdisk.metaservice.sqlite_store import SqliteStore, _k
     SqliteStore(path).close()
     import sqlite3
     db = sqlite3.connect(path)
@@ -100,6 +100,7 @@ def fill_sqlite(path: str, n: int) -> None:
 def fill_zk(hosts: str, root: str, n: int) -> None:
     """``n`` scope-0 ledgers as BookKeeper's hybrid layout names them, 1000 creates per multi."""
     from kazoo.client import KazooClient
+
     from bkdisk.metaservice.zk_layout import ledger_path
     from bkdisk.metaservice.zk_store import ZkStore
     ZkStore(hosts, root).close()

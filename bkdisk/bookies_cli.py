@@ -8,10 +8,10 @@ import json
 
 import click
 
-from bkdisk.metadata_cli import channel_kw, client_options, service_errors
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.output import HELP_OPTIONS, emit
 from bkdisk.commandline.runner import run_until_stopped
+from bkdisk.metadata_cli import channel_kw, client_options, service_errors
 
 metadata_client = lazy_import("bkdisk.metaservice.client")
 resolver = lazy_import("bkdisk.metaservice.resolver")

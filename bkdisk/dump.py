@@ -16,20 +16,20 @@ from typing import Any
 import click
 
 from bkdisk import shell_format as sf
-from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
-from bkdisk.file_kinds import expect_kind
-from bkdisk.java_compat import JavaLongLongMap
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.runner import one_line_errors
+from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
 from bkdisk.entrylogs.reader import Damage, EntryRecord
+from bkdisk.file_kinds import expect_kind
 from bkdisk.formats.codec import read_field, read_value
 from bkdisk.formats.entry import ENTRY_V1_HEADER
 from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from bkdisk.java_compat import JavaLongLongMap
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.reader import EndKind
 
@@ -285,7 +285,7 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
 
 
 def _add_state_commands() -> None:
-    from bkdisk import dump_state   # imported once the group exists: its commands join it here
+    from bkdisk import dump_state  # imported once the group exists: its commands join it here
     for name in ("index", "lastmark", "cookie", "metadata"):
         dump.add_command(getattr(dump_state, f"{name}_cmd"), name)
 
@@ -294,7 +294,7 @@ _add_state_commands()
 
 
 def _add_rocksdb_commands() -> None:
-    from bkdisk import dump_rocksdb   # DbLedgerStorage; it imports the RocksDB reader only when run
+    from bkdisk import dump_rocksdb  # DbLedgerStorage; it imports the RocksDB reader only when run
     for name, cmd in dump_rocksdb.COMMANDS.items():
         dump.add_command(cmd, name)
 

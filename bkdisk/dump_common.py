@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import click
 

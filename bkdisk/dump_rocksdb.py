@@ -14,12 +14,12 @@ import click
 import numpy as np
 
 from bkdisk import shell_format as sf
-from bkdisk.dump_common import DumpError, Out, json_option
-from bkdisk.dump_state import storage_dirs
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.mapped import map_file
+from bkdisk.dump_common import DumpError, Out, json_option
+from bkdisk.dump_state import storage_dirs
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB

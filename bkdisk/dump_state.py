@@ -7,18 +7,18 @@ import os
 import click
 
 from bkdisk import shell_format as sf
-from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
-from bkdisk.file_kinds import expect_kind
 from bkdisk.bookie.layout import BookieDirs, discover
 from bkdisk.bookie.lookup import find_index
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.mapped import DiskError
+from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
+from bkdisk.file_kinds import expect_kind
 from bkdisk.formats.cookie import parse_cookie
+from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
 from bkdisk.formats.index import SLOT_SIZE, slot_offset
 from bkdisk.formats.lastmark import last_mark_name, parse_last_mark

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from collections.abc import Iterable
+from decimal import Decimal
 
 from bkdisk.formats.ids import to_signed64
 

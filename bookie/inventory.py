@@ -7,17 +7,17 @@ audit's replica rows start from. Damage the scan met comes back as data (``LogRo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
 from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.diskio.payload_hashes import PayloadHashes, hex_ascii
 from bkdisk.entrylogs.reader import Damage
-from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
 from bkdisk.entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.errors import FormatError

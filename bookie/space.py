@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable
 
 import numpy as np
 
-from bkdisk.bookie.gc_policy import ACTIONS, COMPACT_MAJOR, COMPACT_MINOR, CURRENT, DELETE, GcSettings, log_actions, usage
+from bkdisk.bookie.gc_policy import (
+    ACTIONS,
+    COMPACT_MAJOR,
+    COMPACT_MINOR,
+    CURRENT,
+    DELETE,
+    GcSettings,
+    log_actions,
+    usage,
+)
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
@@ -105,8 +113,8 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
     (entries whose ``exists`` is set), a group per dir."""
     if dirs.storage_kind == "rocksdb":
         return _db_ledgers(dirs)
-    from bkdisk.indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION, list_index_tree
     from bkdisk.formats.paths import parse_index_name
+    from bkdisk.indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION, list_index_tree
     listing = list_index_tree(dirs.effective_index_dirs)
     if listing.failures:
         f = listing.failures[0]
@@ -221,8 +229,8 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
     return out
 
 
-def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *, metadata_from: str | None = None,
-                   scan: bool = False, scans: dict | None = None, top: int = 10,
+def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *,
+                   metadata_from: str | None = None, scan: bool = False, scans: dict | None = None, top: int = 10,
                    bookie_id: str | None = None) -> SpaceReport:
     """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
     ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list)."""

@@ -102,7 +102,7 @@ class DigestPlan:
         decided type and update ``scan.digests`` (and ``scan.payload_hashes``) in place. ``data``:
         the file's bytes, when the scan was of in-memory bytes. Returns the number of rows updated.
         """
-        from bkdisk.diskio.digests import recheck_digests   # (diskio.digests builds on this module)
+        from bkdisk.diskio.digests import recheck_digests  # (diskio.digests builds on this module)
         return recheck_digests(scan, self, data)
 
     def ledger_digest(self, key: LedgerKey) -> tuple[DigestType | None, str | None]:

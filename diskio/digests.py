@@ -24,10 +24,28 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from bkdisk.diskio.digest_kernels import (DIGEST_BAD, DIGEST_LENGTH_BY_CODE, DIGEST_OK, DIGEST_PENDING_HMAC,
-                                   DIGEST_UNKNOWN, SNIFF_CRC32, SNIFF_CRC32C, check_digests, sniff_crc)
-from bkdisk.diskio.digest_plan import (SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_NAMES, SOURCE_NONE, SOURCE_SNIFFED, DigestPlan,
-                                LedgerKey, find_ledgers, learn_digest_length_hints)
+from bkdisk.diskio.digest_kernels import (
+    DIGEST_BAD,
+    DIGEST_LENGTH_BY_CODE,
+    DIGEST_OK,
+    DIGEST_PENDING_HMAC,
+    DIGEST_UNKNOWN,
+    SNIFF_CRC32,
+    SNIFF_CRC32C,
+    check_digests,
+    sniff_crc,
+)
+from bkdisk.diskio.digest_plan import (
+    SOURCE_ENTRY,
+    SOURCE_GIVEN,
+    SOURCE_NAMES,
+    SOURCE_NONE,
+    SOURCE_SNIFFED,
+    DigestPlan,
+    LedgerKey,
+    find_ledgers,
+    learn_digest_length_hints,
+)
 from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.diskio.payload_hashes import PayloadHashes, sha256_payloads

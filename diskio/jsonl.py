@@ -10,9 +10,9 @@ per row; tests hold the two byte-identical.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 

@@ -30,8 +30,15 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from bkdisk.diskio import config
-from bkdisk.diskio.config import (CRC_PCLMUL, CRC_TABLE, CRC_VARIANT_NAMES, CRC_VPCLMUL, JIT_OPTIONS as JIT,  # noqa: F401
-                           best_crc_variant, kernel, supported_crc_variants)
+from bkdisk.diskio.config import (  # noqa: F401
+    CRC_PCLMUL,
+    CRC_TABLE,
+    CRC_VARIANT_NAMES,
+    CRC_VPCLMUL,
+    best_crc_variant,
+    kernel,
+    supported_crc_variants,
+)
 
 POLY_CRC32, POLY_CRC32C = 0, 1          # rows of CRC_TABLES / CRC_FOLD
 _POLYS = (0x104C11DB7, 0x11EDC6F41)     # x^32 + ... (zlib CRC-32, Castagnoli CRC-32C)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 

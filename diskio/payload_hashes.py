@@ -7,8 +7,8 @@ the hex text is written from it in bulk (``hex_ascii``).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, wait
 from contextlib import AbstractContextManager, ExitStack, nullcontext
-from collections.abc import Callable
 
 import numpy as np
 

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import enum
 import os
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import construct as cs
 import numpy as np
 
 from bkdisk.diskio.mapped import read_bytes
 from bkdisk.formats import entrylog as fe
-from bkdisk.formats.entry import (ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER, ENTRY_V2_HEADER_SIZE,
-                           V2_DIGEST_MASK, V2_FLAGS_BASE, V2_MARKER, V2_VERSION_MASK)
 from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import (
+    ENTRY_V1_HEADER,
+    ENTRY_V1_HEADER_SIZE,
+    ENTRY_V2_HEADER,
+    ENTRY_V2_HEADER_SIZE,
+    V2_DIGEST_MASK,
+    V2_FLAGS_BASE,
+    V2_MARKER,
+    V2_VERSION_MASK,
+)
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import parse_entry_log_name
 

@@ -18,15 +18,46 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bkdisk.diskio.digests import (DIGEST_BAD, DIGEST_DTYPE, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN,
-                            SOURCE_NAMES, SOURCE_SNIFFED, DigestPlan, recheck_digests, verify_entry_digests)
+from bkdisk.diskio.digests import (
+    DIGEST_BAD,
+    DIGEST_DTYPE,
+    DIGEST_OK,
+    DIGEST_UNKNOWN,
+    SOURCE_ENTRY,
+    SOURCE_GIVEN,
+    SOURCE_NAMES,
+    SOURCE_SNIFFED,
+    DigestPlan,
+    recheck_digests,
+    verify_entry_digests,
+)
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.payload_hashes import PayloadHashes
-from bkdisk.diskio.windowed import DEFAULT_WINDOW, MIN_WINDOW, MODE, RESUME, Columns, FileSource, new_state, walk_windows
+from bkdisk.diskio.windowed import (
+    DEFAULT_WINDOW,
+    MIN_WINDOW,
+    MODE,
+    RESUME,
+    Columns,
+    FileSource,
+    new_state,
+    walk_windows,
+)
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
 from bkdisk.entrylogs.reader import read_frame
-from bkdisk.entrylogs.walk import (ENTRIES, HEADER_LOOKAHEAD, LAST_NONZERO, LAST_NONZERO_UNKNOWN, NEED_LAST_NONZERO,
-                            NEED_WHOLE_FILE, POSITION, PROBLEMS, STATE_SLOTS, WALKING, walk_entry_records)
+from bkdisk.entrylogs.walk import (
+    ENTRIES,
+    HEADER_LOOKAHEAD,
+    LAST_NONZERO,
+    LAST_NONZERO_UNKNOWN,
+    NEED_LAST_NONZERO,
+    NEED_WHOLE_FILE,
+    POSITION,
+    PROBLEMS,
+    STATE_SLOTS,
+    WALKING,
+    walk_entry_records,
+)
 from bkdisk.formats import entrylog as fe
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.paths import parse_entry_log_name

@@ -15,15 +15,40 @@ import numpy as np
 
 from bkdisk.diskio.config import kernel
 from bkdisk.diskio.kernels import be_i32, be_i64, be_u64
-from bkdisk.diskio.windowed import (DONE, FIRST_OWN_SLOT, FIRST_OWN_STATUS, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW,
-                             RESUME)
+from bkdisk.diskio.windowed import (
+    DONE,
+    FIRST_OWN_SLOT,
+    FIRST_OWN_STATUS,
+    FULL,
+    MODE,
+    MODE_DONE,
+    NEED,
+    NEXT_WINDOW,
+    RESUME,
+)
 from bkdisk.entrylogs.reader import SKIP_RECORD, Damage
 from bkdisk.formats.digests import DigestType
-from bkdisk.formats.entry import (ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT,
-                           V1_LENGTH_AT, V2_DIGEST_MASK, V2_FLAGS_BASE, V2_MARKER, V2_PREFIX_SIZE, V2_SCOPE_AT,
-                           V2_VERSION_MASK)
-from bkdisk.formats.entrylog import (DIRECT_ALIGNMENT, DIRECT_PADDING_BYTE, MAX_ENTRY_SIZE, MIN_SANE_ENTRY_SIZE,
-                             SIZE_PREFIX_SIZE)
+from bkdisk.formats.entry import (
+    ENTRY_V1_HEADER_SIZE,
+    ENTRY_V2_HEADER_SIZE,
+    V1_ENTRY_AT,
+    V1_LAC_AT,
+    V1_LEDGER_AT,
+    V1_LENGTH_AT,
+    V2_DIGEST_MASK,
+    V2_FLAGS_BASE,
+    V2_MARKER,
+    V2_PREFIX_SIZE,
+    V2_SCOPE_AT,
+    V2_VERSION_MASK,
+)
+from bkdisk.formats.entrylog import (
+    DIRECT_ALIGNMENT,
+    DIRECT_PADDING_BYTE,
+    MAX_ENTRY_SIZE,
+    MIN_SANE_ENTRY_SIZE,
+    SIZE_PREFIX_SIZE,
+)
 
 # The walk's own state slots (after diskio.windowed's MODE, RESUME, NEED).
 POSITION = FIRST_OWN_SLOT        # where the walk is

@@ -14,8 +14,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from bkdisk.formats.codec import parse_struct
-from bkdisk.formats.errors import FormatError, shown
 from bkdisk.formats.entrylog import ENTRY_SIZE
+from bkdisk.formats.errors import FormatError, shown
 from bkdisk.formats.index import LAC_BODY_MIN
 from bkdisk.formats.journal import LAC_BODY
 from bkdisk.formats.proto.dbledger_storage_pb2 import LedgerData

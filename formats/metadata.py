@@ -129,7 +129,7 @@ def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
     version, body_offset = _parse_header(data, path)
     body = data[body_offset:]
     if version == 1:
-        from bkdisk.formats.metadata_v1 import parse_v1   # format 1 is rare: its text parser loads on demand
+        from bkdisk.formats.metadata_v1 import parse_v1  # format 1 is rare: its text parser loads on demand
         return parse_v1(body, path, body_offset)
     if version == 2:
         msg = parse_text_format(body, LedgerMetadataFormat(), what="LedgerMetadataFormat TextFormat",

@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bkdisk.bookie.layout import BookieDirs
+from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext, CheckOptions
 from bkdisk.fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
-from bkdisk.fsck import dbindex
 from bkdisk.fsck.findings import SEVERITY_ORDER, Finding, given
 from bkdisk.fsck.lanes import Task
-from bkdisk.fsck.passes import (p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals,
-                         p7_metadata)
+from bkdisk.fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals, p7_metadata
 from bkdisk.fsck.problems import Severity, pass_name
 from bkdisk.fsck.root_causes import missing_log_causes
 
@@ -201,6 +200,7 @@ def _rows_of(inv, wanted: list[Finding], row_of: dict[str, int]):
 
 def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     import os
+
     from bkdisk.entrylogs.arrays import EntryLogArrays
     log_bytes = sum(s.size for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     entries = sum(len(s.entries) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))

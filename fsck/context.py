@@ -9,10 +9,10 @@ on the calling thread.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable
 
 from bkdisk.bookie.layout import BookieDirs
 from bkdisk.diskio.mapped import DiskError
@@ -23,8 +23,8 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
 from bkdisk.fsck import scans
-from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.fsck.lanes import Lanes, Progress
+from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import IndexInventory
 from bkdisk.indexfiles.listing import IndexListing

@@ -9,8 +9,8 @@ shell rebuilds the databases (``bookkeeper_rebuilds`` says with which command).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 

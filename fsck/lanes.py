@@ -8,10 +8,10 @@ thread calls the progress callback: a lane records its progress, the waiting thr
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 Progress = Callable[[str, int, int], None]   # (what, done, total)
 Task = tuple[str, Callable[[], Any]]          # (name, work)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
-from bkdisk.formats.ids import LedgerId
+from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import SLOT_SIZE, pack_location
 from bkdisk.fsck.context import CheckContext
 

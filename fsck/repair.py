@@ -9,9 +9,9 @@ drop entries the bookie acknowledged unless the operator names the destructive c
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 
@@ -21,19 +21,20 @@ from bkdisk.diskio.failures import LIST
 from bkdisk.diskio.mapped import DiskError, map_window
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE, STATE_FENCED, IndexHeader
+from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
+from bkdisk.formats.index import STATE_FENCED, IndexHeader
 from bkdisk.formats.paths import CURRENT_DIR, index_relpath
-from bkdisk.fsck.codes import Code
 from bkdisk.fsck.api import Report, check_bookie, recheck
+from bkdisk.fsck.codes import Code
 from bkdisk.fsck.confinement import escape
-from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.fsck.context import CheckContext, CheckOptions
+from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
 from bkdisk.fsck.findings import Finding, given
 from bkdisk.fsck.passes.p2_hierarchy import same_inode
 from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
-from bkdisk.fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
 from bkdisk.fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
+from bkdisk.fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
 from bkdisk.fsck.shell_commands import recover_commands
 from bkdisk.indexfiles.writer import index_bytes
 

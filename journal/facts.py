@@ -2,8 +2,8 @@
 replay, gathered from the journal scans and the lastMark that applies to each journal."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 

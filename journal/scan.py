@@ -17,18 +17,48 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from bkdisk.diskio.windowed import (DEFAULT_WINDOW, MIN_WINDOW, MODE, MODE_DONE, NEXT_WINDOW, RESUME, Columns, FileSource,
-                             new_state, read_head, walk_windows)
+from bkdisk.diskio.windowed import (
+    DEFAULT_WINDOW,
+    MIN_WINDOW,
+    MODE,
+    MODE_DONE,
+    NEXT_WINDOW,
+    RESUME,
+    Columns,
+    FileSource,
+    new_state,
+    read_head,
+    walk_windows,
+)
 from bkdisk.formats import journal as fj
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.journal import RecordKind
 from bkdisk.formats.paths import parse_journal_name
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.reader import EndKind
-from bkdisk.journal.walk import (END_AT, END_CLASSIFY, END_CLEAN, END_EOF, END_GARBAGE, END_KIND, END_NEGATIVE,
-                          END_PAD_LENGTH, END_PAD_SHORT, END_REASON, END_TORN, END_VALUE, END_VERSION,
-                          END_ZERO_BODY, IN_ZERO_TAIL, LOOKAHEAD, POSITION, RECORDS, STATE_SLOTS, WALKING,
-                          walk_journal_records)
+from bkdisk.journal.walk import (
+    END_AT,
+    END_CLASSIFY,
+    END_CLEAN,
+    END_EOF,
+    END_GARBAGE,
+    END_KIND,
+    END_NEGATIVE,
+    END_PAD_LENGTH,
+    END_PAD_SHORT,
+    END_REASON,
+    END_TORN,
+    END_VALUE,
+    END_VERSION,
+    END_ZERO_BODY,
+    IN_ZERO_TAIL,
+    LOOKAHEAD,
+    POSITION,
+    RECORDS,
+    STATE_SLOTS,
+    WALKING,
+    walk_journal_records,
+)
 
 __all__ = ["DEFAULT_WINDOW", "scan_journal"]
 

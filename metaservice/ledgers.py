@@ -6,8 +6,14 @@ import functools
 
 from bkdisk.formats.bookieid import validate_bookie_id
 from bkdisk.formats.errors import FormatError
-from bkdisk.formats.metadata import (FORMAT_VERSIONS, LedgerMetadata, format_message_bytes,
-                              parse_format_message, parse_metadata, serialize_metadata)
+from bkdisk.formats.metadata import (
+    FORMAT_VERSIONS,
+    LedgerMetadata,
+    format_message_bytes,
+    parse_format_message,
+    parse_metadata,
+    serialize_metadata,
+)
 from bkdisk.metaservice.store import BadRequest, StoreError
 
 

@@ -16,8 +16,7 @@ from bkdisk.metaservice.auth import authorized
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
-from bkdisk.metaservice.store import (BadRequest, Change, MetadataStore, StoreError, StoreUnavailable,
-                               check_ids)
+from bkdisk.metaservice.store import BadRequest, Change, MetadataStore, StoreError, StoreUnavailable, check_ids
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,18 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from bkdisk.metaservice.store import (SCOPE0_MAX_LEDGER, BadVersion, Change, LedgerExists, LedgerNotFound,
-                               MetadataStore, StoreError, Versioned, check_ids, scoped_ledger_candidate)
+from bkdisk.metaservice.store import (
+    SCOPE0_MAX_LEDGER,
+    BadVersion,
+    Change,
+    LedgerExists,
+    LedgerNotFound,
+    MetadataStore,
+    StoreError,
+    Versioned,
+    check_ids,
+    scoped_ledger_candidate,
+)
 
 # SQLite integers are signed 64-bit; ids are unsigned 64-bit. Storing id - 2^63 keeps every id
 # representable and keeps SQL's ORDER BY equal to unsigned order.

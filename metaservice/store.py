@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from collections.abc import Iterator
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bkdisk.formats.errors import BkdiskError

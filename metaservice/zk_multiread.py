@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from kazoo.exceptions import EXCEPTIONS, NoNodeError
-from kazoo.protocol.serialization import (int_struct, multiheader_struct, read_buffer, stat_struct,
-                                          write_string)
+from kazoo.protocol.serialization import int_struct, multiheader_struct, read_buffer, stat_struct, write_string
 from kazoo.protocol.states import ZnodeStat
 
 GET_DATA = 4

@@ -17,13 +17,30 @@ import uuid
 from collections.abc import Iterator
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, NodeExistsError,
-                              NoNodeError, NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
 from bkdisk.metaservice import zk_layout as L
-from bkdisk.metaservice.store import (BadVersion, Change, LedgerExists, LedgerNotFound, MetadataStore,
-                               StoreError, StoreUnavailable, Versioned, check_ids)
+from bkdisk.metaservice.store import (
+    BadVersion,
+    Change,
+    LedgerExists,
+    LedgerNotFound,
+    MetadataStore,
+    StoreError,
+    StoreUnavailable,
+    Versioned,
+    check_ids,
+)
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import ABSENT, Follower, Seen

@@ -7,8 +7,8 @@ at most one restart interval.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.errors import FormatError

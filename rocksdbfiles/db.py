@@ -6,9 +6,9 @@ from __future__ import annotations
 import heapq
 import os
 import re
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from collections.abc import Iterator
 
 import numpy as np
 

@@ -3,10 +3,10 @@ and ``current/ledgers`` (ledger -> exists, fenced, master key, explicit LAC), wi
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -14,7 +14,6 @@ from bkdisk.formats import dbledger as fd
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
 from bkdisk.rocksdbfiles.db import Database, Problem, open_db
-
 
 LOCATION_ROW = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("log", "<i8"), ("offset", "<i8")])
 

@@ -3,11 +3,11 @@ checksummed fragments joined into logical records, and where a damaged or torn t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import crc32c
 
 from bkdisk.formats import rocksdb as rf
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np

@@ -11,8 +11,8 @@ the tables already read are dropped from the process's mappings as it goes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.codec import parse_struct
 from bkdisk.formats.errors import FormatError
 from bkdisk.rocksdbfiles.logfile import LogContents, Tail, read_log
 from bkdisk.rocksdbfiles.sst import Record
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np

@@ -6,9 +6,8 @@ the data blocks they write are byte-identical to the ones RocksDB wrote in the g
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import crc32c

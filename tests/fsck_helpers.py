@@ -11,13 +11,13 @@ from bkdisk.bookie.layout import BookieDirs, discover
 from bkdisk.bookie.model import LedgerSpec, WrittenBookie
 from bkdisk.bookie.writer import write_bookie, write_metadata_dir
 from bkdisk.demo import sample_spec
-from bkdisk.fsck.api import Report, check_bookie
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import unpack_location
 from bkdisk.formats.paths import entry_log_name
+from bkdisk.fsck.api import Report, check_bookie
 from bkdisk.fsck.context import CheckOptions
 
 

@@ -7,12 +7,12 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import GOLDEN
 
+from bench.metadata_gen import write_folder, write_sqlite
 from bkdisk.audit.metadata_source import MetadataDirSource, MetadataServiceSource, write_chunks
 from bkdisk.audit.metadata_tables import bookie_metadata, read_chunk_task
-from bench.metadata_gen import write_folder, write_sqlite
 from bkdisk.bookie.metadata_dir import bookie_metadata_dir, load_metadata_dir, places_entries_on
-from conftest import GOLDEN
 from bkdisk.formats.ids import LedgerId
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
@@ -120,9 +120,9 @@ def test_a_bookie_s_view_of_a_big_folder_holds_only_its_own_ledgers(tmp_path):
 
 
 def test_fsck_streams_a_metadata_folder_and_finds_what_the_whole_folder_gives(tmp_path):
+    from bkdisk.bookie.layout import discover
     from bkdisk.fsck.api import check_bookie
     from bkdisk.fsck.context import CheckOptions
-    from bkdisk.bookie.layout import discover
     md = tmp_path / "md"
     write_folder(str(md), 2000, 1 << 20, list(C3_BOOKIES))
     for f in (C3 / "metadata").glob("*"):

@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import replace
 
 import pytest
+from spark_session import scan_hosts, shared_spark
 
 from bkdisk.audit.job import FAULT_TABLES, read_tables, run_audit
 from bkdisk.audit.metadata_source import MetadataDirSource
@@ -22,7 +23,6 @@ from bkdisk.formats.entry import package_entry
 from bkdisk.formats.ids import to_signed64
 from bkdisk.formats.index import unpack_location
 from bkdisk.formats.paths import entry_log_name
-from spark_session import scan_hosts, shared_spark
 
 pytestmark = pytest.mark.slow   # real Spark audits of whole clusters
 

@@ -10,12 +10,12 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
-
-from bkdisk.audit.job import ALL_TABLES, read_tables
-from bkdisk.bookie.cluster import sample_cluster, write_cluster
 from conftest import GOLDEN
 from spark_cluster import CLUSTER_CONF, python_depth, start_cluster
 from test_audit_spark import BOOKIES, rows
+
+from bkdisk.audit.job import ALL_TABLES, read_tables
+from bkdisk.bookie.cluster import sample_cluster, write_cluster
 
 pytestmark = pytest.mark.slow   # a cluster start and each audit take tens of seconds on 2 shared cores
 

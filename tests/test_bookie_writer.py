@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,6 @@ from bkdisk.formats import entrylog as fe
 from bkdisk.formats.digests import DigestType, master_key
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import parse_header as parse_index_header
-
-from conftest import GOLDEN
 
 
 def _shape(root: Path) -> set[str]:

@@ -12,12 +12,13 @@ import subprocess
 import sys
 
 import pytest
-
-from bkdisk.demo import sample_spec
-from bkdisk.bookie.writer import write_bookie
 from fsck_helpers import patch
+
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.demo import sample_spec
 from bkdisk.formats.codec import build_field, field_offset
-from bkdisk.formats.entrylog import ENTRY_LOG_HEADER_FIELDS, ENTRY_SIZE, HEADER_SIZE as LOG_HEADER_SIZE
+from bkdisk.formats.entrylog import ENTRY_LOG_HEADER_FIELDS, ENTRY_SIZE
+from bkdisk.formats.entrylog import HEADER_SIZE as LOG_HEADER_SIZE
 from bkdisk.formats.journal import SECTOR_SIZE, header_size, parse_header
 
 RSS_CEILING_MIB = 400
@@ -152,9 +153,10 @@ def test_a_journal_record_claiming_2_gib_inside_a_4_gib_sparse_journal_is_verifi
 
 
 def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies_them(tmp_path, monkeypatch):
+    from fsck_helpers import flip, make_disk
+
     import bkdisk.diskio.digests
     import bkdisk.journal.digests
-    from fsck_helpers import flip, make_disk
     from bkdisk.journal.reader import read_journal
     disk = make_disk(str(tmp_path / "b"))
     j = disk.written.journal_files[0]
@@ -175,7 +177,8 @@ def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies
 
 def _length_fields(written, remap) -> dict[str, tuple[str, int, str]]:
     """name -> (file, offset of a length field in it, the dump subcommand that reads the file)."""
-    from bkdisk.formats.entrylog import LEDGERS_MAP_BATCH, parse_header as parse_log_header
+    from bkdisk.formats.entrylog import LEDGERS_MAP_BATCH
+    from bkdisk.formats.entrylog import parse_header as parse_log_header
     from bkdisk.formats.index import INDEX_HEADER_FIELDS
     from bkdisk.formats.journal import KEY_LENGTH_AT, LAC_BODY_LENGTH_AT, RECORD_LENGTH_SIZE, RecordKind
     from bkdisk.journal.reader import read_journal

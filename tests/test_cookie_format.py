@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,6 @@ from bkdisk.formats.cookie import Cookie, decode_dirs, encode_dirs, parse_cookie
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.proto import CookieFormat
 
-from conftest import GOLDEN
 MISSING = GOLDEN / "<golden folder missing>"
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 
 from bkdisk.dump import dump
 
-from conftest import GOLDEN
 REPO = Path(__file__).resolve().parents[1]
 V6 = GOLDEN / "interleaved-v6-hostport"
 V4 = GOLDEN / "interleaved-v4-smallpage"

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 
 from bkdisk.dump import dump
-
-from conftest import GOLDEN
 
 
 def _corpora() -> list[Path]:

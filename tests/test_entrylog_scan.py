@@ -11,6 +11,7 @@ from pathlib import Path
 import crc32c
 import numpy as np
 import pytest
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,15 +20,23 @@ from bkdisk.bookie.writer import write_bookie
 from bkdisk.diskio import kernels as K
 from bkdisk.entrylogs.arrays import scan_entry_log_reference
 from bkdisk.entrylogs.reader import Damage
-from bkdisk.entrylogs.scan import (DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_SNIFFED,
-                            DigestPlan, scan_entry_log, verify_entry_digests)
+from bkdisk.entrylogs.scan import (
+    DIGEST_BAD,
+    DIGEST_OK,
+    DIGEST_UNKNOWN,
+    SOURCE_ENTRY,
+    SOURCE_GIVEN,
+    SOURCE_SNIFFED,
+    DigestPlan,
+    scan_entry_log,
+    verify_entry_digests,
+)
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
-from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.entrylog import HEADER_SIZE, SIZE_PREFIX_SIZE
+from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import unpack_location
 
-from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 
 

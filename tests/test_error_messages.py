@@ -3,14 +3,14 @@ Python repr (b'...'), a construct parse path or an exception name."""
 from __future__ import annotations
 
 import random
-import zlib
 import re
+import zlib
 
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 
 from bkdisk.dump import dump
-from conftest import GOLDEN
 from bkdisk.formats.errors import FormatError, shown
 
 PY_REPR = re.compile(r"""(?<!["'\w])b['"]|\\x[0-9a-f]{2}|Error in path|Traceback|ConstError|StreamError""")

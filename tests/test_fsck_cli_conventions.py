@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.api import check_bookie
-from bkdisk.fsck_cli import fsck_command
 from bkdisk.fsck.context import CheckOptions
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, make_disk, snapshot
 
 
@@ -23,8 +23,8 @@ def _cli(*args):
 
 
 def _main(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

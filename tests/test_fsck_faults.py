@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from bkdisk.bookie.lookup import read_entry
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.index import unpack_location
+from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import entry_log_name, index_relpath
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck_cli import fsck_command
@@ -312,8 +312,9 @@ def test_lastmark_at_a_missing_journal(disk):
 # --- cookies and bookie ids ----------------------------------------------------------------------
 
 def test_cookies_that_disagree_between_dirs(disk):
-    from bkdisk.formats.cookie import parse_cookie, serialize_cookie
     import dataclasses
+
+    from bkdisk.formats.cookie import parse_cookie, serialize_cookie
     p = os.path.join(disk.dirs.ledger_dirs[1], "current", "VERSION")
     c = parse_cookie(open(p, "rb").read())
     open(p, "wb").write(serialize_cookie(dataclasses.replace(c, instance_id="another-cluster")))
@@ -324,8 +325,9 @@ def test_cookies_that_disagree_between_dirs(disk):
 
 
 def test_invalid_bookie_id_in_a_cookie(disk):
-    from bkdisk.formats.cookie import parse_cookie, serialize_cookie
     import dataclasses
+
+    from bkdisk.formats.cookie import parse_cookie, serialize_cookie
     for d in disk.dirs.all_dirs:
         p = os.path.join(d, "current", "VERSION")
         c = parse_cookie(open(p, "rb").read())
@@ -354,7 +356,8 @@ def test_unreadable_file_is_reported_when_run_without_read_privileges(tmp_path):
     victim = d.written.index_files[LedgerId(0, 1)]
     os.chmod(victim, 0o000)
     # Root reads anything; without two capabilities it obeys file permissions like anyone.
-    cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", d.root, "--json", "--no-progress"])
+    cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", d.root, "--json",
+                        "--no-progress"])
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     import json
@@ -430,6 +433,7 @@ def test_corrupt_first_entries_of_a_ledger_without_metadata_are_still_found(disk
 
 def test_pass_2_names_every_duplicate_by_its_first_file_in_listing_order():
     import numpy as np
+
     from bkdisk.fsck.passes.p2_hierarchy import _duplicates
     from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
     rows = np.zeros(9, INDEX_FILE_DTYPE)

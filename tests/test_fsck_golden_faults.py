@@ -16,11 +16,11 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
+from fsck_helpers import flip, patch
 
 from bkdisk.bookie.layout import discover
 from bkdisk.bookie.lookup import read_entry
-from conftest import GOLDEN
-from fsck_helpers import flip, patch
 from bkdisk.formats.cookie import parse_cookie, serialize_cookie
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.entrylog import ENTRY_SIZE
@@ -29,8 +29,8 @@ from bkdisk.formats.index import INDEX_MAGIC, LOCATION, pack_location, slot_offs
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, index_relpath
 from bkdisk.fsck.api import check_bookie
-from bkdisk.fsck_cli import fsck_command
 from bkdisk.fsck.context import CheckOptions
+from bkdisk.fsck_cli import fsck_command
 from bkdisk.journal.reader import read_journal
 
 INDEX_CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage"]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 
 from bkdisk.bookie.layout import LayoutError, discover, discover_all, from_conf
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
@@ -23,8 +24,6 @@ from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
 from bkdisk.journal.reader import read_journal
 from tests.fsck_helpers import make_disk
-
-from conftest import GOLDEN
 
 
 def _codes(rep, severity):
@@ -78,6 +77,7 @@ def test_a_ledger_deleted_from_metadata_is_garbage_not_an_error(tmp_path):
 
 def test_a_lost_index_of_a_ledger_in_metadata_is_an_error_and_is_rebuilt(tmp_path):
     from click.testing import CliRunner
+
     from bkdisk.fsck_cli import fsck_command
     spec = _spec()
     w = write_bookie(spec, str(tmp_path / "b"))
@@ -186,7 +186,8 @@ def test_repair_refuses_to_rebuild_an_index_while_an_entry_log_cannot_be_read(tm
     rep = d.check()
     ctx = rep.context
     victim = d.written.entry_log_files[0]
-    ctx.log_scans[victim] = __import__("bkdisk.diskio.mapped", fromlist=["DiskError"]).DiskError(victim, "permission denied")
+    disk_error = __import__("bkdisk.diskio.mapped", fromlist=["DiskError"]).DiskError
+    ctx.log_scans[victim] = disk_error(victim, "permission denied")
     actions = [a for a in plan_repairs(rep).actions if a.kind == "rebuild-index"]
     assert actions and all(a.blocked and "could not be read" in a.blocked for a in actions)
 
@@ -249,6 +250,7 @@ def test_an_all_zero_body_mid_journal_with_records_after_it_is_corruption_not_a_
 
 def test_an_interrupted_index_relocation_is_a_warning_and_repair_renames_it(tmp_path):
     from click.testing import CliRunner
+
     from bkdisk.fsck_cli import fsck_command
     spec = _spec()
     w = write_bookie(spec, str(tmp_path))

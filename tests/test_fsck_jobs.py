@@ -15,7 +15,6 @@ from bkdisk.fsck.context import CheckOptions
 from tests.fsck_helpers import entry_record, flip_payload, mixed_ledgers, patch
 
 
-
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory):
     base = tmp_path_factory.mktemp("jobs")

@@ -7,12 +7,13 @@ import os
 import re
 
 from click.testing import CliRunner
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bkdisk.bookie.metadata_dir import load_metadata_dir
 from bkdisk.formats.ids import LedgerId
-from bkdisk.fsck_cli import fsck_command
 from bkdisk.fsck.shell_commands import JAVA_LONG_MAX, recover_commands
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import make_disk
 
 RECOVER = re.compile(r"bin/bookkeeper shell recover -l (\S+) (\S+)")

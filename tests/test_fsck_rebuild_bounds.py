@@ -8,8 +8,8 @@ import json
 import os
 
 from click.testing import CliRunner
-
 from conftest import GOLDEN, golden_copy
+
 from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import snapshot
 

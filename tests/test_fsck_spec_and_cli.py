@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from bkdisk.fsck_cli import fsck_command
-from bkdisk.fsck.problems import PROBLEMS
 from conftest import GOLDEN
+
+from bkdisk.fsck.problems import PROBLEMS
+from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import flip, make_disk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def test_repair_refuses_while_another_process_holds_the_dirs(tmp_path):
 
 def test_ctrl_c_exits_32(tmp_path, monkeypatch):
     d = make_disk(str(tmp_path))
-    import bkdisk.fsck.api as api   # bkdisk.fsck_cli reads the checker from fsck.api when a check runs
+    import bkdisk.fsck.api as api  # bkdisk.fsck_cli reads the checker from fsck.api when a check runs
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt

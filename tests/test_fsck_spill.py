@@ -17,9 +17,9 @@ from bkdisk.formats.digests import DigestType
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.fsck.api import check_bookie
-from bkdisk.fsck_cli import fsck_command
 from bkdisk.fsck.context import CheckOptions
 from bkdisk.fsck.passes import p5_crosscheck
+from bkdisk.fsck_cli import fsck_command
 from bkdisk.journal.reader import read_journal
 from tests.conftest import GOLDEN
 from tests.fsck_helpers import entry_record, flip_payload, make_disk, patch

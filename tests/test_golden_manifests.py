@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 
 from bkdisk.bookie.layout import BookieDirs
 from bkdisk.bookie.reader import read_bookie
@@ -22,7 +23,6 @@ from bkdisk.indexfiles.writer import index_bytes
 from bkdisk.journal.reader import read_journal
 from bkdisk.journal.writer import rebuild_journal
 
-from conftest import GOLDEN
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid",
            "cluster-3/bookies/bk-1.rack-a", "cluster-3/bookies/bk-2.rack-a", "cluster-3/bookies/bk-3.rack-b"]
 

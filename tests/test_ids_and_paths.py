@@ -10,16 +10,23 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.formats.bookieid import BookieId, HostPort, is_strict_bp41, legacy_address, validate_bookie_id
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import U64, LedgerId, to_signed64, to_unsigned64
-from bkdisk.formats.paths import (entry_log_name, index_relpath, index_relpaths, journal_name, parse_entry_log_name,
-                           parse_index_name, parse_journal_name)
+from bkdisk.formats.paths import (
+    entry_log_name,
+    index_relpath,
+    index_relpaths,
+    journal_name,
+    parse_entry_log_name,
+    parse_index_name,
+    parse_journal_name,
+)
 
-from conftest import GOLDEN
 u64 = st.integers(min_value=0, max_value=U64)
 nonzero_u64 = st.integers(min_value=1, max_value=U64)
 SETTINGS = settings(max_examples=200, deadline=None)

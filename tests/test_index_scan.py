@@ -1,6 +1,7 @@
 """The jitted .idx decoding and hierarchy walk against the reference walk, the golden corpora and the writer."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -9,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
-import errno
-
 from bkdisk.diskio.failures import LIST, OPEN
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.errors import FormatError
@@ -27,7 +27,6 @@ from bkdisk.indexfiles.reader import read_index
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 from bkdisk.indexfiles.writer import index_bytes
 
-from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
                                            or [GOLDEN / "cluster-3" / "bookies" / "<missing>"])

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 
-from bkdisk.inventory import inventory
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.inventory import inventory
 
-from conftest import GOLDEN
 REPO = Path(__file__).resolve().parents[1]
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
@@ -238,8 +238,8 @@ def test_ledger_options_limit_the_rows_to_that_ledger_in_either_spelling(tmp_pat
 
 
 def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scanner():
-    from bkdisk.inventory import WINDOW_DEFAULT
     from bkdisk.entrylogs.scan import DEFAULT_WINDOW
+    from bkdisk.inventory import WINDOW_DEFAULT
     assert WINDOW_DEFAULT == DEFAULT_WINDOW
     probe = ("import sys\nfrom bkdisk.cli import main\ntry:\n    main(['inventory', '--help'])\n"
              "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")

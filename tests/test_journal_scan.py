@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from bkdisk.journal.reader import EndKind, read_journal
 from bkdisk.journal.scan import scan_journal
 from bkdisk.journal.writer import JournalWriter
 
-from conftest import GOLDEN
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 CORPORA = [GOLDEN / c for c in SINGLE] + (sorted((GOLDEN / "cluster-3" / "bookies").glob("*"))
                                            or [GOLDEN / "cluster-3" / "bookies" / "<missing>"])

@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,8 +15,6 @@ from bkdisk.bookie.writer import write_bookie
 from bkdisk.formats import journal as fj
 from bkdisk.journal.scan import scan_journal
 from bkdisk.journal.search import find_record_pair, find_record_pair_reference
-
-from conftest import GOLDEN
 
 GOLDEN_JOURNALS = sorted(GOLDEN.glob("*/journal*/current/*.txn")) + sorted(
     GOLDEN.glob("cluster-3/bookies/*/journal*/current/*.txn"))

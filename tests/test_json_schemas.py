@@ -5,17 +5,17 @@ Real outputs are taken from the golden disks BookKeeper wrote, through the real 
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
 from pathlib import Path
 
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN, REPO
 
 from bkdisk.dump import dump
 from bkdisk.inventory import inventory
-from conftest import GOLDEN, REPO
 
 SCHEMAS = REPO / "specs" / "schemas"
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
@@ -104,6 +104,7 @@ def test_fsck_json_of_a_clean_golden_bookie_matches_its_schema(corpus):
 
 def test_fsck_json_of_a_damaged_copy_its_dry_run_plan_and_its_repair_match_the_schema(tmp_path):
     from fsck_helpers import make_disk
+
     from bkdisk.formats.ids import LedgerId
     disk = make_disk(str(tmp_path / "b"))
     log = disk.written.entry_log_files[0]

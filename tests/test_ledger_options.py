@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import GOLDEN
 
 BIN = Path(sys.executable).parent
@@ -34,8 +33,8 @@ def test_a_bad_ledger_option_is_one_line_naming_the_option(command, option, valu
 
 @pytest.mark.parametrize("value", ["255", "0xff", "0XFF", " 0xff "])
 def test_decimal_and_hex_name_the_same_ledger(value):
-    from bkdisk.formats.ids import LedgerId
     from bkdisk.commandline.ledger_options import resolve_ledger
+    from bkdisk.formats.ids import LedgerId
     assert resolve_ledger(value, None, None) == LedgerId(0, 255)
     assert resolve_ledger(value, "0x10", None) == LedgerId(16, 255)
     assert resolve_ledger(None, None, "0000000000000010" "00000000000000ff") == LedgerId(16, 255)

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import GOLDEN
+
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.metaservice.client import MetadataError
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,7 +25,6 @@ from bkdisk.formats.metadata import (
 from bkdisk.formats.proto import LedgerMetadataFormat, java_escape_bytes, java_text_format
 from bkdisk.formats.proto.regenerate import regenerate
 
-from conftest import GOLDEN
 MISSING = GOLDEN / "<golden folder missing>"
 
 

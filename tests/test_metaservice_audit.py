@@ -3,17 +3,17 @@ source) writes the same tables as with the metadata folder."""
 from __future__ import annotations
 
 import pytest
+from conftest import GOLDEN
+from test_audit_spark import BOOKIES, rows
 
 from bkdisk.audit.cli import audit, run_audit_command
 from bkdisk.audit.job import read_tables, run_audit, spark_session
 from bkdisk.audit.metadata_source import MetadataDirSource, MetadataServiceSource, open_source
 from bkdisk.audit.rows import DiskInput, RunInfo
-from conftest import GOLDEN
 from bkdisk.formats.ids import LedgerId
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.sqlite_store import SqliteStore
-from test_audit_spark import BOOKIES, rows
 
 pytestmark = pytest.mark.slow   # a Spark audit reading metadata through the service
 

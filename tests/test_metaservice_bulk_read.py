@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
+from metaservice_fixture import served
+from zookeeper_fixture import started
 
 from bench.metaservice_bench import _payload
 from bkdisk.formats.ids import U64, LedgerId
@@ -15,8 +17,6 @@ from bkdisk.formats.metadata import parse_metadata
 from bkdisk.metaservice.client import MetadataError
 from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.metaservice.store import open_store
-from metaservice_fixture import served
-from zookeeper_fixture import started
 
 _roots = itertools.count(1)
 # Ids at the edges of each encoding: scope-0 short and long trees, the top of a scope, scope 2^64-1.

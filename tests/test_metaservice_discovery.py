@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from metaservice_fixture import served
 
 from bkdisk.formats.bookieid import HostPort
 from bkdisk.metaservice.client import MetadataError
@@ -16,7 +17,6 @@ from bkdisk.metaservice.discovery import Registry
 from bkdisk.metaservice.resolver import BookieAddressResolver, DiscoveryClient, ResolveError, service_info
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.sqlite_store import SqliteStore
-from metaservice_fixture import served
 
 WAIT = 30.0     # upper bound for something asynchronous to happen; never asserted as a timing
 

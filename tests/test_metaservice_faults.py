@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
+from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice.client import MetadataClient, MetadataError
@@ -26,7 +27,6 @@ from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.metaservice.store import BadVersion, open_store
 from bkdisk.metaservice.zk_store import ZkStore
-from zookeeper_fixture import started
 
 REPO = Path(__file__).resolve().parents[1]
 

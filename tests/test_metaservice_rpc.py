@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from metaservice_fixture import served
 
 from bkdisk.formats.metadata import parse_format_message, parse_metadata, serialize_metadata
 from bkdisk.metaservice.client import MetadataClient, MetadataError
@@ -18,7 +19,6 @@ from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.metaservice.store import BadVersion
-from metaservice_fixture import served
 
 
 @pytest.fixture()

@@ -11,22 +11,27 @@ import uuid
 
 import pytest
 from kazoo.client import KazooClient
+from metaservice_fixture import served
+
+# The store-independent RPC tests, collected here a second time: they get this module's `service`.
+from test_metaservice_rpc import (  # noqa: F401
+    test_concurrent_cas_writers_exactly_one_wins,
+    test_create_generates_increasing_scope0_ids_and_random_scoped_ids,
+    test_golden_folders_import_and_export_byte_for_byte,
+    test_inconsistent_metadata_is_bad_request,
+    test_malformed_metadata_is_bad_request_and_writes_nothing,
+    test_malformed_requests_get_bad_request,
+    test_read_converts_formats_and_returns_the_bp16_message,
+    test_read_write_remove_and_their_status_codes,
+    test_watch_delivers_create_update_delete_in_order_and_resumes,
+)
+from zookeeper_fixture import started
 
 from bkdisk.metaservice.client import MetadataClient, MetadataError
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.store import StoreError, open_store
 from bkdisk.metaservice.zk_store import ZkStore
-from metaservice_fixture import served
-from zookeeper_fixture import started
-
-# The store-independent RPC tests, collected here a second time: they get this module's `service`.
-from test_metaservice_rpc import (  # noqa: F401
-    test_concurrent_cas_writers_exactly_one_wins, test_create_generates_increasing_scope0_ids_and_random_scoped_ids,
-    test_golden_folders_import_and_export_byte_for_byte, test_inconsistent_metadata_is_bad_request,
-    test_malformed_metadata_is_bad_request_and_writes_nothing, test_malformed_requests_get_bad_request,
-    test_read_converts_formats_and_returns_the_bp16_message, test_read_write_remove_and_their_status_codes,
-    test_watch_delivers_create_update_delete_in_order_and_resumes)
 
 _roots = itertools.count(1)
 HYBRID = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"

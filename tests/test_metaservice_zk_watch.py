@@ -11,12 +11,12 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.store import open_store
-from zookeeper_fixture import started
 
 ROOT = "/ledgers"
 

@@ -9,10 +9,10 @@ import os
 
 import pytest
 from click.testing import CliRunner
-
-from bkdisk.inventory import inventory
 from conftest import GOLDEN, golden_copy
+
 from bkdisk.fsck_cli import fsck_command
+from bkdisk.inventory import inventory
 
 CORPUS = "interleaved-v6-hostport"
 GONE = "ledgers1"

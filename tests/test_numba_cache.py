@@ -8,14 +8,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from conftest import GOLDEN
+
 import bkdisk.diskio.config
 import bkdisk.diskio.kernels
 import bkdisk.entrylogs.scan
 import bkdisk.entrylogs.scan as E
 import bkdisk.indexfiles.scan
 import bkdisk.journal.scan
-
-from conftest import GOLDEN
 
 REPO = Path(__file__).resolve().parents[1]
 

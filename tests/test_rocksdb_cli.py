@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
+from conftest import GOLDEN
 
 from bkdisk.dump import dump
-from conftest import GOLDEN
 from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
 from bkdisk.rocksdbfiles.sst import SstFile
 

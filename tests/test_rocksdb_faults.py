@@ -9,8 +9,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-
 from conftest import GOLDEN
+
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.dbledger import location_value, locations_key
 from bkdisk.rocksdbfiles import writer as w

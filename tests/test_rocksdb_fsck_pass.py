@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 
 from bkdisk.bookie.layout import discover
-from conftest import GOLDEN
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.dbledger import location_value, locations_key
-from bkdisk.fsck_cli import fsck_command
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.passes.p2_hierarchy import check_databases
 from bkdisk.fsck.passes.p3_index import check_ledgers
 from bkdisk.fsck.passes.p5_crosscheck import check_locations
 from bkdisk.fsck.problems import PROBLEMS
+from bkdisk.fsck_cli import fsck_command
 from bkdisk.rocksdbfiles import writer as w
 from bkdisk.rocksdbfiles.block import read_block
 from bkdisk.rocksdbfiles.dbindex import read_ledger_dir

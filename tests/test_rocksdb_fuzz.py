@@ -9,10 +9,10 @@ import tracemalloc
 from contextlib import ExitStack
 from pathlib import Path
 
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import GOLDEN
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.dbledger import location_value, locations_key
 from bkdisk.formats.errors import FormatError

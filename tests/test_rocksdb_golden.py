@@ -8,8 +8,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-
 from conftest import GOLDEN
+
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
 from bkdisk.formats.journal import LAC_BODY

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 
 from bench import rocksdb_tools as rt
 from bkdisk.dump import dump
-from conftest import GOLDEN
 from bkdisk.formats import dbledger as fd
 from bkdisk.rocksdbfiles.db import open_db
 

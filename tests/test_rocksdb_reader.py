@@ -9,8 +9,8 @@ from pathlib import Path
 import crc32c
 import pytest
 import xxhash
-
 from conftest import GOLDEN
+
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.dbledger import location_value, locations_key, parse_location
 from bkdisk.formats.errors import FormatError

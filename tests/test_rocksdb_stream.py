@@ -156,6 +156,7 @@ def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
 
 def test_the_ledgers_table_equals_the_reference_reader(tmp_path):
     from conftest import GOLDEN
+
     from bkdisk.formats.dbledger import LEDGERS_KEY, LedgerInfo, ledger_value
     from bkdisk.rocksdbfiles.dbindex import read_ledger_table, read_ledgers
     good = [ledger_value(LedgerInfo(i, True, i % 2 == 0, bytes([i]) * 20, bytes(36) if i % 3 == 0 else None,

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import GOLDEN
 
 from bkdisk.diskio import config
 from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
-
-from conftest import GOLDEN
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = (sorted(GOLDEN.glob("*/ledgers*/current/*.log"))

@@ -13,12 +13,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN, REPO, golden_copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.space import space
-from conftest import GOLDEN, REPO, golden_copy
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.space import space
 
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 SCHEMA = REPO / "specs" / "schemas" / "space.schema.json"
@@ -263,8 +263,9 @@ def test_an_unreadable_entry_log_is_one_line_exit_8(tmp_path):
 
 
 def test_metadata_from_the_service_gives_the_rows_the_folder_gives(tmp_path):
-    from bkdisk.metaservice.sqlite_store import SqliteStore
     from metaservice_fixture import served
+
+    from bkdisk.metaservice.sqlite_store import SqliteStore
     root = golden_copy(tmp_path, "sorted-v5-bookieid")
     manifest = json.loads((root / "manifest.json").read_text())
     remove_metadata(root, set(ledger_ids(manifest)[1::2]))

@@ -184,7 +184,7 @@ def resolve(target: str) -> Any:
     parts = target.split(".")
     if parts[0] != "formats" or len(parts) < 3:
         raise LookupError(f"{target!r} is not formats.<module>.<NAME>")
-    module = importlib.import_module(".".join(parts[:2]))
+    module = importlib.import_module("bkdisk." + ".".join(parts[:2]))   # installed as bkdisk.formats
     obj: Any = module
     for name in parts[2:]:
         if isinstance(obj, cs.Construct):
@@ -368,7 +368,7 @@ def _top_level_declarations() -> dict[str, cs.Construct]:
     for path in sorted(FORMATS.glob("*.py")):
         if path.stem.startswith("_"):
             continue
-        module = importlib.import_module(f"formats.{path.stem}")
+        module = importlib.import_module(f"bkdisk.formats.{path.stem}")
         for name, obj in vars(module).items():
             if name.isupper() and isinstance(obj, (cs.Struct, cs.Padded)):
                 out[f"formats.{path.stem}.{name}"] = obj
@@ -482,8 +482,11 @@ def test_entry_log_constants_are_the_values_the_spec_states() -> None:
 def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
     from bkdisk.diskio import digest_kernels
     from bkdisk.entrylogs import walk as entry_walk
-    from bkdisk.formats import entry as fen, entrylog as fel, journal as fj
-    from bkdisk.journal import search as journal_search, walk as journal_walk
+    from bkdisk.formats import entry as fen
+    from bkdisk.formats import entrylog as fel
+    from bkdisk.formats import journal as fj
+    from bkdisk.journal import search as journal_search
+    from bkdisk.journal import walk as journal_walk
 
     v1, v2 = _table_offsets("formats.entry.ENTRY_V1_HEADER"), _table_offsets("formats.entry.ENTRY_V2_HEADER")
     assert (fen.V1_LEDGER_AT, fen.V1_ENTRY_AT, fen.V1_LAC_AT, fen.V1_LENGTH_AT) == \

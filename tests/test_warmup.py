@@ -36,15 +36,16 @@ def test_after_warm_up_the_commands_add_nothing_to_the_cache(tmp_path):
 
 def test_warm_up_lists_every_package_of_the_project():
     import tomllib
+
     from bkdisk.warmup import PACKAGES
     root = Path(__file__).resolve().parent.parent
-    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert sorted(PACKAGES) == sorted(p for p in include if not p.endswith(".*"))
-    assert sorted(p + ".*" for p in PACKAGES) == sorted(p for p in include if p.endswith(".*"))
+    mapped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    assert sorted(PACKAGES) == sorted([*mapped, "bench"])
 
 
 def test_warm_up_writes_the_bytecode_of_the_project_modules():
     import importlib.util
+
     from bkdisk.warmup import compile_bytecode
     modules = ("bkdisk.formats.errors", "bkdisk.fsck.passes.p6_journals", "bench.run_all")
     sources = [importlib.util.find_spec(m).origin for m in modules]

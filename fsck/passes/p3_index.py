@@ -12,8 +12,8 @@ from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
 from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext

@@ -20,8 +20,8 @@ import numpy as np
 
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
-from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
 from bkdisk.formats.paths import LOCATIONS_DB
 from bkdisk.fsck import dbindex
@@ -186,7 +186,7 @@ def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rows), bool)
     if isinstance(md, dict) or not rows.any():
         return out
-    from bkdisk.bookie.metadata_dir import MetadataView   # only with metadata: a check without needs none of it
+    from bkdisk.bookie.metadata_dir import MetadataView  # only with metadata: a check without needs none of it
     if not isinstance(md, MetadataView) or md.lookup is None:
         return out
     scope, ledger = ids[0][rows], ids[1][rows]

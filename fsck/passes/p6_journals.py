@@ -28,7 +28,6 @@ from bkdisk.journal.digests import bad_data_records, data_records
 from bkdisk.journal.reader import EndKind
 from bkdisk.journal.search import find_record_pair
 
-
 DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
 
 

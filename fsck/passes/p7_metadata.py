@@ -9,10 +9,9 @@ from bkdisk.bookie.layout import bookie_id_of
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.codes import Code
-from bkdisk.fsck.entry_ranges import runs
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.entry_ranges import runs
 from bkdisk.fsck.findings import Finding
-
 
 CHUNK = 1 << 20   # locations read at once
 
