@@ -204,7 +204,7 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from bkdisk.audit import tables
-    from bkdisk.audit.metadata_tables import read_metadata, segments
+    from bkdisk.audit.metadata_tables import known_keys, read_metadata, segments
     from bkdisk.audit.scan_stage import scan_disks
 
     if not disks and not scan_files:
@@ -249,7 +249,8 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         # a scan-disk file's rows of such a disk are dropped.
         replicas = spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir).filter(
             F.col("bookie_id").isin(audited))
-        frames_out.update(tables.fault_tables(segments(spark, mt), replicas, audited, not_audited))
+        frames_out.update(tables.fault_tables(segments(spark, mt), replicas, audited, not_audited,
+                                                  known_keys(spark, mt)))
         counts = {}
         for name in ALL_TABLES:
             if name != "replicas":   # written by the tasks (and above): a file per disk

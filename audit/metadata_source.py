@@ -22,7 +22,7 @@ from bkdisk.formats.metadata import LedgerMetadata
 # service source only: a folder's audit runs without it.
 
 CHUNK = 50_000   # ledgers a metadata task reads: a few MiB of metadata, a few seconds of parsing
-READ_THREADS = 16   # a task's concurrent file reads: a folder out of the page cache is a read a file
+READ_THREADS = 4   # a task's concurrent file reads: a folder out of the page cache is a read a file
 
 Read = tuple[LedgerId, "LedgerMetadata | Exception"]
 
@@ -92,7 +92,7 @@ class MetadataDirSource:
             pass
 
     def units(self) -> Iterator[str]:
-        return metadata_names(self.folder)
+        return metadata_names(self.folder, exact=False)   # the tasks check each name's ledger id
 
     def read(self, units: list[str]) -> Iterator[Read]:
         return read_metadata_files(self.folder, units, threads=READ_THREADS)

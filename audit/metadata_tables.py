@@ -1,8 +1,10 @@
 """Ledger metadata as distributed data: the metadata stage's tasks read the source's chunks in
-parallel and write, each for its own chunk, two kinds of Parquet file under a scratch folder:
+parallel and write, each for its own chunk, three kinds of Parquet file under a scratch folder:
 
-- ``segments/``: one row per ensemble of every ledger (``SEGMENT_ARROW``), which Spark
+- ``segments/``: one row per ensemble that may hold entries (``SEGMENT_ARROW``), which Spark
   reads as the segments frame of the fault tables' joins;
+- ``known/``: the keys of the ledgers with no such ensemble (closed and empty), which the orphans
+  table reads beside the segments' keys as the ledgers metadata knows;
 - ``near/<bookie>/``: per bookie, the ledgers whose metadata places entries on it, pickled, which
   the task scanning that bookie's disk reads for fsck's checks (``bookie_metadata``).
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
                            ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),
                            ("seg_next", pa.int64()), ("members", pa.list_(pa.string()))])
+KNOWN_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64())])
 NEAR_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("metadata", pa.binary())])
 FLUSH = 20_000   # ledgers buffered by a metadata task between Parquet files
 
@@ -39,6 +42,7 @@ FLUSH = 20_000   # ledgers buffered by a metadata task between Parquet files
 class MetadataTables:
     segments_dir: str
     near_dir: str
+    known_dir: str
     ledgers: int
     bookies: tuple[str, ...]   # every bookie some ensemble names
 
@@ -53,27 +57,38 @@ def _write(table: pa.Table, path: str) -> None:
     os.replace(tmp, path)   # a retried task rewrites the same names: no file is counted twice
 
 
-def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir: str, near_dir: str) -> dict:
-    """A metadata task: the chunk's ledgers as segment rows and per-bookie pickles; returns counts,
-    the bookies named and the first errors."""
+def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir: str, near_dir: str,
+                    known_dir: str) -> dict:
+    """A metadata task: the chunk's ledgers as segment rows, known keys and per-bookie pickles;
+    returns counts, the bookies named and the first errors.
+
+    A CLOSED ledger's ensembles that start past its last entry place no entry: they get no segment
+    row (every join drops them: their last expected entry is before their first). A ledger left with
+    no row (closed and empty, most of a big cluster's metadata) is written to ``known_dir`` as its
+    key only, so that its copies on a disk are not orphans; its ensembles' bookies are still named."""
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
+    known: dict[str, list[int]] = {f.name: [] for f in KNOWN_ARROW}
     near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)
     bookies: set[str] = set()
     errors: list[str] = []
     n_err = n = part = 0
 
     def flush() -> None:
-        nonlocal part, cols
+        nonlocal part, cols, known
+        name = f"part-{index:06d}-{part:03d}.parquet"
         if cols["ledger_id"]:
-            name = f"part-{index:06d}-{part:03d}.parquet"
             _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, name))
+        if known["ledger_id"]:
+            os.makedirs(known_dir, exist_ok=True)
+            _write(pa.table(known, schema=KNOWN_ARROW), os.path.join(known_dir, name))
         for b, rows in near.items():
             d = bookie_folder(near_dir, b)
             os.makedirs(d, exist_ok=True)
             sc, lg, md = zip(*rows)
             _write(pa.table({"ledger_scope": sc, "ledger_id": lg, "metadata": md}, schema=NEAR_ARROW),
-                   os.path.join(d, f"part-{index:06d}-{part:03d}.parquet"))
+                   os.path.join(d, name))
         cols = {f.name: [] for f in SEGMENT_ARROW}
+        known = {f.name: [] for f in KNOWN_ARROW}
         near.clear()
         part += 1
 
@@ -88,16 +103,22 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
         scope, ledger = to_signed64(lid.scope), to_signed64(lid.ledger)
         ens = sorted(m.ensembles)
         closed_last = m.effective_last_entry_id if m.is_closed else None
-        members_all: set[str] = set()
+        placing: set[str] = set()   # the members of the ensembles that get a row
         for i, (first, members) in enumerate(ens):
+            if closed_last is not None and first > closed_last:
+                break
             for k, v in (("ledger_scope", scope), ("ledger_id", ledger), ("state", m.state),
                          ("closed_last", closed_last), ("write_quorum", m.write_quorum), ("seg_first", first),
                          ("seg_next", ens[i + 1][0] if i + 1 < len(ens) else None), ("members", list(members))):
                 cols[k].append(v)
-            members_all.update(members)
-        bookies |= members_all
+            placing.update(members)
+        if not placing:
+            known["ledger_scope"].append(scope)
+            known["ledger_id"].append(ledger)
+        for _first, members in ens:
+            bookies.update(members)
         blob = None
-        for b in members_all:
+        for b in placing:
             if places_entries_on(m, b):
                 blob = blob or pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)
                 near[b].append((scope, ledger, blob))
@@ -114,23 +135,24 @@ def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables
     ledger whose metadata cannot be read would be reported as an orphan."""
     from bkdisk.audit.job import AuditError, first_line  # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
-    seg, near = os.path.join(scratch, "segments"), os.path.join(scratch, "near")
-    os.makedirs(seg, exist_ok=True)
-    os.makedirs(near, exist_ok=True)
+    seg, near, known = (os.path.join(scratch, d) for d in ("segments", "near", "known"))
+    for d in (seg, near, known):
+        os.makedirs(d, exist_ok=True)
     stats: list[dict] = []
     if chunks:
         rdd = spark.sparkContext.parallelize(list(enumerate(chunks)), len(chunks))
         try:
-            stats = rdd.map(lambda ic: read_chunk_task(source, ic[0], ic[1], seg, near)).collect()
+            stats = rdd.map(lambda ic: read_chunk_task(source, ic[0], ic[1], seg, near, known)).collect()
         except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
             raise AuditError(f"the metadata stage failed ({source.describe()}): {first_line(e)}") from None
     bad = [e for s in stats for e in s["first_errors"]]
     if bad:
         n = sum(s["errors"] for s in stats)
         raise AuditError(f"{bad[0]}" + (f" (and {n - 1} more ledgers whose metadata cannot be read)" if n > 1 else ""))
-    if not any(n.endswith(".parquet") for n in os.listdir(seg)):   # no ledger: the frame still has its columns
-        _write(SEGMENT_ARROW.empty_table(), os.path.join(seg, "empty.parquet"))
-    return MetadataTables(seg, near, sum(s["ledgers"] for s in stats),
+    for d, schema in ((seg, SEGMENT_ARROW), (known, KNOWN_ARROW)):
+        if not any(n.endswith(".parquet") for n in os.listdir(d)):   # no ledger: the frame still has its columns
+            _write(schema.empty_table(), os.path.join(d, "empty.parquet"))
+    return MetadataTables(seg, near, known, sum(s["ledgers"] for s in stats),
                           tuple(sorted({b for s in stats for b in s["bookies"]})))
 
 
@@ -138,6 +160,12 @@ def segments(spark, mt: MetadataTables):
     """The segments frame, read from the metadata stage's files."""
     from pyspark.sql.pandas.types import from_arrow_schema  # the optional extra 'audit': only where Spark runs
     return spark.read.schema(from_arrow_schema(SEGMENT_ARROW)).parquet(mt.segments_dir)
+
+
+def known_keys(spark, mt: MetadataTables):
+    """The keys of the ledgers metadata knows that have no segment row."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return spark.read.schema(from_arrow_schema(KNOWN_ARROW)).parquet(mt.known_dir)
 
 
 def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):

@@ -6,9 +6,11 @@ import os
 import sys
 
 if __name__ == "__main__":
-    # spark-submit runs this file as a script: make its package importable when not installed, then
-    # import it (so these imports follow the path set up here).
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # spark-submit runs this file as a script, which puts its own folder first on sys.path: the
+    # audit's modules (cli, job, rows, ...) would then also be importable as top-level names and shadow
+    # any package of the same name. bkdisk itself comes from the installation.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
     from bkdisk.audit.cli import audit
     from bkdisk.commandline.runner import run_click
     run_click(audit, "bkdisk-audit")

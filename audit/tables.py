@@ -147,13 +147,15 @@ def divergent(replicas: DataFrame) -> DataFrame:
     return per_entry.filter(F.size("copies") > 1).select(*ENTRY, F.size("copies").alias("fingerprints"), "copies")
 
 
-def orphans(replicas: DataFrame, segments: DataFrame) -> DataFrame:
+def orphans(replicas: DataFrame, segments: DataFrame, known: DataFrame | None = None) -> DataFrame:
     """Ledgers on a disk that no metadata references: entries and entry-log bytes (with the size
-    prefix) per bookie, the bytes compaction would reclaim."""
+    prefix) per bookie, the bytes compaction would reclaim. ``known``: the keys of ledgers metadata
+    knows beside those of ``segments``."""
     held = replicas.select(*KEY).distinct()
+    keys = segments.select(*KEY) if known is None else segments.select(*KEY).unionByName(known.select(*KEY))
     # The ledgers metadata knows, of those held: the disks' ledgers, not every ledger, are matched.
-    known = segments.select(*KEY).join(held, KEY, "left_semi").distinct()
-    return replicas.join(known, KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
+    held_known = keys.join(held, KEY, "left_semi").distinct()
+    return replicas.join(held_known, KEY, "left_anti").groupBy(*KEY, "bookie_id").agg(
         F.count(F.lit(1)).alias("entries"), F.sum(F.col("size") + SIZE_PREFIX_SIZE).alias("bytes"))
 
 
@@ -172,11 +174,12 @@ ORDER = {"under_replicated": KEY + ["first_entry_id"], "corrupt_copies": ENTRY +
          "space": ["bookie_id", "kind", "ledger_dir", "log_id", "ledger", "topic"]}
 
 
-def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], not_audited: list[str]
-                 ) -> dict[str, DataFrame]:
-    """The fault tables and the histogram from the segments frame (one row per ensemble of every
-    ledger, audit.metadata_tables.SEGMENT_ARROW) and the audited replicas; the frames several of them read are computed
-    once (persisted; ``release`` them after writing)."""
+def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], not_audited: list[str],
+                 known: DataFrame | None = None) -> dict[str, DataFrame]:
+    """The fault tables and the histogram from the segments frame (a row per ensemble that may hold
+    entries, audit.metadata_tables.SEGMENT_ARROW), the keys of the other ledgers metadata knows
+    (``known``) and the audited replicas; the frames several of them read are computed once
+    (persisted; ``release`` them after writing)."""
     keep = StorageLevel.MEMORY_AND_DISK
     placed = placed_segments(segments, replicas).persist(keep)
     shares = bookie_shares(placed).persist(keep)
@@ -184,7 +187,8 @@ def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], n
     problems = entry_problems(short_entries(placed, shares, write_set_copies(copies, placed)), placed).persist(keep)
     return {"under_replicated": under_replicated(problems, not_audited),
             "corrupt_copies": corrupt_copies(copies), "divergent": divergent(replicas),
-            "orphans": orphans(replicas, segments), "missing_ledgers": missing_ledgers(shares, replicas, audited),
+            "orphans": orphans(replicas, segments, known),
+            "missing_ledgers": missing_ledgers(shares, replicas, audited),
             "replication_histogram": replication_histogram(placed, problems)}
 
 

@@ -33,7 +33,8 @@ from bench.commands_bench import command, rss_split, timed
 from bkdisk.formats import dbledger as fd
 
 PER_LEDGER, PER_LOG = 1000, 50_000
-READ_PATH = ("import sys; from contextlib import ExitStack; from bkdisk.rocksdbfiles.dbindex import iter_location_columns\n"
+READ_PATH = ("import sys; from contextlib import ExitStack\n"
+             "from bkdisk.rocksdbfiles.dbindex import iter_location_columns\n"
              "n, problems = 0, []\n"
              "with ExitStack() as stack:\n"
              "    for c in iter_location_columns(sys.argv[1], stack, problems):\n"

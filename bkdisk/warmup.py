@@ -22,9 +22,11 @@ import click
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.runner import one_line_errors
 
-# The project's top-level packages (pyproject.toml's package list; a test keeps the two equal).
-PACKAGES = ("formats", "diskio", "journal", "indexfiles", "entrylogs", "rocksdbfiles", "bookie", "fsck",
-            "commandline", "audit", "metaservice", "bkdisk", "bench")
+# The project's packages as installed (pyproject.toml's package-dir; a test keeps the two equal), and
+# the benchmarks, which only a checkout has.
+PACKAGES = ("bkdisk", "bkdisk.formats", "bkdisk.diskio", "bkdisk.journal", "bkdisk.indexfiles", "bkdisk.entrylogs",
+            "bkdisk.rocksdbfiles", "bkdisk.bookie", "bkdisk.fsck", "bkdisk.commandline", "bkdisk.audit",
+            "bkdisk.metaservice", "bench")
 
 # What the warm-up runs loads when it runs, not for `bkdisk warm-up --help`.
 demo = lazy_import("bkdisk.demo")

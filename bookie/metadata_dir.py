@@ -3,6 +3,7 @@ plan (type and password per ledger) it gives the scanners."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from bkdisk.diskio.mapped import DiskError, read_bytes
@@ -14,31 +15,36 @@ from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
 _SUFFIXES = (".bin", ".txt", ".v1.txt")
 
 
+# A ledger's file name: 1 to 32 lower-case hex digits, then a suffix of _SUFFIXES.
+_FILE_NAME = re.compile(r"([0-9a-f]{1,32})(\.bin|\.v1\.txt|\.txt)")
+_RANK = {suf: rank for rank, suf in enumerate(_SUFFIXES)}
+
+
 def ledger_of_file(name: str) -> tuple[LedgerId, int] | None:
     """(ledger, preference rank) a metadata file name stands for, or None."""
-    for rank, suf in reversed(list(enumerate(_SUFFIXES))):
-        if name.endswith(suf):
-            stem = name[: -len(suf)]
-            if not stem or len(stem) > 32 or any(c not in "0123456789abcdef" for c in stem):
-                return None
-            if len(stem) == 32:
-                return LedgerId.from_qualified_name(stem), rank
-            value = int(stem, 16)
-            # 17 to 31 digits above 2^64 - 1 name no ledger (scoped ledgers take all 32 digits)
-            return (LedgerId(0, value), rank) if value >> 64 == 0 else None
-    return None
+    m = _FILE_NAME.fullmatch(name)
+    if m is None:
+        return None
+    stem, rank = m.group(1), _RANK[m.group(2)]
+    if len(stem) == 32:
+        return LedgerId.from_qualified_name(stem), rank
+    value = int(stem, 16)
+    # 17 to 31 digits above 2^64 - 1 name no ledger (scoped ledgers take all 32 digits)
+    return (LedgerId(0, value), rank) if value >> 64 == 0 else None
 
 
-def metadata_names(folder: str) -> Iterator[str]:
+def metadata_names(folder: str, exact: bool = True) -> Iterator[str]:
     """The names of ``folder`` that name a ledger's metadata file, as the folder lists them (streamed:
-    a folder of millions of ledgers is never held as a list)."""
+    a folder of millions of ledgers is never held as a list). ``exact`` False: the names of that form,
+    without the ledger's id (one above 2^64 passes; its reader, ``read_metadata_files``, drops it)."""
+    named = ledger_of_file if exact else _FILE_NAME.fullmatch
     try:
         it = os.scandir(folder)
     except OSError as e:
         raise DiskError(folder, f"cannot list the metadata folder ({e.strerror})") from None
     with it:
         for entry in it:
-            if ledger_of_file(entry.name) is not None:
+            if named(entry.name) is not None:
                 yield entry.name
 
 
@@ -47,7 +53,10 @@ def preferred_file(folder: str, name: str) -> bool:
     (``.bin`` before ``.txt`` before ``.v1.txt``) exists beside it."""
     found = ledger_of_file(name)
     assert found is not None, f"{name} is named as a metadata file"
-    rank = found[1]
+    return _preferred(folder, name, found[1])
+
+
+def _preferred(folder: str, name: str, rank: int) -> bool:
     stem = name[: -len(_SUFFIXES[rank])]
     return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in _SUFFIXES[:rank])
 
@@ -57,10 +66,11 @@ def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
     """Each ledger of ``names`` (files of ``folder``) that is read from that file, parsed; a file that
     cannot be read or parsed comes back as its error. ``threads`` > 1 reads the files on that many
     threads (a folder not in the page cache costs a device read a file; reads overlap, parsing does
-    not), a thousand names at a time."""
+    not), a thousand names at a time, each thread a slice of them (a future a file costs more than
+    the read of a file in the page cache)."""
     def fetch(n: str) -> tuple[LedgerId, str, bytes | DiskError] | None:
         got = ledger_of_file(n)
-        if got is None or not preferred_file(folder, n):
+        if got is None or not _preferred(folder, n, got[1]):
             return None
         p = os.path.join(folder, n)
         try:
@@ -86,7 +96,10 @@ def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
     it = iter(names)
     with ThreadPoolExecutor(threads) as pool:
         while batch := list(islice(it, 1000)):
-            yield from parsed(pool.map(fetch, batch))
+            step = -(-len(batch) // threads)
+            slices = (batch[i:i + step] for i in range(0, len(batch), step))
+            for part in pool.map(lambda s: list(map(fetch, s)), slices):
+                yield from parsed(part)
 
 
 def read_ledger_file(folder: str, lid: LedgerId) -> LedgerMetadata | None:

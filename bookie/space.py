@@ -229,8 +229,8 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
     return out
 
 
-def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *, metadata_from: str | None = None,
-                   scan: bool = False, scans: dict | None = None, top: int = 10,
+def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *,
+                   metadata_from: str | None = None, scan: bool = False, scans: dict | None = None, top: int = 10,
                    bookie_id: str | None = None) -> SpaceReport:
     """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
     ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list)."""

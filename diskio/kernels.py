@@ -39,7 +39,6 @@ from bkdisk.diskio.config import (  # noqa: F401
     kernel,
     supported_crc_variants,
 )
-from bkdisk.diskio.config import JIT_OPTIONS as JIT
 
 POLY_CRC32, POLY_CRC32C = 0, 1          # rows of CRC_TABLES / CRC_FOLD
 _POLYS = (0x104C11DB7, 0x11EDC6F41)     # x^32 + ... (zlib CRC-32, Castagnoli CRC-32C)

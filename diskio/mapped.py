@@ -134,15 +134,19 @@ def read_bytes(path: str | os.PathLike, limit: int | None = SMALL_FILE_LIMIT) ->
     if limit is not None and st.st_size > limit:
         os.close(fd)
         raise DiskError(p, f"expected a small file (at most {limit} bytes), found {st.st_size} bytes")
+    # os.read on the descriptor: a buffered file object costs more than the read of a small file.
     try:
-        with os.fdopen(fd, "rb", closefd=True) as f:
-            fd = -1
-            return f.read()
+        data = os.read(fd, st.st_size + 1)
+        if len(data) != st.st_size:   # short of fstat's size, or grown since: read on to the end
+            parts = [data]
+            while chunk := os.read(fd, max(st.st_size, 65536)):
+                parts.append(chunk)
+            data = b"".join(parts)
     except OSError as e:
         raise DiskError(p, f"cannot read ({e.strerror})") from None
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
+    return data
 
 
 def drop_pages(view, end: int) -> None:

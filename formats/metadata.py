@@ -139,6 +139,8 @@ def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
 
 
 def _parse_header(data: bytes, path: str | None) -> tuple[int, int]:
+    if data.startswith(HEADER_PREFIX + b"3\n"):   # what BookKeeper writes today: no byte-by-byte check
+        return 3, len(HEADER_PREFIX) + 2
     for i, want in enumerate(HEADER_PREFIX):
         if i >= len(data):
             raise FormatError("header 'BookieMetadataFormatVersion\\t'", "end of data", path=path, offset=i)
@@ -200,10 +202,14 @@ def _text(value: object, what: str, path: str | None, offset: int) -> str:
 
 def _from_message(msg: Message, version: int, path: str | None, offset: int) -> LedgerMetadata:
     m: Any = msg
-    ensembles = tuple(
-        (int(seg.firstEntryId),
-         tuple(_text(x, "ensemble member", path, offset) for x in seg.ensembleMember))
-        for seg in m.segment)
+    segments = []
+    for seg in m.segment:   # a loop, not generators: every ledger of a cluster's metadata comes here
+        members = tuple(seg.ensembleMember)
+        for x in members:
+            if not isinstance(x, str):
+                _text(x, "ensemble member", path, offset)
+        segments.append((int(seg.firstEntryId), members))
+    ensembles = tuple(segments)
     custom = tuple((_text(e.key, "custom metadata key", path, offset), bytes(e.value))
                    for e in m.customMetadata)
     has_ack = m.HasField("ackQuorumSize")

@@ -192,6 +192,11 @@ def open_store(url: str) -> MetadataStore:
         from bkdisk.metaservice.sqlite_store import SqliteStore
         return SqliteStore(path)
     if url.startswith("zk://"):
-        from bkdisk.metaservice.zk_store import from_url
-        return from_url(url)
+        hosts, _, root = url[len("zk://"):].partition("/")
+        for hp in hosts.split(","):
+            host, sep, port = hp.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise StoreError(f"{url}: {hp!r} is not HOST:PORT (expected zk://HOST:PORT/ledgers)")
+        from bkdisk.metaservice.zk_store import ZkStore
+        return ZkStore(hosts, "/" + (root.strip("/") or "ledgers"))
     raise NotAStoreUrl(url)

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+from kazoo import exceptions as kx
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
@@ -46,7 +47,7 @@ from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import ABSENT, Follower, Seen
 
 log = logging.getLogger(__name__)
-_DOWN = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError,
+_DOWN = (kx.ConnectionLoss, kx.SessionExpiredError, kx.ConnectionClosedError, kx.OperationTimeoutError,
          KazooTimeoutError)
 _ID_ATTEMPTS = 64
 _RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
@@ -126,7 +127,7 @@ class ZkStore(MetadataStore):
         for node, data in (("LAYOUT", L.layout_bytes()), ("INSTANCEID", str(uuid.uuid4()).encode())):
             try:
                 zk.create(f"{r}/{node}", data)
-            except NodeExistsError:
+            except kx.NodeExistsError:
                 pass
         data, _ = zk.get(f"{r}/LAYOUT")
         try:
@@ -200,7 +201,7 @@ class ZkStore(MetadataStore):
                 try:
                     data, stat = self.zk.get(path)
                     seen = Seen(stat.czxid, stat.version, data)
-                except NoNodeError:
+                except kx.NoNodeError:
                     seen = ABSENT
             except _DOWN:
                 continue
@@ -218,7 +219,7 @@ class ZkStore(MetadataStore):
             def send(path: str = path) -> Seen:
                 try:   # as BookKeeper's createFullPathOptimistic: the parents only when missing
                     _path, stat = self.zk.create(path, data, include_data=True)
-                except NoNodeError:
+                except kx.NoNodeError:
                     self.zk.ensure_path(path.rsplit("/", 1)[0])
                     _path, stat = self.zk.create(path, data, include_data=True)
                 return Seen(stat.czxid, 0, data)
@@ -228,12 +229,12 @@ class ZkStore(MetadataStore):
                     return None                 # not applied: send again
                 if (seen.version, seen.data) == (0, data):
                     return seen                 # the lost reply's create applied
-                raise NodeExistsError()
+                raise kx.NodeExistsError()
 
             try:
                 self._write_op((scope, lid), send, check)
                 return Versioned(scope, lid, 0, data)
-            except NodeExistsError:
+            except kx.NodeExistsError:
                 if ledger is not None:
                     raise LedgerExists(f"ledger {lid} of scope {scope} already exists") from None
         raise StoreError(f"no free ledger id in scope {scope} after {_ID_ATTEMPTS} tries")
@@ -268,12 +269,12 @@ class ZkStore(MetadataStore):
 
         def check(seen):
             if seen.data is None:
-                raise NoNodeError()
+                raise kx.NoNodeError()
             if (seen.version, seen.data) == (expected_version + 1, data):
                 return seen                     # the lost reply's write applied
             if seen.version == expected_version:
                 return None                     # not applied: send again
-            raise BadVersionError()
+            raise kx.BadVersionError()
 
         def send():
             stat = self.zk.set(path, data, version=expected_version)
@@ -281,9 +282,9 @@ class ZkStore(MetadataStore):
 
         try:
             self._write_op((scope, ledger), send, check)
-        except NoNodeError:
+        except kx.NoNodeError:
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist") from None
-        except BadVersionError:
+        except kx.BadVersionError:
             raise BadVersion(f"ledger {ledger} of scope {scope} is not at version {expected_version}") from None
         return Versioned(scope, ledger, expected_version + 1, data)
 
@@ -299,7 +300,7 @@ class ZkStore(MetadataStore):
                 return ABSENT                   # gone: the lost reply's delete applied
             if want == -1 or seen.version == want:
                 return None
-            raise BadVersionError()
+            raise kx.BadVersionError()
 
         def send():
             self.zk.delete(path, version=want)
@@ -307,17 +308,17 @@ class ZkStore(MetadataStore):
 
         try:
             self._write_op((scope, ledger), send, check)
-        except NoNodeError:
+        except kx.NoNodeError:
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist") from None
-        except BadVersionError:
+        except kx.BadVersionError:
             raise BadVersion(f"ledger {ledger} of scope {scope} is not at version {expected_version}") from None
-        except NotEmptyError:
+        except kx.NotEmptyError:
             raise StoreError(f"{path} has children; it is not a ledger znode") from None
 
     def _children(self, path: str) -> list[str]:
         try:
             return self._call(self.zk.get_children, path)
-        except NoNodeError:
+        except kx.NoNodeError:
             return []
 
     def ledger_ids(self, scope: int, after: int | None, limit: int) -> list[int]:
@@ -401,14 +402,3 @@ class ZkStore(MetadataStore):
         finally:
             self.zk.close()
 
-
-def from_url(url: str, **kw) -> ZkStore:
-    """A ZkStore from ``zk://HOST:PORT[,HOST:PORT...][/root]`` (root defaults to /ledgers)."""
-    if not url.startswith("zk://"):
-        raise StoreError(f"{url}: not a ZooKeeper store URL (expected zk://HOST:PORT/ledgers)")
-    hosts, _, root = url[len("zk://"):].partition("/")
-    for hp in hosts.split(","):
-        host, sep, port = hp.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise StoreError(f"{url}: {hp!r} is not HOST:PORT (expected zk://HOST:PORT/ledgers)")
-    return ZkStore(hosts, "/" + (root.strip("/") or "ledgers"), **kw)

@@ -79,7 +79,8 @@ def runs(faulty_cluster3, tmp_path_factory):
                        "spark.sql.shuffle.partitions=4", "--conf", "spark.speculation=true", "--scans-per-host", "1",
                        "--run-id", "cli"], logs, "cli"),
         "submit": _start([str(BIN / "spark-submit"), "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=5",
-                          bkdisk.audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES], "--metadata-dir",
+                          bkdisk.audit.spark_app.__file__, *[str(root / "bookies" / b) for b in BOOKIES],
+                          "--metadata-dir",
                           str(root / "metadata"), "--out", str(out["submit"]), "--run-id", "submit"], logs, "submit"),
         "demo": _start([str(BIN / "bkdisk"), "demo", "--out", str(out["demo"])], logs, "demo"),
     }

@@ -1,6 +1,7 @@
-"""Ledger metadata read as distributed data, without Spark: the driver's chunk files (folder names,
-service id ranges), a metadata task's segment and per-bookie files, a disk task's view of its
-bookie's ledgers, and fsck's streamed read of a metadata folder."""
+"""Ledger metadata read as distributed data: the driver's chunk files (folder names, service id
+ranges), a metadata task's segment, known-key and per-bookie files, a disk task's view of its
+bookie's ledgers, and fsck's streamed read of a metadata folder (without Spark); the orphans table
+over the known keys (with Spark)."""
 from __future__ import annotations
 
 import os
@@ -27,10 +28,16 @@ def stage(source, tmp_path, per_chunk=None) -> tuple[list[dict], str, str]:
     if per_chunk is not None:
         source.units_per_chunk = per_chunk
     chunks = write_chunks(source, str(tmp_path / "chunks"))
-    seg, near = str(tmp_path / "seg"), str(tmp_path / "near")
+    seg, near, known = str(tmp_path / "seg"), str(tmp_path / "near"), str(tmp_path / "known")
     os.makedirs(seg)
     os.makedirs(near)
-    return [read_chunk_task(source, i, c, seg, near) for i, c in enumerate(chunks)], seg, near
+    return [read_chunk_task(source, i, c, seg, near, known) for i, c in enumerate(chunks)], seg, near
+
+
+def known_rows(seg: str) -> list[tuple]:
+    """The known keys the stage wrote beside ``seg``."""
+    d = os.path.join(os.path.dirname(seg), "known")
+    return sorted(tuple(r.values()) for r in pq.read_table(d).to_pylist()) if os.path.isdir(d) else []
 
 
 def segment_rows(seg: str) -> list[tuple]:
@@ -39,10 +46,13 @@ def segment_rows(seg: str) -> list[tuple]:
 
 
 def expected_segments(md) -> list[tuple]:
+    """A row per ensemble, but a CLOSED ledger's ensembles starting past its last entry."""
     out = []
     for lid, m in md.items():
         ens = sorted(m.ensembles)
         for i, (first, members) in enumerate(ens):
+            if m.is_closed and first > m.last_entry_id:
+                continue
             out.append((lid.scope, lid.ledger, m.state, m.effective_last_entry_id if m.is_closed else None,
                         m.write_quorum, first, ens[i + 1][0] if i + 1 < len(ens) else None, list(members)))
     return sorted(out)
@@ -54,6 +64,7 @@ def test_folder_chunks_give_every_ledger_once_as_segments_and_per_bookie_ledgers
     assert len(stats) > 2   # the .bin and .txt of a ledger may fall in different chunks: read once
     assert sum(s["ledgers"] for s in stats) == len(md) and not any(s["errors"] for s in stats)
     assert segment_rows(seg) == expected_segments(md)
+    assert known_rows(seg) == expected_known(md)
     assert sorted({b for s in stats for b in s["bookies"]}) == list(C3_BOOKIES)
     for b in C3_BOOKIES:
         view = bookie_metadata(near, b, MetadataDirSource(str(C3 / "metadata")))
@@ -103,6 +114,7 @@ def test_service_ranges_tile_the_ids_and_read_every_ledger_once(service, tmp_pat
     assert sum(s["ledgers"] for s in stats) == 12
     from bkdisk.audit.rows import to_signed
     assert segment_rows(seg) == sorted((to_signed(r[0]),) + r[1:] for r in expected_segments(want))
+    assert known_rows(seg) == sorted((to_signed(sc), lg) for sc, lg in expected_known(want))
     view = bookie_metadata(near, C3_BOOKIES[0], src)
     assert LedgerId(7, 0x2A) in view and view[LedgerId(7, 0x2A)] == want[LedgerId(7, 0x2A)]
 
@@ -176,3 +188,70 @@ def test_fsck_with_a_bookie_view_asks_it_about_a_ledger_it_does_not_hold(tmp_pat
     cross = [[f.to_json() for f in r.findings if f.to_json()["pass"] == 5] for r in (streamed, held)]
     assert cross[0] == cross[1]
     assert any(f["code"] == "LEDGER_NOT_INDEXED" and f["ledger"] == 0x2A for f in cross[0]), cross[0]
+
+
+def expected_known(md) -> list[tuple]:
+    """The ledgers left without a segment row."""
+    with_rows = {(r[0], r[1]) for r in expected_segments(md)}
+    return sorted((lid.scope, lid.ledger) for lid in md if (lid.scope, lid.ledger) not in with_rows)
+
+
+def closed_at(last: int, ensembles) -> bytes:
+    from bkdisk.formats.digests import DigestType
+    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    return serialize_metadata(LedgerMetadata(
+        format_version=3, write_quorum=2, ensemble_size=2, ack_quorum=2, length=0 if last < 0 else 10 * (last + 1),
+        last_entry_id=last, state="CLOSED", ensembles=ensembles, digest_type=DigestType.CRC32C.name,
+        password=b"", ctime=1, custom_metadata=(), ctoken=0))
+
+
+def test_closed_ledgers_get_rows_only_for_ensembles_that_hold_entries_and_empty_ones_only_their_key(tmp_path):
+    md = tmp_path / "md"
+    write_folder(str(md), 40, 1 << 20, ["bk-x", "bk-y", "bk-z"])   # empty and closed: a key each
+    (md / "300.bin").write_bytes(closed_at(5, ((0, ("bk-1", "bk-2")), (4, ("bk-1", "bk-3")),
+                                               (6, ("bk-4", "bk-5")), (9, ("bk-6", "bk-7")))))
+    (md / "301.bin").write_bytes(closed_at(-1, ((0, ("bk-8", "bk-9")),)))
+    want, _ = load_metadata_dir(str(md))
+    stats, seg, near = stage(MetadataDirSource(str(md)), tmp_path / "s", per_chunk=7)
+    rows = segment_rows(seg)
+    assert rows == expected_segments(want)
+    assert [r[5:7] for r in rows if r[1] == 0x300] == [(0, 4), (4, 6)]   # the next ensemble still ends a row
+    assert known_rows(seg) == expected_known(want)
+    assert len(known_rows(seg)) == 41 and (0, 0x301) in known_rows(seg)
+    # Every bookie an ensemble names is named, those of ensembles without a row too.
+    assert {b for s in stats for b in s["bookies"]} == {f"bk-{c}" for c in "123456789xyz"}
+    assert sorted(os.listdir(near)) == ["bk-1", "bk-2", "bk-3"]
+
+
+def test_a_ledger_known_only_by_its_key_is_no_orphan(tmp_path):
+    from spark_session import shared_spark
+
+    from bkdisk.audit import tables
+    from bkdisk.audit.metadata_tables import KNOWN_ARROW, SEGMENT_ARROW
+    spark = shared_spark()
+    from pyspark.sql.pandas.types import from_arrow_schema
+    replicas = spark.createDataFrame(
+        [(0, lg, e, "bk-1", 100) for lg in (5, 6, 7) for e in range(3)],
+        "ledger_scope long, ledger_id long, entry_id long, bookie_id string, size long")
+    segments = spark.createDataFrame([(0, 5, "CLOSED", 2, 1, 0, None, ["bk-1"])], from_arrow_schema(SEGMENT_ARROW))
+    known = spark.createDataFrame([(0, 6), (0, 9)], from_arrow_schema(KNOWN_ARROW))
+    got = tables.orphans(replicas, segments, known).orderBy("ledger_id").collect()
+    assert [(r.ledger_id, r.entries) for r in got] == [(7, 3)]
+    alone = tables.orphans(replicas, segments).orderBy("ledger_id").select("ledger_id").collect()
+    assert [r.ledger_id for r in alone] == [6, 7]
+
+
+def test_the_driver_lists_names_by_form_and_a_task_drops_one_above_64_bits(tmp_path):
+    d = tmp_path / "md"
+    d.mkdir()
+    for f in (C3 / "metadata").iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    too_big = "1" + "0" * 19 + ".bin"   # 2^76: names no ledger (a scoped ledger's name has 32 digits)
+    (d / too_big).write_bytes(next((C3 / "metadata").glob("*.bin")).read_bytes())
+    (d / "notes.txt").write_text("not metadata")
+    src = MetadataDirSource(str(d))
+    assert too_big in set(src.units()) and "notes.txt" not in set(src.units())
+    md, _ = load_metadata_dir(str(C3 / "metadata"))
+    stats, seg, _near = stage(src, tmp_path / "s")
+    assert sum(s["ledgers"] for s in stats) == len(md) and not any(s["errors"] for s in stats)
+    assert segment_rows(seg) == expected_segments(md)

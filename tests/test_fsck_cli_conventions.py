@@ -23,8 +23,8 @@ def _cli(*args):
 
 
 def _main(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", *args],
+                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -356,7 +356,8 @@ def test_unreadable_file_is_reported_when_run_without_read_privileges(tmp_path):
     victim = d.written.index_files[LedgerId(0, 1)]
     os.chmod(victim, 0o000)
     # Root reads anything; without two capabilities it obeys file permissions like anyone.
-    cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", d.root, "--json", "--no-progress"])
+    cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", d.root, "--json",
+                        "--no-progress"])
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     import json

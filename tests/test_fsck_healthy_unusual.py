@@ -186,7 +186,8 @@ def test_repair_refuses_to_rebuild_an_index_while_an_entry_log_cannot_be_read(tm
     rep = d.check()
     ctx = rep.context
     victim = d.written.entry_log_files[0]
-    ctx.log_scans[victim] = __import__("bkdisk.diskio.mapped", fromlist=["DiskError"]).DiskError(victim, "permission denied")
+    disk_error = __import__("bkdisk.diskio.mapped", fromlist=["DiskError"]).DiskError
+    ctx.log_scans[victim] = disk_error(victim, "permission denied")
     actions = [a for a in plan_repairs(rep).actions if a.kind == "rebuild-index"]
     assert actions and all(a.blocked and "could not be read" in a.blocked for a in actions)
 

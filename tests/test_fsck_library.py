@@ -160,7 +160,7 @@ def test_each_numbered_pass_is_one_module_run_in_order():
     import bkdisk.fsck.api as api
     assert _passes_shape(FSCK / "passes") == []
     assert [(n, run.__module__) for n, run in api.PASSES] == [
-        (n, f"fsck.passes.{m}") for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
+        (n, f"bkdisk.fsck.passes.{m}") for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
 
 
 def test_the_pass_shape_rule_catches_a_second_module_for_a_pass(tmp_path):

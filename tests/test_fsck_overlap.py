@@ -161,7 +161,7 @@ def test_an_index_file_check_does_not_load_the_rocksdb_reader(damaged):
     code = ("import sys; from bkdisk.bookie.layout import discover; from bkdisk.fsck.api import check_bookie; "
             "from bkdisk.fsck.context import CheckOptions; "
             f"r = check_bookie(discover({root!r}), CheckOptions(jobs=2)); assert r.findings; "
-            "print(sorted(m for m in sys.modules if m.startswith(('rocksdbfiles', 'bkdisk.formats.dbledger', "
+            "print(sorted(m for m in sys.modules if m.startswith(('bkdisk.rocksdbfiles', 'bkdisk.formats.dbledger', "
             "'bkdisk.formats.metadata'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

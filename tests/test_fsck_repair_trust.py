@@ -246,8 +246,8 @@ def test_an_unlistable_index_folder_is_an_error_and_no_index_is_written_for_it(d
     before = {p for p in snapshot(disk.root)}
     os.chmod(folder, 0)
     try:
-        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", disk.root, "--metadata-dir",
-                            disk.md_dir, "--repair", "-y", "--json", "--no-progress"])
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", disk.root,
+                            "--metadata-dir", disk.md_dir, "--repair", "-y", "--json", "--no-progress"])
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     finally:
         os.chmod(folder, 0o755)

@@ -33,6 +33,14 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
+def _layer_of(module: str) -> str | None:
+    """The package a module name belongs to: ``bkdisk.fsck.api`` -> ``fsck``; the commands are ``bkdisk``."""
+    parts = module.split(".")
+    if parts[0] != "bkdisk":
+        return parts[0] if parts[0] == "bench" else None
+    return parts[1] if len(parts) > 1 and parts[1] in LAYER else "bkdisk"
+
+
 def _modules():
     for pkg in LAYER:
         for p in sorted((ROOT / pkg).rglob("*.py")):
@@ -45,8 +53,8 @@ def test_no_package_imports_a_higher_layer_or_a_peer_file_kind():
     n = 0
     for pkg, p in _modules():
         for mod in _imports(p):
-            top = mod.split(".")[0]
-            if top not in LAYER or top == pkg:
+            top = _layer_of(mod)
+            if top is None or top == pkg:
                 continue
             n += 1
             if LAYER[top] > LAYER[pkg] or (top in PEERS_APART and pkg in PEERS_APART):
@@ -76,11 +84,37 @@ def test_only_the_audits_front_ends_use_the_command_line_layer():
     for pkg, p in _modules():
         rel = p.relative_to(ROOT).as_posix()
         if pkg == "audit" and rel not in AUDIT_FRONT_ENDS:
-            bad += [f"{rel} imports {m}" for m in _imports(p) if m.split(".")[0] == COMMAND_LINE]
+            bad += [f"{rel} imports {m}" for m in _imports(p) if _layer_of(m) == COMMAND_LINE]
     assert bad == []
 
 
 def test_every_front_end_stands_on_the_command_line_layer():
     # bookie-fsck's, bkdisk's and the audit's command lines take their runner and options from it.
     for rel in ("bkdisk/cli.py", "bkdisk/fsck_cli.py", "audit/cli.py", "audit/spark_app.py"):
-        assert any(m.split(".")[0] == COMMAND_LINE for m in _imports(ROOT / rel)), rel
+        assert any(_layer_of(m) == COMMAND_LINE for m in _imports(ROOT / rel)), rel
+
+
+def top_level_imports(source: str) -> list[str]:
+    """Imports of a project package by its folder's name (``formats``) instead of its installed name
+    (``bkdisk.formats``): such an import works only with the repository on sys.path."""
+    tree = ast.parse(source)
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return [n for n in names if n.split(".")[0] in LAYER and n.split(".")[0] not in ("bkdisk", "bench")]
+
+
+def test_every_import_of_a_project_package_goes_through_the_bkdisk_namespace():
+    files = [p for _, p in _modules()] + sorted((ROOT / "tests").rglob("*.py"))
+    bad = [f"{p.relative_to(ROOT)} imports {n}" for p in files for n in top_level_imports(p.read_text())]
+    assert len(files) > 150
+    assert bad == []
+
+
+def test_the_namespace_rule_flags_a_planted_top_level_import():
+    assert top_level_imports("import formats.entry\nfrom fsck.api import check_bookie\n") == [
+        "formats.entry", "fsck.api"]
+    assert top_level_imports("from bkdisk.formats import entry\nimport bkdisk.fsck.api\nimport bench.run_all\n") == []

@@ -44,7 +44,9 @@ def cluster(tmp_path):
     zk = started(tmp_path / "zk")
     store = open_store(f"zk://{zk.hosts}{ROOT}")
     server, port = serve(store)
-    bk = KazooClient(hosts=zk.hosts, timeout=10, connection_retry={"max_tries": -1, "max_delay": 0.5},
+    # The test's own writer (standing in for a BookKeeper client) keeps its session across a ZooKeeper
+    # restart on a loaded machine: only the service's session is expired on purpose.
+    bk = KazooClient(hosts=zk.hosts, timeout=30, connection_retry={"max_tries": -1, "max_delay": 0.5},
                      command_retry={"max_tries": -1, "max_delay": 0.5})
     bk.start(15)
     try:

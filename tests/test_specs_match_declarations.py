@@ -184,7 +184,7 @@ def resolve(target: str) -> Any:
     parts = target.split(".")
     if parts[0] != "formats" or len(parts) < 3:
         raise LookupError(f"{target!r} is not formats.<module>.<NAME>")
-    module = importlib.import_module(".".join(parts[:2]))
+    module = importlib.import_module("bkdisk." + ".".join(parts[:2]))   # installed as bkdisk.formats
     obj: Any = module
     for name in parts[2:]:
         if isinstance(obj, cs.Construct):
@@ -368,7 +368,7 @@ def _top_level_declarations() -> dict[str, cs.Construct]:
     for path in sorted(FORMATS.glob("*.py")):
         if path.stem.startswith("_"):
             continue
-        module = importlib.import_module(f"formats.{path.stem}")
+        module = importlib.import_module(f"bkdisk.formats.{path.stem}")
         for name, obj in vars(module).items():
             if name.isupper() and isinstance(obj, (cs.Struct, cs.Padded)):
                 out[f"formats.{path.stem}.{name}"] = obj

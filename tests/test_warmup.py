@@ -39,9 +39,8 @@ def test_warm_up_lists_every_package_of_the_project():
 
     from bkdisk.warmup import PACKAGES
     root = Path(__file__).resolve().parent.parent
-    include = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert sorted(PACKAGES) == sorted(p for p in include if not p.endswith(".*"))
-    assert sorted(p + ".*" for p in PACKAGES) == sorted(p for p in include if p.endswith(".*"))
+    mapped = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    assert sorted(PACKAGES) == sorted([*mapped, "bench"])
 
 
 def test_warm_up_writes_the_bytecode_of_the_project_modules():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import cast
 
 from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -21,7 +22,7 @@ _NAMED_ESCAPES = {
     0x5C: "\\\\", 0x27: "\\'", 0x22: '\\"',
 }
 _ESCAPE_TABLE = tuple(
-    _NAMED_ESCAPES.get(b, chr(b) if 0x20 <= b <= 0x7E else "\\%03o" % b) for b in range(256)
+    _NAMED_ESCAPES.get(b, chr(b) if 0x20 <= b <= 0x7E else f"\\{b:03o}") for b in range(256)
 )
 
 
@@ -35,7 +36,7 @@ def _scalar_text(field: FieldDescriptor, value: object) -> str:
     if t == FieldDescriptor.TYPE_STRING:
         return '"' + java_escape_bytes(str(value).encode("utf-8")) + '"'
     if t == FieldDescriptor.TYPE_BYTES:
-        return '"' + java_escape_bytes(bytes(value)) + '"'  # type: ignore[arg-type]
+        return '"' + java_escape_bytes(cast(bytes, value)) + '"'   # a bytes field's value is bytes
     if t == FieldDescriptor.TYPE_ENUM:
         return field.enum_type.values_by_number[int(value)].name  # type: ignore[call-overload]
     if t == FieldDescriptor.TYPE_BOOL:

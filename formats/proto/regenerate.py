@@ -1,4 +1,5 @@
-"""Re-run protoc to rebuild a ``_pb2.py`` module and its ``_pb2.pyi`` type stub from a .proto here (optional arg: output dir)."""
+"""Re-run protoc to rebuild a ``_pb2.py`` module and its ``_pb2.pyi`` type stub from a .proto here
+(optional arg: output dir)."""
 from __future__ import annotations
 
 import subprocess

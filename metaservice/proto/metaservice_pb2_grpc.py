@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from bkdisk.metaservice.proto import metaservice_pb2 as metaservice_dot_proto_dot_metaservice__pb2
+from bkdisk.metaservice.proto import metaservice_pb2 as bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in metaservice/proto/metaservice_pb2_grpc.py depends on'
+        + ' but the generated code in bkdisk/metaservice/proto/metaservice_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,38 +36,38 @@ class LedgerMetadataServiceStub:
         """
         self.Create = channel.unary_unary(
                 '/bkdisk.metaservice.LedgerMetadataService/Create',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
                 _registered_method=True)
         self.Remove = channel.unary_unary(
                 '/bkdisk.metaservice.LedgerMetadataService/Remove',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
                 _registered_method=True)
         self.Read = channel.unary_unary(
                 '/bkdisk.metaservice.LedgerMetadataService/Read',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
                 _registered_method=True)
         self.Write = channel.unary_unary(
                 '/bkdisk.metaservice.LedgerMetadataService/Write',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
                 _registered_method=True)
         self.Watch = channel.stream_stream(
                 '/bkdisk.metaservice.LedgerMetadataService/Watch',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
                 _registered_method=True)
         self.Iterate = channel.unary_stream(
                 '/bkdisk.metaservice.LedgerMetadataService/Iterate',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.FromString,
                 _registered_method=True)
         self.ReadLedgers = channel.unary_stream(
                 '/bkdisk.metaservice.LedgerMetadataService/ReadLedgers',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
                 _registered_method=True)
 
 
@@ -122,38 +122,38 @@ def add_LedgerMetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Create': grpc.unary_unary_rpc_method_handler(
                     servicer.Create,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
             ),
             'Remove': grpc.unary_unary_rpc_method_handler(
                     servicer.Remove,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
             ),
             'Read': grpc.unary_unary_rpc_method_handler(
                     servicer.Read,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
             ),
             'Write': grpc.unary_unary_rpc_method_handler(
                     servicer.Write,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
             ),
             'Watch': grpc.stream_stream_rpc_method_handler(
                     servicer.Watch,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.SerializeToString,
             ),
             'Iterate': grpc.unary_stream_rpc_method_handler(
                     servicer.Iterate,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.SerializeToString,
             ),
             'ReadLedgers': grpc.unary_stream_rpc_method_handler(
                     servicer.ReadLedgers,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,8 +181,8 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/Create',
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -208,8 +208,8 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/Remove',
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -235,8 +235,8 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/Read',
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -262,8 +262,8 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/Write',
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -289,8 +289,8 @@ class LedgerMetadataService:
             request_iterator,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/Watch',
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -316,8 +316,8 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/Iterate',
-            metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.GetLedgerRangesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -343,8 +343,8 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/ReadLedgers',
-            metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -367,28 +367,28 @@ class DiscoveryServiceStub:
         """
         self.ListBookies = channel.unary_unary(
                 '/bkdisk.metaservice.DiscoveryService/ListBookies',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
                 _registered_method=True)
         self.GetBookieServiceInfo = channel.unary_unary(
                 '/bkdisk.metaservice.DiscoveryService/GetBookieServiceInfo',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
                 _registered_method=True)
         self.WatchBookies = channel.unary_stream(
                 '/bkdisk.metaservice.DiscoveryService/WatchBookies',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
                 _registered_method=True)
         self.Register = channel.unary_stream(
                 '/bkdisk.metaservice.DiscoveryService/Register',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
                 _registered_method=True)
         self.Unregister = channel.unary_unary(
                 '/bkdisk.metaservice.DiscoveryService/Unregister',
-                request_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-                response_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
                 _registered_method=True)
 
 
@@ -432,28 +432,28 @@ def add_DiscoveryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ListBookies': grpc.unary_unary_rpc_method_handler(
                     servicer.ListBookies,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
             ),
             'GetBookieServiceInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBookieServiceInfo,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
             ),
             'WatchBookies': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchBookies,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
             ),
             'Register': grpc.unary_stream_rpc_method_handler(
                     servicer.Register,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
             ),
             'Unregister': grpc.unary_unary_rpc_method_handler(
                     servicer.Unregister,
-                    request_deserializer=metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
-                    response_serializer=metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -481,8 +481,8 @@ class DiscoveryService:
             request,
             target,
             '/bkdisk.metaservice.DiscoveryService/ListBookies',
-            metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -508,8 +508,8 @@ class DiscoveryService:
             request,
             target,
             '/bkdisk.metaservice.DiscoveryService/GetBookieServiceInfo',
-            metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -535,8 +535,8 @@ class DiscoveryService:
             request,
             target,
             '/bkdisk.metaservice.DiscoveryService/WatchBookies',
-            metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -562,8 +562,8 @@ class DiscoveryService:
             request,
             target,
             '/bkdisk.metaservice.DiscoveryService/Register',
-            metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -589,8 +589,8 @@ class DiscoveryService:
             request,
             target,
             '/bkdisk.metaservice.DiscoveryService/Unregister',
-            metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
-            metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.BookieResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,29 +2,40 @@
 (optional arg: output dir)."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PROTO_DIR.parents[1]
+PACKAGE = "bkdisk.metaservice.proto"   # the name the generated modules are installed under
 PROTO_NAME = "metaservice.proto"
 GENERATED = ("metaservice_pb2.py", "metaservice_pb2.pyi", "metaservice_pb2_grpc.py")
 
 
 def regenerate(out_dir: Path | None = None) -> list[Path]:
-    """Run ``python -m grpc_tools.protoc`` (messages and gRPC stubs) and return the generated files.
+    """Run ``python -m grpc_tools.protoc`` (messages, their stub and the gRPC stubs) and return the
+    generated files, written into ``out_dir`` (default: beside the proto).
 
-    The proto is compiled from the repo root so the generated stub imports its messages as
-    ``metaservice.proto.metaservice_pb2``, the package path they are installed under.
+    protoc names a generated import after the proto's path below its include root, so the proto is
+    compiled from a copy placed at ``bkdisk/metaservice/proto/``: the gRPC stub then imports its
+    messages as ``bkdisk.metaservice.proto.metaservice_pb2``.
     """
-    out = Path(out_dir) if out_dir is not None else REPO_ROOT
+    out = Path(out_dir) if out_dir is not None else PROTO_DIR
     out.mkdir(parents=True, exist_ok=True)
-    rel = PROTO_DIR.relative_to(REPO_ROOT) / PROTO_NAME
-    cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", ".", f"--python_out={out}",
-           f"--pyi_out={out}", f"--grpc_python_out={out}", str(rel)]
-    subprocess.run(cmd, cwd=REPO_ROOT, check=True)
-    return [out / PROTO_DIR.relative_to(REPO_ROOT) / name for name in GENERATED]
+    with tempfile.TemporaryDirectory(prefix="bkdisk-protoc-") as tmp:
+        src, gen = Path(tmp, "src"), Path(tmp, "gen")
+        staged = src.joinpath(*PACKAGE.split("."))
+        staged.mkdir(parents=True)
+        gen.mkdir()
+        shutil.copyfile(PROTO_DIR / PROTO_NAME, staged / PROTO_NAME)
+        cmd = [sys.executable, "-m", "grpc_tools.protoc", "-I", str(src), f"--python_out={gen}",
+               f"--pyi_out={gen}", f"--grpc_python_out={gen}", str(staged / PROTO_NAME)]
+        subprocess.run(cmd, check=True)
+        for name in GENERATED:
+            shutil.copyfile(gen.joinpath(*PACKAGE.split("."), name), out / name)
+    return [out / name for name in GENERATED]
 
 
 if __name__ == "__main__":
