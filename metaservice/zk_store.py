@@ -18,16 +18,6 @@ from collections.abc import Iterator
 
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (
-    BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    OperationTimeoutError,
-    SessionExpiredError,
-)
 from kazoo.handlers.threading import KazooTimeoutError
 
 from bkdisk.metaservice import zk_layout as L
