@@ -38,14 +38,14 @@ def _scalar_text(field: FieldDescriptor, value: object) -> str:
     if t == FieldDescriptor.TYPE_BYTES:
         return '"' + java_escape_bytes(cast(bytes, value)) + '"'   # a bytes field's value is bytes
     if t == FieldDescriptor.TYPE_ENUM:
-        return field.enum_type.values_by_number[int(value)].name  # type: ignore[call-overload]
+        return field.enum_type.values_by_number[int(cast(int, value))].name   # an enum field's value is its number
     if t == FieldDescriptor.TYPE_BOOL:
         return "true" if value else "false"
     if t in (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32,
              FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
              FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32,
              FieldDescriptor.TYPE_SFIXED64):
-        return str(int(value))  # type: ignore[call-overload]
+        return str(int(cast(int, value)))   # an integer field's value is an int
     raise TypeError(f"field type {t} is not used by the BookKeeper messages")
 
 
