@@ -6,12 +6,12 @@ take them from here, with the name the audit reads them by.
 from __future__ import annotations
 
 from bkdisk.fsck.exit_codes import (
-           EXIT_CANCELLED,
-           EXIT_CORRECTED,
-           EXIT_OK,
-           EXIT_OPERATIONAL,
-           EXIT_UNCORRECTED,
-           EXIT_USAGE,
+    EXIT_CANCELLED,
+    EXIT_CORRECTED,
+    EXIT_OK,
+    EXIT_OPERATIONAL,
+    EXIT_UNCORRECTED,
+    EXIT_USAGE,
 )
 
 EXIT_PROBLEMS = EXIT_UNCORRECTED   # an audit or a scan found problems on the disks

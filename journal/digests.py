@@ -40,11 +40,12 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
     # The data records are taken a window's worth at a time, not copied whole.
     starts = records["offset"][idx].astype(np.int64)
     ends = starts + RECORD_LENGTH_SIZE + records["size"][idx].astype(np.int64)
-    huge = np.flatnonzero(ends - starts > window)
+    big = ends - starts > window   # a record no window holds is streamed through its digest alone
+    huge = np.flatnonzero(big)
     bad_parts = []
     i = 0
     while i < len(idx):
-        if len(huge) and huge[min(int(np.searchsorted(huge, i)), len(huge) - 1)] == i:
+        if big[i]:
             r = records[idx[i]]
             if verify_streamed(scan.path, int(r["offset"]), int(r["size"]), (int(r["scope"]), int(r["ledger"])),
                                plan) == DIGEST_BAD:

@@ -23,7 +23,12 @@ IO_MODULES = {"mmap", "subprocess", "shutil", "tempfile", "io.open"}
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), str(path))
+    return _imported(path.read_text(), str(path))
+
+
+def _imported(source: str, name: str = "<source>") -> set[str]:
+    """Every module named by an absolute import in ``source``."""
+    tree = ast.parse(source, name)
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -97,14 +102,8 @@ def test_every_front_end_stands_on_the_command_line_layer():
 def top_level_imports(source: str) -> list[str]:
     """Imports of a project package by its folder's name (``formats``) instead of its installed name
     (``bkdisk.formats``): such an import works only with the repository on sys.path."""
-    tree = ast.parse(source)
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
-    return [n for n in names if n.split(".")[0] in LAYER and n.split(".")[0] not in ("bkdisk", "bench")]
+    folders = set(LAYER) - {"bkdisk", "bench"}
+    return sorted(n for n in _imported(source) if n.split(".")[0] in folders)
 
 
 def test_every_import_of_a_project_package_goes_through_the_bkdisk_namespace():
