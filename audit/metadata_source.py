@@ -12,6 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Protocol
 
+import numpy as np
+
 from bkdisk.bookie.metadata_dir import load_metadata_dir, metadata_names, read_ledger_file, read_metadata_files
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.errors import FormatError
@@ -38,6 +40,11 @@ class MetadataSource(Protocol):
 
     def units(self) -> Iterator[str]:
         """Work units as lines of text (driver side, streamed), each a few ledgers at most."""
+
+    def closed_empty(self, units: list[str]) -> tuple[np.ndarray, set[str], list[str]]:
+        """Of ``units`` (in a task): the ledgers (int64 ids, scope 0) found CLOSED with no ensemble
+        holding entries without building their metadata, the bookies they name, and the units left
+        for ``read``."""
 
     def read(self, units: list[str]) -> Iterator[Read]:
         """The ledgers of ``units`` (in a task): each with its metadata, or the error reading it."""
@@ -93,6 +100,10 @@ class MetadataDirSource:
 
     def units(self) -> Iterator[str]:
         return metadata_names(self.folder, exact=False)   # the tasks check each name's ledger id
+
+    def closed_empty(self, units: list[str]) -> tuple[np.ndarray, set[str], list[str]]:
+        from bkdisk.audit.metadata_batch import closed_empty_ledgers
+        return closed_empty_ledgers(self.folder, units)
 
     def read(self, units: list[str]) -> Iterator[Read]:
         return read_metadata_files(self.folder, units, threads=READ_THREADS)
@@ -152,6 +163,9 @@ class MetadataServiceSource:
             yield f"{start} {1 << 128}"
         finally:
             c.close()
+
+    def closed_empty(self, units: list[str]) -> tuple[np.ndarray, set[str], list[str]]:
+        return np.empty(0, np.int64), set(), units   # every ledger through ``read``
 
     def read(self, units: list[str]) -> Iterator[Read]:
         """Each range with one streaming bulk read (pages of a thousand ledgers)."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -65,7 +66,9 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
     A CLOSED ledger's ensembles that start past its last entry place no entry: they get no segment
     row (every join drops them: their last expected entry is before their first). A ledger left with
     no row (closed and empty, most of a big cluster's metadata) is written to ``known_dir`` as its
-    key only, so that its copies on a disk are not orphans; its ensembles' bookies are still named."""
+    key only, so that its copies on a disk are not orphans; its ensembles' bookies are still named.
+    The ledgers the source finds so without building their metadata (``closed_empty``) go there
+    first; the rest are read and parsed one by one."""
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
     known: dict[str, list[int]] = {f.name: [] for f in KNOWN_ARROW}
     near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)
@@ -92,8 +95,15 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
         near.clear()
         part += 1
 
+    taken, named, units = source.closed_empty(read_chunk(chunk))
+    if len(taken):
+        os.makedirs(known_dir, exist_ok=True)
+        _write(pa.table({"ledger_scope": np.zeros(len(taken), np.int64), "ledger_id": taken}, schema=KNOWN_ARROW),
+               os.path.join(known_dir, f"part-{index:06d}-closed-empty.parquet"))
+    bookies.update(named)
+    n = len(taken)
     pending = 0
-    for lid, m in source.read(read_chunk(chunk)):
+    for lid, m in source.read(units):
         if isinstance(m, Exception):
             n_err += 1
             if len(errors) < 3:

@@ -120,7 +120,7 @@ def folder_run(a, count: int, own: str, env: dict[str, str], remove: bool) -> di
     from bench.metadata_gen import write_folder
     md = os.path.join(a.data, f"folder-{count}")
     if not os.path.isdir(md):
-        write_folder(md, count, FIRST_SYNTHETIC, list(BOOKIES))
+        write_folder(md, count, FIRST_SYNTHETIC, list(BOOKIES), processes=2)
         for n in os.listdir(own):
             shutil.copyfile(os.path.join(own, n), os.path.join(md, n))
     r = run_measured(audit_args(a.golden, md, os.path.join(a.data, "out"), a.master), env)

@@ -4,7 +4,7 @@ bookies, written as a metadata folder (one ``<hex id>.bin`` file a ledger) or in
 service's SQLite store (rows as the store's ``create`` writes them, in bulk transactions).
 
     python -m bench.metadata_gen --count 1000000 --first-id 1000000000 --bookies bk-1,bk-2,bk-3 \\
-        (--folder DIR | --sqlite FILE)
+        (--folder DIR [--processes N] | --sqlite FILE)
 
 The ids start at ``--first-id``, past the cluster's own ledgers. Serialized metadata does not hold
 the ledger id, so a few templates (one per ensemble rotation) serve every ledger.
@@ -30,10 +30,24 @@ def templates(bookies: list[str], ensemble: int = 3) -> list[bytes]:
     return out
 
 
-def write_folder(folder: str, count: int, first_id: int, bookies: list[str]) -> None:
+def write_folder(folder: str, count: int, first_id: int, bookies: list[str], processes: int = 1) -> None:
+    """``count`` files from ``first_id`` on; ``processes`` > 1 writes slices of 100,000 ids in parallel."""
     os.makedirs(folder, exist_ok=True)
+    slices = [(folder, lo, min(lo + 100_000, count), first_id, bookies) for lo in range(0, count, 100_000)]
+    if processes <= 1:
+        for s in slices:
+            _write_files(s)
+        return
+    from multiprocessing import Pool
+    with Pool(processes) as pool:
+        for _ in pool.imap_unordered(_write_files, slices):
+            pass
+
+
+def _write_files(job: tuple[str, int, int, int, list[str]]) -> None:
+    folder, lo, hi, first_id, bookies = job
     t = templates(bookies)
-    for i in range(count):
+    for i in range(lo, hi):
         lid = first_id + i
         fd = os.open(os.path.join(folder, f"{lid:x}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -64,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, required=True)
     ap.add_argument("--first-id", type=int, default=1_000_000_000)
     ap.add_argument("--bookies", required=True, help="comma-separated bookie ids for the ensembles")
+    ap.add_argument("--processes", type=int, default=1, help="processes writing a folder's files")
     where = ap.add_mutually_exclusive_group(required=True)
     where.add_argument("--folder")
     where.add_argument("--sqlite")
@@ -71,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     bookies = a.bookies.split(",")
     if a.folder:
-        write_folder(a.folder, a.count, a.first_id, bookies)
+        write_folder(a.folder, a.count, a.first_id, bookies, a.processes)
     else:
         write_sqlite(a.sqlite, a.count, a.first_id, bookies)
     print(f"{a.count} ledgers in {time.perf_counter() - t0:.1f} s -> {a.folder or a.sqlite}")
