@@ -2,14 +2,15 @@
 is ledgers closed before their first entry, which place nothing on any disk and only need to be
 known (their key) and to name their bookies.
 
-One kernel call takes a slice of a chunk's file names: it opens each ``<hex id>.bin`` (libc through
-ctypes, beside the folder's descriptor), reads it and walks its format 3 bytes (the header, the
+One kernel call takes a slice of a chunk's file names: it opens each ``<hex id>.bin`` (libc's
+openat and read, beside the folder's descriptor), reads it and walks its format 3 bytes (the header, the
 varint32 length, the LedgerMetadataFormat fields: ``formats/metadata.py`` and the .proto declare
 them). A file it takes is one whose bytes the full parser (``parse_metadata``) accepts as a CLOSED
 ledger whose every ensemble starts past its last entry. Anything else, or anything unusual (another
 name form, a read that fails, another format, a field repeated or unknown, a string not ASCII, a file
 of a page or more), is left to the full parser, which gives its error or its rows as before: the
-kernel only ever takes what it is sure of.
+kernel only ever takes what it is sure of. The metadata service's bulk read gives the same bytes a
+page at a time; the same walk takes a page's closed, empty ledgers (``closed_empty_blobs``).
 """
 from __future__ import annotations
 
@@ -270,6 +271,46 @@ def _classify(dirfd, flags, names, starts, ends, lo, hi, status, ledgers, arena,
         ledgers[i] = lid
 
 
+@kernel
+def _classify_buffers(data, starts, ends, status, arena, used, offs, lens, count, table):
+    spans = np.empty((MAX_MEMBERS, 2), np.int64)
+    for i in range(starts.size):
+        status[i] = LEFT
+        m = _closed_empty(data[starts[i]:ends[i]], ends[i] - starts[i], spans)
+        if m >= 0 and _keep_names(data[starts[i]:ends[i]], spans, m, arena, used, offs, lens, count, table):
+            status[i] = TAKEN
+
+
+class _Names:
+    """A call's distinct bookie names: the kernel's arena and its hash table."""
+
+    def __init__(self) -> None:
+        self.arena, self.used = np.empty(ARENA, np.uint8), np.zeros(1, np.int64)
+        self.offs, self.lens = np.empty(MAX_NAMES, np.int64), np.empty(MAX_NAMES, np.int64)
+        self.count, self.table = np.zeros(1, np.int64), np.full(TABLE, -1, np.int64)
+
+    def args(self) -> tuple:
+        return self.arena, self.used, self.offs, self.lens, self.count, self.table
+
+    def names(self) -> set[str]:
+        return {self.arena[self.offs[j]:self.offs[j] + self.lens[j]].tobytes().decode("ascii")
+                for j in range(self.count[0])}
+
+
+def closed_empty_blobs(blobs: list[bytes]) -> tuple[np.ndarray, set[str]]:
+    """Of serialized metadata ``blobs`` (a bulk read's page): which the kernel takes (a bool each)
+    and the bookies those name; the others are for the full parser."""
+    if not blobs:
+        return np.zeros(0, bool), set()
+    data = np.frombuffer(b"".join(blobs), np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, blobs), np.int64, len(blobs)))
+    starts = ends - np.fromiter(map(len, blobs), np.int64, len(blobs))
+    status = np.empty(len(blobs), np.int8)
+    kept = _Names()
+    _classify_buffers(data, starts, ends, status, *kept.args())
+    return status == TAKEN, kept.names()
+
+
 def closed_empty_ledgers(folder: str, names: list[str], threads: int = THREADS
                          ) -> tuple[np.ndarray, set[str], list[str]]:
     """Of ``names`` (files of ``folder``): the ledgers (int64 ids, scope 0) of the files the kernel
@@ -290,12 +331,10 @@ def closed_empty_ledgers(folder: str, names: list[str], threads: int = THREADS
         step = -(-len(names) // max(1, threads))
 
         def call(lo: int) -> set[str]:
-            arena, used = np.empty(ARENA, np.uint8), np.zeros(1, np.int64)
-            offs, lens, count = np.empty(MAX_NAMES, np.int64), np.empty(MAX_NAMES, np.int64), np.zeros(1, np.int64)
-            table = np.full(TABLE, -1, np.int64)
+            kept = _Names()
             _classify(dirfd, OPEN_FLAGS, joined, starts, ends, lo, min(lo + step, len(names)), status, ledgers,
-                      arena, used, offs, lens, count, table)
-            return {arena[offs[j]:offs[j] + lens[j]].tobytes().decode("ascii") for j in range(count[0])}
+                      *kept.args())
+            return kept.names()
 
         with ThreadPoolExecutor(threads) as pool:
             named = set().union(*pool.map(call, range(0, len(names), step)))

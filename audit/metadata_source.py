@@ -9,8 +9,8 @@ ledger it holds that metadata does not place on it (``lookup``). A source is pic
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -29,6 +29,22 @@ READ_THREADS = 4   # a task's concurrent file reads: a folder out of the page ca
 Read = tuple[LedgerId, "LedgerMetadata | Exception"]
 
 
+class ClosedEmpty(NamedTuple):
+    """Ledgers found CLOSED with no ensemble holding entries without building their metadata
+    (audit/metadata_batch.py): their keys (int64, as Java's longs) and the bookies they name."""
+
+    scopes: np.ndarray
+    ledgers: np.ndarray
+    bookies: set[str]
+
+
+Batch = tuple[ClosedEmpty, Iterable[Read]]
+
+
+def _signed(values: Iterable[int], n: int) -> np.ndarray:
+    return np.fromiter(values, np.uint64, n).view(np.int64)
+
+
 class MetadataSource(Protocol):
     units_per_chunk: int   # units a metadata task reads
 
@@ -41,10 +57,9 @@ class MetadataSource(Protocol):
     def units(self) -> Iterator[str]:
         """Work units as lines of text (driver side, streamed), each a few ledgers at most."""
 
-    def closed_empty(self, units: list[str]) -> tuple[np.ndarray, set[str], list[str]]:
-        """Of ``units`` (in a task): the ledgers (int64 ids, scope 0) found CLOSED with no ensemble
-        holding entries without building their metadata, the bookies they name, and the units left
-        for ``read``."""
+    def read_batches(self, units: list[str]) -> Iterator[Batch]:
+        """The ledgers of ``units`` (in a task) in batches: those found closed and empty without
+        building their metadata, then the others as ``read`` gives them (in their order)."""
 
     def read(self, units: list[str]) -> Iterator[Read]:
         """The ledgers of ``units`` (in a task): each with its metadata, or the error reading it."""
@@ -101,9 +116,11 @@ class MetadataDirSource:
     def units(self) -> Iterator[str]:
         return metadata_names(self.folder, exact=False)   # the tasks check each name's ledger id
 
-    def closed_empty(self, units: list[str]) -> tuple[np.ndarray, set[str], list[str]]:
+    def read_batches(self, units: list[str]) -> Iterator[Batch]:
+        """One batch: the chunk's files the kernel takes, then the rest through the full parser."""
         from bkdisk.audit.metadata_batch import closed_empty_ledgers
-        return closed_empty_ledgers(self.folder, units)
+        taken, named, rest = closed_empty_ledgers(self.folder, units)
+        yield ClosedEmpty(np.zeros_like(taken), taken, named), self.read(rest)
 
     def read(self, units: list[str]) -> Iterator[Read]:
         return read_metadata_files(self.folder, units, threads=READ_THREADS)
@@ -164,22 +181,38 @@ class MetadataServiceSource:
         finally:
             c.close()
 
-    def closed_empty(self, units: list[str]) -> tuple[np.ndarray, set[str], list[str]]:
-        return np.empty(0, np.int64), set(), units   # every ledger through ``read``
-
-    def read(self, units: list[str]) -> Iterator[Read]:
-        """Each range with one streaming bulk read (pages of a thousand ledgers)."""
-        from bkdisk.metaservice.client import MetadataError
+    def read_batches(self, units: list[str]) -> Iterator[Batch]:
+        """A batch a page of the bulk read: the page's ledgers the kernel takes, then the rest parsed."""
+        from bkdisk.audit.metadata_batch import closed_empty_blobs
         c = self._client()
         try:
             for u in units:
                 start, end = map(int, u.split())
                 for page in c.read_ledgers(start, end, page_size=1000):
-                    for x in page:
-                        try:
-                            yield x.key, x.parse(f"{self.url}: ")
-                        except (MetadataError, FormatError) as exc:
-                            yield x.key, exc
+                    take, named = closed_empty_blobs([x.serialized for x in page])
+                    taken = [x for x, t in zip(page, take, strict=True) if t]
+                    yield (ClosedEmpty(_signed((x.scope for x in taken), len(taken)),
+                                       _signed((x.ledger_id for x in taken), len(taken)), named),
+                           self._parsed([x for x, t in zip(page, take, strict=True) if not t]))
+        finally:
+            c.close()
+
+    def _parsed(self, page) -> Iterator[Read]:
+        from bkdisk.metaservice.client import MetadataError
+        for x in page:
+            try:
+                yield x.key, x.parse(f"{self.url}: ")
+            except (MetadataError, FormatError) as exc:
+                yield x.key, exc
+
+    def read(self, units: list[str]) -> Iterator[Read]:
+        """Each range with one streaming bulk read (pages of a thousand ledgers)."""
+        c = self._client()
+        try:
+            for u in units:
+                start, end = map(int, u.split())
+                for page in c.read_ledgers(start, end, page_size=1000):
+                    yield from self._parsed(page)
         finally:
             c.close()
 

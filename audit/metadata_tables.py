@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bkdisk.audit.metadata_source import MetadataSource, read_chunk, write_chunks
+from bkdisk.audit.metadata_source import ClosedEmpty, MetadataSource, read_chunk, write_chunks
 from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
 from bkdisk.formats.ids import LedgerId, to_signed64
 
@@ -67,11 +67,12 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
     row (every join drops them: their last expected entry is before their first). A ledger left with
     no row (closed and empty, most of a big cluster's metadata) is written to ``known_dir`` as its
     key only, so that its copies on a disk are not orphans; its ensembles' bookies are still named.
-    The ledgers the source finds so without building their metadata (``closed_empty``) go there
-    first; the rest are read and parsed one by one."""
+    The source finds most such ledgers without building their metadata (``read_batches``); the
+    rest are read and parsed one by one."""
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
     known: dict[str, list[int]] = {f.name: [] for f in KNOWN_ARROW}
     near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)
+    found: list[ClosedEmpty] = []   # the source's batches of closed, empty ledgers (keys only)
     bookies: set[str] = set()
     errors: list[str] = []
     n_err = n = part = 0
@@ -81,9 +82,11 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
         name = f"part-{index:06d}-{part:03d}.parquet"
         if cols["ledger_id"]:
             _write(pa.table(cols, schema=SEGMENT_ARROW), os.path.join(segments_dir, name))
-        if known["ledger_id"]:
+        if known["ledger_id"] or found:
             os.makedirs(known_dir, exist_ok=True)
-            _write(pa.table(known, schema=KNOWN_ARROW), os.path.join(known_dir, name))
+            keys = {k: np.concatenate([np.asarray(known[k], np.int64)] + [getattr(f, attr) for f in found])
+                    for k, attr in (("ledger_scope", "scopes"), ("ledger_id", "ledgers"))}
+            _write(pa.table(keys, schema=KNOWN_ARROW), os.path.join(known_dir, name))
         for b, rows in near.items():
             d = bookie_folder(near_dir, b)
             os.makedirs(d, exist_ok=True)
@@ -92,24 +95,11 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
                    os.path.join(d, name))
         cols = {f.name: [] for f in SEGMENT_ARROW}
         known = {f.name: [] for f in KNOWN_ARROW}
+        found.clear()
         near.clear()
         part += 1
 
-    taken, named, units = source.closed_empty(read_chunk(chunk))
-    if len(taken):
-        os.makedirs(known_dir, exist_ok=True)
-        _write(pa.table({"ledger_scope": np.zeros(len(taken), np.int64), "ledger_id": taken}, schema=KNOWN_ARROW),
-               os.path.join(known_dir, f"part-{index:06d}-closed-empty.parquet"))
-    bookies.update(named)
-    n = len(taken)
-    pending = 0
-    for lid, m in source.read(units):
-        if isinstance(m, Exception):
-            n_err += 1
-            if len(errors) < 3:
-                errors.append(str(m).splitlines()[0] if str(m) else type(m).__name__)
-            continue
-        n += 1
+    def add(lid: LedgerId, m: LedgerMetadata) -> None:
         scope, ledger = to_signed64(lid.scope), to_signed64(lid.ledger)
         ens = sorted(m.ensembles)
         closed_last = m.effective_last_entry_id if m.is_closed else None
@@ -132,10 +122,26 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
             if places_entries_on(m, b):
                 blob = blob or pickle.dumps(m, protocol=pickle.HIGHEST_PROTOCOL)
                 near[b].append((scope, ledger, blob))
-        pending += 1
-        if pending >= FLUSH:
-            flush()
-            pending = 0
+
+    pending = 0
+    for batch, reads in source.read_batches(read_chunk(chunk)):
+        if len(batch.ledgers):
+            found.append(batch)
+            n += len(batch.ledgers)
+            pending += len(batch.ledgers)
+        bookies.update(batch.bookies)
+        for lid, m in reads:
+            if isinstance(m, Exception):
+                n_err += 1
+                if len(errors) < 3:
+                    errors.append(str(m).splitlines()[0] if str(m) else type(m).__name__)
+                continue
+            n += 1
+            add(lid, m)
+            pending += 1
+            if pending >= FLUSH:
+                flush()
+                pending = 0
     flush()
     return {"ledgers": n, "errors": n_err, "first_errors": errors, "bookies": sorted(bookies)}
 

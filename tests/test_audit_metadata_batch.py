@@ -3,6 +3,7 @@ full parser reads it as such a ledger (the same bookies named), and a metadata t
 rows, keys, per-bookie ledgers, counts and errors with it as with every file parsed one by one."""
 from __future__ import annotations
 
+import copy
 import os
 import tempfile
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from bench.metadata_gen import write_folder
 from bkdisk.audit.metadata_batch import SLOT, closed_empty_ledgers
-from bkdisk.audit.metadata_source import MetadataDirSource, write_chunks
+from bkdisk.audit.metadata_source import ClosedEmpty, MetadataDirSource, MetadataServiceSource, write_chunks
 from bkdisk.audit.metadata_tables import read_chunk_task
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.metadata import DIGEST_TYPES, STATES, LedgerMetadata, parse_metadata, serialize_metadata
@@ -77,6 +78,42 @@ def test_the_kernel_takes_a_file_only_when_the_parser_reads_a_closed_empty_ledge
         assert left == [n for i, n in enumerate(files) if i + 1 not in taken_ids]
 
 
+def one_by_one(source):
+    """``source`` with every ledger through its full parser (no batch taken)."""
+    class OneByOne(type(source)):
+        def read_batches(self, units):
+            yield ClosedEmpty(np.empty(0, np.int64), np.empty(0, np.int64), set()), self.read(units)
+    plain = copy.copy(source)
+    plain.__class__ = OneByOne
+    return plain
+
+
+def run_stage(source, out, per_chunk):
+    source.units_per_chunk = per_chunk
+    chunks = write_chunks(source, str(out / "chunks"))
+    dirs = [str(out / d) for d in ("seg", "near", "known")]
+    for d in dirs:
+        os.makedirs(d)
+    stats = [read_chunk_task(source, i, c, *dirs) for i, c in enumerate(chunks)]
+    tables = {}
+    for d in dirs:
+        for root, _sub, files in os.walk(d):
+            rows = [tuple(r.values()) for f in files for r in pq.read_table(os.path.join(root, f)).to_pylist()]
+            tables[os.path.relpath(root, out)] = sorted(rows, key=repr)
+    return stats, tables
+
+
+def both_ways(source, tmp_path, per_chunk):
+    """The stage's stats and tables with the source's batches and one by one; asserts they agree."""
+    got = run_stage(source, tmp_path / "batch", per_chunk)
+    want = run_stage(one_by_one(source), tmp_path / "plain", per_chunk)
+    for g, w in zip(got[0], want[0], strict=True):
+        assert (g["ledgers"], g["errors"], g["first_errors"], g["bookies"]) == \
+            (w["ledgers"], w["errors"], w["first_errors"], w["bookies"])
+    assert got[1] == want[1]
+    return got, want
+
+
 def test_a_task_gives_the_same_tables_and_errors_with_the_batch_as_file_by_file(tmp_path):
     md = tmp_path / "md"
     write_folder(str(md), 60, 1 << 20, ["bk-x", "bk-y", "bk-z"])
@@ -92,32 +129,7 @@ def test_a_task_gives_the_same_tables_and_errors_with_the_batch_as_file_by_file(
                          custom_metadata=(("k", b"v" * SLOT),))
     (md / "7b.bin").write_bytes(serialize_metadata(big))                  # a page or more: the parser's
 
-    class FileByFile(MetadataDirSource):
-        def closed_empty(self, units):
-            return np.empty(0, np.int64), set(), units
-
-    def run(source, out):
-        chunks = write_chunks(source, str(out / "chunks"))
-        dirs = [str(out / d) for d in ("seg", "near", "known")]
-        for d in dirs:
-            os.makedirs(d)
-        stats = [read_chunk_task(source, i, c, *dirs) for i, c in enumerate(chunks)]
-        tables = {}
-        for d in dirs:
-            for root, _sub, files in os.walk(d):
-                rows = [tuple(r.values()) for f in files for r in pq.read_table(os.path.join(root, f)).to_pylist()]
-                tables[os.path.relpath(root, out)] = sorted(rows, key=repr)
-        return stats, tables
-
-    batch = MetadataDirSource(str(md))
-    batch.units_per_chunk = 25
-    plain = FileByFile(str(md))
-    plain.units_per_chunk = 25
-    got, want = run(batch, tmp_path / "batch"), run(plain, tmp_path / "plain")
-    for g, w in zip(got[0], want[0], strict=True):
-        assert (g["ledgers"], g["errors"], g["first_errors"], g["bookies"]) == \
-            (w["ledgers"], w["errors"], w["first_errors"], w["bookies"])
-    assert got[1] == want[1]
+    got, _want = both_ways(MetadataDirSource(str(md)), tmp_path, 25)
     assert sum(s["errors"] for s in got[0]) == 3 and sum(s["ledgers"] for s in got[0]) == 60 + 6 + 2
     assert len(got[1]["known"]) == 60 + 1 + 1
 
@@ -141,3 +153,26 @@ def test_the_kernel_leaves_a_message_without_a_required_field_to_the_parser(tmp_
     taken, named, left = closed_empty_ledgers(str(tmp_path), names)
     assert len(taken) == 0 and named == set() and left == names
     assert len(closed_empty_ledgers(str(whole), ["1.bin"])[0]) == 1
+
+
+def test_a_task_reading_the_service_gives_the_same_tables_and_errors_with_the_batch_as_one_by_one(tmp_path):
+    from bench.metadata_gen import write_sqlite
+    from bkdisk.metaservice.server import serve
+    from bkdisk.metaservice.sqlite_store import SqliteStore
+    write_sqlite(str(tmp_path / "m.db"), 2500, 1 << 20, ["bk-x", "bk-y", "bk-z"])
+    store = SqliteStore(tmp_path / "m.db")
+    for f in sorted((C3 / "metadata").glob("*.bin")):
+        for scope in (0, 7):
+            store.create(scope, int(f.stem, 16), f.read_bytes())
+    empty = store.read(0, 1 << 20).data
+    store.create(0, 77, empty[:-3])                 # cut short: the parser's error, naming the ledger
+    store.create(3, 78, empty)                      # a scope of its own
+    server, port = serve(store)
+    try:
+        got, _want = both_ways(MetadataServiceSource(f"grpc://127.0.0.1:{port}"), tmp_path, 1)
+    finally:
+        server.stop(0)
+        store.close()
+    assert sum(s["errors"] for s in got[0]) == 1 and "ledger" in got[0][0]["first_errors"][0]
+    assert sum(s["ledgers"] for s in got[0]) == 2500 + 12 + 1
+    assert len(got[1]["known"]) == 2500 + 1
