@@ -4,6 +4,11 @@ on synthetic replica rows (rows/s).
 
     python -m bench.audit_bench [--dir /tmp/bench-audit] [--disk-mib 8] [--join-rows 1000000]
                                 [--skip-disks] [--skip-join] [--driver-memory 3g] [--repeats 3]
+                                [--standalone 127.0.0.2,127.0.0.3,127.0.0.4]
+
+``--standalone HOSTS`` runs the audit on a Spark standalone cluster instead: a master on 127.0.0.1
+and a one-core worker on each host, started from the pyspark package as the tests start theirs
+(tests/spark_cluster.py) and stopped at the end; each disk names a worker's host, round robin.
 
 Each disk holds its own ledgers (ensemble of one bookie), so auditing k disks is k times the same
 work: time should grow linearly in disks and in entries. The direct figure is what an operator runs
@@ -124,7 +129,8 @@ def disk_scaling(a, spark) -> None:
     for k in DISK_COUNTS:
         md_dir = os.path.join(a.dir, "cluster", f"metadata-{k}")
         md = MetadataDirSource(md_dir)
-        disks = [DiskInput(roots[b]) for b in ids[:k]]
+        hosts = a.hosts or [None]
+        disks = [DiskInput(roots[b], b, hosts[i % len(hosts)]) for i, b in enumerate(ids[:k])]
         meta = md.load()
         rounds = {name: [] for name in cols}
         for _ in range(a.repeats):   # the sides alternate within each round: drifts of the VM hit all alike
@@ -222,14 +228,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-join", action="store_true")
     ap.add_argument("--driver-memory", default="3g", help="local mode runs everything in the driver JVM")
     ap.add_argument("--repeats", type=int, default=3, help="rounds per disk count (medians are reported)")
+    ap.add_argument("--standalone", default="", help="worker hosts of a standalone cluster (comma-separated)")
     a = ap.parse_args(argv)
+    a.hosts = [h for h in a.standalone.split(",") if h]
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
     from bkdisk.audit.job import spark_session
     t0 = time.perf_counter()
-    spark = spark_session("local[2]", {"spark.sql.shuffle.partitions": "16", "spark.driver.memory": a.driver_memory})
+    cluster = None
+    if a.hosts:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+        from pathlib import Path
+
+        from spark_cluster import CLUSTER_CONF, start_cluster
+        os.makedirs(os.path.join(a.dir, "standalone"))
+        cluster = start_cluster(Path(a.dir) / "standalone", a.hosts)
+        spark = spark_session(cluster.master_url, dict(CLUSTER_CONF, **{"spark.sql.shuffle.partitions": "16"}))
+    else:
+        spark = spark_session("local[2]", {"spark.sql.shuffle.partitions": "16",
+                                           "spark.driver.memory": a.driver_memory})
     spark.range(1).count()
-    print(f"spark start-up (session + first job): {time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"spark start-up (session + first job{', a standalone cluster' if cluster else ''}): "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
     try:
         if not a.skip_disks:
             disk_scaling(a, spark)
@@ -237,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             join_alone(a, spark)
     finally:
         spark.stop()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(a.dir, ignore_errors=True)
     return 0
 
