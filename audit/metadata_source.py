@@ -181,19 +181,13 @@ class MetadataServiceSource:
         finally:
             c.close()
 
-    def read_batches(self, units: list[str]) -> Iterator[Batch]:
-        """A batch a page of the bulk read: the page's ledgers the kernel takes, then the rest parsed."""
-        from bkdisk.audit.metadata_batch import closed_empty_blobs
+    def _pages(self, units: list[str]) -> Iterator[list]:
+        """Each range with one streaming bulk read, in pages of a thousand ledgers."""
         c = self._client()
         try:
             for u in units:
                 start, end = map(int, u.split())
-                for page in c.read_ledgers(start, end, page_size=1000):
-                    take, named = closed_empty_blobs([x.serialized for x in page])
-                    taken = [x for x, t in zip(page, take, strict=True) if t]
-                    yield (ClosedEmpty(_signed((x.scope for x in taken), len(taken)),
-                                       _signed((x.ledger_id for x in taken), len(taken)), named),
-                           self._parsed([x for x, t in zip(page, take, strict=True) if not t]))
+                yield from c.read_ledgers(start, end, page_size=1000)
         finally:
             c.close()
 
@@ -205,16 +199,19 @@ class MetadataServiceSource:
             except (MetadataError, FormatError) as exc:
                 yield x.key, exc
 
+    def read_batches(self, units: list[str]) -> Iterator[Batch]:
+        """A batch a page of the bulk read: the page's ledgers the kernel takes, then the rest parsed."""
+        from bkdisk.audit.metadata_batch import closed_empty_blobs
+        for page in self._pages(units):
+            take, named = closed_empty_blobs([x.serialized for x in page])
+            taken = [x for x, t in zip(page, take, strict=True) if t]
+            yield (ClosedEmpty(_signed((x.scope for x in taken), len(taken)),
+                               _signed((x.ledger_id for x in taken), len(taken)), named),
+                   self._parsed([x for x, t in zip(page, take, strict=True) if not t]))
+
     def read(self, units: list[str]) -> Iterator[Read]:
-        """Each range with one streaming bulk read (pages of a thousand ledgers)."""
-        c = self._client()
-        try:
-            for u in units:
-                start, end = map(int, u.split())
-                for page in c.read_ledgers(start, end, page_size=1000):
-                    yield from self._parsed(page)
-        finally:
-            c.close()
+        for page in self._pages(units):
+            yield from self._parsed(page)
 
     def lookup(self, lid: LedgerId) -> LedgerMetadata | None:
         from bkdisk.metaservice.bookie_view import read_ledger
