@@ -109,10 +109,12 @@ def disk_scaling(a, spark) -> None:
     print(f"built 8 disks in {time.perf_counter() - t0:.0f} s", flush=True)
     print(f"disks: 8 x {sum(sizes) / len(sizes) / (1 << 20):.1f} MiB of entry logs", flush=True)
     _page_cache_warm(list(roots.values()))
-    # Warm numba's cache and each side's first run.
+    # Warm numba's cache and each side's first run (on a cluster: a disk on each worker, so that every
+    # executor has started its Python workers and loaded the kernels before the timed runs).
     fsck_and_inventory(roots[ids[0]], {})
-    run_audit(spark, [DiskInput(roots[ids[0]])], [], MetadataDirSource(os.path.join(a.dir, "cluster",
-              "metadata-1")), os.path.join(a.dir, "warm"), RunInfo.new())
+    warm = [DiskInput(roots[b], b, h) for b, h in zip(ids, a.hosts)] or [DiskInput(roots[ids[0]])]
+    run_audit(spark, warm, [], MetadataDirSource(os.path.join(a.dir, "cluster", f"metadata-{8 if a.hosts else 1}")),
+              os.path.join(a.dir, "warm"), RunInfo.new())
     print("direct s: fsck + inventory (payload SHA-256) of the disks one after another in this process;")
     print("direct2 s: the same in 2 worker processes (the audit's concurrency on local[2]); task2 s: the audit")
     print("task's own function (audit.rows.scan_disk: one read of each entry log) in 2 worker processes;")
