@@ -49,6 +49,10 @@ class BadRequest(StoreError):
     code = "BAD_REQUEST"
 
 
+class PermissionDenied(StoreError):
+    code = "PERMISSION_DENIED"
+
+
 # The store URLs open_store takes.
 STORE_URL_FORMS = "sqlite:PATH or zk://HOST:PORT/ledgers"
 
@@ -132,6 +136,17 @@ class MetadataStore(ABC):
     @abstractmethod
     def write(self, scope: int, ledger: int, data: bytes, expected_version: int) -> Versioned:
         """Replace the metadata if its version is ``expected_version``, else BadVersion."""
+
+    def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
+        """Each (scope, ledger, data, expected_version) written as ``write`` writes it, in order, each
+        with its own outcome (never all-or-nothing): the Versioned written or the StoreError."""
+        out: list[Versioned | StoreError] = []
+        for w in writes:
+            try:
+                out.append(self.write(*w))
+            except StoreError as exc:
+                out.append(exc)
+        return out
 
     @abstractmethod
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
