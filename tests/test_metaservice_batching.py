@@ -34,19 +34,19 @@ def _length(golden_bin: bytes, n: int) -> bytes:
 # ------------------------------------------------------------------------ the coalescer alone
 @settings(max_examples=40, deadline=None)
 @given(calls=st.lists(st.lists(st.integers(-3, 50), min_size=1, max_size=8), min_size=1, max_size=12),
-       limit=st.integers(1, 5))
-def test_every_caller_gets_the_result_of_its_own_request_whatever_the_batching(calls, limit):
+       limit=st.integers(1, 5), in_flight=st.integers(1, 3))
+def test_every_caller_gets_the_result_of_its_own_request_whatever_the_batching(calls, limit, in_flight):
     batches: list[list[int]] = []
 
     def send(reqs):
-        if not batches:             # the first batch is held until every other caller waits behind it
+        if not batches and in_flight == 1:   # the first batch is held until every other caller waits
             end = time.monotonic() + 10
             while len(co._pending) < len(calls) - 1 and time.monotonic() < end:
                 time.sleep(0.001)
         batches.append(list(reqs))
         return [ValueError(f"bad {r}") if r < 0 else r * 10 for r in reqs]
 
-    co = Coalescer(send, limit=limit)
+    co = Coalescer(send, limit=limit, in_flight=in_flight)
     got: dict[tuple[int, int], object] = {}
     started_calls = threading.Barrier(len(calls) + 1)
 
@@ -68,7 +68,7 @@ def test_every_caller_gets_the_result_of_its_own_request_whatever_the_batching(c
                    for t, rs in enumerate(calls) for i, r in enumerate(rs)}
     assert sorted(itertools.chain(*batches)) == sorted(itertools.chain(*calls))   # each sent once
     assert all(1 <= len(b) <= limit for b in batches)
-    if len(calls) > 2 and limit > 1:
+    if len(calls) > 2 and limit > 1 and in_flight == 1:
         assert len(batches[1]) > 1                 # the callers that waited together went together
 
 
@@ -321,3 +321,74 @@ def test_a_batched_write_whose_reply_is_lost_is_applied_exactly_once(service, go
     got = store.read(0, base, consistent=True)
     assert (got.version, got.data) == (1, _length(golden_bin, winner))
     assert store.read(0, base + 1, consistent=True).version == 1
+
+
+class _LostMultiReply:
+    """The multi's reply is lost (after it was applied, or before)."""
+
+    def __init__(self, store, applied: bool):
+        self.store, self.applied, self.commits = store, applied, 0
+        self.real = store.zk.transaction
+        store.zk.transaction = self.fake
+
+    def fake(self):
+        t = self.real()
+        real_commit = t.commit
+
+        def commit():
+            self.commits += 1
+            if self.applied:
+                real_commit()
+            raise ConnectionLoss()
+        t.commit = commit
+        return t
+
+    def restore(self):
+        self.store.zk.transaction = self.real
+
+
+@pytest.mark.parametrize("service", ["zookeeper"], indirect=True)
+@pytest.mark.parametrize("applied", [True, False])
+def test_writes_sent_as_one_multi_whose_reply_is_lost_are_each_applied_exactly_once(service, golden_bin, applied):
+    store, c, stub, _zk = service
+    base = next(_bases) * 10
+    for k in range(3):
+        c.create(golden_bin, ledger_id=base + k)
+    store.follow(0, base)
+    head = store.head_sequence()
+    hook = _LostMultiReply(store, applied)
+    try:
+        r = stub.WriteMany(pb.LedgerBatchRequest(requests=[
+            pb.LedgerMetadataRequest(ledger_id=base + k, expected_version=0,
+                                     serialized_metadata=_length(golden_bin, 50 + k)) for k in range(3)]),
+            timeout=60)
+    finally:
+        hook.restore()
+    assert hook.commits == 1
+    assert [(pb.StatusCode.Name(x.code), x.version) for x in r.responses] == [("SUCCESS", 1)] * 3
+    for k in range(3):
+        got = store.read(0, base + k, consistent=True)
+        assert (got.version, got.data) == (1, _length(golden_bin, 50 + k))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not store.changes_since(head):
+        time.sleep(0.05)
+    assert [(x.change, x.version) for x in store.changes_since(head) if x.ledger == base] == [("UPDATED", 1)]
+
+
+@pytest.mark.parametrize("service", ["zookeeper"], indirect=True)
+def test_a_write_batch_is_reported_to_watchers_once_per_ledger_with_its_version(service, golden_bin):
+    store, c, stub, _zk = service
+    base = next(_bases) * 10
+    for k in range(3):                  # ledger base+k at version k: every write's state differs
+        c.create(golden_bin, ledger_id=base + k)
+        for v in range(k):
+            c.write(base + k, _length(golden_bin, v), v)
+        store.follow(0, base + k)
+    head = store.head_sequence()
+    r = stub.WriteMany(pb.LedgerBatchRequest(requests=[
+        pb.LedgerMetadataRequest(ledger_id=base + k, expected_version=k,
+                                 serialized_metadata=_length(golden_bin, 70 + k)) for k in range(3)]), timeout=30)
+    assert [(x.ledger_id, x.version) for x in r.responses] == [(base + k, k + 1) for k in range(3)]
+    time.sleep(0.5)                     # a wrongly reported state would be re-read and reported too
+    assert sorted((x.ledger, x.change, x.version, x.data) for x in store.changes_since(head)) == [
+        (base + k, "UPDATED", k + 1, _length(golden_bin, 70 + k)) for k in range(3)]
