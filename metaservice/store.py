@@ -194,8 +194,9 @@ class MetadataStore(ABC):
         """Release the store's resources."""
 
 
-def open_store(url: str) -> MetadataStore:
-    """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``."""
+def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
+    """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``;
+    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None)."""
     if url.startswith("sqlite:"):
         path = url[len("sqlite:"):]
         path = path[2:] if path.startswith("//") else path
@@ -213,5 +214,6 @@ def open_store(url: str) -> MetadataStore:
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise StoreError(f"{url}: {hp!r} is not HOST:PORT (expected zk://HOST:PORT/ledgers)")
         from bkdisk.metaservice.zk_store import ZkStore
-        return ZkStore(hosts, "/" + (root.strip("/") or "ledgers"))
+        extra = {} if cache_size is None else {"cache_size": cache_size}
+        return ZkStore(hosts, "/" + (root.strip("/") or "ledgers"), **extra)
     raise NotAStoreUrl(url)

@@ -34,7 +34,7 @@ from bkdisk.metaservice.store import (
 )
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_multiread import multi_read_async
-from bkdisk.metaservice.zk_watch import ABSENT, Follower, Seen
+from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ class ZkStore(MetadataStore):
     """``hosts`` is 'host:port[,host:port]'; ``root`` the ledgers root path (BookKeeper's zkLedgersRootPath)."""
 
     def __init__(self, hosts: str, root: str = "/ledgers", session_timeout: float = 10.0,
-                 retain_changes: int = 100_000, connect_timeout: float = 15.0):
+                 retain_changes: int = 100_000, connect_timeout: float = 15.0,
+                 cache_size: int = DEFAULT_CACHE):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
         self.retain_changes = retain_changes
@@ -68,7 +69,7 @@ class ZkStore(MetadataStore):
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
         self.kind = self._init_layout()
-        self.follower = Follower(self, retain_changes)
+        self.follower = Follower(self, retain_changes, cache_size)
         self.on_session(self.follower.session_back)
 
     # --- session ---

@@ -29,6 +29,7 @@ from bkdisk.metaservice.store import BadVersion, Change, Versioned
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]
+DEFAULT_CACHE = 100_000      # ledgers held by the read cache (about their metadata's size each)
 
 
 class Seen:
@@ -46,13 +47,20 @@ ABSENT = Seen(0, -1, None)
 class Follower:
     """Follows ledgers of one ZkStore; keeps the in-memory change log ``Watch`` streams read."""
 
-    def __init__(self, store, retain_changes: int = 100_000):
+    def __init__(self, store, retain_changes: int = 100_000, cache_size: int = DEFAULT_CACHE):
         self.store = store
         self.zk = store.zk
         self.lock = threading.Condition()
         self.seen: dict[Key, Seen] = {}          # followed ledgers (and the read cache)
         self.dirty: dict[Key, int] = {}          # events not yet re-read: key -> count
-        self.generation: dict[Key, int] = collections.defaultdict(int)
+        # The read cache: ledgers held only because they were read (no Watch follows them), least
+        # recently read first; beyond cache_size the oldest is dropped (its next read reads ZooKeeper).
+        self.cache_size = cache_size
+        self.lru: collections.OrderedDict[Key, None] = collections.OrderedDict()
+        # Reads of ZooKeeper under way per ledger, and the ledgers an event or a write touched
+        # meanwhile: such a read's result is not kept (it may predate the change).
+        self.filling: dict[Key, int] = {}
+        self.spoiled: set[Key] = set()
         self.listings: dict[str, set[str]] = {}  # following all: hierarchy znode -> its children
         self.all = False
         # The head when following began (each start moves the head by one, with no change at it):
@@ -90,11 +98,13 @@ class Follower:
         the next read of it reads ZooKeeper and arms its watch again, so a ledger written and not
         read costs ZooKeeper nothing beyond the write."""
         with self.lock:
+            if key in self.filling:
+                self.spoiled.add(key)
             if key not in self.seen and not self.all:
                 return          # neither followed nor cached: nothing to re-read
-            self.generation[key] += 1
             if key not in self.following and not self.all:
                 self.seen.pop(key, None)
+                self.lru.pop(key, None)
                 return
             self.dirty[key] = self.dirty.get(key, 0) + 1
         self._put(("ledger", key))
@@ -125,8 +135,8 @@ class Follower:
         """After a reconnection: re-read every followed ledger (and every listing when following all)."""
         with self.lock:
             keys = list(self.seen)
+            self.spoiled.update(self.filling)
             for k in keys:
-                self.generation[k] += 1
                 self.dirty[k] = self.dirty.get(k, 0) + 1
             listed = list(self.listings)
         for k in keys:
@@ -144,6 +154,7 @@ class Follower:
             if key in self.since:
                 return
             self.following.add(key)     # from here an event re-reads it instead of dropping it
+            self.lru.pop(key, None)     # followed: held while followed, not as a cached read
             cached = key in self.seen
         if not cached:
             self._refresh([key], emit=False)
@@ -194,17 +205,34 @@ class Follower:
         with self.lock:
             if key in self.dirty or not self.store._up.is_set():
                 return None
-            return self.seen.get(key)
+            got = self.seen.get(key)
+            if got is not None and key in self.lru:
+                self.lru.move_to_end(key)
+            return got
 
     def read_through(self, key: Key) -> Seen:
-        """Read ``key`` from ZooKeeper, arming its watch; keep it in the cache if nothing changed
-        it meanwhile (its generation moved) and it was not followed yet."""
+        """Read ``key`` from ZooKeeper, arming its watch; keep it in the read cache if nothing
+        touched it meanwhile and it is not held yet (the least recently read dropped beyond the
+        cache's size)."""
         with self.lock:
-            gen = self.generation[key]
-        got = self._read(key)
+            self.filling[key] = self.filling.get(key, 0) + 1
+        try:
+            got = self._read(key)
+        finally:
+            with self.lock:
+                left = self.filling.pop(key) - 1
+                fresh = key not in self.spoiled
+                if left:
+                    self.filling[key] = left
+                else:
+                    self.spoiled.discard(key)
         with self.lock:
-            if key not in self.seen and self.generation[key] == gen and not self.closed:
+            if fresh and key not in self.seen and not self.closed and self.cache_size > 0:
                 self.seen[key] = got
+                if key not in self.following and not self.all:
+                    self.lru[key] = None
+                    while len(self.lru) > self.cache_size:
+                        self.seen.pop(self.lru.popitem(last=False)[0], None)
         return got
 
     def _read(self, key: Key) -> Seen:
@@ -279,6 +307,9 @@ class Follower:
                 before = self.seen.get(k, ABSENT if self.all else None)
                 if not emit and k in self.seen:
                     continue
+                if emit and before is None and k not in self.following:
+                    self.dirty.pop(k, None)
+                    continue            # dropped from the read cache meanwhile: nothing to keep
                 if (before is not None and before.data is not None and now.data is not None
                         and now.czxid == before.czxid and now.version < before.version):
                     continue            # read before a state already reported: keep the newer

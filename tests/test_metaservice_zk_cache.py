@@ -1,0 +1,124 @@
+"""The ZooKeeper store's read cache: bounded (least recently read dropped first), coherent with
+ZooKeeper's watches whatever it dropped, and never filled with a read that a change overtook."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+
+import pytest
+from kazoo.client import KazooClient
+from zookeeper_fixture import started
+
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.metaservice.zk_store import ZkStore
+
+_roots = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    server = started(tmp_path_factory.mktemp("zk"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def kz(zookeeper):
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+def _store(zookeeper, cache_size: int) -> ZkStore:
+    return ZkStore(zookeeper.hosts, f"/c{next(_roots)}/ledgers", cache_size=cache_size)
+
+
+def _length(golden_bin: bytes, n: int) -> bytes:
+    return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
+
+
+def _count_reads(store) -> list[str]:
+    reads: list[str] = []
+    for name in ("get_async", "exists_async"):   # kazoo's get and exists call these
+        real = getattr(store.zk, name)
+
+        def counted(path, *a, real=real, name=name, **kw):
+            reads.append(f"{name} {path}")
+            return real(path, *a, **kw)
+        setattr(store.zk, name, counted)
+    return reads
+
+
+def test_the_read_cache_holds_at_most_its_size_dropping_the_least_recently_read(zookeeper, golden_bin):
+    store = _store(zookeeper, cache_size=3)
+    try:
+        for lid in range(50):
+            store.create(0, lid, golden_bin)
+        for lid in range(50):
+            store.read(0, lid)
+        assert len(store.follower.seen) == 3 and list(store.follower.lru) == [(0, 47), (0, 48), (0, 49)]
+        reads = _count_reads(store)
+        for lid in (48, 49, 47):                            # 47 read again: the most recent now
+            store.read(0, lid)
+        assert reads == []                                  # all three from the cache
+        store.read(0, 10)                                   # not held: read from ZooKeeper, 48 dropped
+        assert len(reads) == 1 and set(store.follower.lru) == {(0, 47), (0, 49), (0, 10)}
+        assert not store.follower.filling and not store.follower.spoiled
+    finally:
+        store.close()
+
+
+def test_a_dropped_ledger_changed_directly_is_read_anew_and_a_held_one_follows_its_watch(
+        zookeeper, kz, golden_bin):
+    store = _store(zookeeper, cache_size=2)
+    try:
+        for lid in range(3):
+            store.create(0, lid, golden_bin)
+            store.read(0, lid)                              # 0 is dropped when 2 is read
+        assert (0, 0) not in store.follower.seen
+        kz.set(store.path(0, 0), _length(golden_bin, 5), version=0)
+        kz.set(store.path(0, 2), _length(golden_bin, 6), version=0)
+        assert (store.read(0, 0).version, store.read(0, 0).data) == (1, _length(golden_bin, 5))
+        deadline = time.monotonic() + 30
+        while store.read(0, 2).version != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)                                # the watch event drops the stale entry
+        assert store.read(0, 2).data == _length(golden_bin, 6)
+    finally:
+        store.close()
+
+
+def test_a_read_that_a_change_overtakes_is_not_kept_in_the_cache(zookeeper, kz, golden_bin):
+    """The change's event arrives between ZooKeeper's reply and the cache fill: the reply may predate
+    the change, and its watch has fired already, so keeping it would serve it stale for good."""
+    store = _store(zookeeper, cache_size=10)
+    try:
+        store.create(0, 1, golden_bin)
+        real = store.follower._read
+
+        def read_then_changed(key):
+            got = real(key)
+            store.follower.touch(key)                      # as the watch event of a write would
+            return got
+        store.follower._read = read_then_changed
+        try:
+            assert store.read(0, 1).version == 0
+        finally:
+            del store.follower._read
+        assert store.follower.cached((0, 1)) is None       # not kept: the next read goes to ZooKeeper
+        assert store.read(0, 1).version == 0 and store.follower.cached((0, 1)) is not None
+    finally:
+        store.close()
+
+
+def test_no_read_cache_at_all_when_its_size_is_zero(zookeeper, golden_bin):
+    store = _store(zookeeper, cache_size=0)
+    try:
+        store.create(0, 1, golden_bin)
+        reads = _count_reads(store)
+        assert [store.read(0, 1).version for _ in range(3)] == [0, 0, 0]
+        assert len(reads) == 3 and not store.follower.seen
+    finally:
+        store.close()
