@@ -6,8 +6,9 @@ the service holds (one) against 64 kazoo clients going to ZooKeeper directly, wi
 
 The service runs as `bkdisk metadata serve` in its own process; the clients run as threads spread over
 a few processes, each thread with its own channel or ZooKeeper session; under "batched" the threads of
-a process share one MetadataClient, whose concurrent calls coalesce into ReadMany/WriteMany calls. ZooKeeper is a local standalone
-server started as tests/zookeeper_fixture.py starts it. Figures depend on the machine (shared here).
+a process share one MetadataClient, whose concurrent calls coalesce into ReadMany/WriteMany calls.
+ZooKeeper is a local standalone server started as tests/zookeeper_fixture.py starts it. Figures depend
+on the machine (shared here).
 """
 from __future__ import annotations
 

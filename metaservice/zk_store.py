@@ -50,7 +50,7 @@ class ZkStore(MetadataStore):
 
     def __init__(self, hosts: str, root: str = "/ledgers", session_timeout: float = 10.0,
                  retain_changes: int = 100_000, connect_timeout: float = 15.0,
-                 cache_size: int = DEFAULT_CACHE):
+                 cache_size: int = DEFAULT_CACHE, recursive_watch: bool = True):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
         self.retain_changes = retain_changes
@@ -69,7 +69,7 @@ class ZkStore(MetadataStore):
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
         self.kind = self._init_layout()
-        self.follower = Follower(self, retain_changes, cache_size)
+        self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
 
     # --- session ---

@@ -10,8 +10,8 @@ from __future__ import annotations
 from kazoo import exceptions as kx
 from kazoo.protocol.states import ZnodeStat
 
-from bkdisk.metaservice.zk_layout import JAVA_INT_MAX
 from bkdisk.metaservice.store import BadVersion, LedgerNotFound, StoreError, Versioned, check_ids
+from bkdisk.metaservice.zk_layout import JAVA_INT_MAX
 from bkdisk.metaservice.zk_watch import Seen
 
 MULTI_BYTES = 1 << 19       # data in one multi: half ZooKeeper's default request limit (jute.maxbuffer)

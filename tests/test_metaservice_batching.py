@@ -392,3 +392,37 @@ def test_a_write_batch_is_reported_to_watchers_once_per_ledger_with_its_version(
     time.sleep(0.5)                     # a wrongly reported state would be re-read and reported too
     assert sorted((x.ledger, x.change, x.version, x.data) for x in store.changes_since(head)) == [
         (base + k, "UPDATED", k + 1, _length(golden_bin, 70 + k)) for k in range(3)]
+
+
+def test_a_write_batch_without_the_token_is_refused_whole_and_each_coalesced_caller_is_told(
+        tmp_path, golden_bin):
+    store = SqliteStore(tmp_path / "meta.db")
+    with served(store, token="s3cret") as (_anon, port):
+        owner = MetadataClient(f"127.0.0.1:{port}", token="s3cret")
+        owner.create(golden_bin, ledger_id=1)
+        stub = pb_grpc.LedgerMetadataServiceStub(owner.ch.channel)
+        batch = pb.LedgerBatchRequest(requests=[pb.LedgerMetadataRequest(
+            ledger_id=1, expected_version=0, serialized_metadata=_length(golden_bin, 3))] * 2)
+        r = stub.WriteMany(batch, timeout=30)
+        assert pb.StatusCode.Name(r.code) == "PERMISSION_DENIED" and not r.responses
+        anon = MetadataClient(f"127.0.0.1:{port}")
+        codes: list[str] = []
+        gate = threading.Barrier(8)
+
+        def write() -> None:
+            gate.wait()
+            try:
+                anon.write(1, _length(golden_bin, 4), 0)
+            except MetadataError as exc:
+                codes.append(exc.code)
+        threads = [threading.Thread(target=write) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert codes == ["PERMISSION_DENIED"] * 8
+        assert owner.read(1).version == 0
+        r = stub.WriteMany(batch, timeout=30, metadata=owner.ch.metadata)
+        assert [pb.StatusCode.Name(x.code) for x in r.responses] == ["SUCCESS", "BAD_VERSION"]
+        anon.close()
+        owner.close()

@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.metaservice.zk_cache import NOT_HELD
 from bkdisk.metaservice.zk_store import ZkStore
 
 _roots = itertools.count(1)
@@ -59,13 +60,13 @@ def test_the_read_cache_holds_at_most_its_size_dropping_the_least_recently_read(
             store.create(0, lid, golden_bin)
         for lid in range(50):
             store.read(0, lid)
-        assert len(store.follower.seen) == 3 and list(store.follower.lru) == [(0, 47), (0, 48), (0, 49)]
+        assert len(store.follower.seen) == 3 and list(store.follower.held.order) == [(0, 47), (0, 48), (0, 49)]
         reads = _count_reads(store)
         for lid in (48, 49, 47):                            # 47 read again: the most recent now
             store.read(0, lid)
         assert reads == []                                  # all three from the cache
         store.read(0, 10)                                   # not held: read from ZooKeeper, 48 dropped
-        assert len(reads) == 1 and set(store.follower.lru) == {(0, 47), (0, 49), (0, 10)}
+        assert len(reads) == 1 and set(store.follower.held.order) == {(0, 47), (0, 49), (0, 10)}
         assert not store.follower.filling and not store.follower.spoiled
     finally:
         store.close()
@@ -120,5 +121,41 @@ def test_no_read_cache_at_all_when_its_size_is_zero(zookeeper, golden_bin):
         reads = _count_reads(store)
         assert [store.read(0, 1).version for _ in range(3)] == [0, 0, 0]
         assert len(reads) == 3 and not store.follower.seen
+    finally:
+        store.close()
+
+
+def _changes(store, head: int, n: int) -> list:
+    deadline = time.monotonic() + 30
+    while len(store.changes_since(head)) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return [(c.change, c.ledger, c.version, c.data) for c in store.changes_since(head)]
+
+
+def test_following_every_ledger_holds_the_bytes_of_at_most_the_cache_size_and_misses_no_change(
+        zookeeper, kz, golden_bin):
+    store = _store(zookeeper, cache_size=3)
+    try:
+        for lid in range(20):
+            store.create(0, lid, _length(golden_bin, lid))
+        store.follow(0, None)
+        seen = store.follower.seen
+        assert len(seen) == 20 and sum(s.data is not NOT_HELD for s in seen.values()) <= 3
+        head = store.head_sequence()
+        old = next(lid for lid in range(20) if seen[(0, lid)].data is NOT_HELD)
+        kz.set(store.path(0, old), _length(golden_bin, 100), version=0)      # bytes not held: still told
+        kz.delete(store.path(0, (old + 1) % 20))
+        kz.create(store.path(0, 50), _length(golden_bin, 50))
+        assert _changes(store, head, 3) == [("UPDATED", old, 1, _length(golden_bin, 100)),
+                                            ("DELETED", (old + 1) % 20, 0, None),
+                                            ("CREATED", 50, 0, _length(golden_bin, 50))]
+        assert sum(s.data is not NOT_HELD and s.data is not None for s in seen.values()) <= 3
+        for lid in range(2, 20):                # a watch's first state, whether its bytes are held or not
+            if lid != (old + 1) % 20:
+                got, _head = store.read_with_head(0, lid)
+                assert got is not None and got.data == (_length(golden_bin, 100) if lid == old
+                                                        else _length(golden_bin, lid))
+                assert store.read(0, lid).data == got.data
+        assert sum(s.data is not NOT_HELD and s.data is not None for s in seen.values()) <= 3
     finally:
         store.close()

@@ -16,7 +16,7 @@ from zookeeper_fixture import started
 from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
-from bkdisk.metaservice.store import open_store
+from bkdisk.metaservice.zk_store import ZkStore
 
 ROOT = "/ledgers"
 
@@ -39,10 +39,12 @@ def closed(md: LedgerMetadata, entries: int) -> LedgerMetadata:
     return dataclasses.replace(md, state="CLOSED", last_entry_id=entries - 1, length=entries * 100)
 
 
-@pytest.fixture()
-def cluster(tmp_path):
+@pytest.fixture(params=["recursive", "ledger"])
+def cluster(tmp_path, request):
+    """Either kind of watch: one persistent recursive watch, or a watch per ledger and listing."""
     zk = started(tmp_path / "zk")
-    store = open_store(f"zk://{zk.hosts}{ROOT}")
+    store = ZkStore(zk.hosts, ROOT, recursive_watch=request.param == "recursive")
+    assert store.follower.recursive == (request.param == "recursive")
     server, port = serve(store)
     # The test's own writer (standing in for a BookKeeper client) keeps its session across a ZooKeeper
     # restart on a loaded machine: only the service's session is expired on purpose.
@@ -242,3 +244,29 @@ def test_a_cached_ledger_written_and_not_followed_costs_zookeeper_no_read_until_
         for name in ("get_async", "exists_async"):
             vars(store.zk).pop(name, None)
         c.close()
+
+
+def test_a_zookeeper_that_refuses_the_recursive_watch_is_watched_per_ledger(tmp_path, monkeypatch):
+    from kazoo.exceptions import UnimplementedError
+
+    from bkdisk.metaservice import zk_persistent
+
+    def refused(zk, path, timeout=30.0):
+        raise UnimplementedError()        # what a ZooKeeper older than 3.6 answers addWatch
+    monkeypatch.setattr(zk_persistent, "add_recursive_watch", refused)
+    zk = started(tmp_path / "zk")
+    store = ZkStore(zk.hosts, ROOT)
+    bk = KazooClient(hosts=zk.hosts)
+    bk.start(15)
+    try:
+        assert store.follower.recursive is False
+        store.follow(0, None)
+        head = store.head_sequence()
+        bk.create(bookkeeper_path(9), serialize_metadata(opened(9)), makepath=True)
+        assert store.wait_for_change(head, 30)
+        assert [(c.change, c.ledger) for c in store.changes_since(head)] == [("CREATED", 9)]
+    finally:
+        bk.stop()
+        bk.close()
+        store.close()
+        zk.stop()
