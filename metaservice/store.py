@@ -214,6 +214,8 @@ def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise StoreError(f"{url}: {hp!r} is not HOST:PORT (expected zk://HOST:PORT/ledgers)")
         from bkdisk.metaservice.zk_store import ZkStore
-        extra = {} if cache_size is None else {"cache_size": cache_size}
-        return ZkStore(hosts, "/" + (root.strip("/") or "ledgers"), **extra)
+        store_root = "/" + (root.strip("/") or "ledgers")
+        if cache_size is None:
+            return ZkStore(hosts, store_root)
+        return ZkStore(hosts, store_root, cache_size=cache_size)
     raise NotAStoreUrl(url)

@@ -382,8 +382,11 @@ class Follower(ChangeLog):
                 if s.data is NOT_HELD and got.data is not None and (got.czxid, got.version) == (s.czxid, s.version):
                     return Versioned(key[0], key[1], got.version, got.data), self.head
                 # it changed meanwhile: its event's re-read brings the state to report
-                self.lock.wait_for(lambda s=s: self.seen[key] is not s, 0.1)
+                self.lock.wait_for(self._replaced(key, s), 0.1)
         raise StoreUnavailable(f"ledger {key[1]} of scope {key[0]}: its state could not be read; retry")
+
+    def _replaced(self, key: Key, held: Seen) -> Callable[[], bool]:
+        return lambda: self.seen[key] is not held
 
     def close(self) -> None:
         with self.lock:
