@@ -34,8 +34,8 @@ class StoreFollower:
     def __init__(self, hosts: str, recursive: bool):
         from bkdisk.metaservice.zk_store import ZkStore
         self.store = ZkStore(hosts, ROOT, recursive_watch=recursive)
-        assert self.store.follower.recursive == recursive
         self.store.follow(0, None)
+        assert self.store.follower.recursive == recursive
 
     @property
     def changes(self) -> int:

@@ -1,12 +1,12 @@
 """Ledger changes learnt from ZooKeeper's own watches, and the watch-coherent read cache they keep.
 
-By default one persistent recursive watch on the ledgers root (ZooKeeper 3.6+, addWatch through
-kazoo's protocol layer: metaservice/zk_persistent.py) names every ledger created, changed or deleted,
-whoever did it; it stays in place, so nothing is re-armed, and it is added again after every
-reconnection. With a ZooKeeper that refuses it, as BookKeeper's AbstractZkLedgerManager does: a
-ledger that is followed has a data watch (an exists watch while it is absent), re-armed by
-re-reading it after each event; following every ledger adds a children watch on each znode of the
-id hierarchy, so creates and deletes are seen wherever they are. Either way, after the session comes
+As BookKeeper's AbstractZkLedgerManager does, a ledger that is followed (or read) has a data watch
+(an exists watch while it is absent), re-armed by re-reading it after each event. Following every
+ledger places one persistent recursive watch on the ledgers root (ZooKeeper 3.6+, addWatch through
+kazoo's protocol layer: metaservice/zk_persistent.py), which names every ledger created, changed or
+deleted, stays in place (nothing is re-armed) and is added again after every reconnection; with a
+ZooKeeper that refuses it, a children watch on each znode of the id hierarchy instead, so creates
+and deletes are seen wherever they are. Either way, after the session comes
 back every followed ledger is re-read (and, when following all, every listing), as BookKeeper
 re-reads its listened ledgers after an expiry.
 
@@ -77,23 +77,24 @@ class Follower(ChangeLog):
         self.retain = retain_changes
         self.dropped = self.first          # every change up to here is no longer held
         self.closed = False
-        # recursive: one persistent recursive watch on the root (ZooKeeper 3.6+) instead of a watch
-        # per ledger and per listing (metaservice/zk_persistent.py); kept only if ZooKeeper takes it.
-        if recursive and self._watch_root():
-            self.recursive = True
-            self._ledger_watch = self._children_watch = None
+        # recursive: once every ledger is followed, one persistent recursive watch on the root
+        # (ZooKeeper 3.6+) instead of a watch per ledger and per listing (metaservice/zk_persistent.py),
+        # if ZooKeeper takes it. Before that, only the ledgers followed or read are watched, so a
+        # write of a ledger nobody follows costs the service no event.
+        self.recursive_allowed = recursive
+        P.on_every_event(self.zk, self._on_node)
         self.thread = threading.Thread(target=self._run, name="zk-follower", daemon=True)
         self.thread.start()
 
     # ------------------------------------------------------------------ events (kazoo's thread)
-    def _watch_root(self) -> bool:
+    def _watch_root(self) -> None:
         try:
-            P.on_every_event(self.zk, self._on_node)
             P.add_recursive_watch(self.zk, self.store.root)
-            return True
         except ZookeeperError as exc:      # e.g. a ZooKeeper older than 3.6
             log.warning("no persistent recursive watch (%s): watching each ledger instead", exc)
-            return False
+            return
+        self.recursive = True
+        self._ledger_watch = self._children_watch = None
 
     def _on_node(self, _type: int, path: str) -> None:
         if self.recursive:
@@ -188,6 +189,8 @@ class Follower(ChangeLog):
             if self.all:
                 return
             self.all = True
+        if self.recursive_allowed:         # in place before the walk: no create is missed
+            self._watch_root()
         keys: list[Key] = []
         stack = [self.store.root]
         while stack:

@@ -44,7 +44,6 @@ def cluster(tmp_path, request):
     """Either kind of watch: one persistent recursive watch, or a watch per ledger and listing."""
     zk = started(tmp_path / "zk")
     store = ZkStore(zk.hosts, ROOT, recursive_watch=request.param == "recursive")
-    assert store.follower.recursive == (request.param == "recursive")
     server, port = serve(store)
     # The test's own writer (standing in for a BookKeeper client) keeps its session across a ZooKeeper
     # restart on a loaded machine: only the service's session is expired on purpose.
@@ -108,6 +107,7 @@ def test_one_ledger_created_closed_and_deleted_directly_reaches_watchers_across_
     end = time.monotonic() + 30
     while time.monotonic() < end and not (store.follower.all_since and (0, 7) in store.follower.since):
         time.sleep(0.05)
+    assert store.follower.recursive == store.follower.recursive_allowed   # following all: the kind asked
     md = opened(7)
     bk.create(bookkeeper_path(7), serialize_metadata(md), makepath=True)
     delays = []
@@ -259,8 +259,8 @@ def test_a_zookeeper_that_refuses_the_recursive_watch_is_watched_per_ledger(tmp_
     bk = KazooClient(hosts=zk.hosts)
     bk.start(15)
     try:
-        assert store.follower.recursive is False
         store.follow(0, None)
+        assert store.follower.recursive is False
         head = store.head_sequence()
         bk.create(bookkeeper_path(9), serialize_metadata(opened(9)), makepath=True)
         assert store.wait_for_change(head, 30)
