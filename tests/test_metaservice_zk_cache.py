@@ -8,6 +8,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from metaservice_fixture import count_reads
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
@@ -41,18 +42,6 @@ def _length(golden_bin: bytes, n: int) -> bytes:
     return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
 
 
-def _count_reads(store) -> list[str]:
-    reads: list[str] = []
-    for name in ("get_async", "exists_async"):   # kazoo's get and exists call these
-        real = getattr(store.zk, name)
-
-        def counted(path, *a, real=real, name=name, **kw):
-            reads.append(f"{name} {path}")
-            return real(path, *a, **kw)
-        setattr(store.zk, name, counted)
-    return reads
-
-
 def test_the_read_cache_holds_at_most_its_size_dropping_the_least_recently_read(zookeeper, golden_bin):
     store = _store(zookeeper, cache_size=3)
     try:
@@ -61,7 +50,7 @@ def test_the_read_cache_holds_at_most_its_size_dropping_the_least_recently_read(
         for lid in range(50):
             store.read(0, lid)
         assert len(store.follower.seen) == 3 and list(store.follower.held.order) == [(0, 47), (0, 48), (0, 49)]
-        reads = _count_reads(store)
+        reads = count_reads(store.zk)
         for lid in (48, 49, 47):                            # 47 read again: the most recent now
             store.read(0, lid)
         assert reads == []                                  # all three from the cache
@@ -118,7 +107,7 @@ def test_no_read_cache_at_all_when_its_size_is_zero(zookeeper, golden_bin):
     store = _store(zookeeper, cache_size=0)
     try:
         store.create(0, 1, golden_bin)
-        reads = _count_reads(store)
+        reads = count_reads(store.zk)
         assert [store.read(0, 1).version for _ in range(3)] == [0, 0, 0]
         assert len(reads) == 3 and not store.follower.seen
     finally:

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from metaservice_fixture import count_reads, uncount_reads
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
@@ -218,14 +219,7 @@ def test_a_cached_ledger_written_and_not_followed_costs_zookeeper_no_read_until_
     first = serialize_metadata(opened(7))
     c.create(first, ledger_id=7)
     assert c.read(7).version == 0                       # now in the read cache, its watch armed
-    reads: list[str] = []
-    for name in ("get_async", "exists_async"):   # kazoo's get and exists call these
-        real = getattr(store.zk, name)
-
-        def counted(path, *a, real=real, name=name, **kw):
-            reads.append(f"{name} {path}")
-            return real(path, *a, **kw)
-        setattr(store.zk, name, counted)
+    reads = count_reads(store.zk)
     try:
         v = c.write(7, serialize_metadata(closed(opened(7), 1)), 0).version
         v = c.write(7, serialize_metadata(closed(opened(7), 2)), v).version
@@ -241,8 +235,7 @@ def test_a_cached_ledger_written_and_not_followed_costs_zookeeper_no_read_until_
             time.sleep(0.05)
         assert c.read(7).serialized == serialize_metadata(closed(opened(7), 3))
     finally:
-        for name in ("get_async", "exists_async"):
-            vars(store.zk).pop(name, None)
+        uncount_reads(store.zk)
         c.close()
 
 
