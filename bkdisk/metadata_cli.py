@@ -128,8 +128,8 @@ def metadata() -> None:
 @click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM private key.")
 @click.option("--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
 @click.option("--cache-ledgers", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Ledgers the ZooKeeper store's read cache holds, least recently read dropped first "
-                   "(0: no read cache) [default: 100000].")
+              help="Ledgers whose metadata the ZooKeeper store holds in memory (read or watched), least "
+                   "recently used dropped first (0: none) [default: 100000].")
 @click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
 @one_line_errors
 def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, cache_ledgers, verbose) -> None:

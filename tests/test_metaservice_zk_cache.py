@@ -148,3 +148,14 @@ def test_following_every_ledger_holds_the_bytes_of_at_most_the_cache_size_and_mi
         assert sum(s.data is not NOT_HELD and s.data is not None for s in seen.values()) <= 3
     finally:
         store.close()
+
+
+def test_the_store_url_opens_a_zookeeper_store_with_the_cache_size_given(zookeeper):
+    from bkdisk.metaservice.store import open_store
+    from bkdisk.metaservice.zk_watch import DEFAULT_CACHE
+    for size, expected in ((7, 7), (None, DEFAULT_CACHE)):
+        store = open_store(f"zk://{zookeeper.hosts}/c{next(_roots)}/ledgers", size)
+        try:
+            assert store.follower.cache_size == store.follower.held.size == expected
+        finally:
+            store.close()
