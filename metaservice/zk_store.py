@@ -50,10 +50,12 @@ class ZkStore(MetadataStore):
 
     def __init__(self, hosts: str, root: str = "/ledgers", session_timeout: float = 10.0,
                  retain_changes: int = 100_000, connect_timeout: float = 15.0,
-                 cache_size: int = DEFAULT_CACHE, recursive_watch: bool = True):
+                 cache_size: int = DEFAULT_CACHE, recursive_watch: bool = True,
+                 multi_writes: bool = True):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
         self.retain_changes = retain_changes
+        self.multi_writes = multi_writes         # a write batch tried as one multi first (zk_writes.py)
         self._up = threading.Event()
         self._session_listeners: list = []
         self._session: int | None = None

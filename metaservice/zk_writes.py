@@ -43,8 +43,9 @@ def write_error(exc: Exception, scope: int, ledger: int, expected_version: int) 
 def write_many(store, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
     """``MetadataStore.write_many`` on ZkStore ``store``.
 
-    First tried as ONE multi of the setData's (one request for ZooKeeper and for kazoo's connection
-    loop, whose per-request cost is most of a write's): when it applies, each write is applied
+    First tried (unless ``store.multi_writes`` is off) as ONE multi of the setData's (one request
+    for ZooKeeper and for kazoo's connection loop, whose per-request cost is most of a write's): when
+    it applies, each write is applied
     exactly as alone, in order. When any of them fails, a multi applies none of them, so every write
     is then sent on its own, pipelined: a conflict on one ledger never fails another's write."""
     out: list = [None] * len(writes)
@@ -59,7 +60,7 @@ def write_many(store, writes: list[tuple[int, int, bytes, int]]) -> list[Version
             out[i] = exc
             continue
         todo.append((i, (scope, ledger), data, expected))
-    if len(todo) > 1 and sum(len(d) for _i, _k, d, _v in todo) <= MULTI_BYTES:
+    if store.multi_writes and len(todo) > 1 and sum(len(d) for _i, _k, d, _v in todo) <= MULTI_BYTES:
         todo = _as_one_multi(store, todo, out)
     sent = []
     for item in todo:

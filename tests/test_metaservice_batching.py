@@ -22,7 +22,7 @@ from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.sqlite_store import SqliteStore
-from bkdisk.metaservice.store import open_store
+from bkdisk.metaservice.zk_store import ZkStore
 
 _bases = itertools.count(1)
 
@@ -109,11 +109,13 @@ def test_a_batch_stays_within_its_byte_budget_beyond_its_first_request():
 
 
 # ------------------------------------------------------------------------ the service's batch calls
-@pytest.fixture(scope="module", params=["sqlite", "zookeeper"])
+@pytest.fixture(scope="module", params=["sqlite", "zookeeper", "zookeeper-no-multi"])
 def service(request, tmp_path_factory, golden_bin):
+    """The embedded store; ZooKeeper; ZooKeeper with every batched write sent as its own setData."""
     tmp = tmp_path_factory.mktemp(request.param)
-    zk = started(tmp / "zk") if request.param == "zookeeper" else None
-    store = SqliteStore(tmp / "meta.db") if zk is None else open_store(f"zk://{zk.hosts}/ledgers")
+    zk = started(tmp / "zk") if request.param.startswith("zookeeper") else None
+    store = (SqliteStore(tmp / "meta.db") if zk is None
+             else ZkStore(zk.hosts, "/ledgers", multi_writes=request.param == "zookeeper"))
     try:
         with served(store) as (client, port):
             yield store, client, pb_grpc.LedgerMetadataServiceStub(client.ch.channel), zk
