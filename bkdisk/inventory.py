@@ -89,8 +89,7 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
         if jsonl:
-            for part in rows.jsonl_parts():
-                out.write(part)
+            rows.write_jsonl(out)
         if parquet is not None:
             parquet.write(rows.arrow())
         if not jsonl:
