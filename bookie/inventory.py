@@ -145,6 +145,10 @@ def _repeated(value: str | None, n: int):
     import pyarrow as pa
     if value is None:
         return pa.nulls(n, pa.string())
+    raw = value.encode("utf-8")
+    if n * len(raw) < 1 << 31:   # the text and 32-bit offsets straight into Arrow's buffers
+        offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
+        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n))
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())) \
         .cast(pa.string())
 
