@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import GOLDEN
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import GOLDEN
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
