@@ -236,7 +236,7 @@ class RangeSpill:
                 path = self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
             with open(path, "ab") as f:
                 for a in held:
-                    f.write(a.tobytes())
+                    f.write(memoryview(np_contiguous(a)).cast("B"))
             self._held[i] = []
         self._held_bytes = 0
 
