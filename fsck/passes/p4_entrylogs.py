@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
-from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
 from bkdisk.formats.digests import DigestType
@@ -139,9 +139,9 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
     dig = getattr(scan, "digests", None)
     if dig is not None and len(dig):
         bad = np.flatnonzero(dig["status"] == DIGEST_BAD)
-        rows = scan.entries[bad] if len(bad) else None   # (read once: a spilled scan reads its file at each access)
-        for k, i in enumerate(bad.tolist()):
-            r = rows[k]
+        # (read once, and only when some are bad: a spilled scan reads its file at each access)
+        rows = scan.entries[bad] if len(bad) else np.zeros(0, ENTRY_DTYPE)
+        for r, i in zip(rows, bad.tolist()):
             yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
 
