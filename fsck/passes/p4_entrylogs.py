@@ -62,8 +62,9 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
         m = np.flatnonzero(digests["status"] == DIGEST_UNKNOWN)
         if len(m):   # (the entries read only then: a spilled scan reads its file at each access)
             e = scan.entries[m]
-            for s, l in zip(e["scope"].tolist(), e["ledger"].tolist()):
-                unverified[(s, l)] = unverified.get((s, l), 0) + 1
+            pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
+            for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
+                unverified[(s, l)] = unverified.get((s, l), 0) + n
     sniffed: dict[int, list[tuple[int, int]]] = {}
     for key, (code, src) in sorted(decided.items()):
         if src == SOURCE_SNIFFED and code:
