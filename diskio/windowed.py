@@ -131,13 +131,14 @@ class Columns:
 
     def grow_if_full(self, used: int, walked: int = 0, size: int = 0) -> None:
         """Make room past ``used`` rows: to what the rows so far project for the whole input when the
-        walk has covered ``walked`` of its ``size`` bytes, and at least double. Rows already written
+        walk has covered ``walked`` of its ``size`` bytes (at most eight times the room, as a file
+        mostly zeros past its start projects far too many), and at least double. Rows already written
         stay where they are (a view of them taken earlier still reads them)."""
         if used < len(self._rows):
             return
         want = 2 * len(self._rows)
         if 0 < walked < size:
-            want = max(want, used * size // walked + used // 16 + 1024)
+            want = max(want, min(used * size // walked + used // 16 + 1024, 8 * len(self._rows)))
         rows = np.empty(want, self.dtype)
         rows[:used] = self._rows[:used]
         self._rows = rows
