@@ -44,6 +44,9 @@ mapped = lazy_import("bkdisk.diskio.mapped")
 pq = lazy_import("pyarrow.parquet")
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
+# Columns whose values hardly repeat: a dictionary page for them is built, overflows and is dropped
+# again in every row group (no smaller file for the time it takes).
+DISTINCT_COLUMNS = frozenset({"offset", "lac", "length"})
 
 
 class InventoryError(BkdiskError):
@@ -55,12 +58,25 @@ class BookieSummary:
     bookie_id: str | None
     logs: int = 0
     entries: int = 0
-    ledgers: set = field(default_factory=set)
+    ledgers: dict = field(default_factory=dict)   # scope -> its distinct ledger ids, a sorted uint64 array
     ok: int = 0
     bad: int = 0
     unknown: int = 0
     problems: int = 0
     warnings: int = 0   # damage said on stderr: framing, a log's header or ledgers map, a dir not listed
+
+    def add_ledgers(self, entries) -> None:
+        """Take in the ledgers of ``entries`` (ENTRY_DTYPE rows) as sorted id arrays, a scope at a time."""
+        import numpy as np
+        scope, ledger = entries["scope"], entries["ledger"]
+        scopes = [int(scope[0])] if scope[0] == scope.min() == scope.max() else np.unique(scope).tolist()
+        for sc in scopes:
+            ids = ledger if len(scopes) == 1 else ledger[scope == sc]
+            held = self.ledgers.get(sc)
+            self.ledgers[sc] = np.unique(ids if held is None else np.concatenate([held, ids]))
+
+    def ledger_count(self) -> int:
+        return sum(len(ids) for ids in self.ledgers.values())
 
 
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
@@ -89,13 +105,11 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
         if jsonl:
-            for part in rows.jsonl_parts():
-                out.write(part)
+            rows.write_jsonl(out)
         if parquet is not None:
             parquet.write(rows.arrow())
         if not jsonl:
-            e = rows.entries
-            summary.ledgers.update(zip(e["scope"].tolist(), e["ledger"].tolist()))
+            summary.add_ledgers(rows.entries)
     if summary is None:
         summary = BookieSummary(bookie_id_of(dirs))
         if not unlisted and dirs.ledger_dirs:
@@ -144,7 +158,8 @@ class _ParquetSink:
 
     def write(self, batch) -> None:
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.tmp, batch.schema)
+            dictionary = [n for n in batch.schema.names if n not in DISTINCT_COLUMNS]
+            self.writer = pq.ParquetWriter(self.tmp, batch.schema, use_dictionary=dictionary)
         elif batch.schema != self.writer.schema:
             batch = batch.cast(self.writer.schema)
         self.writer.write_batch(batch, row_group_size=ROW_GROUP)
@@ -234,6 +249,6 @@ def _summary_line(dirs: BookieDirs, s: BookieSummary, jsonl: bool) -> None:
     if jsonl:
         return
     where = dirs.root or dirs.conf_path
-    click.echo(f"{where}: bookie {s.bookie_id or '?'}: {s.entries} entries in {len(s.ledgers)} ledgers, "
+    click.echo(f"{where}: bookie {s.bookie_id or '?'}: {s.entries} entries in {s.ledger_count()} ledgers, "
                f"{s.logs} entry logs; digests ok {s.ok}, bad {s.bad}, unverifiable {s.unknown}; "
                f"framing problems {s.problems}")

@@ -96,6 +96,16 @@ class LogRows:
     def jsonl_parts(self, rows: int = JSONL_ROWS) -> Iterator[bytes]:
         """``jsonl()`` in parts of ``rows`` rows: the text of a whole log of small entries is several
         times its entries' arrays (hundreds of MiB for a 512 MiB log of 500-byte entries)."""
+        for part in self.jsonl_views(rows):
+            yield part.tobytes()
+
+    def write_jsonl(self, out, rows: int = JSONL_ROWS) -> None:
+        """``jsonl()`` written to the binary stream ``out`` a part at a time, from one reused buffer."""
+        for part in self.jsonl_views(rows):
+            out.write(part)
+
+    def jsonl_views(self, rows: int = JSONL_ROWS) -> Iterator[np.ndarray]:
+        """``jsonl_parts`` as uint8 views of one buffer: each is overwritten by the next."""
         with_hash = self.payload_sha256 is not None
         consts = {"bookie_id": self.bookie_id, "ledger_dir": self.ledger_dir, "log_id": self.log_id}
         order = INVENTORY_FIELDS + ((HASH_SLOT.key,) if with_hash else ())
@@ -104,7 +114,7 @@ class LogRows:
         for lo in range(0, len(self), rows):
             part = {k: v[lo:lo + rows] for k, v in cols.items()}
             hash_rows = None if self.hash_row is None else self.hash_row[lo:lo + rows]
-            yield template.encode(part, self.payload_sha256, hash_rows)
+            yield template.encode_view(part, self.payload_sha256, hash_rows)
 
     def arrow(self):
         """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""
@@ -135,6 +145,10 @@ def _repeated(value: str | None, n: int):
     import pyarrow as pa
     if value is None:
         return pa.nulls(n, pa.string())
+    raw = value.encode("utf-8")
+    if n * len(raw) < 1 << 31:   # the text and 32-bit offsets straight into Arrow's buffers
+        offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
+        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n))
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())) \
         .cast(pa.string())
 

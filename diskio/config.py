@@ -130,14 +130,16 @@ class _Pause:
 
 
 M_MMAP_THRESHOLD = -3        # glibc's mallopt parameter
-MMAP_THRESHOLD = 1 << 20
+MMAP_THRESHOLD = 8 << 20
 
 
 def large_blocks_returned() -> None:
-    """Allocate blocks of 1 MiB and more (numpy's arrays) with mmap, so that freeing one gives its
-    memory back. glibc raises its threshold after each large free (up to 32 MiB per thread arena), and
-    the arrays a scan frees and makes again then stay in the heaps: a check of a 2 GiB bookie of small
-    entries peaked 140 MiB higher (1,151 against 1,014 MiB, --jobs 2). Setting it fixes the threshold."""
+    """Allocate blocks of 8 MiB and more (numpy's per-file arrays) with mmap, so that freeing one gives
+    its memory back. glibc raises its threshold after each large free (up to 32 MiB per thread arena),
+    and the arrays a scan frees and makes again then stay in the heaps: a check of a 2 GiB bookie of
+    small entries peaked 140 MiB higher (1,151 against 1,014 MiB, --jobs 2). Setting it fixes the
+    threshold. Not lower: the arrays of one window (a few MiB) then come from the heap and are reused
+    window after window, where a map of their own is zero-filled page by page every time."""
     if _Pause.heap_set:
         return
     _Pause.heap_set = True

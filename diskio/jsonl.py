@@ -139,8 +139,14 @@ class RowTemplate:
                digest_row: np.ndarray | None = None) -> bytes:
         """JSON Lines of every row. CHOICE columns hold codes into the slot's choices; DIGEST slots take
         row ``digest_row[r]`` of ``digests`` ((n, 32) uint8), or null where it is -1."""
+        return self.encode_view(columns, digests, digest_row).tobytes()
+
+    def encode_view(self, columns: dict[str, np.ndarray], digests: np.ndarray | None = None,
+                    digest_row: np.ndarray | None = None) -> np.ndarray:
+        """``encode``'s text as a uint8 view of this template's buffer, valid until its next encode: the
+        buffers are kept from one batch to the next, so a batch touches no memory it did not before."""
         n = len(next(iter(columns.values()))) if columns else 0
-        values = np.empty((n, len(self.slots)), np.int64)
+        values = self._buffer("_values", n * len(self.slots), np.int64).reshape(n, len(self.slots))
         for j, s in enumerate(self.slots):
             if s.kind == DIGEST:
                 values[:, j] = 0
@@ -152,10 +158,18 @@ class RowTemplate:
         if digests is None:
             digests = np.zeros((0, DIGEST_BYTES), np.uint8)
             digest_row = np.full(n, -1, np.int64)
-        out = np.empty(n * self.row_bound, np.uint8)
+        out = self._buffer("_out", n * self.row_bound, np.uint8)
         used = _encode(values, self.kinds, self.lit, self.lit_off, self.choice, self.choice_off, self.choice_base,
                        np.ascontiguousarray(digests, np.uint8), np.asarray(digest_row, np.int64), out)
-        return out[:used].tobytes()
+        return out[:used]
+
+    def _buffer(self, name: str, n: int, dtype) -> np.ndarray:
+        """The first ``n`` items of the buffer kept as ``name``, made larger when too small."""
+        buf = getattr(self, name, None)
+        if buf is None or len(buf) < n:
+            buf = np.empty(n, dtype)
+            setattr(self, name, buf)
+        return buf[:n]
 
 
 def encode_rows_reference(rows: list[dict[str, Any]]) -> bytes:

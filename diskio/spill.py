@@ -236,7 +236,7 @@ class RangeSpill:
                 path = self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
             with open(path, "ab") as f:
                 for a in held:
-                    f.write(a.tobytes())
+                    f.write(memoryview(np_contiguous(a)).cast("B"))
             self._held[i] = []
         self._held_bytes = 0
 
@@ -294,10 +294,16 @@ class ArrayFile:
         return self.shape[0] if self.shape else 0
 
     def load(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Rows ``lo:hi`` as an array of their own: a private map of the file's pages (the page cache's
+        pages, not a copy in fresh memory; written to, only the pages written are copied, and nothing
+        reaches the file)."""
         import numpy as np
-        n, per_row = min(len(self) if hi is None else hi, len(self)) - lo, int(np.prod(self.shape[1:]))
-        flat = np.fromfile(self.path, self.dtype, count=n * per_row, offset=lo * per_row * self.dtype.itemsize)
-        return flat.reshape((n, *self.shape[1:]))
+        n, per_row = max(0, min(len(self) if hi is None else hi, len(self)) - lo), int(np.prod(self.shape[1:]))
+        if n * per_row == 0:
+            return np.zeros((n, *self.shape[1:]), self.dtype)
+        mapped = np.memmap(self.path, self.dtype, "c", offset=lo * per_row * self.dtype.itemsize,
+                           shape=(n, *self.shape[1:]))
+        return mapped.view(np.ndarray)
 
     def store(self, arr: np.ndarray) -> None:
         """Replace the content (same dtype and length)."""

@@ -121,21 +121,37 @@ def read_head(path: str, data, n: int) -> tuple[bytes, int]:
 
 
 class Columns:
-    """Output columns a kernel fills in place, doubled when it reports FULL."""
+    """Output columns a kernel fills in place: the fields of one structured table (so the rows need no
+    copy to become one), grown when the kernel reports FULL."""
 
-    def __init__(self, dtypes: list, capacity: int):
-        self.arrays = [np.zeros(max(1, capacity), t) for t in dtypes]
+    def __init__(self, dtype: np.dtype, capacity: int):
+        self.dtype = dtype
+        self._rows = np.zeros(max(1, capacity), dtype)
+        self.arrays = [self._rows[name] for name in dtype.names or ()]
 
-    def grow_if_full(self, used: int) -> None:
-        if used >= len(self.arrays[0]):
-            self.arrays = [np.concatenate([a, np.zeros(len(a), a.dtype)]) for a in self.arrays]
+    def grow_if_full(self, used: int, walked: int = 0, size: int = 0) -> None:
+        """Make room past ``used`` rows: to what the rows so far project for the whole input when the
+        walk has covered ``walked`` of its ``size`` bytes (at most eight times the room, as a file
+        mostly zeros past its start projects far too many), and at least double. Rows already written
+        stay where they are (a view of them taken earlier still reads them)."""
+        if used < len(self._rows):
+            return
+        want = 2 * len(self._rows)
+        if 0 < walked < size:
+            want = max(want, min(used * size // walked + used // 16 + 1024, 8 * len(self._rows)))
+        rows = np.empty(want, self.dtype)
+        rows[:used] = self._rows[:used]
+        self._rows = rows
+        self.arrays = [rows[name] for name in self.dtype.names or ()]
 
-    def table(self, dtype: np.dtype, lo: int, hi: int) -> np.ndarray:
-        """Rows [lo, hi) as a structured array whose fields are the columns, in order."""
-        out = np.zeros(hi - lo, dtype)
-        for name, a in zip(dtype.names or (), self.arrays):
-            out[name] = a[lo:hi]
-        return out
+    def table(self, lo: int, hi: int) -> np.ndarray:
+        """Rows [lo, hi), a view: the kernel writes only rows past the ones it reported."""
+        return self._rows[lo:hi]
+
+    def finished(self, used: int) -> np.ndarray:
+        """The first ``used`` rows, copied when the room left past them is large."""
+        rows = self._rows[:used]
+        return rows.copy() if len(self._rows) - used > used // 8 + 1024 else rows
 
 
 def new_state(slots: int) -> np.ndarray:

@@ -66,8 +66,6 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
            "EntryLogScanArrays", "SOURCE_ENTRY", "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_SNIFFED", "recheck_digests",
            "scan_entry_log", "verify_entry_digests"]
 
-_ENTRY_COLUMNS = [ENTRY_DTYPE[n].newbyteorder("=") for n in ENTRY_DTYPE.names or ()]
-_PROBLEM_COLUMNS = [PROBLEM_DTYPE[n].newbyteorder("=") for n in PROBLEM_DTYPE.names or ()]
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 
 
@@ -117,7 +115,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         state[LAST_NONZERO] = LAST_NONZERO_UNKNOWN
         # about one entry per 2 KiB of a window to start with; doubled when full
         capacity = int(min(max(end - fe.HEADER_SIZE, 0) // _SMALLEST_RECORD + 1, max(1024, min(window, end) // 2048)))
-        entries, problems = Columns(_ENTRY_COLUMNS, capacity), Columns(_PROBLEM_COLUMNS, 16)
+        entries, problems = Columns(ENTRY_DTYPE, capacity), Columns(PROBLEM_DTYPE, 16)
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
         digest_parts: list[np.ndarray] = []
         hash_parts: list[PayloadHashes] = []
@@ -133,7 +131,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             elif status == NEED_WHOLE_FILE:
                 whole_file[0] = src.whole()
             else:   # FULL
-                entries.grow_if_full(int(state[ENTRIES]))
+                entries.grow_if_full(int(state[ENTRIES]), int(state[POSITION]) - fe.HEADER_SIZE, end - fe.HEADER_SIZE)
                 problems.grow_if_full(int(state[PROBLEMS]))
 
         def check_window(buf: np.ndarray, base: int):
@@ -141,8 +139,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             emitted[0] = hi
             if hi == lo:
                 return None
-            # The rows are copied here: the walk may grow (reallocate) the columns while the job runs.
-            table = entries.table(ENTRY_DTYPE, lo, hi)
+            # A view: growing the columns while the job runs moves later rows, never these.
+            table = entries.table(lo, hi)
 
             def job() -> None:
                 rows, hashes = verify_entry_digests(buf, table, plan, base=base, payload_hash=payload_hash)
@@ -156,8 +154,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         background = stack.enter_context(ThreadPoolExecutor(1)) if check and pipeline else None
         walk_windows(src, state, end, window, HEADER_LOOKAHEAD, run_kernel, on_request,
                      check_window if check else None, background)
-        res.entries = entries.table(ENTRY_DTYPE, 0, int(state[ENTRIES]))
-        res.problems = problems.table(PROBLEM_DTYPE, 0, int(state[PROBLEMS]))
+        res.entries = entries.finished(int(state[ENTRIES]))
+        res.problems = problems.finished(int(state[PROBLEMS]))
         if plan is not None:
             res.digests = np.concatenate(digest_parts) if digest_parts else np.zeros(0, DIGEST_DTYPE)
             res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None

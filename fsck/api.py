@@ -202,8 +202,9 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     import os
 
     from bkdisk.entrylogs.arrays import EntryLogArrays
+    from bkdisk.fsck.scan_store import entry_count
     log_bytes = sum(s.size for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
-    entries = sum(len(s.entries) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
+    entries = sum(entry_count(s) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     jbytes = sum(os.path.getsize(j.path) for j in ctx.journal_files if os.access(j.path, os.F_OK))
     idx = len(ctx.index_inventory.paths) if ctx.dirs.storage_kind == "index-files" else 0
     out = {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.diskio.config import kernel
 from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
-from bkdisk.diskio.kernels import be_i64_at
+from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
 from bkdisk.formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -38,8 +39,8 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
         return np.zeros(0, np.int64)
     window = min(JOURNAL_WINDOW, window)
     # The data records are taken a window's worth at a time, not copied whole.
-    starts = records["offset"][idx].astype(np.int64)
-    ends = starts + RECORD_LENGTH_SIZE + records["size"][idx].astype(np.int64)
+    starts = records["offset"][idx].astype(np.int64, copy=False)
+    ends = starts + RECORD_LENGTH_SIZE + records["size"][idx]
     big = ends - starts > window   # a record no window holds is streamed through its digest alone
     huge = np.flatnonzero(big)
     bad_parts = []
@@ -67,12 +68,21 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
 
 def _entries(arr: np.ndarray, part: np.ndarray, base: int) -> np.ndarray:
     """ENTRY_FIELDS rows of the data records ``part``, whose bytes ``arr`` holds from file offset ``base``."""
-    ents = np.zeros(len(part), dtype=ENTRY_FIELDS)
+    ents = np.empty(len(part), dtype=ENTRY_FIELDS)
     ents["offset"], ents["size"] = part["offset"], part["size"]
     ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
-    body = (part["offset"] + RECORD_LENGTH_SIZE - base).astype(np.int64)
-    v2 = arr[body] >= V2_MARKER
-    ents["format"] = np.where(v2, 2, 1)
-    fields = body + np.where(v2, V2_PREFIX_SIZE, 0)   # a V2 header is the V1 fields behind a prefix
-    ents["length"] = be_i64_at(arr, fields + V1_LENGTH_AT)
+    _format_and_length(arr, base, ents["offset"], ents["format"], ents["length"])
     return ents
+
+
+@kernel
+def _format_and_length(arr, base, offset, out_format, out_length):
+    """Each record's entry format (a V2 header is the V1 fields behind a prefix) and cumulative length."""
+    for i in range(offset.size):
+        body = offset[i] + RECORD_LENGTH_SIZE - base
+        fields = body
+        out_format[i] = 1
+        if arr[body] >= V2_MARKER:
+            out_format[i] = 2
+            fields = body + V2_PREFIX_SIZE
+        out_length[i] = be_i64(arr, fields + V1_LENGTH_AT)

@@ -62,8 +62,6 @@ from bkdisk.journal.walk import (
 
 __all__ = ["DEFAULT_WINDOW", "scan_journal"]
 
-_COLUMNS = [JOURNAL_DTYPE[n].newbyteorder("=") for n in JOURNAL_DTYPE.names or ()]
-
 
 def _end_text(state: np.ndarray, n: int, body: bytes | None, version: int, path: str) -> str:
     """The reference reader's text for how the journal ends."""
@@ -108,7 +106,7 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
         raise ValueError(f"journal scan start {pos} is negative")
     state = new_state(STATE_SLOTS)
     state[MODE], state[POSITION], state[RESUME] = WALKING, pos, pos
-    records = Columns(_COLUMNS, 1024)
+    records = Columns(JOURNAL_DTYPE, 1024)
     unclassified: list[bytes] = []
 
     def run_kernel(buf: np.ndarray, base: int) -> int:
@@ -128,9 +126,10 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     with ExitStack() as stack:
         src = FileSource(p, data, stack)
         walk_windows(src, state, n, window, LOOKAHEAD, run_kernel,
-                     lambda _status: records.grow_if_full(int(state[RECORDS])), keep_unclassified_body)
+                     lambda _status: records.grow_if_full(int(state[RECORDS]), int(state[POSITION]) - pos, n - pos),
+                     keep_unclassified_body)
     count = int(state[RECORDS])
     body = unclassified[0] if unclassified else None
     return JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
-                         records.table(JOURNAL_DTYPE, 0, count), EndKind(int(state[END_KIND])),
+                         records.finished(count), EndKind(int(state[END_KIND])),
                          int(state[END_AT]), _end_text(state, n, body, version, p))

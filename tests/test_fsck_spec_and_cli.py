@@ -258,4 +258,11 @@ def test_without_metadata_digest_types_are_sniffed_and_hmac_and_dummy_ledgers_re
     assert sniffed == {"CRC32": by_type["CRC32"], "CRC32C": by_type["CRC32C"]}
     unverified = {f.ledger for f in rep.findings if f.code == "DIGEST_NOT_VERIFIED"}
     assert unverified == by_type["HMAC"] | by_type["DUMMY"]
+    stored: dict = {}   # each such ledger's entries in the entry logs, every one of them unverified
+    for scan in rep.context.log_scans.values():
+        for lid in scan.entries["ledger"].tolist():
+            stored[lid] = stored.get(lid, 0) + 1
+    for f in rep.findings:
+        if f.code == "DIGEST_NOT_VERIFIED":
+            assert f.detail.startswith(f"{stored[f.ledger]} entries; "), f.detail
     assert rep.errors == []

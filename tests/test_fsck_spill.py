@@ -2,6 +2,7 @@
 in the same order, of a check that holds everything in memory; and it leaves no temporary folder."""
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -190,3 +191,6 @@ def test_inventory_rows_in_parts_are_the_rows_at_once(tmp_path):
         assert not isinstance(rows, str)
         whole = b"".join(rows.jsonl_parts(rows=1 << 30))
         assert b"".join(rows.jsonl_parts(rows=7)) == whole and whole.count(b"\n") == len(rows)
+        written = io.BytesIO()   # each part from the one buffer the parts before it used
+        rows.write_jsonl(written, rows=7)
+        assert written.getvalue() == whole

@@ -9,9 +9,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
@@ -292,3 +295,17 @@ def test_logs_scanned_ahead_give_the_rows_of_scanning_each_in_turn_in_order(tmp_
     assert all(t.startswith("inventory-scan") for _p, t in seen)
     for r, (_d, _i, s) in zip(got, want):
         assert (r.entries == s.entries).all() and (r.digests == s.digests).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1)), min_size=1, max_size=40),
+                min_size=1, max_size=5))
+def test_the_summary_counts_each_scope_and_ledger_once_over_all_logs(logs):
+    from bkdisk.entrylogs.arrays import ENTRY_DTYPE
+    from bkdisk.inventory import BookieSummary
+    summary = BookieSummary(None)
+    for pairs in logs:
+        e = np.zeros(len(pairs), ENTRY_DTYPE)
+        e["scope"], e["ledger"] = [p[0] for p in pairs], [p[1] for p in pairs]
+        summary.add_ledgers(e)
+    assert summary.ledger_count() == len({p for pairs in logs for p in pairs})

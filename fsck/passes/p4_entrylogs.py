@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
-from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
 from bkdisk.formats.digests import DigestType
@@ -25,6 +25,7 @@ from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding, given
+from bkdisk.fsck.scan_store import entry_count
 
 LAST_ID = "lastId"
 MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote
@@ -56,10 +57,14 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
     unverified: dict[tuple[int, int], int] = {}
     for scan in ctx.log_scans.values():
         digests = getattr(scan, "digests", None)   # (a scan made without a digest plan has none)
-        if isinstance(scan, EntryLogArrays) and digests is not None and len(scan.entries):
-            m = digests["status"] == DIGEST_UNKNOWN
-            for s, l in zip(scan.entries["scope"][m].tolist(), scan.entries["ledger"][m].tolist()):
-                unverified[(s, l)] = unverified.get((s, l), 0) + 1
+        if not isinstance(scan, EntryLogArrays) or digests is None or entry_count(scan) == 0:
+            continue
+        m = np.flatnonzero(digests["status"] == DIGEST_UNKNOWN)
+        if len(m):   # (the entries read only then: a spilled scan reads its file at each access)
+            e = scan.entries[m]
+            pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
+            for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
+                unverified[(s, l)] = unverified.get((s, l), 0) + n
     sniffed: dict[int, list[tuple[int, int]]] = {}
     for key, (code, src) in sorted(decided.items()):
         if src == SOURCE_SNIFFED and code:
@@ -134,8 +139,10 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
                               detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
     dig = getattr(scan, "digests", None)
     if dig is not None and len(dig):
-        for i in np.flatnonzero(dig["status"] == DIGEST_BAD).tolist():
-            r = scan.entries[i]
+        bad = np.flatnonzero(dig["status"] == DIGEST_BAD)
+        # (read once, and only when some are bad: a spilled scan reads its file at each access)
+        rows = scan.entries[bad] if len(bad) else np.zeros(0, ENTRY_DTYPE)
+        for r, i in zip(rows, bad.tolist()):
             yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
 
