@@ -281,8 +281,9 @@ def split_ranges(keys: np.ndarray, weights: np.ndarray, limit: float) -> np.ndar
 
 
 class ArrayFile:
-    """One array written whole to the spill folder and read back on each ``load``, whole or rows ``lo:hi``
-    from their place in the file (a fresh array the caller drops when done: nothing stays mapped)."""
+    """One array written whole to the spill folder. ``load`` gives rows ``lo:hi`` as a private map of the
+    file's pages: the page cache's pages, not fresh memory; a write to it copies only the pages written
+    and never reaches the file."""
 
     def __init__(self, folder: SpillFolder, arr: np.ndarray, name: str):
         self.dtype, self.shape = arr.dtype, arr.shape
@@ -294,9 +295,6 @@ class ArrayFile:
         return self.shape[0] if self.shape else 0
 
     def load(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
-        """Rows ``lo:hi`` as an array of their own: a private map of the file's pages (the page cache's
-        pages, not a copy in fresh memory; written to, only the pages written are copied, and nothing
-        reaches the file)."""
         import numpy as np
         n, per_row = max(0, min(len(self) if hi is None else hi, len(self)) - lo), int(np.prod(self.shape[1:]))
         if n * per_row == 0:
