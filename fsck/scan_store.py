@@ -15,8 +15,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from bkdisk.diskio.array_file import ArrayFile
 from bkdisk.diskio.payload_hashes import PayloadHashes
-from bkdisk.diskio.spill import ArrayFile, SpillFolder
+from bkdisk.diskio.spill import SpillFolder
 from bkdisk.entrylogs.scan import EntryLogScanArrays
 from bkdisk.journal.arrays import JournalArrays
 
