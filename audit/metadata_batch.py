@@ -1,6 +1,6 @@
-"""A metadata folder's closed, empty ledgers found in jitted batches: most of a big cluster's metadata
-is ledgers closed before their first entry, which place nothing on any disk and only need to be
-known (their key) and to name their bookies.
+"""A metadata folder's closed, empty ledgers found in jitted batches: a ledger closed before its first
+entry places nothing on any disk and only needs to be known (its key) and to name its bookies, so it
+needs no metadata object. Ledgers with entries are parsed in full.
 
 One kernel call takes a slice of a chunk's file names: it opens each ``<hex id>.bin`` (libc's
 openat and read, beside the folder's descriptor), reads it and walks its format 3 bytes (the header, the

@@ -65,9 +65,9 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 
     A CLOSED ledger's ensembles that start past its last entry place no entry: they get no segment
     row (every join drops them: their last expected entry is before their first). A ledger left with
-    no row (closed and empty, most of a big cluster's metadata) is written to ``known_dir`` as its
+    no row (closed and empty) is written to ``known_dir`` as its
     key only, so that its copies on a disk are not orphans; its ensembles' bookies are still named.
-    The source finds most such ledgers without building their metadata (``read_batches``); the
+    The source finds such ledgers without building their metadata (``read_batches``); the
     rest are read and parsed one by one."""
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
     known: dict[str, list[int]] = {f.name: [] for f in KNOWN_ARROW}
