@@ -56,17 +56,8 @@ class DigestDecisions:
         if plan is None:
             return cls(np.zeros(0, np.uint64), np.zeros((0, 2), np.uint8), {})
         with plan.lock:
-            d = plan.decided
-            n = len(d)
-            scope = np.fromiter((k[0] for k in d), np.uint64, n)
-            ledger = np.fromiter((k[1] for k in d), np.uint64, n)
-            values = np.zeros((n, 2), np.uint8)
-            values[:, 0] = np.fromiter((v[0] for v in d.values()), np.uint8, n)
-            values[:, 1] = np.fromiter((v[1] for v in d.values()), np.uint8, n)
-            others = {k: v for k, v in d.items() if k[0] != 0} if scope.any() else {}
-        v1 = np.flatnonzero(scope == 0)
-        order = v1[np.argsort(ledger[v1], kind="stable")]
-        return cls(ledger[order], values[order], others)
+            ids, values = plan.decided.table()
+            return cls(ids.copy(), values.copy(), dict(plan.decided.scoped))
 
     def get(self, key: tuple[int, int], default: tuple[int, int] = (0, 0)) -> tuple[int, int]:
         if key[0] != 0:

@@ -90,11 +90,10 @@ class PathColumn(Sequence[str]):
 
     def count_byte(self, byte: int) -> np.ndarray:
         """How many times ``byte`` occurs in each row (prefix not counted)."""
-        if len(self) == 0:
-            return np.zeros(0, np.int64)
-        hits = np.concatenate([[0], np.cumsum(self.data == byte, dtype=np.int64)])
-        starts = np.concatenate([[0], self.ends[:-1]])
-        return hits[self.ends] - hits[starts]
+        out = np.zeros(len(self), np.int64)
+        if len(self):
+            _count_byte(self.data, self.ends, np.uint8(byte), out)
+        return out
 
 
 def concat(parts: list[PathColumn]) -> PathColumn:
@@ -104,6 +103,18 @@ def concat(parts: list[PathColumn]) -> PathColumn:
     shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
     return PathColumn(np.concatenate([p.data for p in parts]),
                       np.concatenate([p.ends + s for p, s in zip(parts, shift)]).astype(np.int64))
+
+
+@kernel
+def _count_byte(data, ends, byte, out):
+    start = 0
+    for i in range(ends.size):
+        n = 0
+        for k in range(start, ends[i]):
+            if data[k] == byte:
+                n += 1
+        out[i] = n
+        start = ends[i]
 
 
 @kernel
