@@ -17,7 +17,7 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
 
     def __init__(self, items: dict[LedgerKey, tuple[int, int]] | None = None):
         self.ids = np.zeros(0, np.uint64)
-        self.values = np.zeros((0, 2), np.uint8)
+        self.rows = np.zeros((0, 2), np.uint8)
         self.recent: dict[int, tuple[int, int]] = {}        # scope-0 ledger -> value, not merged yet
         self.scoped: dict[LedgerKey, tuple[int, int]] = {}   # other scopes (no V1 ledger has one)
         if items:
@@ -27,7 +27,7 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
         """Sorted scope-0 ledger ids and their (code, source) rows, every write merged in."""
         if self.recent:
             self._merge()
-        return self.ids, self.values
+        return self.ids, self.rows
 
     def _merge(self) -> None:
         n = len(self.recent)
@@ -39,10 +39,10 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
         at = np.searchsorted(self.ids, ids)
         there = at < len(self.ids)
         there[there] = self.ids[at[there]] == ids[there]
-        self.values[at[there]] = vals[there]
+        self.rows[at[there]] = vals[there]
         new = ~there
         self.ids = np.insert(self.ids, at[new], ids[new])
-        self.values = np.insert(self.values, at[new], vals[new], axis=0)
+        self.rows = np.insert(self.rows, at[new], vals[new], axis=0)
 
     def __setitem__(self, key: LedgerKey, value: tuple[int, int]) -> None:
         scope, ledger = key
@@ -63,7 +63,7 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
         if 0 <= ledger < 1 << 64 and len(self.ids):
             at = int(np.searchsorted(self.ids, np.uint64(ledger)))
             if at < len(self.ids) and int(self.ids[at]) == ledger:
-                code, src = self.values[at].tolist()
+                code, src = self.rows[at].tolist()
                 return code, src
         raise KeyError(key)
 
@@ -76,7 +76,7 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
         at = int(np.searchsorted(self.ids, np.uint64(ledger))) if 0 <= ledger < 1 << 64 else len(self.ids)
         if at >= len(self.ids) or int(self.ids[at]) != ledger:
             raise KeyError(key)
-        self.ids, self.values = np.delete(self.ids, at), np.delete(self.values, at, axis=0)
+        self.ids, self.rows = np.delete(self.ids, at), np.delete(self.rows, at, axis=0)
 
     def __len__(self) -> int:
         return len(self.table()[0]) + len(self.scoped)

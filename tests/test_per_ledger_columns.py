@@ -77,7 +77,8 @@ def test_ledger_keys_answer_as_the_dict_of_the_same_records(records):
     assert list(keys) == list(want) and dict(keys) == want and len(keys) == len(want)
     probes = [LedgerId(s, l) for s in (0, 3, 2**64 - 1) for l in (0, 5, 13, 2**64 - 1)]
     assert [keys.get(p) for p in probes] == [want.get(p) for p in probes]
-    rows = keys.index_of(np.array([p.scope for p in probes], np.uint64), np.array([p.ledger for p in probes], np.uint64))
+    rows = keys.index_of(np.array([p.scope for p in probes], np.uint64),
+                         np.array([p.ledger for p in probes], np.uint64))
     assert [keys.key_at(r) if r >= 0 else None for r in rows.tolist()] == [want.get(p) for p in probes]
     scope, ledger = keys.columns()
     assert sorted(want) == list(zip(scope.tolist(), ledger.tolist()))
