@@ -9,7 +9,7 @@ from collections.abc import Iterator, MutableMapping
 import numpy as np
 
 LedgerKey = tuple[int, int]   # (scope, ledger)
-MERGE_AT = 65536              # recent writes held before they are merged into the arrays
+MERGE_EVERY = 65536              # recent writes held before they are merged into the arrays
 
 
 class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
@@ -50,7 +50,7 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
             self.scoped[(scope, ledger)] = (int(value[0]), int(value[1]))
             return
         self.recent[ledger] = (int(value[0]), int(value[1]))
-        if len(self.recent) >= max(MERGE_AT, len(self.ids) >> 2):
+        if len(self.recent) >= max(MERGE_EVERY, len(self.ids) >> 2):
             self._merge()
 
     def __getitem__(self, key: LedgerKey) -> tuple[int, int]:
@@ -83,8 +83,8 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
 
     def __iter__(self) -> Iterator[LedgerKey]:
         ids, _values = self.table()
-        for lo in range(0, len(ids), MERGE_AT):
-            yield from ((0, x) for x in ids[lo:lo + MERGE_AT].tolist())
+        for lo in range(0, len(ids), MERGE_EVERY):
+            yield from ((0, x) for x in ids[lo:lo + MERGE_EVERY].tolist())
         yield from sorted(self.scoped)
 
     def __repr__(self) -> str:
