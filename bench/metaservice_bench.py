@@ -5,8 +5,10 @@ the service holds (one) against 64 kazoo clients going to ZooKeeper directly, wi
     python -m bench.metaservice_bench [--clients 64] [--seconds 4] [--ledgers 256] [--procs 4] [--no-zk|--no-embedded]
 
 The service runs as `bkdisk metadata serve` in its own process; the clients run as threads spread over
-a few processes (each thread its own channel or ZooKeeper session). ZooKeeper is a local standalone
-server started as tests/zookeeper_fixture.py starts it. Figures depend on the machine (shared here).
+a few processes, each thread with its own channel or ZooKeeper session; under "batched" the threads of
+a process share one MetadataClient, whose concurrent calls coalesce into ReadMany/WriteMany calls.
+ZooKeeper is a local standalone server started as tests/zookeeper_fixture.py starts it. Figures depend
+on the machine (shared here).
 """
 from __future__ import annotations
 
@@ -54,6 +56,10 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
     errors = [0]
     lock = threading.Lock()
     ready = threading.Barrier(threads + 1)
+    shared = None
+    if kind.startswith("batched-"):     # one client per process: its threads' calls coalesce
+        from bkdisk.metaservice.client import MetadataClient
+        shared = MetadataClient(target, timeout=30)
 
     def one(t: int) -> None:
         rnd = random.Random(first + t)
@@ -67,7 +73,7 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
             version = c.get(path_of[mine])[1].version
         else:
             from bkdisk.metaservice.client import MetadataClient
-            c = MetadataClient(target, timeout=30)
+            c = shared if shared is not None else MetadataClient(target, timeout=30, coalesce=False)
             get = lambda lid: c.read(lid)                                      # noqa: E731
             cas = lambda lid, v: c.write(lid, payload, v).version              # noqa: E731
             version = c.read(mine).version
@@ -91,7 +97,8 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
             lat.extend(mine_lat)
             ops[0] += n
             errors[0] += bad
-        (c.stop() if kind.startswith("zk-") else c.close())
+        if c is not shared:
+            (c.stop() if kind.startswith("zk-") else c.close())
 
     ts = [threading.Thread(target=one, args=(t,)) for t in range(threads)]
     for t in ts:
@@ -102,7 +109,10 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
     cpu0 = time.process_time()          # every thread of this process: the clients' own CPU
     for t in ts:
         t.join()
-    out.put(("done", ops[0], lat, errors[0], time.process_time() - cpu0))
+    used = time.process_time() - cpu0
+    if shared is not None:
+        shared.close()
+    out.put(("done", ops[0], lat, errors[0], used))
 
 
 def _watch_worker(target: str, threads: int, ledger: int, updates: int, out: mp.Queue) -> None:
@@ -241,6 +251,12 @@ def _preload(target: str, ledgers: int) -> None:
     c.close()
 
 
+def _batched(target: str, a, on: dict[str, int]) -> dict:
+    """The same clients sharing one MetadataClient per client process: concurrent calls coalesce."""
+    return {"reads": load("batched-read", target, a.clients, a.ledgers, a.seconds, servers=on),
+            "cas_writes": load("batched-cas", target, a.clients, a.ledgers, a.seconds, servers=on)}
+
+
 def bench_service(store_url: str, a) -> dict:
     svc = Service(store_url)
     try:
@@ -248,6 +264,7 @@ def bench_service(store_url: str, a) -> dict:
         on = {"service": svc.proc.pid}
         return {"reads": load("read", svc.target, a.clients, a.ledgers, a.seconds, servers=on),
                 "cas_writes": load("cas", svc.target, a.clients, a.ledgers, a.seconds, servers=on),
+                "batched": _batched(svc.target, a, on),
                 "watch_fanout": fanout(svc.target, a.clients, a.ledgers - 1)}
     finally:
         svc.stop()
@@ -279,6 +296,7 @@ def bench_zk(a) -> dict:
                                      probe=lambda: zk_sessions(zk), servers=on)}
                 sessions_during = out["reads"].pop("zk_sessions")
                 out["cas_writes"] = load("cas", svc.target, a.clients, a.ledgers, a.seconds, servers=on)
+                out["batched"] = _batched(svc.target, a, on)
                 out["watch_fanout"] = fanout(svc.target, a.clients, a.ledgers - 1)
                 out["zk_sessions_with_service"] = sessions_during
             finally:

@@ -96,11 +96,11 @@ def _ledger_json(scope: int, lid: int) -> dict:
 
 
 # --------------------------------------------------------------------------------------- serve
-def open_store(url: str):
+def open_store(url: str, cache_size: int | None = None):
     """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
     usage error of --store."""
     try:
-        return store.open_store(url)
+        return store.open_store(url, cache_size)
     except store.NotAStoreUrl as e:
         raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
 
@@ -127,9 +127,12 @@ def metadata() -> None:
 @click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM certificate chain.")
 @click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM private key.")
 @click.option("--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
+@click.option("--cache-ledgers", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Ledgers whose metadata the ZooKeeper store holds in memory (read or watched), least "
+                   "recently used dropped first (0: none) [default: 100000].")
 @click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
 @one_line_errors
-def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, verbose) -> None:
+def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, cache_ledgers, verbose) -> None:
     """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
 
     Prints one line `serving STORE on HOST:PORT` once it listens, and one when it stops; with -v,
@@ -142,7 +145,7 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
     if tls_cert:
         with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
             tls = (k.read(), c.read())
-    opened = open_store(store_url)
+    opened = open_store(store_url, cache_ledgers)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
     server, port = metadata_server.serve(opened, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,

@@ -12,11 +12,15 @@ from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
 from bkdisk.metaservice.auth import TOKEN_HEADER
+from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 # gRPC codes after which nothing reached the service or the service changed nothing.
 _TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+BATCH = 64                   # requests per coalesced call
+MAX_BATCH_BYTES = 1 << 19    # a coalesced write's request, below the service's 1 MiB default limit
+MAX_REPLY = 256 << 20        # a batch of replies, each at most ZooKeeper's 1 MiB znode limit twice over
 
 
 class MetadataError(BkdiskError):
@@ -94,8 +98,10 @@ class Channel:
     def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
                  retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None):
         creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates)
-        self.channel = (grpc.secure_channel(target, creds) if creds is not None
-                        else grpc.insecure_channel(target))
+        # A coalesced read's reply carries up to a batch of ledgers' metadata.
+        options = [("grpc.max_receive_message_length", MAX_REPLY)]
+        self.channel = (grpc.secure_channel(target, creds, options) if creds is not None
+                        else grpc.insecure_channel(target, options))
         self.target = target
         self.metadata = ((TOKEN_HEADER, token),) if token else ()
         self.timeout = timeout
@@ -106,6 +112,10 @@ class Channel:
     def call(self, method, request, *, may_resend: bool):
         """Call ``method``; retry on STORE_UNAVAILABLE (nothing was changed) and, when
         ``may_resend``, on transport failures. Returns the response (any code but STORE_UNAVAILABLE)."""
+        return self.call_counted(method, request, may_resend=may_resend)[0]
+
+    def call_counted(self, method, request, *, may_resend: bool):
+        """``call``, returning (response, how many times the request was sent)."""
         delay = self.backoff
         for attempt in range(self.retries + 1):
             self.rpc_count += 1
@@ -117,7 +127,7 @@ class Channel:
                     raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
             else:
                 if r.code != pb.STORE_UNAVAILABLE or attempt == self.retries:
-                    return r
+                    return r, attempt + 1
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")
@@ -128,21 +138,64 @@ class Channel:
 
 class MetadataClient:
     """LedgerMetadataService calls. Writes are retried after an ambiguous failure only where the
-    outcome can be checked afterwards (CAS writes, creates with an id, removes)."""
+    outcome can be checked afterwards (CAS writes, creates with an id, removes).
 
-    def __init__(self, target: str, **kw):
+    Safe to share between threads: with ``coalesce`` (the default) the reads (and the writes) that
+    threads make at the same time go as one ReadMany (WriteMany) call, each answered exactly as its
+    own Read (Write) would be (metaservice/coalesce.py); a lone call is sent as a plain Read or Write
+    at once."""
+
+    def __init__(self, target: str, *, coalesce: bool = True, **kw):
         self.ch = Channel(target, **kw)
         self.stub = pb_grpc.LedgerMetadataServiceStub(self.ch.channel)
+        self.reads = Coalescer(self._read_batch, BATCH) if coalesce else None
+        self.writes = (Coalescer(self._write_batch, BATCH, MAX_BATCH_BYTES, lambda r: r.ByteSize())
+                       if coalesce else None)
 
     @property
     def rpc_count(self) -> int:
         return self.ch.rpc_count
 
-    def read(self, ledger_id: int, scope: int = 0, format_version: int = 0) -> Ledger:
-        r = self.ch.call(self.stub.Read, pb.LedgerMetadataRequest(
-            ledger_id=ledger_id, ledger_scope_id=scope, format_version=format_version), may_resend=True)
+    def read(self, ledger_id: int, scope: int = 0, format_version: int = 0, *,
+             consistent: bool = False) -> Ledger:
+        """The ledger's metadata and version; ``consistent``: reflecting every write any client
+        completed before the call (the service syncs with its store first)."""
+        req = pb.LedgerMetadataRequest(ledger_id=ledger_id, ledger_scope_id=scope,
+                                       format_version=format_version, consistent_read=consistent)
+        r = self.reads.call(req) if self.reads is not None else self._read_one(req)
         check(r)
         return _ledger(r)
+
+    def _read_one(self, req: pb.LedgerMetadataRequest) -> pb.LedgerMetadataResponse:
+        return self.ch.call(self.stub.Read, req, may_resend=True)
+
+    def _read_batch(self, reqs: list) -> list:
+        if len(reqs) == 1:
+            return [self._read_one(reqs[0])]
+        r = self.ch.call(self.stub.ReadMany, pb.LedgerBatchRequest(requests=reqs), may_resend=True)
+        check(r)
+        # an item the store could not serve yet is retried on its own, as a single Read is
+        return [self._read_one(q) if x.code == pb.STORE_UNAVAILABLE else x
+                for q, x in zip(reqs, r.responses, strict=True)]
+
+    def _write_one(self, req: pb.LedgerMetadataRequest) -> tuple[pb.LedgerMetadataResponse, bool]:
+        r, sent = self.ch.call_counted(self.stub.Write, req, may_resend=True)
+        return r, sent > 1
+
+    def _write_batch(self, reqs: list) -> list:
+        if len(reqs) == 1:
+            return [self._write_one(reqs[0])]
+        try:
+            r, sent = self.ch.call_counted(self.stub.WriteMany, pb.LedgerBatchRequest(requests=reqs),
+                                           may_resend=True)
+        except MetadataError as exc:
+            if exc.code != "RPC_RESOURCE_EXHAUSTED":
+                raise
+            return [self._write_one(q) for q in reqs]   # above a smaller request limit: refused whole
+        check(r)
+        # STORE_UNAVAILABLE: that write was not applied; it is sent again on its own
+        return [self._write_one(q) if x.code == pb.STORE_UNAVAILABLE else (x, sent > 1)
+                for q, x in zip(reqs, r.responses, strict=True)]
 
     def create(self, serialized: bytes = b"", *, metadata: bytes = b"", scope: int = 0,
                ledger_id: int | None = None) -> Ledger:
@@ -166,17 +219,14 @@ class MetadataClient:
     def write(self, ledger_id: int, serialized: bytes, expected_version: int, scope: int = 0) -> Ledger:
         req = pb.LedgerMetadataRequest(ledger_id=ledger_id, ledger_scope_id=scope,
                                        serialized_metadata=serialized, expected_version=expected_version)
-        before = self.ch.rpc_count
-        try:
-            r = self.ch.call(self.stub.Write, req, may_resend=True)
-            check(r)
-            return _ledger(r)
-        except MetadataError as exc:
-            if exc.code == "BAD_VERSION" and self.ch.rpc_count - before > 1:
-                got = self.read(ledger_id, scope)
-                if got.version == expected_version + 1 and got.serialized == serialized:
-                    return got
-            raise
+        r, resent = self.writes.call(req) if self.writes is not None else self._write_one(req)
+        if r.code == pb.BAD_VERSION and resent:
+            # a resent write that finds its own bytes one version on had succeeded the first time
+            got = self.read(ledger_id, scope)
+            if got.version == expected_version + 1 and got.serialized == serialized:
+                return got
+        check(r)
+        return _ledger(r)
 
     def remove(self, ledger_id: int, scope: int = 0, expected_version: int | None = None) -> None:
         req = pb.LedgerMetadataRequest(ledger_id=ledger_id, ledger_scope_id=scope)

@@ -16,38 +16,62 @@ from bkdisk.metaservice.auth import authorized
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
-from bkdisk.metaservice.store import BadRequest, Change, MetadataStore, StoreError, StoreUnavailable, check_ids
+from bkdisk.metaservice.request_log import RequestLog
+from bkdisk.metaservice.store import (
+    BadRequest,
+    Change,
+    MetadataStore,
+    PermissionDenied,
+    StoreError,
+    StoreUnavailable,
+    check_ids,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100_000
+MAX_BATCH = 1000             # requests per ReadMany / WriteMany
 # ZooKeeper's default znode limit (jute.maxbuffer) bounds a ledger's metadata; requests above it
 # are refused by gRPC before any code runs (RESOURCE_EXHAUSTED).
 DEFAULT_MAX_REQUEST = 1 << 20
 WATCH_POLL_SECONDS = 0.2
 
 
+def outcome(response_type: Any, request: Any, run: Callable[[], Any], name: str) -> Any:
+    """``run()``'s response, or what went wrong as one: StoreError -> its status code, any other
+    exception -> UNEXPECTED (logged)."""
+    extra = ({"ledger_scope_id": getattr(request, "ledger_scope_id", 0)}
+             if "ledger_scope_id" in response_type.DESCRIPTOR.fields_by_name else {})
+    try:
+        return run()
+    except StoreError as exc:
+        return response_type(code=pb.StatusCode.Value(exc.code), message=exc.message, **extra)
+    except Exception as exc:   # a bug must reach the client as a status
+        log.exception("unexpected failure in %s", name)
+        return response_type(code=pb.UNEXPECTED, message=f"{type(exc).__name__}: {exc}"[:300], **extra)
+
+
 def guarded(response_type: Any, mutating: bool = False) -> Callable:
-    """Turn the outcome of a unary handler into a response: StoreError -> its status code, any
-    other exception -> UNEXPECTED (logged). Mutating calls check the token first."""
+    """Turn the outcome of a unary handler into a response (``outcome``). Mutating calls check the
+    token first."""
     def wrap(fn: Callable) -> Callable:
         def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-            scope = getattr(request, "ledger_scope_id", 0)
             if mutating and not authorized(context, self.token):
-                return response_type(code=pb.PERMISSION_DENIED, ledger_scope_id=scope,
-                                     message="a valid token is required for this call")
-            try:
-                return fn(self, request, context)
-            except StoreError as exc:
-                return response_type(code=pb.StatusCode.Value(exc.code), ledger_scope_id=scope,
-                                     message=exc.message)
-            except Exception as exc:   # a bug must reach the client as a status
-                log.exception("unexpected failure in %s", fn.__name__)
-                return response_type(code=pb.UNEXPECTED, ledger_scope_id=scope,
-                                     message=f"{type(exc).__name__}: {exc}"[:300])
+                return outcome(response_type, request, _denied, fn.__name__)
+            return outcome(response_type, request, lambda: fn(self, request, context), fn.__name__)
         handler.__name__ = fn.__name__
         return handler
     return wrap
+
+
+def _denied() -> Any:
+    raise PermissionDenied("a valid token is required for this call")
+
+
+def _batch(request: pb.LedgerBatchRequest) -> list[pb.LedgerMetadataRequest]:
+    if len(request.requests) > MAX_BATCH:
+        raise BadRequest(f"a batch holds at most {MAX_BATCH} requests")
+    return list(request.requests)
 
 
 def _ledger_id(request: pb.LedgerMetadataRequest) -> int:
@@ -55,6 +79,24 @@ def _ledger_id(request: pb.LedgerMetadataRequest) -> int:
         raise BadRequest("ledger_id is required")
     check_ids(request.ledger_scope_id, request.ledger_id)
     return request.ledger_id
+
+
+def _write_args(request: pb.LedgerMetadataRequest) -> tuple[int, int, bytes, int]:
+    ledger = _ledger_id(request)
+    if not request.HasField("expected_version"):
+        raise BadRequest("expected_version is required: a write is a compare-and-set")
+    data = ledgers.incoming(request.metadata, request.serialized_metadata)
+    return request.ledger_scope_id, ledger, data, request.expected_version
+
+
+def _raise(exc: BaseException) -> Any:
+    raise exc
+
+
+def _written(got: Any) -> pb.LedgerMetadataResponse:
+    if isinstance(got, BaseException):
+        raise got
+    return _response(got.scope, got.ledger, got.version, got.data, 0)
 
 
 def _response(scope: int, ledger: int, version: int, data: bytes, format_version: int,
@@ -89,18 +131,38 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
 
     @guarded(pb.LedgerMetadataResponse)
     def Read(self, request, context):
+        return self._read(request)
+
+    def _read(self, request: pb.LedgerMetadataRequest) -> pb.LedgerMetadataResponse:
         ledger = _ledger_id(request)
         got = self.store.read(request.ledger_scope_id, ledger, consistent=request.consistent_read)
         return _response(got.scope, got.ledger, got.version, got.data, request.format_version)
 
+    @guarded(pb.LedgerBatchResponse)
+    def ReadMany(self, request, context):
+        return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=[
+            outcome(pb.LedgerMetadataResponse, r, lambda r=r: self._read(r), "Read") for r in _batch(request)])
+
     @guarded(pb.LedgerMetadataResponse, mutating=True)
     def Write(self, request, context):
-        ledger = _ledger_id(request)
-        if not request.HasField("expected_version"):
-            raise BadRequest("expected_version is required: a write is a compare-and-set")
-        data = ledgers.incoming(request.metadata, request.serialized_metadata)
-        got = self.store.write(request.ledger_scope_id, ledger, data, request.expected_version)
+        got = self.store.write(*_write_args(request))
         return _response(got.scope, got.ledger, got.version, got.data, 0)
+
+    @guarded(pb.LedgerBatchResponse, mutating=True)
+    def WriteMany(self, request, context):
+        # Each write checked and applied on its own, in the order given (the store pipelines them).
+        items = _batch(request)
+        out: list = [None] * len(items)
+        valid: list[tuple[int, tuple]] = []
+        for i, r in enumerate(items):
+            try:
+                valid.append((i, _write_args(r)))
+            except StoreError as exc:
+                out[i] = outcome(pb.LedgerMetadataResponse, r, lambda exc=exc: _raise(exc), "Write")
+        results = self.store.write_many([args for _i, args in valid])
+        for (i, _args), got in zip(valid, results):
+            out[i] = outcome(pb.LedgerMetadataResponse, items[i], lambda got=got: _written(got), "Write")
+        return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=out)
 
     def Iterate(self, request, context):
         scope = request.ledger_scope_id
@@ -283,55 +345,6 @@ class WatchStream:
                                              sequence=c.sequence)
         return _response(c.scope, c.ledger, c.version, c.data, self.format_version, change=kind,
                          sequence=c.sequence)
-
-
-class RequestLog(grpc.ServerInterceptor):
-    """One log line per request: method, peer, outcome (the response's status code, or the gRPC
-    error), milliseconds; a stream's line is written when it ends."""
-
-    def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        if handler is None:
-            return None
-        method = details.method.rsplit("/", 1)[-1]
-
-        def line(context, outcome, t0):
-            log.info("%s %s %s %.1f ms", method, context.peer(), outcome, (time.perf_counter() - t0) * 1000)
-
-        def unary(behaviour):
-            def run(request, context):
-                t0 = time.perf_counter()
-                try:
-                    r = behaviour(request, context)
-                except Exception as exc:
-                    line(context, type(exc).__name__, t0)
-                    raise
-                code = getattr(r, "code", None)
-                line(context, "OK" if code is None else pb.StatusCode.Name(code), t0)
-                return r
-            return run
-
-        def streaming(behaviour):
-            def run(request, context):
-                t0, n, outcome = time.perf_counter(), 0, "OK"
-                try:
-                    for r in behaviour(request, context):
-                        n += 1
-                        code = getattr(r, "code", 0)
-                        if code:
-                            outcome = pb.StatusCode.Name(code)
-                        yield r
-                finally:
-                    line(context, f"{outcome} ({n} responses)", t0)
-            return run
-
-        if handler.unary_unary:
-            return handler._replace(unary_unary=unary(handler.unary_unary))
-        if handler.unary_stream:
-            return handler._replace(unary_stream=streaming(handler.unary_stream))
-        if handler.stream_stream:
-            return handler._replace(stream_stream=streaming(handler.stream_stream))
-        return handler
 
 
 def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,

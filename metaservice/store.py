@@ -49,6 +49,10 @@ class BadRequest(StoreError):
     code = "BAD_REQUEST"
 
 
+class PermissionDenied(StoreError):
+    code = "PERMISSION_DENIED"
+
+
 # The store URLs open_store takes.
 STORE_URL_FORMS = "sqlite:PATH or zk://HOST:PORT/ledgers"
 
@@ -133,6 +137,17 @@ class MetadataStore(ABC):
     def write(self, scope: int, ledger: int, data: bytes, expected_version: int) -> Versioned:
         """Replace the metadata if its version is ``expected_version``, else BadVersion."""
 
+    def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
+        """Each (scope, ledger, data, expected_version) written as ``write`` writes it, in order, each
+        with its own outcome (never all-or-nothing): the Versioned written or the StoreError."""
+        out: list[Versioned | StoreError] = []
+        for w in writes:
+            try:
+                out.append(self.write(*w))
+            except StoreError as exc:
+                out.append(exc)
+        return out
+
     @abstractmethod
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         """Delete (conditionally when ``expected_version`` is given)."""
@@ -179,8 +194,9 @@ class MetadataStore(ABC):
         """Release the store's resources."""
 
 
-def open_store(url: str) -> MetadataStore:
-    """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``."""
+def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
+    """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``;
+    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None)."""
     if url.startswith("sqlite:"):
         path = url[len("sqlite:"):]
         path = path[2:] if path.startswith("//") else path
@@ -198,5 +214,8 @@ def open_store(url: str) -> MetadataStore:
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise StoreError(f"{url}: {hp!r} is not HOST:PORT (expected zk://HOST:PORT/ledgers)")
         from bkdisk.metaservice.zk_store import ZkStore
-        return ZkStore(hosts, "/" + (root.strip("/") or "ledgers"))
+        store_root = "/" + (root.strip("/") or "ledgers")
+        if cache_size is None:
+            return ZkStore(hosts, store_root)
+        return ZkStore(hosts, store_root, cache_size=cache_size)
     raise NotAStoreUrl(url)

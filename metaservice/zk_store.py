@@ -34,7 +34,8 @@ from bkdisk.metaservice.store import (
 )
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_multiread import multi_read_async
-from bkdisk.metaservice.zk_watch import ABSENT, Follower, Seen
+from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
+from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
 log = logging.getLogger(__name__)
 _DOWN = (kx.ConnectionLoss, kx.SessionExpiredError, kx.ConnectionClosedError, kx.OperationTimeoutError,
@@ -48,10 +49,13 @@ class ZkStore(MetadataStore):
     """``hosts`` is 'host:port[,host:port]'; ``root`` the ledgers root path (BookKeeper's zkLedgersRootPath)."""
 
     def __init__(self, hosts: str, root: str = "/ledgers", session_timeout: float = 10.0,
-                 retain_changes: int = 100_000, connect_timeout: float = 15.0):
+                 retain_changes: int = 100_000, connect_timeout: float = 15.0,
+                 cache_size: int = DEFAULT_CACHE, recursive_watch: bool = True,
+                 multi_writes: bool = True):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
         self.retain_changes = retain_changes
+        self.multi_writes = multi_writes         # a write batch tried as one multi first (zk_writes.py)
         self._up = threading.Event()
         self._session_listeners: list = []
         self._session: int | None = None
@@ -67,7 +71,7 @@ class ZkStore(MetadataStore):
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
         self.kind = self._init_layout()
-        self.follower = Follower(self, retain_changes)
+        self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
 
     # --- session ---
@@ -257,26 +261,19 @@ class ZkStore(MetadataStore):
             raise BadVersion(f"ledger {ledger} of scope {scope}: version {expected_version} cannot match")
         path = self.path(scope, ledger)
 
-        def check(seen):
-            if seen.data is None:
-                raise kx.NoNodeError()
-            if (seen.version, seen.data) == (expected_version + 1, data):
-                return seen                     # the lost reply's write applied
-            if seen.version == expected_version:
-                return None                     # not applied: send again
-            raise kx.BadVersionError()
-
         def send():
             stat = self.zk.set(path, data, version=expected_version)
             return Seen(stat.czxid, stat.version, data)
 
         try:
-            self._write_op((scope, ledger), send, check)
-        except kx.NoNodeError:
-            raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist") from None
-        except kx.BadVersionError:
-            raise BadVersion(f"ledger {ledger} of scope {scope} is not at version {expected_version}") from None
+            self._write_op((scope, ledger), send, write_check(data, expected_version))
+        except (kx.NoNodeError, kx.BadVersionError) as exc:
+            raise write_error(exc, scope, ledger, expected_version) from None
         return Versioned(scope, ledger, expected_version + 1, data)
+
+    def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
+        """Every setData sent on the session before any reply is awaited (metaservice/zk_writes.py)."""
+        return write_many(self, writes)
 
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         check_ids(scope, ledger)

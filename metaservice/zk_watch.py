@@ -1,10 +1,14 @@
 """Ledger changes learnt from ZooKeeper's own watches, and the watch-coherent read cache they keep.
 
-As BookKeeper's AbstractZkLedgerManager does: a ledger that is followed has a data watch (an exists
-watch while it is absent), re-armed by re-reading it after each event; following every ledger adds
-a children watch on each znode of the id hierarchy, so creates and deletes are seen wherever they
-are; after the session comes back every followed ledger is re-read (and, when following all, every
-listing), as BookKeeper re-reads its listened ledgers after an expiry.
+As BookKeeper's AbstractZkLedgerManager does, a ledger that is followed (or read) has a data watch
+(an exists watch while it is absent), re-armed by re-reading it after each event. Following every
+ledger places one persistent recursive watch on the ledgers root (ZooKeeper 3.6+, addWatch through
+kazoo's protocol layer: metaservice/zk_persistent.py), which names every ledger created, changed or
+deleted, stays in place (nothing is re-armed) and is added again after every reconnection; with a
+ZooKeeper that refuses it, a children watch on each znode of the id hierarchy instead, so creates
+and deletes are seen wherever they are. Either way, after the session comes
+back every followed ledger is re-read (and, when following all, every listing), as BookKeeper
+re-reads its listened ledgers after an expiry.
 
 One thread re-reads what the events name, a batch at a time with the reads pipelined, and compares
 what it reads with what it last saw of that ledger: a newer version is UPDATED, a ledger that
@@ -21,38 +25,42 @@ import threading
 import time
 from collections.abc import Callable
 
-from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import EventType
+from kazoo.exceptions import NoNodeError, ZookeeperError
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from bkdisk.metaservice import zk_layout as L
-from bkdisk.metaservice.store import BadVersion, Change, Versioned
+from bkdisk.metaservice import zk_persistent as P
+from bkdisk.metaservice.store import Change, StoreUnavailable, Versioned
+from bkdisk.metaservice.zk_cache import ABSENT, NOT_HELD, Held, Seen
+from bkdisk.metaservice.zk_changelog import ChangeLog
+
+__all__ = ["ABSENT", "DEFAULT_CACHE", "Follower", "Seen"]
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]
+DEFAULT_CACHE = 100_000      # ledgers held by the read cache (about their metadata's size each)
 
 
-class Seen:
-    """What was last read of one ledger: None data means absent."""
-
-    __slots__ = ("czxid", "version", "data")
-
-    def __init__(self, czxid: int, version: int, data: bytes | None):
-        self.czxid, self.version, self.data = czxid, version, data
-
-
-ABSENT = Seen(0, -1, None)
-
-
-class Follower:
+class Follower(ChangeLog):
     """Follows ledgers of one ZkStore; keeps the in-memory change log ``Watch`` streams read."""
 
-    def __init__(self, store, retain_changes: int = 100_000):
+    def __init__(self, store, retain_changes: int = 100_000, cache_size: int = DEFAULT_CACHE,
+                 recursive: bool = True):
         self.store = store
         self.zk = store.zk
+        self.recursive = False
+        self._ledger_watch: Callable | None = self._on_ledger
+        self._children_watch: Callable | None = self._on_children
         self.lock = threading.Condition()
         self.seen: dict[Key, Seen] = {}          # followed ledgers (and the read cache)
         self.dirty: dict[Key, int] = {}          # events not yet re-read: key -> count
-        self.generation: dict[Key, int] = collections.defaultdict(int)
+        # The ledgers whose bytes are in memory, followed or only read: at most cache_size.
+        self.cache_size = cache_size
+        self.held = Held(cache_size)
+        # Reads of ZooKeeper under way per ledger, and the ledgers an event or a write touched
+        # meanwhile: such a read's result is not kept (it may predate the change).
+        self.filling: dict[Key, int] = {}
+        self.spoiled: set[Key] = set()
         self.listings: dict[str, set[str]] = {}  # following all: hierarchy znode -> its children
         self.all = False
         # The head when following began (each start moves the head by one, with no change at it):
@@ -69,10 +77,29 @@ class Follower:
         self.retain = retain_changes
         self.dropped = self.first          # every change up to here is no longer held
         self.closed = False
+        # recursive: once every ledger is followed, one persistent recursive watch on the root
+        # (ZooKeeper 3.6+) instead of a watch per ledger and per listing (metaservice/zk_persistent.py),
+        # if ZooKeeper takes it. Before that, only the ledgers followed or read are watched, so a
+        # write of a ledger nobody follows costs the service no event.
+        self.recursive_allowed = recursive
+        P.on_every_event(self.zk, self._on_node)
         self.thread = threading.Thread(target=self._run, name="zk-follower", daemon=True)
         self.thread.start()
 
     # ------------------------------------------------------------------ events (kazoo's thread)
+    def _watch_root(self) -> None:
+        try:
+            P.add_recursive_watch(self.zk, self.store.root)
+        except ZookeeperError as exc:      # e.g. a ZooKeeper older than 3.6
+            log.warning("no persistent recursive watch (%s): watching each ledger instead", exc)
+            return
+        self.recursive = True
+        self._ledger_watch = self._children_watch = None
+
+    def _on_node(self, _type: int, path: str) -> None:
+        if self.recursive:
+            self._on_ledger(WatchedEvent(None, None, path))
+
     def _on_ledger(self, event) -> None:
         if event.path is None:          # a session event kazoo hands every watcher when closing
             return
@@ -90,11 +117,13 @@ class Follower:
         the next read of it reads ZooKeeper and arms its watch again, so a ledger written and not
         read costs ZooKeeper nothing beyond the write."""
         with self.lock:
+            if key in self.filling:
+                self.spoiled.add(key)
             if key not in self.seen and not self.all:
                 return          # neither followed nor cached: nothing to re-read
-            self.generation[key] += 1
             if key not in self.following and not self.all:
                 self.seen.pop(key, None)
+                self.held.drop(key)
                 return
             self.dirty[key] = self.dirty.get(key, 0) + 1
         self._put(("ledger", key))
@@ -112,6 +141,7 @@ class Follower:
                     and now.version <= before.version:
                 return                  # already past it (a re-read got there first)
             self.seen[key] = now
+            self.held.add(key, self.seen, self._followed)
             self._compare(key, before, now)
             self.lock.notify_all()
         self.store._notify()
@@ -125,10 +155,12 @@ class Follower:
         """After a reconnection: re-read every followed ledger (and every listing when following all)."""
         with self.lock:
             keys = list(self.seen)
+            self.spoiled.update(self.filling)
             for k in keys:
-                self.generation[k] += 1
                 self.dirty[k] = self.dirty.get(k, 0) + 1
             listed = list(self.listings)
+        if self.recursive:                  # ZooKeeper forgot it with the connection
+            self._put(("watch", None))
         for k in keys:
             self._put(("ledger", k))
         for p in listed:
@@ -157,6 +189,8 @@ class Follower:
             if self.all:
                 return
             self.all = True
+        if self.recursive_allowed:         # in place before the walk: no create is missed
+            self._watch_root()
         keys: list[Key] = []
         stack = [self.store.root]
         while stack:
@@ -176,7 +210,7 @@ class Follower:
         """List ``path`` with a children watch: (child path, its ledger or None for a hierarchy
         znode) of each hierarchy child, and every child's name (kept as the listing if ``commit``)."""
         try:
-            names = set(self.zk.get_children(path, watch=self._on_children))
+            names = set(self.zk.get_children(path, watch=self._children_watch))
         except NoNodeError:
             names = set()
         out = []
@@ -194,27 +228,50 @@ class Follower:
         with self.lock:
             if key in self.dirty or not self.store._up.is_set():
                 return None
-            return self.seen.get(key)
+            got = self.seen.get(key)
+            if got is None or got.data is NOT_HELD:
+                return None
+            self.held.used(key)
+            return got
 
     def read_through(self, key: Key) -> Seen:
-        """Read ``key`` from ZooKeeper, arming its watch; keep it in the cache if nothing changed
-        it meanwhile (its generation moved) and it was not followed yet."""
+        """Read ``key`` from ZooKeeper, arming its watch; keep it in the read cache if nothing
+        touched it meanwhile and it is not held yet (the least recently read dropped beyond the
+        cache's size)."""
         with self.lock:
-            gen = self.generation[key]
-        got = self._read(key)
+            self.filling[key] = self.filling.get(key, 0) + 1
+        try:
+            got = self._read(key)
+        finally:
+            with self.lock:
+                left = self.filling.pop(key) - 1
+                fresh = key not in self.spoiled
+                if left:
+                    self.filling[key] = left
+                else:
+                    self.spoiled.discard(key)
         with self.lock:
-            if key not in self.seen and self.generation[key] == gen and not self.closed:
+            was = self.seen.get(key)
+            if was is not None and was.data is NOT_HELD:     # the bytes of the state held
+                fresh = fresh and (got.czxid, got.version) == (was.czxid, was.version) and got.data is not None
+            elif was is not None:
+                fresh = False
+            if fresh and not self.closed and self.cache_size > 0:
                 self.seen[key] = got
+                self.held.add(key, self.seen, self._followed)
         return got
+
+    def _followed(self, key: Key) -> bool:
+        return self.all or key in self.following
 
     def _read(self, key: Key) -> Seen:
         path = self.store.path(*key)
         while True:
             try:
-                data, stat = self.zk.get(path, watch=self._on_ledger)
+                data, stat = self.zk.get(path, watch=self._ledger_watch)
                 return Seen(stat.czxid, stat.version, data)
             except NoNodeError:
-                if self.zk.exists(path, watch=self._on_ledger) is None:
+                if self.zk.exists(path, watch=self._ledger_watch) is None:
                     return ABSENT
 
     # ------------------------------------------------------------------------- the re-reader
@@ -238,7 +295,11 @@ class Follower:
     def _apply(self, batch: list) -> None:
         keys: dict[Key, None] = {}
         listed: dict[str, set[str]] = {}
+        if ("watch", None) in batch:       # in place before the re-reads that follow it
+            P.add_recursive_watch(self.zk, self.store.root)
         for kind, what in batch:
+            if kind == "watch":
+                continue
             if kind == "list":
                 with self.lock:
                     before = self.listings.get(what, set())
@@ -266,7 +327,7 @@ class Follower:
         Without ``emit`` (the first read of a ledger followed) a state already held is kept."""
         with self.lock:
             counts = {k: self.dirty.get(k, 0) for k in keys}
-        pending = [(k, self.zk.get_async(self.store.path(*k), watch=self._on_ledger)) for k in keys]
+        pending = [(k, self.zk.get_async(self.store.path(*k), watch=self._ledger_watch)) for k in keys]
         got: list[tuple[Key, Seen]] = []
         for k, res in pending:
             try:
@@ -279,10 +340,14 @@ class Follower:
                 before = self.seen.get(k, ABSENT if self.all else None)
                 if not emit and k in self.seen:
                     continue
+                if emit and before is None and k not in self.following:
+                    self.dirty.pop(k, None)
+                    continue            # dropped from the read cache meanwhile: nothing to keep
                 if (before is not None and before.data is not None and now.data is not None
                         and now.czxid == before.czxid and now.version < before.version):
                     continue            # read before a state already reported: keep the newer
                 self.seen[k] = now
+                self.held.add(k, self.seen, self._followed)
                 left = self.dirty.get(k, 0) - counts[k]
                 if left > 0:
                     self.dirty[k] = left
@@ -304,52 +369,27 @@ class Follower:
         elif now.version > before.version:
             self._emit(k, "UPDATED", now.version, now.data)
 
-    def _emit(self, k: Key, change: str, version: int, data: bytes | None) -> None:
-        self.head += 1
-        self.log.append(Change(self.head, k[0], k[1], change, version, data))
-        if len(self.log) > self.retain:
-            self.dropped = self.log.popleft().sequence
-
     # ------------------------------------------------------------------------- change log
     def read_with_head(self, key: Key) -> tuple[Versioned | None, int]:
         """Follow ``key``; what is known of it and the head, together: every later change of it
         comes after that head."""
         self.follow(key)
-        with self.lock:
-            s = self.seen[key]
-            return (None if s.data is None else Versioned(key[0], key[1], s.version, s.data)), self.head
+        for _ in range(600):
+            with self.lock:
+                s = self.seen[key]
+                if s.data is not NOT_HELD:
+                    return (None if s.data is None else Versioned(key[0], key[1], s.version, s.data)), self.head
+            got = self._read(key)       # the bytes of the state held (not kept: beyond the cache's size)
+            with self.lock:
+                s = self.seen[key]
+                if s.data is NOT_HELD and got.data is not None and (got.czxid, got.version) == (s.czxid, s.version):
+                    return Versioned(key[0], key[1], got.version, got.data), self.head
+                # it changed meanwhile: its event's re-read brings the state to report
+                self.lock.wait_for(self._replaced(key, s), 0.1)
+        raise StoreUnavailable(f"ledger {key[1]} of scope {key[0]}: its state could not be read; retry")
 
-    def resumable(self, key: Key | None, sequence: int) -> None:
-        """BadVersion unless every change of ``key`` (None: of all ledgers) after ``sequence`` is held."""
-        with self.lock:
-            self._held(sequence)
-            since = self.all_since if key is None else min(
-                x for x in (self.all_since, self.since.get(key), self.head + 1) if x is not None)
-            if since is None or since > sequence:
-                raise BadVersion(f"cannot resume after change {sequence}: this service follows "
-                                 f"{'every ledger' if key is None else 'that ledger'} since change "
-                                 f"{since} only; resume each ledger by its known version")
-
-    def _held(self, sequence: int) -> None:
-        if sequence < self.dropped:
-            raise BadVersion(f"cannot resume after change {sequence}: this service holds changes "
-                             f"after {self.dropped} only (it restarted, or they were dropped); "
-                             "resume each ledger by its known version")
-
-    def changes_since(self, sequence: int, limit: int) -> list[Change]:
-        with self.lock:
-            self._held(sequence)
-            out = []
-            for c in reversed(self.log):
-                if c.sequence <= sequence:
-                    break
-                out.append(c)
-            out.reverse()
-            return out[:limit]
-
-    def wait(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        with self.lock:
-            return self.lock.wait_for(predicate, timeout)
+    def _replaced(self, key: Key, held: Seen) -> Callable[[], bool]:
+        return lambda: self.seen[key] is not held
 
     def close(self) -> None:
         with self.lock:

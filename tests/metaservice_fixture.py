@@ -21,3 +21,25 @@ def served(store, client_class=MetadataClient, **serve_options) -> Iterator[tupl
         client.close()
         server.stop(0)
         store.close()
+
+
+READ_CALLS = ("get_async", "exists_async")      # what kazoo's get and exists call
+
+
+def count_reads(zk) -> list[str]:
+    """Record every read kazoo client ``zk`` sends from now on ("get_async PATH", ...) in the list
+    returned; ``uncount_reads(zk)`` stops it."""
+    reads: list[str] = []
+    for name in READ_CALLS:
+        real = getattr(zk, name)
+
+        def counted(path, *a, real=real, name=name, **kw):
+            reads.append(f"{name} {path}")
+            return real(path, *a, **kw)
+        setattr(zk, name, counted)
+    return reads
+
+
+def uncount_reads(zk) -> None:
+    for name in READ_CALLS:
+        vars(zk).pop(name, None)

@@ -11,12 +11,13 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from metaservice_fixture import count_reads, uncount_reads
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
-from bkdisk.metaservice.store import open_store
+from bkdisk.metaservice.zk_store import ZkStore
 
 ROOT = "/ledgers"
 
@@ -39,10 +40,11 @@ def closed(md: LedgerMetadata, entries: int) -> LedgerMetadata:
     return dataclasses.replace(md, state="CLOSED", last_entry_id=entries - 1, length=entries * 100)
 
 
-@pytest.fixture()
-def cluster(tmp_path):
+@pytest.fixture(params=["recursive", "ledger"])
+def cluster(tmp_path, request):
+    """Either kind of watch: one persistent recursive watch, or a watch per ledger and listing."""
     zk = started(tmp_path / "zk")
-    store = open_store(f"zk://{zk.hosts}{ROOT}")
+    store = ZkStore(zk.hosts, ROOT, recursive_watch=request.param == "recursive")
     server, port = serve(store)
     # The test's own writer (standing in for a BookKeeper client) keeps its session across a ZooKeeper
     # restart on a loaded machine: only the service's session is expired on purpose.
@@ -106,6 +108,7 @@ def test_one_ledger_created_closed_and_deleted_directly_reaches_watchers_across_
     end = time.monotonic() + 30
     while time.monotonic() < end and not (store.follower.all_since and (0, 7) in store.follower.since):
         time.sleep(0.05)
+    assert store.follower.recursive == store.follower.recursive_allowed   # following all: the kind asked
     md = opened(7)
     bk.create(bookkeeper_path(7), serialize_metadata(md), makepath=True)
     delays = []
@@ -216,14 +219,7 @@ def test_a_cached_ledger_written_and_not_followed_costs_zookeeper_no_read_until_
     first = serialize_metadata(opened(7))
     c.create(first, ledger_id=7)
     assert c.read(7).version == 0                       # now in the read cache, its watch armed
-    reads: list[str] = []
-    for name in ("get_async", "exists_async"):   # kazoo's get and exists call these
-        real = getattr(store.zk, name)
-
-        def counted(path, *a, real=real, name=name, **kw):
-            reads.append(f"{name} {path}")
-            return real(path, *a, **kw)
-        setattr(store.zk, name, counted)
+    reads = count_reads(store.zk)
     try:
         v = c.write(7, serialize_metadata(closed(opened(7), 1)), 0).version
         v = c.write(7, serialize_metadata(closed(opened(7), 2)), v).version
@@ -239,6 +235,31 @@ def test_a_cached_ledger_written_and_not_followed_costs_zookeeper_no_read_until_
             time.sleep(0.05)
         assert c.read(7).serialized == serialize_metadata(closed(opened(7), 3))
     finally:
-        for name in ("get_async", "exists_async"):
-            vars(store.zk).pop(name, None)
+        uncount_reads(store.zk)
         c.close()
+
+
+def test_a_zookeeper_that_refuses_the_recursive_watch_is_watched_per_ledger(tmp_path, monkeypatch):
+    from kazoo.exceptions import UnimplementedError
+
+    from bkdisk.metaservice import zk_persistent
+
+    def refused(zk, path, timeout=30.0):
+        raise UnimplementedError()        # what a ZooKeeper older than 3.6 answers addWatch
+    monkeypatch.setattr(zk_persistent, "add_recursive_watch", refused)
+    zk = started(tmp_path / "zk")
+    store = ZkStore(zk.hosts, ROOT)
+    bk = KazooClient(hosts=zk.hosts)
+    bk.start(15)
+    try:
+        store.follow(0, None)
+        assert store.follower.recursive is False
+        head = store.head_sequence()
+        bk.create(bookkeeper_path(9), serialize_metadata(opened(9)), makepath=True)
+        assert store.wait_for_change(head, 30)
+        assert [(c.change, c.ledger) for c in store.changes_since(head)] == [("CREATED", 9)]
+    finally:
+        bk.stop()
+        bk.close()
+        store.close()
+        zk.stop()

@@ -175,6 +175,22 @@ class ReadLedgersResponse(_message.Message):
     ledgers: _containers.RepeatedCompositeFieldContainer[StoredLedger]
     def __init__(self, code: _Optional[_Union[StatusCode, str]] = ..., message: _Optional[str] = ..., ledgers: _Optional[_Iterable[_Union[StoredLedger, _Mapping]]] = ...) -> None: ...
 
+class LedgerBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[LedgerMetadataRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[LedgerMetadataRequest, _Mapping]]] = ...) -> None: ...
+
+class LedgerBatchResponse(_message.Message):
+    __slots__ = ("code", "message", "responses")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    code: StatusCode
+    message: str
+    responses: _containers.RepeatedCompositeFieldContainer[LedgerMetadataResponse]
+    def __init__(self, code: _Optional[_Union[StatusCode, str]] = ..., message: _Optional[str] = ..., responses: _Optional[_Iterable[_Union[LedgerMetadataResponse, _Mapping]]] = ...) -> None: ...
+
 class BookieServiceInfoFormat(_message.Message):
     __slots__ = ("endpoints", "properties")
     class Endpoint(_message.Message):

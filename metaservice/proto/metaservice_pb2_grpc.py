@@ -69,6 +69,16 @@ class LedgerMetadataServiceStub:
                 request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
                 response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
                 _registered_method=True)
+        self.ReadMany = channel.unary_unary(
+                '/bkdisk.metaservice.LedgerMetadataService/ReadMany',
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
+                _registered_method=True)
+        self.WriteMany = channel.unary_unary(
+                '/bkdisk.metaservice.LedgerMetadataService/WriteMany',
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerMetadataServiceServicer:
@@ -117,6 +127,19 @@ class LedgerMetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadMany(self, request, context):
+        """bkdisk: batched Read and Write (see LedgerBatchRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteMany(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerMetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -154,6 +177,16 @@ def add_LedgerMetadataServiceServicer_to_server(servicer, server):
                     servicer.ReadLedgers,
                     request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.FromString,
                     response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.SerializeToString,
+            ),
+            'ReadMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadMany,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.SerializeToString,
+            ),
+            'WriteMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteMany,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -345,6 +378,60 @@ class LedgerMetadataService:
             '/bkdisk.metaservice.LedgerMetadataService/ReadLedgers',
             bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersRequest.SerializeToString,
             bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.ReadLedgersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bkdisk.metaservice.LedgerMetadataService/ReadMany',
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bkdisk.metaservice.LedgerMetadataService/WriteMany',
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
