@@ -9,7 +9,8 @@ Each config ``GIB:LEDGERS`` is a bookie bench/scan_bench.py builds (all ledgers 
 1-64 KiB, no synthetic index tree) in ``<base>/s<GIB>g-<LEDGERS>``, or reuses when it is there;
 ``GIB:LEDGERS:MIN-MAX`` one of MIN-MAX-byte payloads built in bulk (bench/bulk_bookie.py) in
 ``<base>/b<GIB>g-<LEDGERS>-<MIN>-<MAX>`` (the entries axis: ``2:20000:100-1000,16:20000:100-1000``; many
-ledgers: ``2:2000000:100-1000``). Its files are read once first, so the figures are from the page
+ledgers: ``1:2000000:100-1000``, one entry a ledger, about 11 GB on disk: each ``.idx`` is a block of
+data and a hole). Its files are read once first, so the figures are from the page
 cache (if the machine has the memory for them: the table says how large each bookie is). ``--clean``
 deletes each bookie after it is measured. Commands: ``bkdisk inventory ROOT --jsonl`` (to /dev/null),
 ``--parquet FILE``, ``bookie-fsck ROOT``, ``bkdisk scan-disk ROOT --out FILE`` and an audit's disk task

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bkdisk.diskio import config
+from bkdisk.diskio.decision_table import DecisionTable
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, mac_key
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 
@@ -50,14 +51,19 @@ class DigestPlan:
     max_samples: int = 64
     force: DigestType | None = None
     crc_variant: int = field(default_factory=config.crc_variant)
-    decided: dict[LedgerKey, tuple[int, int]] = field(default_factory=dict)   # -> (type code, source)
+    # -> (type code, source); a dict given is taken into a DecisionTable
+    decided: DecisionTable = field(default_factory=DecisionTable)
     tried: dict[LedgerKey, int] = field(default_factory=dict)                 # entries sniffed, none verified
     dlen_hint: dict[LedgerKey, int] = field(default_factory=dict)
     _mac_keys: dict[LedgerKey, bytes] = field(default_factory=dict, repr=False)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
-    # decided/known as arrays: name -> (id of the dict, its length then, (ids, values))
+    # known as arrays: name -> (id of the dict, its length then, (ids, values))
     _tables: dict[str, tuple[int, int, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict, repr=False,
                                                                                 compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.decided, DecisionTable):
+            self.decided = DecisionTable(dict(self.decided))
 
     def __getstate__(self) -> dict:   # picklable (a lock is not): a copy gets a lock of its own
         state = dict(self.__dict__)
@@ -70,8 +76,8 @@ class DigestPlan:
     def decided_table(self) -> tuple[np.ndarray, np.ndarray]:
         """``decided`` for scope 0 (V1 ledgers) as arrays: sorted ledger ids, (type code, source) rows.
 
-        Rebuilt only when ``decided`` grew (it only grows: a ledger is decided once)."""
-        return self._table("decided", self.decided, lambda v: v)
+        The table's own arrays, recent decisions merged in."""
+        return self.decided.table()
 
     def known_table(self) -> tuple[np.ndarray, np.ndarray]:
         """``known`` for scope 0 as arrays: sorted ledger ids, type codes."""
@@ -87,7 +93,7 @@ class DigestPlan:
         values = np.array([value(v) for v in itertools.islice(d.values(), start, None)], dtype=np.uint8)
         v1, order = keys[:, 0] == 0, np.argsort(keys[:, 1], kind="stable")   # scope 0 only, by ledger id
         order = order[v1[order]]
-        ids, values = keys[order, 1], values.reshape((len(keys), 2) if name == "decided" else -1)[order]
+        ids, values = keys[order, 1], values[order]
         if start and cached is not None:
             at = np.searchsorted(cached[2][0], ids)
             ids, values = np.insert(cached[2][0], at, ids), np.insert(cached[2][1], at, values, axis=0)

@@ -23,6 +23,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
 from bkdisk.fsck import scans
+from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.fsck.lanes import Lanes, Progress
 from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles import scan as index_scan
@@ -127,11 +128,11 @@ class CheckContext:
         return self.shared("journal_scans", self.scan_journals)
 
     @property
-    def log_digest_decisions(self) -> dict[tuple[int, int], tuple[int, int]]:
+    def log_digest_decisions(self) -> DigestDecisions:
         """The digest plan's decisions as the entry-log scans left them (before the journals' checks
         decide more): what pass 4 reports as sniffed."""
         self.shared("log_scans", self.scan_logs)   # (waited for: the scans record the decisions)
-        return self.lanes.results.get("log_digest_decisions", {})
+        return self.lanes.results.get("log_digest_decisions") or DigestDecisions.of(None)
 
     def scan_logs(self) -> dict[str, EntryLogScanArrays | Exception]:
         return scans.scan_logs(self)

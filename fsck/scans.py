@@ -19,6 +19,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, parse_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, parse_index_name
 from bkdisk.fsck import scan_store
+from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.journal.arrays import JournalArrays
@@ -60,7 +61,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
             if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
                 scan_store.recheck(plan, res)
         with plan.lock:
-            ctx.lanes.results["log_digest_decisions"] = dict(plan.decided)
+            ctx.lanes.results["log_digest_decisions"] = DigestDecisions.of(plan)
     return out
 
 

@@ -7,6 +7,7 @@ indexfiles.reader.read_index (so it is for tests and small files: a sparse file 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,8 +40,8 @@ LOCATION_DTYPE = np.dtype([("file", "<i4"), ("entry", "<i8"), ("log", "<u4"), ("
 @dataclass
 class IndexInventory:
     dirs: list[str]
-    paths: list[str] = field(default_factory=list)          # one per file row
-    relpaths: list[str] = field(default_factory=list)       # below <dir>/current
+    paths: Sequence[str] = field(default_factory=list)      # one per file row (indexfiles.path_column)
+    relpaths: Sequence[str] = field(default_factory=list)   # below <dir>/current
     files: np.ndarray = field(default_factory=lambda: np.zeros(0, INDEX_FILE_DTYPE))
     headers: list[fi.IndexHeader | None] = field(default_factory=list)
     errors: list[FormatError | DiskError | None] = field(default_factory=list)

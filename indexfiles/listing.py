@@ -9,12 +9,15 @@ every folder it cannot list as an IoFailure instead of stopping.
 from __future__ import annotations
 
 import os
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bkdisk.diskio.failures import LIST, IoFailure
 from bkdisk.formats.paths import CURRENT_DIR, parse_index_names
+from bkdisk.indexfiles import path_column
+from bkdisk.indexfiles.path_column import PathColumn
 
 INDEX_SUFFIX = ".idx"
 RELOCATION_SUFFIX = ".idx.rloc"   # IndexPersistenceMgr's relocation temp name
@@ -28,8 +31,8 @@ class IndexListing:
     """Every ``.idx`` below the walked dirs, ordered by (dir, relative path), with what its name says."""
 
     dirs: list[str]
-    paths: list[str] = field(default_factory=list)
-    relpaths: list[str] = field(default_factory=list)                  # below <dir>/current
+    paths: PathColumn = field(default_factory=PathColumn.empty)
+    relpaths: PathColumn = field(default_factory=PathColumn.empty)     # below <dir>/current
     dir_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     scope: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     ledger: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
@@ -44,12 +47,31 @@ class IndexListing:
     symlinks: list[tuple[int, str]] = field(default_factory=list)     # (dir index, path)
 
 
-def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, str]],
+class _Found:
+    """The ``.idx`` files one walk meets, as bytes: each path below the walked folder, its end, and
+    whether the directory entry says plain regular file (no Python object kept per file)."""
+
+    def __init__(self, cur: str):
+        self.skip = len(cur) + 1
+        self.names = bytearray()
+        self.ends = array("q")
+        self.regular = bytearray()
+
+    def add(self, path: str, regular: bool) -> None:
+        self.names += os.fsencode(path[self.skip:])
+        self.ends.append(len(self.names))
+        self.regular.append(regular)
+
+    def column(self) -> PathColumn:
+        return PathColumn(np.frombuffer(self.names, np.uint8).copy(), np.frombuffer(self.ends, np.int64).copy())
+
+
+def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]],
               failures: list[IoFailure], symlinks: list[str] | None = None) -> None:
-    """Append (path, is a plain regular file) of every ``.idx`` below ``cur``; strays, failures, and the
-    symlinks met outside followed symlinked folders."""
+    """Add every ``.idx`` below ``cur`` to ``found``; strays, failures, and the symlinks met outside
+    followed symlinked folders."""
     stack = [(cur, 0, False)]
-    add = found.append
+    add = found.add
     links = [] if symlinks is None else symlinks
     top = os.path.realpath(cur)
     inside = top.rstrip(os.sep) + os.sep
@@ -84,11 +106,11 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
             name = entry.name
             if is_dir:
                 if name.endswith(INDEX_SUFFIX):   # named like an index file: listed (its read is refused) and walked
-                    add((entry.path, False))
+                    add(entry.path, False)
                 if depth or name not in ROCKSDB_DIRS:
                     stack.append((entry.path, depth + 1, via_link))
             elif name.endswith(INDEX_SUFFIX):
-                add((entry.path, entry.is_file(follow_symlinks=False)))
+                add(entry.path, entry.is_file(follow_symlinks=False))
             elif depth:
                 strays.append((entry.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX) else STRAY_OTHER))
 
@@ -96,26 +118,32 @@ def _walk_one(cur: str, found: list[tuple[str, bool]], strays: list[tuple[str, s
 def list_index_tree(dirs: list[str]) -> IndexListing:
     """Walk ``<dir>/current`` of each dir once: index files in (dir, relpath) order, strays, failures."""
     out = IndexListing(list(dirs))
-    di_parts, regular = [], []
-    sep = os.sep
+    di_parts, regular, rels = [], [], []
     for di, d in enumerate(out.dirs):
-        found: list[tuple[str, bool]] = []
         cur = os.path.join(d, CURRENT_DIR)
+        found = _Found(cur)
         links: list[str] = []
         _walk_one(cur, found, out.strays, out.failures, links)
         out.symlinks.extend((di, p) for p in links)
-        found.sort()   # by path: the same order as by relpath, the prefix being common
-        paths = [p for p, _ in found]
-        out.paths.extend(paths)
-        skip = len(cur) + 1
-        out.relpaths.extend([p[skip:] for p in paths])
-        regular.extend([k for _, k in found])
-        di_parts.append(np.full(len(found), di, np.int32))
+        col = found.column()
+        order = path_column.sort_order(col)   # by path: the same order as by relpath, the prefix being common
+        rels.append(path_column.take(col, order))
+        regular.append(np.frombuffer(bytes(found.regular), np.bool_)[order])
+        di_parts.append(np.full(len(col), di, np.int32))
     out.dir_index = np.concatenate(di_parts) if di_parts else np.zeros(0, np.int32)
-    out.regular = np.array(regular, np.bool_)
-    scope, ledger, named = parse_index_names([r[r.rfind(sep) + 1:] for r in out.relpaths])
-    out.scope, out.ledger, out.named = np.array(scope, np.uint64), np.array(ledger, np.uint64), np.array(named, bool)
-    out.depth = np.array([r.count(sep) for r in out.relpaths], np.int32)
+    out.regular = np.concatenate(regular) if regular else np.zeros(0, np.bool_)
+    out.relpaths = path_column.concat(rels)
+    out.paths = out.relpaths.prefixed([os.path.join(d, CURRENT_DIR) + os.sep for d in out.dirs], out.dir_index)
+    n = len(out.relpaths)
+    out.scope, out.ledger = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    out.named = np.zeros(n, np.bool_)
+    sep = os.sep
+    for lo in range(0, n, path_column.BLOCK):   # the names parsed a block at a time
+        part = out.relpaths.block(lo, lo + path_column.BLOCK)
+        scope, ledger, named = parse_index_names([r[r.rfind(sep) + 1:] for r in part])
+        hi = lo + len(part)
+        out.scope[lo:hi], out.ledger[lo:hi], out.named[lo:hi] = scope, ledger, named
+    out.depth = out.relpaths.count_byte(ord(sep)).astype(np.int32)
     out.strays.sort()
     out.failures.sort(key=lambda f: f.path)
     return out

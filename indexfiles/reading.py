@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,7 +70,7 @@ def data_ranges(fd: int, start: int, end: int):
 class _Reader:
     """Accumulates the rows of read_index_files."""
 
-    def __init__(self, paths: list[str], batch_bytes: int, sink=None):
+    def __init__(self, paths: Sequence[str], batch_bytes: int, sink=None):
         self.paths = paths
         self.sink = sink   # a diskio.spill.ChunkedArray the locations go to, instead of ``parts``
         n = len(paths)
@@ -187,7 +188,7 @@ def _location_rows(files: np.ndarray, entries: np.ndarray, locations: np.ndarray
     return out
 
 
-def read_index_files(paths: list[str], batch_bytes: int = DEFAULT_BATCH,
+def read_index_files(paths: Sequence[str], batch_bytes: int = DEFAULT_BATCH,
                      regular: np.ndarray | None = None, sink=None) -> IndexReads:
     """Header, counts and every present location of each file; failures as data, never raised.
 

@@ -2,7 +2,8 @@
 replay, gathered from the journal scans and the lastMark that applies to each journal."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +14,9 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.journal.arrays import JournalArrays, read_bodies
+from bkdisk.journal.ledger_keys import LedgerKeys
+
+BLOCK = 65536   # keyed records read at once
 
 # One journal as the facts take it: its id, its path, its scan (or why it has none), and the lastMark
 # of its journal dir.
@@ -23,7 +27,7 @@ JournalSource = tuple[int, str, JournalArrays | Exception | None, LastMark | Non
 class JournalFacts:
     """Per ledger, what the journals say: master key, fenced (before lastMark or not), explicit LAC."""
 
-    master_keys: dict[LedgerId, bytes] = field(default_factory=dict)
+    master_keys: Mapping[LedgerId, bytes] = field(default_factory=dict)   # a LedgerKeys once collected
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
@@ -32,6 +36,7 @@ class JournalFacts:
     def collect(cls, journals: Iterable[JournalSource]) -> JournalFacts:
         """The facts of ``journals``, in journal order; a journal whose scan failed tells nothing."""
         f = cls()
+        keys = _KeyRecords()
         for journal_id, path, scan, mark in journals:
             if not isinstance(scan, JournalArrays):
                 continue
@@ -45,15 +50,16 @@ class JournalFacts:
                 lid = LedgerId(s, l)
                 f.fenced[lid] = f.fenced.get(lid, False) or not a
             keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
-            if len(keyed):
-                f._read_keys(path, recs[keyed])
+            for lo in range(0, len(keyed), BLOCK):
+                f._read_keys(path, recs[keyed[lo:lo + BLOCK]], keys)
             data = np.flatnonzero((kinds == RecordKind.DATA) & after)
             rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
                        recs["entry"][data].tolist())
             f.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
+        f.master_keys = keys.table()
         return f
 
-    def _read_keys(self, path: str, recs: np.ndarray) -> None:
+    def _read_keys(self, path: str, recs: np.ndarray, keys: _KeyRecords) -> None:
         """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` of one journal."""
         # The scanner already classified and bounds-checked each record.
         offsets, sizes = recs["offset"].tolist(), recs["size"].tolist()
@@ -68,11 +74,28 @@ class JournalFacts:
             if len(raw) >= 4 else [0] * len(starts)
         for body, kind, s, l, off, a, n in zip(bodies, recs["kind"].tolist(), recs["scope"].tolist(),
                                                recs["ledger"].tolist(), offsets, at.tolist(), key_lengths):
-            lid = LedgerId(s, l)
             if kind == RecordKind.LEDGER_KEY:
-                self.master_keys[lid] = body[a + KEY_AT:a + KEY_AT + n]
+                keys.add(s, l, body[a + KEY_AT:a + KEY_AT + n])
             else:
-                self.explicit_lac[lid] = classify_body(body, offset=off, path=path).lac_body
+                self.explicit_lac[LedgerId(s, l)] = classify_body(body, offset=off, path=path).lac_body
+
+
+class _KeyRecords:
+    """The ledger-key records' (scope, ledger, key) in record order, as bytes until the table is made."""
+
+    def __init__(self) -> None:
+        self.scope, self.ledger, self.ends = array("Q"), array("Q"), array("q")
+        self.data = bytearray()
+
+    def add(self, scope: int, ledger: int, key: bytes) -> None:
+        self.scope.append(scope)
+        self.ledger.append(ledger)
+        self.data += key
+        self.ends.append(len(self.data))
+
+    def table(self) -> LedgerKeys:
+        return LedgerKeys(np.frombuffer(self.scope, np.uint64), np.frombuffer(self.ledger, np.uint64),
+                          np.frombuffer(bytes(self.data), np.uint8), np.frombuffer(self.ends, np.int64).copy())
 
 
 def _after_mark(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> np.ndarray:

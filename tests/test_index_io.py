@@ -146,7 +146,7 @@ import json, sys
 from bkdisk.indexfiles.scan import walk_index_dirs
 inv = walk_index_dirs([sys.argv[1]])
 print(json.dumps({"failures": [[f.path, f.op, f.errno, f.describe()] for f in inv.io_failures],
-                  "paths": inv.paths, "errors": [str(e) if e else None for e in inv.errors],
+                  "paths": list(inv.paths), "errors": [str(e) if e else None for e in inv.errors],
                   "strays": inv.strays}))
 """
 

@@ -26,6 +26,7 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
 
+BLOCK = 65536   # index files compared with their ledger's path at once
 _READER_CODES = {"sst-checksum": Code.DBINDEX_BLOCK_CHECKSUM, "sst-missing": Code.DBINDEX_SST_MISSING,
                  "wal-torn-tail": Code.DBINDEX_WAL_TORN}
 
@@ -41,21 +42,26 @@ def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     rows = inv.files
     sep = os.sep
-    named, scopes, ledgers = rows["named"].tolist(), rows["scope"].tolist(), rows["ledger"].tolist()
-    # Every path compared with its ledger's at once; findings made only for the files that differ.
-    wants = index_relpaths(scopes, ledgers)
-    for i in [i for i, (ok, rel, want) in enumerate(zip(named, inv.relpaths, wants)) if not ok or rel != want]:
-        path = inv.paths[i]
-        if not named[i]:
-            yield Finding(Code.INDEX_BAD_NAME, path=path)
-            continue
-        scope, ledger = scopes[i], ledgers[i]
-        dest = os.path.join(inv.dirs[int(rows["dir"][i])], CURRENT_DIR, wants[i])
-        code = Code.INDEX_SCOPED_IN_2LEVEL if scope != 0 and inv.relpaths[i].count(sep) == 2 else Code.INDEX_MISPLACED
-        yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
+    # Every path compared with its ledger's, a block of rows at a time (no Python object per file
+    # kept); findings made only for the files that differ.
+    for lo in range(0, len(rows), BLOCK):
+        block = rows[lo:lo + BLOCK]
+        named, scopes, ledgers = block["named"].tolist(), block["scope"].tolist(), block["ledger"].tolist()
+        wants = index_relpaths(scopes, ledgers)
+        rels = inv.relpaths[lo:lo + len(block)]
+        for k in [k for k, (ok, rel, want) in enumerate(zip(named, rels, wants)) if not ok or rel != want]:
+            path = inv.paths[lo + k]
+            if not named[k]:
+                yield Finding(Code.INDEX_BAD_NAME, path=path)
+                continue
+            scope, ledger = scopes[k], ledgers[k]
+            dest = os.path.join(inv.dirs[int(block["dir"][k])], CURRENT_DIR, wants[k])
+            code = Code.INDEX_SCOPED_IN_2LEVEL if scope != 0 and rels[k].count(sep) == 2 else Code.INDEX_MISPLACED
+            yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
     for first, later in _duplicates(rows):
+        scope, ledger = int(rows["scope"][first]), int(rows["ledger"][first])
         for i in later:
-            yield Finding(Code.INDEX_DUPLICATE, path=inv.paths[first], scope=scopes[first], ledger=ledgers[first],
+            yield Finding(Code.INDEX_DUPLICATE, path=inv.paths[first], scope=scope, ledger=ledger,
                           detail=inv.paths[i], other=inv.paths[i])
     # A folder that cannot be listed hides whatever index files it holds: an error, never a stray.
     # A missing <dir>/current is pass 1's LAYOUT_NO_CURRENT.

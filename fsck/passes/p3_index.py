@@ -4,7 +4,7 @@ journal in this pass's place."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -18,11 +18,13 @@ from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
+from bkdisk.journal.ledger_keys import LedgerKeys
 
 # A location points just past an entry's size prefix; that prefix and a whole V1 entry header must
 # lie inside the log: (pos - prefix) + header <= log size.
 SHORTEST_ENTRY_END = ENTRY_V1_HEADER_SIZE - ENTRY_SIZE.sizeof()
 CHUNK = 1 << 20   # locations checked at once
+BLOCK = 65536     # index files checked at once
 
 
 def run(ctx: CheckContext) -> Iterable[Finding]:
@@ -36,10 +38,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     facts = ctx.journal_facts
     log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
     keys, fenced = facts.master_keys, facts.fenced
-    files = inv.files
-    for path, err, h, scope, ledger, trailing, size in zip(
-            inv.paths, inv.errors, inv.headers, files["scope"].tolist(), files["ledger"].tolist(),
-            files["trailing"].tolist(), files["size"].tolist()):
+    for path, err, h, scope, ledger, trailing, size, key in _file_rows(inv, keys):
         if err is not None:
             if isinstance(err, DiskError):
                 if path not in ctx.unreadable:
@@ -52,7 +51,6 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(Code.INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
                           detail=f"{trailing} stray bytes at the end (file size {size})")
         lid = LedgerId(scope, ledger)
-        key = keys.get(lid)
         if key is not None and key != h.master_key:
             yield Finding(Code.INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
                           detail=f"journal {key.hex()}, index {h.master_key.hex()}")
@@ -90,6 +88,23 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         lf = int(loc["log"])
         yield _loc_finding(inv, loc, Code.INDEX_LOCATION_OUT_OF_RANGE,
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
+
+
+def _file_rows(inv, keys: Mapping[LedgerId, bytes]) -> Iterator[tuple]:
+    """(path, error, header, scope, ledger, trailing bytes, size, the journals' master key or None) of
+    each index file, made a block of rows at a time (no Python object per file kept for the whole walk)."""
+    files = inv.files
+    for lo in range(0, len(files), BLOCK):
+        hi = min(lo + BLOCK, len(files))
+        block = files[lo:hi]
+        scopes, ledgers = block["scope"].tolist(), block["ledger"].tolist()
+        if isinstance(keys, LedgerKeys):   # looked up for the whole block at once
+            rows = keys.index_of(block["scope"], block["ledger"]).tolist()
+            found = [keys.key_at(r) if r >= 0 else None for r in rows]
+        else:
+            found = [keys.get(LedgerId(s, l)) for s, l in zip(scopes, ledgers)]
+        yield from zip(inv.paths[lo:hi], inv.errors[lo:hi], inv.headers[lo:hi], scopes, ledgers,
+                       block["trailing"].tolist(), block["size"].tolist(), found)
 
 
 def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:

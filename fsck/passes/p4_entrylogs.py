@@ -65,11 +65,7 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
             pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
             for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
                 unverified[(s, l)] = unverified.get((s, l), 0) + n
-    sniffed: dict[int, list[tuple[int, int]]] = {}
-    for key, (code, src) in sorted(decided.items()):
-        if src == SOURCE_SNIFFED and code:
-            sniffed.setdefault(code, []).append(key)
-    for code, keys in sorted(sniffed.items()):
+    for code, keys in decided.by_code(SOURCE_SNIFFED):
         # One finding per digest type: a bookie without metadata may hold hundreds of thousands of ledgers.
         names = ", ".join(str(LedgerId(*k)) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
         one = keys[0] if len(keys) == 1 else (None, None)

@@ -30,6 +30,7 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.scan_store import entry_count
+from bkdisk.journal.ledger_keys import LedgerKeys
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
@@ -176,6 +177,8 @@ def _indexed(free: ChunkedArray, inv, budget: int, folder) -> np.ndarray:
 
 
 def _pairs(lids) -> KeySet:
+    if isinstance(lids, LedgerKeys):
+        return KeySet(list(lids.columns()))
     lids = list(lids)
     return KeySet([np.array([l[0] for l in lids], np.uint64), np.array([l[1] for l in lids], np.uint64)])
 

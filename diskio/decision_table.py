@@ -1,0 +1,91 @@
+"""Each ledger's decided digest (type code, source) as sorted arrays: a mutable mapping
+(scope, ledger) -> (code, source) that keeps about ten bytes per ledger instead of a dict entry and
+two tuples (a bookie may hold millions of ledgers). Scope-0 ledgers (every V1 ledger) live in the
+arrays; keys are merged in from a small dict of recent writes when the arrays are asked for."""
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+
+import numpy as np
+
+LedgerKey = tuple[int, int]   # (scope, ledger)
+MERGE_EVERY = 65536              # recent writes held before they are merged into the arrays
+
+
+class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
+    """Iterates in (scope, ledger) order; not locked (DigestPlan's lock guards it)."""
+
+    def __init__(self, items: dict[LedgerKey, tuple[int, int]] | None = None):
+        self.ids = np.zeros(0, np.uint64)
+        self.rows = np.zeros((0, 2), np.uint8)
+        self.recent: dict[int, tuple[int, int]] = {}        # scope-0 ledger -> value, not merged yet
+        self.scoped: dict[LedgerKey, tuple[int, int]] = {}   # other scopes (no V1 ledger has one)
+        if items:
+            self.update(items)
+
+    def table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted scope-0 ledger ids and their (code, source) rows, every write merged in."""
+        if self.recent:
+            self._merge()
+        return self.ids, self.rows
+
+    def _merge(self) -> None:
+        n = len(self.recent)
+        ids = np.fromiter(self.recent.keys(), np.uint64, n)
+        vals = np.array(list(self.recent.values()), np.uint8).reshape(n, 2)
+        self.recent = {}
+        order = np.argsort(ids)
+        ids, vals = ids[order], vals[order]
+        at = np.searchsorted(self.ids, ids)
+        there = at < len(self.ids)
+        there[there] = self.ids[at[there]] == ids[there]
+        self.rows[at[there]] = vals[there]
+        new = ~there
+        self.ids = np.insert(self.ids, at[new], ids[new])
+        self.rows = np.insert(self.rows, at[new], vals[new], axis=0)
+
+    def __setitem__(self, key: LedgerKey, value: tuple[int, int]) -> None:
+        scope, ledger = key
+        if scope != 0:
+            self.scoped[(scope, ledger)] = (int(value[0]), int(value[1]))
+            return
+        self.recent[ledger] = (int(value[0]), int(value[1]))
+        if len(self.recent) >= max(MERGE_EVERY, len(self.ids) >> 2):
+            self._merge()
+
+    def __getitem__(self, key: LedgerKey) -> tuple[int, int]:
+        scope, ledger = key
+        if scope != 0:
+            return self.scoped[(scope, ledger)]
+        v = self.recent.get(ledger)
+        if v is not None:
+            return v
+        if 0 <= ledger < 1 << 64 and len(self.ids):
+            at = int(np.searchsorted(self.ids, np.uint64(ledger)))
+            if at < len(self.ids) and int(self.ids[at]) == ledger:
+                code, src = self.rows[at].tolist()
+                return code, src
+        raise KeyError(key)
+
+    def __delitem__(self, key: LedgerKey) -> None:
+        scope, ledger = key
+        if scope != 0:
+            del self.scoped[(scope, ledger)]
+            return
+        self.table()
+        at = int(np.searchsorted(self.ids, np.uint64(ledger))) if 0 <= ledger < 1 << 64 else len(self.ids)
+        if at >= len(self.ids) or int(self.ids[at]) != ledger:
+            raise KeyError(key)
+        self.ids, self.rows = np.delete(self.ids, at), np.delete(self.rows, at, axis=0)
+
+    def __len__(self) -> int:
+        return len(self.table()[0]) + len(self.scoped)
+
+    def __iter__(self) -> Iterator[LedgerKey]:
+        ids, _values = self.table()
+        for lo in range(0, len(ids), MERGE_EVERY):
+            yield from ((0, x) for x in ids[lo:lo + MERGE_EVERY].tolist())
+        yield from sorted(self.scoped)
+
+    def __repr__(self) -> str:
+        return f"DecisionTable({len(self)} ledgers)"

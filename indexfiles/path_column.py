@@ -1,0 +1,167 @@
+"""Many file paths held as one byte buffer and the end of each: about the length of a path per file
+instead of a Python str per file (an index walk keeps one path per ``.idx``, and a bookie may hold
+millions). A path is made as a str when it is asked for, or a block of them while iterating.
+
+Bytes are the file system's (``os.fsencode``), so every name reads back as the walk saw it.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import numpy as np
+
+from bkdisk.diskio.config import kernel
+
+BLOCK = 65536            # paths decoded at once while iterating
+SORT_WIDTH_LIMIT = 256   # longer paths (or any byte >= 0x80) are sorted as Python strings
+
+
+class PathColumn(Sequence[str]):
+    """Row i: ``prefixes[group[i]]`` (``prefixes[0]`` when ``group`` is None) + the i-th byte string."""
+
+    def __init__(self, data: np.ndarray, ends: np.ndarray, prefixes: Sequence[str] = ("",),
+                 group: np.ndarray | None = None):
+        self.data, self.ends = data, ends
+        self.prefixes, self.group = list(prefixes), group
+
+    @classmethod
+    def empty(cls) -> PathColumn:
+        return cls(np.zeros(0, np.uint8), np.zeros(0, np.int64))
+
+    def prefixed(self, prefixes: Sequence[str], group: np.ndarray) -> PathColumn:
+        """The same rows, each behind ``prefixes[group[i]]``."""
+        return PathColumn(self.data, self.ends, prefixes, group)
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def _prefix(self, i: int) -> str:
+        return self.prefixes[0] if self.group is None else self.prefixes[int(self.group[i])]
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            return self.block(start, stop) if step == 1 else [self[j] for j in range(start, stop, step)]
+        n = len(self.ends)
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("path row out of range")
+        start = int(self.ends[i - 1]) if i else 0
+        return self._prefix(i) + os.fsdecode(self.data[start:int(self.ends[i])].tobytes())
+
+    def __iter__(self) -> Iterator[str]:
+        for lo in range(0, len(self), BLOCK):
+            yield from self.block(lo, lo + BLOCK)
+
+    def block(self, lo: int, hi: int) -> list[str]:
+        """Rows ``lo`` to ``hi`` as strings, decoded at once."""
+        hi = min(hi, len(self))
+        if hi <= lo:
+            return []
+        base = int(self.ends[lo - 1]) if lo else 0
+        blob = self.data[base:int(self.ends[hi - 1])].tobytes()
+        cuts = (self.ends[lo:hi] - base).tolist()
+        starts = [0, *cuts[:-1]]
+        if self.group is None:
+            p = self.prefixes[0]
+            return [p + os.fsdecode(blob[a:b]) for a, b in zip(starts, cuts)]
+        pre = self.prefixes
+        return [pre[g] + os.fsdecode(blob[a:b]) for g, a, b in zip(self.group[lo:hi].tolist(), starts, cuts)]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None   # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PathColumn({len(self)} paths)"
+
+    def count_byte(self, byte: int) -> np.ndarray:
+        """How many times ``byte`` occurs in each row (prefix not counted)."""
+        out = np.zeros(len(self), np.int64)
+        if len(self):
+            _count_byte(self.data, self.ends, np.uint8(byte), out)
+        return out
+
+
+def concat(parts: list[PathColumn]) -> PathColumn:
+    """The rows of ``parts`` one after another (without their prefixes)."""
+    if not parts:
+        return PathColumn.empty()
+    shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+    return PathColumn(np.concatenate([p.data for p in parts]),
+                      np.concatenate([p.ends + s for p, s in zip(parts, shift)]).astype(np.int64))
+
+
+@kernel
+def _count_byte(data, ends, byte, out):
+    start = 0
+    for i in range(ends.size):
+        n = 0
+        for k in range(start, ends[i]):
+            if data[k] == byte:
+                n += 1
+        out[i] = n
+        start = ends[i]
+
+
+@kernel
+def _pad_rows(data, ends, out):
+    start = 0
+    for i in range(ends.size):
+        end = ends[i]
+        for k in range(end - start):
+            out[i, k] = data[start + k]
+        start = end
+
+
+@kernel
+def _take_rows(data, ends, order, out, out_ends):
+    at = 0
+    for j in range(order.size):
+        i = order[j]
+        start = ends[i - 1] if i > 0 else 0
+        for k in range(start, ends[i]):
+            out[at] = data[k]
+            at += 1
+        out_ends[j] = at
+
+
+def take(col: PathColumn, order: np.ndarray) -> PathColumn:
+    """Rows ``order`` of ``col``, in that order (without prefixes)."""
+    order = np.asarray(order, np.int64)
+    lengths = np.diff(np.concatenate([[0], col.ends]))
+    out = np.empty(int(lengths[order].sum()), np.uint8)
+    out_ends = np.empty(len(order), np.int64)
+    if len(order):
+        _take_rows(col.data, col.ends, order, out, out_ends)
+    return PathColumn(out, out_ends)
+
+
+def sort_order(col: PathColumn) -> np.ndarray:
+    """The stable order of the rows as Python sorts their strings (code point order)."""
+    n = len(col)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    lengths = np.diff(np.concatenate([[0], col.ends]))
+    width = int(lengths.max())
+    if width == 0 or width > SORT_WIDTH_LIMIT or (len(col.data) and int(col.data.max()) >= 0x80):
+        # Non-ASCII bytes (UTF-8 or escaped) or very long paths: Python's order of the strings themselves.
+        return np.array(sorted(range(n), key=col.__getitem__), np.int64)
+    # ASCII: byte order is code point order; NUL never occurs in a path, so padding sorts first as
+    # a shorter string does.
+    padded = np.zeros((n, width), np.uint8)
+    _pad_rows(col.data, col.ends, padded)
+    return np.argsort(padded.view(f"S{width}").ravel(), kind="stable")

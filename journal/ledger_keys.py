@@ -1,0 +1,86 @@
+"""The master key the journals give each ledger, as arrays: a read-only mapping LedgerId -> key bytes
+with a dict's answers (the last record's key wins, ledgers in the order first met) and a few dozen
+bytes per ledger instead of a dict entry, a LedgerId and a bytes object each. A bookie's journals may
+hold the keys of millions of ledgers."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from bkdisk.formats.ids import LedgerId
+
+BLOCK = 65536   # ledgers made into LedgerIds at once while iterating
+
+
+class LedgerKeys(Mapping[LedgerId, bytes]):
+    """Unique (scope, ledger) rows sorted, the record holding each one's key, and the keys' bytes."""
+
+    def __init__(self, scope: np.ndarray, ledger: np.ndarray, data: np.ndarray, ends: np.ndarray):
+        """``scope``, ``ledger``: one row per record, in record order; record i's key is
+        ``data[ends[i-1]:ends[i]]``."""
+        scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
+        n = len(scope)
+        order = np.lexsort((np.arange(n), ledger, scope))   # by ledger, then record
+        s, l = scope[order], ledger[order]
+        new = np.ones(n, bool)
+        new[1:] = (s[1:] != s[:-1]) | (l[1:] != l[:-1])
+        first_at = np.flatnonzero(new)
+        last_at = np.concatenate([first_at[1:], [n]]) - 1 if n else first_at
+        self.scope, self.ledger = s[first_at], l[first_at]
+        self.record = order[last_at]                          # the last record of each ledger wins
+        self.iter_order = np.argsort(order[first_at], kind="stable")   # ledgers as first met
+        self.data = data
+        self.starts = np.concatenate([[0], ends[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
+        self.ends = np.asarray(ends, np.int64)
+
+    @classmethod
+    def empty(cls) -> LedgerKeys:
+        z = np.zeros(0, np.uint64)
+        return cls(z, z, np.zeros(0, np.uint8), np.zeros(0, np.int64))
+
+    def index_of(self, scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+        """Per queried ledger, its row in this table (-1: the journals give it no key)."""
+        scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
+        out = np.full(len(scope), -1, np.int64)
+        if len(self.scope) == 0 or len(scope) == 0:
+            return out
+        for sc in np.unique(scope).tolist():   # few scopes: a range of the table each
+            lo = int(np.searchsorted(self.scope, np.uint64(sc), "left"))
+            hi = int(np.searchsorted(self.scope, np.uint64(sc), "right"))
+            sel = scope == np.uint64(sc)
+            want = ledger[sel]
+            part = self.ledger[lo:hi]
+            pos = np.searchsorted(part, want)
+            ok = pos < len(part)
+            ok[ok] = part[pos[ok]] == want[ok]
+            out[sel] = np.where(ok, lo + pos, -1)
+        return out
+
+    def key_at(self, row: int) -> bytes:
+        r = int(self.record[row])
+        return self.data[int(self.starts[r]):int(self.ends[r])].tobytes()
+
+    def __getitem__(self, lid: LedgerId) -> bytes:
+        scope, ledger = lid
+        if not (0 <= scope < 1 << 64 and 0 <= ledger < 1 << 64):
+            raise KeyError(lid)
+        row = int(self.index_of(np.array([scope], np.uint64), np.array([ledger], np.uint64))[0])
+        if row < 0:
+            raise KeyError(lid)
+        return self.key_at(row)
+
+    def __len__(self) -> int:
+        return len(self.scope)
+
+    def __iter__(self) -> Iterator[LedgerId]:
+        for lo in range(0, len(self.iter_order), BLOCK):
+            rows = self.iter_order[lo:lo + BLOCK]
+            yield from map(LedgerId, self.scope[rows].tolist(), self.ledger[rows].tolist())
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scope, ledger) of every ledger with a key, sorted."""
+        return self.scope, self.ledger
+
+    def __repr__(self) -> str:
+        return f"LedgerKeys({len(self)} ledgers)"
