@@ -118,7 +118,29 @@ def command(tool: str, args: list[str], checkout: str | None = None) -> tuple[li
     module = {"bkdisk": "bkdisk.cli", "bookie-fsck": "bkdisk.fsck_cli"}[tool]
     src = f"import sys; sys.argv[0] = {tool!r}; from {module} import main; sys.exit(main())"
     # -P: the current folder (maybe this checkout) must not shadow the other one on sys.path
-    return [sys.executable, "-P", "-c", src, *args], dict(os.environ, PYTHONPATH=checkout)
+    return [sys.executable, "-P", "-c", src, *args], dict(os.environ, PYTHONPATH=namespace_tree(checkout))
+
+
+def namespace_tree(checkout: str) -> str:
+    """A folder whose ``bkdisk/`` is ``checkout`` laid out as installed: its ``bkdisk/*.py`` and a link per
+    package of its ``[tool.setuptools.package-dir]``. On PYTHONPATH it comes before the editable install's
+    finder, which would otherwise serve ``bkdisk.<package>`` from this install's tree, not the checkout's."""
+    import tomllib
+    tree = os.path.join(checkout, ".bench-namespace")
+    target = os.path.join(tree, "bkdisk")
+    if os.path.isdir(target):
+        return tree
+    with open(os.path.join(checkout, "pyproject.toml"), "rb") as f:
+        mapping = dict(tomllib.load(f)["tool"]["setuptools"]["package-dir"])
+    top = os.path.join(checkout, mapping.pop("bkdisk"))
+    os.makedirs(target + ".part", exist_ok=True)
+    for n in os.listdir(top):
+        if n.endswith(".py"):
+            os.symlink(os.path.join(top, n), os.path.join(target + ".part", n))
+    for name, folder in mapping.items():
+        os.symlink(os.path.join(checkout, folder), os.path.join(target + ".part", name.removeprefix("bkdisk.")))
+    os.rename(target + ".part", target)
+    return tree
 
 
 def entry_logs(root: str) -> list[str]:
