@@ -15,12 +15,11 @@ from typing import Any
 
 
 class _Slot:
-    __slots__ = ("request", "size", "result", "done", "batch", "woken")
+    __slots__ = ("request", "size", "result", "batch", "woken")
 
     def __init__(self, request: Any, size: int):
         self.request, self.size = request, size
         self.result: Any = None
-        self.done = False
         self.batch: list[_Slot] | None = None     # set when this caller is to send a batch
         self.woken = threading.Event()
 
@@ -82,7 +81,7 @@ class Coalescer:
             else:
                 self._flying -= 1
         for s, r in zip(batch, results):
-            s.result, s.done = r, True
+            s.result = r
             s.woken.set()
         if nxt is not None:
             nxt[0].woken.set()

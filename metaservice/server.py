@@ -24,6 +24,7 @@ from bkdisk.metaservice.store import (
     PermissionDenied,
     StoreError,
     StoreUnavailable,
+    Versioned,
     check_ids,
 )
 
@@ -37,18 +38,23 @@ DEFAULT_MAX_REQUEST = 1 << 20
 WATCH_POLL_SECONDS = 0.2
 
 
-def outcome(response_type: Any, request: Any, run: Callable[[], Any], name: str) -> Any:
-    """``run()``'s response, or what went wrong as one: StoreError -> its status code, any other
-    exception -> UNEXPECTED (logged)."""
+def failure(response_type: Any, request: Any, exc: Exception, name: str) -> Any:
+    """What went wrong as a response: StoreError -> its status code, any other exception ->
+    UNEXPECTED (logged)."""
     extra = ({"ledger_scope_id": getattr(request, "ledger_scope_id", 0)}
              if "ledger_scope_id" in response_type.DESCRIPTOR.fields_by_name else {})
+    if isinstance(exc, StoreError):
+        return response_type(code=pb.StatusCode.Value(exc.code), message=exc.message, **extra)
+    log.error("unexpected failure in %s", name, exc_info=exc)
+    return response_type(code=pb.UNEXPECTED, message=f"{type(exc).__name__}: {exc}"[:300], **extra)
+
+
+def outcome(response_type: Any, request: Any, run: Callable[[], Any], name: str) -> Any:
+    """``run()``'s response, or what went wrong as one (``failure``)."""
     try:
         return run()
-    except StoreError as exc:
-        return response_type(code=pb.StatusCode.Value(exc.code), message=exc.message, **extra)
     except Exception as exc:   # a bug must reach the client as a status
-        log.exception("unexpected failure in %s", name)
-        return response_type(code=pb.UNEXPECTED, message=f"{type(exc).__name__}: {exc}"[:300], **extra)
+        return failure(response_type, request, exc, name)
 
 
 def guarded(response_type: Any, mutating: bool = False) -> Callable:
@@ -57,15 +63,12 @@ def guarded(response_type: Any, mutating: bool = False) -> Callable:
     def wrap(fn: Callable) -> Callable:
         def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             if mutating and not authorized(context, self.token):
-                return outcome(response_type, request, _denied, fn.__name__)
+                denied = PermissionDenied("a valid token is required for this call")
+                return failure(response_type, request, denied, fn.__name__)
             return outcome(response_type, request, lambda: fn(self, request, context), fn.__name__)
         handler.__name__ = fn.__name__
         return handler
     return wrap
-
-
-def _denied() -> Any:
-    raise PermissionDenied("a valid token is required for this call")
 
 
 def _batch(request: pb.LedgerBatchRequest) -> list[pb.LedgerMetadataRequest]:
@@ -89,13 +92,7 @@ def _write_args(request: pb.LedgerMetadataRequest) -> tuple[int, int, bytes, int
     return request.ledger_scope_id, ledger, data, request.expected_version
 
 
-def _raise(exc: BaseException) -> Any:
-    raise exc
-
-
-def _written(got: Any) -> pb.LedgerMetadataResponse:
-    if isinstance(got, BaseException):
-        raise got
+def _written(got: Versioned) -> pb.LedgerMetadataResponse:
     return _response(got.scope, got.ledger, got.version, got.data, 0)
 
 
@@ -145,8 +142,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
 
     @guarded(pb.LedgerMetadataResponse, mutating=True)
     def Write(self, request, context):
-        got = self.store.write(*_write_args(request))
-        return _response(got.scope, got.ledger, got.version, got.data, 0)
+        return _written(self.store.write(*_write_args(request)))
 
     @guarded(pb.LedgerBatchResponse, mutating=True)
     def WriteMany(self, request, context):
@@ -158,10 +154,11 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
             try:
                 valid.append((i, _write_args(r)))
             except StoreError as exc:
-                out[i] = outcome(pb.LedgerMetadataResponse, r, lambda exc=exc: _raise(exc), "Write")
+                out[i] = failure(pb.LedgerMetadataResponse, r, exc, "Write")
         results = self.store.write_many([args for _i, args in valid])
         for (i, _args), got in zip(valid, results):
-            out[i] = outcome(pb.LedgerMetadataResponse, items[i], lambda got=got: _written(got), "Write")
+            out[i] = (failure(pb.LedgerMetadataResponse, items[i], got, "Write") if isinstance(got, Exception)
+                      else outcome(pb.LedgerMetadataResponse, items[i], lambda got=got: _written(got), "Write"))
         return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=out)
 
     def Iterate(self, request, context):
