@@ -12,6 +12,15 @@ LedgerKey = tuple[int, int]   # (scope, ledger)
 MERGE_EVERY = 65536              # recent writes held before they are merged into the arrays
 
 
+def find_ledgers(table: tuple[np.ndarray, np.ndarray], ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row in ``table``, found) for each ledger id, by binary search of the table's sorted ids."""
+    ids = table[0]
+    if len(ids) == 0:
+        return np.zeros(len(ledgers), np.int64), np.zeros(len(ledgers), bool)
+    at = np.minimum(np.searchsorted(ids, ledgers), len(ids) - 1)
+    return at, ids[at] == ledgers
+
+
 class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
     """Iterates in (scope, ledger) order; not locked (DigestPlan's lock guards it)."""
 
@@ -60,12 +69,18 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
         v = self.recent.get(ledger)
         if v is not None:
             return v
-        if 0 <= ledger < 1 << 64 and len(self.ids):
-            at = int(np.searchsorted(self.ids, np.uint64(ledger)))
-            if at < len(self.ids) and int(self.ids[at]) == ledger:
-                code, src = self.rows[at].tolist()
-                return code, src
-        raise KeyError(key)
+        at = self._row(ledger)
+        if at is None:
+            raise KeyError(key)
+        code, src = self.rows[at].tolist()
+        return code, src
+
+    def _row(self, ledger: int) -> int | None:
+        """The row of scope-0 ``ledger`` in the arrays as they are, or None."""
+        if not 0 <= ledger < 1 << 64:
+            return None
+        at, hit = find_ledgers((self.ids, self.rows), np.array([ledger], np.uint64))
+        return int(at[0]) if hit[0] else None
 
     def __delitem__(self, key: LedgerKey) -> None:
         scope, ledger = key
@@ -73,8 +88,8 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
             del self.scoped[(scope, ledger)]
             return
         self.table()
-        at = int(np.searchsorted(self.ids, np.uint64(ledger))) if 0 <= ledger < 1 << 64 else len(self.ids)
-        if at >= len(self.ids) or int(self.ids[at]) != ledger:
+        at = self._row(ledger)
+        if at is None:
             raise KeyError(key)
         self.ids, self.rows = np.delete(self.ids, at), np.delete(self.rows, at, axis=0)
 

@@ -124,15 +124,6 @@ class DigestPlan:
             return k
 
 
-def find_ledgers(table: tuple[np.ndarray, np.ndarray], ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row in ``table``, found) for each ledger id, by binary search of the table's sorted ids."""
-    ids = table[0]
-    if len(ids) == 0:
-        return np.zeros(len(ledgers), np.int64), np.zeros(len(ledgers), bool)
-    at = np.minimum(np.searchsorted(ids, ledgers), len(ids) - 1)
-    return at, ids[at] == ledgers
-
-
 def learn_digest_length_hints(plan: DigestPlan, uled, lcode, inv, v1, size, entry, length) -> None:
     """For ledgers whose type stays unknown, infer the digest length from the cumulative lengths.
 

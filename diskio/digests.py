@@ -24,6 +24,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from bkdisk.diskio.decision_table import find_ledgers
 from bkdisk.diskio.digest_kernels import (
     DIGEST_BAD,
     DIGEST_LENGTH_BY_CODE,
@@ -43,7 +44,6 @@ from bkdisk.diskio.digest_plan import (
     SOURCE_SNIFFED,
     DigestPlan,
     LedgerKey,
-    find_ledgers,
     learn_digest_length_hints,
 )
 from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly

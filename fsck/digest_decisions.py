@@ -8,7 +8,8 @@ from typing import overload
 
 import numpy as np
 
-from bkdisk.diskio.digest_plan import DigestPlan, find_ledgers
+from bkdisk.diskio.decision_table import find_ledgers
+from bkdisk.diskio.digest_plan import DigestPlan
 
 BLOCK = 65536
 

@@ -98,3 +98,33 @@ def test_digest_decisions_report_as_the_plans_dict(decided):
     assert [(c, list(k)) for c, k in got.by_code(SOURCE_SNIFFED)] == sorted(sniffed.items())
     probes = list(decided) + [(0, 7), (5, 1), (9, 2)]
     assert [got.get(k) for k in probes] == [decided.get(k, (0, 0)) for k in probes]
+
+
+KEYS = st.tuples(st.sampled_from([0, 0, 0, 1, 2**64 - 1]), st.integers(0, 40) | st.just(2**64 - 1))
+OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get"]), KEYS, st.tuples(st.integers(0, 5), st.integers(0, 3))),
+               max_size=120)
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=OPS, merge_every=st.sampled_from([1, 3, 65536]))
+def test_the_decision_table_answers_as_a_dict_whatever_its_merges(ops, merge_every):
+    from unittest import mock
+
+    from bkdisk.diskio import decision_table
+    with mock.patch.object(decision_table, "MERGE_EVERY", merge_every):
+        _check_decisions(decision_table.DecisionTable(), ops)
+
+
+def _check_decisions(table, ops) -> None:
+    model: dict = {}
+    for op, key, value in ops:
+        if op == "set":
+            table[key], model[key] = value, value
+        elif op == "del":
+            assert (key in table) == (key in model)
+            if key in model:
+                del table[key], model[key]
+        else:
+            assert table.get(key) == model.get(key)
+        assert len(table) == len(model)
+    assert list(table) == sorted(model) and dict(table) == model
