@@ -30,6 +30,26 @@ def golden_bin(golden) -> bytes:
     return (golden / "cluster-3" / "metadata" / "10.bin").read_bytes()
 
 
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper (tests/zookeeper_fixture.py) for the tests of one module: each module its own."""
+    from zookeeper_fixture import started
+    server = started(tmp_path_factory.mktemp("zk"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def kz(zookeeper):
+    """A plain kazoo session on the module's ZooKeeper, as a BookKeeper client has."""
+    from kazoo.client import KazooClient
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
 def golden_copy(tmp_path: Path, corpus: str = "interleaved-v6-hostport") -> Path:
     """A writable copy of one golden bookie under ``tmp_path`` (links kept as links): damage it there."""
     import shutil

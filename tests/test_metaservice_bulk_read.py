@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
 from metaservice_fixture import served
-from zookeeper_fixture import started
 
 from bench.metaservice_bench import _payload
 from bkdisk.formats.ids import U64, LedgerId
@@ -22,13 +21,6 @@ _roots = itertools.count(1)
 # Ids at the edges of each encoding: scope-0 short and long trees, the top of a scope, scope 2^64-1.
 KEYS = [(0, 0), (0, 1), (0, 9999), (0, 2**31 - 2), (0, 2**31 - 1), (0, 2**32), (0, 2**63 - 1),
         (1, 0), (1, 5), (7, U64), (U64, 0), (U64, U64)]
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    server = started(tmp_path_factory.mktemp("zk"))
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "zk"])

@@ -10,7 +10,6 @@ import threading
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 from metaservice_fixture import served
 
 # The store-independent RPC tests, collected here a second time: they get this module's `service`.
@@ -25,7 +24,6 @@ from test_metaservice_rpc import (  # noqa: F401
     test_read_write_remove_and_their_status_codes,
     test_watch_delivers_create_update_delete_in_order_and_resumes,
 )
-from zookeeper_fixture import started
 
 from bkdisk.metaservice.client import MetadataClient, MetadataError
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
@@ -36,22 +34,6 @@ from bkdisk.metaservice.zk_store import ZkStore
 _roots = itertools.count(1)
 HYBRID = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
 LONG = b"2\norg.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory:1"
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    server = started(tmp_path_factory.mktemp("zk"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture()
-def kz(zookeeper):
-    client = KazooClient(hosts=zookeeper.hosts)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def _root() -> str:

@@ -6,32 +6,13 @@ import dataclasses
 import itertools
 import time
 
-import pytest
-from kazoo.client import KazooClient
 from metaservice_fixture import count_reads
-from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice.zk_cache import NOT_HELD
 from bkdisk.metaservice.zk_store import ZkStore
 
 _roots = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    server = started(tmp_path_factory.mktemp("zk"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture()
-def kz(zookeeper):
-    client = KazooClient(hosts=zookeeper.hosts)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def _store(zookeeper, cache_size: int) -> ZkStore:
