@@ -3,7 +3,7 @@ replay, gathered from the journal scans and the lastMark that applies to each jo
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +27,7 @@ JournalSource = tuple[int, str, JournalArrays | Exception | None, LastMark | Non
 class JournalFacts:
     """Per ledger, what the journals say: master key, fenced (before lastMark or not), explicit LAC."""
 
-    master_keys: Mapping[LedgerId, bytes] = field(default_factory=dict)   # a LedgerKeys once collected
+    master_keys: LedgerKeys = field(default_factory=LedgerKeys.empty)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)

@@ -4,7 +4,7 @@ journal in this pass's place."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -90,21 +90,18 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
 
 
-def _file_rows(inv, keys: Mapping[LedgerId, bytes]) -> Iterator[tuple]:
+def _file_rows(inv, keys: LedgerKeys) -> Iterator[tuple]:
     """(path, error, header, scope, ledger, trailing bytes, size, the journals' master key or None) of
-    each index file, made a block of rows at a time (no Python object per file kept for the whole walk)."""
+    each index file, made a block of rows at a time (no Python object per file kept for the whole walk);
+    the keys looked up for a whole block at once."""
     files = inv.files
     for lo in range(0, len(files), BLOCK):
         hi = min(lo + BLOCK, len(files))
         block = files[lo:hi]
-        scopes, ledgers = block["scope"].tolist(), block["ledger"].tolist()
-        if isinstance(keys, LedgerKeys):   # looked up for the whole block at once
-            rows = keys.index_of(block["scope"], block["ledger"]).tolist()
-            found = [keys.key_at(r) if r >= 0 else None for r in rows]
-        else:
-            found = [keys.get(LedgerId(s, l)) for s, l in zip(scopes, ledgers)]
-        yield from zip(inv.paths[lo:hi], inv.errors[lo:hi], inv.headers[lo:hi], scopes, ledgers,
-                       block["trailing"].tolist(), block["size"].tolist(), found)
+        rows = keys.index_of(block["scope"], block["ledger"]).tolist()
+        found = [keys.key_at(r) if r >= 0 else None for r in rows]
+        yield from zip(inv.paths[lo:hi], inv.errors[lo:hi], inv.headers[lo:hi], block["scope"].tolist(),
+                       block["ledger"].tolist(), block["trailing"].tolist(), block["size"].tolist(), found)
 
 
 def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:
