@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, prefetch_ahead
 from bkdisk.diskio.windowed import (
     DONE,
     FIRST_OWN_SLOT,
@@ -166,6 +166,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
     n_entries = state[ENTRIES]
     n_problems = state[PROBLEMS]
     last_nonzero = state[LAST_NONZERO]
+    ahead = pos - base
     status = DONE
     while True:
         if mode == WALKING:
@@ -177,6 +178,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                 state[NEED] = HEADER_LOOKAHEAD
                 status = NEXT_WINDOW
                 break
+            ahead = prefetch_ahead(buf, pos - base, ahead)
             if buf[pos - base] == DIRECT_PADDING_BYTE and pos % DIRECT_ALIGNMENT != 0:
                 boundary = pos + DIRECT_ALIGNMENT - pos % DIRECT_ALIGNMENT
                 if boundary <= end:

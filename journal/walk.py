@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le, prefetch_ahead
 from bkdisk.diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
 from bkdisk.formats import journal as fj
 from bkdisk.formats.digests import DigestType
@@ -117,6 +117,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
     reason = 0
     value = 0
     zero = np.uint64(0)
+    ahead = pos - base
     while True:
         if mode == IN_ZERO_TAIL:
             nonzero = first_nonzero(buf, pos - base) if pos < buf_end else -1
@@ -139,6 +140,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
             state[NEED] = LOOKAHEAD
             status = NEXT_WINDOW
             break
+        ahead = prefetch_ahead(buf, pos - base, ahead)
         length = np.int64(be_i32(buf, pos - base))
         if length == 0:
             mode = IN_ZERO_TAIL
