@@ -70,7 +70,8 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
     for jf in ctx.journal_files:
         ctx.keep_going()
         try:
-            out[jf.path] = ctx.journal_store.keep_journal(scan_journal(jf.path, window=ctx.options.memory.window))
+            out[jf.path] = ctx.journal_store.keep_journal(scan_journal(jf.path, window=ctx.options.memory.window,
+                                                                       digest_facts=ctx.options.verify_digests))
         except (DiskError, FormatError) as e:
             out[jf.path] = e
     return out

@@ -17,6 +17,8 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from bkdisk.diskio.config import crc_variant
+from bkdisk.diskio.digest_kernels import digest_facts as facts_kernel
 from bkdisk.diskio.windowed import (
     DEFAULT_WINDOW,
     MIN_WINDOW,
@@ -35,6 +37,7 @@ from bkdisk.formats.errors import FormatError
 from bkdisk.formats.journal import RecordKind
 from bkdisk.formats.paths import parse_journal_name
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
+from bkdisk.journal.digests import JOURNAL_WINDOW
 from bkdisk.journal.reader import EndKind
 from bkdisk.journal.walk import (
     END_AT,
@@ -90,11 +93,13 @@ def _end_text(state: np.ndarray, n: int, body: bytes | None, version: int, path:
 
 
 def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: int = DEFAULT_WINDOW,
-                 data=None) -> JournalArrays:
+                 data=None, digest_facts: bool = False) -> JournalArrays:
     """Scan a journal from its first record (or byte offset ``start``, e.g. a lastMark) to its end.
 
     Equal to ``scan_journal_reference(path, data, start)``. ``data`` scans in-memory bytes instead.
-    A journal version outside 1..6 raises FormatError, as the reference does.
+    A journal version outside 1..6 raises FormatError, as the reference does. ``digest_facts``: also
+    take each data record's digest facts (diskio.digest_kernels.digest_facts) from the window that
+    holds it, so that its digest check (journal/digests.py) need not read the journal again.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -108,6 +113,8 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     state[MODE], state[POSITION], state[RESUME] = WALKING, pos, pos
     records = Columns(JOURNAL_DTYPE, 1024)
     unclassified: list[bytes] = []
+    facts: list[np.ndarray] = []   # per window, the digest facts of the records it gave
+    facts_done = [0]
 
     def run_kernel(buf: np.ndarray, base: int) -> int:
         status = walk_journal_records(buf, base, n, version, state, *records.arrays)
@@ -115,6 +122,21 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
             # Zeros so far: a hole (of a sparse file) reads as zeros, so the check resumes after it.
             state[POSITION] = state[RESUME] = max(int(state[POSITION]), src.next_data(int(state[POSITION])))
         return status
+
+    def after_window(buf: np.ndarray, base: int) -> None:
+        if digest_facts:
+            part = records.table(facts_done[0], int(state[RECORDS]))
+            facts_done[0] = int(state[RECORDS])
+            out = np.zeros(len(part), np.uint8)
+            data_rows = np.flatnonzero(part["kind"] == RecordKind.DATA)
+            if len(data_rows):
+                got = np.zeros(len(data_rows), np.uint8)
+                # (a record larger than the digest check's window is streamed by it, facts or not)
+                facts_kernel(buf, base, part["offset"][data_rows], part["size"][data_rows].astype(np.int64),
+                             crc_variant(), min(window, JOURNAL_WINDOW), got)
+                out[data_rows] = got
+            facts.append(out)
+        keep_unclassified_body(buf, base)
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:
@@ -127,9 +149,12 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
         src = FileSource(p, data, stack)
         walk_windows(src, state, n, window, LOOKAHEAD, run_kernel,
                      lambda _status: records.grow_if_full(int(state[RECORDS]), int(state[POSITION]) - pos, n - pos),
-                     keep_unclassified_body)
+                     after_window)
     count = int(state[RECORDS])
     body = unclassified[0] if unclassified else None
-    return JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
-                         records.finished(count), EndKind(int(state[END_KIND])),
-                         int(state[END_AT]), _end_text(state, n, body, version, p))
+    out = JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
+                        records.finished(count), EndKind(int(state[END_KIND])),
+                        int(state[END_AT]), _end_text(state, n, body, version, p))
+    if digest_facts:
+        out.digest_facts = np.concatenate(facts) if facts else np.zeros(0, np.uint8)
+    return out
