@@ -24,7 +24,8 @@ class EntryBytes:
     where a caller has them: then the bytes are read only for what the facts do not tell."""
 
     def __init__(self, data, base: int, off: np.ndarray, size: np.ndarray, variant: int, facts=None):
-        self._data, self._buf = data, None
+        self._data = data
+        self._buf: np.ndarray | None = None
         self.base, self.off, self.size, self.variant, self.facts = base, off, size, variant, facts
 
     def buf(self) -> np.ndarray:

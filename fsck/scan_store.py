@@ -118,7 +118,8 @@ class ScanStore:
 
     def keep_journal(self, scan):
         facts = scan.digest_facts if isinstance(scan, JournalArrays) else None
-        if not isinstance(scan, JournalArrays) or self._fits(scan.records.nbytes + (0 if facts is None else facts.nbytes)):
+        n = scan.records.nbytes + (0 if facts is None else facts.nbytes) if isinstance(scan, JournalArrays) else 0
+        if not isinstance(scan, JournalArrays) or self._fits(n):
             return scan
         out = object.__new__(SpilledJournalScan)
         out.__dict__.update({k: v for k, v in vars(scan).items() if k not in ("records", "digest_facts")})

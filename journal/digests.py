@@ -6,9 +6,9 @@ the window for what the digest check needs: its entry format and its cumulative 
 """
 from __future__ import annotations
 
-import numpy as np
-
 from contextlib import ExitStack
+
+import numpy as np
 
 from bkdisk.diskio.config import kernel
 from bkdisk.diskio.digest_kernels import FACT_V2
