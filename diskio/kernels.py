@@ -363,3 +363,21 @@ def be_i64_at(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Big-endian signed 64-bit values at byte offsets ``at`` of ``arr`` (numpy, no loop)."""
     idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(8)
     return np.ascontiguousarray(np.asarray(arr)[idx]).view(">i8").reshape(-1).astype(np.int64)
+
+
+# --- partitions ------------------------------------------------------------------------------
+@kernel
+def stable_partition(part_of, parts, order, cuts):
+    """The rows' order grouped by part (``part_of``, values 0..parts-1), each part's rows in their
+    order (a stable counting sort): ``order`` gets the row numbers, part i is
+    ``order[cuts[i]:cuts[i + 1]]``."""
+    cuts[:] = 0
+    for i in range(part_of.size):
+        cuts[part_of[i] + 1] += 1
+    for p in range(parts):
+        cuts[p + 1] += cuts[p]
+    at = cuts[:parts].copy()
+    for i in range(part_of.size):
+        p = part_of[i]
+        order[at[p]] = i
+        at[p] += 1
