@@ -83,25 +83,30 @@ def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out
 
 
 @kernel
-def digest_facts(buf, base, off, size, variant, max_crc, out):
-    """Each entry's digest facts (FACT_* bits): what a digest check reads of its bytes when its type is
-    CRC32C (most ledgers'), taken while the bytes are at hand so that the check may come later without
-    them. The CRC of an entry of more than ``max_crc`` bytes is left to the check (not computed)."""
+def entry_facts(buf, body, n, variant, max_crc):
+    """The digest facts (FACT_* bits) of the entry of ``n`` stored bytes at ``buf[body]``: what a digest
+    check reads of its bytes when its type is CRC32C (most ledgers'), taken while the bytes are at hand
+    so that the check may come later without them. The CRC of an entry of more than ``max_crc`` bytes
+    is left to the check (not computed)."""
     mask32 = np.uint64(0xFFFFFFFF)
+    f = 0
+    header = _V1
+    if buf[body] >= V2_MARKER:
+        f = FACT_V2 | ((buf[body + V2_FLAGS_AT] & V2_DIGEST_MASK) << FACT_CODE_SHIFT)
+        header = _V2
+    if header + _LEN_CRC32C <= n <= max_crc:
+        crc = crc_update(mask32, buf, body, header, POLY_CRC32C, variant)
+        crc = crc_update(crc, buf, body + header + _LEN_CRC32C, n - header - _LEN_CRC32C, POLY_CRC32C,
+                         variant) ^ mask32
+        f |= FACT_CRC32C_OK if np.uint64(be_u32(buf, body + header)) == crc else FACT_CRC32C_BAD
+    return f
+
+
+@kernel
+def digest_facts(buf, base, off, size, variant, max_crc, out):
+    """entry_facts of each entry (size prefix at off[i], size[i] stored bytes) held in ``buf``."""
     for i in range(off.size):
-        body = off[i] + SIZE_PREFIX_SIZE - base
-        n = size[i]
-        f = 0
-        header = _V1
-        if buf[body] >= V2_MARKER:
-            f = FACT_V2 | ((buf[body + V2_FLAGS_AT] & V2_DIGEST_MASK) << FACT_CODE_SHIFT)
-            header = _V2
-        if header + _LEN_CRC32C <= n <= max_crc:
-            crc = crc_update(mask32, buf, body, header, POLY_CRC32C, variant)
-            crc = crc_update(crc, buf, body + header + _LEN_CRC32C, n - header - _LEN_CRC32C, POLY_CRC32C,
-                             variant) ^ mask32
-            f |= FACT_CRC32C_OK if np.uint64(be_u32(buf, body + header)) == crc else FACT_CRC32C_BAD
-        out[i] = f
+        out[i] = entry_facts(buf, off[i] + SIZE_PREFIX_SIZE - base, size[i], variant, max_crc)
 
 
 @kernel

@@ -18,7 +18,6 @@ from contextlib import ExitStack
 import numpy as np
 
 from bkdisk.diskio.config import crc_variant
-from bkdisk.diskio.digest_kernels import digest_facts as facts_kernel
 from bkdisk.diskio.windowed import (
     DEFAULT_WINDOW,
     MIN_WINDOW,
@@ -113,30 +112,24 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     state[MODE], state[POSITION], state[RESUME] = WALKING, pos, pos
     records = Columns(JOURNAL_DTYPE, 1024)
     unclassified: list[bytes] = []
-    facts: list[np.ndarray] = []   # per window, the digest facts of the records it gave
-    facts_done = [0]
+    # (a record larger than the digest check's window is streamed by it, facts or not)
+    max_crc, variant = min(window, JOURNAL_WINDOW), crc_variant()
+    facts = [np.zeros(len(records.arrays[0]) if digest_facts else 0, np.uint8)]   # beside the records
 
     def run_kernel(buf: np.ndarray, base: int) -> int:
-        status = walk_journal_records(buf, base, n, version, state, *records.arrays)
+        status = walk_journal_records(buf, base, n, version, state, *records.arrays, facts[0], variant, max_crc)
         if status == NEXT_WINDOW and state[MODE] == IN_ZERO_TAIL:
             # Zeros so far: a hole (of a sparse file) reads as zeros, so the check resumes after it.
             state[POSITION] = state[RESUME] = max(int(state[POSITION]), src.next_data(int(state[POSITION])))
         return status
 
-    def after_window(buf: np.ndarray, base: int) -> None:
-        if digest_facts:
-            part = records.table(facts_done[0], int(state[RECORDS]))
-            facts_done[0] = int(state[RECORDS])
-            out = np.zeros(len(part), np.uint8)
-            data_rows = np.flatnonzero(part["kind"] == RecordKind.DATA)
-            if len(data_rows):
-                got = np.zeros(len(data_rows), np.uint8)
-                # (a record larger than the digest check's window is streamed by it, facts or not)
-                facts_kernel(buf, base, part["offset"][data_rows], part["size"][data_rows].astype(np.int64),
-                             crc_variant(), min(window, JOURNAL_WINDOW), got)
-                out[data_rows] = got
-            facts.append(out)
-        keep_unclassified_body(buf, base)
+    def grow(_status: int) -> None:
+        used = int(state[RECORDS])
+        records.grow_if_full(used, int(state[POSITION]) - pos, n - pos)
+        if digest_facts and len(facts[0]) < len(records.arrays[0]):
+            more = np.zeros(len(records.arrays[0]), np.uint8)
+            more[:used] = facts[0][:used]
+            facts[0] = more
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:
@@ -147,14 +140,12 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
 
     with ExitStack() as stack:
         src = FileSource(p, data, stack)
-        walk_windows(src, state, n, window, LOOKAHEAD, run_kernel,
-                     lambda _status: records.grow_if_full(int(state[RECORDS]), int(state[POSITION]) - pos, n - pos),
-                     after_window)
+        walk_windows(src, state, n, window, LOOKAHEAD, run_kernel, grow, keep_unclassified_body)
     count = int(state[RECORDS])
     body = unclassified[0] if unclassified else None
     out = JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
                         records.finished(count), EndKind(int(state[END_KIND])),
                         int(state[END_AT]), _end_text(state, n, body, version, p))
     if digest_facts:
-        out.digest_facts = np.concatenate(facts) if facts else np.zeros(0, np.uint8)
+        out.digest_facts = facts[0][:count].copy() if len(facts[0]) - count > count // 8 + 1024 else facts[0][:count]
     return out
