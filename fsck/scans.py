@@ -39,7 +39,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         ctx.keep_going()
         try:
             return ctx.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
-                                                          payload_hash=ctx.options.payload_hash))
+                                                          payload_hash=ctx.options.payload_hash, digest_facts=True))
         except (DiskError, FormatError) as e:
             return e
 
