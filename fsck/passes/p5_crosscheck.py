@@ -29,6 +29,7 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, location_rows, match_locations
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.scan_store import entry_count
 from bkdisk.journal.ledger_keys import LedgerKeys
 
@@ -76,7 +77,10 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     per_id = dict.fromkeys(size_of, 0)
     for lf, s in scans:
         per_id[lf.log_id] += entry_count(s)
-    bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY, budget)
+    # With --jobs, two ranges are joined at once, each within half the share.
+    width = 2 if ctx.options.jobs > 1 else 1
+    bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY,
+                          budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
 
     def route(rows: np.ndarray) -> np.ndarray:
@@ -96,23 +100,26 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")
     lo_ids = np.concatenate([[0], bounds]).astype(np.uint64)
     by_id = sorted(scans, key=lambda ls: ls[0].log_id)   # (stable: one id in two dirs keeps the dirs' order)
-    for r, lr in locs.ranges():
+
+    def join(r: int, lr: np.ndarray) -> tuple[list[tuple[int, Finding]], np.ndarray]:
+        """Range ``r``'s entries joined with the locations routed to it: wrong locations, free entries."""
         hi = bounds[r] if r < len(bounds) else None
         parts = [log_rows(s, lf.log_id) for lf, s in by_id
                  if lf.log_id >= int(lo_ids[r]) and (hi is None or lf.log_id < int(hi))]
         t = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, ENTRY_ROW)
         if len(t) > 1 and not bool(np.all(t["key"][1:] >= t["key"][:-1])):
             t = t[np.argsort(t["key"], kind="stable")]   # (each log's entries come in position order)
-        n = len(t)
         slot, verdict = np.empty(len(lr), np.int64), np.empty(len(lr), np.uint8)
-        pointed = np.zeros(n, dtype=bool)
+        pointed = np.zeros(len(t), dtype=bool)
         match_locations(t["key"], t["scope"], t["ledger"], t["entry"], lr["key"], lr["scope"], lr["ledger"],
                         lr["entry"], slot, verdict, pointed)
-        for i in np.flatnonzero(verdict != SAME).tolist():
-            found = t[slot[i]] if verdict[i] == OTHER_ENTRY else None
-            wrong.append((int(lr["k"][i]), _wrong(inv, all_locs[int(lr["k"][i])], found)))
-        free.append(t[~pointed])
-        del t, lr
+        found = [(int(lr["k"][i]), t[slot[i]] if verdict[i] == OTHER_ENTRY else None)
+                 for i in np.flatnonzero(verdict != SAME).tolist()]
+        return [(k, _wrong(inv, all_locs[k], f)) for k, f in found], t[~pointed]
+
+    for wrong_here, free_here in in_order(join, locs.ranges(), width):
+        wrong += wrong_here
+        free.append(free_here)   # (in range order, as one join over everything gives them)
     locs.close()
     for _k, f in sorted(wrong, key=lambda kf: kf[0]):
         yield f
