@@ -38,6 +38,23 @@ _V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
 
 
 @kernel
+def _settled(n, header, digest_type, known):
+    """An entry's status settled before any CRC (one already known, no type, too short for its digest,
+    DUMMY, HMAC left to the caller), or -1 when its CRC decides."""
+    if known != 0:
+        return known
+    if digest_type == 0:
+        return DIGEST_UNKNOWN
+    if n < header + DIGEST_LENGTH_BY_CODE[digest_type]:
+        return DIGEST_BAD
+    if digest_type == _DUMMY:
+        return DIGEST_OK
+    if digest_type == _HMAC:
+        return DIGEST_PENDING_HMAC
+    return -1
+
+
+@kernel
 def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out_status):
     """Check CRC32/CRC32C digests of entries held in ``buf`` (file bytes [base, ...)); DUMMY passes;
     HMAC is left DIGEST_PENDING_HMAC.
@@ -56,22 +73,11 @@ def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out
             header = _V1
             digest_type = code[i]
         out_type[i] = digest_type
-        if known[i] != 0:
-            out_status[i] = known[i]
-            continue
-        if digest_type == 0:
-            out_status[i] = DIGEST_UNKNOWN
+        settled = _settled(n, header, digest_type, known[i])
+        if settled >= 0:
+            out_status[i] = settled
             continue
         digest_len = DIGEST_LENGTH_BY_CODE[digest_type]
-        if n < header + digest_len:
-            out_status[i] = DIGEST_BAD
-            continue
-        if digest_type == _DUMMY:
-            out_status[i] = DIGEST_OK
-            continue
-        if digest_type == _HMAC:
-            out_status[i] = DIGEST_PENDING_HMAC
-            continue
         poly = POLY_CRC32 if digest_type == _CRC32 else POLY_CRC32C
         crc = crc_update(mask32, buf, body, header, poly, variant)
         crc = crc_update(crc, buf, body + header + digest_len, n - header - digest_len, poly, variant) ^ mask32
@@ -122,20 +128,9 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
             header = _V1
             digest_type = code[i]
         out_type[i] = digest_type
-        if known[i] != 0:
-            out_status[i] = known[i]
-            continue
-        if digest_type == 0:
-            out_status[i] = DIGEST_UNKNOWN
-            continue
-        if n < header + DIGEST_LENGTH_BY_CODE[digest_type]:
-            out_status[i] = DIGEST_BAD
-            continue
-        if digest_type == _DUMMY:
-            out_status[i] = DIGEST_OK
-            continue
-        if digest_type == _HMAC:
-            out_status[i] = DIGEST_PENDING_HMAC
+        settled = _settled(n, header, digest_type, known[i])
+        if settled >= 0:
+            out_status[i] = settled
             continue
         crc32c = facts[i] & FACT_CRC32C
         if digest_type == _CRC32C and crc32c != 0:

@@ -27,8 +27,8 @@ def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_led
 
 
 @kernel
-def _first_at_least(keys, k):
-    lo, hi = 0, keys.size
+def _first_at_least(keys, k, lo, hi):
+    """The first index in [lo, hi) of sorted ``keys`` whose key is at least ``k`` (``hi`` when none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
         if keys[mid] < k:
@@ -40,8 +40,8 @@ def _first_at_least(keys, k):
 
 @kernel
 def _first_at_least_near(keys, k, p):
-    """_first_at_least, searched outwards from index ``p`` (where the previous key was found): a
-    ledger's locations come in position order, so the next one is usually a little further on."""
+    """_first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
+    was found): a ledger's locations come in position order, so the next one is a little further on."""
     n = keys.size
     if keys[p] < k:   # at or past p + 1: gallop forward
         lo, step = p + 1, 1
@@ -55,13 +55,7 @@ def _first_at_least_near(keys, k, p):
             hi -= step
             step <<= 1
         lo = max(0, hi - step)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _first_at_least(keys, k, lo, hi)
 
 
 @kernel
@@ -75,7 +69,7 @@ def location_rows(c_file, c_entry, c_log, c_pos, f_scope, f_ledger, ids, sizes, 
         return n
     for i in range(c_file.size):
         log = np.uint64(c_log[i])
-        w = min(_first_at_least(ids, log), ids.size - 1)
+        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] != log or np.int64(c_pos[i]) >= sizes[w]:
             continue
         f = c_file[i]
