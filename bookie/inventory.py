@@ -116,41 +116,96 @@ class LogRows:
             hash_rows = None if self.hash_row is None else self.hash_row[lo:lo + rows]
             yield template.encode_view(part, self.payload_sha256, hash_rows)
 
-    def arrow(self):
-        """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""
+    def arrow(self, *, coded: bool = False):
+        """The rows as a pyarrow RecordBatch with the same names and JSON's nulls.
+
+        With ``coded``, the string columns (bookie_id, ledger_dir, digest_type, digest_source) are
+        dictionary arrays over their few values: a Parquet writer stores those as its dictionary
+        pages and indices as they are, without hashing each row's text (``PARQUET_SCHEMA`` names
+        the columns they stand for)."""
         import pyarrow as pa
         n = len(self)
-        cols = self.columns()
+        e = self.entries
         d = self.checked_digests()
-        # Constant and coded columns are built by Arrow from the codes (no Python object per row).
-        arrays = {
-            "bookie_id": _repeated(self.bookie_id, n),
-            "ledger_dir": _repeated(self.ledger_dir, n),
-            "log_id": pa.array(np.full(n, self.log_id, np.int64)),
-        }
-        for s in SLOTS[:8]:
-            arrays[s.key] = pa.array(cols[s.key])
-        arrays["payload_len"] = pa.array(d["payload_len"], mask=d["payload_len"] < 0)
-        arrays["digest_type"] = _decoded(d["type"], _DIGEST_NAMES)
-        arrays["digest_source"] = _decoded(d["source"], _SOURCES)
+        # Built from the arrays' buffers: pa.array on a numpy array would import pandas, when installed.
+        arrays = [
+            _constant(self.bookie_id, n, coded), _constant(self.ledger_dir, n, coded),
+            _numeric(np.full(n, self.log_id, np.int64)),
+            *(_numeric(e[s.key]) for s in SLOTS[:8]),
+            _numeric(d["payload_len"], d["payload_len"] >= 0),
+            _coded(d["type"], _DIGEST_NAMES, coded), _coded(d["source"], _SOURCES, coded),
+        ]
         ok = verified_status(d)
-        arrays["digest_ok"] = pa.array(ok == DIGEST_OK, pa.bool_(), mask=(ok != DIGEST_OK) & (ok != DIGEST_BAD))
-        if self.payload_sha256 is not None:
-            arrays[HASH_SLOT.key] = _hex_column(self.payload_sha256, self.hash_row)
-        return pa.RecordBatch.from_pydict(arrays)
+        arrays.append(_booleans(ok == DIGEST_OK, (ok == DIGEST_OK) | (ok == DIGEST_BAD)))
+        names = list(INVENTORY_FIELDS)
+        if self.payload_sha256 is not None and self.hash_row is not None:
+            arrays.append(_hex_column(self.payload_sha256, self.hash_row))
+            names.append(HASH_SLOT.key)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _repeated(value: str | None, n: int):
+def _validity(valid: np.ndarray | None):
+    """A validity bitmap of ``valid`` (None when every row is valid) and its null count."""
+    import pyarrow as pa
+    if valid is None:
+        return None, 0
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def _numeric(values: np.ndarray, valid: np.ndarray | None = None):
+    """A numeric column of ``values`` (a field of a structured table: copied once, contiguous)."""
+    import pyarrow as pa
+    data = np.ascontiguousarray(values)
+    bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [bitmap, pa.py_buffer(data)], nulls)
+
+
+def _booleans(values: np.ndarray, valid: np.ndarray):
+    import pyarrow as pa
+    bitmap, nulls = _validity(valid)
+    bits = pa.py_buffer(np.packbits(values, bitorder="little"))
+    return pa.Array.from_buffers(pa.bool_(), len(values), [bitmap, bits], nulls)
+
+
+def _strings(values: tuple[str, ...]):
+    """A string column of ``values``."""
+    import pyarrow as pa
+    raw = [v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(raw) + 1, np.int32)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    return pa.StringArray.from_buffers(len(raw), pa.py_buffer(offsets), pa.py_buffer(b"".join(raw)))
+
+
+def _dictionary(indices: np.ndarray, valid: np.ndarray | None, values: tuple[str, ...]):
+    """A dictionary array of int32 ``indices`` into ``values`` (null where not ``valid``)."""
+    import pyarrow as pa
+    bitmap, nulls = _validity(valid)
+    idx = pa.Array.from_buffers(pa.int32(), len(indices), [bitmap, pa.py_buffer(indices)], nulls)
+    return pa.DictionaryArray.from_arrays(idx, _strings(values))
+
+
+def _constant(value: str | None, n: int, coded: bool):
     """A string column of ``n`` copies of ``value`` (null when None)."""
     import pyarrow as pa
+    if coded:
+        return _dictionary(np.zeros(n, np.int32), None if value is not None else np.zeros(n, bool), (value or "",))
     if value is None:
         return pa.nulls(n, pa.string())
     raw = value.encode("utf-8")
     if n * len(raw) < 1 << 31:   # the text and 32-bit offsets straight into Arrow's buffers
         offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
         return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n))
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())) \
-        .cast(pa.string())
+    return _dictionary(np.zeros(n, np.int32), None, (value,)).cast(pa.string())
+
+
+def _coded(codes: np.ndarray, names: tuple, coded: bool):
+    """A string column of ``names[code]`` per row (None: null); a dictionary array when ``coded``."""
+    import pyarrow as pa
+    idx = codes.astype(np.int32)
+    valid = np.array([name is not None for name in names])[idx]
+    col = _dictionary(idx, valid, tuple(name or "" for name in names))
+    return col if coded else col.cast(pa.string())
 
 
 def _hex_column(digests: np.ndarray, rows: np.ndarray):
@@ -167,13 +222,6 @@ def _hex_column(digests: np.ndarray, rows: np.ndarray):
     nulls = len(rows) - len(text)
     validity = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
     return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(text), validity, nulls)
-
-
-def _decoded(codes: np.ndarray, names: tuple) -> object:
-    """A string column of ``names[code]`` per row (None: null)."""
-    import pyarrow as pa
-    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(list(names), pa.string())) \
-        .cast(pa.string())
 
 
 def entry_logs(ledger_dir: str) -> tuple[list[tuple[int, str]], str | None]:
