@@ -42,6 +42,7 @@ entrylog_scan = lazy_import("bkdisk.entrylogs.scan")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
 mapped = lazy_import("bkdisk.diskio.mapped")
 pq = lazy_import("pyarrow.parquet")
+arrow_columns = lazy_import("bkdisk.bookie.arrow_columns")
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
 # Columns whose values hardly repeat: a dictionary page for them is built, overflows and is dropped
@@ -87,7 +88,8 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
     summary: BookieSummary | None = None
     unlisted = 0
-    for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
+    for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window,
+                                             meanwhile=None if parquet is None else parquet.prepare):
         if isinstance(item, str):
             warn(item)
             unlisted += 1
@@ -158,20 +160,30 @@ class _ParquetSink:
     def __init__(self, path: str):
         self.path, self.tmp = path, f"{path}.tmp-{os.getpid()}"
         self.writer: Any = None   # a pyarrow ParquetWriter once the first batch gives the schema
+        self.room: Any = None     # the column builders' arrays, kept from one row group to the next
         try:   # an output that cannot be written is said before the scan, in one line
             open(self.tmp, "xb").close()
         except OSError as e:
             raise mapped.DiskError(path, f"cannot write ({e.strerror})") from None
 
+    def prepare(self) -> None:
+        """Import what writing needs (pyarrow's Parquet writer, the column builders)."""
+        if self.room is None:
+            _ = pq.ParquetWriter
+            self.room = arrow_columns.ColumnRoom()
+
     def write(self, rows: LogRows) -> None:
-        batch = rows.arrow(coded=True)
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.tmp, batch.schema, store_schema=False,
-                                           **parquet_settings(batch.schema.names))
-            self.writer.add_key_value_metadata(_arrow_schema(batch.schema))
-        elif batch.schema != self.writer.schema:
-            batch = batch.cast(self.writer.schema)
-        self.writer.write_batch(batch, row_group_size=ROW_GROUP)
+        """The rows as row groups of ROW_GROUP rows, each built in the same room and written before the next."""
+        self.prepare()
+        for lo in range(0, len(rows), ROW_GROUP):
+            batch = rows.part(lo, lo + ROW_GROUP).arrow(coded=True, room=self.room)
+            if self.writer is None:
+                self.writer = pq.ParquetWriter(self.tmp, batch.schema, store_schema=False,
+                                               **parquet_settings(batch.schema.names))
+                self.writer.add_key_value_metadata(_arrow_schema(batch.schema))
+            elif batch.schema != self.writer.schema:
+                batch = batch.cast(self.writer.schema)
+            self.writer.write_batch(batch, row_group_size=ROW_GROUP)
 
     def close(self, ok: bool) -> None:
         if self.writer is not None:

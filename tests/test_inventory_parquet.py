@@ -11,17 +11,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import bkdisk.inventory
 from bkdisk.bookie.inventory import LogRows, scan_bookie
 from bkdisk.bookie.layout import discover_all
 from bkdisk.diskio.digests import DIGEST_DTYPE, DigestPlan
 from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE
-from bkdisk.inventory import inventory
+from bkdisk.inventory import ROW_GROUP, inventory
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = GOLDEN / "cluster-3" / "bookies"   # three bookies under one ROOT: a bookie_id each
@@ -72,7 +74,10 @@ def _plain_rows(root: Path) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
-def test_the_file_is_what_pyarrow_writes_from_the_rows_with_compact_columns(tmp_path):
+@pytest.mark.parametrize("row_group", [ROW_GROUP, 7], ids=["default", "7-rows"])
+def test_the_file_is_what_pyarrow_writes_from_the_rows_with_compact_columns(tmp_path, monkeypatch, row_group):
+    # 7 rows a group: each log's rows are several groups, each built in the arrays the one before used
+    monkeypatch.setattr(bkdisk.inventory, "ROW_GROUP", row_group)
     target = tmp_path / "rows.parquet"
     r = CliRunner().invoke(inventory, [str(CLUSTER), "--parquet", str(target), "--payload-hash", "sha256"])
     assert r.exit_code == 0, r.stderr
