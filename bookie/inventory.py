@@ -205,7 +205,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
             return None if item is None else helper.submit(scan, *item)
 
         pending = scan_next()
-        if meanwhile is not None:
+        if meanwhile is not None and pending is not None:
             meanwhile()
         for item in items:
             if isinstance(item, str):
