@@ -77,7 +77,7 @@ class BookieSummary:
         """Take in the ledgers of ``entries`` (ENTRY_DTYPE rows) as sorted id arrays, a scope at a time."""
         import numpy as np
         scope, ledger = entries["scope"], entries["ledger"]
-        scopes = [int(scope[0])] if scope[0] == scope.min() == scope.max() else np.unique(scope).tolist()
+        scopes = np.unique(scope).tolist() if (scope != scope[0]).any() else [int(scope[0])]
         for sc in scopes:
             ids = ledger if len(scopes) == 1 else ledger[scope == sc]
             # one id per run of a ledger's entries first: a log written a ledger at a time is a run each
