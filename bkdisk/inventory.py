@@ -161,43 +161,60 @@ class _ParquetSink:
 
     The string columns come as dictionary arrays (``LogRows.arrow(coded=True)``) and are stored as
     the dictionary pages and indices they are; the file's Arrow schema names them strings, as the
-    rows are, so readers get the same columns as from a file written from string columns."""
+    rows are, so readers get the same columns as from a file written from string columns.
+
+    A row group is written on a thread of its own while the caller builds the next one (pyarrow
+    writes without the GIL): the groups are built in two rooms in turn, and a room is built in again
+    only once the group built in it is written."""
 
     def __init__(self, path: str):
         self.path, self.tmp = path, f"{path}.tmp-{os.getpid()}"
         self.writer: Any = None   # a pyarrow ParquetWriter once the first batch gives the schema
-        self.room: Any = None     # the column builders' arrays, kept from one row group to the next
+        self.rooms: list = []     # the column builders' arrays, kept from one row group to the next
+        self.built = 0            # row groups built
+        self.thread: Any = None   # the writing thread (an executor of one)
+        self.writing: Any = None  # the future of the row group being written
         try:   # an output that cannot be written is said before the scan, in one line
             open(self.tmp, "xb").close()
         except OSError as e:
             raise mapped.DiskError(path, f"cannot write ({e.strerror})") from None
 
     def prepare(self) -> None:
-        """Import what writing needs (pyarrow's Parquet writer, the column builders)."""
-        if self.room is None:
+        """Import what writing needs (pyarrow's Parquet writer, the column builders) and start the writing thread."""
+        if not self.rooms:
+            from concurrent.futures import ThreadPoolExecutor
             _ = pq.ParquetWriter
-            self.room = arrow_columns.ColumnRoom()
+            self.rooms = [arrow_columns.ColumnRoom(), arrow_columns.ColumnRoom()]
+            self.thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
 
     def write(self, rows: LogRows) -> None:
-        """The rows as row groups of ROW_GROUP rows, each built in the same room and written before the next."""
+        """The rows as row groups of ROW_GROUP rows, each written while the next is built."""
         self.prepare()
         for lo in range(0, len(rows), ROW_GROUP):
-            batch = rows.part(lo, lo + ROW_GROUP).arrow(coded=True, room=self.room)
+            batch = rows.part(lo, lo + ROW_GROUP).arrow(coded=True, room=self.rooms[self.built % 2])
+            self.built += 1
             if self.writer is None:
                 self.writer = pq.ParquetWriter(self.tmp, batch.schema, store_schema=False,
                                                **parquet_settings(batch.schema.names))
                 self.writer.add_key_value_metadata(_arrow_schema(batch.schema))
             elif batch.schema != self.writer.schema:
                 batch = batch.cast(self.writer.schema)
-            self.writer.write_batch(batch, row_group_size=ROW_GROUP)
+            if self.writing is not None:
+                self.writing.result()   # the group before, from the other room (its error, if any, here)
+            self.writing = self.thread.submit(self.writer.write_batch, batch, row_group_size=ROW_GROUP)
 
     def close(self, ok: bool) -> None:
+        if self.thread is not None:
+            self.thread.shutdown(wait=True)   # a group still being written is finished before the file is closed
+        error = self.writing.exception() if ok and self.writing is not None else None
         if self.writer is not None:
             self.writer.close()
-        if ok and self.writer is not None:
+        if ok and error is None and self.writer is not None:
             os.replace(self.tmp, self.path)
         else:
             os.unlink(self.tmp)
+        if error is not None:
+            raise error
 
 
 def parquet_settings(names: list[str]) -> dict:

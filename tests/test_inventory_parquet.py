@@ -114,3 +114,35 @@ def test_writing_parquet_does_not_load_pandas(tmp_path):
                        timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stderr.splitlines()[-1] == "False"
+
+
+class _FailingWrites:
+    """pyarrow's ParquetWriter.write_batch, counted, raising at the ``fail_at``-th call (0: never)."""
+
+    def __init__(self, monkeypatch, fail_at: int):
+        self.calls, self.fail_at, self.real = 0, fail_at, pq.ParquetWriter.write_batch
+        monkeypatch.setattr(pq.ParquetWriter, "write_batch", self)
+
+    def __get__(self, writer, owner=None):
+        return lambda *a, **kw: self(writer, *a, **kw)
+
+    def __call__(self, writer, *a, **kw):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise OSError(28, "No space left on device")
+        return self.real(writer, *a, **kw)
+
+
+@pytest.mark.parametrize("which", ["second", "last"])
+def test_a_row_group_that_cannot_be_written_fails_the_command_and_leaves_no_file(tmp_path, monkeypatch, which):
+    monkeypatch.setattr(bkdisk.inventory, "ROW_GROUP", 7)
+    args = [str(CLUSTER), "--parquet", str(tmp_path / "rows.parquet")]
+    with monkeypatch.context() as m:
+        groups = _FailingWrites(m, 0)
+        assert CliRunner().invoke(inventory, args).exit_code == 0
+    (tmp_path / "rows.parquet").unlink()
+    assert groups.calls > 2
+    _FailingWrites(monkeypatch, 2 if which == "second" else groups.calls)
+    r = CliRunner().invoke(inventory, args)
+    assert r.exit_code != 0 and isinstance(r.exception, OSError)
+    assert list(tmp_path.iterdir()) == []
