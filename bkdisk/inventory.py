@@ -46,14 +46,14 @@ arrow_columns = lazy_import("bkdisk.bookie.arrow_columns")
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
 # Rows the writer takes in at a time. The statistics of a dictionary column are worked out once per
-# such part (the distinct indices, then their values): at pyarrow's 1,024 that was a third of the
-# time of writing the string columns.
+# such part (the distinct indices, then their values), so that at pyarrow's default of 1,024 rows
+# they are a large share of writing the string columns.
 WRITE_BATCH = 1 << 16
 # Columns whose values hardly repeat: a dictionary page for them is built, overflows and is dropped
 # again in every row group (no smaller file for the time it takes).
 DISTINCT_COLUMNS = frozenset({"offset", "lac", "length"})
-# Integer columns stored as deltas: offsets and ledger lengths grow, sizes vary within a small range
-# (a quarter of the plain and compressed bytes, in about half the time).
+# Integer columns stored as deltas: offsets and ledger lengths grow, sizes vary within a small range,
+# so their deltas take few bits (smaller pages, written faster than plain pages or a dictionary).
 DELTA_COLUMNS = frozenset({"offset", "length", "size", "payload_len"})
 
 
