@@ -40,6 +40,7 @@ from bkdisk.diskio.windowed import (
     RESUME,
     Columns,
     FileSource,
+    concat_rows,
     new_state,
     walk_windows,
 )
@@ -171,7 +172,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         res.entries = entries.finished(int(state[ENTRIES]))
         res.problems = problems.finished(int(state[PROBLEMS]))
         if plan is not None:
-            res.digests = np.concatenate(digest_parts) if digest_parts else np.zeros(0, DIGEST_DTYPE)
+            res.digests = concat_rows(digest_parts, DIGEST_DTYPE)
             res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None
             # entries checked in a window before a later window decided their ledger's type
             recheck_digests(res, plan, src.whole)
