@@ -196,7 +196,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
 
     def scan(ld_name: str, log_id: int, path: str) -> LogRows:
         return log_rows(bid, ld_name, log_id, scan_entry_log(path, window=window, digests=plan,
-                                                             payload_hash=payload_hash))
+                                                             payload_hash=payload_hash, digest_facts=True))
 
     logs = iter([item for item in items if not isinstance(item, str)])
     with ThreadPoolExecutor(1, thread_name_prefix="inventory-scan") as helper:
