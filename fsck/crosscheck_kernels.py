@@ -59,18 +59,18 @@ def _first_at_least_near(keys, k, p):
 
 
 @kernel
-def location_rows(c_file, c_entry, c_log, c_pos, f_scope, f_ledger, ids, sizes, k0, out_k, out_key, out_scope,
+def location_rows(c_file, c_entry, c_log, c_pos, f_scope, f_ledger, ids, sizes, lo, hi, k0, out_k, out_key, out_scope,
                   out_ledger, out_entry):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
-    scanned log (sorted ``ids``) before its end (``sizes``), as rows: number, location, their file's
-    (scope, ledger), entry id. Returns the rows written."""
+    scanned log (sorted ``ids``, those at indices ``lo``..``hi`` - 1) before its end (``sizes``), as
+    rows: number, location, their file's (scope, ledger), entry id. Returns the rows written."""
     n = 0
     if ids.size == 0:
         return n
     for i in range(c_file.size):
         log = np.uint64(c_log[i])
         w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
-        if ids[w] != log or np.int64(c_pos[i]) >= sizes[w]:
+        if ids[w] != log or np.int64(c_pos[i]) >= sizes[w] or w < lo or w >= hi:
             continue
         f = c_file[i]
         out_k[n] = k0 + i
@@ -80,6 +80,19 @@ def location_rows(c_file, c_entry, c_log, c_pos, f_scope, f_ledger, ids, sizes, 
         out_entry[n] = c_entry[i]
         n += 1
     return n
+
+
+@kernel
+def locations_per_log(c_log, c_pos, ids, sizes, out_count):
+    """How many locations point into each scanned log (sorted ``ids``) before its end (``sizes``):
+    ``out_count[w]`` for ``ids[w]``, added to."""
+    if ids.size == 0:
+        return
+    for i in range(c_log.size):
+        log = np.uint64(c_log[i])
+        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
+            out_count[w] += 1
 
 
 @kernel

@@ -22,7 +22,7 @@ from bkdisk.entrylogs.scan import EntryLogScanArrays
 from bkdisk.journal.arrays import JournalArrays
 
 LOG_SHARE = 0.10        # of --memory-limit: entry-log scans kept in memory
-JOURNAL_SHARE = 0.05    # journal scans
+JOURNAL_SHARE = 0.15    # journal scans: room for a 2 GiB journal of small records at the default limit
 LOCATION_SHARE = 0.10   # the index files' locations (fsck.context.index_inventory)
 
 

@@ -5,8 +5,9 @@ entries the scan of that dir's entry logs found (at their offset + 4); whether a
 points at still has a location elsewhere is a join by ledger partitions (fsck.dbindex.has_location).
 
 The join runs over ranges of entry-log ids, one range's entries and the locations that point into it
-at a time: ranges sized to the pass's share of ``--memory-limit``, the locations routed to their range
-(diskio.spill.RangeSpill, spilled to the check's folder when they do not fit). Findings come out in
+at a time: ranges sized to the pass's share of ``--memory-limit``, the locations grouped by range
+(fsck.location_ranges: read again per range when the ranges are few, else routed once and spilled to the
+check's folder when they do not fit). Findings come out in
 the order of one join over everything: wrong locations in index order, then entries no index points
 at in log and position order, then ledgers without an index by ledger id (DbLedgerStorage: locations
 in key order, then entries in (log, position) order).
@@ -26,21 +27,20 @@ from bkdisk.formats.paths import LOCATIONS_DB
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
-from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, location_rows, match_locations
+from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, match_locations
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.lanes import in_order
+from bkdisk.fsck.location_ranges import CHUNK, routed_locations
 from bkdisk.fsck.scan_store import entry_count
 from bkdisk.journal.ledger_keys import LedgerKeys
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
-LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 # A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
 _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
-CHUNK = 1 << 20       # locations read at once
 # DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
 DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, and their sort
 DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
@@ -83,18 +83,9 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
                           budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
 
-    def route(rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, location_logs(rows["key"]), side="right")
-
-    locs = RangeSpill(LOCATION_ROW, route, len(bounds) + 1, budget, ctx.spill, "locations")
     all_locs = inv.locations
-    for k0 in range(0, len(all_locs), CHUNK):
-        c = all_locs[k0:k0 + CHUNK]
-        # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-        rows = np.empty(len(c), LOCATION_ROW)
-        n = location_rows(c["file"], c["entry"], c["log"], c["pos"], files["scope"], files["ledger"], ids, sizes, k0,
-                          rows["k"], rows["key"], rows["scope"], rows["ledger"], rows["entry"])
-        locs.append(rows[:n])
+    # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
+    locs = routed_locations(all_locs, files, ids, sizes, bounds, budget, ctx.spill)
 
     wrong: list[tuple[int, Finding]] = []
     free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")

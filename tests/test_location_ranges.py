@@ -1,0 +1,56 @@
+"""Pass 5's locations grouped by range of entry-log ids: built again per range when the ranges are few,
+routed once (and spilled) when they are many; both give each range the same rows in index order."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
+from bkdisk.fsck import location_ranges
+from bkdisk.fsck.location_ranges import RereadLocations, routed_locations
+from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE
+
+
+def _inputs(seed: int, n: int, logs: int, cut: int):
+    rng = np.random.default_rng(seed)
+    files = np.zeros(5, INDEX_FILE_DTYPE)
+    files["scope"], files["ledger"] = rng.integers(0, 3, 5), rng.integers(0, 1 << 40, 5)
+    locs = np.zeros(n, LOCATION_DTYPE)
+    locs["file"], locs["entry"] = rng.integers(0, 5, n), rng.integers(0, 1000, n)
+    locs["log"], locs["pos"] = rng.integers(0, logs + 2, n), rng.integers(0, 2000, n)   # some logs unscanned
+    ids = np.unique(rng.integers(0, logs + 2, logs)).astype(np.uint64)
+    sizes = rng.integers(0, 2000, len(ids)).astype(np.int64)                           # some past the end
+    bounds = ids[1::cut] if len(ids) > 1 else ids[:0]
+    return locs, files, ids, sizes, bounds
+
+
+def _ranges(held) -> list[tuple[int, np.ndarray]]:
+    try:
+        return [(r, rows.copy()) for r, rows in held.ranges()]
+    finally:
+        held.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), logs=st.integers(1, 12), cut=st.integers(1, 3),
+       chunk=st.sampled_from([7, 1 << 20]))
+def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, seed, n, logs, cut, chunk):
+    locs, files, ids, sizes, bounds = _inputs(seed, n, logs, cut)
+    old = location_ranges.CHUNK
+    location_ranges.CHUNK = chunk
+    try:
+        with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("spill")))) as folder:
+            again = routed_locations(locs, files, ids, sizes, bounds, 10**9, folder, few=10**9)
+            routed = routed_locations(locs, files, ids, sizes, bounds, 64, folder, few=0)   # spills at once
+            assert isinstance(again, RereadLocations) and not isinstance(routed, RereadLocations)
+            a, b = _ranges(again), _ranges(routed)
+    finally:
+        location_ranges.CHUNK = old
+    assert [r for r, _ in a] == [r for r, _ in b] == list(range(len(bounds) + 1))
+    for (_, x), (_, y) in zip(a, b):
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    kept = sum(len(x) for _, x in a)
+    w = np.searchsorted(ids, locs["log"].astype(np.uint64)).clip(0, max(len(ids) - 1, 0))
+    inside = (ids[w] == locs["log"]) & (locs["pos"] < sizes[w]) if len(ids) else np.zeros(n, bool)
+    assert kept == int(inside.sum())
