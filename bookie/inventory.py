@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.bookie.plan_forks import PlanFork, SharedPlan
 from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
 from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from bkdisk.diskio.mapped import DiskError
-from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 from bkdisk.entrylogs.reader import Damage
-from bkdisk.bookie.plan_forks import PlanFork, SharedPlan
 from bkdisk.entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.errors import FormatError
@@ -190,6 +190,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
     caller that stops early (a closed pipe, Ctrl-C) waits for the logs scanned ahead to finish.
     ``meanwhile`` runs on the caller's thread once the first scans are under way (what the caller
     will need for the rows, imported while they run)."""
+    import functools
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
     bid = bookie_id_of(dirs)
@@ -204,10 +205,10 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
     rows_room = _RowsRoom(memory_bytes - OTHER_MEMORY, ROW_BYTES + (HASH_ROW_BYTES if payload_hash else 0))
     shared = SharedPlan(plan)
 
-    def scan(path: str, fork: PlanFork, alone: bool) -> EntryLogScanArrays:
+    def scan(path: str, fork: PlanFork, alone: bool = False) -> EntryLogScanArrays:
         # side by side, each scan walks and checks on its own thread: a second thread each costs GIL hand-offs
         return scan_entry_log(path, window=window, digests=fork.plan, payload_hash=payload_hash,
-                              digest_facts=True, pipeline=None if alone or os.environ.get("W3PIPE") else False)
+                              digest_facts=True, pipeline=None if alone else False)
 
     with ThreadPoolExecutor(width, thread_name_prefix="inventory-scan") as helpers:
         flight: deque = deque()   # (log, its size, its fork, its scan's future), in log order
@@ -239,7 +240,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
                 result: EntryLogScanArrays | BaseException = future.result()
             except (DiskError, FormatError) as e:
                 result = e
-            result = shared.commit(fork, result, lambda f, p=path: scan(p, f, True))
+            result = shared.commit(fork, result, functools.partial(scan, path, alone=True))
             start_more()
             if isinstance(result, BaseException):
                 if not isinstance(result, (DiskError, FormatError)):
