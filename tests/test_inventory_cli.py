@@ -303,6 +303,11 @@ def test_logs_scanned_side_by_side_give_the_rows_of_scanning_each_in_turn_in_ord
     assert most[0] == 2                          # two logs at once, never more
     assert ended.index(first) > ended.index(want[1][2].path)
     _same_rows(got, want)
+    # A memory limit with no room for a second log's rows: one log at a time, the same rows.
+    most[0] = 0
+    got = list(inv.scan_bookie(dirs, DigestPlan(), jobs=2, memory_bytes=inv.OTHER_MEMORY + 1024))
+    assert most[0] == 1
+    _same_rows(got, want)
 
 
 @pytest.mark.parametrize("corrupt_log", [0, 1])
