@@ -242,6 +242,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
                 result = e
             result = shared.commit(fork, result, functools.partial(scan, path, alone=True))
             start_more()
+            shared.forget_before(min((f[3].commits for f in flight), default=shared.commits))
             if isinstance(result, BaseException):
                 if not isinstance(result, (DiskError, FormatError)):
                     raise result

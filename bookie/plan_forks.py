@@ -39,7 +39,8 @@ class SharedPlan:
 
     def __init__(self, plan: DigestPlan):
         self.plan = plan
-        self.changes: list[np.ndarray] = []
+        self.changes: dict[int, np.ndarray] = {}   # commit number -> the ledgers it changed
+        self.commits = 0
 
     def fork(self) -> PlanFork:
         p = self.plan
@@ -50,12 +51,17 @@ class SharedPlan:
             copy = DigestPlan(known=p.known, passwords=p.passwords, sniff=p.sniff, max_samples=p.max_samples,
                               force=p.force, crc_variant=p.crc_variant, decided=table, tried=dict(p.tried),
                               dlen_hint=dict(p.dlen_hint), _mac_keys=p._mac_keys, _tables=p._tables)
-            return PlanFork(copy, ids, dict(p.tried), dict(p.dlen_hint), len(self.changes))
+            return PlanFork(copy, ids, dict(p.tried), dict(p.dlen_hint), self.commits)
 
     def changed_since(self, fork: PlanFork) -> np.ndarray:
         """The ledgers whose state scans committed after ``fork`` was taken changed (sorted ids)."""
-        later = self.changes[fork.commits:]
+        later = [ids for n, ids in self.changes.items() if n >= fork.commits]
         return np.unique(np.concatenate(later)) if later else np.zeros(0, np.uint64)
+
+    def forget_before(self, commits: int) -> None:
+        """Drop the changes of commits before ``commits``: no fork still to commit was taken before them."""
+        for n in [n for n in self.changes if n < commits]:
+            del self.changes[n]
 
     def commit(self, fork: PlanFork, scan, rescan: Callable[[PlanFork], object]):
         """Take in what the scan made with ``fork`` learned; return the scan as the plan itself gives it.
@@ -99,7 +105,8 @@ class SharedPlan:
             for k, v in hints.items():
                 p.dlen_hint.setdefault(k, v)
         keys = [k[1] for k in tried] + [k[1] for k in hints]
-        self.changes.append(np.unique(np.concatenate([ids[new], np.array(keys, np.uint64)])))
+        self.changes[self.commits] = np.unique(np.concatenate([ids[new], np.array(keys, np.uint64)]))
+        self.commits += 1
 
 
 def _result(rescan: Callable[[PlanFork], object], fork: PlanFork):
