@@ -216,13 +216,15 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
 
         def start_more() -> None:
             nonlocal nxt
-            while nxt < len(logs) and len(flight) < width:
+            # Once a log had to be scanned again (its ledgers still being sniffed by the log before),
+            # the rest go one at a time: forks taken after every commit meet no such conflict.
+            while nxt < len(logs) and len(flight) < (1 if shared.rescans else width):
                 size = _size(logs[nxt][2])
                 taken = rows_room.take(size, anyway=not flight)
                 if taken is None:
                     return
                 fork = shared.fork()
-                alone = width == 1 or nxt + 1 == len(logs) and not flight
+                alone = width == 1 or shared.rescans > 0 or nxt + 1 == len(logs) and not flight
                 flight.append((logs[nxt], size, taken, fork, helpers.submit(scan, logs[nxt][2], fork, alone)))
                 nxt += 1
 

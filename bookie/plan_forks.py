@@ -41,6 +41,7 @@ class SharedPlan:
         self.plan = plan
         self.changes: dict[int, np.ndarray] = {}   # commit number -> the ledgers it changed
         self.commits = 0
+        self.rescans = 0                            # logs scanned again at their commit
 
     def fork(self) -> PlanFork:
         p = self.plan
@@ -71,20 +72,23 @@ class SharedPlan:
         moved = self.changed_since(fork)
         if len(moved):
             if isinstance(scan, BaseException):
-                fork = self.fork()
-                scan = _result(rescan, fork)
+                fork, scan = self._again(rescan)
             else:
                 mine = _ledgers_of(scan.entries)
                 hit = moved[np.isin(moved, mine)] if len(mine) else moved[:0]
                 if len(hit) and not _decided_with_a_type(self.plan, hit):
-                    fork = self.fork()
-                    scan = _result(rescan, fork)
+                    fork, scan = self._again(rescan)
                 elif len(hit):
                     _check_again(scan, self.plan, hit)
                     self._take(fork, skip=hit)
                     return scan
         self._take(fork)
         return scan
+
+    def _again(self, rescan: Callable[[PlanFork], object]) -> tuple[PlanFork, object]:
+        self.rescans += 1
+        fork = self.fork()
+        return fork, _result(rescan, fork)
 
     def _take(self, fork: PlanFork, skip: np.ndarray | None = None) -> None:
         """Copy the fork's changes into the plan (those of ``skip``'s ledgers are left out)."""
