@@ -184,7 +184,8 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
     Up to ``jobs`` logs (default: the CPUs, at most SIDE_BY_SIDE) are scanned at once on helper
     threads, ahead of the caller, which handles (encodes, writes) the rows of the one before; each
     with a fork of ``plan``, committed in log order (bookie.plan_forks), so the rows and the plan
-    are those of scanning the logs one after another. A log joins the scans under way only while
+    are those of scanning the logs one after another (once a log has to be scanned again at its
+    commit, the rest go one at a time). A log joins the scans under way only while
     the rows of the logs in flight and held by the caller, as estimated from their sizes, fit
     within ``memory_bytes`` less what the command needs besides; one log is always scanned. A
     caller that stops early (a closed pipe, Ctrl-C) waits for the logs scanned ahead to finish.
@@ -211,7 +212,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
                               digest_facts=True, pipeline=None if alone else False)
 
     with ThreadPoolExecutor(width, thread_name_prefix="inventory-scan") as helpers:
-        flight: deque = deque()   # (log, its size, its fork, its scan's future), in log order
+        flight: deque = deque()   # (log, its size, its rows' estimate, its fork, its scan's future), in log order
         nxt = 0
 
         def start_more() -> None:
