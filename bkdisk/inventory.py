@@ -26,7 +26,7 @@ from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import warn
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.config import collector_eased
-from bkdisk.diskio.spill import SpillFolder
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import parse_journal_name
@@ -90,12 +90,14 @@ class BookieSummary:
 
 
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
-                     window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None) -> BookieSummary:
+                     window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None,
+                     memory: MemoryLimit | None = None) -> BookieSummary:
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
     summary: BookieSummary | None = None
     unlisted = 0
     for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window,
-                                             meanwhile=None if parquet is None else parquet.prepare):
+                                             meanwhile=None if parquet is None else parquet.prepare,
+                                             memory_bytes=(memory or MemoryLimit()).bytes):
         if isinstance(item, str):
             warn(item)
             unlisted += 1
@@ -290,7 +292,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
         for dirs in bookies:
             # Sniffed digest types stay per bookie: ROOTs may come from clusters that reuse ledger ids.
             s = inventory_bookie(dirs, _digest_plan(meta), out, jsonl=jsonl, payload_hash=payload_hash,
-                                 window=window, parquet=sink, ledger=ledger)
+                                 window=window, parquet=sink, ledger=ledger, memory=memory)
             damaged |= bool(s.bad or s.warnings)
             _summary_line(dirs, s, jsonl)
         done = True

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.bookie.plan_forks import PlanFork, SharedPlan
 from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
 from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
 from bkdisk.formats.digests import DigestType
@@ -173,18 +175,24 @@ def _hash_array(hashes: PayloadHashes | None) -> tuple[np.ndarray | None, np.nda
 
 
 def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,
-                window: int = DEFAULT_WINDOW, meanwhile: Callable[[], object] | None = None
-                ) -> Iterator[LogRows | str]:
+                window: int = DEFAULT_WINDOW, meanwhile: Callable[[], object] | None = None,
+                jobs: int | None = None, memory_bytes: int = DEFAULT_MEMORY_MIB << 20) -> Iterator[LogRows | str]:
     """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str says what
     could not be read: a dir that could not be listed, or an entry log that could not be opened or
-    read (the logs after it are still scanned).
+    read (the logs after it are still scanned), in that log's place.
 
-    The next log is scanned on a helper thread while the caller handles the rows of the one before
-    (encodes, writes them): the logs are still scanned one at a time and in order, so the digest plan
-    sees them as a scan on one thread does, and the rows are the same. A caller that stops early (a
-    closed pipe, Ctrl-C) waits for the log scanned ahead to finish: one log's scan at the most.
-    ``meanwhile`` runs on the caller's thread once the first log's scan is under way (what the
-    caller will need for the rows, imported while the scan runs)."""
+    Up to ``jobs`` logs (default: the CPUs, at most SIDE_BY_SIDE) are scanned at once on helper
+    threads, ahead of the caller, which handles (encodes, writes) the rows of the one before; each
+    with a fork of ``plan``, committed in log order (bookie.plan_forks), so the rows and the plan
+    are those of scanning the logs one after another (once a log has to be scanned again at its
+    commit, the rest go one at a time). A log joins the scans under way only while
+    the rows of the logs in flight and held by the caller, as estimated from their sizes, fit
+    within ``memory_bytes`` less what the command needs besides; one log is always scanned. A
+    caller that stops early (a closed pipe, Ctrl-C) waits for the logs scanned ahead to finish.
+    ``meanwhile`` runs on the caller's thread once the first scans are under way (what the caller
+    will need for the rows, imported while they run)."""
+    import functools
+    from collections import deque
     from concurrent.futures import ThreadPoolExecutor
     bid = bookie_id_of(dirs)
     items: list[str | tuple[str, int, str]] = []
@@ -193,31 +201,101 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
         if failure:
             items.append(failure)
         items += [(ledger_dir_name(ld), log_id, path) for log_id, path in found]
+    logs = [item for item in items if not isinstance(item, str)]
+    width = max(1, jobs if jobs is not None else min(SIDE_BY_SIDE, os.cpu_count() or 1))
+    rows_room = _RowsRoom(memory_bytes - OTHER_MEMORY, ROW_BYTES + (HASH_ROW_BYTES if payload_hash else 0))
+    shared = SharedPlan(plan)
 
-    def scan(ld_name: str, log_id: int, path: str) -> LogRows:
-        return log_rows(bid, ld_name, log_id, scan_entry_log(path, window=window, digests=plan,
-                                                             payload_hash=payload_hash, digest_facts=True))
+    def scan(path: str, fork: PlanFork, alone: bool = False) -> EntryLogScanArrays:
+        # side by side, each scan walks and checks on its own thread: a second thread each costs GIL hand-offs
+        return scan_entry_log(path, window=window, digests=fork.plan, payload_hash=payload_hash,
+                              digest_facts=True, pipeline=None if alone else False)
 
-    logs = iter([item for item in items if not isinstance(item, str)])
-    with ThreadPoolExecutor(1, thread_name_prefix="inventory-scan") as helper:
-        def scan_next():   # the next log's scan, under way (None: no log left)
-            item = next(logs, None)
-            return None if item is None else helper.submit(scan, *item)
+    with ThreadPoolExecutor(width, thread_name_prefix="inventory-scan") as helpers:
+        flight: deque = deque()   # (log, its size, its rows' estimate, its fork, its scan's future), in log order
+        nxt = 0
 
-        pending = scan_next()
-        if meanwhile is not None and pending is not None:
+        def start_more() -> None:
+            nonlocal nxt
+            # Once a log had to be scanned again (its ledgers still being sniffed by the log before),
+            # the rest go one at a time: forks taken after every commit meet no such conflict.
+            while nxt < len(logs) and len(flight) < (1 if shared.rescans else width):
+                size = _size(logs[nxt][2])
+                taken = rows_room.take(size, anyway=not flight)
+                if taken is None:
+                    return
+                fork = shared.fork()
+                alone = width == 1 or shared.rescans > 0 or nxt + 1 == len(logs) and not flight
+                flight.append((logs[nxt], size, taken, fork, helpers.submit(scan, logs[nxt][2], fork, alone)))
+                nxt += 1
+
+        start_more()
+        if meanwhile is not None and flight:
             meanwhile()
+        held = 0   # the estimate of the rows the caller holds
         for item in items:
             if isinstance(item, str):
                 yield item
                 continue
-            done, pending = pending, scan_next()
+            rows_room.give(held)
+            (ld_name, log_id, path), size, held, fork, future = flight.popleft()
             try:
-                rows = done.result()   # this log's
+                result: EntryLogScanArrays | BaseException = future.result()
             except (DiskError, FormatError) as e:
-                yield str(e)
+                result = e
+            result = shared.commit(fork, result, functools.partial(scan, path, alone=True))
+            start_more()
+            shared.forget_before(min((f[3].commits for f in flight), default=shared.commits))
+            if isinstance(result, BaseException):
+                if not isinstance(result, (DiskError, FormatError)):
+                    raise result
+                yield str(result)
                 continue
-            yield rows
+            rows_room.learned(size, len(result.entries))
+            yield log_rows(bid, ld_name, log_id, result)
+
+
+# Logs scanned at once at most (more helper threads than cores only trade the GIL).
+SIDE_BY_SIDE = 2
+# Bytes a scanned entry's rows hold: its ENTRY_DTYPE and DIGEST_DTYPE rows and digest facts, twice
+# (the scan's columns double as they fill); and its payload hash and hash row.
+ROW_BYTES = 2 * (53 + 11 + 1)
+HASH_ROW_BYTES = 2 * (32 + 8)
+# What the command holds besides the scans' rows: the interpreter and libraries, each scan's
+# mapped window, the output's buffers.
+OTHER_MEMORY = 320 << 20
+# A log's bytes per entry until one is scanned (fewer than most logs': more rows estimated).
+FIRST_RECORD_BYTES = 256
+
+
+class _RowsRoom:
+    """The bytes the rows of the logs in flight or held may take, and the estimate of a log's."""
+
+    def __init__(self, room: int, row_bytes: int):
+        self.room, self.row_bytes, self.used = room, row_bytes, 0
+        self.seen_bytes, self.seen_rows = FIRST_RECORD_BYTES, 1
+
+    def take(self, size: int, anyway: bool) -> int | None:
+        """Room for a log of ``size`` bytes (its estimate, to give back), or None when it does not fit."""
+        need = size * self.seen_rows // self.seen_bytes * self.row_bytes
+        if not anyway and self.used + need > self.room:
+            return None
+        self.used += need
+        return need
+
+    def give(self, taken: int) -> None:
+        self.used -= taken
+
+    def learned(self, size: int, rows: int) -> None:
+        """A log of ``size`` bytes held ``rows`` entries: later estimates follow the logs seen so far."""
+        self.seen_bytes, self.seen_rows = self.seen_bytes + size, self.seen_rows + rows
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0   # the scan says why it cannot read it
 
 
 def ledger_dir_name(ledger_dir: str) -> str:

@@ -250,9 +250,27 @@ def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scann
     assert out.strip().splitlines()[-1] == "[]"
 
 
-def test_logs_scanned_ahead_give_the_rows_of_scanning_each_in_turn_in_order(tmp_path, monkeypatch):
-    """scan_bookie scans the next entry log on a helper thread while the caller handles the one
-    before: still one log at a time and in order (the digest plan's sniffing sees the same sequence)."""
+def _rows_in_turn(dirs, plan=None):
+    """(ledger dir, log id, scan) of each entry log scanned one after another with one plan."""
+    from bkdisk.bookie import inventory as inv
+    from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+    want, plan = [], plan or DigestPlan()
+    for ld in dirs.ledger_dirs:
+        for log_id, path in inv.entry_logs(ld)[0]:
+            want.append((inv.ledger_dir_name(ld), log_id, scan_entry_log(path, digests=plan)))
+    return want
+
+
+def _same_rows(got, want):
+    assert [(r.ledger_dir, r.log_id) for r in got] == [(d, i) for d, i, _ in want]
+    for r, (_d, _i, s) in zip(got, want):
+        assert (r.entries == s.entries).all() and (r.digests == s.digests).all()
+
+
+def test_logs_scanned_side_by_side_give_the_rows_of_scanning_each_in_turn_in_order(tmp_path, monkeypatch):
+    """scan_bookie scans up to ``jobs`` entry logs at once on helper threads, ahead of the caller;
+    the rows are those of scanning the logs one after another with one plan (ledgers span logs
+    here, so the logs' sniffing meets), in log order, also when a later log's scan ends first."""
     import shutil
     import threading
     import time
@@ -260,41 +278,72 @@ def test_logs_scanned_ahead_give_the_rows_of_scanning_each_in_turn_in_order(tmp_
     import bkdisk.entrylogs.scan as es
     from bkdisk.bookie import inventory as inv
     from bkdisk.bookie.layout import discover
-    from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+    from bkdisk.entrylogs.scan import DigestPlan
     root = tmp_path / "b"
     shutil.copytree(GOLDEN / "interleaved-v6-hostport", root)
     dirs = discover(str(root))
-    want = []
-    plan = DigestPlan()
-    for ld in dirs.ledger_dirs:
-        for log_id, path in inv.entry_logs(ld)[0]:
-            want.append((inv.ledger_dir_name(ld), log_id, scan_entry_log(path, digests=plan)))
+    want = _rows_in_turn(dirs)
     assert len(want) >= 3 and len({w[0] for w in want}) == 2
-    running, seen, real = [], [], es.scan_entry_log
+    running, most, ended, real = set(), [0], [], es.scan_entry_log
+    first = want[0][2].path
 
-    def one_at_a_time(path, **kw):
-        running.append(path)
-        assert len(running) == 1, running   # never two logs at once
-        seen.append((path, threading.current_thread().name))
-        time.sleep(0.05)
+    def first_log_ends_last(path, **kw):
+        running.add(path)
+        most[0] = max(most[0], len(running))
+        assert threading.current_thread().name.startswith("inventory-scan")
         try:
+            time.sleep(0.4 if path == first else 0.05)   # the first log's scan ends after the second's
             return real(path, **kw)
         finally:
-            running.remove(path)
+            running.discard(path)
+            ended.append(path)
 
-    monkeypatch.setattr(inv, "scan_entry_log", one_at_a_time)
-    got = []
-    for rows in inv.scan_bookie(dirs, DigestPlan()):
-        got.append(rows)
-        deadline = time.monotonic() + 5
-        while len(seen) < min(len(got) + 1, len(want)) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(seen) == min(len(got) + 1, len(want))   # the next log is under way meanwhile
-    assert [(r.ledger_dir, r.log_id) for r in got] == [(d, i) for d, i, _ in want]
-    assert [p for p, _t in seen] == [w[2].path for w in want]
-    assert all(t.startswith("inventory-scan") for _p, t in seen)
-    for r, (_d, _i, s) in zip(got, want):
-        assert (r.entries == s.entries).all() and (r.digests == s.digests).all()
+    monkeypatch.setattr(inv, "scan_entry_log", first_log_ends_last)
+    got = list(inv.scan_bookie(dirs, DigestPlan(), jobs=2))
+    assert most[0] == 2                          # two logs at once, never more
+    assert ended.index(first) > ended.index(want[1][2].path)
+    _same_rows(got, want)
+    # A memory limit with no room for a second log's rows: one log at a time, the same rows.
+    most[0] = 0
+    got = list(inv.scan_bookie(dirs, DigestPlan(), jobs=2, memory_bytes=inv.OTHER_MEMORY + 1024))
+    assert most[0] == 1
+    _same_rows(got, want)
+
+
+@pytest.mark.parametrize("corrupt_log", [0, 1])
+def test_logs_side_by_side_whose_ledger_was_sniffed_apart_give_the_rows_in_turn(tmp_path, corrupt_log):
+    """Ledger 7 spans the first two logs, its entries in one of them all corrupt. Scanned in turn,
+    the first log decides the ledger (as no type when its samples fail, as CRC32C when they verify)
+    and the second log's entries follow that decision (unknown, or BAD); side by side, each log's
+    fork sniffs the ledger alone and decides otherwise: the rows must still be those in turn."""
+    from bkdisk.bookie import inventory as inv
+    from bkdisk.bookie.layout import discover
+    from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, DigestPlan
+    payloads = [bytes([i % 251]) * 300 for i in range(40)]
+    spec = BookieSpec(ledgers=[LedgerSpec(7, payloads), LedgerSpec(9, payloads[:30])], entry_log_size_limit=8192,
+                      interleave=False)
+    root = tmp_path / "b"
+    write_bookie(spec, str(root))
+    dirs = discover(str(root))
+    logs = inv.entry_logs(dirs.ledger_dirs[0])[0]
+    assert len(logs) >= 3
+    scan = _rows_in_turn(dirs)[corrupt_log][2]
+    mine = scan.entries[scan.entries["ledger"] == 7]
+    assert len(mine) >= 8
+    with open(logs[corrupt_log][1], "r+b") as f:   # each digest's first byte, flipped
+        for e in mine:
+            at = int(e["offset"]) + 4 + 32   # after the size prefix and the V1 header
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 0xFF]))
+    plan = dict(max_samples=4)
+    want = _rows_in_turn(dirs, DigestPlan(**plan))
+    second = want[1][2]
+    status = second.digests["status"][second.entries["ledger"] == 7]
+    assert (status == (DIGEST_UNKNOWN if corrupt_log == 0 else DIGEST_BAD)).all()
+    for jobs in (1, 2, 3):
+        _same_rows(list(inv.scan_bookie(dirs, DigestPlan(**plan), jobs=jobs)), want)
 
 
 @settings(max_examples=60, deadline=None)
