@@ -50,6 +50,9 @@ class IndexInventory:
     # Every folder that could not be listed and file that could not be opened or read (path, op, errno,
     # message), by path; the file's row also has a DiskError in ``errors``.
     io_failures: list[IoFailure] = field(default_factory=list)
+    # Symbolic links the walk met (to files or folders), not counting those inside a followed symlinked
+    # folder: (dir index, path).
+    symlinks: list[tuple[int, str]] = field(default_factory=list)
 
     def unlisted_folder_of(self, lid: LedgerId) -> IoFailure | None:
         """The failure of a folder that could not be listed and may hold ``lid``'s index (its
@@ -118,4 +121,5 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
     inv.files = np.array(rows, dtype=INDEX_FILE_DTYPE)
     inv.locations = np.concatenate(locs) if locs else np.zeros(0, LOCATION_DTYPE)
     inv.io_failures = sorted(failures, key=lambda f: f.path)
+    inv.symlinks = lst.symlinks
     return inv
