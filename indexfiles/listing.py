@@ -178,7 +178,11 @@ def _walk_one(cur: str, add: Callable[[str, bool], None], strays: list[tuple[str
                 strays.append((entry.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX) else STRAY_OTHER))
         if len(items) > 1:
             items.sort()   # (the keys differ: a folder's ends in "/", which no name holds)
-        stack.extend([item[1:] for item in reversed(items)])
+        if all(item[4] != FOLDER for item in items):   # files only (a leaf folder): met now, in order
+            for item in items:
+                add(item[1], item[4] == REGULAR)
+        else:
+            stack.extend([item[1:] for item in reversed(items)])
 
 
 def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListing:

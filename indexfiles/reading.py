@@ -2,11 +2,12 @@
 
 Python does the I/O (one open and one readv per file; an fstat only when a read fills FIRST_READ or
 the listing could not tell the file's type) and the jitted kernels of indexfiles.decode decode a whole
-batch at once, writing its locations straight into their rows. A file larger than the batch buffer is read in windows of that
-buffer, and only its parts that hold data: an ``.idx`` may be sparse (one location in slot 2^31-2
-makes a 16 GiB file of which a page is stored), so holes are skipped with SEEK_DATA/SEEK_HOLE and
-memory stays bounded by the buffer whatever size a file claims. Every file that cannot be opened or
-read is kept as an IoFailure (with its errno) and a DiskError in its row; the walk goes on.
+batch at once, writing its locations straight into their rows. A file larger than the batch buffer
+is read in windows of that buffer, and only its parts that hold data: an ``.idx`` may be sparse (one
+location in slot 2^31-2 makes a 16 GiB file of which a page is stored), so holes are skipped with
+SEEK_DATA/SEEK_HOLE and memory stays bounded by the buffer whatever size a file claims. Every file
+that cannot be opened or read is kept as an IoFailure (with its errno) and a DiskError in its row;
+the walk goes on.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles import decode as D
 from bkdisk.indexfiles.file_rows import FileRows, location_rows
+from bkdisk.indexfiles.row_objects import HeaderColumn, SparseColumn
 
 DEFAULT_BATCH = 32 << 20   # bytes of files read before a decode; also a large file's window
 FIRST_READ = 1 << 20       # read before asking a file's size: most .idx files are a few pages
@@ -35,8 +37,8 @@ class IndexReads:
 
     files: np.ndarray                                  # INDEX_FILE_DTYPE; the read columns filled (size .. trailing)
     locations: np.ndarray                              # LOCATION_DTYPE, ``file`` = the row (or a ChunkedArray)
-    headers: list[fi.IndexHeader | None]
-    errors: list[FormatError | DiskError | None]
+    headers: HeaderColumn[fi.IndexHeader]              # a Sequence: row i's header or None
+    errors: SparseColumn[FormatError | DiskError]      # a Sequence: row i's error or None
     failures: list[IoFailure] = field(default_factory=list)
 
 
@@ -76,13 +78,13 @@ class Reader:
         self.rows = rows
         self.sink = sink   # a diskio.spill.ChunkedArray the locations go to when they pass its budget
         self.locs = location_rows()
-        self.headers: list[fi.IndexHeader | None] = []
-        self.errors: list[FormatError | DiskError | None] = []
+        self.headers: HeaderColumn[fi.IndexHeader] = HeaderColumn()
+        self.errors: SparseColumn[FormatError | DiskError] = SparseColumn()
         self.failures: list[IoFailure] = []
         self.buf = np.empty(_aligned(max(batch_bytes, fi.HEADER_SIZE)), np.uint8)
         self.words = self.buf.view(np.uint64)
         self.view, self.cap = self.buf.data, len(self.buf)
-        self.known_headers: dict[bytes, fi.IndexHeader] = {}   # many ledgers share one header (same password)
+        self.known_headers: dict[bytes, int] = {}   # a header's bytes -> its id: the ledgers of a password share one
         self.batch: tuple[list[int], list[int], list[int], list[str]] = ([], [], [], [])
         self.used = 0
 
@@ -90,8 +92,8 @@ class Reader:
         """Read the file of row ``r`` (rows are read in order); ``regular``: the listing saw a regular
         file (not a link), so its type needs no fstat: it is read at once, and checked and sized only
         when it fills FIRST_READ. Other paths are checked first."""
-        self.headers.append(None)
-        self.errors.append(None)
+        self.headers.add()
+        self.errors.add()
         if regular:
             try:
                 fd = os.open(path, OPEN_FLAGS)
@@ -179,19 +181,18 @@ class Reader:
 
     def _headers(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray, info: np.ndarray, ok: np.ndarray,
                  paths: list[str]) -> None:
+        """Each valid header as the id of its distinct bytes (told apart a length at a time); the
+        reference parser names what is wrong with each invalid one."""
         mv = self.buf.data
-        cols = [c.tolist() for c in (rows[ok], at[ok], info[ok, D.VERSION], info[ok, D.KEY_LENGTH],
-                                     info[ok, D.STATE], info[ok, D.LAC_LENGTH])]
-        key_at, fixed, known, headers = fi.KEY_OFFSET, fi.HEADER_FIXED_SIZE, self.known_headers, self.headers
-        lac_at = fixed[fi.HEADER_V1]
-        for r, o, version, key, state, lac in zip(*cols):
-            whole = mv[o:o + fixed[version] + key + lac].tobytes()   # every field of the header
-            h = known.get(whole)
-            if h is None:
-                h = known[whole] = fi.IndexHeader(
-                    version, whole[key_at:key_at + key], state,
-                    whole[lac_at + key:lac_at + key + lac] if version >= fi.HEADER_V1 and lac else None)
-            headers[r] = h
+        good = np.flatnonzero(ok)
+        fixed = np.array([fi.HEADER_FIXED_SIZE[v] if v in fi.HEADER_FIXED_SIZE else 0 for v in range(2)], np.int64)
+        length = fixed[info[good, D.VERSION]] + info[good, D.KEY_LENGTH] + info[good, D.LAC_LENGTH]
+        for width in np.unique(length).tolist():
+            sel = good[length == width]
+            whole = self.buf[at[sel, None] + np.arange(width)]   # every field of each header
+            distinct, inverse = np.unique(np.ascontiguousarray(whole).view(f"V{width}"), return_inverse=True)
+            ids = np.array([self._header_id(bytes(d)) for d in distinct.tolist()], np.int32)
+            self.headers.ids.array[rows[sel]] = ids[inverse.reshape(-1)]
         for i in np.flatnonzero(~ok).tolist():
             r, o, n, path = int(rows[i]), int(at[i]), int(lens[i]), paths[i]
             try:   # the twin names what is wrong
@@ -200,6 +201,14 @@ class Reader:
                 self.errors[r] = e
             else:
                 raise AssertionError(f"{path}: jitted and reference index header checks disagree")
+
+    def _header_id(self, whole: bytes) -> int:
+        """The id of the header whose fields are ``whole`` (its valid bytes, as check_header read them)."""
+        h = self.known_headers.get(whole)
+        if h is None:   # (the rest of the header block is not read: zeros stand for it)
+            h = self.known_headers[whole] = len(self.headers.distinct)
+            self.headers.distinct.append(fi.parse_header(whole + bytes(fi.HEADER_SIZE - len(whole))))
+        return h
 
     def decode_large(self, r: int, path: str, fd: int, size: int) -> None:
         """A file larger than the buffer: its header, then its data ranges a buffer at a time."""
@@ -230,7 +239,7 @@ class Reader:
             table["header_ok"][r] = False
             for name, _column, bad in _READ_COLUMNS:
                 table[name][r] = bad
-            self.headers[r] = None
+            self.headers.set(r, -1)
             raise
         for entries, vals in found:
             out = self._take(len(entries))
@@ -244,7 +253,7 @@ class Reader:
         if self.sink is not None and self.sink.spilled:   # spilled: the sink itself, the rest appended
             self.sink.append(locs)
             locs = self.sink
-        return IndexReads(files, locs, self.headers, self.errors, self.failures)
+        return IndexReads(files, locs, self.headers.finish(), self.errors, self.failures)
 
 
 # (column, info column, value without a valid header) of the rows a batch fills
@@ -279,8 +288,8 @@ def decode_index_bytes(path: str, data: bytes | bytearray | memoryview) -> Index
     """The same row as read_index_files gives for a file holding ``data``."""
     table = FileRows(1)
     rd = Reader(table, len(data))
-    rd.headers.append(None)
-    rd.errors.append(None)
+    rd.headers.add()
+    rd.errors.add()
     rd.buf[:len(data)] = np.frombuffer(data, np.uint8)
     rd.decode_batch(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([len(data)], np.int64), [path])
     return rd.result(table.finish())

@@ -62,7 +62,7 @@ def test_the_index_walk_lists_files_in_the_order_of_their_paths():
 
 
 KEY_RECORDS = st.lists(st.tuples(st.sampled_from([0, 0, 0, 3, 2**64 - 1]), st.integers(0, 12) | st.just(2**64 - 1),
-                                 st.binary(max_size=24)), max_size=60)
+                                 st.binary(max_size=24) | st.sampled_from([b"k" * 20, b"p" * 20, b""])), max_size=60)
 
 
 @settings(max_examples=200, deadline=None)
