@@ -20,19 +20,40 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
     def __init__(self, scope: np.ndarray, ledger: np.ndarray, data: np.ndarray, ends: np.ndarray):
         """``scope``, ``ledger``: one row per record, in record order; record i's key is
         ``data[ends[i-1]:ends[i]]``."""
+        ends = np.asarray(ends, np.int64)
+        distinct, ids = _distinct(np.asarray(data, np.uint8), ends, np.arange(len(ends)))
+        self._build(scope, ledger, distinct, ids)
+
+    @classmethod
+    def of_ids(cls, scope: np.ndarray, ledger: np.ndarray, distinct: list[bytes], ids: np.ndarray) -> LedgerKeys:
+        """The table of records whose keys are given as ids: record i's key is ``distinct[ids[i]]``."""
+        out = cls.__new__(cls)
+        out._build(scope, ledger, distinct, ids)
+        return out
+
+    def _build(self, scope: np.ndarray, ledger: np.ndarray, distinct: list[bytes], ids: np.ndarray) -> None:
         scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
         n = len(scope)
         order = np.lexsort((ledger, scope))   # by ledger, then record (lexsort is stable)
         s, l = scope[order], ledger[order]
         new = np.ones(n, bool)
         new[1:] = (s[1:] != s[:-1]) | (l[1:] != l[:-1])
-        first_at = np.flatnonzero(new)
-        last_at = np.concatenate([first_at[1:], [n]]) - 1 if n else first_at
-        self.scope, self.ledger = s[first_at], l[first_at]
-        # ledgers as first met: int32 while they fit
-        self.iter_order = np.argsort(order[first_at], kind="stable").astype(np.int32 if n < 1 << 31 else np.int64)
-        del s, l, new, first_at
-        self.distinct, self.key_of = _distinct(np.asarray(data, np.uint8), np.asarray(ends, np.int64), order[last_at])
+        small = np.int32 if n < 1 << 31 else np.int64   # (row numbers while they fit)
+        if new.all():   # one record a ledger (as a bookie writes them): the sort's rows are the table's
+            self.scope, self.ledger = s, l
+            last = order
+            # ledgers as first met: the inverse of the sort
+            self.iter_order = np.empty(n, small)
+            self.iter_order[order] = np.arange(n, dtype=small)
+        else:
+            first_at = np.flatnonzero(new)
+            last = order[np.concatenate([first_at[1:], [n]]) - 1]   # the last record of each ledger wins
+            self.scope, self.ledger = s[first_at], l[first_at]
+            self.iter_order = np.argsort(order[first_at], kind="stable").astype(small)   # ledgers as first met
+            del first_at
+        del s, l, new
+        self.distinct = distinct
+        self.key_of = np.asarray(ids, np.int32)[last]
 
     @classmethod
     def empty(cls) -> LedgerKeys:
