@@ -103,9 +103,9 @@ class _Found:
             return
         lo, hi = self.first, self.first + len(rels)
         text = "".join(rels)
-        parts = [text.encode("ascii")] if text.isascii() else [os.fsencode(x) for x in rels]
-        self.data.append(np.frombuffer(b"".join(parts), np.uint8))
-        self.lengths.append(np.fromiter(map(len, rels if len(parts) == 1 else parts), np.int64, len(rels)))
+        encoded = [os.fsencode(x) for x in rels] if not text.isascii() else None   # (ASCII: a byte a character)
+        self.data.append(np.frombuffer(text.encode("ascii") if encoded is None else b"".join(encoded), np.uint8))
+        self.lengths.append(np.fromiter(map(len, rels if encoded is None else encoded), np.int64, len(rels)))
         sep = os.sep
         scope, ledger, named = parse_index_names([x[x.rfind(sep) + 1:] for x in rels])
         table = self.rows.array
