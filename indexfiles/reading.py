@@ -29,6 +29,7 @@ from bkdisk.indexfiles.row_objects import HeaderColumn, SparseColumn
 
 DEFAULT_BATCH = 32 << 20   # bytes of files read before a decode; also a large file's window
 FIRST_READ = 1 << 20       # read before asking a file's size: most .idx files are a few pages
+SLOT = fi.SLOT_SIZE
 
 
 @dataclass
@@ -111,7 +112,7 @@ class Reader:
         try:
             got = 0
             if size < 0:   # the type is known from the listing, the size not yet: read, and ask if it filled
-                want = min(cap - used, FIRST_READ)
+                want = cap - used if cap - used < FIRST_READ else FIRST_READ
                 got = os.readv(fd, [view[used:used + want]]) if want else 0
                 if got == want:
                     st = os.fstat(fd)
@@ -140,7 +141,7 @@ class Reader:
         at.append(used)
         lens.append(got)
         paths.append(path)
-        self.used = _aligned(used + got)   # each file starts on a word: its slots are whole words
+        self.used = -(-(used + got) // SLOT) * SLOT   # each file starts on a word: its slots are whole words
 
     def flush(self) -> None:
         rows, at, lens, paths = self.batch
@@ -192,7 +193,7 @@ class Reader:
             whole = self.buf[at[sel, None] + np.arange(width)]   # every field of each header
             distinct, inverse = np.unique(np.ascontiguousarray(whole).view(f"V{width}"), return_inverse=True)
             ids = np.array([self._header_id(bytes(d)) for d in distinct.tolist()], np.int32)
-            self.headers.ids.array[rows[sel]] = ids[inverse.reshape(-1)]
+            self.headers.set(rows[sel], ids[inverse.reshape(-1)])
         for i in np.flatnonzero(~ok).tolist():
             r, o, n, path = int(rows[i]), int(at[i]), int(lens[i]), paths[i]
             try:   # the twin names what is wrong

@@ -10,8 +10,6 @@ from typing import Generic, TypeVar, overload
 
 import numpy as np
 
-from bkdisk.indexfiles.file_rows import GrowingArray
-
 T = TypeVar("T")
 
 
@@ -52,28 +50,39 @@ class HeaderColumn(_Column[T]):
     """Row i's header: ``distinct[ids[i]]``, None where ``ids[i]`` is -1."""
 
     def __init__(self) -> None:
-        self.ids = GrowingArray(np.dtype(np.int32))
+        self.n = 0
+        self.ids = np.zeros(0, np.int32)
         self.distinct: list[T] = []
 
     def add(self) -> None:
         """One more row, without a header."""
-        self.ids.take(1)[0] = -1
+        self.n += 1
 
-    def set(self, row: int, header_id: int) -> None:
-        self.ids.array[row] = header_id
+    def _fill(self) -> None:
+        """The id array as long as the rows (new rows -1), grown by doubling."""
+        if len(self.ids) < self.n:
+            grown = np.full(max(self.n, 2 * len(self.ids)), -1, np.int32)
+            grown[:len(self.ids)] = self.ids
+            self.ids = grown
+
+    def set(self, rows: np.ndarray | int, header_ids: np.ndarray | int) -> None:
+        self._fill()
+        self.ids[rows] = header_ids
 
     def id_column(self) -> np.ndarray:
-        return self.ids.array[:self.ids.n]
+        self._fill()
+        return self.ids[:self.n]
 
     def finish(self) -> HeaderColumn[T]:
-        self.ids.finish()
+        self._fill()
+        self.ids = self.ids[:self.n].copy()
         return self
 
     def __len__(self) -> int:
-        return self.ids.n
+        return self.n
 
     def _at(self, i: int) -> T | None:
-        h = int(self.ids.array[i])
+        h = int(self.ids[i]) if i < len(self.ids) else -1
         return None if h < 0 else self.distinct[h]
 
     def __repr__(self) -> str:
