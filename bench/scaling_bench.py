@@ -3,7 +3,7 @@ of several entry-log sizes, entry sizes and ledger (``.idx`` file) counts, each 
 beside a raw read of the same bytes in the same rounds.
 
     python -m bench.scaling_bench [--base ./bench-out] [--configs 0.5:20000,2:20000,8:20000,2:200000] \\
-        [--runs 3] [--clean] [--memory-limit MiB]
+        [--runs 3] [--rss-runs N] [--clean] [--memory-limit MiB] [--same-at MiB]
 
 Each config ``GIB:LEDGERS`` is a bookie bench/scan_bench.py builds (all ledgers CRC32C, payloads of
 1-64 KiB, no synthetic index tree) in ``<base>/s<GIB>g-<LEDGERS>``, or reuses when it is there;
@@ -15,7 +15,8 @@ cache (if the machine has the memory for them: the table says how large each boo
 deletes each bookie after it is measured. Commands: ``bkdisk inventory ROOT --jsonl`` (to /dev/null),
 ``--parquet FILE``, ``bookie-fsck ROOT``, ``bkdisk scan-disk ROOT --out FILE`` and an audit's disk task
 (what a Spark task runs for its disk, in a process without Spark) (``--commands``: some of them), each with
-``--memory-limit`` when given.
+``--memory-limit`` when given. ``--same-at MiB`` runs each command once more at its limit and at MiB (memory
+to spare) and says whether the findings and rows are the same (bench/same_outputs.py).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import os
 import shutil
 import sys
 
-from bench import commands_bench, scan_bench
+from bench import commands_bench, same_outputs, scan_bench
 from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 
 GIB = 1 << 30
@@ -87,11 +88,21 @@ def run(a) -> int:
             cmds.append(("audit disk task", task, None, (0,)))
         raw, total, res = commands_bench.measure(root, cmds, a.runs, a.window_mib << 20)
         # Sampled in runs of their own (sampling costs the timed runs CPU): the largest of each peak.
-        peaks = [[commands_bench.rss_peaks(cmd, env, 0.01) for _ in range(a.runs)] for _n, cmd, env, _ok in cmds]
+        rss_runs = a.runs if a.rss_runs is None else a.rss_runs
+        peaks = [[commands_bench.rss_peaks(cmd, env, 0.01) for _ in range(rss_runs)] or [(0.0, 0.0, 0.0)]
+                 for _n, cmd, env, _ok in cmds]
         split = {name: tuple(max(col) for col in zip(*runs)) for (name, *_c), runs in zip(cmds, peaks)}
         on_disk = sum(os.path.getsize(os.path.join(dp, n)) for dp, _dn, fn in os.walk(root) for n in fn)
         entries = scan_bench.built_entries(d)
-        rows.append((gib, ledgers, sizes or "1024-65536", entries, total, on_disk, raw, res, split))
+        same = {}
+        if a.same_at:
+            for name, cmd, env, _ok in cmds:
+                if name != "audit disk task":
+                    same[name] = same_outputs.same_at(name, cmd, env, a.memory_limit or DEFAULT_MEMORY_MIB,
+                                                      a.same_at)
+                    print(f"  {name}: {'same' if same[name][0] else 'DIFFERENT'} {same[name][1]} "
+                          f"at --memory-limit {a.memory_limit or DEFAULT_MEMORY_MIB} and {a.same_at}", flush=True)
+        rows.append((gib, ledgers, sizes or "1024-65536", entries, total, on_disk, raw, res, split, same))
         print(f"measured {d}: {total / GIB:.2f} GiB of entry logs, {entries} entries", flush=True)
         shutil.rmtree(out, ignore_errors=True)
         if a.clean:
@@ -106,10 +117,12 @@ def run(a) -> int:
     print("anon/file: peak anonymous (heap, arrays) and peak file-backed (mapped windows, libraries) resident MiB")
     print("of one process; both sampled every 10 ms in as many more runs (the largest shown).")
     print("x all (fsck): against the raw read of the logs, the journals and the index files.")
+    if a.same_at:
+        print(f"same: findings and rows at the commands' limit equal those at --memory-limit {a.same_at}.")
     print(f"{'logs GiB':>8s} {'bookie GiB':>10s} {'ledgers':>8s} {'payload B':>11s} {'entries':>10s} {'raw s':>6s} | "
           f"{'command':20s} {'s':>7s} {'CPU s':>6s} {'M/s':>6s} {'x raw':>6s} {'RSS MiB':>7s} {'tree MiB':>8s} "
           f"{'anon/file':>9s}")
-    for _gib, ledgers, sizes, entries, total, on_disk, raw, res, split in rows:
+    for _gib, ledgers, sizes, entries, total, on_disk, raw, res, split, same in rows:
         for name in COMMANDS:
             if name not in res:
                 continue
@@ -117,6 +130,8 @@ def run(a) -> int:
             an, fb, tree = split[name]
             rate = f"{entries / t / 1e6:6.2f}" if entries else "     ?"
             extra = f"  x all {ratio_all:.2f}" if name == "fsck" else ""
+            if name in same:
+                extra += "  same" if same[name][0] else "  DIFFERENT"
             print(f"{total / GIB:8.2f} {on_disk / GIB:10.2f} {ledgers:8d} {sizes:>11s} {entries or 0:10d} {raw:6.2f} | "
                   f"{name:20s} {t:7.2f} {cpu:6.2f} {rate} {ratio:6.2f} {rss:7.0f} {tree:8.0f} "
                   f"{f'{an:.0f}/{fb:.0f}':>9s}{extra}")
@@ -129,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="0.5:20000,2:20000,8:20000,2:200000",
                     help="comma-separated GIB:LEDGERS bookies to measure")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rss-runs", type=int, default=None, metavar="N",
+                    help="runs sampled for the anonymous/file-backed split (default: --runs; 0: none)")
+    ap.add_argument("--same-at", type=int, default=None, metavar="MiB",
+                    help="also compare each command's findings and rows with those at this memory limit")
     ap.add_argument("--window-mib", type=int, default=64, help="bytes the raw read maps at once")
     ap.add_argument("--clean", action="store_true", help="delete each bookie once measured")
     ap.add_argument("--commands", type=lambda v: v.split(","), default=list(COMMANDS), metavar="NAME,...",

@@ -42,11 +42,19 @@ entrylog_scan = lazy_import("bkdisk.entrylogs.scan")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
 mapped = lazy_import("bkdisk.diskio.mapped")
 pq = lazy_import("pyarrow.parquet")
+arrow_columns = lazy_import("bkdisk.bookie.arrow_columns")
 WINDOW_DEFAULT = 64 << 20   # entrylogs.scan.DEFAULT_WINDOW (tests hold the two equal)
 ROW_GROUP = 1 << 18         # rows of a Parquet row group: the writer holds one encoded group at a time
+# Rows the writer takes in at a time. The statistics of a dictionary column are worked out once per
+# such part (the distinct indices, then their values), so that at pyarrow's default of 1,024 rows
+# they are a large share of writing the string columns.
+WRITE_BATCH = 1 << 16
 # Columns whose values hardly repeat: a dictionary page for them is built, overflows and is dropped
 # again in every row group (no smaller file for the time it takes).
 DISTINCT_COLUMNS = frozenset({"offset", "lac", "length"})
+# Integer columns stored as deltas: offsets and ledger lengths grow, sizes vary within a small range,
+# so their deltas take few bits (smaller pages, written faster than plain pages or a dictionary).
+DELTA_COLUMNS = frozenset({"offset", "length", "size", "payload_len"})
 
 
 class InventoryError(BkdiskError):
@@ -69,9 +77,11 @@ class BookieSummary:
         """Take in the ledgers of ``entries`` (ENTRY_DTYPE rows) as sorted id arrays, a scope at a time."""
         import numpy as np
         scope, ledger = entries["scope"], entries["ledger"]
-        scopes = [int(scope[0])] if scope[0] == scope.min() == scope.max() else np.unique(scope).tolist()
+        scopes = np.unique(scope).tolist() if (scope != scope[0]).any() else [int(scope[0])]
         for sc in scopes:
             ids = ledger if len(scopes) == 1 else ledger[scope == sc]
+            # one id per run of a ledger's entries first: a log written a ledger at a time is a run each
+            ids = ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
             held = self.ledgers.get(sc)
             self.ledgers[sc] = np.unique(ids if held is None else np.concatenate([held, ids]))
 
@@ -84,7 +94,8 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
     """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
     summary: BookieSummary | None = None
     unlisted = 0
-    for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window):
+    for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window,
+                                             meanwhile=None if parquet is None else parquet.prepare):
         if isinstance(item, str):
             warn(item)
             unlisted += 1
@@ -107,7 +118,7 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         if jsonl:
             rows.write_jsonl(out)
         if parquet is not None:
-            parquet.write(rows.arrow())
+            parquet.write(rows)
         if not jsonl:
             summary.add_ledgers(rows.entries)
     if summary is None:
@@ -146,31 +157,83 @@ def _unserved(dirs: BookieDirs, entries: int) -> list[str]:
 
 
 class _ParquetSink:
-    """Batches of every bookie into one Parquet file, written to a temp name and renamed when complete."""
+    """Batches of every bookie into one Parquet file, written to a temp name and renamed when complete.
+
+    The string columns come as dictionary arrays (``LogRows.arrow(coded=True)``) and are stored as
+    the dictionary pages and indices they are; the file's Arrow schema names them strings, as the
+    rows are, so readers get the same columns as from a file written from string columns.
+
+    A row group is written on a thread of its own while the caller builds the next one (pyarrow
+    writes without the GIL): the groups are built in two rooms in turn, and a room is built in again
+    only once the group built in it is written."""
 
     def __init__(self, path: str):
         self.path, self.tmp = path, f"{path}.tmp-{os.getpid()}"
         self.writer: Any = None   # a pyarrow ParquetWriter once the first batch gives the schema
+        self.rooms: list = []     # the column builders' arrays, kept from one row group to the next
+        self.built = 0            # row groups built
+        self.thread: Any = None   # the writing thread (an executor of one)
+        self.writing: Any = None  # the future of the row group being written
         try:   # an output that cannot be written is said before the scan, in one line
             open(self.tmp, "xb").close()
         except OSError as e:
             raise mapped.DiskError(path, f"cannot write ({e.strerror})") from None
 
-    def write(self, batch) -> None:
-        if self.writer is None:
-            dictionary = [n for n in batch.schema.names if n not in DISTINCT_COLUMNS]
-            self.writer = pq.ParquetWriter(self.tmp, batch.schema, use_dictionary=dictionary)
-        elif batch.schema != self.writer.schema:
-            batch = batch.cast(self.writer.schema)
-        self.writer.write_batch(batch, row_group_size=ROW_GROUP)
+    def prepare(self) -> None:
+        """Import what writing needs (pyarrow's Parquet writer, the column builders) and start the writing thread."""
+        if not self.rooms:
+            from concurrent.futures import ThreadPoolExecutor
+            _ = pq.ParquetWriter
+            self.rooms = [arrow_columns.ColumnRoom(), arrow_columns.ColumnRoom()]
+            self.thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
+
+    def write(self, rows: LogRows) -> None:
+        """The rows as row groups of ROW_GROUP rows, each written while the next is built."""
+        self.prepare()
+        for lo in range(0, len(rows), ROW_GROUP):
+            batch = rows.part(lo, lo + ROW_GROUP).arrow(coded=True, room=self.rooms[self.built % 2])
+            self.built += 1
+            if self.writer is None:
+                self.writer = pq.ParquetWriter(self.tmp, batch.schema, store_schema=False,
+                                               **parquet_settings(batch.schema.names))
+                self.writer.add_key_value_metadata(_arrow_schema(batch.schema))
+            elif batch.schema != self.writer.schema:
+                batch = batch.cast(self.writer.schema)
+            if self.writing is not None:
+                self.writing.result()   # the group before, from the other room (its error, if any, here)
+            self.writing = self.thread.submit(self.writer.write_batch, batch, row_group_size=ROW_GROUP)
 
     def close(self, ok: bool) -> None:
+        if self.thread is not None:
+            self.thread.shutdown(wait=True)   # a group still being written is finished before the file is closed
+        error = self.writing.exception() if ok and self.writing is not None else None
         if self.writer is not None:
             self.writer.close()
-        if ok and self.writer is not None:
+        if ok and error is None and self.writer is not None:
             os.replace(self.tmp, self.path)
         else:
             os.unlink(self.tmp)
+        if error is not None:
+            raise error
+
+
+def parquet_settings(names: list[str]) -> dict:
+    """The Parquet writer's settings for the inventory's columns: a dictionary where values repeat,
+    delta-coded integers where they grow or vary little from row to row, Snappy pages."""
+    delta = {n: "DELTA_BINARY_PACKED" for n in names if n in DELTA_COLUMNS}
+    return {"use_dictionary": [n for n in names if n not in DISTINCT_COLUMNS and n not in delta],
+            "column_encoding": delta or None, "compression": "snappy", "write_batch_size": WRITE_BATCH}
+
+
+def _arrow_schema(schema) -> dict[bytes, bytes]:
+    """The Arrow schema a file of ``schema``'s rows carries, with each dictionary column as its values'
+    type: under the key and in the encoding pyarrow writes it (ARROW:schema, base64 of the IPC schema)."""
+    import base64
+
+    import pyarrow as pa
+    plain = pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type,
+                                f.nullable, f.metadata) for f in schema], metadata=schema.metadata)
+    return {b"ARROW:schema": base64.b64encode(plain.serialize().to_pybytes())}
 
 
 @click.command("inventory")

@@ -7,7 +7,7 @@ audit's replica rows start from. Damage the scan met comes back as data (``LogRo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +16,7 @@ from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
 from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from bkdisk.diskio.mapped import DiskError
-from bkdisk.diskio.payload_hashes import PayloadHashes, hex_ascii
+from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
 from bkdisk.formats.digests import DigestType
@@ -116,64 +116,43 @@ class LogRows:
             hash_rows = None if self.hash_row is None else self.hash_row[lo:lo + rows]
             yield template.encode_view(part, self.payload_sha256, hash_rows)
 
-    def arrow(self):
-        """The rows as a pyarrow RecordBatch with the same names and JSON's nulls."""
+    def part(self, lo: int, hi: int) -> LogRows:
+        """Rows [lo, hi), as views of these rows' arrays."""
+        return LogRows(self.bookie_id, self.ledger_dir, self.log_id, self.path, self.entries[lo:hi],
+                       None if self.digests is None else self.digests[lo:hi], self.payload_sha256,
+                       None if self.hash_row is None else self.hash_row[lo:hi], self.warnings, self.problems)
+
+    def arrow(self, *, coded: bool = False, room=None):
+        """The rows as a pyarrow RecordBatch with the same names and JSON's nulls.
+
+        With ``coded``, the string columns (bookie_id, ledger_dir, digest_type, digest_source) are
+        dictionary arrays over their few values: a Parquet writer stores those as its dictionary
+        pages and indices as they are, without hashing each row's text. With ``room`` (an
+        arrow_columns.ColumnRoom) the numeric columns are built in its arrays, valid until the next
+        batch is built in it."""
         import pyarrow as pa
+
+        from bkdisk.bookie import arrow_columns as ac
         n = len(self)
-        cols = self.columns()
+        e = self.entries
         d = self.checked_digests()
-        # Constant and coded columns are built by Arrow from the codes (no Python object per row).
-        arrays = {
-            "bookie_id": _repeated(self.bookie_id, n),
-            "ledger_dir": _repeated(self.ledger_dir, n),
-            "log_id": pa.array(np.full(n, self.log_id, np.int64)),
-        }
-        for s in SLOTS[:8]:
-            arrays[s.key] = pa.array(cols[s.key])
-        arrays["payload_len"] = pa.array(d["payload_len"], mask=d["payload_len"] < 0)
-        arrays["digest_type"] = _decoded(d["type"], _DIGEST_NAMES)
-        arrays["digest_source"] = _decoded(d["source"], _SOURCES)
+        plen = d["payload_len"]
+        arrays = [
+            ac.constant(self.bookie_id, n, coded, room, "bookie_id"),
+            ac.constant(self.ledger_dir, n, coded, room, "ledger_dir"),
+            ac.filled(self.log_id, n, room, "log_id"),
+            *(ac.numeric(e[s.key], None, room, s.key) for s in SLOTS[:8]),
+            ac.numeric(plen, plen >= 0, room, "payload_len"),
+            ac.decoded(d["type"], _DIGEST_NAMES, coded, room, "digest_type"),
+            ac.decoded(d["source"], _SOURCES, coded, room, "digest_source"),
+        ]
         ok = verified_status(d)
-        arrays["digest_ok"] = pa.array(ok == DIGEST_OK, pa.bool_(), mask=(ok != DIGEST_OK) & (ok != DIGEST_BAD))
-        if self.payload_sha256 is not None:
-            arrays[HASH_SLOT.key] = _hex_column(self.payload_sha256, self.hash_row)
-        return pa.RecordBatch.from_pydict(arrays)
-
-
-def _repeated(value: str | None, n: int):
-    """A string column of ``n`` copies of ``value`` (null when None)."""
-    import pyarrow as pa
-    if value is None:
-        return pa.nulls(n, pa.string())
-    raw = value.encode("utf-8")
-    if n * len(raw) < 1 << 31:   # the text and 32-bit offsets straight into Arrow's buffers
-        offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
-        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(raw * n))
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string())) \
-        .cast(pa.string())
-
-
-def _hex_column(digests: np.ndarray, rows: np.ndarray):
-    """A string column of ``digests[rows[r]]`` as lowercase hex (null where ``rows[r]`` is -1), written
-    into Arrow's buffers directly: 64 bytes of text per hashed row."""
-    import pyarrow as pa
-    present = rows >= 0
-    text = hex_ascii(digests[rows[present]])
-    width = text.shape[1]
-    if len(text) * width > np.iinfo(np.int32).max:
-        raise ValueError(f"{len(text)} payload hashes are more than one string column holds")
-    offsets = np.zeros(len(rows) + 1, np.int32)
-    np.cumsum(present * np.int32(width), dtype=np.int32, out=offsets[1:])
-    nulls = len(rows) - len(text)
-    validity = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
-    return pa.StringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(text), validity, nulls)
-
-
-def _decoded(codes: np.ndarray, names: tuple) -> object:
-    """A string column of ``names[code]`` per row (None: null)."""
-    import pyarrow as pa
-    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(list(names), pa.string())) \
-        .cast(pa.string())
+        arrays.append(ac.booleans(ok == DIGEST_OK, (ok == DIGEST_OK) | (ok == DIGEST_BAD)))
+        names = list(INVENTORY_FIELDS)
+        if self.payload_sha256 is not None and self.hash_row is not None:
+            arrays.append(ac.hex_column(self.payload_sha256, self.hash_row))
+            names.append(HASH_SLOT.key)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def entry_logs(ledger_dir: str) -> tuple[list[tuple[int, str]], str | None]:
@@ -194,7 +173,8 @@ def _hash_array(hashes: PayloadHashes | None) -> tuple[np.ndarray | None, np.nda
 
 
 def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,
-                window: int = DEFAULT_WINDOW) -> Iterator[LogRows | str]:
+                window: int = DEFAULT_WINDOW, meanwhile: Callable[[], object] | None = None
+                ) -> Iterator[LogRows | str]:
     """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str says what
     could not be read: a dir that could not be listed, or an entry log that could not be opened or
     read (the logs after it are still scanned).
@@ -202,7 +182,9 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
     The next log is scanned on a helper thread while the caller handles the rows of the one before
     (encodes, writes them): the logs are still scanned one at a time and in order, so the digest plan
     sees them as a scan on one thread does, and the rows are the same. A caller that stops early (a
-    closed pipe, Ctrl-C) waits for the log scanned ahead to finish: one log's scan at the most."""
+    closed pipe, Ctrl-C) waits for the log scanned ahead to finish: one log's scan at the most.
+    ``meanwhile`` runs on the caller's thread once the first log's scan is under way (what the
+    caller will need for the rows, imported while the scan runs)."""
     from concurrent.futures import ThreadPoolExecutor
     bid = bookie_id_of(dirs)
     items: list[str | tuple[str, int, str]] = []
@@ -214,7 +196,7 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
 
     def scan(ld_name: str, log_id: int, path: str) -> LogRows:
         return log_rows(bid, ld_name, log_id, scan_entry_log(path, window=window, digests=plan,
-                                                             payload_hash=payload_hash))
+                                                             payload_hash=payload_hash, digest_facts=True))
 
     logs = iter([item for item in items if not isinstance(item, str)])
     with ThreadPoolExecutor(1, thread_name_prefix="inventory-scan") as helper:
@@ -223,6 +205,8 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
             return None if item is None else helper.submit(scan, *item)
 
         pending = scan_next()
+        if meanwhile is not None and pending is not None:
+            meanwhile()
         for item in items:
             if isinstance(item, str):
                 yield item

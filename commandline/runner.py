@@ -46,7 +46,11 @@ def console_command(fn: Callable[..., object], *args: object) -> None:
     (``gc.freeze``) so that the interpreter's last collections at exit skip it: they walk every
     object numba and numpy made, time spent freeing memory the process is about to give back.
     Objects are still released as the modules are torn down; only garbage held in reference cycles
-    is left to the operating system (Python's exit never promised to finalize it)."""
+    is left to the operating system (Python's exit never promised to finalize it).
+
+    numpy's BLAS is held to one thread (unless the environment says otherwise): at import it starts
+    a thread per core that polls for work, and the commands do no linear algebra."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         fn(*args)
     finally:

@@ -13,14 +13,20 @@ import numpy as np
 from bkdisk.diskio.config import kernel
 from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
-from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 # Per-entry digest results.
 DIGEST_UNKNOWN, DIGEST_OK, DIGEST_BAD = 0, 1, 2
 DIGEST_PENDING_HMAC = 3     # left for the caller, who holds the keys
+DIGEST_NEEDS_BYTES = 4      # check_digests_by_facts: the facts do not settle it, the bytes do
 # sniff_crc's result bits
 SNIFF_CRC32C, SNIFF_CRC32 = 1, 2
+# An entry's digest facts (digest_facts), one byte: whether its digest verifies as CRC32C (0: not
+# computed, the entry being too short), its format, and a V2 entry's digest code.
+FACT_CRC32C_OK, FACT_CRC32C_BAD, FACT_CRC32C = 1, 2, 3
+FACT_V2 = 4
+FACT_CODE_SHIFT = 3
 
 _CRC32, _HMAC, _CRC32C, _DUMMY = (int(t) for t in (DigestType.CRC32, DigestType.HMAC, DigestType.CRC32C,
                                                    DigestType.DUMMY))
@@ -29,6 +35,23 @@ DIGEST_LENGTH_BY_CODE = np.array([-1] + [DIGEST_LENGTH[DigestType(c)] for c in r
 _LEN_CRC32, _LEN_HMAC, _LEN_CRC32C = DIGEST_LENGTH[DigestType.CRC32], DIGEST_LENGTH[DigestType.HMAC], \
     DIGEST_LENGTH[DigestType.CRC32C]
 _V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
+
+
+@kernel
+def _settled(n, header, digest_type, known):
+    """An entry's status settled before any CRC (one already known, no type, too short for its digest,
+    DUMMY, HMAC left to the caller), or -1 when its CRC decides."""
+    if known != 0:
+        return known
+    if digest_type == 0:
+        return DIGEST_UNKNOWN
+    if n < header + DIGEST_LENGTH_BY_CODE[digest_type]:
+        return DIGEST_BAD
+    if digest_type == _DUMMY:
+        return DIGEST_OK
+    if digest_type == _HMAC:
+        return DIGEST_PENDING_HMAC
+    return -1
 
 
 @kernel
@@ -50,22 +73,11 @@ def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out
             header = _V1
             digest_type = code[i]
         out_type[i] = digest_type
-        if known[i] != 0:
-            out_status[i] = known[i]
-            continue
-        if digest_type == 0:
-            out_status[i] = DIGEST_UNKNOWN
+        settled = _settled(n, header, digest_type, known[i])
+        if settled >= 0:
+            out_status[i] = settled
             continue
         digest_len = DIGEST_LENGTH_BY_CODE[digest_type]
-        if n < header + digest_len:
-            out_status[i] = DIGEST_BAD
-            continue
-        if digest_type == _DUMMY:
-            out_status[i] = DIGEST_OK
-            continue
-        if digest_type == _HMAC:
-            out_status[i] = DIGEST_PENDING_HMAC
-            continue
         poly = POLY_CRC32 if digest_type == _CRC32 else POLY_CRC32C
         crc = crc_update(mask32, buf, body, header, poly, variant)
         crc = crc_update(crc, buf, body + header + digest_len, n - header - digest_len, poly, variant) ^ mask32
@@ -74,6 +86,57 @@ def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out
         else:
             stored = be_u64(buf, body + header)
         out_status[i] = DIGEST_OK if stored == crc else DIGEST_BAD
+
+
+@kernel
+def entry_facts(buf, body, n, variant, max_crc):
+    """The digest facts (FACT_* bits) of the entry of ``n`` stored bytes at ``buf[body]``: what a digest
+    check reads of its bytes when its type is CRC32C (most ledgers'), taken while the bytes are at hand
+    so that the check may come later without them. The CRC of an entry of more than ``max_crc`` bytes
+    is left to the check (not computed)."""
+    mask32 = np.uint64(0xFFFFFFFF)
+    f = 0
+    header = _V1
+    if buf[body] >= V2_MARKER:
+        f = FACT_V2 | ((buf[body + V2_FLAGS_AT] & V2_DIGEST_MASK) << FACT_CODE_SHIFT)
+        header = _V2
+    if header + _LEN_CRC32C <= n <= max_crc:
+        crc = crc_update(mask32, buf, body, header, POLY_CRC32C, variant)
+        crc = crc_update(crc, buf, body + header + _LEN_CRC32C, n - header - _LEN_CRC32C, POLY_CRC32C,
+                         variant) ^ mask32
+        f |= FACT_CRC32C_OK if np.uint64(be_u32(buf, body + header)) == crc else FACT_CRC32C_BAD
+    return f
+
+
+@kernel
+def digest_facts(buf, base, off, size, variant, max_crc, out):
+    """entry_facts of each entry (size prefix at off[i], size[i] stored bytes) held in ``buf``."""
+    for i in range(off.size):
+        out[i] = entry_facts(buf, off[i] + SIZE_PREFIX_SIZE - base, size[i], variant, max_crc)
+
+
+@kernel
+def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
+    """check_digests from the entries' digest facts instead of their bytes: the same type and status,
+    or DIGEST_NEEDS_BYTES where the facts do not tell (a CRC32 digest; a CRC32C one not computed)."""
+    for i in range(size.size):
+        n = size[i]
+        if fmt[i] == 2:
+            header = _V2
+            digest_type = (facts[i] >> FACT_CODE_SHIFT) & V2_DIGEST_MASK
+        else:
+            header = _V1
+            digest_type = code[i]
+        out_type[i] = digest_type
+        settled = _settled(n, header, digest_type, known[i])
+        if settled >= 0:
+            out_status[i] = settled
+            continue
+        crc32c = facts[i] & FACT_CRC32C
+        if digest_type == _CRC32C and crc32c != 0:
+            out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
+        else:
+            out_status[i] = DIGEST_NEEDS_BYTES
 
 
 def check_digests_reference(data, base: int, off, size, fmt, code, known) -> tuple[np.ndarray, np.ndarray]:

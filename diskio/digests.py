@@ -33,8 +33,6 @@ from bkdisk.diskio.digest_kernels import (
     DIGEST_UNKNOWN,
     SNIFF_CRC32,
     SNIFF_CRC32C,
-    check_digests,
-    sniff_crc,
 )
 from bkdisk.diskio.digest_plan import (
     SOURCE_ENTRY,
@@ -46,6 +44,7 @@ from bkdisk.diskio.digest_plan import (
     LedgerKey,
     learn_digest_length_hints,
 )
+from bkdisk.diskio.entry_bytes import EntryBytes
 from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.diskio.payload_hashes import PayloadHashes, sha256_payloads
@@ -74,18 +73,21 @@ def _hmac_ok(key: bytes, mv: memoryview, body: int, header: int, n: int) -> bool
     return hmac.compare_digest(h.digest(), mv[body + header:body + header + _HMAC_LENGTH].tobytes())
 
 
-def _decide_ledger_codes(plan: DigestPlan, buf, base, off, size, ledger, entry, length, v1,
+def _decide_ledger_codes(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, length, v1,
                          known_status) -> tuple[np.ndarray, np.ndarray]:
     """Per-entry (type code, source) for the V1 entries ``v1`` (indices), sniffing undecided ledgers.
 
     The digests of sniffed samples whose ledger turns out CRC32C or CRC32 are already checked: their
-    statuses go into ``known_status`` (indexed like ``off``). Holds the plan's lock throughout.
+    statuses go into ``known_status`` (indexed like the entries). ``length``: the entries' cumulative
+    lengths, or a callable giving them (asked only to infer digest lengths). Holds the plan's lock
+    throughout.
     """
     with plan.lock:
-        return _decide_locked(plan, buf, base, off, size, ledger, entry, length, v1, known_status)
+        return _decide_locked(plan, entry_bytes, ledger, entry, length, v1, known_status)
 
 
-def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length, v1, known_status):
+def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, length, v1, known_status):
+    off, size, base = entry_bytes.off, entry_bytes.size, entry_bytes.base
     n1 = len(v1)
     code = np.zeros(n1, np.uint8)
     src = np.zeros(n1, np.uint8)
@@ -126,8 +128,7 @@ def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length
         rank = np.arange(len(order)) - first[grp]
         pick = np.sort(order[rank < need[grp]])
         sample = v1[pick]
-        sniffed = np.zeros(len(sample), np.uint8)
-        sniff_crc(buf, base, off[sample], size[sample], plan.crc_variant, sniffed)
+        sniffed = entry_bytes.sniff(sample)
         ledger_sniffed = np.zeros(len(ledgers), np.uint8)
         np.bitwise_or.at(ledger_sniffed, inv[pick], sniffed)
         cnt = np.bincount(inv[pick], minlength=len(ledgers))
@@ -148,7 +149,7 @@ def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length
                 for i in sample[by_ledger[starts[j]:starts[j + 1]]].tolist():
                     body = int(off[i]) + SIZE_PREFIX_SIZE - base
                     if int(size[i]) >= ENTRY_V1_HEADER_SIZE + _HMAC_LENGTH and _hmac_ok(
-                            key_bytes, buf.data, body, ENTRY_V1_HEADER_SIZE, int(size[i])):
+                            key_bytes, entry_bytes.buf().data, body, ENTRY_V1_HEADER_SIZE, int(size[i])):
                         d = (int(DigestType.HMAC), SOURCE_SNIFFED)
                         break
             if d is None:
@@ -167,25 +168,30 @@ def _decide_locked(plan: DigestPlan, buf, base, off, size, ledger, entry, length
         done = bit != 0
         known_status[sample[done]] = np.where(sniffed[done] & bit[done], DIGEST_OK, DIGEST_BAD)
     if plan.sniff and not lcode.all():
-        learn_digest_length_hints(plan, ledgers, lcode, inv, v1, size, entry, length)
+        learn_digest_length_hints(plan, ledgers, lcode, inv, v1, size, entry, length() if callable(length) else length)
     code[:] = lcode[inv]
     src[:] = lsrc[inv]
     return code, src
 
 
 def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = None, *, base: int = 0,
-                         payload_hash: str | None = None) -> tuple[np.ndarray, PayloadHashes | None]:
+                         payload_hash: str | None = None, facts: np.ndarray | None = None,
+                         lengths: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, PayloadHashes | None]:
     """Digest results (DIGEST_DTYPE rows) for ``entries`` (ENTRY_DTYPE) held in ``data``.
 
     ``data`` holds the file bytes [base, base + len(data)) and every entry's whole record. ``plan``
     (updated in place) gives known types and passwords and collects sniffing results; without one,
     every V1 ledger is sniffed. ``payload_hash="sha256"`` also returns each payload's SHA-256
     (absent where the digest length, hence the payload, is unknown).
+
+    ``facts``: each entry's digest facts (diskio.digest_kernels.digest_facts), taken earlier from the
+    same bytes; then ``data`` may be a callable giving the bytes, called only for what the facts do
+    not settle (CRC32, HMAC). ``lengths``: a callable giving the entries' cumulative lengths, for
+    ``entries`` without a length field (asked only to infer a digest length).
     """
     if payload_hash not in (None, "sha256"):
         raise ValueError(f"unsupported payload hash {payload_hash!r} (only sha256)")
     plan = DigestPlan() if plan is None else plan
-    buf = as_bytes_array(data)
     n = len(entries)
     out = np.zeros(n, DIGEST_DTYPE)
     if n == 0:
@@ -193,23 +199,26 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     off = np.ascontiguousarray(entries["offset"], dtype=np.int64)
     size = np.ascontiguousarray(entries["size"], dtype=np.int64)
     fmt = np.ascontiguousarray(entries["format"], dtype=np.uint8)
-    if len(off) and (off.min() + SIZE_PREFIX_SIZE < base or (off + SIZE_PREFIX_SIZE + size).max() > base + buf.size):
-        raise ValueError("entries outside the bytes given")
+    bytes_of = EntryBytes(data, base, off, size, plan.crc_variant, facts)
+    if not callable(data):
+        buf = bytes_of.buf()
+        if off.min() + SIZE_PREFIX_SIZE < base or (off + SIZE_PREFIX_SIZE + size).max() > base + buf.size:
+            raise ValueError("entries outside the bytes given")
     ledger = np.ascontiguousarray(entries["ledger"])
     v1 = np.flatnonzero(fmt == 1)
     code = np.zeros(n, np.uint8)
     src = np.full(n, SOURCE_ENTRY, np.uint8)
     known = np.zeros(n, np.uint8)
-    c1, s1 = _decide_ledger_codes(plan, buf, base, off, size, ledger, entries["entry"], entries["length"], v1, known)
+    length = lengths if lengths is not None else entries["length"]
+    c1, s1 = _decide_ledger_codes(plan, bytes_of, ledger, entries["entry"], length, v1, known)
     code[v1] = c1
     src[v1] = s1
     dtype = np.zeros(n, np.uint8)
     status = np.zeros(n, np.uint8)
-    check_digests(buf, base, off, size, fmt, code, known, plan.crc_variant, dtype, status)
+    bytes_of.check(fmt, code, known, dtype, status)
     hdr = np.where(fmt == 2, ENTRY_V2_HEADER_SIZE, ENTRY_V1_HEADER_SIZE)
     pend = np.flatnonzero(status == DIGEST_PENDING_HMAC)
     if len(pend):
-        mv = buf.data
         scope = entries["scope"]
         for i in pend.tolist():
             key_bytes = plan.mac_key_for((int(scope[i]), int(ledger[i])))
@@ -217,7 +226,8 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
                 status[i] = DIGEST_UNKNOWN
             else:
                 body = int(off[i]) + SIZE_PREFIX_SIZE - base
-                status[i] = DIGEST_OK if _hmac_ok(key_bytes, mv, body, int(hdr[i]), int(size[i])) else DIGEST_BAD
+                status[i] = DIGEST_OK if _hmac_ok(key_bytes, bytes_of.buf().data, body, int(hdr[i]),
+                                                  int(size[i])) else DIGEST_BAD
     dlen = DIGEST_LENGTH_BY_CODE[dtype]
     unknown = np.flatnonzero(dlen < 0)
     if len(unknown) and plan.dlen_hint:
@@ -233,7 +243,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     out["payload_len"] = plen
     hashes = None
     if payload_hash:
-        hashes = sha256_payloads(buf, off + SIZE_PREFIX_SIZE - base + hdr + np.maximum(dlen, 0), plen)
+        hashes = sha256_payloads(bytes_of.buf(), off + SIZE_PREFIX_SIZE - base + hdr + np.maximum(dlen, 0), plen)
     return out, hashes
 
 

@@ -86,6 +86,25 @@ be_u32 = _make_load(32, True, types.uint32)
 be_i32 = _make_load(32, True, types.int32)
 
 
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """A hint to fetch the cache line of ``arr[idx]`` (never faults: an unmapped address is ignored)."""
+    if not isinstance(arr, types.Array) or arr.dtype != types.uint8 or not isinstance(idx, types.Integer):
+        return None
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        p = _byte_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32,
+                                                                                            _I32, _I32]),
+                                            "llvm.prefetch.p0i8")
+        # (read, keep in all cache levels, data cache)
+        builder.call(fn, [p, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _vec(builder, vty, xs):
     v = ir.Constant(vty, ir.Undefined)
     for j, x in enumerate(xs):
@@ -271,6 +290,25 @@ def crc_many(buf, offs, lens, poly, variant, out):
         out[i] = np.uint32(crc_update(m, buf, offs[i], lens[i], poly, variant) ^ m)
 
 
+# --- walks -----------------------------------------------------------------------------------
+PREFETCH_SPAN = 4096   # bytes asked for ahead of a walk at a time
+
+
+@kernel
+def prefetch_ahead(buf, i, ahead):
+    """Ask for the cache lines of the next PREFETCH_SPAN bytes of ``buf`` once a walk at index ``i``
+    nears ``ahead`` (how far it asked so far); returns the new ``ahead``. A walk from record to record
+    waits on each header it reads (the next position is in it): asked for together, the lines of a
+    span arrive at once instead of one miss after another."""
+    if i + 64 <= ahead or ahead >= buf.size:
+        return ahead
+    start = max(ahead, i)
+    stop = min(buf.size, start + PREFETCH_SPAN)
+    for k in range(start, stop, 64):
+        _prefetch(buf, k)
+    return stop
+
+
 # --- zero tests ------------------------------------------------------------------------------
 @kernel
 def last_nonzero(buf):
@@ -325,3 +363,21 @@ def be_i64_at(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Big-endian signed 64-bit values at byte offsets ``at`` of ``arr`` (numpy, no loop)."""
     idx = np.asarray(at, dtype=np.int64)[:, None] + np.arange(8)
     return np.ascontiguousarray(np.asarray(arr)[idx]).view(">i8").reshape(-1).astype(np.int64)
+
+
+# --- partitions ------------------------------------------------------------------------------
+@kernel
+def stable_partition(part_of, parts, order, cuts):
+    """The rows' order grouped by part (``part_of``, values 0..parts-1), each part's rows in their
+    order (a stable counting sort): ``order`` gets the row numbers, part i is
+    ``order[cuts[i]:cuts[i + 1]]``."""
+    cuts[:] = 0
+    for i in range(part_of.size):
+        cuts[part_of[i] + 1] += 1
+    for p in range(parts):
+        cuts[p + 1] += cuts[p]
+    at = cuts[:parts].copy()
+    for i in range(part_of.size):
+        p = part_of[i]
+        order[at[p]] = i
+        at[p] += 1

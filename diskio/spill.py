@@ -213,10 +213,12 @@ class RangeSpill:
             if self.n == 1:
                 self._held[0].append(part.copy())
             else:
-                order = np.argsort(r, kind="stable")
-                cuts = np.searchsorted(r[order], np.arange(self.n + 1))
+                from bkdisk.diskio.kernels import stable_partition  # (numba loads with the first rows)
+                order, cuts = np.empty(len(part), np.int64), np.empty(self.n + 1, np.int64)
+                stable_partition(r, self.n, order, cuts)
+                grouped = np.take(part, order)   # one gather; each range holds a slice of it
                 for i in np.flatnonzero(cuts[1:] > cuts[:-1]).tolist():
-                    self._held[i].append(part[order[cuts[i]:cuts[i + 1]]])
+                    self._held[i].append(grouped[cuts[i]:cuts[i + 1]])
             self._held_bytes += part.nbytes
             self.rows += len(part)
             if self._held_bytes > self.budget:

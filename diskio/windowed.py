@@ -140,7 +140,7 @@ class Columns:
         if 0 < walked < size:
             want = max(want, min(used * size // walked + used // 16 + 1024, 8 * len(self._rows)))
         rows = np.empty(want, self.dtype)
-        rows[:used] = self._rows[:used]
+        copy_rows(rows[:used], self._rows[:used])
         self._rows = rows
         self.arrays = [rows[name] for name in self.dtype.names or ()]
 
@@ -151,7 +151,25 @@ class Columns:
     def finished(self, used: int) -> np.ndarray:
         """The first ``used`` rows, copied when the room left past them is large."""
         rows = self._rows[:used]
-        return rows.copy() if len(self._rows) - used > used // 8 + 1024 else rows
+        if len(self._rows) - used <= used // 8 + 1024:
+            return rows
+        out = np.empty(used, self.dtype)
+        copy_rows(out, rows)
+        return out
+
+
+def copy_rows(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[:] = src`` for contiguous rows of one structured dtype, copied as their bytes: numpy copies
+    a packed (unaligned) structured dtype field by field, many times slower than its bytes."""
+    dst.view(np.uint8)[:] = src.view(np.uint8)
+
+
+def concat_rows(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """``np.concatenate(parts)`` of contiguous rows of ``dtype``, copied as their bytes (see copy_rows)."""
+    out = np.empty(sum(len(p) for p in parts), dtype)
+    if len(out):
+        np.concatenate([np.ascontiguousarray(p).view(np.uint8) for p in parts], out=out.view(np.uint8))
+    return out
 
 
 def new_state(slots: int) -> np.ndarray:

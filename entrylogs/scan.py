@@ -40,6 +40,7 @@ from bkdisk.diskio.windowed import (
     RESUME,
     Columns,
     FileSource,
+    concat_rows,
     new_state,
     walk_windows,
 )
@@ -79,7 +80,7 @@ class EntryLogScanArrays(EntryLogArrays):
 
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
                    digests: DigestPlan | None = None, payload_hash: str | None = None,
-                   pipeline: bool | None = None) -> EntryLogScanArrays:
+                   pipeline: bool | None = None, digest_facts: bool = False) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
@@ -87,7 +88,10 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     ``data`` scans in-memory bytes instead of reading ``path``. With ``digests`` (a DigestPlan,
     updated in place) or ``payload_hash``, every entry's digest is checked too (``.digests``), by
     default on a second thread window by window while the walk goes on (``pipeline``: None for
-    when the machine has more than one CPU).
+    when the machine has more than one CPU). ``digest_facts``: the walk also takes each entry's
+    digest facts (diskio.digest_kernels.entry_facts) while the entry is in cache, and the check of a
+    window reads its bytes again only for what they do not settle: less work in all, more of it on
+    the walk's thread (for callers that run several scans at once).
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -120,10 +124,15 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         digest_parts: list[np.ndarray] = []
         hash_parts: list[PayloadHashes] = []
         emitted = [0]
+        # Each entry's digest facts, taken by the walk while the entry is in cache: the digest check
+        # of its window reads the bytes again only for what they do not settle.
+        with_facts = check and digest_facts
+        facts = [np.zeros(len(entries.arrays[0]) if with_facts else 0, np.uint8)]
+        variant = plan.crc_variant if plan is not None else 0
 
         def run_kernel(buf: np.ndarray, base: int) -> int:
             return walk_entry_records(buf, base, whole_file[0], end, has_map, state, *entries.arrays,
-                                      *problems.arrays)
+                                      *problems.arrays, facts[0], variant)
 
         def on_request(status: int) -> None:
             if status == NEED_LAST_NONZERO:
@@ -131,8 +140,13 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             elif status == NEED_WHOLE_FILE:
                 whole_file[0] = src.whole()
             else:   # FULL
-                entries.grow_if_full(int(state[ENTRIES]), int(state[POSITION]) - fe.HEADER_SIZE, end - fe.HEADER_SIZE)
+                used = int(state[ENTRIES])
+                entries.grow_if_full(used, int(state[POSITION]) - fe.HEADER_SIZE, end - fe.HEADER_SIZE)
                 problems.grow_if_full(int(state[PROBLEMS]))
+                if with_facts and len(facts[0]) < len(entries.arrays[0]):
+                    more = np.zeros(len(entries.arrays[0]), np.uint8)
+                    more[:used] = facts[0][:used]
+                    facts[0] = more   # (a window's job keeps reading the rows it was given)
 
         def check_window(buf: np.ndarray, base: int):
             lo, hi = emitted[0], int(state[ENTRIES])
@@ -140,10 +154,11 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             if hi == lo:
                 return None
             # A view: growing the columns while the job runs moves later rows, never these.
-            table = entries.table(lo, hi)
+            table, table_facts = entries.table(lo, hi), facts[0][lo:hi] if with_facts else None
 
             def job() -> None:
-                rows, hashes = verify_entry_digests(buf, table, plan, base=base, payload_hash=payload_hash)
+                rows, hashes = verify_entry_digests(buf, table, plan, base=base, payload_hash=payload_hash,
+                                                    facts=table_facts)
                 digest_parts.append(rows)
                 if hashes is not None:
                     hash_parts.append(hashes)
@@ -157,7 +172,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         res.entries = entries.finished(int(state[ENTRIES]))
         res.problems = problems.finished(int(state[PROBLEMS]))
         if plan is not None:
-            res.digests = np.concatenate(digest_parts) if digest_parts else np.zeros(0, DIGEST_DTYPE)
+            res.digests = concat_rows(digest_parts, DIGEST_DTYPE)
             res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None
             # entries checked in a window before a later window decided their ledger's type
             recheck_digests(res, plan, src.whole)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64
+from bkdisk.diskio.digest_kernels import entry_facts
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, prefetch_ahead
 from bkdisk.diskio.windowed import (
     DONE,
     FIRST_OWN_SLOT,
@@ -153,10 +154,12 @@ def add_problem(p_offset, p_reason, p_resumed, n, at, reason, resumed):
 
 @kernel
 def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_size, e_format, e_scope, e_ledger,
-                       e_entry, e_lac, e_length, p_offset, p_reason, p_resumed):
+                       e_entry, e_lac, e_length, p_offset, p_reason, p_resumed, e_facts, variant):
     """Walk records from ``state`` through ``buf`` (file bytes [base, base + buf.size)), filling the
     entry columns ``e_*`` and the problem columns ``p_*``; returns a diskio.windowed status or
-    NEED_LAST_NONZERO (set state[LAST_NONZERO]) or NEED_WHOLE_FILE (pass ``whole_file``)."""
+    NEED_LAST_NONZERO (set state[LAST_NONZERO]) or NEED_WHOLE_FILE (pass ``whole_file``). When
+    ``e_facts`` is not empty (as long as ``e_offset``), each entry's digest facts go into it
+    (diskio.digest_kernels.entry_facts, CRCs with ``variant``) while its bytes are in cache."""
     buf_end = base + buf.size
     mode = state[MODE]
     pos = state[POSITION]
@@ -166,6 +169,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
     n_entries = state[ENTRIES]
     n_problems = state[PROBLEMS]
     last_nonzero = state[LAST_NONZERO]
+    ahead = pos - base
     status = DONE
     while True:
         if mode == WALKING:
@@ -177,6 +181,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                 state[NEED] = HEADER_LOOKAHEAD
                 status = NEXT_WINDOW
                 break
+            ahead = prefetch_ahead(buf, pos - base, ahead)
             if buf[pos - base] == DIRECT_PADDING_BYTE and pos % DIRECT_ALIGNMENT != 0:
                 boundary = pos + DIRECT_ALIGNMENT - pos % DIRECT_ALIGNMENT
                 if boundary <= end:
@@ -204,6 +209,8 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                 e_entry[n_entries] = entry
                 e_lac[n_entries] = lac
                 e_length[n_entries] = length
+                if e_facts.size > 0:
+                    e_facts[n_entries] = entry_facts(buf, pos + SIZE_PREFIX_SIZE - base, size, variant, size)
                 n_entries += 1
                 pos += SIZE_PREFIX_SIZE + size
                 continue

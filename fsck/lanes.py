@@ -8,7 +8,7 @@ thread calls the progress callback: a lane records its progress, the waiting thr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,3 +90,23 @@ class Lanes:
         for what in list(self._done) if mine else ():   # the last state, shown once
             progress(what, *self._done.pop(what))
         fut.result()
+
+
+def in_order(fn: Callable[..., Any], items: Iterable[tuple], width: int) -> Iterator[Any]:
+    """``fn(*item)`` of each item, in order, computed on up to ``width`` threads at once (for kernels
+    that release the GIL): at most ``width`` items are read ahead of the one given back."""
+    if width <= 1:
+        for item in items:
+            yield fn(*item)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(width, thread_name_prefix="fsck-join") as pool:
+        pending: deque[Future] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, *item))
+            if len(pending) >= width:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+

@@ -66,6 +66,11 @@ class SpilledJournalScan(JournalArrays):
     def records(self) -> np.ndarray:   # type: ignore[override]
         return self._files["records"].load()
 
+    @property
+    def digest_facts(self) -> np.ndarray | None:   # type: ignore[override]
+        f = self._files.get("facts")
+        return None if f is None else f.load()
+
 
 def held(scan: SpilledLogScan) -> EntryLogScanArrays:
     """The scan with its arrays read back, as a scan kept in memory is."""
@@ -112,11 +117,15 @@ class ScanStore:
         return out
 
     def keep_journal(self, scan):
-        if not isinstance(scan, JournalArrays) or self._fits(scan.records.nbytes):
+        facts = scan.digest_facts if isinstance(scan, JournalArrays) else None
+        n = scan.records.nbytes + (0 if facts is None else facts.nbytes) if isinstance(scan, JournalArrays) else 0
+        if not isinstance(scan, JournalArrays) or self._fits(n):
             return scan
         out = object.__new__(SpilledJournalScan)
-        out.__dict__.update({k: v for k, v in vars(scan).items() if k != "records"})
+        out.__dict__.update({k: v for k, v in vars(scan).items() if k not in ("records", "digest_facts")})
         out._files = {"records": ArrayFile(self.folder, scan.records, "journal")}
+        if facts is not None:
+            out._files["facts"] = ArrayFile(self.folder, facts, "journal-facts")
         return out
 
 

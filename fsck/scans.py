@@ -39,7 +39,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         ctx.keep_going()
         try:
             return ctx.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
-                                                          payload_hash=ctx.options.payload_hash))
+                                                          payload_hash=ctx.options.payload_hash, digest_facts=True))
         except (DiskError, FormatError) as e:
             return e
 
@@ -70,7 +70,8 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
     for jf in ctx.journal_files:
         ctx.keep_going()
         try:
-            out[jf.path] = ctx.journal_store.keep_journal(scan_journal(jf.path, window=ctx.options.memory.window))
+            out[jf.path] = ctx.journal_store.keep_journal(scan_journal(jf.path, window=ctx.options.memory.window,
+                                                                       digest_facts=ctx.options.verify_digests))
         except (DiskError, FormatError) as e:
             out[jf.path] = e
     return out

@@ -33,6 +33,8 @@ class JournalArrays:
     end_kind: EndKind
     end_offset: int
     end_detail: str
+    # One byte per record when asked for (scan_journal's digest_facts): a data record's digest facts, 0 for others.
+    digest_facts: np.ndarray | None = None
 
     def records_end(self) -> int:
         """The offset just past the last record (the header's end when there is none)."""

@@ -6,9 +6,12 @@ the window for what the digest check needs: its entry format and its cumulative 
 """
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 
 from bkdisk.diskio.config import kernel
+from bkdisk.diskio.digest_kernels import FACT_V2
 from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
 from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
@@ -21,6 +24,9 @@ JOURNAL_WINDOW = 64 << 20
 # The entries the digest check takes: the journal record's prefix and size, the entry's ids, format, length.
 ENTRY_FIELDS = np.dtype([("offset", "<i8"), ("size", "<i4"), ("format", "u1"), ("scope", "<u8"), ("ledger", "<u8"),
                          ("entry", "<i8"), ("length", "<i8")])
+# The same without the length, for a check from the records' digest facts (the length is read only when asked).
+FACT_FIELDS = np.dtype([("offset", "<i8"), ("size", "<i4"), ("format", "u1"), ("scope", "<u8"), ("ledger", "<u8"),
+                        ("entry", "<i8")])
 # A journal record and an entry-log record are both a 4-byte length, then the entry.
 assert RECORD_LENGTH_SIZE == SIZE_PREFIX_SIZE
 
@@ -34,36 +40,77 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
     """The rows among ``scan``'s data records whose digest is bad (``plan`` is updated with what
     sniffing decides), verified over windows of at most ``window`` bytes of whole records."""
     records = scan.records   # (read once: a spilled scan reads its file at each access)
+    facts = scan.digest_facts
     idx = data_records(records)
     if len(idx) == 0:
         return np.zeros(0, np.int64)
     window = min(JOURNAL_WINDOW, window)
     # The data records are taken a window's worth at a time, not copied whole.
-    starts = records["offset"][idx].astype(np.int64, copy=False)
-    ends = starts + RECORD_LENGTH_SIZE + records["size"][idx]
-    big = ends - starts > window   # a record no window holds is streamed through its digest alone
-    huge = np.flatnonzero(big)
+    cuts = np.zeros(len(idx) + 1, np.int64)
+    n_cuts = _window_cuts(records["offset"], records["size"], idx, window, cuts)
     bad_parts = []
-    i = 0
-    while i < len(idx):
-        if big[i]:
-            r = records[idx[i]]
+    for i, j in zip(cuts[:n_cuts - 1].tolist(), cuts[1:n_cuts].tolist()):
+        part = np.take(records, idx[i:j])
+        w0 = int(part["offset"][0])
+        length = int(part["offset"][-1]) + RECORD_LENGTH_SIZE + int(part["size"][-1]) - w0
+        if length > window:   # a record no window holds is streamed through its digest alone
+            r = part[0]
             if verify_streamed(scan.path, int(r["offset"]), int(r["size"]), (int(r["scope"]), int(r["ledger"])),
                                plan) == DIGEST_BAD:
                 bad_parts.append(np.array([i]))
-            i += 1
             continue
-        w0 = int(starts[i])
-        j = max(i + 1, int(np.searchsorted(ends, w0 + window, side="right")))
-        nxt = np.searchsorted(huge, i)
-        if nxt < len(huge):
-            j = min(j, int(huge[nxt]))
-        with map_window(scan.path, w0, int(ends[j - 1]) - w0) as arr:
-            rows, _ = verify_entry_digests(arr, _entries(arr, records[idx[i:j]], w0), plan, base=w0)
-            bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
-            del arr
-        i = j
+        if facts is None:
+            with map_window(scan.path, w0, length) as arr:
+                rows, _ = verify_entry_digests(arr, _entries(arr, part, w0), plan, base=w0)
+                del arr
+        else:
+            rows = _verify_by_facts(scan.path, part, np.take(facts, idx[i:j]), plan, w0, length)
+        bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
     return np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
+
+
+@kernel
+def _window_cuts(offset, size, idx, window, cuts):
+    """Cut the data records ``idx`` into runs whose bytes span at most ``window`` (a record larger than
+    that is a run of its own): ``cuts[:n]`` are the runs' bounds (in ``idx``), n returned."""
+    n = 0
+    i = 0
+    cuts[n] = 0
+    n += 1
+    while i < idx.size:
+        w0 = offset[idx[i]]
+        j = i + 1
+        if offset[idx[i]] + RECORD_LENGTH_SIZE + size[idx[i]] - w0 <= window:
+            while j < idx.size and offset[idx[j]] + RECORD_LENGTH_SIZE + size[idx[j]] <= w0 + window:
+                j += 1
+        cuts[n] = j
+        n += 1
+        i = j
+    return n
+
+
+def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: DigestPlan, w0: int,
+                     length: int) -> np.ndarray:
+    """verify_entry_digests of the data records ``part`` from their digest facts; the window of the
+    journal that holds them [w0, w0 + length) is mapped only for what the facts do not settle."""
+    ents = np.empty(len(part), dtype=FACT_FIELDS)
+    ents["offset"], ents["size"] = part["offset"], part["size"]
+    ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
+    ents["format"] = np.where(facts & FACT_V2, 2, 1)
+    with ExitStack() as stack:
+        mapped: list[np.ndarray] = []
+
+        def window() -> np.ndarray:
+            if not mapped:
+                mapped.append(stack.enter_context(map_window(path, w0, length)))
+            return mapped[0]
+
+        def lengths() -> np.ndarray:
+            return _entries(window(), part, w0)["length"]
+
+        rows, _ = verify_entry_digests(window, ents, plan, base=w0, facts=facts, lengths=lengths)
+        mapped.clear()
+    return rows
 
 
 def _entries(arr: np.ndarray, part: np.ndarray, base: int) -> np.ndarray:

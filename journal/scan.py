@@ -17,6 +17,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from bkdisk.diskio.config import crc_variant
 from bkdisk.diskio.windowed import (
     DEFAULT_WINDOW,
     MIN_WINDOW,
@@ -35,6 +36,7 @@ from bkdisk.formats.errors import FormatError
 from bkdisk.formats.journal import RecordKind
 from bkdisk.formats.paths import parse_journal_name
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
+from bkdisk.journal.digests import JOURNAL_WINDOW
 from bkdisk.journal.reader import EndKind
 from bkdisk.journal.walk import (
     END_AT,
@@ -90,11 +92,13 @@ def _end_text(state: np.ndarray, n: int, body: bytes | None, version: int, path:
 
 
 def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: int = DEFAULT_WINDOW,
-                 data=None) -> JournalArrays:
+                 data=None, digest_facts: bool = False) -> JournalArrays:
     """Scan a journal from its first record (or byte offset ``start``, e.g. a lastMark) to its end.
 
     Equal to ``scan_journal_reference(path, data, start)``. ``data`` scans in-memory bytes instead.
-    A journal version outside 1..6 raises FormatError, as the reference does.
+    A journal version outside 1..6 raises FormatError, as the reference does. ``digest_facts``: also
+    take each data record's digest facts (diskio.digest_kernels.digest_facts) from the window that
+    holds it, so that its digest check (journal/digests.py) need not read the journal again.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -108,13 +112,24 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     state[MODE], state[POSITION], state[RESUME] = WALKING, pos, pos
     records = Columns(JOURNAL_DTYPE, 1024)
     unclassified: list[bytes] = []
+    # (a record larger than the digest check's window is streamed by it, facts or not)
+    max_crc, variant = min(window, JOURNAL_WINDOW), crc_variant()
+    facts = [np.zeros(len(records.arrays[0]) if digest_facts else 0, np.uint8)]   # beside the records
 
     def run_kernel(buf: np.ndarray, base: int) -> int:
-        status = walk_journal_records(buf, base, n, version, state, *records.arrays)
+        status = walk_journal_records(buf, base, n, version, state, *records.arrays, facts[0], variant, max_crc)
         if status == NEXT_WINDOW and state[MODE] == IN_ZERO_TAIL:
             # Zeros so far: a hole (of a sparse file) reads as zeros, so the check resumes after it.
             state[POSITION] = state[RESUME] = max(int(state[POSITION]), src.next_data(int(state[POSITION])))
         return status
+
+    def grow(_status: int) -> None:
+        used = int(state[RECORDS])
+        records.grow_if_full(used, int(state[POSITION]) - pos, n - pos)
+        if digest_facts and len(facts[0]) < len(records.arrays[0]):
+            more = np.zeros(len(records.arrays[0]), np.uint8)
+            more[:used] = facts[0][:used]
+            facts[0] = more
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:
@@ -125,11 +140,12 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
 
     with ExitStack() as stack:
         src = FileSource(p, data, stack)
-        walk_windows(src, state, n, window, LOOKAHEAD, run_kernel,
-                     lambda _status: records.grow_if_full(int(state[RECORDS]), int(state[POSITION]) - pos, n - pos),
-                     keep_unclassified_body)
+        walk_windows(src, state, n, window, LOOKAHEAD, run_kernel, grow, keep_unclassified_body)
     count = int(state[RECORDS])
     body = unclassified[0] if unclassified else None
-    return JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
-                         records.finished(count), EndKind(int(state[END_KIND])),
-                         int(state[END_AT]), _end_text(state, n, body, version, p))
+    out = JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
+                        records.finished(count), EndKind(int(state[END_KIND])),
+                        int(state[END_AT]), _end_text(state, n, body, version, p))
+    if digest_facts:
+        out.digest_facts = facts[0][:count].copy() if len(facts[0]) - count > count // 8 + 1024 else facts[0][:count]
+    return out

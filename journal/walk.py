@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le
+from bkdisk.diskio.digest_kernels import entry_facts
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le, prefetch_ahead
 from bkdisk.diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
 from bkdisk.formats import journal as fj
 from bkdisk.formats.digests import DigestType
@@ -104,9 +105,12 @@ def classify_record(buf, i, length, version):
 
 
 @kernel
-def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope, r_ledger, r_entry, r_size):
+def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope, r_ledger, r_entry, r_size,
+                         r_facts, variant, max_crc):
     """Walk journal records from ``state`` through ``buf`` (file bytes [base, base + buf.size)) of a
-    file of ``n`` bytes, filling the record columns ``r_*``; returns a diskio.windowed status."""
+    file of ``n`` bytes, filling the record columns ``r_*``; returns a diskio.windowed status. When
+    ``r_facts`` is not empty (as long as ``r_offset``), each data record's digest facts go into it
+    (diskio.digest_kernels.entry_facts, with ``variant`` and ``max_crc``), 0 for other records."""
     buf_end = base + buf.size
     mode = state[MODE]
     pos = state[POSITION]
@@ -117,6 +121,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
     reason = 0
     value = 0
     zero = np.uint64(0)
+    ahead = pos - base
     while True:
         if mode == IN_ZERO_TAIL:
             nonzero = first_nonzero(buf, pos - base) if pos < buf_end else -1
@@ -139,6 +144,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
             state[NEED] = LOOKAHEAD
             status = NEXT_WINDOW
             break
+        ahead = prefetch_ahead(buf, pos - base, ahead)
         length = np.int64(be_i32(buf, pos - base))
         if length == 0:
             mode = IN_ZERO_TAIL
@@ -161,6 +167,8 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
                 break
             r_offset[n_records], r_kind[n_records], r_scope[n_records] = pos, _PAD, zero
             r_ledger[n_records], r_entry[n_records], r_size[n_records] = zero, 0, pad_length
+            if r_facts.size > 0:
+                r_facts[n_records] = 0
             n_records += 1
             pos += fj.PADDING_HEAD_SIZE + pad_length
             continue
@@ -195,6 +203,8 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
             break
         r_offset[n_records], r_kind[n_records], r_scope[n_records] = pos, kind, scope
         r_ledger[n_records], r_entry[n_records], r_size[n_records] = ledger, entry, length
+        if r_facts.size > 0:
+            r_facts[n_records] = entry_facts(buf, body, length, variant, max_crc) if kind == _DATA else 0
         n_records += 1
         pos += _PREFIX + length
     if end_kind >= 0:

@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.bookie.inventory import _hex_column
+from bkdisk.bookie.arrow_columns import hex_column
 from bkdisk.diskio.payload_hashes import PayloadHashes, hex_ascii, sha256_payloads
 
 PAYLOADS = st.lists(st.one_of(st.none(), st.binary(max_size=300)), max_size=60)
@@ -40,12 +40,12 @@ def test_hex_column_is_hashlibs_hexdigest(payloads, data):
     hashes = sha256_payloads(*_laid_out(payloads))
     want = [None if p is None else hashlib.sha256(p).hexdigest() for p in payloads]
     rows = np.where(hashes.present, np.arange(len(hashes)), -1)
-    col = _hex_column(hashes.raw, rows)
+    col = hex_column(hashes.raw, rows)
     assert col.type == pa.string() and col.to_pylist() == want
     col.validate(full=True)
     # a subset of the rows (one ledger's) indexes into the whole log's hashes
     keep = np.array(data.draw(st.lists(st.booleans(), min_size=len(payloads), max_size=len(payloads))), bool)
-    sub = _hex_column(hashes.raw, rows[keep])
+    sub = hex_column(hashes.raw, rows[keep])
     assert sub.to_pylist() == [w for w, k in zip(want, keep.tolist()) if k]
 
 

@@ -54,6 +54,17 @@ def test_pipelined_scan_equals_the_one_thread_scan_on_a_damaged_log(damaged_log:
     assert one.payload_hashes == two.payload_hashes
 
 
+@pytest.mark.parametrize("window, pipeline", [(4096, True), (65536, False), (1 << 20, True)])
+def test_a_scan_taking_digest_facts_in_its_walk_equals_the_scan_without(damaged_log: str, window: int, pipeline: bool):
+    one = scan_entry_log(damaged_log, window=window, digests=DigestPlan(), payload_hash="sha256", pipeline=pipeline)
+    two = scan_entry_log(damaged_log, window=window, digests=DigestPlan(), payload_hash="sha256", pipeline=pipeline,
+                         digest_facts=True)
+    assert (one.digests["status"] == DIGEST_BAD).any()
+    assert one.entries.tolist() == two.entries.tolist()
+    assert one.digests.tolist() == two.digests.tolist()
+    assert one.payload_hashes == two.payload_hashes
+
+
 def test_digests_are_checked_on_a_second_thread_only_when_pipelined(damaged_log: str, monkeypatch):
     seen: set[str] = set()
     real = scan_module.verify_entry_digests
@@ -101,9 +112,9 @@ def test_the_plan_sees_windows_in_file_order_when_pipelined(damaged_log: str, mo
     bases: list[int] = []
     real = digests.verify_entry_digests
 
-    def spy(data, entries, plan=None, *, base=0, payload_hash=None):
+    def spy(data, entries, plan=None, *, base=0, **options):
         bases.append(base)
-        return real(data, entries, plan, base=base, payload_hash=payload_hash)
+        return real(data, entries, plan, base=base, **options)
     monkeypatch.setattr(scan_module, "verify_entry_digests", spy)
     scan_entry_log(damaged_log, window=4096, digests=DigestPlan(), pipeline=True)
     assert len(bases) > 10 and bases == sorted(bases) and np.unique(bases).size == len(bases)

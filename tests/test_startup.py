@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -101,3 +102,20 @@ def test_a_command_leaves_its_objects_out_of_the_last_collections_at_exit(module
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "frozen at exit: True", out.stdout[-500:]
+
+
+BLAS_PROBE = """
+import os
+from bkdisk.commandline.runner import console_command
+console_command(lambda: print(os.environ.get("OPENBLAS_NUM_THREADS")))
+"""
+
+
+@pytest.mark.parametrize("given, want", [(None, "1"), ("3", "3")])
+def test_a_command_holds_numpy_blas_to_one_thread_unless_told(given, want):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == want

@@ -20,15 +20,16 @@ import numpy as np
 
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
-from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
 from bkdisk.formats.paths import LOCATIONS_DB
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, location_rows, match_locations
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.scan_store import entry_count
 from bkdisk.journal.ledger_keys import LedgerKeys
 
@@ -52,8 +53,8 @@ _DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
     e = scan.entries
     t = np.empty(len(e), ENTRY_ROW)
-    t["key"] = join_locations(np.full(len(e), log_id, np.uint64), e["offset"] + SIZE_PREFIX_SIZE)
-    t["scope"], t["ledger"], t["entry"], t["log"] = e["scope"], e["ledger"], e["entry"], log_id
+    entry_rows(e["offset"], e["scope"], e["ledger"], e["entry"], log_id, t["key"], t["scope"], t["ledger"], t["entry"],
+               t["log"])
     return t
 
 
@@ -76,7 +77,10 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     per_id = dict.fromkeys(size_of, 0)
     for lf, s in scans:
         per_id[lf.log_id] += entry_count(s)
-    bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY, budget)
+    # With --jobs, two ranges are joined at once, each within half the share.
+    width = 2 if ctx.options.jobs > 1 else 1
+    bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY,
+                          budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
 
     def route(rows: np.ndarray) -> np.ndarray:
@@ -86,41 +90,36 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     all_locs = inv.locations
     for k0 in range(0, len(all_locs), CHUNK):
         c = all_locs[k0:k0 + CHUNK]
-        t = _triples(c, files)
-        w = np.searchsorted(ids, c["log"].astype(np.uint64))
-        wc = np.minimum(w, max(len(ids) - 1, 0))
-        keep = (ids[wc] == c["log"]) & (c["pos"].astype(np.int64) < sizes[wc]) if len(ids) else np.zeros(len(c), bool)
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-        rows = np.empty(int(keep.sum()), LOCATION_ROW)
-        rows["k"] = k0 + np.flatnonzero(keep)
-        rows["key"] = join_locations(c["log"][keep], c["pos"][keep])
-        rows["scope"], rows["ledger"], rows["entry"] = t["scope"][keep], t["ledger"][keep], c["entry"][keep]
-        locs.append(rows)
+        rows = np.empty(len(c), LOCATION_ROW)
+        n = location_rows(c["file"], c["entry"], c["log"], c["pos"], files["scope"], files["ledger"], ids, sizes, k0,
+                          rows["k"], rows["key"], rows["scope"], rows["ledger"], rows["entry"])
+        locs.append(rows[:n])
 
     wrong: list[tuple[int, Finding]] = []
     free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")
     lo_ids = np.concatenate([[0], bounds]).astype(np.uint64)
     by_id = sorted(scans, key=lambda ls: ls[0].log_id)   # (stable: one id in two dirs keeps the dirs' order)
-    for r, lr in locs.ranges():
+
+    def join(r: int, lr: np.ndarray) -> tuple[list[tuple[int, Finding]], np.ndarray]:
+        """Range ``r``'s entries joined with the locations routed to it: wrong locations, free entries."""
         hi = bounds[r] if r < len(bounds) else None
         parts = [log_rows(s, lf.log_id) for lf, s in by_id
                  if lf.log_id >= int(lo_ids[r]) and (hi is None or lf.log_id < int(hi))]
         t = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, ENTRY_ROW)
         if len(t) > 1 and not bool(np.all(t["key"][1:] >= t["key"][:-1])):
             t = t[np.argsort(t["key"], kind="stable")]   # (each log's entries come in position order)
-        n = len(t)
-        w = np.searchsorted(t["key"], lr["key"])
-        wc = np.minimum(w, max(n - 1, 0))
-        hit = (t["key"][wc] == lr["key"]) if n else np.zeros(len(lr), bool)
-        # (a range whose logs hold no entry: nothing is the same, and there is nothing to index into)
-        same = (hit & (t["scope"][wc] == lr["scope"]) & (t["ledger"][wc] == lr["ledger"])
-                & (t["entry"][wc] == lr["entry"]) if n else np.zeros(len(lr), bool))
-        for i in np.flatnonzero(~same).tolist():
-            wrong.append((int(lr["k"][i]), _wrong(inv, all_locs[int(lr["k"][i])], t[wc[i]] if hit[i] else None)))
-        pointed = np.zeros(n, dtype=bool)
-        pointed[wc[same]] = True
-        free.append(t[~pointed])
-        del t, lr
+        slot, verdict = np.empty(len(lr), np.int64), np.empty(len(lr), np.uint8)
+        pointed = np.zeros(len(t), dtype=bool)
+        match_locations(t["key"], t["scope"], t["ledger"], t["entry"], lr["key"], lr["scope"], lr["ledger"],
+                        lr["entry"], slot, verdict, pointed)
+        found = [(int(lr["k"][i]), t[slot[i]] if verdict[i] == OTHER_ENTRY else None)
+                 for i in np.flatnonzero(verdict != SAME).tolist()]
+        return [(k, _wrong(inv, all_locs[k], f)) for k, f in found], t[~pointed]
+
+    for wrong_here, free_here in in_order(join, locs.ranges(), width):
+        wrong += wrong_here
+        free.append(free_here)   # (in range order, as one join over everything gives them)
     locs.close()
     for _k, f in sorted(wrong, key=lambda kf: kf[0]):
         yield f

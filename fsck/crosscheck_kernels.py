@@ -1,0 +1,107 @@
+"""Jitted steps of pass 5's join of index locations with the entries the entry-log scans found
+(fsck/passes/p5_crosscheck.py): each one loop over the rows where numpy took several passes and a
+temporary array per step. The rows they fill are the pass's ENTRY_ROW and LOCATION_ROW fields."""
+from __future__ import annotations
+
+import numpy as np
+
+from bkdisk.diskio.config import kernel
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.index import POSITION_BITS
+
+# match_locations' verdict per location
+SAME, OTHER_ENTRY, NO_ENTRY = 0, 1, 2
+
+
+@kernel
+def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_ledger, out_entry, out_log):
+    """A log's entries as rows: each entry's location (the log id, the position past its size prefix)
+    and its ids."""
+    high = np.uint64(log_id) << np.uint64(POSITION_BITS)
+    for i in range(offset.size):
+        out_key[i] = high | np.uint64(offset[i] + SIZE_PREFIX_SIZE)
+        out_scope[i] = scope[i]
+        out_ledger[i] = ledger[i]
+        out_entry[i] = entry[i]
+        out_log[i] = log_id
+
+
+@kernel
+def _first_at_least(keys, k, lo, hi):
+    """The first index in [lo, hi) of sorted ``keys`` whose key is at least ``k`` (``hi`` when none)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < k:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@kernel
+def _first_at_least_near(keys, k, p):
+    """_first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
+    was found): a ledger's locations come in position order, so the next one is a little further on."""
+    n = keys.size
+    if keys[p] < k:   # at or past p + 1: gallop forward
+        lo, step = p + 1, 1
+        while lo + step < n and keys[lo + step - 1] < k:
+            lo += step
+            step <<= 1
+        hi = min(n, lo + step)
+    else:             # at or before p: gallop backward
+        hi, step = p, 1
+        while hi - step >= 0 and keys[hi - step] >= k:
+            hi -= step
+            step <<= 1
+        lo = max(0, hi - step)
+    return _first_at_least(keys, k, lo, hi)
+
+
+@kernel
+def location_rows(c_file, c_entry, c_log, c_pos, f_scope, f_ledger, ids, sizes, k0, out_k, out_key, out_scope,
+                  out_ledger, out_entry):
+    """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
+    scanned log (sorted ``ids``) before its end (``sizes``), as rows: number, location, their file's
+    (scope, ledger), entry id. Returns the rows written."""
+    n = 0
+    if ids.size == 0:
+        return n
+    for i in range(c_file.size):
+        log = np.uint64(c_log[i])
+        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        if ids[w] != log or np.int64(c_pos[i]) >= sizes[w]:
+            continue
+        f = c_file[i]
+        out_k[n] = k0 + i
+        out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
+        out_scope[n] = f_scope[f]
+        out_ledger[n] = f_ledger[f]
+        out_entry[n] = c_entry[i]
+        n += 1
+    return n
+
+
+@kernel
+def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger, l_entry, out_slot, out_verdict,
+                    pointed):
+    """Each location (``l_*``) looked up among the entries (``t_*``, by ``t_key`` ascending): the slot
+    of the first entry at or past its key (the last slot when none is), and the verdict: SAME (the
+    entry of its ids starts there; ``pointed`` marks it), OTHER_ENTRY or NO_ENTRY."""
+    n = t_key.size
+    w = 0
+    for i in range(l_key.size):
+        if n == 0:
+            out_slot[i] = 0
+            out_verdict[i] = NO_ENTRY
+            continue
+        k = l_key[i]
+        w = min(_first_at_least_near(t_key, k, w), n - 1)
+        out_slot[i] = w
+        if t_key[w] != k:
+            out_verdict[i] = NO_ENTRY
+        elif t_scope[w] == l_scope[i] and t_ledger[w] == l_ledger[i] and t_entry[w] == l_entry[i]:
+            out_verdict[i] = SAME
+            pointed[w] = True
+        else:
+            out_verdict[i] = OTHER_ENTRY
