@@ -173,9 +173,11 @@ class Reader:
         self._headers(rows, at, lens, info, ok, paths)
 
     def _take(self, k: int) -> np.ndarray:
-        """Room for ``k`` location rows; the held ones go to the sink first when they pass its budget."""
+        """Room for ``k`` location rows. The rows held go to the sink first once they pass its budget:
+        more than its budget at once, the sink writes them to its file (it spills), so a sink that
+        took rows has spilled."""
         locs = self.locs
-        if self.sink is not None and locs.n and (locs.n + k) * locs.dtype.itemsize > self.sink.budget:
+        if self.sink is not None and locs.n * locs.dtype.itemsize > self.sink.budget:
             self.sink.append(locs.array[:locs.n].copy())
             locs.n = 0
         return locs.take(k)

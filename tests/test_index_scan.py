@@ -269,8 +269,8 @@ def test_the_constants_the_kernels_use_are_those_of_the_spec_tables():
     assert fi.MAGIC_VALUE.to_bytes(4, "big") == fi.INDEX_MAGIC
 
 
-@pytest.mark.parametrize("budget", [1, 3000, 1 << 30])
-def test_locations_given_to_a_sink_that_spills_are_those_held(tmp_path, budget):
+@pytest.mark.parametrize("share", [0.0, 0.05, 0.3, 0.6, 0.95, 2.0])
+def test_locations_given_to_a_sink_that_spills_are_those_held(tmp_path, share):
     """The walk keeps its locations until they pass the sink's budget, then hands them over (it spills):
     in any case the same rows, in the same order, as the walk without a sink."""
     from bkdisk.diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
@@ -281,10 +281,12 @@ def test_locations_given_to_a_sink_that_spills_are_those_held(tmp_path, budget):
     write_bookie(BookieSpec(ledgers), str(root))
     dirs = [str(root / "ledgers")]
     held = walk_index_dirs(dirs, batch_bytes=4096)
+    budget = int(share * held.locations.nbytes)
     with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
         sink = ChunkedArray(LOCATION_DTYPE, budget, folder, "locations")
         got = walk_index_dirs(dirs, batch_bytes=4096, sink=sink)
-        assert (got.locations is sink) == (budget < held.locations.nbytes)
-        assert sink.spilled == (budget < held.locations.nbytes)
+        assert (got.locations is sink) == sink.spilled
+        assert sink.spilled if share <= 0.6 else True   # (near 1 the last batch decides)
+        assert not sink.spilled if share > 1 else True
         assert got.locations[0:len(got.locations)].tolist() == held.locations.tolist()
         assert got.files.tolist() == held.files.tolist() and len(held.locations) > 600
