@@ -26,9 +26,7 @@ from bkdisk.fsck import scans
 from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.fsck.lanes import Lanes, Progress
 from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
-from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import IndexInventory
-from bkdisk.indexfiles.listing import IndexListing
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.facts import JournalFacts
 
@@ -169,12 +167,9 @@ class CheckContext:
         self.lanes.stop()
 
     @cached_property
-    def index_listing(self) -> IndexListing:
-        """The one directory walk of the .idx hierarchy (pass 1's symlinks, passes 2, 3 and 5)."""
-        return index_scan.list_index_tree(self.dirs.effective_index_dirs)
-
-    @cached_property
     def index_inventory(self) -> IndexInventory:
+        """The one walk of the .idx hierarchy, each file read as it is listed (pass 1's symlinks,
+        passes 2, 3 and 5)."""
         return scans.index_inventory(self)
 
     @cached_property

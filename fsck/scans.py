@@ -80,7 +80,7 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
 def index_inventory(ctx: CheckContext) -> IndexInventory:
     """The .idx files' headers and locations (the locations within their share, else spilled)."""
     sink = ChunkedArray(LOCATION_DTYPE, ctx.options.memory.share(scan_store.LOCATION_SHARE), ctx.spill, "locations")
-    return index_scan.walk_index_dirs(ctx.dirs.effective_index_dirs, listing=ctx.index_listing, sink=sink)
+    return index_scan.walk_index_dirs(ctx.dirs.effective_index_dirs, sink=sink)
 
 
 def relocation_leftovers(inv: IndexInventory) -> dict[LedgerId, str]:

@@ -43,13 +43,16 @@ class IndexInventory:
     paths: Sequence[str] = field(default_factory=list)      # one per file row (indexfiles.path_column)
     relpaths: Sequence[str] = field(default_factory=list)   # below <dir>/current
     files: np.ndarray = field(default_factory=lambda: np.zeros(0, INDEX_FILE_DTYPE))
-    headers: list[fi.IndexHeader | None] = field(default_factory=list)
-    errors: list[FormatError | DiskError | None] = field(default_factory=list)
+    headers: Sequence[fi.IndexHeader | None] = field(default_factory=list)   # (indexfiles.row_objects)
+    errors: Sequence[FormatError | DiskError | None] = field(default_factory=list)
     locations: np.ndarray = field(default_factory=lambda: np.zeros(0, LOCATION_DTYPE))
     strays: list[tuple[str, str]] = field(default_factory=list)   # (path, why), files that are not indexes
     # Every folder that could not be listed and file that could not be opened or read (path, op, errno,
     # message), by path; the file's row also has a DiskError in ``errors``.
     io_failures: list[IoFailure] = field(default_factory=list)
+    # Symbolic links the walk met (to files or folders), not counting those inside a followed symlinked
+    # folder: (dir index, path).
+    symlinks: list[tuple[int, str]] = field(default_factory=list)
 
     def unlisted_folder_of(self, lid: LedgerId) -> IoFailure | None:
         """The failure of a folder that could not be listed and may hold ``lid``'s index (its
@@ -85,6 +88,8 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
     inv = IndexInventory(lst.dirs, lst.paths, lst.relpaths, strays=lst.strays)
     failures = list(lst.failures)
     rows, locs = [], []
+    headers: list[fi.IndexHeader | None] = []
+    errors: list[FormatError | DiskError | None] = []
     for fidx, (path, _rel) in enumerate(zip(lst.paths, lst.relpaths)):
         named = (int(lst.dir_index[fidx]), int(lst.scope[fidx]), int(lst.ledger[fidx]), bool(lst.named[fidx]),
                  int(lst.depth[fidx]))
@@ -100,14 +105,14 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
             except OSError:
                 size = -1
             rows.append(named + (size, False, -1, 0, 0, -1, 0))
-            inv.headers.append(None)
-            inv.errors.append(e)
+            headers.append(None)
+            errors.append(e)
             continue
         nz = np.flatnonzero(x.locations)
         rows.append(named + (x.size, True, x.header.version, x.header.state_bits, len(nz),
                              int(nz[-1]) if len(nz) else -1, x.trailing_bytes))
-        inv.headers.append(x.header)
-        inv.errors.append(None)
+        headers.append(x.header)
+        errors.append(None)
         v = x.locations[nz]
         part = np.zeros(len(nz), LOCATION_DTYPE)
         part["file"] = fidx
@@ -116,6 +121,8 @@ def walk_index_dirs_reference(dirs: list[str]) -> IndexInventory:
         part["pos"] = fi.location_positions(v)
         locs.append(part)
     inv.files = np.array(rows, dtype=INDEX_FILE_DTYPE)
+    inv.headers, inv.errors = headers, errors
     inv.locations = np.concatenate(locs) if locs else np.zeros(0, LOCATION_DTYPE)
     inv.io_failures = sorted(failures, key=lambda f: f.path)
+    inv.symlinks = lst.symlinks
     return inv

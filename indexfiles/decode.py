@@ -1,11 +1,12 @@
 """Jitted decoding of ``.idx`` bytes: header checks and present location slots, for many files at once.
 
-Two kernels, flat loops over a uint8 buffer holding whole files back to back:
+Kernels, flat loops over a uint8 buffer holding whole files back to back:
 
 * ``check_header``: the checks of formats.index.INDEX_HEADER (magic, version, key and explicit-LAC
   lengths that fit the header block). Its pure-Python twin is formats.index.parse_header.
-* ``decode_files``: per file, the header check, then every non-zero 8-byte slot after the header.
-  Its pure-Python twin is indexfiles.reader.read_index (tests/test_index_scan.py compares them).
+* ``decode_files``: per file, the header check and the count of non-zero 8-byte slots after the
+  header; ``write_locations`` then writes those slots as location rows. Their pure-Python twin is
+  indexfiles.reader.read_index (tests/test_index_scan.py compares them).
 
 Offsets and sizes are the constants of formats/index.py. Compiled code is cached by numba
 (diskio/config.py applies BKDISK_NUMBA_CACHE_DIR).
@@ -25,6 +26,7 @@ VERSION_AT, KEY_LENGTH_AT, KEY_AT = fi.VERSION_OFFSET, fi.KEY_LENGTH_OFFSET, fi.
 V0, V1 = fi.HEADER_V0, fi.HEADER_V1
 V0_FIXED, V1_FIXED = fi.HEADER_FIXED_SIZE[fi.HEADER_V0], fi.HEADER_FIXED_SIZE[fi.HEADER_V1]
 LAC_BODY_MIN = fi.LAC_BODY_MIN
+POSITION_BITS, POSITION_MASK = np.uint64(fi.POSITION_BITS), np.uint64(fi.POSITION_MASK)
 
 # Columns of the per-file ``info`` table that decode_files fills.
 OK, VERSION, KEY_LENGTH, STATE, LAC_LENGTH, PRESENT, LAST_ENTRY, TRAILING = range(8)
@@ -96,8 +98,9 @@ def _count_slots(words, first, n):
 
 @kernel
 def decode_files(buf, words, f_off, f_len, info):
-    """Header and present slots of each file ``buf[f_off[i]:f_off[i]+f_len[i]]``; ``info[i]`` gets its
-    columns (OK .. TRAILING). Returns (file, entry, location) arrays of every present slot.
+    """Header and present-slot counts of each file ``buf[f_off[i]:f_off[i]+f_len[i]]``; ``info[i]`` gets
+    its columns (OK .. TRAILING). Returns how many slots of them all hold a location (write_locations
+    then writes them).
 
     ``words`` is ``buf`` viewed as uint64 and every ``f_off`` is a multiple of 8, so a slot is one
     word (its zero test does not depend on byte order; present ones are read big-endian).
@@ -114,9 +117,13 @@ def decode_files(buf, words, f_off, f_len, info):
         present, last = _count_slots(words, (o + HEADER_SIZE) // SLOT_SIZE, (n - HEADER_SIZE) // SLOT_SIZE)
         info[f, PRESENT], info[f, LAST_ENTRY], info[f, TRAILING] = present, last, (n - HEADER_SIZE) % SLOT_SIZE
         total += present
-    files = np.empty(total, np.int32)
-    entries = np.empty(total, np.int64)
-    locations = np.empty(total, np.uint64)
+    return total
+
+
+@kernel
+def write_locations(buf, words, f_off, rows, info, out_file, out_entry, out_log, out_pos):
+    """Every present slot of the files decode_files counted, in file then entry order: file ``f`` as
+    row ``rows[f]``, the location split into (log, position) as formats.index splits it."""
     j = 0
     for f in range(f_off.size):
         if info[f, PRESENT] == 0:
@@ -124,6 +131,8 @@ def decode_files(buf, words, f_off, f_len, info):
         first = (f_off[f] + HEADER_SIZE) // SLOT_SIZE
         for k in range(info[f, LAST_ENTRY] + 1):
             if words[first + k] != 0:
-                files[j], entries[j], locations[j] = f, k, _slot(buf, (first + k) * SLOT_SIZE)
+                v = _slot(buf, (first + k) * SLOT_SIZE)
+                out_file[j], out_entry[j] = rows[f], k
+                out_log[j], out_pos[j] = v >> POSITION_BITS, v & POSITION_MASK
                 j += 1
-    return files, entries, locations
+    return j

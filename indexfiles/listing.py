@@ -2,22 +2,28 @@
 
 Below ``<dir>/current`` BookKeeper keeps index files two levels deep (scope-0 ledgers) and bp-35
 scoped ledgers four levels deep (formats/paths.py, specs/paths.md). The walk lists every folder
-once with os.scandir (file types come from the directory entries, no stat per file), does not
+once with os.scandir (file types come from the directory entries, no stat per file), in the order of
+the paths as strings (so the rows need no sort, and a reader can read each file as it is met), does not
 descend into the RocksDB folders of DbLedgerStorage or through symbolic links to folders, and keeps
 every folder it cannot list as an IoFailure instead of stopping.
 """
 from __future__ import annotations
 
 import os
-from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bkdisk.diskio.failures import LIST, IoFailure
 from bkdisk.formats.paths import CURRENT_DIR, parse_index_names
 from bkdisk.indexfiles import path_column
+from bkdisk.indexfiles.file_rows import FileRows, blank_rows
 from bkdisk.indexfiles.path_column import PathColumn
+
+if TYPE_CHECKING:
+    from bkdisk.indexfiles.reading import Reader
 
 INDEX_SUFFIX = ".idx"
 RELOCATION_SUFFIX = ".idx.rloc"   # IndexPersistenceMgr's relocation temp name
@@ -33,11 +39,9 @@ class IndexListing:
     dirs: list[str]
     paths: PathColumn = field(default_factory=PathColumn.empty)
     relpaths: PathColumn = field(default_factory=PathColumn.empty)     # below <dir>/current
-    dir_index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
-    scope: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    ledger: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    named: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))   # the name parses as an index name
-    depth: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # path components below current/
+    # One INDEX_FILE_DTYPE row per file: the listing fills dir, scope, ledger, named (the name parses as
+    # an index name) and depth (path components below current/); a reading walk the rest.
+    files: np.ndarray = field(default_factory=lambda: blank_rows(0))
     # The directory entry says regular file (not a link, FIFO or device): no fstat needed before reading.
     regular: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
     strays: list[tuple[str, str]] = field(default_factory=list)        # (path, why), by path
@@ -46,44 +50,102 @@ class IndexListing:
     # fsck's pass 1 names them from this listing instead of walking the hierarchy again.
     symlinks: list[tuple[int, str]] = field(default_factory=list)     # (dir index, path)
 
+    @property
+    def dir_index(self) -> np.ndarray:
+        return self.files["dir"]
+
+    @property
+    def scope(self) -> np.ndarray:
+        return self.files["scope"]
+
+    @property
+    def ledger(self) -> np.ndarray:
+        return self.files["ledger"]
+
+    @property
+    def named(self) -> np.ndarray:
+        return self.files["named"]
+
+    @property
+    def depth(self) -> np.ndarray:
+        return self.files["depth"]
+
 
 class _Found:
-    """The ``.idx`` files one walk meets, as bytes: each path below the walked folder, its end, and
-    whether the directory entry says plain regular file (no Python object kept per file)."""
+    """The ``.idx`` files a walk meets, in the order met: a row each, and each path below its walked
+    folder kept as bytes (no Python object kept per file); the names parsed a block at a time."""
 
-    def __init__(self, cur: str):
-        self.skip = len(cur) + 1
-        self.names = bytearray()
-        self.ends = array("q")
+    def __init__(self, rows: FileRows, reader: Reader | None):
+        self.rows, self.reader = rows, reader
+        self.pending: list[str] = []   # relpaths of the rows from ``first`` on
+        self.first = rows.n
+        self.data: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
         self.regular = bytearray()
+        self.dir, self.skip = 0, 0
+
+    def start(self, dir_index: int, cur: str) -> None:
+        self.drain()
+        self.dir, self.skip = dir_index, len(cur) + 1
 
     def add(self, path: str, regular: bool) -> None:
-        self.names += os.fsencode(path[self.skip:])
-        self.ends.append(len(self.names))
+        r = self.rows.add()
+        self.pending.append(path[self.skip:])
         self.regular.append(regular)
+        if self.reader is not None:
+            self.reader.read(r, path, regular)
+        if len(self.pending) == path_column.BLOCK:
+            self.drain()
+
+    def drain(self) -> None:
+        rels = self.pending
+        if not rels:
+            return
+        lo, hi = self.first, self.first + len(rels)
+        text = "".join(rels)
+        encoded = [os.fsencode(x) for x in rels] if not text.isascii() else None   # (ASCII: a byte a character)
+        self.data.append(np.frombuffer(text.encode("ascii") if encoded is None else b"".join(encoded), np.uint8))
+        self.lengths.append(np.fromiter(map(len, rels if encoded is None else encoded), np.int64, len(rels)))
+        sep = os.sep
+        scope, ledger, named = parse_index_names([x[x.rfind(sep) + 1:] for x in rels])
+        table = self.rows.array
+        table["dir"][lo:hi] = self.dir
+        table["scope"][lo:hi], table["ledger"][lo:hi], table["named"][lo:hi] = scope, ledger, named
+        self.pending, self.first = [], hi
 
     def column(self) -> PathColumn:
-        return PathColumn(np.frombuffer(self.names, np.uint8).copy(), np.frombuffer(self.ends, np.int64).copy())
+        self.drain()
+        if not self.data:
+            return PathColumn.empty()
+        return PathColumn(np.concatenate(self.data), np.cumsum(np.concatenate(self.lengths)))
 
 
-def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]],
-              failures: list[IoFailure], symlinks: list[str] | None = None) -> None:
-    """Add every ``.idx`` below ``cur`` to ``found``; strays, failures, and the symlinks met outside
-    followed symlinked folders."""
-    stack = [(cur, 0, False)]
-    add = found.add
-    links = [] if symlinks is None else symlinks
+FOLDER, REGULAR, OTHER = 0, 1, 2   # what a walk item is: a folder to list, an index file (regular or not)
+
+
+def _walk_one(cur: str, add: Callable[[str, bool], None], strays: list[tuple[str, str]],
+              failures: list[IoFailure], links: list[str]) -> None:
+    """Call ``add(path, regular)`` for every ``.idx`` below ``cur`` in the order of the paths as
+    strings; keep strays, failures, and the symlinks met outside followed symlinked folders.
+
+    Depth first, each folder's entries by name, a folder's as ``name/`` (what every path below it
+    begins with), which is the strings' order: a file ``a-b`` comes before the folder ``a``'s paths."""
+    stack = [(cur, 0, False, FOLDER)]
     top = os.path.realpath(cur)
     inside = top.rstrip(os.sep) + os.sep
     seen = {top}   # real paths of folders reached through symlinks: a loop is cut
     while stack:
-        folder, depth, via_link = stack.pop()
+        folder, depth, via_link, kind = stack.pop()
+        if kind != FOLDER:
+            add(folder, kind == REGULAR)
+            continue
         try:   # a listing that fails half way is a failure too, not a partial listing
             with os.scandir(folder) as it:
                 entries = list(it)
         except OSError as e:
             failures.append(IoFailure.from_oserror(folder, LIST, e))
             continue
+        items = []   # (sort key, path, depth, via link, kind)
         for entry in entries:
             try:
                 # A symlinked folder is followed (the check reads through it; fsck.confinement keeps
@@ -99,51 +161,49 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]],
                         if real in seen or real.startswith(inside):
                             continue
                         seen.add(real)
-                        stack.append((entry.path, depth + 1, True))
+                        items.append((entry.name + "/", entry.path, depth + 1, True, FOLDER))
                         continue
             except OSError:   # no type in the entry and the lstat failed: it vanished
                 continue
             name = entry.name
             if is_dir:
                 if name.endswith(INDEX_SUFFIX):   # named like an index file: listed (its read is refused) and walked
-                    add(entry.path, False)
+                    items.append((name, entry.path, depth, via_link, OTHER))
                 if depth or name not in ROCKSDB_DIRS:
-                    stack.append((entry.path, depth + 1, via_link))
+                    items.append((name + "/", entry.path, depth + 1, via_link, FOLDER))
             elif name.endswith(INDEX_SUFFIX):
-                add(entry.path, entry.is_file(follow_symlinks=False))
+                items.append((name, entry.path, depth, via_link,
+                              REGULAR if entry.is_file(follow_symlinks=False) else OTHER))
             elif depth:
                 strays.append((entry.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX) else STRAY_OTHER))
+        if len(items) > 1:
+            items.sort()   # (the keys differ: a folder's ends in "/", which no name holds)
+        if all(item[4] != FOLDER for item in items):   # files only (a leaf folder): met now, in order
+            for item in items:
+                add(item[1], item[4] == REGULAR)
+        else:
+            stack.extend([item[1:] for item in reversed(items)])
 
 
-def list_index_tree(dirs: list[str]) -> IndexListing:
-    """Walk ``<dir>/current`` of each dir once: index files in (dir, relpath) order, strays, failures."""
+def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListing:
+    """Walk ``<dir>/current`` of each dir once: index files in (dir, relpath) order, strays, failures.
+    ``reader``: reads each index file as the walk meets it, into the rows of ``reader.rows``."""
     out = IndexListing(list(dirs))
-    di_parts, regular, rels = [], [], []
+    rows = FileRows() if reader is None else reader.rows
+    found = _Found(rows, reader)
     for di, d in enumerate(out.dirs):
         cur = os.path.join(d, CURRENT_DIR)
-        found = _Found(cur)
+        found.start(di, cur)
         links: list[str] = []
-        _walk_one(cur, found, out.strays, out.failures, links)
+        _walk_one(cur, found.add, out.strays, out.failures, links)
         out.symlinks.extend((di, p) for p in links)
-        col = found.column()
-        order = path_column.sort_order(col)   # by path: the same order as by relpath, the prefix being common
-        rels.append(path_column.take(col, order))
-        regular.append(np.frombuffer(bytes(found.regular), np.bool_)[order])
-        di_parts.append(np.full(len(col), di, np.int32))
-    out.dir_index = np.concatenate(di_parts) if di_parts else np.zeros(0, np.int32)
-    out.regular = np.concatenate(regular) if regular else np.zeros(0, np.bool_)
-    out.relpaths = path_column.concat(rels)
-    out.paths = out.relpaths.prefixed([os.path.join(d, CURRENT_DIR) + os.sep for d in out.dirs], out.dir_index)
-    n = len(out.relpaths)
-    out.scope, out.ledger = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
-    out.named = np.zeros(n, np.bool_)
-    sep = os.sep
-    for lo in range(0, n, path_column.BLOCK):   # the names parsed a block at a time
-        part = out.relpaths.block(lo, lo + path_column.BLOCK)
-        scope, ledger, named = parse_index_names([r[r.rfind(sep) + 1:] for r in part])
-        hi = lo + len(part)
-        out.scope[lo:hi], out.ledger[lo:hi], out.named[lo:hi] = scope, ledger, named
-    out.depth = out.relpaths.count_byte(ord(sep)).astype(np.int32)
+    out.relpaths = found.column()
+    if reader is not None:
+        reader.flush()
+    out.files = rows.finish()
+    out.files["depth"] = out.relpaths.count_byte(ord(os.sep))
+    out.regular = np.frombuffer(bytes(found.regular), np.bool_)
+    out.paths = out.relpaths.prefixed([os.path.join(d, CURRENT_DIR) + os.sep for d in out.dirs], out.files["dir"])
     out.strays.sort()
     out.failures.sort(key=lambda f: f.path)
     return out

@@ -15,7 +15,6 @@ import numpy as np
 from bkdisk.diskio.config import kernel
 
 BLOCK = 65536            # paths decoded at once while iterating
-SORT_WIDTH_LIMIT = 256   # longer paths (or any byte >= 0x80) are sorted as Python strings
 
 
 class PathColumn(Sequence[str]):
@@ -96,15 +95,6 @@ class PathColumn(Sequence[str]):
         return out
 
 
-def concat(parts: list[PathColumn]) -> PathColumn:
-    """The rows of ``parts`` one after another (without their prefixes)."""
-    if not parts:
-        return PathColumn.empty()
-    shift = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
-    return PathColumn(np.concatenate([p.data for p in parts]),
-                      np.concatenate([p.ends + s for p, s in zip(parts, shift)]).astype(np.int64))
-
-
 @kernel
 def _count_byte(data, ends, byte, out):
     start = 0
@@ -115,53 +105,3 @@ def _count_byte(data, ends, byte, out):
                 n += 1
         out[i] = n
         start = ends[i]
-
-
-@kernel
-def _pad_rows(data, ends, out):
-    start = 0
-    for i in range(ends.size):
-        end = ends[i]
-        for k in range(end - start):
-            out[i, k] = data[start + k]
-        start = end
-
-
-@kernel
-def _take_rows(data, ends, order, out, out_ends):
-    at = 0
-    for j in range(order.size):
-        i = order[j]
-        start = ends[i - 1] if i > 0 else 0
-        for k in range(start, ends[i]):
-            out[at] = data[k]
-            at += 1
-        out_ends[j] = at
-
-
-def take(col: PathColumn, order: np.ndarray) -> PathColumn:
-    """Rows ``order`` of ``col``, in that order (without prefixes)."""
-    order = np.asarray(order, np.int64)
-    lengths = np.diff(np.concatenate([[0], col.ends]))
-    out = np.empty(int(lengths[order].sum()), np.uint8)
-    out_ends = np.empty(len(order), np.int64)
-    if len(order):
-        _take_rows(col.data, col.ends, order, out, out_ends)
-    return PathColumn(out, out_ends)
-
-
-def sort_order(col: PathColumn) -> np.ndarray:
-    """The stable order of the rows as Python sorts their strings (code point order)."""
-    n = len(col)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    lengths = np.diff(np.concatenate([[0], col.ends]))
-    width = int(lengths.max())
-    if width == 0 or width > SORT_WIDTH_LIMIT or (len(col.data) and int(col.data.max()) >= 0x80):
-        # Non-ASCII bytes (UTF-8 or escaped) or very long paths: Python's order of the strings themselves.
-        return np.array(sorted(range(n), key=col.__getitem__), np.int64)
-    # ASCII: byte order is code point order; NUL never occurs in a path, so padding sorts first as
-    # a shorter string does.
-    padded = np.zeros((n, width), np.uint8)
-    _pad_rows(col.data, col.ends, padded)
-    return np.argsort(padded.view(f"S{width}").ravel(), kind="stable")

@@ -1,11 +1,13 @@
 """Reading listed ``.idx`` files: small ones back to back into one batch buffer, large ones a window at a time.
 
-Python does the I/O (open, fstat, one readv per file) and the jitted indexfiles.decode.decode_files
-decodes a whole batch at once. A file larger than the batch buffer is read in windows of that
-buffer, and only its parts that hold data: an ``.idx`` may be sparse (one location in slot 2^31-2
-makes a 16 GiB file of which a page is stored), so holes are skipped with SEEK_DATA/SEEK_HOLE and
-memory stays bounded by the buffer whatever size a file claims. Every file that cannot be opened or
-read is kept as an IoFailure (with its errno) and a DiskError in its row; the walk goes on.
+Python does the I/O (one open and one readv per file; an fstat only when a read fills FIRST_READ or
+the listing could not tell the file's type) and the jitted kernels of indexfiles.decode decode a whole
+batch at once, writing its locations straight into their rows. A file larger than the batch buffer
+is read in windows of that buffer, and only its parts that hold data: an ``.idx`` may be sparse (one
+location in slot 2^31-2 makes a 16 GiB file of which a page is stored), so holes are skipped with
+SEEK_DATA/SEEK_HOLE and memory stays bounded by the buffer whatever size a file claims. Every file
+that cannot be opened or read is kept as an IoFailure (with its errno) and a DiskError in its row;
+the walk goes on.
 """
 from __future__ import annotations
 
@@ -22,21 +24,22 @@ from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles import decode as D
-from bkdisk.indexfiles.arrays import LOCATION_DTYPE
+from bkdisk.indexfiles.file_rows import FileRows, location_rows
+from bkdisk.indexfiles.row_objects import HeaderColumn, SparseColumn
 
 DEFAULT_BATCH = 32 << 20   # bytes of files read before a decode; also a large file's window
 FIRST_READ = 1 << 20       # read before asking a file's size: most .idx files are a few pages
+SLOT = fi.SLOT_SIZE
 
 
 @dataclass
 class IndexReads:
     """What reading and decoding each file gave, one row per path."""
 
-    size: np.ndarray                                   # int64; -1 when the path does not lead to a file
-    info: np.ndarray                                   # (files, D.INFO_COLUMNS), columns D.OK .. D.TRAILING
-    locations: np.ndarray                              # LOCATION_DTYPE, ``file`` = the row
-    headers: list[fi.IndexHeader | None]
-    errors: list[FormatError | DiskError | None]
+    files: np.ndarray                                  # INDEX_FILE_DTYPE; the read columns filled (size .. trailing)
+    locations: np.ndarray                              # LOCATION_DTYPE, ``file`` = the row (or a ChunkedArray)
+    headers: HeaderColumn[fi.IndexHeader]              # a Sequence: row i's header or None
+    errors: SparseColumn[FormatError | DiskError]      # a Sequence: row i's error or None
     failures: list[IoFailure] = field(default_factory=list)
 
 
@@ -67,78 +70,157 @@ def data_ranges(fd: int, start: int, end: int):
         pos = hi
 
 
-class _Reader:
-    """Accumulates the rows of read_index_files."""
+class Reader:
+    """Reads files one by one (``read``) into a batch buffer and decodes each batch at once; the file's
+    row of ``rows`` gets its read columns, its locations go to one growing array (or, past the sink's
+    budget, to the sink). Files are read in row order, so the locations come in (row, entry) order."""
 
-    def __init__(self, paths: Sequence[str], batch_bytes: int, sink=None):
-        self.paths = paths
-        self.sink = sink   # a diskio.spill.ChunkedArray the locations go to, instead of ``parts``
-        n = len(paths)
-        self.size = np.full(n, -1, np.int64)
-        self.info = np.zeros((n, D.INFO_COLUMNS), np.int64)
-        self.info[:, D.LAST_ENTRY] = -1
-        self.parts: list[np.ndarray] = []
-        self.headers: list[fi.IndexHeader | None] = [None] * n
-        self.errors: list[FormatError | DiskError | None] = [None] * n
+    def __init__(self, rows: FileRows, batch_bytes: int = DEFAULT_BATCH, sink=None):
+        self.rows = rows
+        self.sink = sink   # a diskio.spill.ChunkedArray the locations go to when they pass its budget
+        self.locs = location_rows()
+        self.headers: HeaderColumn[fi.IndexHeader] = HeaderColumn()
+        self.errors: SparseColumn[FormatError | DiskError] = SparseColumn()
         self.failures: list[IoFailure] = []
         self.buf = np.empty(_aligned(max(batch_bytes, fi.HEADER_SIZE)), np.uint8)
         self.words = self.buf.view(np.uint64)
-        self.known_headers: dict[bytes, fi.IndexHeader] = {}   # many ledgers share one header (same password)
+        self.view, self.cap = self.buf.data, len(self.buf)
+        self.known_headers: dict[bytes, int] = {}   # a header's bytes -> its id: the ledgers of a password share one
+        self.batch: tuple[list[int], list[int], list[int], list[str]] = ([], [], [], [])
+        self.used = 0
 
-    def failed(self, r: int, failure: IoFailure) -> None:
+    def read(self, r: int, path: str, regular: bool) -> None:
+        """Read the file of row ``r`` (rows are read in order); ``regular``: the listing saw a regular
+        file (not a link), so its type needs no fstat: it is read at once, and checked and sized only
+        when it fills FIRST_READ. Other paths are checked first."""
+        self.headers.add()
+        self.errors.add()
+        if regular:
+            try:
+                fd = os.open(path, OPEN_FLAGS)
+            except OSError as e:
+                self.failed(r, path, IoFailure.from_oserror(path, OPEN, e))
+                return
+            size = -1   # not known yet
+        else:
+            opened = open_regular_file(path)
+            if isinstance(opened, IoFailure):
+                self.failed(r, path, opened)
+                return
+            fd, size = opened
+        view, cap, used = self.view, self.cap, self.used
+        try:
+            got = 0
+            if size < 0:   # the type is known from the listing, the size not yet: read, and ask if it filled
+                want = cap - used if cap - used < FIRST_READ else FIRST_READ
+                got = os.readv(fd, [view[used:used + want]]) if want else 0
+                if got == want:
+                    st = os.fstat(fd)
+                    if not stat.S_ISREG(st.st_mode):
+                        self.failed(r, path, IoFailure(path, OPEN, None, NOT_REGULAR))
+                        return
+                    size = st.st_size
+                else:
+                    size = got
+            if size > cap:
+                self.flush()
+                self.decode_large(r, path, fd, size)   # the buffer becomes its window
+                return
+            if used + size > cap:
+                self.flush()
+                got, used = 0, 0   # read it again at the start of the emptied buffer
+            if got < size:
+                got += os.preadv(fd, [view[used + got:used + size]], got)
+        except OSError as e:
+            self.failed(r, path, IoFailure.from_oserror(path, READ, e))
+            return
+        finally:
+            os.close(fd)
+        rows, at, lens, paths = self.batch
+        rows.append(r)
+        at.append(used)
+        lens.append(got)
+        paths.append(path)
+        self.used = -(-(used + got) // SLOT) * SLOT   # each file starts on a word: its slots are whole words
+
+    def flush(self) -> None:
+        rows, at, lens, paths = self.batch
+        if rows:
+            self.decode_batch(np.array(rows, np.int64), np.array(at, np.int64), np.array(lens, np.int64), paths)
+        self.batch, self.used = ([], [], [], []), 0
+
+    def failed(self, r: int, path: str, failure: IoFailure) -> None:
         self.failures.append(failure)
         self.errors[r] = failure.as_disk_error()
         try:
-            self.size[r] = os.stat(self.paths[r]).st_size
+            self.rows.array["size"][r] = os.stat(path).st_size
         except OSError:
-            self.size[r] = -1
+            self.rows.array["size"][r] = -1
 
-    def decode_batch(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray) -> None:
+    def decode_batch(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray, paths: list[str]) -> None:
         """Decode files already in the buffer at ``at`` (file ``rows[i]`` has ``lens[i]`` bytes)."""
-        if len(rows) == 0:
-            return
         info = np.zeros((len(rows), D.INFO_COLUMNS), np.int64)
-        files, entries, locs = D.decode_files(self.buf, self.words, at, lens, info)
-        self.size[rows] = lens
-        self.info[rows] = info
-        if len(files):
-            self._add(_location_rows(rows[files], entries, locs))
-        self._headers(rows, at, lens, info)
-
-    def _add(self, part: np.ndarray) -> None:
-        (self.parts if self.sink is None else self.sink).append(part)
-
-    def _headers(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray, info: np.ndarray) -> None:
-        mv = self.buf.data
+        total = D.decode_files(self.buf, self.words, at, lens, info)
         ok = info[:, D.OK] != 0
-        cols = [c.tolist() for c in (rows[ok], at[ok], info[ok, D.VERSION], info[ok, D.KEY_LENGTH],
-                                     info[ok, D.STATE], info[ok, D.LAC_LENGTH])]
-        key_at, fixed, known, headers = fi.KEY_OFFSET, fi.HEADER_FIXED_SIZE, self.known_headers, self.headers
-        lac_at = fixed[fi.HEADER_V1]
-        for r, o, version, key, state, lac in zip(*cols):
-            whole = mv[o:o + fixed[version] + key + lac].tobytes()   # every field of the header
-            h = known.get(whole)
-            if h is None:
-                h = known[whole] = fi.IndexHeader(
-                    version, whole[key_at:key_at + key], state,
-                    whole[lac_at + key:lac_at + key + lac] if version >= fi.HEADER_V1 and lac else None)
-            headers[r] = h
-        for r, o, n in zip(rows[~ok].tolist(), at[~ok].tolist(), lens[~ok].tolist()):
+        table = self.rows.array
+        for name, column, bad in _READ_COLUMNS:
+            table[name][rows] = np.where(ok, info[:, column], bad)
+        table["size"][rows] = lens
+        table["header_ok"][rows] = ok
+        if total:
+            out = self._take(total)
+            D.write_locations(self.buf, self.words, at, rows, info, out["file"], out["entry"], out["log"], out["pos"])
+        self._headers(rows, at, lens, info, ok, paths)
+
+    def _take(self, k: int) -> np.ndarray:
+        """Room for ``k`` location rows. The rows held go to the sink first once they pass its budget:
+        more than its budget at once, the sink writes them to its file (it spills), so a sink that
+        took rows has spilled."""
+        locs = self.locs
+        if self.sink is not None and locs.n * locs.dtype.itemsize > self.sink.budget:
+            self.sink.append(locs.array[:locs.n].copy())
+            locs.n = 0
+        return locs.take(k)
+
+    def _headers(self, rows: np.ndarray, at: np.ndarray, lens: np.ndarray, info: np.ndarray, ok: np.ndarray,
+                 paths: list[str]) -> None:
+        """Each valid header as the id of its distinct bytes (told apart a length at a time); the
+        reference parser names what is wrong with each invalid one."""
+        mv = self.buf.data
+        good = np.flatnonzero(ok)
+        fixed = np.array([fi.HEADER_FIXED_SIZE[v] if v in fi.HEADER_FIXED_SIZE else 0 for v in range(2)], np.int64)
+        length = fixed[info[good, D.VERSION]] + info[good, D.KEY_LENGTH] + info[good, D.LAC_LENGTH]
+        for width in np.unique(length).tolist():
+            sel = good[length == width]
+            whole = self.buf[at[sel, None] + np.arange(width)]   # every field of each header
+            distinct, inverse = np.unique(np.ascontiguousarray(whole).view(f"V{width}"), return_inverse=True)
+            ids = np.array([self._header_id(bytes(d)) for d in distinct.tolist()], np.int32)
+            self.headers.set(rows[sel], ids[inverse.reshape(-1)])
+        for i in np.flatnonzero(~ok).tolist():
+            r, o, n, path = int(rows[i]), int(at[i]), int(lens[i]), paths[i]
             try:   # the twin names what is wrong
-                fi.parse_header(mv[o:o + min(n, fi.HEADER_SIZE)].tobytes(), path=self.paths[r])
+                fi.parse_header(mv[o:o + min(n, fi.HEADER_SIZE)].tobytes(), path=path)
             except FormatError as e:
                 self.errors[r] = e
             else:
-                raise AssertionError(f"{self.paths[r]}: jitted and reference index header checks disagree")
+                raise AssertionError(f"{path}: jitted and reference index header checks disagree")
 
-    def decode_large(self, r: int, fd: int, size: int) -> None:
+    def _header_id(self, whole: bytes) -> int:
+        """The id of the header whose fields are ``whole`` (its valid bytes, as check_header read them)."""
+        h = self.known_headers.get(whole)
+        if h is None:   # (the rest of the header block is not read: zeros stand for it)
+            h = self.known_headers[whole] = len(self.headers.distinct)
+            self.headers.distinct.append(fi.parse_header(whole + bytes(fi.HEADER_SIZE - len(whole))))
+        return h
+
+    def decode_large(self, r: int, path: str, fd: int, size: int) -> None:
         """A file larger than the buffer: its header, then its data ranges a buffer at a time."""
         head = os.pread(fd, fi.HEADER_SIZE, 0)
         self.buf[:len(head)] = np.frombuffer(head, np.uint8)
-        one = np.array([r], np.int64)
-        self.decode_batch(one, np.zeros(1, np.int64), np.array([len(head)], np.int64))
-        self.size[r] = size
-        if not self.info[r, D.OK]:
+        self.decode_batch(np.array([r], np.int64), np.zeros(1, np.int64), np.array([len(head)], np.int64), [path])
+        table = self.rows.array
+        table["size"][r] = size
+        if not table["header_ok"][r]:
             return
         slot, base = fi.SLOT_SIZE, fi.HEADER_SIZE
         end = base + (size - base) // slot * slot
@@ -153,115 +235,64 @@ class _Reader:
                     nz = np.flatnonzero(self.buf[:got].view(np.uint64))   # endianness does not change zero
                     if len(nz):
                         vals = self.buf[:got].view(fi.SLOT_DTYPE)[nz].astype(np.uint64)
-                        found.append(_location_rows(np.full(len(nz), r), (at - base) // slot + nz, vals))
+                        found.append(((at - base) // slot + nz, vals))
                         present += len(nz)
                         last = (at - base) // slot + int(nz[-1])
         except OSError:   # the row becomes a failure, without locations
-            self.info[r] = 0
-            self.info[r, D.LAST_ENTRY] = -1
-            self.headers[r] = None
+            table["header_ok"][r] = False
+            for name, _column, bad in _READ_COLUMNS:
+                table[name][r] = bad
+            self.headers.set(r, -1)
             raise
-        for part in found:
-            self._add(part)
-        self.info[r, D.PRESENT], self.info[r, D.LAST_ENTRY], self.info[r, D.TRAILING] = \
-            present, last, (size - base) % slot
+        for entries, vals in found:
+            out = self._take(len(entries))
+            out["file"], out["entry"] = r, entries
+            out["log"], out["pos"] = fi.location_logs(vals), fi.location_positions(vals)
+        table["present"][r], table["last_entry"][r], table["trailing"][r] = present, last, (size - base) % slot
 
-    def result(self) -> IndexReads:
-        # In row order: a large file is decoded after the batch before it was flushed.
-        if self.sink is not None:   # spilled: the sink itself; else the one array, as without it
-            locs = self.sink if self.sink.spilled else self.sink.array()
-        else:
-            locs = np.concatenate(self.parts) if self.parts else np.zeros(0, LOCATION_DTYPE)
-        return IndexReads(self.size, self.info, locs, self.headers, self.errors, self.failures)
+    def result(self, files: np.ndarray) -> IndexReads:
+        """What was read (``files``: the finished rows), after the last ``flush``."""
+        locs = self.locs.finish()
+        if self.sink is not None and self.sink.spilled:   # spilled: the sink itself, the rest appended
+            self.sink.append(locs)
+            locs = self.sink
+        return IndexReads(files, locs, self.headers.finish(), self.errors, self.failures)
+
+
+# (column, info column, value without a valid header) of the rows a batch fills
+_READ_COLUMNS = (("version", D.VERSION, -1), ("state_bits", D.STATE, 0), ("present", D.PRESENT, 0),
+                 ("last_entry", D.LAST_ENTRY, -1), ("trailing", D.TRAILING, 0))
 
 
 def _aligned(n: int) -> int:
     return -(-n // fi.SLOT_SIZE) * fi.SLOT_SIZE
 
 
-def _location_rows(files: np.ndarray, entries: np.ndarray, locations: np.ndarray) -> np.ndarray:
-    out = np.empty(len(files), LOCATION_DTYPE)
-    out["file"] = files
-    out["entry"] = entries
-    out["log"] = fi.location_logs(locations)
-    out["pos"] = fi.location_positions(locations)
-    return out
-
-
 def read_index_files(paths: Sequence[str], batch_bytes: int = DEFAULT_BATCH,
-                     regular: np.ndarray | None = None, sink=None) -> IndexReads:
+                     regular: np.ndarray | None = None, sink=None, rows: np.ndarray | None = None) -> IndexReads:
     """Header, counts and every present location of each file; failures as data, never raised.
 
-    ``sink``: a diskio.spill.ChunkedArray of LOCATION_DTYPE that takes the locations batch by batch
-    (it spills past its budget); ``locations`` is then the sink when it spilled, else its array.
-
-    ``regular[i]``: the listing saw a regular file (not a link), so its type needs no fstat: it is read
-    at once, and checked and sized only when it fills FIRST_READ. Other paths are checked first.
+    ``sink``: a diskio.spill.ChunkedArray of LOCATION_DTYPE that takes the locations when they pass its
+    budget (it spills); ``locations`` is then the sink when it spilled, else one array.
+    ``regular[i]``: as Reader.read's ``regular``. ``rows``: INDEX_FILE_DTYPE rows whose read columns
+    are filled (a copy is returned), else blank ones.
     """
-    rd = _Reader(paths, batch_bytes, sink)
-    view, cap = rd.buf.data, len(rd.buf)
-    rows: list[int] = []
-    at: list[int] = []
-    lens: list[int] = []
-    used = 0
-
-    def flush() -> None:
-        nonlocal rows, at, lens, used
-        rd.decode_batch(np.array(rows, np.int64), np.array(at, np.int64), np.array(lens, np.int64))
-        rows, at, lens, used = [], [], [], 0
-
+    table = FileRows(len(paths))
+    if rows is not None:
+        table.array[:] = rows
+    rd = Reader(table, batch_bytes, sink)
     for r, path in enumerate(paths):
-        if regular is not None and regular[r]:
-            try:
-                fd = os.open(path, OPEN_FLAGS)
-            except OSError as e:
-                rd.failed(r, IoFailure.from_oserror(path, OPEN, e))
-                continue
-            size = -1   # not known yet
-        else:
-            opened = open_regular_file(path)
-            if isinstance(opened, IoFailure):
-                rd.failed(r, opened)
-                continue
-            fd, size = opened
-        try:
-            got = 0
-            if size < 0:   # the type is known from the listing, the size not yet: read, and ask if it filled
-                want = min(cap - used, FIRST_READ)
-                got = os.readv(fd, [view[used:used + want]]) if want else 0
-                if got == want:
-                    st = os.fstat(fd)
-                    if not stat.S_ISREG(st.st_mode):
-                        rd.failed(r, IoFailure(path, OPEN, None, NOT_REGULAR))
-                        continue
-                    size = st.st_size
-                else:
-                    size = got
-            if size > cap:
-                flush()
-                rd.decode_large(r, fd, size)   # the buffer becomes its window
-                continue
-            if used + size > cap:
-                flush()
-                got = 0   # read it again at the start of the emptied buffer
-            if got < size:
-                got += os.preadv(fd, [view[used + got:used + size]], got)
-        except OSError as e:
-            rd.failed(r, IoFailure.from_oserror(path, READ, e))
-            continue
-        finally:
-            os.close(fd)
-        rows.append(r)
-        at.append(used)
-        lens.append(got)
-        used = _aligned(used + got)   # each file starts on a word: its slots are whole words
-    flush()
-    return rd.result()
+        rd.read(r, path, regular is not None and bool(regular[r]))
+    rd.flush()
+    return rd.result(table.finish())
 
 
 def decode_index_bytes(path: str, data: bytes | bytearray | memoryview) -> IndexReads:
     """The same row as read_index_files gives for a file holding ``data``."""
-    rd = _Reader([path], len(data))
+    table = FileRows(1)
+    rd = Reader(table, len(data))
+    rd.headers.add()
+    rd.errors.add()
     rd.buf[:len(data)] = np.frombuffer(data, np.uint8)
-    rd.decode_batch(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([len(data)], np.int64))
-    return rd.result()
+    rd.decode_batch(np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([len(data)], np.int64), [path])
+    return rd.result(table.finish())

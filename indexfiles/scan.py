@@ -1,9 +1,9 @@
 """The index-hierarchy walk (one listing, then every file read and decoded), and one file's locations.
 
 ``walk_index_dirs`` returns the same IndexInventory as ``indexfiles.arrays.walk_index_dirs_reference``
-(its pure-Python twin; tests compare them): indexfiles/listing.py lists the hierarchy once,
-indexfiles/reading.py reads the files (holes of sparse files skipped), and the jitted kernels of
-indexfiles/decode.py decode whole batches. Compiled kernels are cached (diskio/kernels.py sets
+(its pure-Python twin; tests compare them): indexfiles/listing.py lists the hierarchy once and
+indexfiles/reading.py reads each file as the listing meets it (holes of sparse files skipped), the
+jitted kernels of indexfiles/decode.py decoding whole batches. Compiled kernels are cached (diskio/kernels.py sets
 NUMBA_CACHE_DIR from BKDISK_NUMBA_CACHE_DIR).
 """
 from __future__ import annotations
@@ -16,37 +16,29 @@ import numpy as np
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
-from bkdisk.indexfiles import decode as D
-from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, IndexInventory
+from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
+from bkdisk.indexfiles.file_rows import FileRows
 from bkdisk.indexfiles.listing import IndexListing, list_index_tree
-from bkdisk.indexfiles.reading import DEFAULT_BATCH, decode_index_bytes, read_index_files
+from bkdisk.indexfiles.reading import DEFAULT_BATCH, Reader, decode_index_bytes, read_index_files
 
 
 def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH,
                     listing: IndexListing | None = None, sink=None) -> IndexInventory:
     """Every ``.idx`` below each ``<dir>/current`` (2-level and 4-level): one row per file, every location,
-    strays, and every folder or file that could not be read (``io_failures``). ``listing``: the
-    list_index_tree of ``dirs`` when the caller has it already (one walk per run). ``sink``: where the
-    locations go (read_index_files); ``locations`` is then a diskio.spill.ChunkedArray when it spilled."""
-    lst = list_index_tree(dirs) if listing is None else listing
-    reads = read_index_files(lst.paths, batch_bytes, lst.regular, sink)
-    rows = np.zeros(len(lst.paths), INDEX_FILE_DTYPE)
-    rows["dir"] = lst.dir_index
-    rows["scope"] = lst.scope
-    rows["ledger"] = lst.ledger
-    rows["named"] = lst.named
-    rows["depth"] = lst.depth
-    info = reads.info
-    ok = info[:, D.OK] != 0
-    rows["size"] = reads.size
-    rows["header_ok"] = ok
-    rows["version"] = np.where(ok, info[:, D.VERSION], -1)
-    rows["state_bits"] = np.where(ok, info[:, D.STATE], 0)
-    rows["present"] = np.where(ok, info[:, D.PRESENT], 0)
-    rows["last_entry"] = np.where(ok, info[:, D.LAST_ENTRY], -1)
-    rows["trailing"] = np.where(ok, info[:, D.TRAILING], 0)
-    return IndexInventory(lst.dirs, lst.paths, lst.relpaths, rows, reads.headers, reads.errors, reads.locations,
-                          lst.strays, sorted(lst.failures + reads.failures, key=lambda f: f.path))
+    strays, and every folder or file that could not be read (``io_failures``). The walk reads each file
+    as it lists it; ``listing``: the list_index_tree of ``dirs`` when the caller has it already, whose
+    files are then read. ``sink``: where the locations go (reading.Reader); ``locations`` is then a
+    diskio.spill.ChunkedArray when it spilled."""
+    if listing is None:
+        reader = Reader(FileRows(), batch_bytes, sink)
+        lst = list_index_tree(dirs, reader=reader)
+        reads = reader.result(lst.files)
+    else:
+        lst = listing
+        reads = read_index_files(lst.paths, batch_bytes, lst.regular, sink, rows=lst.files)
+    return IndexInventory(lst.dirs, lst.paths, lst.relpaths, reads.files, reads.headers, reads.errors,
+                          reads.locations, lst.strays, sorted(lst.failures + reads.failures, key=lambda f: f.path),
+                          lst.symlinks)
 
 
 @dataclass
@@ -80,8 +72,8 @@ def read_index_locations(path: str | os.PathLike, data: bytes | None = None) -> 
             raise reads.failures[0].as_disk_error()
     else:
         reads = decode_index_bytes(p, data)
-    row = reads.info[0]
+    row = reads.files[0]
     if reads.errors[0] is not None:
-        return IndexLocations(p, int(reads.size[0]), None, reads.errors[0], np.zeros(0, LOCATION_DTYPE), 0, -1, 0)
-    return IndexLocations(p, int(reads.size[0]), reads.headers[0], None, reads.locations, int(row[D.PRESENT]),
-                          int(row[D.LAST_ENTRY]), int(row[D.TRAILING]))
+        return IndexLocations(p, int(row["size"]), None, reads.errors[0], np.zeros(0, LOCATION_DTYPE), 0, -1, 0)
+    return IndexLocations(p, int(row["size"]), reads.headers[0], None, reads.locations, int(row["present"]),
+                          int(row["last_entry"]), int(row["trailing"]))

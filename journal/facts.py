@@ -81,21 +81,21 @@ class JournalFacts:
 
 
 class _KeyRecords:
-    """The ledger-key records' (scope, ledger, key) in record order, as bytes until the table is made."""
+    """The ledger-key records' (scope, ledger) in record order and each one's key as the id of its
+    distinct bytes (the ledgers of one password share one key), until the table is made."""
 
     def __init__(self) -> None:
-        self.scope, self.ledger, self.ends = array("Q"), array("Q"), array("q")
-        self.data = bytearray()
+        self.scope, self.ledger, self.ids = array("Q"), array("Q"), array("i")
+        self.known: dict[bytes, int] = {}
 
     def add(self, scope: int, ledger: int, key: bytes) -> None:
         self.scope.append(scope)
         self.ledger.append(ledger)
-        self.data += key
-        self.ends.append(len(self.data))
+        self.ids.append(self.known.setdefault(key, len(self.known)))
 
     def table(self) -> LedgerKeys:
-        return LedgerKeys(np.frombuffer(self.scope, np.uint64), np.frombuffer(self.ledger, np.uint64),
-                          np.frombuffer(bytes(self.data), np.uint8), np.frombuffer(self.ends, np.int64).copy())
+        return LedgerKeys.of_ids(np.frombuffer(self.scope, np.uint64), np.frombuffer(self.ledger, np.uint64),
+                                 list(self.known), np.frombuffer(self.ids, np.int32))
 
 
 def _after_mark(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> np.ndarray:

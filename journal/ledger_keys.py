@@ -14,25 +14,46 @@ BLOCK = 65536   # ledgers made into LedgerIds at once while iterating
 
 
 class LedgerKeys(Mapping[LedgerId, bytes]):
-    """Unique (scope, ledger) rows sorted, the record holding each one's key, and the keys' bytes."""
+    """Unique (scope, ledger) rows sorted, the index of each one's key, and each distinct key once
+    (the ledgers of one password share one key)."""
 
     def __init__(self, scope: np.ndarray, ledger: np.ndarray, data: np.ndarray, ends: np.ndarray):
         """``scope``, ``ledger``: one row per record, in record order; record i's key is
         ``data[ends[i-1]:ends[i]]``."""
+        ends = np.asarray(ends, np.int64)
+        distinct, ids = _distinct(np.asarray(data, np.uint8), ends, np.arange(len(ends)))
+        self._build(scope, ledger, distinct, ids)
+
+    @classmethod
+    def of_ids(cls, scope: np.ndarray, ledger: np.ndarray, distinct: list[bytes], ids: np.ndarray) -> LedgerKeys:
+        """The table of records whose keys are given as ids: record i's key is ``distinct[ids[i]]``."""
+        out = cls.__new__(cls)
+        out._build(scope, ledger, distinct, ids)
+        return out
+
+    def _build(self, scope: np.ndarray, ledger: np.ndarray, distinct: list[bytes], ids: np.ndarray) -> None:
         scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
         n = len(scope)
-        order = np.lexsort((np.arange(n), ledger, scope))   # by ledger, then record
+        order = np.lexsort((ledger, scope))   # by ledger, then record (lexsort is stable)
         s, l = scope[order], ledger[order]
         new = np.ones(n, bool)
         new[1:] = (s[1:] != s[:-1]) | (l[1:] != l[:-1])
-        first_at = np.flatnonzero(new)
-        last_at = np.concatenate([first_at[1:], [n]]) - 1 if n else first_at
-        self.scope, self.ledger = s[first_at], l[first_at]
-        self.record = order[last_at]                          # the last record of each ledger wins
-        self.iter_order = np.argsort(order[first_at], kind="stable")   # ledgers as first met
-        self.data = data
-        self.starts = np.concatenate([[0], ends[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
-        self.ends = np.asarray(ends, np.int64)
+        small = np.int32 if n < 1 << 31 else np.int64   # (row numbers while they fit)
+        if new.all():   # one record a ledger (as a bookie writes them): the sort's rows are the table's
+            self.scope, self.ledger = s, l
+            last = order
+            # ledgers as first met: the inverse of the sort
+            self.iter_order = np.empty(n, small)
+            self.iter_order[order] = np.arange(n, dtype=small)
+        else:
+            first_at = np.flatnonzero(new)
+            last = order[np.concatenate([first_at[1:], [n]]) - 1]   # the last record of each ledger wins
+            self.scope, self.ledger = s[first_at], l[first_at]
+            self.iter_order = np.argsort(order[first_at], kind="stable").astype(small)   # ledgers as first met
+            del first_at
+        del s, l, new
+        self.distinct = distinct
+        self.key_of = np.asarray(ids, np.int32)[last]
 
     @classmethod
     def empty(cls) -> LedgerKeys:
@@ -57,9 +78,12 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
             out[sel] = np.where(ok, lo + pos, -1)
         return out
 
+    def key_ids(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of this table, the index of its key in ``distinct`` (rows with one key, one id)."""
+        return self.key_of[rows]
+
     def key_at(self, row: int) -> bytes:
-        r = int(self.record[row])
-        return self.data[int(self.starts[r]):int(self.ends[r])].tobytes()
+        return self.distinct[int(self.key_of[row])]
 
     def __getitem__(self, lid: LedgerId) -> bytes:
         scope, ledger = lid
@@ -84,3 +108,29 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
 
     def __repr__(self) -> str:
         return f"LedgerKeys({len(self)} ledgers)"
+
+
+def _distinct(data: np.ndarray, ends: np.ndarray, records: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """The distinct keys of ``records`` (record i's key: ``data[ends[i-1]:ends[i]]``), and per record the
+    index of its key among them; a block of records at a time, the keys of one length told apart as
+    fixed-width byte strings."""
+    keys: list[bytes] = []
+    known: dict[bytes, int] = {}
+    index = np.zeros(len(records), np.int32)
+    for lo in range(0, len(records), BLOCK):
+        rec = records[lo:lo + BLOCK]
+        end = ends[rec]
+        begin = np.where(rec > 0, ends[np.maximum(rec - 1, 0)], 0)
+        length = end - begin
+        for width in np.unique(length).tolist():
+            at = np.flatnonzero(length == width)
+            if width == 0:
+                distinct, inverse = [b""], np.zeros(len(at), np.int64)
+            else:
+                rows = np.ascontiguousarray(data[begin[at, None] + np.arange(width)])   # (records, width) bytes
+                found, inverse = np.unique(rows.view(f"V{width}"), return_inverse=True)
+                distinct = [bytes(k) for k in found.tolist()]
+            ids = np.array([known.setdefault(k, len(known)) for k in distinct], np.int32)
+            index[lo + at] = ids[inverse.reshape(-1)]
+    keys = list(known)   # (a dict keeps the order ids were given in)
+    return keys, index

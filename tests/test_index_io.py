@@ -212,7 +212,7 @@ def test_one_listing_of_the_hierarchy_feeds_passes_2_and_3(tmp_path: Path, monke
     os.rename(wb.index_files[LedgerId(0, 1)], misplaced)
     calls = []
     real = S.list_index_tree
-    monkeypatch.setattr(S, "list_index_tree", lambda dirs: calls.append(list(dirs)) or real(dirs))
+    monkeypatch.setattr(S, "list_index_tree", lambda dirs, **kw: calls.append(list(dirs)) or real(dirs, **kw))
     rep = check_bookie(discover(str(tmp_path / "b")))
     assert len(calls) == 1, calls
     codes = {(f.code, f.path) for f in rep.findings}

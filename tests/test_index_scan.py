@@ -267,3 +267,26 @@ def test_the_constants_the_kernels_use_are_those_of_the_spec_tables():
     assert rows["explicit_lac"] == f"{fi.HEADER_FIXED_SIZE[1]}+L"
     assert f"`{fi.HEADER_SIZE} + {fi.SLOT_SIZE}·e`" in text and fi.slot_offset(3) == fi.HEADER_SIZE + 3 * fi.SLOT_SIZE
     assert fi.MAGIC_VALUE.to_bytes(4, "big") == fi.INDEX_MAGIC
+
+
+@pytest.mark.parametrize("share", [0.0, 0.05, 0.3, 0.6, 0.95, 2.0])
+def test_locations_given_to_a_sink_that_spills_are_those_held(tmp_path, share):
+    """The walk keeps its locations until they pass the sink's budget, then hands them over (it spills):
+    in any case the same rows, in the same order, as the walk without a sink."""
+    from bkdisk.diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
+    from bkdisk.indexfiles.arrays import LOCATION_DTYPE
+
+    ledgers = [LedgerSpec(i, [b"e" * (i % 7 + 1)] * (i % 40 + 1)) for i in range(60)]
+    root = tmp_path / "b"
+    write_bookie(BookieSpec(ledgers), str(root))
+    dirs = [str(root / "ledgers")]
+    held = walk_index_dirs(dirs, batch_bytes=4096)
+    budget = int(share * held.locations.nbytes)
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        sink = ChunkedArray(LOCATION_DTYPE, budget, folder, "locations")
+        got = walk_index_dirs(dirs, batch_bytes=4096, sink=sink)
+        assert (got.locations is sink) == sink.spilled
+        assert sink.spilled if share <= 0.6 else True   # (near 1 the last batch decides)
+        assert not sink.spilled if share > 1 else True
+        assert got.locations[0:len(got.locations)].tolist() == held.locations.tolist()
+        assert got.files.tolist() == held.files.tolist() and len(held.locations) > 600

@@ -147,7 +147,7 @@ def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
     """Every symlink below the dirs' ``current/``, with where it points: the check reads through
     it; one that leads outside the bookie's dirs is never written through by a repair.
 
-    Below an index dir the one index walk (ctx.index_listing) has met them already; only the
+    Below an index dir the one index walk (ctx.index_inventory) has met them already; only the
     folders it does not enter (RocksDB's, by name) are walked here."""
     roots = real_roots(ctx.dirs)
     listed = ctx.dirs.effective_index_dirs if ctx.dirs.storage_kind != "rocksdb" else []
@@ -156,9 +156,9 @@ def _symlinks(ctx: CheckContext) -> Iterator[Finding]:
         if d not in listed:
             yield from _walk_links([cur], roots)
             continue
-        lst = ctx.index_listing
-        for di, path in lst.symlinks:
-            if lst.dirs[di] == d:
+        inv = ctx.index_inventory
+        for di, path in inv.symlinks:
+            if inv.dirs[di] == d:
                 yield _link_finding(path, roots)
         yield from _walk_links([os.path.join(cur, n) for n in ROCKSDB_DIRS
                                 if os.path.isdir(os.path.join(cur, n)) and not os.path.islink(os.path.join(cur, n))],

@@ -18,6 +18,8 @@ from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.indexfiles.row_objects import HeaderColumn
 from bkdisk.journal.ledger_keys import LedgerKeys
 
 # A location points just past an entry's size prefix; that prefix and a whole V1 entry header must
@@ -38,7 +40,11 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     facts = ctx.journal_facts
     log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
     keys, fenced = facts.master_keys, facts.fenced
-    for path, err, h, scope, ledger, trailing, size, key in _file_rows(inv, keys):
+    files = inv.files
+    for r, key in _rows_to_check(inv, keys, fenced):
+        path, err, h = inv.paths[r], inv.errors[r], inv.headers[r]
+        row = files[r]
+        scope, ledger, trailing, size = int(row["scope"]), int(row["ledger"]), int(row["trailing"]), int(row["size"])
         if err is not None:
             if isinstance(err, DiskError):
                 if path not in ctx.unreadable:
@@ -47,6 +53,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(Code.INDEX_HEADER_BAD, path=path, offset=err.offset, scope=scope, ledger=ledger,
                           detail=f"{err.expected}, found {err.found}")
             continue
+        assert h is not None   # (a file without a valid header has its error)
         if trailing:
             yield Finding(Code.INDEX_TRUNCATED, path=path, offset=size - trailing, scope=scope, ledger=ledger,
                           detail=f"{trailing} stray bytes at the end (file size {size})")
@@ -90,18 +97,45 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
 
 
-def _file_rows(inv, keys: LedgerKeys) -> Iterator[tuple]:
-    """(path, error, header, scope, ledger, trailing bytes, size, the journals' master key or None) of
-    each index file, made a block of rows at a time (no Python object per file kept for the whole walk);
-    the keys looked up for a whole block at once."""
+def _rows_to_check(inv, keys: LedgerKeys, fenced: dict[LedgerId, bool]) -> Iterator[tuple[int, bytes | None]]:
+    """(row, the journals' master key or None) of each index file that may give a finding, in row
+    order: found with arrays a block of rows at a time (no Python object per file kept or made for a
+    file without a finding); the checks themselves then run on these rows only."""
     files = inv.files
+    headers = inv.headers
+    by_id = isinstance(headers, HeaderColumn)
+    if by_id:   # per distinct header: what its rows may give
+        # (a row without a header has id -1: the last, False)
+        lac = np.array([h.explicit_lac_body is not None for h in headers.distinct] + [False], bool)
+        ids = headers.id_column()
+    told = [lid for lid, f in fenced.items() if f]
+    fenced_set = KeySet([np.array([x.scope for x in told], np.uint64), np.array([x.ledger for x in told], np.uint64)])
     for lo in range(0, len(files), BLOCK):
-        hi = min(lo + BLOCK, len(files))
-        block = files[lo:hi]
-        rows = keys.index_of(block["scope"], block["ledger"]).tolist()
-        found = [keys.key_at(r) if r >= 0 else None for r in rows]
-        yield from zip(inv.paths[lo:hi], inv.errors[lo:hi], inv.headers[lo:hi], block["scope"].tolist(),
-                       block["ledger"].tolist(), block["trailing"].tolist(), block["size"].tolist(), found)
+        block = files[lo:lo + BLOCK]
+        cols = [block["scope"], block["ledger"]]
+        at = keys.index_of(*cols)
+        if not by_id:
+            look = np.ones(len(block), bool)
+        else:
+            hid = ids[lo:lo + len(block)]
+            look = ~block["header_ok"] | (block["trailing"] != 0) | lac[hid] | fenced_set.contains(cols)
+            look |= _key_differs(headers, hid, keys, at)
+        for k in np.flatnonzero(look).tolist():
+            yield lo + k, (keys.key_at(int(at[k])) if at[k] >= 0 else None)
+
+
+def _key_differs(headers: HeaderColumn, hid: np.ndarray, keys: LedgerKeys, at: np.ndarray) -> np.ndarray:
+    """Per row, whether its header's master key differs from the journals' (rows with both), compared
+    once per distinct (header, key) pair."""
+    both = (hid >= 0) & (at >= 0)
+    out = np.zeros(len(hid), bool)
+    if not both.any():
+        return out
+    pairs = np.stack([hid[both].astype(np.int64), keys.key_ids(at[both]).astype(np.int64)], axis=1)
+    distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    differs = np.array([headers.distinct[h].master_key != keys.distinct[k] for h, k in distinct.tolist()], bool)
+    out[both] = differs[inverse.reshape(-1)]
+    return out
 
 
 def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:

@@ -1,0 +1,95 @@
+"""Tables of an index walk that grow as files are met: the file rows (INDEX_FILE_DTYPE) and their
+location rows (LOCATION_DTYPE), each one array whose capacity doubles in place.
+
+``ndarray.resize`` reallocates the buffer (a large one is moved by the kernel's page remapping, not
+copied and held twice), so a walk of millions of files keeps one array of rows, filled by the
+listing (the name's columns) and by the reading (the header's and the slots' columns) alike.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE
+
+FIRST_CAPACITY = 4096
+# What a row holds before its file is read (and stays so when it cannot be): the reference walk's row
+# of a file without a readable header.
+UNREAD = {"size": -1, "version": -1, "last_entry": -1}
+
+
+def blank_rows(n: int) -> np.ndarray:
+    rows = np.zeros(n, INDEX_FILE_DTYPE)
+    for name, value in UNREAD.items():
+        rows[name] = value
+    return rows
+
+
+class GrowingArray:
+    """An array of ``dtype`` appended to at its end; ``array`` is the live buffer (its first ``n`` rows
+    are the rows): read it again after each ``take``, as growing replaces it."""
+
+    def __init__(self, dtype: np.dtype, n: int = 0):
+        self.dtype = np.dtype(dtype)
+        self.array = self._blank(max(n, 0))
+        self.n = n
+
+    def _blank(self, n: int) -> np.ndarray:
+        return np.zeros(n, self.dtype)
+
+    def take(self, k: int) -> np.ndarray:
+        """A view of ``k`` new rows at the end."""
+        need = self.n + k
+        if need > len(self.array):
+            self._grow(max(need, 2 * len(self.array), FIRST_CAPACITY))
+        out = self.array[self.n:need]
+        self.n = need
+        return out
+
+    def _grow(self, capacity: int) -> None:
+        old = len(self.array)
+        try:
+            self.array.resize(capacity, refcheck=False)   # realloc: a large buffer is remapped, not copied
+        except ValueError:   # not the owner of its buffer (a view was made of it): copied once
+            grown = self._blank(capacity)
+            grown[:old] = self.array
+            self.array = grown
+            return
+        self._fill(old)
+
+    def _fill(self, start: int) -> None:
+        """Rows from ``start`` on hold their blank value (resize zero-fills them)."""
+
+    def finish(self) -> np.ndarray:
+        """The rows, the buffer trimmed to them."""
+        if len(self.array) != self.n:
+            try:
+                self.array.resize(self.n, refcheck=False)
+            except ValueError:
+                self.array = self.array[:self.n].copy()
+        return self.array
+
+
+class FileRows(GrowingArray):
+    """INDEX_FILE_DTYPE rows, each blank (UNREAD) until its columns are filled."""
+
+    def __init__(self, n: int = 0):
+        super().__init__(INDEX_FILE_DTYPE, n)
+
+    def _blank(self, n: int) -> np.ndarray:
+        return blank_rows(n)
+
+    def _fill(self, start: int) -> None:
+        for name, value in UNREAD.items():
+            self.array[name][start:] = value
+
+    def add(self) -> int:
+        """A new blank row; its index."""
+        n = self.n
+        if n == len(self.array):
+            self._grow(max(2 * n, FIRST_CAPACITY))
+        self.n = n + 1
+        return n
+
+
+def location_rows(n: int = 0) -> GrowingArray:
+    return GrowingArray(LOCATION_DTYPE, n)
