@@ -3,8 +3,8 @@ spilled path on a large bookie) against a limit with memory to spare (everything
 
 Each command runs as a whole process, as the scaling bench runs it: ``bookie-fsck --json`` compared by its
 findings and summary (its pass timings differ run to run), ``inventory --jsonl`` by the SHA-256 and line
-count of its output, ``--parquet`` and ``scan-disk`` row group by row group (``scan-disk`` without its
-``scan_seconds`` column; both with one run id).
+count of its output, ``--parquet`` and ``scan-disk`` by their rows in fixed slices, whatever the row
+groups (``scan-disk`` with one run id and without its ``scan_seconds`` column).
 """
 from __future__ import annotations
 
@@ -14,30 +14,34 @@ import os
 import subprocess
 import tempfile
 
-FSCK_OK = (0, 4)   # e2fsck's codes: clean, or errors left (a bench bookie may hold either)
+OK = (0, 4)   # the commands' codes for clean and for errors found (a bench bookie may hold either)
 
 
-def _run(cmd: list[str], env: dict | None, ok=(0, 4), **kw) -> subprocess.CompletedProcess:
+def _checked(cmd: list[str], code: int | None) -> None:
+    if code not in OK:
+        raise SystemExit(f"{' '.join(cmd)}: exit {code}")
+
+
+def _run(cmd: list[str], env: dict | None, **kw) -> subprocess.CompletedProcess:
     p = subprocess.run(cmd, env=env, **kw)
-    if p.returncode not in ok:
-        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}")
+    _checked(cmd, p.returncode)
     return p
 
 
 def _fsck(cmd: list[str], env: dict | None) -> object:
-    doc = json.loads(_run(cmd + ["--json"], env, FSCK_OK, capture_output=True).stdout)
+    doc = json.loads(_run(cmd + ["--json"], env, capture_output=True).stdout)
     return doc["findings"], doc["summary"]
 
 
 def _jsonl(cmd: list[str], env: dict | None) -> tuple[str, int]:
     h, lines = hashlib.sha256(), 0
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE) as p:
-        assert p.stdout is not None
-        for block in iter(lambda: p.stdout.read(1 << 20), b""):
+        out = p.stdout
+        assert out is not None
+        for block in iter(lambda: out.read(1 << 20), b""):
             h.update(block)
             lines += block.count(b"\n")
-    if p.returncode not in (0, 4):
-        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}")
+    _checked(cmd, p.returncode)
     return h.hexdigest(), lines
 
 
@@ -79,7 +83,7 @@ def outputs(name: str, cmd: list[str], env: dict | None, tmp: str) -> object:
         out = os.path.join(tmp, "compare.parquet")
         i = cmd.index("--parquet" if name != "scan-disk" else "--out")
         run = cmd[:i + 1] + [out] + cmd[i + 2:] + (["--run-id", "bench"] if name == "scan-disk" else [])
-        _run(run, env, (0, 4), stdout=subprocess.DEVNULL)
+        _run(run, env, stdout=subprocess.DEVNULL)
         return _parquet_digest(out, ("scan_seconds",) if name == "scan-disk" else ())
     raise ValueError(f"no output comparison for {name}")
 
