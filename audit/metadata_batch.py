@@ -303,8 +303,9 @@ def closed_empty_blobs(blobs: list[bytes]) -> tuple[np.ndarray, set[str]]:
     if not blobs:
         return np.zeros(0, bool), set()
     data = np.frombuffer(b"".join(blobs), np.uint8)
-    ends = np.cumsum(np.fromiter(map(len, blobs), np.int64, len(blobs)))
-    starts = ends - np.fromiter(map(len, blobs), np.int64, len(blobs))
+    lengths = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
     status = np.empty(len(blobs), np.int8)
     kept = _Names()
     _classify_buffers(data, starts, ends, status, *kept.args())

@@ -76,14 +76,14 @@ class BookieSummary:
     def add_ledgers(self, entries) -> None:
         """Take in the ledgers of ``entries`` (ENTRY_DTYPE rows) as sorted id arrays, a scope at a time."""
         import numpy as np
+
+        from bkdisk.entrylogs.arrays import distinct_ledgers
         scope, ledger = entries["scope"], entries["ledger"]
         scopes = np.unique(scope).tolist() if (scope != scope[0]).any() else [int(scope[0])]
         for sc in scopes:
-            ids = ledger if len(scopes) == 1 else ledger[scope == sc]
-            # one id per run of a ledger's entries first: a log written a ledger at a time is a run each
-            ids = ids[np.concatenate(([True], ids[1:] != ids[:-1]))] if len(ids) else ids
+            ids = distinct_ledgers(ledger if len(scopes) == 1 else ledger[scope == sc])
             held = self.ledgers.get(sc)
-            self.ledgers[sc] = np.unique(ids if held is None else np.concatenate([held, ids]))
+            self.ledgers[sc] = ids if held is None else np.union1d(held, ids)
 
     def ledger_count(self) -> int:
         return sum(len(ids) for ids in self.ledgers.values())

@@ -21,6 +21,7 @@ from bkdisk.diskio.decision_table import DecisionTable, find_ledgers
 from bkdisk.diskio.digests import DigestPlan, verify_entry_digests
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.mapped import map_file
+from bkdisk.entrylogs.arrays import distinct_ledgers
 
 
 @dataclass
@@ -74,7 +75,7 @@ class SharedPlan:
             if isinstance(scan, BaseException):
                 fork, scan = self._again(rescan)
             else:
-                mine = _ledgers_of(scan.entries)
+                mine = distinct_ledgers(scan.entries["ledger"]).astype(np.uint64)
                 hit = moved[np.isin(moved, mine)] if len(mine) else moved[:0]
                 if len(hit) and not _decided_with_a_type(self.plan, hit):
                     fork, scan = self._again(rescan)
@@ -118,15 +119,6 @@ def _result(rescan: Callable[[PlanFork], object], fork: PlanFork):
         return rescan(fork)
     except Exception as e:   # the caller's scan errors: told in their place, as the first scan's would be
         return e
-
-
-def _ledgers_of(entries: np.ndarray) -> np.ndarray:
-    """The distinct ledger ids of a log's entries (one per run first: logs hold ledgers in runs)."""
-    ids = entries["ledger"]
-    if len(ids) == 0:
-        return np.zeros(0, np.uint64)
-    heads = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
-    return np.unique(heads).astype(np.uint64)
 
 
 def _decided_with_a_type(plan: DigestPlan, ledgers: np.ndarray) -> bool:

@@ -26,6 +26,14 @@ ENTRY_DTYPE = np.dtype([
 PROBLEM_DTYPE = np.dtype([("offset", "<i8"), ("reason", "u1"), ("resumed_at", "<i8")])
 
 
+def distinct_ledgers(ids: np.ndarray) -> np.ndarray:
+    """The distinct ids of a column of ledger ids, sorted: one per run first, as a log holds each
+    ledger's entries in runs (a log written a ledger at a time is a run each)."""
+    if len(ids) == 0:
+        return ids[:0]
+    return np.unique(ids[np.concatenate(([True], ids[1:] != ids[:-1]))])
+
+
 @dataclass
 class EntryLogArrays:
     path: str

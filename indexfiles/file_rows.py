@@ -19,9 +19,13 @@ UNREAD = {"size": -1, "version": -1, "last_entry": -1}
 
 def blank_rows(n: int) -> np.ndarray:
     rows = np.zeros(n, INDEX_FILE_DTYPE)
-    for name, value in UNREAD.items():
-        rows[name] = value
+    _unread_from(rows, 0)
     return rows
+
+
+def _unread_from(rows: np.ndarray, start: int) -> None:
+    for name, value in UNREAD.items():
+        rows[name][start:] = value
 
 
 class GrowingArray:
@@ -46,14 +50,10 @@ class GrowingArray:
         return out
 
     def _grow(self, capacity: int) -> None:
+        # ``array`` always owns its buffer (made by _blank, only ever resized), so resize cannot refuse;
+        # realloc: a large buffer is remapped, not copied.
         old = len(self.array)
-        try:
-            self.array.resize(capacity, refcheck=False)   # realloc: a large buffer is remapped, not copied
-        except ValueError:   # not the owner of its buffer (a view was made of it): copied once
-            grown = self._blank(capacity)
-            grown[:old] = self.array
-            self.array = grown
-            return
+        self.array.resize(capacity, refcheck=False)
         self._fill(old)
 
     def _fill(self, start: int) -> None:
@@ -62,10 +62,7 @@ class GrowingArray:
     def finish(self) -> np.ndarray:
         """The rows, the buffer trimmed to them."""
         if len(self.array) != self.n:
-            try:
-                self.array.resize(self.n, refcheck=False)
-            except ValueError:
-                self.array = self.array[:self.n].copy()
+            self.array.resize(self.n, refcheck=False)
         return self.array
 
 
@@ -79,8 +76,7 @@ class FileRows(GrowingArray):
         return blank_rows(n)
 
     def _fill(self, start: int) -> None:
-        for name, value in UNREAD.items():
-            self.array[name][start:] = value
+        _unread_from(self.array, start)
 
     def add(self) -> int:
         """A new blank row; its index."""

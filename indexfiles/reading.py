@@ -268,21 +268,16 @@ def _aligned(n: int) -> int:
     return -(-n // fi.SLOT_SIZE) * fi.SLOT_SIZE
 
 
-def read_index_files(paths: Sequence[str], batch_bytes: int = DEFAULT_BATCH,
-                     regular: np.ndarray | None = None, sink=None, rows: np.ndarray | None = None) -> IndexReads:
+def read_index_files(paths: Sequence[str], batch_bytes: int = DEFAULT_BATCH, sink=None) -> IndexReads:
     """Header, counts and every present location of each file; failures as data, never raised.
 
     ``sink``: a diskio.spill.ChunkedArray of LOCATION_DTYPE that takes the locations when they pass its
     budget (it spills); ``locations`` is then the sink when it spilled, else one array.
-    ``regular[i]``: as Reader.read's ``regular``. ``rows``: INDEX_FILE_DTYPE rows whose read columns
-    are filled (a copy is returned), else blank ones.
     """
     table = FileRows(len(paths))
-    if rows is not None:
-        table.array[:] = rows
     rd = Reader(table, batch_bytes, sink)
     for r, path in enumerate(paths):
-        rd.read(r, path, regular is not None and bool(regular[r]))
+        rd.read(r, path, False)
     rd.flush()
     return rd.result(table.finish())
 

@@ -105,10 +105,6 @@ class SparseColumn(_Column[T]):
         else:
             self.values[row] = value
 
-    def rows(self) -> list[int]:
-        """The rows set, in order."""
-        return sorted(self.values)
-
     def __len__(self) -> int:
         return self.n
 

@@ -18,24 +18,18 @@ from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.indexfiles.file_rows import FileRows
-from bkdisk.indexfiles.listing import IndexListing, list_index_tree
+from bkdisk.indexfiles.listing import list_index_tree
 from bkdisk.indexfiles.reading import DEFAULT_BATCH, Reader, decode_index_bytes, read_index_files
 
 
-def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH,
-                    listing: IndexListing | None = None, sink=None) -> IndexInventory:
+def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=None) -> IndexInventory:
     """Every ``.idx`` below each ``<dir>/current`` (2-level and 4-level): one row per file, every location,
     strays, and every folder or file that could not be read (``io_failures``). The walk reads each file
-    as it lists it; ``listing``: the list_index_tree of ``dirs`` when the caller has it already, whose
-    files are then read. ``sink``: where the locations go (reading.Reader); ``locations`` is then a
+    as it lists it. ``sink``: where the locations go (reading.Reader); ``locations`` is then a
     diskio.spill.ChunkedArray when it spilled."""
-    if listing is None:
-        reader = Reader(FileRows(), batch_bytes, sink)
-        lst = list_index_tree(dirs, reader=reader)
-        reads = reader.result(lst.files)
-    else:
-        lst = listing
-        reads = read_index_files(lst.paths, batch_bytes, lst.regular, sink, rows=lst.files)
+    reader = Reader(FileRows(), batch_bytes, sink)
+    lst = list_index_tree(dirs, reader=reader)
+    reads = reader.result(lst.files)
     return IndexInventory(lst.dirs, lst.paths, lst.relpaths, reads.files, reads.headers, reads.errors,
                           reads.locations, lst.strays, sorted(lst.failures + reads.failures, key=lambda f: f.path),
                           lst.symlinks)
