@@ -137,15 +137,14 @@ TRIM_THRESHOLD = 64 << 20
 def large_blocks_returned() -> None:
     """Allocate blocks of 8 MiB and more (numpy's per-file arrays) with mmap, so that freeing one gives
     its memory back. glibc raises its threshold after each large free (up to 32 MiB per thread arena),
-    and the arrays a scan frees and makes again then stay in the heaps: a check of a 2 GiB bookie of
-    small entries peaked 140 MiB higher (1,151 against 1,014 MiB, --jobs 2). Setting it fixes the
-    threshold. Not lower: the arrays of one window (a few MiB) then come from the heap and are reused
+    and the arrays a scan frees and makes again then stay in the heaps, raising a check's peak. Setting it
+    fixes the threshold. Not lower: the arrays of one window (a few MiB) then come from the heap and are reused
     window after window, where a map of their own is zero-filled page by page every time.
 
-    Setting it also fixes the trim threshold at glibc's default of 128 KiB: the arrays of a window,
-    freed at the top of a heap, went back to the system after every window and came back zero-filled
-    for the next one (a check of the 2 GiB bookie of small entries faulted 425,000 times, against
-    150,000 with TRIM_THRESHOLD). Up to TRIM_THRESHOLD of free memory stays with each heap."""
+    Setting it would also fix the trim threshold at glibc's default of 128 KiB, so the arrays of a
+    window, freed at the top of a heap, would go back to the system after every window and come back
+    zero-filled for the next one; so the trim threshold is set too: up to TRIM_THRESHOLD of free
+    memory stays with each heap."""
     if _Pause.heap_set:
         return
     _Pause.heap_set = True

@@ -22,7 +22,7 @@ DIGEST_PENDING_HMAC = 3     # left for the caller, who holds the keys
 DIGEST_NEEDS_BYTES = 4      # check_digests_by_facts: the facts do not settle it, the bytes do
 # sniff_crc's result bits
 SNIFF_CRC32C, SNIFF_CRC32 = 1, 2
-# An entry's digest facts (digest_facts), one byte: whether its digest verifies as CRC32C (0: not
+# An entry's digest facts (entry_facts), one byte: whether its digest verifies as CRC32C (0: not
 # computed, the entry being too short), its format, and a V2 entry's digest code.
 FACT_CRC32C_OK, FACT_CRC32C_BAD, FACT_CRC32C = 1, 2, 3
 FACT_V2 = 4
@@ -106,13 +106,6 @@ def entry_facts(buf, body, n, variant, max_crc):
                          variant) ^ mask32
         f |= FACT_CRC32C_OK if np.uint64(be_u32(buf, body + header)) == crc else FACT_CRC32C_BAD
     return f
-
-
-@kernel
-def digest_facts(buf, base, off, size, variant, max_crc, out):
-    """entry_facts of each entry (size prefix at off[i], size[i] stored bytes) held in ``buf``."""
-    for i in range(off.size):
-        out[i] = entry_facts(buf, off[i] + SIZE_PREFIX_SIZE - base, size[i], variant, max_crc)
 
 
 @kernel

@@ -184,7 +184,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     every V1 ledger is sniffed. ``payload_hash="sha256"`` also returns each payload's SHA-256
     (absent where the digest length, hence the payload, is unknown).
 
-    ``facts``: each entry's digest facts (diskio.digest_kernels.digest_facts), taken earlier from the
+    ``facts``: each entry's digest facts (diskio.digest_kernels.entry_facts), taken earlier from the
     same bytes; then ``data`` may be a callable giving the bytes, called only for what the facts do
     not settle (CRC32, HMAC). ``lengths``: a callable giving the entries' cumulative lengths, for
     ``entries`` without a length field (asked only to infer a digest length).
