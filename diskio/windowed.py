@@ -151,11 +151,27 @@ class Columns:
     def finished(self, used: int) -> np.ndarray:
         """The first ``used`` rows, copied when the room left past them is large."""
         rows = self._rows[:used]
-        if len(self._rows) - used <= used // 8 + 1024:
+        if not room_worth_freeing(len(self._rows), used):
             return rows
         out = np.empty(used, self.dtype)
         copy_rows(out, rows)
         return out
+
+
+def room_worth_freeing(capacity: int, used: int) -> bool:
+    """Whether the room past ``used`` of ``capacity`` rows is large enough to copy the rows out of it."""
+    return capacity - used > used // 8 + 1024
+
+
+def grown_beside(column: np.ndarray, table: Columns, used: int) -> np.ndarray:
+    """``column`` (a value per row beside ``table``'s rows) with the room the table has after growing,
+    its first ``used`` values kept (a window's job keeps reading the array it was given)."""
+    room = len(table.arrays[0])
+    if len(column) >= room:
+        return column
+    more = np.zeros(room, column.dtype)
+    more[:used] = column[:used]
+    return more
 
 
 def copy_rows(dst: np.ndarray, src: np.ndarray) -> None:

@@ -41,6 +41,7 @@ from bkdisk.diskio.windowed import (
     Columns,
     FileSource,
     concat_rows,
+    grown_beside,
     new_state,
     walk_windows,
 )
@@ -143,10 +144,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 used = int(state[ENTRIES])
                 entries.grow_if_full(used, int(state[POSITION]) - fe.HEADER_SIZE, end - fe.HEADER_SIZE)
                 problems.grow_if_full(int(state[PROBLEMS]))
-                if with_facts and len(facts[0]) < len(entries.arrays[0]):
-                    more = np.zeros(len(entries.arrays[0]), np.uint8)
-                    more[:used] = facts[0][:used]
-                    facts[0] = more   # (a window's job keeps reading the rows it was given)
+                if with_facts:
+                    facts[0] = grown_beside(facts[0], entries, used)
 
         def check_window(buf: np.ndarray, base: int):
             lo, hi = emitted[0], int(state[ENTRIES])

@@ -27,8 +27,10 @@ from bkdisk.diskio.windowed import (
     RESUME,
     Columns,
     FileSource,
+    grown_beside,
     new_state,
     read_head,
+    room_worth_freeing,
     walk_windows,
 )
 from bkdisk.formats import journal as fj
@@ -97,7 +99,7 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
 
     Equal to ``scan_journal_reference(path, data, start)``. ``data`` scans in-memory bytes instead.
     A journal version outside 1..6 raises FormatError, as the reference does. ``digest_facts``: also
-    take each data record's digest facts (diskio.digest_kernels.digest_facts) from the window that
+    take each data record's digest facts (diskio.digest_kernels.entry_facts) from the window that
     holds it, so that its digest check (journal/digests.py) need not read the journal again.
     """
     p = os.fspath(path)
@@ -126,10 +128,8 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     def grow(_status: int) -> None:
         used = int(state[RECORDS])
         records.grow_if_full(used, int(state[POSITION]) - pos, n - pos)
-        if digest_facts and len(facts[0]) < len(records.arrays[0]):
-            more = np.zeros(len(records.arrays[0]), np.uint8)
-            more[:used] = facts[0][:used]
-            facts[0] = more
+        if digest_facts:
+            facts[0] = grown_beside(facts[0], records, used)
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:
@@ -147,5 +147,5 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
                         records.finished(count), EndKind(int(state[END_KIND])),
                         int(state[END_AT]), _end_text(state, n, body, version, p))
     if digest_facts:
-        out.digest_facts = facts[0][:count].copy() if len(facts[0]) - count > count // 8 + 1024 else facts[0][:count]
+        out.digest_facts = facts[0][:count].copy() if room_worth_freeing(len(facts[0]), count) else facts[0][:count]
     return out
