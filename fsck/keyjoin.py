@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.journal.ledger_keys import LedgerKeys
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MULT = np.uint64(0xBF58476D1CE4E5B9)
 
@@ -55,3 +57,11 @@ class KeySet:
                     out[i] = k
                     break
         return out
+
+
+def ledger_set(lids) -> KeySet:
+    """A KeySet of ledgers: of (scope, ledger) pairs (LedgerIds), or of a LedgerKeys table's columns."""
+    if isinstance(lids, LedgerKeys):
+        return KeySet(list(lids.columns()))
+    lids = list(lids)
+    return KeySet([np.array([l[0] for l in lids], np.uint64), np.array([l[1] for l in lids], np.uint64)])

@@ -18,7 +18,7 @@ from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
-from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.keyjoin import ledger_set
 from bkdisk.indexfiles.row_objects import HeaderColumn
 from bkdisk.journal.ledger_keys import LedgerKeys
 
@@ -108,8 +108,7 @@ def _rows_to_check(inv, keys: LedgerKeys, fenced: dict[LedgerId, bool]) -> Itera
         # (a row without a header has id -1: the last, False)
         lac = np.array([h.explicit_lac_body is not None for h in headers.distinct] + [False], bool)
         ids = headers.id_column()
-    told = [lid for lid, f in fenced.items() if f]
-    fenced_set = KeySet([np.array([x.scope for x in told], np.uint64), np.array([x.ledger for x in told], np.uint64)])
+    fenced_set = ledger_set(lid for lid, f in fenced.items() if f)
     for lo in range(0, len(files), BLOCK):
         block = files[lo:lo + BLOCK]
         cols = [block["scope"], block["ledger"]]

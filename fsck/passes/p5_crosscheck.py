@@ -29,11 +29,10 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, match_locations
 from bkdisk.fsck.findings import Finding
-from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.location_ranges import CHUNK, routed_locations
 from bkdisk.fsck.scan_store import entry_count
-from bkdisk.journal.ledger_keys import LedgerKeys
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
@@ -166,13 +165,6 @@ def _indexed(free: ChunkedArray, inv, budget: int, folder) -> np.ndarray:
     return out
 
 
-def _pairs(lids) -> KeySet:
-    if isinstance(lids, LedgerKeys):
-        return KeySet(list(lids.columns()))
-    lids = list(lids)
-    return KeySet([np.array([l[0] for l in lids], np.uint64), np.array([l[1] for l in lids], np.uint64)])
-
-
 def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
     """Per row, whether a view that holds only this bookie's ledgers knows the row's ledger (asked
     once per distinct ledger among ``rows``); a plain mapping was iterated whole: nothing to ask."""
@@ -185,7 +177,7 @@ def _looked_up(md, ids: list[np.ndarray], rows: np.ndarray) -> np.ndarray:
     scope, ledger = ids[0][rows], ids[1][rows]
     asked = {(int(s), int(l)) for s, l in zip(scope.tolist(), ledger.tolist())}
     known = [p for p in sorted(asked) if LedgerId(*p) in md]
-    out[rows] = _pairs(known).contains([scope, ledger])
+    out[rows] = ledger_set(known).contains([scope, ledger])
     return out
 
 
@@ -201,10 +193,10 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
     pending = KeySet([np.array([lid.scope for _p, _o, lid, _e in facts.pending], np.uint64),
                       np.array([lid.ledger for _p, _o, lid, _e in facts.pending], np.uint64),
                       np.array([e for _p, _o, _lid, e in facts.pending], np.int64)])
-    leftovers = _pairs(ctx.relocation_leftovers)
+    leftovers = ledger_set(ctx.relocation_leftovers)
     md = ctx.metadata if ctx.metadata is not None else {}   # a view with no ledger of its own still looks up
-    in_md = _pairs(md)
-    keyed = _pairs(facts.master_keys) if ctx.metadata is None else None
+    in_md = ledger_set(md)
+    keyed = ledger_set(facts.master_keys) if ctx.metadata is None else None
     superseded = _indexed(free, inv, budget, ctx.spill)
     garbage = 0
     garbage_ids: list[np.ndarray] = []
