@@ -117,9 +117,10 @@ class ScanStore:
         return out
 
     def keep_journal(self, scan):
-        facts = scan.digest_facts if isinstance(scan, JournalArrays) else None
-        n = scan.records.nbytes + (0 if facts is None else facts.nbytes) if isinstance(scan, JournalArrays) else 0
-        if not isinstance(scan, JournalArrays) or self._fits(n):
+        if not isinstance(scan, JournalArrays):
+            return scan
+        facts = scan.digest_facts
+        if self._fits(scan.records.nbytes + (0 if facts is None else facts.nbytes)):
             return scan
         out = object.__new__(SpilledJournalScan)
         out.__dict__.update({k: v for k, v in vars(scan).items() if k not in ("records", "digest_facts")})
