@@ -47,13 +47,11 @@ class SharedPlan:
     def fork(self) -> PlanFork:
         p = self.plan
         with p.lock:
-            ids, rows = p.decided.table()
-            table = DecisionTable()
-            table.ids, table.rows, table.scoped = ids, rows.copy(), dict(p.decided.scoped)
+            table = p.decided.copy()
             copy = DigestPlan(known=p.known, passwords=p.passwords, sniff=p.sniff, max_samples=p.max_samples,
                               force=p.force, crc_variant=p.crc_variant, decided=table, tried=dict(p.tried),
                               dlen_hint=dict(p.dlen_hint), _mac_keys=p._mac_keys, _tables=p._tables)
-            return PlanFork(copy, ids, dict(p.tried), dict(p.dlen_hint), self.commits)
+            return PlanFork(copy, table.ids, dict(p.tried), dict(p.dlen_hint), self.commits)
 
     def changed_since(self, fork: PlanFork) -> np.ndarray:
         """The ledgers whose state scans committed after ``fork`` was taken changed (sorted ids)."""

@@ -53,6 +53,13 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
         self.ids = np.insert(self.ids, at[new], ids[new])
         self.rows = np.insert(self.rows, at[new], vals[new], axis=0)
 
+    def copy(self) -> DecisionTable:
+        """A snapshot: later changes to either table leave the other as it is."""
+        ids, rows = self.table()
+        out = DecisionTable()
+        out.ids, out.rows, out.scoped = ids.copy(), rows.copy(), dict(self.scoped)
+        return out
+
     def __setitem__(self, key: LedgerKey, value: tuple[int, int]) -> None:
         scope, ledger = key
         if scope != 0:

@@ -8,7 +8,7 @@ from typing import overload
 
 import numpy as np
 
-from bkdisk.diskio.decision_table import find_ledgers
+from bkdisk.diskio.decision_table import DecisionTable
 from bkdisk.diskio.digest_plan import DigestPlan
 
 BLOCK = 65536
@@ -47,36 +47,30 @@ class LedgerKeyList(Sequence[tuple[int, int]]):
 
 
 class DigestDecisions:
-    """(type code, source) per ledger the plan had decided; scope 0 (V1 ledgers) as arrays."""
+    """(type code, source) per ledger the plan had decided: a snapshot of its decision table."""
 
-    def __init__(self, ids: np.ndarray, values: np.ndarray, others: dict[tuple[int, int], tuple[int, int]]):
-        self.ids, self.values, self.others = ids, values, others
+    def __init__(self, table: DecisionTable):
+        self.table = table
 
     @classmethod
     def of(cls, plan: DigestPlan | None) -> DigestDecisions:
         if plan is None:
-            return cls(np.zeros(0, np.uint64), np.zeros((0, 2), np.uint8), {})
+            return cls(DecisionTable())
         with plan.lock:
-            ids, values = plan.decided.table()
-            return cls(ids.copy(), values.copy(), dict(plan.decided.scoped))
+            return cls(plan.decided.copy())
 
     def get(self, key: tuple[int, int], default: tuple[int, int] = (0, 0)) -> tuple[int, int]:
-        if key[0] != 0:
-            return self.others.get(key, default)
-        at, hit = find_ledgers((self.ids, self.values), np.array([key[1]], np.uint64))
-        if not hit[0]:
-            return default
-        code, src = self.values[at[0]].tolist()
-        return code, src
+        return self.table.get(key, default)
 
     def by_code(self, source: int) -> list[tuple[int, LedgerKeyList]]:
         """Per type code (ascending, not 0), the ledgers decided with it from ``source``, by (scope, ledger)."""
         out = []
-        other = sorted((k, v) for k, v in self.others.items() if v[1] == source and v[0])
-        codes = sorted((set(np.unique(self.values[:, 0][self.values[:, 1] == source]).tolist()) |
+        v1_ids, values = self.table.table()
+        other = sorted((k, v) for k, v in self.table.scoped.items() if v[1] == source and v[0])
+        codes = sorted((set(np.unique(values[:, 0][values[:, 1] == source]).tolist()) |
                         {v[0] for _k, v in other}) - {0})
         for code in codes:
-            ids = self.ids[(self.values[:, 0] == code) & (self.values[:, 1] == source)]
+            ids = v1_ids[(values[:, 0] == code) & (values[:, 1] == source)]
             more = [k for k, v in other if v[0] == code]
             scope = np.concatenate([np.zeros(len(ids), np.uint64), np.array([k[0] for k in more], np.uint64)])
             ledger = np.concatenate([ids.astype(np.uint64), np.array([k[1] for k in more], np.uint64)])
