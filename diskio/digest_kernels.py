@@ -132,6 +132,77 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
             out_status[i] = DIGEST_NEEDS_BYTES
 
 
+@kernel
+def statuses_from_facts(size, ledger, facts, decided_ids, decided_codes, out_status):
+    """check_digests_by_facts of entries whose V1 ledgers are all decided, their types found here:
+    each V1 entry's type is its ledger's code in ``decided_ids`` (sorted) / ``decided_codes``. Returns
+    whether every status is settled; False (``out_status`` then partly written) as soon as one entry
+    is of a ledger not decided or decided as no type, has a V2 code that is no DigestType, or needs
+    its bytes or a password (CRC32, HMAC, a CRC32C not computed): the caller then checks the
+    entries the general way."""
+    n_ids = decided_ids.size
+    last_ledger = np.uint64(0)
+    last_code = -1
+    for i in range(size.size):
+        n = size[i]
+        f = facts[i]
+        if f & FACT_V2:
+            header = _V2
+            digest_type = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK
+            if digest_type >= DIGEST_LENGTH_BY_CODE.size:   # no DigestType: left to the general check
+                return False
+        else:
+            header = _V1
+            lid = ledger[i]
+            if last_code < 0 or lid != last_ledger:   # entries of a ledger often come in runs
+                lo, hi = 0, n_ids
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if decided_ids[mid] < lid:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                last_code = decided_codes[lo] if lo < n_ids and decided_ids[lo] == lid else 0
+                last_ledger = lid
+            digest_type = last_code
+            if digest_type == 0:
+                return False
+        settled = _settled(n, header, digest_type, 0)
+        if settled >= 0:
+            if settled == DIGEST_PENDING_HMAC:
+                return False
+            out_status[i] = settled
+            continue
+        crc32c = f & FACT_CRC32C
+        if digest_type != _CRC32C or crc32c == 0:
+            return False
+        out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
+    return True
+
+
+def statuses_from_facts_reference(size, ledger, facts, decided: dict[int, int]) -> np.ndarray | None:
+    """statuses_from_facts one entry at a time, the decided codes by ledger in a dict: the statuses,
+    or None where the kernel returns False."""
+    out = np.zeros(len(size), np.uint8)
+    for i in range(len(size)):
+        n, f = int(size[i]), int(facts[i])
+        v2 = bool(f & FACT_V2)
+        t = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK if v2 else decided.get(int(ledger[i]), 0)
+        if (t == 0 and not v2) or t >= len(DIGEST_LENGTH_BY_CODE):
+            return None
+        if t == 0:
+            out[i] = DIGEST_UNKNOWN
+        elif n < (_V2 if v2 else _V1) + DIGEST_LENGTH[DigestType(t)]:
+            out[i] = DIGEST_BAD
+        elif t == _DUMMY:
+            out[i] = DIGEST_OK
+        elif t != _CRC32C or f & FACT_CRC32C == 0:   # HMAC, CRC32, or a CRC32C not computed
+            return None
+        else:
+            out[i] = DIGEST_OK if f & FACT_CRC32C == FACT_CRC32C_OK else DIGEST_BAD
+    return out
+
+
 def check_digests_reference(data, base: int, off, size, fmt, code, known) -> tuple[np.ndarray, np.ndarray]:
     """check_digests one entry at a time through formats.digests: (types, statuses)."""
     b = bytes(data)

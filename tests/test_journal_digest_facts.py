@@ -1,14 +1,22 @@
 """A journal's digests checked from the digest facts its scan took give what a check of its bytes gives:
-the same bad records, the same decisions in the digest plan, window by window."""
+the same bad records, the same decisions in the digest plan, window by window; the kernel that settles
+a window of decided ledgers from the facts alone gives what its reference twin gives."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.digests import DigestPlan
+from bkdisk.diskio.digest_kernels import (
+    FACT_CODE_SHIFT,
+    FACT_V2,
+    statuses_from_facts,
+    statuses_from_facts_reference,
+)
+from bkdisk.diskio.digests import SOURCE_SNIFFED, DigestPlan
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import build_entry, package_entry
+from bkdisk.journal import digests as journal_digests
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.scan import scan_journal
 from bkdisk.journal.writer import JournalWriter
@@ -58,3 +66,48 @@ def test_facts_check_equals_bytes_check(tmp_path, kinds, recs, window):
     for t in (0, 1):
         assert np.array_equal(a.decided_table()[t], b.decided_table()[t])
     assert (a.tried, a.dlen_hint) == (b.tried, b.dlen_hint)
+
+
+facts_rows = st.lists(st.tuples(st.integers(0, 300), st.integers(1, 4), st.booleans(), st.integers(0, 7),
+                                st.integers(0, 2)), min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=facts_rows, codes=st.lists(st.sampled_from([0, 1, 2, 3, 4]), min_size=4, max_size=4))
+def test_statuses_from_facts_equal_their_reference(rows, codes):
+    size = np.array([r[0] for r in rows], np.int32)
+    ledger = np.array([r[1] for r in rows], np.uint64)
+    facts = np.array([(FACT_V2 | r[3] << FACT_CODE_SHIFT if r[2] else 0) | r[4] for r in rows], np.uint8)
+    decided = {lid: c for lid, c in zip(range(1, 5), codes) if lid != 4}   # ledger 4: never decided
+    ids = np.array(sorted(decided), np.uint64)
+    table = np.array([[decided[int(i)], 1] for i in ids], np.uint8).reshape(-1, 2)
+    status = np.zeros(len(rows), np.uint8)
+    settled = statuses_from_facts(size, ledger, facts, ids, table[:, 0], status)
+    want = statuses_from_facts_reference(size, ledger, facts, decided)
+    assert settled == (want is not None)
+    if want is not None:
+        assert status.tolist() == want.tolist()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=ledgers, recs=records, window=st.sampled_from([4096, 1 << 20]))
+def test_facts_check_of_decided_ledgers_equals_bytes_check(tmp_path, kinds, recs, window, monkeypatch):
+    """Ledgers decided before the journal's check (by the entry logs'): the facts settle CRC32C and
+    DUMMY ledgers without the general check, and give the bad records the bytes give."""
+    path = str(tmp_path / "1.txn")
+    _write(path, kinds, recs)
+    with_facts = scan_journal(path, window=window, digest_facts=True)
+    without = scan_journal(path, window=window)
+    a, b = _plan(kinds), _plan(kinds)
+    for plan in (a, b):
+        plan.decided.update({(0, i + 1): (int(t), SOURCE_SNIFFED) for i, (t, _v2, _k) in enumerate(kinds)})
+    general = []
+    real = journal_digests.verify_entry_digests
+    monkeypatch.setattr(journal_digests, "verify_entry_digests", lambda *x, **k: general.append(1) or real(*x, **k))
+    got = bad_data_records(with_facts, a, window)
+    settled_by_facts = not general
+    want = bad_data_records(without, b, window)
+    assert got.tolist() == want.tolist()
+    assert (a.tried, a.dlen_hint) == (b.tried, b.dlen_hint)
+    if all(t in (DigestType.CRC32C, DigestType.DUMMY) for t, _v2, _k in kinds):
+        assert settled_by_facts
