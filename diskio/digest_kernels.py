@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
+from bkdisk.diskio.digest_plan import SOURCE_ENTRY
 from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
@@ -35,6 +36,7 @@ DIGEST_LENGTH_BY_CODE = np.array([-1] + [DIGEST_LENGTH[DigestType(c)] for c in r
 _LEN_CRC32, _LEN_HMAC, _LEN_CRC32C = DIGEST_LENGTH[DigestType.CRC32], DIGEST_LENGTH[DigestType.HMAC], \
     DIGEST_LENGTH[DigestType.CRC32C]
 _V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
+_KNOWN_TYPES = {int(t) for t in DigestType}
 
 
 @kernel
@@ -133,28 +135,30 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
 
 
 @kernel
-def statuses_from_facts(size, ledger, facts, decided_ids, decided_codes, out_status):
-    """check_digests_by_facts of entries whose V1 ledgers are all decided, their types found here:
-    each V1 entry's type is its ledger's code in ``decided_ids`` (sorted) / ``decided_codes``. Returns
-    whether every status is settled; False (``out_status`` then partly written) as soon as one entry
-    is of a ledger not decided or decided as no type, has a V2 code that is no DigestType, or needs
-    its bytes or a password (CRC32, HMAC, a CRC32C not computed): the caller then checks the
-    entries the general way."""
+def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, out_type, out_source, out_status,
+                       out_payload_len):
+    """What verify_entry_digests gives entries whose V1 ledgers are all decided, from their digest
+    facts (``v2``: nonzero for an entry of format V2): each V1 entry's type and source are its ledger's row (code, source) in ``decided_ids``
+    (sorted) / ``decided_rows``, a V2 entry's its flags' code and SOURCE_ENTRY. Returns whether every
+    entry is settled; False (the outputs then partly written) as soon as one is of a ledger not decided
+    or decided as no type, has a V2 code that is no DigestType or is none, or needs its bytes or a
+    password (CRC32, HMAC, a CRC32C not computed): the caller then checks the entries the general way."""
     n_ids = decided_ids.size
     last_ledger = np.uint64(0)
-    last_code = -1
+    at = -1
     for i in range(size.size):
         n = size[i]
         f = facts[i]
-        if f & FACT_V2:
+        if v2[i]:
             header = _V2
             digest_type = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK
-            if digest_type >= DIGEST_LENGTH_BY_CODE.size:   # no DigestType: left to the general check
+            if digest_type == 0 or digest_type >= DIGEST_LENGTH_BY_CODE.size:   # left to the general check
                 return False
+            out_source[i] = SOURCE_ENTRY
         else:
             header = _V1
             lid = ledger[i]
-            if last_code < 0 or lid != last_ledger:   # entries of a ledger often come in runs
+            if at < 0 or lid != last_ledger:   # entries of a ledger often come in runs
                 lo, hi = 0, n_ids
                 while lo < hi:
                     mid = (lo + hi) >> 1
@@ -162,11 +166,16 @@ def statuses_from_facts(size, ledger, facts, decided_ids, decided_codes, out_sta
                         lo = mid + 1
                     else:
                         hi = mid
-                last_code = decided_codes[lo] if lo < n_ids and decided_ids[lo] == lid else 0
-                last_ledger = lid
-            digest_type = last_code
+                if lo == n_ids or decided_ids[lo] != lid:
+                    return False
+                at, last_ledger = lo, lid
+            digest_type = decided_rows[at, 0]
             if digest_type == 0:
                 return False
+            out_source[i] = decided_rows[at, 1]
+        out_type[i] = digest_type
+        plen = n - header - DIGEST_LENGTH_BY_CODE[digest_type]
+        out_payload_len[i] = plen if plen >= 0 else -1
         settled = _settled(n, header, digest_type, 0)
         if settled >= 0:
             if settled == DIGEST_PENDING_HMAC:
@@ -180,27 +189,30 @@ def statuses_from_facts(size, ledger, facts, decided_ids, decided_codes, out_sta
     return True
 
 
-def statuses_from_facts_reference(size, ledger, facts, decided: dict[int, int]) -> np.ndarray | None:
-    """statuses_from_facts one entry at a time, the decided codes by ledger in a dict: the statuses,
-    or None where the kernel returns False."""
-    out = np.zeros(len(size), np.uint8)
-    for i in range(len(size)):
-        n, f = int(size[i]), int(facts[i])
-        v2 = bool(f & FACT_V2)
-        t = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK if v2 else decided.get(int(ledger[i]), 0)
-        if (t == 0 and not v2) or t >= len(DIGEST_LENGTH_BY_CODE):
+def digests_from_facts_reference(size, v2, ledger, facts, decided: dict[int, tuple[int, int]]):
+    """digests_from_facts one entry at a time, the decided (code, source) by ledger in a dict: the
+    (types, sources, statuses, payload lengths), or None where the kernel returns False."""
+    n_all = len(size)
+    out = [np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8), np.zeros(n_all, np.int64)]
+    for i in range(n_all):
+        n, f, is_v2 = int(size[i]), int(facts[i]), bool(v2[i])
+        t, source = ((f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK, SOURCE_ENTRY) if is_v2 else \
+            decided.get(int(ledger[i]), (0, 0))
+        if t == 0 or t not in _KNOWN_TYPES:
             return None
-        if t == 0:
-            out[i] = DIGEST_UNKNOWN
-        elif n < (_V2 if v2 else _V1) + DIGEST_LENGTH[DigestType(t)]:
-            out[i] = DIGEST_BAD
+        d = DIGEST_LENGTH[DigestType(t)]
+        header = _V2 if is_v2 else _V1
+        if n < header + d:
+            status = DIGEST_BAD
         elif t == _DUMMY:
-            out[i] = DIGEST_OK
+            status = DIGEST_OK
         elif t != _CRC32C or f & FACT_CRC32C == 0:   # HMAC, CRC32, or a CRC32C not computed
             return None
         else:
-            out[i] = DIGEST_OK if f & FACT_CRC32C == FACT_CRC32C_OK else DIGEST_BAD
-    return out
+            status = DIGEST_OK if f & FACT_CRC32C == FACT_CRC32C_OK else DIGEST_BAD
+        for column, value in zip(out, (t, source, status, max(n - header - d, -1))):
+            column[i] = value
+    return tuple(out)
 
 
 def check_digests_reference(data, base: int, off, size, fmt, code, known) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,7 @@ from bkdisk.diskio.digest_kernels import (
     DIGEST_UNKNOWN,
     SNIFF_CRC32,
     SNIFF_CRC32C,
+    digests_from_facts,
 )
 from bkdisk.diskio.digest_plan import (
     SOURCE_ENTRY,
@@ -53,7 +54,7 @@ from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 __all__ = ["DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_UNKNOWN", "DigestPlan", "LedgerKey", "SOURCE_ENTRY",
-           "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_NONE", "SOURCE_SNIFFED", "recheck_digests",
+           "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_NONE", "SOURCE_SNIFFED", "digests_by_facts", "recheck_digests",
            "verify_entry_digests", "verify_streamed"]
 
 DIGEST_DTYPE = np.dtype([
@@ -205,6 +206,11 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
         if off.min() + SIZE_PREFIX_SIZE < base or (off + SIZE_PREFIX_SIZE + size).max() > base + buf.size:
             raise ValueError("entries outside the bytes given")
     ledger = np.ascontiguousarray(entries["ledger"])
+    settled = digests_by_facts(plan, size, fmt == 2, ledger, facts) if facts is not None and not payload_hash \
+        else None
+    if settled is not None:
+        out["type"], out["source"], out["status"], out["payload_len"] = settled
+        return out, None
     v1 = np.flatnonzero(fmt == 1)
     code = np.zeros(n, np.uint8)
     src = np.full(n, SOURCE_ENTRY, np.uint8)
@@ -245,6 +251,21 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     if payload_hash:
         hashes = sha256_payloads(bytes_of.buf(), off + SIZE_PREFIX_SIZE - base + hdr + np.maximum(dlen, 0), plen)
     return out, hashes
+
+
+def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger: np.ndarray,
+                     facts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The entries' digest (types, sources, statuses, payload lengths) from their facts alone, or None
+    unless every V1 ledger is decided and no entry needs its bytes or a password
+    (diskio.digest_kernels.digests_from_facts; ``v2``: nonzero for a V2 entry). Such entries change
+    nothing in the plan, so verify_entry_digests would give the same; ``plan.force`` is left to it."""
+    if plan.force is not None:
+        return None
+    n = len(size)
+    got = np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.int64)
+    with plan.lock:
+        ids, rows = plan.decided_table()
+        return got if digests_from_facts(size, v2, ledger, facts, ids, rows, *got) else None
 
 
 def _recheck_rows(scan, plan: DigestPlan, whole: Callable[[], np.ndarray]) -> int:

@@ -11,8 +11,8 @@ from contextlib import ExitStack
 import numpy as np
 
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.digest_kernels import FACT_V2, statuses_from_facts
-from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
+from bkdisk.diskio.digest_kernels import FACT_V2
+from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, digests_by_facts, verify_entry_digests, verify_streamed
 from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
 from bkdisk.formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
@@ -99,12 +99,9 @@ def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: Diges
     When every V1 record's ledger is decided (the usual case once the entry logs are checked) and the
     facts settle every status, one kernel gives them: such a part changes nothing in the plan, so the
     general check would give the same. Otherwise the general check decides (and sniffs) in order."""
-    if plan.force is None:
-        status = np.empty(len(part), np.uint8)
-        with plan.lock:
-            ids, values = plan.decided_table()
-            if statuses_from_facts(part["size"], part["ledger"], facts, ids, values[:, 0], status):
-                return status
+    settled = digests_by_facts(plan, part["size"], facts & FACT_V2, part["ledger"], facts)
+    if settled is not None:
+        return settled[2]
     ents = np.empty(len(part), dtype=FACT_FIELDS)
     ents["offset"], ents["size"] = part["offset"], part["size"]
     ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
