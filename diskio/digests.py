@@ -120,8 +120,7 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
             need[unknown] = [max(1, plan.max_samples - tried.get((0, lid), 0)) for lid in ledgers[unknown].tolist()] \
                 if tried else max(1, plan.max_samples)
         first = now_known if plan.sniff else rest
-        plan.decided.update({(0, lid): (c, s) for lid, c, s in zip(ledgers[first].tolist(), lcode[first].tolist(),
-                                                                   lsrc[first].tolist())})
+        plan.decided.put_ledgers(ledgers[first], lcode[first], lsrc[first])
     if need.any():
         order = np.argsort(inv, kind="stable")
         grp = inv[order]
@@ -141,7 +140,7 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
         ok = crc != 0
         hit_j = sniffed_j[ok]   # a CRC verified (CRC32C tried first): decided as arrays; the rest one by one
         lcode[hit_j], lsrc[hit_j] = crc[ok], SOURCE_SNIFFED
-        plan.decided.update(((0, l), (c, SOURCE_SNIFFED)) for l, c in zip(ledgers[hit_j].tolist(), crc[ok].tolist()))
+        plan.decided.put_ledgers(ledgers[hit_j], crc[ok], SOURCE_SNIFFED)
         for j in sniffed_j[~ok].tolist():
             key = (0, int(ledgers[j]))
             d = None
