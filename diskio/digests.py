@@ -254,17 +254,24 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
 
 def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger: np.ndarray,
                      facts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The entries' digest (types, sources, statuses, payload lengths) from their facts alone, or None
-    unless every V1 ledger is decided and no entry needs its bytes or a password
-    (diskio.digest_kernels.digests_from_facts; ``v2``: nonzero for a V2 entry). Such entries change
-    nothing in the plan, so verify_entry_digests would give the same; ``plan.force`` is left to it."""
+    """The entries' digest (types, sources, statuses, payload lengths) from their facts alone, the
+    ledgers they show to be CRC32C recorded in the plan as sniffed; or None when the facts do not
+    settle every entry (diskio.digest_kernels.digests_from_facts; ``v2``: nonzero for a V2 entry).
+    What the plan learns and the rows are what verify_entry_digests' general check gives such
+    entries; ``plan.force`` is left to it."""
     if plan.force is not None:
         return None
     n = len(size)
     got = np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.int64)
+    sniffed = np.empty(n, np.uint64)
     with plan.lock:
         ids, rows = plan.decided_table()
-        return got if digests_from_facts(size, v2, ledger, facts, ids, rows, *got) else None
+        samples = max(1, plan.max_samples) if plan.sniff and not plan.tried else 0
+        k = digests_from_facts(size, v2, ledger, facts, ids, rows, plan.known_table()[0], samples, *got, sniffed)
+        if k < 0:
+            return None
+        plan.decided.put_ledgers(sniffed[:k], int(DigestType.CRC32C), SOURCE_SNIFFED)
+    return got
 
 
 def _recheck_rows(scan, plan: DigestPlan, whole: Callable[[], np.ndarray]) -> int:
