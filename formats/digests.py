@@ -6,8 +6,6 @@ import hashlib
 import hmac
 import zlib
 
-import crc32c as _crc32c
-
 from bkdisk.formats.errors import FormatError, shown
 
 
@@ -66,7 +64,8 @@ def compute_digest(dtype: DigestType, covered: bytes | memoryview, payload: byte
     if dtype == DigestType.CRC32:
         return zlib.crc32(payload, zlib.crc32(covered)).to_bytes(8, "big")
     if dtype == DigestType.CRC32C:
-        return _crc32c.crc32c(payload, _crc32c.crc32c(covered)).to_bytes(4, "big")
+        import crc32c   # (only here: the package loads importlib.metadata and its command line, 15 ms)
+        return crc32c.crc32c(payload, crc32c.crc32c(covered)).to_bytes(4, "big")
     if dtype == DigestType.HMAC:
         if password is None:
             raise FormatError("a ledger password to compute an HMAC digest", "none")
