@@ -38,8 +38,9 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
             self._merge()
         return self.ids, self.rows
 
-    def put_ledgers(self, ledgers: np.ndarray, codes: np.ndarray, sources: np.ndarray) -> None:
-        """``self[(0, l)] = (code, source)`` for each of the distinct scope-0 ``ledgers``, as arrays at once."""
+    def put_ledgers(self, ledgers: np.ndarray, codes: np.ndarray | int, sources: np.ndarray | int) -> None:
+        """``self[(0, l)] = (code, source)`` for each of the distinct scope-0 ``ledgers``, as arrays at once
+        (``codes``, ``sources``: one a ledger, or one for all)."""
         if len(ledgers) == 0:
             return
         if self.recent:

@@ -233,7 +233,8 @@ def digests_from_facts_reference(size, v2, ledger, facts, decided: dict[int, tup
     sniffed ledgers found by grouping: the (types, sources, statuses, payload lengths) and the ledgers
     sniffed, or None where the kernel returns -1."""
     n_all = len(size)
-    out = [np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8), np.zeros(n_all, np.int64)]
+    out: list[np.ndarray] = [np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8),
+                             np.zeros(n_all, np.int64)]
     runs: dict[int, list[int]] = {}   # ledger not decided -> its V1 entries, in order
     for i in range(n_all):
         if not v2[i] and int(ledger[i]) not in decided:

@@ -64,7 +64,8 @@ def compute_digest(dtype: DigestType, covered: bytes | memoryview, payload: byte
     if dtype == DigestType.CRC32:
         return zlib.crc32(payload, zlib.crc32(covered)).to_bytes(8, "big")
     if dtype == DigestType.CRC32C:
-        import crc32c   # (only here: the package loads importlib.metadata and its command line, 15 ms)
+        # Imported here: at import the package loads its command line (argparse), which a check never uses.
+        import crc32c
         return crc32c.crc32c(payload, crc32c.crc32c(covered)).to_bytes(4, "big")
     if dtype == DigestType.HMAC:
         if password is None:

@@ -123,8 +123,8 @@ def test_digest_decisions_report_as_the_plans_dict(decided):
 
 
 KEYS = st.tuples(st.sampled_from([0, 0, 0, 1, 2**64 - 1]), st.integers(0, 40) | st.just(2**64 - 1))
-OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get", "put"]), KEYS, st.tuples(st.integers(0, 5), st.integers(0, 3))),
-               max_size=120)
+OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get", "put"]), KEYS,
+                         st.tuples(st.integers(0, 5), st.integers(0, 3))), max_size=120)
 
 
 @settings(max_examples=100, deadline=None)
