@@ -137,13 +137,7 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
 @kernel
 def _find_sorted(ids, key):
     """The index of ``key`` in the sorted ``ids``, or -1."""
-    lo, hi = 0, ids.size
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if ids[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = np.searchsorted(ids, key)
     return lo if lo < ids.size and ids[lo] == key else -1
 
 
