@@ -96,9 +96,10 @@ def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: Diges
     facts; the window of the journal that holds them [w0, w0 + length) is mapped only for what the
     facts do not settle.
 
-    When every V1 record's ledger is decided (the usual case once the entry logs are checked) and the
-    facts settle every status, one kernel gives them: such a part changes nothing in the plan, so the
-    general check would give the same. Otherwise the general check decides (and sniffs) in order."""
+    When the facts settle every status (every V1 record's ledger decided, the usual case once the
+    entry logs are checked, or shown CRC32C by its first records), one kernel gives them and what the
+    plan learns, as the general check would (diskio.digests.digests_by_facts); otherwise the general
+    check decides (and sniffs) in order."""
     settled = digests_by_facts(plan, part["size"], facts & FACT_V2, part["ledger"], facts)
     if settled is not None:
         return settled[2]
