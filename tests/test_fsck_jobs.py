@@ -59,21 +59,3 @@ def test_one_and_four_jobs_give_identical_findings(damaged, with_metadata: bool)
     assert "LOG_TRUNCATED" in text or "LOG_TORN_TAIL" in text, text
     for _ in range(3):
         assert _findings(root, md, 4) == one
-
-
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_the_journal_facts_are_collected_on_the_journal_lane_with_jobs(damaged, jobs: int, monkeypatch):
-    """With --jobs above 1 the journals' facts are collected beside the .idx walk, after the journal
-    scans on their lane; with one job, on the thread that runs the passes. Once either way."""
-    import threading
-
-    from bkdisk.fsck import context
-    threads: list[str] = []
-    real = context.JournalFacts.collect
-
-    def spy(journals):
-        threads.append(threading.current_thread().name)
-        return real(journals)
-    monkeypatch.setattr(context.JournalFacts, "collect", spy)
-    check_bookie(discover(damaged[0]), CheckOptions(jobs=jobs))
-    assert threads == ([threading.current_thread().name] if jobs == 1 else ["fsck-scans"])
