@@ -12,7 +12,7 @@ import numpy as np
 
 from bkdisk.diskio.config import kernel
 from bkdisk.diskio.digest_plan import SOURCE_ENTRY, SOURCE_SNIFFED
-from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
+from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update, first_at_least
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -137,7 +137,7 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
 @kernel
 def _find_sorted(ids, key):
     """The index of ``key`` in the sorted ``ids``, or -1."""
-    lo = np.searchsorted(ids, key)
+    lo = first_at_least(ids, key, 0, ids.size)
     return lo if lo < ids.size and ids[lo] == key else -1
 
 
