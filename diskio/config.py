@@ -189,7 +189,7 @@ def collector_eased():
 
 
 def freeze_loaded() -> None:
-    """Inside collector_eased: freeze what was made since it froze the objects alive on entry, such as
+    """Inside collector_eased: freeze what has been made since it froze the objects alive on entry, such as
     the modules a command loads only once its arguments are checked (numba, numpy and the scanners,
     a hundred thousand objects that the next young collection would otherwise walk, on the thread
     every other waits for). Outside it, nothing: a long-lived process's collector is left as it is."""

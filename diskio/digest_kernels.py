@@ -5,6 +5,9 @@ records alike). ``check_digests`` checks each entry with the digest type its V2 
 caller gives for V1; ``sniff_crc`` says which CRC a V1 entry verifies as. Their twins
 (``check_digests_reference``, ``sniff_crc_reference``) compute the same through
 ``formats.digests.compute_digest`` (zlib and the crc32c package); tests compare them.
+``entry_facts`` takes one entry's digest facts (its V2 code, whether it verifies as CRC32C) while a walk
+holds its bytes; ``digests_from_facts`` settles a part's digests from those facts alone where they
+suffice (twin: ``digests_from_facts_reference``).
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ DIGEST_LENGTH_BY_CODE = np.array([-1] + [DIGEST_LENGTH[DigestType(c)] for c in r
 _LEN_CRC32, _LEN_HMAC, _LEN_CRC32C = DIGEST_LENGTH[DigestType.CRC32], DIGEST_LENGTH[DigestType.HMAC], \
     DIGEST_LENGTH[DigestType.CRC32C]
 _V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
-_KNOWN_TYPES = {int(t) for t in DigestType}
+KNOWN_DIGEST_CODES = frozenset(int(t) for t in DigestType)   # a V2 entry's flags may name another
 
 
 @kernel
@@ -151,7 +154,7 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
     sniffed, when ``samples`` > 0 and one of the ledger's first ``samples`` entries verifies as CRC32C
     (those samples' statuses are their sniff results). Such a ledger's V1 entries must be one run: one
     met again after its run is listed twice in ``out_sniffed``, and the caller refuses the result
-    (a sort here would make the kernel several times slower to load).
+    (a sort here would make the kernel slow to load from the cache).
 
     Returns the number k of ledgers sniffed (their ids in ``out_sniffed[:k]``, for the plan), or -1
     (the outputs then partly written) as soon as an entry is not settled so: a ledger decided as no
@@ -246,7 +249,7 @@ def digests_from_facts_reference(size, v2, ledger, facts, decided: dict[int, tup
             t, source = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK, SOURCE_ENTRY
         else:
             t, source = decided.get(int(ledger[i]), (_CRC32C, SOURCE_SNIFFED))
-        if t == 0 or t not in _KNOWN_TYPES:
+        if t == 0 or t not in KNOWN_DIGEST_CODES:
             return None
         d = DIGEST_LENGTH[DigestType(t)]
         header = _V2 if is_v2 else _V1

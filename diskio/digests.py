@@ -12,7 +12,9 @@ verifies, which decides the type, up to ``max_samples`` of them, after which it 
 result says so. Entries tried before the decision are re-verified with the decided type, so a corrupt
 one is BAD, not unknown (within a call here; across files by ``DigestPlan.recheck``). CRC32/CRC32C
 are checked by the jitted kernels of diskio/digest_kernels.py; HMAC-SHA1 by ``hmac`` (one call per
-HMAC entry). The plan's lock is held while its tables change; the kernels run outside it.
+HMAC entry). The plan's lock is held while its tables are read and changed: the general check's CRC
+kernels run outside it; the facts' kernel (``digests_by_facts``) runs inside it, as it reads a part's
+decisions and records what it sniffs in one step.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from bkdisk.diskio.digest_kernels import (
     DIGEST_OK,
     DIGEST_PENDING_HMAC,
     DIGEST_UNKNOWN,
+    KNOWN_DIGEST_CODES,
     SNIFF_CRC32,
     SNIFF_CRC32C,
     digests_from_facts,
@@ -326,7 +329,6 @@ def recheck_digests(scan, plan: DigestPlan, data=None) -> int:
 STREAM_CHUNK = 8 << 20
 _MAX_DIGEST = max(DIGEST_LENGTH.values())
 _POLY = {DigestType.CRC32: POLY_CRC32, DigestType.CRC32C: POLY_CRC32C}
-_KNOWN_CODES = {int(t) for t in DigestType}
 
 
 def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: DigestPlan) -> int:
@@ -340,7 +342,7 @@ def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: Dig
         head = np.frombuffer(os.pread(fh.fileno(), ENTRY_V2_HEADER_SIZE + _MAX_DIGEST, body), np.uint8)
         if head[0] >= V2_MARKER:
             header, code = ENTRY_V2_HEADER_SIZE, int(head[V2_FLAGS_AT]) & V2_DIGEST_MASK
-            if code not in _KNOWN_CODES:
+            if code not in KNOWN_DIGEST_CODES:
                 return DIGEST_UNKNOWN
         else:
             header = ENTRY_V1_HEADER_SIZE

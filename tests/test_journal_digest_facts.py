@@ -119,8 +119,9 @@ def test_facts_check_of_decided_ledgers_equals_bytes_check(tmp_path, kinds, recs
         plan.decided.update({(0, i + 1): (int(t), SOURCE_SNIFFED) for i, (t, _v2, _k) in enumerate(kinds)})
     general = []
     real = journal_digests.verify_entry_digests
-    monkeypatch.setattr(journal_digests, "verify_entry_digests", lambda *x, **k: general.append(1) or real(*x, **k))
-    got = bad_data_records(with_facts, a, window)
+    with monkeypatch.context() as m:   # (undone after each example: wrappers never pile up)
+        m.setattr(journal_digests, "verify_entry_digests", lambda *x, **k: general.append(1) or real(*x, **k))
+        got = bad_data_records(with_facts, a, window)
     settled_by_facts = not general
     want = bad_data_records(without, b, window)
     assert got.tolist() == want.tolist()
