@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays
 from bkdisk.entrylogs.reader import Damage
@@ -37,6 +38,7 @@ _REASON = {Damage.ZERO_SIZE: "a zero or negative size (zeroed region)",
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
+    free_heap_returned()   # (what the passes before freed: this pass's peak would stand on it)
     for lf in ctx.log_files:
         scan = ctx.log_scans.get(lf.path)
         if isinstance(scan, DiskError):

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.ids import LedgerId
@@ -49,6 +50,7 @@ _DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 
 
 def run(ctx: CheckContext) -> Iterable[Finding]:
+    free_heap_returned()   # (what the passes before freed: this pass's peak would stand on it)
     if ctx.dirs.storage_kind == "rocksdb":
         return dbindex.findings(check_locations(ctx))
     return _index_files(ctx)
