@@ -1,0 +1,159 @@
+"""An index walk's relative paths kept only where they differ from the path the file's ledger id
+dictates (formats.paths.index_relpath): on a healthy bookie every ``.idx`` is where its id says, so
+the column holds a few bytes per misplaced file and none per placed one, and the rows that differ
+are known without comparing a path string per file (pass 2 looks at those rows only).
+
+Rows read as the same strings as the walk's PathColumn (index, slice, iterate, ``==``)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import numpy as np
+
+from bkdisk.diskio.config import kernel
+from bkdisk.formats.paths import index_relpaths
+from bkdisk.indexfiles.path_column import BLOCK, PathColumn
+
+_SLASH = ord("/")
+
+
+@kernel
+def _hex_at(data, at, end, value, width):
+    """Whether ``data[at:end]`` is ``value`` in lowercase hex (``width`` digits: zero-padded; 0: no
+    padding) followed by nothing else; returns the index past the digits, -1 when not."""
+    digits = 1
+    v = value >> np.uint64(4)
+    while v:
+        digits += 1
+        v >>= np.uint64(4)
+    if width > digits:
+        digits = width
+    if at + digits > end:
+        return -1
+    v = value
+    for k in range(digits - 1, -1, -1):
+        d = np.uint8(v & np.uint64(15))
+        c = d + (48 if d < 10 else 87)
+        if data[at + k] != c:
+            return -1
+        v >>= np.uint64(4)
+    return at + digits
+
+
+@kernel
+def _placed(data, ends, scope, ledger, named, out):
+    """Per row: its bytes are index_relpath(scope, ledger) ("/" separators; scope 0: two levels,
+    else four and the 32-digit qualified name)."""
+    start = 0
+    for i in range(ends.size):
+        end = ends[i]
+        ok = named[i]
+        at = start
+        s, l = scope[i], ledger[i]
+        if ok and s != 0:
+            for v in ((s >> np.uint64(8)) & np.uint64(255), s & np.uint64(255)):
+                at = _hex_at(data, at, end, v, 0)
+                if at < 0 or at >= end or data[at] != _SLASH:
+                    ok = False
+                    break
+                at += 1
+        if ok:
+            for v in ((l >> np.uint64(8)) & np.uint64(255), l & np.uint64(255)):
+                at = _hex_at(data, at, end, v, 0)
+                if at < 0 or at >= end or data[at] != _SLASH:
+                    ok = False
+                    break
+                at += 1
+        if ok:
+            if s != 0:
+                at = _hex_at(data, at, end, s, 16)
+                if at >= 0:
+                    at = _hex_at(data, at, end, l, 16)
+            else:
+                at = _hex_at(data, at, end, l, 0)
+            ok = at >= 0 and at + 4 == end and data[at] == 46 and data[at + 1] == 105 and data[at + 2] == 100 \
+                and data[at + 3] == 120   # ".idx"
+        out[i] = ok
+        start = end
+
+
+class PlacedPaths(Sequence[str]):
+    """Row i: ``prefixes[group[i]]`` + (the stored path of row i when ``stored`` holds i, else
+    index_relpath(scope[i], ledger[i]))."""
+
+    def __init__(self, scope: np.ndarray, ledger: np.ndarray, stored: np.ndarray, column: PathColumn,
+                 prefixes: Sequence[str] = ("",), group: np.ndarray | None = None):
+        self.scope, self.ledger, self.stored, self.column = scope, ledger, stored, column
+        self.prefixes, self.group = list(prefixes), group
+
+    def prefixed(self, prefixes: Sequence[str], group: np.ndarray) -> PlacedPaths:
+        return PlacedPaths(self.scope, self.ledger, self.stored, self.column, prefixes, group)
+
+    def __len__(self) -> int:
+        return len(self.scope)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            return self.block(start, stop) if step == 1 else [self[j] for j in range(start, stop, step)]
+        n = len(self)
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("path row out of range")
+        return self.block(i, i + 1)[0]
+
+    def __iter__(self) -> Iterator[str]:
+        for lo in range(0, len(self), BLOCK):
+            yield from self.block(lo, lo + BLOCK)
+
+    def block(self, lo: int, hi: int) -> list[str]:
+        """Rows ``lo`` to ``hi`` as strings."""
+        hi = min(hi, len(self))
+        if hi <= lo:
+            return []
+        out = index_relpaths(self.scope[lo:hi].tolist(), self.ledger[lo:hi].tolist())
+        a, b = np.searchsorted(self.stored, [lo, hi]).tolist()
+        for j, row in zip(range(a, b), self.stored[a:b].tolist()):
+            out[row - lo] = self.column[j]
+        if self.group is None:
+            p = self.prefixes[0]
+            return [p + x for x in out] if p else out
+        pre = self.prefixes
+        return [pre[g] + x for g, x in zip(self.group[lo:hi].tolist(), out)]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None   # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PlacedPaths({len(self)} paths, {len(self.stored)} stored)"
+
+
+def placed_paths(relpaths: PathColumn, files: np.ndarray) -> PlacedPaths | PathColumn:
+    """``relpaths`` (a walk's, one per row of ``files``) keeping only the rows not at their ledger's
+    path; unchanged where paths are not "/"-separated."""
+    if os.sep != "/" or relpaths.group is not None or relpaths.prefixes != [""]:
+        return relpaths
+    placed = np.zeros(len(relpaths), bool)
+    if len(relpaths):
+        _placed(relpaths.data, relpaths.ends, files["scope"], files["ledger"], files["named"], placed)
+    stored = np.flatnonzero(~placed)
+    starts = np.concatenate([[0], relpaths.ends[:-1]]) if len(relpaths) else np.zeros(0, np.int64)
+    lengths = relpaths.ends[stored] - starts[stored]
+    keep = np.repeat(starts[stored] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + \
+        np.arange(int(lengths.sum()))
+    column = PathColumn(relpaths.data[keep], np.cumsum(lengths).astype(np.int64))
+    return PlacedPaths(files["scope"], files["ledger"], stored, column)
