@@ -24,6 +24,7 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.confinement import first_link
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.keyjoin import mix
 from bkdisk.indexfiles.canonical_paths import PlacedPaths
 from bkdisk.indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
 
@@ -85,7 +86,13 @@ def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
 
 def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:
     """Rows of named files whose ledger an earlier row already has: (first row, later rows), by first row."""
-    at = np.flatnonzero(rows["named"])
+    named = rows["named"]
+    h = mix([rows["scope"][named], rows["ledger"][named]])
+    h.sort()   # (one ledger's rows mix alike: no two equal mixes, no duplicate; one array, sorted in place)
+    if not bool(np.any(h[1:] == h[:-1])):
+        return []
+    del h
+    at = np.flatnonzero(named)
     order = at[np.lexsort((at, rows["ledger"][at], rows["scope"][at]))]   # by ledger, then row
     s, l = rows["scope"][order], rows["ledger"][order]
     same = (s[1:] == s[:-1]) & (l[1:] == l[:-1])
