@@ -7,6 +7,8 @@ id in two ledger dirs, entries out of position order) is joined as one table of 
 location, as before any grouping. Both give the same verdicts, slots and free entries."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from bkdisk.diskio.kernels import stable_partition
@@ -28,7 +30,8 @@ def log_rows(e: np.ndarray, log_id: int) -> np.ndarray:
     return t
 
 
-def join_range(files: np.ndarray, here: list[tuple[int, EntryLogArrays]], lr: np.ndarray) -> tuple[Wrong, np.ndarray]:
+def join_range(files: np.ndarray, here: Sequence[tuple[int, EntryLogArrays]],
+               lr: np.ndarray) -> tuple[Wrong, np.ndarray]:
     """The locations ``lr`` (location_ranges.LOCATION_ROW, in index order) joined with the entries of
     the range's logs ``here`` ((id, scan) in id order): the wrong locations in ``lr``'s order, and the
     entries no location points at (ENTRY_ROW, in log id and position order)."""
@@ -38,7 +41,7 @@ def join_range(files: np.ndarray, here: list[tuple[int, EntryLogArrays]], lr: np
     return _join_logs(files, logs, lr)
 
 
-def _apart(here: list[tuple[int, EntryLogArrays]]) -> list[tuple[int, np.ndarray]] | None:
+def _apart(here: Sequence[tuple[int, EntryLogArrays]]) -> list[tuple[int, np.ndarray]] | None:
     """The range's logs as (id, entries) when each can be joined on its own: ids distinct, each log's
     entries in position order (as its scan walks it), every position within a location's bits."""
     out: list[tuple[int, np.ndarray]] = []

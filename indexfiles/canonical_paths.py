@@ -14,9 +14,11 @@ import numpy as np
 
 from bkdisk.diskio.config import kernel
 from bkdisk.formats.paths import index_relpaths
+from bkdisk.indexfiles.listing import INDEX_SUFFIX
 from bkdisk.indexfiles.path_column import BLOCK, PathColumn
 
 _SLASH = ord("/")
+_SUFFIX = np.frombuffer(INDEX_SUFFIX.encode(), np.uint8)
 
 
 @kernel
@@ -43,9 +45,9 @@ def _hex_at(data, at, end, value, width):
 
 
 @kernel
-def _placed(data, ends, scope, ledger, named, out):
+def _placed(data, ends, scope, ledger, named, suffix, out):
     """Per row: its bytes are index_relpath(scope, ledger) ("/" separators; scope 0: two levels,
-    else four and the 32-digit qualified name)."""
+    else four and the 32-digit qualified name; then ``suffix``)."""
     start = 0
     for i in range(ends.size):
         end = ends[i]
@@ -73,8 +75,9 @@ def _placed(data, ends, scope, ledger, named, out):
                     at = _hex_at(data, at, end, l, 16)
             else:
                 at = _hex_at(data, at, end, l, 0)
-            ok = at >= 0 and at + 4 == end and data[at] == 46 and data[at + 1] == 105 and data[at + 2] == 100 \
-                and data[at + 3] == 120   # ".idx"
+            ok = at >= 0 and end - at == suffix.size
+            for k in range(suffix.size if ok else 0):
+                ok = ok and data[at + k] == suffix[k]
         out[i] = ok
         start = end
 
@@ -149,7 +152,7 @@ def placed_paths(relpaths: PathColumn, files: np.ndarray) -> PlacedPaths | PathC
         return relpaths
     placed = np.zeros(len(relpaths), bool)
     if len(relpaths):
-        _placed(relpaths.data, relpaths.ends, files["scope"], files["ledger"], files["named"], placed)
+        _placed(relpaths.data, relpaths.ends, files["scope"], files["ledger"], files["named"], _SUFFIX, placed)
     stored = np.flatnonzero(~placed)
     starts = np.concatenate([[0], relpaths.ends[:-1]]) if len(relpaths) else np.zeros(0, np.int64)
     lengths = relpaths.ends[stored] - starts[stored]

@@ -32,7 +32,7 @@ def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=N
     lst = list_index_tree(dirs, reader=reader)
     reads = reader.result(lst.files)
     relpaths = placed_paths(lst.relpaths, reads.files)   # (the walk's column of every path is dropped)
-    paths = relpaths.prefixed(lst.paths.prefixes, lst.paths.group) if relpaths is not lst.relpaths else lst.paths
+    paths = relpaths.prefixed(lst.paths.prefixes, lst.files["dir"]) if relpaths is not lst.relpaths else lst.paths
     return IndexInventory(lst.dirs, paths, relpaths, reads.files, reads.headers, reads.errors,
                           reads.locations, lst.strays, sorted(lst.failures + reads.failures, key=lambda f: f.path),
                           lst.symlinks)

@@ -47,13 +47,14 @@ def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
     # Every path compared with its ledger's, a block of rows at a time (no Python object per file
     # kept); findings made only for the files that differ. A walk that kept only the paths that
     # differ (indexfiles.canonical_paths) names those rows: only they are looked at.
-    stored = inv.relpaths.stored if isinstance(inv.relpaths, PlacedPaths) else None
+    placed = inv.relpaths if isinstance(inv.relpaths, PlacedPaths) else None
+    stored = placed.stored if placed is not None else None
     for lo in range(0, len(rows), BLOCK) if stored is None else range(0, len(stored), BLOCK):
         at = np.arange(lo, min(lo + BLOCK, len(rows))) if stored is None else stored[lo:lo + BLOCK]
         block = rows[at]
         named, scopes, ledgers = block["named"].tolist(), block["scope"].tolist(), block["ledger"].tolist()
         wants = index_relpaths(scopes, ledgers)
-        rels = (inv.relpaths if stored is None else inv.relpaths.column)[lo:lo + len(block)]
+        rels = (inv.relpaths if placed is None else placed.column)[lo:lo + len(block)]
         for k in [k for k, (ok, rel, want) in enumerate(zip(named, rels, wants)) if not ok or rel != want]:
             path = inv.paths[int(at[k])]
             if not named[k]:
