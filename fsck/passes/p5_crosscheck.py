@@ -170,10 +170,11 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
     """Entries in the logs no index points at: superseded copies and deleted ledgers' entries (garbage,
     counted), an indexed ledger's entry missing from its index, a ledger with no index at all."""
     files = inv.files
-    named = files[files["named"]]
-    broken = files[files["named"] & ~files["header_ok"]]
-    indexed_ledgers = KeySet([named["scope"], named["ledger"]])
-    broken_ledgers = KeySet([broken["scope"], broken["ledger"]])
+    named = files["named"]   # (columns picked, not whole rows copied: a bookie may hold millions of files)
+    broken = named & ~files["header_ok"]
+    indexed_ledgers = KeySet([files["scope"][named], files["ledger"][named]])
+    broken_ledgers = KeySet([files["scope"][broken], files["ledger"][broken]])
+    del named, broken
     facts = ctx.journal_facts
     pending = KeySet([np.array([lid.scope for _p, _o, lid, _e in facts.pending], np.uint64),
                       np.array([lid.ledger for _p, _o, lid, _e in facts.pending], np.uint64),
