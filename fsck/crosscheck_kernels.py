@@ -93,6 +93,18 @@ def locations_per_log(c_log, c_pos, ids, sizes, out_count):
 
 
 @kernel
+def _verdict(there, same_ids, w, pointed):
+    """A location's verdict: an entry starts where it points (``there``) with its ids (``same_ids``):
+    SAME, and entry ``w`` is pointed at; of other ids: OTHER_ENTRY; none: NO_ENTRY."""
+    if not there:
+        return NO_ENTRY
+    if same_ids:
+        pointed[w] = True
+        return SAME
+    return OTHER_ENTRY
+
+
+@kernel
 def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger, l_entry, out_slot, out_verdict,
                     pointed):
     """Each location (``l_*``) looked up among the entries (``t_*``, by ``t_key`` ascending): the slot
@@ -108,13 +120,8 @@ def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger,
         k = l_key[i]
         w = min(_first_at_least_near(t_key, k, w), n - 1)
         out_slot[i] = w
-        if t_key[w] != k:
-            out_verdict[i] = NO_ENTRY
-        elif t_scope[w] == l_scope[i] and t_ledger[w] == l_ledger[i] and t_entry[w] == l_entry[i]:
-            out_verdict[i] = SAME
-            pointed[w] = True
-        else:
-            out_verdict[i] = OTHER_ENTRY
+        out_verdict[i] = _verdict(t_key[w] == k, t_scope[w] == l_scope[i] and t_ledger[w] == l_ledger[i]
+                                  and t_entry[w] == l_entry[i], w, pointed)
 
 
 @kernel
@@ -138,10 +145,5 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
         w = min(_first_at_least_near(e_offset, at, w), n - 1)
         out_slot[i] = w
         f = l_file[i]
-        if e_offset[w] != at:
-            out_verdict[i] = NO_ENTRY
-        elif e_scope[w] == f_scope[f] and e_ledger[w] == f_ledger[f] and e_entry[w] == l_entry[i]:
-            out_verdict[i] = SAME
-            pointed[w] = True
-        else:
-            out_verdict[i] = OTHER_ENTRY
+        out_verdict[i] = _verdict(e_offset[w] == at, e_scope[w] == f_scope[f] and e_ledger[w] == f_ledger[f]
+                                  and e_entry[w] == l_entry[i], w, pointed)

@@ -7,15 +7,14 @@ Rows read as the same strings as the walk's PathColumn (index, slice, iterate, `
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
-from typing import overload
+from collections.abc import Sequence
 
 import numpy as np
 
 from bkdisk.diskio.config import kernel
 from bkdisk.formats.paths import index_relpaths
 from bkdisk.indexfiles.listing import INDEX_SUFFIX
-from bkdisk.indexfiles.path_column import BLOCK, PathColumn
+from bkdisk.indexfiles.path_column import PathColumn, PathRows
 
 _SLASH = ord("/")
 _SUFFIX = np.frombuffer(INDEX_SUFFIX.encode(), np.uint8)
@@ -54,20 +53,13 @@ def _placed(data, ends, scope, ledger, named, suffix, out):
         ok = named[i]
         at = start
         s, l = scope[i], ledger[i]
-        if ok and s != 0:
-            for v in ((s >> np.uint64(8)) & np.uint64(255), s & np.uint64(255)):
-                at = _hex_at(data, at, end, v, 0)
-                if at < 0 or at >= end or data[at] != _SLASH:
-                    ok = False
-                    break
-                at += 1
-        if ok:
-            for v in ((l >> np.uint64(8)) & np.uint64(255), l & np.uint64(255)):
-                at = _hex_at(data, at, end, v, 0)
-                if at < 0 or at >= end or data[at] != _SLASH:
-                    ok = False
-                    break
-                at += 1
+        levels = (s >> np.uint64(8), s, l >> np.uint64(8), l)   # each one byte: folder names
+        for k in range(0 if s != 0 else 2, 4):
+            if not ok:
+                break
+            at = _hex_at(data, at, end, levels[k] & np.uint64(255), 0)
+            ok = 0 <= at < end and data[at] == _SLASH
+            at += 1
         if ok:
             if s != 0:
                 at = _hex_at(data, at, end, s, 16)
@@ -82,7 +74,7 @@ def _placed(data, ends, scope, ledger, named, suffix, out):
         start = end
 
 
-class PlacedPaths(Sequence[str]):
+class PlacedPaths(PathRows):
     """Row i: ``prefixes[group[i]]`` + (the stored path of row i when ``stored`` holds i, else
     index_relpath(scope[i], ledger[i]))."""
 
@@ -96,28 +88,6 @@ class PlacedPaths(Sequence[str]):
 
     def __len__(self) -> int:
         return len(self.scope)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            return self.block(start, stop) if step == 1 else [self[j] for j in range(start, stop, step)]
-        n = len(self)
-        i = int(i)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("path row out of range")
-        return self.block(i, i + 1)[0]
-
-    def __iter__(self) -> Iterator[str]:
-        for lo in range(0, len(self), BLOCK):
-            yield from self.block(lo, lo + BLOCK)
 
     def block(self, lo: int, hi: int) -> list[str]:
         """Rows ``lo`` to ``hi`` as strings."""
@@ -133,13 +103,6 @@ class PlacedPaths(Sequence[str]):
             return [p + x for x in out] if p else out
         pre = self.prefixes
         return [pre[g] + x for g, x in zip(self.group[lo:hi].tolist(), out)]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None   # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"PlacedPaths({len(self)} paths, {len(self.stored)} stored)"
