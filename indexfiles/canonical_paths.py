@@ -117,9 +117,10 @@ def placed_paths(relpaths: PathColumn, files: np.ndarray) -> PlacedPaths | PathC
     if len(relpaths):
         _placed(relpaths.data, relpaths.ends, files["scope"], files["ledger"], files["named"], _SUFFIX, placed)
     stored = np.flatnonzero(~placed)
-    starts = np.concatenate([[0], relpaths.ends[:-1]]) if len(relpaths) else np.zeros(0, np.int64)
-    lengths = relpaths.ends[stored] - starts[stored]
-    keep = np.repeat(starts[stored] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + \
+    ends = relpaths.ends
+    starts = np.where(stored > 0, ends[np.maximum(stored - 1, 0)], 0).astype(np.int64)   # (the stored rows')
+    lengths = ends[stored] - starts
+    keep = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths) + \
         np.arange(int(lengths.sum()))
     column = PathColumn(relpaths.data[keep], np.cumsum(lengths).astype(np.int64))
     return PlacedPaths(files["scope"], files["ledger"], stored, column)
