@@ -205,3 +205,13 @@ def collector_eased():
                 gc.set_threshold(*_Pause.threshold)
                 if not _Pause.was_frozen:
                     gc.unfreeze()
+
+
+def freeze_loaded() -> None:
+    """Inside collector_eased: freeze what was made since it froze the objects alive on entry, such as
+    the modules a command loads only once its arguments are checked (numba, numpy and the scanners,
+    a hundred thousand objects that the next young collection would otherwise walk, on the thread
+    every other waits for). Outside it, nothing: a long-lived process's collector is left as it is."""
+    with _Pause.lock:
+        if _Pause.inside:
+            gc.freeze()

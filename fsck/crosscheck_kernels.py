@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import first_at_least
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS
 
@@ -27,20 +28,8 @@ def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_led
 
 
 @kernel
-def _first_at_least(keys, k, lo, hi):
-    """The first index in [lo, hi) of sorted ``keys`` whose key is at least ``k`` (``hi`` when none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@kernel
 def _first_at_least_near(keys, k, p):
-    """_first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
+    """first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
     was found): a ledger's locations come in position order, so the next one is a little further on."""
     n = keys.size
     if keys[p] < k:   # at or past p + 1: gallop forward
@@ -55,7 +44,7 @@ def _first_at_least_near(keys, k, p):
             hi -= step
             step <<= 1
         lo = max(0, hi - step)
-    return _first_at_least(keys, k, lo, hi)
+    return first_at_least(keys, k, lo, hi)
 
 
 @kernel
@@ -68,7 +57,7 @@ def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, lo, hi, k0, out_k, 
         return n
     for i in range(c_file.size):
         log = np.uint64(c_log[i])
-        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] != log or np.int64(c_pos[i]) >= sizes[w] or w < lo or w >= hi:
             continue
         out_k[n] = k0 + i
@@ -87,7 +76,7 @@ def locations_per_log(c_log, c_pos, ids, sizes, out_count):
         return
     for i in range(c_log.size):
         log = np.uint64(c_log[i])
-        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
             out_count[w] += 1
 
