@@ -157,6 +157,25 @@ def large_blocks_returned() -> None:
         pass   # not glibc: its own policy stands
 
 
+def free_heap_returned() -> None:
+    """Give the free memory inside malloc's heaps back to the system (glibc's ``malloc_trim``). A
+    finished step's blocks below MMAP_THRESHOLD, freed between blocks still in use or within
+    TRIM_THRESHOLD of a heap's top, stay resident, and the next step's peak stands on them; fsck
+    calls this where one pass's working set gives way to the next's. Elsewhere than glibc: nothing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        import ctypes
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
 @contextlib.contextmanager
 def collector_eased():
     """Ease Python's cyclic garbage collector for a scan command's work (also a decorator).
