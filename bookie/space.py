@@ -32,6 +32,7 @@ from bkdisk.bookie.gc_policy import (
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
+from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
@@ -64,7 +65,10 @@ class LogLedgers:
     warnings: list[str] = field(default_factory=list)
 
 
-def _columns(m: dict[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _columns(m: Mapping[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if isinstance(m, LedgersMap):
+        scope, ledger, size = m.arrays()
+        return scope, ledger, np.asarray(size, np.int64)
     keys = list(m)
     return (np.array([k[0] for k in keys], np.uint64), np.array([k[1] for k in keys], np.uint64),
             np.array(list(m.values()), np.int64))

@@ -5,6 +5,7 @@ The jitted scanner (entrylogs/scan.py) returns the same EntryLogArrays; tests co
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +42,7 @@ class EntryLogArrays:
     size: int
     header: fe.EntryLogHeader | None
     header_error: FormatError | None
-    ledgers_map: dict[tuple[int, int], int] | None
+    ledgers_map: Mapping[tuple[int, int], int] | None   # a LedgersMap as the scans read it
     map_error: FormatError | None
     data_end: int
     entries: np.ndarray      # ENTRY_DTYPE

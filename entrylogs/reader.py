@@ -16,6 +16,7 @@ import construct as cs
 import numpy as np
 
 from bkdisk.diskio.mapped import read_bytes
+from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.formats import entrylog as fe
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import (
@@ -71,7 +72,7 @@ class EntryLogScan:
     size: int
     header: fe.EntryLogHeader | None = None
     header_error: FormatError | None = None
-    ledgers_map: dict[tuple[int, int], int] | None = None
+    ledgers_map: LedgersMap | None = None
     map_error: FormatError | None = None
     data_end: int = 0     # where entry records end (the ledgers map offset, or the file end)
     records: list[EntryRecord] = field(default_factory=list)
@@ -154,7 +155,7 @@ class LogFrame:
 
     header: fe.EntryLogHeader | None
     header_error: FormatError | None
-    ledgers_map: dict[tuple[int, int], int] | None
+    ledgers_map: LedgersMap | None
     map_error: FormatError | None
     data_end: int
 
@@ -176,14 +177,17 @@ _HEAD_SIZE = fe.LEDGERS_MAP_BATCH_HEAD_SIZE
 
 
 def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
-                     path: str | None = None) -> dict[tuple[int, int], int]:
+                     path: str | None = None) -> LedgersMap:
     """formats.entrylog.parse_ledgers_map over a file of ``size`` bytes read through ``read(offset,
-    n)``, each batch's items read as one array (a map may hold hundreds of thousands of ledgers).
+    n)``, as a LedgersMap: each batch's items read as one array, the batches' arrays joined and a
+    ledger named twice summed in place at once (a map may hold hundreds of thousands of ledgers).
 
     A batch that its declaration rejects is handed to parse_ledgers_map, so the error is the
     declaration's; a size <= 0 ends the map, as in BookKeeper.
     """
-    out: dict[tuple[int, int], int] = {}
+    scopes: list[np.ndarray] = []
+    ledgers: list[np.ndarray] = []
+    sizes: list[np.ndarray] = []
     pos = start
     while pos + fe.SIZE_PREFIX_SIZE <= size:
         head_bytes = read(pos, _HEAD_SIZE)
@@ -208,11 +212,14 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
                 raise e.at(base_offset=pos) from None
             raise AssertionError(f"{path}: ledgers-map batch at {pos}: its head and its declaration disagree")
         items = np.frombuffer(read(pos + _HEAD_SIZE, width * head.count), dtype=dtype)
-        scopes = items["scope_id"].tolist() if "scope_id" in (dtype.names or ()) else [0] * head.count
-        for scope, ledger, n in zip(scopes, items["ledger_id"].tolist(), items["size"].tolist()):
-            out[(scope, ledger)] = out.get((scope, ledger), 0) + n
+        scopes.append(items["scope_id"].astype(np.uint64) if "scope_id" in (dtype.names or ())
+                      else np.zeros(head.count, np.uint64))
+        ledgers.append(items["ledger_id"].astype(np.uint64))
+        sizes.append(items["size"].astype(np.int64))
         pos += fe.SIZE_PREFIX_SIZE + batch
-    return out
+    if not scopes:
+        return LedgersMap.empty()
+    return LedgersMap.summed(np.concatenate(scopes), np.concatenate(ledgers), np.concatenate(sizes))
 
 
 def read_frame(read: Callable[[int, int], bytes], size: int, path: str) -> LogFrame:

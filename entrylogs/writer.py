@@ -61,5 +61,5 @@ def rebuild_entry_log(scan, data: bytes, path: str) -> None:
     if rolled and w.ledger_bytes != scan.ledgers_map:
         raise ValueError(f"{scan.path}: the ledgers map does not match the entries; not reproducible")
     if rolled:
-        w.ledger_bytes = dict(scan.ledgers_map)  # BookKeeper writes the map in its hash map's order
+        w.ledger_bytes = dict(scan.ledgers_map.items())  # BookKeeper writes the map in its hash map's order
     w.close(roll=rolled)
