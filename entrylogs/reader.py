@@ -219,7 +219,11 @@ def read_ledgers_map(read: Callable[[int, int], bytes], start: int, size: int,
         pos += fe.SIZE_PREFIX_SIZE + batch
     if not scopes:
         return LedgersMap.empty()
-    return LedgersMap.summed(np.concatenate(scopes), np.concatenate(ledgers), np.concatenate(sizes))
+    columns = []
+    for parts in (scopes, ledgers, sizes):   # each column's batches let go once joined
+        columns.append(np.concatenate(parts))
+        parts.clear()
+    return LedgersMap.summed(*columns)
 
 
 def read_frame(read: Callable[[int, int], bytes], size: int, path: str) -> LogFrame:
