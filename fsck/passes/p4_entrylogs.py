@@ -17,7 +17,6 @@ import numpy as np
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays
-from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
 from bkdisk.formats.digests import DigestType
@@ -161,20 +160,22 @@ def _map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | 
     ledgers_map = given(scan.ledgers_map, "a ledgers map")
     n = len(ledgers_map)
     try:
-        if isinstance(ledgers_map, LedgersMap):
-            ids_scope, ids_ledger, sizes = ledgers_map.arrays()
-            sizes = np.asarray(sizes, np.int64)
+        columns = getattr(ledgers_map, "arrays", None)   # a LedgersMap's columns, taken as they are
+        if columns is not None:
+            scope, ledger, sizes = columns()
+            ids, sizes = (scope, ledger), np.asarray(sizes, np.int64)
         else:
-            ids = np.fromiter(itertools.chain.from_iterable(ledgers_map), np.uint64, 2 * n).reshape(n, 2)
-            ids_scope, ids_ledger, sizes = ids[:, 0], ids[:, 1], np.fromiter(ledgers_map.values(), np.int64, n)
-            del ids
+            pairs = np.fromiter(itertools.chain.from_iterable(ledgers_map), np.uint64, 2 * n).reshape(n, 2)
+            ids = (pairs[:, 0], pairs[:, 1])
+            del pairs
+            sizes = np.fromiter(ledgers_map.values(), np.int64, n)
     except (OverflowError, ValueError):   # a size past 64 bits: compared as Python ints
         got = scan.computed_ledgers_map()
         return [(k, ledgers_map.get(k), got.get(k)) for k in sorted(set(ledgers_map) | set(got))
                 if ledgers_map.get(k) != got.get(k)]
-    order = np.lexsort((ids_ledger, ids_scope))
-    m_scope, m_ledger, m_size = ids_scope[order], ids_ledger[order], sizes[order]
-    del ids_scope, ids_ledger, sizes, order
+    order = np.lexsort((ids[1], ids[0]))
+    m_scope, m_ledger, m_size = ids[0][order], ids[1][order], sizes[order]
+    del ids, sizes, order
     e_scope, e_ledger, e_sum = _ledger_sums(scan.entries)
     if len(e_scope) == n and np.array_equal(e_scope, m_scope) and np.array_equal(e_ledger, m_ledger) \
             and np.array_equal(e_sum, m_size):
