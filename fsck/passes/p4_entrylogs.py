@@ -14,9 +14,10 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
-from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays
+from bkdisk.entrylogs.arrays import EntryLogArrays, EntryLogScanArrays
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
+from bkdisk.entrylogs.scan_parts import digest_parts, entries_between
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
 from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
@@ -25,7 +26,6 @@ from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding, given
-from bkdisk.fsck.scan_store import entry_count
 
 LAST_ID = "lastId"
 MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote
@@ -56,15 +56,15 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
     decided = ctx.log_digest_decisions   # as the entry-log scans left them: the journals' checks decide more
     unverified: dict[tuple[int, int], int] = {}
     for scan in ctx.log_scans.values():
-        digests = getattr(scan, "digests", None)   # (a scan made without a digest plan has none)
-        if not isinstance(scan, EntryLogArrays) or digests is None or entry_count(scan) == 0:
+        if not isinstance(scan, EntryLogScanArrays):
             continue
-        m = np.flatnonzero(digests["status"] == DIGEST_UNKNOWN)
-        if len(m):   # (the entries read only then: a spilled scan reads its file at each access)
-            e = scan.entries[m]
-            pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
-            for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
-                unverified[(s, l)] = unverified.get((s, l), 0) + n
+        for lo, digests in digest_parts(scan):   # (a scan made without a digest plan has none)
+            m = np.flatnonzero(digests["status"] == DIGEST_UNKNOWN)
+            if len(m):   # (the entries read only then)
+                e = entries_between(scan, lo, lo + len(digests))[m]
+                pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
+                for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
+                    unverified[(s, l)] = unverified.get((s, l), 0) + n
     for code, keys in decided.by_code(SOURCE_SNIFFED):
         # One finding per digest type: a bookie without metadata may hold hundreds of thousands of ledgers.
         names = ", ".join(str(LedgerId(*k)) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
@@ -133,11 +133,11 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
                 yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=map_offset,
                               scope=k[0], ledger=k[1],
                               detail=f"ledger {LedgerId(*k)}: map says {a} bytes, the entries add up to {b}")
-    dig = getattr(scan, "digests", None)
-    if dig is not None and len(dig):
+    for lo, dig in digest_parts(scan) if isinstance(scan, EntryLogScanArrays) else ():
         bad = np.flatnonzero(dig["status"] == DIGEST_BAD)
-        # (read once, and only when some are bad: a spilled scan reads its file at each access)
-        rows = scan.entries[bad] if len(bad) else np.zeros(0, ENTRY_DTYPE)
+        if len(bad) == 0:
+            continue
+        rows = entries_between(scan, lo, lo + len(dig))[bad]   # (read only when some are bad)
         for r, i in zip(rows, bad.tolist()):
             yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)

@@ -21,6 +21,7 @@ import numpy as np
 
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
 from bkdisk.formats.paths import LOCATIONS_DB
@@ -32,7 +33,6 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.location_ranges import CHUNK, routed_locations
-from bkdisk.fsck.scan_store import entry_count
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
@@ -50,10 +50,11 @@ _DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 
 
 def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
-    e = scan.entries
-    t = np.empty(len(e), ENTRY_ROW)
-    entry_rows(e["offset"], e["scope"], e["ledger"], e["entry"], log_id, t["key"], t["scope"], t["ledger"], t["entry"],
-               t["log"])
+    t = np.empty(entry_count(scan), ENTRY_ROW)
+    for lo, e in entry_parts(scan):
+        p = t[lo:lo + len(e)]
+        entry_rows(e["offset"], e["scope"], e["ledger"], e["entry"], log_id, p["key"], p["scope"], p["ledger"],
+                   p["entry"], p["log"])
     return t
 
 
@@ -270,10 +271,11 @@ def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 def _entries(scan, log_id: int) -> np.ndarray:
     from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
-    e = scan.entries
-    t = np.empty(len(e), DB_ENTRY_ROW)
-    t["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
-    t["ledger"], t["entry"] = e["ledger"], e["entry"]
+    t = np.empty(entry_count(scan), DB_ENTRY_ROW)
+    for lo, e in entry_parts(scan):
+        p = t[lo:lo + len(e)]
+        p["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
+        p["ledger"], p["entry"] = e["ledger"], e["entry"]
     return t
 
 
