@@ -1,5 +1,6 @@
-"""Where a scanner puts its per-record output as it scans: columns held in memory while a shared share
-of ``--memory-limit`` has room, the rest written to the spill folder part by part.
+"""Where a scanner puts its per-record output as it scans: each column's first parts held in memory while
+a share of ``--memory-limit`` (drawn on by several scans at once) has room, the rest written to the
+spill folder part by part.
 
 A scanner (entry logs, journals) fills a table of bounded size window by window and hands it to its
 sink's columns when it has grown past ``ScanSink.part_bytes``; it then fills the same table again from
@@ -10,11 +11,12 @@ the number of records. Columns are read back a range of rows at a time, in the o
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from bkdisk.diskio.spill import ChunkedArray, SpillFolder, np_contiguous
+from bkdisk.diskio.spill import SpillFolder, np_contiguous
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,13 +46,24 @@ class Room:
             self.used -= n
 
 
-class ScanColumn(ChunkedArray):
-    """One per-record column of a scan: parts held while its room allows, then every part (those held
-    so far first, their room given back) in a file of the spill folder, in order."""
+class ScanColumn:
+    """One per-record column of a scan: its first parts held while its room allows, every part after
+    them in a file of the spill folder, in order. Read back a range of rows at a time."""
 
     def __init__(self, dtype, room: Room, folder: SpillFolder, name: str = "column"):
-        super().__init__(dtype, 0, folder, name)
-        self.room = room
+        import numpy as np
+        self.dtype, self.room, self.folder, self.name = np.dtype(dtype), room, folder, name
+        self._held: list[np.ndarray] = []   # the first rows
+        self._held_rows = self._held_bytes = 0
+        self._path: str | None = None       # the rows after them
+        self._on_disk = 0
+
+    def __len__(self) -> int:
+        return self._held_rows + self._on_disk
+
+    @property
+    def spilled(self) -> bool:
+        return self._path is not None
 
     def append(self, arr: np.ndarray, *, copy: bool = True) -> None:
         """Rows after the ones so far; ``copy``: ``arr`` is a table the caller fills again (held rows
@@ -59,62 +72,77 @@ class ScanColumn(ChunkedArray):
             return
         if self._path is None and self.room.take(arr.nbytes):
             self._held.append(arr.copy() if copy else arr)
+            self._held_rows += len(arr)
             self._held_bytes += arr.nbytes
-            self._rows += len(arr)
             return
         if self._path is None:
+            fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
+            os.close(fd)
             with self.room.lock:
                 self.room.spilled += 1
-        freed = self._held_bytes
-        self._held.append(arr)
-        self._held_bytes += arr.nbytes
-        self._rows += len(arr)
-        self._flush()
-        if freed:
-            self.room.give(freed)
-
-    @property
-    def held_bytes(self) -> int:
-        return self._held_bytes
+        with open(self._path, "ab") as f:
+            f.write(memoryview(np_contiguous(arr)).cast("B"))
+        self._on_disk += len(arr)
 
     def bounds(self, rows: int | None = None) -> Iterator[tuple[int, int]]:
         """(lo, hi) of parts of at most ``rows`` rows covering the column in order, none across the edge
         of a held part (whose rows ``part`` then gives as a view, not a copy)."""
-        yield from parts(self._on_disk, rows)
-        at = self._on_disk
+        at = 0
         for a in self._held:
             yield from ((at + lo, at + hi) for lo, hi in parts(len(a), rows))
             at += len(a)
+        yield from ((at + lo, at + hi) for lo, hi in parts(self._on_disk, rows))
 
     def part(self, lo: int, hi: int) -> np.ndarray:
-        """Rows ``lo:hi``: a view of a held part when they lie in one, else read (from the file)."""
-        return self[lo:hi]
+        """Rows ``lo:hi``: a view of a held part when they lie in one, else read (the file's from it)."""
+        import numpy as np
+        lo, hi = max(0, lo), min(hi, len(self))
+        got, at = [], 0
+        for a in self._held:
+            a_lo, a_hi = max(lo, at), min(hi, at + len(a))
+            if a_lo < a_hi:
+                got.append(a[a_lo - at:a_hi - at])
+            at += len(a)
+        if hi > at and self._path is not None:
+            f_lo = max(lo, at) - at
+            got.append(np.fromfile(self._path, self.dtype, hi - at - f_lo, offset=f_lo * self.dtype.itemsize))
+        if len(got) == 1:
+            return got[0]
+        from bkdisk.diskio.windowed import concat_rows
+        return concat_rows(got, self.dtype)
+
+    def row(self, i: int) -> np.void:
+        """Row ``i`` (counted from the end when negative)."""
+        i += len(self) if i < 0 else 0
+        return self.part(i, i + 1)[0]
+
+    def array(self) -> np.ndarray:
+        return self.part(0, len(self))
 
     def put(self, lo: int, rows: np.ndarray) -> None:
-        """Rows ``lo:lo + len(rows)`` replaced by ``rows`` (in the file, or in the held parts)."""
-        hi = lo + len(rows)
-        if self._path is not None and lo < self._on_disk:
-            n = min(hi, self._on_disk) - lo
-            with open(self._path, "r+b") as f:
-                f.seek(lo * self.dtype.itemsize)
-                f.write(memoryview(np_contiguous(rows[:n])).cast("B"))
-        at = self._on_disk
+        """Rows ``lo:lo + len(rows)`` replaced by ``rows`` (in the held parts, or in the file)."""
+        hi, at = lo + len(rows), 0
         for a in self._held:
             a_lo, a_hi = max(lo, at), min(hi, at + len(a))
             if a_lo < a_hi:
                 a[a_lo - at:a_hi - at] = rows[a_lo - lo:a_hi - lo]
             at += len(a)
+        if hi > at and self._path is not None:
+            with open(self._path, "r+b") as f:
+                f.seek((max(lo, at) - at) * self.dtype.itemsize)
+                f.write(memoryview(np_contiguous(rows[max(lo, at) - lo:])).cast("B"))
 
     def close(self) -> None:
         """Drop the rows (the held ones' room given back) and the file."""
         if self._held_bytes:
             self.room.give(self._held_bytes)
-        self._held, self._held_bytes = [], 0
+        self._held, self._held_rows, self._held_bytes = [], 0, 0
         if self._path is not None:
             try:
                 os.unlink(self._path)
             except OSError:
                 pass
+            self._path, self._on_disk = None, 0
 
 
 class ScanSink:

@@ -146,15 +146,18 @@ def log_scan_parts(scan: Scan, rows: int | None = None) -> Iterator[Scan]:
     (entries, digests, payload hashes) cut to the part's rows. A chunked scan's parts are read one at a
     time, so a caller holds one part beyond what the scan keeps."""
     for lo, hi in entry_bounds(scan, rows):
-        yield scan_part(scan, lo, hi)
+        if hi > lo:
+            yield scan_part(scan, lo, hi)
 
 
 def entry_bounds(scan: EntryLogArrays, rows: int | None = None) -> Iterator[tuple[int, int]]:
     """(lo, hi) of the scan's entries in parts of at most ``rows``, in order (a chunked scan's follow
-    how its entries are kept, so that each is read without a copy where it is held)."""
-    if isinstance(scan, ChunkedLogScan):
-        return scan.columns["entries"].bounds(rows)
-    return parts(len(scan.entries), rows)
+    how its entries are kept, so that each is read without a copy where it is held). A scan without
+    entries is one empty part, as its arrays are one empty array each."""
+    got = scan.columns["entries"].bounds(rows) if isinstance(scan, ChunkedLogScan) else parts(len(scan.entries), rows)
+    first = next(got, None)
+    yield (0, 0) if first is None else first
+    yield from got
 
 
 def scan_part(scan: Scan, lo: int, hi: int) -> Scan:

@@ -43,7 +43,7 @@ class ChunkedJournalScan(JournalArrays):
         return None if c is None else c.array()
 
     def row(self, i: int) -> np.void:
-        return self.columns["records"][i]
+        return self.columns["records"].row(i)
 
     def close(self) -> None:
         for c in self.columns.values():
