@@ -115,13 +115,18 @@ class ChunkedLogScan(EntryLogScanArrays):
         for lo, hi in self.columns["entries"].bounds():
             part = self.part(lo, hi)
             n = recheck_digests(part, plan, data)
-            if n and part.digests is not None:
-                self.columns["digests"].put(lo, part.digests)
-                if part.payload_hashes is not None:
-                    self.columns["hashes"].put(lo, part.payload_hashes.raw.view(HASH_ROW).reshape(-1))
-                    self.columns["hashed"].put(lo, part.payload_hashes.present)
+            if n:
+                self.put_digests(lo, part)
             changed += n
         return changed
+
+    def put_digests(self, lo: int, part: EntryLogScanArrays) -> None:
+        """The digests (and payload hashes) of ``part``, the scan's rows from ``lo`` on, written back."""
+        if part.digests is not None:
+            self.columns["digests"].put(lo, part.digests)
+        if part.payload_hashes is not None:
+            self.columns["hashes"].put(lo, part.payload_hashes.raw.view(HASH_ROW).reshape(-1))
+            self.columns["hashed"].put(lo, part.payload_hashes.present)
 
     def close(self) -> None:
         for c in self.columns.values():
