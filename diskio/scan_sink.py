@@ -153,6 +153,7 @@ class ScanSink:
     def __init__(self, room: Room, folder: SpillFolder):
         self.room, self.folder = room, folder
         self.columns: dict[str, ScanColumn] = {}
+        self.taken = 0
 
     def column(self, name: str, dtype) -> ScanColumn:
         col = self.columns[name] = ScanColumn(dtype, self.room, self.folder, name)
@@ -163,15 +164,18 @@ class ScanSink:
         or not: the columns spill sooner."""
         with self.room.lock:
             self.room.used += n
+        self.taken += n
 
     @property
     def spilled(self) -> bool:
         return any(c.spilled for c in self.columns.values())
 
     def close(self) -> None:
-        """Drop every column (a scan that failed)."""
+        """Drop every column and give back what the scan took (a scan that failed, or one read to its end)."""
         for c in self.columns.values():
             c.close()
+        self.room.give(self.taken)
+        self.taken = 0
 
 
 def parts(n: int, rows: int | None = None) -> Iterator[tuple[int, int]]:

@@ -59,12 +59,13 @@ class ChunkedLogScan(EntryLogScanArrays):
     whole (for the steps that look at all of them at once, on damage only)."""
 
     columns: dict[str, ScanColumn]
+    sink: ScanSink
 
     @classmethod
     def of(cls, scan: EntryLogScanArrays, sink: ScanSink) -> ChunkedLogScan:
         out = object.__new__(cls)
         out.__dict__.update({k: v for k, v in vars(scan).items() if k not in _PER_ENTRY})
-        out.columns = dict(sink.columns)
+        out.columns, out.sink = dict(sink.columns), sink
         return out
 
     def count(self) -> int:
@@ -101,7 +102,7 @@ class ChunkedLogScan(EntryLogScanArrays):
     def part(self, lo: int, hi: int) -> EntryLogScanArrays:
         """The scan with its per-entry arrays cut to rows ``lo:hi``."""
         c = self.columns
-        fields = {k: v for k, v in vars(self).items() if k != "columns"}
+        fields = {k: v for k, v in vars(self).items() if k not in ("columns", "sink")}
         hashes = _hashes(c["hashes"].part(lo, hi), c["hashed"].part(lo, hi)) if "hashes" in c else None
         fields.update(entries=c["entries"].part(lo, hi), digests=c["digests"].part(lo, hi) if "digests" in c else None,
                       payload_hashes=hashes)
@@ -129,8 +130,8 @@ class ChunkedLogScan(EntryLogScanArrays):
             self.columns["hashed"].put(lo, part.payload_hashes.present)
 
     def close(self) -> None:
-        for c in self.columns.values():
-            c.close()
+        """Drop the columns and give back what the scan took of its room."""
+        self.sink.close()
 
 
 _PER_ENTRY = ("entries", "digests", "payload_hashes")

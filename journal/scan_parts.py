@@ -18,12 +18,13 @@ class ChunkedJournalScan(JournalArrays):
     whole (for the steps that look at all of them at once: tests, small journals)."""
 
     columns: dict[str, ScanColumn]
+    sink: ScanSink
 
     @classmethod
     def of(cls, scan: JournalArrays, sink: ScanSink) -> ChunkedJournalScan:
         out = object.__new__(cls)
         out.__dict__.update({k: v for k, v in vars(scan).items() if k not in ("records", "digest_facts")})
-        out.columns = {k: c for k, c in sink.columns.items() if k in ("records", "facts")}
+        out.columns, out.sink = {k: c for k, c in sink.columns.items() if k in ("records", "facts")}, sink
         return out
 
     def count(self) -> int:
@@ -46,8 +47,8 @@ class ChunkedJournalScan(JournalArrays):
         return self.columns["records"].row(i)
 
     def close(self) -> None:
-        for c in self.columns.values():
-            c.close()
+        """Drop the columns and give back what the scan took of its room."""
+        self.sink.close()
 
 
 def record_parts(scan: JournalArrays, rows: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
