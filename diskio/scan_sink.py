@@ -1,6 +1,6 @@
-"""Where a scanner puts its per-record output as it scans: each column's first parts held in memory while
-a share of ``--memory-limit`` (drawn on by several scans at once) has room, the rest written to the
-spill folder part by part.
+"""Where a scanner puts its per-record output as it scans: each column held in memory while a share of
+``--memory-limit`` (drawn on by several scans at once) has room for it, else written to the spill
+folder part by part.
 
 A scanner (entry logs, journals) fills a table of bounded size window by window and hands it to its
 sink's columns when it has grown past ``ScanSink.part_bytes``; it then fills the same table again from
@@ -47,15 +47,16 @@ class Room:
 
 
 class ScanColumn:
-    """One per-record column of a scan: its first parts held while its room allows, every part after
-    them in a file of the spill folder, in order. Read back a range of rows at a time."""
+    """One per-record column of a scan: its parts held while its room allows; from the first part that
+    does not fit on, every part (those held so far first, their room given back) in a file of the
+    spill folder, in order. Read back a range of rows at a time."""
 
     def __init__(self, dtype, room: Room, folder: SpillFolder, name: str = "column"):
         import numpy as np
         self.dtype, self.room, self.folder, self.name = np.dtype(dtype), room, folder, name
-        self._held: list[np.ndarray] = []   # the first rows
+        self._held: list[np.ndarray] = []   # while the room holds it
         self._held_rows = self._held_bytes = 0
-        self._path: str | None = None       # the rows after them
+        self._path: str | None = None       # past that
         self._on_disk = 0
 
     def __len__(self) -> int:
@@ -75,14 +76,23 @@ class ScanColumn:
             self._held_rows += len(arr)
             self._held_bytes += arr.nbytes
             return
+        held, freed = self._held, self._held_bytes
         if self._path is None:
             fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
             os.close(fd)
             with self.room.lock:
                 self.room.spilled += 1
+            # The parts held so far go first: a column that does not fit is read from its file, and the
+            # room it held is left to the scans that fit whole, and to the passes after the scans.
+            self._held, self._held_rows, self._held_bytes = [], 0, 0
         with open(self._path, "ab") as f:
+            for a in held:
+                f.write(memoryview(np_contiguous(a)).cast("B"))
+                self._on_disk += len(a)
             f.write(memoryview(np_contiguous(arr)).cast("B"))
         self._on_disk += len(arr)
+        if freed:
+            self.room.give(freed)
 
     def bounds(self, rows: int | None = None) -> Iterator[tuple[int, int]]:
         """(lo, hi) of parts of at most ``rows`` rows covering the column in order, none across the edge

@@ -9,12 +9,14 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
 from bkdisk.diskio import scan_sink
 from bkdisk.diskio.digests import DigestPlan
-from bkdisk.diskio.scan_sink import Room, ScanSink
+from bkdisk.diskio.scan_sink import Room, ScanColumn, ScanSink
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.entrylogs.scan_parts import ChunkedLogScan, log_scan_parts
@@ -128,3 +130,34 @@ def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, sma
     held = JournalFacts.collect([(whole.journal_id, j, whole, mark)])
     assert facts.pending == held.pending and facts.fenced == held.fenced
     assert facts.explicit_lac == held.explicit_lac and facts.master_keys == held.master_keys
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=12), st.integers(0, 600), st.data())
+def test_a_scan_column_reads_back_what_was_appended_held_or_spilled(tmp_path_factory, sizes, room_bytes, data):
+    """Parts appended while the room holds them, then (all of them) in the file: any range reads back the
+    rows appended, any range written back is read back, and closing gives the room back."""
+    rows = np.zeros(sum(sizes), [("a", "<i8"), ("b", "u1")])
+    rows["a"], rows["b"] = np.arange(len(rows)), np.arange(len(rows)) % 251
+    room = Room(room_bytes)
+    with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("col")))) as folder:
+        col = ScanColumn(rows.dtype, room, folder)
+        at = 0
+        for n in sizes:
+            table = rows[at:at + n].copy()
+            col.append(table)
+            table[:] = 0   # (the scanner fills its table again: what the column holds is its own)
+            at += n
+        assert len(col) == len(rows) and col.spilled == (rows.nbytes > room_bytes)
+        assert np.array_equal(np.concatenate([col.part(lo, hi) for lo, hi in col.bounds(7)] or [rows[:0]]), rows)
+        lo = data.draw(st.integers(0, len(rows)))
+        hi = data.draw(st.integers(lo, len(rows)))
+        assert np.array_equal(col.part(lo, hi), rows[lo:hi])
+        new = rows[lo:hi].copy()
+        new["b"] = 255
+        col.put(lo, new)
+        want = rows.copy()
+        want[lo:hi] = new
+        assert np.array_equal(col.array(), want)
+        col.close()
+        assert room.used == 0
