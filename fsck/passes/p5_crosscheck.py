@@ -40,6 +40,7 @@ TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 # A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
 _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
+PAIR_SHARE = 0.25     # of --memory-limit: two ranges joined at once
 # DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
 DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, and their sort
 DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
@@ -77,8 +78,10 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     per_id = dict.fromkeys(size_of, 0)
     for lf, s in scans:
         per_id[lf.log_id] += entry_count(s)
-    # With --jobs, two ranges are joined at once, each within half the share.
-    width = 2 if ctx.options.jobs > 1 else 1
+    # With --jobs, two ranges are joined at once, each within half the share, while two of the largest
+    # log's joins fit in PAIR_SHARE (a range holds a log at least, whatever the share).
+    largest = max(per_id.values(), default=0) * _WORK_PER_ENTRY
+    width = 2 if ctx.options.jobs > 1 and 2 * largest <= ctx.options.memory.share(PAIR_SHARE) else 1
     bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY,
                           budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
