@@ -84,13 +84,22 @@ def test_spilled_check_of_a_damaged_bookie_gives_the_same_findings(tmp_path, mon
     assert spilled == held
 
 
-def test_spilled_check_with_jobs_and_payload_hashes_gives_the_same_findings(tmp_path, monkeypatch):
+@pytest.mark.parametrize("pairs", [True, False])
+def test_spilled_check_with_jobs_and_payload_hashes_gives_the_same_findings(tmp_path, monkeypatch, pairs):
+    """With --jobs, pass 5 joins two ranges at once while two joins of its largest log fit in its pair
+    share (made room for here, or not: at the tiny limit a log's join alone is past it)."""
     disk = make_disk(str(tmp_path / "d"))
     _damage(disk)
     tmp = tmp_path / "spill"
     tmp.mkdir()
+    widths = []
+    real = p5_crosscheck.in_order
+    monkeypatch.setattr(p5_crosscheck, "in_order", lambda fn, items, width: widths.append(width) or real(fn, items, width))
+    if pairs:
+        monkeypatch.setattr(p5_crosscheck, "PAIR_SHARE", 1 << 40)
     held, spilled = _both(disk.dirs, str(tmp), monkeypatch, metadata_dir=disk.md_dir, jobs=2, payload_hash="sha256")
     assert spilled == held and held
+    assert widths == [2, 2] if pairs else widths == [2, 1]   # (held with memory to spare, then spilled)
 
 
 @pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "interleaved-v4-smallpage", "sorted-v5-bookieid"])
