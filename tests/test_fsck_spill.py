@@ -94,7 +94,8 @@ def test_spilled_check_with_jobs_and_payload_hashes_gives_the_same_findings(tmp_
     tmp.mkdir()
     widths = []
     real = p5_crosscheck.in_order
-    monkeypatch.setattr(p5_crosscheck, "in_order", lambda fn, items, width: widths.append(width) or real(fn, items, width))
+    monkeypatch.setattr(p5_crosscheck, "in_order",
+                        lambda fn, items, width: widths.append(width) or real(fn, items, width))
     if pairs:
         monkeypatch.setattr(p5_crosscheck, "PAIR_SHARE", 1 << 40)
     held, spilled = _both(disk.dirs, str(tmp), monkeypatch, metadata_dir=disk.md_dir, jobs=2, payload_hash="sha256")
