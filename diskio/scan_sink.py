@@ -188,6 +188,29 @@ class ScanSink:
         self.taken = 0
 
 
+class SinkKept:
+    """A scan whose per-record arrays are its sink's columns (mixed into the scan's own class)."""
+
+    columns: dict[str, ScanColumn]
+    sink: ScanSink
+
+    @classmethod
+    def kept(cls, scan, sink: ScanSink, per_record: tuple[str, ...]):
+        """``scan`` (its per-record fields, ``per_record``, left out) over ``sink``'s columns."""
+        out = object.__new__(cls)
+        out.__dict__.update({k: v for k, v in vars(scan).items() if k not in per_record})
+        out.columns, out.sink = dict(sink.columns), sink
+        return out
+
+    @property
+    def spilled(self) -> bool:
+        return any(c.spilled for c in self.columns.values())
+
+    def close(self) -> None:
+        """Drop the columns and give back what the scan took of its room."""
+        self.sink.close()
+
+
 def parts(n: int, rows: int | None = None) -> Iterator[tuple[int, int]]:
     """(lo, hi) of ``n`` rows cut into parts of at most ``rows`` (default ``PART_ROWS``)."""
     rows = max(1, PART_ROWS if rows is None else rows)

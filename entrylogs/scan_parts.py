@@ -11,7 +11,7 @@ import numpy as np
 
 from bkdisk.diskio.digests import DIGEST_DTYPE, DigestPlan, recheck_digests
 from bkdisk.diskio.payload_hashes import HASH_BYTES, PayloadHashes
-from bkdisk.diskio.scan_sink import ScanColumn, ScanSink, parts
+from bkdisk.diskio.scan_sink import ScanSink, SinkKept, parts
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays, EntryLogScanArrays, ledger_sums
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
@@ -53,27 +53,17 @@ class LogOutput:
             self.hashed.append(hashes.present, copy=False)
 
 
-class ChunkedLogScan(EntryLogScanArrays):
+class ChunkedLogScan(SinkKept, EntryLogScanArrays):
     """An entry log's scan whose per-entry arrays are a sink's columns (held or spilled, part by part).
     ``parts`` reads them a range at a time; ``entries``, ``digests``, ``payload_hashes`` read them
     whole (for the steps that look at all of them at once, on damage only)."""
 
-    columns: dict[str, ScanColumn]
-    sink: ScanSink
-
     @classmethod
     def of(cls, scan: EntryLogScanArrays, sink: ScanSink) -> ChunkedLogScan:
-        out = object.__new__(cls)
-        out.__dict__.update({k: v for k, v in vars(scan).items() if k not in _PER_ENTRY})
-        out.columns, out.sink = dict(sink.columns), sink
-        return out
+        return cls.kept(scan, sink, ("entries", "digests", "payload_hashes"))
 
     def count(self) -> int:
         return len(self.columns["entries"])
-
-    @property
-    def spilled(self) -> bool:
-        return any(c.spilled for c in self.columns.values())
 
     @property
     def entries(self) -> np.ndarray:   # type: ignore[override]
@@ -129,12 +119,7 @@ class ChunkedLogScan(EntryLogScanArrays):
             self.columns["hashes"].put(lo, part.payload_hashes.raw.view(HASH_ROW).reshape(-1))
             self.columns["hashed"].put(lo, part.payload_hashes.present)
 
-    def close(self) -> None:
-        """Drop the columns and give back what the scan took of its room."""
-        self.sink.close()
 
-
-_PER_ENTRY = ("entries", "digests", "payload_hashes")
 Scan = TypeVar("Scan", bound=EntryLogArrays)
 
 

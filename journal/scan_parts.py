@@ -7,32 +7,22 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from bkdisk.diskio.scan_sink import ScanColumn, ScanSink, parts
+from bkdisk.diskio.scan_sink import ScanSink, SinkKept, parts
 from bkdisk.formats.journal import RecordKind
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 
 
-class ChunkedJournalScan(JournalArrays):
+class ChunkedJournalScan(SinkKept, JournalArrays):
     """A journal's scan whose records (and digest facts) are a sink's columns, held or spilled part by
     part. ``record_parts`` reads them a range at a time; ``records`` and ``digest_facts`` read them
     whole (for the steps that look at all of them at once: tests, small journals)."""
 
-    columns: dict[str, ScanColumn]
-    sink: ScanSink
-
     @classmethod
     def of(cls, scan: JournalArrays, sink: ScanSink) -> ChunkedJournalScan:
-        out = object.__new__(cls)
-        out.__dict__.update({k: v for k, v in vars(scan).items() if k not in ("records", "digest_facts")})
-        out.columns, out.sink = {k: c for k, c in sink.columns.items() if k in ("records", "facts")}, sink
-        return out
+        return cls.kept(scan, sink, ("records", "digest_facts"))
 
     def count(self) -> int:
         return len(self.columns["records"])
-
-    @property
-    def spilled(self) -> bool:
-        return any(c.spilled for c in self.columns.values())
 
     @property
     def records(self) -> np.ndarray:   # type: ignore[override]
@@ -46,9 +36,6 @@ class ChunkedJournalScan(JournalArrays):
     def row(self, i: int) -> np.void:
         return self.columns["records"].row(i)
 
-    def close(self) -> None:
-        """Drop the columns and give back what the scan took of its room."""
-        self.sink.close()
 
 
 def record_parts(scan: JournalArrays, rows: int | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
