@@ -58,6 +58,7 @@ class ScanColumn:
         self._held_rows = self._held_bytes = 0
         self._path: str | None = None       # past that
         self._on_disk = 0
+        self._table = 0                     # bytes of a scanner's table taken from the room (``holds``)
 
     def __len__(self) -> int:
         return self._held_rows + self._on_disk
@@ -69,6 +70,9 @@ class ScanColumn:
     def append(self, arr: np.ndarray, *, copy: bool = True) -> None:
         """Rows after the ones so far; ``copy``: ``arr`` is a table the caller fills again (held rows
         are copied out of it; rows written to the file need no copy)."""
+        if self._table:
+            self.room.give(self._table)   # (the table's rows come now, as ``arr``)
+            self._table = 0
         if len(arr) == 0:
             return
         if self._path is None and self.room.take(arr.nbytes):
@@ -76,23 +80,52 @@ class ScanColumn:
             self._held_rows += len(arr)
             self._held_bytes += arr.nbytes
             return
+        self._spill()
+        assert self._path is not None
+        with open(self._path, "ab") as f:
+            f.write(memoryview(np_contiguous(arr)).cast("B"))
+        self._on_disk += len(arr)
+
+    def _spill(self) -> None:
+        """From now on the rows are in the file: the parts held so far go first (a column that does not
+        fit is read from its file, and the room it held is left to the scans that fit whole, and to the
+        passes after the scans)."""
+        if self._path is not None:
+            return
+        fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
+        os.close(fd)
+        with self.room.lock:
+            self.room.spilled += 1
         held, freed = self._held, self._held_bytes
-        if self._path is None:
-            fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
-            os.close(fd)
-            with self.room.lock:
-                self.room.spilled += 1
-            # The parts held so far go first: a column that does not fit is read from its file, and the
-            # room it held is left to the scans that fit whole, and to the passes after the scans.
-            self._held, self._held_rows, self._held_bytes = [], 0, 0
+        self._held, self._held_rows, self._held_bytes = [], 0, 0
         with open(self._path, "ab") as f:
             for a in held:
                 f.write(memoryview(np_contiguous(a)).cast("B"))
                 self._on_disk += len(a)
-            f.write(memoryview(np_contiguous(arr)).cast("B"))
-        self._on_disk += len(arr)
         if freed:
             self.room.give(freed)
+
+    def holds(self, table: np.ndarray) -> bool:
+        """Whether the column may leave ``table`` (the first rows of a scanner's table, which it goes on
+        filling) where it is, in memory, as rows to come: their bytes are taken from the room. False
+        once the room has none for them: the column then spills (the parts held so far written to its
+        file first), and the scanner hands its table's rows over and fills it again."""
+        if self._path is not None:
+            return False
+        more = table.nbytes - self._table
+        if more <= 0 or self.room.take(more):
+            self._table += max(more, 0)
+            return True
+        self.room.give(self._table)
+        self._table = 0
+        self._spill()
+        return False
+
+    def join_held(self) -> None:
+        """The parts held, as one array (one copy): its readers then take views of it."""
+        if len(self._held) > 1:
+            from bkdisk.diskio.windowed import concat_rows
+            self._held = [concat_rows(self._held, self.dtype)]
 
     def bounds(self, rows: int | None = None) -> Iterator[tuple[int, int]]:
         """(lo, hi) of parts of at most ``rows`` rows covering the column in order, none across the edge
@@ -144,9 +177,9 @@ class ScanColumn:
 
     def close(self) -> None:
         """Drop the rows (the held ones' room given back) and the file."""
-        if self._held_bytes:
-            self.room.give(self._held_bytes)
-        self._held, self._held_rows, self._held_bytes = [], 0, 0
+        if self._held_bytes or self._table:
+            self.room.give(self._held_bytes + self._table)
+        self._held, self._held_rows, self._held_bytes, self._table = [], 0, 0, 0
         if self._path is not None:
             try:
                 os.unlink(self._path)

@@ -142,8 +142,9 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 whole_file[0] = src.whole()
             else:   # FULL
                 used = int(state[ENTRIES])
-                # (with a sink the table holds a part, not the file: doubled, never projected to the file)
-                entries.grow_if_full(used, int(state[POSITION]) - fe.HEADER_SIZE if sink is None else 0,
+                # (once the entries spill the table holds a part, not the file: doubled, never projected)
+                whole = sink is None or not out.spilled
+                entries.grow_if_full(used, int(state[POSITION]) - fe.HEADER_SIZE if whole else 0,
                                      end - fe.HEADER_SIZE)
                 problems.grow_if_full(int(state[PROBLEMS]))
                 if with_facts:
@@ -154,7 +155,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             emitted[0] = hi
             # A view: growing the columns while the job runs moves later rows, never these.
             table, table_facts = entries.table(lo, hi), facts[0][lo:hi] if with_facts else None
-            if sink is not None and hi * ENTRY_DTYPE.itemsize >= sink.part_bytes:
+            if sink is not None and hi * ENTRY_DTYPE.itemsize >= sink.part_bytes \
+                    and not out.holds(entries.table(0, hi)):
                 # The table is filled again from its first row: the job keeps a copy of its rows.
                 table = table.copy()
                 table_facts = None if table_facts is None else table_facts.copy()
@@ -183,7 +185,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 # entries checked in a window before a later window decided their ledger's type
                 recheck_digests(res, plan, src.whole)
             return res
-        out.add_entries(entries.table(0, int(state[ENTRIES])))
+        out.last_entries(entries.finished(int(state[ENTRIES])))
         chunked = ChunkedLogScan.of(res, sink)
         if plan is not None:
             chunked.recheck(plan, src.whole)

@@ -35,10 +35,27 @@ class LogOutput:
             if hashing:
                 self.hashes, self.hashed = sink.column("hashes", HASH_ROW), sink.column("hashed", np.bool_)
 
+    @property
+    def spilled(self) -> bool:
+        return self.entries is not None and self.entries.spilled
+
+    def holds(self, table: np.ndarray) -> bool:
+        """Whether the entries column leaves the scan's table of entries where it is (ScanColumn.holds)."""
+        assert self.entries is not None, "entries are handed over only to a sink"
+        return self.entries.holds(table)
+
     def add_entries(self, rows: np.ndarray) -> None:
         """Entry rows after those so far, out of a table the scan fills again (for a scan with a sink)."""
         assert self.entries is not None, "entries are handed over only to a sink"
         self.entries.append(rows)
+
+    def last_entries(self, rows: np.ndarray) -> None:
+        """The scan's last entry rows (its table, not filled again); the digest parts held made one."""
+        assert self.entries is not None, "entries are handed over only to a sink"
+        self.entries.append(rows, copy=False)
+        for c in (self.digests, self.hashes, self.hashed):
+            if c is not None:
+                c.join_held()
 
     def add_digests(self, rows: np.ndarray, hashes: PayloadHashes | None) -> None:
         """One window's digest rows (and payload hashes), in window order."""

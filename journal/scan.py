@@ -135,16 +135,20 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
 
     def grow(_status: int) -> None:
         used = int(state[RECORDS])
-        # (with a sink the table holds a part, not the journal: doubled, never projected to the journal)
-        records.grow_if_full(used, int(state[POSITION]) - pos if sink is None else 0, n - pos)
+        # (once the records spill the table holds a part, not the journal: doubled, never projected)
+        whole = columns is None or not columns[0].spilled
+        records.grow_if_full(used, int(state[POSITION]) - pos if whole else 0, n - pos)
         if digest_facts:
             facts[0] = grown_beside(facts[0], records, used)
 
     def hand_over(least: int) -> None:
-        """The records so far to the sink's columns when they are ``least`` bytes or more; the table is
-        then filled again from its first row."""
+        """The records so far to the sink's columns when they are ``least`` bytes or more and the columns
+        do not leave them in the table (ScanColumn.holds); the table is then filled again from its first row."""
         used = int(state[RECORDS])
         if columns is None or used == 0 or used * JOURNAL_DTYPE.itemsize < least:
+            return
+        held = [columns[0].holds(records.table(0, used)), columns[1] is None or columns[1].holds(facts[0][:used])]
+        if all(held):
             return
         columns[0].append(records.table(0, used))
         if columns[1] is not None:
@@ -162,7 +166,11 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
     with ExitStack() as stack:
         src = FileSource(p, data, stack)
         walk_windows(src, state, n, window, LOOKAHEAD, run_kernel, grow, keep_unclassified_body)
-    hand_over(0)
+    if columns is not None:   # the last records: the table is not filled again
+        columns[0].append(records.finished(int(state[RECORDS])), copy=False)
+        if columns[1] is not None:
+            columns[1].append(facts[0][:int(state[RECORDS])], copy=False)
+        state[RECORDS] = 0
     count = int(state[RECORDS])
     body = unclassified[0] if unclassified else None
     out = JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,

@@ -161,3 +161,23 @@ def test_a_scan_column_reads_back_what_was_appended_held_or_spilled(tmp_path_fac
         assert np.array_equal(col.array(), want)
         col.close()
         assert room.used == 0
+
+
+def test_scans_whose_room_runs_out_midway_give_the_rows_of_scans_held_whole(small_entries, small_parts):
+    """The table left in place while the room holds it, then handed over (and the column spilled) once
+    it does not: the same rows, digests and facts."""
+    j, log = _largest(small_entries.journal_files), _largest(small_entries.entry_log_files)
+    whole_j = scan_journal(j, window=WINDOW, digest_facts=True)
+    whole_l = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), payload_hash="sha256")
+    room = Room(whole_j.records.nbytes // 3)
+    got_j = scan_journal(j, window=WINDOW, digest_facts=True, sink=ScanSink(room, small_parts))
+    assert got_j.spilled and np.array_equal(got_j.records, whole_j.records)
+    assert np.array_equal(got_j.digest_facts, whole_j.digest_facts)
+    room = Room(whole_l.entries.nbytes // 3)
+    got_l = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), payload_hash="sha256",
+                           sink=ScanSink(room, small_parts))
+    assert got_l.spilled and np.array_equal(got_l.entries, whole_l.entries)
+    assert np.array_equal(got_l.digests, whole_l.digests) and got_l.payload_hashes == whole_l.payload_hashes
+    got_j.close()
+    got_l.close()
+    assert room.used == 0
