@@ -45,6 +45,10 @@ class Room:
         with self.lock:
             self.used -= n
 
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.used)
+
 
 class ScanColumn:
     """One per-record column of a scan: its parts held while its room allows; from the first part that
@@ -120,6 +124,11 @@ class ScanColumn:
         self._table = 0
         self._spill()
         return False
+
+    def rows_to_hold(self, used: int) -> int | None:
+        """The rows a scanner's table may be grown to while this column holds it: ``used`` and what the
+        room has left (None: the column spilled, and the table holds a part)."""
+        return None if self._path is not None else used + self.room.left // self.dtype.itemsize
 
     def join_held(self) -> None:
         """The parts held, as one array (one copy): its readers then take views of it."""

@@ -142,10 +142,11 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 whole_file[0] = src.whole()
             else:   # FULL
                 used = int(state[ENTRIES])
-                # (once the entries spill the table holds a part, not the file: doubled, never projected)
-                whole = sink is None or not out.spilled
-                entries.grow_if_full(used, int(state[POSITION]) - fe.HEADER_SIZE if whole else 0,
-                                     end - fe.HEADER_SIZE)
+                # (with a sink, projected for the file only as far as the room has left; once the entries
+                # spill the table holds a part: doubled, never projected)
+                most = out.rows_to_hold(used)
+                walked = int(state[POSITION]) - fe.HEADER_SIZE if sink is None or most is not None else 0
+                entries.grow_if_full(used, walked, end - fe.HEADER_SIZE, most)
                 problems.grow_if_full(int(state[PROBLEMS]))
                 if with_facts:
                     facts[0] = grown_beside(facts[0], entries, used)
@@ -162,6 +163,10 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 table_facts = None if table_facts is None else table_facts.copy()
                 out.add_entries(entries.table(0, hi))
                 state[ENTRIES] = emitted[0] = 0
+                if len(entries.arrays[0]) * ENTRY_DTYPE.itemsize > 2 * sink.part_bytes:   # (grown while held)
+                    entries.restart(sink.part_bytes // ENTRY_DTYPE.itemsize)
+                    if with_facts:
+                        facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
             if hi == lo or not check:
                 return None
 

@@ -35,9 +35,9 @@ class LogOutput:
             if hashing:
                 self.hashes, self.hashed = sink.column("hashes", HASH_ROW), sink.column("hashed", np.bool_)
 
-    @property
-    def spilled(self) -> bool:
-        return self.entries is not None and self.entries.spilled
+    def rows_to_hold(self, used: int) -> int | None:
+        """ScanColumn.rows_to_hold of the entries (no bound without a sink)."""
+        return used + (1 << 62) if self.entries is None else self.entries.rows_to_hold(used)
 
     def holds(self, table: np.ndarray) -> bool:
         """Whether the entries column leaves the scan's table of entries where it is (ScanColumn.holds)."""

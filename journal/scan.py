@@ -135,9 +135,11 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
 
     def grow(_status: int) -> None:
         used = int(state[RECORDS])
-        # (once the records spill the table holds a part, not the journal: doubled, never projected)
-        whole = columns is None or not columns[0].spilled
-        records.grow_if_full(used, int(state[POSITION]) - pos if whole else 0, n - pos)
+        # (with a sink, projected for the journal only as far as the room has left; once the records
+        # spill the table holds a part: doubled, never projected)
+        most = None if columns is None else columns[0].rows_to_hold(used)
+        walked = int(state[POSITION]) - pos if columns is None or most is not None else 0
+        records.grow_if_full(used, walked, n - pos, most)
         if digest_facts:
             facts[0] = grown_beside(facts[0], records, used)
 
@@ -154,6 +156,10 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
         if columns[1] is not None:
             columns[1].append(facts[0][:used])
         state[RECORDS] = 0
+        if len(records.arrays[0]) * JOURNAL_DTYPE.itemsize > 2 * least:   # (grown while held)
+            records.restart(least // JOURNAL_DTYPE.itemsize)
+            if digest_facts:
+                facts[0] = np.zeros(len(records.arrays[0]), np.uint8)
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:
