@@ -2,11 +2,14 @@
 ``--memory-limit`` (drawn on by several scans at once) has room for it, else written to the spill
 folder part by part.
 
-A scanner (entry logs, journals) fills a table of bounded size window by window and hands it to its
-sink's columns when it has grown past ``ScanSink.part_bytes``; it then fills the same table again from
-its first row. So no file's per-record output is ever held whole: a scan holds at most one table
-beyond what its columns keep, and the columns keep within the share they draw on (``Room``), whatever
-the number of records. Columns are read back a range of rows at a time, in the order they were written.
+A scanner (entry logs, journals) fills a table window by window. While its column holds the table's
+rows within the room (``ScanColumn.holds``), the table stays where it is and becomes the column's part
+at the end: a scan that fits costs no copy. Once the room has none, the column spills and the scanner
+hands its table over each time it passes ``ScanSink.part_bytes``, then fills it again from its first
+row. So no file's per-record output is ever held whole beyond the share: a scan holds at most one
+table of a part and a window beyond what its columns keep, and the columns keep within the share they
+draw on (``Room``), whatever the number of records. Columns are read back a range of rows at a time,
+in the order they were written.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from bkdisk.diskio.spill import SpillFolder, np_contiguous
 if TYPE_CHECKING:
     import numpy as np
 
-PART_BYTES = 8 << 20   # a scanner's table is handed over past this (and a window's records)
+PART_BYTES = 8 << 20   # a spilling scanner's table is handed over past this (at a window's end)
 PART_ROWS = 1 << 17    # rows a reader takes at once (below glibc's mmap threshold: its memory is reused)
 
 
