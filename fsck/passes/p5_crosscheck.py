@@ -38,7 +38,8 @@ from bkdisk.fsck.scan_store import entry_count
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
-# A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
+# A range's working set per entry at most: the one-table join's row, its sort's order and the sorted copy
+# (a range joined log by log takes less: rows only for the free entries).
 _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
 # DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
 DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, and their sort
