@@ -19,7 +19,7 @@ from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.progress import ProgressBars
 from bkdisk.commandline.runner import console_command, guarded, run_click
-from bkdisk.diskio.config import collector_eased
+from bkdisk.diskio.config import collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
 
@@ -173,15 +173,17 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
+    check_bookie = fsck_api.check_bookie   # (the checker is loaded once the dirs are found)
+    freeze_loaded()
     with ProgressBars(progress) as bar:
-        report = fsck_api.check_bookie(dirs, fsck_context.CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
+        report = check_bookie(dirs, fsck_context.CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
                                                  verify_digests=not no_digests,
                                                  jobs=jobs, progress=bar, memory=memory or MemoryLimit()))
     try:
         return _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose,
                                   quiet, ledger)
     finally:
-        report.close()   # what the check spilled, now that no plan or repair reads its scans
+        report.close()   # what the check spilled: no plan or repair reads its scans after this
 
 
 def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose, quiet,

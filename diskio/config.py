@@ -157,6 +157,27 @@ def large_blocks_returned() -> None:
         pass   # not glibc: its own policy stands
 
 
+def free_heap_returned() -> None:
+    """Give the free memory inside malloc's heaps back to the system (glibc's ``malloc_trim``). A
+    finished step's blocks below MMAP_THRESHOLD, freed between blocks still in use or within
+    TRIM_THRESHOLD of a heap's top, stay resident, and the next step's peak stands on them; fsck
+    calls this where one pass's working set gives way to the next's. Elsewhere than glibc: nothing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        import ctypes
+        trim = ctypes.CDLL(None).malloc_trim
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+        return trim
+    except (OSError, AttributeError, TypeError):   # (TypeError: no C library to open by None)
+        return None
+
+
 @contextlib.contextmanager
 def collector_eased():
     """Ease Python's cyclic garbage collector for a scan command's work (also a decorator).
@@ -186,3 +207,13 @@ def collector_eased():
                 gc.set_threshold(*_Pause.threshold)
                 if not _Pause.was_frozen:
                     gc.unfreeze()
+
+
+def freeze_loaded() -> None:
+    """Inside collector_eased: freeze what has been made since it froze the objects alive on entry, such as
+    the modules a command loads only once its arguments are checked (numba, numpy and the scanners,
+    a hundred thousand objects that the next young collection would otherwise walk, on the thread
+    every other waits for). Outside it, nothing: a long-lived process's collector is left as it is."""
+    with _Pause.lock:
+        if _Pause.inside:
+            gc.freeze()

@@ -38,11 +38,26 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
             self._merge()
         return self.ids, self.rows
 
+    def put_ledgers(self, ledgers: np.ndarray, codes: np.ndarray | int, sources: np.ndarray | int) -> None:
+        """``self[(0, l)] = (code, source)`` for each of the distinct scope-0 ``ledgers``, as arrays at once
+        (``codes``, ``sources``: one a ledger, or one for all)."""
+        if len(ledgers) == 0:
+            return
+        if self.recent:
+            self._merge()
+        vals = np.empty((len(ledgers), 2), np.uint8)
+        vals[:, 0], vals[:, 1] = codes, sources
+        self._merge_rows(np.asarray(ledgers, np.uint64), vals)
+
     def _merge(self) -> None:
         n = len(self.recent)
         ids = np.fromiter(self.recent.keys(), np.uint64, n)
         vals = np.array(list(self.recent.values()), np.uint8).reshape(n, 2)
         self.recent = {}
+        self._merge_rows(ids, vals)
+
+    def _merge_rows(self, ids: np.ndarray, vals: np.ndarray) -> None:
+        """Distinct ``ids`` and their rows into the arrays: a row of an id there is replaced."""
         order = np.argsort(ids)
         ids, vals = ids[order], vals[order]
         at = np.searchsorted(self.ids, ids)

@@ -5,13 +5,17 @@ records alike). ``check_digests`` checks each entry with the digest type its V2 
 caller gives for V1; ``sniff_crc`` says which CRC a V1 entry verifies as. Their twins
 (``check_digests_reference``, ``sniff_crc_reference``) compute the same through
 ``formats.digests.compute_digest`` (zlib and the crc32c package); tests compare them.
+``entry_facts`` takes one entry's digest facts (its V2 code, whether it verifies as CRC32C) while a walk
+holds its bytes; ``digests_from_facts`` settles a part's digests from those facts alone where they
+suffice (twin: ``digests_from_facts_reference``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update
+from bkdisk.diskio.digest_plan import SOURCE_ENTRY, SOURCE_SNIFFED
+from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update, first_at_least
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -35,6 +39,7 @@ DIGEST_LENGTH_BY_CODE = np.array([-1] + [DIGEST_LENGTH[DigestType(c)] for c in r
 _LEN_CRC32, _LEN_HMAC, _LEN_CRC32C = DIGEST_LENGTH[DigestType.CRC32], DIGEST_LENGTH[DigestType.HMAC], \
     DIGEST_LENGTH[DigestType.CRC32C]
 _V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
+KNOWN_DIGEST_CODES = frozenset(int(t) for t in DigestType)   # a V2 entry's flags may name another
 
 
 @kernel
@@ -130,6 +135,139 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
             out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
         else:
             out_status[i] = DIGEST_NEEDS_BYTES
+
+
+@kernel
+def _find_sorted(ids, key):
+    """The index of ``key`` in the sorted ``ids``, or -1."""
+    lo = first_at_least(ids, key, 0, ids.size)
+    return lo if lo < ids.size and ids[lo] == key else -1
+
+
+@kernel
+def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known_ids, samples, out_type, out_source,
+                       out_status, out_payload_len, out_sniffed):
+    """What verify_entry_digests gives entries from their digest facts (``v2``: nonzero for an entry
+    of format V2) when the facts settle every one: a V2 entry's type is its flags' code (source
+    SOURCE_ENTRY); a V1 entry's its ledger's row (code, source) in ``decided_ids`` (sorted) /
+    ``decided_rows``, or, for a ledger not decided and not in ``known_ids`` (sorted), CRC32C as
+    sniffed, when ``samples`` > 0 and one of the ledger's first ``samples`` entries verifies as CRC32C
+    (those samples' statuses are their sniff results). Such a ledger's V1 entries must be one run: one
+    met again after its run is listed twice in ``out_sniffed``, and the caller refuses the result
+    (a sort here would make the kernel slow to load from the cache).
+
+    Returns the number k of ledgers sniffed (their ids in ``out_sniffed[:k]``, for the plan), or -1
+    (the outputs then partly written) as soon as an entry is not settled so: a ledger decided as no
+    type, known, or not sniffed as CRC32C; a V2 code that is none or no
+    DigestType; an entry that needs its bytes or a password (CRC32, HMAC, a CRC32C not computed). The
+    caller then checks the entries the general way."""
+    k = 0
+    last_ledger = np.uint64(0)
+    at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed
+    pos = 0           # the entry's place in its sniffed ledger's run
+    run_ok = True     # a sample of the ledger being sniffed verified as CRC32C
+    for i in range(size.size):
+        n = size[i]
+        f = facts[i]
+        crc32c = f & FACT_CRC32C
+        if v2[i]:
+            header = _V2
+            digest_type = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK
+            if digest_type == 0 or digest_type >= DIGEST_LENGTH_BY_CODE.size:   # left to the general check
+                return -1
+            out_source[i] = SOURCE_ENTRY
+        else:
+            header = _V1
+            lid = ledger[i]
+            if at == -2 or lid != last_ledger:   # entries of a ledger often come in runs
+                if at == -1 and not run_ok:
+                    return -1
+                at, last_ledger = _find_sorted(decided_ids, lid), lid
+                if at == -1:   # met first here: sniffed
+                    if samples == 0 or _find_sorted(known_ids, lid) >= 0:
+                        return -1
+                    out_sniffed[k] = lid
+                    k += 1
+                    pos, run_ok = 0, False
+            elif at == -1:
+                pos += 1
+            if at == -1:
+                digest_type = _CRC32C
+                out_source[i] = SOURCE_SNIFFED
+            else:
+                digest_type = decided_rows[at, 0]
+                if digest_type == 0:
+                    return -1
+                out_source[i] = decided_rows[at, 1]
+        out_type[i] = digest_type
+        plen = n - header - DIGEST_LENGTH_BY_CODE[digest_type]
+        out_payload_len[i] = plen if plen >= 0 else -1
+        if not v2[i] and at == -1 and pos < samples:   # a sample: its status is its sniff's
+            if crc32c == 0:
+                return -1
+            run_ok = run_ok or crc32c == FACT_CRC32C_OK
+            out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
+            continue
+        settled = _settled(n, header, digest_type, 0)
+        if settled >= 0:
+            if settled == DIGEST_PENDING_HMAC:
+                return -1
+            out_status[i] = settled
+            continue
+        if digest_type != _CRC32C or crc32c == 0:
+            return -1
+        out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
+    if at == -1 and not run_ok:
+        return -1
+    return k
+
+
+def digests_from_facts_reference(size, v2, ledger, facts, decided: dict[int, tuple[int, int]], known: set[int],
+                                 samples: int):
+    """digests_from_facts one entry at a time, the decided (code, source) by ledger in a dict, the
+    sniffed ledgers found by grouping: the (types, sources, statuses, payload lengths) and the ledgers
+    sniffed, or None where the kernel returns -1."""
+    n_all = len(size)
+    out: list[np.ndarray] = [np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8), np.zeros(n_all, np.uint8),
+                             np.zeros(n_all, np.int64)]
+    runs: dict[int, list[int]] = {}   # ledger not decided -> its V1 entries, in order
+    for i in range(n_all):
+        if not v2[i] and int(ledger[i]) not in decided:
+            runs.setdefault(int(ledger[i]), []).append(i)
+    sample_of: dict[int, bool] = {}
+    for lid, members in runs.items():
+        between = range(members[0], members[-1] + 1)
+        if not samples or lid in known or any(not v2[j] and int(ledger[j]) != lid for j in between):
+            return None
+        firsts = members[:samples]
+        if not any(int(facts[j]) & FACT_CRC32C == FACT_CRC32C_OK for j in firsts):
+            return None
+        sample_of.update({j: True for j in firsts})
+    for i in range(n_all):
+        n, f, is_v2 = int(size[i]), int(facts[i]), bool(v2[i])
+        if is_v2:
+            t, source = (f >> FACT_CODE_SHIFT) & V2_DIGEST_MASK, SOURCE_ENTRY
+        else:
+            t, source = decided.get(int(ledger[i]), (_CRC32C, SOURCE_SNIFFED))
+        if t == 0 or t not in KNOWN_DIGEST_CODES:
+            return None
+        d = DIGEST_LENGTH[DigestType(t)]
+        header = _V2 if is_v2 else _V1
+        if i in sample_of:
+            if f & FACT_CRC32C == 0:
+                return None
+            status = DIGEST_OK if f & FACT_CRC32C == FACT_CRC32C_OK else DIGEST_BAD
+        elif n < header + d:
+            status = DIGEST_BAD
+        elif t == _DUMMY:
+            status = DIGEST_OK
+        elif t != _CRC32C or f & FACT_CRC32C == 0:   # HMAC, CRC32, or a CRC32C not computed
+            return None
+        else:
+            status = DIGEST_OK if f & FACT_CRC32C == FACT_CRC32C_OK else DIGEST_BAD
+        for column, value in zip(out, (t, source, status, max(n - header - d, -1))):
+            column[i] = value
+    return tuple(out), list(runs)
 
 
 def check_digests_reference(data, base: int, off, size, fmt, code, known) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,9 @@ verifies, which decides the type, up to ``max_samples`` of them, after which it 
 result says so. Entries tried before the decision are re-verified with the decided type, so a corrupt
 one is BAD, not unknown (within a call here; across files by ``DigestPlan.recheck``). CRC32/CRC32C
 are checked by the jitted kernels of diskio/digest_kernels.py; HMAC-SHA1 by ``hmac`` (one call per
-HMAC entry). The plan's lock is held while its tables change; the kernels run outside it.
+HMAC entry). The plan's lock is held while its tables are read and changed: the general check's CRC
+kernels run outside it; the facts' kernel (``digests_by_facts``) runs inside it, as it reads a part's
+decisions and records what it sniffs in one step.
 """
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ from bkdisk.diskio.digest_kernels import (
     DIGEST_OK,
     DIGEST_PENDING_HMAC,
     DIGEST_UNKNOWN,
+    KNOWN_DIGEST_CODES,
     SNIFF_CRC32,
     SNIFF_CRC32C,
+    digests_from_facts,
 )
 from bkdisk.diskio.digest_plan import (
     SOURCE_ENTRY,
@@ -53,7 +57,7 @@ from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 __all__ = ["DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_UNKNOWN", "DigestPlan", "LedgerKey", "SOURCE_ENTRY",
-           "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_NONE", "SOURCE_SNIFFED", "recheck_digests",
+           "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_NONE", "SOURCE_SNIFFED", "digests_by_facts", "recheck_digests",
            "verify_entry_digests", "verify_streamed"]
 
 DIGEST_DTYPE = np.dtype([
@@ -119,8 +123,7 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
             need[unknown] = [max(1, plan.max_samples - tried.get((0, lid), 0)) for lid in ledgers[unknown].tolist()] \
                 if tried else max(1, plan.max_samples)
         first = now_known if plan.sniff else rest
-        plan.decided.update({(0, lid): (c, s) for lid, c, s in zip(ledgers[first].tolist(), lcode[first].tolist(),
-                                                                   lsrc[first].tolist())})
+        plan.decided.put_ledgers(ledgers[first], lcode[first], lsrc[first])
     if need.any():
         order = np.argsort(inv, kind="stable")
         grp = inv[order]
@@ -140,7 +143,7 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
         ok = crc != 0
         hit_j = sniffed_j[ok]   # a CRC verified (CRC32C tried first): decided as arrays; the rest one by one
         lcode[hit_j], lsrc[hit_j] = crc[ok], SOURCE_SNIFFED
-        plan.decided.update(((0, l), (c, SOURCE_SNIFFED)) for l, c in zip(ledgers[hit_j].tolist(), crc[ok].tolist()))
+        plan.decided.put_ledgers(ledgers[hit_j], crc[ok], SOURCE_SNIFFED)
         for j in sniffed_j[~ok].tolist():
             key = (0, int(ledgers[j]))
             d = None
@@ -205,6 +208,11 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
         if off.min() + SIZE_PREFIX_SIZE < base or (off + SIZE_PREFIX_SIZE + size).max() > base + buf.size:
             raise ValueError("entries outside the bytes given")
     ledger = np.ascontiguousarray(entries["ledger"])
+    settled = digests_by_facts(plan, size, fmt == 2, ledger, facts) if facts is not None and not payload_hash \
+        else None
+    if settled is not None:
+        out["type"], out["source"], out["status"], out["payload_len"] = settled
+        return out, None
     v1 = np.flatnonzero(fmt == 1)
     code = np.zeros(n, np.uint8)
     src = np.full(n, SOURCE_ENTRY, np.uint8)
@@ -245,6 +253,28 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     if payload_hash:
         hashes = sha256_payloads(bytes_of.buf(), off + SIZE_PREFIX_SIZE - base + hdr + np.maximum(dlen, 0), plen)
     return out, hashes
+
+
+def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger: np.ndarray,
+                     facts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The entries' digest (types, sources, statuses, payload lengths) from their facts alone, the
+    ledgers they show to be CRC32C recorded in the plan as sniffed; or None when the facts do not
+    settle every entry (diskio.digest_kernels.digests_from_facts; ``v2``: nonzero for a V2 entry).
+    What the plan learns and the rows are what verify_entry_digests' general check gives such
+    entries; ``plan.force`` is left to it."""
+    if plan.force is not None:
+        return None
+    n = len(size)
+    got = np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.uint8), np.empty(n, np.int64)
+    sniffed = np.empty(n, np.uint64)
+    with plan.lock:
+        ids, rows = plan.decided_table()
+        samples = max(1, plan.max_samples) if plan.sniff and not plan.tried else 0
+        k = digests_from_facts(size, v2, ledger, facts, ids, rows, plan.known_table()[0], samples, *got, sniffed)
+        if k < 0 or len(np.unique(sniffed[:k])) < k:   # (a ledger sniffed in two runs: left to the general check)
+            return None
+        plan.decided.put_ledgers(sniffed[:k], int(DigestType.CRC32C), SOURCE_SNIFFED)
+    return got
 
 
 def _recheck_rows(scan, plan: DigestPlan, whole: Callable[[], np.ndarray]) -> int:
@@ -299,7 +329,6 @@ def recheck_digests(scan, plan: DigestPlan, data=None) -> int:
 STREAM_CHUNK = 8 << 20
 _MAX_DIGEST = max(DIGEST_LENGTH.values())
 _POLY = {DigestType.CRC32: POLY_CRC32, DigestType.CRC32C: POLY_CRC32C}
-_KNOWN_CODES = {int(t) for t in DigestType}
 
 
 def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: DigestPlan) -> int:
@@ -313,7 +342,7 @@ def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: Dig
         head = np.frombuffer(os.pread(fh.fileno(), ENTRY_V2_HEADER_SIZE + _MAX_DIGEST, body), np.uint8)
         if head[0] >= V2_MARKER:
             header, code = ENTRY_V2_HEADER_SIZE, int(head[V2_FLAGS_AT]) & V2_DIGEST_MASK
-            if code not in _KNOWN_CODES:
+            if code not in KNOWN_DIGEST_CODES:
                 return DIGEST_UNKNOWN
         else:
             header = ENTRY_V1_HEADER_SIZE

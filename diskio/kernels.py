@@ -309,6 +309,21 @@ def prefetch_ahead(buf, i, ahead):
     return stop
 
 
+# --- sorted keys --------------------------------------------------------------------------------
+@kernel
+def first_at_least(keys, k, lo, hi):
+    """The first index in [lo, hi) of sorted ``keys`` whose key is at least ``k`` (``hi`` when none).
+    (numba's np.searchsorted gives the same, but a kernel using it is slow to load from the cache
+    and takes far more memory doing so.)"""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < k:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 # --- zero tests ------------------------------------------------------------------------------
 @kernel
 def last_nonzero(buf):

@@ -6,8 +6,6 @@ import hashlib
 import hmac
 import zlib
 
-import crc32c as _crc32c
-
 from bkdisk.formats.errors import FormatError, shown
 
 
@@ -66,7 +64,9 @@ def compute_digest(dtype: DigestType, covered: bytes | memoryview, payload: byte
     if dtype == DigestType.CRC32:
         return zlib.crc32(payload, zlib.crc32(covered)).to_bytes(8, "big")
     if dtype == DigestType.CRC32C:
-        return _crc32c.crc32c(payload, _crc32c.crc32c(covered)).to_bytes(4, "big")
+        # Imported here: at import the package loads its command line (argparse), which a check never uses.
+        import crc32c
+        return crc32c.crc32c(payload, crc32c.crc32c(covered)).to_bytes(4, "big")
     if dtype == DigestType.HMAC:
         if password is None:
             raise FormatError("a ledger password to compute an HMAC digest", "none")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import first_at_least
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS
 
@@ -27,20 +28,8 @@ def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_led
 
 
 @kernel
-def _first_at_least(keys, k, lo, hi):
-    """The first index in [lo, hi) of sorted ``keys`` whose key is at least ``k`` (``hi`` when none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@kernel
 def _first_at_least_near(keys, k, p):
-    """_first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
+    """first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
     was found): a ledger's locations come in position order, so the next one is a little further on."""
     n = keys.size
     if keys[p] < k:   # at or past p + 1: gallop forward
@@ -55,29 +44,26 @@ def _first_at_least_near(keys, k, p):
             hi -= step
             step <<= 1
         lo = max(0, hi - step)
-    return _first_at_least(keys, k, lo, hi)
+    return first_at_least(keys, k, lo, hi)
 
 
 @kernel
-def location_rows(c_file, c_entry, c_log, c_pos, f_scope, f_ledger, ids, sizes, lo, hi, k0, out_k, out_key, out_scope,
-                  out_ledger, out_entry):
+def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, lo, hi, k0, out_k, out_key, out_entry, out_file):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
     scanned log (sorted ``ids``, those at indices ``lo``..``hi`` - 1) before its end (``sizes``), as
-    rows: number, location, their file's (scope, ledger), entry id. Returns the rows written."""
+    rows: number, location, entry id, file row. Returns the rows written."""
     n = 0
     if ids.size == 0:
         return n
     for i in range(c_file.size):
         log = np.uint64(c_log[i])
-        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] != log or np.int64(c_pos[i]) >= sizes[w] or w < lo or w >= hi:
             continue
-        f = c_file[i]
         out_k[n] = k0 + i
         out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
-        out_scope[n] = f_scope[f]
-        out_ledger[n] = f_ledger[f]
         out_entry[n] = c_entry[i]
+        out_file[n] = c_file[i]
         n += 1
     return n
 
@@ -90,9 +76,21 @@ def locations_per_log(c_log, c_pos, ids, sizes, out_count):
         return
     for i in range(c_log.size):
         log = np.uint64(c_log[i])
-        w = min(_first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
             out_count[w] += 1
+
+
+@kernel
+def _verdict(there, same_ids, w, pointed):
+    """A location's verdict: an entry starts where it points (``there``) with its ids (``same_ids``):
+    SAME, and entry ``w`` is pointed at; of other ids: OTHER_ENTRY; none: NO_ENTRY."""
+    if not there:
+        return NO_ENTRY
+    if same_ids:
+        pointed[w] = True
+        return SAME
+    return OTHER_ENTRY
 
 
 @kernel
@@ -111,10 +109,30 @@ def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger,
         k = l_key[i]
         w = min(_first_at_least_near(t_key, k, w), n - 1)
         out_slot[i] = w
-        if t_key[w] != k:
+        out_verdict[i] = _verdict(t_key[w] == k, t_scope[w] == l_scope[i] and t_ledger[w] == l_ledger[i]
+                                  and t_entry[w] == l_entry[i], w, pointed)
+
+
+@kernel
+def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_scope, f_ledger, rows, every,
+              out_slot, out_verdict, pointed):
+    """match_locations over one log's entries as its scan gives them (``e_*``, ``e_offset``
+    ascending), for the locations ``rows`` of ``l_*`` (every row when ``every``), all pointing into
+    that log: a location at position p looks for the entry whose size prefix is at p - 4; its
+    (scope, ledger) are those of its file row ``l_file`` in ``f_*``. The slot is the entry's index."""
+    n = e_offset.size
+    mask = (np.uint64(1) << np.uint64(POSITION_BITS)) - np.uint64(1)
+    w = 0
+    m = l_key.size if every else rows.size
+    for j in range(m):
+        i = j if every else rows[j]
+        if n == 0:
+            out_slot[i] = 0
             out_verdict[i] = NO_ENTRY
-        elif t_scope[w] == l_scope[i] and t_ledger[w] == l_ledger[i] and t_entry[w] == l_entry[i]:
-            out_verdict[i] = SAME
-            pointed[w] = True
-        else:
-            out_verdict[i] = OTHER_ENTRY
+            continue
+        at = np.int64(l_key[i] & mask) - SIZE_PREFIX_SIZE
+        w = min(_first_at_least_near(e_offset, at, w), n - 1)
+        out_slot[i] = w
+        f = l_file[i]
+        out_verdict[i] = _verdict(e_offset[w] == at, e_scope[w] == f_scope[f] and e_ledger[w] == f_ledger[f]
+                                  and e_entry[w] == l_entry[i], w, pointed)

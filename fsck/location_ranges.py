@@ -16,7 +16,8 @@ from bkdisk.diskio.spill import RangeSpill, SpillFolder
 from bkdisk.formats.index import location_logs
 from bkdisk.fsck.crosscheck_kernels import location_rows, locations_per_log
 
-LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
+# (its scope and ledger are those of its file row: read there by the join, not copied per location)
+LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("entry", "<i8"), ("file", "<i4")])
 CHUNK = 1 << 20       # locations read at once
 FEW_RANGES = 8        # up to this many ranges, each range reads the locations again
 
@@ -24,9 +25,8 @@ FEW_RANGES = 8        # up to this many ranges, each range reads the locations a
 class RereadLocations:
     """Each range's rows built on demand from ``locations``; the counts per log come from one pass."""
 
-    def __init__(self, locations: np.ndarray, files: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
-                 bounds: np.ndarray):
-        self.locations, self.files, self.ids, self.sizes = locations, files, ids, sizes
+    def __init__(self, locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray, bounds: np.ndarray):
+        self.locations, self.ids, self.sizes = locations, ids, sizes
         self.per_log = np.zeros(len(ids), np.int64)
         for k0 in range(0, len(locations), CHUNK):
             c = locations[k0:k0 + CHUNK]
@@ -37,14 +37,13 @@ class RereadLocations:
     def range_rows(self, r: int) -> np.ndarray:
         lo, hi = self.edges[r], self.edges[r + 1]
         rows = np.empty(int(self.per_log[lo:hi].sum()), LOCATION_ROW)
-        n, locs, f = 0, self.locations, self.files
+        n, locs = 0, self.locations
         for k0 in range(0, len(locs), CHUNK):
             if n == len(rows):
                 break
             c = locs[k0:k0 + CHUNK]
-            n += location_rows(c["file"], c["entry"], c["log"], c["pos"], f["scope"], f["ledger"], self.ids,
-                               self.sizes, lo, hi, k0, rows["k"][n:], rows["key"][n:], rows["scope"][n:],
-                               rows["ledger"][n:], rows["entry"][n:])
+            n += location_rows(c["file"], c["entry"], c["log"], c["pos"], self.ids, self.sizes, lo, hi, k0,
+                               rows["k"][n:], rows["key"][n:], rows["entry"][n:], rows["file"][n:])
         return rows
 
     def ranges(self) -> Iterator[tuple[int, np.ndarray]]:
@@ -55,14 +54,14 @@ class RereadLocations:
         pass
 
 
-def routed_locations(locations: np.ndarray, files: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
+def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
                      bounds: np.ndarray, budget: int, folder: SpillFolder,
                      few: int = FEW_RANGES) -> RereadLocations | RangeSpill:
     """The rows of the ``locations`` that point into a scanned log (sorted ``ids``) before its end
     (``sizes``), grouped by range of log ids (``bounds``: the first id of each range after the first):
     ``ranges()`` gives (range, rows) in range order; ``close()`` drops what is held."""
     if len(bounds) + 1 <= few:
-        return RereadLocations(locations, files, ids, sizes, bounds)
+        return RereadLocations(locations, ids, sizes, bounds)
 
     def route(rows: np.ndarray) -> np.ndarray:
         return np.searchsorted(bounds, location_logs(rows["key"]), side="right")
@@ -73,7 +72,7 @@ def routed_locations(locations: np.ndarray, files: np.ndarray, ids: np.ndarray, 
         c = locations[k0:k0 + CHUNK]
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
         rows = np.empty(len(c), LOCATION_ROW)
-        n = location_rows(c["file"], c["entry"], c["log"], c["pos"], files["scope"], files["ledger"], ids, sizes,
-                          *everything, k0, rows["k"], rows["key"], rows["scope"], rows["ledger"], rows["entry"])
+        n = location_rows(c["file"], c["entry"], c["log"], c["pos"], ids, sizes, *everything, k0, rows["k"],
+                          rows["key"], rows["entry"], rows["file"])
         spill.append(rows[:n])
     return spill

@@ -17,7 +17,50 @@ from bkdisk.diskio.config import kernel
 BLOCK = 65536            # paths decoded at once while iterating
 
 
-class PathColumn(Sequence[str]):
+class PathRows(Sequence[str]):
+    """Rows of paths that read as a list of str: a subclass gives ``__len__``, ``block(lo, hi)`` (rows
+    as strings at once) and ``_row(i)`` (one row, ``i`` in range)."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def block(self, lo: int, hi: int) -> list[str]:
+        raise NotImplementedError
+
+    def _row(self, i: int) -> str:
+        return self.block(i, i + 1)[0]
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            return self.block(start, stop) if step == 1 else [self[j] for j in range(start, stop, step)]
+        n = len(self)
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("path row out of range")
+        return self._row(i)
+
+    def __iter__(self) -> Iterator[str]:
+        for lo in range(0, len(self), BLOCK):
+            yield from self.block(lo, lo + BLOCK)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None   # type: ignore[assignment]
+
+
+class PathColumn(PathRows):
     """Row i: ``prefixes[group[i]]`` (``prefixes[0]`` when ``group`` is None) + the i-th byte string."""
 
     def __init__(self, data: np.ndarray, ends: np.ndarray, prefixes: Sequence[str] = ("",),
@@ -39,28 +82,9 @@ class PathColumn(Sequence[str]):
     def _prefix(self, i: int) -> str:
         return self.prefixes[0] if self.group is None else self.prefixes[int(self.group[i])]
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            return self.block(start, stop) if step == 1 else [self[j] for j in range(start, stop, step)]
-        n = len(self.ends)
-        i = int(i)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("path row out of range")
+    def _row(self, i: int) -> str:
         start = int(self.ends[i - 1]) if i else 0
         return self._prefix(i) + os.fsdecode(self.data[start:int(self.ends[i])].tobytes())
-
-    def __iter__(self) -> Iterator[str]:
-        for lo in range(0, len(self), BLOCK):
-            yield from self.block(lo, lo + BLOCK)
 
     def block(self, lo: int, hi: int) -> list[str]:
         """Rows ``lo`` to ``hi`` as strings, decoded at once."""
@@ -76,13 +100,6 @@ class PathColumn(Sequence[str]):
             return [p + os.fsdecode(blob[a:b]) for a, b in zip(starts, cuts)]
         pre = self.prefixes
         return [pre[g] + os.fsdecode(blob[a:b]) for g, a, b in zip(self.group[lo:hi].tolist(), starts, cuts)]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None   # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"PathColumn({len(self)} paths)"

@@ -17,6 +17,7 @@ from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
+from bkdisk.indexfiles.canonical_paths import placed_paths
 from bkdisk.indexfiles.file_rows import FileRows
 from bkdisk.indexfiles.listing import list_index_tree
 from bkdisk.indexfiles.reading import DEFAULT_BATCH, Reader, decode_index_bytes, read_index_files
@@ -30,7 +31,9 @@ def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=N
     reader = Reader(FileRows(), batch_bytes, sink)
     lst = list_index_tree(dirs, reader=reader)
     reads = reader.result(lst.files)
-    return IndexInventory(lst.dirs, lst.paths, lst.relpaths, reads.files, reads.headers, reads.errors,
+    relpaths = placed_paths(lst.relpaths, reads.files)   # (the walk's column of every path is dropped)
+    paths = relpaths.prefixed(lst.paths.prefixes, lst.files["dir"]) if relpaths is not lst.relpaths else lst.paths
+    return IndexInventory(lst.dirs, paths, relpaths, reads.files, reads.headers, reads.errors,
                           reads.locations, lst.strays, sorted(lst.failures + reads.failures, key=lambda f: f.path),
                           lst.symlinks)
 

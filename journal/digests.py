@@ -13,7 +13,7 @@ import numpy as np
 
 from bkdisk.diskio.config import kernel
 from bkdisk.diskio.digest_kernels import FACT_V2
-from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, verify_entry_digests, verify_streamed
+from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, digests_by_facts, verify_entry_digests, verify_streamed
 from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
 from bkdisk.diskio.windowed import concat_rows
@@ -57,9 +57,10 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
             with map_window(scan.path, w0, length) as arr:
                 rows, _ = verify_entry_digests(arr, _entries(arr, part, w0), plan, base=w0)
                 del arr
+            status = rows["status"]
         else:
-            rows = _verify_by_facts(scan.path, part, facts, plan, w0, length)
-        bad_parts.append(i + np.flatnonzero(rows["status"] == DIGEST_BAD))
+            status = _verify_by_facts(scan.path, part, facts, plan, w0, length)
+        bad_parts.append(i + np.flatnonzero(status == DIGEST_BAD))
     return np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
 
 
@@ -109,8 +110,17 @@ def _window_cuts(offset, size, idx, window, cuts):
 
 def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: DigestPlan, w0: int,
                      length: int) -> np.ndarray:
-    """verify_entry_digests of the data records ``part`` from their digest facts; the window of the
-    journal that holds them [w0, w0 + length) is mapped only for what the facts do not settle."""
+    """The digest statuses verify_entry_digests gives the data records ``part``, from their digest
+    facts; the window of the journal that holds them [w0, w0 + length) is mapped only for what the
+    facts do not settle.
+
+    When the facts settle every status (every V1 record's ledger decided, the usual case once the
+    entry logs are checked, or shown CRC32C by its first records), one kernel gives them and what the
+    plan learns, as the general check would (diskio.digests.digests_by_facts); otherwise the general
+    check decides (and sniffs) in order."""
+    settled = digests_by_facts(plan, part["size"], facts & FACT_V2, part["ledger"], facts)
+    if settled is not None:
+        return settled[2]
     ents = np.empty(len(part), dtype=FACT_FIELDS)
     ents["offset"], ents["size"] = part["offset"], part["size"]
     ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
@@ -128,7 +138,7 @@ def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: Diges
 
         rows, _ = verify_entry_digests(window, ents, plan, base=w0, facts=facts, lengths=lengths)
         mapped.clear()
-    return rows
+    return rows["status"]
 
 
 def _entries(arr: np.ndarray, part: np.ndarray, base: int) -> np.ndarray:

@@ -10,7 +10,7 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-from bkdisk.diskio.config import YOUNG_COLLECTION_EVERY, collector_eased
+from bkdisk.diskio.config import YOUNG_COLLECTION_EVERY, collector_eased, freeze_loaded
 
 HEALTHY = "interleaved-v6-hostport"
 
@@ -49,6 +49,19 @@ def test_eased_inside_frozen_then_restored(collector_default):
         assert gc.isenabled()   # still collecting: cycles made during a scan are freed
     assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_freeze_count() == 0
+
+
+def test_what_is_loaded_while_eased_is_frozen_too_and_thawed_after(collector_default):
+    class Loaded:
+        pass
+    freeze_loaded()   # outside: the collector is left as it is
+    assert gc.get_freeze_count() == 0
+    with collector_eased():
+        made = Loaded()
+        assert any(o is made for o in gc.get_objects())
+        freeze_loaded()
+        assert not any(o is made for o in gc.get_objects())
+    assert gc.get_freeze_count() == 0 and any(o is made for o in gc.get_objects())
 
 
 def test_cycles_made_while_eased_are_still_collected(collector_default):

@@ -36,13 +36,13 @@ def _ranges(held) -> list[tuple[int, np.ndarray]]:
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), logs=st.integers(1, 12), cut=st.integers(1, 3),
        chunk=st.sampled_from([7, 1 << 20]))
 def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, seed, n, logs, cut, chunk):
-    locs, files, ids, sizes, bounds = _inputs(seed, n, logs, cut)
+    locs, _files, ids, sizes, bounds = _inputs(seed, n, logs, cut)
     old = location_ranges.CHUNK
     location_ranges.CHUNK = chunk
     try:
         with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("spill")))) as folder:
-            again = routed_locations(locs, files, ids, sizes, bounds, 10**9, folder, few=10**9)
-            routed = routed_locations(locs, files, ids, sizes, bounds, 64, folder, few=0)   # spills at once
+            again = routed_locations(locs, ids, sizes, bounds, 10**9, folder, few=10**9)
+            routed = routed_locations(locs, ids, sizes, bounds, 64, folder, few=0)   # spills at once
             assert isinstance(again, RereadLocations) and not isinstance(routed, RereadLocations)
             a, b = _ranges(again), _ranges(routed)
     finally:

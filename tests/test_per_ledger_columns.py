@@ -123,8 +123,8 @@ def test_digest_decisions_report_as_the_plans_dict(decided):
 
 
 KEYS = st.tuples(st.sampled_from([0, 0, 0, 1, 2**64 - 1]), st.integers(0, 40) | st.just(2**64 - 1))
-OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get"]), KEYS, st.tuples(st.integers(0, 5), st.integers(0, 3))),
-               max_size=120)
+OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get", "put"]), KEYS,
+                         st.tuples(st.integers(0, 5), st.integers(0, 3))), max_size=120)
 
 
 @settings(max_examples=100, deadline=None)
@@ -140,8 +140,12 @@ def test_the_decision_table_answers_as_a_dict_whatever_its_merges(ops, merge_eve
 def _check_decisions(table, ops) -> None:
     model: dict = {}
     for op, key, value in ops:
-        if op == "set":
+        if op == "set" or (op == "put" and key[0] != 0):
             table[key], model[key] = value, value
+        elif op == "put":   # scope-0 ledgers as arrays at once: this one and two others
+            ledgers = sorted({key[1], (key[1] + 1) % 41, (key[1] * 7 + 3) % 41}, reverse=True)
+            table.put_ledgers(np.array(ledgers, np.uint64), np.full(len(ledgers), value[0]), value[1])
+            model.update({(0, lid): value for lid in ledgers})
         elif op == "del":
             assert (key in table) == (key in model)
             if key in model:

@@ -65,6 +65,29 @@ def test_a_scan_taking_digest_facts_in_its_walk_equals_the_scan_without(damaged_
     assert one.payload_hashes == two.payload_hashes
 
 
+@pytest.mark.parametrize("window", [4096, 16384])
+def test_windows_of_decided_ledgers_settled_from_facts_equal_the_scan_without(damaged_log: str, window: int,
+                                                                               monkeypatch):
+    """A second log of the same ledgers (decided by the first): its windows are settled from the facts
+    alone where they can be, with the rows a check of the bytes gives."""
+    settled: list[bool] = []
+    real = digests.digests_from_facts
+
+    def spy(*a):
+        k = real(*a)
+        settled.append(k >= 0)
+        return k
+    monkeypatch.setattr(digests, "digests_from_facts", spy)
+    with_facts, without = DigestPlan(), DigestPlan()
+    for _second in range(2):
+        one = scan_entry_log(damaged_log, window=window, digests=without, pipeline=False)
+        two = scan_entry_log(damaged_log, window=window, digests=with_facts, pipeline=False, digest_facts=True)
+        assert (one.digests["status"] == DIGEST_BAD).any()
+        assert one.digests.tolist() == two.digests.tolist()
+        assert np.array_equal(with_facts.decided_table()[1], without.decided_table()[1])
+    assert any(settled) and not all(settled)   # (windows of CRC32 ledgers need their bytes)
+
+
 def test_digests_are_checked_on_a_second_thread_only_when_pipelined(damaged_log: str, monkeypatch):
     seen: set[str] = set()
     real = scan_module.verify_entry_digests

@@ -119,3 +119,36 @@ def test_a_command_holds_numpy_blas_to_one_thread_unless_told(given, want):
     out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == want
+
+
+LOADED_PROBE = """
+import gc, importlib
+from bkdisk import fsck_cli
+
+class Checker:   # the checker as fsck_cli loads it, looked at as the check begins
+    def __getattr__(self, name):
+        real = importlib.import_module("bkdisk.fsck.api")
+        if name != "check_bookie":
+            return getattr(real, name)
+        def check(*args, **kwargs):
+            print("checker modules left to the collector:",
+                  any(type(o).__name__ == "CPUDispatcher" for o in gc.get_objects()), flush=True)
+            return real.check_bookie(*args, **kwargs)
+        return check
+
+fsck_cli.fsck_api = Checker()
+try:
+    fsck_cli.main([{root!r}, "--no-progress"])
+except SystemExit:
+    pass
+"""
+
+
+def test_the_checker_loaded_after_the_arguments_is_frozen_out_of_the_collectors_sight():
+    """numba's and the scanners' objects, loaded once the dirs are found, are not walked again by the
+    young collections of the check (they would be, on the thread every other waits for)."""
+    from conftest import GOLDEN
+    env = {**os.environ, "BKDISK_NO_FORK": "1"}
+    out = subprocess.run([sys.executable, "-c", LOADED_PROBE.format(root=str(GOLDEN / "interleaved-v6-hostport"))],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert "checker modules left to the collector: False" in out.stdout, out.stdout[-500:] + out.stderr[-500:]

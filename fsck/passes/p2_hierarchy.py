@@ -24,6 +24,8 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.confinement import first_link
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.keyjoin import mix
+from bkdisk.indexfiles.canonical_paths import PlacedPaths
 from bkdisk.indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
 
 BLOCK = 65536   # index files compared with their ledger's path at once
@@ -43,14 +45,18 @@ def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
     rows = inv.files
     sep = os.sep
     # Every path compared with its ledger's, a block of rows at a time (no Python object per file
-    # kept); findings made only for the files that differ.
-    for lo in range(0, len(rows), BLOCK):
-        block = rows[lo:lo + BLOCK]
+    # kept); findings made only for the files that differ. A walk that kept only the paths that
+    # differ (indexfiles.canonical_paths) names those rows: only they are looked at.
+    placed = inv.relpaths if isinstance(inv.relpaths, PlacedPaths) else None
+    stored = placed.stored if placed is not None else None
+    for lo in range(0, len(rows), BLOCK) if stored is None else range(0, len(stored), BLOCK):
+        at = np.arange(lo, min(lo + BLOCK, len(rows))) if stored is None else stored[lo:lo + BLOCK]
+        block = rows[at]
         named, scopes, ledgers = block["named"].tolist(), block["scope"].tolist(), block["ledger"].tolist()
         wants = index_relpaths(scopes, ledgers)
-        rels = inv.relpaths[lo:lo + len(block)]
+        rels = (inv.relpaths if placed is None else placed.column)[lo:lo + len(block)]
         for k in [k for k, (ok, rel, want) in enumerate(zip(named, rels, wants)) if not ok or rel != want]:
-            path = inv.paths[lo + k]
+            path = inv.paths[int(at[k])]
             if not named[k]:
                 yield Finding(Code.INDEX_BAD_NAME, path=path)
                 continue
@@ -81,7 +87,13 @@ def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
 
 def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:
     """Rows of named files whose ledger an earlier row already has: (first row, later rows), by first row."""
-    at = np.flatnonzero(rows["named"])
+    named = rows["named"]
+    h = mix([rows["scope"][named], rows["ledger"][named]])
+    h.sort()   # (one ledger's rows mix alike: no two equal mixes, no duplicate; one array, sorted in place)
+    if not bool(np.any(h[1:] == h[:-1])):
+        return []
+    del h
+    at = np.flatnonzero(named)
     order = at[np.lexsort((at, rows["ledger"][at], rows["scope"][at]))]   # by ledger, then row
     s, l = rows["scope"][order], rows["ledger"][order]
     same = (s[1:] == s[:-1]) & (l[1:] == l[:-1])

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
@@ -28,17 +29,17 @@ from bkdisk.formats.paths import LOCATIONS_DB
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
-from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, match_locations
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.location_ranges import CHUNK, routed_locations
+from bkdisk.fsck.range_join import ENTRY_ROW, join_range
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
-ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
-# A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
+# A range's working set per entry at most: the one-table join's row, its sort's order and the sorted copy
+# (a range joined log by log takes less: rows only for the free entries).
 _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
 PAIR_SHARE = 0.25     # of --memory-limit: two ranges joined at once
 # DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
@@ -50,16 +51,8 @@ LOC_ROW = np.dtype([("k", "<i8"), ("at", "<u8"), ("ledger", "<i8"), ("entry", "<
 _DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16
 
 
-def log_rows(scan: EntryLogArrays, log_id: int) -> np.ndarray:
-    t = np.empty(entry_count(scan), ENTRY_ROW)
-    for lo, e in entry_parts(scan):
-        p = t[lo:lo + len(e)]
-        entry_rows(e["offset"], e["scope"], e["ledger"], e["entry"], log_id, p["key"], p["scope"], p["ledger"],
-                   p["entry"], p["log"])
-    return t
-
-
 def run(ctx: CheckContext) -> Iterable[Finding]:
+    free_heap_returned()   # (what the passes before freed: this pass's peak would stand on it)
     if ctx.dirs.storage_kind == "rocksdb":
         return dbindex.findings(check_locations(ctx))
     return _index_files(ctx)
@@ -88,7 +81,7 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
 
     all_locs = inv.locations
     # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-    locs = routed_locations(all_locs, files, ids, sizes, bounds, budget, ctx.spill)
+    locs = routed_locations(all_locs, ids, sizes, bounds, budget, ctx.spill)
 
     wrong: list[tuple[int, Finding]] = []
     free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")
@@ -98,18 +91,10 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     def join(r: int, lr: np.ndarray) -> tuple[list[tuple[int, Finding]], np.ndarray]:
         """Range ``r``'s entries joined with the locations routed to it: wrong locations, free entries."""
         hi = bounds[r] if r < len(bounds) else None
-        parts = [log_rows(s, lf.log_id) for lf, s in by_id
-                 if lf.log_id >= int(lo_ids[r]) and (hi is None or lf.log_id < int(hi))]
-        t = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, ENTRY_ROW)
-        if len(t) > 1 and not bool(np.all(t["key"][1:] >= t["key"][:-1])):
-            t = t[np.argsort(t["key"], kind="stable")]   # (each log's entries come in position order)
-        slot, verdict = np.empty(len(lr), np.int64), np.empty(len(lr), np.uint8)
-        pointed = np.zeros(len(t), dtype=bool)
-        match_locations(t["key"], t["scope"], t["ledger"], t["entry"], lr["key"], lr["scope"], lr["ledger"],
-                        lr["entry"], slot, verdict, pointed)
-        found = [(int(lr["k"][i]), t[slot[i]] if verdict[i] == OTHER_ENTRY else None)
-                 for i in np.flatnonzero(verdict != SAME).tolist()]
-        return [(k, _wrong(inv, all_locs[k], f)) for k, f in found], t[~pointed]
+        here = [(lf.log_id, s) for lf, s in by_id
+                if lf.log_id >= int(lo_ids[r]) and (hi is None or lf.log_id < int(hi))]
+        found, free_here = join_range(files, here, lr)
+        return [(k, _wrong(inv, all_locs[k], f)) for k, f in found], free_here
 
     for wrong_here, free_here in in_order(join, locs.ranges(), width):
         wrong += wrong_here
@@ -189,10 +174,11 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
     """Entries in the logs no index points at: superseded copies and deleted ledgers' entries (garbage,
     counted), an indexed ledger's entry missing from its index, a ledger with no index at all."""
     files = inv.files
-    named = files[files["named"]]
-    broken = files[files["named"] & ~files["header_ok"]]
-    indexed_ledgers = KeySet([named["scope"], named["ledger"]])
-    broken_ledgers = KeySet([broken["scope"], broken["ledger"]])
+    named = files["named"]   # (columns picked, not whole rows copied: a bookie may hold millions of files)
+    broken = named & ~files["header_ok"]
+    indexed_ledgers = KeySet([files["scope"][named], files["ledger"][named]])
+    broken_ledgers = KeySet([files["scope"][broken], files["ledger"][broken]])
+    del named, broken
     facts = ctx.journal_facts
     pending = KeySet([np.array([lid.scope for _p, _o, lid, _e in facts.pending], np.uint64),
                       np.array([lid.ledger for _p, _o, lid, _e in facts.pending], np.uint64),
