@@ -98,12 +98,7 @@ class ChunkedLogScan(SinkKept, EntryLogScanArrays):
 
     def computed_ledgers_map(self) -> dict[tuple[int, int], int]:
         """EntryLogArrays.computed_ledgers_map, summed a part at a time."""
-        got = []
-        for _lo, e in entry_parts(self):
-            got.append(ledger_sums(e["scope"], e["ledger"], e["size"].astype(np.int64) + SIZE_PREFIX_SIZE))
-        if not got:
-            return {}
-        s, l, sums = ledger_sums(*(np.concatenate(c) for c in zip(*got)))
+        s, l, sums = entry_ledger_sums(self)
         return dict(zip(zip(s.tolist(), l.tolist()), sums.tolist()))
 
     def part(self, lo: int, hi: int) -> EntryLogScanArrays:
@@ -184,6 +179,14 @@ def entry_parts(scan: EntryLogArrays, rows: int | None = None) -> Iterator[tuple
     """(first row, entries) of the scan a part at a time (the entries alone: no other column is read)."""
     for lo, hi in entry_bounds(scan, rows):
         yield lo, entries_between(scan, lo, hi)
+
+
+def entry_ledger_sums(scan: EntryLogArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (scope, ledger) of the scan's entries, in that order: the sum of their sizes, size prefixes
+    included, as the ledgers map counts them; summed a part at a time."""
+    got = [ledger_sums(e["scope"], e["ledger"], e["size"].astype(np.int64) + SIZE_PREFIX_SIZE)
+           for _lo, e in entry_parts(scan)]
+    return got[0] if len(got) == 1 else ledger_sums(*(np.concatenate(c) for c in zip(*got)))
 
 
 def entries_between(scan: EntryLogArrays, lo: int, hi: int) -> np.ndarray:
