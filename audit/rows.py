@@ -299,7 +299,7 @@ def replica_logs(ctx, bid: str, rows: int) -> Iterator:
     audit, as when the inventory scans it: its copies must not be counted as intact or as missing (an
     unlistable dir is a finding already)."""
     from bkdisk.bookie.inventory import ledger_dir_name, log_rows
-    from bkdisk.fsck.scan_store import log_scan_parts
+    from bkdisk.entrylogs.scan_parts import log_scan_parts
     scans = ctx.log_scans
     names = [ledger_dir_name(d) for d in ctx.dirs.ledger_dirs]
     for lf in sorted(ctx.log_files, key=lambda f: (f.dir_index, f.log_id)):

@@ -92,12 +92,22 @@ class BookieSummary:
 def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None,
                      window: int = WINDOW_DEFAULT, parquet=None, ledger: LedgerId | None = None,
                      memory: MemoryLimit | None = None) -> BookieSummary:
-    """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer."""
+    """Scan every entry log of one bookie; write its rows as JSON Lines to ``out`` and/or to a Parquet writer.
+    A log's rows come a Parquet row group at a time, what does not fit in memory spilled to the
+    ``--tmp-dir`` (removed at the end)."""
+    memory = memory or MemoryLimit()
+    with SpillFolder(memory, dirs.all_dirs) as spill:
+        return _inventory(dirs, plan, out, jsonl=jsonl, payload_hash=payload_hash, window=window, parquet=parquet,
+                          ledger=ledger, memory=memory, spill=spill)
+
+
+def _inventory(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_hash: str | None, window: int,
+               parquet, ledger: LedgerId | None, memory: MemoryLimit, spill: SpillFolder) -> BookieSummary:
     summary: BookieSummary | None = None
     unlisted = 0
     for item in bookie_inventory.scan_bookie(dirs, plan, payload_hash=payload_hash, window=window,
                                              meanwhile=None if parquet is None else parquet.prepare,
-                                             memory_bytes=(memory or MemoryLimit()).bytes):
+                                             memory_bytes=memory.bytes, spill=spill, rows=ROW_GROUP):
         if isinstance(item, str):
             warn(item)
             unlisted += 1
@@ -108,7 +118,7 @@ def inventory_bookie(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, pa
         for w in rows.warnings:
             warn(w)
         summary.warnings += len(rows.warnings)
-        summary.logs += 1
+        summary.logs += rows.first
         summary.problems += rows.problems
         n = len(rows)
         if n == 0:
@@ -282,7 +292,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
             raise errors[0]
     # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
     bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
-    for dirs in bookies:   # the inventory spills nothing, but a --tmp-dir in a bookie's dirs is refused alike
+    for dirs in bookies:   # a --tmp-dir in any bookie's dirs is refused before any is read
         SpillFolder(memory, dirs.all_dirs)
     out = sys.stdout.buffer
     sink = _ParquetSink(parquet_path) if parquet_path else None

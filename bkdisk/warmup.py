@@ -36,6 +36,7 @@ layout = lazy_import("bkdisk.bookie.layout")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 writer = lazy_import("bkdisk.bookie.writer")
 fsck_api = lazy_import("bkdisk.fsck.api")
+journal_search = lazy_import("bkdisk.journal.search")
 fsck_context = lazy_import("bkdisk.fsck.context")
 dbledger = lazy_import("bkdisk.formats.dbledger")
 rocksdb_format = lazy_import("bkdisk.formats.rocksdb")
@@ -51,13 +52,14 @@ def warm_up() -> float:
     with tempfile.TemporaryDirectory(prefix="bkdisk-warm-up-") as d:
         spec = demo.sample_spec()
         root, md = os.path.join(d, "bookie"), os.path.join(d, "metadata")
-        writer.write_bookie(spec, root)
+        written = writer.write_bookie(spec, root)
         writer.write_metadata_dir(spec, md)
         dirs = layout.discover(root)
         check_bookie(dirs, CheckOptions(metadata_dir=md))
         check_bookie(dirs, CheckOptions())                       # sniffing paths, no metadata
         _warm_ranges()                                           # a check larger than its memory share
         _warm_rocksdb(os.path.join(d, "rocksdb"))                # DbLedgerStorage's block decoder
+        journal_search.find_record_pair(written.journal_files[0], 1)   # a torn journal's search for records
         meta, _errors = metadata_dir.load_metadata_dir(md)
         for hashed in (None, "sha256"):
             for rows in bookie_inventory.scan_bookie(dirs, metadata_dir.digest_plan(meta), payload_hash=hashed):

@@ -18,9 +18,11 @@ from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_
 from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.diskio.payload_hashes import PayloadHashes
-from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
+from bkdisk.diskio.scan_sink import Room, ScanSink, parts
+from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB, SpillFolder
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DEFAULT_WINDOW, EntryLogScanArrays, scan_entry_log
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan, entry_count
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name
@@ -45,6 +47,10 @@ def verified_status(digests: np.ndarray) -> np.ndarray:
 # The row, in order: (key, how it is written); constants per entry log are bookie_id, ledger_dir, log_id.
 CONSTANT_FIELDS = ("bookie_id", "ledger_dir", "log_id")
 JSONL_ROWS = 1 << 16   # rows encoded at once
+# Of the memory limit: the rows of the logs in flight held in memory (the rest spilled), with a spill folder.
+ROWS_SHARE = 0.25
+# Rows of a log handed to the caller at once, with a spill folder: a Parquet row group's.
+PART_ROWS = 1 << 18
 SLOTS = (Slot("offset", INT), Slot("scope", UINT), Slot("ledger", UINT), Slot("entry", INT), Slot("format", INT),
          Slot("size", INT), Slot("lac", INT), Slot("length", INT), Slot("payload_len", INT_OR_NULL),
          Slot("digest_type", CHOICE, _DIGEST_NAMES), Slot("digest_source", CHOICE, _SOURCES),
@@ -67,6 +73,7 @@ class LogRows:
     hash_row: np.ndarray | None
     warnings: list[str] = field(default_factory=list)
     problems: int = 0                   # framing damage met (each also in warnings)
+    first: bool = True                  # the log's first rows: its warnings and problems come with them
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -77,7 +84,7 @@ class LogRows:
         rows = None if self.hash_row is None else self.hash_row[keep]
         digests = None if self.digests is None else self.digests[keep]
         return LogRows(self.bookie_id, self.ledger_dir, self.log_id, self.path, self.entries[keep],
-                       digests, self.payload_sha256, rows, self.warnings, self.problems)
+                       digests, self.payload_sha256, rows, self.warnings, self.problems, self.first)
 
     def checked_digests(self) -> np.ndarray:
         """The digest rows; the rows an inventory lists come from a scan that checked digests."""
@@ -122,7 +129,8 @@ class LogRows:
         """Rows [lo, hi), as views of these rows' arrays."""
         return LogRows(self.bookie_id, self.ledger_dir, self.log_id, self.path, self.entries[lo:hi],
                        None if self.digests is None else self.digests[lo:hi], self.payload_sha256,
-                       None if self.hash_row is None else self.hash_row[lo:hi], self.warnings, self.problems)
+                       None if self.hash_row is None else self.hash_row[lo:hi], self.warnings, self.problems,
+                       self.first)
 
     def arrow(self, *, coded: bool = False, room=None):
         """The rows as a pyarrow RecordBatch with the same names and JSON's nulls.
@@ -176,7 +184,8 @@ def _hash_array(hashes: PayloadHashes | None) -> tuple[np.ndarray | None, np.nda
 
 def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None = None,
                 window: int = DEFAULT_WINDOW, meanwhile: Callable[[], object] | None = None,
-                jobs: int | None = None, memory_bytes: int = DEFAULT_MEMORY_MIB << 20) -> Iterator[LogRows | str]:
+                jobs: int | None = None, memory_bytes: int = DEFAULT_MEMORY_MIB << 20,
+                spill: SpillFolder | None = None, rows: int = PART_ROWS) -> Iterator[LogRows | str]:
     """Every entry log of one bookie as a LogRows, in ledger-dir then log-id order; a str says what
     could not be read: a dir that could not be listed, or an entry log that could not be opened or
     read (the logs after it are still scanned), in that log's place.
@@ -189,6 +198,9 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
     the rows of the logs in flight and held by the caller, as estimated from their sizes, fit
     within ``memory_bytes`` less what the command needs besides; one log is always scanned. A
     caller that stops early (a closed pipe, Ctrl-C) waits for the logs scanned ahead to finish.
+    With ``spill``, each scan writes its per-entry arrays into a sink as it scans (diskio.scan_sink:
+    held within ROWS_SHARE of ``memory_bytes``, the rest spilled to ``spill``), and a log comes as
+    LogRows of ``rows`` rows at a time: no log's rows are ever held whole, however many it has.
     ``meanwhile`` runs on the caller's thread once the first scans are under way (what the caller
     will need for the rows, imported while they run)."""
     import functools
@@ -203,13 +215,23 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
         items += [(ledger_dir_name(ld), log_id, path) for log_id, path in found]
     logs = [item for item in items if not isinstance(item, str)]
     width = max(1, jobs if jobs is not None else min(SIDE_BY_SIDE, os.cpu_count() or 1))
-    rows_room = _RowsRoom(memory_bytes - OTHER_MEMORY, ROW_BYTES + (HASH_ROW_BYTES if payload_hash else 0))
+    row_bytes = ROW_BYTES + (HASH_ROW_BYTES if payload_hash else 0)
+    room = Room(int(memory_bytes * ROWS_SHARE)) if spill is not None else None
+    # (with a sink, what a log's rows hold beyond the share is its scan's table and the part the caller has)
+    rows_room = _RowsRoom(memory_bytes - OTHER_MEMORY - (room.limit if room is not None else 0), row_bytes,
+                          most=None if room is None else 2 * (ScanSink.part_bytes + rows * row_bytes))
     shared = SharedPlan(plan)
 
     def scan(path: str, fork: PlanFork, alone: bool = False) -> EntryLogScanArrays:
         # side by side, each scan walks and checks on its own thread: a second thread each costs GIL hand-offs
-        return scan_entry_log(path, window=window, digests=fork.plan, payload_hash=payload_hash,
-                              digest_facts=True, pipeline=None if alone else False)
+        sink = None if room is None or spill is None else ScanSink(room, spill)
+        try:
+            return scan_entry_log(path, window=window, digests=fork.plan, payload_hash=payload_hash,
+                                  digest_facts=True, pipeline=None if alone else False, sink=sink)
+        except BaseException:
+            if sink is not None:
+                sink.close()
+            raise
 
     with ThreadPoolExecutor(width, thread_name_prefix="inventory-scan") as helpers:
         flight: deque = deque()   # (log, its size, its rows' estimate, its fork, its scan's future), in log order
@@ -243,7 +265,10 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
                 result: EntryLogScanArrays | BaseException = future.result()
             except (DiskError, FormatError) as e:
                 result = e
+            first = result
             result = shared.commit(fork, result, functools.partial(scan, path, alone=True))
+            if result is not first and isinstance(first, ChunkedLogScan):
+                first.close()   # (scanned again)
             start_more()
             shared.forget_before(min((f[3].commits for f in flight), default=shared.commits))
             if isinstance(result, BaseException):
@@ -251,8 +276,15 @@ def scan_bookie(dirs: BookieDirs, plan: DigestPlan, *, payload_hash: str | None 
                     raise result
                 yield str(result)
                 continue
-            rows_room.learned(size, len(result.entries))
-            yield log_rows(bid, ld_name, log_id, result)
+            rows_room.learned(size, entry_count(result))
+            if not isinstance(result, ChunkedLogScan):
+                yield log_rows(bid, ld_name, log_id, result)
+                continue
+            try:
+                for lo, hi in parts(max(1, result.count()), rows):   # (an empty log: one empty part)
+                    yield log_rows(bid, ld_name, log_id, result.part(lo, min(hi, result.count())), first=lo == 0)
+            finally:
+                result.close()
 
 
 # Logs scanned at once at most (more helper threads than cores only trade the GIL).
@@ -271,13 +303,15 @@ FIRST_RECORD_BYTES = 256
 class _RowsRoom:
     """The bytes the rows of the logs in flight or held may take, and the estimate of a log's."""
 
-    def __init__(self, room: int, row_bytes: int):
-        self.room, self.row_bytes, self.used = room, row_bytes, 0
+    def __init__(self, room: int, row_bytes: int, most: int | None = None):
+        self.room, self.row_bytes, self.used, self.most = room, row_bytes, 0, most
         self.seen_bytes, self.seen_rows = FIRST_RECORD_BYTES, 1
 
     def take(self, size: int, anyway: bool) -> int | None:
-        """Room for a log of ``size`` bytes (its estimate, to give back), or None when it does not fit."""
+        """Room for a log of ``size`` bytes (its estimate, to give back), or None when it does not fit;
+        ``most``: the bytes a log's rows hold at most, whatever its size."""
         need = size * self.seen_rows // self.seen_bytes * self.row_bytes
+        need = need if self.most is None else min(need, self.most)
         if not anyway and self.used + need > self.room:
             return None
         self.used += need
@@ -303,11 +337,12 @@ def ledger_dir_name(ledger_dir: str) -> str:
     return os.path.basename(os.path.normpath(ledger_dir))
 
 
-def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogScanArrays) -> LogRows:
-    """The rows of one scanned entry log (a scan made here or by fsck's pass 4, which the audit reuses)."""
+def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogScanArrays, first: bool = True) -> LogRows:
+    """The rows of one scanned entry log (a scan made here or by fsck's pass 4, which the audit reuses);
+    ``first``: they are its first rows (the log's warnings and problems come with them, not with later parts)."""
     digests, rows = _hash_array(s.payload_hashes)
-    return LogRows(bookie_id, ledger_dir, log_id, s.path, s.entries, s.digests, digests, rows, scan_warnings(s),
-                   len(s.problems))
+    return LogRows(bookie_id, ledger_dir, log_id, s.path, s.entries, s.digests, digests, rows,
+                   scan_warnings(s) if first else [], len(s.problems) if first else 0, first)
 
 
 def scan_warnings(s: EntryLogScanArrays) -> list[str]:

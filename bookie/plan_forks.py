@@ -22,6 +22,7 @@ from bkdisk.diskio.digests import DigestPlan, verify_entry_digests
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.entrylogs.arrays import distinct_ledgers
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan, entry_bounds, entry_parts, scan_part
 
 
 @dataclass
@@ -73,7 +74,7 @@ class SharedPlan:
             if isinstance(scan, BaseException):
                 fork, scan = self._again(rescan)
             else:
-                mine = distinct_ledgers(scan.entries["ledger"]).astype(np.uint64)
+                mine = _ledgers_of(scan)
                 hit = moved[np.isin(moved, mine)] if len(mine) else moved[:0]
                 if len(hit) and not _decided_with_a_type(self.plan, hit):
                     fork, scan = self._again(rescan)
@@ -126,18 +127,30 @@ def _decided_with_a_type(plan: DigestPlan, ledgers: np.ndarray) -> bool:
         return bool(found.all() and (rows[at, 0] != 0).all())
 
 
+def _ledgers_of(scan) -> np.ndarray:
+    """The distinct ledger ids of the scan's entries (sorted), a part of them at a time."""
+    got = [distinct_ledgers(e["ledger"]) for _lo, e in entry_parts(scan)]
+    return (np.unique(np.concatenate(got)) if len(got) > 1 else got[0]).astype(np.uint64)
+
+
 def _check_again(scan, plan: DigestPlan, ledgers: np.ndarray) -> None:
     """Check the digests of the scan's entries of ``ledgers`` (each decided with a type in ``plan``)
-    as the scan in turn checked them: with that type, from the file's bytes."""
-    e = scan.entries
-    idx = np.flatnonzero(np.isin(e["ledger"], ledgers))
-    hashing = scan.payload_hashes is not None
+    as the scan in turn checked them: with that type, from the file's bytes; a part of them at a time."""
     with ExitStack() as stack:
         data = readonly(stack.enter_context(map_file(scan.path)))
-        rows, hashes = verify_entry_digests(data, e[idx], plan, payload_hash="sha256" if hashing else None)
-    scan.digests[idx] = rows
-    if hashing:
-        scan.payload_hashes.put(idx, hashes)
+        for lo, hi in entry_bounds(scan):
+            part = scan_part(scan, lo, hi)
+            e = part.entries
+            idx = np.flatnonzero(np.isin(e["ledger"], ledgers))
+            if len(idx) == 0:
+                continue
+            hashing = part.payload_hashes is not None
+            rows, hashes = verify_entry_digests(data, e[idx], plan, payload_hash="sha256" if hashing else None)
+            part.digests[idx] = rows
+            if hashing:
+                part.payload_hashes.put(idx, hashes)
+            if isinstance(scan, ChunkedLogScan):
+                scan.put_digests(lo, part)
 
 
 def _insert_decided(table: DecisionTable, ids: np.ndarray, rows: np.ndarray) -> None:

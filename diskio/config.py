@@ -171,8 +171,10 @@ def free_heap_returned() -> None:
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
         import ctypes
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+        return trim
+    except (OSError, AttributeError, TypeError):   # (TypeError: no C library to open by None)
         return None
 
 

@@ -129,20 +129,27 @@ class Columns:
         self._rows = np.zeros(max(1, capacity), dtype)
         self.arrays = [self._rows[name] for name in dtype.names or ()]
 
-    def grow_if_full(self, used: int, walked: int = 0, size: int = 0) -> None:
+    def grow_if_full(self, used: int, walked: int = 0, size: int = 0, most: int | None = None) -> None:
         """Make room past ``used`` rows: to what the rows so far project for the whole input when the
         walk has covered ``walked`` of its ``size`` bytes (at most eight times the room, as a file
-        mostly zeros past its start projects far too many), and at least double. Rows already written
-        stay where they are (a view of them taken earlier still reads them)."""
+        mostly zeros past its start projects far too many, and at most ``most`` rows), and at least
+        double. Rows already written stay where they are (a view of them taken earlier still reads them)."""
         if used < len(self._rows):
             return
         want = 2 * len(self._rows)
         if 0 < walked < size:
-            want = max(want, min(used * size // walked + used // 16 + 1024, 8 * len(self._rows)))
+            projected = min(used * size // walked + used // 16 + 1024, 8 * len(self._rows))
+            want = max(want, projected if most is None else min(projected, most))
         rows = np.empty(want, self.dtype)
         copy_rows(rows[:used], self._rows[:used])
         self._rows = rows
         self.arrays = [rows[name] for name in self.dtype.names or ()]
+
+    def restart(self, capacity: int) -> None:
+        """Room for ``capacity`` rows, none written (a view of the rows before still reads them): a table
+        grown large while its rows were kept in it, once they are handed over, is not filled again."""
+        self._rows = np.zeros(max(1, capacity), self.dtype)
+        self.arrays = [self._rows[name] for name in self.dtype.names or ()]
 
     def table(self, lo: int, hi: int) -> np.ndarray:
         """Rows [lo, hi), a view: the kernel writes only rows past the ones it reported."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.reader import read_entry_log
 from bkdisk.formats import entrylog as fe
 from bkdisk.formats.errors import FormatError
@@ -35,6 +36,16 @@ def distinct_ledgers(ids: np.ndarray) -> np.ndarray:
     return np.unique(ids[np.concatenate(([True], ids[1:] != ids[:-1]))])
 
 
+def ledger_sums(scope: np.ndarray, ledger: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (scope, ledger) of rows, in id order, and the sum of the rows' ``weight`` (int64) for each."""
+    if len(scope) == 0:
+        return scope[:0], ledger[:0], np.zeros(0, np.int64)
+    order = np.lexsort((ledger, scope))
+    s, l = scope[order], ledger[order]
+    first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])]))
+    return s[first], l[first], np.add.reduceat(weight[order], first)
+
+
 @dataclass
 class EntryLogArrays:
     path: str
@@ -51,13 +62,16 @@ class EntryLogArrays:
     def computed_ledgers_map(self) -> dict[tuple[int, int], int]:
         """Per (scope, ledger): the sum of its entries' sizes, size prefixes included, as the ledgers map says."""
         e = self.entries
-        if len(e) == 0:
-            return {}
-        order = np.lexsort((e["ledger"], e["scope"]))
-        s, l = e["scope"][order], e["ledger"][order]
-        first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])]))
-        sums = np.add.reduceat(e["size"][order].astype(np.int64) + fe.SIZE_PREFIX_SIZE, first)
-        return dict(zip(zip(s[first].tolist(), l[first].tolist()), sums.tolist()))
+        s, l, sums = ledger_sums(e["scope"], e["ledger"], e["size"].astype(np.int64) + fe.SIZE_PREFIX_SIZE)
+        return dict(zip(zip(s.tolist(), l.tolist()), sums.tolist()))
+
+
+@dataclass
+class EntryLogScanArrays(EntryLogArrays):
+    """EntryLogArrays plus, when digests were checked, one DIGEST_DTYPE row per entry."""
+
+    digests: np.ndarray | None = None
+    payload_hashes: PayloadHashes | None = None   # when a payload hash was asked for
 
 
 def scan_entry_log_reference(path: str | os.PathLike, data: bytes | None = None) -> EntryLogArrays:

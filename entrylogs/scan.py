@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from bkdisk.diskio.digests import (
 )
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.diskio.scan_sink import ScanSink
 from bkdisk.diskio.windowed import (
     DEFAULT_WINDOW,
     MIN_WINDOW,
@@ -45,8 +45,9 @@ from bkdisk.diskio.windowed import (
     new_state,
     walk_windows,
 )
-from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
+from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogScanArrays
 from bkdisk.entrylogs.reader import read_frame
+from bkdisk.entrylogs.scan_parts import LEDGER_MAP_ITEM_BYTES, ChunkedLogScan, LogOutput
 from bkdisk.entrylogs.walk import (
     ENTRIES,
     HEADER_LOOKAHEAD,
@@ -71,17 +72,10 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 
 
-@dataclass
-class EntryLogScanArrays(EntryLogArrays):
-    """EntryLogArrays plus, when digests were checked, one DIGEST_DTYPE row per entry."""
-
-    digests: np.ndarray | None = None
-    payload_hashes: PayloadHashes | None = None   # when a payload hash was asked for
-
-
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
                    digests: DigestPlan | None = None, payload_hash: str | None = None,
-                   pipeline: bool | None = None, digest_facts: bool = False) -> EntryLogScanArrays:
+                   pipeline: bool | None = None, digest_facts: bool = False,
+                   sink: ScanSink | None = None) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
@@ -93,6 +87,11 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     digest facts (diskio.digest_kernels.entry_facts) while the entry is in cache, and the check of a
     window reads its bytes again only for what they do not settle: less work in all, more of it on
     the walk's thread (for callers that run several scans at once).
+
+    ``sink``: the per-entry arrays (entries, digests, payload hashes) go to the sink's columns part
+    by part as the walk goes, within the room it gives (diskio.scan_sink), and the result is a
+    ``ChunkedLogScan`` (entrylogs.scan_parts) that reads them back a range at a time: no array of
+    every entry of the log is made.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -122,8 +121,9 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         capacity = int(min(max(end - fe.HEADER_SIZE, 0) // _SMALLEST_RECORD + 1, max(1024, min(window, end) // 2048)))
         entries, problems = Columns(ENTRY_DTYPE, capacity), Columns(PROBLEM_DTYPE, 16)
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
-        digest_parts: list[np.ndarray] = []
-        hash_parts: list[PayloadHashes] = []
+        out = LogOutput(sink, check, payload_hash is not None)
+        if sink is not None and res.ledgers_map is not None:
+            sink.take(len(res.ledgers_map) * LEDGER_MAP_ITEM_BYTES)
         emitted = [0]
         # Each entry's digest facts, taken by the walk while the entry is in cache: the digest check
         # of its window reads the bytes again only for what they do not settle.
@@ -142,37 +142,56 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 whole_file[0] = src.whole()
             else:   # FULL
                 used = int(state[ENTRIES])
-                entries.grow_if_full(used, int(state[POSITION]) - fe.HEADER_SIZE, end - fe.HEADER_SIZE)
+                # (with a sink, projected for the file only as far as the room has left; once the entries
+                # spill the table holds a part: doubled, never projected)
+                most = out.rows_to_hold(used)
+                walked = int(state[POSITION]) - fe.HEADER_SIZE if sink is None or most is not None else 0
+                entries.grow_if_full(used, walked, end - fe.HEADER_SIZE, most)
                 problems.grow_if_full(int(state[PROBLEMS]))
                 if with_facts:
                     facts[0] = grown_beside(facts[0], entries, used)
 
-        def check_window(buf: np.ndarray, base: int):
+        def after_window(buf: np.ndarray, base: int):
             lo, hi = emitted[0], int(state[ENTRIES])
             emitted[0] = hi
-            if hi == lo:
-                return None
             # A view: growing the columns while the job runs moves later rows, never these.
             table, table_facts = entries.table(lo, hi), facts[0][lo:hi] if with_facts else None
+            if sink is not None and hi * ENTRY_DTYPE.itemsize >= sink.part_bytes \
+                    and not out.holds(entries.table(0, hi)):
+                # The table is filled again from its first row: the job keeps a copy of its rows.
+                table = table.copy()
+                table_facts = None if table_facts is None else table_facts.copy()
+                out.add_entries(entries.table(0, hi))
+                state[ENTRIES] = emitted[0] = 0
+                if len(entries.arrays[0]) * ENTRY_DTYPE.itemsize > 2 * sink.part_bytes:   # (grown while held)
+                    entries.restart(sink.part_bytes // ENTRY_DTYPE.itemsize)
+                    if with_facts:
+                        facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
+            if hi == lo or not check:
+                return None
 
             def job() -> None:
                 rows, hashes = verify_entry_digests(buf, table, plan, base=base, payload_hash=payload_hash,
                                                     facts=table_facts)
-                digest_parts.append(rows)
-                if hashes is not None:
-                    hash_parts.append(hashes)
+                out.add_digests(rows, hashes)
             return job
 
         # The digests of one window are checked on a second thread while the next window is walked
         # (both kernels release the GIL); one thread, so the plan sees the windows in order.
         background = stack.enter_context(ThreadPoolExecutor(1)) if check and pipeline else None
         walk_windows(src, state, end, window, HEADER_LOOKAHEAD, run_kernel, on_request,
-                     check_window if check else None, background)
-        res.entries = entries.finished(int(state[ENTRIES]))
+                     after_window if check or sink is not None else None, background)
         res.problems = problems.finished(int(state[PROBLEMS]))
+        if sink is None:
+            res.entries = entries.finished(int(state[ENTRIES]))
+            if plan is not None:
+                res.digests = concat_rows(out.digest_parts, DIGEST_DTYPE)
+                res.payload_hashes = PayloadHashes.concat(out.hash_parts) if payload_hash else None
+                # entries checked in a window before a later window decided their ledger's type
+                recheck_digests(res, plan, src.whole)
+            return res
+        out.last_entries(entries.finished(int(state[ENTRIES])))
+        chunked = ChunkedLogScan.of(res, sink)
         if plan is not None:
-            res.digests = concat_rows(digest_parts, DIGEST_DTYPE)
-            res.payload_hashes = PayloadHashes.concat(hash_parts) if payload_hash else None
-            # entries checked in a window before a later window decided their ledger's type
-            recheck_digests(res, plan, src.whole)
-    return res
+            chunked.recheck(plan, src.whole)
+        return chunked

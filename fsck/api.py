@@ -202,7 +202,7 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     import os
 
     from bkdisk.entrylogs.arrays import EntryLogArrays
-    from bkdisk.fsck.scan_store import entry_count
+    from bkdisk.entrylogs.scan_parts import entry_count
     log_bytes = sum(s.size for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     entries = sum(entry_count(s) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     jbytes = sum(os.path.getsize(j.path) for j in ctx.journal_files if os.access(j.path, os.F_OK))

@@ -4,7 +4,8 @@ entry-log ids (fsck.location_ranges) against the entries the scans of those logs
 Each log is joined on its scan's own arrays, its locations grouped by log: nothing per entry is
 copied but the entries no location points at. A range whose logs cannot be joined one at a time (one
 id in two ledger dirs, entries out of position order) is joined as one table of rows sorted by
-location, as before any grouping. Both give the same verdicts, slots and free entries."""
+location. Both give the same wrong locations, the entries found where they point, and free entries;
+every entry of a log whose id no location can name is free."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS, location_logs
 from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, match_locations, match_log
 
+LOCATABLE_LOGS = 1 << (64 - POSITION_BITS)   # log ids a location's high bits can name
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
 # (location number, the entry of other ids found where it points, or None: no entry starts there)
 Wrong = list[tuple[int, np.void | None]]
@@ -42,10 +44,13 @@ def join_range(files: np.ndarray, here: Sequence[tuple[int, EntryLogArrays]],
 
 
 def _apart(here: Sequence[tuple[int, EntryLogArrays]]) -> list[tuple[int, np.ndarray]] | None:
-    """The range's logs as (id, entries) when each can be joined on its own: ids distinct, each log's
-    entries in position order (as its scan walks it), every position within a location's bits."""
+    """The range's logs as (id, entries) when each can be joined on its own: ids distinct and within a
+    location's bits, each log's entries in position order (as its scan walks it), every position within
+    a location's bits."""
     out: list[tuple[int, np.ndarray]] = []
     for log_id, s in here:
+        if log_id >= LOCATABLE_LOGS:
+            return None
         e = s.entries   # (read once: a spilled scan reads its file at each access)
         off = e["offset"]
         if (out and out[-1][0] == log_id) or (len(e) and (int(off[-1]) + SIZE_PREFIX_SIZE >= 1 << POSITION_BITS
@@ -81,7 +86,10 @@ def _join_logs(files: np.ndarray, logs: list[tuple[int, np.ndarray]], lr: np.nda
 
 
 def _join_rows(files: np.ndarray, here: list[tuple[int, np.ndarray]], lr: np.ndarray) -> tuple[Wrong, np.ndarray]:
-    parts = [log_rows(e, log_id) for log_id, e in here]
+    # A log whose id does not fit a location's high bits is one no location points at: its entries
+    # are all free, after the others (its id is above theirs), and they take no key of another log.
+    parts = [log_rows(e, log_id) for log_id, e in here if log_id < LOCATABLE_LOGS]
+    beyond = [log_rows(e, log_id) for log_id, e in here if log_id >= LOCATABLE_LOGS]
     t = np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, ENTRY_ROW)
     if len(t) > 1 and not bool(np.all(t["key"][1:] >= t["key"][:-1])):
         t = t[np.argsort(t["key"], kind="stable")]   # (each log's entries come in position order)
@@ -92,4 +100,4 @@ def _join_rows(files: np.ndarray, here: list[tuple[int, np.ndarray]], lr: np.nda
                     lr["entry"], slot, verdict, pointed)
     found: Wrong = [(int(lr["k"][i]), t[slot[i]] if verdict[i] == OTHER_ENTRY else None)
                     for i in np.flatnonzero(verdict != SAME).tolist()]
-    return found, t[~pointed]
+    return found, np.concatenate([t[~pointed], *beyond]) if beyond else t[~pointed]

@@ -12,6 +12,7 @@ import numpy as np
 
 from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.scan_parts import log_scan_parts
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import SLOT_SIZE, pack_location
@@ -28,14 +29,15 @@ def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, i
     copies: list[tuple[int, tuple[int, int, int, int]]] = []
     for lf in ctx.log_files:
         scan = ctx.log_scans.get(lf.path)
-        if not isinstance(scan, EntryLogArrays) or len(scan.entries) == 0:
+        if not isinstance(scan, EntryLogArrays):
             continue
-        e = scan.entries
-        dig = getattr(scan, "digests", None)
-        for i in np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger)).tolist():
-            r = _RANK[int(dig["status"][i])] if dig is not None else 1
-            off = int(e["offset"][i])
-            copies.append((int(e["entry"][i]), (r, lf.log_id, off, pack_location(lf.log_id, off + SIZE_PREFIX_SIZE))))
+        for part in log_scan_parts(scan):
+            e, dig = part.entries, getattr(part, "digests", None)
+            for i in np.flatnonzero((e["scope"] == lid.scope) & (e["ledger"] == lid.ledger)).tolist():
+                r = _RANK[int(dig["status"][i])] if dig is not None else 1
+                off = int(e["offset"][i])
+                copies.append((int(e["entry"][i]), (r, lf.log_id, off,
+                                                     pack_location(lf.log_id, off + SIZE_PREFIX_SIZE))))
     indexed = indexed_entries(ctx, lid)
     vouched = max([eid for eid, c in copies if c[0] > 0] + [int(indexed[-1]) if len(indexed) else -1])
     best: dict[int, tuple[int, int, int, int]] = {}

@@ -1,9 +1,10 @@
 """Each file of the bookie read once per check: the entry logs (their digests checked with the shared
 plan), the journals, the lastMark files, the .idx tree; CheckContext keeps each result for every pass.
 
-The scans go through the check's ScanStore (fsck.scan_store), which keeps them within their share of
-``--memory-limit``. With ``--jobs`` above 1 the log and journal scans run on background lanes
-(fsck.lanes); a scan there reports progress through the lanes, never the callback.
+The scans write their per-record arrays into sinks of the check's ScanStores (fsck.scan_store), which
+keep them within their share of ``--memory-limit`` and spill the rest part by part as they scan.
+With ``--jobs`` above 1 the log and journal scans run on background lanes (fsck.lanes); a scan there
+reports progress through the lanes, never the callback.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.diskio.spill import ChunkedArray
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
+from bkdisk.entrylogs.scan_parts import recheck
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, parse_last_mark
@@ -37,10 +39,12 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
 
     def one(lf: LogFile) -> EntryLogScanArrays | Exception:
         ctx.keep_going()
+        sink = ctx.scan_store.sink()
         try:
-            return ctx.scan_store.keep_log(scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
-                                                          payload_hash=ctx.options.payload_hash, digest_facts=True))
+            return scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
+                                  payload_hash=ctx.options.payload_hash, digest_facts=True, sink=sink)
         except (DiskError, FormatError) as e:
+            sink.close()
             return e
 
     out: dict[str, EntryLogScanArrays | Exception] = {}
@@ -59,7 +63,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
         for res in out.values():
             if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
-                scan_store.recheck(plan, res)
+                recheck(plan, res)
         with plan.lock:
             ctx.lanes.results["log_digest_decisions"] = DigestDecisions.of(plan)
     return out
@@ -69,10 +73,12 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
     out: dict[str, JournalArrays | Exception] = {}
     for jf in ctx.journal_files:
         ctx.keep_going()
+        sink = ctx.journal_store.sink()
         try:
-            out[jf.path] = ctx.journal_store.keep_journal(scan_journal(jf.path, window=ctx.options.memory.window,
-                                                                       digest_facts=ctx.options.verify_digests))
+            out[jf.path] = scan_journal(jf.path, window=ctx.options.memory.window,
+                                        digest_facts=ctx.options.verify_digests, sink=sink)
         except (DiskError, FormatError) as e:
+            sink.close()
             out[jf.path] = e
     return out
 

@@ -89,6 +89,12 @@ class PlacedPaths(PathRows):
     def __len__(self) -> int:
         return len(self.scope)
 
+    def _row(self, i: int) -> str:
+        j = int(np.searchsorted(self.stored, i))
+        stored = j < len(self.stored) and int(self.stored[j]) == i
+        rel = self.column[j] if stored else index_relpaths([int(self.scope[i])], [int(self.ledger[i])])[0]
+        return (self.prefixes[0] if self.group is None else self.prefixes[int(self.group[i])]) + rel
+
     def block(self, lo: int, hi: int) -> list[str]:
         """Rows ``lo`` to ``hi`` as strings."""
         hi = min(hi, len(self))
@@ -118,9 +124,18 @@ def placed_paths(relpaths: PathColumn, files: np.ndarray) -> PlacedPaths | PathC
         _placed(relpaths.data, relpaths.ends, files["scope"], files["ledger"], files["named"], _SUFFIX, placed)
     stored = np.flatnonzero(~placed)
     ends = relpaths.ends
-    starts = np.where(stored > 0, ends[np.maximum(stored - 1, 0)], 0).astype(np.int64)   # (the stored rows')
-    lengths = ends[stored] - starts
-    keep = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths) + \
-        np.arange(int(lengths.sum()))
-    column = PathColumn(relpaths.data[keep], np.cumsum(lengths).astype(np.int64))
-    return PlacedPaths(files["scope"], files["ledger"], stored, column)
+    starts = np.where(stored > 0, ends[np.maximum(stored - 1, 0)], 0).astype(np.int64)
+    kept_ends = np.cumsum(ends[stored] - starts).astype(np.int64)
+    data = np.empty(int(kept_ends[-1]) if len(kept_ends) else 0, relpaths.data.dtype)
+    _copy_rows(relpaths.data, starts, ends[stored], data)   # (no index per byte: a row's bytes at once)
+    return PlacedPaths(files["scope"], files["ledger"], stored, PathColumn(data, kept_ends))
+
+
+@kernel
+def _copy_rows(data, starts, ends, out):
+    """The bytes [starts[j], ends[j]) of ``data`` for each j, one after another into ``out``."""
+    at = 0
+    for j in range(starts.size):
+        n = ends[j] - starts[j]
+        out[at:at + n] = data[starts[j]:ends[j]]
+        at += n

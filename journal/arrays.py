@@ -36,17 +36,23 @@ class JournalArrays:
     # One byte per record when asked for (scan_journal's digest_facts): a data record's digest facts, 0 for others.
     digest_facts: np.ndarray | None = None
 
+    def count(self) -> int:
+        return len(self.records)
+
+    def row(self, i: int) -> np.void:
+        return self.records[i]
+
     def records_end(self) -> int:
         """The offset just past the last record (the header's end when there is none)."""
-        if len(self.records) == 0:
+        if self.count() == 0:
             return self.header_size
-        r = self.records[-1]
+        r = self.row(-1)
         head = PADDING_HEAD_SIZE if int(r["kind"]) == RecordKind.PADDING else RECORD_LENGTH_SIZE
         return int(r["offset"]) + head + int(r["size"])
 
     def body(self, data, i: int):
         """The body bytes of record ``i`` out of the file's bytes ``data``."""
-        r = self.records[i]
+        r = self.row(i)
         body = int(r["offset"]) + RECORD_LENGTH_SIZE
         return data[body:body + int(r["size"])]
 

@@ -6,6 +6,7 @@ the window for what the digest check needs: its entry format and its cumulative 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import ExitStack
 
 import numpy as np
@@ -15,10 +16,12 @@ from bkdisk.diskio.digest_kernels import FACT_V2
 from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, digests_by_facts, verify_entry_digests, verify_streamed
 from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
+from bkdisk.diskio.windowed import concat_rows
 from bkdisk.formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
 from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.scan_parts import record_parts
 
 JOURNAL_WINDOW = 64 << 20
 # The entries the digest check takes: the journal record's prefix and size, the entry's ids, format, length.
@@ -39,18 +42,9 @@ def data_records(records: np.ndarray) -> np.ndarray:
 def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNAL_WINDOW) -> np.ndarray:
     """The rows among ``scan``'s data records whose digest is bad (``plan`` is updated with what
     sniffing decides), verified over windows of at most ``window`` bytes of whole records."""
-    records = scan.records   # (read once: a spilled scan reads its file at each access)
-    facts = scan.digest_facts
-    idx = data_records(records)
-    if len(idx) == 0:
-        return np.zeros(0, np.int64)
     window = min(JOURNAL_WINDOW, window)
-    # The data records are taken a window's worth at a time, not copied whole.
-    cuts = np.zeros(len(idx) + 1, np.int64)
-    n_cuts = _window_cuts(records["offset"], records["size"], idx, window, cuts)
     bad_parts = []
-    for i, j in zip(cuts[:n_cuts - 1].tolist(), cuts[1:n_cuts].tolist()):
-        part = np.take(records, idx[i:j])
+    for i, part, facts in data_record_windows(scan, window):
         w0 = int(part["offset"][0])
         length = int(part["offset"][-1]) + RECORD_LENGTH_SIZE + int(part["size"][-1]) - w0
         if length > window:   # a record no window holds is streamed through its digest alone
@@ -65,9 +59,33 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
                 del arr
             status = rows["status"]
         else:
-            status = _verify_by_facts(scan.path, part, np.take(facts, idx[i:j]), plan, w0, length)
+            status = _verify_by_facts(scan.path, part, facts, plan, w0, length)
         bad_parts.append(i + np.flatnonzero(status == DIGEST_BAD))
     return np.concatenate(bad_parts) if bad_parts else np.zeros(0, np.int64)
+
+
+def data_record_windows(scan: JournalArrays, window: int) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
+    """The scan's data records in runs whose bytes span at most ``window`` (a larger record is a run of
+    its own), in order: (the run's first row among the data records, its records, their digest facts
+    or None). The records are read a part at a time; a run that may go on past a part waits for the next."""
+    carry: tuple[np.ndarray, np.ndarray | None] | None = None
+    first = 0   # the carried run's first row among the data records
+    for _lo, recs, facts in record_parts(scan):
+        idx = data_records(recs)
+        data, data_facts = np.take(recs, idx), None if facts is None else np.take(facts, idx)
+        if carry is not None:
+            data = concat_rows([carry[0], data], data.dtype)
+            data_facts = None if data_facts is None or carry[1] is None else np.concatenate([carry[1], data_facts])
+        if len(data) == 0:
+            continue
+        cuts = np.zeros(len(data) + 1, np.int64)
+        n_cuts = _window_cuts(data["offset"], data["size"], np.arange(len(data)), window, cuts)
+        for i, j in zip(cuts[:n_cuts - 2].tolist(), cuts[1:n_cuts - 1].tolist()):
+            yield first + i, data[i:j], None if data_facts is None else data_facts[i:j]
+        last = int(cuts[n_cuts - 2])
+        carry, first = (data[last:], None if data_facts is None else data_facts[last:]), first + last
+    if carry is not None and len(carry[0]):
+        yield first, carry[0], carry[1]
 
 
 @kernel

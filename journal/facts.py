@@ -15,6 +15,7 @@ from bkdisk.formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, Re
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.journal.arrays import JournalArrays, read_bodies
 from bkdisk.journal.ledger_keys import LedgerKeys
+from bkdisk.journal.scan_parts import record_parts
 
 BLOCK = 65536   # keyed records read at once
 
@@ -40,24 +41,28 @@ class JournalFacts:
         for journal_id, path, scan, mark in journals:
             if not isinstance(scan, JournalArrays):
                 continue
-            recs = scan.records
-            kinds = recs["kind"]
-            after = _after_mark(journal_id, recs["offset"], mark)
-            scope, ledger = recs["scope"], recs["ledger"]
-            # Each kind fills its own table, in record order: the same tables as one pass over every record.
-            fences = np.flatnonzero(kinds == RecordKind.FENCE)
-            for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), after[fences].tolist()):
-                lid = LedgerId(s, l)
-                f.fenced[lid] = f.fenced.get(lid, False) or not a
-            keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
-            for lo in range(0, len(keyed), BLOCK):
-                f._read_keys(path, recs[keyed[lo:lo + BLOCK]], keys)
-            data = np.flatnonzero((kinds == RecordKind.DATA) & after)
-            rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
-                       recs["entry"][data].tolist())
-            f.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
+            for _lo, recs, _facts in record_parts(scan):   # (a part at a time, in record order)
+                f._add(journal_id, path, recs, mark, keys)
         f.master_keys = keys.table()
         return f
+
+    def _add(self, journal_id: int, path: str, recs: np.ndarray, mark: LastMark | None, keys: _KeyRecords) -> None:
+        """The facts of ``recs``, records of one journal that follow those added before."""
+        kinds = recs["kind"]
+        after = _after_mark(journal_id, recs["offset"], mark)
+        scope, ledger = recs["scope"], recs["ledger"]
+        # Each kind fills its own table, in record order: the same tables as one pass over every record.
+        fences = np.flatnonzero(kinds == RecordKind.FENCE)
+        for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), after[fences].tolist()):
+            lid = LedgerId(s, l)
+            self.fenced[lid] = self.fenced.get(lid, False) or not a
+        keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
+        for lo in range(0, len(keyed), BLOCK):
+            self._read_keys(path, recs[keyed[lo:lo + BLOCK]], keys)
+        data = np.flatnonzero((kinds == RecordKind.DATA) & after)
+        rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
+                   recs["entry"][data].tolist())
+        self.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
 
     def _read_keys(self, path: str, recs: np.ndarray, keys: _KeyRecords) -> None:
         """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` of one journal."""

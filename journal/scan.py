@@ -18,6 +18,7 @@ from contextlib import ExitStack
 import numpy as np
 
 from bkdisk.diskio.config import crc_variant
+from bkdisk.diskio.scan_sink import ScanSink
 from bkdisk.diskio.windowed import (
     DEFAULT_WINDOW,
     MIN_WINDOW,
@@ -40,6 +41,7 @@ from bkdisk.formats.paths import parse_journal_name
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import JOURNAL_WINDOW
 from bkdisk.journal.reader import EndKind
+from bkdisk.journal.scan_parts import ChunkedJournalScan
 from bkdisk.journal.walk import (
     END_AT,
     END_CLASSIFY,
@@ -94,13 +96,16 @@ def _end_text(state: np.ndarray, n: int, body: bytes | None, version: int, path:
 
 
 def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: int = DEFAULT_WINDOW,
-                 data=None, digest_facts: bool = False) -> JournalArrays:
+                 data=None, digest_facts: bool = False, sink: ScanSink | None = None) -> JournalArrays:
     """Scan a journal from its first record (or byte offset ``start``, e.g. a lastMark) to its end.
 
     Equal to ``scan_journal_reference(path, data, start)``. ``data`` scans in-memory bytes instead.
     A journal version outside 1..6 raises FormatError, as the reference does. ``digest_facts``: also
     take each data record's digest facts (diskio.digest_kernels.entry_facts) from the window that
     holds it, so that its digest check (journal/digests.py) need not read the journal again.
+    ``sink``: the records (and facts) go to the sink's columns part by part as the walk goes, within
+    the room it gives (diskio.scan_sink), and the result is a ``ChunkedJournalScan``
+    (journal.scan_parts) that reads them back a range at a time.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -125,11 +130,36 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
             state[POSITION] = state[RESUME] = max(int(state[POSITION]), src.next_data(int(state[POSITION])))
         return status
 
+    columns = (sink.column("records", JOURNAL_DTYPE), sink.column("facts", np.uint8) if digest_facts else None) \
+        if sink is not None else None
+
     def grow(_status: int) -> None:
         used = int(state[RECORDS])
-        records.grow_if_full(used, int(state[POSITION]) - pos, n - pos)
+        # (with a sink, projected for the journal only as far as the room has left; once the records
+        # spill the table holds a part: doubled, never projected)
+        most = None if columns is None else columns[0].rows_to_hold(used)
+        walked = int(state[POSITION]) - pos if columns is None or most is not None else 0
+        records.grow_if_full(used, walked, n - pos, most)
         if digest_facts:
             facts[0] = grown_beside(facts[0], records, used)
+
+    def hand_over(least: int) -> None:
+        """The records so far to the sink's columns when they are ``least`` bytes or more and the columns
+        do not leave them in the table (ScanColumn.holds); the table is then filled again from its first row."""
+        used = int(state[RECORDS])
+        if columns is None or used == 0 or used * JOURNAL_DTYPE.itemsize < least:
+            return
+        held = [columns[0].holds(records.table(0, used)), columns[1] is None or columns[1].holds(facts[0][:used])]
+        if all(held):
+            return
+        columns[0].append(records.table(0, used))
+        if columns[1] is not None:
+            columns[1].append(facts[0][:used])
+        state[RECORDS] = 0
+        if len(records.arrays[0]) * JOURNAL_DTYPE.itemsize > 2 * least:   # (grown while held)
+            records.restart(least // JOURNAL_DTYPE.itemsize)
+            if digest_facts:
+                facts[0] = np.zeros(len(records.arrays[0]), np.uint8)
 
     def keep_unclassified_body(buf: np.ndarray, base: int) -> None:
         if state[MODE] == MODE_DONE and state[END_REASON] == END_CLASSIFY:
@@ -137,15 +167,23 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
             length = fj.RECORD_LENGTH.parse(buf[at:at + fj.RECORD_LENGTH_SIZE].tobytes())
             body_at = at + fj.RECORD_LENGTH_SIZE
             unclassified.append(buf[body_at:body_at + length].tobytes())
+        hand_over(sink.part_bytes if sink is not None else 0)
 
     with ExitStack() as stack:
         src = FileSource(p, data, stack)
         walk_windows(src, state, n, window, LOOKAHEAD, run_kernel, grow, keep_unclassified_body)
+    if columns is not None:   # the last records: the table is not filled again
+        columns[0].append(records.finished(int(state[RECORDS])), copy=False)
+        if columns[1] is not None:
+            columns[1].append(facts[0][:int(state[RECORDS])], copy=False)
+        state[RECORDS] = 0
     count = int(state[RECORDS])
     body = unclassified[0] if unclassified else None
     out = JournalArrays(p, parse_journal_name(os.path.basename(p)), version, header_size, n,
                         records.finished(count), EndKind(int(state[END_KIND])),
                         int(state[END_AT]), _end_text(state, n, body, version, p))
+    if sink is not None:
+        return ChunkedJournalScan.of(out, sink)
     if digest_facts:
         out.digest_facts = facts[0][:count].copy() if room_worth_freeing(len(facts[0]), count) else facts[0][:count]
     return out

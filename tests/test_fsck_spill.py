@@ -13,7 +13,10 @@ from click.testing import CliRunner
 from bkdisk.bookie.layout import discover, discover_all
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie, write_metadata_dir
+from bkdisk.diskio import scan_sink
+from bkdisk.diskio.scan_sink import ScanSink
 from bkdisk.diskio.spill import PREFIX, MemoryLimit
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, build_last_mark
@@ -23,7 +26,7 @@ from bkdisk.fsck.passes import p5_crosscheck
 from bkdisk.fsck_cli import fsck_command
 from bkdisk.journal.reader import read_journal
 from tests.conftest import GOLDEN
-from tests.fsck_helpers import entry_record, flip_payload, make_disk, patch
+from tests.fsck_helpers import entry_record, flip, flip_payload, make_disk, patch
 
 TINY = 1 / 256   # MiB: every scan spills, the cross-check runs over many ranges of logs
 
@@ -81,13 +84,23 @@ def test_spilled_check_of_a_damaged_bookie_gives_the_same_findings(tmp_path, mon
     assert spilled == held
 
 
-def test_spilled_check_with_jobs_and_payload_hashes_gives_the_same_findings(tmp_path, monkeypatch):
+@pytest.mark.parametrize("pairs", [True, False])
+def test_spilled_check_with_jobs_and_payload_hashes_gives_the_same_findings(tmp_path, monkeypatch, pairs):
+    """With --jobs, pass 5 joins two ranges at once while two joins of its largest log fit in its pair
+    share (made room for here, or not: at the tiny limit a log's join alone is past it)."""
     disk = make_disk(str(tmp_path / "d"))
     _damage(disk)
     tmp = tmp_path / "spill"
     tmp.mkdir()
+    widths = []
+    real = p5_crosscheck.in_order
+    monkeypatch.setattr(p5_crosscheck, "in_order",
+                        lambda fn, items, width: widths.append(width) or real(fn, items, width))
+    if pairs:
+        monkeypatch.setattr(p5_crosscheck, "PAIR_SHARE", 1 << 40)
     held, spilled = _both(disk.dirs, str(tmp), monkeypatch, metadata_dir=disk.md_dir, jobs=2, payload_hash="sha256")
     assert spilled == held and held
+    assert widths == [2, 2] if pairs else widths == [2, 1]   # (held with memory to spare, then spilled)
 
 
 @pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "interleaved-v4-smallpage", "sorted-v5-bookieid"])
@@ -95,6 +108,37 @@ def test_spilled_check_of_golden_bookies_gives_the_same_findings(tmp_path, monke
     for dirs in discover_all(str(GOLDEN / corpus)):
         held, spilled = _both(dirs, str(tmp_path), monkeypatch)
         assert spilled == held
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_check_whose_scans_spill_many_small_parts_gives_the_same_findings(tmp_path, monkeypatch, jobs):
+    """Every scan handed over a part a window, windows of a few records, readers taking a few rows at a
+    time across the parts' edges, journal digest windows across them: the findings of a check that
+    holds each scan in one part."""
+    disk = make_disk(str(tmp_path / "d"))
+    _damage(disk)
+    j = disk.written.journal_files[0]
+    data = [r for r in read_journal(j).records if r.kind == 0 and r.length > 100]
+    checked = [r for r in data if r.ledger_id in (1, 0x1234)]   # (CRC32C: their digests are verified)
+    for r in (checked[1], checked[len(checked) // 2], checked[-2]):
+        flip(j, r.offset + 4 + r.length - 3)
+    tmp = tmp_path / "spill"
+    tmp.mkdir()
+    kw = {"metadata_dir": disk.md_dir, "jobs": jobs, "payload_hash": "sha256"}
+    held = check_bookie(disk.dirs, CheckOptions(**kw))
+    monkeypatch.setattr(ScanSink, "part_bytes", 1)
+    monkeypatch.setattr(scan_sink, "PART_ROWS", 7)
+    monkeypatch.setattr(MemoryLimit, "window", property(lambda self: 4096))
+    spilled = check_bookie(disk.dirs, CheckOptions(memory=MemoryLimit(TINY, str(tmp)), **kw))
+    try:
+        scans = [s for s in spilled.context.log_scans.values() if isinstance(s, ChunkedLogScan)]
+        assert scans and all(s.spilled for s in scans) and max(s.count() for s in scans) > 7
+        assert [f["code"] for f in _findings(held)].count("JOURNAL_RECORD_CORRUPT") == 3
+        assert _findings(spilled) == _findings(held)
+    finally:
+        held.close()
+        spilled.close()
+    assert os.listdir(tmp) == []
 
 
 def test_a_tmp_dir_inside_the_bookie_is_refused_in_one_line(tmp_path):

@@ -250,14 +250,15 @@ def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scann
     assert out.strip().splitlines()[-1] == "[]"
 
 
-def _rows_in_turn(dirs, plan=None):
+def _rows_in_turn(dirs, plan=None, window=None):
     """(ledger dir, log id, scan) of each entry log scanned one after another with one plan."""
     from bkdisk.bookie import inventory as inv
     from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
     want, plan = [], plan or DigestPlan()
     for ld in dirs.ledger_dirs:
         for log_id, path in inv.entry_logs(ld)[0]:
-            want.append((inv.ledger_dir_name(ld), log_id, scan_entry_log(path, digests=plan)))
+            want.append((inv.ledger_dir_name(ld), log_id,
+                         scan_entry_log(path, digests=plan, **({} if window is None else {"window": window}))))
     return want
 
 
@@ -265,6 +266,37 @@ def _same_rows(got, want):
     assert [(r.ledger_dir, r.log_id) for r in got] == [(d, i) for d, i, _ in want]
     for r, (_d, _i, s) in zip(got, want):
         assert (r.entries == s.entries).all() and (r.digests == s.digests).all()
+
+
+def _same_rows_in_parts(got, want, rows):
+    """``got``: each log's rows in parts of at most ``rows``, its warnings with its first part only."""
+    logs = []
+    for r in got:
+        assert len(r) <= rows and (r.first or (not r.warnings and r.problems == 0))
+        if r.first:
+            logs.append([r])
+        else:
+            assert logs and (logs[-1][0].ledger_dir, logs[-1][0].log_id) == (r.ledger_dir, r.log_id)
+            logs[-1].append(r)
+    assert [(p[0].ledger_dir, p[0].log_id) for p in logs] == [(d, i) for d, i, _ in want]
+    assert max(len(p) for p in logs) > 1, "no log came in parts"
+    for parts, (_d, _i, s) in zip(logs, want):
+        assert np.array_equal(np.concatenate([p.entries for p in parts]), s.entries)
+        assert np.array_equal(np.concatenate([p.digests for p in parts]), s.digests)
+
+
+def _in_parts(monkeypatch, tmp_path, scan_bookie, dirs, plan, **kw):
+    """scan_bookie whose scans hand over a part a window of 4 KiB and spill all but the first, its logs'
+    rows given 5 at a time."""
+    from bkdisk.diskio.scan_sink import ScanSink
+    from bkdisk.diskio.spill import MemoryLimit, SpillFolder
+    monkeypatch.setattr(ScanSink, "part_bytes", 1)
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir(exist_ok=True)
+    with SpillFolder(MemoryLimit(1, str(spill_dir))) as spill:
+        got = list(scan_bookie(dirs, plan, window=4096, memory_bytes=4 << 10, spill=spill, rows=5, **kw))
+        assert spill.path is not None and os.listdir(spill.path) == []   # each log's files gone with its rows
+    return got
 
 
 def test_logs_scanned_side_by_side_give_the_rows_of_scanning_each_in_turn_in_order(tmp_path, monkeypatch):
@@ -308,6 +340,9 @@ def test_logs_scanned_side_by_side_give_the_rows_of_scanning_each_in_turn_in_ord
     got = list(inv.scan_bookie(dirs, DigestPlan(), jobs=2, memory_bytes=inv.OTHER_MEMORY + 1024))
     assert most[0] == 1
     _same_rows(got, want)
+    # Scans that spill as they go, each log's rows a few at a time: the same rows.
+    _same_rows_in_parts(_in_parts(monkeypatch, tmp_path, inv.scan_bookie, dirs, DigestPlan(), jobs=2),
+                        _rows_in_turn(dirs, window=4096), 5)
 
 
 @pytest.mark.parametrize("corrupt_log", [0, 1])
@@ -344,6 +379,9 @@ def test_logs_side_by_side_whose_ledger_was_sniffed_apart_give_the_rows_in_turn(
     assert (status == (DIGEST_UNKNOWN if corrupt_log == 0 else DIGEST_BAD)).all()
     for jobs in (1, 2, 3):
         _same_rows(list(inv.scan_bookie(dirs, DigestPlan(**plan), jobs=jobs)), want)
+    with pytest.MonkeyPatch.context() as mp:   # scans that spill, their rows in parts: checked again in parts
+        _same_rows_in_parts(_in_parts(mp, tmp_path, inv.scan_bookie, dirs, DigestPlan(**plan), jobs=2),
+                            _rows_in_turn(dirs, DigestPlan(**plan), window=4096), 5)
 
 
 @settings(max_examples=60, deadline=None)

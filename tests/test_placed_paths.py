@@ -46,7 +46,9 @@ def test_a_row_is_placed_exactly_when_its_path_is_its_ledgers(rows, data):
         assert got[i] == rels[i] and got[i:] == rels[i:]
     prefixes = ["/a/", "/b/"]
     group = np.array([i % 2 for i in range(len(rels))], np.int32)
-    assert list(got.prefixed(prefixes, group)) == [prefixes[i % 2] + r for i, r in enumerate(rels)]
+    pre = got.prefixed(prefixes, group)
+    assert list(pre) == [prefixes[i % 2] + r for i, r in enumerate(rels)]
+    assert [pre[i] for i in range(len(rels))] == list(pre)   # a row alone reads as in a block
 
 
 def test_a_walk_keeps_the_bytes_of_misplaced_files_only(tmp_path):

@@ -27,18 +27,21 @@ def _log(log_id: int, offsets: list[int], ids: list[tuple[int, int, int]]) -> tu
 def ranges(draw):
     files = np.zeros(4, INDEX_FILE_DTYPE)
     files["scope"], files["ledger"] = [0, 0, 1, 0], [5, 6, 5, 7]
-    ids = sorted(draw(st.lists(st.integers(1, 4), min_size=0, max_size=4)))   # one id may be in two dirs
+    # One id may be in two dirs; an id past a location's 32 bits names a log no location can point at.
+    ids = sorted(draw(st.lists(st.sampled_from([1, 2, 3, 4, 1 << 32, (1 << 32) + 1]), min_size=0, max_size=4)))
     here = []
     for log_id in ids:
         gaps = draw(st.lists(st.integers(1, 3), max_size=8))
         offsets = (1024 + np.cumsum(gaps) * 16).tolist()
+        if draw(st.booleans()):   # entries out of position order (a damaged or hand-made log)
+            offsets = draw(st.permutations(offsets))
         owners = [draw(st.integers(0, 3)) for _ in offsets]
         entries = [(int(files["scope"][f]), int(files["ledger"][f]), draw(st.integers(0, 2))) for f in owners]
         here.append(_log(log_id, offsets, entries))
     n = draw(st.integers(0, 20))
     lr = np.zeros(n, LOCATION_ROW)
     lr["k"] = np.arange(n) * 3
-    logs = ids or [1]
+    logs = [i for i in ids if i < range_join.LOCATABLE_LOGS] or [1]
     for i in range(n):
         log = draw(st.sampled_from(logs))
         pos = 1024 + 16 * draw(st.integers(0, 30)) + 4 + draw(st.sampled_from([0, 0, 0, 8]))
@@ -59,6 +62,46 @@ def test_a_range_joined_log_by_log_equals_one_sorted_table(case):
     files, here, lr = case
     want = _plain(range_join._join_rows(files, [(i, s.entries) for i, s in here], lr))
     assert _plain(range_join.join_range(files, here, lr)) == want
+
+
+def _entries(here):
+    """(log id, offset, (scope, ledger, entry)) of every entry of ``here``, log by log in its order."""
+    return [(log_id, int(e["offset"]), (int(e["scope"]), int(e["ledger"]), int(e["entry"])))
+            for log_id, sc in here for e in sc.entries]
+
+
+def _reference(files, here, lr):
+    """The join by its definition: a location points at the entry whose size prefix ends where it says
+    in the log it names (the first such, in the logs' order, when two dirs hold one id); every entry
+    not pointed at by a location of its own ids is free, in (log id, position) order."""
+    rows = [(log_id, off, ids) for log_id, off, ids in _entries(here) if log_id < range_join.LOCATABLE_LOGS]
+    first: dict[tuple[int, int], int] = {}
+    for j, (log_id, off, _ids) in enumerate(rows):
+        first.setdefault((log_id, off + 4), j)
+    pointed, found = set(), []
+    for i in range(len(lr)):
+        log_id, pos = int(lr["key"][i]) >> POSITION_BITS, int(lr["key"][i]) & ((1 << POSITION_BITS) - 1)
+        f = int(lr["file"][i])
+        j = first.get((log_id, pos))
+        if j is not None and rows[j][2] == (int(files["scope"][f]), int(files["ledger"][f]), int(lr["entry"][i])):
+            pointed.add(j)
+        else:
+            found.append((int(lr["k"][i]), None if j is None else rows[j][2]))
+    free = sorted(((log_id, off), ids) for j, (log_id, off, ids) in enumerate(rows) if j not in pointed)
+    free += [((log_id, off), ids) for log_id, off, ids in _entries(here) if log_id >= range_join.LOCATABLE_LOGS]
+    return found, [(log_id, ids) for (log_id, _off), ids in free]
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=ranges())
+def test_the_one_table_join_gives_the_join_by_its_definition(case):
+    files, here, lr = case
+    found, free = range_join._join_rows(files, [(i, s.entries) for i, s in here], lr)
+    got_found = [(k, None if e is None else (int(e["scope"]), int(e["ledger"]), int(e["entry"]))) for k, e in found]
+    got_free = [(int(r["log"]), (int(r["scope"]), int(r["ledger"]), int(r["entry"]))) for r in free]
+    want_found, want_free = _reference(files, here, lr)
+    assert got_found == want_found
+    assert sorted(got_free) == sorted(want_free) and [g[0] for g in got_free] == [w[0] for w in want_free]
 
 
 def test_only_the_free_entries_are_made_rows(monkeypatch):

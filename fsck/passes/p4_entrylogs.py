@@ -16,9 +16,10 @@ import numpy as np
 
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
-from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays
+from bkdisk.entrylogs.arrays import EntryLogArrays, EntryLogScanArrays
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
+from bkdisk.entrylogs.scan_parts import digest_parts, entries_between, entry_ledger_sums
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
 from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
@@ -27,7 +28,6 @@ from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding, given
-from bkdisk.fsck.scan_store import entry_count
 
 LAST_ID = "lastId"
 MAX_TEXT = 64   # a hex long and a newline; anything longer is not a lastId BookKeeper wrote
@@ -59,15 +59,15 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
     decided = ctx.log_digest_decisions   # as the entry-log scans left them: the journals' checks decide more
     unverified: dict[tuple[int, int], int] = {}
     for scan in ctx.log_scans.values():
-        digests = getattr(scan, "digests", None)   # (a scan made without a digest plan has none)
-        if not isinstance(scan, EntryLogArrays) or digests is None or entry_count(scan) == 0:
+        if not isinstance(scan, EntryLogScanArrays):
             continue
-        m = np.flatnonzero(digests["status"] == DIGEST_UNKNOWN)
-        if len(m):   # (the entries read only then: a spilled scan reads its file at each access)
-            e = scan.entries[m]
-            pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
-            for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
-                unverified[(s, l)] = unverified.get((s, l), 0) + n
+        for lo, digests in digest_parts(scan):   # (a scan made without a digest plan has none)
+            m = np.flatnonzero(digests["status"] == DIGEST_UNKNOWN)
+            if len(m):   # (the entries read only then)
+                e = entries_between(scan, lo, lo + len(digests))[m]
+                pairs, counts = np.unique(np.stack([e["scope"], e["ledger"]], axis=1), axis=0, return_counts=True)
+                for (s, l), n in zip(pairs.tolist(), counts.tolist()):   # one item per ledger, not per entry
+                    unverified[(s, l)] = unverified.get((s, l), 0) + n
     for code, keys in decided.by_code(SOURCE_SNIFFED):
         # One finding per digest type: a bookie without metadata may hold hundreds of thousands of ledgers.
         names = ", ".join(str(LedgerId(*k)) for k in keys[:10]) + (", ..." if len(keys) > 10 else "")
@@ -131,26 +131,14 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
         for (s, l), a, b in _map_differences(scan):
             yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=map_offset, scope=s, ledger=l,
                           detail=f"ledger {LedgerId(s, l)}: map says {a} bytes, the entries add up to {b}")
-    dig = getattr(scan, "digests", None)
-    if dig is not None and len(dig):
+    for lo, dig in digest_parts(scan) if isinstance(scan, EntryLogScanArrays) else ():
         bad = np.flatnonzero(dig["status"] == DIGEST_BAD)
-        # (read once, and only when some are bad: a spilled scan reads its file at each access)
-        rows = scan.entries[bad] if len(bad) else np.zeros(0, ENTRY_DTYPE)
+        if len(bad) == 0:
+            continue
+        rows = entries_between(scan, lo, lo + len(dig))[bad]   # (read only when some are bad)
         for r, i in zip(rows, bad.tolist()):
             yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
-
-
-def _ledger_sums(e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (scope, ledger) of the entries, in that order: the sum of their sizes, size prefixes
-    included, as the ledgers map counts them (EntryLogArrays.computed_ledgers_map as arrays)."""
-    order = np.lexsort((e["ledger"], e["scope"]))
-    s, l = e["scope"][order], e["ledger"][order]
-    first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])])) if len(e) else \
-        np.zeros(0, np.int64)
-    sizes = e["size"][order].astype(np.int64) + SIZE_PREFIX_SIZE
-    sums = np.add.reduceat(sizes, first) if len(e) else np.zeros(0, np.int64)
-    return s[first].astype(np.uint64), l[first].astype(np.uint64), sums
 
 
 def _map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | None, int | None]]:
@@ -176,7 +164,7 @@ def _map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | 
     order = np.lexsort((ids[1], ids[0]))
     m_scope, m_ledger, m_size = ids[0][order], ids[1][order], sizes[order]
     del ids, sizes, order
-    e_scope, e_ledger, e_sum = _ledger_sums(scan.entries)
+    e_scope, e_ledger, e_sum = (a.astype(t) for a, t in zip(entry_ledger_sums(scan), (np.uint64, np.uint64, np.int64)))
     if len(e_scope) == n and np.array_equal(e_scope, m_scope) and np.array_equal(e_ledger, m_ledger) \
             and np.array_equal(e_sum, m_size):
         return []

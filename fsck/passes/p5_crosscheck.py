@@ -22,6 +22,7 @@ import numpy as np
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
 from bkdisk.formats.paths import LOCATIONS_DB
@@ -33,13 +34,14 @@ from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.location_ranges import CHUNK, routed_locations
 from bkdisk.fsck.range_join import ENTRY_ROW, join_range
-from bkdisk.fsck.scan_store import entry_count
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
 FREE_ROW = np.dtype([("seq", "<i8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
-# A range's working set per entry: its row, the sort's order and the sorted copy, the join's arrays.
+# A range's working set per entry at most: the one-table join's row, its sort's order and the sorted copy
+# (a range joined log by log takes less: rows only for the free entries).
 _WORK_PER_ENTRY = 3 * ENTRY_ROW.itemsize
+PAIR_SHARE = 0.25     # of --memory-limit: two ranges joined at once
 # DbLedgerStorage: the join of one ledger dir's locations with its entry logs' entries.
 DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, and their sort
 DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
@@ -69,8 +71,10 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     per_id = dict.fromkeys(size_of, 0)
     for lf, s in scans:
         per_id[lf.log_id] += entry_count(s)
-    # With --jobs, two ranges are joined at once, each within half the share.
-    width = 2 if ctx.options.jobs > 1 else 1
+    # With --jobs, two ranges are joined at once, each within half the share, while two of the largest
+    # log's joins fit in PAIR_SHARE (a range holds a log at least, whatever the share).
+    largest = max(per_id.values(), default=0) * _WORK_PER_ENTRY
+    width = 2 if ctx.options.jobs > 1 and 2 * largest <= ctx.options.memory.share(PAIR_SHARE) else 1
     bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY,
                           budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
@@ -256,10 +260,11 @@ def _at(log: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 def _entries(scan, log_id: int) -> np.ndarray:
     from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
-    e = scan.entries
-    t = np.empty(len(e), DB_ENTRY_ROW)
-    t["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
-    t["ledger"], t["entry"] = e["ledger"], e["entry"]
+    t = np.empty(entry_count(scan), DB_ENTRY_ROW)
+    for lo, e in entry_parts(scan):
+        p = t[lo:lo + len(e)]
+        p["at"] = _at(np.full(len(e), log_id, np.int64), e["offset"].astype(np.int64) + ENTRY_SIZE_FIELD)
+        p["ledger"], p["entry"] = e["ledger"], e["entry"]
     return t
 
 

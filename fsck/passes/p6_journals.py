@@ -24,8 +24,9 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.journal.arrays import JournalArrays
-from bkdisk.journal.digests import bad_data_records, data_records
+from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
+from bkdisk.journal.scan_parts import data_rows
 from bkdisk.journal.search import find_record_pair
 
 DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
@@ -99,16 +100,15 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     bad = ctx.shared(DIGESTS, lambda: bad_records_of_journals(ctx)).get(scan.path)
     if bad is None:   # (a scan put in the context by hand)
         bad = _bad_records(ctx, scan)
-    # Read after the digests' check and once (a spilled scan reads its file at each access); only the
-    # bad rows are taken out of it.
-    recs = scan.records
-    data_idx = data_records(recs)
-    last = len(data_idx) - 1
-    for i in bad.tolist():
-        r = recs[data_idx[i]]
+    if len(bad) == 0:
+        return
+    # Only the bad rows are taken out of the records, read a part at a time.
+    at, rows, n_data = data_rows(scan, bad)
+    last, n_records = n_data - 1, scan.count()
+    for i, k, r in zip(bad.tolist(), at.tolist(), rows):
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-        if i == last and (is_newest or before_mark) and clean_end and int(data_idx[i]) >= len(recs) - 2:
+        if i == last and (is_newest or before_mark) and clean_end and k >= n_records - 2:
             code = Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL
             yield Finding(code, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
@@ -194,10 +194,11 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
             mark(files["scope"][c["file"]], files["ledger"][c["file"]], c["entry"])
     else:
         from bkdisk.entrylogs.arrays import EntryLogArrays
+        from bkdisk.entrylogs.scan_parts import entry_parts
         for s in ctx.log_scans.values():
             if isinstance(s, EntryLogArrays):
-                ents = s.entries
-                mark(ents["scope"], ents["ledger"], ents["entry"])
+                for _lo, ents in entry_parts(s):
+                    mark(ents["scope"], ents["ledger"], ents["entry"])
     # (a pending record equal to another one is held when either is: the set maps both to one row)
     key: dict[tuple[int, int, int], int] = {}
     for i, (_p, _o, lid, e) in enumerate(pend):

@@ -7,6 +7,7 @@ import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
 from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
@@ -39,13 +40,13 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
                 out.setdefault(lid, []).append(ids[a:b])
     else:
         for s in ctx.log_scans.values():
-            if not isinstance(s, EntryLogArrays) or len(s.entries) == 0:
+            if not isinstance(s, EntryLogArrays):
                 continue
-            e = s.entries
-            keys = np.stack([e["scope"], e["ledger"]], axis=1)
-            for sc, lg in np.unique(keys, axis=0).tolist():
-                m = (e["scope"] == sc) & (e["ledger"] == lg)
-                out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
+            for _lo, e in entry_parts(s):
+                keys = np.stack([e["scope"], e["ledger"]], axis=1)
+                for sc, lg in np.unique(keys, axis=0).tolist():
+                    m = (e["scope"] == sc) & (e["ledger"] == lg)
+                    out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
     # Entries after lastMark are only in the journal until a restart replays them into storage.
     for _path, _off, lid, eid in ctx.journal_facts.pending:
         out.setdefault(lid, []).append(np.array([eid], dtype=np.int64))

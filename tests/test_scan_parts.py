@@ -1,0 +1,183 @@
+"""A scan given a sink hands its per-record output over part by part as it scans, and the readers take
+it back a bounded range at a time: neither ever holds a file's records whole (numpy's allocations, as
+tracemalloc sees them, stay far below the size of the records), and both give exactly the rows, digests
+and journal facts of a scan held whole."""
+from __future__ import annotations
+
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import write_bookie
+from bkdisk.diskio import scan_sink
+from bkdisk.diskio.digests import DigestPlan
+from bkdisk.diskio.scan_sink import Room, ScanColumn, ScanSink
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
+from bkdisk.entrylogs.scan import scan_entry_log
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan, log_scan_parts
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.lastmark import LastMark
+from bkdisk.journal.digests import bad_data_records
+from bkdisk.journal.facts import JournalFacts
+from bkdisk.journal.scan import scan_journal
+from bkdisk.journal.scan_parts import ChunkedJournalScan, data_rows
+from tests.fsck_helpers import flip
+
+WINDOW = 4096          # bytes of a file walked at once
+PART = 4096            # bytes of rows a scan hands over at once
+READ_ROWS = 37         # rows a reader takes at once (not a divisor of the parts handed over)
+
+
+@pytest.fixture(scope="module")
+def small_entries(tmp_path_factory):
+    """A bookie of many tiny entries: its journals and logs hold far more record bytes than a window."""
+    root = str(tmp_path_factory.mktemp("small") / "bookie")
+    ledgers = [LedgerSpec(i + 1, [bytes([i, e % 251]) * 10 for e in range(3000)],
+                          digest_type=[DigestType.CRC32C, DigestType.CRC32][i % 2], password=b"pw") for i in range(4)]
+    w = write_bookie(BookieSpec(ledgers, entry_log_size_limit=1 << 20, journal_max_size=2 << 20,
+                                journal_prealloc_size=2 << 20), root)
+    return w
+
+
+@pytest.fixture
+def small_parts(monkeypatch, tmp_path):
+    monkeypatch.setattr(ScanSink, "part_bytes", PART)
+    monkeypatch.setattr(scan_sink, "PART_ROWS", READ_ROWS)
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        yield folder
+
+
+def _peak(fn):
+    """(fn's result, the peak of the memory traced while it ran)."""
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _largest(paths):
+    return max(paths, key=os.path.getsize)
+
+
+def test_a_journal_scan_given_a_sink_never_holds_its_records_whole(small_entries, small_parts):
+    j = _largest(small_entries.journal_files)
+    whole = scan_journal(j, window=WINDOW, digest_facts=True)
+    assert whole.records.nbytes > 64 * PART, "the journal is too small to tell"
+    chunked, peak = _peak(lambda: scan_journal(j, window=WINDOW, digest_facts=True,
+                                               sink=ScanSink(Room(0), small_parts)))
+    assert isinstance(chunked, ChunkedJournalScan) and chunked.spilled
+    assert peak < whole.records.nbytes / 4, (peak, whole.records.nbytes)
+    assert np.array_equal(chunked.records, whole.records)
+    assert np.array_equal(chunked.digest_facts, whole.digest_facts)
+    assert (chunked.end_kind, chunked.end_offset, chunked.end_detail, chunked.records_end()) == \
+        (whole.end_kind, whole.end_offset, whole.end_detail, whole.records_end())
+
+
+def test_an_entry_log_scan_given_a_sink_never_holds_its_entries_whole(small_entries, small_parts):
+    log = _largest(small_entries.entry_log_files)
+    whole = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), digest_facts=True, payload_hash="sha256")
+    assert whole.entries.nbytes > 64 * PART, "the log is too small to tell"
+    chunked, peak = _peak(lambda: scan_entry_log(log, window=WINDOW, digests=DigestPlan(), digest_facts=True,
+                                                 payload_hash="sha256", sink=ScanSink(Room(0), small_parts)))
+    assert isinstance(chunked, ChunkedLogScan) and chunked.spilled
+    assert peak < (whole.entries.nbytes + whole.payload_hashes.raw.nbytes) / 4, (peak, whole.entries.nbytes)
+    assert np.array_equal(chunked.entries, whole.entries)
+    assert np.array_equal(chunked.digests, whole.digests)
+    assert chunked.payload_hashes == whole.payload_hashes
+    assert chunked.computed_ledgers_map() == whole.computed_ledgers_map()
+    parts = list(log_scan_parts(chunked))
+    assert max(len(p.entries) for p in parts) <= READ_ROWS
+    assert np.array_equal(np.concatenate([p.digests for p in parts]), whole.digests)
+
+
+def test_held_parts_give_the_rows_of_a_scan_held_whole(small_entries, small_parts):
+    log = _largest(small_entries.entry_log_files)
+    whole = scan_entry_log(log, window=WINDOW, digests=DigestPlan())
+    room = Room(1 << 30)
+    held = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), sink=ScanSink(room, small_parts))
+    assert isinstance(held, ChunkedLogScan) and not held.spilled and room.used > 0
+    assert np.array_equal(held.entries, whole.entries) and np.array_equal(held.digests, whole.digests)
+    held.close()
+    assert room.used == 0
+
+
+def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, small_parts):
+    j = _largest(small_entries.journal_files)
+    whole = scan_journal(j, window=WINDOW, digest_facts=True)
+    data = np.flatnonzero(whole.records["kind"] == 0)
+    want = np.array([3, len(data) // 2, len(data) - 1])   # digests that fail: early, mid-journal, the last record
+    for k in want.tolist():
+        r = whole.records[data[k]]
+        flip(j, int(r["offset"]) + 4 + int(r["size"]) - 3)
+    whole = scan_journal(j, window=WINDOW, digest_facts=True)
+    chunked = scan_journal(j, window=WINDOW, digest_facts=True, sink=ScanSink(Room(0), small_parts))
+    assert np.array_equal(bad_data_records(whole, DigestPlan(), WINDOW), want)
+    got, peak = _peak(lambda: bad_data_records(chunked, DigestPlan(), WINDOW))
+    assert np.array_equal(got, want)
+    assert peak < whole.records.nbytes / 4, (peak, whole.records.nbytes)
+    at, rows, n = data_rows(chunked, want)
+    assert n == len(data) and np.array_equal(at, data[want]) and np.array_equal(rows, whole.records[data[want]])
+    # A mark past the journal's middle: the records after it are pending, those before are not.
+    mark = LastMark(whole.journal_id, int(whole.records["offset"][len(whole.records) // 2]))
+    facts, peak = _peak(lambda: JournalFacts.collect([(whole.journal_id, j, chunked, mark)]))
+    held = JournalFacts.collect([(whole.journal_id, j, whole, mark)])
+    assert facts.pending == held.pending and facts.fenced == held.fenced
+    assert facts.explicit_lac == held.explicit_lac and facts.master_keys == held.master_keys
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=12), st.integers(0, 600), st.data())
+def test_a_scan_column_reads_back_what_was_appended_held_or_spilled(tmp_path_factory, sizes, room_bytes, data):
+    """Parts appended while the room holds them, then (all of them) in the file: any range reads back the
+    rows appended, any range written back is read back, and closing gives the room back."""
+    rows = np.zeros(sum(sizes), [("a", "<i8"), ("b", "u1")])
+    rows["a"], rows["b"] = np.arange(len(rows)), np.arange(len(rows)) % 251
+    room = Room(room_bytes)
+    with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("col")))) as folder:
+        col = ScanColumn(rows.dtype, room, folder)
+        at = 0
+        for n in sizes:
+            table = rows[at:at + n].copy()
+            col.append(table)
+            table[:] = 0   # (the scanner fills its table again: what the column holds is its own)
+            at += n
+        assert len(col) == len(rows) and col.spilled == (rows.nbytes > room_bytes)
+        assert np.array_equal(np.concatenate([col.part(lo, hi) for lo, hi in col.bounds(7)] or [rows[:0]]), rows)
+        lo = data.draw(st.integers(0, len(rows)))
+        hi = data.draw(st.integers(lo, len(rows)))
+        assert np.array_equal(col.part(lo, hi), rows[lo:hi])
+        new = rows[lo:hi].copy()
+        new["b"] = 255
+        col.put(lo, new)
+        want = rows.copy()
+        want[lo:hi] = new
+        assert np.array_equal(col.array(), want)
+        col.close()
+        assert room.used == 0
+
+
+def test_scans_whose_room_runs_out_midway_give_the_rows_of_scans_held_whole(small_entries, small_parts):
+    """The table left in place while the room holds it, then handed over (and the column spilled) once
+    it does not: the same rows, digests and facts."""
+    j, log = _largest(small_entries.journal_files), _largest(small_entries.entry_log_files)
+    whole_j = scan_journal(j, window=WINDOW, digest_facts=True)
+    whole_l = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), payload_hash="sha256")
+    room = Room(whole_j.records.nbytes // 3)
+    got_j = scan_journal(j, window=WINDOW, digest_facts=True, sink=ScanSink(room, small_parts))
+    assert got_j.spilled and np.array_equal(got_j.records, whole_j.records)
+    assert np.array_equal(got_j.digest_facts, whole_j.digest_facts)
+    room = Room(whole_l.entries.nbytes // 3)
+    got_l = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), payload_hash="sha256",
+                           sink=ScanSink(room, small_parts))
+    assert got_l.spilled and np.array_equal(got_l.entries, whole_l.entries)
+    assert np.array_equal(got_l.digests, whole_l.digests) and got_l.payload_hashes == whole_l.payload_hashes
+    got_j.close()
+    got_l.close()
+    assert room.used == 0
