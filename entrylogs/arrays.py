@@ -5,12 +5,12 @@ The jitted scanner (entrylogs/scan.py) returns the same EntryLogArrays; tests co
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.entrylogs.reader import read_entry_log
 from bkdisk.formats import entrylog as fe
 from bkdisk.formats.errors import FormatError
@@ -53,7 +53,7 @@ class EntryLogArrays:
     size: int
     header: fe.EntryLogHeader | None
     header_error: FormatError | None
-    ledgers_map: Mapping[tuple[int, int], int] | None   # a LedgersMap as the scans read it
+    ledgers_map: LedgersMap | None
     map_error: FormatError | None
     data_end: int
     entries: np.ndarray      # ENTRY_DTYPE

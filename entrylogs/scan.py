@@ -47,7 +47,7 @@ from bkdisk.diskio.windowed import (
 )
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogScanArrays
 from bkdisk.entrylogs.reader import read_frame
-from bkdisk.entrylogs.scan_parts import LEDGER_MAP_ITEM_BYTES, ChunkedLogScan, LogOutput
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan, LogOutput
 from bkdisk.entrylogs.walk import (
     ENTRIES,
     HEADER_LOOKAHEAD,
@@ -123,7 +123,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
         out = LogOutput(sink, check, payload_hash is not None)
         if sink is not None and res.ledgers_map is not None:
-            sink.take(len(res.ledgers_map) * LEDGER_MAP_ITEM_BYTES)
+            sink.take(res.ledgers_map.nbytes)
         emitted = [0]
         # Each entry's digest facts, taken by the walk while the entry is in cache: the digest check
         # of its window reads the bytes again only for what they do not settle.

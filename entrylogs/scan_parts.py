@@ -16,9 +16,6 @@ from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays, EntryLogScanArr
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 HASH_ROW = np.dtype(f"V{HASH_BYTES}")   # one payload hash as a column's row
-# What one item of a log's ledgers map (a dict of (scope, ledger) -> bytes) holds in the Python heap:
-# the key's tuple and two ints, the value, the table's slot.
-LEDGER_MAP_ITEM_BYTES = 240
 
 
 class LogOutput:
