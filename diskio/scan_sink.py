@@ -14,12 +14,12 @@ in the order they were written.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from bkdisk.diskio.spill import SpillFolder, np_contiguous
+from bkdisk.diskio.spill import SpillFolder
+from bkdisk.diskio.spill_files import spill_file, write_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -89,8 +89,7 @@ class ScanColumn:
             return
         self._spill()
         assert self._path is not None
-        with open(self._path, "ab") as f:
-            f.write(memoryview(np_contiguous(arr)).cast("B"))
+        write_rows(self._path, [arr])
         self._on_disk += len(arr)
 
     def _spill(self) -> None:
@@ -99,16 +98,13 @@ class ScanColumn:
         passes after the scans)."""
         if self._path is not None:
             return
-        fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
-        os.close(fd)
+        self._path = spill_file(self.folder, self.name)
         with self.room.lock:
             self.room.spilled += 1
         held, freed = self._held, self._held_bytes
         self._held, self._held_rows, self._held_bytes = [], 0, 0
-        with open(self._path, "ab") as f:
-            for a in held:
-                f.write(memoryview(np_contiguous(a)).cast("B"))
-                self._on_disk += len(a)
+        write_rows(self._path, held)
+        self._on_disk += sum(len(a) for a in held)
         if freed:
             self.room.give(freed)
 
@@ -183,9 +179,7 @@ class ScanColumn:
                 a[a_lo - at:a_hi - at] = rows[a_lo - lo:a_hi - lo]
             at += len(a)
         if hi > at and self._path is not None:
-            with open(self._path, "r+b") as f:
-                f.seek((max(lo, at) - at) * self.dtype.itemsize)
-                f.write(memoryview(np_contiguous(rows[max(lo, at) - lo:])).cast("B"))
+            write_rows(self._path, [rows[max(lo, at) - lo:]], at=(max(lo, at) - at) * self.dtype.itemsize)
 
     def close(self) -> None:
         """Drop the rows (the held ones' room given back) and the file."""

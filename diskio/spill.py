@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bkdisk.formats.errors import BkdiskError
+from bkdisk.diskio.spill_files import SpillError, np_contiguous, spill_file, write_rows
 
 if TYPE_CHECKING:   # numpy loads with the first table (the options' module is imported for --help)
     import numpy as np
@@ -33,10 +33,6 @@ MIN_MEMORY_MIB = 1            # a tiny limit is allowed: it spills everything (w
 PREFIX = "bkdisk-spill-"
 _APPEND_CHUNK = 1 << 16       # rows routed at once (bounds the routing's temporaries)
 MIN_WINDOW, MAX_WINDOW = 4 * MIB, 64 * MIB
-
-
-class SpillError(BkdiskError):
-    """A temporary folder that cannot be used (inside a bookie's dirs, not writable)."""
 
 
 @dataclass(frozen=True)
@@ -236,9 +232,7 @@ class RangeSpill:
             path = self._files[i]
             if path is None:
                 path = self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
-            with open(path, "ab") as f:
-                for a in held:
-                    f.write(memoryview(np_contiguous(a)).cast("B"))
+            write_rows(path, held)
             self._held[i] = []
         self._held_bytes = 0
 
@@ -282,11 +276,6 @@ def split_ranges(keys: np.ndarray, weights: np.ndarray, limit: float) -> np.ndar
     return np.array(bounds, dtype=np.asarray(keys).dtype)
 
 
-def np_contiguous(arr):
-    import numpy as np
-    return np.ascontiguousarray(arr)
-
-
 class ChunkedArray:
     """An append-only array of one dtype, held while it fits in ``budget`` bytes and then in a file of
     the spill folder; read back in order a chunk at a time (``chunks``), so a whole pass over it
@@ -319,12 +308,9 @@ class ChunkedArray:
 
     def _flush(self) -> None:
         if self._path is None:
-            fd, self._path = tempfile.mkstemp(prefix=f"{self.name}-", suffix=".bin", dir=self.folder.get())
-            os.close(fd)
-        with open(self._path, "ab") as f:
-            for a in self._held:
-                f.write(a.data.cast("B"))
-                self._on_disk += len(a)
+            self._path = spill_file(self.folder, self.name)
+        write_rows(self._path, self._held)
+        self._on_disk += sum(len(a) for a in self._held)
         self._held, self._held_bytes = [], 0
 
     def chunks(self, rows: int = 1 << 20) -> Iterator[tuple[int, np.ndarray]]:

@@ -70,6 +70,7 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
            "scan_entry_log", "verify_entry_digests"]
 
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
+DIGEST_THREAD = "entry-log-digests"   # the name of a scan's digest-checking thread
 
 
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
@@ -178,7 +179,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
 
         # The digests of one window are checked on a second thread while the next window is walked
         # (both kernels release the GIL); one thread, so the plan sees the windows in order.
-        background = stack.enter_context(ThreadPoolExecutor(1)) if check and pipeline else None
+        background = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix=DIGEST_THREAD)) \
+            if check and pipeline else None
         walk_windows(src, state, end, window, HEADER_LOOKAHEAD, run_kernel, on_request,
                      after_window if check or sink is not None else None, background)
         res.problems = problems.finished(int(state[PROBLEMS]))

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.diskio.spill import ChunkedArray
-from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
 from bkdisk.entrylogs.scan_parts import recheck
 from bkdisk.formats.errors import FormatError
@@ -62,7 +61,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
     if plan is not None:
         # Entries seen before sniffing decided their ledger (in an earlier file) are checked now.
         for res in out.values():
-            if isinstance(res, EntryLogArrays) and getattr(res, "digests", None) is not None:
+            if isinstance(res, EntryLogScanArrays):   # (a scan without digests has nothing to recheck)
                 recheck(plan, res)
         with plan.lock:
             ctx.lanes.results["log_digest_decisions"] = DigestDecisions.of(plan)

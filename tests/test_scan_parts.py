@@ -121,7 +121,9 @@ def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, sma
     assert np.array_equal(bad_data_records(whole, DigestPlan(), WINDOW), want)
     got, peak = _peak(lambda: bad_data_records(chunked, DigestPlan(), WINDOW))
     assert np.array_equal(got, want)
-    assert peak < whole.records.nbytes / 4, (peak, whole.records.nbytes)
+    # (tracemalloc counts what every thread allocates meanwhile, threads of earlier tests too: a third
+    # leaves them room, and the records read whole, about twice them, still fail it)
+    assert peak < whole.records.nbytes / 3, (peak, whole.records.nbytes)
     at, rows, n = data_rows(chunked, want)
     assert n == len(data) and np.array_equal(at, data[want]) and np.array_equal(rows, whole.records[data[want]])
     # A mark past the journal's middle: the records after it are pending, those before are not.

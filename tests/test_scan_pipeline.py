@@ -124,11 +124,17 @@ def test_a_failure_in_the_checking_thread_is_raised_by_the_scan(damaged_log: str
             raise RuntimeError("checker broke")
         return real(*a, **k)
     monkeypatch.setattr(scan_module, "verify_entry_digests", failing)
-    before = set(threading.enumerate())   # (threads of earlier tests may end meanwhile: not counted)
+    before = _digest_threads()   # (threads of earlier tests may end meanwhile: not counted)
     with pytest.raises(RuntimeError, match="checker broke"):
         scan_entry_log(damaged_log, window=65536, digests=DigestPlan(), pipeline=True)
     assert n > 3 and len(calls) == target + 1   # nothing checked after the failure
-    assert not set(threading.enumerate()) - before   # the checking thread is gone with the scan
+    assert not _digest_threads() - before   # the checking thread is gone with the scan
+
+
+def _digest_threads() -> set[threading.Thread]:
+    """Scans' digest-checking threads alive (other threads, a server's or another test's, may start
+    at any time and are not the scan's)."""
+    return {t for t in threading.enumerate() if t.name.startswith(scan_module.DIGEST_THREAD)}
 
 
 def test_the_plan_sees_windows_in_file_order_when_pipelined(damaged_log: str, monkeypatch):
