@@ -32,7 +32,7 @@ from bkdisk.bookie.gc_policy import (
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
-from bkdisk.entrylogs.ledgers_map import LedgersMap
+from bkdisk.entrylogs.ledgers_map import map_columns
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
@@ -65,15 +65,6 @@ class LogLedgers:
     warnings: list[str] = field(default_factory=list)
 
 
-def _columns(m: Mapping[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if isinstance(m, LedgersMap):
-        scope, ledger, size = m.arrays()
-        return scope, ledger, np.asarray(size, np.int64)
-    keys = list(m)
-    return (np.array([k[0] for k in keys], np.uint64), np.array([k[1] for k in keys], np.uint64),
-            np.array(list(m.values()), np.int64))
-
-
 def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, scan: bool = False,
                      scanned=None) -> LogLedgers:
     """The ledgers of one entry log: from its ledgers map when it has a whole one (BookKeeper's
@@ -91,7 +82,7 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
     # the ledgers map when the whole of it was read
     whole_map = frame.ledgers_map if frame is not None and frame.map_error is None else None
     if whole_map and not scan:
-        return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(whole_map), MAP, rolled, warnings)
+        return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(whole_map), MAP, rolled, warnings)
     counted: dict[tuple[int, int], int] = {}
     if size:
         if scanned is None:
@@ -105,7 +96,7 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
             differ = sorted(set(counted.items()) ^ set(whole_map.items()))[:3]
             warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
                             + ", ".join(f"ledger {LedgerId(*k)}" for k, _v in differ) + "); counted from the entries")
-    return LogLedgers(ledger_dir, group, log_id, path, size, *_columns(counted), SCAN, rolled, warnings)
+    return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(counted), SCAN, rolled, warnings)
 
 
 # --- the bookie's own index: which ledgers ledgerExists says exist ----------------------------

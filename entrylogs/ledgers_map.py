@@ -3,10 +3,11 @@
 A rolled log of a bookie with millions of ledgers holds hundreds of thousands of them in its map; as
 a dict that is ~200 bytes a ledger, as arrays 24. ``LedgersMap`` reads like the dict
 formats.entrylog.parse_ledgers_map returns (same items, same order, equal to it either way) and gives
-its columns to the consumers that work on arrays (``arrays()``).
+its columns to the consumers that work on arrays (``map_columns``).
 """
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 
@@ -62,10 +63,6 @@ class LedgersMap(Mapping[tuple[int, int], int]):
     @classmethod
     def empty(cls) -> LedgersMap:
         return cls(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(scope, ledger, size) in the map's order."""
-        return self.scope, self.ledger, self.size
 
     @property
     def nbytes(self) -> int:
@@ -148,3 +145,13 @@ class _Items(ItemsView):
     def __iter__(self):
         m = self._mapping
         return zip(zip(m.scope.tolist(), m.ledger.tolist()), m.size.tolist())
+
+
+def map_columns(m: Mapping[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scope, ledger, size) of a ledgers map in its order, sizes as int64 (OverflowError for a size
+    past 64 bits): a LedgersMap's own columns, any other mapping's made once from its items."""
+    if isinstance(m, LedgersMap):
+        return m.scope, m.ledger, np.asarray(m.size, np.int64)
+    n = len(m)
+    pairs = np.fromiter(itertools.chain.from_iterable(m), np.uint64, 2 * n).reshape(n, 2)
+    return pairs[:, 0].copy(), pairs[:, 1].copy(), np.fromiter(m.values(), np.int64, n)

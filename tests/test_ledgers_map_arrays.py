@@ -49,7 +49,7 @@ def test_a_map_read_as_arrays_is_the_declarations_dict_in_content_and_order(batc
         assert got != other and other != got and not got == other
         other.pop(k)
         assert got != other and other != got
-    scope, ledger, size = got.arrays()
+    scope, ledger, size = got.scope, got.ledger, got.size
     assert scope.dtype == np.uint64 and ledger.dtype == np.uint64
     assert size.dtype == np.int64 or any(not -2**63 <= v < 2**63 for v in want.values())
 

@@ -8,7 +8,6 @@ that says which id a restart would continue from, not an error.
 """
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
 
@@ -17,6 +16,7 @@ import numpy as np
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
 from bkdisk.entrylogs.arrays import EntryLogArrays, EntryLogScanArrays
+from bkdisk.entrylogs.ledgers_map import map_columns
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
 from bkdisk.entrylogs.scan_parts import digest_parts, entries_between, entry_ledger_sums
@@ -148,15 +148,7 @@ def _map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | 
     ledgers_map = given(scan.ledgers_map, "a ledgers map")
     n = len(ledgers_map)
     try:
-        columns = getattr(ledgers_map, "arrays", None)   # a LedgersMap's columns, taken as they are
-        if columns is not None:
-            scope, ledger, sizes = columns()
-            ids, sizes = (scope, ledger), np.asarray(sizes, np.int64)
-        else:
-            pairs = np.fromiter(itertools.chain.from_iterable(ledgers_map), np.uint64, 2 * n).reshape(n, 2)
-            ids = (pairs[:, 0], pairs[:, 1])
-            del pairs
-            sizes = np.fromiter(ledgers_map.values(), np.int64, n)
+        *ids, sizes = map_columns(ledgers_map)
     except (OverflowError, ValueError):   # a size past 64 bits: compared as Python ints
         got = scan.computed_ledgers_map()
         return [(k, ledgers_map.get(k), got.get(k)) for k in sorted(set(ledgers_map) | set(got))
