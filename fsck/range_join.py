@@ -1,8 +1,9 @@
 """One range's join in pass 5 (fsck/passes/p5_crosscheck.py): the index locations routed to a range of
 entry-log ids (fsck.location_ranges) against the entries the scans of those logs found.
 
-Each log is joined on its scan's own arrays, its locations grouped by log: nothing per entry is
-copied but the entries no location points at. A range whose logs cannot be joined one at a time (one
+Each log is joined on its scan's own arrays a part at a time (a spilled scan's parts read one at a time),
+its locations grouped by log and by the part that holds their position: nothing per entry is copied
+but the entries no location points at, and no log's entries are held whole. A range whose logs cannot be joined one at a time (one
 id in two ledger dirs, entries out of position order) is joined as one table of rows sorted by
 location. Both give the same wrong locations, the entries found where they point, and free entries;
 every entry of a log whose id no location can name is free."""
@@ -14,11 +15,13 @@ import numpy as np
 
 from bkdisk.diskio.kernels import stable_partition
 from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.scan_parts import entries_between, entry_bounds
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS, location_logs
-from bkdisk.fsck.crosscheck_kernels import OTHER_ENTRY, SAME, entry_rows, match_locations, match_log
+from bkdisk.fsck.crosscheck_kernels import NO_ENTRY, OTHER_ENTRY, SAME, entry_rows, match_locations, match_log
 
 LOCATABLE_LOGS = 1 << (64 - POSITION_BITS)   # log ids a location's high bits can name
+POSITION_MASK = np.uint64((1 << POSITION_BITS) - 1)
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
 # (location number, the entry of other ids found where it points, or None: no entry starts there)
 Wrong = list[tuple[int, np.void | None]]
@@ -33,56 +36,74 @@ def log_rows(e: np.ndarray, log_id: int) -> np.ndarray:
 
 
 def join_range(files: np.ndarray, here: Sequence[tuple[int, EntryLogArrays]],
-               lr: np.ndarray) -> tuple[Wrong, np.ndarray]:
+               lr: np.ndarray, rows: int | None = None) -> tuple[Wrong, np.ndarray]:
     """The locations ``lr`` (location_ranges.LOCATION_ROW, in index order) joined with the entries of
     the range's logs ``here`` ((id, scan) in id order): the wrong locations in ``lr``'s order, and the
-    entries no location points at (ENTRY_ROW, in log id and position order)."""
-    logs = _apart(here)
-    if not logs:
+    entries no location points at (ENTRY_ROW, in log id and position order). Each log's entries are
+    read a part of at most ``rows`` at a time (entrylogs.scan_parts)."""
+    got = _join_logs(files, here, lr, rows) if _ids_apart(here) else None
+    if got is None:
         return _join_rows(files, [(i, s.entries) for i, s in here], lr)
-    return _join_logs(files, logs, lr)
+    return got
 
 
-def _apart(here: Sequence[tuple[int, EntryLogArrays]]) -> list[tuple[int, np.ndarray]] | None:
-    """The range's logs as (id, entries) when each can be joined on its own: ids distinct and within a
-    location's bits, each log's entries in position order (as its scan walks it), every position within
-    a location's bits."""
-    out: list[tuple[int, np.ndarray]] = []
-    for log_id, s in here:
-        if log_id >= LOCATABLE_LOGS:
-            return None
-        e = s.entries   # (read once: a spilled scan reads its file at each access)
-        off = e["offset"]
-        if (out and out[-1][0] == log_id) or (len(e) and (int(off[-1]) + SIZE_PREFIX_SIZE >= 1 << POSITION_BITS
-                                                           or bool(np.any(off[1:] < off[:-1])))):
-            return None
-        out.append((log_id, e))
-    return out
+def _ids_apart(here: Sequence[tuple[int, EntryLogArrays]]) -> bool:
+    """Whether each log of the range may be joined on its own as far as its id tells: some logs, their
+    ids distinct and within a location's bits (their entries are looked at as they are joined)."""
+    ids = [log_id for log_id, _s in here]
+    return bool(ids) and all(i < LOCATABLE_LOGS for i in ids) and len(set(ids)) == len(ids)
 
 
-def _join_logs(files: np.ndarray, logs: list[tuple[int, np.ndarray]], lr: np.ndarray) -> tuple[Wrong, np.ndarray]:
+def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr: np.ndarray,
+               rows: int | None) -> tuple[Wrong, np.ndarray] | None:
+    """The join log by log, each log a part at a time, each location against the part that holds its
+    position; None when a log's entries are not in position order or a position passes a location's
+    bits (the caller joins the range as one table then)."""
     slot, verdict = np.empty(len(lr), np.int64), np.empty(len(lr), np.uint8)
-    pointed = [np.zeros(len(e), bool) for _i, e in logs]
-    part = np.zeros(0, np.int64)
-    if len(lr) and len(logs) > 1:   # the locations grouped by log, each log's in index order
-        ids = np.array([i for i, _e in logs], np.uint64)
-        part = np.searchsorted(ids, location_logs(lr["key"]).astype(np.uint64)).astype(np.int64)
-        order, cuts = np.empty(len(lr), np.int64), np.empty(len(logs) + 1, np.int64)
-        stable_partition(part, len(logs), order, cuts)
+    order, cuts = _grouped(np.zeros(0, np.int64), 1, len(lr))
+    if len(logs) > 1:   # the locations grouped by log, each log's in index order
+        ids = np.array([i for i, _s in logs], np.uint64)
+        order, cuts = _grouped(np.searchsorted(ids, location_logs(lr["key"]).astype(np.uint64)).astype(np.int64),
+                               len(logs), len(lr))
     fs, fl = files["scope"], files["ledger"]
-    for p, (_i, e) in enumerate(logs):
-        if not len(lr):
-            break
-        every = len(logs) == 1
-        rows = part if every else order[cuts[p]:cuts[p + 1]]
-        match_log(e["offset"], e["scope"], e["ledger"], e["entry"], lr["key"], lr["entry"], lr["file"], fs, fl, rows,
-                  every, slot, verdict, pointed[p])
-    found: Wrong = []
-    for i in np.flatnonzero(verdict != SAME).tolist():
-        e = logs[int(part[i]) if len(part) else 0][1]
-        found.append((int(lr["k"][i]), e[slot[i]] if verdict[i] == OTHER_ENTRY else None))
-    free = [log_rows(e[~mark], log_id) for (log_id, e), mark in zip(logs, pointed) if not mark.all()]
+    other: dict[int, np.void] = {}   # location -> the entry of other ids found where it points
+    free: list[np.ndarray] = []
+    for p, (log_id, s) in enumerate(logs):
+        here = order[cuts[p]:cuts[p + 1]] if len(logs) > 1 else np.arange(len(lr), dtype=np.int64)
+        bounds = [(lo, hi) for lo, hi in entry_bounds(s, rows) if hi > lo]
+        if not bounds:   # (a log without entries: no entry starts where its locations point)
+            slot[here], verdict[here] = 0, NO_ENTRY
+            continue
+        firsts = np.array([int(entries_between(s, lo, lo + 1)["offset"][0]) for lo, _hi in bounds], np.int64)
+        at = (lr["key"][here] & POSITION_MASK).astype(np.int64) - SIZE_PREFIX_SIZE
+        in_part = np.maximum(np.searchsorted(firsts, at, side="right") - 1, 0)
+        by_part, part_cuts = _grouped(in_part, len(bounds), len(here))
+        last = -1
+        for q, (lo, hi) in enumerate(bounds):
+            e = entries_between(s, lo, hi)
+            off = e["offset"]
+            if int(off[0]) < last or bool(np.any(off[1:] < off[:-1])) \
+                    or int(off[-1]) + SIZE_PREFIX_SIZE >= 1 << POSITION_BITS:
+                return None
+            last = int(off[-1])
+            mine = here[by_part[part_cuts[q]:part_cuts[q + 1]]]
+            pointed = np.zeros(len(e), bool)
+            match_log(off, e["scope"], e["ledger"], e["entry"], lr["key"], lr["entry"], lr["file"], fs, fl, mine,
+                      False, slot, verdict, pointed)
+            for i in mine[verdict[mine] == OTHER_ENTRY].tolist():
+                other[i] = e[slot[i]]
+            if not pointed.all():
+                free.append(log_rows(e[~pointed], log_id))
+    found: Wrong = [(int(lr["k"][i]), other.get(i)) for i in np.flatnonzero(verdict != SAME).tolist()]
     return found, np.concatenate(free) if len(free) > 1 else free[0] if free else np.zeros(0, ENTRY_ROW)
+
+
+def _grouped(part_of: np.ndarray, parts: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, cuts) of stable_partition: the rows grouped by ``part_of`` (``n`` rows), each group's in order."""
+    order, cuts = np.empty(n, np.int64), np.zeros(parts + 1, np.int64)
+    if len(part_of):
+        stable_partition(part_of, parts, order, cuts)
+    return order, cuts
 
 
 def _join_rows(files: np.ndarray, here: list[tuple[int, np.ndarray]], lr: np.ndarray) -> tuple[Wrong, np.ndarray]:

@@ -57,11 +57,12 @@ def _plain(result):
 
 
 @settings(max_examples=300, deadline=None)
-@given(case=ranges())
-def test_a_range_joined_log_by_log_equals_one_sorted_table(case):
+@given(case=ranges(), rows=st.sampled_from([None, 1, 2, 3]))
+def test_a_range_joined_log_by_log_equals_one_sorted_table(case, rows):
+    """Whatever the parts each log's entries are read in (one, or a few entries each)."""
     files, here, lr = case
     want = _plain(range_join._join_rows(files, [(i, s.entries) for i, s in here], lr))
-    assert _plain(range_join.join_range(files, here, lr)) == want
+    assert _plain(range_join.join_range(files, here, lr, rows)) == want
 
 
 def _entries(here):
