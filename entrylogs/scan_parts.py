@@ -9,7 +9,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from bkdisk.diskio.digests import DIGEST_DTYPE, DigestPlan, recheck_digests
+from bkdisk.diskio.digests import DIGEST_DTYPE, DIGEST_UNKNOWN, DigestPlan, recheck_digests
 from bkdisk.diskio.payload_hashes import HASH_BYTES, PayloadHashes
 from bkdisk.diskio.scan_sink import ScanSink, SinkKept, parts
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays, EntryLogScanArrays, ledger_sums
@@ -111,8 +111,11 @@ class ChunkedLogScan(SinkKept, EntryLogScanArrays):
         """``plan.recheck`` a part at a time, the rows it changed written back."""
         if "digests" not in self.columns or plan.force is not None:
             return 0
-        changed = 0
+        changed, digests = 0, self.columns["digests"]
         for lo, hi in self.columns["entries"].bounds():
+            d = digests.part(lo, hi)   # (a part's other columns are read only when it has rows to recheck)
+            if not bool(np.any((d["type"] == 0) & (d["status"] == DIGEST_UNKNOWN))):
+                continue
             part = self.part(lo, hi)
             n = recheck_digests(part, plan, data)
             if n:

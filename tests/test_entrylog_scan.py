@@ -18,8 +18,11 @@ from hypothesis import strategies as st
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
 from bkdisk.diskio import kernels as K
+from bkdisk.diskio.scan_sink import Room, ScanSink
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.arrays import scan_entry_log_reference
 from bkdisk.entrylogs.reader import Damage
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan, recheck
 from bkdisk.entrylogs.scan import (
     DIGEST_BAD,
     DIGEST_OK,
@@ -764,6 +767,13 @@ def test_entries_left_unknown_are_rechecked_once_another_file_decides_their_ledg
         s0f = scan_entry_log(logs[0], digests=DigestPlan())
         assert DigestPlan().recheck(s0f) == 0          # still undecided: nothing to do
         assert plan.recheck(s0f) == len(first) and s0f.digests.tolist() == rows.tolist()
+        # and of a scan kept in a sink's columns (spilled), a part at a time
+        with tempfile.TemporaryDirectory() as tmp, SpillFolder(MemoryLimit(1, tmp)) as folder:
+            s0c = scan_entry_log(logs[0], digests=DigestPlan(), sink=ScanSink(Room(0), folder))
+            assert isinstance(s0c, ChunkedLogScan) and s0c.spilled
+            assert recheck(DigestPlan(), s0c) == 0
+            assert recheck(plan, s0c) == len(first) and s0c.digests.tolist() == rows.tolist()
+            s0c.close()
 
 
 @pytest.mark.parametrize("corrupt, limit, decided", [(63, 64, True), (64, 64, False), (7, 8, True), (8, 8, False)])
