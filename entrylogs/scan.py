@@ -70,6 +70,12 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
            "scan_entry_log", "verify_entry_digests"]
 
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
+
+
+def _table_rows(sink: ScanSink, last: int) -> int:
+    """Rows of the table a scan goes on in after handing ``last`` rows over to be held: as many again
+    and an eighth (so the next part seldom grows its table), at least a part's."""
+    return max(sink.part_bytes // ENTRY_DTYPE.itemsize, last + last // 8)
 DIGEST_THREAD = "entry-log-digests"   # the name of a scan's digest-checking thread
 
 
@@ -157,17 +163,24 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             emitted[0] = hi
             # A view: growing the columns while the job runs moves later rows, never these.
             table, table_facts = entries.table(lo, hi), facts[0][lo:hi] if with_facts else None
-            if sink is not None and hi * ENTRY_DTYPE.itemsize >= sink.part_bytes \
-                    and not out.holds(entries.table(0, hi)):
-                # The table is filled again from its first row: the job keeps a copy of its rows.
-                table = table.copy()
-                table_facts = None if table_facts is None else table_facts.copy()
-                out.add_entries(entries.table(0, hi))
-                state[ENTRIES] = emitted[0] = 0
-                if len(entries.arrays[0]) * ENTRY_DTYPE.itemsize > 2 * sink.part_bytes:   # (grown while held)
-                    entries.restart(sink.part_bytes // ENTRY_DTYPE.itemsize)
-                    if with_facts:
+            if sink is not None and hi * ENTRY_DTYPE.itemsize >= sink.part_bytes:
+                if out.holds(entries.table(0, hi)):
+                    # The table's rows become a held part as they are (the job reads them there) and the
+                    # walk goes on in a new table: a log's entries are never copied to grow one table.
+                    out.keep_entries(entries.table(0, hi))
+                    entries.restart(_table_rows(sink, hi))
+                    if with_facts:   # (the job reads the facts it was given)
                         facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
+                else:
+                    # The table is filled again from its first row: the job keeps a copy of its rows.
+                    table = table.copy()
+                    table_facts = None if table_facts is None else table_facts.copy()
+                    out.add_entries(entries.table(0, hi))
+                    if len(entries.arrays[0]) * ENTRY_DTYPE.itemsize > 2 * sink.part_bytes:   # (grown while held)
+                        entries.restart(sink.part_bytes // ENTRY_DTYPE.itemsize)
+                        if with_facts:
+                            facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
+                state[ENTRIES] = emitted[0] = 0
             if hi == lo or not check:
                 return None
 
@@ -193,7 +206,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 recheck_digests(res, plan, src.whole)
             return res
         out.last_entries(entries.finished(int(state[ENTRIES])))
-        chunked = ChunkedLogScan.of(res, sink)
+        chunked = ChunkedLogScan.of(res, sink, out.ledger_sums())
         if plan is not None:
             chunked.recheck(plan, src.whole)
         return chunked
