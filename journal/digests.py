@@ -67,17 +67,28 @@ def bad_data_records(scan: JournalArrays, plan: DigestPlan, window: int = JOURNA
 def data_record_windows(scan: JournalArrays, window: int) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
     """The scan's data records in runs whose bytes span at most ``window`` (a larger record is a run of
     its own), in order: (the run's first row among the data records, its records, their digest facts
-    or None). The records are read a part at a time; a run that may go on past a part waits for the next."""
+    or None). The records are read a part at a time; a run that may go on past a part takes what it
+    needs of the next (a part of data records only, the usual, is cut where it lies: no copy)."""
     carry: tuple[np.ndarray, np.ndarray | None] | None = None
     first = 0   # the carried run's first row among the data records
     for _lo, recs, facts in record_parts(scan):
         idx = data_records(recs)
-        data, data_facts = np.take(recs, idx), None if facts is None else np.take(facts, idx)
-        if carry is not None:
-            data = concat_rows([carry[0], data], data.dtype)
-            data_facts = None if data_facts is None or carry[1] is None else np.concatenate([carry[1], data_facts])
+        if len(idx) == len(recs):
+            data, data_facts = recs, facts
+        else:
+            data, data_facts = np.take(recs, idx), None if facts is None else np.take(facts, idx)
         if len(data) == 0:
             continue
+        if carry is not None:
+            k = _run_goes_on(carry[0], data, window)
+            run = concat_rows([carry[0], data[:k]], data.dtype)
+            run_facts = None if data_facts is None or carry[1] is None else np.concatenate([carry[1], data_facts[:k]])
+            if k == len(data):   # (the whole part is in the carried run)
+                carry = (run, run_facts)
+                continue
+            yield first, run, run_facts
+            first += len(run)
+            data, data_facts, carry = data[k:], None if data_facts is None else data_facts[k:], None
         cuts = np.zeros(len(data) + 1, np.int64)
         n_cuts = _window_cuts(data["offset"], data["size"], np.arange(len(data)), window, cuts)
         for i, j in zip(cuts[:n_cuts - 2].tolist(), cuts[1:n_cuts - 1].tolist()):
@@ -86,6 +97,14 @@ def data_record_windows(scan: JournalArrays, window: int) -> Iterator[tuple[int,
         carry, first = (data[last:], None if data_facts is None else data_facts[last:]), first + last
     if carry is not None and len(carry[0]):
         yield first, carry[0], carry[1]
+
+
+def _run_goes_on(run: np.ndarray, data: np.ndarray, window: int) -> int:
+    """How many of the first ``data`` records the run ``run`` (records before them) takes: those whose
+    bytes end within ``window`` of the run's start (none after a first record larger than that)."""
+    w0 = int(run["offset"][0])
+    ends = data["offset"] + RECORD_LENGTH_SIZE + data["size"].astype(np.int64)   # (ascending: records follow each other)
+    return int(np.searchsorted(ends, w0 + window, side="right"))
 
 
 @kernel
