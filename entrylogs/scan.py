@@ -124,8 +124,10 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         state = new_state(STATE_SLOTS)
         state[MODE], state[POSITION], state[RESUME] = WALKING, fe.HEADER_SIZE, fe.HEADER_SIZE
         state[LAST_NONZERO] = LAST_NONZERO_UNKNOWN
-        # about one entry per 2 KiB of a window to start with; doubled when full
-        capacity = int(min(max(end - fe.HEADER_SIZE, 0) // _SMALLEST_RECORD + 1, max(1024, min(window, end) // 2048)))
+        # about one entry per 2 KiB of a window to start with (a sink's table, handed over past a part:
+        # two parts), grown when full; never more than the log can hold
+        first = max(1024, min(window, end) // 2048, 2 * sink.part_bytes // ENTRY_DTYPE.itemsize if sink else 0)
+        capacity = int(min(max(end - fe.HEADER_SIZE, 0) // _SMALLEST_RECORD + 1, first))
         entries, problems = Columns(ENTRY_DTYPE, capacity), Columns(PROBLEM_DTYPE, 16)
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
         out = LogOutput(sink, check, payload_hash is not None)
