@@ -103,7 +103,8 @@ def _run_goes_on(run: np.ndarray, data: np.ndarray, window: int) -> int:
     """How many of the first ``data`` records the run ``run`` (records before them) takes: those whose
     bytes end within ``window`` of the run's start (none after a first record larger than that)."""
     w0 = int(run["offset"][0])
-    ends = data["offset"] + RECORD_LENGTH_SIZE + data["size"].astype(np.int64)   # (ascending: records follow each other)
+    # (ascending: the records follow each other in the file)
+    ends = data["offset"] + RECORD_LENGTH_SIZE + data["size"].astype(np.int64)
     return int(np.searchsorted(ends, w0 + window, side="right"))
 
 

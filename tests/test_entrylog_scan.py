@@ -22,7 +22,6 @@ from bkdisk.diskio.scan_sink import Room, ScanSink
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.arrays import scan_entry_log_reference
 from bkdisk.entrylogs.reader import Damage
-from bkdisk.entrylogs.scan_parts import ChunkedLogScan, recheck
 from bkdisk.entrylogs.scan import (
     DIGEST_BAD,
     DIGEST_OK,
@@ -34,6 +33,7 @@ from bkdisk.entrylogs.scan import (
     scan_entry_log,
     verify_entry_digests,
 )
+from bkdisk.entrylogs.scan_parts import ChunkedLogScan, recheck
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
 from bkdisk.formats.entrylog import HEADER_SIZE, SIZE_PREFIX_SIZE
