@@ -5,8 +5,8 @@ Each log is joined on its scan's own arrays a part at a time (a spilled scan's p
 time), its locations grouped by log and by the part that holds their position: nothing per entry is
 copied but the entries no location points at, and no log's entries are held whole. A range whose logs
 cannot be joined one at a time (one id in two ledger dirs, entries out of position order) is joined as
-one table of rows sorted by location. Both give the same wrong locations, the entries found where they point, and free entries;
-every entry of a log whose id no location can name is free."""
+one table of rows sorted by location. Both give the same wrong locations, the entries found where they
+point, and free entries; every entry of a log whose id no location can name is free."""
 from __future__ import annotations
 
 from collections.abc import Sequence
