@@ -97,6 +97,24 @@ def test_an_entry_log_scan_given_a_sink_never_holds_its_entries_whole(small_entr
     assert np.array_equal(np.concatenate([p.digests for p in parts]), whole.digests)
 
 
+@pytest.mark.parametrize("part_windows", [0.5, 0.75, 1, 2])
+@pytest.mark.parametrize("room", [0, 1 << 30])
+def test_a_table_handed_over_while_its_window_is_checked_keeps_the_rows_the_check_reads(
+        small_entries, tmp_path, monkeypatch, part_windows, room):
+    """Parts of half a window's entries to two windows', written or held: the digests of each window
+    (checked on the second thread while the walk goes on in the table) are those of a scan held whole."""
+    log = _largest(small_entries.entry_log_files)
+    whole = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), pipeline=True)
+    per_window = len(whole.entries) * WINDOW // os.path.getsize(log)
+    monkeypatch.setattr(ScanSink, "part_bytes", max(1, int(part_windows * per_window)) * whole.entries.itemsize)
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        got = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), pipeline=True,
+                             sink=ScanSink(Room(room), folder))
+        assert got.spilled == (room == 0)
+        assert np.array_equal(got.entries, whole.entries) and np.array_equal(got.digests, whole.digests)
+        got.close()
+
+
 def test_held_parts_give_the_rows_of_a_scan_held_whole(small_entries, small_parts):
     log = _largest(small_entries.entry_log_files)
     whole = scan_entry_log(log, window=WINDOW, digests=DigestPlan())
