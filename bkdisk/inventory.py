@@ -66,7 +66,8 @@ class BookieSummary:
     bookie_id: str | None
     logs: int = 0
     entries: int = 0
-    ledgers: dict = field(default_factory=dict)   # scope -> its distinct ledger ids, a sorted uint64 array
+    ledgers: dict = field(default_factory=dict)   # scope -> distinct ledger ids merged so far, sorted uint64
+    _more: dict = field(default_factory=dict, repr=False)   # scope -> distinct ids of parts not merged in yet
     ok: int = 0
     bad: int = 0
     unknown: int = 0
@@ -75,17 +76,28 @@ class BookieSummary:
 
     def add_ledgers(self, entries) -> None:
         """Take in the ledgers of ``entries`` (ENTRY_DTYPE rows) as sorted id arrays, a scope at a time."""
-        import numpy as np
-
+        from bkdisk.diskio.distinct import distinct
         from bkdisk.entrylogs.arrays import distinct_ledgers
         scope, ledger = entries["scope"], entries["ledger"]
-        scopes = np.unique(scope).tolist() if (scope != scope[0]).any() else [int(scope[0])]
+        scopes = distinct(scope).tolist() if (scope != scope[0]).any() else [int(scope[0])]
         for sc in scopes:
-            ids = distinct_ledgers(ledger if len(scopes) == 1 else ledger[scope == sc])
-            held = self.ledgers.get(sc)
-            self.ledgers[sc] = ids if held is None else np.union1d(held, ids)
+            more = self._more.setdefault(sc, [])
+            more.append(distinct_ledgers(ledger if len(scopes) == 1 else ledger[scope == sc]))
+            # Merged once the parts waiting hold as many ids as the merged ones: each id is sorted again
+            # a bounded number of times, however many parts a bookie of millions of ledgers has.
+            if sum(len(ids) for ids in more) >= len(self.ledgers.get(sc, ())):
+                self._merge(sc)
+
+    def _merge(self, sc: int) -> None:
+        import numpy as np
+
+        from bkdisk.diskio.distinct import distinct
+        held = self.ledgers.get(sc)
+        self.ledgers[sc] = distinct(np.concatenate(([] if held is None else [held]) + self._more.pop(sc, [])))
 
     def ledger_count(self) -> int:
+        for sc in list(self._more):
+            self._merge(sc)
         return sum(len(ids) for ids in self.ledgers.values())
 
 

@@ -48,6 +48,7 @@ from bkdisk.diskio.digest_plan import (
     LedgerKey,
     learn_digest_length_hints,
 )
+from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.entry_bytes import EntryBytes
 from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly
 from bkdisk.diskio.mapped import map_file
@@ -271,7 +272,7 @@ def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger:
         ids, rows = plan.decided_table()
         samples = max(1, plan.max_samples) if plan.sniff and not plan.tried else 0
         k = digests_from_facts(size, v2, ledger, facts, ids, rows, plan.known_table()[0], samples, *got, sniffed)
-        if k < 0 or len(np.unique(sniffed[:k])) < k:   # (a ledger sniffed in two runs: left to the general check)
+        if k < 0 or len(distinct(sniffed[:k])) < k:   # (a ledger sniffed in two runs: left to the general check)
             return None
         plan.decided.put_ledgers(sniffed[:k], int(DigestType.CRC32C), SOURCE_SNIFFED)
     return got

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.entrylogs.reader import read_entry_log
@@ -33,7 +34,7 @@ def distinct_ledgers(ids: np.ndarray) -> np.ndarray:
     ledger's entries in runs (a log written a ledger at a time is a run each)."""
     if len(ids) == 0:
         return ids[:0]
-    return np.unique(ids[np.concatenate(([True], ids[1:] != ids[:-1]))])
+    return distinct(ids[np.concatenate(([True], ids[1:] != ids[:-1]))])
 
 
 def ledger_sums(scope: np.ndarray, ledger: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from bkdisk.diskio.decision_table import DecisionTable
 from bkdisk.diskio.digest_plan import DigestPlan
+from bkdisk.diskio.distinct import distinct
 
 BLOCK = 65536
 
@@ -67,7 +68,7 @@ class DigestDecisions:
         out = []
         v1_ids, values = self.table.table()
         other = sorted((k, v) for k, v in self.table.scoped.items() if v[1] == source and v[0])
-        codes = sorted((set(np.unique(values[:, 0][values[:, 1] == source]).tolist()) |
+        codes = sorted((set(distinct(values[:, 0][values[:, 1] == source]).tolist()) |
                         {v[0] for _k, v in other}) - {0})
         for code in codes:
             ids = v1_ids[(values[:, 0] == code) & (values[:, 1] == source)]

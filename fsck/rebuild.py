@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from bkdisk.diskio.distinct import distinct
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import log_scan_parts
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -56,7 +57,7 @@ def indexed_entries(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
     rows = np.flatnonzero(f["named"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
     if len(rows) == 0 or len(locs) == 0:
         return np.zeros(0, np.int64)
-    return np.unique(locs["entry"][np.isin(locs["file"], rows)])
+    return distinct(locs["entry"][np.isin(locs["file"], rows)])
 
 
 def too_large(best: dict[int, tuple[int, int, int, int]]) -> str | None:
