@@ -132,9 +132,12 @@ def _key_differs(headers: HeaderColumn, hid: np.ndarray, keys: LedgerKeys, at: n
     out = np.zeros(len(hid), bool)
     if not both.any():
         return out
-    pairs = np.stack([hid[both].astype(np.int64), keys.key_ids(at[both]).astype(np.int64)], axis=1)
-    distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
-    differs = np.array([headers.distinct[h].master_key != keys.distinct[k] for h, k in distinct.tolist()], bool)
+    # (header id, key id) as one number: a column of pairs is sorted far faster than pairs as rows
+    kid = keys.key_ids(at[both]).astype(np.int64)
+    width = max(int(kid.max()) + 1, 1)
+    pairs, inverse = np.unique(hid[both].astype(np.int64) * width + kid, return_inverse=True)
+    differs = np.array([headers.distinct[p // width].master_key != keys.distinct[p % width] for p in pairs.tolist()],
+                       bool)
     out[both] = differs[inverse.reshape(-1)]
     return out
 
