@@ -115,14 +115,13 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
 
 
 def background_tasks(ctx: CheckContext) -> list[list[Task]]:
-    """The heavy work of passes 3, 4 and 6, in two lanes: the journal scans (they use no digest plan),
-    then what the journals say per ledger (pass 3's journal facts); the entry-log scans, then the
-    journals' digests, in the order of a sequential check (both decide digest types in the shared plan;
-    the digests wait for the journal scans)."""
+    """The heavy work of passes 3, 4 and 6, in two lanes: the journal scans (they use no digest plan);
+    the entry-log scans, then the journals' digests, in the order of a sequential check (both decide
+    digest types in the shared plan; the digests wait for the journal scans)."""
     plan_users: list[Task] = [("log_scans", ctx.scan_logs)]
     if ctx.options.verify_digests:
         plan_users.append((p6_journals.DIGESTS, lambda: p6_journals.bad_records_of_journals(ctx)))
-    return [[("journal_scans", ctx.scan_journals), ("journal_facts", ctx.collect_journal_facts)], plan_users]
+    return [[("journal_scans", ctx.scan_journals)], plan_users]
 
 
 def _run_passes(ctx: CheckContext) -> Report:

@@ -153,7 +153,7 @@ class CheckContext:
         them, so every result is the one a sequential check computes. What the tasks read of this
         context (the file lists, the digest plan with its metadata) is computed here first."""
         # Computed on this thread before the lanes read them (``unlisted`` is filled here).
-        ready = [self.journal_files, self.log_files, self.scan_store, self.journal_store, self.last_marks]
+        ready = [self.journal_files, self.log_files, self.scan_store, self.journal_store]
         if self.options.verify_digests:
             ready.append(self.digest_plan)
         self.lanes.start(lanes)
@@ -187,11 +187,8 @@ class CheckContext:
         return max(marks) if marks else None
 
     # --- facts from the journals -----------------------------------------------------------------
-    @property
+    @cached_property
     def journal_facts(self) -> JournalFacts:
-        return self.shared("journal_facts", self.collect_journal_facts)
-
-    def collect_journal_facts(self) -> JournalFacts:
         return JournalFacts.collect((jf.journal_id, jf.path, self.journal_scans.get(jf.path),
                                      self.effective_last_mark(jf.dir_index)) for jf in self.journal_files)
 
