@@ -208,7 +208,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 recheck_digests(res, plan, src.whole)
             return res
         out.last_entries(entries.finished(int(state[ENTRIES])))
-        chunked = ChunkedLogScan.of(res, sink, out.ledger_sums())
+        chunked = ChunkedLogScan.of(res, sink)
         if plan is not None:
             chunked.recheck(plan, src.whole)
         return chunked

@@ -25,7 +25,6 @@ class LogOutput:
         self.digest_parts: list[np.ndarray] = []
         self.hash_parts: list[PayloadHashes] = []
         self.entries = self.digests = self.hashes = self.hashed = None
-        self.sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # ledger_sums of each part handed over
         if sink is not None:
             self.entries = sink.column("entries", ENTRY_DTYPE)
             if check:
@@ -45,31 +44,20 @@ class LogOutput:
     def add_entries(self, rows: np.ndarray) -> None:
         """Entry rows after those so far, out of a table the scan fills again (for a scan with a sink)."""
         assert self.entries is not None, "entries are handed over only to a sink"
-        self._sum(rows)
         self.entries.append(rows)
 
     def keep_entries(self, rows: np.ndarray) -> None:
         """Entry rows after those so far, in a table the scan leaves as it is (held, or written)."""
         assert self.entries is not None, "entries are handed over only to a sink"
-        self._sum(rows)
         self.entries.append(rows, copy=False)
 
     def last_entries(self, rows: np.ndarray) -> None:
         """The scan's last entry rows (its table, not filled again); the digest parts held made one."""
         assert self.entries is not None, "entries are handed over only to a sink"
-        self._sum(rows)
         self.entries.append(rows, copy=False)
         for c in (self.digests, self.hashes, self.hashed):
             if c is not None:
                 c.join_held()
-
-    def _sum(self, rows: np.ndarray) -> None:
-        # (summed as the rows are handed over, in cache: pass 4 then reads no spilled entry for them)
-        self.sums.append(_size_sums(rows))
-
-    def ledger_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """entry_ledger_sums of the entries handed over so far."""
-        return _merged_sums(self.sums)
 
     def add_digests(self, rows: np.ndarray, hashes: PayloadHashes | None) -> None:
         """One window's digest rows (and payload hashes), in window order."""
@@ -89,14 +77,9 @@ class ChunkedLogScan(SinkKept, EntryLogScanArrays):
     ``parts`` reads them a range at a time; ``entries``, ``digests``, ``payload_hashes`` read them
     whole (for the steps that look at all of them at once, on damage only)."""
 
-    sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None   # entry_ledger_sums, when taken by the scan
-
     @classmethod
-    def of(cls, scan: EntryLogScanArrays, sink: ScanSink,
-           sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ChunkedLogScan:
-        out = cls.kept(scan, sink, ("entries", "digests", "payload_hashes"))
-        out.sums = sums
-        return out
+    def of(cls, scan: EntryLogScanArrays, sink: ScanSink) -> ChunkedLogScan:
+        return cls.kept(scan, sink, ("entries", "digests", "payload_hashes"))
 
     def count(self) -> int:
         return len(self.columns["entries"])
@@ -123,7 +106,7 @@ class ChunkedLogScan(SinkKept, EntryLogScanArrays):
     def part(self, lo: int, hi: int) -> EntryLogScanArrays:
         """The scan with its per-entry arrays cut to rows ``lo:hi``."""
         c = self.columns
-        fields = {k: v for k, v in vars(self).items() if k not in ("columns", "sink", "sums")}
+        fields = {k: v for k, v in vars(self).items() if k not in ("columns", "sink")}
         hashes = _hashes(c["hashes"].part(lo, hi), c["hashed"].part(lo, hi)) if "hashes" in c else None
         fields.update(entries=c["entries"].part(lo, hi), digests=c["digests"].part(lo, hi) if "digests" in c else None,
                       payload_hashes=hashes)
@@ -206,19 +189,8 @@ def entry_parts(scan: EntryLogArrays, rows: int | None = None) -> Iterator[tuple
 def entry_ledger_sums(scan: EntryLogArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (scope, ledger) of the scan's entries, in that order: the sum of their sizes, size prefixes
     included, as the ledgers map counts them; summed a part at a time."""
-    if isinstance(scan, ChunkedLogScan) and scan.sums is not None:
-        return scan.sums
-    return _merged_sums([_size_sums(e) for _lo, e in entry_parts(scan)])
-
-
-def _size_sums(e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return ledger_sums(e["scope"], e["ledger"], e["size"].astype(np.int64) + SIZE_PREFIX_SIZE)
-
-
-def _merged_sums(got: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ledger_sums over every part, from each part's."""
-    if not got:
-        return _size_sums(np.zeros(0, ENTRY_DTYPE))
+    got = [ledger_sums(e["scope"], e["ledger"], e["size"].astype(np.int64) + SIZE_PREFIX_SIZE)
+           for _lo, e in entry_parts(scan)]
     return got[0] if len(got) == 1 else ledger_sums(*(np.concatenate(c) for c in zip(*got)))
 
 

@@ -122,24 +122,9 @@ def test_held_parts_give_the_rows_of_a_scan_held_whole(small_entries, small_part
     held = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), sink=ScanSink(room, small_parts))
     assert isinstance(held, ChunkedLogScan) and not held.spilled and room.used > 0
     assert np.array_equal(held.entries, whole.entries) and np.array_equal(held.digests, whole.digests)
-    assert held.sums is not None and held.computed_ledgers_map() == whole.computed_ledgers_map()
+    assert held.computed_ledgers_map() == whole.computed_ledgers_map()
     held.close()
     assert room.used == 0
-
-
-def test_a_scan_sums_its_entries_per_ledger_as_it_hands_them_over(small_entries, tmp_path):
-    """Whether the log's entries are one table (held) or written part by part: the sums per ledger the
-    scan took are those of its entries, and no entry is read back for them."""
-    log = _largest(small_entries.entry_log_files)
-    want = scan_entry_log(log, window=WINDOW).computed_ledgers_map()
-    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
-        for room in (Room(1 << 30), Room(0)):
-            got = scan_entry_log(log, window=WINDOW, sink=ScanSink(room, folder))
-            assert got.sums is not None and got.spilled == (room.limit == 0)
-            got.columns["entries"].part = None   # (the sums come from what the scan took)
-            assert got.computed_ledgers_map() == want
-            del got.columns["entries"].part
-            got.close()
 
 
 def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, small_parts):
@@ -214,7 +199,7 @@ def test_scans_whose_room_runs_out_midway_give_the_rows_of_scans_held_whole(smal
                            sink=ScanSink(room, small_parts))
     assert got_l.spilled and np.array_equal(got_l.entries, whole_l.entries)
     assert np.array_equal(got_l.digests, whole_l.digests) and got_l.payload_hashes == whole_l.payload_hashes
-    assert got_l.sums is not None and got_l.computed_ledgers_map() == whole_l.computed_ledgers_map()
+    assert got_l.computed_ledgers_map() == whole_l.computed_ledgers_map()
     got_j.close()
     got_l.close()
     assert room.used == 0
