@@ -87,5 +87,24 @@ class FileRows(GrowingArray):
         return n
 
 
-def location_rows(n: int = 0) -> GrowingArray:
-    return GrowingArray(LOCATION_DTYPE, n)
+class LocationRows(GrowingArray):
+    """LOCATION_DTYPE rows, each written whole by its taker: the first growth takes ``reserve`` rows
+    of untouched memory (not zero-filled, so a page is faulted in only when rows reach it, and never
+    moved while the reserve lasts); growth past it doubles as any GrowingArray does."""
+
+    def __init__(self, reserve: int = 0):
+        super().__init__(LOCATION_DTYPE)
+        self.reserve = reserve
+
+    def _grow(self, capacity: int) -> None:
+        if len(self.array) == 0 and self.reserve > capacity:
+            try:
+                self.array = np.empty(self.reserve, self.dtype)
+                return
+            except MemoryError:   # no address space to reserve (a ulimit): grown as needed
+                self.reserve = 0
+        super()._grow(capacity)
+
+
+def location_rows(reserve: int = 0) -> LocationRows:
+    return LocationRows(reserve)
