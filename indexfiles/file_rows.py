@@ -1,5 +1,6 @@
 """Tables of an index walk that grow as files are met: the file rows (INDEX_FILE_DTYPE) and their
-location rows (LOCATION_DTYPE), each one array whose capacity doubles in place.
+location rows (LOCATION_DTYPE), each one array whose capacity doubles in place (the location rows
+first take the room their sink lets them hold, in one go).
 
 ``ndarray.resize`` reallocates the buffer (a large one is moved by the kernel's page remapping, not
 copied and held twice), so a walk of millions of files keeps one array of rows, filled by the
@@ -88,9 +89,9 @@ class FileRows(GrowingArray):
 
 
 class LocationRows(GrowingArray):
-    """LOCATION_DTYPE rows, each written whole by its taker: the first growth takes ``reserve`` rows
-    of untouched memory (not zero-filled, so a page is faulted in only when rows reach it, and never
-    moved while the reserve lasts); growth past it doubles as any GrowingArray does."""
+    """LOCATION_DTYPE rows whose first growth takes ``reserve`` rows at once: a large zeroed array is
+    pages the kernel gives as rows first reach them, so the rows are neither moved nor filled while
+    the reserve lasts (growth past it doubles as any GrowingArray does)."""
 
     def __init__(self, reserve: int = 0):
         super().__init__(LOCATION_DTYPE)
@@ -99,7 +100,7 @@ class LocationRows(GrowingArray):
     def _grow(self, capacity: int) -> None:
         if len(self.array) == 0 and self.reserve > capacity:
             try:
-                self.array = np.empty(self.reserve, self.dtype)
+                self.array = np.zeros(self.reserve, self.dtype)
                 return
             except MemoryError:   # no address space to reserve (a ulimit): grown as needed
                 self.reserve = 0
