@@ -88,18 +88,20 @@ class _Found:
         self.dir, self.skip = dir_index, len(cur) + 1
 
     def add(self, path: str, regular: bool) -> None:
-        r = self.rows.add()
-        self.pending.append(path[self.skip:])
-        self.regular.append(regular)
-        if self.reader is not None:
-            self.reader.read(r, path, regular)
-        if len(self.pending) == path_column.BLOCK:
-            self.drain()
+        self.add_files([(path, path, regular)])
 
     def add_files(self, files: list[tuple[str, str, bool]]) -> None:
-        """``add`` each of a folder's (name, path, regular) in order."""
+        """A row for each (name, path, regular) of a folder's, in order, each read if there is a reader."""
+        rows, pending, kinds, skip = self.rows, self.pending, self.regular, self.skip
+        read = None if self.reader is None else self.reader.read
         for _name, path, regular in files:
-            self.add(path, regular)
+            r = rows.add()
+            pending.append(path[skip:])
+            kinds.append(regular)
+            if read is not None:
+                read(r, path, regular)
+        if len(pending) >= path_column.BLOCK:
+            self.drain()
 
     def drain(self) -> None:
         rels = self.pending
