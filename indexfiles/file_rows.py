@@ -79,12 +79,12 @@ class FileRows(GrowingArray):
     def _fill(self, start: int) -> None:
         _unread_from(self.array, start)
 
-    def add(self) -> int:
-        """A new blank row; its index."""
+    def add(self, k: int = 1) -> int:
+        """``k`` new blank rows; the index of the first."""
         n = self.n
-        if n == len(self.array):
-            self._grow(max(2 * n, FIRST_CAPACITY))
-        self.n = n + 1
+        if n + k > len(self.array):
+            self._grow(max(n + k, 2 * n, FIRST_CAPACITY))
+        self.n = n + k
         return n
 
 

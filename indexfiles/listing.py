@@ -94,12 +94,13 @@ class _Found:
         """A row for each (name, path, regular) of a folder's, in order, each read if there is a reader."""
         rows, pending, kinds, skip = self.rows, self.pending, self.regular, self.skip
         read = None if self.reader is None else self.reader.read
+        r = rows.add(len(files))
         for _name, path, regular in files:
-            r = rows.add()
             pending.append(path[skip:])
             kinds.append(regular)
             if read is not None:
                 read(r, path, regular)
+            r += 1
         if len(pending) >= path_column.BLOCK:
             self.drain()
 
