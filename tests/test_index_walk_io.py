@@ -163,14 +163,14 @@ def _resident_mib() -> float:
 def test_location_rows_take_their_reserve_at_once_untouched():
     """Within the reserve the rows are never moved (one buffer) and its pages not yet reached are not
     resident; past it the rows grow and keep what was written."""
-    rows = LocationRows(reserve=40_000_000)   # 800 MB of address space
+    rows = LocationRows(reserve=20_000_000)   # 400 MB of address space
     before = _resident_mib()
     first = rows.take(1000)
     first["entry"] = np.arange(1000)
     start = rows.array.ctypes.data
     for k in range(50):
         rows.take(10_000)["entry"] = k
-    assert rows.array.ctypes.data == start and len(rows.array) == 40_000_000
+    assert rows.array.ctypes.data == start and len(rows.array) == 20_000_000
     assert _resident_mib() - before < 64
     small = LocationRows(reserve=3000)
     small.take(2000)["entry"] = 1
