@@ -1,12 +1,14 @@
 """Tables of an index walk that grow as files are met: the file rows (INDEX_FILE_DTYPE) and their
 location rows (LOCATION_DTYPE), each one array whose capacity doubles in place (the location rows
-first take the room their sink lets them hold, in one go).
+first map, in one go, the room their sink lets them hold: LocationRows).
 
 ``ndarray.resize`` reallocates the buffer (a large one is moved by the kernel's page remapping, not
 copied and held twice), so a walk of millions of files keeps one array of rows, filled by the
 listing (the name's columns) and by the reading (the header's and the slots' columns) alike.
 """
 from __future__ import annotations
+
+import mmap
 
 import numpy as np
 
@@ -89,22 +91,38 @@ class FileRows(GrowingArray):
 
 
 class LocationRows(GrowingArray):
-    """LOCATION_DTYPE rows whose first growth takes ``reserve`` rows at once: a large zeroed array is
-    pages the kernel gives as rows first reach them, so the rows are neither moved nor filled while
-    the reserve lasts (growth past it doubles as any GrowingArray does)."""
+    """LOCATION_DTYPE rows whose first growth maps ``reserve`` rows of anonymous memory, in small pages
+    the kernel gives zeroed as rows first reach them: the rows are neither moved nor filled while the
+    reserve lasts. (Huge pages, numpy's choice for a large array, cost a check more system time here:
+    zeroing 2 MiB at a fault while the scans' threads map and read.) Past the reserve the rows move
+    once into an array of their own, which grows as any GrowingArray does."""
 
     def __init__(self, reserve: int = 0):
         super().__init__(LOCATION_DTYPE)
         self.reserve = reserve
+        self.mapped = False   # ``array`` is the reserve's mapping
 
     def _grow(self, capacity: int) -> None:
         if len(self.array) == 0 and self.reserve > capacity:
             try:
-                self.array = np.zeros(self.reserve, self.dtype)
-                return
-            except MemoryError:   # no address space to reserve (a ulimit): grown as needed
+                room = mmap.mmap(-1, self.reserve * self.dtype.itemsize, flags=mmap.MAP_PRIVATE)
+            except (OSError, OverflowError):   # no address space to reserve (a ulimit): grown as needed
                 self.reserve = 0
+            else:
+                if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                    room.madvise(mmap.MADV_NOHUGEPAGE)
+                self.array, self.mapped = np.frombuffer(room, self.dtype), True
+                return
+        if self.mapped:
+            grown = np.zeros(capacity, self.dtype)
+            grown[:self.n] = self.array[:self.n]
+            self.array, self.mapped = grown, False
+            return
         super()._grow(capacity)
+
+    def finish(self) -> np.ndarray:
+        """The rows: in the reserve, a view of its first rows (the pages past them were never given)."""
+        return self.array[:self.n] if self.mapped else super().finish()
 
 
 def location_rows(reserve: int = 0) -> LocationRows:
