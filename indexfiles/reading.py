@@ -1,9 +1,10 @@
-"""Reading listed ``.idx`` files: small ones back to back into one batch buffer, large ones a window at a time.
+"""Reading listed ``.idx`` files: small ones back to back into a batch, large ones a window at a time.
 
 Python does the I/O (one open and one readv per file; an fstat only when a read fills FIRST_READ or
 the listing could not tell the file's type) and the jitted kernels of indexfiles.decode decode a whole
-batch at once, writing its locations straight into their rows. A file larger than the batch buffer
-is read in windows of that buffer, and only its parts that hold data: an ``.idx`` may be sparse (one
+batch at once, writing its locations straight into their rows. A batch fills the buffer's first PACK
+bytes (so it is decoded while still in the cache), or the buffer with one file; a file larger than
+the buffer is read in windows of it, and only its parts that hold data: an ``.idx`` may be sparse (one
 location in slot 2^31-2 makes a 16 GiB file of which a page is stored), so holes are skipped with
 SEEK_DATA/SEEK_HOLE and memory stays bounded by the buffer whatever size a file claims. Every file
 that cannot be opened or read is kept as an IoFailure (with its errno) and a DiskError in its row;
