@@ -93,9 +93,9 @@ class FileRows(GrowingArray):
 class LocationRows(GrowingArray):
     """LOCATION_DTYPE rows whose first growth maps ``reserve`` rows of anonymous memory, in small pages
     the kernel gives zeroed as rows first reach them: the rows are neither moved nor filled while the
-    reserve lasts. (Huge pages, numpy's choice for a large array, cost a check more system time here:
-    zeroing 2 MiB at a fault while the scans' threads map and read.) Past the reserve the rows move
-    once into an array of their own, which grows as any GrowingArray does."""
+    reserve lasts. (Huge pages, numpy's choice for a large array, gave whole checks more system time,
+    the scans' threads mapping and reading beside the walk.) Past the reserve the rows move once into
+    an array of their own, which grows as any GrowingArray does."""
 
     def __init__(self, reserve: int = 0):
         super().__init__(LOCATION_DTYPE)
@@ -109,8 +109,10 @@ class LocationRows(GrowingArray):
             except (OSError, OverflowError):   # no address space to reserve (a ulimit): grown as needed
                 self.reserve = 0
             else:
-                if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                try:
                     room.madvise(mmap.MADV_NOHUGEPAGE)
+                except (AttributeError, OSError):   # (no such advice here: the system's pages)
+                    pass
                 self.array, self.mapped = np.frombuffer(room, self.dtype), True
                 return
         if self.mapped:
