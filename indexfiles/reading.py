@@ -32,6 +32,7 @@ from bkdisk.indexfiles.row_objects import HeaderColumn, SparseColumn
 DEFAULT_BATCH = 32 << 20   # the read buffer: a large file's window (a file up to it is decoded whole)
 PACK = 2 << 20             # bytes of small files read back to back before a decode: while they are in the cache
 FIRST_READ = 1 << 20       # read before asking a file's size: most .idx files are a few pages
+RESERVE_BYTES = 256 << 20  # the location rows' reserve at most (address space: a page is memory once rows reach it)
 SLOT = fi.SLOT_SIZE
 
 
@@ -88,8 +89,10 @@ class Reader:
         self.words = self.buf.view(np.uint64)
         self.view, self.cap = self.buf.data, len(self.buf)
         self.pack = min(self.cap, PACK)   # (the buffer's pages past it are touched by large files only)
-        # Rows held at most: the sink's budget, then one batch's (a location a slot) before they go to it.
-        self.locs = location_rows(0 if sink is None else sink.budget // LOCATION_DTYPE.itemsize + self.cap // SLOT + 1)
+        # Rows held at most: the sink's budget, then one batch's (a location a slot) before they go to
+        # it; reserved up to RESERVE_BYTES of address space (a larger budget grows past it as needed).
+        held = 0 if sink is None else sink.budget // LOCATION_DTYPE.itemsize + self.cap // SLOT + 1
+        self.locs = location_rows(min(held, RESERVE_BYTES // LOCATION_DTYPE.itemsize))
         self.known_headers: dict[bytes, int] = {}   # a header's bytes -> its id: the ledgers of a password share one
         self.batch: tuple[list[int], list[int], list[int], list[str]] = ([], [], [], [])
         self.used = 0
