@@ -152,3 +152,36 @@ def test_the_checker_loaded_after_the_arguments_is_frozen_out_of_the_collectors_
     out = subprocess.run([sys.executable, "-c", LOADED_PROBE.format(root=str(GOLDEN / "interleaved-v6-hostport"))],
                          capture_output=True, text=True, timeout=120, env=env)
     assert "checker modules left to the collector: False" in out.stdout, out.stdout[-500:] + out.stderr[-500:]
+
+
+INVENTORY_LOADED_PROBE = """
+import gc, importlib
+from bkdisk import inventory
+
+class Scanner:   # the scanner as the inventory loads it, looked at as a bookie's scan begins
+    def __getattr__(self, name):
+        real = importlib.import_module("bkdisk.bookie.inventory")
+        if name != "scan_bookie":
+            return getattr(real, name)
+        def scan(*args, **kwargs):
+            print("scanner modules left to the collector:",
+                  any(type(o).__name__ == "CPUDispatcher" for o in gc.get_objects()), flush=True)
+            return real.scan_bookie(*args, **kwargs)
+        return scan
+
+inventory.bookie_inventory = Scanner()
+try:
+    inventory.inventory.main([{root!r}], standalone_mode=False)
+except SystemExit:
+    pass
+"""
+
+
+def test_the_inventory_frozen_its_scanners_out_of_the_collectors_sight():
+    """As fsck's checker: the scanners, loaded once the arguments are checked, are not walked again
+    by the young collections of the scan."""
+    from conftest import GOLDEN
+    out = subprocess.run([sys.executable, "-c",
+                          INVENTORY_LOADED_PROBE.format(root=str(GOLDEN / "interleaved-v6-hostport"))],
+                         capture_output=True, text=True, timeout=120)
+    assert "scanner modules left to the collector: False" in out.stdout, out.stdout[-500:] + out.stderr[-500:]
