@@ -14,11 +14,18 @@ from bkdisk.diskio.kernels import be_i32_at
 from bkdisk.formats.entry import V2_MARKER
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.journal import (KEY_AT, KEY_LENGTH_AT, RECORD_LENGTH_SIZE, SCOPED_PREFIX_SIZE, RecordKind,
-                                    classify_body)
+from bkdisk.formats.journal import (
+    KEY_AT,
+    KEY_LENGTH_AT,
+    RECORD_LENGTH_SIZE,
+    SCOPED_PREFIX_SIZE,
+    RecordKind,
+    classify_body,
+)
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.ledger_keys import LedgerKeys, distinct_keys
+from bkdisk.journal.pending import PendingRecords
 from bkdisk.journal.scan_parts import record_parts
 
 # Ledger-key and explicit-LAC records are read a run at a time (keyed_runs): a run spans at most
@@ -42,7 +49,7 @@ class JournalFacts:
     master_keys: LedgerKeys = field(default_factory=LedgerKeys.empty)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
-    pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
+    pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
 
     @classmethod
     def collect(cls, journals: Iterable[JournalSource]) -> JournalFacts:
@@ -74,9 +81,7 @@ class JournalFacts:
             self._read_keys(path, recs[keyed], keys)
         if first < len(recs):
             data = first + np.flatnonzero(kinds[first:] == _DATA)
-            rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
-                       recs["entry"][data].tolist())
-            self.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
+            self.pending.add(path, recs["offset"][data], scope[data], ledger[data], recs["entry"][data])
 
     def _read_keys(self, path: str, recs: np.ndarray, keys: _KeyRecords) -> None:
         """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` (in file

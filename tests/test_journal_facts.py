@@ -90,7 +90,7 @@ def test_the_facts_are_those_of_the_records_one_at_a_time(monkeypatch, records, 
         got = JournalFacts.collect([(JOURNAL_ID, path, scan, mark)])
         keys, fenced, lacs, pending = _reference(path, mark)
         assert list(got.master_keys) == list(keys) and dict(got.master_keys) == keys
-        assert got.fenced == fenced and got.explicit_lac == lacs and got.pending == pending
+        assert got.fenced == fenced and got.explicit_lac == lacs and list(got.pending.tuples()) == pending
 
 
 def test_ledger_keys_side_by_side_are_read_in_few_reads(monkeypatch):
