@@ -9,6 +9,7 @@ from bkdisk.journal.ledger_keys import LedgerKeys
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MULT = np.uint64(0xBF58476D1CE4E5B9)
+SORTED_SEARCH = 1 << 14   # rows looked up at once from which they are searched in the order of their mixes
 
 
 def mix(cols: list[np.ndarray]) -> np.ndarray:
@@ -40,21 +41,31 @@ class KeySet:
     def index_of(self, cols: list[np.ndarray]) -> np.ndarray:
         """Per row, the index of an equal row of the set (-1: none)."""
         n = len(cols[0]) if cols else 0
-        if n == 0 or len(self.sorted) == 0:
+        m = len(self.sorted)
+        if n == 0 or m == 0:
             return np.full(n, -1, np.int64)
         h = mix(cols)
-        lo = np.searchsorted(self.sorted, h, "left")
-        hi = np.searchsorted(self.sorted, h, "right")
-        cand = lo < hi
-        j = self.order[np.minimum(lo, len(self.sorted) - 1)]
+        if n >= SORTED_SEARCH:   # searched in order, each search starts where the one before ended
+            by_mix = np.argsort(h)
+            lo = np.empty(n, np.int64)
+            lo[by_mix] = np.searchsorted(self.sorted, h[by_mix], "left")
+            del by_mix
+        else:
+            lo = np.searchsorted(self.sorted, h, "left")
+        at = np.minimum(lo, m - 1)
+        cand = (lo < m) & (self.sorted[at] == h)
+        j = self.order[at]
         same = cand.copy()
         for ref, q in zip(self.cols, cols):
             same &= ref[j] == np.asarray(q)
         out = np.where(same, j, -1)
-        for i in np.flatnonzero(cand & ~same & (hi - lo > 1)).tolist():   # colliding mixes: each compared
-            for k in self.order[lo[i]:hi[i]].tolist():
-                if all(ref[k] == np.asarray(q)[i] for ref, q in zip(self.cols, cols)):
-                    out[i] = k
+        for i in np.flatnonzero(cand & ~same).tolist():   # colliding mixes: each row of the mix compared
+            for k in range(int(lo[i]) + 1, m):
+                if self.sorted[k] != h[i]:
+                    break
+                r = int(self.order[k])
+                if all(ref[r] == np.asarray(q)[i] for ref, q in zip(self.cols, cols)):
+                    out[i] = r
                     break
         return out
 
