@@ -86,13 +86,13 @@ def lean_cache_class() -> type:
 _probed: dict[str, OSError | None] = {}   # cache folder -> why it cannot be used (None: it can)
 
 
-def _probed_once(locator: type) -> type:
+def _probed_once(locator: type[Any]) -> type[Any]:
     """numba's cache locator ``locator``, probing a cache folder (made if missing, a file written and
     removed to see that it is writable) once a process instead of once a kernel: the kernels of one
     source folder share a cache folder. A folder that failed the probe fails it again, so numba moves
     to its next locator as it would."""
 
-    class ProbedOnce(locator):   # type: ignore[misc, valid-type]
+    class ProbedOnce(locator):
         def ensure_cache_path(self) -> None:
             path = self.get_cache_path()
             if path not in _probed:
