@@ -70,6 +70,25 @@ class KeySet:
         return out
 
 
+    def own_rows(self) -> np.ndarray:
+        """Per row of the set, the index of its first equal row: ``index_of`` of the set's own rows,
+        from the sort the set already holds."""
+        n = len(self.sorted)
+        out = np.empty(n, np.int64)
+        if n == 0:
+            return out
+        starts = np.flatnonzero(np.concatenate([[True], self.sorted[1:] != self.sorted[:-1]]))
+        first = np.repeat(self.order[starts], np.diff(np.append(starts, n)))   # per place: its mix's first row
+        same = np.ones(n, bool)
+        for c in self.cols:
+            same &= c[self.order] == c[first]
+        out[self.order] = first
+        odd = self.order[~same]   # rows whose mix is another row's too
+        if len(odd):
+            out[odd] = self.index_of([c[odd] for c in self.cols])
+        return out
+
+
 def ledger_set(lids) -> KeySet:
     """A KeySet of ledgers: of (scope, ledger) pairs (LedgerIds), or of a LedgerKeys table's columns."""
     if isinstance(lids, LedgerKeys):

@@ -33,3 +33,15 @@ def test_index_of_is_the_first_equal_row_as_a_dict_gives_it(monkeypatch, weak_mi
         first.setdefault(r, i)
     got = KeySet(_columns(ref)).index_of(_columns(asked) if asked else [])
     assert got.tolist() == [first.get(r, -1) for r in asked]
+
+
+@pytest.mark.parametrize("weak_mix", [False, True])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ref=ROWS)
+def test_own_rows_are_the_sets_own_rows_looked_up(monkeypatch, weak_mix, ref):
+    if weak_mix:
+        monkeypatch.setattr(keyjoin, "mix", lambda cols: np.asarray(cols[-1]).astype(np.uint64) % np.uint64(3))
+    first: dict[tuple[int, int, int], int] = {}
+    for i, r in enumerate(ref):
+        first.setdefault(r, i)
+    assert KeySet(_columns(ref)).own_rows().tolist() == [first[r] for r in ref]

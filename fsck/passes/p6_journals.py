@@ -198,7 +198,7 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
                 for _lo, ents in entry_parts(s):
                     mark(ents["scope"], ents["ledger"], ents["entry"])
     # (a pending record equal to another one is held when either is: the set maps both to one row)
-    missing = np.flatnonzero(~found[wanted.index_of(pend.ids())])
+    missing = np.flatnonzero(~found[wanted.own_rows()])
     names = sorted({os.path.basename(p) for p in pend.paths})
     first = next(pend.tuples(np.arange(1)))
     yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
