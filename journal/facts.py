@@ -106,11 +106,16 @@ class JournalFacts:
     def _add_bodies(self, path: str, recs: np.ndarray, raw: np.ndarray, at: np.ndarray, keys: _KeyRecords) -> None:
         """The keyed records ``recs`` whose bodies start at ``at`` in ``raw``."""
         # The scanner classified and bounds-checked each record: a ledger-key record holds its key
-        # length and its key, an explicit-LAC record its body.
+        # length and its key, an explicit-LAC record its body (unless the journal changed since).
         is_key = recs["kind"] == _KEY
-        k = at[is_key]
+        k, end = at[is_key], at[is_key] + recs["size"][is_key]
         k = k + np.where(raw[k] >= V2_MARKER, SCOPED_PREFIX_SIZE, 0)   # (past a scoped record's prefix)
-        lengths = be_i32_at(raw, k + KEY_LENGTH_AT)
+        lengths = be_i32_at(raw, np.minimum(k + KEY_LENGTH_AT, len(raw) - 4))
+        changed = (k + KEY_AT > end) | (lengths < 0) | (k + KEY_AT + lengths > end)
+        if changed.any():
+            raise FormatError("a ledger-key record holding its key, as when the journal was scanned",
+                              "one that does not (the journal changed since it was scanned)", path=path,
+                              offset=int(recs["offset"][is_key][np.argmax(changed)]))
         keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[_spans(k + KEY_AT, lengths)], np.cumsum(lengths))
         lacs = np.flatnonzero(~is_key)
         for i, s, l, off, n in zip(lacs.tolist(), recs["scope"][lacs].tolist(), recs["ledger"][lacs].tolist(),

@@ -119,3 +119,18 @@ def test_a_journal_cut_short_after_its_scan_is_one_line_naming_it():
             JournalFacts.collect([(JOURNAL_ID, path, scan, None)])
     assert path in str(e.value) and f"offset {key_at + fj.RECORD_LENGTH_SIZE}" in str(e.value)
     assert "shorter than when it was scanned" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_key_record_changed_after_its_scan_is_one_line_naming_it():
+    """A key length the scan did not see (the bookie wrote while the check ran): no traceback."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"{JOURNAL_ID:x}.txn")
+        _write(path, [("data", 0, 1, 300), ("key", 0, 3, b"k" * 20), ("key", 0, 4, b"k" * 20)])
+        scan = scan_journal(path)
+        key_at = int(scan.records["offset"][2])
+        with open(path, "r+b") as fh:
+            fh.seek(key_at + fj.RECORD_LENGTH_SIZE + fj.KEY_LENGTH_AT)
+            fh.write(b"\xff\xff\xff\xf0")   # a negative key length
+        with pytest.raises(FormatError) as e:
+            JournalFacts.collect([(JOURNAL_ID, path, scan, None)])
+    assert path in str(e.value) and f"offset {key_at}:" in str(e.value) and "changed since" in str(e.value)
