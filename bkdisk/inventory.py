@@ -25,7 +25,7 @@ from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import warn
 from bkdisk.commandline.runner import one_line_errors
-from bkdisk.diskio.config import collector_eased
+from bkdisk.diskio.config import collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
@@ -308,6 +308,7 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
         SpillFolder(memory, dirs.all_dirs)
     out = sys.stdout.buffer
     sink = _ParquetSink(parquet_path) if parquet_path else None
+    _load_scanners()
     damaged = False
     done = False
     try:
@@ -324,6 +325,14 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
     out.flush()
     if damaged:
         sys.exit(EXIT_UNCORRECTED)
+
+
+def _load_scanners() -> None:
+    """Load the scanners (numpy, numba's kernels), once the arguments are checked, and freeze them out of
+    the collector's sight (diskio.config.freeze_loaded): the young collections of the scan would
+    otherwise walk their hundred thousand objects, on the thread the rows wait for."""
+    bookie_inventory.scan_bookie, entrylog_scan.DigestPlan   # noqa: B018 - read to load the modules
+    freeze_loaded()
 
 
 def _digest_plan(meta: dict) -> DigestPlan:

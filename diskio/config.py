@@ -29,8 +29,9 @@ from typing import Any
 CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
 CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}
 
-# nopython always; nogil so fsck's --jobs threads run kernels in parallel; cached across processes.
-JIT_OPTIONS: dict[str, Any] = dict(nogil=True, cache=True, boundscheck=False)
+# nopython always; nogil so fsck's --jobs threads run kernels in parallel. Cached across processes:
+# ``kernel`` gives each its cache (a LeanCache) itself.
+JIT_OPTIONS: dict[str, Any] = dict(nogil=True, boundscheck=False)
 
 
 @functools.cache
@@ -45,7 +46,8 @@ def numba_cache_dir() -> str | None:
 
 
 def kernel(fn: Callable) -> Callable:
-    """``numba.njit(**JIT_OPTIONS)``, with the cache folder resolved first and a ``LeanCache``."""
+    """``numba.njit(**JIT_OPTIONS, cache=True)``, with the cache folder resolved first and a
+    ``LeanCache`` as the cache (the only one made: ``cache=True`` would make numba's own first)."""
     numba_cache_dir()
     from numba import njit
     dispatcher = njit(**JIT_OPTIONS)(fn)
@@ -64,16 +66,47 @@ def lean_cache_class() -> type:
     through numba's compiler, which refreshes the contexts itself. (numba is pinned to 0.68.x:
     tests/test_numba_cache.py checks this against it.)
     """
-    from numba.core.caching import FunctionCache
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache
     from numba.core.runtime import nrt
 
+    class LeanImpl(CompileResultCacheImpl):
+        _locator_classes = [_probed_once(c) for c in CompileResultCacheImpl._locator_classes]
+
     class LeanCache(FunctionCache):
+        _impl_class = LeanImpl
+
         def load_overload(self, sig, target_context):
             nrt.rtsys.initialize(target_context)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
 
     return LeanCache
+
+
+_probed: dict[str, OSError | None] = {}   # cache folder -> why it cannot be used (None: it can)
+
+
+def _probed_once(locator: type[Any]) -> type[Any]:
+    """numba's cache locator ``locator``, probing a cache folder (made if missing, a file written and
+    removed to see that it is writable) once a process instead of once a kernel: the kernels of one
+    source folder share a cache folder. A folder that failed the probe fails it again, so numba moves
+    to its next locator as it would."""
+
+    class ProbedOnce(locator):
+        def ensure_cache_path(self) -> None:
+            path = self.get_cache_path()
+            if path not in _probed:
+                try:
+                    super().ensure_cache_path()
+                    _probed[path] = None
+                except OSError as e:
+                    _probed[path] = e
+            why = _probed[path]
+            if why is not None:
+                raise why
+
+    ProbedOnce.__name__ = ProbedOnce.__qualname__ = locator.__name__
+    return ProbedOnce
 
 
 @functools.cache

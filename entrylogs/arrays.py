@@ -38,13 +38,22 @@ def distinct_ledgers(ids: np.ndarray) -> np.ndarray:
 
 
 def ledger_sums(scope: np.ndarray, ledger: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct (scope, ledger) of rows, in id order, and the sum of the rows' ``weight`` (int64) for each."""
+    """The distinct (scope, ledger) of rows, in id order, and the sum of the rows' ``weight`` (int64) for each.
+    Each run of one ledger is summed first and only the runs are sorted: a log holds a ledger's
+    entries in runs."""
     if len(scope) == 0:
         return scope[:0], ledger[:0], np.zeros(0, np.int64)
+    runs = _firsts(scope, ledger)
+    scope, ledger, weight = scope[runs], ledger[runs], np.add.reduceat(weight, runs)
     order = np.lexsort((ledger, scope))
     s, l = scope[order], ledger[order]
-    first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])]))
+    first = _firsts(s, l)
     return s[first], l[first], np.add.reduceat(weight[order], first)
+
+
+def _firsts(scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+    """Where each run of rows of one (scope, ledger) begins."""
+    return np.flatnonzero(np.concatenate([[True], (scope[1:] != scope[:-1]) | (ledger[1:] != ledger[:-1])]))
 
 
 @dataclass

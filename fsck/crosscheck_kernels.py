@@ -48,37 +48,51 @@ def _first_at_least_near(keys, k, p):
 
 
 @kernel
-def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, lo, hi, k0, out_k, out_key, out_entry, out_file):
+def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, lo, hi, k0, block, first, last, out_k, out_key,
+                  out_entry, out_file):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
     scanned log (sorted ``ids``, those at indices ``lo``..``hi`` - 1) before its end (``sizes``), as
-    rows: number, location, entry id, file row. Returns the rows written."""
+    rows: number, location, entry id, file row. Returns the rows written. A block of ``block``
+    locations whose ``first``..``last`` indices of ``ids`` (locations_per_log's) miss the range is
+    passed over; with no blocks given, every location is looked at."""
     n = 0
     if ids.size == 0:
         return n
-    for i in range(c_file.size):
-        log = np.uint64(c_log[i])
-        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
-        if ids[w] != log or np.int64(c_pos[i]) >= sizes[w] or w < lo or w >= hi:
+    blocks = first.size if first.size else 1
+    if not first.size:
+        block = c_file.size
+    for b in range(blocks):
+        if first.size and (last[b] < lo or first[b] >= hi):
             continue
-        out_k[n] = k0 + i
-        out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
-        out_entry[n] = c_entry[i]
-        out_file[n] = c_file[i]
-        n += 1
+        for i in range(b * block, min(c_file.size, (b + 1) * block)):
+            log = np.uint64(c_log[i])
+            w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
+            if ids[w] == log and np.int64(c_pos[i]) < sizes[w] and lo <= w < hi:
+                out_k[n] = k0 + i
+                out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
+                out_entry[n] = c_entry[i]
+                out_file[n] = c_file[i]
+                n += 1
     return n
 
 
 @kernel
-def locations_per_log(c_log, c_pos, ids, sizes, out_count):
+def locations_per_log(c_log, c_pos, ids, sizes, out_count, block, out_first, out_last):
     """How many locations point into each scanned log (sorted ``ids``) before its end (``sizes``):
-    ``out_count[w]`` for ``ids[w]``, added to."""
+    ``out_count[w]`` for ``ids[w]``, added to; and per ``block`` locations (block b from
+    ``c_log[b * block]``) the first and last such ``w`` (``out_first[b]``, ``out_last[b]``: lowered
+    and raised from where they start)."""
     if ids.size == 0:
         return
-    for i in range(c_log.size):
-        log = np.uint64(c_log[i])
-        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
-        if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
-            out_count[w] += 1
+    for b in range(out_first.size):
+        first, last = out_first[b], out_last[b]
+        for i in range(b * block, min(c_log.size, (b + 1) * block)):
+            log = np.uint64(c_log[i])
+            w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
+            if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
+                out_count[w] += 1
+                first, last = min(first, w), max(last, w)
+        out_first[b], out_last[b] = first, last
 
 
 @kernel
@@ -136,3 +150,22 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
         f = l_file[i]
         out_verdict[i] = _verdict(e_offset[w] == at, e_scope[w] == f_scope[f] and e_ledger[w] == f_ledger[f]
                                   and e_entry[w] == l_entry[i], w, pointed)
+
+
+@kernel
+def misplaced_locations(c_log, c_pos, ids, sizes, shortest_end, out_missing, out_past):
+    """The locations (LOCATION_DTYPE fields ``c_*``) that point into no log of ``ids`` (sorted):
+    their indices in ``out_missing``; and of the others those where an entry could not start, within
+    ``shortest_end`` bytes of their log's end (``sizes``) or past it: in ``out_past``. Returns how many
+    of each were written."""
+    missing = past = 0
+    for i in range(c_log.size):
+        log = np.uint64(c_log[i])
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        if ids.size == 0 or ids[w] != log:
+            out_missing[missing] = i
+            missing += 1
+        elif np.int64(c_pos[i]) + shortest_end > sizes[w]:
+            out_past[past] = i
+            past += 1
+    return missing, past

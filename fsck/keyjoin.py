@@ -9,6 +9,7 @@ from bkdisk.journal.ledger_keys import LedgerKeys
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MULT = np.uint64(0xBF58476D1CE4E5B9)
+SORTED_SEARCH = 1 << 14   # rows looked up at once from which they are searched in the order of their mixes
 
 
 def mix(cols: list[np.ndarray]) -> np.ndarray:
@@ -40,22 +41,51 @@ class KeySet:
     def index_of(self, cols: list[np.ndarray]) -> np.ndarray:
         """Per row, the index of an equal row of the set (-1: none)."""
         n = len(cols[0]) if cols else 0
-        if n == 0 or len(self.sorted) == 0:
+        m = len(self.sorted)
+        if n == 0 or m == 0:
             return np.full(n, -1, np.int64)
         h = mix(cols)
-        lo = np.searchsorted(self.sorted, h, "left")
-        hi = np.searchsorted(self.sorted, h, "right")
-        cand = lo < hi
-        j = self.order[np.minimum(lo, len(self.sorted) - 1)]
+        if n >= SORTED_SEARCH:   # searched in order, each search starts where the one before ended
+            by_mix = np.argsort(h)
+            lo = np.empty(n, np.int64)
+            lo[by_mix] = np.searchsorted(self.sorted, h[by_mix], "left")
+            del by_mix
+        else:
+            lo = np.searchsorted(self.sorted, h, "left")
+        at = np.minimum(lo, m - 1)
+        cand = (lo < m) & (self.sorted[at] == h)
+        j = self.order[at]
         same = cand.copy()
         for ref, q in zip(self.cols, cols):
             same &= ref[j] == np.asarray(q)
         out = np.where(same, j, -1)
-        for i in np.flatnonzero(cand & ~same & (hi - lo > 1)).tolist():   # colliding mixes: each compared
-            for k in self.order[lo[i]:hi[i]].tolist():
-                if all(ref[k] == np.asarray(q)[i] for ref, q in zip(self.cols, cols)):
-                    out[i] = k
+        for i in np.flatnonzero(cand & ~same).tolist():   # colliding mixes: each row of the mix compared
+            for k in range(int(lo[i]) + 1, m):
+                if self.sorted[k] != h[i]:
                     break
+                r = int(self.order[k])
+                if all(ref[r] == np.asarray(q)[i] for ref, q in zip(self.cols, cols)):
+                    out[i] = r
+                    break
+        return out
+
+
+    def own_rows(self) -> np.ndarray:
+        """Per row of the set, the index of its first equal row: ``index_of`` of the set's own rows,
+        from the sort the set already holds."""
+        n = len(self.sorted)
+        out = np.empty(n, np.int64)
+        if n == 0:
+            return out
+        starts = np.flatnonzero(np.concatenate([[True], self.sorted[1:] != self.sorted[:-1]]))
+        first = np.repeat(self.order[starts], np.diff(np.append(starts, n)))   # per place: its mix's first row
+        same = np.ones(n, bool)
+        for c in self.cols:
+            same &= c[self.order] == c[first]
+        out[self.order] = first
+        odd = self.order[~same]   # rows whose mix is another row's too
+        if len(odd):
+            out[odd] = self.index_of([c[odd] for c in self.cols])
         return out
 
 

@@ -1,11 +1,14 @@
 """Tables of an index walk that grow as files are met: the file rows (INDEX_FILE_DTYPE) and their
-location rows (LOCATION_DTYPE), each one array whose capacity doubles in place.
+location rows (LOCATION_DTYPE), each one array whose capacity doubles in place (the location rows
+first map, in one go, the room their sink lets them hold: LocationRows).
 
 ``ndarray.resize`` reallocates the buffer (a large one is moved by the kernel's page remapping, not
 copied and held twice), so a walk of millions of files keeps one array of rows, filled by the
 listing (the name's columns) and by the reading (the header's and the slots' columns) alike.
 """
 from __future__ import annotations
+
+import mmap
 
 import numpy as np
 
@@ -78,14 +81,51 @@ class FileRows(GrowingArray):
     def _fill(self, start: int) -> None:
         _unread_from(self.array, start)
 
-    def add(self) -> int:
-        """A new blank row; its index."""
+    def add(self, k: int = 1) -> int:
+        """``k`` new blank rows; the index of the first."""
         n = self.n
-        if n == len(self.array):
-            self._grow(max(2 * n, FIRST_CAPACITY))
-        self.n = n + 1
+        if n + k > len(self.array):
+            self._grow(max(n + k, 2 * n, FIRST_CAPACITY))
+        self.n = n + k
         return n
 
 
-def location_rows(n: int = 0) -> GrowingArray:
-    return GrowingArray(LOCATION_DTYPE, n)
+class LocationRows(GrowingArray):
+    """LOCATION_DTYPE rows whose first growth maps ``reserve`` rows of anonymous memory, in small pages
+    the kernel gives zeroed as rows first reach them: the rows are neither moved nor filled while the
+    reserve lasts. (Huge pages, numpy's choice for a large array, gave whole checks more system time,
+    the scans' threads mapping and reading beside the walk.) Past the reserve the rows move once into
+    an array of their own, which grows as any GrowingArray does."""
+
+    def __init__(self, reserve: int = 0):
+        super().__init__(LOCATION_DTYPE)
+        self.reserve = reserve
+        self.mapped = False   # ``array`` is the reserve's mapping
+
+    def _grow(self, capacity: int) -> None:
+        if len(self.array) == 0 and self.reserve > capacity:
+            try:
+                room = mmap.mmap(-1, self.reserve * self.dtype.itemsize, flags=mmap.MAP_PRIVATE)
+            except (OSError, OverflowError):   # no address space to reserve (a ulimit): grown as needed
+                self.reserve = 0
+            else:
+                try:
+                    room.madvise(mmap.MADV_NOHUGEPAGE)
+                except (AttributeError, OSError):   # (no such advice here: the system's pages)
+                    pass
+                self.array, self.mapped = np.frombuffer(room, self.dtype), True
+                return
+        if self.mapped:
+            grown = np.zeros(capacity, self.dtype)
+            grown[:self.n] = self.array[:self.n]
+            self.array, self.mapped = grown, False
+            return
+        super()._grow(capacity)
+
+    def finish(self) -> np.ndarray:
+        """The rows: in the reserve, a view of its first rows (the pages past them were never given)."""
+        return self.array[:self.n] if self.mapped else super().finish()
+
+
+def location_rows(reserve: int = 0) -> LocationRows:
+    return LocationRows(reserve)

@@ -10,7 +10,6 @@ every folder it cannot list as an IoFailure instead of stopping.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,12 +88,20 @@ class _Found:
         self.dir, self.skip = dir_index, len(cur) + 1
 
     def add(self, path: str, regular: bool) -> None:
-        r = self.rows.add()
-        self.pending.append(path[self.skip:])
-        self.regular.append(regular)
-        if self.reader is not None:
-            self.reader.read(r, path, regular)
-        if len(self.pending) == path_column.BLOCK:
+        self.add_files([(path, path, regular)])
+
+    def add_files(self, files: list[tuple[str, str, bool]]) -> None:
+        """A row for each (name, path, regular) of a folder's, in order, each read if there is a reader."""
+        rows, pending, kinds, skip = self.rows, self.pending, self.regular, self.skip
+        read = None if self.reader is None else self.reader.read
+        r = rows.add(len(files))
+        for _name, path, regular in files:
+            pending.append(path[skip:])
+            kinds.append(regular)
+            if read is not None:
+                read(r, path, regular)
+            r += 1
+        if len(pending) >= path_column.BLOCK:
             self.drain()
 
     def drain(self) -> None:
@@ -123,13 +130,14 @@ class _Found:
 FOLDER, REGULAR, OTHER = 0, 1, 2   # what a walk item is: a folder to list, an index file (regular or not)
 
 
-def _walk_one(cur: str, add: Callable[[str, bool], None], strays: list[tuple[str, str]],
-              failures: list[IoFailure], links: list[str]) -> None:
-    """Call ``add(path, regular)`` for every ``.idx`` below ``cur`` in the order of the paths as
-    strings; keep strays, failures, and the symlinks met outside followed symlinked folders.
+def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: list[IoFailure],
+              links: list[str]) -> None:
+    """Give ``found`` every ``.idx`` below ``cur`` in the order of the paths as strings; keep strays,
+    failures, and the symlinks met outside followed symlinked folders.
 
     Depth first, each folder's entries by name, a folder's as ``name/`` (what every path below it
-    begins with), which is the strings' order: a file ``a-b`` comes before the folder ``a``'s paths."""
+    begins with), which is the strings' order: a file ``a-b`` comes before the folder ``a``'s paths.
+    A folder without subfolders (where the index files of a bookie are) gives its files at once."""
     stack = [(cur, 0, False, FOLDER)]
     top = os.path.realpath(cur)
     inside = top.rstrip(os.sep) + os.sep
@@ -137,7 +145,7 @@ def _walk_one(cur: str, add: Callable[[str, bool], None], strays: list[tuple[str
     while stack:
         folder, depth, via_link, kind = stack.pop()
         if kind != FOLDER:
-            add(folder, kind == REGULAR)
+            found.add(folder, kind == REGULAR)
             continue
         try:   # a listing that fails half way is a failure too, not a partial listing
             with os.scandir(folder) as it:
@@ -145,9 +153,18 @@ def _walk_one(cur: str, add: Callable[[str, bool], None], strays: list[tuple[str
         except OSError as e:
             failures.append(IoFailure.from_oserror(folder, LIST, e))
             continue
-        items = []   # (sort key, path, depth, via link, kind)
+        files = []     # (name, path, regular) of the index files
+        folders = []   # (name + "/", path, depth, via link) of the folders to list
         for entry in entries:
+            name = entry.name
             try:
+                if entry.is_file(follow_symlinks=False):   # a regular file: the one question it needs
+                    if name.endswith(INDEX_SUFFIX):
+                        files.append((name, entry.path, True))
+                    elif depth:
+                        strays.append((entry.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX)
+                                       else STRAY_OTHER))
+                    continue
                 # A symlinked folder is followed (the check reads through it; fsck.confinement keeps
                 # repairs from writing through one that leads outside the bookie's dirs).
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -161,28 +178,28 @@ def _walk_one(cur: str, add: Callable[[str, bool], None], strays: list[tuple[str
                         if real in seen or real.startswith(inside):
                             continue
                         seen.add(real)
-                        items.append((entry.name + "/", entry.path, depth + 1, True, FOLDER))
+                        folders.append((name + "/", entry.path, depth + 1, True))
                         continue
             except OSError:   # no type in the entry and the lstat failed: it vanished
                 continue
-            name = entry.name
             if is_dir:
                 if name.endswith(INDEX_SUFFIX):   # named like an index file: listed (its read is refused) and walked
-                    items.append((name, entry.path, depth, via_link, OTHER))
+                    files.append((name, entry.path, False))
                 if depth or name not in ROCKSDB_DIRS:
-                    items.append((name + "/", entry.path, depth + 1, via_link, FOLDER))
-            elif name.endswith(INDEX_SUFFIX):
-                items.append((name, entry.path, depth, via_link,
-                              REGULAR if entry.is_file(follow_symlinks=False) else OTHER))
+                    folders.append((name + "/", entry.path, depth + 1, via_link))
+            elif name.endswith(INDEX_SUFFIX):   # a link, FIFO, device or socket: checked before it is read
+                files.append((name, entry.path, False))
             elif depth:
                 strays.append((entry.path, STRAY_RELOCATION if name.endswith(RELOCATION_SUFFIX) else STRAY_OTHER))
-        if len(items) > 1:
-            items.sort()   # (the keys differ: a folder's ends in "/", which no name holds)
-        if all(item[4] != FOLDER for item in items):   # files only (a leaf folder): met now, in order
-            for item in items:
-                add(item[1], item[4] == REGULAR)
-        else:
-            stack.extend([item[1:] for item in reversed(items)])
+        if len(files) > 1:
+            files.sort()   # (names differ within a folder)
+        if not folders:   # files only: met now, in order
+            found.add_files(files)
+            continue
+        items = [(name, path, depth, via_link, REGULAR if regular else OTHER) for name, path, regular in files]
+        items += [(key, path, level, link, FOLDER) for key, path, level, link in folders]
+        items.sort()   # (the keys differ: a folder's ends in "/", which no name holds)
+        stack.extend([item[1:] for item in reversed(items)])
 
 
 def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListing:
@@ -195,7 +212,7 @@ def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListi
         cur = os.path.join(d, CURRENT_DIR)
         found.start(di, cur)
         links: list[str] = []
-        _walk_one(cur, found.add, out.strays, out.failures, links)
+        _walk_one(cur, found, out.strays, out.failures, links)
         out.symlinks.extend((di, p) for p in links)
     out.relpaths = found.column()
     if reader is not None:

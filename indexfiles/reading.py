@@ -1,9 +1,10 @@
-"""Reading listed ``.idx`` files: small ones back to back into one batch buffer, large ones a window at a time.
+"""Reading listed ``.idx`` files: small ones back to back into a batch, large ones a window at a time.
 
 Python does the I/O (one open and one readv per file; an fstat only when a read fills FIRST_READ or
 the listing could not tell the file's type) and the jitted kernels of indexfiles.decode decode a whole
-batch at once, writing its locations straight into their rows. A file larger than the batch buffer
-is read in windows of that buffer, and only its parts that hold data: an ``.idx`` may be sparse (one
+batch at once, writing its locations straight into their rows. A batch fills the buffer's first PACK
+bytes (so it is decoded while still in the cache), or the buffer with one file; a file larger than
+the buffer is read in windows of it, and only its parts that hold data: an ``.idx`` may be sparse (one
 location in slot 2^31-2 makes a 16 GiB file of which a page is stored), so holes are skipped with
 SEEK_DATA/SEEK_HOLE and memory stays bounded by the buffer whatever size a file claims. Every file
 that cannot be opened or read is kept as an IoFailure (with its errno) and a DiskError in its row;
@@ -24,11 +25,14 @@ from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles import decode as D
+from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 from bkdisk.indexfiles.file_rows import FileRows, location_rows
 from bkdisk.indexfiles.row_objects import HeaderColumn, SparseColumn
 
-DEFAULT_BATCH = 32 << 20   # bytes of files read before a decode; also a large file's window
+DEFAULT_BATCH = 32 << 20   # the read buffer: a large file's window (a file up to it is decoded whole)
+PACK = 2 << 20             # bytes of small files read back to back before a decode: while they are in the cache
 FIRST_READ = 1 << 20       # read before asking a file's size: most .idx files are a few pages
+RESERVE_BYTES = 256 << 20  # the location rows' reserve at most (address space: a page is memory once rows reach it)
 SLOT = fi.SLOT_SIZE
 
 
@@ -78,13 +82,17 @@ class Reader:
     def __init__(self, rows: FileRows, batch_bytes: int = DEFAULT_BATCH, sink=None):
         self.rows = rows
         self.sink = sink   # a diskio.spill.ChunkedArray the locations go to when they pass its budget
-        self.locs = location_rows()
         self.headers: HeaderColumn[fi.IndexHeader] = HeaderColumn()
         self.errors: SparseColumn[FormatError | DiskError] = SparseColumn()
         self.failures: list[IoFailure] = []
         self.buf = np.empty(_aligned(max(batch_bytes, fi.HEADER_SIZE)), np.uint8)
         self.words = self.buf.view(np.uint64)
         self.view, self.cap = self.buf.data, len(self.buf)
+        self.pack = min(self.cap, PACK)   # (the buffer's pages past it are touched by large files only)
+        # Rows held at most: the sink's budget, then one batch's (a location a slot) before they go to
+        # it; reserved up to RESERVE_BYTES of address space (a larger budget grows past it as needed).
+        held = 0 if sink is None else sink.budget // LOCATION_DTYPE.itemsize + self.cap // SLOT + 1
+        self.locs = location_rows(min(held, RESERVE_BYTES // LOCATION_DTYPE.itemsize))
         self.known_headers: dict[bytes, int] = {}   # a header's bytes -> its id: the ledgers of a password share one
         self.batch: tuple[list[int], list[int], list[int], list[str]] = ([], [], [], [])
         self.used = 0
@@ -108,11 +116,11 @@ class Reader:
                 self.failed(r, path, opened)
                 return
             fd, size = opened
-        view, cap, used = self.view, self.cap, self.used
+        view, cap, used, pack = self.view, self.cap, self.used, self.pack
         try:
             got = 0
             if size < 0:   # the type is known from the listing, the size not yet: read, and ask if it filled
-                want = cap - used if cap - used < FIRST_READ else FIRST_READ
+                want = pack - used if pack - used < FIRST_READ else FIRST_READ
                 got = os.readv(fd, [view[used:used + want]]) if want else 0
                 if got == want:
                     st = os.fstat(fd)
@@ -126,7 +134,7 @@ class Reader:
                 self.flush()
                 self.decode_large(r, path, fd, size)   # the buffer becomes its window
                 return
-            if used + size > cap:
+            if used and used + size > pack:
                 self.flush()
                 got, used = 0, 0   # read it again at the start of the emptied buffer
             if got < size:
@@ -142,6 +150,8 @@ class Reader:
         lens.append(got)
         paths.append(path)
         self.used = -(-(used + got) // SLOT) * SLOT   # each file starts on a word: its slots are whole words
+        if self.used >= pack:
+            self.flush()
 
     def flush(self) -> None:
         rows, at, lens, paths = self.batch

@@ -57,15 +57,6 @@ class JournalArrays:
         return data[body:body + int(r["size"])]
 
 
-def read_bodies(path: str, records: np.ndarray) -> list[bytes]:
-    """The body of each of ``records`` (JOURNAL_DTYPE rows of the journal at ``path``), by a positioned
-    read of just its bytes: memory stays flat (mapping would pull in read-around pages)."""
-    with open(path, "rb", buffering=0) as fh:
-        fd = fh.fileno()
-        return [os.pread(fd, n, off + RECORD_LENGTH_SIZE)
-                for off, n in zip(records["offset"].tolist(), records["size"].tolist())]
-
-
 def scan_journal_reference(path: str | os.PathLike, data: bytes | None = None,
                            start: int | None = None) -> JournalArrays:
     s = read_journal(path, data, start)

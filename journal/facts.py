@@ -2,6 +2,8 @@
 replay, gathered from the journal scans and the lastMark that applies to each journal."""
 from __future__ import annotations
 
+import bisect
+import os
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -10,14 +12,30 @@ import numpy as np
 
 from bkdisk.diskio.kernels import be_i32_at
 from bkdisk.formats.entry import V2_MARKER
+from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.journal import KEY_AT, KEY_LENGTH_AT, SCOPED_PREFIX_SIZE, RecordKind, classify_body
+from bkdisk.formats.journal import (
+    KEY_AT,
+    KEY_LENGTH_AT,
+    RECORD_LENGTH_SIZE,
+    SCOPED_PREFIX_SIZE,
+    RecordKind,
+    classify_body,
+)
 from bkdisk.formats.lastmark import LastMark
-from bkdisk.journal.arrays import JournalArrays, read_bodies
-from bkdisk.journal.ledger_keys import LedgerKeys
+from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.ledger_keys import LedgerKeys, distinct_keys
+from bkdisk.journal.pending import PendingRecords
 from bkdisk.journal.scan_parts import record_parts
 
-BLOCK = 65536   # keyed records read at once
+# Ledger-key and explicit-LAC records are read a run at a time (keyed_runs): a run spans at most
+# RUN_BYTES, and its records lie at most RUN_GAP apart (what lies between is read too).
+RUN_BYTES = 1 << 20
+RUN_GAP = 4096
+READ_BYTES = 4 << 20   # runs read before their records are taken out
+# The kinds as the records' column holds them (an IntEnum would make numpy compare as int64).
+_DATA, _KEY, _FENCE, _LAC = (np.uint8(k) for k in (RecordKind.DATA, RecordKind.LEDGER_KEY, RecordKind.FENCE,
+                                                   RecordKind.EXPLICIT_LAC))
 
 # One journal as the facts take it: its id, its path, its scan (or why it has none), and the lastMark
 # of its journal dir.
@@ -31,7 +49,7 @@ class JournalFacts:
     master_keys: LedgerKeys = field(default_factory=LedgerKeys.empty)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
-    pending: list[tuple[str, int, LedgerId, int]] = field(default_factory=list)  # after lastMark: (path, off, lid, eid)
+    pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
 
     @classmethod
     def collect(cls, journals: Iterable[JournalSource]) -> JournalFacts:
@@ -49,40 +67,92 @@ class JournalFacts:
     def _add(self, journal_id: int, path: str, recs: np.ndarray, mark: LastMark | None, keys: _KeyRecords) -> None:
         """The facts of ``recs``, records of one journal that follow those added before."""
         kinds = recs["kind"]
-        after = _after_mark(journal_id, recs["offset"], mark)
+        first = _first_after(journal_id, recs["offset"], mark)   # records [first:] follow the mark
+        meta = np.flatnonzero(kinds != _DATA)   # (one pass over the records: the others are few)
+        meta_kinds = kinds[meta]
         scope, ledger = recs["scope"], recs["ledger"]
         # Each kind fills its own table, in record order: the same tables as one pass over every record.
-        fences = np.flatnonzero(kinds == RecordKind.FENCE)
-        for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), after[fences].tolist()):
+        fences = meta[meta_kinds == _FENCE]
+        for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), (fences >= first).tolist()):
             lid = LedgerId(s, l)
             self.fenced[lid] = self.fenced.get(lid, False) or not a
-        keyed = np.flatnonzero((kinds == RecordKind.LEDGER_KEY) | (kinds == RecordKind.EXPLICIT_LAC))
-        for lo in range(0, len(keyed), BLOCK):
-            self._read_keys(path, recs[keyed[lo:lo + BLOCK]], keys)
-        data = np.flatnonzero((kinds == RecordKind.DATA) & after)
-        rows = zip(recs["offset"][data].tolist(), scope[data].tolist(), ledger[data].tolist(),
-                   recs["entry"][data].tolist())
-        self.pending.extend((path, o, LedgerId(s, l), e) for o, s, l, e in rows)
+        keyed = meta[(meta_kinds == _KEY) | (meta_kinds == _LAC)]
+        if len(keyed):
+            self._read_keys(path, recs[keyed], keys)
+        if first < len(recs):
+            data = first + np.flatnonzero(kinds[first:] == _DATA)
+            self.pending.add(path, recs["offset"][data], scope[data], ledger[data], recs["entry"][data])
 
     def _read_keys(self, path: str, recs: np.ndarray, keys: _KeyRecords) -> None:
-        """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` of one journal."""
-        # The scanner already classified and bounds-checked each record.
-        offsets, sizes = recs["offset"].tolist(), recs["size"].tolist()
-        bodies = read_bodies(path, recs)
-        starts = np.cumsum([0] + sizes[:-1], dtype=np.int64)
-        joined = b"".join(bodies)
-        raw = np.frombuffer(joined, np.uint8)
-        at = np.where(raw[np.minimum(starts, max(len(raw) - 1, 0))] >= V2_MARKER, SCOPED_PREFIX_SIZE, 0) \
-            if len(raw) else np.zeros(len(starts), np.int64)
-        # (clipped into the bytes: only the ledger-key records' values are used, and those hold them)
-        key_lengths = be_i32_at(raw, np.minimum(starts + at + KEY_LENGTH_AT, len(raw) - 4)).tolist() \
-            if len(raw) >= 4 else [0] * len(starts)
-        for body, kind, s, l, off, a, n in zip(bodies, recs["kind"].tolist(), recs["scope"].tolist(),
-                                               recs["ledger"].tolist(), offsets, at.tolist(), key_lengths):
-            if kind == RecordKind.LEDGER_KEY:
-                keys.add(s, l, body[a + KEY_AT:a + KEY_AT + n])
-            else:
-                self.explicit_lac[LedgerId(s, l)] = classify_body(body, offset=off, path=path).lac_body
+        """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` (in file
+        order) of one journal, read a run of nearby records at once (``keyed_runs``) and taken out of
+        up to READ_BYTES of runs at a time."""
+        starts = recs["offset"].astype(np.int64) + RECORD_LENGTH_SIZE
+        ends = starts + recs["size"]
+        first, last = keyed_runs(starts, ends)
+        run_bytes = ends[last - 1] - starts[first]
+        batch = np.cumsum(run_bytes) // READ_BYTES   # (a batch reads at most READ_BYTES and one run)
+        cuts = np.flatnonzero(np.diff(batch)) + 1
+        with open(path, "rb", buffering=0) as fh:
+            fd = fh.fileno()
+            for r0, r1 in zip([0, *cuts.tolist()], [*cuts.tolist(), len(first)]):
+                raw = _read_runs(fd, path, starts[first[r0:r1]].tolist(), run_bytes[r0:r1].tolist())
+                lo, hi = int(first[r0]), int(last[r1 - 1])
+                # where each record's body starts in ``raw``: its run's place there, then its place in the run
+                base = np.cumsum(run_bytes[r0:r1]) - run_bytes[r0:r1] - starts[first[r0:r1]]
+                at = starts[lo:hi] + np.repeat(base, last[r0:r1] - first[r0:r1])
+                self._add_bodies(path, recs[lo:hi], raw, at, keys)
+
+    def _add_bodies(self, path: str, recs: np.ndarray, raw: np.ndarray, at: np.ndarray, keys: _KeyRecords) -> None:
+        """The keyed records ``recs`` whose bodies start at ``at`` in ``raw``."""
+        # The scanner classified and bounds-checked each record: a ledger-key record holds its key
+        # length and its key, an explicit-LAC record its body (unless the journal changed since).
+        is_key = recs["kind"] == _KEY
+        k, end = at[is_key], at[is_key] + recs["size"][is_key]
+        k = k + np.where(raw[k] >= V2_MARKER, SCOPED_PREFIX_SIZE, 0)   # (past a scoped record's prefix)
+        lengths = be_i32_at(raw, np.minimum(k + KEY_LENGTH_AT, len(raw) - 4))
+        changed = (k + KEY_AT > end) | (lengths < 0) | (k + KEY_AT + lengths > end)
+        if changed.any():
+            raise FormatError("a ledger-key record holding its key, as when the journal was scanned",
+                              "one that does not (the journal changed since it was scanned)", path=path,
+                              offset=int(recs["offset"][is_key][np.argmax(changed)]))
+        keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[_spans(k + KEY_AT, lengths)], np.cumsum(lengths))
+        lacs = np.flatnonzero(~is_key)
+        for i, s, l, off, n in zip(lacs.tolist(), recs["scope"][lacs].tolist(), recs["ledger"][lacs].tolist(),
+                                   recs["offset"][lacs].tolist(), recs["size"][lacs].tolist()):
+            body = raw[int(at[i]):int(at[i]) + n].tobytes()
+            self.explicit_lac[LedgerId(s, l)] = classify_body(body, offset=off, path=path).lac_body
+
+
+def keyed_runs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, end) records of each run of the records whose bodies are [starts, ends) (in file
+    order) read at once: a record joins its predecessor's run when it begins within RUN_GAP bytes of
+    that one's end and in the same RUN_BYTES of the file. A run's read spans at most RUN_BYTES and one
+    record, and reads at most RUN_GAP bytes between two records, whatever the journal: the ledger-key
+    records of ledgers opened together lie side by side, a lone one is read alone."""
+    n = len(starts)
+    new = np.ones(n, bool)
+    new[1:] = (starts[1:] - ends[:-1] > RUN_GAP) | (starts[1:] // RUN_BYTES != starts[:-1] // RUN_BYTES)
+    first = np.flatnonzero(new)
+    return first, np.append(first[1:], n)
+
+
+def _read_runs(fd: int, path: str, offsets: list[int], sizes: list[int]) -> np.ndarray:
+    """The bytes of the runs at ``offsets`` (``sizes`` long) one after the other."""
+    got = [os.pread(fd, n, off) for off, n in zip(offsets, sizes)]
+    for b, off, n in zip(got, offsets, sizes):
+        if len(b) < n:
+            raise FormatError(f"{n} bytes of ledger-key and explicit-LAC records",
+                              f"{len(b)} (the journal is shorter than when it was scanned)", path=path, offset=off)
+    return np.frombuffer(b"".join(got), np.uint8)
+
+
+def _spans(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices first[i] .. first[i] + lengths[i] - 1 of every i, one after the other."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    return np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
 
 
 class _KeyRecords:
@@ -93,22 +163,25 @@ class _KeyRecords:
         self.scope, self.ledger, self.ids = array("Q"), array("Q"), array("i")
         self.known: dict[bytes, int] = {}
 
-    def add(self, scope: int, ledger: int, key: bytes) -> None:
-        self.scope.append(scope)
-        self.ledger.append(ledger)
-        self.ids.append(self.known.setdefault(key, len(self.known)))
+    def add(self, scope: np.ndarray, ledger: np.ndarray, data: np.ndarray, ends: np.ndarray) -> None:
+        """Records that follow those added before; record i's key is ``data[ends[i-1]:ends[i]]``."""
+        distinct, ids = distinct_keys(data, ends)
+        ours = np.array([self.known.setdefault(k, len(self.known)) for k in distinct], np.int32)
+        self.scope.frombytes(np.ascontiguousarray(scope, np.uint64).tobytes())
+        self.ledger.frombytes(np.ascontiguousarray(ledger, np.uint64).tobytes())
+        self.ids.frombytes(ours[ids].astype(np.int32).tobytes())
 
     def table(self) -> LedgerKeys:
         return LedgerKeys.of_ids(np.frombuffer(self.scope, np.uint64), np.frombuffer(self.ledger, np.uint64),
                                  list(self.known), np.frombuffer(self.ids, np.int32))
 
 
-def _after_mark(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> np.ndarray:
-    """Which records a restart would replay: every record at or after (mark journal, mark offset)."""
-    if mark is None:
-        return np.ones(len(offsets), dtype=bool)
-    if journal_id < mark.log_id:
-        return np.zeros(len(offsets), dtype=bool)
-    if journal_id > mark.log_id:
-        return np.ones(len(offsets), dtype=bool)
-    return offsets >= mark.offset
+def _first_after(journal_id: int, offsets: np.ndarray, mark: LastMark | None) -> int:
+    """The first of a journal's records (in file order, at ``offsets``) that a restart would replay:
+    every record at or after (mark journal, mark offset) is."""
+    n = len(offsets)
+    if mark is None or journal_id > mark.log_id:
+        return 0
+    if journal_id < mark.log_id or n == 0 or offsets[n - 1] < mark.offset:
+        return n
+    return bisect.bisect_left(offsets, mark.offset)

@@ -20,8 +20,7 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
     def __init__(self, scope: np.ndarray, ledger: np.ndarray, data: np.ndarray, ends: np.ndarray):
         """``scope``, ``ledger``: one row per record, in record order; record i's key is
         ``data[ends[i-1]:ends[i]]``."""
-        ends = np.asarray(ends, np.int64)
-        distinct, ids = _distinct(np.asarray(data, np.uint8), ends, np.arange(len(ends)))
+        distinct, ids = distinct_keys(data, ends)
         self._build(scope, ledger, distinct, ids)
 
     @classmethod
@@ -108,6 +107,13 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
 
     def __repr__(self) -> str:
         return f"LedgerKeys({len(self)} ledgers)"
+
+
+def distinct_keys(data: np.ndarray, ends: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """The distinct keys of the records whose keys are ``data[ends[i-1]:ends[i]]``, and per record
+    the index of its key among them."""
+    ends = np.asarray(ends, np.int64)
+    return _distinct(np.asarray(data, np.uint8), ends, np.arange(len(ends)))
 
 
 def _distinct(data: np.ndarray, ends: np.ndarray, records: np.ndarray) -> tuple[list[bytes], np.ndarray]:

@@ -1,4 +1,4 @@
-"""Pass 5's jitted join steps give what numpy's searchsorted and stable argsort give."""
+"""Passes 3 and 5's jitted location steps give what numpy's searchsorted and stable argsort give."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.diskio.kernels import stable_partition
-from bkdisk.fsck.crosscheck_kernels import NO_ENTRY, OTHER_ENTRY, SAME, match_locations
+from bkdisk.fsck.crosscheck_kernels import NO_ENTRY, OTHER_ENTRY, SAME, match_locations, misplaced_locations
+from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 
 keys = st.lists(st.integers(0, 60), max_size=40)
 
@@ -42,3 +43,20 @@ def test_stable_partition_equals_a_stable_argsort(parts, data):
     want = np.argsort(part_of, kind="stable")
     assert order.tolist() == want.tolist()
     assert cuts.tolist() == np.searchsorted(part_of[want], np.arange(parts + 1)).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(logs=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 300)), max_size=6, unique_by=lambda t: t[0]),
+       wanted=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 320)), max_size=60), shortest=st.integers(0, 40))
+def test_misplaced_locations_are_those_a_sorted_search_finds(logs, wanted, shortest):
+    ids = np.array(sorted(i for i, _ in logs), np.uint64)
+    sizes = np.array([s for _, s in sorted(logs)], np.int64)
+    locs = np.zeros(len(wanted), LOCATION_DTYPE)   # (the fields as the index walk's rows hold them)
+    locs["log"], locs["pos"] = [w for w, _ in wanted], [p for _, p in wanted]
+    missing, past = np.empty(len(locs), np.int64), np.empty(len(locs), np.int64)
+    n_missing, n_past = misplaced_locations(locs["log"], locs["pos"], ids, sizes, shortest, missing, past)
+    w = np.minimum(np.searchsorted(ids, locs["log"].astype(np.uint64)), max(len(ids) - 1, 0))
+    exists = (ids[w] == locs["log"]) if len(ids) else np.zeros(len(locs), bool)
+    fits = exists & (locs["pos"].astype(np.int64) + shortest <= (sizes[w] if len(ids) else 0))
+    assert missing[:n_missing].tolist() == np.flatnonzero(~exists).tolist()
+    assert past[:n_past].tolist() == np.flatnonzero(exists & ~fits).tolist()

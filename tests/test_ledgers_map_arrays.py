@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bkdisk.entrylogs.arrays import ledger_sums
 from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.entrylogs.reader import read_ledgers_map
 from bkdisk.formats import entrylog as fe
@@ -60,3 +61,19 @@ def test_maps_of_the_same_items_in_another_order_are_equal_as_dicts_are():
     assert a == b and list(a) != list(b)
     assert a != LedgersMap.summed(np.array([1, 0, 0], np.uint64), np.array([5, 5, 3], np.uint64), np.array([3, 1, 9]))
     assert LedgersMap.empty() == {} and {} == LedgersMap.empty() and not LedgersMap.empty()
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from([0, 1, 2**64 - 1]), st.sampled_from([0, 3, 9, 2**64 - 1]),
+                               st.integers(0, 2**40)), max_size=40))
+def test_ledger_sums_are_the_sums_a_dict_of_the_rows_gives_in_id_order(rows):
+    """Rows in runs of one ledger or not: what the entries of a log sum to per ledger, as pass 4
+    compares them with the log's ledgers map."""
+    want: dict[tuple[int, int], int] = {}
+    for s, l, w in rows:
+        want[s, l] = want.get((s, l), 0) + w
+    scope, ledger, sums = ledger_sums(np.array([r[0] for r in rows], np.uint64),
+                                      np.array([r[1] for r in rows], np.uint64),
+                                      np.array([r[2] for r in rows], np.int64))
+    assert list(zip(scope.tolist(), ledger.tolist(), sums.tolist())) == [(*k, v) for k, v in sorted(want.items())]
+    assert sums.dtype == np.int64

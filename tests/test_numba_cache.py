@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from conftest import GOLDEN
 
 import bkdisk.diskio.config
@@ -154,3 +155,52 @@ def test_cache_configuration_is_documented_in_the_scanner_modules():
     for mod in (bkdisk.diskio.kernels, bkdisk.entrylogs.scan, bkdisk.journal.scan, bkdisk.indexfiles.scan):
         assert "NUMBA_CACHE_DIR" in mod.__doc__
     assert "BKDISK_NUMBA_CACHE_DIR" in bkdisk.diskio.config.__doc__
+
+
+# Declares every kernel of the check, counting the writable-folder probes numba's cache locators make.
+PROBES = r"""
+import json, tempfile
+probes = []
+real = tempfile.TemporaryFile
+tempfile.TemporaryFile = lambda *a, **kw: probes.append(kw.get("dir")) or real(*a, **kw)
+import numba
+import bkdisk.fsck.api, bkdisk.fsck.context
+import bkdisk.diskio.config as C
+kernels = [o for m in list(__import__("sys").modules.values()) if (m.__name__ or "").startswith("bkdisk.")
+           for o in vars(m).values() if isinstance(o, numba.core.registry.CPUDispatcher)]
+print(json.dumps({"probes": probes, "kernels": len({id(k) for k in kernels}),
+                  "folders": sorted({k._cache._cache_path for k in kernels}),
+                  "lean": all(isinstance(k._cache, C.lean_cache_class()) for k in kernels)}))
+"""
+
+
+def test_each_cache_folder_is_probed_once_a_process_not_once_a_kernel():
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
+        env.update(NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
+        r = subprocess.run([sys.executable, "-c", PROBES], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["kernels"] > 20 and got["lean"]
+    assert sorted(got["probes"]) == got["folders"]   # one probe a folder, in the folder the kernels use
+
+
+def test_a_folder_that_failed_its_probe_fails_it_again_without_probing():
+    """numba then moves to its next locator for every kernel of that folder, as it does for the first."""
+    from bkdisk.diskio.config import _probed_once
+
+    class ReadOnly:
+        probes = 0
+
+        def get_cache_path(self):
+            return "/read-only/__pycache__ (probe test)"
+
+        def ensure_cache_path(self):
+            ReadOnly.probes += 1
+            raise PermissionError(13, "read-only file system")
+
+    for _ in range(3):
+        with pytest.raises(PermissionError):
+            _probed_once(ReadOnly)().ensure_cache_path()
+    assert ReadOnly.probes == 1

@@ -121,34 +121,51 @@ def test_a_command_holds_numpy_blas_to_one_thread_unless_told(given, want):
     assert out.stdout.strip() == want
 
 
+# The command's heavy module (``real``, bound as ``front.lazy``) looked at when its work (``fn``) begins:
+# are numba's kernels still in the collector's sight?
 LOADED_PROBE = """
 import gc, importlib
-from bkdisk import fsck_cli
+from bkdisk import {front}
 
-class Checker:   # the checker as fsck_cli loads it, looked at as the check begins
+class Watched:
     def __getattr__(self, name):
-        real = importlib.import_module("bkdisk.fsck.api")
-        if name != "check_bookie":
+        real = importlib.import_module({real!r})
+        if name != {fn!r}:
             return getattr(real, name)
-        def check(*args, **kwargs):
-            print("checker modules left to the collector:",
+        def work(*args, **kwargs):
+            print("kernels left to the collector:",
                   any(type(o).__name__ == "CPUDispatcher" for o in gc.get_objects()), flush=True)
-            return real.check_bookie(*args, **kwargs)
-        return check
+            return getattr(real, name)(*args, **kwargs)
+        return work
 
-fsck_cli.fsck_api = Checker()
+{front}.{lazy} = Watched()
 try:
-    fsck_cli.main([{root!r}, "--no-progress"])
+    {run}
 except SystemExit:
     pass
 """
 
 
+def _kernels_left(front: str, lazy: str, real: str, fn: str, run: str) -> str:
+    from conftest import GOLDEN
+    env = {**os.environ, "BKDISK_NO_FORK": "1"}
+    src = LOADED_PROBE.format(front=front, lazy=lazy, real=real, fn=fn,
+                              run=run.format(root=str(GOLDEN / "interleaved-v6-hostport")))
+    out = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=120, env=env)
+    return out.stdout + out.stderr[-500:]
+
+
 def test_the_checker_loaded_after_the_arguments_is_frozen_out_of_the_collectors_sight():
     """numba's and the scanners' objects, loaded once the dirs are found, are not walked again by the
     young collections of the check (they would be, on the thread every other waits for)."""
-    from conftest import GOLDEN
-    env = {**os.environ, "BKDISK_NO_FORK": "1"}
-    out = subprocess.run([sys.executable, "-c", LOADED_PROBE.format(root=str(GOLDEN / "interleaved-v6-hostport"))],
-                         capture_output=True, text=True, timeout=120, env=env)
-    assert "checker modules left to the collector: False" in out.stdout, out.stdout[-500:] + out.stderr[-500:]
+    out = _kernels_left("fsck_cli", "fsck_api", "bkdisk.fsck.api", "check_bookie",
+                        "fsck_cli.main([{root!r}, '--no-progress'])")
+    assert "kernels left to the collector: False" in out, out[-1000:]
+
+
+def test_the_inventory_frozen_its_scanners_out_of_the_collectors_sight():
+    """As fsck's checker: the scanners, loaded once the arguments are checked, are not walked again
+    by the young collections of the scan."""
+    out = _kernels_left("inventory", "bookie_inventory", "bkdisk.bookie.inventory", "scan_bookie",
+                        "inventory.inventory.main([{root!r}], standalone_mode=False)")
+    assert "kernels left to the collector: False" in out, out[-1000:]

@@ -18,6 +18,7 @@ from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.crosscheck_kernels import misplaced_locations
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
 from bkdisk.indexfiles.row_objects import HeaderColumn
@@ -82,16 +83,13 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     ids = np.array(sorted(log_sizes), dtype=np.uint64)
     sizes = np.array([log_sizes[k] for k in sorted(log_sizes)], dtype=np.int64)
     past_end = []
+    missing, past = np.empty(min(CHUNK, len(locs)), np.int64), np.empty(min(CHUNK, len(locs)), np.int64)
     for k0 in range(0, len(locs), CHUNK):   # (a chunk at a time: the locations may be spilled)
         c = locs[k0:k0 + CHUNK]
-        where = np.searchsorted(ids, c["log"].astype(np.uint64))
-        where_c = np.minimum(where, max(len(ids) - 1, 0))
-        exists = (len(ids) > 0) & (ids[where_c] == c["log"]) if len(ids) else np.zeros(len(c), bool)
-        for k in np.flatnonzero(~exists).tolist():
+        n_missing, n_past = misplaced_locations(c["log"], c["pos"], ids, sizes, SHORTEST_ENTRY_END, missing, past)
+        for k in missing[:n_missing].tolist():
             yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
-        size_at = sizes[where_c] if len(sizes) else np.zeros(len(c), np.int64)   # no logs at all: none exist
-        in_range = exists & (c["pos"].astype(np.int64) + SHORTEST_ENTRY_END <= np.where(exists, size_at, 0))
-        past_end.append(k0 + np.flatnonzero(exists & ~in_range))
+        past_end.append(k0 + past[:n_past])
     for k in np.concatenate(past_end).tolist():
         loc = locs[k]
         lf = int(loc["log"])

@@ -99,9 +99,8 @@ def _torn_write(ctx: CheckContext, scan: EntryLogArrays, log_id: int, off: int) 
         head = w.tobytes()
     if len(head) < V1_LAC_AT or head[0] >= V2_MARKER:
         return False
-    key = (LedgerId(0, ENTRY_V1_HEADER.ledger_id.parse(head[V1_LEDGER_AT:V1_ENTRY_AT])),
-           ENTRY_V1_HEADER.entry_id.parse(head[V1_ENTRY_AT:V1_LAC_AT]))
-    return any((lid, e) == key for _p, _o, lid, e in ctx.journal_facts.pending)
+    return ctx.journal_facts.pending.holds(0, ENTRY_V1_HEADER.ledger_id.parse(head[V1_LEDGER_AT:V1_ENTRY_AT]),
+                                           ENTRY_V1_HEADER.entry_id.parse(head[V1_ENTRY_AT:V1_LAC_AT]))
 
 
 def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator[Finding]:

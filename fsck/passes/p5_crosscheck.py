@@ -180,9 +180,7 @@ def _free_entries(ctx: CheckContext, inv, free: ChunkedArray, log_paths: dict, b
     broken_ledgers = KeySet([files["scope"][broken], files["ledger"][broken]])
     del named, broken
     facts = ctx.journal_facts
-    pending = KeySet([np.array([lid.scope for _p, _o, lid, _e in facts.pending], np.uint64),
-                      np.array([lid.ledger for _p, _o, lid, _e in facts.pending], np.uint64),
-                      np.array([e for _p, _o, _lid, e in facts.pending], np.int64)])
+    pending = KeySet(facts.pending.ids())
     leftovers = ledger_set(ctx.relocation_leftovers)
     md = ctx.metadata if ctx.metadata is not None else {}   # a view with no ledger of its own still looks up
     in_md = ledger_set(md)
@@ -339,9 +337,9 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     torn = next((p for p in idx.problems
                  if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
     why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
-    pend = [(lid.ledger, eid) for _p, _o, lid, eid in ctx.journal_facts.pending if lid.scope == 0]
-    pending = KeySet([np.array([p[0] for p in pend], np.uint64).view(np.int64),     # ledger ids as the keys' i8
-                      np.array([p[1] for p in pend], np.int64)])
+    pend = ctx.journal_facts.pending.rows
+    pend = pend[pend["scope"] == 0]
+    pending = KeySet([pend["ledger"].view(np.int64), pend["entry"]])     # ledger ids as the keys' i8
     live = ledger_ids(idx)
     lost = np.zeros(len(free), bool)           # per free entry: an error (else garbage, info)
     if not damaged:

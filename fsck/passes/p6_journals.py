@@ -178,9 +178,7 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory if ctx.dirs.storage_kind == "index-files" else None
     # Which pending records storage holds: the pending ones as a set, each location or entry looked up
     # in it a chunk at a time (no Python object per location; the locations may be spilled).
-    wanted = KeySet([np.array([lid.scope for _p, _o, lid, _e in pend], np.uint64),
-                     np.array([lid.ledger for _p, _o, lid, _e in pend], np.uint64),
-                     np.array([e for _p, _o, _lid, e in pend], np.int64)])
+    wanted = KeySet(pend.ids())
     found = np.zeros(len(pend), bool)
 
     def mark(scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
@@ -200,15 +198,13 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
                 for _lo, ents in entry_parts(s):
                     mark(ents["scope"], ents["ledger"], ents["entry"])
     # (a pending record equal to another one is held when either is: the set maps both to one row)
-    key: dict[tuple[int, int, int], int] = {}
-    for i, (_p, _o, lid, e) in enumerate(pend):
-        key.setdefault((lid.scope, lid.ledger, e), i)
-    missing = [r for r in pend if not found[key[(r[2].scope, r[2].ledger, r[3])]]]
-    names = sorted({os.path.basename(p) for p, *_ in pend})
-    yield Finding(Code.REPLAY_PENDING, path=pend[0][0], offset=pend[0][1],
+    missing = np.flatnonzero(~found[wanted.own_rows()])
+    names = sorted({os.path.basename(p) for p in pend.paths})
+    first = next(pend.tuples(np.arange(1)))
+    yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
                   detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
                          f"{len(pend) - len(missing)} of them are already in ledger storage")
-    for p, o, lid, e in missing[:1000]:
+    for p, o, lid, e in pend.tuples(missing[:1000]):
         yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
                       detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")
 

@@ -48,8 +48,13 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
                     m = (e["scope"] == sc) & (e["ledger"] == lg)
                     out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
     # Entries after lastMark are only in the journal until a restart replays them into storage.
-    for _path, _off, lid, eid in ctx.journal_facts.pending:
-        out.setdefault(lid, []).append(np.array([eid], dtype=np.int64))
+    r = ctx.journal_facts.pending.rows
+    if len(r):
+        order = np.lexsort((r["ledger"], r["scope"]))
+        scope, ledger, entry = r["scope"][order], r["ledger"][order], r["entry"][order]
+        cuts = np.flatnonzero((scope[1:] != scope[:-1]) | (ledger[1:] != ledger[:-1])) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(r)]):
+            out.setdefault(LedgerId(int(scope[a]), int(ledger[a])), []).append(entry[a:b])
     held: dict[LedgerId, np.ndarray] = {}
     for k in list(out):   # one ledger's parts at a time become its sorted ids, and are dropped
         v = out.pop(k)
