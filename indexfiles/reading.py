@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.failures import OPEN, READ, IoFailure, open_regular_file
 from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 from bkdisk.formats import index as fi
@@ -200,11 +201,11 @@ class Reader:
         good = np.flatnonzero(ok)
         fixed = np.array([fi.HEADER_FIXED_SIZE[v] if v in fi.HEADER_FIXED_SIZE else 0 for v in range(2)], np.int64)
         length = fixed[info[good, D.VERSION]] + info[good, D.KEY_LENGTH] + info[good, D.LAC_LENGTH]
-        for width in np.unique(length).tolist():
+        for width in distinct(length).tolist():
             sel = good[length == width]
             whole = self.buf[at[sel, None] + np.arange(width)]   # every field of each header
-            distinct, inverse = np.unique(np.ascontiguousarray(whole).view(f"V{width}"), return_inverse=True)
-            ids = np.array([self._header_id(bytes(d)) for d in distinct.tolist()], np.int32)
+            found, inverse = np.unique(np.ascontiguousarray(whole).view(f"V{width}"), return_inverse=True)
+            ids = np.array([self._header_id(bytes(d)) for d in found.tolist()], np.int32)
             self.headers.set(rows[sel], ids[inverse.reshape(-1)])
         for i in np.flatnonzero(~ok).tolist():
             r, o, n, path = int(rows[i]), int(at[i]), int(lens[i]), paths[i]

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from bkdisk.diskio.distinct import distinct
 from bkdisk.formats.ids import LedgerId
 
 BLOCK = 65536   # ledgers made into LedgerIds at once while iterating
@@ -65,7 +66,7 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
         out = np.full(len(scope), -1, np.int64)
         if len(self.scope) == 0 or len(scope) == 0:
             return out
-        for sc in np.unique(scope).tolist():   # few scopes: a range of the table each
+        for sc in distinct(scope).tolist():   # few scopes: a range of the table each
             lo = int(np.searchsorted(self.scope, np.uint64(sc), "left"))
             hi = int(np.searchsorted(self.scope, np.uint64(sc), "right"))
             sel = scope == np.uint64(sc)
@@ -128,15 +129,15 @@ def _distinct(data: np.ndarray, ends: np.ndarray, records: np.ndarray) -> tuple[
         end = ends[rec]
         begin = np.where(rec > 0, ends[np.maximum(rec - 1, 0)], 0)
         length = end - begin
-        for width in np.unique(length).tolist():
+        for width in distinct(length).tolist():
             at = np.flatnonzero(length == width)
             if width == 0:
-                distinct, inverse = [b""], np.zeros(len(at), np.int64)
+                told, inverse = [b""], np.zeros(len(at), np.int64)
             else:
                 rows = np.ascontiguousarray(data[begin[at, None] + np.arange(width)])   # (records, width) bytes
                 found, inverse = np.unique(rows.view(f"V{width}"), return_inverse=True)
-                distinct = [bytes(k) for k in found.tolist()]
-            ids = np.array([known.setdefault(k, len(known)) for k in distinct], np.int32)
+                told = [bytes(k) for k in found.tolist()]
+            ids = np.array([known.setdefault(k, len(known)) for k in told], np.int32)
             index[lo + at] = ids[inverse.reshape(-1)]
     keys = list(known)   # (a dict keeps the order ids were given in)
     return keys, index
