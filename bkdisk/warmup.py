@@ -58,6 +58,7 @@ def warm_up() -> float:
         check_bookie(dirs, CheckOptions(metadata_dir=md))
         check_bookie(dirs, CheckOptions())                       # sniffing paths, no metadata
         _warm_ranges()                                           # a check larger than its memory share
+        _warm_join()                                             # a log joined in parts, one of one entry
         _warm_rocksdb(os.path.join(d, "rocksdb"))                # DbLedgerStorage's block decoder
         journal_search.find_record_pair(written.journal_files[0], 1)   # a torn journal's search for records
         meta, _errors = metadata_dir.load_metadata_dir(md)
@@ -87,6 +88,23 @@ def _warm_ranges() -> None:
 
     from bkdisk.diskio.kernels import stable_partition
     stable_partition(np.zeros(1, np.int64), 2, np.empty(1, np.int64), np.empty(3, np.int64))
+
+
+def _warm_join() -> None:
+    """Pass 5's join of a log read in parts: a part of one entry gives the kernels columns numba types as
+    contiguous (a one-row view is), another variant than a longer part's."""
+    import numpy as np
+
+    from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
+    from bkdisk.fsck.location_ranges import LOCATION_ROW
+    from bkdisk.fsck.range_join import join_range
+    from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
+    e = np.zeros(3, ENTRY_DTYPE)
+    e["offset"] = [1024, 1100, 1200]
+    log = EntryLogArrays("0.log", 0, 4096, None, None, None, None, 4096, e, np.zeros(0, PROBLEM_DTYPE))
+    lr = np.zeros(2, LOCATION_ROW)
+    lr["key"] = [1028, 1104]
+    join_range(np.zeros(2, INDEX_FILE_DTYPE), [(0, log)], lr, rows=2)   # parts of two entries and one
 
 
 def _warm_rocksdb(folder: str) -> None:
