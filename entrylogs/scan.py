@@ -72,11 +72,13 @@ __all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 
 
+DIGEST_THREAD = "entry-log-digests"   # the name of a scan's digest-checking thread
+
+
 def _table_rows(sink: ScanSink, last: int) -> int:
     """Rows of the table a scan goes on in after handing ``last`` rows over to be held: as many again
     and an eighth (so the next part seldom grows its table), at least a part's."""
     return max(sink.part_bytes // ENTRY_DTYPE.itemsize, last + last // 8)
-DIGEST_THREAD = "entry-log-digests"   # the name of a scan's digest-checking thread
 
 
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
@@ -160,6 +162,12 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 if with_facts:
                     facts[0] = grown_beside(facts[0], entries, used)
 
+        def new_table(rows: int) -> None:
+            """A table of ``rows`` to go on in (the job of a window keeps the views it was given)."""
+            entries.restart(rows)
+            if with_facts:
+                facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
+
         def after_window(buf: np.ndarray, base: int):
             lo, hi = emitted[0], int(state[ENTRIES])
             emitted[0] = hi
@@ -170,18 +178,14 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                     # The table's rows become a held part as they are (the job reads them there) and the
                     # walk goes on in a new table: a log's entries are never copied to grow one table.
                     out.keep_entries(entries.table(0, hi))
-                    entries.restart(_table_rows(sink, hi))
-                    if with_facts:   # (the job reads the facts it was given)
-                        facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
+                    new_table(_table_rows(sink, hi))
                 else:
                     # The table is filled again from its first row: the job keeps a copy of its rows.
                     table = table.copy()
                     table_facts = None if table_facts is None else table_facts.copy()
                     out.add_entries(entries.table(0, hi))
                     if len(entries.arrays[0]) * ENTRY_DTYPE.itemsize > 2 * sink.part_bytes:   # (grown while held)
-                        entries.restart(sink.part_bytes // ENTRY_DTYPE.itemsize)
-                        if with_facts:
-                            facts[0] = np.zeros(len(entries.arrays[0]), np.uint8)
+                        new_table(sink.part_bytes // ENTRY_DTYPE.itemsize)
                 state[ENTRIES] = emitted[0] = 0
             if hi == lo or not check:
                 return None
