@@ -60,16 +60,10 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
     position; None when a log's entries are not in position order or a position passes a location's
     bits (the caller joins the range as one table then)."""
     slot, verdict = np.empty(len(lr), np.int64), np.empty(len(lr), np.uint8)
-    order, cuts = _grouped(np.zeros(0, np.int64), 1, len(lr))
-    if len(logs) > 1:   # the locations grouped by log, each log's in index order
-        ids = np.array([i for i, _s in logs], np.uint64)
-        order, cuts = _grouped(np.searchsorted(ids, location_logs(lr["key"]).astype(np.uint64)).astype(np.int64),
-                               len(logs), len(lr))
     fs, fl = files["scope"], files["ledger"]
     other: dict[int, np.void] = {}   # location -> the entry of other ids found where it points
     free: list[np.ndarray] = []
-    for p, (log_id, s) in enumerate(logs):
-        here = order[cuts[p]:cuts[p + 1]] if len(logs) > 1 else np.arange(len(lr), dtype=np.int64)
+    for (log_id, s), here in zip(logs, _by_log(logs, lr)):
         bounds = [(lo, hi) for lo, hi in entry_bounds(s, rows) if hi > lo]
         if not bounds:   # (a log without entries: no entry starts where its locations point)
             slot[here], verdict[here] = 0, NO_ENTRY
@@ -96,6 +90,16 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
                 free.append(log_rows(e[~pointed], log_id))
     found: Wrong = [(int(lr["k"][i]), other.get(i)) for i in np.flatnonzero(verdict != SAME).tolist()]
     return found, np.concatenate(free) if len(free) > 1 else free[0] if free else np.zeros(0, ENTRY_ROW)
+
+
+def _by_log(logs: Sequence[tuple[int, EntryLogArrays]], lr: np.ndarray) -> list[np.ndarray]:
+    """Per log, the rows of ``lr`` pointing into it, in index order."""
+    if len(logs) == 1:
+        return [np.arange(len(lr), dtype=np.int64)]
+    ids = np.array([i for i, _s in logs], np.uint64)
+    order, cuts = _grouped(np.searchsorted(ids, location_logs(lr["key"]).astype(np.uint64)).astype(np.int64),
+                           len(logs), len(lr))
+    return [order[cuts[p]:cuts[p + 1]] for p in range(len(logs))]
 
 
 def _grouped(part_of: np.ndarray, parts: int, n: int) -> tuple[np.ndarray, np.ndarray]:
