@@ -18,3 +18,15 @@ def distinct(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def run_heads(scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+    """Per row, whether it begins a run of rows of one (scope, ledger) (a bool mask)."""
+    heads = np.ones(len(scope), bool)
+    heads[1:] = (scope[1:] != scope[:-1]) | (ledger[1:] != ledger[:-1])
+    return heads
+
+
+def run_starts(scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
+    """Where each run of rows of one (scope, ledger) begins (int64 indices)."""
+    return np.flatnonzero(run_heads(scope, ledger))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, run_starts
 from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.entrylogs.reader import read_entry_log
@@ -43,17 +43,12 @@ def ledger_sums(scope: np.ndarray, ledger: np.ndarray, weight: np.ndarray) -> tu
     entries in runs."""
     if len(scope) == 0:
         return scope[:0], ledger[:0], np.zeros(0, np.int64)
-    runs = _firsts(scope, ledger)
+    runs = run_starts(scope, ledger)
     scope, ledger, weight = scope[runs], ledger[runs], np.add.reduceat(weight, runs)
     order = np.lexsort((ledger, scope))
     s, l = scope[order], ledger[order]
-    first = _firsts(s, l)
+    first = run_starts(s, l)
     return s[first], l[first], np.add.reduceat(weight[order], first)
-
-
-def _firsts(scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
-    """Where each run of rows of one (scope, ledger) begins."""
-    return np.flatnonzero(np.concatenate([[True], (scope[1:] != scope[:-1]) | (ledger[1:] != ledger[:-1])]))
 
 
 @dataclass

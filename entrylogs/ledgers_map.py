@@ -13,6 +13,8 @@ from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 
 import numpy as np
 
+from bkdisk.diskio.distinct import run_heads
+
 _MISSING = object()
 _HALF = 32                       # a size is summed as its high and low 32 bits, so a sum past 64 bits shows
 _LOW = np.int64((1 << _HALF) - 1)
@@ -46,11 +48,9 @@ class LedgersMap(Mapping[tuple[int, int], int]):
         scope = np.ascontiguousarray(scope, np.uint64)
         ledger = np.ascontiguousarray(ledger, np.uint64)
         size = np.ascontiguousarray(size, np.int64)
-        n = len(scope)
         order = np.lexsort((ledger, scope))      # stable: a group's first row is its first occurrence
         s, l = scope[order], ledger[order]
-        start = np.ones(n, bool)
-        start[1:] = (s[1:] != s[:-1]) | (l[1:] != l[:-1])
+        start = run_heads(s, l)
         if bool(start.all()):
             return cls(scope, ledger, size)
         starts = np.flatnonzero(start)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, run_heads
 from bkdisk.formats.ids import LedgerId
 
 BLOCK = 65536   # ledgers made into LedgerIds at once while iterating
@@ -36,8 +36,7 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
         n = len(scope)
         order = np.lexsort((ledger, scope))   # by ledger, then record (lexsort is stable)
         s, l = scope[order], ledger[order]
-        new = np.ones(n, bool)
-        new[1:] = (s[1:] != s[:-1]) | (l[1:] != l[:-1])
+        new = run_heads(s, l)
         small = np.int32 if n < 1 << 31 else np.int64   # (row numbers while they fit)
         if new.all():   # one record a ledger (as a bookie writes them): the sort's rows are the table's
             self.scope, self.ledger = s, l

@@ -1,11 +1,12 @@
-"""diskio.distinct gives what np.unique gives: the sorted distinct values of a column, of any order."""
+"""diskio.distinct gives what np.unique gives (the sorted distinct values of a column, of any order), and
+where each run of rows of one (scope, ledger) begins."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, run_heads, run_starts
 
 
 @settings(max_examples=300, deadline=None)
@@ -18,3 +19,13 @@ def test_distinct_is_np_unique(values, runs, dtype):
     a = a.astype(dtype)
     got = distinct(a)
     assert got.dtype == a.dtype and np.array_equal(got, np.unique(a))
+
+
+@settings(max_examples=200, deadline=None)
+@given(pairs=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), max_size=40))
+def test_run_starts_are_the_rows_whose_pair_differs_from_the_row_before(pairs):
+    scope = np.array([p[0] for p in pairs], np.uint64)
+    ledger = np.array([p[1] for p in pairs], np.uint64)
+    want = [i for i in range(len(pairs)) if i == 0 or pairs[i] != pairs[i - 1]]
+    assert run_starts(scope, ledger).tolist() == want
+    assert np.flatnonzero(run_heads(scope, ledger)).tolist() == want

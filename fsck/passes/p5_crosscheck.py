@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from bkdisk.diskio.config import free_heap_returned
+from bkdisk.diskio.distinct import run_starts
 from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
@@ -226,8 +227,7 @@ def _runs(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a = np.concatenate(parts) if parts else np.zeros(0, [("scope", "<u8"), ("ledger", "<u8")])
     order = np.lexsort((a["ledger"], a["scope"]))
     s, l = a["scope"][order], a["ledger"][order]
-    first = np.flatnonzero(np.concatenate([[True], (s[1:] != s[:-1]) | (l[1:] != l[:-1])])) if len(a) else \
-        np.zeros(0, np.int64)
+    first = run_starts(s, l)
     return s[first], l[first], np.diff(np.append(first, len(a)))
 
 

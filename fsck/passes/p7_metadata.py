@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
+from bkdisk.diskio.distinct import run_starts
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
@@ -52,7 +53,7 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
     if len(r):
         order = np.lexsort((r["ledger"], r["scope"]))
         scope, ledger, entry = r["scope"][order], r["ledger"][order], r["entry"][order]
-        cuts = np.flatnonzero((scope[1:] != scope[:-1]) | (ledger[1:] != ledger[:-1])) + 1
+        cuts = run_starts(scope, ledger)[1:]
         for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(r)]):
             out.setdefault(LedgerId(int(scope[a]), int(ledger[a])), []).append(entry[a:b])
     held: dict[LedgerId, np.ndarray] = {}
