@@ -69,7 +69,6 @@ class KeySet:
                     break
         return out
 
-
     def own_rows(self) -> np.ndarray:
         """Per row of the set, the index of its first equal row: ``index_of`` of the set's own rows,
         from the sort the set already holds."""
