@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import types
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.mapped import OPEN_FLAGS
 from bkdisk.formats.metadata import DIGEST_TYPES, HEADER_PREFIX, INT32, STATES
 from bkdisk.formats.proto import LedgerMetadataFormat
@@ -58,7 +58,7 @@ THREADS = 4          # concurrent calls: a folder out of the page cache costs a 
 TAKEN, LEFT = 0, 1
 
 
-@kernel
+@inline_kernel
 def _varint(b, p, end):
     """(value, position after it), position -1 when malformed or past ``end`` (as upb: 10 bytes at most)."""
     v = np.uint64(0)
@@ -75,7 +75,7 @@ def _varint(b, p, end):
     return v, -1
 
 
-@kernel
+@inline_kernel
 def _ascii(b, p, end):
     for i in range(p, end):
         if b[i] >= 0x80:
@@ -83,7 +83,7 @@ def _ascii(b, p, end):
     return True
 
 
-@kernel
+@inline_kernel
 def _closed_empty(b, n, spans):
     """The number of member spans (start, length) of ``b[:n]`` when it is a format 3 CLOSED ledger
     whose every ensemble starts past its last entry, else -1."""
@@ -191,7 +191,7 @@ def _closed_empty(b, n, spans):
     return m
 
 
-@kernel
+@inline_kernel
 def _keep_names(b, spans, m, arena, used, offs, lens, count, table):
     """Add the member names of ``spans[:m]`` to the distinct names (``arena``); False when full."""
     for k in range(m):
@@ -224,7 +224,7 @@ def _keep_names(b, spans, m, arena, used, offs, lens, count, table):
     return True
 
 
-@kernel
+@inline_kernel
 def _ledger_of_name(names, a, z):
     """The ledger a name ``<1-16 lower-case hex digits>.bin`` stands for (as int64 bits), else -1 and False."""
     k = z - a - SUFFIX.size

@@ -23,7 +23,8 @@ def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
     """GB/s of each CRC implementation over the stored entries of the first window of the first log."""
     import crc32c
 
-    from bkdisk.diskio import kernels as K
+    from bkdisk.diskio import crc_kernels as K
+    from bkdisk.diskio.kernels import readonly
     from bkdisk.diskio.mapped import map_window
     from bkdisk.entrylogs.scan import scan_entry_log
     from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -36,7 +37,7 @@ def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
     nbytes = int(lens.sum())
     out = []
     with map_window(logs[0], 0, window) as w:
-        buf = K.readonly(w)
+        buf = readonly(w)
         res = np.zeros(len(offs), np.uint32)
         for v in K.supported_crc_variants():
             for poly, pname in ((K.POLY_CRC32C, "CRC32C"), (K.POLY_CRC32, "CRC32")):

@@ -269,7 +269,6 @@ def mapped_speed(logs: list[str], window: int) -> float:
 def run(a) -> int:
     from bench.crc_compare import crc_options, library_digest_scan
     from bkdisk.diskio import config
-    from bkdisk.diskio import kernels as K
     from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
     from bkdisk.formats.digests import DigestType
     from bkdisk.indexfiles.scan import walk_index_dirs
@@ -284,7 +283,7 @@ def run(a) -> int:
     window = a.window_mib * MIB
     print(f"entry logs: {len(logs)} files, {log_bytes / GIB:.2f} GiB; journals: {len(journals)} files, "
           f"{jr_bytes / GIB:.2f} GiB; window {a.window_mib} MiB; CRC variant "
-          f"{K.CRC_VARIANT_NAMES[config.crc_variant()]}", flush=True)
+          f"{config.CRC_VARIANT_NAMES[config.crc_variant()]}", flush=True)
     _warm(logs + journals)
     # compile (or load from the cache) before timing
     scan_entry_log(logs[0], window=window, digests=DigestPlan(force=DigestType.CRC32C))
@@ -336,7 +335,7 @@ def run(a) -> int:
                   lambda r: f"ok {r[0]}, bad {r[1]}")
     del lib_c, lib_z
     phase("entry-log scan + CRC32C, jitted table CRC (the no-PCLMUL fallback)",
-          lambda: scan_all(digests=DigestPlan(force=DigestType.CRC32C, crc_variant=K.CRC_TABLE)), log_bytes,
+          lambda: scan_all(digests=DigestPlan(force=DigestType.CRC32C, crc_variant=config.CRC_TABLE)), log_bytes,
           digest_extra)
     jr = phase("journal scan", lambda: [scan_journal(p, window=window) for p in journals], jr_bytes,
                lambda js: f"{sum(len(j.records) for j in js)} records, ends "

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bkdisk import shell_format as sf
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.jsonl import INT, RowTemplate, Slot, put_decimal
 from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
 
@@ -26,7 +26,7 @@ def line(entry: int, log: int, pos: int) -> str:
     return f"{_LINE[0]}{entry}{_LINE[1]}{log}{_LINE[2]}{pos}{_LINE[3]}"
 
 
-@kernel
+@inline_kernel
 def _put(out, p, lit, off, i):
     for k in range(off[i], off[i + 1]):
         out[p] = lit[k]

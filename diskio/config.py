@@ -10,7 +10,7 @@ no module depends on which one is imported first:
   written into numba's parsed config too, so it holds even when numba was imported earlier.
 * The CPU features numba compiles for (its ``NUMBA_CPU_FEATURES`` override, else the host's).
 * ``crc_variant()``: the fastest CRC implementation the target supports, or a lower one forced by
-  ``BKDISK_CRC=table|pclmul|vpclmul``. Callers that want another pass it explicitly
+  ``BKDISK_CRC=table|pclmul|vpclmul|sse42``. Callers that want another pass it explicitly
   (``DigestPlan(crc_variant=...)``); nothing reads the environment again.
 
 ``collector_eased`` is the one process-wide setting a scan command makes for itself.
@@ -26,8 +26,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL = 0, 1, 2
-CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul"}
+CRC_TABLE, CRC_PCLMUL, CRC_VPCLMUL, CRC_SSE42 = 0, 1, 2, 3
+CRC_VARIANT_NAMES = {CRC_TABLE: "table", CRC_PCLMUL: "pclmul", CRC_VPCLMUL: "vpclmul", CRC_SSE42: "sse42"}
 
 # nopython always; nogil so fsck's --jobs threads run kernels in parallel. Cached across processes:
 # ``kernel`` gives each its cache (a LeanCache) itself.
@@ -45,14 +45,21 @@ def numba_cache_dir() -> str | None:
     return numba_config.CACHE_DIR or None   # type: ignore[attr-defined]
 
 
-def kernel(fn: Callable) -> Callable:
+def kernel(fn: Callable, **options: Any) -> Callable:
     """``numba.njit(**JIT_OPTIONS, cache=True)``, with the cache folder resolved first and a
     ``LeanCache`` as the cache (the only one made: ``cache=True`` would make numba's own first)."""
     numba_cache_dir()
     from numba import njit
-    dispatcher = njit(**JIT_OPTIONS)(fn)
+    dispatcher = njit(**JIT_OPTIONS, **options)(fn)
     dispatcher._cache = lean_cache_class()(dispatcher.py_func)
     return dispatcher
+
+
+def inline_kernel(fn: Callable) -> Callable:
+    """A kernel that other kernels call once an entry or more: numba inlines it into each caller
+    before compiling, so the call costs nothing and LLVM optimises it with the caller's loop. (Called
+    from Python it is a kernel like any other.)"""
+    return kernel(fn, inline="always")
 
 
 @functools.cache
@@ -130,23 +137,29 @@ def has_vpclmul() -> bool:
     return has_pclmul() and {"vpclmulqdq", "avx2"} <= target_features()
 
 
-def best_crc_variant() -> int:
-    return CRC_VPCLMUL if has_vpclmul() else CRC_PCLMUL if has_pclmul() else CRC_TABLE
+def has_crc32_instruction() -> bool:
+    """SSE4.2's ``crc32`` (CRC32C only), which LLVM names a feature of its own."""
+    return {"sse4.2", "crc32"} <= target_features()
 
 
 def supported_crc_variants() -> list[int]:
-    return list(range(best_crc_variant() + 1))
+    """The CRC variants the target can run, slowest first (``sse42`` folds its longest runs: it needs PCLMUL)."""
+    return [CRC_TABLE] + [CRC_PCLMUL] * has_pclmul() + [CRC_VPCLMUL] * has_vpclmul() + \
+        [CRC_SSE42] * (has_pclmul() and has_crc32_instruction())
+
+
+def best_crc_variant() -> int:
+    return supported_crc_variants()[-1]
 
 
 @functools.cache
 def crc_variant() -> int:
     """The CRC variant digest checks use unless told otherwise: the best supported, or ``BKDISK_CRC``."""
     want = os.environ.get("BKDISK_CRC", "").strip().lower()
-    best = best_crc_variant()
     for code, name in CRC_VARIANT_NAMES.items():
         if want == name:
-            return min(code, best)
-    return best
+            return max(v for v in supported_crc_variants() if v <= code)
+    return best_crc_variant()
 
 
 # Allocations between two collections of the young generation while a scan runs (Python's default: 700)

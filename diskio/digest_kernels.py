@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
 from bkdisk.diskio.digest_plan import SOURCE_ENTRY, SOURCE_SNIFFED
-from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, be_u32, be_u64, crc_update, first_at_least
+from bkdisk.diskio.kernels import be_u32, be_u64, first_at_least, unowned
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -42,7 +43,7 @@ _V1, _V2 = ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
 KNOWN_DIGEST_CODES = frozenset(int(t) for t in DigestType)   # a V2 entry's flags may name another
 
 
-@kernel
+@inline_kernel
 def _settled(n, header, digest_type, known):
     """An entry's status settled before any CRC (one already known, no type, too short for its digest,
     DUMMY, HMAC left to the caller), or -1 when its CRC decides."""
@@ -67,6 +68,7 @@ def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out
     ``code``: the DigestType of each V1 entry (0 = unknown); V2 entries name theirs in the flags.
     ``known``: a status already established while sniffing (0 = check here).
     """
+    buf = unowned(buf)
     mask32 = np.uint64(0xFFFFFFFF)
     for i in range(off.size):
         body = off[i] + SIZE_PREFIX_SIZE - base
@@ -93,7 +95,7 @@ def check_digests(buf, base, off, size, fmt, code, known, variant, out_type, out
         out_status[i] = DIGEST_OK if stored == crc else DIGEST_BAD
 
 
-@kernel
+@inline_kernel
 def entry_facts(buf, body, n, variant, max_crc):
     """The digest facts (FACT_* bits) of the entry of ``n`` stored bytes at ``buf[body]``: what a digest
     check reads of its bytes when its type is CRC32C (most ledgers'), taken while the bytes are at hand
@@ -137,7 +139,7 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
             out_status[i] = DIGEST_NEEDS_BYTES
 
 
-@kernel
+@inline_kernel
 def _find_sorted(ids, key):
     """The index of ``key`` in the sorted ``ids``, or -1."""
     lo = first_at_least(ids, key, 0, ids.size)
@@ -161,6 +163,8 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
     type, known, or not sniffed as CRC32C; a V2 code that is none or no
     DigestType; an entry that needs its bytes or a password (CRC32, HMAC, a CRC32C not computed). The
     caller then checks the entries the general way."""
+    decided_ids = unowned(decided_ids)
+    known_ids = unowned(known_ids)
     k = 0
     last_ledger = np.uint64(0)
     at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed
@@ -299,6 +303,7 @@ def check_digests_reference(data, base: int, off, size, fmt, code, known) -> tup
 def sniff_crc(buf, base, off, size, variant, result):
     """For V1 entries: SNIFF_CRC32C when the entry verifies as CRC32C, else SNIFF_CRC32 when it
     verifies as CRC32, else 0. CRC32 is not tried once CRC32C matched (CRC32C wins the ledger anyway)."""
+    buf = unowned(buf)
     mask32 = np.uint64(0xFFFFFFFF)
     for i in range(off.size):
         body = off[i] + SIZE_PREFIX_SIZE - base

@@ -26,6 +26,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from bkdisk.diskio.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
 from bkdisk.diskio.decision_table import find_ledgers
 from bkdisk.diskio.digest_kernels import (
     DIGEST_BAD,
@@ -50,7 +51,7 @@ from bkdisk.diskio.digest_plan import (
 )
 from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.entry_bytes import EntryBytes
-from bkdisk.diskio.kernels import POLY_CRC32, POLY_CRC32C, as_bytes_array, be_i64_at, crc_update, readonly
+from bkdisk.diskio.kernels import as_bytes_array, be_i64_at, readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.diskio.payload_hashes import PayloadHashes, sha256_payloads
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 
 INT, UINT, CHOICE, DIGEST, INT_OR_NULL = 0, 1, 2, 3, 4
 DIGEST_BYTES = 32
@@ -33,7 +33,7 @@ class Slot:
     choices: tuple[Any, ...] = ()     # CHOICE: Python values, json.dumps'ed; code i -> choices[i]
 
 
-@kernel
+@inline_kernel
 def put_decimal(out, p, v, unsigned):
     if not unsigned and v < 0:
         out[p] = 45  # '-'

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.digest_kernels import entry_facts
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, prefetch_ahead
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, prefetch_ahead, unowned
 from bkdisk.diskio.windowed import (
     DONE,
     FIRST_OWN_SLOT,
@@ -75,7 +75,7 @@ _MARKER_BYTES = V1_LEDGER_AT + 8   # a skipped record's ledger id: eight 0xFF by
 _MIN_DIGEST_CODE, _MAX_DIGEST_CODE = int(min(DigestType)), int(max(DigestType))
 
 
-@kernel
+@inline_kernel
 def padding_end(buf, base, pos, end):
     """The reference reader's padding_end (0 when none); ``buf`` must hold the bytes up to the boundary."""
     into = pos % DIRECT_ALIGNMENT
@@ -88,7 +88,7 @@ def padding_end(buf, base, pos, end):
     return boundary
 
 
-@kernel
+@inline_kernel
 def entry_header(buf, base, pos, end):
     """The reference reader's header_at: (damage code or 0, size, format, scope, ledger, entry, lac, length)."""
     zero = np.uint64(0)
@@ -129,7 +129,7 @@ def entry_header(buf, base, pos, end):
     return 0, size, fmt, scope, ledger, entry, lac, length
 
 
-@kernel
+@inline_kernel
 def successor_ok(buf, base, nxt, end):
     """The successor test of the reference plausible_at, zero tail aside: an entry, a skipped
     record or flush padding at ``nxt`` (``buf`` holds its header and any padding)."""
@@ -139,7 +139,7 @@ def successor_ok(buf, base, nxt, end):
     return buf[nxt - base] == DIRECT_PADDING_BYTE and padding_end(buf, base, nxt, end) > 0
 
 
-@kernel
+@inline_kernel
 def add_problem(p_offset, p_reason, p_resumed, n, at, reason, resumed):
     """Row ``n`` of the problem columns: damage at ``at`` of kind ``reason``, walk resumed at
     ``resumed``. Returns the next row, or -1 when the columns are full (nothing written: the caller
@@ -160,6 +160,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
     NEED_LAST_NONZERO (set state[LAST_NONZERO]) or NEED_WHOLE_FILE (pass ``whole_file``). When
     ``e_facts`` is not empty (as long as ``e_offset``), each entry's digest facts go into it
     (diskio.digest_kernels.entry_facts, CRCs with ``variant``) while its bytes are in cache."""
+    buf = unowned(buf)
     buf_end = base + buf.size
     mode = state[MODE]
     pos = state[POSITION]

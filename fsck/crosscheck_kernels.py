@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import first_at_least
+from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.kernels import first_at_least, unowned
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS
 
@@ -27,7 +27,7 @@ def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_led
         out_log[i] = log_id
 
 
-@kernel
+@inline_kernel
 def _first_at_least_near(keys, k, p):
     """first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key
     was found): a ledger's locations come in position order, so the next one is a little further on."""
@@ -55,6 +55,7 @@ def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, lo, hi, k0, block, 
     rows: number, location, entry id, file row. Returns the rows written. A block of ``block``
     locations whose ``first``..``last`` indices of ``ids`` (locations_per_log's) miss the range is
     passed over; with no blocks given, every location is looked at."""
+    ids = unowned(ids)
     n = 0
     if ids.size == 0:
         return n
@@ -82,6 +83,7 @@ def locations_per_log(c_log, c_pos, ids, sizes, out_count, block, out_first, out
     ``out_count[w]`` for ``ids[w]``, added to; and per ``block`` locations (block b from
     ``c_log[b * block]``) the first and last such ``w`` (``out_first[b]``, ``out_last[b]``: lowered
     and raised from where they start)."""
+    ids = unowned(ids)
     if ids.size == 0:
         return
     for b in range(out_first.size):
@@ -95,7 +97,7 @@ def locations_per_log(c_log, c_pos, ids, sizes, out_count, block, out_first, out
         out_first[b], out_last[b] = first, last
 
 
-@kernel
+@inline_kernel
 def _verdict(there, same_ids, w, pointed):
     """A location's verdict: an entry starts where it points (``there``) with its ids (``same_ids``):
     SAME, and entry ``w`` is pointed at; of other ids: OTHER_ENTRY; none: NO_ENTRY."""
@@ -113,6 +115,8 @@ def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger,
     """Each location (``l_*``) looked up among the entries (``t_*``, by ``t_key`` ascending): the slot
     of the first entry at or past its key (the last slot when none is), and the verdict: SAME (the
     entry of its ids starts there; ``pointed`` marks it), OTHER_ENTRY or NO_ENTRY."""
+    t_key = unowned(t_key)
+    pointed = unowned(pointed)
     n = t_key.size
     w = 0
     for i in range(l_key.size):
@@ -134,6 +138,8 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
     ascending), for the locations ``rows`` of ``l_*`` (every row when ``every``), all pointing into
     that log: a location at position p looks for the entry whose size prefix is at p - 4; its
     (scope, ledger) are those of its file row ``l_file`` in ``f_*``. The slot is the entry's index."""
+    e_offset = unowned(e_offset)
+    pointed = unowned(pointed)
     n = e_offset.size
     mask = (np.uint64(1) << np.uint64(POSITION_BITS)) - np.uint64(1)
     w = 0
@@ -158,6 +164,7 @@ def misplaced_locations(c_log, c_pos, ids, sizes, shortest_end, out_missing, out
     their indices in ``out_missing``; and of the others those where an entry could not start, within
     ``shortest_end`` bytes of their log's end (``sizes``) or past it: in ``out_past``. Returns how many
     of each were written."""
+    ids = unowned(ids)
     missing = past = 0
     for i in range(c_log.size):
         log = np.uint64(c_log[i])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.formats.paths import index_relpaths
 from bkdisk.indexfiles.listing import INDEX_SUFFIX
 from bkdisk.indexfiles.path_column import PathColumn, PathRows
@@ -20,7 +20,7 @@ _SLASH = ord("/")
 _SUFFIX = np.frombuffer(INDEX_SUFFIX.encode(), np.uint8)
 
 
-@kernel
+@inline_kernel
 def _hex_at(data, at, end, value, width):
     """Whether ``data[at:end]`` is ``value`` in lowercase hex (``width`` digits: zero-padded; 0: no
     padding) followed by nothing else; returns the index past the digits, -1 when not."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.kernels import unowned
 from bkdisk.formats import index as fi
 
 # Constants the kernels read, all from the declaration.
@@ -33,18 +34,18 @@ OK, VERSION, KEY_LENGTH, STATE, LAC_LENGTH, PRESENT, LAST_ENTRY, TRAILING = rang
 INFO_COLUMNS = 8
 
 
-@kernel
+@inline_kernel
 def _u32(buf, o):
     return (np.uint32(buf[o]) << 24) | (np.uint32(buf[o + 1]) << 16) | (np.uint32(buf[o + 2]) << 8) | \
         np.uint32(buf[o + 3])
 
 
-@kernel
+@inline_kernel
 def _i32(buf, o):
     return np.int64(np.int32(_u32(buf, o)))
 
 
-@kernel
+@inline_kernel
 def _slot(buf, o):
     """The big-endian 8-byte slot at ``buf[o:]``."""
     v = np.uint64(0)
@@ -53,7 +54,7 @@ def _slot(buf, o):
     return v
 
 
-@kernel
+@inline_kernel
 def check_header(buf, o, n):
     """The header of the file ``buf[o:o+n]``: (ok, version, key length, state bits, explicit-LAC length)."""
     bad = (0, np.int64(-1), np.int64(0), np.int64(0), np.int64(0))
@@ -74,7 +75,7 @@ def check_header(buf, o, n):
     return 1, version, key, state, lac
 
 
-@kernel
+@inline_kernel
 def _count_slots(words, first, n):
     """(present, last) of the ``n`` 8-byte slots ``words[first:first+n]``; blocks of zeros cost one test."""
     present, last = 0, -1
@@ -105,6 +106,8 @@ def decode_files(buf, words, f_off, f_len, info):
     ``words`` is ``buf`` viewed as uint64 and every ``f_off`` is a multiple of 8, so a slot is one
     word (its zero test does not depend on byte order; present ones are read big-endian).
     """
+    buf = unowned(buf)
+    words = unowned(words)
     total = 0
     for f in range(f_off.size):
         o, n = f_off[f], f_len[f]
@@ -124,6 +127,7 @@ def decode_files(buf, words, f_off, f_len, info):
 def write_locations(buf, words, f_off, rows, info, out_file, out_entry, out_log, out_pos):
     """Every present slot of the files decode_files counted, in file then entry order: file ``f`` as
     row ``rows[f]``, the location split into (log, position) as formats.index splits it."""
+    buf = unowned(buf)
     j = 0
     for f in range(f_off.size):
         if info[f, PRESENT] == 0:

@@ -15,8 +15,8 @@ import os
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import be_i32, be_i64, readonly
+from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.kernels import be_i32, be_i64, readonly, unowned
 from bkdisk.diskio.mapped import file_size, map_window, read_range
 from bkdisk.formats import journal as fj
 
@@ -30,7 +30,7 @@ NOT_FOUND = -1
 NEED_SUCCESSOR = -2
 
 
-@kernel
+@inline_kernel
 def _record_end(buf, i, at, size):
     """The offset after a plausible record whose prefix is at file offset ``at`` (buf[i]), or -1.
     ``buf`` holds at least HEAD bytes from i, or the file ends before."""
@@ -54,6 +54,7 @@ def _record_end(buf, i, at, size):
 def _search_window(buf, base, size, start, stop):
     """Scan candidates q in [start, stop) (``buf`` holds file bytes from ``base``): (status, q) with
     status 1 a pair at q, NEED_SUCCESSOR when q's successor lies past ``buf``, NOT_FOUND otherwise."""
+    buf = unowned(buf)
     buf_end = base + buf.size
     for q in range(start, stop):
         if q + HEAD > buf_end:

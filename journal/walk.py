@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.digest_kernels import entry_facts
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le, prefetch_ahead
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le, prefetch_ahead, unowned
 from bkdisk.diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
 from bkdisk.formats import journal as fj
 from bkdisk.formats.digests import DigestType
@@ -47,7 +47,7 @@ _DATA_FLAGS_MIN, _DATA_FLAGS_MAX = V2_FLAGS_BASE + int(min(DigestType)), V2_FLAG
 _PREFIX = fj.RECORD_LENGTH_SIZE
 
 
-@kernel
+@inline_kernel
 def classify_record(buf, i, length, version):
     """Decode a body of ``length`` bytes at buf[i]: (ok, kind, scope, ledger, entry); ok=0 malformed,
     ok=-1 a meta record the journal version may not hold."""
@@ -111,6 +111,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
     file of ``n`` bytes, filling the record columns ``r_*``; returns a diskio.windowed status. When
     ``r_facts`` is not empty (as long as ``r_offset``), each data record's digest facts go into it
     (diskio.digest_kernels.entry_facts, with ``variant`` and ``max_crc``), 0 for other records."""
+    buf = unowned(buf)
     buf_end = base + buf.size
     mode = state[MODE]
     pos = state[POSITION]

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import kernel
+from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.errors import FormatError
 
 MAX32 = rf.VARINT32_MAX_BYTES
 
 
-@kernel
+@inline_kernel
 def _varint32(buf, p, limit):
     """(value, next position); next = -1 when the varint runs past ``limit`` or over 5 bytes."""
     v = np.int64(0)
@@ -94,7 +94,7 @@ FEATURE_BITS = rf.UNIFORM_KEYS_BIT | rf.SEPARATED_KV_BIT | rf.HASH_INDEX_BIT
 MAX_RESTARTS = rf.MAX_NUM_RESTARTS
 
 
-@kernel
+@inline_kernel
 def _le32(buf, p):
     v = np.int64(0)
     for k in range(RESTART_BYTES):
@@ -181,7 +181,7 @@ def decode_fixed(buf, limit, keys, values, vlen, start, padded):
     return row - start, -1, -1
 
 
-@kernel
+@inline_kernel
 def _cmp_row(a, i, b, j, n):
     """memcmp of ``a[i, :n]`` and ``b[j, :n]``: -1, 0 or 1 (the bytewise comparator)."""
     for k in range(n):
@@ -285,7 +285,7 @@ WIRE_VARINT, WIRE_LEN = 0, 2
 MAX64 = rf.VARINT64_MAX_BYTES
 
 
-@kernel
+@inline_kernel
 def _varint64_end(buf, r, p, limit):
     """Where the varint at ``buf[r, p:limit]`` ends, -1 past ``limit`` or 10 bytes."""
     for k in range(MAX64):

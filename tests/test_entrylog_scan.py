@@ -5,10 +5,8 @@ import json
 import os
 import random
 import tempfile
-import zlib
 from pathlib import Path
 
-import crc32c
 import numpy as np
 import pytest
 from conftest import GOLDEN
@@ -17,7 +15,6 @@ from hypothesis import strategies as st
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
-from bkdisk.diskio import kernels as K
 from bkdisk.diskio.scan_sink import Room, ScanSink
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.arrays import scan_entry_log_reference
@@ -158,24 +155,6 @@ def test_golden_digest_types_are_sniffed_when_no_metadata_is_given(corpus: Path)
                 assert (dt.name, src) == (l["digest_type"], "sniffed")
             else:
                 assert dt is None
-
-
-# --- CRC kernels -----------------------------------------------------------------------------
-@settings(max_examples=60, deadline=None)
-@given(data=st.binary(min_size=0, max_size=3000), skip=st.integers(0, 7))
-def test_every_crc_variant_equals_zlib_and_crc32c(data: bytes, skip: int):
-    buf = K.as_bytes_array(bytes(skip) + data)
-    for variant in K.supported_crc_variants():
-        assert K.crc32_of(buf, skip, len(data), K.POLY_CRC32, variant) == zlib.crc32(data)
-        assert K.crc32_of(buf, skip, len(data), K.POLY_CRC32C, variant) == crc32c.crc32c(data)
-
-
-def test_crc_variant_defaults_to_the_fastest_the_cpu_supports():
-    from bkdisk.diskio import config
-    assert config.crc_variant() in config.supported_crc_variants()
-    if os.environ.get("BKDISK_CRC") is None:
-        assert config.crc_variant() == config.best_crc_variant()
-    assert DigestPlan().crc_variant == config.crc_variant()
 
 
 # --- hypothesis-generated bookies ------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Rules the project states about its own code, checked on every module: one declaration per layout
 (no hand decoding, location arithmetic, bare header or size-prefix sizes or format constants outside
-formats/), one place for the golden location, small modules."""
+formats/), one place for the golden location, small modules, kernels declared through diskio.config and
+the helpers kernels call inlined."""
 from __future__ import annotations
 
 import ast
@@ -241,3 +242,44 @@ def test_every_kernel_is_declared_through_diskio_config_kernel():
     bad = [x for _pkg, p in _product_modules() if p != REPO / "diskio" / "config.py"
            for x in numba_decorations(p.read_text(), str(p.relative_to(REPO)))]
     assert bad == []
+
+
+def _kernels(tree: ast.AST) -> dict[str, str]:
+    """The module's jitted functions by name: ``kernel`` or ``inline_kernel``."""
+    return {n.name: d.id for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+            for d in n.decorator_list if isinstance(d, ast.Name) and d.id in ("kernel", "inline_kernel")}
+
+
+def helpers_not_inlined(sources: dict[str, str]) -> list[str]:
+    """Kernels called from another kernel but declared ``kernel``, not ``inline_kernel``: each such call
+    costs an atomic count up and down of every array it passes (``sources``: module name -> source)."""
+    trees = {m: ast.parse(s, m) for m, s in sources.items()}
+    declared = {m: _kernels(t) for m, t in trees.items()}
+    out = []
+    for m, tree in trees.items():
+        visible = dict(declared[m])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in declared:
+                visible.update({a.asname or a.name: declared[node.module][a.name] for a in node.names
+                                if a.name in declared[node.module]})
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in declared[m]:
+                out += [f"{m}.{fn.name} calls {c.func.id}" for c in ast.walk(fn)
+                        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id != fn.name
+                        and visible.get(c.func.id) == "kernel"]
+    return sorted(set(out))
+
+
+def test_every_kernel_another_kernel_calls_is_inlined():
+    planted = {"bkdisk.a": "@kernel\ndef h(b): return b[0]\n",
+               "bkdisk.b": "from bkdisk.a import h\n@kernel\ndef k(b):\n    return h(b)\n"}
+    assert helpers_not_inlined(planted) == ["bkdisk.b.k calls h"]
+    planted["bkdisk.a"] = "@inline_kernel\ndef h(b): return b[0]\n"
+    assert helpers_not_inlined(planted) == []
+    sources = {}
+    for pkg, p in _product_modules():
+        parts = p.relative_to(REPO).with_suffix("").parts
+        name = ".".join(parts) if pkg == "bkdisk" else "bkdisk." + ".".join(parts)
+        sources[name.removesuffix(".__init__")] = p.read_text()
+    assert len([m for m, s in sources.items() if "@inline_kernel" in s]) > 5
+    assert helpers_not_inlined(sources) == []
