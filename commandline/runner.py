@@ -57,6 +57,18 @@ def console_command(fn: Callable[..., object], *args: object) -> None:
         gc.freeze()
 
 
+_kept: list[object] = []
+
+
+def kept_until_exit(obj: object) -> None:
+    """Keep ``obj`` (a finished command's results, with their arrays) until the process exits, in a
+    guarded child: it ends with ``os._exit`` once the command returns, so freeing them (unmapping the
+    arrays, dropping millions of small objects) is time the user waits for that gives nothing back.
+    Elsewhere (in-process callers, BKDISK_NO_FORK) nothing is kept."""
+    if fault_guard.in_guarded_child():
+        _kept.append(obj)
+
+
 def guarded(main: Callable[[], object], prog: str) -> None:
     """Run ``main`` as a console command whose reads of bookie files are guarded: a mapped read that
     faults (an I/O error, a file cut short) ends with one line naming the file and exit 8, not a
