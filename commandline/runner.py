@@ -3,6 +3,7 @@ command's reads of bookie files guarded, and the interpreter's exit spared the c
 command allocated."""
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 import os
@@ -57,26 +58,54 @@ def console_command(fn: Callable[..., object], *args: object) -> None:
         gc.freeze()
 
 
-_kept: list[object] = []
+class _Ending:
+    """Set by ``guarded``: the process ends with ``_exit_now`` once its command returns."""
+    now = False
+    kept: list[object] = []
 
 
 def kept_until_exit(obj: object) -> None:
-    """Keep ``obj`` (a finished command's results, with their arrays) until the process exits, in a
-    guarded child: it ends with ``os._exit`` once the command returns, so freeing them (unmapping the
-    arrays, dropping millions of small objects) is time the user waits for that gives nothing back.
-    Elsewhere (in-process callers, BKDISK_NO_FORK) nothing is kept."""
-    if fault_guard.in_guarded_child():
-        _kept.append(obj)
+    """Keep ``obj`` (a finished command's results, with their arrays) until the process exits, when it
+    ends with ``_exit_now``: freeing them (unmapping the arrays, dropping millions of small objects)
+    is time the user waits for that gives nothing back. In-process callers keep nothing."""
+    if _Ending.now:
+        _Ending.kept.append(obj)
 
 
 def guarded(main: Callable[[], object], prog: str) -> None:
     """Run ``main`` as a console command whose reads of bookie files are guarded: a mapped read that
     faults (an I/O error, a file cut short) ends with one line naming the file and exit 8, not a
-    silent "Bus error" (diskio/fault_guard.py)."""
-    code = fault_guard.guard_command(main, prog, EXIT_OPERATIONAL, EXIT_CANCELLED)   # (the child exits inside)
+    silent "Bus error" (diskio/fault_guard.py). The process that runs ``main`` ends with
+    ``_exit_now``; a parent that only waited ends at once."""
+    _Ending.now = True
+    code = fault_guard.guard_command(lambda: _exit_now(_exit_code(main)), prog, EXIT_OPERATIONAL, EXIT_CANCELLED)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code if isinstance(code, int) else 0)   # the parent only waited: nothing to finalize
+
+
+def _exit_code(main: Callable[[], object]) -> object:
+    try:
+        main()
+    except SystemExit as e:
+        return e.code
+    return 0
+
+
+def _exit_now(code: object) -> None:
+    """End the process as ``sys.exit(code)`` would, without the interpreter's teardown: the output
+    flushed and the functions registered with ``atexit`` run (the spill folders' removal among
+    them), but no module torn down and no object freed one by one, which on a finished check's
+    scans takes tens of milliseconds the user waits for."""
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):   # sys.exit("message"): said on stderr, exit 1
+        print(code, file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(code)
 
 
 def run_until_stopped() -> None:

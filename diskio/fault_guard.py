@@ -84,11 +84,6 @@ class _Slots:
 _table: _Slots | None = None   # set in a guarded child only
 
 
-def in_guarded_child() -> bool:
-    """Whether this process is a guarded child (``guard_command``'s, which ends with ``os._exit``)."""
-    return _table is not None
-
-
 @contextmanager
 def noting(path: str, offset: int, length: int) -> Iterator[None]:
     """Name ``path`` bytes [offset, offset + length) as mapped while the block runs (in a guarded child)."""

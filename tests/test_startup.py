@@ -93,15 +93,46 @@ console()
 """
 
 
-@pytest.mark.parametrize("module, prog, argv", [("bkdisk.cli", "bkdisk", ["--version"]),
-                                                ("bkdisk.fsck_cli", "bookie-fsck", ["{root}", "--json"])])
-def test_a_command_leaves_its_objects_out_of_the_last_collections_at_exit(module, prog, argv):
-    from conftest import GOLDEN
-    argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]
-    out = subprocess.run([sys.executable, "-c", EXIT_PROBE.format(module=module, prog=prog, argv=argv)],
+def test_a_command_leaves_its_objects_out_of_the_last_collections_at_exit():
+    out = subprocess.run([sys.executable, "-c", EXIT_PROBE.format(module="bkdisk.cli", prog="bkdisk",
+                                                                  argv=["--version"])],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "frozen at exit: True", out.stdout[-500:]
+
+
+# A guarded command (one that reads bookie files) ends once its output is out: the functions given to
+# atexit run (the spill folders' removal), then the process that did the work leaves with os._exit,
+# without the interpreter's teardown. Each line printed says which process printed it.
+TEARDOWN_PROBE = """
+import atexit, os, sys
+leave = os._exit
+def _exit(code):
+    print("os._exit", os.getpid(), code, flush=True)
+    leave(code)
+os._exit = _exit
+atexit.register(lambda: print("atexit", os.getpid(), flush=True))
+sys.argv = [{prog!r}] + {argv!r}
+from {module} import console
+console()
+"""
+
+
+@pytest.mark.parametrize("module, prog, argv, code", [
+    ("bkdisk.fsck_cli", "bookie-fsck", ["{root}", "--json"], 0),
+    ("bkdisk.fsck_cli", "bookie-fsck", ["/no/such/bookie"], 8),
+    ("bkdisk.fsck_cli", "bookie-fsck", ["{root}", "--no-such-option"], 16),
+    ("bkdisk.cli", "bkdisk", ["inventory", "{root}", "--jsonl"], 0)])
+def test_a_guarded_command_ends_without_the_interpreters_teardown(module, prog, argv, code):
+    from conftest import GOLDEN
+    argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]
+    out = subprocess.run([sys.executable, "-c", TEARDOWN_PROBE.format(module=module, prog=prog, argv=argv)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == code, out.stderr[-500:]
+    said = [line.split() for line in out.stdout.splitlines() if line.startswith(("atexit ", "os._exit "))]
+    assert len([w for w in said if w[0] == "atexit"]) == 1, said   # (in the process that did the work)
+    worker = next(w[1] for w in said if w[0] == "atexit")
+    assert said[said.index(["atexit", worker]) + 1] == ["os._exit", worker, str(code)], said
 
 
 BLAS_PROBE = """
