@@ -4,6 +4,7 @@ command allocated."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gc
 import os
@@ -102,8 +103,12 @@ def _exit_now(code: object) -> None:
     elif not isinstance(code, int):   # sys.exit("message"): said on stderr, exit 1
         print(code, file=sys.stderr)
         code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:   # the reader went away (a closed pipe): what is left unsaid goes nowhere
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
     atexit._run_exitfuncs()
     os._exit(code)
 

@@ -252,21 +252,36 @@ def _kernels(tree: ast.AST) -> dict[str, str]:
 
 def helpers_not_inlined(sources: dict[str, str]) -> list[str]:
     """Kernels called from another kernel but declared ``kernel``, not ``inline_kernel``: each such call
-    costs an atomic count up and down of every array it passes (``sources``: module name -> source)."""
+    costs an atomic count up and down of every array it passes (``sources``: module name -> source).
+    A call names its kernel bare (``from m import k``) or through its module (``import m as M``, ``M.k``)."""
     trees = {m: ast.parse(s, m) for m, s in sources.items()}
     declared = {m: _kernels(t) for m, t in trees.items()}
     out = []
     for m, tree in trees.items():
         visible = dict(declared[m])
+        modules: dict[str, str] = {}   # a local name -> the module it stands for
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module in declared:
                 visible.update({a.asname or a.name: declared[node.module][a.name] for a in node.names
                                 if a.name in declared[node.module]})
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                                if f"{node.module}.{a.name}" in declared})
+            elif isinstance(node, ast.Import):
+                modules.update({a.asname: a.name for a in node.names if a.asname and a.name in declared})
+
+        def kind(f: ast.expr, visible=visible, modules=modules) -> str | None:
+            if isinstance(f, ast.Name):
+                return visible.get(f.id)
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules:
+                return declared[modules[f.value.id]].get(f.attr)
+            return None
+
         for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef) and fn.name in declared[m]:
-                out += [f"{m}.{fn.name} calls {c.func.id}" for c in ast.walk(fn)
-                        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id != fn.name
-                        and visible.get(c.func.id) == "kernel"]
+                out += [f"{m}.{fn.name} calls {ast.unparse(c.func)}" for c in ast.walk(fn)
+                        if isinstance(c, ast.Call) and not (isinstance(c.func, ast.Name) and c.func.id == fn.name)
+                        and kind(c.func) == "kernel"]
     return sorted(set(out))
 
 
@@ -274,6 +289,9 @@ def test_every_kernel_another_kernel_calls_is_inlined():
     planted = {"bkdisk.a": "@kernel\ndef h(b): return b[0]\n",
                "bkdisk.b": "from bkdisk.a import h\n@kernel\ndef k(b):\n    return h(b)\n"}
     assert helpers_not_inlined(planted) == ["bkdisk.b.k calls h"]
+    planted["bkdisk.c"] = "from bkdisk import a as A\n@kernel\ndef k(b):\n    return A.h(b)\n"
+    planted["bkdisk.d"] = "import bkdisk.a as A\n@kernel\ndef k(b):\n    return A.h(b)\n"
+    assert helpers_not_inlined(planted) == ["bkdisk.b.k calls h", "bkdisk.c.k calls A.h", "bkdisk.d.k calls A.h"]
     planted["bkdisk.a"] = "@inline_kernel\ndef h(b): return b[0]\n"
     assert helpers_not_inlined(planted) == []
     sources = {}

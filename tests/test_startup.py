@@ -200,3 +200,19 @@ def test_the_inventory_frozen_its_scanners_out_of_the_collectors_sight():
     out = _kernels_left("inventory", "bookie_inventory", "bkdisk.bookie.inventory", "scan_bookie",
                         "inventory.inventory.main([{root!r}], standalone_mode=False)")
     assert "kernels left to the collector: False" in out, out[-1000:]
+
+
+@pytest.mark.parametrize("argv", [["{root}", "--json"], ["{root}"]])
+def test_a_reader_gone_before_the_output_ends_nothing_but_the_checks_exit_code(argv):
+    """stdout a pipe whose reader has gone (``| head``): no traceback, no 'Exception ignored', and the
+    check's own exit code (the golden bookie is clean: 0)."""
+    from conftest import GOLDEN
+    argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}   # (buffered: flushed at the end)
+    proc = subprocess.Popen([sys.executable, "-c", "from bkdisk.fsck_cli import console; console()", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()   # before the check writes a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == ""

@@ -1,6 +1,8 @@
 """diskio.kernels.unowned: the same array without a reference count, as a kernel passes it to helpers."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,6 +39,15 @@ def _fill_through_view(a, v):
 def test_an_unowned_array_reads_as_its_owner_contiguous_or_strided(a: np.ndarray, step: int):
     view = a[::step]
     assert _sum_through_helper(view) == int(view.sum())
+
+
+def test_calls_through_an_unowned_array_leave_the_owners_references_as_they_were():
+    a = np.arange(1000, dtype=np.int64)
+    before = sys.getrefcount(a)
+    for _ in range(200):
+        _sum_through_helper(a)
+        _fill_through_view(a[::2], 1)
+    assert sys.getrefcount(a) == before
 
 
 def test_writes_through_an_unowned_array_reach_the_owner_and_keep_its_shape():
