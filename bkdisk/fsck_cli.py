@@ -182,6 +182,9 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     try:
         return _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose,
                                   quiet, ledger)
+    except BrokenPipeError:   # the reader went away (``| head``): the rest goes nowhere, the check's code stands
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return report.exit_code
     finally:
         report.close()   # what the check spilled: no plan or repair reads its scans after this
         kept_until_exit(report)

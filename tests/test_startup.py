@@ -202,13 +202,17 @@ def test_the_inventory_frozen_its_scanners_out_of_the_collectors_sight():
     assert "kernels left to the collector: False" in out, out[-1000:]
 
 
+@pytest.mark.parametrize("unbuffered", [False, True])
 @pytest.mark.parametrize("argv", [["{root}", "--json"], ["{root}"]])
-def test_a_reader_gone_before_the_output_ends_nothing_but_the_checks_exit_code(argv):
-    """stdout a pipe whose reader has gone (``| head``): no traceback, no 'Exception ignored', and the
-    check's own exit code (the golden bookie is clean: 0)."""
+def test_a_reader_gone_before_the_output_ends_nothing_but_the_checks_exit_code(argv, unbuffered):
+    """stdout a pipe whose reader has gone (``| head``): no traceback, no 'Exception ignored', no error
+    line, and the check's own exit code (the golden bookie is clean: 0), whether the report meets the
+    closed pipe as it is written (unbuffered) or at the last flush."""
     from conftest import GOLDEN
     argv = [a.format(root=GOLDEN / "interleaved-v6-hostport") for a in argv]
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}   # (buffered: flushed at the end)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen([sys.executable, "-c", "from bkdisk.fsck_cli import console; console()", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None
