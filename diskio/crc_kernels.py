@@ -126,8 +126,6 @@ _fold512_xmm = _make_fold_loop(_V2, config.has_pclmul)
 _fold512_ymm = _make_fold_loop(_V4, config.has_vpclmul)
 
 
-
-
 def _make_crc32c_step(width: int, data):
     """SSE4.2's ``crc32`` over a ``width``-bit value: the CRC32C register moved past its bytes."""
     name = "llvm.x86.sse42.crc32.64.64" if width == 64 else f"llvm.x86.sse42.crc32.32.{width}"
@@ -171,14 +169,19 @@ def _clmul_lo(typingctx, a, b):
 
     return sig, codegen
 
+
 # --- CRC constants ---------------------------------------------------------------------------
-def _xpow_mod(n: int, poly: int) -> int:
-    r = 1
+def _times_xpow(r: int, n: int, poly: int) -> int:
+    """``r`` times x^n mod P (polynomials over GF(2) as ints, unreflected)."""
     for _ in range(n):
         r <<= 1
         if r & (1 << 32):
             r ^= poly
     return r
+
+
+def _xpow_mod(n: int, poly: int) -> int:
+    return _times_xpow(1, n, poly)
 
 
 def _reflect32(v: int) -> int:
@@ -220,10 +223,7 @@ def _stream_shifts(poly: int) -> np.ndarray:
     r = _xpow_mod(31, poly)
     for w in range(1, _MAX_WORDS + 1):
         out[w] = _reflect32(r)
-        for _ in range(64):                  # times x, mod P
-            r <<= 1
-            if r & (1 << 32):
-                r ^= poly
+        r = _times_xpow(r, 64, poly)
     return out
 
 
