@@ -18,7 +18,7 @@ from bkdisk.commandline.ledger_options import resolve_ledger
 from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.progress import ProgressBars
-from bkdisk.commandline.runner import console_command, guarded, kept_until_exit, run_click
+from bkdisk.commandline.runner import console_command, guarded, kept_until_exit, run_click, silenced
 from bkdisk.diskio.config import collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
@@ -183,7 +183,7 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
         return _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose,
                                   quiet, ledger)
     except BrokenPipeError:   # the reader went away (``| head``): the rest goes nowhere, the check's code stands
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silenced(sys.stdout)
         return report.exit_code
     finally:
         report.close()   # what the check spilled: no plan or repair reads its scans after this

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TextIO, TypeVar
 
 import click
 
@@ -106,11 +106,21 @@ def _exit_now(code: object) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except OSError:   # the reader went away (a closed pipe): what is left unsaid goes nowhere
-            with contextlib.suppress(OSError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except OSError:   # the reader went away (a closed pipe)
+            silenced(stream)
     atexit._run_exitfuncs()
     os._exit(code)
+
+
+def silenced(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null once its reader went away (a closed pipe): what
+    is left to write, the last flush included, goes nowhere instead of failing again."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)
 
 
 def run_until_stopped() -> None:
