@@ -30,7 +30,6 @@ def byte_ptr(context, builder, aryty, ary, idxty, idx):
     return builder.gep(a.data, [i])
 
 
-
 def _bswap(builder, v, width):
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(width), [ir.IntType(width)]),
                                         f"llvm.bswap.i{width}")
@@ -61,7 +60,6 @@ be_u64 = _make_load(64, True, types.uint64)
 be_i64 = _make_load(64, True, types.int64)
 be_u32 = _make_load(32, True, types.uint32)
 be_i32 = _make_load(32, True, types.int32)
-
 
 
 @intrinsic
