@@ -22,6 +22,7 @@ from bkdisk.commandline.runner import console_command, guarded, kept_until_exit,
 from bkdisk.diskio.config import collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 fsck_api = lazy_import("bkdisk.fsck.api")
 fsck_context = lazy_import("bkdisk.fsck.context")
@@ -173,12 +174,18 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
-    check_bookie = fsck_api.check_bookie   # (the checker is loaded once the dirs are found)
-    freeze_loaded()
-    with ProgressBars(progress) as bar:
-        report = check_bookie(dirs, fsck_context.CheckOptions(metadata_dir=metadata_dir, metadata=service_md,
-                                                 verify_digests=not no_digests,
-                                                 jobs=jobs, progress=bar, memory=memory or MemoryLimit()))
+    # The index listed by another process while this one loads the checker (numba and the kernels).
+    ahead = ListingAhead.start(dirs.effective_index_dirs) if jobs > 1 and dirs.storage_kind == "index-files" else None
+    try:
+        check_bookie = fsck_api.check_bookie   # (the checker is loaded once the dirs are found)
+        freeze_loaded()
+        with ProgressBars(progress) as bar:
+            report = check_bookie(dirs, fsck_context.CheckOptions(
+                metadata_dir=metadata_dir, metadata=service_md, verify_digests=not no_digests, jobs=jobs,
+                progress=bar, memory=memory or MemoryLimit(), index_listing=ahead))
+    finally:
+        if ahead is not None:
+            ahead.close()   # (taken by the walk by now, unless the check stopped before it)
     try:
         return _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose,
                                   quiet, ledger)

@@ -27,6 +27,7 @@ from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.fsck.lanes import Lanes, Progress
 from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles.arrays import IndexInventory
+from bkdisk.indexfiles.listing_ahead import ListingAhead
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.facts import JournalFacts
 
@@ -45,6 +46,8 @@ class CheckOptions:
     jobs: int = 1
     progress: Progress | None = None
     memory: MemoryLimit = field(default_factory=MemoryLimit)   # --memory-limit, --tmp-dir
+    # The index dirs' listing, being made by another process as the check starts (the command's)
+    index_listing: ListingAhead | None = None
 
 
 @dataclass

@@ -85,7 +85,9 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
 def index_inventory(ctx: CheckContext) -> IndexInventory:
     """The .idx files' headers and locations (the locations within their share, else spilled)."""
     sink = ChunkedArray(LOCATION_DTYPE, ctx.options.memory.share(scan_store.LOCATION_SHARE), ctx.spill, "locations")
-    return index_scan.walk_index_dirs(ctx.dirs.effective_index_dirs, sink=sink)
+    dirs, ahead = ctx.dirs.effective_index_dirs, ctx.options.index_listing
+    listing = ahead.take(dirs) if ahead is not None else None   # (None: listed here, as the files are read)
+    return index_scan.walk_index_dirs(dirs, sink=sink, listing=listing)
 
 
 def relocation_leftovers(inv: IndexInventory) -> dict[LedgerId, str]:

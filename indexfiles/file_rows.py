@@ -75,6 +75,13 @@ class FileRows(GrowingArray):
     def __init__(self, n: int = 0):
         super().__init__(INDEX_FILE_DTYPE, n)
 
+    @classmethod
+    def holding(cls, rows: np.ndarray) -> FileRows:
+        """``rows`` (INDEX_FILE_DTYPE, a listing's) as the table, every row taken."""
+        out = cls()
+        out.array, out.n = rows, len(rows)
+        return out
+
     def _blank(self, n: int) -> np.ndarray:
         return blank_rows(n)
 

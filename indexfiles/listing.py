@@ -9,6 +9,7 @@ every folder it cannot list as an IoFailure instead of stopping.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -224,3 +225,14 @@ def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListi
     out.strays.sort()
     out.failures.sort(key=lambda f: f.path)
     return out
+
+
+def read_listed(listing: IndexListing, reader: Reader) -> IndexListing:
+    """``listing``'s files read in its order by ``reader``, whose rows are the listing's (FileRows.holding):
+    the same listing and reads as ``list_index_tree(listing.dirs, reader)``, which reads each file as it
+    lists it."""
+    read = reader.read
+    for r, (path, regular) in enumerate(zip(listing.paths, listing.regular.tolist())):
+        read(r, path, regular)
+    reader.flush()
+    return dataclasses.replace(listing, files=reader.rows.finish())

@@ -19,17 +19,23 @@ from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.indexfiles.canonical_paths import placed_paths
 from bkdisk.indexfiles.file_rows import FileRows
-from bkdisk.indexfiles.listing import list_index_tree
+from bkdisk.indexfiles.listing import IndexListing, list_index_tree, read_listed
 from bkdisk.indexfiles.reading import DEFAULT_BATCH, Reader, decode_index_bytes, read_index_files
 
 
-def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=None) -> IndexInventory:
+def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=None,
+                    listing: IndexListing | None = None) -> IndexInventory:
     """Every ``.idx`` below each ``<dir>/current`` (2-level and 4-level): one row per file, every location,
     strays, and every folder or file that could not be read (``io_failures``). The walk reads each file
-    as it lists it. ``sink``: where the locations go (reading.Reader); ``locations`` is then a
-    diskio.spill.ChunkedArray when it spilled."""
-    reader = Reader(FileRows(), batch_bytes, sink)
-    lst = list_index_tree(dirs, reader=reader)
+    as it lists it, or in the order of ``listing`` (``list_index_tree(dirs)``, made beforehand: see
+    indexfiles.listing_ahead). ``sink``: where the locations go (reading.Reader); ``locations`` is then
+    a diskio.spill.ChunkedArray when it spilled."""
+    if listing is None:
+        reader = Reader(FileRows(), batch_bytes, sink)
+        lst = list_index_tree(dirs, reader=reader)
+    else:   # (its rows become the reader's, filled in place)
+        reader = Reader(FileRows.holding(listing.files), batch_bytes, sink)
+        lst = read_listed(listing, reader)
     reads = reader.result(lst.files)
     relpaths = placed_paths(lst.relpaths, reads.files)   # (the walk's column of every path is dropped)
     paths = relpaths.prefixed(lst.paths.prefixes, lst.files["dir"]) if relpaths is not lst.relpaths else lst.paths

@@ -23,6 +23,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import IndexHeader
 from bkdisk.formats.paths import index_relpath
 from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+from bkdisk.indexfiles.listing import list_index_tree
 from bkdisk.indexfiles.reader import read_index
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 from bkdisk.indexfiles.writer import index_bytes
@@ -44,6 +45,14 @@ def assert_same_inventory(got, want) -> None:
     assert got.io_failures == want.io_failures
 
 
+def _walks(dirs: list[str], batch: int):
+    """The walk listing as it reads, and reading in the order of a listing made beforehand."""
+    yield walk_index_dirs(dirs, batch_bytes=batch)
+    listed = walk_index_dirs(dirs, batch_bytes=batch, listing=list_index_tree(dirs))
+    assert listed.symlinks == walk_index_dirs(dirs).symlinks
+    yield listed
+
+
 def _manifest(corpus: Path) -> dict:
     assert (corpus / "manifest.json").is_file(), f"golden corpus missing: {corpus}"
     return json.loads((corpus / "manifest.json").read_text())
@@ -60,8 +69,8 @@ def test_walk_equals_reference_and_manifest_locations_on_golden_dirs(corpus: Pat
     dirs = [str(corpus / d) for d in doc["ledger_dirs"]]
     ref = walk_index_dirs_reference(dirs)
     for batch in (1 << 20, 3000):
-        got = walk_index_dirs(dirs, batch_bytes=batch)
-        assert_same_inventory(got, ref)
+        for got in _walks(dirs, batch):
+            assert_same_inventory(got, ref)
     if "DbLedgerStorage" in doc["storage_class"]:
         assert len(got.files) == 0 and got.strays == []
         return
@@ -121,8 +130,8 @@ def test_walk_equals_reference_and_writer_on_generated_bookies(ledgers, dirs, pa
         wb = write_bookie(spec, d)
         paths = [os.path.join(d, x) for x in spec.ledger_dirs]
         ref = walk_index_dirs_reference(paths)
-        got = walk_index_dirs(paths, batch_bytes=random.Random(len(ledgers)).choice([2048, 1 << 20]))
-        assert_same_inventory(got, ref)
+        for got in _walks(paths, random.Random(len(ledgers)).choice([2048, 1 << 20])):
+            assert_same_inventory(got, ref)
         have = {}
         for loc in got.locations:
             f = got.files[int(loc["file"])]
@@ -168,8 +177,8 @@ def test_damaged_and_stray_files_are_reported_like_the_reference():
         dirs = _damaged_tree(d)
         ref = walk_index_dirs_reference(dirs)
         for batch in (1 << 20, 2048):
-            got = walk_index_dirs(dirs, batch_bytes=batch)
-            assert_same_inventory(got, ref)
+            for got in _walks(dirs, batch):
+                assert_same_inventory(got, ref)
         errors = [str(e) for e in got.errors if e is not None]
         # bad magic, short, key too long, dangling link, empty file, and a folder named like an index file
         assert len(errors) == 6

@@ -41,6 +41,17 @@ def test_a_path_column_reads_back_every_path(paths, prefix):
     assert _column(paths).count_byte(ord("/")).tolist() == [p.count("/") for p in paths]
 
 
+
+@settings(max_examples=100, deadline=None)
+@given(paths=st.lists(st.text(alphabet="a/", max_size=4), max_size=30), block=st.integers(1, 5))
+def test_a_path_column_counts_a_byte_a_block_of_rows_at_a_time(paths, block):
+    from bkdisk.indexfiles import path_column
+    saved, path_column.BLOCK = path_column.BLOCK, block   # (rows, empty ones too, across the blocks' edges)
+    try:
+        assert _column(paths).count_byte(ord("/")).tolist() == [p.count("/") for p in paths]
+    finally:
+        path_column.BLOCK = saved
+
 # One name of a folder or file, as a file system may hold it (no "/", no NUL; "." and ".." are not names).
 NAME = st.one_of(st.text(alphabet="ab-_.0123456789", min_size=1, max_size=5),
                  st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0/"), min_size=1,
