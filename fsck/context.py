@@ -27,7 +27,6 @@ from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.fsck.lanes import Lanes, Progress
 from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles.arrays import IndexInventory
-from bkdisk.indexfiles.listing_ahead import ListingAhead
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.facts import JournalFacts
 
@@ -35,6 +34,7 @@ if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is
     from collections.abc import Mapping
 
     from bkdisk.formats.metadata import LedgerMetadata
+    from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 
 @dataclass
