@@ -79,13 +79,21 @@ def test_anything_but_a_whole_listing_is_none(monkeypatch, send):
         assert (got is not None) == (send is WHOLE)
 
 
-def test_close_ends_a_listing_nobody_takes(monkeypatch):
-    monkeypatch.setattr(listing_ahead, "_send_listing", lambda dirs, sink: time.sleep(3600))
+def test_close_ends_a_listing_nobody_takes(monkeypatch, tmp_path):
+    said = tmp_path / "pid"
+
+    def stuck(dirs, sink):
+        said.write_text(str(os.getpid()))
+        time.sleep(3600)
+    monkeypatch.setattr(listing_ahead, "_send_listing", stuck)
     ahead = ListingAhead.start(["/nonexistent"])
     assert ahead is not None
-    ahead.close()   # kills and reaps it: returns, and no child is left
-    with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)
+    while not said.exists() or not said.read_text():
+        time.sleep(0.01)
+    pid = int(said.read_text())
+    ahead.close()   # kills and reaps it: the call returns, and the process is gone (not a zombie)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
     assert ahead.take(["/nonexistent"]) is None
 
 
