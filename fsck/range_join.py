@@ -18,10 +18,17 @@ from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entries_between, entry_bounds
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS, location_logs
-from bkdisk.fsck.crosscheck_kernels import NO_ENTRY, OTHER_ENTRY, SAME, entry_rows, match_locations, match_log
+from bkdisk.fsck.crosscheck_kernels import (
+    NO_ENTRY,
+    OTHER_ENTRY,
+    SAME,
+    entry_rows,
+    match_locations,
+    match_log,
+    parts_holding,
+)
 
 LOCATABLE_LOGS = 1 << (64 - POSITION_BITS)   # log ids a location's high bits can name
-POSITION_MASK = np.uint64((1 << POSITION_BITS) - 1)
 ENTRY_ROW = np.dtype([("key", "<u8"), ("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8"), ("log", "<i8")])
 # (location number, the entry of other ids found where it points, or None: no entry starts there)
 Wrong = list[tuple[int, np.void | None]]
@@ -69,8 +76,8 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
             slot[here], verdict[here] = 0, NO_ENTRY
             continue
         firsts = np.array([int(entries_between(s, lo, lo + 1)["offset"][0]) for lo, _hi in bounds], np.int64)
-        at = (lr["key"][here] & POSITION_MASK).astype(np.int64) - SIZE_PREFIX_SIZE
-        in_part = np.maximum(np.searchsorted(firsts, at, side="right") - 1, 0)
+        in_part = np.empty(len(here), np.int64)
+        parts_holding(lr["key"], here, firsts, in_part)
         by_part, part_cuts = _grouped(in_part, len(bounds), len(here))
         last = -1
         for q, (lo, hi) in enumerate(bounds):
