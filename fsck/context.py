@@ -25,7 +25,7 @@ from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journa
 from bkdisk.fsck import scans
 from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.fsck.lanes import Lanes, Progress
-from bkdisk.fsck.scan_store import JOURNAL_SHARE, LOG_SHARE, ScanStore
+from bkdisk.fsck.scan_store import HASHED_LOG_SHARE, JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles.arrays import IndexInventory
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.facts import JournalFacts
@@ -78,7 +78,8 @@ class CheckContext:
 
     @cached_property
     def scan_store(self) -> ScanStore:
-        return ScanStore(self.spill, self.options.memory.share(LOG_SHARE))
+        share = LOG_SHARE if self.options.payload_hash is None else HASHED_LOG_SHARE
+        return ScanStore(self.spill, self.options.memory.share(share))
 
     @cached_property
     def journal_store(self) -> ScanStore:

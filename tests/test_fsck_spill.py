@@ -238,3 +238,18 @@ def test_inventory_rows_in_parts_are_the_rows_at_once(tmp_path):
         written = io.BytesIO()   # each part from the one buffer the parts before it used
         rows.write_jsonl(written, rows=7)
         assert written.getvalue() == whole
+
+
+def test_a_check_keeps_more_of_its_log_scans_than_one_that_keeps_a_payload_hash_per_entry(tmp_path):
+    from bkdisk.fsck.context import CheckContext
+    from bkdisk.fsck.scan_store import HASHED_LOG_SHARE, LOG_SHARE
+    disk = make_disk(str(tmp_path / "d"))
+    limit = MemoryLimit(1024, str(tmp_path))
+    plain = CheckContext(disk.dirs, CheckOptions(memory=limit))
+    hashing = CheckContext(disk.dirs, CheckOptions(memory=limit, payload_hash="sha256"))
+    try:
+        assert plain.scan_store.limit == limit.share(LOG_SHARE)
+        assert hashing.scan_store.limit == limit.share(HASHED_LOG_SHARE) < plain.scan_store.limit
+    finally:
+        plain.close()
+        hashing.close()
