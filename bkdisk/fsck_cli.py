@@ -20,7 +20,7 @@ from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.progress import ProgressBars
 from bkdisk.commandline.runner import console_command, guarded, kept_until_exit, run_click, silenced
 from bkdisk.diskio.config import collector_eased, freeze_loaded
-from bkdisk.diskio.spill import MemoryLimit
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.indexfiles.listing_ahead import ListingAhead
 
@@ -175,14 +175,17 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
     # The index listed by another process while this one loads the checker (numba and the kernels).
-    ahead = ListingAhead.start(dirs.effective_index_dirs) if jobs > 1 and dirs.storage_kind == "index-files" else None
+    memory = memory or MemoryLimit()
+    ahead = None
+    if jobs > 1 and dirs.storage_kind == "index-files":   # (a --tmp-dir inside the bookie is refused here)
+        ahead = ListingAhead.start(dirs.effective_index_dirs, SpillFolder(memory, dirs.all_dirs).root)
     try:
         check_bookie = fsck_api.check_bookie   # (the checker is loaded once the dirs are found)
         freeze_loaded()
         with ProgressBars(progress) as bar:
             report = check_bookie(dirs, fsck_context.CheckOptions(
                 metadata_dir=metadata_dir, metadata=service_md, verify_digests=not no_digests, jobs=jobs,
-                progress=bar, memory=memory or MemoryLimit(), index_listing=ahead))
+                progress=bar, memory=memory, index_listing=ahead))
     finally:
         if ahead is not None:
             ahead.close()   # (taken by the walk by now, unless the check stopped before it)

@@ -29,7 +29,7 @@ def _same_listing(got, want) -> None:
 def test_the_listing_made_ahead_is_the_listing_and_reads_like_the_walk():
     with tempfile.TemporaryDirectory() as d:
         dirs = _damaged_tree(d)   # strays, links, unreadable files, a missing dir (a failure)
-        ahead = ListingAhead.start(dirs)
+        ahead = ListingAhead.start(dirs, d)
         assert ahead is not None
         listing = ahead.take(dirs)
         assert listing is not None and listing.failures   # (the failures came through the pipe too)
@@ -44,7 +44,7 @@ def test_the_listing_made_ahead_is_the_listing_and_reads_like_the_walk():
 def test_a_listing_of_other_dirs_is_not_given():
     with tempfile.TemporaryDirectory() as d:
         dirs = _damaged_tree(d)
-        ahead = ListingAhead.start(dirs[:1])
+        ahead = ListingAhead.start(dirs[:1], d)
         assert ahead is not None
         try:
             assert ahead.take(dirs) is None
@@ -52,28 +52,33 @@ def test_a_listing_of_other_dirs_is_not_given():
             ahead.close()
 
 
-def _killed(dirs, sink):
+WHOLE = listing_ahead._write_listing
+
+
+def _killed(dirs, spool):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _cut_short(dirs, sink):
-    os.write(sink.fileno(), b"\x80\x05\x95")   # the start of a pickle, and no more
+def _killed_after_writing(dirs, spool):
+    WHOLE(dirs, spool)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _failing(dirs, sink):
+def _cut_short(dirs, spool):
+    os.write(spool.fileno(), b"\x80\x05\x95")   # the start of a pickle, and no more
+
+
+def _failing(dirs, spool):
     raise RuntimeError("a bug in the listing")
 
 
-WHOLE = listing_ahead._send_listing
-
-
-@pytest.mark.parametrize("send", [_killed, _cut_short, _failing, WHOLE],
-                         ids=["killed", "cut-short", "raised", "whole"])
+@pytest.mark.parametrize("send", [_killed, _killed_after_writing, _cut_short, _failing, WHOLE],
+                         ids=["killed", "killed-after-writing", "cut-short", "raised", "whole"])
 def test_anything_but_a_whole_listing_is_none(monkeypatch, send):
-    monkeypatch.setattr(listing_ahead, "_send_listing", send)
+    monkeypatch.setattr(listing_ahead, "_write_listing", send)
     with tempfile.TemporaryDirectory() as d:
         dirs = _damaged_tree(d)
-        ahead = ListingAhead.start(dirs)
+        ahead = ListingAhead.start(dirs, d)
         assert ahead is not None
         got = ahead.take(dirs)
         assert (got is not None) == (send is WHOLE)
@@ -82,11 +87,11 @@ def test_anything_but_a_whole_listing_is_none(monkeypatch, send):
 def test_close_ends_a_listing_nobody_takes(monkeypatch, tmp_path):
     said = tmp_path / "pid"
 
-    def stuck(dirs, sink):
+    def stuck(dirs, spool):
         said.write_text(str(os.getpid()))
         time.sleep(3600)
-    monkeypatch.setattr(listing_ahead, "_send_listing", stuck)
-    ahead = ListingAhead.start(["/nonexistent"])
+    monkeypatch.setattr(listing_ahead, "_write_listing", stuck)
+    ahead = ListingAhead.start(["/nonexistent"], tempfile.gettempdir())
     assert ahead is not None
     while not said.exists() or not said.read_text():
         time.sleep(0.01)
@@ -99,7 +104,7 @@ def test_close_ends_a_listing_nobody_takes(monkeypatch, tmp_path):
 
 def test_no_listing_ahead_without_fork(monkeypatch):
     monkeypatch.setenv("BKDISK_NO_FORK", "1")
-    assert ListingAhead.start(["/nonexistent"]) is None
+    assert ListingAhead.start(["/nonexistent"], tempfile.gettempdir()) is None
 
 
 CORPUS = GOLDEN / "interleaved-v6-hostport"
@@ -126,3 +131,14 @@ def test_the_command_reads_the_index_in_the_order_of_the_listing_made_ahead(monk
         doc = json.loads(out)
         return [doc["summary"], doc["findings"], {k: v for k, v in doc["stats"].items() if k != "seconds"}]
     assert findings(ahead.output) == findings(alone.output)
+
+
+def test_the_listing_passes_through_a_file_nobody_sees_and_nothing_is_left(tmp_path):
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    with tempfile.TemporaryDirectory() as d:
+        dirs = _damaged_tree(d)
+        ahead = ListingAhead.start(dirs, str(spool))
+        assert ahead is not None
+        assert ahead.take(dirs) is not None
+    assert list(spool.iterdir()) == []
