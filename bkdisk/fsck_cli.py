@@ -174,8 +174,8 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
     service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
     if progress is None:
         progress = sys.stderr.isatty() and not as_json
-    # The index listed by another process while this one loads the checker (numba and the kernels).
     memory = memory or MemoryLimit()
+    # The index listed by another process while this one loads the checker (numba and the kernels).
     ahead = None
     if jobs > 1 and dirs.storage_kind == "index-files":   # (a --tmp-dir inside the bookie is refused here)
         ahead = ListingAhead.start(dirs.effective_index_dirs, SpillFolder(memory, dirs.all_dirs).root)
