@@ -29,21 +29,14 @@ def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_led
 
 @kernel
 def parts_holding(l_key, rows, firsts, out_part):
-    """For each location ``l_key[rows[i]]``: the part of a log holding its position, as
-    ``searchsorted(firsts, position - SIZE_PREFIX_SIZE, "right") - 1`` at least 0 (``firsts``: the
-    offset of each part's first entry, ascending)."""
+    """For each location ``l_key[rows[i]]``: the part of a log holding its position, the last part
+    whose first entry's offset (``firsts``, ascending) is at or before the position's size prefix
+    (the first part when none is)."""
     l_key, rows, firsts = unowned(l_key), unowned(rows), unowned(firsts)
     mask = np.uint64((1 << POSITION_BITS) - 1)
     for i in range(rows.size):
         at = np.int64(l_key[rows[i]] & mask) - SIZE_PREFIX_SIZE
-        lo, hi = 0, firsts.size
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if firsts[mid] <= at:
-                lo = mid + 1
-            else:
-                hi = mid
-        out_part[i] = max(lo - 1, 0)
+        out_part[i] = max(first_at_least(firsts, at + 1, 0, firsts.size) - 1, 0)
 
 
 @inline_kernel
