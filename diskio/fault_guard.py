@@ -130,9 +130,13 @@ def _size_now(path: str) -> int | None:
         return None
 
 
+def forking_allowed() -> bool:
+    """Whether work may go to a forked process here: the system forks and BKDISK_NO_FORK is not set."""
+    return hasattr(os, "fork") and os.environ.get("BKDISK_NO_FORK", "") not in ("1", "true", "yes")
+
+
 def _can_fork() -> bool:
-    return hasattr(os, "fork") and hasattr(signal, "sigwaitinfo") and _table is None \
-        and os.environ.get("BKDISK_NO_FORK", "") not in ("1", "true", "yes")
+    return forking_allowed() and hasattr(signal, "sigwaitinfo") and _table is None
 
 
 def _wait_passing_signals(pid: int) -> int:

@@ -43,7 +43,7 @@ class ListingAhead:
     def start(cls, dirs: Sequence[str], spool_dir: str) -> ListingAhead | None:
         """Fork the listing process, its listing to go to a file in ``spool_dir`` (None where the system
         cannot fork or make the file, or BKDISK_NO_FORK is set)."""
-        if not hasattr(os, "fork") or os.environ.get("BKDISK_NO_FORK", "") in ("1", "true", "yes"):
+        if not fault_guard.forking_allowed():
             return None
         stack = ExitStack()
         wanted = list(dirs)
