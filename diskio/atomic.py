@@ -22,6 +22,15 @@ def temp_name(path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}{TEMP_MARK}{os.getpid()}")
 
 
+def write_whole(fd: int, data) -> int:
+    """Write every byte of ``data`` (bytes or any buffer) to ``fd``, however many writes it takes;
+    returns how many that was."""
+    whole = view = memoryview(data).cast("B")
+    while len(view):
+        view = view[os.write(fd, view):]
+    return len(whole)
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -53,10 +62,7 @@ def atomic_rewrite(path: str, chunks: Iterable[bytes | memoryview], *, size: int
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         for chunk in chunks:
-            view = memoryview(chunk)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
+            write_whole(fd, chunk)
         if size is not None:
             os.ftruncate(fd, size)
         if old is not None:
@@ -112,9 +118,7 @@ def _copy_bytes(src: int, out: int) -> None:
         chunk = os.read(src, COPY_STEP)
         if not chunk:
             return
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(out, view):]
+        write_whole(out, chunk)
 
 
 def remove_name(path: str) -> None:

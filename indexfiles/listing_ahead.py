@@ -17,7 +17,6 @@ its parent goes); ``close`` ends it sooner when its listing is not wanted.
 """
 from __future__ import annotations
 
-import os
 import pickle
 import tempfile
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, BinaryIO
 
 from bkdisk.diskio import fault_guard
+from bkdisk.diskio.atomic import write_whole
 
 if TYPE_CHECKING:
     from bkdisk.indexfiles.listing import IndexListing
@@ -66,8 +66,8 @@ class ListingAhead:
             try:
                 self._spool.seek(0)
                 listing = pickle.load(self._spool)
-            except Exception:   # noqa: BLE001 - cut short or empty: the process did not finish it
-                listing = None
+            except Exception:   # noqa: BLE001, S110 - cut short or empty: the process did not finish it
+                pass
         self.close()
         from bkdisk.indexfiles.listing import IndexListing
         return listing if isinstance(listing, IndexListing) else None
@@ -79,17 +79,14 @@ class ListingAhead:
 
 
 class _Unbuffered:
-    """A file descriptor written whole with os.write: nothing is left in a buffer when the process
-    ends with os._exit."""
+    """A file descriptor as pickle's file, each write whole: nothing is left in a buffer when the
+    process ends with os._exit."""
 
     def __init__(self, fd: int):
         self.fd = fd
 
     def write(self, data) -> int:
-        whole = view = memoryview(data).cast("B")
-        while len(view):
-            view = view[os.write(self.fd, view):]
-        return len(whole)
+        return write_whole(self.fd, data)
 
 
 def _write_listing(dirs: list[str], spool: BinaryIO) -> None:
