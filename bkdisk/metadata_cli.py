@@ -29,7 +29,13 @@ metadata_client = lazy_import("bkdisk.metaservice.client")
 metadata_server = lazy_import("bkdisk.metaservice.server")
 
 DEFAULT_SERVER = "127.0.0.1:4183"
+# What a script needs to tell apart: retry (8), stop (6, 7), or act on the answer (2, 3, 5). 1 and 4
+# keep e2fsck's meanings (corrected, problems left) and are never a metadata command's answer.
 EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)
+EXIT_EXISTS = 3           # create: the ledger exists already
+EXIT_BAD_VERSION = 5      # a conditional write lost: the stored version is not the expected one
+EXIT_DENIED = 6           # the service refused the caller: token missing or wrong, or the store's ACLs
+EXIT_BAD_REQUEST = 7      # the service refused the request itself (an id or field it does not accept)
 EXIT_UNREACHABLE = 8      # the service could not be reached (or failed): e2fsck's operational error
 _NOT_FOUND = ("LEDGER_NOT_FOUND", "BOOKIE_NOT_FOUND")
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
