@@ -6,6 +6,7 @@ that each says a bad value the same way, naming the option.
 from __future__ import annotations
 
 import functools
+import re
 
 import click
 
@@ -13,14 +14,23 @@ from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 
 
+# What BookKeeper's shell reads (Long.parseLong) and hex as the metadata files name ledgers, with
+# 0x: ASCII digits only, so that ' 7', '+7', '1_000' or a non-ASCII digit (which int() takes) is
+# refused rather than read as some ledger.
+_DECIMAL = re.compile(r"[0-9]+")
+_HEX = re.compile(r"0[xX][0-9a-fA-F]+")
+_NEGATIVE = re.compile(r"-[0-9]+")
+
+
 def parse_id(text: str, option: str, what: str = "scope id") -> int:
     """A scope or ledger id as given on the command line: decimal, or hex with 0x; 0..2^64-1."""
-    t = text.strip().lower()
-    try:
-        v = int(t[2:], 16) if t.startswith("0x") and t[2:].isalnum() else int(t, 10)
-    except ValueError:
+    if _DECIMAL.fullmatch(text) or _NEGATIVE.fullmatch(text):
+        v = int(text, 10)
+    elif _HEX.fullmatch(text):
+        v = int(text[2:], 16)
+    else:
         raise click.BadParameter(f"expected a {what} in decimal, or in hex with 0x, found {text!r}",
-                                 param_hint=option) from None
+                                 param_hint=option)
     if not 0 <= v < 1 << 64:
         raise click.BadParameter(f"expected a {what} in 0..2^64-1, found {text}", param_hint=option)
     return v
