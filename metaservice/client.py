@@ -274,8 +274,11 @@ class MetadataClient:
         """Changes of the given (scope, ledger) pairs or of everything, in order. A lost stream is
         reopened: a watch of everything after the last sequence seen; a watch of named ledgers from
         the version last seen of each (which also holds across a restart of the service), so no
-        change is lost or delivered twice."""
+        change is lost or delivered twice. Until the service first answers or holds a stream open,
+        reopening ends after ``timeout`` seconds (MetadataError): a dead address is said, not waited on."""
         seen = after_sequence
+        connected = False
+        give_up = time.monotonic() + self.ch.timeout
         known: dict[tuple[int, int], int] = {}
         while True:
             reqs = []
@@ -290,8 +293,10 @@ class MetadataClient:
                 reqs.append(req)
             self.ch.rpc_count += 1
             stop = threading.Event()
+            opened = time.monotonic()
             try:
                 for r in self.stub.Watch(_hold(reqs, stop), metadata=self.ch.metadata):
+                    connected = True
                     check(r)
                     seen = r.sequence if seen is None else max(seen, r.sequence)
                     change = pb.ChangeType.Name(r.change)
@@ -299,7 +304,9 @@ class MetadataClient:
                     yield LedgerChange(change, r.sequence, r.ledger_scope_id, r.ledger_id, r.version,
                                        r.serialized_metadata)
             except grpc.RpcError as exc:
-                if not resume or exc.code() not in _TRANSPORT_RETRY:
+                # a refused connection fails a stream at once; one that lived past the timeout was open
+                connected = connected or time.monotonic() - opened >= self.ch.timeout
+                if not resume or exc.code() not in _TRANSPORT_RETRY or (not connected and time.monotonic() >= give_up):
                     raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
                 time.sleep(self.ch.backoff)
             finally:

@@ -79,7 +79,10 @@ class DiscoveryClient:
         self.ch.rpc_count += 1
         call = self.stub.Register(pb.BookieRequest(bookie_id=bookie_id, read_only=read_only, info=info),
                                   metadata=self.ch.metadata)
-        first = next(call)
+        try:
+            first = next(call)
+        except grpc.RpcError as exc:
+            raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
         check(first)
         return Registration(call)
 
@@ -173,7 +176,7 @@ class BookieAddressResolver:
         try:
             bookie = self.discovery.info(bookie_id)
         except MetadataError as exc:
-            raise ResolveError(f"cannot resolve {bookie_id!r}: {exc}") from None
+            raise ResolveError(f"cannot resolve {bookie_id!r}: {exc}") from exc   # its code says why
         eps = sorted(bookie.endpoints, key=lambda e: e[0] != RPC_ENDPOINT)
         if not eps:
             raise ResolveError(f"bookie {bookie_id!r} publishes no endpoint")
