@@ -7,9 +7,12 @@ and nothing else.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import sys
+from collections.abc import Iterator
+from typing import TypeVar
 
 import click
 
@@ -28,6 +31,8 @@ metadata_format = lazy_import("bkdisk.formats.metadata")
 metadata_client = lazy_import("bkdisk.metaservice.client")
 metadata_server = lazy_import("bkdisk.metaservice.server")
 
+T = TypeVar("T")
+
 DEFAULT_SERVER = "127.0.0.1:4183"
 # What a script needs to tell apart: retry (8), stop (6, 7), or act on the answer (2, 3, 5). 1 and 4
 # keep e2fsck's meanings (corrected, problems left) and are never a metadata command's answer.
@@ -37,27 +42,52 @@ EXIT_BAD_VERSION = 5      # a conditional write lost: the stored version is not 
 EXIT_DENIED = 6           # the service refused the caller: token missing or wrong, or the store's ACLs
 EXIT_BAD_REQUEST = 7      # the service refused the request itself (an id or field it does not accept)
 EXIT_UNREACHABLE = 8      # the service could not be reached (or failed): e2fsck's operational error
-_NOT_FOUND = ("LEDGER_NOT_FOUND", "BOOKIE_NOT_FOUND")
+# Each answer a client command can get that is not success, by MetadataError code: the service's
+# StatusCode names, and RPC_<name> for what gRPC itself said. Any other (INTERNAL_SERVER_ERROR,
+# UNEXPECTED, LEDGER_METADATA_ERROR, STORE_UNAVAILABLE after the retries, RPC_INTERNAL...) is the
+# service failing: EXIT_UNREACHABLE.
+EXIT_OF_CODE = {
+    "LEDGER_NOT_FOUND": EXIT_NOT_FOUND,
+    "BOOKIE_NOT_FOUND": EXIT_NOT_FOUND,
+    "LEDGER_EXISTS": EXIT_EXISTS,
+    "BAD_VERSION": EXIT_BAD_VERSION,
+    "PERMISSION_DENIED": EXIT_DENIED,
+    "RPC_PERMISSION_DENIED": EXIT_DENIED,
+    "RPC_UNAUTHENTICATED": EXIT_DENIED,
+    "BAD_REQUEST": EXIT_BAD_REQUEST,
+    "NOT_IMPLEMENTED": EXIT_BAD_REQUEST,          # a call this service does not answer: resending cannot help
+    "RPC_INVALID_ARGUMENT": EXIT_BAD_REQUEST,
+    "RPC_OUT_OF_RANGE": EXIT_BAD_REQUEST,
+    "RPC_RESOURCE_EXHAUSTED": EXIT_BAD_REQUEST,   # a request above the service's --max-request-bytes
+    "RPC_UNIMPLEMENTED": EXIT_BAD_REQUEST,
+}
+_UNREACHED = ("RPC_UNAVAILABLE", "RPC_DEADLINE_EXCEEDED")
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
 
 
 def service_errors(fn):
-    """One line and a distinct exit code: 2 when the service says the ledger (or bookie) does not
-    exist, 8 when the service cannot be reached or fails, 16 for usage (one_line_errors)."""
+    """One line and the exit code of what the service (or gRPC) answered (EXIT_OF_CODE): 2 not found,
+    3 exists, 5 bad version, 6 denied, 7 bad request, 8 unreachable or failed; 16 for usage and 8 for
+    any other bkdisk error (one_line_errors)."""
 
     @functools.wraps(fn)
     def wrapper(*a, **kw):
         try:
             return fn(*a, **kw)
-        except metadata_client.MetadataError as exc:
-            if exc.code in _NOT_FOUND:
-                click.echo(f"bkdisk: {exc}", err=True)
-                sys.exit(EXIT_NOT_FOUND)
-            if exc.code in ("RPC_UNAVAILABLE", "RPC_DEADLINE_EXCEEDED"):
-                server = kw.get("server", "")
-                click.echo(f"bkdisk: cannot reach the metadata service at {server}: {exc}", err=True)
+        except BkdiskError as exc:
+            # a MetadataError, or an error of the command's own that says which one it follows from
+            # (the resolver's "cannot resolve")
+            answer = exc if isinstance(exc, metadata_client.MetadataError) else exc.__cause__
+            if not isinstance(answer, metadata_client.MetadataError):
+                raise
+            if answer.code in _UNREACHED:
+                click.echo(f"bkdisk: cannot reach the metadata service at {kw.get('server', '')}: {exc}", err=True)
                 sys.exit(EXIT_UNREACHABLE)
-            raise
+            if answer.code == "PERMISSION_DENIED":
+                click.echo(f"bkdisk: {exc}: the service needs a token: --token or BKDISK_METADATA_TOKEN", err=True)
+                sys.exit(EXIT_DENIED)
+            click.echo(f"bkdisk: {exc}", err=True)
+            sys.exit(EXIT_OF_CODE.get(answer.code, EXIT_UNREACHABLE))
     return one_line_errors(wrapper)
 
 
@@ -95,6 +125,13 @@ def _need(ledger, what: str):
     if ledger is None:
         raise click.UsageError(f"{what} needs --ledger-id (or --ledger-qualified-name)")
     return ledger
+
+
+def answered_first(items: Iterator[T]) -> Iterator[T]:
+    """``items`` with its first item already taken from the service: a command that cannot reach it
+    fails before printing or making anything."""
+    first = list(itertools.islice(items, 1))
+    return itertools.chain(first, items)
 
 
 def _ledger_json(scope: int, lid: int) -> dict:
@@ -198,19 +235,21 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
 @client_options
 @service_errors
 def list_command(scope, page_size, server, token, timeout, tls_ca, as_json) -> None:
-    """Every ledger (scope 0 first, then the other scopes), ascending: a header line, then scope,
-    ledger id and qualified name in hex (as metadata files are named), tab-separated; or --json."""
+    """Every ledger (scope 0 first, then the other scopes), ascending: a header line, then scope and
+    ledger id in decimal (as BookKeeper's shell prints them and every command reads them) and the
+    32-hex-digit qualified name, tab-separated; or --json. Nothing is printed before the service
+    answers."""
     s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     c = _metadata_client(server, token, timeout, tls_ca)
     keys = c.iterate(all_scopes=True, limit_per_response=page_size) if s is None else \
         c.iterate(scope=s, limit_per_response=page_size)
+    keys = answered_first(keys)
     if as_json:
         click.echo(json.dumps([_ledger_json(a, b) for a, b in keys]))
     else:
-        # hex, as metadata files are named: <ledger>.bin in scope 0, the qualified name otherwise
         click.echo("scope\tledger\tqualified_name")
         for a, b in keys:
-            click.echo(f"{a:x}\t{b:x}\t{(a << 64 | b):032x}")
+            click.echo(f"{a}\t{b}\t{LedgerId(a, b).qualified_name}")
 
 
 @metadata.command("create", context_settings=HELP_OPTIONS)
@@ -334,12 +373,13 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
 def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) -> None:
     """Write every ledger's metadata into FOLDER, one file per ledger (scoped ledgers by their
     32-digit qualified name)."""
-    os.makedirs(folder, exist_ok=True)
     c = _metadata_client(server, token, timeout, tls_ca)
     want = 0 if fmt == "stored" else int(fmt)
     s = None if scope is None else parse_id(scope, "--ledger-scope-id")
+    pages = answered_first(c.read_ledgers(scope=s, format_version=want))
+    os.makedirs(folder, exist_ok=True)
     written = []
-    for page in c.read_ledgers(scope=s, format_version=want):
+    for page in pages:
         for got in page:
             name = f"{got.ledger_id:x}" if got.scope == 0 else got.key.qualified_name
             version = want or metadata_format.parse_metadata(got.serialized, path=f"ledger {name}").format_version

@@ -104,7 +104,7 @@ def test_get_list_create_delete_json(served, tmp_path):
     assert served.json("metadata", "delete", "--ledger-id", "16", "--expected-version", "0")["deleted"] is True
     _one_line(served("metadata", "get", "--ledger-id", "16", check=None), 2, "LEDGER_NOT_FOUND")
     _one_line(served("metadata", "delete", "--ledger-id", "5", "--ledger-scope-id", "7", "--expected-version", "3",
-                     check=None), 8, "BAD_VERSION")
+                     check=None), 5, "BAD_VERSION")
     text = served("metadata", "get", "--ledger-id", "0").stdout
     assert text.startswith("ledger 0 (scope 0) version 0: CLOSED")
     # a scoped ledger is exported under its qualified name, which import reads back
@@ -116,7 +116,7 @@ def test_get_list_create_delete_json(served, tmp_path):
     assert served.json("metadata", "get", "--ledger-id", "5", "--ledger-scope-id", "7")["version"] == 0
 
 
-def test_import_again_skips_or_overwrites_and_list_is_hex_with_a_header(served, tmp_path):
+def test_import_again_skips_or_overwrites_and_list_is_decimal_with_a_header(served, tmp_path):
     folder = GOLDEN / "cluster-3" / "metadata"
     bins = sorted(folder.glob("*.bin"))
     assert served.json("metadata", "import", str(folder))["imported"] == len(bins)
@@ -136,7 +136,7 @@ def test_import_again_skips_or_overwrites_and_list_is_hex_with_a_header(served, 
     assert served.json("metadata", "get", "--ledger-id", str(int(bins[1].stem, 16)))["version"] == 0
     lines = served("metadata", "list").stdout.splitlines()
     assert lines[0] == "scope\tledger\tqualified_name"
-    assert [line.split("\t")[1] for line in lines[1:]] == sorted((f.stem for f in bins), key=lambda x: int(x, 16))
+    assert [line.split("\t")[1] for line in lines[1:]] == [str(x) for x in sorted(int(f.stem, 16) for f in bins)]
     assert lines[1].split("\t")[2] == f"{int(bins[0].stem, 16):032x}"
 
 
@@ -222,8 +222,9 @@ def test_a_token_guards_changes_made_from_the_command_line(tmp_path):
     s = Served(tmp_path, "--token", "s3cret")
     try:
         src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
-        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", check=None), 8, "PERMISSION_DENIED")
-        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "nope", check=None), 8,
+        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", check=None), 6, "PERMISSION_DENIED",
+                  "--token or BKDISK_METADATA_TOKEN")
+        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "nope", check=None), 6,
                   "PERMISSION_DENIED")
         assert s.json("metadata", "list") == []
         s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret")
@@ -244,8 +245,8 @@ def test_bookies_list_info_resolve(served):
         info = served.json("bookies", "info", "bk-1.rack-a")
         assert info["properties"] == {"rack": "a"} and info["endpoints"][0]["port"] == 3181
         assert served.json("bookies", "resolve", "bk-1.rack-a") == {"bk-1.rack-a": "10.0.0.1:3181"}
-        _one_line(served("bookies", "resolve", "bk-9", check=None), 8, "BOOKIE_NOT_FOUND")
-        _one_line(served("bookies", "info", "bad id", check=None), 8, "BAD_REQUEST")
+        _one_line(served("bookies", "resolve", "bk-9", check=None), 2, "cannot resolve 'bk-9'", "BOOKIE_NOT_FOUND")
+        _one_line(served("bookies", "info", "bad id", check=None), 7, "BAD_REQUEST")
         assert bkdisk("bookies", "resolve", "--legacy", "10.0.0.7:3181", "--json").stdout.strip() == \
             '{"10.0.0.7:3181": "10.0.0.7:3181"}'
         _one_line(bkdisk("bookies", "resolve", "--legacy", "bk-1.rack-a", check=None), 8, "legacy mode")
@@ -380,3 +381,71 @@ def test_the_store_url_is_parsed_by_the_store_alone(tmp_path):
         open_store(f"sqlite:{tmp_path}/no/such/m.db")
     assert not isinstance(info.value, NotAStoreUrl) and "\n" not in str(info.value)
     assert not (tmp_path / "no").exists()
+
+
+def test_list_then_delete_what_list_printed_deletes_that_ledger(served):
+    """The ids `list` prints are the ids every other command reads: decimal, as BookKeeper's shell."""
+    src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
+    big = [str(1 << 63), str((1 << 64) - 1)]         # scoped ledger ids use all 64 bits
+    served("metadata", "create", "--from", src, "--ledger-id", "20")
+    served("metadata", "create", "--from", src, "--ledger-id", "0x20")
+    for lid in big:
+        served("metadata", "create", "--from", src, "--ledger-id", lid, "--ledger-scope-id", "7")
+    rows = [line.split("\t") for line in served("metadata", "list").stdout.splitlines()[1:]]
+    assert [r[:2] for r in rows] == [["0", "20"], ["0", "32"], ["7", big[0]], ["7", big[1]]]
+    assert rows[3][2] == "0000000000000007ffffffffffffffff"
+    printed = rows[1][1]
+    served("metadata", "delete", "--ledger-id", printed)
+    assert [(x["ledger_scope_id"], x["ledger_id"]) for x in served.json("metadata", "list")] == [
+        (0, 20), (7, 1 << 63), (7, (1 << 64) - 1)]
+    scope, lid, qname = rows[3]
+    assert served("metadata", "get", "--ledger-id", lid, "--ledger-scope-id", scope).stdout.startswith(
+        f"ledger {lid} (scope 7) version 0")
+    served("metadata", "delete", "--ledger-qualified-name", qname)
+    assert served.json("metadata", "watch", "--after-sequence", "5", "--count", "1")["ledger_id"] == (1 << 64) - 1
+    assert served("metadata", "watch", "--after-sequence", "5", "--count", "1").stdout.split("\t")[1:4] == [
+        "DELETED", "7", big[1]]
+
+
+def test_each_answer_of_the_service_has_its_own_exit_code(tmp_path):
+    s = Served(tmp_path, "--token", "s3cret")
+    src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
+    try:
+        s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret")
+        _one_line(s("metadata", "get", "--ledger-id", "2", check=None), 2, "LEDGER_NOT_FOUND")
+        _one_line(s("bookies", "info", "bk-1.rack-a", check=None), 2, "BOOKIE_NOT_FOUND")
+        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret", check=None), 3,
+                  "LEDGER_EXISTS")
+        _one_line(s("metadata", "delete", "--ledger-id", "1", "--expected-version", "4", "--token", "s3cret",
+                    check=None), 5, "BAD_VERSION")
+        _one_line(s("metadata", "delete", "--ledger-id", "1", check=None), 6, "PERMISSION_DENIED", "--token")
+        # an id the command line takes (0..2^64-1) that scope 0 does not hold: the service refuses it
+        _one_line(s("metadata", "get", "--ledger-id", str(1 << 63), check=None), 7, "BAD_REQUEST")
+        _one_line(s("bookies", "info", "bad id", check=None), 7, "BAD_REQUEST")
+        assert s.json("metadata", "get", "--ledger-id", "1")["version"] == 0    # none of them changed it
+    finally:
+        s.stop()
+    _one_line(bkdisk("metadata", "get", "--ledger-id", "1", "--server", s.addr, "--timeout", "1", check=None), 8,
+              f"cannot reach the metadata service at {s.addr}")
+
+
+CLIENT_COMMANDS = [("metadata", "get", "--ledger-id", "1"), ("metadata", "list"),
+                   ("metadata", "create", "--from", str(GOLDEN / "cluster-3" / "metadata" / "10.bin")),
+                   ("metadata", "delete", "--ledger-id", "1"), ("metadata", "watch"),
+                   ("metadata", "watch", "--ledger-id", "1"),
+                   ("metadata", "import", str(GOLDEN / "cluster-3" / "metadata")), ("metadata", "export", "{out}"),
+                   ("bookies", "list"), ("bookies", "info", "bk-1"), ("bookies", "resolve", "bk-1"),
+                   ("bookies", "register", "bk-1", "--host", "10.0.0.1", "--port", "3181")]
+
+
+@pytest.mark.parametrize("args", CLIENT_COMMANDS, ids=[" ".join(a[:2]) + (" one" if "--ledger-id" in a and
+                                                                          a[1] == "watch" else "")
+                                                      for a in CLIENT_COMMANDS])
+def test_a_dead_address_is_one_line_and_exit_8_within_the_timeout(args, tmp_path):
+    out_dir = tmp_path / "export"
+    args = tuple(a.replace("{out}", str(out_dir)) for a in args)
+    # (a command that hangs fails here: bkdisk() bounds each run)
+    out = bkdisk(*args, "--server", "127.0.0.1:1", "--timeout", "1", check=None)
+    _one_line(out, 8, "127.0.0.1:1" if args[1] != "import" else "RPC_")   # (import names the file)
+    assert out.stdout == ""                  # no header or partial output before the failure
+    assert not out_dir.exists()              # export makes its folder once the service answered
