@@ -27,6 +27,7 @@ from bkdisk.indexfiles.listing_ahead import ListingAhead
 fsck_api = lazy_import("bkdisk.fsck.api")
 fsck_context = lazy_import("bkdisk.fsck.context")
 fsck_report = lazy_import("bkdisk.fsck.report")
+ledger_presence = lazy_import("bkdisk.fsck.ledger_presence")
 bookie_view = lazy_import("bkdisk.metaservice.bookie_view")
 metadata_client = lazy_import("bkdisk.metaservice.client")
 
@@ -132,6 +133,9 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     if yes and not (repair or dry_run):
         raise click.UsageError("-y answers a repair's questions: use --repair -y to repair, or leave -y out to "
                                "check (a check never writes)")
+    if drop_lost and not (repair or dry_run):
+        raise click.UsageError("--rebuild-dropping-lost-entries says how a repair rebuilds an index: give it with "
+                               "--repair (or -n to see the plan)")
     if quiet and verbose:
         raise click.UsageError("-q and -v exclude each other")
     if metadata_url and metadata_dir:
@@ -205,6 +209,10 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
     render_json, render_text = fsck_report.render_json, fsck_report.render_text
     if ledger is not None:
         fsck_report.limit_to_ledger(report, ledger)
+        known = any(f.ledger is not None for f in report.findings)   # (those left are about it)
+        unknown = None if known else ledger_presence.unknown_ledger_line(report.checked(), ledger)
+        if unknown is not None:   # (on stderr: --json's document stays whole)
+            print(f"bookie-fsck: {unknown}", file=sys.stderr)
     if not repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
         if as_json:
             render_json(report.to_json(), sys.stdout)

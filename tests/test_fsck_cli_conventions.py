@@ -140,3 +140,62 @@ def test_one_exit_code_for_a_bad_path_one_line_naming_it(damaged, tmp_path, comm
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 8, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and named in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "dbstorage-v6-bookieid"])
+def test_a_ledger_neither_on_the_bookie_nor_in_the_metadata_is_said_so(corpus, tmp_path):
+    """10000 is not 0x10000 nor 0x1234: a check limited to it says the bookie has nothing of it (exit 0,
+    one line on stderr) instead of a clean report that reads as "that ledger is fine here"."""
+    import shutil
+
+    from conftest import GOLDEN
+    root, md = str(GOLDEN / corpus), str(GOLDEN / corpus / "metadata")
+    p = _main(root, "--metadata-dir", md, "--ledger-id", "10000", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.strip() == ("bookie-fsck: ledger 10000 is neither on this bookie nor in the ledger metadata: "
+                                "nothing to check")
+    p = _main(root, "--ledger-id", "10000", "--json", "--no-progress")
+    assert p.returncode == 0 and json.loads(p.stdout)["summary"]["errors"] == 0
+    assert p.stderr.strip() == ("bookie-fsck: ledger 10000 is not on this bookie (and no ledger metadata was "
+                                "given): nothing to check")
+    for present in ("0", "0x1234"):   # on the bookie
+        p = _main(root, "--metadata-dir", md, "--ledger-id", present, "--no-progress")
+        assert p.returncode == 0 and "nothing to check" not in p.stderr, p.stderr
+    # in the metadata only: pass 7 says what this bookie misses of it
+    only_md = tmp_path / "metadata"
+    shutil.copytree(md, only_md)
+    shutil.copy(only_md / "0.bin", only_md / "2710.bin")   # (closed: its entries are expected here)
+    p = _main(root, "--metadata-dir", str(only_md), "--ledger-id", "10000", "--no-progress")
+    assert "nothing to check" not in p.stderr and "ledger 10000" in p.stdout, p.stdout + p.stderr
+
+
+def test_an_unverified_digest_says_what_is_missing_metadata_or_the_ledger_in_it(tmp_path):
+    import shutil
+
+    from conftest import GOLDEN
+    root = GOLDEN / "interleaved-v6-hostport"          # ledger 255 is HMAC: its password is in its metadata
+    md = tmp_path / "metadata"
+    shutil.copytree(root / "metadata", md)
+    for f in md.glob("ff.*"):
+        f.unlink()
+
+    def detail(*args: str) -> str:
+        doc = json.loads(_main(str(root), "--json", "--no-progress", *args).stdout)
+        return next(f["message"] for f in doc["findings"] if f["code"] == "DIGEST_NOT_VERIFIED" and f["ledger"] == 255)
+
+    assert detail().endswith("; give --metadata-dir")
+    given = detail("--metadata-dir", str(md))
+    assert given.endswith("; the ledger metadata given does not hold this ledger"), given
+    assert "give --metadata-dir" not in given
+
+
+@pytest.mark.parametrize("args", [["--rebuild-dropping-lost-entries"], ["-y", "--rebuild-dropping-lost-entries"]])
+def test_rebuild_dropping_lost_entries_without_repair_is_refused(damaged, args):
+    before = snapshot(damaged.root)
+    p = _main(damaged.root, "--metadata-dir", damaged.md_dir, *args)
+    assert p.returncode == 16 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("Error: "), p.stderr
+    assert "--rebuild-dropping-lost-entries" in p.stderr or "-y" in p.stderr
+    assert snapshot(damaged.root) == before
+    r = _cli(damaged.root, "--metadata-dir", damaged.md_dir, "-n", "--rebuild-dropping-lost-entries")
+    assert r.exit_code == 4 and "Repair plan:" in r.output    # with a dry run it is the plan's

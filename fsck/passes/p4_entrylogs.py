@@ -81,9 +81,10 @@ def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:
         why = ("HMAC needs the ledger password" if dt == DigestType.HMAC else
                "DUMMY has no digest" if dt == DigestType.DUMMY else
                "its entries verify as neither CRC32C nor CRC32 (HMAC without a password, or DUMMY)")
-        yield Finding(Code.DIGEST_NOT_VERIFIED, scope=key[0], ledger=key[1],
-                      detail=f"{n} entries; {why}; give --metadata-dir" if key not in plan.known else
-                      f"{n} entries; {why}")
+        # what would have told the digest type and password: metadata, or this ledger's in it
+        lacking = ("" if key in plan.known else "; give --metadata-dir" if ctx.metadata is None else
+                   "; the ledger metadata given does not hold this ledger")
+        yield Finding(Code.DIGEST_NOT_VERIFIED, scope=key[0], ledger=key[1], detail=f"{n} entries; {why}{lacking}")
 
 
 def _torn_write(ctx: CheckContext, scan: EntryLogArrays, log_id: int, off: int) -> bool:
