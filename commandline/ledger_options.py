@@ -13,7 +13,6 @@ import click
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 
-
 # What BookKeeper's shell reads (Long.parseLong) and hex as the metadata files name ledgers, with
 # 0x: ASCII digits only, so that ' 7', '+7', '1_000' or a non-ASCII digit (which int() takes) is
 # refused rather than read as some ledger.

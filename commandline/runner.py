@@ -16,6 +16,7 @@ from typing import ParamSpec, TextIO, TypeVar
 
 import click
 
+from bkdisk.commandline import early_cancel
 from bkdisk.commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.formats.errors import BkdiskError
@@ -31,10 +32,11 @@ fault_guard = lazy_import("bkdisk.diskio.fault_guard")
 def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:
     """Run a click command with e2fsck's codes for what click itself reports: usage 16, abort 32."""
     try:
+        early_cancel.hand_back()   # from here a Ctrl-C unwinds (click says it as Abort)
         rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo(f"{prog_name}: cancelled", err=True)
         sys.exit(EXIT_CANCELLED)
     except click.ClickException as e:
