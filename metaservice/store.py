@@ -194,9 +194,10 @@ class MetadataStore(ABC):
         """Release the store's resources."""
 
 
-def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
+def open_store(url: str, cache_size: int | None = None, zk_auth=None) -> MetadataStore:
     """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``;
-    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None)."""
+    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None);
+    ``zk_auth``: the ZooKeeper store's credentials (metaservice.zk_auth.ZkCredentials), or None."""
     if url.startswith("sqlite:"):
         path = url[len("sqlite:"):]
         path = path[2:] if path.startswith("//") else path
@@ -216,6 +217,6 @@ def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
         from bkdisk.metaservice.zk_store import ZkStore
         store_root = "/" + (root.strip("/") or "ledgers")
         if cache_size is None:
-            return ZkStore(hosts, store_root)
-        return ZkStore(hosts, store_root, cache_size=cache_size)
+            return ZkStore(hosts, store_root, auth=zk_auth)
+        return ZkStore(hosts, store_root, cache_size=cache_size, auth=zk_auth)
     raise NotAStoreUrl(url)

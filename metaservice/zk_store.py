@@ -6,9 +6,14 @@ LedgerMetadataSerDe bytes as given. Every mutation is ONE ZooKeeper operation (c
 delete at the expected version), as BookKeeper's ledger manager writes. Changes are learnt from
 ZooKeeper's own watches (metaservice/zk_watch.py), whoever made them; reads are served from the
 cache those watches keep coherent, or from ZooKeeper after a sync when asked to be consistent.
+
+Given credentials (metaservice/zk_auth.py), the session authenticates as the bookies do and every
+znode it creates is CREATOR_ALL, as BookKeeper's with zkEnableSecurity; ZooKeeper refusing the
+service's identity is PermissionDenied, never a retry.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -19,6 +24,7 @@ from collections.abc import Iterator
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KeeperState
 
 from bkdisk.metaservice import zk_layout as L
 from bkdisk.metaservice.store import (
@@ -27,11 +33,13 @@ from bkdisk.metaservice.store import (
     LedgerExists,
     LedgerNotFound,
     MetadataStore,
+    PermissionDenied,
     StoreError,
     StoreUnavailable,
     Versioned,
     check_ids,
 )
+from bkdisk.metaservice.zk_auth import ZkCredentials, sasl_refusal_ends_login
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
@@ -40,20 +48,36 @@ from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 log = logging.getLogger(__name__)
 _DOWN = (kx.ConnectionLoss, kx.SessionExpiredError, kx.ConnectionClosedError, kx.OperationTimeoutError,
          KazooTimeoutError)
+# ZooKeeper refusing this session's identity: an ACL that does not grant it, SASL refused or required.
+_DENIED = (kx.NoAuthError, kx.AuthFailedError, kx.SessionClosedRequireSaslError, kx.InvalidACLError)
 _ID_ATTEMPTS = 64
 _RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
 _MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
 
 
+def _acl_checked(fn):
+    """A store method whose ZooKeeper refusal of the service's identity is PermissionDenied."""
+    @functools.wraps(fn)
+    def checked(self, *a, **kw):
+        try:
+            return fn(self, *a, **kw)
+        except _DENIED as exc:
+            raise self.refused(exc) from None
+    return checked
+
+
 class ZkStore(MetadataStore):
-    """``hosts`` is 'host:port[,host:port]'; ``root`` the ledgers root path (BookKeeper's zkLedgersRootPath)."""
+    """``hosts`` is 'host:port[,host:port]'; ``root`` the ledgers root path (BookKeeper's zkLedgersRootPath);
+    ``auth``: the identity to connect with (None: none, and znodes created open to all, OPEN_ACL_UNSAFE)."""
 
     def __init__(self, hosts: str, root: str = "/ledgers", session_timeout: float = 10.0,
                  retain_changes: int = 100_000, connect_timeout: float = 15.0,
                  cache_size: int = DEFAULT_CACHE, recursive_watch: bool = True,
-                 multi_writes: bool = True):
+                 multi_writes: bool = True, auth: ZkCredentials | None = None):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
+        self.auth = auth
+        self.auth_failed = False                 # ZooKeeper refused the SASL login: no retry helps
         self.retain_changes = retain_changes
         self.multi_writes = multi_writes         # a write batch tried as one multi first (zk_writes.py)
         self._up = threading.Event()
@@ -61,8 +85,11 @@ class ZkStore(MetadataStore):
         self._session: int | None = None
         self.interruptions = 0                   # SUSPENDED or LOST states seen (for tests and logs)
         self.zk = KazooClient(hosts=hosts, timeout=session_timeout,
-                              connection_retry={"max_tries": -1, "max_delay": 1.0})
+                              connection_retry={"max_tries": -1, "max_delay": 1.0},
+                              **(auth.kazoo_options() if auth is not None else {}))
         self.zk.add_listener(self._state)
+        if auth is not None and auth.sasl is not None:
+            sasl_refusal_ends_login(self.zk)
         try:
             self.zk.start(timeout=connect_timeout)
         except Exception as exc:   # kazoo raises its own timeout type
@@ -70,11 +97,26 @@ class ZkStore(MetadataStore):
             raise StoreError(f"zk://{hosts}{self.root}: cannot reach ZooKeeper: {exc}") from None
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
-        self.kind = self._init_layout()
+        try:
+            self.kind = self._init_layout()
+        except _DENIED as exc:
+            self.zk.stop()
+            self.zk.close()
+            raise self.refused(exc) from None
         self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
 
     # --- session ---
+    def refused(self, exc: Exception) -> PermissionDenied:
+        """The error for ZooKeeper refusing this service's identity (``exc``, one of _DENIED)."""
+        who = self.auth.describe() if self.auth is not None else "no credentials (--zk-auth or --zk-jaas gives them)"
+        what = {kx.AuthFailedError: "refused the login of this service",
+                kx.SessionClosedRequireSaslError: "requires SASL authentication, which this service did not pass",
+                kx.InvalidACLError: "refused a CREATOR_ALL ACL: the session is not authenticated"}.get(
+                    type(exc), "refused this service by the znode's ACL")
+        return PermissionDenied(f"zk://{self.hosts}{self.root}: ZooKeeper {what} ({type(exc).__name__}); "
+                                f"the service connects with {who}")
+
     def _state(self, state: str) -> None:
         """kazoo's connection listener (runs on kazoo's thread: never block here)."""
         if state == KazooState.CONNECTED:
@@ -83,6 +125,8 @@ class ZkStore(MetadataStore):
         else:   # SUSPENDED (may come back with the same session) or LOST (session expired)
             self._up.clear()
             self.interruptions += 1
+            if self.zk.client_state == KeeperState.AUTH_FAILED:
+                self.auth_failed = True          # kazoo stops reconnecting: calls are refused, not retried
             log.warning("ZooKeeper session %s: %s", self.hosts, state)
 
     def _reconnected(self) -> None:
@@ -101,6 +145,8 @@ class ZkStore(MetadataStore):
         self._session_listeners.append(fn)
 
     def _ready(self) -> None:
+        if self.auth_failed:
+            raise self.refused(kx.AuthFailedError())
         if not self._up.is_set():
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: ZooKeeper session is down; retry")
 
@@ -110,6 +156,8 @@ class ZkStore(MetadataStore):
             return fn(*args, **kw)
         except _DOWN as exc:
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
+        except _DENIED as exc:
+            raise self.refused(exc) from None
 
     # --- layout ---
     def _init_layout(self) -> str:
@@ -145,6 +193,7 @@ class ZkStore(MetadataStore):
     def wait_for_change(self, sequence: int, timeout: float) -> bool:
         return self.follower.wait(lambda: self.follower.head > sequence, timeout)
 
+    @_acl_checked
     def follow(self, scope: int, ledger: int | None) -> None:
         self._ready()
         try:
@@ -158,6 +207,7 @@ class ZkStore(MetadataStore):
     def resumable(self, scope: int, ledger: int | None, sequence: int) -> None:
         self.follower.resumable(None if ledger is None else (scope, ledger), sequence)
 
+    @_acl_checked
     def read_with_head(self, scope: int, ledger: int) -> tuple[Versioned | None, int]:
         check_ids(scope, ledger)
         self._ready()
@@ -187,6 +237,8 @@ class ZkStore(MetadataStore):
     def _resolve(self, key, check):
         deadline = time.monotonic() + _RESOLVE_SECONDS
         while time.monotonic() < deadline:
+            if self.auth_failed:
+                raise self.refused(kx.AuthFailedError())
             if not self._up.wait(0.5):
                 continue
             try:
@@ -204,6 +256,7 @@ class ZkStore(MetadataStore):
                          "the outcome of this write is unknown: read the ledger before retrying")
 
     # --- ledgers ---
+    @_acl_checked
     def create(self, scope: int, ledger: int | None, data: bytes) -> Versioned:
         check_ids(scope, ledger)
         for _ in range(_ID_ATTEMPTS):
@@ -236,6 +289,7 @@ class ZkStore(MetadataStore):
     def _generate(self, scope: int) -> int:
         return generate_id(self, scope)
 
+    @_acl_checked
     def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
         """From the watch-coherent cache; ``consistent``: sync with the ZooKeeper leader first and
         read ZooKeeper itself (read-after-write across clients)."""
@@ -254,6 +308,7 @@ class ZkStore(MetadataStore):
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist")
         return Versioned(scope, ledger, got.version, got.data)
 
+    @_acl_checked
     def write(self, scope: int, ledger: int, data: bytes, expected_version: int) -> Versioned:
         check_ids(scope, ledger)
         if not 0 <= expected_version < L.JAVA_INT_MAX:   # ZooKeeper reads -1 as "any version"
@@ -271,10 +326,12 @@ class ZkStore(MetadataStore):
             raise write_error(exc, scope, ledger, expected_version) from None
         return Versioned(scope, ledger, expected_version + 1, data)
 
+    @_acl_checked
     def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
         """Every setData sent on the session before any reply is awaited (metaservice/zk_writes.py)."""
         return write_many(self, writes)
 
+    @_acl_checked
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         check_ids(scope, ledger)
         path = self.path(scope, ledger)
@@ -359,10 +416,14 @@ class ZkStore(MetadataStore):
                 got = res.get(timeout=60)
             except _DOWN as exc:
                 raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
+            except _DENIED as exc:
+                raise self.refused(exc) from None
             out = []
             for (scope, lid), one in zip(chunk, got):
                 if one is None:            # deleted since the listing: not a ledger any more
                     continue
+                if isinstance(one, _DENIED):
+                    raise self.refused(one)
                 if isinstance(one, Exception):
                     raise StoreError(f"zk://{self.hosts}{self.path(scope, lid)}: {type(one).__name__}")
                 out.append(Versioned(scope, lid, one[1].version, one[0]))

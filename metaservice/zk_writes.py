@@ -106,7 +106,7 @@ def _lost():
 
 def _finish(store, out: list, item: tuple, reply) -> None:
     """Record one write's outcome from ``reply()`` (its ZnodeStat), settling a lost reply."""
-    from bkdisk.metaservice.zk_store import _DOWN
+    from bkdisk.metaservice.zk_store import _DENIED, _DOWN
     i, key, data, expected = item
     try:
         try:
@@ -121,6 +121,8 @@ def _finish(store, out: list, item: tuple, reply) -> None:
         out[i] = Versioned(key[0], key[1], expected + 1, data)
     except (kx.NoNodeError, kx.BadVersionError) as exc:
         out[i] = write_error(exc, key[0], key[1], expected)
+    except _DENIED as exc:
+        out[i] = store.refused(exc)
     except StoreError as exc:
         out[i] = exc
     finally:
