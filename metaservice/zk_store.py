@@ -55,6 +55,17 @@ _RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for Z
 _MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
 
 
+class _StartingQuiet(logging.LoggerAdapter):
+    """kazoo's logger for one store, silent until the store has started: a start that fails is one
+    error of the store's own (a refused login, an unreachable ZooKeeper), not kazoo's reconnection
+    chatter before it."""
+
+    quiet = True
+
+    def isEnabledFor(self, level: int) -> bool:
+        return not self.quiet and self.logger.isEnabledFor(level)
+
+
 def _acl_checked(fn):
     """A store method whose ZooKeeper refusal of the service's identity is PermissionDenied."""
     @functools.wraps(fn)
@@ -84,7 +95,8 @@ class ZkStore(MetadataStore):
         self._session_listeners: list = []
         self._session: int | None = None
         self.interruptions = 0                   # SUSPENDED or LOST states seen (for tests and logs)
-        self.zk = KazooClient(hosts=hosts, timeout=session_timeout,
+        self._kazoo_log = _StartingQuiet(logging.getLogger("kazoo.client"), {})
+        self.zk = KazooClient(hosts=hosts, timeout=session_timeout, logger=self._kazoo_log,
                               connection_retry={"max_tries": -1, "max_delay": 1.0},
                               **(auth.kazoo_options() if auth is not None else {}))
         self.zk.add_listener(self._state)
@@ -103,6 +115,7 @@ class ZkStore(MetadataStore):
             self.zk.stop()
             self.zk.close()
             raise self.refused(exc) from None
+        self._kazoo_log.quiet = False
         self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
 
@@ -127,7 +140,8 @@ class ZkStore(MetadataStore):
             self.interruptions += 1
             if self.zk.client_state == KeeperState.AUTH_FAILED:
                 self.auth_failed = True          # kazoo stops reconnecting: calls are refused, not retried
-            log.warning("ZooKeeper session %s: %s", self.hosts, state)
+            if not self._kazoo_log.quiet:
+                log.warning("ZooKeeper session %s: %s", self.hosts, state)
 
     def _reconnected(self) -> None:
         sid = self.zk.client_id[0] if self.zk.client_id else None
