@@ -207,3 +207,42 @@ def test_the_service_without_the_identity_does_not_start_on_a_secured_cluster(se
         assert "wrong-password" not in str(e.value) and OTHER_PASSWORD not in str(e.value)
         print(f"{who!r}: refused in {waited:.2f}s: {e.value}")
     assert threading.active_count() < 50          # every refused store's kazoo threads are gone
+
+
+# --- `bkdisk metadata serve` as an operator runs it next to the secured cluster ---
+def _identity_options(zk, tmp_path, monkeypatch, password: str = PASSWORD) -> list[str]:
+    """SASL: the bookies' JAAS file; digest: the environment (off the command line)."""
+    if zk.security == "sasl":
+        return ["--zk-jaas", str(zk.bookie_jaas(USER, password))]
+    monkeypatch.setenv("BKDISK_ZK_AUTH", f"digest:{USER}:{password}")
+    return []
+
+
+def test_serve_with_the_bookies_identity(secured, bookie, tmp_path, monkeypatch, golden_bin):
+    from test_metadata_cli import Served
+    root = f"/cli{next(_roots)}/ledgers"
+    s = Served(tmp_path, *_identity_options(secured, tmp_path, monkeypatch), store=f"zk://{secured.hosts}{root}")
+    try:
+        md = tmp_path / "7.bin"
+        md.write_bytes(golden_bin)
+        s("metadata", "create", "--ledger-id", "7", "--from", str(md))
+        assert s.json("metadata", "get", "--ledger-id", "7")["version"] == 0
+        data, _stat = bookie.get(bookkeeper_path(root, 7))
+        assert data == golden_bin and bookie.get_acls(bookkeeper_path(root, 7))[0] == creator_all(secured)
+        assert bookie.get_acls(root)[0] == creator_all(secured)
+    finally:
+        s.stop()
+
+
+def test_serve_refused_by_zookeeper_is_one_line_exit_8(secured, bookie, tmp_path, monkeypatch):
+    from test_metadata_cli import _one_line, bkdisk
+    root = f"/cli{next(_roots)}/ledgers"
+    _bookkeeper_cluster(bookie, root)
+    wrong = "wrong-Pa55word"
+    out = bkdisk("metadata", "serve", "--store", f"zk://{secured.hosts}{root}", "--bind", "127.0.0.1:0",
+                 *_identity_options(secured, tmp_path, monkeypatch, wrong), check=None)
+    _one_line(out, 8, f"zk://{secured.hosts}{root}: ZooKeeper refused", f"user '{USER}'")
+    assert wrong not in out.stderr + out.stdout
+    monkeypatch.delenv("BKDISK_ZK_AUTH", raising=False)
+    out = bkdisk("metadata", "serve", "--store", f"zk://{secured.hosts}{root}", "--bind", "127.0.0.1:0", check=None)
+    _one_line(out, 8, f"zk://{secured.hosts}{root}: ZooKeeper", "no credentials (--zk-auth or --zk-jaas")

@@ -4,6 +4,9 @@ Java's ConfigFile reads it. What cannot be used is one line naming the file (and
 expected, never the password."""
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from kazoo.security import ACL, CREATOR_ALL_ACL, Id
 
@@ -111,3 +114,41 @@ def test_credentials_give_kazoo_the_identity_and_creator_all_and_never_show_the_
         assert SECRET not in shown and "bookie" in shown
     with pytest.raises(ValueError):
         ZkCredentials()
+
+
+# --- as `bkdisk metadata serve` takes them: checked before any store is opened ---
+@pytest.mark.parametrize(("args", "env", "words"), [
+    (["--store", "zk://127.0.0.1:1/ledgers", "--zk-auth", f"digest:bookie{PLAIN}"], None,
+     ["Invalid value for --zk-auth: expected digest:USER:PASSWORD"]),
+    (["--store", "zk://127.0.0.1:1/ledgers"], f"bookie:{PLAIN}",
+     ["Invalid value for --zk-auth: expected digest:USER:PASSWORD"]),
+    (["--store", "sqlite:SQLITE", "--zk-auth", f"digest:bookie:{PLAIN}"], None,
+     ["--zk-auth, --zk-auth-file and --zk-jaas apply to a zk:// store only"]),
+    (["--store", "zk://127.0.0.1:1/ledgers", "--zk-auth", f"digest:bookie:{PLAIN}", "--zk-auth-file", "AUTHFILE"],
+     None, ["--zk-auth and --zk-auth-file: give one of them"]),
+])
+def test_serve_refuses_unusable_zookeeper_options_as_usage_without_the_password(tmp_path, args, env, words):
+    from test_metadata_cli import BKDISK
+    (tmp_path / "auth").write_text(f"digest:bookie:{PLAIN}\n")
+    args = [a.replace("SQLITE", str(tmp_path / "m.db")).replace("AUTHFILE", str(tmp_path / "auth")) for a in args]
+    environ = {k: v for k, v in os.environ.items() if k != "BKDISK_ZK_AUTH"}
+    if env is not None:
+        environ["BKDISK_ZK_AUTH"] = env
+    out = subprocess.run([*BKDISK, "metadata", "serve", *args], capture_output=True, text=True, timeout=120,
+                         env=environ)
+    assert out.returncode == 16, out.stderr
+    for w in words:
+        assert w in out.stderr, (w, out.stderr)
+    assert "NEVER-SHOWN" not in out.stderr + out.stdout
+
+
+def test_serve_with_an_unusable_jaas_file_is_one_line_exit_8(tmp_path):
+    from test_metadata_cli import _one_line, bkdisk
+    jaas = tmp_path / "bookie_jaas.conf"
+    jaas.write_text('Client { com.sun.security.auth.module.Krb5LoginModule required keyTab="/k"; };\n')
+    out = bkdisk("metadata", "serve", "--store", "zk://127.0.0.1:1/ledgers", "--zk-jaas", str(jaas), check=None)
+    _one_line(out, 8, f"{jaas}: the Client section has com.sun.security.auth.module.Krb5LoginModule")
+    (tmp_path / "auth").write_text("\n")
+    out = bkdisk("metadata", "serve", "--store", "zk://127.0.0.1:1/ledgers", "--zk-auth-file",
+                 str(tmp_path / "auth"), check=None)
+    _one_line(out, 8, f"{tmp_path / 'auth'}: expected one line digest:USER:PASSWORD, found 0 lines")
