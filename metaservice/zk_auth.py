@@ -1,15 +1,21 @@
 """The identity the ZooKeeper store connects with, as a secured BookKeeper cluster's bookies do: ZooKeeper's
 digest scheme (``digest:USER:PASSWORD``, as ``addauth digest``) and/or SASL DIGEST-MD5 with the
-``Client`` section of the bookies' JAAS file; and the ACL every znode the store creates then gets
-(CREATOR_ALL, as BookKeeper's ZkUtils.getACLs with zkEnableSecurity). See specs/metadata-store.md.
+``Client`` section of the bookies' JAAS file; the ACL every znode the store creates then gets
+(CREATOR_ALL, as BookKeeper's ZkUtils.getACLs with zkEnableSecurity); and ZooKeeper refusing that
+identity as the store's PermissionDenied. See specs/metadata-store.md.
 
 A password is never part of a message, a repr or a log line."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
+from kazoo import exceptions as kx
+from kazoo.security import CREATOR_ALL_ACL
+
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.metaservice.store import PermissionDenied
 
 ZK_AUTH_FORM = "digest:USER:PASSWORD"
 JAAS_SECTION = "Client"                 # ZooKeeper's client default (zookeeper.sasl.clientconfig)
@@ -47,7 +53,6 @@ class ZkCredentials:
     def kazoo_options(self) -> dict:
         """KazooClient keyword arguments: the identity, and CREATOR_ALL on every znode created (kazoo
         applies ``default_acl`` to create and to the parents ensure_path/makepath make)."""
-        from kazoo.security import CREATOR_ALL_ACL
         out: dict = {"default_acl": CREATOR_ALL_ACL}
         if self.digest is not None:
             out["auth_data"] = [("digest", f"{self.digest[0]}:{self.digest[1]}")]
@@ -64,15 +69,14 @@ def sasl_refusal_ends_login(zk) -> None:
     requires SASL (sessionRequireClientSASLAuth) answers a wrong password with SessionClosedRequireSasl,
     which kazoo's connection loop does not expect: its thread would die with a traceback, leaving
     calls to wait for an answer that never comes."""
-    from kazoo.exceptions import AuthFailedError, SessionClosedRequireSaslError
     conn = zk._connection
     real = conn._authenticate_with_sasl
 
     def authenticate(host, timeout):
         try:
             return real(host, timeout)
-        except SessionClosedRequireSaslError:
-            raise AuthFailedError("ZooKeeper refused the SASL login") from None
+        except kx.SessionClosedRequireSaslError:
+            raise kx.AuthFailedError("ZooKeeper refused the SASL login") from None
     conn._authenticate_with_sasl = authenticate
 
 
@@ -196,3 +200,30 @@ def read_jaas(path: str, section: str = JAAS_SECTION) -> tuple[str, str]:
         raise ZkAuthError(f"{path} line {line}: {DIGEST_MODULE} in {section} needs "
                           f"{' and '.join(missing)}=\"...\"")
     return options["username"], options["password"]
+
+
+# --- ZooKeeper refusing the identity ---
+# kazoo's errors for ZooKeeper refusing a session's identity: an ACL that does not grant it, its SASL
+# login refused, or SASL required of it.
+DENIED = (kx.NoAuthError, kx.AuthFailedError, kx.SessionClosedRequireSaslError, kx.InvalidACLError)
+
+
+def refusal(where: str, auth: ZkCredentials | None, exc: Exception) -> PermissionDenied:
+    """The one-line error for ZooKeeper refusing the store at ``where`` (``exc``, one of DENIED)."""
+    who = auth.describe() if auth is not None else "no credentials (--zk-auth or --zk-jaas gives them)"
+    what = {kx.AuthFailedError: "refused the login of this service",
+            kx.SessionClosedRequireSaslError: "requires SASL authentication, which this service did not pass",
+            kx.InvalidACLError: "refused a CREATOR_ALL ACL: the session is not authenticated"}.get(
+                type(exc), "refused this service by the znode's ACL")
+    return PermissionDenied(f"{where}: ZooKeeper {what} ({type(exc).__name__}); the service connects with {who}")
+
+
+def acl_checked(fn):
+    """A ZkStore method whose ZooKeeper refusal of the store's identity is PermissionDenied."""
+    @functools.wraps(fn)
+    def checked(store, *a, **kw):
+        try:
+            return fn(store, *a, **kw)
+        except DENIED as exc:
+            raise store.refused(exc) from None
+    return checked

@@ -13,8 +13,6 @@ service's identity is PermissionDenied, never a retry.
 """
 from __future__ import annotations
 
-import functools
-import itertools
 import logging
 import threading
 import time
@@ -39,20 +37,17 @@ from bkdisk.metaservice.store import (
     Versioned,
     check_ids,
 )
-from bkdisk.metaservice.zk_auth import ZkCredentials, sasl_refusal_ends_login
+from bkdisk.metaservice.zk_auth import DENIED, ZkCredentials, acl_checked, refusal, sasl_refusal_ends_login
 from bkdisk.metaservice.zk_ids import generate_id
-from bkdisk.metaservice.zk_multiread import multi_read_async
+from bkdisk.metaservice.zk_scan import scan
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
 log = logging.getLogger(__name__)
 _DOWN = (kx.ConnectionLoss, kx.SessionExpiredError, kx.ConnectionClosedError, kx.OperationTimeoutError,
          KazooTimeoutError)
-# ZooKeeper refusing this session's identity: an ACL that does not grant it, SASL refused or required.
-_DENIED = (kx.NoAuthError, kx.AuthFailedError, kx.SessionClosedRequireSaslError, kx.InvalidACLError)
 _ID_ATTEMPTS = 64
 _RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
-_MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
 
 
 class _StartingQuiet(logging.LoggerAdapter):
@@ -64,17 +59,6 @@ class _StartingQuiet(logging.LoggerAdapter):
 
     def isEnabledFor(self, level: int) -> bool:
         return not self.quiet and self.logger.isEnabledFor(level)
-
-
-def _acl_checked(fn):
-    """A store method whose ZooKeeper refusal of the service's identity is PermissionDenied."""
-    @functools.wraps(fn)
-    def checked(self, *a, **kw):
-        try:
-            return fn(self, *a, **kw)
-        except _DENIED as exc:
-            raise self.refused(exc) from None
-    return checked
 
 
 class ZkStore(MetadataStore):
@@ -111,7 +95,7 @@ class ZkStore(MetadataStore):
         self._session = self.zk.client_id[0] if self.zk.client_id else None
         try:
             self.kind = self._init_layout()
-        except _DENIED as exc:
+        except DENIED as exc:
             self.zk.stop()
             self.zk.close()
             raise self.refused(exc) from None
@@ -121,14 +105,8 @@ class ZkStore(MetadataStore):
 
     # --- session ---
     def refused(self, exc: Exception) -> PermissionDenied:
-        """The error for ZooKeeper refusing this service's identity (``exc``, one of _DENIED)."""
-        who = self.auth.describe() if self.auth is not None else "no credentials (--zk-auth or --zk-jaas gives them)"
-        what = {kx.AuthFailedError: "refused the login of this service",
-                kx.SessionClosedRequireSaslError: "requires SASL authentication, which this service did not pass",
-                kx.InvalidACLError: "refused a CREATOR_ALL ACL: the session is not authenticated"}.get(
-                    type(exc), "refused this service by the znode's ACL")
-        return PermissionDenied(f"zk://{self.hosts}{self.root}: ZooKeeper {what} ({type(exc).__name__}); "
-                                f"the service connects with {who}")
+        """The error for ZooKeeper refusing this service's identity (``exc``, one of DENIED)."""
+        return refusal(f"zk://{self.hosts}{self.root}", self.auth, exc)
 
     def _state(self, state: str) -> None:
         """kazoo's connection listener (runs on kazoo's thread: never block here)."""
@@ -170,7 +148,7 @@ class ZkStore(MetadataStore):
             return fn(*args, **kw)
         except _DOWN as exc:
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
-        except _DENIED as exc:
+        except DENIED as exc:
             raise self.refused(exc) from None
 
     # --- layout ---
@@ -207,7 +185,7 @@ class ZkStore(MetadataStore):
     def wait_for_change(self, sequence: int, timeout: float) -> bool:
         return self.follower.wait(lambda: self.follower.head > sequence, timeout)
 
-    @_acl_checked
+    @acl_checked
     def follow(self, scope: int, ledger: int | None) -> None:
         self._ready()
         try:
@@ -221,7 +199,7 @@ class ZkStore(MetadataStore):
     def resumable(self, scope: int, ledger: int | None, sequence: int) -> None:
         self.follower.resumable(None if ledger is None else (scope, ledger), sequence)
 
-    @_acl_checked
+    @acl_checked
     def read_with_head(self, scope: int, ledger: int) -> tuple[Versioned | None, int]:
         check_ids(scope, ledger)
         self._ready()
@@ -270,7 +248,7 @@ class ZkStore(MetadataStore):
                          "the outcome of this write is unknown: read the ledger before retrying")
 
     # --- ledgers ---
-    @_acl_checked
+    @acl_checked
     def create(self, scope: int, ledger: int | None, data: bytes) -> Versioned:
         check_ids(scope, ledger)
         for _ in range(_ID_ATTEMPTS):
@@ -303,7 +281,7 @@ class ZkStore(MetadataStore):
     def _generate(self, scope: int) -> int:
         return generate_id(self, scope)
 
-    @_acl_checked
+    @acl_checked
     def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
         """From the watch-coherent cache; ``consistent``: sync with the ZooKeeper leader first and
         read ZooKeeper itself (read-after-write across clients)."""
@@ -322,7 +300,7 @@ class ZkStore(MetadataStore):
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist")
         return Versioned(scope, ledger, got.version, got.data)
 
-    @_acl_checked
+    @acl_checked
     def write(self, scope: int, ledger: int, data: bytes, expected_version: int) -> Versioned:
         check_ids(scope, ledger)
         if not 0 <= expected_version < L.JAVA_INT_MAX:   # ZooKeeper reads -1 as "any version"
@@ -340,12 +318,12 @@ class ZkStore(MetadataStore):
             raise write_error(exc, scope, ledger, expected_version) from None
         return Versioned(scope, ledger, expected_version + 1, data)
 
-    @_acl_checked
+    @acl_checked
     def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
         """Every setData sent on the session before any reply is awaited (metaservice/zk_writes.py)."""
         return write_many(self, writes)
 
-    @_acl_checked
+    @acl_checked
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         check_ids(scope, ledger)
         path = self.path(scope, ledger)
@@ -392,58 +370,10 @@ class ZkStore(MetadataStore):
                 break
         return out
 
-    def _keys(self, start: tuple[int, int] | None,
-              end: tuple[int, int] | None) -> Iterator[tuple[int, int]]:
-        """(scope, ledger) of every ledger znode in [start, end), ascending, from listings only."""
-        s0, l0 = start or (0, 0)
-        names = self._children(f"{self.root}/{L.SCOPES_NODE}")
-        scoped = sorted(int(n, 16) for n in names if L.SCOPED_SCOPE.fullmatch(n))
-        for scope in ([0] if s0 == 0 else []) + [x for x in scoped if x and x >= s0]:
-            if end is not None and scope > end[0]:
-                return
-            after = l0 - 1 if scope == s0 and l0 > 0 else None
-            if scope:
-                walk = L.SCOPED.walk(f"{self.root}/{L.SCOPES_NODE}/{scope:016x}", self._children, after)
-            else:
-                walk = L.scope0_walk(self.root, self.kind, self._children, after)
-            for lid in walk:
-                if end is not None and (scope, lid) >= end:
-                    return
-                yield scope, lid
-
     def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
              batch: int) -> Iterator[list[Versioned]]:
-        # One multiRead per batch, and the next batch's sent before this one is answered: ZooKeeper
-        # answers in order on one session, so the reads cost round trips per batch, not per ledger.
-        keys = self._keys(start, end)
-
-        def send():
-            chunk = list(itertools.islice(keys, min(batch, _MULTI_READ)))
-            self._ready()
-            return chunk, (multi_read_async(self.zk, [self.path(*k) for k in chunk]) if chunk else None)
-
-        pending = send()
-        while pending[0]:
-            ahead = send()
-            chunk, res = pending
-            try:
-                got = res.get(timeout=60)
-            except _DOWN as exc:
-                raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
-            except _DENIED as exc:
-                raise self.refused(exc) from None
-            out = []
-            for (scope, lid), one in zip(chunk, got):
-                if one is None:            # deleted since the listing: not a ledger any more
-                    continue
-                if isinstance(one, _DENIED):
-                    raise self.refused(one)
-                if isinstance(one, Exception):
-                    raise StoreError(f"zk://{self.hosts}{self.path(scope, lid)}: {type(one).__name__}")
-                out.append(Versioned(scope, lid, one[1].version, one[0]))
-            if out:
-                yield out
-            pending = ahead
+        """Batches of one multiRead each, pipelined (metaservice/zk_scan.py)."""
+        return scan(self, start, end, batch)
 
     def scopes(self) -> list[int]:
         names = self._children(f"{self.root}/{L.SCOPES_NODE}")
