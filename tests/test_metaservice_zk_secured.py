@@ -246,3 +246,23 @@ def test_serve_refused_by_zookeeper_is_one_line_exit_8(secured, bookie, tmp_path
     monkeypatch.delenv("BKDISK_ZK_AUTH", raising=False)
     out = bkdisk("metadata", "serve", "--store", f"zk://{secured.hosts}{root}", "--bind", "127.0.0.1:0", check=None)
     _one_line(out, 8, f"zk://{secured.hosts}{root}: ZooKeeper", "no credentials (--zk-auth or --zk-jaas")
+
+
+def test_a_login_refused_after_a_reconnect_makes_every_call_permission_denied_not_a_retry(tmp_path, golden_bin):
+    zk = started(tmp_path / "zk", security="sasl")
+    try:
+        store = open_store(f"zk://{zk.hosts}/ledgers", zk_auth=ZkCredentials(sasl=(USER, PASSWORD)))
+        with served(store, token=None) as (c, _port):
+            c.create(golden_bin, ledger_id=1)
+            jaas = zk.root / "zookeeper-jaas.conf"           # the bookies' password changed on the server
+            jaas.write_text(jaas.read_text().replace(f'"{PASSWORD}"', '"rotated-pw"'))
+            zk.restart()
+            deadline = time.monotonic() + 60
+            while not store.auth_failed and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for call in (lambda: c.create(golden_bin, ledger_id=2), lambda: c.read(5), lambda: c.remove(1)):
+                with pytest.raises(MetadataError) as e:
+                    call()
+                assert e.value.code == "PERMISSION_DENIED" and "AuthFailedError" in str(e.value), e.value
+    finally:
+        zk._kill()              # no layout check: it would log in with the password ZooKeeper no longer takes

@@ -136,8 +136,10 @@ class ZooKeeperServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        foreign = foreign_znodes(self.hosts, **self.client_options()) if self.proc.poll() is None else []
-        self._kill()
+        try:
+            foreign = foreign_znodes(self.hosts, **self.client_options()) if self.proc.poll() is None else []
+        finally:
+            self._kill()            # even when the layout check cannot read (an ACL, a refused login)
         if foreign:
             raise AssertionError(f"znodes outside BookKeeper's layout in ZooKeeper {self.hosts}: "
                                  f"{foreign[:10]}{' ...' if len(foreign) > 10 else ''}")
