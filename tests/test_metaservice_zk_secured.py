@@ -248,12 +248,18 @@ def test_serve_refused_by_zookeeper_is_one_line_exit_8(secured, bookie, tmp_path
     _one_line(out, 8, f"zk://{secured.hosts}{root}: ZooKeeper", "no credentials (--zk-auth or --zk-jaas")
 
 
-def test_a_login_refused_after_a_reconnect_makes_every_call_permission_denied_not_a_retry(tmp_path, golden_bin):
+def test_both_identities_and_a_login_refused_after_a_reconnect(tmp_path, golden_bin):
+    """SASL and digest together: CREATOR_ALL grants both ids. Then the bookies' password changes on the
+    server: every call is PERMISSION_DENIED, not a retry (kazoo has stopped reconnecting)."""
     zk = started(tmp_path / "zk", security="sasl")
     try:
-        store = open_store(f"zk://{zk.hosts}/ledgers", zk_auth=ZkCredentials(sasl=(USER, PASSWORD)))
+        both = ZkCredentials(sasl=(USER, PASSWORD), digest=(USER, PASSWORD))
+        store = open_store(f"zk://{zk.hosts}/ledgers", zk_auth=both)
         with served(store, token=None) as (c, _port):
             c.create(golden_bin, ledger_id=1)
+            digest = base64.b64encode(hashlib.sha1(f"{USER}:{PASSWORD}".encode()).digest()).decode()
+            assert store.zk.get_acls(bookkeeper_path("/ledgers", 1))[0] == [
+                ACL(Permissions.ALL, Id("sasl", USER)), ACL(Permissions.ALL, Id("digest", f"{USER}:{digest}"))]
             jaas = zk.root / "zookeeper-jaas.conf"           # the bookies' password changed on the server
             jaas.write_text(jaas.read_text().replace(f'"{PASSWORD}"', '"rotated-pw"'))
             zk.restart()
