@@ -30,6 +30,7 @@ metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 metadata_format = lazy_import("bkdisk.formats.metadata")
 metadata_client = lazy_import("bkdisk.metaservice.client")
 metadata_server = lazy_import("bkdisk.metaservice.server")
+zkauth = lazy_import("bkdisk.metaservice.zk_auth")
 
 T = TypeVar("T")
 
@@ -139,13 +140,34 @@ def _ledger_json(scope: int, lid: int) -> dict:
 
 
 # --------------------------------------------------------------------------------------- serve
-def open_store(url: str, cache_size: int | None = None):
+def open_store(url: str, cache_size: int | None = None, credentials=None):
     """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
     usage error of --store."""
     try:
-        return store.open_store(url, cache_size)
+        return store.open_store(url, cache_size, credentials)
     except store.NotAStoreUrl as e:
         raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
+
+
+def zk_credentials(store_url: str, auth: str | None, auth_file: str | None, jaas: str | None):
+    """The ZooKeeper store's credentials from --zk-auth (or --zk-auth-file) and --zk-jaas; None when
+    neither is given. A malformed --zk-auth is a usage error that never repeats the password."""
+    if auth is None and auth_file is None and jaas is None:
+        return None
+    if not store_url.startswith("zk://"):
+        raise click.UsageError("--zk-auth, --zk-auth-file and --zk-jaas apply to a zk:// store only")
+    if auth is not None and auth_file is not None:
+        raise click.UsageError("--zk-auth and --zk-auth-file: give one of them")
+    digest = None
+    if auth is not None:
+        try:
+            digest = zkauth.parse_zk_auth(auth)
+        except zkauth.ZkAuthError as e:
+            raise click.BadParameter(str(e).removeprefix("--zk-auth: "), param_hint="--zk-auth") from None
+    elif auth_file is not None:
+        digest = zkauth.read_zk_auth_file(auth_file)
+    sasl = zkauth.read_jaas(jaas) if jaas is not None else None
+    return zkauth.ZkCredentials(digest=digest, sasl=sasl)
 
 
 def _bind(text: str) -> str:
@@ -163,6 +185,14 @@ def metadata() -> None:
 @metadata.command("serve", context_settings=HELP_OPTIONS)
 @click.option("--store", "store_url", required=True, metavar="URL",
               help="sqlite:PATH (embedded, the default kind) or zk://HOST:PORT/ledgers.")
+# A zk:// store's identity, as the bookies of a cluster with zkEnableSecurity have it: either makes
+# every znode the service creates CREATOR_ALL (specs/metadata-store.md).
+@click.option("--zk-auth", default=lambda: os.environ.get("BKDISK_ZK_AUTH"), metavar="digest:USER:PASSWORD",
+              help="Authenticate to ZooKeeper with its digest scheme (env BKDISK_ZK_AUTH).")
+@click.option("--zk-auth-file", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE",
+              help="--zk-auth's digest:USER:PASSWORD read from FILE (one line), off the command line.")
+@click.option("--zk-jaas", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE",
+              help="The bookies' JAAS file: SASL DIGEST-MD5 with the DigestLoginModule of its Client section.")
 @click.option("--bind", default="127.0.0.1:4183", show_default=True, metavar="HOST:PORT",
               help="Where to listen (loopback unless told otherwise; port 0 picks a free one).")
 @click.option("--token", default=lambda: os.environ.get("BKDISK_METADATA_TOKEN"),
@@ -175,7 +205,8 @@ def metadata() -> None:
                    "recently used dropped first (0: none) [default: 100000].")
 @click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
 @one_line_errors
-def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, cache_ledgers, verbose) -> None:
+def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, tls_cert, tls_key, max_request_bytes,
+                  cache_ledgers, verbose) -> None:
     """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
 
     Prints one line `serving STORE on HOST:PORT` once it listens, and one when it stops; with -v,
@@ -188,9 +219,11 @@ def serve_command(store_url, bind, token, tls_cert, tls_key, max_request_bytes, 
     if tls_cert:
         with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
             tls = (k.read(), c.read())
-    opened = open_store(store_url, cache_ledgers)
+    credentials = zk_credentials(store_url, zk_auth, zk_auth_file, zk_jaas)
+    # Before the store opens: what ZooKeeper's client says while connecting is logged as the rest.
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
+    opened = open_store(store_url, cache_ledgers, credentials)
     server, port = metadata_server.serve(opened, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
                          log_requests=verbose)
     host = bind.rpartition(":")[0]

@@ -8,9 +8,13 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import U64
+
+if TYPE_CHECKING:   # kazoo loads with the ZooKeeper store only
+    from bkdisk.metaservice.zk_auth import ZkCredentials
 
 # Scope-0 ledger ids are Java longs that BookKeeper keeps non-negative (its id generators and
 # ledger managers never produce or accept a negative id); scoped ledgers use all 64 bits (BP-35).
@@ -194,9 +198,10 @@ class MetadataStore(ABC):
         """Release the store's resources."""
 
 
-def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
+def open_store(url: str, cache_size: int | None = None, zk_auth: ZkCredentials | None = None) -> MetadataStore:
     """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``;
-    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None)."""
+    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None);
+    ``zk_auth``: the ZooKeeper store's credentials, or None."""
     if url.startswith("sqlite:"):
         path = url[len("sqlite:"):]
         path = path[2:] if path.startswith("//") else path
@@ -216,6 +221,6 @@ def open_store(url: str, cache_size: int | None = None) -> MetadataStore:
         from bkdisk.metaservice.zk_store import ZkStore
         store_root = "/" + (root.strip("/") or "ledgers")
         if cache_size is None:
-            return ZkStore(hosts, store_root)
-        return ZkStore(hosts, store_root, cache_size=cache_size)
+            return ZkStore(hosts, store_root, auth=zk_auth)
+        return ZkStore(hosts, store_root, cache_size=cache_size, auth=zk_auth)
     raise NotAStoreUrl(url)

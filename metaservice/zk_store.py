@@ -6,10 +6,13 @@ LedgerMetadataSerDe bytes as given. Every mutation is ONE ZooKeeper operation (c
 delete at the expected version), as BookKeeper's ledger manager writes. Changes are learnt from
 ZooKeeper's own watches (metaservice/zk_watch.py), whoever made them; reads are served from the
 cache those watches keep coherent, or from ZooKeeper after a sync when asked to be consistent.
+
+Given credentials (metaservice/zk_auth.py), the session authenticates as the bookies do and every
+znode it creates is CREATOR_ALL, as BookKeeper's with zkEnableSecurity; ZooKeeper refusing the
+service's identity is PermissionDenied, never a retry.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KeeperState
 
 from bkdisk.metaservice import zk_layout as L
 from bkdisk.metaservice.store import (
@@ -27,13 +31,15 @@ from bkdisk.metaservice.store import (
     LedgerExists,
     LedgerNotFound,
     MetadataStore,
+    PermissionDenied,
     StoreError,
     StoreUnavailable,
     Versioned,
     check_ids,
 )
+from bkdisk.metaservice.zk_auth import DENIED, ZkCredentials, acl_checked, refusal, sasl_refusal_ends_login
 from bkdisk.metaservice.zk_ids import generate_id
-from bkdisk.metaservice.zk_multiread import multi_read_async
+from bkdisk.metaservice.zk_scan import scan
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
@@ -42,27 +48,44 @@ _DOWN = (kx.ConnectionLoss, kx.SessionExpiredError, kx.ConnectionClosedError, kx
          KazooTimeoutError)
 _ID_ATTEMPTS = 64
 _RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
-_MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
+
+
+class _StartingQuiet(logging.LoggerAdapter):
+    """kazoo's logger for one store, silent until the store has started: a start that fails is one
+    error of the store's own (a refused login, an unreachable ZooKeeper), not kazoo's reconnection
+    chatter before it."""
+
+    quiet = True
+
+    def isEnabledFor(self, level: int) -> bool:
+        return not self.quiet and self.logger.isEnabledFor(level)
 
 
 class ZkStore(MetadataStore):
-    """``hosts`` is 'host:port[,host:port]'; ``root`` the ledgers root path (BookKeeper's zkLedgersRootPath)."""
+    """``hosts`` is 'host:port[,host:port]'; ``root`` the ledgers root path (BookKeeper's zkLedgersRootPath);
+    ``auth``: the identity to connect with (None: none, and znodes created open to all, OPEN_ACL_UNSAFE)."""
 
     def __init__(self, hosts: str, root: str = "/ledgers", session_timeout: float = 10.0,
                  retain_changes: int = 100_000, connect_timeout: float = 15.0,
                  cache_size: int = DEFAULT_CACHE, recursive_watch: bool = True,
-                 multi_writes: bool = True):
+                 multi_writes: bool = True, auth: ZkCredentials | None = None):
         super().__init__()
         self.hosts, self.root = hosts, "/" + root.strip("/")
+        self.auth = auth
+        self.auth_failed = False                 # ZooKeeper refused the SASL login: no retry helps
         self.retain_changes = retain_changes
         self.multi_writes = multi_writes         # a write batch tried as one multi first (zk_writes.py)
         self._up = threading.Event()
         self._session_listeners: list = []
         self._session: int | None = None
         self.interruptions = 0                   # SUSPENDED or LOST states seen (for tests and logs)
-        self.zk = KazooClient(hosts=hosts, timeout=session_timeout,
-                              connection_retry={"max_tries": -1, "max_delay": 1.0})
+        self._kazoo_log = _StartingQuiet(logging.getLogger("kazoo.client"), {})
+        self.zk = KazooClient(hosts=hosts, timeout=session_timeout, logger=self._kazoo_log,
+                              connection_retry={"max_tries": -1, "max_delay": 1.0},
+                              **(auth.kazoo_options() if auth is not None else {}))
         self.zk.add_listener(self._state)
+        if auth is not None and auth.sasl is not None:
+            sasl_refusal_ends_login(self.zk)
         try:
             self.zk.start(timeout=connect_timeout)
         except Exception as exc:   # kazoo raises its own timeout type
@@ -70,11 +93,21 @@ class ZkStore(MetadataStore):
             raise StoreError(f"zk://{hosts}{self.root}: cannot reach ZooKeeper: {exc}") from None
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
-        self.kind = self._init_layout()
+        try:
+            self.kind = self._init_layout()
+        except DENIED as exc:
+            self.zk.stop()
+            self.zk.close()
+            raise self.refused(exc) from None
+        self._kazoo_log.quiet = False
         self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
 
     # --- session ---
+    def refused(self, exc: Exception) -> PermissionDenied:
+        """The error for ZooKeeper refusing this service's identity (``exc``, one of DENIED)."""
+        return refusal(f"zk://{self.hosts}{self.root}", self.auth, exc)
+
     def _state(self, state: str) -> None:
         """kazoo's connection listener (runs on kazoo's thread: never block here)."""
         if state == KazooState.CONNECTED:
@@ -83,7 +116,10 @@ class ZkStore(MetadataStore):
         else:   # SUSPENDED (may come back with the same session) or LOST (session expired)
             self._up.clear()
             self.interruptions += 1
-            log.warning("ZooKeeper session %s: %s", self.hosts, state)
+            if self.zk.client_state == KeeperState.AUTH_FAILED:
+                self.auth_failed = True          # kazoo stops reconnecting: calls are refused, not retried
+            if not self._kazoo_log.quiet:
+                log.warning("ZooKeeper session %s: %s", self.hosts, state)
 
     def _reconnected(self) -> None:
         sid = self.zk.client_id[0] if self.zk.client_id else None
@@ -101,6 +137,8 @@ class ZkStore(MetadataStore):
         self._session_listeners.append(fn)
 
     def _ready(self) -> None:
+        if self.auth_failed:
+            raise self.refused(kx.AuthFailedError())
         if not self._up.is_set():
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: ZooKeeper session is down; retry")
 
@@ -110,6 +148,8 @@ class ZkStore(MetadataStore):
             return fn(*args, **kw)
         except _DOWN as exc:
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
+        except DENIED as exc:
+            raise self.refused(exc) from None
 
     # --- layout ---
     def _init_layout(self) -> str:
@@ -145,6 +185,7 @@ class ZkStore(MetadataStore):
     def wait_for_change(self, sequence: int, timeout: float) -> bool:
         return self.follower.wait(lambda: self.follower.head > sequence, timeout)
 
+    @acl_checked
     def follow(self, scope: int, ledger: int | None) -> None:
         self._ready()
         try:
@@ -158,6 +199,7 @@ class ZkStore(MetadataStore):
     def resumable(self, scope: int, ledger: int | None, sequence: int) -> None:
         self.follower.resumable(None if ledger is None else (scope, ledger), sequence)
 
+    @acl_checked
     def read_with_head(self, scope: int, ledger: int) -> tuple[Versioned | None, int]:
         check_ids(scope, ledger)
         self._ready()
@@ -187,6 +229,8 @@ class ZkStore(MetadataStore):
     def _resolve(self, key, check):
         deadline = time.monotonic() + _RESOLVE_SECONDS
         while time.monotonic() < deadline:
+            if self.auth_failed:
+                raise self.refused(kx.AuthFailedError())
             if not self._up.wait(0.5):
                 continue
             try:
@@ -204,6 +248,7 @@ class ZkStore(MetadataStore):
                          "the outcome of this write is unknown: read the ledger before retrying")
 
     # --- ledgers ---
+    @acl_checked
     def create(self, scope: int, ledger: int | None, data: bytes) -> Versioned:
         check_ids(scope, ledger)
         for _ in range(_ID_ATTEMPTS):
@@ -236,6 +281,7 @@ class ZkStore(MetadataStore):
     def _generate(self, scope: int) -> int:
         return generate_id(self, scope)
 
+    @acl_checked
     def read(self, scope: int, ledger: int, consistent: bool = False) -> Versioned:
         """From the watch-coherent cache; ``consistent``: sync with the ZooKeeper leader first and
         read ZooKeeper itself (read-after-write across clients)."""
@@ -254,6 +300,7 @@ class ZkStore(MetadataStore):
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist")
         return Versioned(scope, ledger, got.version, got.data)
 
+    @acl_checked
     def write(self, scope: int, ledger: int, data: bytes, expected_version: int) -> Versioned:
         check_ids(scope, ledger)
         if not 0 <= expected_version < L.JAVA_INT_MAX:   # ZooKeeper reads -1 as "any version"
@@ -271,10 +318,12 @@ class ZkStore(MetadataStore):
             raise write_error(exc, scope, ledger, expected_version) from None
         return Versioned(scope, ledger, expected_version + 1, data)
 
+    @acl_checked
     def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
         """Every setData sent on the session before any reply is awaited (metaservice/zk_writes.py)."""
         return write_many(self, writes)
 
+    @acl_checked
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         check_ids(scope, ledger)
         path = self.path(scope, ledger)
@@ -321,54 +370,10 @@ class ZkStore(MetadataStore):
                 break
         return out
 
-    def _keys(self, start: tuple[int, int] | None,
-              end: tuple[int, int] | None) -> Iterator[tuple[int, int]]:
-        """(scope, ledger) of every ledger znode in [start, end), ascending, from listings only."""
-        s0, l0 = start or (0, 0)
-        names = self._children(f"{self.root}/{L.SCOPES_NODE}")
-        scoped = sorted(int(n, 16) for n in names if L.SCOPED_SCOPE.fullmatch(n))
-        for scope in ([0] if s0 == 0 else []) + [x for x in scoped if x and x >= s0]:
-            if end is not None and scope > end[0]:
-                return
-            after = l0 - 1 if scope == s0 and l0 > 0 else None
-            if scope:
-                walk = L.SCOPED.walk(f"{self.root}/{L.SCOPES_NODE}/{scope:016x}", self._children, after)
-            else:
-                walk = L.scope0_walk(self.root, self.kind, self._children, after)
-            for lid in walk:
-                if end is not None and (scope, lid) >= end:
-                    return
-                yield scope, lid
-
     def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
              batch: int) -> Iterator[list[Versioned]]:
-        # One multiRead per batch, and the next batch's sent before this one is answered: ZooKeeper
-        # answers in order on one session, so the reads cost round trips per batch, not per ledger.
-        keys = self._keys(start, end)
-
-        def send():
-            chunk = list(itertools.islice(keys, min(batch, _MULTI_READ)))
-            self._ready()
-            return chunk, (multi_read_async(self.zk, [self.path(*k) for k in chunk]) if chunk else None)
-
-        pending = send()
-        while pending[0]:
-            ahead = send()
-            chunk, res = pending
-            try:
-                got = res.get(timeout=60)
-            except _DOWN as exc:
-                raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
-            out = []
-            for (scope, lid), one in zip(chunk, got):
-                if one is None:            # deleted since the listing: not a ledger any more
-                    continue
-                if isinstance(one, Exception):
-                    raise StoreError(f"zk://{self.hosts}{self.path(scope, lid)}: {type(one).__name__}")
-                out.append(Versioned(scope, lid, one[1].version, one[0]))
-            if out:
-                yield out
-            pending = ahead
+        """Batches of one multiRead each, pipelined (metaservice/zk_scan.py)."""
+        return scan(self, start, end, batch)
 
     def scopes(self) -> list[int]:
         names = self._children(f"{self.root}/{L.SCOPES_NODE}")

@@ -11,6 +11,7 @@ from kazoo import exceptions as kx
 from kazoo.protocol.states import ZnodeStat
 
 from bkdisk.metaservice.store import BadVersion, LedgerNotFound, StoreError, Versioned, check_ids
+from bkdisk.metaservice.zk_auth import DENIED
 from bkdisk.metaservice.zk_layout import JAVA_INT_MAX
 from bkdisk.metaservice.zk_watch import Seen
 
@@ -121,6 +122,8 @@ def _finish(store, out: list, item: tuple, reply) -> None:
         out[i] = Versioned(key[0], key[1], expected + 1, data)
     except (kx.NoNodeError, kx.BadVersionError) as exc:
         out[i] = write_error(exc, key[0], key[1], expected)
+    except DENIED as exc:
+        out[i] = store.refused(exc)
     except StoreError as exc:
         out[i] = exc
     finally:

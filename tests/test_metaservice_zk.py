@@ -10,6 +10,7 @@ import threading
 import uuid
 
 import pytest
+from kazoo.security import OPEN_ACL_UNSAFE
 from metaservice_fixture import served
 
 # The store-independent RPC tests, collected here a second time: they get this module's `service`.
@@ -68,6 +69,23 @@ def test_cluster_znodes_are_bookkeepers(service, kz):
     uuid.UUID(kz.get(f"{root}/INSTANCEID")[0].decode())
     for node in ("available", "available/readonly", "cookies"):
         assert kz.exists(f"{root}/{node}") is not None, node
+
+
+def test_without_credentials_every_znode_is_open_to_all_as_bookkeeper_without_zk_security(service, kz, golden_bin):
+    store, c, port = service
+    c.create(golden_bin, ledger_id=5)
+    c.create(golden_bin, scope=9, ledger_id=2)
+    c.create(golden_bin)
+    reg = DiscoveryClient(f"127.0.0.1:{port}", timeout=5).register("bk-1", service_info("10.0.0.1", 3181))
+    try:
+        nodes, stack = [], ["/" + store.root.strip("/").split("/")[0]]
+        while stack:
+            nodes.append(stack.pop())
+            stack.extend(f"{nodes[-1]}/{n}" for n in kz.get_children(nodes[-1]))
+        assert len(nodes) > 15 and f"{store.root}/available/bk-1" in nodes
+        assert {p: kz.get_acls(p)[0] for p in nodes if kz.get_acls(p)[0] != OPEN_ACL_UNSAFE} == {}
+    finally:
+        reg.close()
 
 
 def test_znodes_written_are_bookkeepers_paths_and_bytes_for_the_golden_metadata(service, kz, golden):

@@ -1,7 +1,8 @@
 """Changes made by a plain ZooKeeper client, as BookKeeper's client makes them (its znode paths, its
 LedgerMetadataSerDe bytes, create at version 0, close as a setData at the version read, delete),
 reach watchers through the service, across a ZooKeeper restart and an expired session; and reads
-through the service's cache follow them."""
+through the service's cache follow them. On an open ZooKeeper, and on one secured as a BookKeeper cluster
+with zkEnableSecurity (SASL required, or digest), the service and the writer then the bookies' identity."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,12 +12,14 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import CREATOR_ALL_ACL
 from metaservice_fixture import count_reads, uncount_reads
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.zk_auth import ZkCredentials
 from bkdisk.metaservice.zk_store import ZkStore
 
 ROOT = "/ledgers"
@@ -40,16 +43,27 @@ def closed(md: LedgerMetadata, entries: int) -> LedgerMetadata:
     return dataclasses.replace(md, state="CLOSED", last_entry_id=entries - 1, length=entries * 100)
 
 
-@pytest.fixture(params=["recursive", "ledger"])
+def identity(zk) -> ZkCredentials | None:
+    """The service's credentials on ZooKeeper server ``zk``: the bookies' (None on an open ZooKeeper)."""
+    from zookeeper_fixture import PASSWORD, USER
+    return {"sasl": ZkCredentials(sasl=(USER, PASSWORD)), "digest": ZkCredentials(digest=(USER, PASSWORD)),
+            None: None}[zk.security]
+
+
+@pytest.fixture(params=["recursive", "ledger", "recursive sasl", "ledger digest"])
 def cluster(tmp_path, request):
-    """Either kind of watch: one persistent recursive watch, or a watch per ledger and listing."""
-    zk = started(tmp_path / "zk")
-    store = ZkStore(zk.hosts, ROOT, recursive_watch=request.param == "recursive")
+    """Either kind of watch: one persistent recursive watch, or a watch per ledger and listing; on an
+    open ZooKeeper or a secured one."""
+    kind, _, security = request.param.partition(" ")
+    zk = started(tmp_path / "zk", security=security or None)
+    store = ZkStore(zk.hosts, ROOT, recursive_watch=kind == "recursive", auth=identity(zk))
     server, port = serve(store)
     # The test's own writer (standing in for a BookKeeper client) keeps its session across a ZooKeeper
-    # restart on a loaded machine: only the service's session is expired on purpose.
+    # restart on a loaded machine: only the service's session is expired on purpose. On a secured
+    # ZooKeeper it is a bookie: its identity, CREATOR_ALL on what it creates.
+    secured = {"default_acl": CREATOR_ALL_ACL, **zk.client_options()} if security else {}
     bk = KazooClient(hosts=zk.hosts, timeout=30, connection_retry={"max_tries": -1, "max_delay": 0.5},
-                     command_retry={"max_tries": -1, "max_delay": 0.5})
+                     command_retry={"max_tries": -1, "max_delay": 0.5}, **secured)
     bk.start(15)
     try:
         yield zk, store, port, bk
@@ -87,7 +101,7 @@ def _expire(zk, store) -> None:
     while time.monotonic() < end and not (store._up.is_set() and store.zk.client_id):
         time.sleep(0.05)                  # after a restart the service may still be reconnecting
     old = store.zk.client_id
-    thief = KazooClient(hosts=zk.hosts, client_id=old)
+    thief = KazooClient(hosts=zk.hosts, client_id=old, **zk.client_options())
     thief.start(15)
     thief.stop()
     thief.close()
@@ -206,9 +220,10 @@ def test_the_layout_check_finds_a_znode_bookkeeper_would_not_write(cluster):
     c.create(serialize_metadata(opened(1)), ledger_id=1)
     c.create(serialize_metadata(opened(2)), scope=9, ledger_id=2)
     c.watch(watch_all=True)
-    assert foreign_znodes(zk.hosts) == []           # the service wrote only BookKeeper's znodes
+    on_zk = zk.client_options()
+    assert foreign_znodes(zk.hosts, **on_zk) == []           # the service wrote only BookKeeper's znodes
     bk.create(f"{ROOT}/bkdisk/changelog", b"", makepath=True)
-    assert foreign_znodes(zk.hosts) == [f"{ROOT}/bkdisk", f"{ROOT}/bkdisk/changelog"]
+    assert foreign_znodes(zk.hosts, **on_zk) == [f"{ROOT}/bkdisk", f"{ROOT}/bkdisk/changelog"]
     bk.delete(f"{ROOT}/bkdisk", recursive=True)
     c.close()
 

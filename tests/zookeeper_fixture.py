@@ -1,5 +1,9 @@
 """A real ZooKeeper server for tests: the Debian package's jars, started on 127.0.0.1 with its own data
-dir and a free port, admin server off. A missing or broken ZooKeeper fails the test (never a skip)."""
+dir and a free port, admin server off. A missing or broken ZooKeeper fails the test (never a skip).
+
+Secured as a BookKeeper cluster with zkEnableSecurity runs it: ``security="sasl"`` (SASL DIGEST-MD5
+with a JAAS ``Server`` section, the SASL authentication provider, and every session required to
+authenticate) or ``security="digest"`` (nothing required of a session; clients ``addauth digest``)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +21,11 @@ JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.ja
         "netty-transport-native-epoll.jar", "metrics-core.jar", "snappy-java.jar",
         "commons-io.jar", "commons-cli.jar")
 READY_SECONDS = 60
+SASL_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+# The identity the bookies (and the service) use, and another the server knows that is not theirs.
+USER, PASSWORD = "bookie", "bk-s3cret-pw"
+OTHER_USER, OTHER_PASSWORD = "intruder", "other-pw"
 
 
 def _free_port() -> int:
@@ -41,9 +50,12 @@ class ZooKeeperServer:
     """One standalone ZooKeeper (ZooKeeperServerMain). ``stop``/``start`` keep the data dir, so a
     restart brings back every persistent znode and every session that has not timed out."""
 
-    def __init__(self, root: Path, heap: str = "256m"):
+    def __init__(self, root: Path, heap: str = "256m", security: str | None = None):
+        if security not in (None, "digest", "sasl"):
+            raise ValueError(f"security {security!r}: expected None, 'digest' or 'sasl'")
         self.root = Path(root)
         self.heap = heap
+        self.security = security
         self.data = self.root / "data"
         self.data.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
@@ -52,7 +64,16 @@ class ZooKeeperServer:
             "tickTime=500", "initLimit=10", "syncLimit=5", f"dataDir={self.data}",
             f"clientPort={self.port}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,cons,dump", "maxSessionTimeout=60000",
-            "minSessionTimeout=1000", ""]))
+            "minSessionTimeout=1000"]
+            + ([f"authProvider.1={SASL_PROVIDER}"] if security == "sasl" else []) + [""]))
+        self.jvm_security: list[str] = []
+        if security == "sasl":
+            jaas = self.root / "zookeeper-jaas.conf"
+            jaas.write_text(f'Server {{\n  {DIGEST_MODULE} required\n  user_{USER}="{PASSWORD}"\n'
+                            f'  user_{OTHER_USER}="{OTHER_PASSWORD}";\n}};\n')
+            # ZooKeeper 3.8 reads "every session must authenticate by SASL" as a system property only.
+            self.jvm_security = [f"-Djava.security.auth.login.config={jaas}",
+                                 "-Dzookeeper.sessionRequireClientSASLAuth=true"]
         self.java = shutil.which("java")
         if self.java is None:
             raise RuntimeError("java is not installed: ZooKeeper cannot start")
@@ -63,10 +84,27 @@ class ZooKeeperServer:
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def client_options(self, user: str = USER, password: str = PASSWORD) -> dict:
+        """KazooClient keyword arguments of a client authenticated as ``user`` the way a bookie of
+        this cluster is ({} on an open ZooKeeper)."""
+        if self.security == "sasl":
+            return {"sasl_options": {"mechanism": "DIGEST-MD5", "username": user, "password": password}}
+        if self.security == "digest":
+            return {"auth_data": [("digest", f"{user}:{password}")]}
+        return {}
+
+    def bookie_jaas(self, user: str = USER, password: str = PASSWORD) -> Path:
+        """A bookie's JAAS file: its Client section, DigestLoginModule with ``user``'s credentials."""
+        path = self.root / f"bookie-jaas-{user}.conf"
+        path.write_text("// the file a bookie's JVM is given with -Djava.security.auth.login.config\n"
+                        f'Client {{\n  {DIGEST_MODULE} required\n  username="{user}"\n'
+                        f'  password="{password}";\n}};\n')
+        return path
+
     def start(self) -> None:
         log = open(self.root / "zookeeper.log", "ab")
         self.proc = subprocess.Popen(
-            [self.java, f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
+            [self.java, f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false", *self.jvm_security,
              "-cp", self.classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.cfg)],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -98,8 +136,10 @@ class ZooKeeperServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        foreign = foreign_znodes(self.hosts) if self.proc.poll() is None else []
-        self._kill()
+        try:
+            foreign = foreign_znodes(self.hosts, **self.client_options()) if self.proc.poll() is None else []
+        finally:
+            self._kill()            # even when the layout check cannot read (an ACL, a refused login)
         if foreign:
             raise AssertionError(f"znodes outside BookKeeper's layout in ZooKeeper {self.hosts}: "
                                  f"{foreign[:10]}{' ...' if len(foreign) > 10 else ''}")
@@ -123,13 +163,14 @@ BOOKKEEPER_CHILDREN = {"LAYOUT", "INSTANCEID", "available", "cookies", "idgen", 
                        "underreplication"}
 
 
-def foreign_znodes(hosts: str) -> list[str]:
+def foreign_znodes(hosts: str, **client_options) -> list[str]:
     """Every znode that is neither ZooKeeper's own (/zookeeper), nor above a ledgers root, nor of
-    BookKeeper's layout below one (its special znodes, ledgers and the id hierarchy)."""
+    BookKeeper's layout below one (its special znodes, ledgers and the id hierarchy);
+    ``client_options``: the KazooClient's credentials on a secured ZooKeeper."""
     from kazoo.client import KazooClient
 
     from bkdisk.metaservice import zk_layout as L
-    zk = KazooClient(hosts=hosts, timeout=10)
+    zk = KazooClient(hosts=hosts, timeout=10, **client_options)
     zk.start(15)
     try:
         every, roots = [], {}
@@ -160,7 +201,7 @@ def foreign_znodes(hosts: str) -> list[str]:
     return [p for p in every if not allowed(p)]
 
 
-def started(root: Path) -> ZooKeeperServer:
-    server = ZooKeeperServer(root)
+def started(root: Path, security: str | None = None) -> ZooKeeperServer:
+    server = ZooKeeperServer(root, security=security)
     server.start()
     return server
