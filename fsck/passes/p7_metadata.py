@@ -83,9 +83,6 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     if md is None:
         yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
         return
-    for e in ctx.metadata_errors:
-        yield Finding(Code.METADATA_UNREADABLE, path=getattr(e, "path", None), offset=getattr(e, "offset", None),
-                      detail=str(e))
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
     for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
