@@ -347,3 +347,49 @@ def test_each_log_holds_what_bookkeepers_own_readlogmetadata_says(corpus):
         assert rows[key]["usage"] == use   # every ledger live: the bookie's index holds them all
         lg = logs[key]
         assert dict(zip(lg.ledger.astype("int64").tolist(), lg.nbytes.tolist())) == per
+
+
+def _refused(args: list[str], *words: str) -> str:
+    r = CliRunner().invoke(space, args)
+    assert r.exit_code == 8 and r.stdout == "", r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+    return r.stderr
+
+
+def test_two_copies_of_one_bookie_under_one_folder_are_refused_as_fsck_finds_them(tmp_path):
+    from bkdisk.fsck_cli import fsck_command
+    parent = tmp_path / "disks"
+    for name in ("a", "b"):
+        shutil.copytree(GOLDEN / "interleaved-v6-hostport", parent / name, symlinks=True)
+    for extra in ([], ["--json"], ["--metadata-dir", str(parent / "a" / "metadata")]):
+        _refused([str(parent), *extra], "COOKIE_MISMATCH", "not one bookie's", str(parent / "a"), str(parent / "b"),
+                 "the number of dirs")
+    checked = CliRunner().invoke(fsck_command, [str(parent), "--json"])
+    assert "COOKIE_MISMATCH" in {f["code"] for f in json.loads(checked.output)["findings"]}
+    for name in ("a", "b"):   # each copy alone is one bookie's report
+        rows = run([str(parent / name)])
+        assert kind(rows, "summary")[0]["logs"] == 4
+
+
+def test_two_different_bookies_under_one_folder_are_refused_naming_each_and_its_folder(tmp_path):
+    parent = tmp_path / "disks"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", parent / "a", symlinks=True)
+    shutil.copytree(GOLDEN / "sorted-v5-bookieid", parent / "b", symlinks=True)
+    _refused([str(parent)], "holds 2 bookies", f"127.0.0.1:3181 in {parent / 'a'}",
+             f"bookie-1.rack-a in {parent / 'b'}")
+    for p in (parent / "b").rglob("VERSION"):   # a bookie without cookies is no longer told apart by its id
+        p.unlink()
+    _refused([str(parent)], "COOKIE_MISMATCH", "not one bookie's", str(parent / "a"), str(parent / "b"))
+
+
+def test_a_ledger_dir_with_another_bookies_cookie_is_refused_with_conf(tmp_path):
+    root = golden_copy(tmp_path, "interleaved-v6-hostport")
+    conf = _write_conf(root, ["ledgers0", "ledgers1"])
+    run(["--conf", str(conf)])
+    other = (GOLDEN / "interleaved-v6-hostport" / "cookies" / "VERSION.custom-bookieid").read_bytes()
+    version = root / "ledgers1" / "current" / "VERSION"
+    version.chmod(0o644)
+    version.write_bytes(other)
+    _refused(["--conf", str(conf)], "COOKIE_MISMATCH", "bookie id", str(version))
