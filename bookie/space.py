@@ -33,12 +33,14 @@ from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
+from bkdisk.entrylogs.map_check import claimed_beyond, map_differences
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
 MAP, SCAN = "ledgers map", "scan"
 LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED = "live", "deleted", "not-indexed", "over-replicated"
 STATES = (LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED)
+MAP_DIFFERENCES_SHOWN = 5   # ledgers a warning names, each once, before "N more"
 MANAGED_LEDGER_KEY = "pulsar/managed-ledger"   # Pulsar's LedgerMetadataUtils: the managed ledger's name
 NO_METADATA = ("no ledger metadata given: a ledger is live when the bookie's own index has it "
                "(ledgers deleted in metadata but not yet by this bookie count as live)")
@@ -81,7 +83,9 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
     rolled = bool(frame and frame.header is not None and frame.header.ledgers_map_offset != 0)
     # the ledgers map when the whole of it was read
     whole_map = frame.ledgers_map if frame is not None and frame.map_error is None else None
-    if whole_map and not scan:
+    # A map that gives its ledgers more bytes than the log holds before it is false: counted from the entries.
+    beyond = claimed_beyond(whole_map, frame.data_end) if whole_map and frame is not None else 0
+    if whole_map and not scan and not beyond:
         return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(whole_map), MAP, rolled, warnings)
     counted: dict[tuple[int, int], int] = {}
     if size:
@@ -92,11 +96,23 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         from bkdisk.bookie.inventory import scan_warnings
         warnings += [w for w in scan_warnings(scanned) if w not in warnings]
         counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
-        if whole_map and counted != whole_map:
-            differ = sorted(set(counted.items()) ^ set(whole_map.items()))[:3]
-            warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
-                            + ", ".join(f"ledger {LedgerId(*k)}" for k, _v in differ) + "); counted from the entries")
+        differ = map_differences(scanned) if whole_map and scanned.ledgers_map is not None else []
+        if differ or beyond:
+            warnings.append(_map_warning(path, beyond, differ))
     return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(counted), SCAN, rolled, warnings)
+
+
+def _map_warning(path: str, beyond: int, differ: list[tuple[tuple[int, int], int | None, int | None]]) -> str:
+    """A ledgers map the entries contradict, each ledger named once with both sizes (the map's, the
+    entries' sum; size prefixes included, as the map counts them)."""
+    shown = differ[:MAP_DIFFERENCES_SHOWN]
+    named = "; ".join(f"ledger {LedgerId(*k)}: map {'-' if a is None else a}, entries {'-' if b is None else b}"
+                      for k, a, b in shown)
+    if len(differ) > len(shown):
+        named += f"; {len(differ) - len(shown)} more ledgers"
+    claims = f"claims {beyond} bytes more than the log holds before it" if beyond else ""
+    what = " and ".join(x for x in (claims, f"disagrees with the entries ({named})" if differ else "") if x)
+    return f"{path}: the ledgers map {what}; counted from the entries (bookie-fsck: LEDGERS_MAP_MISMATCH)"
 
 
 # --- the bookie's own index: which ledgers ledgerExists says exist ----------------------------

@@ -393,3 +393,63 @@ def test_a_ledger_dir_with_another_bookies_cookie_is_refused_with_conf(tmp_path)
     version.chmod(0o644)
     version.write_bytes(other)
     _refused(["--conf", str(conf)], "COOKIE_MISMATCH", "bookie id", str(version))
+
+
+def _map_pairs(log: Path) -> list[tuple[int, int, int]]:
+    """(offset of the size, ledger, size) of each pair in the first batch of a log's ledgers map."""
+    from bkdisk.formats.entrylog import parse_header
+    data = log.read_bytes()
+    at = parse_header(data[:1024]).ledgers_map_offset
+    count = int.from_bytes(data[at + 20:at + 24], "big")
+    pairs = []
+    for i in range(count):
+        p = at + 24 + 16 * i
+        pairs.append((p + 8, int.from_bytes(data[p:p + 8], "big"), int.from_bytes(data[p + 8:p + 16], "big")))
+    return pairs
+
+
+def _set_map_sizes(log: Path, sizes: dict[int, int]) -> None:
+    data = bytearray(log.read_bytes())
+    for at, ledger, _size in _map_pairs(log):
+        if ledger in sizes:
+            data[at:at + 8] = sizes[ledger].to_bytes(8, "big")
+    log.chmod(0o644)
+    log.write_bytes(bytes(data))
+
+
+def _warnings_naming(stderr: str, log: Path) -> list[str]:
+    return [line for line in stderr.splitlines() if str(log) in line and "ledgers map" in line]
+
+
+def test_a_ledgers_map_claiming_more_bytes_than_its_log_holds_is_a_warning_and_counted_from_the_entries(tmp_path):
+    root = golden_copy(tmp_path, "interleaved-v4-smallpage")
+    manifest = json.loads((root / "manifest.json").read_text())
+    log = root / "ledgers" / "current" / "0.log"
+    (_at, ledger, size), *_ = _map_pairs(log)
+    _set_map_sizes(log, {ledger: size + log.stat().st_size})   # more than the whole file
+    r = CliRunner().invoke(space, [str(root), "--json"])
+    assert r.exit_code == 0, r.output
+    [w] = _warnings_naming(r.stderr, log)
+    assert f"ledger {ledger}: map {size + log.stat().st_size}, entries {size}" in w, w
+    assert "more than the log holds" in w and "LEDGERS_MAP_MISMATCH" in w
+    row = next(x for x in map(json.loads, r.stdout.splitlines()) if x["kind"] == "log" and x["log_id"] == 0)
+    assert row["source"] == "scan"
+    assert (row["live_bytes"], row["garbage_bytes"]) == expected_bytes(manifest, set())[("ledgers", 0)]
+    assert row["live_bytes"] + row["garbage_bytes"] <= row["size"]
+
+
+def test_with_scan_a_disagreeing_ledgers_map_names_each_ledger_once(tmp_path):
+    root = golden_copy(tmp_path, "interleaved-v4-smallpage")
+    log = root / "ledgers" / "current" / "0.log"
+    pairs = _map_pairs(log)
+    assert len(pairs) >= 2
+    changed = {ledger: size - 1 for _at, ledger, size in pairs[:2]}   # less than the log holds: trusted unscanned
+    _set_map_sizes(log, changed)
+    quiet = CliRunner().invoke(space, [str(root)])
+    assert quiet.exit_code == 0 and _warnings_naming(quiet.stderr, log) == [], quiet.stderr
+    r = CliRunner().invoke(space, [str(root), "--scan"])
+    assert r.exit_code == 0, r.output
+    [w] = _warnings_naming(r.stderr, log)
+    for ledger, size in changed.items():
+        assert w.count(f"ledger {ledger}:") == 1 and f"ledger {ledger}: map {size}, entries {size + 1}" in w, w
+    assert "more than the log holds" not in w
