@@ -153,10 +153,16 @@ def render_text(report, out, top: int) -> None:
             w(f"  {t['topic']:<48} {t['ledgers']:>6} ledgers {human(t['bytes']):>10}, pins {t['pinned_logs']} "
               f"logs, frees {t['sole_logs']} ({human(t['frees_bytes'])})\n")
     for db in s["rocksdb"] or []:
-        w(f"\nRocksDB in {db['ledger_dir']}: locations {human(db['locations_bytes'] or 0)} "
-          f"({db['locations_sst_files']} SST files), ledgers {human(db['ledgers_bytes'] or 0)}; SST files holding "
-          f"only deleted ledgers: {len(db['stale_sst'])} ({human(db['stale_sst_bytes'])})\n")
+        w(f"\nRocksDB in {db['ledger_dir']}: {_database(db, 'locations', True)}, {_database(db, 'ledgers', False)}; "
+          f"SST files holding only deleted ledgers: {len(db['stale_sst'])} ({human(db['stale_sst_bytes'])})\n")
         for t in db["stale_sst"]:
             w(f"  {t['database']}/{t['file']} level {t['level']} {human(t['bytes'])} ledgers {t['first_ledger']}.."
               f"{t['last_ledger']}\n")
 
+
+def _database(db: dict, name: str, files_shown: bool) -> str:
+    """One RocksDB database of a ledger dir: its bytes (and SST files), or why its files were not judged."""
+    size = "size unknown" if db[f"{name}_bytes"] is None else human(db[f"{name}_bytes"])
+    if db[f"{name}_sst_files"] is None:   # (the warning above says why)
+        return f"{name} {size} (its MANIFEST cannot be read: SST files not counted nor judged)"
+    return f"{name} {size}" + (f" ({db[f'{name}_sst_files']} SST files)" if files_shown else "")

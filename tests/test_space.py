@@ -453,3 +453,17 @@ def test_with_scan_a_disagreeing_ledgers_map_names_each_ledger_once(tmp_path):
     for ledger, size in changed.items():
         assert w.count(f"ledger {ledger}:") == 1 and f"ledger {ledger}: map {size}, entries {size + 1}" in w, w
     assert "more than the log holds" not in w
+
+
+def test_a_locations_database_whose_manifest_cannot_be_read_says_so_in_the_text_report(tmp_path):
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    current = root / "ledgers0" / "current" / "locations" / "CURRENT"
+    current.chmod(0o644)
+    current.write_bytes(b"")   # cut short: which MANIFEST is live is unknown
+    r = CliRunner().invoke(space, [str(root)])
+    assert r.exit_code == 0, r.output
+    assert f"{current}: offset 0: expected 'MANIFEST-<number>'" in r.stderr, r.stderr
+    [line] = [x for x in r.stdout.splitlines() if x.startswith("RocksDB in ledgers0")]
+    assert "None" not in line and "locations 58.8 KiB (its MANIFEST cannot be read: SST files not counted" in line
+    [other] = [x for x in r.stdout.splitlines() if x.startswith("RocksDB in ledgers1")]
+    assert "(1 SST files)" in other
