@@ -31,6 +31,7 @@ from bkdisk.bookie.gc_policy import (
 )
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.bookie.metadata_dir import over_replicated
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
 from bkdisk.entrylogs.map_check import claimed_beyond, map_differences
@@ -184,8 +185,7 @@ def ledger_state(indexed: bool, md, bookie_id: str | None, settings: GcSettings,
         return LIVE
     if md is None:
         return DELETED              # in the bookie's index, not in metadata: ScanAndCompare deletes it
-    if settings.over_replicated_check and md.is_closed and bookie_id is not None and \
-            all(bookie_id not in members for _first, members in md.ensembles):
+    if settings.over_replicated_check and bookie_id is not None and over_replicated(md, bookie_id):
         return OVER_REPLICATED
     return LIVE
 

@@ -467,3 +467,23 @@ def test_a_locations_database_whose_manifest_cannot_be_read_says_so_in_the_text_
     assert "None" not in line and "locations 58.8 KiB (its MANIFEST cannot be read: SST files not counted" in line
     [other] = [x for x in r.stdout.splitlines() if x.startswith("RocksDB in ledgers1")]
     assert "(1 SST files)" in other
+
+
+def test_fsck_names_the_closed_ledgers_space_counts_over_replicated_as_info(tmp_path):
+    from bkdisk.fsck_cli import fsck_command
+    root, md = cluster_copy(tmp_path)
+    others = ("bk-2.rack-a", "bk-3.rack-b", "bk-4.rack-c")
+    clean = CliRunner().invoke(fsck_command, [str(root), "--metadata-dir", str(md), "--json"])
+    assert "LEDGER_OVER_REPLICATED" not in clean.output
+    for lid in (0x1000, 0x10):   # an open ledger and a closed one, this bookie replaced in every ensemble
+        m = parse_metadata((md / f"{lid:x}.bin").read_bytes())
+        _rewrite(tmp_path, lid, ensembles=tuple((first, tuple(others[2] if b == CLUSTER_BOOKIE else b for b in members))
+                                                for first, members in m.ensembles))
+    r = CliRunner().invoke(fsck_command, [str(root), "--metadata-dir", str(md), "--json"])
+    assert r.exit_code == clean.exit_code == 0, r.output
+    found = [f for f in json.loads(r.output)["findings"] if f["code"] == "LEDGER_OVER_REPLICATED"]
+    assert [(f["ledger"], f["severity"], f["pass"]) for f in found] == [(0x10, "info", 7)]
+    assert "garbage" in found[0]["message"] and "gcOverreplicatedLedgerWaitTime" in found[0]["message"]
+    counted = {r["ledger"] for r in kind(run([str(root), "--metadata-dir", str(md)]), "ledger")
+               if r["state"] == "over-replicated"}
+    assert counted == {str(f["ledger"]) for f in found}

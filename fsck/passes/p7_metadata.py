@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
+from bkdisk.bookie.metadata_dir import over_replicated
 from bkdisk.diskio.distinct import run_starts
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
@@ -85,9 +86,15 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         return
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
-    for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
-        yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
-                      detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+    for lid in sorted(held):   # looked up one by one: md may be a view
+        m = md.get(lid)
+        if m is None:
+            yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+        elif me is not None and over_replicated(m, me):
+            yield Finding(Code.LEDGER_OVER_REPLICATED, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{len(held[lid])} entries; garbage: the collector's over-replicated check "
+                                 f"(gcOverreplicatedLedgerWaitTime > 0, a day by default) removes them")
     if me is None:
         return
     for lid, m in sorted(md.items()):
