@@ -34,14 +34,13 @@ from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.bookie.metadata_dir import over_replicated
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
-from bkdisk.entrylogs.map_check import claimed_beyond, map_differences
+from bkdisk.entrylogs.map_check import claimed_beyond, map_differences, map_warning
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
 MAP, SCAN = "ledgers map", "scan"
 LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED = "live", "deleted", "not-indexed", "over-replicated"
 STATES = (LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED)
-MAP_DIFFERENCES_SHOWN = 5   # ledgers a warning names, each once, before "N more"
 MANAGED_LEDGER_KEY = "pulsar/managed-ledger"   # Pulsar's LedgerMetadataUtils: the managed ledger's name
 NO_METADATA = ("no ledger metadata given: a ledger is live when the bookie's own index has it "
                "(ledgers deleted in metadata but not yet by this bookie count as live)")
@@ -99,21 +98,8 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
         differ = map_differences(scanned) if whole_map and scanned.ledgers_map is not None else []
         if differ or beyond:
-            warnings.append(_map_warning(path, beyond, differ))
+            warnings.append(map_warning(path, beyond, differ))
     return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(counted), SCAN, rolled, warnings)
-
-
-def _map_warning(path: str, beyond: int, differ: list[tuple[tuple[int, int], int | None, int | None]]) -> str:
-    """A ledgers map the entries contradict, each ledger named once with both sizes (the map's, the
-    entries' sum; size prefixes included, as the map counts them)."""
-    shown = differ[:MAP_DIFFERENCES_SHOWN]
-    named = "; ".join(f"ledger {LedgerId(*k)}: map {'-' if a is None else a}, entries {'-' if b is None else b}"
-                      for k, a, b in shown)
-    if len(differ) > len(shown):
-        named += f"; {len(differ) - len(shown)} more ledgers"
-    claims = f"claims {beyond} bytes more than the log holds before it" if beyond else ""
-    what = " and ".join(x for x in (claims, f"disagrees with the entries ({named})" if differ else "") if x)
-    return f"{path}: the ledgers map {what}; counted from the entries (bookie-fsck: LEDGERS_MAP_MISMATCH)"
 
 
 # --- the bookie's own index: which ledgers ledgerExists says exist ----------------------------

@@ -11,6 +11,9 @@ from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.ledgers_map import map_columns
 from bkdisk.entrylogs.scan_parts import entry_ledger_sums
 from bkdisk.formats.entrylog import HEADER_SIZE
+from bkdisk.formats.ids import LedgerId
+
+MAP_DIFFERENCES_SHOWN = 5   # ledgers a warning names, each once, before "N more"
 
 
 def claimed_beyond(ledgers_map: Mapping[tuple[int, int], int], map_offset: int) -> int:
@@ -67,3 +70,16 @@ def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | N
         else:
             out.append((key, None, int(size[i])))
     return out
+
+
+def map_warning(path: str, beyond: int, differ: list[tuple[tuple[int, int], int | None, int | None]]) -> str:
+    """A ledgers map the entries contradict, each ledger named once with both sizes (the map's, the
+    entries' sum; size prefixes included, as the map counts them)."""
+    shown = differ[:MAP_DIFFERENCES_SHOWN]
+    named = "; ".join(f"ledger {LedgerId(*k)}: map {'-' if a is None else a}, entries {'-' if b is None else b}"
+                      for k, a, b in shown)
+    if len(differ) > len(shown):
+        named += f"; {len(differ) - len(shown)} more ledgers"
+    claims = f"claims {beyond} bytes more than the log holds before it" if beyond else ""
+    what = " and ".join(x for x in (claims, f"disagrees with the entries ({named})" if differ else "") if x)
+    return f"{path}: the ledgers map {what}; counted from the entries (bookie-fsck: LEDGERS_MAP_MISMATCH)"
