@@ -6,7 +6,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
-from bkdisk.bookie.metadata_dir import over_replicated
 from bkdisk.diskio.distinct import run_starts
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
@@ -84,6 +83,9 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     if md is None:
         yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
         return
+    # (imported here: a check without metadata loads none of the metadata formats)
+    from bkdisk.bookie.metadata_dir import over_replicated
+
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
     for lid in sorted(held):   # looked up one by one: md may be a view
