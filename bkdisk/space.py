@@ -2,11 +2,12 @@
 garbage collector and each compaction pass would free (bookie/space.py; rules in specs/space.md)."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
-from bkdisk.bookie.layout import discover, from_conf
+from bkdisk.bookie.layout import LayoutError, discover, from_conf
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.output import warn
 from bkdisk.commandline.runner import one_line_errors
@@ -45,6 +46,19 @@ def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, s
     return None, None
 
 
+def _one_bookie(given: str, dirs) -> None:
+    """Refuse dirs that are not one bookie's (copies of one bookie, or a bookie without cookies beside
+    another): their logs and totals would be merged into one report. bookie-fsck reports the same
+    COOKIE_MISMATCH."""
+    from bkdisk.fsck.passes.p1_layout import cookie_mismatches
+    bad = cookie_mismatches(dirs)
+    if bad:
+        f = bad[0]
+        parents = sorted({os.path.dirname(d) for d in dirs.all_dirs})
+        raise LayoutError(f"{given}: the dirs found in {', '.join(parents)} are not one bookie's: {f.code} {f.path}: "
+                          f"{f.message}; give the folder of one bookie")
+
+
 @click.command("space")
 @click.argument("root", required=False)
 @click.option("--conf", "conf", default=None, metavar="bk_server.conf",
@@ -78,11 +92,12 @@ def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata
     if metadata_url and metadata_dir:
         raise click.UsageError("--metadata and --metadata-dir exclude each other")
     if conf is not None and root is None:
-        dirs = from_conf(conf)
+        given, dirs = conf, from_conf(conf)
     elif root is not None and conf is None:
-        dirs = discover(root)
+        given, dirs = root, discover(root)
     else:
         raise click.UsageError("give the bookie's ROOT folder or --conf bk_server.conf (one of them)")
+    _one_bookie(given, dirs)
     settings = gc_policy.settings_from_conf(conf)
     md, where = _metadata(metadata_dir, metadata_url)
     report = bookie_space.account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
@@ -138,10 +153,16 @@ def render_text(report, out, top: int) -> None:
             w(f"  {t['topic']:<48} {t['ledgers']:>6} ledgers {human(t['bytes']):>10}, pins {t['pinned_logs']} "
               f"logs, frees {t['sole_logs']} ({human(t['frees_bytes'])})\n")
     for db in s["rocksdb"] or []:
-        w(f"\nRocksDB in {db['ledger_dir']}: locations {human(db['locations_bytes'] or 0)} "
-          f"({db['locations_sst_files']} SST files), ledgers {human(db['ledgers_bytes'] or 0)}; SST files holding "
-          f"only deleted ledgers: {len(db['stale_sst'])} ({human(db['stale_sst_bytes'])})\n")
+        w(f"\nRocksDB in {db['ledger_dir']}: {_database(db, 'locations', True)}, {_database(db, 'ledgers', False)}; "
+          f"SST files holding only deleted ledgers: {len(db['stale_sst'])} ({human(db['stale_sst_bytes'])})\n")
         for t in db["stale_sst"]:
             w(f"  {t['database']}/{t['file']} level {t['level']} {human(t['bytes'])} ledgers {t['first_ledger']}.."
               f"{t['last_ledger']}\n")
 
+
+def _database(db: dict, name: str, files_shown: bool) -> str:
+    """One RocksDB database of a ledger dir: its bytes (and SST files), or why its files were not judged."""
+    size = "size unknown" if db[f"{name}_bytes"] is None else human(db[f"{name}_bytes"])
+    if db[f"{name}_sst_files"] is None:   # (the warning above says why)
+        return f"{name} {size} (its MANIFEST cannot be read: SST files not counted nor judged)"
+    return f"{name} {size}" + (f" ({db[f'{name}_sst_files']} SST files)" if files_shown else "")

@@ -199,12 +199,17 @@ def discover_all(root: str) -> list[BookieDirs]:
     return out
 
 
+def folder_of(dirs: BookieDirs) -> str:
+    """The folder that holds all of a bookie's dirs (what to give as its ROOT)."""
+    return os.path.commonpath(dirs.all_dirs)
+
+
 def discover(root: str) -> BookieDirs:
-    """The one bookie under ``root``; several bookies there is an error naming them."""
+    """The one bookie under ``root``; several bookies there is an error naming each and its folder."""
     found = discover_all(root)
     if len(found) > 1:
-        ids = [bookie_id_of(b) or "?" for b in found]
-        raise LayoutError(f"{root}: holds {len(found)} bookies ({', '.join(ids)}); give the folder of one")
+        each = [f"{bookie_id_of(b) or '?'} in {folder_of(b)}" for b in found]
+        raise LayoutError(f"{root}: holds {len(found)} bookies ({', '.join(each)}); give the folder of one")
     return found[0]
 
 

@@ -123,6 +123,14 @@ def places_entries_on(m: LedgerMetadata, bookie: str) -> bool:
     return False
 
 
+def over_replicated(m: LedgerMetadata, bookie: str) -> bool:
+    """Whether ``bookie``, holding this ledger, is no longer meant to: the ledger is closed (an open
+    one's ensemble may change back) and ``bookie`` is in none of its ensembles. BookKeeper's
+    ScanAndCompareGarbageCollector removes such a ledger from the bookie (removeOverReplicatedledgers,
+    isNotBookieIncludedInLedgerEnsembles)."""
+    return m.is_closed and all(bookie not in members for _first, members in m.ensembles)
+
+
 class MetadataView(Mapping):
     """Ledger metadata as one bookie's check needs it, without every ledger in memory: the ledgers
     that place entries on the bookie are held (``near``; iterating the view gives those), any other

@@ -31,8 +31,10 @@ from bkdisk.bookie.gc_policy import (
 )
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
+from bkdisk.bookie.metadata_dir import over_replicated
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
+from bkdisk.entrylogs.map_check import claimed_beyond, map_differences, map_warning
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
@@ -81,7 +83,9 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
     rolled = bool(frame and frame.header is not None and frame.header.ledgers_map_offset != 0)
     # the ledgers map when the whole of it was read
     whole_map = frame.ledgers_map if frame is not None and frame.map_error is None else None
-    if whole_map and not scan:
+    # A map that gives its ledgers more bytes than the log holds before it is false: counted from the entries.
+    beyond = claimed_beyond(whole_map, frame.data_end) if whole_map and frame is not None else 0
+    if whole_map and not scan and not beyond:
         return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(whole_map), MAP, rolled, warnings)
     counted: dict[tuple[int, int], int] = {}
     if size:
@@ -92,10 +96,9 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         from bkdisk.bookie.inventory import scan_warnings
         warnings += [w for w in scan_warnings(scanned) if w not in warnings]
         counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
-        if whole_map and counted != whole_map:
-            differ = sorted(set(counted.items()) ^ set(whole_map.items()))[:3]
-            warnings.append(f"{path}: the ledgers map and the entries disagree (e.g. "
-                            + ", ".join(f"ledger {LedgerId(*k)}" for k, _v in differ) + "); counted from the entries")
+        differ = map_differences(scanned) if whole_map and scanned.ledgers_map is not None else []
+        if differ or beyond:
+            warnings.append(map_warning(path, beyond, differ))
     return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(counted), SCAN, rolled, warnings)
 
 
@@ -168,8 +171,7 @@ def ledger_state(indexed: bool, md, bookie_id: str | None, settings: GcSettings,
         return LIVE
     if md is None:
         return DELETED              # in the bookie's index, not in metadata: ScanAndCompare deletes it
-    if settings.over_replicated_check and md.is_closed and bookie_id is not None and \
-            all(bookie_id not in members for _first, members in md.ensembles):
+    if settings.over_replicated_check and bookie_id is not None and over_replicated(md, bookie_id):
         return OVER_REPLICATED
     return LIVE
 

@@ -15,10 +15,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from bkdisk.bookie.layout import BookieDirs
-from bkdisk.diskio.mapped import DiskError
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.scan import DigestPlan, EntryLogScanArrays
-from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
@@ -208,10 +206,9 @@ class CheckContext:
         from bkdisk.bookie.layout import bookie_id_of
         from bkdisk.bookie.metadata_dir import bookie_metadata_dir
         md, errors = bookie_metadata_dir(self.options.metadata_dir, bookie_id_of(self.dirs))
-        self.metadata_errors = errors
+        if errors:   # its ledger would look deleted from metadata (an orphan, its entries garbage): stop
+            raise errors[0]
         return md
-
-    metadata_errors: list[FormatError | DiskError] = field(default_factory=list)
 
     @cached_property
     def digest_plan(self) -> DigestPlan:

@@ -183,8 +183,9 @@ _TABLE = [
             "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location (collectable garbage)"),
     # pass 7: metadata
     Problem("METADATA_SKIPPED", I, 7, "{detail}"),
-    Problem("METADATA_UNREADABLE", E, 7, "expected readable ledger metadata: {detail}"),
     Problem("ORPHAN_LEDGER", W, 7, "ledger {ledger_name} is on disk but has no metadata ({detail})"),
+    Problem("LEDGER_OVER_REPLICATED", I, 7,
+            "ledger {ledger_name} is on disk but closed with this bookie in none of its ensembles ({detail})"),
     Problem("ENTRY_MISSING", E, 7,
             "expected ledger {ledger_name} entry {entry} on this bookie (per its ensemble), found none{detail}"),
     Problem("ENTRIES_MISSING", E, 7,

@@ -128,6 +128,15 @@ class _Found:
         return PathColumn(np.concatenate(self.data), np.cumsum(np.concatenate(self.lengths)))
 
 
+def _leads_to_folder(link: os.DirEntry) -> bool:
+    """Whether a symbolic link leads to a folder. One that leads nowhere (dangling, a loop, a folder on
+    the way that cannot be searched) does not: it stays a file its name says it is, whose read fails."""
+    try:
+        return link.is_dir()
+    except OSError:   # ELOOP, EACCES: not "vanished", which would leave the file out of every count
+        return False
+
+
 FOLDER, REGULAR, OTHER = 0, 1, 2   # what a walk item is: a folder to list, an index file (regular or not)
 
 
@@ -172,7 +181,7 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
                 if not is_dir and entry.is_symlink():
                     if not via_link:
                         links.append(entry.path)
-                    if depth and entry.is_dir():
+                    if depth and _leads_to_folder(entry):
                         real = os.path.realpath(entry.path)
                         # A link to a folder of this same tree (``up -> ..``) is an alias of what the
                         # walk lists anyway: followed, it would list those index files twice.

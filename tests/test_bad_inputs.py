@@ -138,3 +138,17 @@ def test_dump_of_an_sst_that_is_not_a_regular_file_says_so(tmp_path):
     sst.unlink()
     os.mkfifo(sst)
     _one_line(_run("bkdisk", "dump", "rocksdb", str(sst)), 8, str(sst), "not a regular file")
+
+
+def test_a_ledger_whose_metadata_file_is_unreadable_stops_fsck_space_and_inventory_never_an_orphan(tmp_path):
+    root = golden_copy(tmp_path)
+    md = tmp_path / "md"
+    shutil.copytree(root / "metadata", md)
+    bad = md / "1.bin"   # the preferred file of ledger 1, garbage beside a valid 1.txt
+    bad.write_bytes(b"garbage\n")
+    for cmd in (("bookie-fsck", str(root)), ("bookie-fsck", str(root), "--json"),
+                ("bookie-fsck", str(root), "--repair", "-n"), ("bkdisk", "space", str(root)),
+                ("bkdisk", "inventory", str(root), "--jsonl")):
+        r = _run(*cmd, "--metadata-dir", str(md))
+        _one_line(r, 8, f"{bad}: offset 0: expected header")
+        assert "ORPHAN_LEDGER" not in r.stdout and r.stdout == "", (cmd, r.stdout[-2000:])

@@ -142,3 +142,30 @@ def test_the_listing_passes_through_a_file_nobody_sees_and_nothing_is_left(tmp_p
         assert ahead is not None
         assert ahead.take(dirs) is not None
     assert list(spool.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", ["2", "1"])   # 2: the listing made ahead; 1: the command's own walk
+def test_an_index_file_linked_to_itself_is_unreadable_and_an_error(monkeypatch, tmp_path, jobs):
+    import shutil
+    root = tmp_path / "b"
+    shutil.copytree(CORPUS, root, symlinks=True)
+    idx = root / "ledgers1" / "current" / "0" / "ff" / "ff.idx"
+    idx.unlink()
+    os.symlink("ff.idx", idx)   # a loop: every open fails with ELOOP
+    taken = []
+    take = ListingAhead.take
+
+    def spy(self, dirs):
+        got = take(self, dirs)
+        taken.append(got is not None)
+        return got
+    monkeypatch.setattr(ListingAhead, "take", spy)
+    monkeypatch.delenv("BKDISK_NO_FORK", raising=False)
+    res = CliRunner().invoke(fsck_command, [str(root), "--json", "-j", jobs])
+    assert taken == ([True] if jobs == "2" else [])
+    doc = json.loads(res.output)
+    unreadable = [f for f in doc["findings"] if f["code"] == "FILE_UNREADABLE"]
+    assert [f["path"] for f in unreadable] == [str(idx)], res.output
+    assert "too many levels of symbolic links" in unreadable[0]["message"].lower()
+    assert res.exit_code == 4
+    assert doc["stats"]["index_files"] == 5   # counted among the index files, as one that could not be read

@@ -347,3 +347,143 @@ def test_each_log_holds_what_bookkeepers_own_readlogmetadata_says(corpus):
         assert rows[key]["usage"] == use   # every ledger live: the bookie's index holds them all
         lg = logs[key]
         assert dict(zip(lg.ledger.astype("int64").tolist(), lg.nbytes.tolist())) == per
+
+
+def _refused(args: list[str], *words: str) -> str:
+    r = CliRunner().invoke(space, args)
+    assert r.exit_code == 8 and r.stdout == "", r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+    return r.stderr
+
+
+def test_two_copies_of_one_bookie_under_one_folder_are_refused_as_fsck_finds_them(tmp_path):
+    from bkdisk.fsck_cli import fsck_command
+    parent = tmp_path / "disks"
+    for name in ("a", "b"):
+        shutil.copytree(GOLDEN / "interleaved-v6-hostport", parent / name, symlinks=True)
+    for extra in ([], ["--json"], ["--metadata-dir", str(parent / "a" / "metadata")]):
+        _refused([str(parent), *extra], "COOKIE_MISMATCH", "not one bookie's", str(parent / "a"), str(parent / "b"),
+                 "the number of dirs")
+    checked = CliRunner().invoke(fsck_command, [str(parent), "--json"])
+    assert "COOKIE_MISMATCH" in {f["code"] for f in json.loads(checked.output)["findings"]}
+    for name in ("a", "b"):   # each copy alone is one bookie's report
+        rows = run([str(parent / name)])
+        assert kind(rows, "summary")[0]["logs"] == 4
+
+
+def test_two_different_bookies_under_one_folder_are_refused_naming_each_and_its_folder(tmp_path):
+    parent = tmp_path / "disks"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", parent / "a", symlinks=True)
+    shutil.copytree(GOLDEN / "sorted-v5-bookieid", parent / "b", symlinks=True)
+    _refused([str(parent)], "holds 2 bookies", f"127.0.0.1:3181 in {parent / 'a'}",
+             f"bookie-1.rack-a in {parent / 'b'}")
+    for p in (parent / "b").rglob("VERSION"):   # a bookie without cookies is no longer told apart by its id
+        p.unlink()
+    _refused([str(parent)], "COOKIE_MISMATCH", "not one bookie's", str(parent / "a"), str(parent / "b"))
+
+
+def test_a_ledger_dir_with_another_bookies_cookie_is_refused_with_conf(tmp_path):
+    root = golden_copy(tmp_path, "interleaved-v6-hostport")
+    conf = _write_conf(root, ["ledgers0", "ledgers1"])
+    run(["--conf", str(conf)])
+    other = (GOLDEN / "interleaved-v6-hostport" / "cookies" / "VERSION.custom-bookieid").read_bytes()
+    version = root / "ledgers1" / "current" / "VERSION"
+    version.chmod(0o644)
+    version.write_bytes(other)
+    _refused(["--conf", str(conf)], "COOKIE_MISMATCH", "bookie id", str(version))
+
+
+def _map_pairs(log: Path) -> list[tuple[int, int, int]]:
+    """(offset of the size, ledger, size) of each pair in the first batch of a log's ledgers map."""
+    from bkdisk.formats.entrylog import parse_header
+    data = log.read_bytes()
+    at = parse_header(data[:1024]).ledgers_map_offset
+    count = int.from_bytes(data[at + 20:at + 24], "big")
+    pairs = []
+    for i in range(count):
+        p = at + 24 + 16 * i
+        pairs.append((p + 8, int.from_bytes(data[p:p + 8], "big"), int.from_bytes(data[p + 8:p + 16], "big")))
+    return pairs
+
+
+def _set_map_sizes(log: Path, sizes: dict[int, int]) -> None:
+    data = bytearray(log.read_bytes())
+    for at, ledger, _size in _map_pairs(log):
+        if ledger in sizes:
+            data[at:at + 8] = sizes[ledger].to_bytes(8, "big")
+    log.chmod(0o644)
+    log.write_bytes(bytes(data))
+
+
+def _warnings_naming(stderr: str, log: Path) -> list[str]:
+    return [line for line in stderr.splitlines() if str(log) in line and "ledgers map" in line]
+
+
+def test_a_ledgers_map_claiming_more_bytes_than_its_log_holds_is_a_warning_and_counted_from_the_entries(tmp_path):
+    root = golden_copy(tmp_path, "interleaved-v4-smallpage")
+    manifest = json.loads((root / "manifest.json").read_text())
+    log = root / "ledgers" / "current" / "0.log"
+    (_at, ledger, size), *_ = _map_pairs(log)
+    _set_map_sizes(log, {ledger: size + log.stat().st_size})   # more than the whole file
+    r = CliRunner().invoke(space, [str(root), "--json"])
+    assert r.exit_code == 0, r.output
+    [w] = _warnings_naming(r.stderr, log)
+    assert f"ledger {ledger}: map {size + log.stat().st_size}, entries {size}" in w, w
+    assert "more than the log holds" in w and "LEDGERS_MAP_MISMATCH" in w
+    row = next(x for x in map(json.loads, r.stdout.splitlines()) if x["kind"] == "log" and x["log_id"] == 0)
+    assert row["source"] == "scan"
+    assert (row["live_bytes"], row["garbage_bytes"]) == expected_bytes(manifest, set())[("ledgers", 0)]
+    assert row["live_bytes"] + row["garbage_bytes"] <= row["size"]
+
+
+def test_with_scan_a_disagreeing_ledgers_map_names_each_ledger_once(tmp_path):
+    root = golden_copy(tmp_path, "interleaved-v4-smallpage")
+    log = root / "ledgers" / "current" / "0.log"
+    pairs = _map_pairs(log)
+    assert len(pairs) >= 2
+    changed = {ledger: size - 1 for _at, ledger, size in pairs[:2]}   # less than the log holds: trusted unscanned
+    _set_map_sizes(log, changed)
+    quiet = CliRunner().invoke(space, [str(root)])
+    assert quiet.exit_code == 0 and _warnings_naming(quiet.stderr, log) == [], quiet.stderr
+    r = CliRunner().invoke(space, [str(root), "--scan"])
+    assert r.exit_code == 0, r.output
+    [w] = _warnings_naming(r.stderr, log)
+    for ledger, size in changed.items():
+        assert w.count(f"ledger {ledger}:") == 1 and f"ledger {ledger}: map {size}, entries {size + 1}" in w, w
+    assert "more than the log holds" not in w
+
+
+def test_a_locations_database_whose_manifest_cannot_be_read_says_so_in_the_text_report(tmp_path):
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    current = root / "ledgers0" / "current" / "locations" / "CURRENT"
+    current.chmod(0o644)
+    current.write_bytes(b"")   # cut short: which MANIFEST is live is unknown
+    r = CliRunner().invoke(space, [str(root)])
+    assert r.exit_code == 0, r.output
+    assert f"{current}: offset 0: expected 'MANIFEST-<number>'" in r.stderr, r.stderr
+    [line] = [x for x in r.stdout.splitlines() if x.startswith("RocksDB in ledgers0")]
+    assert "None" not in line and "locations 58.8 KiB (its MANIFEST cannot be read: SST files not counted" in line
+    [other] = [x for x in r.stdout.splitlines() if x.startswith("RocksDB in ledgers1")]
+    assert "(1 SST files)" in other
+
+
+def test_fsck_names_the_closed_ledgers_space_counts_over_replicated_as_info(tmp_path):
+    from bkdisk.fsck_cli import fsck_command
+    root, md = cluster_copy(tmp_path)
+    others = ("bk-2.rack-a", "bk-3.rack-b", "bk-4.rack-c")
+    clean = CliRunner().invoke(fsck_command, [str(root), "--metadata-dir", str(md), "--json"])
+    assert "LEDGER_OVER_REPLICATED" not in clean.output
+    for lid in (0x1000, 0x10):   # an open ledger and a closed one, this bookie replaced in every ensemble
+        m = parse_metadata((md / f"{lid:x}.bin").read_bytes())
+        _rewrite(tmp_path, lid, ensembles=tuple((first, tuple(others[2] if b == CLUSTER_BOOKIE else b for b in members))
+                                                for first, members in m.ensembles))
+    r = CliRunner().invoke(fsck_command, [str(root), "--metadata-dir", str(md), "--json"])
+    assert r.exit_code == clean.exit_code == 0, r.output
+    found = [f for f in json.loads(r.output)["findings"] if f["code"] == "LEDGER_OVER_REPLICATED"]
+    assert [(f["ledger"], f["severity"], f["pass"]) for f in found] == [(0x10, "info", 7)]
+    assert "garbage" in found[0]["message"] and "gcOverreplicatedLedgerWaitTime" in found[0]["message"]
+    counted = {r["ledger"] for r in kind(run([str(root), "--metadata-dir", str(md)]), "ledger")
+               if r["state"] == "over-replicated"}
+    assert counted == {str(f["ledger"]) for f in found}

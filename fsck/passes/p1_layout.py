@@ -5,6 +5,7 @@ import errno
 import os
 from collections.abc import Iterator
 
+from bkdisk.bookie.layout import BookieDirs
 from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.formats.bookieid import is_strict_bp41, validate_bookie_id
 from bkdisk.formats.cookie import Cookie, parse_cookie
@@ -25,8 +26,26 @@ def _same_dir(recorded: str, found: str) -> bool:
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
-    dirs = ctx.dirs
     cookies: dict[str, Cookie] = {}
+    yield from _read_cookies(ctx.dirs, cookies)
+    yield from _consistency(ctx.dirs, cookies)
+    yield from _unreadable(ctx)
+    yield from _symlinks(ctx)
+
+
+def cookie_mismatches(dirs: BookieDirs) -> list[Finding]:
+    """The COOKIE_MISMATCH findings of ``dirs``: cookies that disagree, or a cookie that names another
+    number of dirs than were found (copies of one bookie, or a bookie without cookies beside another,
+    under one root). A command that reads the dirs as one bookie refuses them, as BookKeeper's cookie
+    validation refuses to start."""
+    cookies: dict[str, Cookie] = {}
+    for _f in _read_cookies(dirs, cookies):
+        pass   # (what a dir's own cookie lacks is fsck's to report)
+    return [f for f in _consistency(dirs, cookies) if f.code == Code.COOKIE_MISMATCH]
+
+
+def _read_cookies(dirs: BookieDirs, cookies: dict[str, Cookie]) -> Iterator[Finding]:
+    """Each dir's cookie into ``cookies``; a finding for each dir with none that reads."""
     for d in dirs.all_dirs:
         cur = os.path.join(d, CURRENT_DIR)
         if not os.path.isdir(cur):
@@ -35,7 +54,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         try:
             os.listdir(cur)
         except OSError as e:
-            if d not in ctx.dirs.effective_index_dirs or e.errno == errno.ENOENT:   # else pass 2 names it
+            if d not in dirs.effective_index_dirs or e.errno == errno.ENOENT:   # else pass 2 names it
                 yield Finding(Code.FILE_UNREADABLE, path=cur, detail=f"cannot list ({e.strerror})", errno=e.errno)
             continue
         vp = os.path.join(cur, "VERSION")
@@ -57,12 +76,9 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                 yield Finding(Code.BOOKIE_ID_NONSTANDARD, path=vp, detail=repr(c.bookie_id))
         except FormatError as e:
             yield Finding(Code.BOOKIE_ID_INVALID, path=vp, detail=f"{e.expected}, found {e.found}")
-    yield from _consistency(ctx, cookies)
-    yield from _unreadable(ctx)
-    yield from _symlinks(ctx)
 
 
-def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Finding]:
+def _consistency(dirs: BookieDirs, cookies: dict[str, Cookie]) -> Iterator[Finding]:
     if not cookies:
         return
     items = list(cookies.items())
@@ -80,7 +96,6 @@ def _consistency(ctx: CheckContext, cookies: dict[str, Cookie]) -> Iterator[Find
             yield Finding(Code.COOKIE_MISMATCH, path=os.path.join(d, CURRENT_DIR, "VERSION"), detail=diff)
     # Where the cookie says the dirs are, against the configuration (compared as strings, as
     # BookKeeper does) or, without one, against where the dirs were found.
-    dirs = ctx.dirs
     vp = os.path.join(ref_dir, CURRENT_DIR, "VERSION")
     if dirs.configured is not None:
         cj, cl, ci = dirs.configured

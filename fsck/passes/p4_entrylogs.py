@@ -16,10 +16,10 @@ import numpy as np
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
 from bkdisk.entrylogs.arrays import EntryLogArrays, EntryLogScanArrays
-from bkdisk.entrylogs.ledgers_map import map_columns
+from bkdisk.entrylogs.map_check import map_differences as _map_differences
 from bkdisk.entrylogs.reader import Damage
 from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
-from bkdisk.entrylogs.scan_parts import digest_parts, entries_between, entry_ledger_sums
+from bkdisk.entrylogs.scan_parts import digest_parts, entries_between
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER
 from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
@@ -139,50 +139,6 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
         for r, i in zip(rows, bad.tolist()):
             yield Finding(Code.DIGEST_MISMATCH, path=p, offset=int(r["offset"]), scope=int(r["scope"]),
                           ledger=int(r["ledger"]), entry=int(r["entry"]), detail=DigestType(int(dig["type"][i])).name)
-
-
-def _map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | None, int | None]]:
-    """The ledgers whose size in the log's ledgers map differs from the sum of their entries, by
-    (scope, ledger): (ledger, the map's size, the entries' sum), None where one side lacks the ledger.
-    Both sides are compared as sorted arrays: a log of a million ledgers makes no dict of them."""
-    ledgers_map = given(scan.ledgers_map, "a ledgers map")
-    n = len(ledgers_map)
-    try:
-        *ids, sizes = map_columns(ledgers_map)
-    except (OverflowError, ValueError):   # a size past 64 bits: compared as Python ints
-        got = scan.computed_ledgers_map()
-        return [(k, ledgers_map.get(k), got.get(k)) for k in sorted(set(ledgers_map) | set(got))
-                if ledgers_map.get(k) != got.get(k)]
-    order = np.lexsort((ids[1], ids[0]))
-    m_scope, m_ledger, m_size = ids[0][order], ids[1][order], sizes[order]
-    del ids, sizes, order
-    e_scope, e_ledger, e_sum = (a.astype(t) for a, t in zip(entry_ledger_sums(scan), (np.uint64, np.uint64, np.int64)))
-    if len(e_scope) == n and np.array_equal(e_scope, m_scope) and np.array_equal(e_ledger, m_ledger) \
-            and np.array_equal(e_sum, m_size):
-        return []
-    # The ledgers of either side, in (scope, ledger) order; a ledger is on a side at most once.
-    scope = np.concatenate([m_scope, e_scope])
-    ledger = np.concatenate([m_ledger, e_ledger])
-    size = np.concatenate([m_size, e_sum])
-    side = np.concatenate([np.zeros(n, np.int8), np.ones(len(e_scope), np.int8)])
-    order = np.lexsort((side, ledger, scope))
-    scope, ledger, size, side = scope[order], ledger[order], size[order], side[order]
-    pair = np.zeros(len(scope), bool)   # row i and i + 1 are one ledger's map size and sum
-    pair[:-1] = (scope[1:] == scope[:-1]) & (ledger[1:] == ledger[:-1])
-    same = np.zeros(len(scope), bool)
-    same[:-1] = pair[:-1] & (size[1:] == size[:-1])
-    first = np.ones(len(scope), bool)
-    first[1:] = ~pair[:-1]
-    out: list[tuple[tuple[int, int], int | None, int | None]] = []
-    for i in np.flatnonzero(first & ~same).tolist():
-        key = (int(scope[i]), int(ledger[i]))
-        if pair[i]:
-            out.append((key, int(size[i]), int(size[i + 1])))
-        elif side[i] == 0:
-            out.append((key, int(size[i]), None))
-        else:
-            out.append((key, None, int(size[i])))
-    return out
 
 
 def _size_at(path: str, off: int) -> int | None:

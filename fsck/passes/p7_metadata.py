@@ -83,14 +83,20 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     if md is None:
         yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
         return
-    for e in ctx.metadata_errors:
-        yield Finding(Code.METADATA_UNREADABLE, path=getattr(e, "path", None), offset=getattr(e, "offset", None),
-                      detail=str(e))
+    # (imported here: a check without metadata loads none of the metadata formats)
+    from bkdisk.bookie.metadata_dir import over_replicated
+
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
-    for lid in sorted(lid for lid in held if lid not in md):   # looked up one by one: md may be a view
-        yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
-                      detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+    for lid in sorted(held):   # looked up one by one: md may be a view
+        m = md.get(lid)
+        if m is None:
+            yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+        elif me is not None and over_replicated(m, me):
+            yield Finding(Code.LEDGER_OVER_REPLICATED, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{len(held[lid])} entries; garbage: the collector's over-replicated check "
+                                 f"(gcOverreplicatedLedgerWaitTime > 0, a day by default) removes them")
     if me is None:
         return
     for lid, m in sorted(md.items()):

@@ -1,0 +1,85 @@
+"""An entry log's ledgers map against the log it closes: the ledgers whose size in the map differs
+from the sum of their entries (fsck's LEDGERS_MAP_MISMATCH, ``bkdisk space --scan``'s warning), and
+what the map claims beyond the bytes the log holds before it (``bkdisk space`` without a scan)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from bkdisk.entrylogs.arrays import EntryLogArrays
+from bkdisk.entrylogs.ledgers_map import map_columns
+from bkdisk.entrylogs.scan_parts import entry_ledger_sums
+from bkdisk.formats.entrylog import HEADER_SIZE
+from bkdisk.formats.ids import LedgerId
+
+MAP_DIFFERENCES_SHOWN = 5   # ledgers a warning names, each once, before "N more"
+
+
+def claimed_beyond(ledgers_map: Mapping[tuple[int, int], int], map_offset: int) -> int:
+    """Bytes the map gives its ledgers beyond what the log holds between its header and the map (every
+    entry with its size prefix is there); 0 when the map claims no more. A map that claims more
+    cannot be true of any entry it counts."""
+    try:
+        claimed = int(np.sum(map_columns(ledgers_map)[2], dtype=object))
+    except (OverflowError, ValueError):   # a size past 64 bits
+        claimed = sum(ledgers_map.values())
+    return max(0, claimed - (map_offset - HEADER_SIZE))
+
+
+def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | None, int | None]]:
+    """The ledgers whose size in the log's ledgers map differs from the sum of their entries, by
+    (scope, ledger): (ledger, the map's size, the entries' sum), None where one side lacks the ledger.
+    Both sides are compared as sorted arrays: a log of a million ledgers makes no dict of them."""
+    ledgers_map = scan.ledgers_map
+    assert ledgers_map is not None, "a scan of a log with a ledgers map"
+    n = len(ledgers_map)
+    try:
+        *ids, sizes = map_columns(ledgers_map)
+    except (OverflowError, ValueError):   # a size past 64 bits: compared as Python ints
+        got = scan.computed_ledgers_map()
+        return [(k, ledgers_map.get(k), got.get(k)) for k in sorted(set(ledgers_map) | set(got))
+                if ledgers_map.get(k) != got.get(k)]
+    order = np.lexsort((ids[1], ids[0]))
+    m_scope, m_ledger, m_size = ids[0][order], ids[1][order], sizes[order]
+    del ids, sizes, order
+    e_scope, e_ledger, e_sum = (a.astype(t) for a, t in zip(entry_ledger_sums(scan), (np.uint64, np.uint64, np.int64)))
+    if len(e_scope) == n and np.array_equal(e_scope, m_scope) and np.array_equal(e_ledger, m_ledger) \
+            and np.array_equal(e_sum, m_size):
+        return []
+    # The ledgers of either side, in (scope, ledger) order; a ledger is on a side at most once.
+    scope = np.concatenate([m_scope, e_scope])
+    ledger = np.concatenate([m_ledger, e_ledger])
+    size = np.concatenate([m_size, e_sum])
+    side = np.concatenate([np.zeros(n, np.int8), np.ones(len(e_scope), np.int8)])
+    order = np.lexsort((side, ledger, scope))
+    scope, ledger, size, side = scope[order], ledger[order], size[order], side[order]
+    pair = np.zeros(len(scope), bool)   # row i and i + 1 are one ledger's map size and sum
+    pair[:-1] = (scope[1:] == scope[:-1]) & (ledger[1:] == ledger[:-1])
+    same = np.zeros(len(scope), bool)
+    same[:-1] = pair[:-1] & (size[1:] == size[:-1])
+    first = np.ones(len(scope), bool)
+    first[1:] = ~pair[:-1]
+    out: list[tuple[tuple[int, int], int | None, int | None]] = []
+    for i in np.flatnonzero(first & ~same).tolist():
+        key = (int(scope[i]), int(ledger[i]))
+        if pair[i]:
+            out.append((key, int(size[i]), int(size[i + 1])))
+        elif side[i] == 0:
+            out.append((key, int(size[i]), None))
+        else:
+            out.append((key, None, int(size[i])))
+    return out
+
+
+def map_warning(path: str, beyond: int, differ: list[tuple[tuple[int, int], int | None, int | None]]) -> str:
+    """A ledgers map the entries contradict, each ledger named once with both sizes (the map's, the
+    entries' sum; size prefixes included, as the map counts them)."""
+    shown = differ[:MAP_DIFFERENCES_SHOWN]
+    named = "; ".join(f"ledger {LedgerId(*k)}: map {'-' if a is None else a}, entries {'-' if b is None else b}"
+                      for k, a, b in shown)
+    if len(differ) > len(shown):
+        named += f"; {len(differ) - len(shown)} more ledgers"
+    claims = f"claims {beyond} bytes more than the log holds before it" if beyond else ""
+    what = " and ".join(x for x in (claims, f"disagrees with the entries ({named})" if differ else "") if x)
+    return f"{path}: the ledgers map {what}; counted from the entries (bookie-fsck: LEDGERS_MAP_MISMATCH)"
