@@ -18,6 +18,9 @@ from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 # gRPC codes after which nothing reached the service or the service changed nothing.
 _TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# A refusal of the caller as a gRPC status (from a proxy, or a server that says it so) is the
+# service's own PERMISSION_DENIED: one code for callers to tell apart.
+_DENIED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 BATCH = 64                   # requests per coalesced call
 MAX_BATCH_BYTES = 1 << 19    # a coalesced write's request, below the service's 1 MiB default limit
 MAX_REPLY = 256 << 20        # a batch of replies, each at most ZooKeeper's 1 MiB znode limit twice over
@@ -32,6 +35,12 @@ class MetadataError(BkdiskError):
         self.message = message
 
 
+def rpc_error(exc: grpc.RpcError) -> MetadataError:
+    """A failed gRPC call as a MetadataError: ``RPC_<status>``, or PERMISSION_DENIED for a refusal."""
+    code = exc.code()
+    return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
+
+
 @dataclass(frozen=True)
 class Ledger:
     scope: int
@@ -39,6 +48,7 @@ class Ledger:
     version: int
     serialized: bytes        # LedgerMetadataSerDe bytes
     metadata: bytes          # binary LedgerMetadataFormat
+    password_withheld: bool = False   # read with the read-only token: the password was removed
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,7 @@ class StoredLedger:
     ledger_id: int
     version: int
     serialized: bytes
+    password_withheld: bool = False   # read with the read-only token: the password was removed
 
     @property
     def key(self) -> LedgerId:
@@ -84,7 +95,8 @@ def _key128(k: int | LedgerId | None, what: str) -> tuple[int, int] | None:
 
 
 def _ledger(r: pb.LedgerMetadataResponse) -> Ledger:
-    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata)
+    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata,
+                  r.password_withheld)
 
 
 def check(r) -> None:
@@ -96,8 +108,13 @@ class Channel:
     """One gRPC channel with the call settings shared by both clients."""
 
     def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
-                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None):
-        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates)
+                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None,
+                 client_certificate: tuple[bytes, bytes] | None = None):
+        """``root_certificates`` (PEM): talk TLS; ``client_certificate`` (PEM private key, PEM
+        certificate chain): present it to a service that requires one (mutual TLS)."""
+        key, chain = client_certificate if client_certificate is not None else (None, None)
+        creds = (None if root_certificates is None else
+                 grpc.ssl_channel_credentials(root_certificates, private_key=key, certificate_chain=chain))
         # A coalesced read's reply carries up to a batch of ledgers' metadata.
         options = [("grpc.max_receive_message_length", MAX_REPLY)]
         self.channel = (grpc.secure_channel(target, creds, options) if creds is not None
@@ -124,7 +141,7 @@ class Channel:
                            wait_for_ready=attempt > 0)
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or not may_resend or attempt == self.retries:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
             else:
                 if r.code != pb.STORE_UNAVAILABLE or attempt == self.retries:
                     return r, attempt + 1
@@ -266,7 +283,7 @@ class MetadataClient:
                 time.sleep(self.ch.backoff)
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
                 time.sleep(self.ch.backoff)
 
     def watch(self, ledgers: Sequence[tuple[int, int]] = (), watch_all: bool = False,
@@ -300,7 +317,7 @@ class MetadataClient:
                                        r.serialized_metadata)
             except grpc.RpcError as exc:
                 if not resume or exc.code() not in _TRANSPORT_RETRY:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
                 time.sleep(self.ch.backoff)
             finally:
                 stop.set()
@@ -337,8 +354,8 @@ class MetadataClient:
                     if page.code == pb.STORE_UNAVAILABLE and attempt < self.ch.retries:
                         break      # the store session is being re-established: reopen after `low`
                     check(page)
-                    got = [StoredLedger(x.ledger_scope_id, x.ledger_id, x.version, x.serialized_metadata)
-                           for x in page.ledgers]
+                    got = [StoredLedger(x.ledger_scope_id, x.ledger_id, x.version, x.serialized_metadata,
+                                        x.password_withheld) for x in page.ledgers]
                     if got:
                         last = (got[-1].scope << 64 | got[-1].ledger_id) + 1
                         if last >> 128:
@@ -351,7 +368,7 @@ class MetadataClient:
                 stream.cancel()
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
             time.sleep(self.ch.backoff)
 
     def load_all(self, scope: int | None = None) -> dict[LedgerId, LedgerMetadata]:
