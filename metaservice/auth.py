@@ -76,7 +76,7 @@ def refusal(full_method: str, kind: str | None, given: bool) -> Any:
     """The response a refused call gets: PERMISSION_DENIED naming what is missing, never a token."""
     why = ("the read-only token cannot change metadata or registrations" if kind == READ else
            "the token given is not valid for this service" if given else
-           "this service needs a token (x-bkdisk-token)")
+           "this service needs a token (bkdisk's commands: --token or BKDISK_METADATA_TOKEN)")
     return response_type(full_method)(code=pb.PERMISSION_DENIED, message=why)
 
 
