@@ -103,10 +103,10 @@ def test_the_cli_client_library_raises_permission_denied_for_a_refused_call(guar
     _store, port = guarded
     for token in (None, "wrong"):
         c = MetadataClient(f"127.0.0.1:{port}", token=token)
-        for call in (lambda: c.read(1), lambda: list(c.iterate()), lambda: list(c.read_ledgers()),
-                     lambda: next(iter(c.watch([(0, 1)]))), lambda: c.write(1, HMAC_BIN.read_bytes(), 0)):
+        for call in (lambda c: c.read(1), lambda c: list(c.iterate()), lambda c: list(c.read_ledgers()),
+                     lambda c: next(iter(c.watch([(0, 1)]))), lambda c: c.write(1, HMAC_BIN.read_bytes(), 0)):
             with pytest.raises(MetadataError) as info:
-                call()
+                call(c)
             assert info.value.code == "PERMISSION_DENIED"
         c.close()
 
