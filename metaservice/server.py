@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from bkdisk.metaservice import ledgers
+from bkdisk.metaservice import ledgers, malformed_log
 from bkdisk.metaservice.audit_trail import AuditTrail
 from bkdisk.metaservice.auth import SERVICES, TokenGuard, Tokens
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
@@ -374,6 +374,7 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
     """
     if limits is None:
         limits = Limits(max_request_bytes=max_request_bytes)
+    malformed_log.install()
     tokens = Tokens(token, read_token)
     interceptors: list[grpc.ServerInterceptor] = [AuditTrail(tokens), TokenGuard(tokens, strip_passwords),
                                                   StreamLimits(limits)]
