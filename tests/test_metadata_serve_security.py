@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -178,9 +179,9 @@ def test_sigterm_stops_the_service_within_5_seconds_with_streams_open(tmp_path):
     reg = d.register("bk-1", service_info("10.0.0.1", 3181))
     watching = d.stub.WatchBookies(pb.BookieRequest(), metadata=d.ch.metadata)
     next(watching)
-    with grpc.insecure_channel(s.addr) as raw:          # and garbage a moment before
+    with grpc.insecure_channel(s.addr) as raw:          # and garbage a moment before (its stderr unread)
         garbage = raw.unary_unary("/bkdisk.metaservice.LedgerMetadataService/Read")
-        for _ in range(50):
+        for _ in range(300):
             with pytest.raises(grpc.RpcError):
                 garbage(b"\x0f\xff", timeout=5)
     t0 = time.monotonic()
@@ -204,3 +205,34 @@ def test_sigterm_stops_the_service_within_5_seconds_with_streams_open(tmp_path):
 def _until(event: threading.Event, *requests):
     yield from requests
     event.wait(60)
+
+
+def test_thin_clients_take_the_token_from_the_environment(tmp_path, monkeypatch):
+    """bookie-fsck --metadata, bkdisk space --metadata and the audit's metadata source: the token
+    from BKDISK_METADATA_TOKEN; without it, one line saying the service refused."""
+    s = Served(tmp_path, "--token", TOKEN)
+    try:
+        root = GOLDEN / "interleaved-v4-smallpage"
+        s("metadata", "import", str(root / "metadata"), "--token", TOKEN)
+        url = f"grpc://{s.addr}"
+        commands = {"fsck": [sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", str(root),
+                             "--metadata", url, "--json", "--no-progress"],
+                    "space": [*BKDISK, "space", str(root), "--metadata", url, "--json"]}
+        for name, argv in commands.items():
+            env = {k: v for k, v in os.environ.items() if k != "BKDISK_METADATA_TOKEN"}
+            refused = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+            lines = refused.stderr.strip().splitlines()
+            assert refused.returncode == 8 and len(lines) == 1, (name, refused.stderr)
+            assert "PERMISSION_DENIED" in lines[0]
+            assert "BKDISK_METADATA_TOKEN" in lines[0]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                                  env={**env, "BKDISK_METADATA_TOKEN": TOKEN})
+            assert done.returncode in (0, 4), (name, done.stderr)
+            assert TOKEN not in done.stdout + done.stderr + refused.stderr
+        from bkdisk.audit.metadata_source import open_source
+        monkeypatch.setenv("BKDISK_METADATA_TOKEN", TOKEN)
+        source = open_source(url)
+        assert TOKEN not in source.describe() and TOKEN not in repr(source)
+        assert len(source.load()) == len({p.name.split(".")[0] for p in (root / "metadata").iterdir()})
+    finally:
+        s.stop()
