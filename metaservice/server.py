@@ -376,10 +376,9 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
         limits = Limits(max_request_bytes=max_request_bytes)
     malformed_log.install()
     tokens = Tokens(token, read_token)
-    interceptors: list[grpc.ServerInterceptor] = [AuditTrail(tokens), TokenGuard(tokens, strip_passwords),
-                                                  StreamLimits(limits)]
-    if log_requests:
-        interceptors.append(RequestLog())
+    # the first runs outermost: the request log and the audit trail see refused calls too
+    interceptors: list[grpc.ServerInterceptor] = [RequestLog()] if log_requests else []
+    interceptors += [AuditTrail(tokens), TokenGuard(tokens, strip_passwords), StreamLimits(limits)]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), interceptors=interceptors,
                          options=[("grpc.max_receive_message_length", limits.max_request_bytes),
                                   ("grpc.so_reuseport", 0)])

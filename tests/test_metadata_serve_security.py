@@ -4,6 +4,7 @@ line or error message, the read-only token from the command line, and SIGTERM wi
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,6 +160,7 @@ def test_the_audit_trail_and_no_token_or_password_in_any_line(tmp_path):
     for secret in (TOKEN, READ_TOKEN, "guess-", PASSWORD.decode(), PASSWORD.hex(), PASSWORD.hex().upper()):
         assert secret not in text, secret
     assert "Read " in server_log and "ReadLedgers " in server_log     # -v: the request lines were there
+    assert re.search(r" Create ipv4:127\.0\.0\.1:\d+ PERMISSION_DENIED ", server_log)       # refused ones too
 
 
 def test_sigterm_stops_the_service_within_5_seconds_with_streams_open(tmp_path):
