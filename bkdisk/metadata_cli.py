@@ -1,5 +1,6 @@
-"""``bkdisk metadata``: serve the ledger metadata service, read and change ledgers through it; and
-the client options and error handling ``bkdisk bookies`` (bkdisk/bookies_cli.py) shares.
+"""``bkdisk metadata``: read and change ledgers through the ledger metadata service (``serve`` is
+bkdisk/metadata_serve.py); and the client options and error handling ``bkdisk bookies``
+(bkdisk/bookies_cli.py) shares.
 
 gRPC, protobuf and kazoo load when a command uses them (commandline.lazy): ``--help`` costs click
 and nothing else.
@@ -7,29 +8,25 @@ and nothing else.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 import os
 import sys
 
 import click
 
-from bkdisk.commandline.exit_codes import EXIT_USAGE
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options, parse_id
 from bkdisk.commandline.output import HELP_OPTIONS, emit
-from bkdisk.commandline.runner import one_line_errors, run_until_stopped
+from bkdisk.commandline.runner import one_line_errors
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.metaservice import store, token_source
-from bkdisk.metaservice.limits import Limits
+from bkdisk.metadata_serve import serve_command
+from bkdisk.metaservice import token_source
 
-logging = lazy_import("logging")   # only `serve` logs
 mapped = lazy_import("bkdisk.diskio.mapped")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 metadata_format = lazy_import("bkdisk.formats.metadata")
 metadata_client = lazy_import("bkdisk.metaservice.client")
-metadata_server = lazy_import("bkdisk.metaservice.server")
 
 DEFAULT_SERVER = "127.0.0.1:4183"
 # What a script needs to tell apart: retry (8), stop (6, 7), or act on the answer (2, 3, 5). 1 and 4
@@ -42,9 +39,6 @@ EXIT_BAD_REQUEST = 7      # the service refused the request itself (an id or fie
 EXIT_UNREACHABLE = 8      # the service could not be reached (or failed): e2fsck's operational error
 _NOT_FOUND = ("LEDGER_NOT_FOUND", "BOOKIE_NOT_FOUND")
 SUFFIX = {1: ".v1.txt", 2: ".txt", 3: ".bin"}     # as the golden metadata folders name them
-# SIGTERM: calls in flight get this long to finish, then open streams are cancelled (the whole
-# stop must fit in the 5 s a supervisor waits before SIGKILL).
-STOP_GRACE_SECONDS = 1.0
 
 
 def service_errors(fn):
@@ -112,170 +106,13 @@ def _ledger_json(scope: int, lid: int) -> dict:
     return {"ledger_scope_id": scope, "ledger_id": lid, "ledger_qualified_name": LedgerId(scope, lid).qualified_name}
 
 
-# --------------------------------------------------------------------------------------- serve
-def open_store(url: str, cache_size: int | None = None):
-    """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
-    usage error of --store."""
-    try:
-        return store.open_store(url, cache_size)
-    except store.NotAStoreUrl as e:
-        raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
-
-
-def _bind(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise click.BadParameter(f"{text!r}: expected HOST:PORT", param_hint="--bind")
-    return text
-
-
 @click.group("metadata", context_settings=HELP_OPTIONS)
 def metadata() -> None:
     """The ledger metadata service (BP-16): serve it, read and change ledgers through it."""
 
 
-def _loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 or localhost: reachable from this host only."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
-
-def _token(value: str | None, path: str | None, option: str) -> str | None:
-    if value and path:
-        raise click.UsageError(f"give {option} or {option}-file, not both")
-    return token_source.token_from_file(path) if path else value or None
-
-
-def _exposure(host: str, token: str | None, tls: bool, insecure: bool) -> str | None:
-    """What a non-loopback bind lacks (a token, TLS), or None when it is safe or told --insecure."""
-    if _loopback(host):
-        return None
-    missing = [what for what, have in (("--token (or --token-file)", token), ("--tls-cert/--tls-key", tls))
-               if not have]
-    if not missing:
-        return None
-    what = f"{host} is reachable from other hosts: it needs {' and '.join(missing)}"
-    if not insecure:
-        raise _Refused(f"bkdisk: refusing to serve on {what}, or --insecure to serve it anyway")
-    return f"bkdisk metadata: WARNING: serving on {what} (--insecure)"
-
-
-class _Refused(Exception):
-    """serve will not start as configured: one line, exit 16."""
-
-
-def security_options(fn):
-    """serve's options of who may call it: tokens, TLS, and the refusal to be open to the network."""
-    for opt in reversed([
-        click.option("--token", default=lambda: os.environ.get(token_source.TOKEN_ENV),
-                     help=f"Every call must carry this token (env {token_source.TOKEN_ENV}).", show_default=False),
-        click.option("--token-file", type=click.Path(dir_okay=False), default=None,
-                     help="Read the token from this file (one line): not on the command line."),
-        click.option("--read-token", default=lambda: os.environ.get(token_source.READ_TOKEN_ENV),
-                     help="A second token that may only read, and gets every password withheld "
-                          f"(env {token_source.READ_TOKEN_ENV}).", show_default=False),
-        click.option("--read-token-file", type=click.Path(dir_okay=False), default=None,
-                     help="Read the read-only token from this file (one line)."),
-        click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None,
-                     help="PEM certificate chain."),
-        click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM private key."),
-        click.option("--tls-client-ca", type=click.Path(dir_okay=False, exists=True), default=None,
-                     help="PEM CA certificates: require a client certificate one of them signed (mutual TLS)."),
-        click.option("--insecure", is_flag=True,
-                     help="Serve on an address other hosts reach without a token or TLS (warns at start)."),
-    ]):
-        fn = opt(fn)
-    return fn
-
-
-def limit_options(fn):
-    """serve's bounds on what one caller may hold (metaservice.limits)."""
-    d = Limits()
-    for opt in reversed([
-        click.option("--max-request-bytes", type=click.IntRange(min=1024), default=d.max_request_bytes,
-                     show_default=True, help="Largest request; larger ones get RESOURCE_EXHAUSTED unread."),
-        click.option("--max-batch", type=click.IntRange(1, 100_000), default=d.max_batch, show_default=True,
-                     help="Requests per ReadMany/WriteMany."),
-        click.option("--max-streams-per-peer", type=click.IntRange(min=1), default=d.streams_per_peer,
-                     show_default=True, help="Open streaming calls (watches, listings, registrations) per host."),
-        click.option("--max-watches-per-peer", type=click.IntRange(min=1), default=d.watches_per_peer,
-                     show_default=True, help="Ledgers one host's Watch streams follow."),
-        click.option("--max-stream-seconds", type=click.FloatRange(min=1), default=d.stream_seconds,
-                     show_default=True, help="How long a listing or bulk read may stream (DEADLINE_EXCEEDED after)."),
-    ]):
-        fn = opt(fn)
-    return fn
-
-
-@metadata.command("serve", context_settings=HELP_OPTIONS)
-@click.option("--store", "store_url", required=True, metavar="URL",
-              help="sqlite:PATH (embedded, the default kind) or zk://HOST:PORT/ledgers.")
-@click.option("--bind", default="127.0.0.1:4183", show_default=True, metavar="HOST:PORT",
-              help="Where to listen (loopback unless told otherwise; port 0 picks a free one).")
-@security_options
-@limit_options
-@click.option("--cache-ledgers", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Ledgers whose metadata the ZooKeeper store holds in memory (read or watched), least "
-                   "recently used dropped first (0: none) [default: 100000].")
-@click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
-@one_line_errors
-def serve_command(store_url, bind, token, token_file, read_token, read_token_file, tls_cert, tls_key,
-                  tls_client_ca, insecure, max_request_bytes, max_batch, max_streams_per_peer,
-                  max_watches_per_peer, max_stream_seconds, cache_ledgers, verbose) -> None:
-    """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
-
-    Prints one line `serving STORE on HOST:PORT` once it listens, and one when it stops. Every
-    mutation is logged on stderr (the audit trail: caller, token kind, ledger, outcome); with -v,
-    one line per request (method, peer, outcome, milliseconds) too. An address other hosts reach
-    needs --token and TLS, or --insecure.
-    """
-    if bool(tls_cert) != bool(tls_key):
-        raise click.UsageError("--tls-cert and --tls-key go together")
-    if tls_client_ca and not tls_cert:
-        raise click.UsageError("--tls-client-ca needs --tls-cert and --tls-key")
-    _bind(bind)
-    token = _token(token, token_file, "--token")
-    read_token = _token(read_token, read_token_file, "--read-token")
-    if read_token and not token:
-        raise click.UsageError("--read-token needs --token (the token that may change metadata)")
-    if read_token and read_token == token:
-        raise click.UsageError("--read-token must differ from --token")
-    host = bind.rpartition(":")[0]
-    try:
-        warning = _exposure(host, token, bool(tls_cert), insecure)
-    except _Refused as refused:
-        click.echo(str(refused), err=True)
-        sys.exit(EXIT_USAGE)
-    tls = client_ca = None
-    if tls_cert:
-        with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
-            tls = (k.read(), c.read())
-    if tls_client_ca:
-        with open(tls_client_ca, "rb") as f:
-            client_ca = f.read()
-    opened = open_store(store_url, cache_ledgers)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("bkdisk.metaservice.audit").setLevel(logging.INFO)   # the audit trail: always
-    limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch,
-                                    streams_per_peer=max_streams_per_peer,
-                                    watches_per_peer=max_watches_per_peer, stream_seconds=max_stream_seconds)
-    server, port = metadata_server.serve(opened, bind=bind, token=token, read_token=read_token, tls=tls,
-                                         tls_client_ca=client_ca, limits=limits, log_requests=verbose)
-    if warning:
-        click.echo(warning, err=True)
-    click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
-    try:
-        run_until_stopped()
-    finally:
-        server.stop(STOP_GRACE_SECONDS).wait()
-        opened.close()
-        click.echo(f"bkdisk metadata: stopped serving {store_url} on {host}:{port}")
+metadata.add_command(serve_command)
 
 
 # ------------------------------------------------------------------------------- client calls

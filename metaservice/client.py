@@ -18,9 +18,7 @@ from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 # gRPC codes after which nothing reached the service or the service changed nothing.
 _TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-# A refusal of the caller as a gRPC status (from a proxy, or a server that says it so) is the
-# service's own PERMISSION_DENIED: one code for callers to tell apart.
-_DENIED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+_DENIED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)   # a proxy's refusal, say
 BATCH = 64                   # requests per coalesced call
 MAX_BATCH_BYTES = 1 << 19    # a coalesced write's request, below the service's 1 MiB default limit
 MAX_REPLY = 256 << 20        # a batch of replies, each at most ZooKeeper's 1 MiB znode limit twice over
@@ -36,8 +34,7 @@ class MetadataError(BkdiskError):
 
 
 def rpc_error(exc: grpc.RpcError) -> MetadataError:
-    """A failed gRPC call as a MetadataError: ``RPC_<status>``, or PERMISSION_DENIED for a refusal."""
-    code = exc.code()
+    code = exc.code()   # RPC_<status>, or the service's PERMISSION_DENIED for a refusal
     return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
 
 
@@ -48,7 +45,7 @@ class Ledger:
     version: int
     serialized: bytes        # LedgerMetadataSerDe bytes
     metadata: bytes          # binary LedgerMetadataFormat
-    password_withheld: bool = False   # read with the read-only token: the password was removed
+    password_withheld: bool = False   # the read-only token's read: the password was removed
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ class StoredLedger:
     ledger_id: int
     version: int
     serialized: bytes
-    password_withheld: bool = False   # read with the read-only token: the password was removed
+    password_withheld: bool = False
 
     @property
     def key(self) -> LedgerId:
@@ -95,8 +92,7 @@ def _key128(k: int | LedgerId | None, what: str) -> tuple[int, int] | None:
 
 
 def _ledger(r: pb.LedgerMetadataResponse) -> Ledger:
-    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata,
-                  r.password_withheld)
+    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata, r.password_withheld)
 
 
 def check(r) -> None:
@@ -110,11 +106,9 @@ class Channel:
     def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
                  retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None,
                  client_certificate: tuple[bytes, bytes] | None = None):
-        """``root_certificates`` (PEM): talk TLS; ``client_certificate`` (PEM private key, PEM
-        certificate chain): present it to a service that requires one (mutual TLS)."""
+        """``root_certificates`` (PEM): TLS; ``client_certificate``: (PEM key, PEM chain), mutual TLS."""
         key, chain = client_certificate if client_certificate is not None else (None, None)
-        creds = (None if root_certificates is None else
-                 grpc.ssl_channel_credentials(root_certificates, private_key=key, certificate_chain=chain))
+        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates, key, chain)
         # A coalesced read's reply carries up to a batch of ledgers' metadata.
         options = [("grpc.max_receive_message_length", MAX_REPLY)]
         self.channel = (grpc.secure_channel(target, creds, options) if creds is not None

@@ -363,15 +363,11 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
           read_token: str | None = None, tls_client_ca: bytes | None = None,
           limits: Limits | None = None) -> tuple[grpc.Server, int]:
     """Start both services and gRPC's health service on ``bind`` (loopback unless told otherwise);
-    returns (server, port).
-
-    ``token``: every call of both services must carry it (``read_token``: reads only, passwords
-    withheld); the health service answers anyone. ``tls`` is (PEM private key, PEM certificate
-    chain) to serve TLS instead of plaintext; ``tls_client_ca`` (PEM) then requires a client
-    certificate it signed. ``limits`` bound what one caller may hold (``max_request_bytes`` is its
-    request size when not given); ``log_requests`` logs one line per request (RequestLog). Every
-    mutation is logged (audit_trail) whatever ``log_requests`` says.
-    """
+    returns (server, port). ``token``: every call of both services must carry it (``read_token``:
+    reads only, passwords withheld); health answers anyone. ``tls``: (PEM key, PEM chain) to serve
+    TLS; ``tls_client_ca`` (PEM) then requires a client certificate it signed. ``limits`` bound one
+    caller (``max_request_bytes`` its request size when not given); ``log_requests``: one line per
+    request (RequestLog). Every mutation is logged (audit_trail) whatever ``log_requests`` says."""
     if limits is None:
         limits = Limits(max_request_bytes=max_request_bytes)
     malformed_log.install()
