@@ -169,16 +169,14 @@ def serve_command(store_url, bind, token, token_file, read_token, read_token_fil
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("bkdisk.metaservice.audit").setLevel(logging.INFO)   # the audit trail: always
-    limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch,
-                                    streams_per_peer=max_streams_per_peer,
-                                    watches_per_peer=max_watches_per_peer, stream_seconds=max_stream_seconds)
+    limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch, streams_per_peer=max_streams_per_peer,
+                    watches_per_peer=max_watches_per_peer, stream_seconds=max_stream_seconds)
     server, port = metadata_server.serve(opened, bind=bind, token=token, read_token=read_token, tls=tls,
                                          tls_client_ca=client_ca, limits=limits, log_requests=verbose)
     if warning:
         click.echo(warning, err=True)
-    click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
     try:
-        run_until_stopped()
+        run_until_stopped(lambda: click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}"))
     finally:
         server.stop(STOP_GRACE_SECONDS).wait()
         opened.close()
