@@ -238,3 +238,19 @@ def test_thin_clients_take_the_token_from_the_environment(tmp_path, monkeypatch)
         assert len(source.load()) == len({p.name.split(".")[0] for p in (root / "metadata").iterdir()})
     finally:
         s.stop()
+
+
+def test_token_options_misused_are_one_line_and_never_echo_a_token(tmp_path):
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    for args, code, words in (
+            (("--token-file", str(tmp_path / "absent")), 8, "absent: cannot read the token"),
+            (("--token-file", str(empty)), 8, "expected one line holding the token"),
+            (("--token", TOKEN, "--token-file", str(_token_file(tmp_path, TOKEN))), 16, "not both"),
+            (("--read-token", READ_TOKEN), 16, "--read-token needs --token"),
+            (("--token", TOKEN, "--read-token", TOKEN), 16, "must differ"),
+            (("--tls-client-ca", str(HMAC_BIN)), 16, "--tls-client-ca needs --tls-cert")):
+        out = _serve(tmp_path, *args)
+        assert out.returncode == code and words in out.stderr, (args, out.stderr)
+        assert TOKEN not in out.stderr and READ_TOKEN not in out.stderr
+        assert code == 16 or len(out.stderr.strip().splitlines()) == 1, out.stderr
