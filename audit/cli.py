@@ -192,7 +192,8 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
 @click.option("--metadata-dir", default=None, metavar="DIR",
               help="Folder of ledger metadata files (<hex ledger id>.bin/.txt), one per ledger.")
 @click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
-              help="Read ledger metadata from the metadata service instead (`bkdisk metadata serve`).")
+              help="Read ledger metadata from the metadata service instead (`bkdisk metadata serve`; "
+                   "its token from env BKDISK_METADATA_TOKEN).")
 @click.option("--out", required=True, metavar="DIR", help="Output folder: one Parquet folder per table, reports.")
 @click.option("--master", default=None, help="Spark master (default local[*]; under spark-submit, its own).")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="A Spark setting (repeatable).")

@@ -230,5 +230,10 @@ class MetadataServiceSource:
 
 
 def open_source(spec: str) -> MetadataSource:
-    """``grpc://HOST:PORT`` names the metadata service; anything else a metadata folder."""
-    return MetadataServiceSource(spec) if spec.startswith("grpc://") else MetadataDirSource(spec)
+    """``grpc://HOST:PORT`` names the metadata service (its token from the driver's environment,
+    carried to the tasks inside the source they are given, never in a Spark setting); anything else
+    a metadata folder."""
+    if spec.startswith("grpc://"):
+        from bkdisk.metaservice.token_source import env_token
+        return MetadataServiceSource(spec, token=env_token())
+    return MetadataDirSource(spec)

@@ -3,6 +3,11 @@ latency and Watch fan-out delay, over the embedded store and over ZooKeeper; and
 the service holds (one) against 64 kazoo clients going to ZooKeeper directly, with their throughput.
 
     python -m bench.metaservice_bench [--clients 64] [--seconds 4] [--ledgers 256] [--procs 4] [--no-zk|--no-embedded]
+    python -m bench.metaservice_bench --token-cost [--rounds 3]
+
+``--token-cost``: reads and CAS writes with the token on every call against the same service with
+no token configured (today's figures), measured in the same run, alternating, on the embedded store;
+with the service's peak RSS beside each.
 
 The service runs as `bkdisk metadata serve` in its own process; the clients run as threads spread over
 a few processes, each thread with its own channel or ZooKeeper session; under "batched" the threads of
@@ -46,7 +51,7 @@ def _pct(xs: list[float], p: float) -> float:
 
 # ------------------------------------------------------------------------------ client processes
 def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seconds: float,
-            path_of: dict | None, out: mp.Queue, go: mp.Event) -> None:
+            path_of: dict | None, out: mp.Queue, go: mp.Event, token: str | None = None) -> None:
     """``threads`` clients of one kind; puts (ops, latencies in ms, errors) on ``out``."""
     import logging
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)     # its reconnect chatter at stop
@@ -59,7 +64,7 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
     shared = None
     if kind.startswith("batched-"):     # one client per process: its threads' calls coalesce
         from bkdisk.metaservice.client import MetadataClient
-        shared = MetadataClient(target, timeout=30)
+        shared = MetadataClient(target, timeout=30, token=token)
 
     def one(t: int) -> None:
         rnd = random.Random(first + t)
@@ -73,7 +78,7 @@ def _worker(kind: str, target: str, threads: int, first: int, ledgers: int, seco
             version = c.get(path_of[mine])[1].version
         else:
             from bkdisk.metaservice.client import MetadataClient
-            c = shared if shared is not None else MetadataClient(target, timeout=30, coalesce=False)
+            c = shared if shared is not None else MetadataClient(target, timeout=30, coalesce=False, token=token)
             get = lambda lid: c.read(lid)                                      # noqa: E731
             cas = lambda lid, v: c.write(lid, payload, v).version              # noqa: E731
             version = c.read(mine).version
@@ -155,7 +160,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def load(kind: str, target: str, clients: int, ledgers: int, seconds: float, path_of: dict | None = None,
-         probe=None, servers: dict[str, int] | None = None) -> dict:
+         probe=None, servers: dict[str, int] | None = None, token: str | None = None) -> dict:
     """``clients`` clients doing ``kind`` for ``seconds``; ``probe()`` runs once every client is connected.
 
     Besides throughput and latency: the CPU per operation of the clients (all client processes)
@@ -164,7 +169,8 @@ def load(kind: str, target: str, clients: int, ledgers: int, seconds: float, pat
     out, go = ctx.Queue(), ctx.Event()
     procs, first = [], 0
     for n in _spread(clients):
-        procs.append(ctx.Process(target=_worker, args=(kind, target, n, first, ledgers, seconds, path_of, out, go)))
+        procs.append(ctx.Process(target=_worker, args=(kind, target, n, first, ledgers, seconds, path_of, out, go,
+                                                       token)))
         first += n
     for p in procs:
         p.start()
@@ -228,23 +234,33 @@ def fanout(target: str, clients: int, ledger: int, updates: int = 10) -> dict:
 
 # ------------------------------------------------------------------------------------- services
 class Service:
-    def __init__(self, store_url: str):
+    def __init__(self, store_url: str, token: str | None = None):
+        # stderr to a file: the audit trail writes a line per mutation, and a pipe nobody reads fills
+        self.log = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen([sys.executable, "-c", "from bkdisk.cli import main; main()", "metadata",
-                                      "serve", "--store", store_url, "--bind", "127.0.0.1:0"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                      "serve", "--store", store_url, "--bind", "127.0.0.1:0",
+                                      *(["--token", token] if token else [])],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()
         if " on " not in line:
-            raise RuntimeError(f"the service did not start: {self.proc.stderr.read()}")
+            self.log.seek(0)
+            raise RuntimeError(f"the service did not start: {self.log.read()}")
         self.target = line.rsplit(" on ", 1)[1].strip()
+
+    def peak_rss_mib(self) -> float:
+        """The service process's peak resident set so far (VmHWM), MiB."""
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return round(next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")) / 1024, 1)
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+        self.log.close()
 
 
-def _preload(target: str, ledgers: int) -> None:
+def _preload(target: str, ledgers: int, token: str | None = None) -> None:
     from bkdisk.metaservice.client import MetadataClient
-    c = MetadataClient(target)
+    c = MetadataClient(target, token=token)
     data = _payload(1)
     for lid in range(ledgers):
         c.create(data, ledger_id=lid)
@@ -268,6 +284,35 @@ def bench_service(store_url: str, a) -> dict:
                 "watch_fanout": fanout(svc.target, a.clients, a.ledgers - 1)}
     finally:
         svc.stop()
+
+
+def token_cost(a) -> dict:
+    """Reads and CAS writes of ``a.clients`` unbatched clients, each call with the token, against the
+    same service with no token configured; ``a.rounds`` rounds, the two sides alternating, each on a
+    fresh store. The ratio compares the medians of the rounds."""
+    import statistics
+    token = "bench-" + os.urandom(12).hex()
+    rounds: dict[str, list[dict]] = {"no_token": [], "token_on_every_call": []}
+    for _ in range(a.rounds):
+        for side, tok in (("no_token", None), ("token_on_every_call", token)):
+            with tempfile.TemporaryDirectory(prefix="bkdisk-token-bench-") as tmp:
+                svc = Service(f"sqlite:{tmp}/meta.db", token=tok)
+                try:
+                    _preload(svc.target, a.ledgers, tok)
+                    on = {"service": svc.proc.pid}
+                    rounds[side].append({
+                        "reads": load("read", svc.target, a.clients, a.ledgers, a.seconds, servers=on, token=tok),
+                        "cas_writes": load("cas", svc.target, a.clients, a.ledgers, a.seconds, servers=on,
+                                           token=tok),
+                        "service_peak_rss_mib": svc.peak_rss_mib()})
+                finally:
+                    svc.stop()
+    out: dict = {"rounds": rounds}
+    for what in ("reads", "cas_writes"):
+        med = {side: statistics.median(r[what]["ops_per_s"] for r in got) for side, got in rounds.items()}
+        out[f"{what}_ops_per_s_median"] = med
+        out[f"{what}_ratio"] = round(med["token_on_every_call"] / max(med["no_token"], 1), 3)
+    return out
 
 
 def zk_sessions(zk) -> int:
@@ -329,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledgers", type=int, default=256)
     ap.add_argument("--no-zk", action="store_true", help="Only the embedded store.")
     ap.add_argument("--no-embedded", action="store_true", help="Only ZooKeeper (the service and direct kazoo).")
+    ap.add_argument("--token-cost", action="store_true",
+                    help="Only reads and writes with the token on every call against none configured.")
+    ap.add_argument("--rounds", type=int, default=3, help="--token-cost: rounds of the two sides, alternating.")
     ap.add_argument("--procs", type=int, default=PROCS,
                     help="Client processes the clients are spread over (the same for every side).")
     a = ap.parse_args(argv)
@@ -338,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     result = {"clients": a.clients, "client_procs": PROCS, "seconds_per_phase": a.seconds, "ledgers": a.ledgers,
               "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
+    if a.token_cost:
+        result["token_cost"] = token_cost(a)
+        result["wall_seconds"] = round(time.monotonic() - t0, 1)
+        print(json.dumps(result, indent=2))
+        return 0
     if not a.no_embedded:
         with tempfile.TemporaryDirectory(prefix="bkdisk-meta-bench-") as tmp:
             result["embedded"] = bench_service(f"sqlite:{tmp}/meta.db", a)

@@ -25,6 +25,7 @@ from bkdisk.formats.errors import BkdiskError
 from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 fsck_api = lazy_import("bkdisk.fsck.api")
+token_source = lazy_import("bkdisk.metaservice.token_source")
 fsck_context = lazy_import("bkdisk.fsck.context")
 fsck_report = lazy_import("bkdisk.fsck.report")
 ledger_presence = lazy_import("bkdisk.fsck.ledger_presence")
@@ -79,7 +80,8 @@ class _NamedAsRun(click.Command):
 @click.option("--metadata-dir", metavar="DIR",
               help="Folder of ledger metadata files (<hex ledger id>.bin/.txt): digest types and passwords.")
 @click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
-              help="Read ledger metadata from the metadata service instead of a folder.")
+              help="Read ledger metadata from the metadata service instead of a folder "
+                   "(its token from env BKDISK_METADATA_TOKEN).")
 @click.option("--ledger-id", "ledger_id", default=None, help="Only findings about this ledger (decimal, or hex with "
               "0x), and about whole files and dirs. Not with --repair.")
 @click.option("--ledger-scope-id", "ledger_scope_id", default=None, help="Ledger scope id (BP-35), default 0.")
@@ -164,7 +166,8 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
 def _service_metadata(url: str, bookie: str | None):
     """The service's ledgers as this bookie's check needs them: one streaming bulk read keeping the
     ledgers that place entries on ``bookie``; any other ledger read when a pass asks for it."""
-    return bookie_view.bookie_view(metadata_client.service_target(url), bookie, retries=2)
+    return bookie_view.bookie_view(metadata_client.service_target(url), bookie, retries=2,
+                                   token=token_source.env_token())
 
 
 @collector_eased()

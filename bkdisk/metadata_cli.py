@@ -1,5 +1,6 @@
-"""``bkdisk metadata``: serve the ledger metadata service, read and change ledgers through it; and
-the client options and error handling ``bkdisk bookies`` (bkdisk/bookies_cli.py) shares.
+"""``bkdisk metadata``: read and change ledgers through the ledger metadata service (``serve`` is
+bkdisk/metadata_serve.py); and the client options and error handling ``bkdisk bookies``
+(bkdisk/bookies_cli.py) shares.
 
 gRPC, protobuf and kazoo load when a command uses them (commandline.lazy): ``--help`` costs click
 and nothing else.
@@ -19,18 +20,16 @@ import click
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options, parse_id
 from bkdisk.commandline.output import HELP_OPTIONS, emit
-from bkdisk.commandline.runner import one_line_errors, run_until_stopped
+from bkdisk.commandline.runner import one_line_errors
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.metaservice import store
+from bkdisk.metadata_serve import serve_command
+from bkdisk.metaservice import token_source
 
-logging = lazy_import("logging")   # only `serve` logs
 mapped = lazy_import("bkdisk.diskio.mapped")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 metadata_format = lazy_import("bkdisk.formats.metadata")
 metadata_client = lazy_import("bkdisk.metaservice.client")
-metadata_server = lazy_import("bkdisk.metaservice.server")
-zkauth = lazy_import("bkdisk.metaservice.zk_auth")
 
 T = TypeVar("T")
 
@@ -85,7 +84,10 @@ def service_errors(fn):
                 click.echo(f"bkdisk: cannot reach the metadata service at {kw.get('server', '')}: {exc}", err=True)
                 sys.exit(EXIT_UNREACHABLE)
             if answer.code == "PERMISSION_DENIED":
-                click.echo(f"bkdisk: {exc}: the service needs a token: --token or BKDISK_METADATA_TOKEN", err=True)
+                # the service's own words follow: which token it wants, or what refused the service itself
+                why = ("the service refused the token" if kw.get("token") else
+                       f"the service needs a token: --token or {token_source.TOKEN_ENV}")
+                click.echo(f"bkdisk: {why}: {exc}", err=True)
                 sys.exit(EXIT_DENIED)
             click.echo(f"bkdisk: {exc}", err=True)
             sys.exit(EXIT_OF_CODE.get(answer.code, EXIT_UNREACHABLE))
@@ -98,8 +100,8 @@ def client_options(fn):
         click.option("--server", default=lambda: os.environ.get("BKDISK_METADATA_SERVER", DEFAULT_SERVER),
                      show_default=DEFAULT_SERVER, metavar="HOST:PORT",
                      help="The metadata service (env BKDISK_METADATA_SERVER)."),
-        click.option("--token", default=lambda: os.environ.get("BKDISK_METADATA_TOKEN"),
-                     help="Token for mutating calls (env BKDISK_METADATA_TOKEN)."),
+        click.option("--token", default=lambda: os.environ.get(token_source.TOKEN_ENV),
+                     help=f"The service's token, sent with every call (env {token_source.TOKEN_ENV})."),
         click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
                      help="Seconds per call."),
         click.option("--tls-ca", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -139,101 +141,13 @@ def _ledger_json(scope: int, lid: int) -> dict:
     return {"ledger_scope_id": scope, "ledger_id": lid, "ledger_qualified_name": LedgerId(scope, lid).qualified_name}
 
 
-# --------------------------------------------------------------------------------------- serve
-def open_store(url: str, cache_size: int | None = None, credentials=None):
-    """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
-    usage error of --store."""
-    try:
-        return store.open_store(url, cache_size, credentials)
-    except store.NotAStoreUrl as e:
-        raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
-
-
-def zk_credentials(store_url: str, auth: str | None, auth_file: str | None, jaas: str | None):
-    """The ZooKeeper store's credentials from --zk-auth (or --zk-auth-file) and --zk-jaas; None when
-    neither is given. A malformed --zk-auth is a usage error that never repeats the password."""
-    if auth is None and auth_file is None and jaas is None:
-        return None
-    if not store_url.startswith("zk://"):
-        raise click.UsageError("--zk-auth, --zk-auth-file and --zk-jaas apply to a zk:// store only")
-    if auth is not None and auth_file is not None:
-        raise click.UsageError("--zk-auth and --zk-auth-file: give one of them")
-    digest = None
-    if auth is not None:
-        try:
-            digest = zkauth.parse_zk_auth(auth)
-        except zkauth.ZkAuthError as e:
-            raise click.BadParameter(str(e).removeprefix("--zk-auth: "), param_hint="--zk-auth") from None
-    elif auth_file is not None:
-        digest = zkauth.read_zk_auth_file(auth_file)
-    sasl = zkauth.read_jaas(jaas) if jaas is not None else None
-    return zkauth.ZkCredentials(digest=digest, sasl=sasl)
-
-
-def _bind(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise click.BadParameter(f"{text!r}: expected HOST:PORT", param_hint="--bind")
-    return text
-
-
 @click.group("metadata", context_settings=HELP_OPTIONS)
 def metadata() -> None:
     """The ledger metadata service (BP-16): serve it, read and change ledgers through it."""
 
 
-@metadata.command("serve", context_settings=HELP_OPTIONS)
-@click.option("--store", "store_url", required=True, metavar="URL",
-              help="sqlite:PATH (embedded, the default kind) or zk://HOST:PORT/ledgers.")
-# A zk:// store's identity, as the bookies of a cluster with zkEnableSecurity have it: either makes
-# every znode the service creates CREATOR_ALL (specs/metadata-store.md).
-@click.option("--zk-auth", default=lambda: os.environ.get("BKDISK_ZK_AUTH"), metavar="digest:USER:PASSWORD",
-              help="Authenticate to ZooKeeper with its digest scheme (env BKDISK_ZK_AUTH).")
-@click.option("--zk-auth-file", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE",
-              help="--zk-auth's digest:USER:PASSWORD read from FILE (one line), off the command line.")
-@click.option("--zk-jaas", type=click.Path(dir_okay=False, exists=True), default=None, metavar="FILE",
-              help="The bookies' JAAS file: SASL DIGEST-MD5 with the DigestLoginModule of its Client section.")
-@click.option("--bind", default="127.0.0.1:4183", show_default=True, metavar="HOST:PORT",
-              help="Where to listen (loopback unless told otherwise; port 0 picks a free one).")
-@click.option("--token", default=lambda: os.environ.get("BKDISK_METADATA_TOKEN"),
-              help="Require this token on mutating calls (env BKDISK_METADATA_TOKEN).")
-@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM certificate chain.")
-@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, help="PEM private key.")
-@click.option("--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
-@click.option("--cache-ledgers", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Ledgers whose metadata the ZooKeeper store holds in memory (read or watched), least "
-                   "recently used dropped first (0: none) [default: 100000].")
-@click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
-@one_line_errors
-def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, tls_cert, tls_key, max_request_bytes,
-                  cache_ledgers, verbose) -> None:
-    """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
 
-    Prints one line `serving STORE on HOST:PORT` once it listens, and one when it stops; with -v,
-    one line per request (method, peer, outcome, milliseconds) on stderr.
-    """
-    if bool(tls_cert) != bool(tls_key):
-        raise click.UsageError("--tls-cert and --tls-key go together")
-    _bind(bind)
-    tls = None
-    if tls_cert:
-        with open(tls_key, "rb") as k, open(tls_cert, "rb") as c:
-            tls = (k.read(), c.read())
-    credentials = zk_credentials(store_url, zk_auth, zk_auth_file, zk_jaas)
-    # Before the store opens: what ZooKeeper's client says while connecting is logged as the rest.
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(message)s")
-    opened = open_store(store_url, cache_ledgers, credentials)
-    server, port = metadata_server.serve(opened, bind=bind, token=token, max_request_bytes=max_request_bytes, tls=tls,
-                         log_requests=verbose)
-    host = bind.rpartition(":")[0]
-    click.echo(f"bkdisk metadata: serving {store_url} on {host}:{port}")
-    try:
-        run_until_stopped()
-    finally:
-        server.stop(2).wait()
-        opened.close()
-        click.echo(f"bkdisk metadata: stopped serving {store_url} on {host}:{port}")
+metadata.add_command(serve_command)
 
 
 # ------------------------------------------------------------------------------- client calls
@@ -388,6 +302,8 @@ def import_command(folder, existing, server, token, timeout, tls_ca, as_json) ->
                 replaced.append(_ledger_json(*lid))
                 continue
         except MetadataError as exc:
+            if exc.code == "PERMISSION_DENIED":
+                raise      # the caller was refused, not this file
             raise BkdiskError(f"{path}: {exc} ({len(done)} of {len(files)} imported before it)") from None
         done.append(_ledger_json(*lid))
     extra = (f", {len(skipped)} skipped (they exist)" if skipped else "") + \

@@ -17,6 +17,7 @@ gc_policy = lazy_import("bkdisk.bookie.gc_policy")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
 bookie_space = lazy_import("bkdisk.bookie.space")
 metadata_client = lazy_import("bkdisk.metaservice.client")
+token_source = lazy_import("bkdisk.metaservice.token_source")
 orjson = lazy_import("orjson")
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -38,7 +39,8 @@ def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, s
             raise errors[0]
         return md, f"metadata folder {metadata_dir}"
     if url:
-        client = metadata_client.MetadataClient(metadata_client.service_target(url), retries=2)
+        client = metadata_client.MetadataClient(metadata_client.service_target(url), retries=2,
+                                                token=token_source.env_token())
         try:
             return client.load_all(), f"metadata service {url}"
         finally:
@@ -66,7 +68,8 @@ def _one_bookie(given: str, dirs) -> None:
 @click.option("--metadata-dir", default=None, metavar="DIR",
               help="Folder of ledger metadata files (<hex id>.bin/.txt).")
 @click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
-              help="Read ledger metadata from the metadata service instead of a folder.")
+              help="Read ledger metadata from the metadata service instead of a folder "
+                   "(its token from env BKDISK_METADATA_TOKEN).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line: logs, ledgers, topics, a summary.")
 @click.option("--scan", is_flag=True,
               help="Count every log's bytes from its entries, not from its ledgers map (and say where they differ).")

@@ -125,10 +125,14 @@ def silenced(stream: TextIO) -> None:
             os.close(null)
 
 
-def run_until_stopped() -> None:
-    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first."""
+def run_until_stopped(announce: Callable[[], object] | None = None) -> None:
+    """Block until SIGTERM or Ctrl-C (what a long-running command lives for), output flushed first.
+    ``announce`` (the line a caller waits for) runs once SIGTERM is caught: a supervisor that stops
+    the command the moment it reads that line gets a clean stop, not the default death."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if announce is not None:
+        announce()
     sys.stdout.flush()
     try:
         while not stop.wait(0.5):

@@ -18,6 +18,7 @@ from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 # gRPC codes after which nothing reached the service or the service changed nothing.
 _TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_DENIED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)   # a proxy's refusal, say
 BATCH = 64                   # requests per coalesced call
 MAX_BATCH_BYTES = 1 << 19    # a coalesced write's request, below the service's 1 MiB default limit
 MAX_REPLY = 256 << 20        # a batch of replies, each at most ZooKeeper's 1 MiB znode limit twice over
@@ -32,6 +33,11 @@ class MetadataError(BkdiskError):
         self.message = message
 
 
+def rpc_error(exc: grpc.RpcError) -> MetadataError:
+    code = exc.code()   # RPC_<status>, or the service's PERMISSION_DENIED for a refusal
+    return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
+
+
 @dataclass(frozen=True)
 class Ledger:
     scope: int
@@ -39,6 +45,7 @@ class Ledger:
     version: int
     serialized: bytes        # LedgerMetadataSerDe bytes
     metadata: bytes          # binary LedgerMetadataFormat
+    password_withheld: bool = False   # the read-only token's read: the password was removed
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class StoredLedger:
     ledger_id: int
     version: int
     serialized: bytes
+    password_withheld: bool = False
 
     @property
     def key(self) -> LedgerId:
@@ -84,7 +92,7 @@ def _key128(k: int | LedgerId | None, what: str) -> tuple[int, int] | None:
 
 
 def _ledger(r: pb.LedgerMetadataResponse) -> Ledger:
-    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata)
+    return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata, r.password_withheld)
 
 
 def check(r) -> None:
@@ -96,8 +104,11 @@ class Channel:
     """One gRPC channel with the call settings shared by both clients."""
 
     def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
-                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None):
-        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates)
+                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None,
+                 client_certificate: tuple[bytes, bytes] | None = None):
+        """``root_certificates`` (PEM): TLS; ``client_certificate``: (PEM key, PEM chain), mutual TLS."""
+        key, chain = client_certificate if client_certificate is not None else (None, None)
+        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates, key, chain)
         # A coalesced read's reply carries up to a batch of ledgers' metadata.
         options = [("grpc.max_receive_message_length", MAX_REPLY)]
         self.channel = (grpc.secure_channel(target, creds, options) if creds is not None
@@ -124,7 +135,7 @@ class Channel:
                            wait_for_ready=attempt > 0)
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or not may_resend or attempt == self.retries:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
             else:
                 if r.code != pb.STORE_UNAVAILABLE or attempt == self.retries:
                     return r, attempt + 1
@@ -266,7 +277,7 @@ class MetadataClient:
                 time.sleep(self.ch.backoff)
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
                 time.sleep(self.ch.backoff)
 
     def watch(self, ledgers: Sequence[tuple[int, int]] = (), watch_all: bool = False,
@@ -307,7 +318,7 @@ class MetadataClient:
                 # a refused connection fails a stream at once; one that lived past the timeout was open
                 connected = connected or time.monotonic() - opened >= self.ch.timeout
                 if not resume or exc.code() not in _TRANSPORT_RETRY or (not connected and time.monotonic() >= give_up):
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
                 time.sleep(self.ch.backoff)
             finally:
                 stop.set()
@@ -344,8 +355,8 @@ class MetadataClient:
                     if page.code == pb.STORE_UNAVAILABLE and attempt < self.ch.retries:
                         break      # the store session is being re-established: reopen after `low`
                     check(page)
-                    got = [StoredLedger(x.ledger_scope_id, x.ledger_id, x.version, x.serialized_metadata)
-                           for x in page.ledgers]
+                    got = [StoredLedger(x.ledger_scope_id, x.ledger_id, x.version, x.serialized_metadata,
+                                        x.password_withheld) for x in page.ledgers]
                     if got:
                         last = (got[-1].scope << 64 | got[-1].ledger_id) + 1
                         if last >> 128:
@@ -358,7 +369,7 @@ class MetadataClient:
                 stream.cancel()
             except grpc.RpcError as exc:
                 if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
-                    raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
+                    raise rpc_error(exc) from None
             time.sleep(self.ch.backoff)
 
     def load_all(self, scope: int | None = None) -> dict[LedgerId, LedgerMetadata]:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from bkdisk.formats.bookieid import validate_bookie_id
 from bkdisk.formats.errors import FormatError
-from bkdisk.metaservice.auth import authorized
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
@@ -93,9 +92,10 @@ def _info(reg: Registration) -> pb.BookieInfo:
 
 
 class DiscoveryServicer(pb_grpc.DiscoveryServiceServicer):
-    def __init__(self, registry: Registry, token: str | None = None):
+    """Who may call it is settled before a call runs (auth.TokenGuard)."""
+
+    def __init__(self, registry: Registry):
         self.registry = registry
-        self.token = token
 
     def _checked_id(self, request: pb.BookieRequest) -> str | pb.BookieResponse:
         try:
@@ -103,12 +103,6 @@ class DiscoveryServicer(pb_grpc.DiscoveryServiceServicer):
         except FormatError as exc:
             return pb.BookieResponse(code=pb.BAD_REQUEST, ledger_scope_id=request.ledger_scope_id,
                                      message=f"invalid BookieId: {exc.found} (expected {exc.expected})")
-
-    def _denied(self, request, context) -> pb.BookieResponse | None:
-        if authorized(context, self.token):
-            return None
-        return pb.BookieResponse(code=pb.PERMISSION_DENIED, ledger_scope_id=request.ledger_scope_id,
-                                 message="a valid token is required for this call")
 
     def ListBookies(self, request, context):
         regs, seq = self.registry.listing()
@@ -127,10 +121,9 @@ class DiscoveryServicer(pb_grpc.DiscoveryServiceServicer):
                                  bookies=[_info(reg)])
 
     def Register(self, request, context):
-        denied = self._denied(request, context)
         bookie = self._checked_id(request)
-        if denied is not None or isinstance(bookie, pb.BookieResponse):
-            yield denied if denied is not None else bookie
+        if isinstance(bookie, pb.BookieResponse):
+            yield bookie
             return
         session = self.registry.new_session()
         ended = threading.Event()
@@ -146,9 +139,6 @@ class DiscoveryServicer(pb_grpc.DiscoveryServiceServicer):
             self.registry.unregister(bookie, session)
 
     def Unregister(self, request, context):
-        denied = self._denied(request, context)
-        if denied is not None:
-            return denied
         bookie = self._checked_id(request)
         if isinstance(bookie, pb.BookieResponse):
             return bookie

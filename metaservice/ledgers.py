@@ -106,3 +106,16 @@ def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
         # Format 1 keeps -1 for an absent last entry id; the message leaves the field unset.
         md = dataclasses.replace(md, last_entry_id=0)
     return format_message_bytes(md), serialized
+
+
+@functools.lru_cache(maxsize=65536)
+def without_password(serialized: bytes) -> bytes:
+    """``serialized`` (LedgerMetadataSerDe bytes, any format) with the ledger's password removed,
+    in the same format; the bytes themselves when they hold no password (format 1 never does)."""
+    try:
+        md = parse_metadata(serialized, "<stored metadata>")
+    except FormatError as exc:
+        raise UnreadableMetadata(f"stored metadata does not parse: {exc}") from None
+    if md.password is None:
+        return serialized
+    return serialize_metadata(dataclasses.replace(md, password=None))

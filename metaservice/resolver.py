@@ -137,6 +137,9 @@ class BookieAddressResolver:
                 self._stream = stream
                 for r in stream:
                     self._ready.set()
+                    if r.code != pb.SUCCESS:   # refused (no token): lookups say so; no cache to keep
+                        self._stop = True
+                        break
                     if r.change not in (pb.CURRENT, pb.NONE):
                         with self._lock:
                             self._generation += 1
@@ -176,6 +179,8 @@ class BookieAddressResolver:
         try:
             bookie = self.discovery.info(bookie_id)
         except MetadataError as exc:
+            if exc.code == "PERMISSION_DENIED":
+                raise        # the caller, not the BookieId, was refused
             raise ResolveError(f"cannot resolve {bookie_id!r}: {exc}") from exc   # its code says why
         eps = sorted(bookie.endpoints, key=lambda e: e[0] != RPC_ENDPOINT)
         if not eps:

@@ -10,10 +10,13 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from bkdisk.metaservice import ledgers
-from bkdisk.metaservice.auth import authorized
+from bkdisk.metaservice import ledgers, malformed_log
+from bkdisk.metaservice.audit_trail import AuditTrail
+from bkdisk.metaservice.auth import SERVICES, TokenGuard, Tokens
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
+from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, Limits, PeerCounts, peer_host
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.request_log import RequestLog
@@ -21,20 +24,17 @@ from bkdisk.metaservice.store import (
     BadRequest,
     Change,
     MetadataStore,
-    PermissionDenied,
     StoreError,
     StoreUnavailable,
     Versioned,
     check_ids,
 )
+from bkdisk.metaservice.stream_limits import StreamLimits
+from bkdisk.metaservice.withheld import strip_passwords
 
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100_000
-MAX_BATCH = 1000             # requests per ReadMany / WriteMany
-# ZooKeeper's default znode limit (jute.maxbuffer) bounds a ledger's metadata; requests above it
-# are refused by gRPC before any code runs (RESOURCE_EXHAUSTED).
-DEFAULT_MAX_REQUEST = 1 << 20
 WATCH_POLL_SECONDS = 0.2
 
 
@@ -57,23 +57,20 @@ def outcome(response_type: Any, request: Any, run: Callable[[], Any], name: str)
         return failure(response_type, request, exc, name)
 
 
-def guarded(response_type: Any, mutating: bool = False) -> Callable:
-    """Turn the outcome of a unary handler into a response (``outcome``). Mutating calls check the
-    token first."""
+def guarded(response_type: Any) -> Callable:
+    """Turn the outcome of a unary handler into a response (``outcome``). Who may call it is
+    settled before it runs (auth.TokenGuard)."""
     def wrap(fn: Callable) -> Callable:
         def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-            if mutating and not authorized(context, self.token):
-                denied = PermissionDenied("a valid token is required for this call")
-                return failure(response_type, request, denied, fn.__name__)
             return outcome(response_type, request, lambda: fn(self, request, context), fn.__name__)
         handler.__name__ = fn.__name__
         return handler
     return wrap
 
 
-def _batch(request: pb.LedgerBatchRequest) -> list[pb.LedgerMetadataRequest]:
-    if len(request.requests) > MAX_BATCH:
-        raise BadRequest(f"a batch holds at most {MAX_BATCH} requests")
+def _batch(request: pb.LedgerBatchRequest, limit: int) -> list[pb.LedgerMetadataRequest]:
+    if len(request.requests) > limit:
+        raise BadRequest(f"a batch holds at most {limit} requests")
     return list(request.requests)
 
 
@@ -105,11 +102,12 @@ def _response(scope: int, ledger: int, version: int, data: bytes, format_version
 
 
 class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
-    def __init__(self, store: MetadataStore, token: str | None = None):
+    def __init__(self, store: MetadataStore, limits: Limits | None = None):
         self.store = store
-        self.token = token
+        self.limits = limits = limits or Limits()
+        self.watches = PeerCounts(limits.watches_per_peer)
 
-    @guarded(pb.LedgerMetadataResponse, mutating=True)
+    @guarded(pb.LedgerMetadataResponse)
     def Create(self, request, context):
         scope = request.ledger_scope_id
         ledger = request.ledger_id if request.HasField("ledger_id") else None
@@ -118,7 +116,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
         got = self.store.create(scope, ledger, data)
         return _response(scope, got.ledger, got.version, got.data, 0)
 
-    @guarded(pb.LedgerMetadataResponse, mutating=True)
+    @guarded(pb.LedgerMetadataResponse)
     def Remove(self, request, context):
         ledger = _ledger_id(request)
         expected = request.expected_version if request.HasField("expected_version") else None
@@ -137,17 +135,18 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
 
     @guarded(pb.LedgerBatchResponse)
     def ReadMany(self, request, context):
+        items = _batch(request, self.limits.max_batch)
         return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=[
-            outcome(pb.LedgerMetadataResponse, r, lambda r=r: self._read(r), "Read") for r in _batch(request)])
+            outcome(pb.LedgerMetadataResponse, r, lambda r=r: self._read(r), "Read") for r in items])
 
-    @guarded(pb.LedgerMetadataResponse, mutating=True)
+    @guarded(pb.LedgerMetadataResponse)
     def Write(self, request, context):
         return _written(self.store.write(*_write_args(request)))
 
-    @guarded(pb.LedgerBatchResponse, mutating=True)
+    @guarded(pb.LedgerBatchResponse)
     def WriteMany(self, request, context):
         # Each write checked and applied on its own, in the order given (the store pipelines them).
-        items = _batch(request)
+        items = _batch(request, self.limits.max_batch)
         out: list = [None] * len(items)
         valid: list[tuple[int, tuple]] = []
         for i, r in enumerate(items):
@@ -214,7 +213,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
             yield pb.ReadLedgersResponse(code=pb.StatusCode.Value(exc.code), message=exc.message)
 
     def Watch(self, request_iterator, context):
-        yield from WatchStream(self.store, request_iterator, context).run()
+        yield from WatchStream(self.store, request_iterator, context, self.watches).run()
 
 
 def _ranges(scope: int, ids: list[int]) -> bytes:
@@ -235,9 +234,13 @@ class WatchStream:
     that sequence, which is how a client resumes after a reconnect without losing or doubling one.
     """
 
-    def __init__(self, store: MetadataStore, requests: Iterator, context: grpc.ServicerContext):
+    def __init__(self, store: MetadataStore, requests: Iterator, context: grpc.ServicerContext,
+                 watches: PeerCounts):
         self.store = store
         self.context = context
+        self.watches = watches         # ledgers followed per peer, across its streams
+        self.peer = peer_host(context.peer())
+        self.held = 0
         self.inbox: queue.Queue = queue.Queue()
         self.delivered: dict[tuple[int, int] | None, int] = {}   # key (None: all) -> last sequence sent
         self.format_version = 0
@@ -255,6 +258,12 @@ class WatchStream:
         self.format_version = r.format_version
         key = None if r.watch_all else (r.ledger_scope_id, _ledger_id(r))
         scope, ledger = key if key is not None else (0, None)
+        if key not in self.delivered:
+            if not self.watches.take(self.peer):
+                self.context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                   f"{self.peer} follows {self.watches.limit} ledgers already "
+                                   "(serve --max-watches-per-peer)")
+            self.held += 1
         self.store.follow(scope, ledger)
         if r.HasField("after_sequence"):
             start = r.after_sequence
@@ -292,12 +301,15 @@ class WatchStream:
         return bool(marks) and c.sequence > min(marks)
 
     def run(self) -> Iterator[pb.LedgerMetadataResponse]:
-        while self.context.is_active():
-            try:
-                yield from self._follow()
-                return
-            except StoreUnavailable:   # the store session is re-established: the watch stays open
-                time.sleep(WATCH_POLL_SECONDS)
+        try:
+            while self.context.is_active():
+                try:
+                    yield from self._follow()
+                    return
+                except StoreUnavailable:   # the store session is re-established: the watch stays open
+                    time.sleep(WATCH_POLL_SECONDS)
+        finally:
+            self.watches.give(self.peer, self.held)
 
     def _follow(self) -> Iterator[pb.LedgerMetadataResponse]:
         try:
@@ -347,21 +359,37 @@ class WatchStream:
 def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,
           max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int = 160,
           registry: Registry | None = None,
-          tls: tuple[bytes, bytes] | None = None, log_requests: bool = False) -> tuple[grpc.Server, int]:
-    """Start both services on ``bind`` (loopback unless told otherwise); returns (server, port).
-
-    ``tls`` is (PEM private key, PEM certificate chain) to serve TLS instead of plaintext;
-    ``log_requests`` logs one line per request (RequestLog).
-    """
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
-                         interceptors=[RequestLog()] if log_requests else [],
-                         options=[("grpc.max_receive_message_length", max_request_bytes),
+          tls: tuple[bytes, bytes] | None = None, log_requests: bool = False, *,
+          read_token: str | None = None, tls_client_ca: bytes | None = None,
+          limits: Limits | None = None) -> tuple[grpc.Server, int]:
+    """Start both services and gRPC's health service on ``bind`` (loopback unless told otherwise);
+    returns (server, port). ``token``: every call of both services must carry it (``read_token``:
+    reads only, passwords withheld); health answers anyone. ``tls``: (PEM key, PEM chain) to serve
+    TLS; ``tls_client_ca`` (PEM) then requires a client certificate it signed. ``limits`` bound one
+    caller (``max_request_bytes`` its request size when not given); ``log_requests``: one line per
+    request (RequestLog). Every mutation is logged (audit_trail) whatever ``log_requests`` says."""
+    if limits is None:
+        limits = Limits(max_request_bytes=max_request_bytes)
+    malformed_log.install()
+    tokens = Tokens(token, read_token)
+    # the first runs outermost: the request log and the audit trail see refused calls too
+    interceptors: list[grpc.ServerInterceptor] = [RequestLog()] if log_requests else []
+    interceptors += [AuditTrail(tokens), TokenGuard(tokens, strip_passwords), StreamLimits(limits)]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), interceptors=interceptors,
+                         options=[("grpc.max_receive_message_length", limits.max_request_bytes),
                                   ("grpc.so_reuseport", 0)])
-    pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, token), server)
-    pb_grpc.add_DiscoveryServiceServicer_to_server(
-        DiscoveryServicer(registry or store.new_registry(), token), server)
+    pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, limits), server)
+    pb_grpc.add_DiscoveryServiceServicer_to_server(DiscoveryServicer(registry or store.new_registry()), server)
+    checks = health.HealthServicer()
+    for name in ("", *SERVICES):
+        checks.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(checks, server)
     if tls is not None:
-        port = server.add_secure_port(bind, grpc.ssl_server_credentials([tls]))
+        creds = grpc.ssl_server_credentials([tls], root_certificates=tls_client_ca,
+                                            require_client_auth=tls_client_ca is not None)
+        port = server.add_secure_port(bind, creds)
+    elif tls_client_ca is not None:
+        raise StoreError("a client CA needs TLS (a certificate and key)")
     else:
         port = server.add_insecure_port(bind)
     if port == 0:

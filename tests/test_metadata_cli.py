@@ -218,17 +218,20 @@ def test_bad_input_gets_one_line_and_an_exit_code(served, tmp_path):
               "no such directory")
 
 
-def test_a_token_guards_changes_made_from_the_command_line(tmp_path):
+def test_a_token_guards_every_call_made_from_the_command_line(tmp_path):
     s = Served(tmp_path, "--token", "s3cret")
     try:
         src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
-        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", check=None), 6, "PERMISSION_DENIED",
-                  "--token or BKDISK_METADATA_TOKEN")
+        _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", check=None), 6,
+                  "the service needs a token: --token or BKDISK_METADATA_TOKEN")
         _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "nope", check=None), 6,
-                  "PERMISSION_DENIED")
-        assert s.json("metadata", "list") == []
+                  "the service refused the token")
+        assert s.json("metadata", "list", "--token", "s3cret") == []
         s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret")
-        assert s.json("metadata", "get", "--ledger-id", "1")["version"] == 0    # reads need no token
+        assert s.json("metadata", "get", "--ledger-id", "1", "--token", "s3cret")["version"] == 0
+        for read in (("metadata", "get", "--ledger-id", "1"), ("metadata", "list"),       # reads need it too
+                     ("metadata", "export", str(tmp_path / "out")), ("bookies", "list")):
+            _one_line(s(*read, check=None), 6, "the service needs a token: --token or BKDISK_METADATA_TOKEN")
     finally:
         s.stop()
 

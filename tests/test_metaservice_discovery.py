@@ -158,7 +158,8 @@ def test_a_token_guards_registration(tmp_path):
         assert _code(lambda: anon.register("bk-1", service_info("h", 1))) == "PERMISSION_DENIED"
         r = good.register("bk-1", service_info("h", 1))
         assert _code(lambda: anon.unregister("bk-1")) == "PERMISSION_DENIED"
-        assert _ids(anon.list()) == ["bk-1"]                       # reading needs no token
+        assert _code(lambda: anon.list()) == "PERMISSION_DENIED"   # reading needs the token too
+        assert _ids(good.list()) == ["bk-1"]
         r.close()
     finally:
         server.stop(0)

@@ -145,7 +145,7 @@ def test_oversized_request_is_refused_before_any_write(tmp_path, golden_bin):
         server.stop(0)
 
 
-def test_token_guards_mutating_calls(tmp_path, golden_bin):
+def test_token_guards_every_call(tmp_path, golden_bin):
     store = SqliteStore(tmp_path / "m.db")
     server, port = serve(store, token="s3cret")
     try:
@@ -156,7 +156,8 @@ def test_token_guards_mutating_calls(tmp_path, golden_bin):
             assert _code(lambda c=c: c.create(golden_bin, ledger_id=1)) == "PERMISSION_DENIED"
         assert store.head_sequence() == 0
         good.create(golden_bin, ledger_id=1)
-        assert anon.read(1).version == 0                       # reads need no token
+        for c in (anon, wrong):                                # reads need the token too
+            assert _code(lambda c=c: c.read(1)) == "PERMISSION_DENIED"
         assert _code(lambda: anon.write(1, golden_bin, 0)) == "PERMISSION_DENIED"
         assert _code(lambda: anon.remove(1)) == "PERMISSION_DENIED"
         assert good.read(1).version == 0

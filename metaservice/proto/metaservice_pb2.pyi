@@ -72,7 +72,7 @@ class LedgerMetadataRequest(_message.Message):
     def __init__(self, ledger_id: _Optional[int] = ..., metadata: _Optional[bytes] = ..., expected_version: _Optional[int] = ..., ledger_scope_id: _Optional[int] = ..., serialized_metadata: _Optional[bytes] = ..., format_version: _Optional[int] = ..., after_sequence: _Optional[int] = ..., watch_all: _Optional[bool] = ..., consistent_read: _Optional[bool] = ..., known_version: _Optional[int] = ...) -> None: ...
 
 class LedgerMetadataResponse(_message.Message):
-    __slots__ = ("code", "ledger_id", "version", "metadata", "ledger_scope_id", "serialized_metadata", "message", "change", "sequence")
+    __slots__ = ("code", "ledger_id", "version", "metadata", "ledger_scope_id", "serialized_metadata", "message", "change", "sequence", "password_withheld")
     CODE_FIELD_NUMBER: _ClassVar[int]
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class LedgerMetadataResponse(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CHANGE_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     code: StatusCode
     ledger_id: int
     version: int
@@ -91,7 +92,8 @@ class LedgerMetadataResponse(_message.Message):
     message: str
     change: ChangeType
     sequence: int
-    def __init__(self, code: _Optional[_Union[StatusCode, str]] = ..., ledger_id: _Optional[int] = ..., version: _Optional[int] = ..., metadata: _Optional[bytes] = ..., ledger_scope_id: _Optional[int] = ..., serialized_metadata: _Optional[bytes] = ..., message: _Optional[str] = ..., change: _Optional[_Union[ChangeType, str]] = ..., sequence: _Optional[int] = ...) -> None: ...
+    password_withheld: bool
+    def __init__(self, code: _Optional[_Union[StatusCode, str]] = ..., ledger_id: _Optional[int] = ..., version: _Optional[int] = ..., metadata: _Optional[bytes] = ..., ledger_scope_id: _Optional[int] = ..., serialized_metadata: _Optional[bytes] = ..., message: _Optional[str] = ..., change: _Optional[_Union[ChangeType, str]] = ..., sequence: _Optional[int] = ..., password_withheld: _Optional[bool] = ...) -> None: ...
 
 class GetLedgerRangesRequest(_message.Message):
     __slots__ = ("limit_per_response", "ledger_scope_id", "all_scopes")
@@ -154,16 +156,18 @@ class ReadLedgersRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[LedgerKey, _Mapping]] = ..., end: _Optional[_Union[LedgerKey, _Mapping]] = ..., page_size: _Optional[int] = ..., format_version: _Optional[int] = ...) -> None: ...
 
 class StoredLedger(_message.Message):
-    __slots__ = ("ledger_scope_id", "ledger_id", "version", "serialized_metadata")
+    __slots__ = ("ledger_scope_id", "ledger_id", "version", "serialized_metadata", "password_withheld")
     LEDGER_SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     SERIALIZED_METADATA_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_WITHHELD_FIELD_NUMBER: _ClassVar[int]
     ledger_scope_id: int
     ledger_id: int
     version: int
     serialized_metadata: bytes
-    def __init__(self, ledger_scope_id: _Optional[int] = ..., ledger_id: _Optional[int] = ..., version: _Optional[int] = ..., serialized_metadata: _Optional[bytes] = ...) -> None: ...
+    password_withheld: bool
+    def __init__(self, ledger_scope_id: _Optional[int] = ..., ledger_id: _Optional[int] = ..., version: _Optional[int] = ..., serialized_metadata: _Optional[bytes] = ..., password_withheld: _Optional[bool] = ...) -> None: ...
 
 class ReadLedgersResponse(_message.Message):
     __slots__ = ("code", "message", "ledgers")

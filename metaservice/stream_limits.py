@@ -1,0 +1,51 @@
+"""The limits of one peer's streaming calls, applied before a stream's handler runs (metaservice.limits)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import grpc
+
+from bkdisk.metaservice.auth import SERVICES, split_method
+from bkdisk.metaservice.limits import Limits, PeerCounts, peer_host
+
+# Streams that end on their own (a listing, a bulk read): the rest (watches, a bookie's Register)
+# live as long as their caller wants.
+FINITE_STREAMS = frozenset({"Iterate", "ReadLedgers"})
+
+
+class StreamLimits(grpc.ServerInterceptor):
+    """Refuses a peer's streaming call beyond ``streams_per_peer`` open ones (RESOURCE_EXHAUSTED:
+    each holds one of the server's threads), and ends a listing or bulk read that runs past
+    ``stream_seconds`` (DEADLINE_EXCEEDED)."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.streams = PeerCounts(limits.streams_per_peer)
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        service, method = split_method(details.method)
+        if handler is None or service not in SERVICES or not handler.response_streaming:
+            return handler
+        kind = "unary_stream" if handler.unary_stream is not None else "stream_stream"
+        return handler._replace(**{kind: self._limited(getattr(handler, kind), method in FINITE_STREAMS)})
+
+    def _limited(self, behaviour: Callable, finite: bool) -> Callable:
+        limits, streams = self.limits, self.streams
+
+        def run(request, context):
+            peer = peer_host(context.peer())
+            if not streams.take(peer):
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"{limits.streams_per_peer} streams are open from {peer} already")
+            try:
+                t0 = time.monotonic()
+                for r in behaviour(request, context):
+                    yield r
+                    if finite and time.monotonic() - t0 > limits.stream_seconds:
+                        context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                      f"a stream runs at most {limits.stream_seconds:g} s (serve --max-stream-seconds)")
+            finally:
+                streams.give(peer)
+        return run

@@ -1,0 +1,264 @@
+"""Who may call the metadata service: the token on every call of both services (health excepted), the
+read-only token that never sees a password, TLS and mutual TLS with certificates the test makes,
+and the per-peer limits."""
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from certificates import ca, signed
+from conftest import GOLDEN
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from bkdisk.formats.metadata import parse_format_message, parse_metadata
+from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.limits import Limits
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.metaservice.resolver import DiscoveryClient, service_info
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
+
+TOKEN, READ_TOKEN = "full-7f3a9c", "read-51b2e0"
+HMAC_BIN = GOLDEN / "cluster-3" / "metadata" / "1000.bin"     # an HMAC ledger, password b"c3-open"
+HMAC_TXT = GOLDEN / "cluster-3" / "metadata" / "1000.txt"
+PASSWORD = b"c3-open"
+
+
+@pytest.fixture()
+def guarded(tmp_path):
+    """(store, port) of a service with both tokens, holding ledger 1 (format 3) and 2 (format 2),
+    both HMAC ledgers with a password."""
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store, token=TOKEN, read_token=READ_TOKEN)
+    owner = MetadataClient(f"127.0.0.1:{port}", token=TOKEN)
+    owner.create(HMAC_BIN.read_bytes(), ledger_id=1)
+    owner.create(HMAC_TXT.read_bytes(), ledger_id=2)
+    owner.close()
+    yield store, port
+    server.stop(0)
+    store.close()
+
+
+def _methods():
+    for service, stub in (("LedgerMetadataService", pb_grpc.LedgerMetadataServiceStub),
+                          ("DiscoveryService", pb_grpc.DiscoveryServiceStub)):
+        for m in pb.DESCRIPTOR.services_by_name[service].methods:
+            yield stub, m
+
+
+def _call(channel, stub, m, request, metadata=()):
+    """Every response of one call (a unary call's one), or the gRPC status it failed with."""
+    fn = getattr(stub(channel), m.name)
+    try:
+        if m.client_streaming:
+            return list(fn(iter([request]), metadata=metadata, timeout=5))
+        if m.server_streaming:
+            return list(fn(request, metadata=metadata, timeout=5))
+        return [fn(request, metadata=metadata, timeout=5)]
+    except grpc.RpcError as exc:
+        return exc.code()
+
+
+def _request(m):
+    req = getattr(pb, m.input_type.name)()
+    if m.input_type.name == "LedgerMetadataRequest":
+        req.ledger_id, req.expected_version = 1, 0
+        req.serialized_metadata = HMAC_BIN.read_bytes()
+    elif m.input_type.name == "GetLedgerRangesRequest":
+        req.limit_per_response = 10
+    elif m.input_type.name == "ReadLedgersRequest":
+        req.page_size = 10
+    elif m.input_type.name == "LedgerBatchRequest":
+        req.requests.add(ledger_id=1, expected_version=0, serialized_metadata=HMAC_BIN.read_bytes())
+    elif m.input_type.name == "BookieRequest":
+        req.bookie_id, req.info.CopyFrom(service_info("h", 1))
+    return req
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_without_the_token_every_call_of_both_services_is_refused_and_health_answers(guarded, token):
+    store, port = guarded
+    head = store.head_sequence()
+    metadata = () if token is None else (("x-bkdisk-token", token),)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        seen = []
+        for stub, m in _methods():
+            got = _call(channel, stub, m, _request(m), metadata)
+            assert isinstance(got, list) and len(got) == 1, (m.name, got)
+            assert pb.StatusCode.Name(got[0].code) == "PERMISSION_DENIED", (m.name, got)
+            assert TOKEN not in got[0].message and "token" in got[0].message
+            assert PASSWORD not in got[0].SerializeToString()
+            seen.append(m.name)
+        assert len(seen) == 14
+        answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    assert store.head_sequence() == head
+    assert store.read(0, 1).data == HMAC_BIN.read_bytes()
+
+
+def test_the_cli_client_library_raises_permission_denied_for_a_refused_call(guarded):
+    _store, port = guarded
+    for token in (None, "wrong"):
+        c = MetadataClient(f"127.0.0.1:{port}", token=token)
+        for call in (lambda c: c.read(1), lambda c: list(c.iterate()), lambda c: list(c.read_ledgers()),
+                     lambda c: next(iter(c.watch([(0, 1)]))), lambda c: c.write(1, HMAC_BIN.read_bytes(), 0)):
+            with pytest.raises(MetadataError) as info:
+                call(c)
+            assert info.value.code == "PERMISSION_DENIED"
+        c.close()
+
+
+def _no_password(serialized: bytes, metadata: bytes, fmt: int) -> None:
+    md = parse_metadata(serialized)
+    assert md.password is None and md.format_version == fmt and PASSWORD not in serialized
+    assert parse_format_message(metadata).password is None and PASSWORD not in metadata
+
+
+def test_the_read_only_token_reads_everything_but_the_password_and_says_so(guarded):
+    _store, port = guarded
+    reader = MetadataClient(f"127.0.0.1:{port}", token=READ_TOKEN, coalesce=False)
+    full = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, coalesce=False)
+    try:
+        for lid, stored_format in ((1, 3), (2, 2)):
+            for fmt in (0, 2, 3):
+                got = reader.read(lid, format_version=fmt)
+                assert got.password_withheld
+                _no_password(got.serialized, got.metadata, fmt or stored_format)
+                whole = full.read(lid, format_version=fmt)
+                assert not whole.password_withheld and parse_metadata(whole.serialized).password == PASSWORD
+                # everything else as the full token reads it
+                kept = parse_metadata(whole.serialized)
+                assert parse_metadata(got.serialized) == type(kept)(**{**vars(kept), "password": None})
+        pages = [x for page in reader.read_ledgers(format_version=3) for x in page]
+        assert [x.ledger_id for x in pages] == [1, 2] and all(x.password_withheld for x in pages)
+        assert all(parse_metadata(x.serialized).password is None for x in pages)
+        as_stored = [x for page in reader.read_ledgers() for x in page]
+        assert [parse_metadata(x.serialized).format_version for x in as_stored] == [3, 2]
+        assert all(PASSWORD not in x.serialized for x in as_stored)
+        assert list(reader.iterate()) == [(0, 1), (0, 2)]
+        stub = pb_grpc.LedgerMetadataServiceStub(reader.ch.channel)
+        batch = stub.ReadMany(pb.LedgerBatchRequest(requests=[pb.LedgerMetadataRequest(ledger_id=i)
+                                                               for i in (1, 2, 3)]),
+                              metadata=reader.ch.metadata, timeout=5)
+        assert [pb.StatusCode.Name(r.code) for r in batch.responses] == ["SUCCESS", "SUCCESS", "LEDGER_NOT_FOUND"]
+        assert [r.password_withheld for r in batch.responses] == [True, True, False]
+        assert PASSWORD not in batch.SerializeToString()
+        # a watch: the current state, then a change made with the full token, both without it
+        changes = reader.watch([(0, 1)])
+        first = next(changes)
+        assert first.change == "CURRENT" and PASSWORD not in first.serialized
+        full.write(1, HMAC_BIN.read_bytes(), 0)
+        second = next(changes)
+        assert (second.change, second.version) == ("UPDATED", 1) and PASSWORD not in second.serialized
+        assert parse_metadata(second.serialized).password is None
+        for write in (lambda: reader.write(1, HMAC_BIN.read_bytes(), 1), lambda: reader.remove(1),
+                      lambda: reader.create(HMAC_BIN.read_bytes(), ledger_id=9)):
+            with pytest.raises(MetadataError) as info:
+                write()
+            assert info.value.code == "PERMISSION_DENIED" and "read-only" in info.value.message
+        assert full.read(1).version == 1
+    finally:
+        reader.close()
+        full.close()
+
+
+def test_the_read_only_token_lists_and_watches_bookies_but_cannot_register(guarded):
+    _store, port = guarded
+    owner = DiscoveryClient(f"127.0.0.1:{port}", token=TOKEN)
+    reader = DiscoveryClient(f"127.0.0.1:{port}", token=READ_TOKEN)
+    reg = owner.register("bk-1", service_info("10.0.0.1", 3181))
+    try:
+        assert [b.bookie_id for b in reader.list()] == ["bk-1"]
+        assert reader.info("bk-1").endpoints[0][1:3] == ("10.0.0.1", 3181)
+        assert next(iter(reader.watch()))[0] == "CURRENT"
+        for write in (lambda: reader.register("bk-2", service_info("h", 1)), lambda: reader.unregister("bk-1")):
+            with pytest.raises(MetadataError) as info:
+                write()
+            assert info.value.code == "PERMISSION_DENIED"
+    finally:
+        reg.close()
+        owner.close()
+        reader.close()
+
+
+def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path):
+    authority, stranger = ca(tmp_path, "ca"), ca(tmp_path, "other-ca")
+    server_pair = signed(tmp_path, authority, "server", san="IP:127.0.0.1")
+    client_pair = signed(tmp_path, authority, "client")
+    forged = signed(tmp_path, stranger, "forged")
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store, token=TOKEN, tls=server_pair.read(), tls_client_ca=authority.cert.read_bytes())
+    roots = authority.cert.read_bytes()
+    try:
+        good = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, root_certificates=roots,
+                              client_certificate=client_pair.read(), timeout=5, retries=0)
+        good.create(HMAC_BIN.read_bytes(), ledger_id=1)
+        assert good.read(1).version == 0
+        good.close()
+        for cert in (None, forged.read()):
+            c = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, root_certificates=roots,
+                               client_certificate=cert, timeout=3, retries=0)
+            with pytest.raises(MetadataError) as info:
+                c.read(1)
+            assert info.value.code == "RPC_UNAVAILABLE"      # the handshake fails: no call is made
+            c.close()
+        plain = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, timeout=3, retries=0)
+        with pytest.raises(MetadataError):
+            plain.read(1)
+        plain.close()
+    finally:
+        server.stop(0)
+        store.close()
+
+
+def test_a_peer_gets_at_most_its_streams_and_watches(tmp_path):
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store, limits=Limits(streams_per_peer=2, watches_per_peer=3, max_batch=4))
+    c = MetadataClient(f"127.0.0.1:{port}", timeout=5)
+    for lid in (1, 2, 3):
+        c.create(HMAC_BIN.read_bytes(), ledger_id=lid)
+    held: list = []
+    try:
+        for _ in range(2):
+            stream = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
+            assert pb.ChangeType.Name(next(stream).change) == "CURRENT"
+            held.append(stream)
+        third = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
+        with pytest.raises(grpc.RpcError) as info:
+            next(third)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "2 streams" in info.value.details()
+        for s in held:
+            s.cancel()
+        held.clear()
+        # the streams were given back: one Watch of 3 ledgers is allowed, a 4th ledger is not
+        gate = threading.Event()
+
+        def requests(n):
+            for lid in range(1, n + 1):
+                yield pb.LedgerMetadataRequest(ledger_id=lid)
+            gate.wait(30)
+        for _attempt in range(100):              # a cancelled stream's handler ends within its poll
+            ok = c.stub.Watch(requests(3), timeout=30)
+            try:
+                assert [next(ok).ledger_id for _ in range(3)] == [1, 2, 3]   # each CURRENT: all followed
+                break
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                time.sleep(0.1)
+        held.append(ok)
+        over = c.stub.Watch(requests(1), timeout=30)
+        with pytest.raises(grpc.RpcError) as info:
+            next(over)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "3 ledgers" in info.value.details()
+        r = c.stub.ReadMany(pb.LedgerBatchRequest(requests=[pb.LedgerMetadataRequest(ledger_id=1)] * 5), timeout=5)
+        assert pb.StatusCode.Name(r.code) == "BAD_REQUEST" and "at most 4" in r.message
+    finally:
+        gate.set()
+        for s in held:
+            s.cancel()
+        c.close()
+        server.stop(0)
+        store.close()
