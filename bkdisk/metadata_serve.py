@@ -162,8 +162,8 @@ def limit_options(fn):
                    "recently used dropped first (0: none) [default: 100000].")
 @click.option("-v", "--verbose", is_flag=True, help="One log line per request on stderr.")
 @one_line_errors
-def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_file, read_token, read_token_file, tls_cert, tls_key,
-                  tls_client_ca, insecure, max_request_bytes, max_batch, max_streams_per_peer,
+def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_file, read_token, read_token_file,
+                  tls_cert, tls_key, tls_client_ca, insecure, max_request_bytes, max_batch, max_streams_per_peer,
                   max_watches_per_peer, max_stream_seconds, cache_ledgers, verbose) -> None:
     """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
 
