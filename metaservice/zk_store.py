@@ -32,6 +32,7 @@ from bkdisk.metaservice.store import (
     Versioned,
     check_ids,
 )
+from bkdisk.metaservice.zk_creates import create_many
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
@@ -270,6 +271,10 @@ class ZkStore(MetadataStore):
         except (kx.NoNodeError, kx.BadVersionError) as exc:
             raise write_error(exc, scope, ledger, expected_version) from None
         return Versioned(scope, ledger, expected_version + 1, data)
+
+    def create_many(self, creates: list[tuple[int, int, bytes]]) -> list[Versioned | StoreError]:
+        """Every create sent on the session before any reply is awaited (metaservice/zk_creates.py)."""
+        return create_many(self, creates)
 
     def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:
         """Every setData sent on the session before any reply is awaited (metaservice/zk_writes.py)."""
