@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bkdisk.bookie.metadata_dir import ledger_of_file, metadata_names, preferred_file, read_metadata_files
@@ -20,6 +22,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient, MetadataError
 
 BATCH = 1000                 # ledgers per CreateMany (the service's MAX_BATCH)
+IN_FLIGHT = 2               # CreateMany calls sent before the first is awaited
 READ_THREADS = 4             # the checking pass's concurrent file reads (bookie.metadata_dir)
 OUTCOMES = ("imported", "skipped", "overwritten", "unchanged")
 
@@ -108,9 +111,10 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
     total = check_folder(folder, progress)
     out.checked = total
     done = 0
-    for batch in _batches(folder):
-        results = client.create_many([(lid.scope, lid.ledger, data) for lid, _p, data in batch])
-        first_error: tuple[str, MetadataError] | None = None
+    failures: list[tuple[str, MetadataError]] = []
+
+    def settle(batch: list[tuple[LedgerId, str, bytes]], results: list) -> None:
+        nonlocal done
         for (lid, path, data), got in zip(batch, results, strict=True):
             if not isinstance(got, MetadataError):
                 out.add("imported", lid)
@@ -118,15 +122,33 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
                 out.add("skipped", lid)
             elif got.code == "LEDGER_EXISTS" and existing == "overwrite":
                 out.add(_overwrite(client, lid, path, data), lid)
-            elif first_error is None:
-                first_error = (path, got)
+            else:
+                failures.append((path, got))
         done += len(batch)
-        if first_error is not None:
-            path, exc = first_error
-            raise FolderImportError(f"{path}: {exc} ({out.count('imported')} of {total} imported)")
         if progress is not None:
             progress(f"imported {done} of {total} ledgers", False)
+
+    # IN_FLIGHT calls at once: the service parses one batch and its store applies another meanwhile
+    with ThreadPoolExecutor(IN_FLIGHT) as pool:
+        pending: deque = deque()
+        for batch in _batches(folder):
+            pending.append((batch, pool.submit(client.create_many,
+                                               [(lid.scope, lid.ledger, data) for lid, _p, data in batch])))
+            if len(pending) == IN_FLIGHT:
+                settle(*_result(pending.popleft()))
+                if failures:
+                    break
+        while pending:                  # what was sent is counted, even after a failure
+            settle(*_result(pending.popleft()))
+    if failures:
+        path, exc = failures[0]
+        raise FolderImportError(f"{path}: {exc} ({out.count('imported')} of {total} imported)")
     return out
+
+
+def _result(sent: tuple) -> tuple[list, list]:
+    batch, future = sent
+    return batch, future.result()
 
 
 def _overwrite(client: MetadataClient, lid: LedgerId, path: str, data: bytes) -> str:

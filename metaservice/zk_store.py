@@ -32,7 +32,7 @@ from bkdisk.metaservice.store import (
     Versioned,
     check_ids,
 )
-from bkdisk.metaservice.zk_creates import create_many
+from bkdisk.metaservice.zk_creates import KnownParents, create_many
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
@@ -57,6 +57,7 @@ class ZkStore(MetadataStore):
         self.hosts, self.root = hosts, "/" + root.strip("/")
         self.retain_changes = retain_changes
         self.multi_writes = multi_writes         # a write batch tried as one multi first (zk_writes.py)
+        self.known_parents = KnownParents()      # parent znodes a create batch need not make (zk_creates.py)
         self._up = threading.Event()
         self._session_listeners: list = []
         self._session: int | None = None

@@ -154,22 +154,75 @@ class _LostCreateReply:
         self.store.zk.create_async = self.real
 
 
+class _LostMultiReply:
+    """The first multi's reply is lost (after it was applied, or before)."""
+
+    def __init__(self, store, applied: bool):
+        self.store, self.applied, self.fired = store, applied, False
+        self.real = store.zk.transaction
+        store.zk.transaction = self.fake
+
+    def fake(self):
+        t = self.real()
+        if self.fired:
+            return t
+        real_commit = t.commit
+
+        def commit():
+            self.fired = True
+            if self.applied:
+                real_commit()
+            raise ConnectionLoss()
+        t.commit = commit
+        return t
+
+    def restore(self):
+        self.store.zk.transaction = self.real
+
+
+@pytest.mark.parametrize("multi", [True, False], ids=["as-multis", "pipelined"])
 @pytest.mark.parametrize("applied", [True, False])
-def test_a_batched_create_whose_reply_is_lost_is_applied_exactly_once(tmp_path, golden_bin, applied):
+def test_a_batched_create_whose_reply_is_lost_is_applied_exactly_once(tmp_path, golden_bin, applied, multi):
     zk = started(tmp_path / "zk")
-    store = ZkStore(zk.hosts, "/ledgers")
+    store = ZkStore(zk.hosts, "/ledgers", multi_writes=multi)
     try:
         store.create(0, 5, golden_bin)             # the 2-level parents exist: the first send goes through
-        hook = _LostCreateReply(store, applied)
+        hook = (_LostMultiReply if multi else _LostCreateReply)(store, applied)
         try:
-            got = store.create_many([(0, 6, golden_bin), (0, 7, golden_bin)])
+            got = store.create_many([(0, 6, golden_bin), (0, 7, golden_bin), (0, 1 << 40, golden_bin)])
         finally:
             hook.restore()
         assert hook.fired
-        assert [(type(x).__name__, x.version) for x in got] == [("Versioned", 0)] * 2
-        assert store.read(0, 6, consistent=True).version == 0
+        assert [(type(x).__name__, x.version) for x in got] == [("Versioned", 0)] * 3
+        for lid in (6, 7, 1 << 40):
+            assert store.read(0, lid, consistent=True).data == golden_bin
     finally:
         store.close()
+        zk.stop()
+
+
+def test_a_multi_learns_parents_that_exist_and_answers_ledgers_that_exist(tmp_path, golden_bin):
+    zk = started(tmp_path / "zk")
+    store = ZkStore(zk.hosts, "/ledgers")
+    other = ZkStore(zk.hosts, "/ledgers")        # another writer: its parents are unknown to ``store``
+    try:
+        other.create(0, (1 << 40) + 1, golden_bin)
+        other.create(0, 9, golden_bin)
+        commits = []
+        real = store.zk.transaction
+
+        def counted():
+            commits.append(1)
+            return real()
+        store.zk.transaction = counted
+        got = store.create_many([(0, 1 << 40, golden_bin), (0, 9, _length(golden_bin, 5)), (0, 10, golden_bin)])
+        assert [type(x).__name__ for x in got] == ["Versioned", "LedgerExists", "Versioned"]
+        # the parents met, learnt at once; the ledger that exists, answered and taken out; then applied
+        assert len(commits) == 3
+        assert store.read(0, 9, consistent=True).data == golden_bin
+    finally:
+        store.close()
+        other.close()
         zk.stop()
 
 
