@@ -167,9 +167,10 @@ def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tm
         return f"sqlite:{tmp / (name + '.db')}" if zk is None else f"zk://{zk.hosts}/{name}"
     zk_pid = None if zk is None or zk.proc is None else zk.proc.pid
     try:
-        for name, argv, n in (("import_before_createmany_small", [*BKDISK[:2], _PER_LEDGER_IMPORT, str(small)], n_small),
-                              ("import_small", [*BKDISK, "metadata", "import", str(small)], n_small),
-                              ("import", [*BKDISK, "metadata", "import", str(big)], n_big)):
+        runs = (("import_before_createmany_small", [*BKDISK[:2], _PER_LEDGER_IMPORT, str(small)], n_small),
+                ("import_small", [*BKDISK, "metadata", "import", str(small)], n_small),
+                ("import", [*BKDISK, "metadata", "import", str(big)], n_big))
+        for name, argv, n in runs:
             svc = Service(url(name.replace("_", "-")))
             try:
                 extra = [svc.target] if argv[1] == "-c" and argv[2] == _PER_LEDGER_IMPORT else ["--server", svc.target]
