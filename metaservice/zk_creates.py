@@ -206,24 +206,36 @@ def _one_multi(store, items: list[Item], out: list) -> list[Item]:
         if failed is None:
             for p in parents:
                 known.add(p)
-            for _path, item in ops:
-                if item is not None:
-                    i, key, data = item
-                    store.follower.observe(key, Seen(0, 0, data))
-                    store.follower.touch(key)
-                    out[i] = Versioned(key[0], key[1], 0, data)
+            _created(store, items, out)
             return []
-        (path, item), exc = failed
-        if item is None and isinstance(exc, kx.NodeExistsError):
+        (path, hit), exc = failed
+        if hit is None and isinstance(exc, kx.NodeExistsError):
             _learn_parents(store, parents)           # another writer made parents: which, all at once
-        elif item is not None and isinstance(exc, kx.NodeExistsError):
-            out[item[0]] = LedgerExists(f"ledger {item[1][1]} of scope {item[1][0]} already exists")
-            items = [x for x in items if x is not item]
-        elif item is not None and isinstance(exc, kx.NoNodeError):
+        elif hit is not None and isinstance(exc, kx.NodeExistsError):
+            out[hit[0]] = LedgerExists(f"ledger {hit[1][1]} of scope {hit[1][0]} already exists")
+            items = [x for x in items if x is not hit]
+        elif hit is not None and isinstance(exc, kx.NoNodeError):
             known.forget_above(path)                 # a parent known to exist was removed meanwhile
         else:
             return items
     return items
+
+
+def _created(store, items: list[Item], out: list) -> None:
+    """Record the creates a multi applied. A multi's reply holds no stat, so a ledger a watch follows
+    is asked for its czxid (the incarnation a watcher's events are told by); the others cost nothing."""
+    followed = [(item, store.zk.exists_async(store.path(*item[1]))) for item in items
+                if store.follower.follows(item[1])]
+    for (_i, key, data), r in followed:
+        try:
+            stat = r.get()
+            if stat is not None:
+                store.follower.observe(key, Seen(stat.czxid, 0, data))
+        except kx.ZookeeperError:
+            pass                    # the ledger's next read reports it (touched below)
+    for i, key, data in items:
+        store.follower.touch(key)
+        out[i] = Versioned(key[0], key[1], 0, data)
 
 
 def _learn_parents(store, parents: set[str]) -> None:

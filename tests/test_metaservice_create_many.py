@@ -265,3 +265,21 @@ def test_import_creates_nothing_when_a_file_anywhere_does_not_parse(service, gol
     for p in list(folder.iterdir())[:20]:
         with pytest.raises(MetadataError, match="LEDGER_NOT_FOUND"):
             c.read(int(p.stem, 16))
+
+
+def test_a_watch_of_everything_sees_each_ledger_of_a_create_batch_created_once(service, golden_bin):
+    store, c, _stub = service
+    base = next(_bases) * 1000
+    store.follow(0, None)
+    watcher = c.watch(watch_all=True, after_sequence=store.head_sequence())
+    keys = [(0, base), (0, base + (1 << 45)), (7, base)]
+    got = c.create_many([(s, lid, golden_bin) for s, lid in keys])
+    assert all(x.version == 0 for x in got)
+    seen = [next(watcher) for _ in keys]
+    for s, lid in keys:                 # read back (ZooKeeper: from ZooKeeper itself, its real czxid)
+        c.read(lid, s, consistent=True)
+    c.create(golden_bin, ledger_id=base + 1)          # a marker: nothing came between
+    seen.append(next(watcher))
+    assert sorted((e.change, e.scope, e.ledger_id, e.version) for e in seen[:3]) == \
+        sorted(("CREATED", s, lid, 0) for s, lid in keys)
+    assert (seen[3].change, seen[3].ledger_id) == ("CREATED", base + 1)
