@@ -255,3 +255,23 @@ def test_a_seek_to_a_ledgers_locations_gives_what_the_whole_database_holds_for_i
         for ledger in [*(int(x["ledger_id"]) for x in MANIFEST["ledgers"]), 0, 5, (1 << 64) - 1]:
             prefix = LOCATIONS_KEY.build(dict(ledger_id=to_signed64(ledger), entry_id=0))[:8]
             assert list(db.items_with_prefix(prefix)) == [kv for kv in every if kv[0].startswith(prefix)]
+
+
+def test_the_metadata_service_gives_the_last_entry_digest_and_password(tmp_path: Path):
+    from metaservice_fixture import served
+
+    from bkdisk.metaservice.sqlite_store import SqliteStore
+    with served(SqliteStore(tmp_path / "meta.db")) as (client, port):
+        for f in (CLUSTER / "metadata").glob("*.bin"):
+            client.create(f.read_bytes(), ledger_id=int(f.stem, 16))
+        res = _run(["--ledger-id", "11259375", *_disks(CLUSTER), "--metadata", f"grpc://127.0.0.1:{port}",
+                    "--to", "3", "--jsonl"])
+        assert res.exit_code == 0, res.stderr
+        got = _lines(res)
+        assert [(o["digest_type"], o["digest_verified"]) for o in got] == [("HMAC", True)] * 4
+        # ledger 16 is CLOSED at entry 59: nothing past it is printed, even with a disk holding more
+        whole = _lines(_run(["--ledger-id", "16", *_disks(CLUSTER), "--metadata", f"grpc://127.0.0.1:{port}",
+                             "--jsonl"]))
+        assert whole[-1]["entry_id"] == 59 and len(whole) == 60
+    res = _run(["--ledger-id", "16", *_disks(CLUSTER), "--metadata", "http://x"])
+    assert res.exit_code == 2 and "grpc://HOST:PORT" in res.stderr
