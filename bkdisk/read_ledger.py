@@ -6,6 +6,7 @@ specs/read-ledger.md states the rules; specs/schemas/read-ledger-entry.schema.js
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -20,7 +21,9 @@ from bkdisk.formats.errors import BkdiskError
 json = lazy_import("json")
 ledger_copies = lazy_import("bkdisk.bookie.ledger_copies")
 ledger_read = lazy_import("bkdisk.bookie.ledger_read")
-metadata_source = lazy_import("bkdisk.audit.metadata_source")
+metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
+bookie_view = lazy_import("bkdisk.metaservice.bookie_view")
+metadata_client = lazy_import("bkdisk.metaservice.client")
 audit_cli = lazy_import("bkdisk.audit.cli")        # read_disks_file, for --disks-file only
 
 
@@ -77,7 +80,7 @@ def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, f
     md = None
     source = metadata_dir if metadata_dir is not None else metadata_url
     if source is not None:
-        md = metadata_source.open_source(source).lookup(ledger)
+        md = _metadata(source, ledger)
     done = ledger_read.LedgerRead()
     said = 0
     out = sys.stdout
@@ -105,3 +108,17 @@ def _say_scans(done, said: int) -> int:
     for root, why in done.scanned[said:]:
         warn(f"{root}: the ledger's index is damaged ({why}); its entry logs were scanned instead")
     return len(done.scanned)
+
+
+def _metadata(source: str, ledger):
+    """The ledger's metadata, None when the folder or the service has none for it. A folder that
+    cannot be listed, a file of it that does not parse, or a service that cannot be reached (after
+    one retry: a person waits) is one line, exit 8: never taken for "no metadata"."""
+    if not source.startswith("grpc://"):
+        if not os.path.isdir(source):
+            raise ReadLedgerError(f"{source}: cannot list the metadata folder (not a folder)")
+        return metadata_dir.read_ledger_file(source, ledger)
+    try:
+        return bookie_view.read_ledger(metadata_client.service_target(source), ledger, timeout=10.0, retries=1)
+    except BkdiskError as e:    # (the client's MetadataError)
+        raise ReadLedgerError(f"cannot read ledger metadata from {source}: {e}") from None

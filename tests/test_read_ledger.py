@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -275,3 +276,21 @@ def test_the_metadata_service_gives_the_last_entry_digest_and_password(tmp_path:
         assert whole[-1]["entry_id"] == 59 and len(whole) == 60
     res = _run(["--ledger-id", "16", *_disks(CLUSTER), "--metadata", "http://x"])
     assert res.exit_code == 2 and "grpc://HOST:PORT" in res.stderr
+
+
+def test_metadata_that_cannot_be_read_is_one_line_exit_8_not_no_metadata(tmp_path: Path):
+    res = _run(["--ledger-id", "16", *_disks(CLUSTER), "--metadata-dir", tmp_path / "none", "--jsonl"])
+    assert res.exit_code == 8 and res.stdout == ""
+    (line,) = res.stderr.splitlines()
+    assert str(tmp_path / "none") in line and "metadata folder" in line
+    bad = tmp_path / "md"
+    bad.mkdir()
+    (bad / "10.bin").write_bytes(b"BookieMetadataFormatVersion\t3\n\xff\xff")
+    res = _run(["--ledger-id", "16", *_disks(CLUSTER), "--metadata-dir", bad, "--jsonl"])
+    assert res.exit_code == 8 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert str(bad / "10.bin") in res.stderr and "offset" in res.stderr
+    t0 = time.monotonic()
+    res = _run(["--ledger-id", "16", *_disks(CLUSTER), "--metadata", "grpc://127.0.0.1:1", "--jsonl"])
+    assert res.exit_code == 8 and res.stdout == "" and time.monotonic() - t0 < 60
+    assert res.stderr.splitlines() == [res.stderr.strip()]
+    assert res.stderr.startswith("bkdisk: cannot read ledger metadata from grpc://127.0.0.1:1: RPC_")
