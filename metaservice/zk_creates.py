@@ -5,7 +5,7 @@ and, before them, the creates of the parent znodes this store does not know to e
 for ZooKeeper and for kazoo's connection loop, whose per-request cost is most of a create's. A
 multi applies all its ops or none; when one op fails, the multi tells which: a ledger that exists
 is answered LEDGER_EXISTS and taken out, parents that exist (another writer's) are learnt, all of
-the multi's at once, a parent found missing is forgotten, and the multi is sent again (a few times
+the multi's at that depth at once, a parent found missing is forgotten, and the multi is sent again (a few times
 at most). What a multi could not settle is sent op by op: every create pipelined on the one session
 (ZooKeeper applies a session's requests in order), those whose parents are missing sent again once
 the batch's missing parents are made, level by level, as BookKeeper's
@@ -24,7 +24,7 @@ from bkdisk.metaservice.zk_watch import Seen
 
 Item = tuple[int, tuple[int, int], bytes]     # (index in the batch, (scope, ledger), data)
 MULTI_BYTES = 1 << 19       # a multi's data and paths: half ZooKeeper's default request limit (jute.maxbuffer)
-MULTI_TRIES = 4             # sends of one multi, each after an op that failed was settled
+MULTI_TRIES = 8             # sends of one multi, each after an op that failed was settled
 KNOWN_PARENTS = 100_000     # parent znodes remembered to exist (least recently used forgotten)
 
 
@@ -210,7 +210,9 @@ def _one_multi(store, items: list[Item], out: list) -> list[Item]:
             return []
         (path, hit), exc = failed
         if hit is None and isinstance(exc, kx.NodeExistsError):
-            _learn_parents(store, parents)           # another writer made parents: which, all at once
+            # another writer (or a concurrent batch) made parents: which, at that depth, all at once
+            depth = path.count("/")
+            _learn_parents(store, {p for p in parents if p.count("/") == depth})
         elif hit is not None and isinstance(exc, kx.NodeExistsError):
             out[hit[0]] = LedgerExists(f"ledger {hit[1][1]} of scope {hit[1][0]} already exists")
             items = [x for x in items if x is not hit]
