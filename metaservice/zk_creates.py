@@ -4,8 +4,9 @@ A batch goes first as a few multis (each under ``MULTI_BYTES``), each holding it
 and, before them, the creates of the parent znodes this store does not know to exist: one request
 for ZooKeeper and for kazoo's connection loop, whose per-request cost is most of a create's. A
 multi applies all its ops or none; when one op fails, the multi tells which: a ledger that exists
-is answered LEDGER_EXISTS and taken out, parents that exist (another writer's) are learnt, all of
-the multi's at that depth at once, a parent found missing is forgotten, and the multi is sent again (a few times
+is answered LEDGER_EXISTS and taken out; a parent that exists (made by another writer, or by a
+batch in flight beside this one) has every parent of the multi asked for in one multiRead and
+those found learnt; a parent found missing is forgotten; and the multi is sent again (a few times
 at most). What a multi could not settle is sent op by op: every create pipelined on the one session
 (ZooKeeper applies a session's requests in order), those whose parents are missing sent again once
 the batch's missing parents are made, level by level, as BookKeeper's
@@ -20,6 +21,7 @@ from collections import OrderedDict
 from kazoo import exceptions as kx
 
 from bkdisk.metaservice.store import LedgerExists, StoreError, Versioned, check_ids
+from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import Seen
 
 Item = tuple[int, tuple[int, int], bytes]     # (index in the batch, (scope, ledger), data)
@@ -210,9 +212,7 @@ def _one_multi(store, items: list[Item], out: list) -> list[Item]:
             return []
         (path, hit), exc = failed
         if hit is None and isinstance(exc, kx.NodeExistsError):
-            # another writer (or a concurrent batch) made parents: which, at that depth, all at once
-            depth = path.count("/")
-            _learn_parents(store, {p for p in parents if p.count("/") == depth})
+            _learn_parents(store, parents)   # another writer (a concurrent batch) made parents: which
         elif hit is not None and isinstance(exc, kx.NodeExistsError):
             out[hit[0]] = LedgerExists(f"ledger {hit[1][1]} of scope {hit[1][0]} already exists")
             items = [x for x in items if x is not hit]
@@ -241,14 +241,16 @@ def _created(store, items: list[Item], out: list) -> None:
 
 
 def _learn_parents(store, parents: set[str]) -> None:
-    """Ask ZooKeeper (pipelined) which of ``parents`` exist, and remember those."""
-    asked = [(p, store.zk.exists_async(p)) for p in sorted(parents)]
-    for p, r in asked:
-        try:
-            if r.get() is not None:
-                store.known_parents.add(p)
-        except kx.ZookeeperError:
-            pass                    # not learnt: the multi meets it again, or the op-by-op path does
+    """Ask ZooKeeper which of ``parents`` exist, all in one multiRead (one request, where kazoo's
+    one-request-per-znode calls would cost more than the multi), and remember those."""
+    paths = sorted(parents)
+    try:
+        found = multi_read_async(store.zk, paths).get()
+    except Exception:   # (a ZooKeeper before 3.6, the session down) not learnt: the op-by-op path makes them
+        return
+    for p, got in zip(paths, found):
+        if isinstance(got, tuple):
+            store.known_parents.add(p)
 
 
 def _settled(store, items: list[Item], out: list) -> list[Item]:
