@@ -216,46 +216,6 @@ class MetadataClient:
                     return got
             raise
 
-    def create_many(self, items: Sequence[tuple[int, int, bytes]]) -> list[Ledger | MetadataError]:
-        """Create each named ledger (scope, ledger id, serialized metadata) with one CreateMany call
-        (at most 1000 items, ``MAX_BATCH_BYTES`` of metadata): create-only, each with its own outcome,
-        the Ledger created or the MetadataError (LEDGER_EXISTS for one that exists). Retried as a
-        single create is: a resent batch's LEDGER_EXISTS that finds its own bytes at version 0 had
-        applied the first time; an item the store could not serve yet is sent again on its own."""
-        if not items:
-            return []
-        req = pb.LedgerBatchRequest(requests=[
-            pb.LedgerMetadataRequest(ledger_scope_id=s, ledger_id=lid, serialized_metadata=data)
-            for s, lid, data in items])
-        try:
-            r, sent = self.ch.call_counted(self.stub.CreateMany, req, may_resend=True)
-        except MetadataError as exc:
-            if exc.code != "RPC_RESOURCE_EXHAUSTED":
-                raise
-            return [self._create_one(s, lid, data) for s, lid, data in items]   # above the request limit
-        check(r)
-        out: list[Ledger | MetadataError] = []
-        for (s, lid, data), x in zip(items, r.responses, strict=True):
-            if x.code == pb.SUCCESS:
-                out.append(Ledger(s, lid, x.version, data, b""))
-            elif x.code == pb.STORE_UNAVAILABLE:
-                out.append(self._create_one(s, lid, data))
-            elif x.code == pb.LEDGER_EXISTS and sent > 1 and (mine := self._own_create(s, lid, data)):
-                out.append(mine)
-            else:
-                out.append(MetadataError(pb.StatusCode.Name(x.code), x.message))
-        return out
-
-    def _create_one(self, scope: int, ledger_id: int, data: bytes) -> Ledger | MetadataError:
-        try:
-            return self.create(data, scope=scope, ledger_id=ledger_id)
-        except MetadataError as exc:
-            return exc
-
-    def _own_create(self, scope: int, ledger_id: int, data: bytes) -> Ledger | None:
-        got = self.read(ledger_id, scope)
-        return got if got.version == 0 and got.serialized == data else None
-
     def write(self, ledger_id: int, serialized: bytes, expected_version: int, scope: int = 0) -> Ledger:
         req = pb.LedgerMetadataRequest(ledger_id=ledger_id, ledger_scope_id=scope,
                                        serialized_metadata=serialized, expected_version=expected_version)

@@ -20,6 +20,7 @@ from bkdisk.diskio.mapped import read_bytes
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient, MetadataError
+from bkdisk.metaservice.create_batches import create_many
 
 BATCH = 1000                 # ledgers per CreateMany (the service's MAX_BATCH)
 IN_FLIGHT = 2               # CreateMany calls sent before the first is awaited
@@ -132,7 +133,7 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
     with ThreadPoolExecutor(IN_FLIGHT) as pool:
         pending: deque = deque()
         for batch in _batches(folder):
-            pending.append((batch, pool.submit(client.create_many,
+            pending.append((batch, pool.submit(create_many, client,
                                                [(lid.scope, lid.ledger, data) for lid, _p, data in batch])))
             if len(pending) == IN_FLIGHT:
                 settle(*_result(pending.popleft()))

@@ -226,8 +226,10 @@ def _one_multi(store, items: list[Item], out: list) -> list[Item]:
 def _created(store, items: list[Item], out: list) -> None:
     """Record the creates a multi applied. A multi's reply holds no stat, so a ledger a watch follows
     is asked for its czxid (the incarnation a watcher's events are told by); the others cost nothing."""
-    followed = [(item, store.zk.exists_async(store.path(*item[1]))) for item in items
-                if store.follower.follows(item[1])]
+    f = store.follower
+    with f.lock:                # the ledgers ``observe`` reports: every one, or those a watch follows
+        wanted = [item for item in items if f.all or item[1] in f.seen]
+    followed = [(item, store.zk.exists_async(store.path(*item[1]))) for item in wanted]
     for (_i, key, data), r in followed:
         try:
             stat = r.get()

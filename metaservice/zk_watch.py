@@ -128,11 +128,6 @@ class Follower(ChangeLog):
             self.dirty[key] = self.dirty.get(key, 0) + 1
         self._put(("ledger", key))
 
-    def follows(self, key: Key) -> bool:
-        """Whether a state written to ``key`` is to be reported (``observe``): a watch follows it."""
-        with self.lock:
-            return self.all or key in self.seen
-
     def observe(self, key: Key, now: Seen) -> None:
         """A state this service wrote (its reply in hand), reported at once and exactly if the
         ledger is followed; a re-read that finds it already reported adds nothing. Reported before
