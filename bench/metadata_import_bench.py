@@ -12,6 +12,35 @@ ensemble change, ids spread over the 64-bit range, mixed digest types) are writt
 --data and reused. Each command runs as its own process under /usr/bin/time -v; the service runs as
 `bkdisk metadata serve`, and its CPU seconds (and ZooKeeper's) are read from /proc around each run,
 to show where the time goes. Figures depend on the machine (2 shared cores here).
+
+Measured 2026-12-01/02 on this machine (2 cores shared with six other sessions: 1-minute load 11-23
+throughout, so wall times are stretched; the CPU seconds are the work itself):
+
+    python -m bench.metadata_import_bench --store sqlite         (10^6 and 10^5 ledgers)
+    python -m bench.metadata_import_bench --store zk --no-baselines   (10^6 ledgers)
+    python -m bench.metadata_import_bench --store zk (the 10^4 baselines, run before with --store zk)
+
+| store | run | ledgers | wall s | ledgers/s | client CPU s | service CPU s | ZooKeeper CPU s | client peak RSS MiB |
+|---|---|---|---|---|---|---|---|---|
+| SQLite | import before CreateMany | 10^5 | 208.8 | 479 | 30.8 | 56.6 | - | 120 |
+| SQLite | import (CreateMany) | 10^5 | 31.5 | 3,175 | 5.2 | 4.7 | - | 59 |
+| SQLite | import (CreateMany) | 10^6 | 304.5 | 3,284 | 64.9 | 63.8 | - | 73 |
+| SQLite | export (read-back) | 10^6 | 125.9 | 7,943 | 43.3 | 5.2 | - | 133 |
+| ZooKeeper | import before CreateMany | 10^4 | 166.5 | 60 | 5.5 | 36.2 | 31.4 | 57 |
+| ZooKeeper | import (CreateMany) | 10^4 | 9.5 | 1,053 | 0.8 | 1.4 | 3.1 | 57 |
+| ZooKeeper | import (CreateMany) | 10^6 | 1068.9 | 936 | 120.3 | 239.9 | 180.0 | 73 |
+
+SQLite: 6.6x the old import's rate on 10^5 (8.8x less CPU), and 10^6 ledgers cost 65 + 64 CPU
+seconds (client, service; about half of each is parsing every file's metadata once, as the client's
+check and as the service's validation): on two idle cores that is about a minute of wall time;
+here it took 5 minutes of a machine at load 18. The client stays at 73 MiB (it was 120 MiB for
+10^5 before: it held every file).
+ZooKeeper: 17.5x on 10^4. Ids spread over the 64-bit range put almost every ledger under parent
+znodes of its own (BookKeeper's 4-level long hierarchy): 10^6 ledgers are 4.1 million znodes, and
+ZooKeeper itself spent 180 CPU seconds on them (about 23,000 znodes a CPU second), so under two
+minutes is out of reach on this machine whatever the client does; the service spent 240 (kazoo's
+request building and the replies). That run asked one exists a parent after a multi met parents a
+concurrent batch had made; the code now asks in one multiRead.
 """
 from __future__ import annotations
 
