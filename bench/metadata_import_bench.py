@@ -16,31 +16,43 @@ to show where the time goes. Figures depend on the machine (2 shared cores here)
 Measured 2026-12-01/02 on this machine (2 cores shared with six other sessions: 1-minute load 11-23
 throughout, so wall times are stretched; the CPU seconds are the work itself):
 
-    python -m bench.metadata_import_bench --store sqlite         (10^6 and 10^5 ledgers)
-    python -m bench.metadata_import_bench --store zk --no-baselines   (10^6 ledgers)
-    python -m bench.metadata_import_bench --store zk (the 10^4 baselines, run before with --store zk)
+    python -m bench.metadata_import_bench --store sqlite                    (rows marked S)
+    python -m bench.metadata_import_bench --store zk --no-baselines         (Z1: the code before the
+                                                                             multiRead of parents)
+    python -m bench.metadata_import_bench --store zk --ledgers 100000       (Z2: the code as it is)
 
 | store | run | ledgers | wall s | ledgers/s | client CPU s | service CPU s | ZooKeeper CPU s | client peak RSS MiB |
 |---|---|---|---|---|---|---|---|---|
-| SQLite | import before CreateMany | 10^5 | 208.8 | 479 | 30.8 | 56.6 | - | 120 |
-| SQLite | import (CreateMany) | 10^5 | 31.5 | 3,175 | 5.2 | 4.7 | - | 59 |
-| SQLite | import (CreateMany) | 10^6 | 304.5 | 3,284 | 64.9 | 63.8 | - | 73 |
-| SQLite | export (read-back) | 10^6 | 125.9 | 7,943 | 43.3 | 5.2 | - | 133 |
-| ZooKeeper | import before CreateMany | 10^4 | 166.5 | 60 | 5.5 | 36.2 | 31.4 | 57 |
-| ZooKeeper | import (CreateMany) | 10^4 | 9.5 | 1,053 | 0.8 | 1.4 | 3.1 | 57 |
-| ZooKeeper | import (CreateMany) | 10^6 | 1068.9 | 936 | 120.3 | 239.9 | 180.0 | 73 |
+| S: SQLite | import before CreateMany | 10^5 | 208.8 | 479 | 30.8 | 56.6 | - | 120 |
+| S: SQLite | import (CreateMany) | 10^5 | 31.5 | 3,175 | 5.2 | 4.7 | - | 59 |
+| S: SQLite | import (CreateMany) | 10^6 | 304.5 | 3,284 | 64.9 | 63.8 | - | 73 |
+| S: SQLite | export (read-back) | 10^6 | 125.9 | 7,943 | 43.3 | 5.2 | - | 133 |
+| Z1: ZooKeeper | import (CreateMany) | 10^6 | 1068.9 | 936 | 120.3 | 239.9 | 180.0 | 73 |
+| Z1: ZooKeeper | export (read-back), stopped | 297,002 of 10^6 | 411 | ~720 | - | - | - | - |
+| Z2: ZooKeeper | import before CreateMany | 10^4 | 172.5 | 58 | 6.1 | 35.0 | 30.9 | 56 |
+| Z2: ZooKeeper | import (CreateMany) | 10^4 | 8.8 | 1,136 | 1.0 | 1.0 | 2.3 | 57 |
+| Z2: ZooKeeper | import (CreateMany) | 10^5 | 54.9 | 1,821 | 9.5 | 10.3 | 9.2 | 58 |
+| Z2: ZooKeeper | export (read-back) | 10^5 | 150.7 | 664 | 6.6 | 55.7 | 42.1 | 54 |
+| Z2: ZooKeeper | kazoo direct: 10^4 ledgers + 30,920 parents, multis of 1000 | 10^4 | 3.5 | 2,857 | 0.7 | - | 0.7 | 51 |
 
 SQLite: 6.6x the old import's rate on 10^5 (8.8x less CPU), and 10^6 ledgers cost 65 + 64 CPU
 seconds (client, service; about half of each is parsing every file's metadata once, as the client's
 check and as the service's validation): on two idle cores that is about a minute of wall time;
 here it took 5 minutes of a machine at load 18. The client stays at 73 MiB (it was 120 MiB for
 10^5 before: it held every file).
-ZooKeeper: 17.5x on 10^4. Ids spread over the 64-bit range put almost every ledger under parent
-znodes of its own (BookKeeper's 4-level long hierarchy): 10^6 ledgers are 4.1 million znodes, and
-ZooKeeper itself spent 180 CPU seconds on them (about 23,000 znodes a CPU second), so under two
-minutes is out of reach on this machine whatever the client does; the service spent 240 (kazoo's
-request building and the replies). That run asked one exists a parent after a multi met parents a
-concurrent batch had made; the code now asks in one multiRead.
+ZooKeeper: 19.6x the old import's rate on 10^4 (Z2). Ids spread over the 64-bit range put almost
+every ledger under parent znodes of its own (BookKeeper's 4-level long hierarchy): 10^6 ledgers are
+4.1 million znodes. Z1 put 10^6 in in 18 minutes at load 11-16 with ZooKeeper spending 180 CPU
+seconds and the service 240 (one exists call a parent whenever a multi met parents the batch in
+flight beside it had made). The code now asks for them in one multiRead: Z2 costs per ledger less
+than half of Z1's (service 103 us, ZooKeeper 92 us of CPU), which for 10^6 is about 100 + 90 CPU
+seconds, still more than two minutes of wall time on two cores here; 10^6 was not run again with it.
+Where the time goes: ZooKeeper itself, fed multis of creates by a bare kazoo client, took 0.7 CPU s
+for 41,000 znodes (about 60,000 a CPU second); through the service it spends 2-3x that (the multis
+that meet a concurrent batch's parents are applied partly and sent again), and the service about as
+much as ZooKeeper in kazoo's request building and its replies. With BookKeeper's own sequential ids
+the parents are shared by 10,000 ledgers each and a ledger is one znode, not four. The export
+(ReadLedgers over ZooKeeper's hierarchy walk) is now slower than the import.
 """
 from __future__ import annotations
 
