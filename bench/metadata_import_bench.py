@@ -33,7 +33,7 @@ throughout, so wall times are stretched; the CPU seconds are the work itself):
 | Z2: ZooKeeper | import (CreateMany) | 10^4 | 8.8 | 1,136 | 1.0 | 1.0 | 2.3 | 57 |
 | Z2: ZooKeeper | import (CreateMany) | 10^5 | 54.9 | 1,821 | 9.5 | 10.3 | 9.2 | 58 |
 | Z2: ZooKeeper | export (read-back) | 10^5 | 150.7 | 664 | 6.6 | 55.7 | 42.1 | 54 |
-| Z2: ZooKeeper | kazoo direct: 10^4 ledgers + 30,920 parents, multis of 1000 | 10^4 | 3.5 | 2,857 | 0.7 | - | 0.7 | 51 |
+| Z2: ZooKeeper | kazoo direct (+30,920 parents, multis of 1000) | 10^4 | 3.5 | 2,857 | 0.7 | - | 0.7 | 51 |
 
 SQLite: 6.6x the old import's rate on 10^5 (8.8x less CPU), and 10^6 ledgers cost 65 + 64 CPU
 seconds (client, service; about half of each is parsing every file's metadata once, as the client's
