@@ -56,6 +56,60 @@ def _write_files(job: tuple[str, int, int, int, list[str]]) -> None:
             os.close(fd)
 
 
+def shaped_variants(bookies: list[str], n: int = 512, seed: int = 7) -> list[bytes]:
+    """``n`` serialized metadata shaped as a Pulsar cluster's: 3-bookie ensembles out of ``bookies``,
+    Qw/Qa 2 or 3, one in five with an ensemble change (one bookie replaced from an entry on), mixed
+    digest types with passwords (an empty one among them), mostly CLOSED with lengths and last
+    entries, some OPEN, and the custom metadata a managed ledger writes."""
+    import random
+
+    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        members = tuple(rnd.sample(bookies, 3))
+        ensembles: tuple = ((0, members),)
+        last = rnd.randrange(0, 50_000)
+        if i % 5 == 0 and last > 1:
+            change = rnd.randrange(1, last)
+            spare = [b for b in bookies if b not in members]
+            swapped = list(members)
+            swapped[rnd.randrange(3)] = rnd.choice(spare)
+            ensembles = ((0, members), (change, tuple(swapped)))
+        closed = i % 10 != 0
+        qw = rnd.choice((2, 3))
+        dtype = ("CRC32C", "CRC32C", "CRC32", "HMAC", "DUMMY")[i % 5]
+        md = LedgerMetadata(format_version=3, write_quorum=qw, ensemble_size=3, ack_quorum=rnd.choice((2, qw)),
+                            length=(last + 1) * rnd.randrange(100, 2000) if closed else 0,
+                            last_entry_id=last if closed else -1, state="CLOSED" if closed else "OPEN",
+                            ensembles=ensembles, digest_type=dtype,
+                            password=b"" if i % 7 == 0 else f"pulsar-{i % 13}".encode(),
+                            ctime=1_700_000_000_000 + rnd.randrange(10**10),
+                            custom_metadata=(("application", b"pulsar"), ("component", b"managed-ledger"),
+                                             ("pulsar/managed-ledger",
+                                              f"tenant/ns/persistent/topic-{i}".encode())),
+                            ctoken=0)
+        out.append(serialize_metadata(md))
+    return out
+
+
+def write_shaped_folder(folder: str, count: int, bookies: list[str], seed: int = 7) -> None:
+    """``count`` files of ``shaped_variants`` under distinct ledger ids spread over the whole range of
+    scope-0 ids (1 .. 2^63 - 1), as ``<hex id>.bin``."""
+    import numpy as np
+    os.makedirs(folder, exist_ok=True)
+    variants = shaped_variants(bookies, seed=seed)
+    rng = np.random.default_rng(seed)
+    ids = np.unique(rng.integers(1, (1 << 63) - 1, size=count + count // 100 + 10, dtype=np.int64))
+    ids = rng.permutation(ids)[:count]
+    for i, lid in enumerate(ids.tolist()):
+        fd = os.open(os.path.join(folder, f"{lid:x}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, variants[i % len(variants)])
+        finally:
+            os.close(fd)
+
+
 def write_sqlite(path: str, count: int, first_id: int, bookies: list[str], batch: int = 100_000) -> None:
     from bkdisk.metaservice.sqlite_store import SqliteStore, _k
     SqliteStore(path).close()   # the store's own schema

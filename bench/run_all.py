@@ -24,6 +24,8 @@ BENCHES = {
     "audit-scale": ("bench.audit_scale_bench",
                     "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),
     "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
+    "metadata-import": ("bench.metadata_import_bench", "metadata import of a million ledgers (SQLite, ZooKeeper) vs "
+                                                       "export, the per-ledger import and kazoo direct"),
 }
 DEFAULT = ["scan", "commands", "fsck", "index-walk", "rocksdb", "rocksdb-scan", "metaservice", "audit"]
 

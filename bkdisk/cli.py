@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "inventory": ("bkdisk.inventory", "inventory", "One row per entry in a bookie's ledger storage."),
     "metadata": ("bkdisk.metadata_cli", "metadata",
                  "Serve the ledger metadata service (BP-16); get, list, change ledgers."),
+    "read-ledger": ("bkdisk.read_ledger", "read_ledger_command",
+                    "A ledger's entries in id order from any intact copy on the disks (JSON lines)."),
     "space": ("bkdisk.space", "space",
               "Where a bookie's disk space goes: live and garbage bytes per entry log, what GC frees."),
     "warm-up": ("bkdisk.warmup", "warmup", "Compile the scanners into numba's cache (after an install)."),
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
 
 # The commands that read bookie files through memory maps run guarded (commandline.runner.guarded);
 # scan-disk guards its scan itself (audit.rows.iter_disk), so that its file still says why.
-GUARDED = ("dump", "fsck", "inventory", "space")
+GUARDED = ("dump", "fsck", "inventory", "read-ledger", "space")
 
 
 def console() -> None:

@@ -20,6 +20,7 @@ import click
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options, parse_id
 from bkdisk.commandline.output import HELP_OPTIONS, emit
+from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
@@ -30,6 +31,7 @@ mapped = lazy_import("bkdisk.diskio.mapped")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 metadata_format = lazy_import("bkdisk.formats.metadata")
 metadata_client = lazy_import("bkdisk.metaservice.client")
+folder_import = lazy_import("bkdisk.metaservice.folder_import")
 
 T = TypeVar("T")
 
@@ -261,55 +263,38 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
 @click.option("--skip-existing", "existing", flag_value="skip",
               help="Leave a ledger that already exists as it is (and go on).")
 @click.option("--overwrite", "existing", flag_value="overwrite",
-              help="Replace a ledger that already exists: a write at the version read (compare-and-set).")
+              help="Replace a ledger that already exists with other metadata: a write at the version read "
+                   "(compare-and-set); one holding the file's bytes already is left unchanged.")
 @client_options
 @service_errors
 def import_command(folder, existing, server, token, timeout, tls_ca, as_json) -> None:
     """Create every ledger of a metadata folder (`<hex id>.bin`, `.txt`, `.v1.txt`; a 32-digit name
-    is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first. A ledger
-    that exists already stops the import unless --skip-existing or --overwrite says otherwise."""
-    MetadataError = metadata_client.MetadataError
-    best: dict = {}
-    for name in sorted(os.listdir(folder)):
-        got = metadata_dir.ledger_of_file(name)
-        if got is not None and (got[0] not in best or got[1] < best[got[0]][0]):
-            best[got[0]] = (got[1], name)
-    if not best:
-        raise BkdiskError(f"{folder}: no ledger metadata files (expected <hex ledger id>.bin/.txt/.v1.txt)")
-    files = []
-    for lid, (_rank, name) in sorted(best.items()):
-        path = os.path.join(folder, name)
-        data = mapped.read_bytes(path)
-        metadata_format.parse_metadata(data, path=path)          # check everything before creating anything
-        files.append((lid, path, data))
+    is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first. Every file
+    is read and checked before any ledger is created; then they go 1000 at a time (CreateMany),
+    create-only. A ledger that exists already stops the import unless --skip-existing or --overwrite
+    says otherwise. The folder is streamed, never held: a million ledgers take tens of MiB."""
+    progress = progress_line if sys.stderr.isatty() else None
     c = _metadata_client(server, token, timeout, tls_ca)
-    done: list[dict] = []
-    skipped: list[dict] = []
-    replaced: list[dict] = []
-    for lid, path, data in files:
-        try:
-            try:
-                c.create(data, scope=lid.scope, ledger_id=lid.ledger)
-            except MetadataError as exc:
-                if exc.code != "LEDGER_EXISTS" or existing is None:
-                    raise
-                if existing == "skip":
-                    skipped.append(_ledger_json(*lid))
-                    continue
-                current = c.read(lid.ledger, lid.scope)
-                if current.serialized != data:
-                    c.write(lid.ledger, data, current.version, scope=lid.scope)
-                replaced.append(_ledger_json(*lid))
-                continue
-        except MetadataError as exc:
-            if exc.code == "PERMISSION_DENIED":
-                raise      # the caller was refused, not this file
-            raise BkdiskError(f"{path}: {exc} ({len(done)} of {len(files)} imported before it)") from None
-        done.append(_ledger_json(*lid))
-    extra = (f", {len(skipped)} skipped (they exist)" if skipped else "") + \
-        (f", {len(replaced)} overwritten" if replaced else "")
-    emit({"imported": len(done), "ledgers": done, "skipped": skipped, "overwritten": replaced}, as_json,
-          f"imported {len(done)} ledgers from {folder}{extra}")
+    got = folder_import.import_folder(c, folder, existing, progress)
+    if progress is not None:
+        progress(f"imported {got.count('imported')} of {got.checked} ledgers", True)
+    n = {k: got.count(k) for k in folder_import.OUTCOMES}
+    extra = (f", {n['skipped']} skipped (they exist)" if n["skipped"] else "") + \
+        (f", {n['overwritten']} overwritten" if n["overwritten"] else "") + \
+        (f", {n['unchanged']} unchanged (they hold these bytes)" if n["unchanged"] else "")
+    if not as_json:
+        click.echo(f"imported {n['imported']} ledgers from {folder}{extra}")
+        return
+    # emit()'s document (keys sorted), written a ledger at a time: the lists are never built whole
+    w = sys.stdout.write
+    w(f'{{"imported": {n["imported"]}')
+    for key, outcome in (("ledgers", "imported"), ("overwritten", "overwritten"), ("skipped", "skipped"),
+                         ("unchanged", "unchanged")):
+        w(f', "{key}": [')
+        for i, lid in enumerate(got.ledgers(outcome)):
+            w((", " if i else "") + json.dumps(_ledger_json(*lid), sort_keys=True))
+        w("]")
+    w("}\n")
 
 
 @metadata.command("export", context_settings=HELP_OPTIONS)

@@ -107,6 +107,8 @@ class LedgerMetadata:
             "ensembles": [{"first_entry_id": first, "bookies": list(members)}
                           for first, members in self.ensembles],
             "digest_type": self.digest_type,
+            # LedgerMetadataImpl.hasPassword: the field is present, even empty (format 1 has none)
+            "has_password": self.password is not None,
             "password_hex": None if self.password is None else self.password.hex(),
             "ctime": self.ctime,
             "custom_metadata": [{"key": k, "value_hex": v.hex()} for k, v in self.custom_metadata],

@@ -18,7 +18,7 @@ ANONYMOUS = "none"     # no token configured: every caller has FULL
 
 SERVICES = ("bkdisk.metaservice.LedgerMetadataService", "bkdisk.metaservice.DiscoveryService")
 # Calls that change metadata or registrations: the full token only.
-MUTATING = frozenset({"Create", "Remove", "Write", "WriteMany", "Register", "Unregister"})
+MUTATING = frozenset({"Create", "CreateMany", "Remove", "Write", "WriteMany", "Register", "Unregister"})
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,26 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
                       else outcome(pb.LedgerMetadataResponse, items[i], lambda got=got: _written(got), "Write"))
         return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=out)
 
+    @guarded(pb.LedgerBatchResponse)
+    def CreateMany(self, request, context):
+        # Create-only, each item on its own, in order (the store sends them as one batch). A created
+        # ledger is answered with its ids and version: the caller holds the metadata it sent.
+        items = _batch(request, self.limits.max_batch)
+        out: list = [None] * len(items)
+        valid: list[tuple[int, tuple]] = []
+        for i, r in enumerate(items):
+            try:
+                valid.append((i, (r.ledger_scope_id, _ledger_id(r),
+                                  ledgers.incoming(r.metadata, r.serialized_metadata))))
+            except StoreError as exc:
+                out[i] = failure(pb.LedgerMetadataResponse, r, exc, "Create")
+        results = self.store.create_many([args for _i, args in valid])
+        for (i, _args), got in zip(valid, results):
+            out[i] = (failure(pb.LedgerMetadataResponse, items[i], got, "Create") if isinstance(got, Exception)
+                      else pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=got.scope,
+                                                     ledger_id=got.ledger, version=got.version))
+        return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=out)
+
     def Iterate(self, request, context):
         scope = request.ledger_scope_id
         limit = request.limit_per_response

@@ -122,6 +122,37 @@ class SqliteStore(MetadataStore):
             return Versioned(scope, lid, 0, data)
         return self._tx(run)
 
+    def create_many(self, creates: list[tuple[int, int, bytes]]) -> list[Versioned | StoreError]:
+        """``create`` of each named ledger, all in ONE transaction (one commit, one fsync, for the
+        batch): each item still has its own outcome, LedgerExists for a ledger that exists (a later
+        item of the same id included). A transaction that fails applies none of them, and every
+        item gets its error."""
+        out: list[Versioned | StoreError | None] = [None] * len(creates)
+        todo: list[int] = []
+        for i, (scope, ledger, _data) in enumerate(creates):
+            try:
+                check_ids(scope, ledger)
+                todo.append(i)
+            except StoreError as exc:
+                out[i] = exc
+
+        def run(cur: sqlite3.Cursor) -> None:
+            for i in todo:
+                scope, lid, data = creates[i]
+                if self._get(cur, scope, lid) is not None:
+                    out[i] = LedgerExists(f"ledger {lid} of scope {scope} already exists")
+                    continue
+                cur.execute("INSERT INTO ledgers VALUES (?,?,0,?)", (_k(scope), _k(lid), data))
+                self._log(cur, scope, lid, "CREATED", 0, data)
+                out[i] = Versioned(scope, lid, 0, data)
+        if todo:
+            try:
+                self._tx(run)
+            except StoreError as exc:
+                for i in todo:
+                    out[i] = exc
+        return [x for x in out if x is not None]    # (every item was set above)
+
     def _generate(self, cur: sqlite3.Cursor, scope: int) -> int:
         if scope != 0:
             for _ in range(_ID_ATTEMPTS):

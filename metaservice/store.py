@@ -152,6 +152,18 @@ class MetadataStore(ABC):
                 out.append(exc)
         return out
 
+    def create_many(self, creates: list[tuple[int, int, bytes]]) -> list[Versioned | StoreError]:
+        """Each (scope, ledger, data) created as ``create`` creates a named ledger, in order, each
+        with its own outcome (never all-or-nothing): the Versioned created, or the StoreError
+        (LedgerExists for a ledger that exists: create-only, nothing overwritten)."""
+        out: list[Versioned | StoreError] = []
+        for scope, ledger, data in creates:
+            try:
+                out.append(self.create(scope, ledger, data))
+            except StoreError as exc:
+                out.append(exc)
+        return out
+
     @abstractmethod
     def remove(self, scope: int, ledger: int, expected_version: int | None) -> None:
         """Delete (conditionally when ``expected_version`` is given)."""

@@ -38,6 +38,7 @@ from bkdisk.metaservice.store import (
     check_ids,
 )
 from bkdisk.metaservice.zk_auth import DENIED, ZkCredentials, acl_checked, refusal, sasl_refusal_ends_login
+from bkdisk.metaservice.zk_creates import KnownParents, create_many
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_scan import scan
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
@@ -75,6 +76,7 @@ class ZkStore(MetadataStore):
         self.auth_failed = False                 # ZooKeeper refused the SASL login: no retry helps
         self.retain_changes = retain_changes
         self.multi_writes = multi_writes         # a write batch tried as one multi first (zk_writes.py)
+        self.known_parents = KnownParents()      # parent znodes a create batch need not make (zk_creates.py)
         self._up = threading.Event()
         self._session_listeners: list = []
         self._session: int | None = None
@@ -317,6 +319,11 @@ class ZkStore(MetadataStore):
         except (kx.NoNodeError, kx.BadVersionError) as exc:
             raise write_error(exc, scope, ledger, expected_version) from None
         return Versioned(scope, ledger, expected_version + 1, data)
+
+    @acl_checked
+    def create_many(self, creates: list[tuple[int, int, bytes]]) -> list[Versioned | StoreError]:
+        """Every create sent on the session before any reply is awaited (metaservice/zk_creates.py)."""
+        return create_many(self, creates)
 
     @acl_checked
     def write_many(self, writes: list[tuple[int, int, bytes, int]]) -> list[Versioned | StoreError]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import os
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -15,9 +16,9 @@ import numpy as np
 from bkdisk.diskio.mapped import DiskError, map_file
 from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.errors import FormatError
-from bkdisk.rocksdbfiles.block import ChecksumMismatch
+from bkdisk.rocksdbfiles.block import ChecksumMismatch, seek
 from bkdisk.rocksdbfiles.manifest import Version, read_manifest
-from bkdisk.rocksdbfiles.sst import Record, SstFile
+from bkdisk.rocksdbfiles.sst import Record, SstFile, user_key_of
 from bkdisk.rocksdbfiles.wal import WalReplay, replay_wal
 
 _WAL_NAME = re.compile(r"^(\d+)\.log$")
@@ -93,6 +94,33 @@ class Database:
         for r in heapq.merge(*streams, key=lambda r: (r.user_key, -r.sequence)):
             if r.user_key == last:
                 continue          # an older version of a key already decided
+            last = r.user_key
+            if r.vtype in (V.VALUE, V.VALUE_PREFERRED_SEQNO) and not self._covered(r.user_key, r.sequence):
+                yield r.user_key, r.value
+
+    def _table_records_from(self, t: SstFile, start: bytes) -> Iterator[Record]:
+        """``_table_records`` from the first key >= ``start`` (a seek through the table's index)."""
+        target = start + bytes(rf.INTERNAL_KEY_FOOTER_SIZE)
+        for i in range(bisect_left(t.index_keys, start), len(t.index_handles)):
+            try:
+                b = t.data_block(i)
+                block = list(t._records(b, seek(b, target, user_key_of)))
+            except FormatError as e:
+                self._block_problem(t, i, e)
+                continue
+            yield from block
+
+    def items_with_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """``items()`` of the keys starting with ``prefix`` (one ledger's locations), each table read
+        from a seek to ``prefix`` and only as far as the prefix goes: not the whole database."""
+        mem = sorted((r for k, r in self.memtable.items() if k.startswith(prefix)), key=lambda r: r.user_key)
+        streams = [iter(mem)] + [self._table_records_from(t, prefix) for _l, _n, t in self.tables]
+        last = None
+        for r in heapq.merge(*streams, key=lambda r: (r.user_key, -r.sequence)):
+            if not r.user_key.startswith(prefix):
+                break             # every stream is in key order: nothing after this has the prefix
+            if r.user_key == last:
+                continue
             last = r.user_key
             if r.vtype in (V.VALUE, V.VALUE_PREFERRED_SEQNO) and not self._covered(r.user_key, r.sequence):
                 yield r.user_key, r.value

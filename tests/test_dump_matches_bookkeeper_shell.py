@@ -303,6 +303,19 @@ def test_metadata_prints_bookkeepers_ledger_metadata_to_string(corpus: Path, met
         assert res.stdout == meta["to_string"] + "\n"
     (obj,) = _json_lines(["metadata", str(corpus / meta["file"])])
     assert obj["state"] == meta["state"] and obj["format_version"] == meta["metadata_format_version"]
+    # BookKeeper prints a password (even an empty one) exactly when hasPassword(); format 1 holds none
+    has = meta["metadata_format_version"] != 1 and "password=" in meta["to_string"]
+    assert obj["has_password"] is has and (obj["password_hex"] is not None) is has
+
+
+def test_metadata_has_password_for_an_empty_password_and_not_for_format_1():
+    corpus = GOLDEN / "cluster-3"
+    (empty,) = _json_lines(["metadata", str(corpus / "metadata" / "2a.bin")])    # ledger 42, password ""
+    assert empty["has_password"] is True and empty["password_hex"] == ""
+    vectors = GOLDEN / "metadata-vectors"
+    (v1,) = _json_lines(["metadata", str(vectors / "v1-bk4.0.bin")])
+    (v2,) = _json_lines(["metadata", str(vectors / "v2-bk4.2.bin")])
+    assert v1["has_password"] is False and v2["has_password"] is True
 
 
 def test_cookie_prints_its_fields():

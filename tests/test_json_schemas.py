@@ -16,6 +16,7 @@ from conftest import GOLDEN, REPO
 
 from bkdisk.dump import dump
 from bkdisk.inventory import inventory
+from bkdisk.read_ledger import read_ledger_command
 
 SCHEMAS = REPO / "specs" / "schemas"
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
@@ -158,3 +159,13 @@ def test_a_schema_rejects_an_unknown_key():
     v.validate(good)
     with pytest.raises(jsonschema.ValidationError):
         v.validate({**good, "surprise": 1})
+
+
+def test_read_ledger_jsonl_matches_its_schema_with_lost_entries_too():
+    cluster = GOLDEN / "cluster-3"
+    disks = [str(p) for p in sorted((cluster / "bookies").iterdir())]
+    ledgers = [l["ledger_id"] for l in json.loads((cluster / "manifest.json").read_text())["ledgers"]]
+    objs = [o for lid in ledgers for o in _lines(read_ledger_command, ["--ledger-id", lid, *disks, "--jsonl"])]
+    lost = _lines(read_ledger_command, ["--ledger-id", "16", "--from", "59", "--to", "61", *disks, "--jsonl"], ok=(4,))
+    assert [o["lost"] for o in lost] == [False, True, True]
+    _validate("read-ledger-entry.schema.json", objs + lost)

@@ -130,8 +130,12 @@ def test_import_again_skips_or_overwrites_and_list_is_decimal_with_a_header(serv
     other = bins[1].read_bytes()
     (changed / bins[0].name).write_bytes(other)
     got = served.json("metadata", "import", str(changed), "--overwrite")
-    assert got["imported"] == 0 and len(got["overwritten"]) == len(bins)
+    # "overwritten" names only the ledger written; the others held the file's bytes already
     first = int(bins[0].stem, 16)
+    assert got["imported"] == 0 and [x["ledger_id"] for x in got["overwritten"]] == [first]
+    assert sorted(x["ledger_id"] for x in got["unchanged"]) == sorted(int(f.stem, 16) for f in bins[1:])
+    text = served("metadata", "import", str(changed), "--overwrite").stdout
+    assert text.strip() == f"imported 0 ledgers from {changed}, {len(bins)} unchanged (they hold these bytes)"
     assert served.json("metadata", "get", "--ledger-id", str(first))["version"] == 1
     assert served.json("metadata", "get", "--ledger-id", str(int(bins[1].stem, 16)))["version"] == 0
     lines = served("metadata", "list").stdout.splitlines()

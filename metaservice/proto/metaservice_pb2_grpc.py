@@ -79,6 +79,11 @@ class LedgerMetadataServiceStub:
                 request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
                 response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
                 _registered_method=True)
+        self.CreateMany = channel.unary_unary(
+                '/bkdisk.metaservice.LedgerMetadataService/CreateMany',
+                request_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
+                response_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
+                _registered_method=True)
 
 
 class LedgerMetadataServiceServicer:
@@ -140,6 +145,13 @@ class LedgerMetadataServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateMany(self, request, context):
+        """bkdisk: batched Create of named ledgers (see LedgerBatchRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LedgerMetadataServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +197,11 @@ def add_LedgerMetadataServiceServicer_to_server(servicer, server):
             ),
             'WriteMany': grpc.unary_unary_rpc_method_handler(
                     servicer.WriteMany,
+                    request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.FromString,
+                    response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.SerializeToString,
+            ),
+            'CreateMany': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMany,
                     request_deserializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.FromString,
                     response_serializer=bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.SerializeToString,
             ),
@@ -430,6 +447,33 @@ class LedgerMetadataService:
             request,
             target,
             '/bkdisk.metaservice.LedgerMetadataService/WriteMany',
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
+            bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMany(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/bkdisk.metaservice.LedgerMetadataService/CreateMany',
             bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchRequest.SerializeToString,
             bkdisk_dot_metaservice_dot_proto_dot_metaservice__pb2.LedgerBatchResponse.FromString,
             options,

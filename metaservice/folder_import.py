@@ -1,0 +1,165 @@
+"""A folder of ledger metadata files put into the metadata service: streamed, created in batches.
+
+The folder is listed as it is read (``os.scandir``, bookie/metadata_dir.py), never held as a list: a
+first pass reads and parses every file (nothing is created when one does not parse), a second reads
+them again and sends them ``BATCH`` at a time as one CreateMany call each (create-only). What
+happened to each ledger is kept as ids only (16 bytes a ledger), so that a million ledgers cost
+the client tens of MiB, not their metadata.
+"""
+from __future__ import annotations
+
+import os
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from bkdisk.bookie.metadata_dir import ledger_of_file, metadata_names, preferred_file, read_metadata_files
+from bkdisk.diskio.mapped import read_bytes
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient, MetadataError
+from bkdisk.metaservice.create_batches import create_many
+
+BATCH = 1000                 # ledgers per CreateMany (the service's MAX_BATCH)
+IN_FLIGHT = 2               # CreateMany calls sent before the first is awaited
+READ_THREADS = 4             # the checking pass's concurrent file reads (bookie.metadata_dir)
+OUTCOMES = ("imported", "skipped", "overwritten", "unchanged")
+
+
+class FolderImportError(BkdiskError):
+    """The import stopped: a file that does not parse, a ledger that exists, a refused create."""
+
+
+@dataclass
+class Outcomes:
+    """The ledgers of each outcome, as (scope, ledger) pairs in flat arrays of unsigned 64-bit ints:
+    ``imported`` created, ``skipped`` existing (--skip-existing), ``overwritten`` existing with other
+    metadata and written (--overwrite), ``unchanged`` existing with the same bytes (--overwrite: not
+    written)."""
+
+    ids: dict[str, array] = field(default_factory=lambda: {k: array("Q") for k in OUTCOMES})
+    checked: int = 0
+
+    def add(self, outcome: str, lid: LedgerId) -> None:
+        self.ids[outcome].extend((lid.scope, lid.ledger))
+
+    def count(self, outcome: str) -> int:
+        return len(self.ids[outcome]) // 2
+
+    def ledgers(self, outcome: str) -> Iterator[LedgerId]:
+        a = self.ids[outcome]
+        for i in range(0, len(a), 2):
+            yield LedgerId(a[i], a[i + 1])
+
+
+def _files(folder: str) -> Iterator[tuple[LedgerId, str]]:
+    """Each ledger's file (the preferred one when it has several), in the folder's listing order."""
+    for name in metadata_names(folder):
+        got = ledger_of_file(name)
+        if got is not None and preferred_file(folder, name) and _canonical(folder, name, got[0]):
+            yield got[0], os.path.join(folder, name)
+
+
+def _canonical(folder: str, name: str, lid: LedgerId) -> bool:
+    """A name with leading zeros ("010.bin") stands for its ledger only when the ledger has no file of
+    the usual name ("10.bin"), which is then the one read."""
+    stem = lid.qualified_name if len(name.split(".")[0]) == 32 else f"{lid.ledger:x}"
+    if name.startswith(stem + "."):
+        return True
+    return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in (".bin", ".txt", ".v1.txt"))
+
+
+def check_folder(folder: str, progress: Callable[[str, bool], None] | None = None) -> int:
+    """Read and parse every ledger's file; the number of ledgers. The first file that cannot be read
+    or parsed raises its error (one line naming the file and offset); none: BkdiskError."""
+    n = 0
+    names = (os.path.basename(p) for _lid, p in _files(folder))
+    for _lid, got in read_metadata_files(folder, names, threads=READ_THREADS):
+        if isinstance(got, Exception):
+            raise got
+        n += 1
+        if progress is not None and n % 10_000 == 0:
+            progress(f"checked {n} ledgers' metadata", False)
+    if n == 0:
+        raise FolderImportError(f"{folder}: no ledger metadata files (expected <hex ledger id>.bin/.txt/.v1.txt)")
+    return n
+
+
+def _batches(folder: str) -> Iterator[list[tuple[LedgerId, str, bytes]]]:
+    """The files in batches, each in ledger id order (a folder of one batch goes in id order, and
+    its first refusal is that of the lowest id)."""
+    batch: list[tuple[LedgerId, str, bytes]] = []
+    size = 0
+    for lid, path in _files(folder):
+        data = read_bytes(path)
+        if batch and (len(batch) == BATCH or size + len(data) > MAX_BATCH_BYTES):
+            yield sorted(batch, key=lambda f: f[0])
+            batch, size = [], 0
+        batch.append((lid, path, data))
+        size += len(data)
+    if batch:
+        yield sorted(batch, key=lambda f: f[0])
+
+
+def import_folder(client: MetadataClient, folder: str, existing: str | None,
+                  progress: Callable[[str, bool], None] | None = None) -> Outcomes:
+    """Create every ledger of ``folder`` through the service, create-only. A ledger that exists
+    stops the import (FolderImportError naming its file) unless ``existing`` is "skip" (left as it is) or
+    "overwrite" (its stored bytes read; written at that version only when they differ)."""
+    out = Outcomes()
+    total = check_folder(folder, progress)
+    out.checked = total
+    done = 0
+    failures: list[tuple[str, MetadataError]] = []
+
+    def settle(batch: list[tuple[LedgerId, str, bytes]], results: list) -> None:
+        nonlocal done
+        for (lid, path, data), got in zip(batch, results, strict=True):
+            if not isinstance(got, MetadataError):
+                out.add("imported", lid)
+            elif got.code == "LEDGER_EXISTS" and existing == "skip":
+                out.add("skipped", lid)
+            elif got.code == "LEDGER_EXISTS" and existing == "overwrite":
+                out.add(_overwrite(client, lid, path, data), lid)
+            else:
+                failures.append((path, got))
+        done += len(batch)
+        if progress is not None:
+            progress(f"imported {done} of {total} ledgers", False)
+
+    # IN_FLIGHT calls at once: the service parses one batch and its store applies another meanwhile
+    with ThreadPoolExecutor(IN_FLIGHT) as pool:
+        pending: deque = deque()
+        for batch in _batches(folder):
+            pending.append((batch, pool.submit(create_many, client,
+                                               [(lid.scope, lid.ledger, data) for lid, _p, data in batch])))
+            if len(pending) == IN_FLIGHT:
+                settle(*_result(pending.popleft()))
+                if failures:
+                    break
+        while pending:                  # what was sent is counted, even after a failure
+            settle(*_result(pending.popleft()))
+    if failures:
+        path, exc = failures[0]
+        raise FolderImportError(f"{path}: {exc} ({out.count('imported')} of {total} imported)")
+    return out
+
+
+def _result(sent: tuple) -> tuple[list, list]:
+    batch, future = sent
+    return batch, future.result()
+
+
+def _overwrite(client: MetadataClient, lid: LedgerId, path: str, data: bytes) -> str:
+    """"overwritten" when the stored bytes differ and were replaced by a versioned write; "unchanged"
+    when they are the file's already."""
+    try:
+        current = client.read(lid.ledger, lid.scope)
+        if current.serialized == data:
+            return "unchanged"
+        client.write(lid.ledger, data, current.version, scope=lid.scope)
+    except MetadataError as exc:
+        raise FolderImportError(f"{path}: {exc}") from None
+    return "overwritten"
