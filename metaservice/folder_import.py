@@ -143,7 +143,8 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
             settle(*_result(pending.popleft()))
     if failures:
         path, exc = failures[0]
-        raise FolderImportError(f"{path}: {exc} ({out.count('imported')} of {total} imported)")
+        # the service's answer as the cause: the command's exit code says which (exists, denied, ...)
+        raise FolderImportError(f"{path}: {exc} ({out.count('imported')} of {total} imported)") from exc
     return out
 
 
@@ -161,5 +162,5 @@ def _overwrite(client: MetadataClient, lid: LedgerId, path: str, data: bytes) ->
             return "unchanged"
         client.write(lid.ledger, data, current.version, scope=lid.scope)
     except MetadataError as exc:
-        raise FolderImportError(f"{path}: {exc}") from None
+        raise FolderImportError(f"{path}: {exc}") from exc
     return "overwritten"
