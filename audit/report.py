@@ -63,7 +63,8 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
         bookies.setdefault(d["bookie_id"] or f"? {d['path']}", {
             "bookie_id": d["bookie_id"], "status": d["status"], "path": d["path"], "host": d["host"],
             "storage_class": d["storage_class"], "entries": d["entries"] or 0, "bytes": d["bytes"] or 0,
-            "error": d["error"], "corrupt_copies": 0, "missing_copies": 0, "missing_ledgers": 0,
+            "error": d["error"], "corrupt_copies": 0, "missing_copies": 0, "not_indexed_copies": 0,
+            "missing_ledgers": 0,
             "orphan_entries": 0, "orphan_bytes": 0})
     per_ledger: dict[str, dict[str, Any]] = defaultdict(lambda: defaultdict(int))
     where: dict[str, set[str]] = defaultdict(set)
@@ -81,6 +82,11 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
         for b in r["bookies_missing"]:
             if b in bookies:
                 bookies[b]["missing_copies"] += n
+        # copies in a bookie's entry logs that its index does not hold: missing, and repairable
+        for b in r.get("bookies_not_indexed") or []:
+            if b in bookies:
+                bookies[b]["not_indexed_copies"] += n
+            per_ledger[name]["not_indexed_copies"] += n
     for r in t["corrupt_copies"]:
         name = ledger_name(r["ledger_scope"], r["ledger_id"])
         if r["bookie_id"] in bookies:
@@ -113,8 +119,9 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
                       "entries": entries_text({k: which[k]}, limit=ENTRIES_NAMED).replace(f"{k}:", "")}
                      for k, v in sorted(per_ledger.items(), key=badness)[:worst]]
     hist = sorted(({"copies_expected": r["copies_expected"], "copies_intact": r["copies_intact"],
-                    "entries": r["entries"]} for r in t["replication_histogram"]),
-                  key=lambda r: (r["copies_expected"], r["copies_intact"]))
+                    "copies_not_indexed": r.get("copies_not_indexed") or 0, "entries": r["entries"]}
+                   for r in t["replication_histogram"]),
+                  key=lambda r: (r["copies_expected"], r["copies_intact"], r["copies_not_indexed"]))
     counts = {name: len(t[name]) for name in SMALL_TABLES if name not in ("disks", "replication_histogram")}
     status: dict[str, int] = defaultdict(int)
     for d in t["disks"]:
@@ -134,6 +141,7 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
             "bytes_reclaimable": sum(r["bytes"] for r in t["orphans"]),
             "entries_expected": sum(h["entries"] for h in hist), "replication_histogram": hist,
             "entries_on_last_copy": sum(v.get("entries_on_last_copy", 0) for v in per_ledger.values()),
+            "not_indexed_copies": sum(v.get("not_indexed_copies", 0) for v in per_ledger.values()),
             "bookies": sorted(bookies.values(), key=lambda b: b.get("bookie_id") or ""),
             "worst_ledgers": worst_ledgers,
             # DbLedgerStorage disks (replicas read from their entry logs), and disks whose index was not read.
