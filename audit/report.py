@@ -16,11 +16,21 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from bkdisk.audit.report_html import HEALTHY, NOT_AUDITED, PROBLEMS, render_html
-from bkdisk.audit.report_text import AUDITED, ENTRIES_NAMED, entries_text, ledger_name, problem_sentences, span
+from bkdisk.audit.report_text import (
+    AUDITED,
+    ENTRIES_NAMED,
+    entries_text,
+    ledger_name,
+    orphan_ledgers,
+    problem_sentences,
+    span,
+)
 from bkdisk.audit.space_report import space_lines, space_summary
+from bkdisk.fsck.problems import PROBLEMS as FSCK_PROBLEMS
 
 SMALL_TABLES = ("disks", "under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers",
                 "replication_histogram")
+ORPHANS_LISTED = 100   # ledgers in summary.json's and the page's orphans table; the rest are counted
 __all__ = ["SMALL_TABLES", "render_html", "summarize", "terminal_summary", "write_reports"]
 
 
@@ -28,8 +38,14 @@ def _rows(out: str, name: str) -> list[dict]:
     return pq.read_table(os.path.join(out, name)).to_pylist()
 
 
+# Pass 7's findings of entries metadata places on a bookie that its storage does not hold: what a lost
+# index or entry log causes, never quoted as a bookie's cause while the disk has another error.
+CONSEQUENCES = ("ENTRY_MISSING", "ENTRIES_MISSING")
+
+
 def _fsck_errors(out: str) -> dict[str, dict[str, Any]]:
-    """Per bookie: fsck's error count and its first root-cause message (a lost file before its consequences)."""
+    """Per bookie: fsck's error count, its first root-cause message (a lost file before its
+    consequences) and whether ``bookie-fsck --repair`` repairs that cause."""
     path = os.path.join(out, "findings")
     if not os.path.exists(path):
         return {}
@@ -38,14 +54,26 @@ def _fsck_errors(out: str) -> dict[str, dict[str, Any]]:
     for f in t:
         if f["severity"] != "error" or not f["bookie_id"]:
             continue
-        p = per.setdefault(f["bookie_id"], {"errors": 0, "first": None, "rank": 9})
+        p = per.setdefault(f["bookie_id"], {"errors": 0, "first": None, "rank": 9, "code": None})
         p["errors"] += 1
-        rank = 0 if f["code"].endswith("_MISSING") and f["ledger_id"] is None else (1 if f["ledger_id"] is None else 2)
+        rank = (3 if f["code"] in CONSEQUENCES else 0 if f["code"].endswith("_MISSING") and f["ledger_id"] is None
+                else 1 if f["ledger_id"] is None else 2)
         if rank < p["rank"]:
             where = f"{f['path']}: " if f["path"] else ""
             first = f"{f['code']} {where}{f['message']}"
-            p["first"], p["rank"] = (first if len(first) <= 200 else first[:199] + "…"), rank
-    return {b: {"errors": p["errors"], "first": p["first"]} for b, p in per.items()}
+            p["first"], p["rank"], p["code"] = (first if len(first) <= 200 else first[:199] + "…"), rank, f["code"]
+    return {b: {"errors": p["errors"], "first": p["first"],
+                "repairable": p["code"] in FSCK_PROBLEMS and FSCK_PROBLEMS[p["code"]].repairable}
+            for b, p in per.items()}
+
+
+def _topics(out: str) -> dict[str, str]:
+    """Per ledger (as bkdisk names it), the Pulsar topic its custom metadata names (the space table's)."""
+    path = os.path.join(out, "space")
+    if not os.path.isdir(path):
+        return {}
+    t = pq.read_table(path, columns=["kind", "ledger", "topic"]).to_pylist()
+    return {r["ledger"]: r["topic"] for r in t if r["kind"] == "ledger" and r["topic"] and r["ledger"]}
 
 
 def _tool_version(disks: list[dict]) -> str:
@@ -131,8 +159,11 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
     fsck = _fsck_errors(out)
     verdict = HEALTHY if healthy else (NOT_AUDITED if not audited else PROBLEMS)
     finished = dt.datetime.now(dt.UTC)
+    db = [d["bookie_id"] for d in audited if "DbLedgerStorage" in (d["storage_class"] or "")]
+    orphans = orphan_ledgers(t["orphans"])
     return {"schema": "bkdisk.audit-summary/1", "run_id": run_id, "metadata": metadata_from, "healthy": healthy,
-            "verdict": verdict, "problems": problem_sentences(t, fsck),
+            "verdict": verdict, "problems": problem_sentences(t, fsck, _topics(out), db),
+            "orphan_ledgers": orphans[:ORPHANS_LISTED], "orphan_ledger_count": len(orphans),
             "tool_version": _tool_version(t["disks"]),
             "started_at": started.isoformat(timespec="seconds") if started else None,
             "finished_at": finished.isoformat(timespec="seconds"),
