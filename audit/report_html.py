@@ -131,7 +131,7 @@ def orphans_section(s: dict[str, Any]) -> str:
 
 def _replication_label(h: dict) -> str:
     gap = h.get("copies_not_indexed") or 0
-    return f"{h['copies_intact']}/{h['copies_expected']}" + (f" +{gap} not indexed" if gap else "")
+    return f"{h['copies_intact']}/{h['copies_expected']}" + (f"+{gap}" if gap else "")
 
 
 def charts_section(s: dict[str, Any]) -> str:
@@ -142,7 +142,8 @@ def charts_section(s: dict[str, Any]) -> str:
                               for k in ("corrupt_copies", "missing_copies", "orphan_entries")}},
         "entries": {"title": "Entries read by bookie", "labels": bookies,
                     "series": {"entries": [b.get("entries", 0) for b in s["bookies"]]}},
-        "replication": {"title": "Entries by intact copies / copies expected (log scale)", "scale": "log",
+        "replication": {"title": "Entries by intact copies / copies expected (+ copies not indexed; log scale)",
+                        "scale": "log",
                         "labels": [_replication_label(h) for h in s["replication_histogram"]],
                         "series": {"entries": [h["entries"] for h in s["replication_histogram"]]},
                         "bad": [h["copies_intact"] < h["copies_expected"] for h in s["replication_histogram"]]},

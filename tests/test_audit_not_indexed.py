@@ -132,3 +132,26 @@ def test_the_summary_counts_them_per_bookie_and_per_ledger(damaged):
     assert worst["17"]["not_indexed_copies"] == 50 and "bk-2.rack-a" in worst["17"]["bookies"]
     assert worst["16"]["not_indexed_copies"] == 40
     assert s["not_indexed_copies"] == sum(len(v[4]) for v in want.values())
+
+
+def test_the_report_of_the_real_audit_says_which_copies_fsck_repair_restores(damaged, tmp_path):
+    from bkdisk.audit.report import write_reports
+    from tests.report_browser import WIDTH, render
+    from tests.test_audit_report import SHOTS
+    s = summarize(str(damaged["out"]), "not-indexed", "metadata")
+    _js, page = write_reports(str(damaged["out"]), s)
+    dom, probe = render(Path(page), tmp_path / "chromium", SHOTS / "cluster3-not-indexed.png")
+    shown = [p["text"] for p in probe["problems"]]
+    assert shown == s["problems"]
+    (bk2,) = [p for p in shown if p.startswith("bk-2.rack-a: 50 copies of ledger 17 in its entry logs, not indexed")]
+    assert bk2.endswith("`bookie-fsck --repair` on its disk restores its index")
+    (bk3,) = [p for p in shown if p.startswith("bk-3.rack-b: 40 copies of ledger 16 in its entry logs, not indexed")]
+    assert "rebuild-db-ledger-locations-index" in bk3
+    # bk-2's fsck line quotes the cause, not the entries pass 7 then finds missing
+    (fsck,) = [p for p in shown if p.startswith("bk-2.rack-a: fsck found")]
+    assert "the first: LEDGER_NOT_INDEXED" in fsck
+    # bk-1 lost its copies outright: re-replicated, never "not indexed"
+    assert any(p.startswith("bk-1.rack-a: re-replicate ledgers ") and "bin/bookkeeper shell recover" in p
+               for p in shown), shown
+    assert not any(p.startswith("bk-1.rack-a:") and "not indexed" in p for p in shown)
+    assert "2/3+1" in dom and probe["scrollWidth"] <= WIDTH
