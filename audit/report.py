@@ -20,6 +20,7 @@ from bkdisk.audit.report_text import (
     AUDITED,
     ENTRIES_NAMED,
     entries_text,
+    human_bytes,
     ledger_name,
     orphan_ledgers,
     problem_sentences,
@@ -200,8 +201,9 @@ def terminal_summary(s: dict[str, Any], echo: Callable[[str], None]) -> None:
         echo(f"  - {p}")
     for b in s["bookies"]:
         echo(f"  {b.get('bookie_id') or '?':24} {b['status']:12} entries {b.get('entries', 0):>9}  corrupt "
-             f"{b.get('corrupt_copies', 0):>5}  missing {b.get('missing_copies', 0):>6}  orphan bytes "
-             f"{b.get('orphan_bytes', 0):>10}" + (f"  ({b['error']})" if b.get("error") else ""))
+             f"{b.get('corrupt_copies', 0):>5}  missing {b.get('missing_copies', 0):>6} (not indexed "
+             f"{b.get('not_indexed_copies', 0)})  orphans {human_bytes(b.get('orphan_bytes', 0)):>10}"
+             + (f"  ({b['error']})" if b.get("error") else ""))
     echo("  fault rows: " + ", ".join(f"{k} {v}" for k, v in s["fault_rows"].items()))
     if s["db_ledger_storage"]:
         echo("  DbLedgerStorage disks, replicas read from their entry logs: " + ", ".join(s["db_ledger_storage"]))

@@ -153,3 +153,16 @@ def test_orphans_on_a_quorum_read_as_metadata_lost_and_point_at_salvage(pages):
     assert ">72.1 KiB</text>" in dom   # the chart of orphan bytes labels its bars in binary units
     assert 'id="space"' not in dom   # no space table: no section
     assert [p["text"] for p in probe["problems"]] == ps and probe["scrollWidth"] <= WIDTH
+
+
+def test_the_terminal_summary_says_not_indexed_and_sizes_in_binary_units(pages):
+    from bkdisk.audit.report import terminal_summary
+    lines: list[str] = []
+    terminal_summary(pages["unindexed"][0], lines.append)
+    (bk2,) = [x for x in lines if x.strip().startswith(BK[1])]
+    assert "missing     50 (not indexed 50)" in bk2 and "orphans        0 B" in bk2
+    lines = []
+    terminal_summary(pages["orphaned"][0], lines.append)
+    (bk1,) = [x for x in lines if x.strip().startswith(BK[0])]
+    assert "orphans   72.1 KiB" in bk1
+    assert any("metadata lost?" in x for x in lines)
