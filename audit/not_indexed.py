@@ -17,8 +17,6 @@ U64 = 1 << 64
 # it but with a ledger key in the journal), and an entry its ledger's index does not hold.
 LEDGER_CODES = (Code.LEDGER_NOT_INDEXED, Code.LEDGER_INDEX_MISSING)
 ENTRY_CODES = (Code.ENTRY_NOT_INDEXED, Code.DBINDEX_ENTRY_NOT_INDEXED)
-CODES = LEDGER_CODES + ENTRY_CODES
-REPAIR = "bookie-fsck --repair"
 
 
 class NotIndexed:
