@@ -53,10 +53,10 @@ def space_summary(out: str, top: int = 10) -> dict[str, Any] | None:
 
     return {"bookies": sorted(bookies.values(), key=lambda b: b["bookie_id"] or ""),
             "gc_frees_bytes": sum(b["delete_bytes"] for b in bookies.values()),
-            # a ledger or topic whose deletion frees nothing pins no log of its own: not listed
+            # a ledger whose deletion frees nothing keeps no log alive on its own: not listed
             "top_ledgers": sorted((p for p in pin_ledger.values() if p["pinned_logs"] and p["frees_bytes"]),
                                   key=lambda p: (*rank(p), p["ledger"]))[:top],
-            "top_topics": sorted((p for p in pin_topic.values() if p["pinned_logs"] and p["frees_bytes"]),
+            "top_topics": sorted((p for p in pin_topic.values() if p["pinned_logs"]),
                                  key=lambda p: (*rank(p), p["topic"]))[:top]}
 
 
