@@ -14,6 +14,13 @@
     if (parent) { parent.appendChild(e); }
     return e;
   }
+  // A chart of bytes labels its bars in binary units, as the report's tables do.
+  function valueText(spec, v) {
+    if (!spec.bytes || v < 1024) { return spec.bytes ? v + " B" : String(v); }
+    var units = ["KiB", "MiB", "GiB", "TiB"], u = -1;
+    do { v /= 1024; u++; } while (v >= 1024 && u < units.length - 1);
+    return v.toFixed(1) + " " + units[u];
+  }
   function draw(box, spec) {
     var names = Object.keys(spec.series), n = spec.labels.length, k = names.length;
     var log = spec.scale === "log", f = log ? function (v) { return Math.log10(1 + v); } : function (v) { return v; };
@@ -36,7 +43,7 @@
         el("title", {}, r).textContent = label + " " + s + ": " + v;
         if (v > 0) {
           el("text", {x: x + (bw - 1) / 2, y: H - bottom - h - 3, "font-size": 10, "text-anchor": "middle"},
-             svg).textContent = String(v);
+             svg).textContent = valueText(spec, v);
         }
         drawn++;
       });

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bkdisk.audit.report_text import human_bytes, plural
+from bkdisk.audit.report_text import LOST_METADATA_BOOKIES, RECLAIMABLE, SALVAGE, human_bytes, plural
 from bkdisk.audit.space_report import render_space
 
 _CHART_JS = Path(__file__).with_name("chart.js")
@@ -63,7 +63,8 @@ def problems_section(s: dict[str, Any]) -> str:
 
 def bookies_section(s: dict[str, Any]) -> str:
     cols = [("bookie_id", "bookie"), ("status", "status"), ("entries", "entries"), ("corrupt_copies", "corrupt"),
-            ("missing_copies", "missing"), ("missing_ledgers", "ledgers lacking"), ("orphan_bytes", "orphan bytes"),
+            ("missing_copies", "missing"), ("not_indexed_copies", "of which not indexed"),
+            ("missing_ledgers", "ledgers lacking"), ("orphan_bytes", "orphan bytes"),
             ("storage_class", "storage"), ("error", "error")]
 
     def cell(k: str, r: dict) -> str:
@@ -72,7 +73,7 @@ def bookies_section(s: dict[str, Any]) -> str:
             return _status(v)
         if k == "bookie_id":
             return f'<b>{_e(v or "?")}</b><div class="where">{_e(r.get("host") or "")} {_e(r.get("path") or "")}</div>'
-        if k in ("corrupt_copies", "missing_copies", "missing_ledgers") and v:
+        if k in ("corrupt_copies", "missing_copies", "not_indexed_copies", "missing_ledgers") and v:
             return f'<span class="bad">{_e(v)}</span>'
         if k == "orphan_bytes":
             return _e(human_bytes(v or 0))
@@ -86,8 +87,9 @@ def worst_ledgers_section(s: dict[str, Any]) -> str:
         return '<section id="worst-ledgers"><h2>Worst ledgers</h2><p class="none">No ledger has a fault.</p></section>'
     cols = [("ledger", "ledger"), ("bookies", "bookies"), ("entries", "entries"),
             ("entries_with_no_intact_copy", "no intact copy"), ("entries_on_last_copy", "last copy"),
-            ("under_replicated_entries", "under-replicated"), ("corrupt_copies", "corrupt"),
-            ("divergent_entries", "divergent"), ("bookies_missing_it", "bookies lacking it")]
+            ("under_replicated_entries", "under-replicated"), ("not_indexed_copies", "copies not indexed"),
+            ("corrupt_copies", "corrupt"), ("divergent_entries", "divergent"),
+            ("bookies_missing_it", "bookies lacking it")]
 
     def cell(k: str, r: dict) -> str:
         v = r.get(k)
@@ -102,21 +104,55 @@ def worst_ledgers_section(s: dict[str, Any]) -> str:
             f'{_table(rows, cols, cell, "ledgers")}</section>')
 
 
+def orphans_section(s: dict[str, Any]) -> str:
+    """Ledgers no metadata names, per ledger: where, how much, and what they look like (left out when none)."""
+    rows = s.get("orphan_ledgers") or []
+    if not rows:
+        return ""
+    cols = [("ledger", "ledger"), ("verdict", "looks like"), ("bookies", "bookies"), ("entries", "entries"),
+            ("bytes", "size"), ("action", "what to do")]
+
+    def cell(k: str, r: dict) -> str:
+        v = r.get(k)
+        if k == "verdict":
+            return f'<span class="bad">{_e(v)}</span>' if v == "metadata lost?" else _e(v)
+        if k == "bookies":
+            return _e(", ".join(v or []))
+        if k == "bytes":
+            return _e(human_bytes(v or 0))
+        if k == "action":
+            return _e(SALVAGE if r.get("verdict") == "metadata lost?" else RECLAIMABLE)
+        return _e(v)
+    n = s.get("orphan_ledger_count", len(rows))
+    more = f'<p class="more">and {n - len(rows)} more (the orphans table lists them all)</p>' if n > len(rows) else ""
+    return (f'<section id="orphans"><h2>Ledgers no metadata names</h2>'
+            f'{_table(rows, cols, cell, "orphans")}{more}</section>')
+
+
+def _replication_label(h: dict) -> str:
+    gap = h.get("copies_not_indexed") or 0
+    return f"{h['copies_intact']}/{h['copies_expected']}" + (f"+{gap}" if gap else "")
+
+
 def charts_section(s: dict[str, Any]) -> str:
     bookies = [b.get("bookie_id") or "?" for b in s["bookies"]]
-    charts = {
+    charts: dict[str, dict[str, Any]] = {
         "faults": {"title": "Faulty copies by bookie (log scale: one copy shows)", "scale": "log", "labels": bookies,
                    "series": {k: [b.get(k, 0) for b in s["bookies"]]
                               for k in ("corrupt_copies", "missing_copies", "orphan_entries")}},
         "entries": {"title": "Entries read by bookie", "labels": bookies,
                     "series": {"entries": [b.get("entries", 0) for b in s["bookies"]]}},
-        "replication": {"title": "Entries by intact copies / copies expected (log scale)", "scale": "log",
-                        "labels": [f"{h['copies_intact']}/{h['copies_expected']}" for h in s["replication_histogram"]],
+        "replication": {"title": "Entries by intact copies / copies expected (+ copies not indexed; log scale)",
+                        "scale": "log",
+                        "labels": [_replication_label(h) for h in s["replication_histogram"]],
                         "series": {"entries": [h["entries"] for h in s["replication_histogram"]]},
                         "bad": [h["copies_intact"] < h["copies_expected"] for h in s["replication_histogram"]]},
-        "orphans": {"title": "Bytes reclaimable from orphan ledgers, by bookie", "labels": bookies,
+        "orphans": {"title": "Bytes of ledgers no metadata names, by bookie", "bytes": True, "labels": bookies,
                     "series": {"orphan_bytes": [b.get("orphan_bytes", 0) for b in s["bookies"]]}},
     }
+    charts = {k: c for k, c in charts.items() if c["labels"]}   # a chart with no bar is left out
+    if not charts:
+        return '<section id="charts"><h2>Charts</h2><p class="none">Nothing to draw: no disk, no entry.</p></section>'
     data = json.dumps(charts).replace("</", "<\\/")
     boxes = "".join(f'<div class="chart" data-chart="{name}"></div>' for name in charts)
     return (f'<section id="charts"><h2>Charts</h2><div class="charts">{boxes}</div>'
@@ -126,7 +162,11 @@ def charts_section(s: dict[str, Any]) -> str:
 def notes_section(s: dict[str, Any]) -> str:
     notes = ["A copy whose entry carries no digest (DUMMY), or whose digest could not be checked (an HMAC "
              "ledger without its password), counts as intact: damage to it shows as divergent copies, found "
-             "by comparing the payloads of every copy that did not fail its digest."]
+             "by comparing the payloads of every copy that did not fail its digest.",
+             "A copy in a bookie's entry logs that its index does not hold is not served (BookKeeper reads through "
+             "the index): it counts as missing, shown as not indexed; `bookie-fsck --repair` restores the index.",
+             f"A ledger no metadata names on {LOST_METADATA_BOOKIES} or more bookies reads as metadata lost? (written "
+             "to a quorum); on one bookie, as a deleted ledger whose space compaction reclaims."]
     if s.get("db_ledger_storage"):
         notes.append("DbLedgerStorage disks, replicas read from their entry logs: " + ", ".join(s["db_ledger_storage"]))
     if s.get("index_not_read"):
@@ -152,8 +192,8 @@ def space_section(s: dict[str, Any]) -> str:
 
 # The page, top to bottom.
 SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, problems_section, bookies_section,
-                                                   worst_ledgers_section, charts_section, space_section,
-                                                   notes_section, run_section]
+                                                   worst_ledgers_section, orphans_section, charts_section,
+                                                   space_section, notes_section, run_section]
 
 STYLE = """
 *{box-sizing:border-box}

@@ -45,7 +45,7 @@ FINDING_FIELDS = [("code", pa.string()), ("severity", pa.string()), ("pass_no", 
 REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()),
                   ("payload_sha256", pa.string()), ("digest_ok", pa.bool_()), ("digest_type", pa.string()),
                   ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
-                  ("log_id", pa.int64()), ("offset", pa.int64())]
+                  ("log_id", pa.int64()), ("offset", pa.int64()), ("indexed", pa.bool_())]
 # bkdisk space's rows of kind log, ledger and topic (bookie/space.py), under the same names and values.
 SPACE_FIELDS = [("kind", pa.string()), ("ledger_dir", pa.string()), ("log_id", pa.int64()), ("size", pa.int64()),
                 ("live_bytes", pa.int64()), ("garbage_bytes", pa.int64()), ("usage", pa.float64()),
@@ -329,6 +329,7 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
 
 def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int
                ) -> Iterator[pa.RecordBatch]:
+    from bkdisk.audit.not_indexed import NotIndexed
     fs = report.findings
     if fs:
         yield task_batch("findings", run, bid, {
@@ -337,6 +338,10 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "ledger_scope": [to_signed(f.scope or 0) if f.ledger is not None else None for f in fs],
             "ledger_id": [to_signed(f.ledger) for f in fs], "entry_id": [f.entry for f in fs],
             "message": [f.message for f in fs]}, len(fs))
+    # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
+    index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
+                                                          if p.number in INDEX_PASSES)
+    gaps = NotIndexed(fs)   # a copy the bookie's index does not hold is not served
     entries = 0
     for rows in replica_logs(report.context, bid, batch_rows):
         if len(rows) == 0:
@@ -349,15 +354,14 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "payload_sha256": inv["payload_sha256"], "digest_ok": inv["digest_ok"],
             "digest_type": inv["digest_type"], "size": e["size"].astype(np.int64),
             "payload_len": inv["payload_len"].cast(pa.int64()), "ledger_dir": inv["ledger_dir"],
-            "log_id": inv["log_id"], "offset": e["offset"]}, len(rows))
+            "log_id": inv["log_id"], "offset": e["offset"],
+            "indexed": gaps.indexed(e["scope"], e["ledger"], e["entry"]) if index_read else pa.nulls(len(rows))},
+            len(rows))
     space, space_error = space_rows(dirs, bid, metadata, report.context)
     if space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))
     st = report.stats
     status = "ok" if report.exit_code == 0 else "errors"
-    # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
-    index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
-                                                          if p.number in INDEX_PASSES)
     yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
                    index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),

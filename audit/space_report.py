@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from bkdisk.audit.report_text import human_bytes
 from bkdisk.bookie.gc_policy import ACTIONS
 from bkdisk.bookie.space import STATES
 
@@ -52,35 +53,44 @@ def space_summary(out: str, top: int = 10) -> dict[str, Any] | None:
 
     return {"bookies": sorted(bookies.values(), key=lambda b: b["bookie_id"] or ""),
             "gc_frees_bytes": sum(b["delete_bytes"] for b in bookies.values()),
-            "top_ledgers": sorted((p for p in pin_ledger.values() if p["pinned_logs"]),
+            # a ledger whose deletion frees nothing keeps no log alive on its own: not listed
+            "top_ledgers": sorted((p for p in pin_ledger.values() if p["pinned_logs"] and p["frees_bytes"]),
                                   key=lambda p: (*rank(p), p["ledger"]))[:top],
             "top_topics": sorted((p for p in pin_topic.values() if p["pinned_logs"]),
                                  key=lambda p: (*rank(p), p["topic"]))[:top]}
 
 
+def _cell(c: str, v: Any) -> str:
+    if v is None:
+        return ""
+    return human_bytes(v) if c == "bytes" or c.endswith("_bytes") else str(v)
+
+
 def _table(rows: list[dict], cols: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape('' if r.get(c) is None else str(r.get(c)))}</td>"
+    head = "".join(f"<th>{html.escape(c.removesuffix('_bytes').replace('_', ' '))}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(c, r.get(c)))}</td>"
                                     for c in cols) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def render_space(s: dict[str, Any] | None) -> str:
-    """The section's HTML ('' without a space table)."""
-    if not s:
+    """The section's HTML ('' without a space table); a table with no row is left out."""
+    if not s or not s["bookies"]:
         return ""
     by_bookie = ["bookie_id"] + [f"{a}_bytes" for a in ACTIONS] + [f"{x}_bytes" for x in STATES]
-    return (f"<h2>Disk space</h2><p>Garbage collection would free {s['gc_frees_bytes']} bytes now (entry logs "
-            f"with no live ledger). Bytes of entry logs by what the collector would do, and of ledgers by "
-            f"state, per bookie:</p>{_table(s['bookies'], by_bookie)}"
-            f"<h3>Ledgers pinning old entry logs</h3>"
-            f"{_table(s['top_ledgers'], ['ledger', 'topic', *PINNING_COLUMNS])}"
-            f"<h3>Topics pinning old entry logs</h3>"
-            f"{_table(s['top_topics'], ['topic', *PINNING_COLUMNS])}")
+    out = (f"<h2>Disk space</h2><p>Garbage collection would free {human_bytes(s['gc_frees_bytes'])} now (entry "
+           f"logs with no live ledger). Entry logs by what the collector would do, and ledgers by state, per "
+           f"bookie:</p>{_table(s['bookies'], by_bookie)}")
+    if s["top_ledgers"]:
+        out += ("<h3>Ledgers pinning old entry logs</h3>"
+                f"{_table(s['top_ledgers'], ['ledger', 'topic', *PINNING_COLUMNS])}")
+    if s["top_topics"]:
+        out += f"<h3>Topics pinning old entry logs</h3>{_table(s['top_topics'], ['topic', *PINNING_COLUMNS])}"
+    return out
 
 
 def space_lines(s: dict[str, Any] | None, echo: Callable[[str], None]) -> None:
     if not s:
         return
-    echo(f"  space: GC would free {s['gc_frees_bytes']} bytes now; most pinning ledgers: "
-         + (", ".join(f"{p['ledger']} ({p['frees_bytes']} bytes)" for p in s["top_ledgers"][:3]) or "none"))
+    echo(f"  space: GC would free {human_bytes(s['gc_frees_bytes'])} now; most pinning ledgers: "
+         + (", ".join(f"{p['ledger']} ({human_bytes(p['frees_bytes'])})" for p in s["top_ledgers"][:3]) or "none"))

@@ -1,13 +1,19 @@
 """Spark's own output kept off the operator's terminal: the driver JVM reads the audit's log4j2
 settings (errors only), and the one start-up line the JVM itself prints before any logging is set
 up (the incubator module Spark's launcher always adds) is dropped from the JVM's stderr; every other
-line the JVM or its Python workers write there still reaches the terminal."""
+line the JVM or its Python workers write there still reaches the terminal, until Ctrl-C
+(``quiet_interrupts``): the audit is cancelled, and what Spark says about the jobs it stops is not news."""
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
+import signal
 import sys
 import threading
+import warnings
+from collections.abc import Iterator
 from subprocess import PIPE
 
 LOG4J2_PROPERTIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
@@ -47,6 +53,58 @@ def start_gateway(settings: dict[str, str], master: str | None, app: str) -> Non
 def _pass_on(stream) -> None:
     for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace")
-        if not JVM_NOISE.match(line):
+        if not JVM_NOISE.match(line) and not _interrupted.is_set():
             sys.stderr.write(line)
             sys.stderr.flush()
+
+
+_interrupted = threading.Event()   # set by Ctrl-C: the JVM's stderr is no longer passed on
+
+
+class _NotPy4J(logging.Filter):
+    """Drops py4j's records: an interrupted call's tracebacks, logged on the root logger by py4j itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("py4j") or f"{os.sep}py4j{os.sep}" in record.pathname)
+
+
+def _cancel(_signum, _frame) -> None:
+    _interrupted.set()
+    raise KeyboardInterrupt
+
+
+def take_interrupts() -> None:
+    """Make Ctrl-C raise KeyboardInterrupt at once (again after a SparkContext started: it installs
+    PySpark's handler, which calls into the JVM from inside the call the main thread is making: that
+    call fails, and py4j prints a traceback of each failure). Stopping the session cancels the jobs."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _cancel)
+
+
+@contextlib.contextmanager
+def quiet_interrupts() -> Iterator[None]:
+    """While an audit drives Spark: Ctrl-C raises KeyboardInterrupt without py4j's tracebacks of the
+    call it interrupted, and from then on the JVM's stderr (its errors about the tasks and the context
+    being stopped) is not passed on, so that the command ends with its one line."""
+    quiet = _NotPy4J()
+    loggers = [logging.getLogger(), logging.getLogger("py4j")]
+    before = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    for lg in loggers:
+        lg.addFilter(quiet)
+    take_interrupts()
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(quiet)
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
+
+
+def stop(spark) -> None:
+    """Stop the session. After Ctrl-C the JVM may not answer the call that stops it (PySpark then warns
+    that it could not shut the JVM down cleanly): the JVM ends with this process anyway, its stdin closed."""
+    with warnings.catch_warnings():
+        if _interrupted.is_set():
+            warnings.simplefilter("ignore", RuntimeWarning)
+        spark.stop()

@@ -51,10 +51,15 @@ def bookie_shares(placed: DataFrame) -> DataFrame:
 
 
 def copies_frame(replicas: DataFrame) -> DataFrame:
-    """One row per (entry, bookie): whether the bookie holds an intact and/or a corrupt copy."""
+    """One row per (entry, bookie): whether the bookie holds an intact copy (one its index holds:
+    the bookie serves it), a corrupt one, and one that is sound but not indexed (in its entry logs,
+    not served until its index is rebuilt). ``indexed`` null (the index was not read) counts as held."""
+    sound = F.coalesce(F.col("digest_ok"), F.lit(True))
+    served = F.coalesce(F.col("indexed"), F.lit(True))
     return replicas.groupBy(*ENTRY, "bookie_id").agg(
-        F.max(F.coalesce(F.col("digest_ok"), F.lit(True)).cast("int")).cast("boolean").alias("intact"),
-        F.max((F.col("digest_ok") == F.lit(False)).cast("int")).cast("boolean").alias("corrupt"))
+        F.max((sound & served).cast("int")).cast("boolean").alias("intact"),
+        F.max((F.col("digest_ok") == F.lit(False)).cast("int")).cast("boolean").alias("corrupt"),
+        F.max((sound & ~served).cast("int")).cast("boolean").alias("not_indexed"))
 
 
 def write_set_copies(copies: DataFrame, placed: DataFrame) -> DataFrame:
@@ -83,20 +88,25 @@ def short_entries(placed: DataFrame, shares: DataFrame, ws_copies: DataFrame) ->
     return s.join(held, ENTRY + ["bookie_id"], "left_anti")
 
 
-def entry_problems(missing: DataFrame, placed: DataFrame) -> DataFrame:
-    """Per entry that lost a write-set copy: copies expected, the bookies missing and holding."""
-    per = missing.groupBy(*ENTRY, "seg_first").agg(F.array_sort(F.collect_list("bookie_id")).alias("bookies_missing"))
+def entry_problems(missing: DataFrame, placed: DataFrame, copies: DataFrame) -> DataFrame:
+    """Per entry that lost a write-set copy: copies expected, the bookies missing and holding, and
+    those of the missing whose copy is in their entry logs, not indexed."""
+    gaps = copies.filter("not_indexed").select(*ENTRY, "bookie_id", F.lit(True).alias("gap"))
+    per = missing.join(gaps, ENTRY + ["bookie_id"], "left").groupBy(*ENTRY, "seg_first").agg(
+        F.array_sort(F.collect_list("bookie_id")).alias("bookies_missing"),
+        F.array_sort(F.collect_list(F.when(F.col("gap"), F.col("bookie_id")))).alias("bookies_not_indexed"))
     p = per.join(placed.select(*SEG, "write_quorum", "members", "E"), SEG)
     ws = F.transform(F.sequence(F.lit(0), F.col("write_quorum") - 1),
                      lambda w: F.element_at("members", (F.pmod(F.col("entry_id") + w, F.col("E")) + 1).cast("int")))
     return p.select(*ENTRY, F.col("write_quorum").alias("copies_expected"), "bookies_missing",
-                    F.array_sort(F.array_except(ws, F.col("bookies_missing"))).alias("bookies_with_copy"))
+                    F.array_sort(F.array_except(ws, F.col("bookies_missing"))).alias("bookies_with_copy"),
+                    "bookies_not_indexed")
 
 
 def under_replicated(problems: DataFrame, not_audited: list[str]) -> DataFrame:
     """Entries with fewer intact write-set copies than the write quorum, as ranges of consecutive
     entries that share one problem (the same bookies missing and holding)."""
-    problem = KEY + ["copies_expected", "bookies_missing", "bookies_with_copy"]
+    problem = KEY + ["copies_expected", "bookies_missing", "bookies_with_copy", "bookies_not_indexed"]
     w = Window.partitionBy(*problem).orderBy("entry_id")
     per = problems.withColumn("grp", F.col("entry_id") - F.row_number().over(w))
     na = F.array(*[F.lit(b) for b in sorted(not_audited)]) if not_audited else F.array().cast("array<string>")
@@ -104,19 +114,21 @@ def under_replicated(problems: DataFrame, not_audited: list[str]) -> DataFrame:
                                             F.max("entry_id").alias("last_entry_id")).select(
         *KEY, "first_entry_id", "last_entry_id", "copies_expected",
         F.size("bookies_with_copy").alias("copies_intact"), "bookies_missing", "bookies_with_copy",
-        F.array_intersect("bookies_missing", na).alias("bookies_not_audited"))
+        F.array_intersect("bookies_missing", na).alias("bookies_not_audited"), "bookies_not_indexed")
 
 
 def replication_histogram(placed: DataFrame, problems: DataFrame) -> DataFrame:
-    """How many entries have each (copies expected, intact write-set copies) pair, healthy included:
-    the entries that lost copies counted as such, every other expected entry as fully replicated."""
-    short = problems.groupBy("copies_expected", F.size("bookies_with_copy").alias("copies_intact")).agg(
+    """How many entries have each (copies expected, intact write-set copies, copies in the entry logs
+    but not indexed) triple, healthy included: the entries that lost copies counted as such, every
+    other expected entry as fully replicated."""
+    short = problems.groupBy("copies_expected", F.size("bookies_with_copy").alias("copies_intact"),
+                             F.size("bookies_not_indexed").alias("copies_not_indexed")).agg(
         F.count(F.lit(1)).alias("entries"))
     total = placed.groupBy(F.col("write_quorum").alias("copies_expected")).agg(
         F.sum(F.col("seg_last") - F.col("seg_first") + 1).alias("total"))
     lost = short.groupBy("copies_expected").agg(F.sum("entries").alias("lost"))
     healthy = total.join(lost, "copies_expected", "left").select(
-        "copies_expected", F.col("copies_expected").alias("copies_intact"),
+        "copies_expected", F.col("copies_expected").alias("copies_intact"), F.lit(0).alias("copies_not_indexed"),
         (F.col("total") - F.coalesce(F.col("lost"), F.lit(0))).alias("entries")).filter(F.col("entries") > 0)
     return short.unionByName(healthy)
 
@@ -170,7 +182,8 @@ def missing_ledgers(shares: DataFrame, replicas: DataFrame, audited: list[str]) 
 ORDER = {"under_replicated": KEY + ["first_entry_id"], "corrupt_copies": ENTRY + ["bookie_id"],
          "divergent": ENTRY, "orphans": KEY + ["bookie_id"], "missing_ledgers": KEY + ["bookie_id"],
          "replicas": ENTRY + ["bookie_id", "log_id", "offset"], "findings": ["bookie_id", "path", "offset", "code"],
-         "disks": ["bookie_id", "path"], "replication_histogram": ["copies_expected", "copies_intact"],
+         "disks": ["bookie_id", "path"],
+         "replication_histogram": ["copies_expected", "copies_intact", "copies_not_indexed"],
          "space": ["bookie_id", "kind", "ledger_dir", "log_id", "ledger", "topic"]}
 
 
@@ -184,7 +197,8 @@ def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], n
     placed = placed_segments(segments, replicas).persist(keep)
     shares = bookie_shares(placed).persist(keep)
     copies = copies_frame(replicas).persist(keep)
-    problems = entry_problems(short_entries(placed, shares, write_set_copies(copies, placed)), placed).persist(keep)
+    problems = entry_problems(short_entries(placed, shares, write_set_copies(copies, placed)), placed,
+                              copies).persist(keep)
     return {"under_replicated": under_replicated(problems, not_audited),
             "corrupt_copies": corrupt_copies(copies), "divergent": divergent(replicas),
             "orphans": orphans(replicas, segments, known),

@@ -168,7 +168,7 @@ def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tm
     assert rows(t["under_replicated"]) == rows_of([{
         "ledger_scope": 0, "ledger_id": 16, "first_entry_id": eid, "last_entry_id": eid, "copies_expected": 2,
         "copies_intact": 1, "bookies_missing": ["bk-1.rack-a"], "bookies_with_copy": others,
-        "bookies_not_audited": []}])
+        "bookies_not_audited": [], "bookies_not_indexed": []}])
     l17 = [e for e in man["entries"] if e["ledger_id"] == "17"]
     assert rows(t["orphans"]) == rows_of([{"ledger_scope": 0, "ledger_id": 17, "bookie_id": b, "entries": len(l17),
                                            "bytes": sum(e["stored_length"] + 4 for e in l17)} for b in BOOKIES])
