@@ -192,7 +192,7 @@ class MetadataServiceSource:
             c.close()
 
     def _parsed(self, page) -> Iterator[Read]:
-        from bkdisk.metaservice.client import MetadataError
+        from bkdisk.metaservice.channel import MetadataError
         for x in page:
             try:
                 yield x.key, x.parse(f"{self.url}: ")

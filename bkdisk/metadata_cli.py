@@ -31,6 +31,7 @@ mapped = lazy_import("bkdisk.diskio.mapped")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 metadata_format = lazy_import("bkdisk.formats.metadata")
 metadata_client = lazy_import("bkdisk.metaservice.client")
+metadata_channel = lazy_import("bkdisk.metaservice.channel")
 folder_import = lazy_import("bkdisk.metaservice.folder_import")
 
 T = TypeVar("T")
@@ -79,8 +80,8 @@ def service_errors(fn):
         except BkdiskError as exc:
             # a MetadataError, or an error of the command's own that says which one it follows from
             # (the resolver's "cannot resolve")
-            answer = exc if isinstance(exc, metadata_client.MetadataError) else exc.__cause__
-            if not isinstance(answer, metadata_client.MetadataError):
+            answer = exc if isinstance(exc, metadata_channel.MetadataError) else exc.__cause__
+            if not isinstance(answer, metadata_channel.MetadataError):
                 raise
             if answer.code in _UNREACHED:
                 click.echo(f"bkdisk: cannot reach the metadata service at {kw.get('server', '')}: {exc}", err=True)

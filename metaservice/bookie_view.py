@@ -6,7 +6,8 @@ from __future__ import annotations
 from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
-from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.channel import MetadataError
+from bkdisk.metaservice.client import MetadataClient
 
 NOT_FOUND = "LEDGER_NOT_FOUND"
 

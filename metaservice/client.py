@@ -11,31 +11,13 @@ import grpc
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
-from bkdisk.metaservice.auth import TOKEN_HEADER
+from bkdisk.metaservice.channel import TRANSPORT_RETRY, Channel, MetadataError, check, rpc_error
 from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
-# gRPC codes after which nothing reached the service or the service changed nothing.
-_TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-_DENIED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)   # a proxy's refusal, say
 BATCH = 64                   # requests per coalesced call
 MAX_BATCH_BYTES = 1 << 19    # a coalesced write's request, below the service's 1 MiB default limit
-MAX_REPLY = 256 << 20        # a batch of replies, each at most ZooKeeper's 1 MiB znode limit twice over
-
-
-class MetadataError(BkdiskError):
-    """A non-SUCCESS status from the service; ``code`` is the StatusCode name."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}" if message else code)
-        self.code = code
-        self.message = message
-
-
-def rpc_error(exc: grpc.RpcError) -> MetadataError:
-    code = exc.code()   # RPC_<status>, or the service's PERMISSION_DENIED for a refusal
-    return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
 
 
 @dataclass(frozen=True)
@@ -93,58 +75,6 @@ def _key128(k: int | LedgerId | None, what: str) -> tuple[int, int] | None:
 
 def _ledger(r: pb.LedgerMetadataResponse) -> Ledger:
     return Ledger(r.ledger_scope_id, r.ledger_id, r.version, r.serialized_metadata, r.metadata, r.password_withheld)
-
-
-def check(r) -> None:
-    if r.code != pb.SUCCESS:
-        raise MetadataError(pb.StatusCode.Name(r.code), r.message)
-
-
-class Channel:
-    """One gRPC channel with the call settings shared by both clients."""
-
-    def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
-                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None,
-                 client_certificate: tuple[bytes, bytes] | None = None):
-        """``root_certificates`` (PEM): TLS; ``client_certificate``: (PEM key, PEM chain), mutual TLS."""
-        key, chain = client_certificate if client_certificate is not None else (None, None)
-        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates, key, chain)
-        # A coalesced read's reply carries up to a batch of ledgers' metadata.
-        options = [("grpc.max_receive_message_length", MAX_REPLY)]
-        self.channel = (grpc.secure_channel(target, creds, options) if creds is not None
-                        else grpc.insecure_channel(target, options))
-        self.target = target
-        self.metadata = ((TOKEN_HEADER, token),) if token else ()
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.rpc_count = 0
-
-    def call(self, method, request, *, may_resend: bool):
-        """Call ``method``; retry on STORE_UNAVAILABLE (nothing was changed) and, when
-        ``may_resend``, on transport failures. Returns the response (any code but STORE_UNAVAILABLE)."""
-        return self.call_counted(method, request, may_resend=may_resend)[0]
-
-    def call_counted(self, method, request, *, may_resend: bool):
-        """``call``, returning (response, how many times the request was sent)."""
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            self.rpc_count += 1
-            try:
-                r = method(request, timeout=self.timeout, metadata=self.metadata,
-                           wait_for_ready=attempt > 0)
-            except grpc.RpcError as exc:
-                if exc.code() not in _TRANSPORT_RETRY or not may_resend or attempt == self.retries:
-                    raise rpc_error(exc) from None
-            else:
-                if r.code != pb.STORE_UNAVAILABLE or attempt == self.retries:
-                    return r, attempt + 1
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        self.channel.close()
 
 
 class MetadataClient:
@@ -276,7 +206,7 @@ class MetadataClient:
                 stream.cancel()
                 time.sleep(self.ch.backoff)
             except grpc.RpcError as exc:
-                if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
+                if exc.code() not in TRANSPORT_RETRY or attempt == self.ch.retries:
                     raise rpc_error(exc) from None
                 time.sleep(self.ch.backoff)
 
@@ -317,7 +247,7 @@ class MetadataClient:
             except grpc.RpcError as exc:
                 # a refused connection fails a stream at once; one that lived past the timeout was open
                 connected = connected or time.monotonic() - opened >= self.ch.timeout
-                if not resume or exc.code() not in _TRANSPORT_RETRY or (not connected and time.monotonic() >= give_up):
+                if not resume or exc.code() not in TRANSPORT_RETRY or (not connected and time.monotonic() >= give_up):
                     raise rpc_error(exc) from None
                 time.sleep(self.ch.backoff)
             finally:
@@ -368,7 +298,7 @@ class MetadataClient:
                     return
                 stream.cancel()
             except grpc.RpcError as exc:
-                if exc.code() not in _TRANSPORT_RETRY or attempt == self.ch.retries:
+                if exc.code() not in TRANSPORT_RETRY or attempt == self.ch.retries:
                     raise rpc_error(exc) from None
             time.sleep(self.ch.backoff)
 

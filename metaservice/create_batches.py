@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bkdisk.metaservice.client import Ledger, MetadataClient, MetadataError, check
+from bkdisk.metaservice.channel import MetadataError, check
+from bkdisk.metaservice.client import Ledger, MetadataClient
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 
 

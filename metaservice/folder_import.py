@@ -19,7 +19,8 @@ from bkdisk.bookie.metadata_dir import ledger_of_file, metadata_names, preferred
 from bkdisk.diskio.mapped import read_bytes
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient, MetadataError
+from bkdisk.metaservice.channel import MetadataError
+from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient
 from bkdisk.metaservice.create_batches import create_many
 
 BATCH = 1000                 # ledgers per CreateMany (the service's MAX_BATCH)

@@ -11,7 +11,7 @@ import grpc
 
 from bkdisk.formats.bookieid import HostPort, legacy_address, validate_bookie_id
 from bkdisk.formats.errors import BkdiskError, FormatError
-from bkdisk.metaservice.client import Channel, MetadataError, check
+from bkdisk.metaservice.channel import Channel, MetadataError, check
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 

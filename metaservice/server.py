@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
@@ -16,26 +13,25 @@ from bkdisk.metaservice import ledgers, malformed_log
 from bkdisk.metaservice.audit_trail import AuditTrail
 from bkdisk.metaservice.auth import SERVICES, TokenGuard, Tokens
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
-from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, Limits, PeerCounts, peer_host
+from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, Limits, PeerCounts
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.request_log import RequestLog
+from bkdisk.metaservice.responses import ledger_id_of, ledger_response
 from bkdisk.metaservice.store import (
     BadRequest,
-    Change,
     MetadataStore,
     StoreError,
-    StoreUnavailable,
     Versioned,
     check_ids,
 )
 from bkdisk.metaservice.stream_limits import StreamLimits
+from bkdisk.metaservice.watch_stream import WatchStream
 from bkdisk.metaservice.withheld import strip_passwords
 
 log = logging.getLogger(__name__)
 
 MAX_PAGE = 100_000
-WATCH_POLL_SECONDS = 0.2
 
 
 def failure(response_type: Any, request: Any, exc: Exception, name: str) -> Any:
@@ -74,15 +70,8 @@ def _batch(request: pb.LedgerBatchRequest, limit: int) -> list[pb.LedgerMetadata
     return list(request.requests)
 
 
-def _ledger_id(request: pb.LedgerMetadataRequest) -> int:
-    if not request.HasField("ledger_id"):
-        raise BadRequest("ledger_id is required")
-    check_ids(request.ledger_scope_id, request.ledger_id)
-    return request.ledger_id
-
-
 def _write_args(request: pb.LedgerMetadataRequest) -> tuple[int, int, bytes, int]:
-    ledger = _ledger_id(request)
+    ledger = ledger_id_of(request)
     if not request.HasField("expected_version"):
         raise BadRequest("expected_version is required: a write is a compare-and-set")
     data = ledgers.incoming(request.metadata, request.serialized_metadata)
@@ -90,15 +79,7 @@ def _write_args(request: pb.LedgerMetadataRequest) -> tuple[int, int, bytes, int
 
 
 def _written(got: Versioned) -> pb.LedgerMetadataResponse:
-    return _response(got.scope, got.ledger, got.version, got.data, 0)
-
-
-def _response(scope: int, ledger: int, version: int, data: bytes, format_version: int,
-              **extra: Any) -> pb.LedgerMetadataResponse:
-    message, serialized = ledgers.outgoing(data, format_version)
-    return pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=scope, ledger_id=ledger,
-                                     version=version, metadata=message,
-                                     serialized_metadata=serialized, **extra)
+    return ledger_response(got.scope, got.ledger, got.version, got.data, 0)
 
 
 class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
@@ -114,11 +95,11 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
         check_ids(scope, ledger)
         data = ledgers.incoming(request.metadata, request.serialized_metadata)
         got = self.store.create(scope, ledger, data)
-        return _response(scope, got.ledger, got.version, got.data, 0)
+        return ledger_response(scope, got.ledger, got.version, got.data, 0)
 
     @guarded(pb.LedgerMetadataResponse)
     def Remove(self, request, context):
-        ledger = _ledger_id(request)
+        ledger = ledger_id_of(request)
         expected = request.expected_version if request.HasField("expected_version") else None
         self.store.remove(request.ledger_scope_id, ledger, expected)
         return pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=request.ledger_scope_id,
@@ -129,9 +110,9 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
         return self._read(request)
 
     def _read(self, request: pb.LedgerMetadataRequest) -> pb.LedgerMetadataResponse:
-        ledger = _ledger_id(request)
+        ledger = ledger_id_of(request)
         got = self.store.read(request.ledger_scope_id, ledger, consistent=request.consistent_read)
-        return _response(got.scope, got.ledger, got.version, got.data, request.format_version)
+        return ledger_response(got.scope, got.ledger, got.version, got.data, request.format_version)
 
     @guarded(pb.LedgerBatchResponse)
     def ReadMany(self, request, context):
@@ -169,7 +150,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
         valid: list[tuple[int, tuple]] = []
         for i, r in enumerate(items):
             try:
-                valid.append((i, (r.ledger_scope_id, _ledger_id(r),
+                valid.append((i, (r.ledger_scope_id, ledger_id_of(r),
                                   ledgers.incoming(r.metadata, r.serialized_metadata))))
             except StoreError as exc:
                 out[i] = failure(pb.LedgerMetadataResponse, r, exc, "Create")
@@ -244,136 +225,6 @@ def _ranges(scope: int, ids: list[int]) -> bytes:
         else:
             out.ranges.add(first=lid, count=1)
     return out.SerializeToString()
-
-
-class WatchStream:
-    """One Watch call: requests add ledgers (or everything); changes go out in change-log order.
-
-    A ledger added without ``after_sequence`` first gets its CURRENT state, read together with the
-    change-log head, then every later change; with ``after_sequence`` it gets every change after
-    that sequence, which is how a client resumes after a reconnect without losing or doubling one.
-    """
-
-    def __init__(self, store: MetadataStore, requests: Iterator, context: grpc.ServicerContext,
-                 watches: PeerCounts):
-        self.store = store
-        self.context = context
-        self.watches = watches         # ledgers followed per peer, across its streams
-        self.peer = peer_host(context.peer())
-        self.held = 0
-        self.inbox: queue.Queue = queue.Queue()
-        self.delivered: dict[tuple[int, int] | None, int] = {}   # key (None: all) -> last sequence sent
-        self.format_version = 0
-        self.cursor: int | None = None
-        threading.Thread(target=self._pump, args=(requests,), daemon=True).start()
-
-    def _pump(self, requests: Iterator) -> None:
-        try:
-            for r in requests:
-                self.inbox.put(r)
-        except Exception:   # the client went away; the stream ends on is_active()
-            pass
-
-    def _add(self, r: pb.LedgerMetadataRequest) -> Iterator[pb.LedgerMetadataResponse]:
-        self.format_version = r.format_version
-        key = None if r.watch_all else (r.ledger_scope_id, _ledger_id(r))
-        scope, ledger = key if key is not None else (0, None)
-        if key not in self.delivered:
-            if not self.watches.take(self.peer):
-                self.context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                   f"{self.peer} follows {self.watches.limit} ledgers already "
-                                   "(serve --max-watches-per-peer)")
-            self.held += 1
-        self.store.follow(scope, ledger)
-        if r.HasField("after_sequence"):
-            start = r.after_sequence
-            self.store.resumable(scope, ledger, start)   # BadVersion here if that point is not held
-        elif key is None:
-            start = self.store.head_sequence()
-        else:
-            got, start = self.store.read_with_head(*key)
-            if not r.HasField("known_version"):
-                if got is not None:
-                    yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
-                                    change=pb.CURRENT, sequence=start)
-            elif got is None and r.known_version >= 0:
-                yield pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=key[0], ledger_id=key[1],
-                                                version=r.known_version, change=pb.DELETED, sequence=start)
-            elif got is not None and r.known_version < 0:
-                yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
-                                change=pb.CREATED, sequence=start)
-            elif got is not None and got.version != r.known_version:
-                # a lower version than known is a new incarnation: deleted and created again
-                if got.version < r.known_version:
-                    yield pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=key[0],
-                                                    ledger_id=key[1], version=r.known_version,
-                                                    change=pb.DELETED, sequence=start)
-                yield _response(got.scope, got.ledger, got.version, got.data, self.format_version,
-                                change=pb.UPDATED if got.version > r.known_version else pb.CREATED,
-                                sequence=start)
-        self.delivered[key] = start
-        self.cursor = start if self.cursor is None else min(self.cursor, start)
-
-    def _wanted(self, c: Change) -> bool:
-        key = (c.scope, c.ledger)
-        marks = [m for k, m in ((key, self.delivered.get(key)), (None, self.delivered.get(None)))
-                 if m is not None]
-        return bool(marks) and c.sequence > min(marks)
-
-    def run(self) -> Iterator[pb.LedgerMetadataResponse]:
-        try:
-            while self.context.is_active():
-                try:
-                    yield from self._follow()
-                    return
-                except StoreUnavailable:   # the store session is re-established: the watch stays open
-                    time.sleep(WATCH_POLL_SECONDS)
-        finally:
-            self.watches.give(self.peer, self.held)
-
-    def _follow(self) -> Iterator[pb.LedgerMetadataResponse]:
-        try:
-            while self.context.is_active():
-                while not self.inbox.empty():
-                    request = self.inbox.get()
-                    try:
-                        yield from self._add(request)
-                    except StoreUnavailable:
-                        self.inbox.put(request)   # added again once the store is back
-                        raise
-                if self.cursor is None:
-                    self.inbox_wait()
-                    continue
-                changes = self.store.changes_since(self.cursor)
-                for c in changes:
-                    self.cursor = c.sequence
-                    if not self._wanted(c):
-                        continue
-                    for k in ((c.scope, c.ledger), None):
-                        if k in self.delivered:
-                            self.delivered[k] = max(self.delivered[k], c.sequence)
-                    yield self._change(c)
-                if not changes:
-                    self.store.wait_for_change(self.cursor, WATCH_POLL_SECONDS)
-        except StoreUnavailable:
-            raise
-        except StoreError as exc:
-            yield pb.LedgerMetadataResponse(code=pb.StatusCode.Value(exc.code), message=exc.message)
-
-    def inbox_wait(self) -> None:
-        try:
-            self.inbox.put(self.inbox.get(timeout=WATCH_POLL_SECONDS))
-        except queue.Empty:
-            pass
-
-    def _change(self, c: Change) -> pb.LedgerMetadataResponse:
-        kind = pb.ChangeType.Value(c.change)
-        if c.data is None:
-            return pb.LedgerMetadataResponse(code=pb.SUCCESS, ledger_scope_id=c.scope,
-                                             ledger_id=c.ledger, version=c.version, change=kind,
-                                             sequence=c.sequence)
-        return _response(c.scope, c.ledger, c.version, c.data, self.format_version, change=kind,
-                         sequence=c.sequence)
 
 
 def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,

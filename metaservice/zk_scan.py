@@ -13,6 +13,13 @@ from bkdisk.metaservice.zk_multiread import multi_read_async
 MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
 
 
+def scope_walk(store, scope: int, after: int | None) -> Iterator[int]:
+    """The ledger ids of one scope above ``after``, ascending, from listings of its hierarchy."""
+    if scope:
+        return L.SCOPED.walk(f"{store.root}/{L.SCOPES_NODE}/{scope:016x}", store._children, after)
+    return L.scope0_walk(store.root, store.kind, store._children, after)
+
+
 def ledger_keys(store, start: tuple[int, int] | None,
                 end: tuple[int, int] | None) -> Iterator[tuple[int, int]]:
     """(scope, ledger) of every ledger znode in [start, end), ascending, from listings only."""
@@ -23,11 +30,7 @@ def ledger_keys(store, start: tuple[int, int] | None,
         if end is not None and scope > end[0]:
             return
         after = l0 - 1 if scope == s0 and l0 > 0 else None
-        if scope:
-            walk = L.SCOPED.walk(f"{store.root}/{L.SCOPES_NODE}/{scope:016x}", store._children, after)
-        else:
-            walk = L.scope0_walk(store.root, store.kind, store._children, after)
-        for lid in walk:
+        for lid in scope_walk(store, scope, after):
             if end is not None and (scope, lid) >= end:
                 return
             yield scope, lid

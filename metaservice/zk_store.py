@@ -13,6 +13,7 @@ service's identity is PermissionDenied, never a retry.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -40,7 +41,7 @@ from bkdisk.metaservice.store import (
 from bkdisk.metaservice.zk_auth import DENIED, ZkCredentials, acl_checked, refusal, sasl_refusal_ends_login
 from bkdisk.metaservice.zk_creates import KnownParents, create_many
 from bkdisk.metaservice.zk_ids import generate_id
-from bkdisk.metaservice.zk_scan import scan
+from bkdisk.metaservice.zk_scan import scan, scope_walk
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
@@ -366,16 +367,7 @@ class ZkStore(MetadataStore):
 
     def ledger_ids(self, scope: int, after: int | None, limit: int) -> list[int]:
         check_ids(scope, None)
-        if scope:
-            walk = L.SCOPED.walk(f"{self.root}/{L.SCOPES_NODE}/{scope:016x}", self._children, after)
-        else:
-            walk = L.scope0_walk(self.root, self.kind, self._children, after)
-        out = []
-        for lid in walk:
-            out.append(lid)
-            if len(out) >= limit:
-                break
-        return out
+        return list(itertools.islice(scope_walk(self, scope, after), limit))
 
     def scan(self, start: tuple[int, int] | None, end: tuple[int, int] | None,
              batch: int) -> Iterator[list[Versioned]]:

@@ -12,7 +12,7 @@ import pytest
 from conftest import GOLDEN
 
 from bkdisk.formats.errors import BkdiskError
-from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.channel import MetadataError
 
 BKDISK = [sys.executable, "-c", "from bkdisk.cli import main; main()"]
 CORPORA = sorted({p.parent.parent.name for p in GOLDEN.glob("*/metadata/*.bin")})
@@ -417,20 +417,21 @@ def test_list_then_delete_what_list_printed_deletes_that_ledger(served):
 
 def test_each_answer_of_the_service_has_its_own_exit_code(tmp_path):
     s = Served(tmp_path, "--token", "s3cret")
+    T = ("--token", "s3cret")              # every call needs it, reads too
     src = str(GOLDEN / "cluster-3" / "metadata" / "10.bin")
     try:
         s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret")
-        _one_line(s("metadata", "get", "--ledger-id", "2", check=None), 2, "LEDGER_NOT_FOUND")
-        _one_line(s("bookies", "info", "bk-1.rack-a", check=None), 2, "BOOKIE_NOT_FOUND")
+        _one_line(s("metadata", "get", "--ledger-id", "2", *T, check=None), 2, "LEDGER_NOT_FOUND")
+        _one_line(s("bookies", "info", "bk-1.rack-a", *T, check=None), 2, "BOOKIE_NOT_FOUND")
         _one_line(s("metadata", "create", "--from", src, "--ledger-id", "1", "--token", "s3cret", check=None), 3,
                   "LEDGER_EXISTS")
         _one_line(s("metadata", "delete", "--ledger-id", "1", "--expected-version", "4", "--token", "s3cret",
                     check=None), 5, "BAD_VERSION")
         _one_line(s("metadata", "delete", "--ledger-id", "1", check=None), 6, "PERMISSION_DENIED", "--token")
         # an id the command line takes (0..2^64-1) that scope 0 does not hold: the service refuses it
-        _one_line(s("metadata", "get", "--ledger-id", str(1 << 63), check=None), 7, "BAD_REQUEST")
-        _one_line(s("bookies", "info", "bad id", check=None), 7, "BAD_REQUEST")
-        assert s.json("metadata", "get", "--ledger-id", "1")["version"] == 0    # none of them changed it
+        _one_line(s("metadata", "get", "--ledger-id", str(1 << 63), *T, check=None), 7, "BAD_REQUEST")
+        _one_line(s("bookies", "info", "bad id", *T, check=None), 7, "BAD_REQUEST")
+        assert s.json("metadata", "get", "--ledger-id", "1", *T)["version"] == 0    # none of them changed it
     finally:
         s.stop()
     _one_line(bkdisk("metadata", "get", "--ledger-id", "1", "--server", s.addr, "--timeout", "1", check=None), 8,

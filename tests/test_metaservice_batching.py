@@ -17,7 +17,8 @@ from metaservice_fixture import served
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
-from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.channel import MetadataError
+from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc

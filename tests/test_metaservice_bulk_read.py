@@ -13,7 +13,7 @@ from metaservice_fixture import served
 from bench.metaservice_bench import _payload
 from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.metadata import parse_metadata
-from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.metaservice.store import open_store
 

@@ -16,7 +16,7 @@ from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice import folder_import
-from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc

@@ -12,7 +12,7 @@ import pytest
 from metaservice_fixture import served
 
 from bkdisk.formats.bookieid import HostPort
-from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.discovery import Registry
 from bkdisk.metaservice.resolver import BookieAddressResolver, DiscoveryClient, ResolveError, service_info
 from bkdisk.metaservice.server import serve

@@ -21,7 +21,8 @@ from kazoo.exceptions import ConnectionLoss
 from zookeeper_fixture import started
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
-from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.channel import MetadataError
+from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.sqlite_store import SqliteStore

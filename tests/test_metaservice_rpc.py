@@ -13,7 +13,8 @@ import pytest
 from metaservice_fixture import served
 
 from bkdisk.formats.metadata import parse_format_message, parse_metadata, serialize_metadata
-from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.channel import MetadataError
+from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.server import serve

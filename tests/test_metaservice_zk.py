@@ -26,7 +26,8 @@ from test_metaservice_rpc import (  # noqa: F401
     test_watch_delivers_create_update_delete_in_order_and_resumes,
 )
 
-from bkdisk.metaservice.client import MetadataClient, MetadataError
+from bkdisk.metaservice.channel import MetadataError
+from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.store import StoreError, open_store

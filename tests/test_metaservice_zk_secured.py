@@ -29,7 +29,7 @@ from test_metaservice_rpc import (  # noqa: F401
 from test_metaservice_zk import HYBRID, bookkeeper_path
 from zookeeper_fixture import OTHER_PASSWORD, OTHER_USER, PASSWORD, USER, started
 
-from bkdisk.metaservice.client import MetadataError
+from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
 from bkdisk.metaservice.store import PermissionDenied, open_store
 from bkdisk.metaservice.zk_auth import ZkCredentials

@@ -1,0 +1,82 @@
+"""The transport both clients share: one gRPC channel with the token, deadlines and retries that
+never send a write twice, and the one error type a service's answer becomes."""
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.metaservice.auth import TOKEN_HEADER
+from bkdisk.metaservice.proto import metaservice_pb2 as pb
+
+# gRPC codes after which nothing reached the service or the service changed nothing.
+TRANSPORT_RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_DENIED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)   # a proxy's refusal, say
+MAX_REPLY = 256 << 20        # a batch of replies, each at most ZooKeeper's 1 MiB znode limit twice over
+
+
+class MetadataError(BkdiskError):
+    """A non-SUCCESS status from the service; ``code`` is the StatusCode name."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+        self.message = message
+
+
+def rpc_error(exc: grpc.RpcError) -> MetadataError:
+    code = exc.code()   # RPC_<status>, or the service's PERMISSION_DENIED for a refusal
+    return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
+
+
+def check(r) -> None:
+    if r.code != pb.SUCCESS:
+        raise MetadataError(pb.StatusCode.Name(r.code), r.message)
+
+
+class Channel:
+    """One gRPC channel with the call settings shared by both clients."""
+
+    def __init__(self, target: str, token: str | None = None, timeout: float = 10.0,
+                 retries: int = 6, backoff: float = 0.1, root_certificates: bytes | None = None,
+                 client_certificate: tuple[bytes, bytes] | None = None):
+        """``root_certificates`` (PEM): TLS; ``client_certificate``: (PEM key, PEM chain), mutual TLS."""
+        key, chain = client_certificate if client_certificate is not None else (None, None)
+        creds = None if root_certificates is None else grpc.ssl_channel_credentials(root_certificates, key, chain)
+        # A coalesced read's reply carries up to a batch of ledgers' metadata.
+        options = [("grpc.max_receive_message_length", MAX_REPLY)]
+        self.channel = (grpc.secure_channel(target, creds, options) if creds is not None
+                        else grpc.insecure_channel(target, options))
+        self.target = target
+        self.metadata = ((TOKEN_HEADER, token),) if token else ()
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.rpc_count = 0
+
+    def call(self, method, request, *, may_resend: bool):
+        """Call ``method``; retry on STORE_UNAVAILABLE (nothing was changed) and, when
+        ``may_resend``, on transport failures. Returns the response (any code but STORE_UNAVAILABLE)."""
+        return self.call_counted(method, request, may_resend=may_resend)[0]
+
+    def call_counted(self, method, request, *, may_resend: bool):
+        """``call``, returning (response, how many times the request was sent)."""
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            self.rpc_count += 1
+            try:
+                r = method(request, timeout=self.timeout, metadata=self.metadata,
+                           wait_for_ready=attempt > 0)
+            except grpc.RpcError as exc:
+                if exc.code() not in TRANSPORT_RETRY or not may_resend or attempt == self.retries:
+                    raise rpc_error(exc) from None
+            else:
+                if r.code != pb.STORE_UNAVAILABLE or attempt == self.retries:
+                    return r, attempt + 1
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.channel.close()
