@@ -97,8 +97,19 @@ def service_errors(fn):
     return one_line_errors(wrapper)
 
 
+_CLIENT_CERTIFICATE = "bkdisk.client_certificate"
+
+
+def _keep_client_certificate(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # Kept beside the command's own parameters (click's ctx.meta), where channel_kw reads it: every
+    # client command takes it without naming it in its signature.
+    if value is not None:
+        ctx.meta.setdefault(_CLIENT_CERTIFICATE, {})[param.name] = value
+
+
 def client_options(fn):
-    """--server, --token, --timeout, --tls-ca, --json: what every client command takes."""
+    """--server, --token, --timeout, --tls-ca (and --tls-cert/--tls-key, a client certificate for
+    mutual TLS), --json: what every client command takes."""
     for opt in reversed([
         click.option("--server", default=lambda: os.environ.get("BKDISK_METADATA_SERVER", DEFAULT_SERVER),
                      show_default=DEFAULT_SERVER, metavar="HOST:PORT",
@@ -109,6 +120,11 @@ def client_options(fn):
                      help="Seconds per call."),
         click.option("--tls-ca", type=click.Path(dir_okay=False, exists=True), default=None,
                      help="PEM root certificates: talk TLS to the service."),
+        click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), default=None, expose_value=False,
+                     callback=_keep_client_certificate,
+                     help="PEM client certificate chain, for a service that requires one (mutual TLS)."),
+        click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), default=None, expose_value=False,
+                     callback=_keep_client_certificate, help="PEM private key of --tls-cert."),
         click.option("--json", "as_json", is_flag=True, help="Print JSON."),
     ]):
         fn = opt(fn)
@@ -116,11 +132,21 @@ def client_options(fn):
 
 
 def channel_kw(token, timeout, tls_ca) -> dict:
-    roots = None
+    roots = client_certificate = None
     if tls_ca:
         with open(tls_ca, "rb") as f:
             roots = f.read()
-    return {"token": token, "timeout": timeout, "retries": 2, "root_certificates": roots}
+    ctx = click.get_current_context(silent=True)
+    pair = ctx.meta.get(_CLIENT_CERTIFICATE, {}) if ctx is not None else {}
+    if pair:
+        if len(pair) != 2:
+            raise click.UsageError("--tls-cert and --tls-key go together")
+        if not tls_ca:
+            raise click.UsageError("--tls-cert and --tls-key need --tls-ca (a client certificate is sent over TLS)")
+        with open(pair["tls_key"], "rb") as k, open(pair["tls_cert"], "rb") as c:
+            client_certificate = (k.read(), c.read())
+    return {"token": token, "timeout": timeout, "retries": 2, "root_certificates": roots,
+            "client_certificate": client_certificate}
 
 
 def _metadata_client(server, token, timeout, tls_ca):

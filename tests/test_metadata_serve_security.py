@@ -3,6 +3,7 @@ the network, tokens from files, the audit trail of every mutation, no token or p
 line or error message, the read-only token from the command line, and SIGTERM with streams open."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -254,3 +255,27 @@ def test_token_options_misused_are_one_line_and_never_echo_a_token(tmp_path):
         assert out.returncode == code and words in out.stderr, (args, out.stderr)
         assert TOKEN not in out.stderr and READ_TOKEN not in out.stderr
         assert code == 16 or len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_the_command_line_presents_a_client_certificate_to_a_service_that_requires_one(tmp_path, tls):
+    authority, server = tls
+    client = signed(tmp_path, authority, "operator")
+    forged = signed(tmp_path, ca(tmp_path, "other-ca"), "forged")
+    proc, port = _start(tmp_path, "--bind", "127.0.0.1:0", "--token", TOKEN, "--tls-cert", str(server.cert),
+                        "--tls-key", str(server.key), "--tls-client-ca", str(authority.cert))
+    call = ("metadata", "list", "--server", f"127.0.0.1:{port}", "--token", TOKEN, "--tls-ca", str(authority.cert),
+            "--timeout", "3", "--json")
+    try:
+        assert json.loads(bkdisk(*call, "--tls-cert", str(client.cert), "--tls-key", str(client.key)).stdout) == []
+        for refused in ((), ("--tls-cert", str(forged.cert), "--tls-key", str(forged.key))):
+            out = bkdisk(*call, *refused, check=None)      # the handshake fails: no call is made
+            assert out.returncode == 8 and out.stderr.count("\n") == 1 and "cannot reach" in out.stderr, out.stderr
+        for half in (("--tls-cert", str(client.cert)), ("--tls-key", str(client.key))):
+            out = bkdisk(*call, *half, check=None)
+            assert out.returncode == 16 and "--tls-cert and --tls-key go together" in out.stderr, out.stderr
+        plain = [a for a in call if a not in ("--tls-ca", str(authority.cert))]
+        out = bkdisk(*plain, "--tls-cert", str(client.cert), "--tls-key", str(client.key), check=None)
+        assert out.returncode == 16 and "need --tls-ca" in out.stderr, out.stderr
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
