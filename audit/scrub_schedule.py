@@ -26,7 +26,7 @@ import enum
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bkdisk.entrylogs.identity import LogIdentity
 
@@ -58,12 +58,15 @@ class LogState:
     identity: LogIdentity
     last_deep: datetime.datetime | None   # when it was last deep-checked, None never
     due_at: datetime.datetime             # its next deep check, at the latest
+    verdict: str | None = None            # its last deep check's: "ok", "corrupt", "unreadable"
+    found_at: datetime.datetime | None = None   # when that verdict was found (carried until it is read again)
 
 
 @dataclass(frozen=True)
 class Plan:
     """A run's decision for one disk: the logs to deep-check and why, and each log's state as it
-    will be once the run's deep checks are done (``after``)."""
+    will be once the run's deep checks are done (``after``; a deep-checked log's verdict is the
+    run's to fill in, the others keep theirs and the time it was found)."""
     deep: dict[int, Reason]
     after: dict[int, LogState]
     fresh: bool                 # the disk started fresh (unknown, or its identity changed)
@@ -132,8 +135,10 @@ class Schedule:
         for lid, ident in logs.items():
             prev = known.get(lid)
             if lid not in deep:
-                last = prev.last_deep if prev is not None and prev.identity == ident else None
-                after[lid] = LogState(ident, last, due_at[lid])
+                if prev is not None and prev.identity == ident:   # not read: its last verdict stands
+                    after[lid] = replace(prev, due_at=due_at[lid])
+                else:
+                    after[lid] = LogState(ident, None, due_at[lid])
             elif deep[lid] in (Reason.NEW, Reason.CHANGED):
                 after[lid] = LogState(ident, now, self._next_after_first(disk, lid, now))
             else:

@@ -173,3 +173,13 @@ def test_logs_rewritten_together_fall_due_again_on_different_runs():
     assert set(p.deep.values()) == {Reason.CHANGED}
     next_runs = {s.due_at for s in p.after.values()}
     assert len(next_runs) >= 3 and all(T0 + 4 * DAY < t <= T0 + 8 * DAY for t in next_runs)
+
+
+def test_a_log_not_read_this_run_keeps_its_verdict_and_when_it_was_found():
+    sched = Schedule(interval=7 * DAY, spacing=DAY)
+    logs = {lid: ident(lid) for lid in range(14)}
+    p = sched.plan("d", T0, logs, None)
+    state = {lid: replace(s, verdict="corrupt", found_at=T0) if lid in p.deep else s for lid, s in p.after.items()}
+    q = sched.plan("d", T0 + DAY, logs, state)
+    for lid in p.deep:
+        assert q.after[lid].verdict == "corrupt" and q.after[lid].found_at == T0
