@@ -150,7 +150,11 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
                 if r["log_id"] is None:
                     continue
                 ident = LogIdentity(r["size"], r["inode"], r["mtime_ns"], r["frame_hash"])
-                d.logs[r["log_id"]] = LogState(ident, _when(r["last_deep"]), _when(r["due_at"]),
+                due = _when(r["due_at"])
+                if due is None or None in (r["size"], r["inode"], r["mtime_ns"], r["frame_hash"]):
+                    raise StateError(f"{f}: disk {r['disk']} log {r['log_id']}: expected its identity and "
+                                     f"due_at, found nulls")
+                d.logs[r["log_id"]] = LogState(ident, _when(r["last_deep"]), due,
                                                r["verdict"], _when(r["found_at"]))
     except (OSError, pa.ArrowException) as e:
         raise StateError(f"{f}: not a readable scrub state ({str(e).splitlines()[0]})") from None

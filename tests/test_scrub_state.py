@@ -127,3 +127,14 @@ def test_a_folder_that_is_not_a_state_is_refused_in_one_line(tmp_path):
     with pytest.raises(StateError, match=r"logs.parquet: not a readable scrub state") as e:
         read_state(str(bad))
     assert "\n" not in str(e.value)
+
+
+def test_a_state_row_without_its_identity_is_refused_in_one_line(tmp_path):
+    import pyarrow as pa
+
+    from bkdisk.audit.scrub_state import LOGS_SCHEMA
+    path = str(tmp_path / "state")
+    row = {"disk": "/data1", "bookie_id": "bk1:3181", "log_id": 3, "size": 1}
+    write_state(path, [pa.RecordBatch.from_pylist([row], schema=LOGS_SCHEMA)])
+    with pytest.raises(StateError, match=r"logs.parquet: disk /data1 log 3: expected its identity and due_at"):
+        read_state(path)
