@@ -150,7 +150,8 @@ def charts_section(s: dict[str, Any]) -> str:
         "orphans": {"title": "Bytes of ledgers no metadata names, by bookie", "bytes": True, "labels": bookies,
                     "series": {"orphan_bytes": [b.get("orphan_bytes", 0) for b in s["bookies"]]}},
     }
-    charts = {k: c for k, c in charts.items() if c["labels"]}   # a chart with no bar is left out
+    # a chart with nothing to draw (no bar, or every bar zero) is left out
+    charts = {k: c for k, c in charts.items() if any(any(v) for v in c["series"].values())}
     if not charts:
         return '<section id="charts"><h2>Charts</h2><p class="none">Nothing to draw: no disk, no entry.</p></section>'
     data = json.dumps(charts).replace("</", "<\\/")

@@ -89,8 +89,8 @@ class Schedule:
 
     def _uniform(self, disk: str, log_id: int, salt: str) -> float:
         """A seeded number in [0, 1) for one log: the same plan for the same inputs, on any host."""
-        h = hashlib.blake2b(f"{self.seed}\0{disk}\0{log_id}\0{salt}".encode(), digest_size=8).digest()
-        return int.from_bytes(h, "big") / 2.0 ** 64
+        h = hashlib.blake2b(f"{self.seed}\0{disk}\0{log_id}\0{salt}".encode(), digest_size=8).hexdigest()
+        return int(h, 16) / 2.0 ** 64
 
     def _next_after_first(self, disk: str, log_id: int, now: datetime.datetime) -> datetime.datetime:
         early = math.floor(self._uniform(disk, log_id, now.isoformat()) * self.randomize_ratio

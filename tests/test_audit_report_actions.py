@@ -133,6 +133,7 @@ def test_the_page_shows_not_indexed_counts_human_sizes_and_leaves_empty_tables_o
     assert "Ledgers pinning old entry logs" in space and "<td>17</td>" not in space
     assert "Topics pinning" not in space
     assert 'id="orphans"' not in dom   # no orphan: no orphans table
+    assert 'data-chart="orphans"' not in dom and 'data-chart="entries"' in dom   # nor a chart of zeros
     assert probe["scrollWidth"] <= WIDTH
 
 
@@ -150,6 +151,7 @@ def test_orphans_on_a_quorum_read_as_metadata_lost_and_point_at_salvage(pages):
     table = table[:table.index("</table>")]
     assert "metadata lost?" in table and "bkdisk salvage" in table and "96.3 KiB" in table and "40.0 KiB" in table
     assert dom.index('id="worst-ledgers"') < dom.index('id="orphans"') < dom.index('id="charts"')
+    assert 'data-chart="orphans"' in dom
     assert ">72.1 KiB</text>" in dom   # the chart of orphan bytes labels its bars in binary units
     assert 'id="space"' not in dom   # no space table: no section
     assert [p["text"] for p in probe["problems"]] == ps and probe["scrollWidth"] <= WIDTH
