@@ -1,0 +1,398 @@
+"""A ledger's metadata inferred from the copies of its entries found on bookie disks: ensembles and
+quorums from where the copies are, digest type from their digest length, password from the master
+keys, last entry and length as BookKeeper's recovery would close the ledger; each field with how sure
+it is (certain / inferred / assumed / unknown) and why. Pure: rows in, one ``Salvaged`` out.
+
+The rules, with the BookKeeper code each follows, are in specs/salvage.md.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from bkdisk.bookie.password_candidates import match_password
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.metadata import LedgerMetadata
+
+CERTAIN, INFERRED, ASSUMED, UNKNOWN = "certain", "inferred", "assumed", "unknown"
+DIGEST_OF_LENGTH = {n: t for t, n in DIGEST_LENGTH.items()}
+HEADER_SIZE = {1: ENTRY_V1_HEADER_SIZE, 2: ENTRY_V2_HEADER_SIZE}
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy of an entry on one bookie, as the disk scan gives it."""
+
+    bookie: str
+    entry: int
+    intact: bool           # its digest did not fail (an unverifiable DUMMY/HMAC copy counts intact)
+    verified: bool         # its digest was checked and matched
+    lac: int               # the LAC the entry carries
+    length: int            # the ledger length after this entry (the entry's cumulative length field)
+    size: int              # the stored entry: header, digest, payload
+    entry_format: int = 1
+
+
+@dataclass(frozen=True)
+class BookieLedger:
+    """What one bookie keeps of a ledger beside its entries: the master key (.idx header, the ledgers
+    index of DbLedgerStorage, the journal's key records) and its explicit LAC."""
+
+    bookie: str
+    master_key: bytes | None = None
+    explicit_lac: int | None = None
+
+
+@dataclass(frozen=True)
+class Inferred:
+    value: object
+    confidence: str
+    why: str
+
+
+@dataclass
+class Salvaged:
+    ledger: LedgerId
+    ensemble_size: Inferred
+    write_quorum: Inferred
+    ack_quorum: Inferred
+    ensembles: Inferred          # ((first entry, (bookie or None, ...)), ...)
+    positions: Inferred          # per ensemble, per position: certain/inferred/assumed/unknown
+    digest_type: Inferred
+    password: Inferred           # bytes, only when its master key matched
+    master_key: bytes | None
+    last_entry_id: Inferred
+    length: Inferred
+    state: Inferred
+    lost_entries: list[int] = field(default_factory=list)          # no intact copy, at or before the last entry
+    dropped_entries: list[int] = field(default_factory=list)       # copies after the last entry recovery reaches
+    under_replicated: list[int] = field(default_factory=list)      # fewer intact copies than the write quorum
+    metadata: LedgerMetadata | None = None
+    no_metadata_because: str | None = None
+
+
+# --- placement ---------------------------------------------------------------------------------------
+
+def write_set(entry: int, ensemble_size: int, write_quorum: int) -> list[int]:
+    """Positions of ``entry``'s copies, in order (RoundRobinDistributionSchedule.WriteSetImpl.reset)."""
+    return [(entry + i) % ensemble_size for i in range(write_quorum)]
+
+
+def _matching(allowed: dict[str, set[int]], forbid: tuple[str, int] | None = None) -> dict[str, int] | None:
+    """Distinct positions for the bookies, each within its allowed set (Kuhn's augmenting paths), or None."""
+    owner: dict[int, str] = {}
+
+    def place(b: str, seen: set[int]) -> bool:
+        for p in sorted(allowed[b]):
+            if (b, p) == forbid or p in seen:
+                continue
+            seen.add(p)
+            if p not in owner or place(owner[p], seen):
+                owner[p] = b
+                return True
+        return False
+
+    for b in sorted(allowed):
+        if not place(b, set()):
+            return None
+    return {b: p for p, b in owner.items()}
+
+
+@dataclass
+class _Segment:
+    first: int
+    last_fit: int
+    allowed: dict[str, set[int]]
+    gap_before: bool = False
+    free: dict[str, set[int]] = field(default_factory=dict)   # the same, without the kept-position rule    # entries with no copy lie between the previous segment's last copy and ``first``
+
+
+def _fits(allowed: dict[str, set[int]], holders: Iterable[str], entry: int, e_size: int, qw: int,
+          prev: Sequence[str | None] | None) -> dict[str, set[int]] | None:
+    ws = set(write_set(entry, e_size, qw))
+    trial = dict(allowed)
+    for b in holders:
+        base = trial.get(b)
+        if base is None:   # a bookie kept from the ensemble before keeps its position (EnsembleUtils)
+            base = {prev.index(b)} if prev is not None and b in prev else set(range(e_size))
+        trial[b] = base & ws
+        if not trial[b]:
+            return None
+    if len(trial) > e_size or _matching(trial) is None:
+        return None
+    return trial
+
+
+def _segments(holders: dict[int, set[str]], e_size: int, qw: int) -> list[tuple[_Segment, list[str | None]]] | None:
+    """Greedy: each ensemble holds entries while every copy fits it; a copy that does not starts the
+    next ensemble (LedgerHandle's ensemble change). None when one entry's copies fit no ensemble."""
+    out: list[tuple[_Segment, list[str | None]]] = []
+    seg: _Segment | None = None
+    prev: list[str | None] | None = None
+    for e in sorted(holders):
+        if seg is not None:
+            t = _fits(seg.allowed, holders[e], e, e_size, qw, prev)
+            if t is not None:
+                seg.allowed, seg.last_fit = t, e
+                ws = set(write_set(e, e_size, qw))
+                for b in holders[e]:
+                    seg.free[b] = seg.free.get(b, set(range(e_size))) & ws
+                continue
+            ens = _resolve(seg.allowed, e_size)
+            out.append((seg, ens))
+            prev = ens
+        t = _fits({}, holders[e], e, e_size, qw, prev)
+        if t is None:
+            t = _fits({}, holders[e], e, e_size, qw, None)
+            if t is None:
+                return None
+        ws = set(write_set(e, e_size, qw))
+        seg = _Segment(0 if seg is None else e, e, t, seg is not None and e > seg.last_fit + 1,
+                       {b: set(ws) for b in holders[e]})
+    if seg is not None:
+        out.append((seg, _resolve(seg.allowed, e_size)))
+    return out
+
+
+def _resolve(allowed: dict[str, set[int]], e_size: int) -> list[str | None]:
+    m = _matching(allowed)
+    assert m is not None
+    ens: list[str | None] = [None] * e_size
+    for b, p in m.items():
+        ens[p] = b
+    return ens
+
+
+def _pinned(allowed: dict[str, set[int]], ens: list[str | None]) -> list[bool]:
+    """Per position: whether its bookie could sit nowhere else (no other placement fits every copy)."""
+    return [b is not None and _matching(allowed, forbid=(b, p)) is None for p, b in enumerate(ens)]
+
+
+def _position_confidence(seg: _Segment, ens: list[str | None], before: list[str] | None,
+                         before_ens: list[str | None] | None) -> list[str]:
+    """A position is certain when its own copies pin it, inferred when a bookie kept from the ensemble
+    before holds the position it held certainly there, assumed otherwise; unknown when empty."""
+    out = []
+    for p, (b, own) in enumerate(zip(ens, _pinned(seg.free, ens))):
+        if b is None:
+            out.append(UNKNOWN)
+        elif own:
+            out.append(CERTAIN)
+        elif before is not None and before_ens is not None and before_ens[p] == b and before[p] in (CERTAIN, INFERRED):
+            out.append(INFERRED)
+        else:
+            out.append(ASSUMED)
+    return out
+
+
+@dataclass
+class Placement:
+    ensemble_size: int
+    write_quorum: int
+    ensembles: list[tuple[int, list[str | None]]]
+    confidence: list[list[str]]
+    why: list[str]
+
+
+def infer_placement(holders: dict[int, set[str]]) -> Placement | None:
+    """Ensemble size, write quorum and ensembles that place every copy found by BookKeeper's rules,
+    with the fewest ensemble changes, then the smallest ensemble; None when no entry has a copy."""
+    holders = {e: h for e, h in holders.items() if h}
+    if not holders:
+        return None
+    qw = max(len(h) for h in holders.values())
+    bookies = set().union(*holders.values())
+    best = None
+    for e_size in range(qw, max(qw, len(bookies)) + 1):
+        segs = _segments(holders, e_size, qw)
+        if segs is None:
+            continue
+        holes = sum(b is None for _s, ens in segs for b in ens)
+        score = (len(segs), holes, e_size)
+        if best is None or score < best[0]:
+            best = (score, e_size, segs)
+    if best is None:
+        return None
+    _score, e_size, segs = best
+    ensembles: list[tuple[int, list[str | None]]] = []
+    confidence: list[list[str]] = []
+    why: list[str] = []
+    for i, (seg, ens) in enumerate(segs):
+        conf = _position_confidence(seg, ens, confidence[-1] if confidence else None, segs[i - 1][1] if i else None)
+        ens = list(ens)
+        for p, b in enumerate(ens):
+            if b is not None:
+                continue
+            # A position no copy shows in this ensemble: the bookie of a neighbouring ensemble, when it
+            # is not elsewhere in this one (an ensemble change replaces only the failed positions).
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(segs) and (nb := segs[j][1][p]) is not None and nb not in ens:
+                    ens[p], conf[p] = nb, INFERRED
+                    why.append(f"ensemble at {seg.first}: position {p} holds no copy; {nb} taken from the "
+                               f"ensemble at {segs[j][0].first} (an ensemble change replaces only failed bookies)")
+                    break
+            else:
+                why.append(f"ensemble at {seg.first}: position {p} holds no copy on any readable disk and no "
+                           "neighbouring ensemble names it: its bookie is unknown")
+        if i and seg.gap_before:
+            why.append(f"ensemble change at {seg.first}: entries from {segs[i - 1][0].last_fit + 1} have no copy; "
+                       "the change may lie anywhere up to here (every copy is placed the same)")
+        ensembles.append((seg.first, ens))
+        confidence.append(conf)
+    return Placement(e_size, qw, ensembles, confidence, why)
+
+
+def ensemble_at(ensembles: Sequence[tuple[int, Sequence[str | None]]], entry: int) -> Sequence[str | None]:
+    """The ensemble in force for ``entry`` (LedgerMetadataImpl.getEnsembleAt: greatest first <= entry)."""
+    found = ensembles[0][1]
+    for first, ens in ensembles:
+        if first <= entry:
+            found = ens
+    return found
+
+
+# --- the ledger ---------------------------------------------------------------------------------------
+
+def _digest(copies: Sequence[Copy]) -> Inferred:
+    """From each copy's digest length: stored size - header - payload (the difference of cumulative
+    lengths with the entry before), confirmed by verified copies."""
+    length_of: dict[int, int] = {}
+    for c in copies:
+        if c.intact:
+            length_of.setdefault(c.entry, c.length)
+    votes: dict[int, int] = {}
+    for c in copies:
+        before = 0 if c.entry == 0 else length_of.get(c.entry - 1)
+        if not c.intact or before is None:
+            continue
+        n = c.size - HEADER_SIZE.get(c.entry_format, ENTRY_V1_HEADER_SIZE) - (c.length - before)
+        votes[n] = votes.get(n, 0) + 1
+    known = {n: v for n, v in votes.items() if n in DIGEST_OF_LENGTH}
+    if not known:
+        return Inferred(None, UNKNOWN, "no intact copy whose entry before it has one: the digest length is unknown"
+                        if not votes else f"digest lengths {sorted(votes)} are no digest type's")
+    n = max(known, key=lambda k: known[k])
+    t = DIGEST_OF_LENGTH[n]
+    other = sum(votes.values()) - known[n]
+    verified = sum(c.verified for c in copies)
+    note = f"; {other} copies disagree" if other else ""
+    if verified and t in (DigestType.CRC32, DigestType.CRC32C):
+        return Inferred(t.name, CERTAIN if not other else INFERRED,
+                        f"digest length {n} on {known[n]} copies; {verified} copies verified as {t.name}{note}")
+    if t == DigestType.DUMMY:
+        return Inferred(t.name, INFERRED, f"digest length 0 on {known[n]} copies (DUMMY carries nothing to verify){note}")
+    return Inferred(t.name, INFERRED, f"digest length {n} on {known[n]} copies (not verified){note}")
+
+
+def _password(keys: Sequence[BookieLedger], candidates: Sequence[bytes]) -> tuple[Inferred, bytes | None]:
+    found = {k.master_key for k in keys if k.master_key is not None}
+    if not found:
+        return Inferred(None, UNKNOWN, "no master key on any readable disk (no .idx header, ledgers index "
+                        "entry or journal key record)"), None
+    if len(found) > 1:
+        shown = ", ".join(sorted(k.hex() for k in found))
+        return Inferred(None, UNKNOWN, f"the bookies keep different master keys ({shown})"), None
+    key = found.pop()
+    pw = match_password(key, candidates)
+    if pw is None:
+        return Inferred(None, UNKNOWN, f"master key {key.hex()} matches neither the empty password nor any of "
+                        f"{len(candidates)} candidates: add candidates (--password-candidates)"), key
+    holders = sorted(k.bookie for k in keys if k.master_key == key)
+    what = "the empty password" if pw == b"" else "a candidate"
+    return Inferred(pw, CERTAIN, f"SHA-1('ledger' + password) of {what} equals the master key {key.hex()} kept by "
+                    f"{', '.join(holders)}"), key
+
+
+def _close(copies: Sequence[Copy], keys: Sequence[BookieLedger], last_first: int
+           ) -> tuple[int, int | None, list[int], list[int], str]:
+    """(last entry, its length or None, lost entries, dropped entries, why), as LedgerRecoveryOp
+    closes the ledger: from max(highest LAC any intact copy or explicit LAC carries, first entry of the
+    last ensemble - 1), forward while the next entry has an intact copy."""
+    intact: dict[int, Copy] = {}
+    for c in copies:
+        if c.intact:
+            intact.setdefault(c.entry, c)
+    lacs = [c.lac for c in intact.values()] + [k.explicit_lac for k in keys if k.explicit_lac is not None]
+    lac = max(lacs, default=-1)
+    start = max(lac, last_first - 1)
+    last = start
+    while last + 1 in intact:
+        last += 1
+    lost = [e for e in range(last + 1) if e not in intact]
+    dropped = sorted({c.entry for c in copies if c.entry > last})
+    why = (f"recovery reads on from max(LAC {lac}, first entry of the last ensemble {last_first} - 1) = {start} "
+           f"while the next entry has an intact copy: closes at {last}")
+    if dropped:
+        why += f"; entry {last + 1} has no intact copy, so {len(dropped)} later entries found are left out"
+    length = 0 if last < 0 else intact[last].length if last in intact else None
+    return last, length, lost, dropped, why
+
+
+def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[BookieLedger],
+                   candidates: Sequence[bytes] = (), ack_quorum: int | None = None,
+                   custom_metadata: tuple[tuple[str, bytes], ...] = ()) -> Salvaged:
+    """Everything the disks say of ``ledger``, and its metadata (format 3, CLOSED) when every field a
+    BookKeeper client needs is known: each ensemble position, the digest type and a verified password."""
+    holders: dict[int, set[str]] = {}
+    for c in copies:
+        holders.setdefault(c.entry, set()).add(c.bookie)
+    pl = infer_placement(holders)
+    unknown = Inferred(None, UNKNOWN, "no copy of any entry was found")
+    digest = _digest(copies)
+    password, key = _password(keys, candidates)
+    state = Inferred("CLOSED", INFERRED, "a lost metadata store has no live writer: closed as recovery closes it "
+                     "(ReadOnlyLedgerHandle.closeRecovered)")
+    if pl is None:
+        return Salvaged(ledger, unknown, unknown, unknown, unknown, unknown, digest, password, key, unknown, unknown,
+                        state, no_metadata_because="no copy of any entry was found")
+    why_place = "; ".join(pl.why)
+    e_size = Inferred(pl.ensemble_size, INFERRED, "the smallest ensemble size under which BookKeeper's placement "
+                      "puts every copy found with the fewest ensemble changes")
+    wq = Inferred(pl.write_quorum, INFERRED, "the most bookies holding one entry")
+    if ack_quorum is not None:
+        qa = Inferred(ack_quorum, CERTAIN, "given (--ack-quorum)")
+    else:
+        qa = Inferred(pl.write_quorum, ASSUMED, "not on disk: the write quorum, as BookKeeper's createLedger "
+                      "without an ack quorum takes it")
+    flat = [c for cs in pl.confidence for c in cs]
+    worst = UNKNOWN if UNKNOWN in flat else ASSUMED if ASSUMED in flat else INFERRED if INFERRED in flat else CERTAIN
+    ens_why = why_place or "every position is pinned by the copies it holds"
+    if ASSUMED in flat:
+        ens_why += ("; positions marked assumed could hold their bookies in another order (every entry goes to "
+                    "each of them): one order is chosen")
+    ensembles = Inferred(tuple((f, tuple(e)) for f, e in pl.ensembles), worst, ens_why)
+    positions = Inferred(tuple(tuple(c) for c in pl.confidence), worst, ens_why)
+    last, length, lost, dropped, close_why = _close(copies, keys, pl.ensembles[-1][0])
+    last_f = Inferred(last, INFERRED, close_why)
+    length_f = Inferred(length, INFERRED if length is not None else UNKNOWN,
+                        f"the cumulative length of entry {last}" if length is not None
+                        else f"entry {last} has no intact copy to give its cumulative length")
+    kept = [(f, e) for f, e in pl.ensembles if f <= max(last, 0)]
+    under = []
+    for e in range(last + 1):
+        ws = [ensemble_at(kept, e)[p] for p in write_set(e, pl.ensemble_size, pl.write_quorum)]
+        n = sum(1 for c in copies if c.entry == e and c.intact and c.bookie in ws)
+        if 0 < n < pl.write_quorum:
+            under.append(e)
+    s = Salvaged(ledger, e_size, wq, qa, ensembles, positions, digest, password, key, last_f, length_f, state,
+                 lost, dropped, under)
+    if qa.value > pl.write_quorum or qa.value < 1:   # type: ignore[operator]
+        s.no_metadata_because = f"--ack-quorum {qa.value} is not within 1..write quorum {pl.write_quorum}"
+    elif any(b is None for _f, e in kept for b in e):
+        s.no_metadata_because = "an ensemble position's bookie is on no readable disk: " + why_place
+    elif digest.value is None:
+        s.no_metadata_because = "digest type unknown: " + digest.why
+    elif password.value is None:
+        s.no_metadata_because = "password not found: " + password.why
+    elif length is None:
+        s.no_metadata_because = length_f.why
+    else:
+        s.metadata = LedgerMetadata(
+            format_version=3, write_quorum=pl.write_quorum, ensemble_size=pl.ensemble_size,
+            ack_quorum=int(qa.value),  # type: ignore[call-overload]
+            length=length, last_entry_id=last, state="CLOSED",
+            ensembles=tuple((f, tuple(str(b) for b in e)) for f, e in kept), digest_type=str(digest.value),
+            password=password.value, ctime=None, custom_metadata=custom_metadata)   # type: ignore[arg-type]
+    return s
