@@ -105,8 +105,8 @@ class _Segment:
     first: int
     last_fit: int
     allowed: dict[str, set[int]]
-    gap_before: bool = False
-    free: dict[str, set[int]] = field(default_factory=dict)   # the same, without the kept-position rule    # entries with no copy lie between the previous segment's last copy and ``first``
+    gap_before: bool = False    # entries with no copy lie between the ensemble before's last copy and ``first``
+    free: dict[str, set[int]] = field(default_factory=dict)   # ``allowed`` without the kept-position rule
 
 
 def _fits(allowed: dict[str, set[int]], holders: Iterable[str], entry: int, e_size: int, qw: int,
@@ -282,7 +282,8 @@ def _digest(copies: Sequence[Copy]) -> Inferred:
         return Inferred(t.name, CERTAIN if not other else INFERRED,
                         f"digest length {n} on {known[n]} copies; {verified} copies verified as {t.name}{note}")
     if t == DigestType.DUMMY:
-        return Inferred(t.name, INFERRED, f"digest length 0 on {known[n]} copies (DUMMY carries nothing to verify){note}")
+        return Inferred(t.name, INFERRED,
+                        f"digest length 0 on {known[n]} copies (DUMMY carries nothing to verify){note}")
     return Inferred(t.name, INFERRED, f"digest length {n} on {known[n]} copies (not verified){note}")
 
 
