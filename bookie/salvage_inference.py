@@ -352,10 +352,11 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
     e_size = Inferred(pl.ensemble_size, INFERRED, "the smallest ensemble size under which BookKeeper's placement "
                       "puts every copy found with the fewest ensemble changes")
     wq = Inferred(pl.write_quorum, INFERRED, "the most bookies holding one entry")
+    qa_value = pl.write_quorum if ack_quorum is None else ack_quorum
     if ack_quorum is not None:
         qa = Inferred(ack_quorum, CERTAIN, "given (--ack-quorum)")
     else:
-        qa = Inferred(pl.write_quorum, ASSUMED, "not on disk: the write quorum, as BookKeeper's createLedger "
+        qa = Inferred(qa_value, ASSUMED, "not on disk: the write quorum, as BookKeeper's createLedger "
                       "without an ack quorum takes it")
     flat = [c for cs in pl.confidence for c in cs]
     worst = UNKNOWN if UNKNOWN in flat else ASSUMED if ASSUMED in flat else INFERRED if INFERRED in flat else CERTAIN
@@ -379,21 +380,22 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
             under.append(e)
     s = Salvaged(ledger, e_size, wq, qa, ensembles, positions, digest, password, key, last_f, length_f, state,
                  lost, dropped, under)
-    if qa.value > pl.write_quorum or qa.value < 1:   # type: ignore[operator]
-        s.no_metadata_because = f"--ack-quorum {qa.value} is not within 1..write quorum {pl.write_quorum}"
+    pw = password.value
+    if not 1 <= qa_value <= pl.write_quorum:
+        s.no_metadata_because = f"--ack-quorum {qa_value} is not within 1..write quorum {pl.write_quorum}"
     elif any(b is None for _f, e in kept for b in e):
         s.no_metadata_because = "an ensemble position's bookie is on no readable disk: " + why_place
     elif digest.value is None:
         s.no_metadata_because = "digest type unknown: " + digest.why
-    elif password.value is None:
+    elif not isinstance(pw, bytes):
         s.no_metadata_because = "password not found: " + password.why
     elif length is None:
         s.no_metadata_because = length_f.why
     else:
         s.metadata = LedgerMetadata(
             format_version=3, write_quorum=pl.write_quorum, ensemble_size=pl.ensemble_size,
-            ack_quorum=int(qa.value),  # type: ignore[call-overload]
+            ack_quorum=qa_value,
             length=length, last_entry_id=last, state="CLOSED",
             ensembles=tuple((f, tuple(str(b) for b in e)) for f, e in kept), digest_type=str(digest.value),
-            password=password.value, ctime=None, custom_metadata=custom_metadata)   # type: ignore[arg-type]
+            password=pw, ctime=None, custom_metadata=custom_metadata)
     return s
