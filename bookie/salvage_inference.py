@@ -197,25 +197,29 @@ class Placement:
 
 
 def infer_placement(holders: dict[int, set[str]]) -> Placement | None:
-    """Ensemble size, write quorum and ensembles that place every copy found by BookKeeper's rules,
-    with the fewest ensemble changes, then the smallest ensemble; None when no entry has a copy."""
+    """Ensemble size, write quorum and ensembles that place every copy found by BookKeeper's rules:
+    the fewest positions left unknown, then the fewest ensemble changes, then the smallest ensemble;
+    None when no entry has a copy."""
     holders = {e: h for e, h in holders.items() if h}
     if not holders:
         return None
     qw = max(len(h) for h in holders.values())
     bookies = set().union(*holders.values())
-    best = None
+    best: tuple[tuple[int, int, int], Placement] | None = None
     for e_size in range(qw, max(qw, len(bookies)) + 1):
         segs = _segments(holders, e_size, qw)
         if segs is None:
             continue
-        holes = sum(b is None for _s, ens in segs for b in ens)
-        score = (len(segs), holes, e_size)
+        pl = _placement(segs, e_size, qw)
+        score = (sum(c == UNKNOWN for cs in pl.confidence for c in cs), len(segs), e_size)
         if best is None or score < best[0]:
-            best = (score, e_size, segs)
-    if best is None:
-        return None
-    _score, e_size, segs = best
+            best = (score, pl)
+    return None if best is None else best[1]
+
+
+def _placement(segs: list[tuple[_Segment, list[str | None]]], e_size: int, qw: int) -> Placement:
+    """The ensembles of ``segs``, each position with its confidence, a position no copy shows filled
+    from a neighbouring ensemble where the replacement rule allows."""
     ensembles: list[tuple[int, list[str | None]]] = []
     confidence: list[list[str]] = []
     why: list[str] = []
