@@ -7,7 +7,8 @@ The rules, with the BookKeeper code each follows, are in specs/salvage.md.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bkdisk.bookie.password_candidates import match_password
@@ -19,6 +20,10 @@ from bkdisk.formats.metadata import LedgerMetadata
 CERTAIN, INFERRED, ASSUMED, UNKNOWN = "certain", "inferred", "assumed", "unknown"
 DIGEST_OF_LENGTH = {n: t for t, n in DIGEST_LENGTH.items()}
 HEADER_SIZE = {1: ENTRY_V1_HEADER_SIZE, 2: ENTRY_V2_HEADER_SIZE}
+# Ensemble positions tried beyond the bookies whose copies were found: bookies whose disks are absent.
+UNSEEN_POSITIONS = 2
+# An unknown position weighs as this many copies missing from read disks (see infer_placement).
+UNKNOWN_POSITION_COST = 3
 
 
 @dataclass(frozen=True)
@@ -107,25 +112,38 @@ class _Segment:
     allowed: dict[str, set[int]]
     gap_before: bool = False    # entries with no copy lie between the ensemble before's last copy and ``first``
     free: dict[str, set[int]] = field(default_factory=dict)   # ``allowed`` without the kept-position rule
+    entries: list[int] = field(default_factory=list)          # the entries with copies it holds
 
 
-def _fits(allowed: dict[str, set[int]], holders: Iterable[str], entry: int, e_size: int, qw: int,
-          prev: Sequence[str | None] | None) -> dict[str, set[int]] | None:
+def _fits(allowed: dict[str, set[int]], holders: set[str], entry: int, e_size: int, qw: int,
+          prev: Sequence[str | None] | None, before: Sequence[int] = (), strict: bool = False
+          ) -> dict[str, set[int]] | None:
+    """The bookies' possible positions once ``entry``'s copies join an ensemble holding the entries
+    ``before``, or None when they cannot. ``strict``: a bookie's position also excludes every write
+    set it holds no copy of (its disk was read: an absent copy there is taken as another bookie's)."""
     ws = set(write_set(entry, e_size, qw))
     trial = dict(allowed)
     for b in holders:
         base = trial.get(b)
         if base is None:   # a bookie kept from the ensemble before keeps its position (EnsembleUtils)
             base = {prev.index(b)} if prev is not None and b in prev else set(range(e_size))
+            if strict:
+                base = base - {p for e in before for p in write_set(e, e_size, qw)}
         trial[b] = base & ws
         if not trial[b]:
             return None
+    if strict:
+        for b in allowed.keys() - holders:
+            trial[b] = trial[b] - ws
+            if not trial[b]:
+                return None
     if len(trial) > e_size or _matching(trial) is None:
         return None
     return trial
 
 
-def _segments(holders: dict[int, set[str]], e_size: int, qw: int) -> list[tuple[_Segment, list[str | None]]] | None:
+def _segments(holders: dict[int, set[str]], e_size: int, qw: int, strict: bool = False
+              ) -> list[tuple[_Segment, list[str | None]]] | None:
     """Greedy: each ensemble holds entries while every copy fits it; a copy that does not starts the
     next ensemble (LedgerHandle's ensemble change). None when one entry's copies fit no ensemble."""
     out: list[tuple[_Segment, list[str | None]]] = []
@@ -133,9 +151,10 @@ def _segments(holders: dict[int, set[str]], e_size: int, qw: int) -> list[tuple[
     prev: list[str | None] | None = None
     for e in sorted(holders):
         if seg is not None:
-            t = _fits(seg.allowed, holders[e], e, e_size, qw, prev)
+            t = _fits(seg.allowed, holders[e], e, e_size, qw, prev, seg.entries, strict)
             if t is not None:
                 seg.allowed, seg.last_fit = t, e
+                seg.entries.append(e)
                 ws = set(write_set(e, e_size, qw))
                 for b in holders[e]:
                     seg.free[b] = seg.free.get(b, set(range(e_size))) & ws
@@ -150,7 +169,7 @@ def _segments(holders: dict[int, set[str]], e_size: int, qw: int) -> list[tuple[
                 return None
         ws = set(write_set(e, e_size, qw))
         seg = _Segment(0 if seg is None else e, e, t, seg is not None and e > seg.last_fit + 1,
-                       {b: set(ws) for b in holders[e]})
+                       {b: set(ws) for b in holders[e]}, [e])
     if seg is not None:
         out.append((seg, _resolve(seg.allowed, e_size)))
     return out
@@ -197,40 +216,54 @@ class Placement:
 
 
 def infer_placement(holders: dict[int, set[str]]) -> Placement | None:
-    """Ensemble size, write quorum and ensembles that place every copy found by BookKeeper's rules:
-    the fewest positions left unknown, then the fewest ensemble changes, then the smallest ensemble;
-    None when no entry has a copy."""
+    """Ensemble size, write quorum and ensembles that place every copy found by BookKeeper's rules,
+    explaining the copies read disks lack at the least cost (each such copy 1, each position whose
+    bookie no read disk shows UNKNOWN_POSITION_COST), then with the fewest ensemble changes, then the
+    smallest ensemble; None when no entry has a copy."""
     holders = {e: h for e, h in holders.items() if h}
     if not holders:
         return None
     qw = max(len(h) for h in holders.values())
     bookies = set().union(*holders.values())
     best: tuple[tuple[int, int, int], Placement] | None = None
-    for e_size in range(qw, max(qw, len(bookies)) + 1):
-        segs = _segments(holders, e_size, qw)
+    for e_size, strict in itertools.product(range(qw, max(qw, len(bookies)) + 1 + UNSEEN_POSITIONS), (False, True)):
+        segs = _segments(holders, e_size, qw, strict)
         if segs is None:
             continue
-        pl = _placement(segs, e_size, qw)
-        score = (sum(c == UNKNOWN for cs in pl.confidence for c in cs), len(segs), e_size)
+        # Copies a read disk should hold and does not, against positions whose bookie no read disk
+        # shows: a bookie whose disk is absent is one unknown position, not copies lost on the others.
+        missing = sum(ens[p] is not None and ens[p] not in holders[e]
+                      for seg, ens in segs for e in seg.entries for p in write_set(e, e_size, qw))
+        pl = _placement(segs, e_size, qw, holders)
+        unknown = sum(c == UNKNOWN for cs in pl.confidence for c in cs)
+        score = (missing + UNKNOWN_POSITION_COST * unknown, len(segs), e_size)
         if best is None or score < best[0]:
             best = (score, pl)
     return None if best is None else best[1]
 
 
-def _placement(segs: list[tuple[_Segment, list[str | None]]], e_size: int, qw: int) -> Placement:
-    """The ensembles of ``segs``, each position with its confidence, a position no copy shows filled
-    from a neighbouring ensemble where the replacement rule allows."""
+def _placement(segs: list[tuple[_Segment, list[str | None]]], e_size: int, qw: int,
+               holders: dict[int, set[str]]) -> Placement:
+    """The ensembles of ``segs``, each position with its confidence; a position no entry of its
+    ensemble was written to takes the bookie of a neighbouring ensemble where the replacement rule
+    allows; a position written to whose copies no read disk holds stays unknown."""
     ensembles: list[tuple[int, list[str | None]]] = []
     confidence: list[list[str]] = []
     why: list[str] = []
     for i, (seg, ens) in enumerate(segs):
         conf = _position_confidence(seg, ens, confidence[-1] if confidence else None, segs[i - 1][1] if i else None)
         ens = list(ens)
+        written = {p for e in seg.entries for p in write_set(e, e_size, qw)}
         for p, b in enumerate(ens):
             if b is not None:
                 continue
-            # A position no copy shows in this ensemble: the bookie of a neighbouring ensemble, when it
-            # is not elsewhere in this one (an ensemble change replaces only the failed positions).
+            if p in written:
+                why.append(f"ensemble at {seg.first}: position {p} was written to (entry "
+                           f"{min(e for e in seg.entries if p in write_set(e, e_size, qw))}) and no read disk "
+                           "holds its copies: its bookie is unknown (its disk is missing or unreadable)")
+                continue
+            # A position no entry of this ensemble went to: the bookie of a neighbouring ensemble, when
+            # it is not elsewhere in this one (an ensemble change replaces only the failed positions).
             for j in (i - 1, i + 1):
                 if 0 <= j < len(segs) and (nb := segs[j][1][p]) is not None and nb not in ens:
                     ens[p], conf[p] = nb, INFERRED

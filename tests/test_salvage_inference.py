@@ -163,3 +163,29 @@ def test_golden_cluster3_rows_give_its_metadata():
                 assert [f for f, _e in md.ensembles] == [f for f, _e in truth]
             else:
                 assert set(got) == set(r["write_set"])
+
+
+def test_golden_cluster3_without_one_disk_names_the_unknown_position_and_never_its_bookie():
+    m = json.loads(MANIFEST.read_text())
+    gone = "bk-2.rack-a"
+    by_ledger: dict[str, list[Copy]] = {}
+    for r in m["entries"]:
+        for b in r["bookies"]:
+            if b != gone:
+                by_ledger.setdefault(r["ledger_id"], []).append(Copy(
+                    b, r["entry_id"], True, True, r["last_add_confirmed"], r["ledger_length_after_entry"],
+                    r["stored_length"]))
+    for lg in m["ledgers"]:
+        keys = [BookieLedger(b, bytes.fromhex(lg["master_key_hex"])) for b in ("bk-1.rack-a", "bk-3.rack-b")]
+        s = salvage_ledger(LedgerId(0, int(lg["ledger_id"])), by_ledger[lg["ledger_id"]], keys,
+                           [bytes.fromhex(x["password_hex"]) for x in m["ledgers"]])
+        assert all(b != gone for _f, e in s.ensembles.value for b in e)
+        if lg["write_quorum_size"] < lg["ensemble_size"] or len(lg["ensembles"]) > 1:
+            # bk-2's positions were written to: unknown, so no metadata file
+            assert s.metadata is None and "no read disk holds its copies" in s.no_metadata_because
+            truth = {e["first_entry_id"]: e["bookies"] for e in lg["ensembles"]}
+            assert s.ensemble_size.value == lg["ensemble_size"]
+            for first, ens in s.ensembles.value:
+                assert [b if b != gone else None for b in truth[first]] == list(ens)
+        else:   # every entry on every bookie: the copies on the two disks read are all there is to see
+            assert s.metadata is not None and s.write_quorum.confidence != CERTAIN
