@@ -15,6 +15,7 @@ import click
 
 from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, distinct_disks, read_disks_file
 from bkdisk.audit.rows import DiskInput, RunInfo
+from bkdisk.bookie.layout import discover, from_conf
 from bkdisk.bookie.password_candidates import read_candidates
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
@@ -59,6 +60,19 @@ def work_folder(out: str) -> str:
         raise AuditUsageError(f"{out}: cannot write the output folder's parent {parent} ({e.strerror})") from None
 
 
+def check_disks(disks: list[DiskInput]) -> None:
+    """Each disk this host can see is a bookie's (its dirs found), checked before Spark starts: a
+    ledger salvaged without a disk given by mistake would lack its copies. A disk bound to another host
+    is checked by its task there (its row says so)."""
+    for d in disks:
+        if d.host is not None:
+            continue
+        try:
+            from_conf(d.path) if os.path.isfile(d.path) else discover(d.path)
+        except (BkdiskError, OSError) as e:
+            raise AuditUsageError(f"not a bookie disk: {str(e).splitlines()[0]}") from None
+
+
 def _disk_progress(done: int, scanning: int, total: int) -> None:
     progress_line(f"bkdisk salvage: disks scanned {done}/{total}, {scanning} being scanned ", done == total)
 
@@ -95,6 +109,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
     if not disks and not scan_files:
         raise AuditUsageError("nothing to salvage: give disks (paths, --disks-file) or --scan-files")
     disks = distinct_disks(disks)
+    check_disks(disks)
     for path in scan_files:
         check_scan_file(path)
     out = os.path.abspath(out)
@@ -131,7 +146,9 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
                 spark.stop()
         counts = salvage_output.write_outputs(result.results_dir, work)
         shutil.rmtree(os.path.join(work, ".scratch"))
-        code = EXIT_OK if counts["no_metadata"] == 0 and counts["entries_lost"] == 0 else EXIT_PROBLEMS
+        # Lost: no intact copy at or before the last entry, or copies left after it (recovery stops short).
+        lost = counts["entries_lost"] + counts["entries_dropped"]
+        code = EXIT_OK if counts["no_metadata"] == 0 and lost == 0 else EXIT_PROBLEMS
         summary = dict(counts, run_id=run.run_id, started=started.isoformat(), exit_code=code,
                        metadata_given=None if metadata is None else source.describe(),
                        disks=[{k: d[k] for k in ("bookie_id", "path", "status", "error")} for d in result.disks])
