@@ -189,3 +189,15 @@ def test_golden_cluster3_without_one_disk_names_the_unknown_position_and_never_i
                 assert [b if b != gone else None for b in truth[first]] == list(ens)
         else:   # every entry on every bookie: the copies on the two disks read are all there is to see
             assert s.metadata is not None and s.write_quorum.confidence != CERTAIN
+
+
+def test_an_explicit_lac_past_every_entry_lac_carries_recovery_over_a_lost_entry():
+    # a pipelined writer: entry e carries LAC e - 3; entry 8 lost on every copy; explicit LAC 9 was sent
+    ens = [(0, ["a", "b"])]
+    copies = [c for c in _copies(2, 2, ens, DigestType.CRC32, [10] * 10) if c.entry != 8]
+    copies = [Copy(c.bookie, c.entry, c.intact, c.verified, max(-1, c.entry - 3), c.length, c.size) for c in copies]
+    keys = [BookieLedger("a", master_key(b"pw"), 9), BookieLedger("b", master_key(b"pw"))]
+    s = salvage_ledger(LedgerId(0, 1), copies, keys, [b"pw"])
+    assert (s.last_entry_id.value, s.lost_entries, s.length.value) == (9, [8], 100)
+    s = salvage_ledger(LedgerId(0, 1), copies, [BookieLedger("a", master_key(b"pw"))], [b"pw"])
+    assert (s.last_entry_id.value, s.dropped_entries) == (7, [9])   # without it: recovery stops before 8
