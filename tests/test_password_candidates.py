@@ -3,19 +3,16 @@ with the empty password first (SHA-1("ledger" + password), as the golden manifes
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import GOLDEN
 
 from bkdisk.bookie.password_candidates import CandidatesError, match_password, read_candidates
 from bkdisk.formats.digests import master_key
 
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden" / "cluster-3" / "manifest.json"
-
 
 def _golden_ledgers() -> list[dict]:
-    p = GOLDEN if GOLDEN.exists() else Path("/work/shared/golden/cluster-3/manifest.json")
-    return json.loads(p.read_text())["ledgers"]
+    return json.loads((GOLDEN / "cluster-3" / "manifest.json").read_text())["ledgers"]
 
 
 def test_candidates_are_lines_kept_as_written_each_once(tmp_path):

@@ -4,25 +4,18 @@ the truth, or says what it cannot know, and never names a bookie no copy shows."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from conftest import GOLDEN
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bkdisk.bookie.salvage_inference import (
-    ASSUMED,
-    CERTAIN,
-    BookieLedger,
-    Copy,
-    ensemble_at,
-    salvage_ledger,
-    write_set,
-)
+from bkdisk.bookie.salvage_inference import BookieLedger, Copy, salvage_ledger
+from bkdisk.bookie.salvage_placement import ASSUMED, CERTAIN, ensemble_at, write_set
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, master_key
 from bkdisk.formats.ids import LedgerId
 
 POOL = [f"bk-{i}" for i in range(7)]
-MANIFEST = Path("/work/shared/golden/cluster-3/manifest.json")
+MANIFEST = GOLDEN / "cluster-3" / "manifest.json"
 
 
 @st.composite
