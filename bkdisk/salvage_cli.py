@@ -115,7 +115,8 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
     out = os.path.abspath(out)
     source = None
     if metadata is not None:
-        source = metadata_source.open_source(metadata)
+        source = (metadata_source.MetadataServiceSource(metadata, token=token) if metadata.startswith("grpc://")
+                  else metadata_source.open_source(metadata))
         source.check()
     work = work_folder(out)
     run = RunInfo.new(run_id)
@@ -196,7 +197,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
               help="At most N disks read at once on one host, over all its executors.")
 @click.option("--import", "import_url", default=None, metavar="grpc://HOST:PORT",
               help="Then create each salvaged ledger through the metadata service (never overwriting one).")
-@click.option("--token", default=None, help="The metadata service's token, for --import.")
+@click.option("--token", default=None, help="The metadata service's token (for --metadata grpc:// and --import).")
 @click.option("--run-id", default=None, help="Id of the run (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
 @memory_options

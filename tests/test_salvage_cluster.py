@@ -229,3 +229,20 @@ def test_bad_input_is_one_line_exit_8_and_nothing_left(tmp_path, case):
     lines = [x for x in output.splitlines() if x.strip()]
     assert code == 8 and len(lines) == 1 and expect in lines[0], output
     assert os.listdir(parent) == ([] if case != "out" else ["f"])
+
+
+def test_spark_submit_of_the_application_file_salvages_the_same(tmp_path):
+    import subprocess
+    import sys
+
+    import bkdisk.salvage_app
+    bin_dir = Path(sys.executable).parent
+    out = tmp_path / "out"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    p = subprocess.run([str(bin_dir / "spark-submit"), "--master", "local[2]", bkdisk.salvage_app.__file__, *disks(),
+                        "--password-candidates", str(candidates(tmp_path)), "--out", str(out), "-q"],
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert sorted(written(out)) == sorted(LEDGERS)
+    for name, md in written(out).items():
+        assert_is_bookkeepers(name, md, dict(ledger_rows(out)[name], _out=str(out)))
