@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -15,9 +15,15 @@ import pyarrow.parquet as pq
 
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, table_schema
+from bkdisk.bookie.layout import discover, from_conf
 from bkdisk.bookie.salvage_inference import BookieLedger, Copy, Salvaged, salvage_ledger
+from bkdisk.formats.digests import DigestType
+from bkdisk.formats.entry import parse_entry
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.metadata import serialize_metadata
+from bkdisk.formats.paths import CURRENT_DIR, entry_log_name
 
 # Each inferred field: its value column(s), then ``<field>_confidence`` and ``<field>_why``.
 FIELDS = (("ensemble_size", pa.int32()), ("write_quorum", pa.int32()), ("ack_quorum", pa.int32()),
@@ -41,7 +47,8 @@ LEDGER_FIELDS = ([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("led
 LEDGERS_SCHEMA = pa.schema(LEDGER_FIELDS)
 # The task's result: a ledger's row and its serialized metadata (null when none is written).
 RESULT_SCHEMA = pa.schema(LEDGER_FIELDS + [("metadata", pa.binary())])
-COPY_COLUMNS = ("bookie_id", "entry_id", "digest_ok", "lac", "ledger_length", "size", "entry_format")
+COPY_COLUMNS = ("bookie_id", "entry_id", "digest_ok", "lac", "ledger_length", "size", "entry_format", "ledger_dir",
+                "log_id", "offset")
 KEY_COLUMNS = ("bookie_id", "master_key", "explicit_lac")
 WRITE_BATCH_ROWS = 4096   # results the driver holds at once while writing metadata files
 
@@ -86,24 +93,72 @@ def result_row(s: Salvaged, copies: list[Copy]) -> dict:
     return row
 
 
-def infer_group(options: SalvageOptions) -> Callable[[pa.Table, pa.Table], pa.Table]:
-    """The function Spark runs on each ledger's cogroup: its copies and the keys its bookies keep."""
+def infer_group(options: SalvageOptions, roots: dict[str, str]) -> Callable[[pa.Table, pa.Table], pa.Table]:
+    """The function Spark runs on each ledger's cogroup: its copies and the keys its bookies keep.
+    ``roots``: bookie id -> the disk any executor may read (HMAC digests are verified there)."""
+    reader = CopyReader(roots)
 
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
         first = copies_t if copies_t.num_rows else keys_t
         scope, ledger = first["ledger_scope"][0].as_py(), first["ledger_id"][0].as_py()
         lid = LedgerId(scope & 0xFFFF_FFFF_FFFF_FFFF, ledger & 0xFFFF_FFFF_FFFF_FFFF)
-        copies = [Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1)
-                  for b, e, ok, lac, length, size, fmt in zip(*(copies_t[c].to_pylist() for c in COPY_COLUMNS))]
+        copies = [Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off))
+                  for b, e, ok, lac, length, size, fmt, d, log, off
+                  in zip(*(copies_t[c].to_pylist() for c in COPY_COLUMNS))]
         merged: dict[str, tuple[bytes | None, int | None]] = {}
         for b, key, lac in zip(*(keys_t[c].to_pylist() for c in KEY_COLUMNS)):
             k0, l0 = merged.get(b, (None, None))
             merged[b] = (k0 or (bytes.fromhex(key) if key else None),
                          lac if l0 is None or (lac is not None and lac > l0) else l0)
         keys = [BookieLedger(b, k, lac) for b, (k, lac) in sorted(merged.items())]
-        s = salvage_ledger(lid, copies, keys, options.candidates, options.ack_quorum, options.custom_metadata)
+        s = salvage_ledger(lid, copies, keys, options.candidates, options.ack_quorum, options.custom_metadata,
+                           reader.check_hmac)
         return pa.Table.from_pylist([result_row(s, copies)], RESULT_SCHEMA)
     return infer
+
+
+class CopyReader:
+    """A copy's stored bytes, read back from its entry log on a disk this executor may read."""
+
+    def __init__(self, roots: dict[str, str]):
+        self.roots = roots
+        self.dirs: dict[str, dict[str, str]] = {}   # bookie -> ledger dir name -> its path
+
+    def read(self, c: Copy) -> bytes | None:
+        from bkdisk.bookie.inventory import ledger_dir_name
+        root = self.roots.get(c.bookie)
+        if root is None or c.where is None:
+            return None
+        if c.bookie not in self.dirs:
+            try:
+                found = from_conf(root) if os.path.isfile(root) else discover(root)
+            except (BkdiskError, OSError):
+                found = None
+            self.dirs[c.bookie] = {} if found is None else {ledger_dir_name(d): d for d in found.ledger_dirs}
+        ledger_dir, log_id, offset = c.where
+        d = self.dirs[c.bookie].get(ledger_dir)
+        if d is None:
+            return None
+        try:
+            with open(os.path.join(d, CURRENT_DIR, entry_log_name(log_id)), "rb") as f:
+                f.seek(offset + SIZE_PREFIX_SIZE)
+                data = f.read(c.size)
+        except OSError:
+            return None
+        return data if len(data) == c.size else None
+
+    def check_hmac(self, password: bytes, copies: Sequence[Copy]) -> tuple[int, int]:
+        ok = bad = 0
+        for c in copies:
+            data = self.read(c)
+            if data is None:
+                continue
+            try:
+                good = parse_entry(data, digest_type=DigestType.HMAC).digest_ok(DigestType.HMAC, password)
+            except FormatError:
+                good = False
+            ok, bad = ok + good, bad + (not good)
+        return ok, bad
 
 
 @dataclass
@@ -157,9 +212,13 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     keys = (rows.filter((F.col("table") == "ledger_keys") & F.col("bookie_id").isin(audited))
             .select(*key, *KEY_COLUMNS).join(known, key, "left_anti"))
     results = os.path.join(scratch, "results")
+    # HMAC digests are verified where any executor may read the disk (one bound to a host: not here)
+    roots = {d["bookie_id"]: os.path.abspath(d["path"]) for d in disk_rows
+             if d["status"] in AUDITED and d["bookie_id"] and d["path"]
+             and any(x.path == d["path"] and x.host is None for x in disks)}
     try:
         copies.groupBy(*key).cogroup(keys.groupBy(*key)).applyInArrow(
-            infer_group(options), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
+            infer_group(options, roots), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
         raise AuditError(f"the salvage stage failed: {_first_line(e)}") from None
     return SalvageRun(disk_rows, results)

@@ -7,7 +7,7 @@ The rules, with the BookKeeper code each follows, are in specs/salvage.md.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bkdisk.bookie.password_candidates import match_password
@@ -41,6 +41,13 @@ class Copy:
     length: int            # the ledger length after this entry (the entry's cumulative length field)
     size: int              # the stored entry: header, digest, payload
     entry_format: int = 1
+    where: tuple | None = None   # where the copy's bytes are (for an HmacCheck); opaque here
+
+
+# Verifies copies' HMAC-SHA1 digests with a password: (copies verified, copies that failed); a copy
+# it cannot read counts in neither.
+HmacCheck = Callable[[bytes, Sequence[Copy]], tuple[int, int]]
+HMAC_COPIES_CHECKED = 3
 
 
 @dataclass(frozen=True)
@@ -158,9 +165,26 @@ def _close(copies: Sequence[Copy], keys: Sequence[BookieLedger], last_first: int
     return last, length, lost, dropped, why
 
 
+def _confirm_hmac(digest: Inferred, password: Inferred, copies: Sequence[Copy], check: HmacCheck | None
+                  ) -> tuple[Inferred, Inferred]:
+    """An HMAC ledger whose password matched its master key: its digests verified with that password
+    (MacDigestManager), which makes the digest type certain and confirms the password."""
+    if check is None or digest.value != DigestType.HMAC.name or not isinstance(password.value, bytes):
+        return digest, password
+    ok, bad = check(password.value, [c for c in copies if c.intact][:HMAC_COPIES_CHECKED])
+    if bad:
+        return (Inferred(digest.value, INFERRED, f"{digest.why}; {bad} copies fail HMAC with the matched password"),
+                password)
+    if not ok:
+        return digest, password
+    return (Inferred(digest.value, CERTAIN, f"{digest.why}; {ok} copies verified as HMAC with the password"),
+            Inferred(password.value, CERTAIN, f"{password.why}; confirmed by the HMAC of {ok} copies"))
+
+
 def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[BookieLedger],
                    candidates: Sequence[bytes] = (), ack_quorum: int | None = None,
-                   custom_metadata: tuple[tuple[str, bytes], ...] = ()) -> Salvaged:
+                   custom_metadata: tuple[tuple[str, bytes], ...] = (), hmac_check: HmacCheck | None = None
+                   ) -> Salvaged:
     """Everything the disks say of ``ledger``, and its metadata (format 3, CLOSED) when every field a
     BookKeeper client needs is known: each ensemble position, the digest type and a verified password."""
     holders: dict[int, set[str]] = {}
@@ -170,6 +194,7 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
     unknown = Inferred(None, UNKNOWN, "no copy of any entry was found")
     digest = _digest(copies)
     password, key = _password(keys, candidates)
+    digest, password = _confirm_hmac(digest, password, copies, hmac_check)
     state = Inferred("CLOSED", INFERRED, "a lost metadata store has no live writer: closed as recovery closes it "
                      "(ReadOnlyLedgerHandle.closeRecovered)")
     if pl is None:

@@ -87,6 +87,10 @@ def test_every_golden_ledger_is_rebuilt_as_bookkeeper_wrote_it(tmp_path):
         assert_is_bookkeepers(name, md, dict(rows[name], _out=str(out)))
         assert rows[name]["password_confidence"] == "certain" and rows[name]["ack_quorum_confidence"] == "assumed"
         assert rows[name]["lost_entries"] == [] and rows[name]["under_replicated"] == []
+        if md.digest_type in ("CRC32", "CRC32C", "HMAC"):   # HMAC: verified with the password matched
+            assert rows[name]["digest_type_confidence"] == "certain", rows[name]["digest_type_why"]
+    assert "copies verified as HMAC" in rows["abcdef"]["digest_type_why"]
+    assert "confirmed by the HMAC of" in rows["1000"]["password_why"]
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["ledgers_found"], summary["metadata_written"], summary["exit_code"]) == (6, 6, 0)
     assert "bkdisk salvage" in (out / "report.html").read_text()

@@ -194,3 +194,22 @@ def test_an_explicit_lac_past_every_entry_lac_carries_recovery_over_a_lost_entry
     assert (s.last_entry_id.value, s.lost_entries, s.length.value) == (9, [8], 100)
     s = salvage_ledger(LedgerId(0, 1), copies, [BookieLedger("a", master_key(b"pw"))], [b"pw"])
     assert (s.last_entry_id.value, s.dropped_entries) == (7, [9])   # without it: recovery stops before 8
+
+
+def test_an_hmac_ledger_is_certain_only_when_its_digests_verify_with_the_matched_password():
+    ens = [(0, ["a", "b", "c"])]
+    copies = _copies(3, 2, ens, DigestType.HMAC, [4, 5, 6])
+    seen = []
+
+    def check(ok, bad):
+        def f(pw, cs):
+            seen.append((pw, len(cs)))
+            return ok, bad
+        return f
+    s = salvage_ledger(LedgerId(0, 1), copies, _keys(ens), [b"pw"], hmac_check=check(3, 0))
+    assert s.digest_type.confidence == CERTAIN and "confirmed by the HMAC" in s.password.why
+    assert seen == [(b"pw", 3)]
+    s = salvage_ledger(LedgerId(0, 1), copies, _keys(ens), [b"pw"], hmac_check=check(1, 2))
+    assert s.digest_type.confidence != CERTAIN and "2 copies fail HMAC" in s.digest_type.why
+    s = salvage_ledger(LedgerId(0, 1), copies, _keys(ens), [], hmac_check=check(3, 0))
+    assert s.digest_type.confidence != CERTAIN and s.metadata is None   # no password: nothing to verify with
