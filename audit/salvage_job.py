@@ -66,10 +66,11 @@ def ledger_name(lid: LedgerId) -> str:
 
 
 def _ensembles_json(s: Salvaged) -> str | None:
-    if s.ensembles.value is None:
+    ens, pos = s.ensembles.value, s.positions.value
+    if not isinstance(ens, tuple) or not isinstance(pos, tuple):
         return None
     return json.dumps([{"first_entry_id": f, "bookies": list(e), "confidence": list(c)}
-                       for (f, e), c in zip(s.ensembles.value, s.positions.value)])
+                       for (f, e), c in zip(ens, pos)])
 
 
 def result_row(s: Salvaged, copies: list[Copy]) -> dict:
@@ -187,7 +188,8 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     os.makedirs(replicas_dir)
     mt = read_metadata(spark, source, scratch)
     task_rows = spark.read.schema(from_arrow_schema(TASK_SCHEMA))
-    frames, disk_rows = [], []
+    frames: list = []
+    disk_rows: list[dict] = []
     if disks:
         numba_cache_writable()
         task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory)

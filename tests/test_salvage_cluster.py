@@ -19,6 +19,10 @@ from spark_session import shared_spark
 
 from bkdisk.bookie.cluster import sample_cluster, write_cluster, write_set
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
+from bkdisk.metadata_cli import metadata
+from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.salvage_cli import salvage
 
 pytestmark = pytest.mark.slow   # a local Spark salvage per test
@@ -93,6 +97,19 @@ def test_every_golden_ledger_is_rebuilt_as_bookkeeper_wrote_it(tmp_path):
     assert "confirmed by the HMAC of" in rows["1000"]["password_why"]
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["ledgers_found"], summary["metadata_written"], summary["exit_code"]) == (6, 6, 0)
+    # `bkdisk metadata import` takes the folder as it is
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store)
+    try:
+        r = CliRunner().invoke(metadata, ["import", str(out / "metadata"), "--server", f"127.0.0.1:{port}"])
+        assert r.exit_code == 0, r.output
+        c = MetadataClient(f"127.0.0.1:{port}")
+        for name in LEDGERS:
+            assert c.read(int(name, 16)).serialized == (out / "metadata" / f"{name}.bin").read_bytes()
+        c.close()
+    finally:
+        server.stop(0)
+        store.close()
     assert "bkdisk salvage" in (out / "report.html").read_text()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
