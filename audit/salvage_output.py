@@ -68,7 +68,8 @@ def _cell(v: object) -> str:
 def write_report(out: str, summary: dict) -> str:
     """``report.html``: the verdict and counts, the disks, and up to REPORT_ROWS ledgers."""
     verdict = ("Every ledger found got its metadata, no entry lost" if summary["exit_code"] == 0 else
-               f"{summary['no_metadata']} ledgers got no metadata; {summary['entries_lost']} entries lost")
+               f"{summary['no_metadata']} ledgers got no metadata; {summary['entries_lost']} entries lost; "
+               f"{summary['disks_not_read']} disks not read")
     parts = ["<!doctype html><meta charset=utf-8><title>bkdisk salvage</title>",
              "<style>body{font:14px sans-serif;margin:2em}table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.bad{background:#fdd}</style>",
@@ -76,8 +77,8 @@ def write_report(out: str, summary: dict) -> str:
              "<p>Import the metadata files with <code>bkdisk metadata import OUT/metadata --server HOST:PORT"
              "</code> (or <code>--import</code>); a ledger that got none lists why (add password candidates for "
              "an unknown master key).</p><table>"]
-    for k in ("ledgers_found", "metadata_written", "no_metadata", "password_not_found", "position_unknown",
-              "ledgers_with_lost_entries", "entries_lost", "entries_dropped", "under_replicated_entries"):
+    for k in ("disks_not_read", "ledgers_found", "metadata_written", "no_metadata", "password_not_found",
+              "position_unknown", "ledgers_with_lost_entries", "entries_lost", "entries_dropped", "under_replicated_entries"):
         parts.append(f"<tr><th>{k.replace('_', ' ')}</th><td>{summary[k]}</td></tr>")
     parts.append("</table><h2>Disks</h2><table><tr><th>bookie</th><th>path</th><th>status</th><th>error</th></tr>")
     for d in summary["disks"]:

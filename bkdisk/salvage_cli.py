@@ -14,7 +14,7 @@ import tempfile
 import click
 
 from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, distinct_disks, read_disks_file
-from bkdisk.audit.rows import DiskInput, RunInfo
+from bkdisk.audit.rows import AUDITED, DiskInput, RunInfo
 from bkdisk.bookie.layout import discover, from_conf
 from bkdisk.bookie.password_candidates import read_candidates
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
@@ -149,9 +149,10 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         shutil.rmtree(os.path.join(work, ".scratch"))
         # Lost: no intact copy at or before the last entry, or copies left after it (recovery stops short).
         lost = counts["entries_lost"] + counts["entries_dropped"]
-        code = EXIT_OK if counts["no_metadata"] == 0 and lost == 0 else EXIT_PROBLEMS
-        summary = dict(counts, run_id=run.run_id, started=started.isoformat(), exit_code=code,
-                       metadata_given=None if metadata is None else source.describe(),
+        unread = [d for d in result.disks if d["status"] not in AUDITED]   # their copies are not counted
+        code = EXIT_OK if counts["no_metadata"] == 0 and lost == 0 and not unread else EXIT_PROBLEMS
+        summary = dict(counts, disks_not_read=len(unread), run_id=run.run_id, started=started.isoformat(),
+                       exit_code=code, metadata_given=None if metadata is None else source.describe(),
                        disks=[{k: d[k] for k in ("bookie_id", "path", "status", "error")} for d in result.disks])
         salvage_output.write_summary(work, summary)
         salvage_output.write_report(work, summary)
@@ -163,7 +164,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         raise
     echo(f"bkdisk salvage: {counts['ledgers_found']} ledgers found without metadata, {counts['metadata_written']} "
          f"metadata files written, {counts['no_metadata']} without (see {out}/ledgers), {counts['entries_lost']} "
-         f"entries lost; {out}/summary.json, {out}/report.html")
+         f"entries lost, {len(unread)} disks not read; {out}/summary.json, {out}/report.html")
     if import_url is not None:
         done = import_salvaged(out, import_url, token)
         with open(os.path.join(out, "import.json.tmp"), "w", encoding="utf-8") as f:

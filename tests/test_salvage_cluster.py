@@ -141,10 +141,15 @@ def test_without_candidates_only_empty_password_ledgers_are_written(tmp_path):
 
 
 def test_with_one_disk_missing_its_positions_are_reported_never_invented(tmp_path):
+    # bk-2's disk given under another bookie's name: not read (its cookie disagrees), as if missing
+    listed = tmp_path / "disks.tsv"
+    listed.write_text("".join(f"{b}\t{p}\n" for b, p in zip(("bk-1.rack-a", "bk-9.rack-z", "bk-3.rack-b"), disks())))
     out = tmp_path / "out"
-    code, _ = run([*disks(only=("bk-1.rack-a", "bk-3.rack-b")), "--password-candidates",
-                   str(candidates(tmp_path))], out)
+    code, _ = run(["--disks-file", str(listed), "--password-candidates", str(candidates(tmp_path))], out)
     assert code == 4
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["disks_not_read"] == 1
+    assert [d["status"] for d in summary["disks"] if d["bookie_id"] == "bk-9.rack-z"] == ["not_audited"]
     rows = ledger_rows(out)
     for md in written(out).values():
         assert all("bk-2.rack-a" not in e for _f, e in md.ensembles)
