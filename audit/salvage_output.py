@@ -78,7 +78,8 @@ def write_report(out: str, summary: dict) -> str:
              "</code> (or <code>--import</code>); a ledger that got none lists why (add password candidates for "
              "an unknown master key).</p><table>"]
     for k in ("disks_not_read", "ledgers_found", "metadata_written", "no_metadata", "password_not_found",
-              "position_unknown", "ledgers_with_lost_entries", "entries_lost", "entries_dropped", "under_replicated_entries"):
+              "position_unknown", "ledgers_with_lost_entries", "entries_lost", "entries_dropped",
+              "under_replicated_entries"):
         parts.append(f"<tr><th>{k.replace('_', ' ')}</th><td>{summary[k]}</td></tr>")
     parts.append("</table><h2>Disks</h2><table><tr><th>bookie</th><th>path</th><th>status</th><th>error</th></tr>")
     for d in summary["disks"]:
