@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +61,7 @@ SPACE_FIELDS = [("kind", pa.string()), ("ledger_dir", pa.string()), ("log_id", p
                 ("sole_logs", pa.int64()), ("frees_bytes", pa.int64())]
 TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS, "space": SPACE_FIELDS,
                 "ledger_keys": LEDGER_KEY_FIELDS}
+AUDIT_TABLES = ("disks", "findings", "replicas", "space")   # what the audit's tables take from a disk's rows
 # The statuses of a disk whose scan finished: its copies count (fsck's errors are findings, not doubt).
 AUDITED = ("ok", "errors")
 
@@ -160,11 +161,12 @@ def batch_table(batch: pa.RecordBatch) -> str | None:
     return batch.column("table")[0].as_py() if batch.num_rows else None
 
 
-def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table]:
-    """The per-disk tables (each in its own schema) from rows in TASK_SCHEMA."""
+def split_tables(batches: list[pa.RecordBatch] | pa.Table, names: Iterable[str] = AUDIT_TABLES
+                 ) -> dict[str, pa.Table]:
+    """The per-disk tables ``names`` (each in its own schema) from rows in TASK_SCHEMA."""
     t = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, TASK_SCHEMA)
     out = {}
-    for name in TABLE_FIELDS:
+    for name in names:
         sub = t.filter(pc.equal(t["table"], name))
         out[name] = sub.select([f.name for f in table_schema(name)]).cast(table_schema(name))
     return out

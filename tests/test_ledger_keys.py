@@ -16,7 +16,7 @@ MANIFEST = json.loads((C3 / "manifest.json").read_text())
 @pytest.mark.parametrize("bookie,sources", [("bk-1.rack-a", {"index", "journal"}),
                                             ("bk-3.rack-b", {"ledgers_index", "journal"})])
 def test_master_keys_and_explicit_lacs_of_every_ledger_from_each_place_the_disk_keeps_them(bookie, sources):
-    t = split_tables(scan_disk(DiskInput(str(C3 / "bookies" / bookie)), {}, RunInfo.new("t")))
+    t = split_tables(scan_disk(DiskInput(str(C3 / "bookies" / bookie)), {}, RunInfo.new("t")), ["ledger_keys"])
     got: dict[tuple[int, str], tuple[str, int | None]] = {
         (r["ledger_id"], r["key_source"]): (r["master_key"], r["explicit_lac"]) for r in t["ledger_keys"].to_pylist()}
     assert {s for _l, s in got} == sources
