@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bkdisk.formats.digests import master_key
+from bkdisk.formats.digests import master_key as key_of
 from bkdisk.formats.errors import BkdiskError
 
 EMPTY_PASSWORD = b""
@@ -44,10 +44,10 @@ def read_candidates(path: str) -> list[bytes]:
     return list(out)
 
 
-def match_password(key: bytes, candidates: Iterable[bytes]) -> bytes | None:
-    """The password whose master key is ``key``: the empty password first, then ``candidates`` in
-    order; None when none is."""
+def match_password(master_key: bytes, candidates: Iterable[bytes]) -> bytes | None:
+    """The password whose master key is ``master_key``: the empty password first, then ``candidates``
+    in order; None when none is."""
     for p in (EMPTY_PASSWORD, *candidates):
-        if master_key(p) == key:
+        if key_of(p) == master_key:
             return p
     return None

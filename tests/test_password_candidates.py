@@ -44,3 +44,7 @@ def test_a_file_that_is_not_text_is_one_line_naming_the_offset(tmp_path, data, w
 def test_a_missing_file_is_one_line(tmp_path):
     with pytest.raises(CandidatesError, match=r"cannot read the password candidates file \(No such file"):
         read_candidates(str(tmp_path / "none"))
+
+
+def test_the_api_others_call_takes_its_arguments_by_name():
+    assert match_password(master_key=master_key(b"x"), candidates=[b"x"]) == b"x"
