@@ -3,7 +3,7 @@ read of each entry log also gives the replicas (as the inventory's rows), as Arr
 ``findings`` and ``replicas`` tagged with the run.
 
 A task's output (and a ``bkdisk scan-disk`` file) is one Arrow schema, ``TASK_SCHEMA``: a ``table``
-column names the table of each row, and the other columns are the union of the three tables'
+column names the table of each row, and the other columns are the union of the tables'
 columns (null where a table has no such column). specs/audit.md documents every column.
 
 Ledger ids are stored as BookKeeper's Java code holds them: two signed 64-bit longs, ``ledger_scope``
@@ -15,7 +15,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from bkdisk.audit.ledger_keys import key_batches
 from bkdisk.audit.placement import this_host, wrong_host
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.diskio import fault_guard
@@ -45,7 +46,11 @@ FINDING_FIELDS = [("code", pa.string()), ("severity", pa.string()), ("pass_no", 
 REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()),
                   ("payload_sha256", pa.string()), ("digest_ok", pa.bool_()), ("digest_type", pa.string()),
                   ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
-                  ("log_id", pa.int64()), ("offset", pa.int64()), ("indexed", pa.bool_())]
+                  ("log_id", pa.int64()), ("offset", pa.int64()), ("indexed", pa.bool_()), ("lac", pa.int64()),
+                  ("ledger_length", pa.int64()), ("entry_format", pa.int32())]
+# What a disk keeps of a ledger beside its entries (audit/ledger_keys.py): salvage's master keys.
+LEDGER_KEY_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("master_key", pa.string()),
+                     ("explicit_lac", pa.int64()), ("key_source", pa.string())]
 # bkdisk space's rows of kind log, ledger and topic (bookie/space.py), under the same names and values.
 SPACE_FIELDS = [("kind", pa.string()), ("ledger_dir", pa.string()), ("log_id", pa.int64()), ("size", pa.int64()),
                 ("live_bytes", pa.int64()), ("garbage_bytes", pa.int64()), ("usage", pa.float64()),
@@ -54,14 +59,16 @@ SPACE_FIELDS = [("kind", pa.string()), ("ledger_dir", pa.string()), ("log_id", p
                 ("ledger", pa.string()), ("state", pa.string()), ("metadata_state", pa.string()),
                 ("topic", pa.string()), ("bytes", pa.int64()), ("pinned_logs", pa.int64()),
                 ("sole_logs", pa.int64()), ("frees_bytes", pa.int64())]
-TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS, "space": SPACE_FIELDS}
+TABLE_FIELDS = {"disks": DISK_FIELDS, "findings": FINDING_FIELDS, "replicas": REPLICA_FIELDS, "space": SPACE_FIELDS,
+                "ledger_keys": LEDGER_KEY_FIELDS}
+AUDIT_TABLES = ("disks", "findings", "replicas", "space")   # what the audit's tables take from a disk's rows
 # The statuses of a disk whose scan finished: its copies count (fsck's errors are findings, not doubt).
 AUDITED = ("ok", "errors")
 
 
 def _union() -> pa.Schema:
     seen: dict[str, pa.DataType] = {"table": pa.string()}
-    for name, t in RUN_FIELDS + DISK_FIELDS + FINDING_FIELDS + REPLICA_FIELDS + SPACE_FIELDS:
+    for name, t in RUN_FIELDS + DISK_FIELDS + FINDING_FIELDS + REPLICA_FIELDS + SPACE_FIELDS + LEDGER_KEY_FIELDS:
         if seen.setdefault(name, t) != t:
             raise TypeError(f"column {name} has two types")
     return pa.schema(list(seen.items()))
@@ -154,11 +161,12 @@ def batch_table(batch: pa.RecordBatch) -> str | None:
     return batch.column("table")[0].as_py() if batch.num_rows else None
 
 
-def split_tables(batches: list[pa.RecordBatch] | pa.Table) -> dict[str, pa.Table]:
-    """The per-disk tables (each in its own schema) from rows in TASK_SCHEMA."""
+def split_tables(batches: list[pa.RecordBatch] | pa.Table, names: Iterable[str] = AUDIT_TABLES
+                 ) -> dict[str, pa.Table]:
+    """The per-disk tables ``names`` (each in its own schema) from rows in TASK_SCHEMA."""
     t = batches if isinstance(batches, pa.Table) else pa.Table.from_batches(batches, TASK_SCHEMA)
     out = {}
-    for name in TABLE_FIELDS:
+    for name in names:
         sub = t.filter(pc.equal(t["table"], name))
         out[name] = sub.select([f.name for f in table_schema(name)]).cast(table_schema(name))
     return out
@@ -355,8 +363,11 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "digest_type": inv["digest_type"], "size": e["size"].astype(np.int64),
             "payload_len": inv["payload_len"].cast(pa.int64()), "ledger_dir": inv["ledger_dir"],
             "log_id": inv["log_id"], "offset": e["offset"],
-            "indexed": gaps.indexed(e["scope"], e["ledger"], e["entry"]) if index_read else pa.nulls(len(rows))},
+            "indexed": gaps.indexed(e["scope"], e["ledger"], e["entry"]) if index_read else pa.nulls(len(rows)),
+            "lac": e["lac"], "ledger_length": e["length"], "entry_format": e["format"].astype(np.int32)},
             len(rows))
+    for cols in key_batches(report.context):
+        yield task_batch("ledger_keys", run, bid, cols, len(cols["ledger_id"]))
     space, space_error = space_rows(dirs, bid, metadata, report.context)
     if space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))

@@ -57,7 +57,7 @@ def _rss_and_role(pid: int) -> tuple[int, str] | None:
         return None
     rss = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
     exe = cmd.split(" ")
-    role = ("driver" if " audit " in cmd and any(x.endswith("/bkdisk") for x in exe[:2]) else
+    role = ("driver" if (" audit " in cmd or " salvage " in cmd) and any(x.endswith("/bkdisk") for x in exe[:2]) else
             "jvm" if exe[0].endswith("java") else
             "python worker" if "python" in os.path.basename(exe[0]) else "other")
     return rss, role

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("bkdisk.audit.cli", "audit", "Audit every bookie disk of a cluster with Spark against ledger metadata."),
     "bookies": ("bkdisk.bookies_cli", "bookies",
                 "Registered bookies and the BookieId resolver (BP-41), via the service."),
+    "salvage": ("bkdisk.salvage_cli", "salvage",
+                "Rebuild lost ledger metadata from a cluster's bookie disks with Spark; import it on request."),
     "scan-disk": ("bkdisk.audit.cli", "scan_disk_command",
                   "Scan one bookie disk into the rows the audit joins (Parquet)."),
     "demo": ("bkdisk.demo", "demo", "The embedded default job: a sample bookie and fsck, then a local Spark audit."),

@@ -40,7 +40,7 @@ def test_a_subcommand_help_imports_its_declarations_but_no_compiler_or_cluster_l
 
 
 @pytest.mark.parametrize("command", ["audit", "bookies", "demo", "dump", "fsck", "inventory", "metadata",
-                                     "read-ledger", "scan-disk", "space", "warm-up"])
+                                     "read-ledger", "salvage", "scan-disk", "space", "warm-up"])
 def test_every_subcommands_help_loads_no_compiler_service_or_cluster_library(command):
     r = _probe("bkdisk.cli", [command, "--help"])
     assert r["code"] == 0
@@ -50,6 +50,7 @@ def test_every_subcommands_help_loads_no_compiler_service_or_cluster_library(com
 def test_the_subcommand_table_is_the_one_probed():
     from bkdisk.cli import COMMANDS
     assert sorted(COMMANDS) == ["audit", "bookies", "demo", "dump", "fsck", "inventory", "metadata", "read-ledger",
+                                "salvage",
                                 "scan-disk", "space", "warm-up"]
 
 
