@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, table_schema
 from bkdisk.bookie.layout import discover, from_conf
+from bkdisk.bookie.metadata_dir import file_stem
 from bkdisk.bookie.salvage_inference import BookieLedger, Copy, Salvaged, salvage_ledger
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import parse_entry
@@ -60,10 +61,6 @@ class SalvageOptions:
     custom_metadata: tuple[tuple[str, bytes], ...] = ()
 
 
-def ledger_name(lid: LedgerId) -> str:
-    """The metadata file's stem: hex id, or the 32-digit qualified name of a scoped (BP-35) ledger."""
-    return f"{lid.ledger:x}" if lid.scope == 0 else lid.qualified_name
-
 
 def _ensembles_json(s: Salvaged) -> str | None:
     ens, pos = s.ensembles.value, s.positions.value
@@ -78,7 +75,7 @@ def result_row(s: Salvaged, copies: list[Copy]) -> dict:
     lid = s.ledger
     row: dict = {"ledger_scope": lid.scope - (1 << 64) if lid.scope >= 1 << 63 else lid.scope,
                  "ledger_id": lid.ledger - (1 << 64) if lid.ledger >= 1 << 63 else lid.ledger,
-                 "ledger": ledger_name(lid), "metadata_written": s.metadata is not None,
+                 "ledger": file_stem(lid), "metadata_written": s.metadata is not None,
                  "no_metadata_because": s.no_metadata_because,
                  "bookies_with_copies": sorted({c.bookie for c in copies}),
                  "entries_found": len({c.entry for c in copies}), "copies": len(copies),

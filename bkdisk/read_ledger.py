@@ -17,6 +17,7 @@ from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.output import HELP_OPTIONS, warn
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.metaservice import token_source
 
 json = lazy_import("json")
 ledger_copies = lazy_import("bkdisk.bookie.ledger_copies")
@@ -119,6 +120,7 @@ def _metadata(source: str, ledger):
             raise ReadLedgerError(f"{source}: cannot list the metadata folder (not a folder)")
         return metadata_dir.read_ledger_file(source, ledger)
     try:
-        return bookie_view.read_ledger(metadata_client.service_target(source), ledger, timeout=10.0, retries=1)
+        return bookie_view.read_ledger(metadata_client.service_target(source), ledger, timeout=10.0, retries=1,
+                                       token=token_source.env_token())
     except BkdiskError as e:    # (the client's MetadataError)
         raise ReadLedgerError(f"cannot read ledger metadata from {source}: {e}") from None

@@ -24,12 +24,14 @@ from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.metaservice import token_source
 
 job = lazy_import("bkdisk.audit.job")
 salvage_job = lazy_import("bkdisk.audit.salvage_job")
 salvage_output = lazy_import("bkdisk.audit.salvage_output")
 metadata_source = lazy_import("bkdisk.audit.metadata_source")
 metadata_client = lazy_import("bkdisk.metaservice.client")
+folder_import = lazy_import("bkdisk.metaservice.folder_import")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 pyspark_sql = lazy_import("pyspark.sql")
 
@@ -78,29 +80,18 @@ def _disk_progress(done: int, scanning: int, total: int) -> None:
 
 
 def import_salvaged(out: str, url: str, token: str | None) -> dict:
-    """Create each ledger of ``out/metadata`` through the service; one that exists is left as it is."""
+    """Create each ledger of ``out/metadata`` through the service, in batches (CreateMany), create-only:
+    one that exists there is left as it is and named."""
     c = metadata_client.MetadataClient(metadata_client.service_target(url), token=token)
-    created, existing = [], []
     folder = os.path.join(out, "metadata")
     try:
-        for name in sorted(os.listdir(folder)):
-            got = metadata_dir.ledger_of_file(name)
-            if got is None:
-                continue
-            lid = got[0]
-            with open(os.path.join(folder, name), "rb") as f:
-                data = f.read()
-            try:
-                c.create(data, scope=lid.scope, ledger_id=lid.ledger)
-                created.append(name[:-4])
-            except metadata_client.MetadataError as e:
-                if e.code != "LEDGER_EXISTS":
-                    raise BkdiskError(f"{url}: importing {name}: {e} ({len(created)} created before it; "
-                                      f"the files stay in {folder})") from None
-                existing.append(name[:-4])
+        got = folder_import.import_folder(c, folder, "skip")
+    except BkdiskError as e:
+        raise BkdiskError(f"{url}: {e} (the files stay in {folder})") from e.__cause__
     finally:
         c.close()
-    return {"service": url, "created": len(created), "existing_left_as_they_are": existing}
+    return {"service": url, "created": got.count("imported"),
+            "existing_left_as_they_are": [metadata_dir.file_stem(lid) for lid in got.ledgers("skipped")]}
 
 
 def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata: str | None, out: str,
@@ -198,7 +189,8 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
               help="At most N disks read at once on one host, over all its executors.")
 @click.option("--import", "import_url", default=None, metavar="grpc://HOST:PORT",
               help="Then create each salvaged ledger through the metadata service (never overwriting one).")
-@click.option("--token", default=None, help="The metadata service's token (for --metadata grpc:// and --import).")
+@click.option("--token", default=lambda: token_source.env_token(), show_default=False,
+              help=f"The metadata service's token, for --metadata grpc:// and --import (env {token_source.TOKEN_ENV}).")
 @click.option("--run-id", default=None, help="Id of the run (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
 @memory_options

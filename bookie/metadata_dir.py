@@ -102,10 +102,16 @@ def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
                 yield from parsed(part)
 
 
+def file_stem(lid: LedgerId) -> str:
+    """A ledger's metadata file name before its suffix: the hex id, or the 32-digit qualified name of
+    a scoped (BP-35) ledger."""
+    return lid.qualified_name if lid.scope else f"{lid.ledger:x}"
+
+
 def read_ledger_file(folder: str, lid: LedgerId) -> LedgerMetadata | None:
     """One ledger's metadata from ``folder`` (its preferred file), None when it has none; raises the
     file's error when it cannot be read or parsed."""
-    stem = lid.qualified_name if lid.scope else f"{lid.ledger:x}"
+    stem = file_stem(lid)
     for suf in _SUFFIXES:
         p = os.path.join(folder, stem + suf)
         if os.path.lexists(p):
