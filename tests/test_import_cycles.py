@@ -25,10 +25,6 @@ STILL_TO_BREAK: list[frozenset[str]] = [frozenset(c) for c in (
     {"bkdisk.rocksdbfiles.db", "bkdisk.rocksdbfiles.stream"},
     {"bkdisk.fsck.api", "bkdisk.fsck.repair"},
     {"bkdisk.audit.job", "bkdisk.audit.metadata_tables", "bkdisk.audit.scan_stage"},
-    {"bkdisk.metaservice.sqlite_store", "bkdisk.metaservice.store", "bkdisk.metaservice.zk_auth",
-     "bkdisk.metaservice.zk_changelog", "bkdisk.metaservice.zk_creates", "bkdisk.metaservice.zk_ids",
-     "bkdisk.metaservice.zk_registry", "bkdisk.metaservice.zk_scan", "bkdisk.metaservice.zk_store",
-     "bkdisk.metaservice.zk_watch", "bkdisk.metaservice.zk_writes"},
 )]
 
 
