@@ -19,7 +19,6 @@ from pathlib import Path
 from tests.test_layering import LAYER, ROOT
 
 STILL_TO_BREAK: list[frozenset[str]] = [frozenset(c) for c in (
-    {"bkdisk.formats.metadata", "bkdisk.formats.metadata_v1"},
     {"bkdisk.diskio.digest_kernels", "bkdisk.diskio.digest_plan", "bkdisk.diskio.digests", "bkdisk.diskio.entry_bytes"},
     {"bkdisk.indexfiles.arrays", "bkdisk.indexfiles.file_rows", "bkdisk.indexfiles.listing"},
     {"bkdisk.rocksdbfiles.db", "bkdisk.rocksdbfiles.stream"},
