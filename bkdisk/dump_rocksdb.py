@@ -25,7 +25,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 
 if TYPE_CHECKING:
-    from bkdisk.rocksdbfiles.db import Problem
+    from bkdisk.rocksdbfiles.problem import Problem
 
 locations_text = lazy_import("bkdisk.locations_text")
 dbindex = lazy_import("bkdisk.rocksdbfiles.dbindex")
