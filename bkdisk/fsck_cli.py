@@ -25,6 +25,7 @@ from bkdisk.formats.errors import BkdiskError
 from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 fsck_api = lazy_import("bkdisk.fsck.api")
+fsck_repair = lazy_import("bkdisk.fsck.repair")
 token_source = lazy_import("bkdisk.metaservice.token_source")
 fsck_context = lazy_import("bkdisk.fsck.context")
 fsck_report = lazy_import("bkdisk.fsck.report")
@@ -222,7 +223,7 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
         else:
             render_text(report, sys.stdout, verbose=verbose, quiet=quiet)
         return report.exit_code
-    plan = fsck_api.plan_repairs(report, drop_lost_entries=drop_lost)
+    plan = fsck_repair.plan_repairs(report, drop_lost_entries=drop_lost)
     out = sys.stderr if as_json else sys.stdout
     if not as_json:
         render_text(report, out, verbose=verbose, quiet=quiet)
@@ -233,7 +234,7 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
     def stop(exit_code: int) -> int:
         """No repair ran: the report (with the plan) still goes out as JSON when asked."""
         if as_json:
-            run = fsck_api.RepairRun(report, plan, exit_code=exit_code)
+            run = fsck_repair.RepairRun(report, plan, exit_code=exit_code)
             render_json(run.to_json(), sys.stdout)
         return exit_code
 
@@ -246,9 +247,9 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
             return stop(EXIT_OPERATIONAL)
         confirm = lambda a: click.confirm(f"{a.line()}?", default=False)  # noqa: E731
     try:
-        run = fsck_api.apply_repairs(report, plan, confirm=confirm, backup_dir=backup_dir, force=force,
+        run = fsck_repair.apply_repairs(report, plan, confirm=confirm, backup_dir=backup_dir, force=force,
                             log=lambda s: print(s, file=out))
-    except fsck_api.RepairRefused as e:
+    except fsck_repair.RepairRefused as e:
         print(f"bookie-fsck: {e}", file=sys.stderr)
         return stop(EXIT_OPERATIONAL)
     if as_json:
