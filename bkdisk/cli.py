@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "scan-disk": ("bkdisk.audit.cli", "scan_disk_command",
                   "Scan one bookie disk into the rows the audit joins (Parquet)."),
     "demo": ("bkdisk.demo", "demo", "The embedded default job: a sample bookie and fsck, then a local Spark audit."),
-    "dump": ("bkdisk.dump", "dump", "Print BookKeeper files as `bookkeeper shell` prints them (or as JSON)."),
+    "dump": ("bkdisk.dump.command", "dump", "Print BookKeeper files as `bookkeeper shell` prints them (or as JSON)."),
     "fsck": ("bkdisk.fsck_cli", "fsck_command", "Check a bookie's journal, ledger and index dirs; repair on request."),
     "inventory": ("bkdisk.inventory", "inventory", "One row per entry in a bookie's ledger storage."),
     "metadata": ("bkdisk.metadata_cli", "metadata",
