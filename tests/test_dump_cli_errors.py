@@ -211,7 +211,7 @@ def test_missing_path_is_one_line(tmp_path, cmd):
 def _bkdisk_argv() -> list[str]:
     """The installed `bkdisk` script when the whole CLI can load; else the dump group in a python process."""
     script = Path(sys.executable).with_name("bkdisk")
-    whole_cli = all(importlib.util.find_spec(m) is not None for m in ("bkdisk.demo", "bkdisk.inventory"))
+    whole_cli = all(importlib.util.find_spec(m) is not None for m in ("bkdisk.demo", "bkdisk.inventory_cli"))
     if script.exists() and whole_cli:
         return [str(script), "dump"]
     return [sys.executable, "-c", "import sys; from bkdisk.dump.command import dump; dump(prog_name='bkdisk dump')"]

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from conftest import GOLDEN, REPO
 
 from bkdisk.dump.command import dump
-from bkdisk.inventory import inventory
+from bkdisk.inventory_cli import inventory
 from bkdisk.read_ledger import read_ledger_command
 
 SCHEMAS = REPO / "specs" / "schemas"
