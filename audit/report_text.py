@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from bkdisk.formats.byte_sizes import human_bytes
 from bkdisk.formats.ids import LedgerId
 
 AUDITED = ("ok", "errors")
@@ -200,12 +201,3 @@ def problem_sentences(t: dict[str, list[dict]], findings: dict[str, dict[str, An
         else:
             out.append(f"{named}, each on one bookie ({holders}), no metadata names ({size}): {what}")
     return out
-
-
-def human_bytes(n: int) -> str:
-    v: float = n
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if v < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return f"{n} B"

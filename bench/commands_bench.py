@@ -261,7 +261,8 @@ def command_table(root: str, parquet: str, checkout: str | None = None, tag: str
             ("bkdisk inventory ROOT --parquet FILE", "bkdisk", ["inventory", root, "--parquet", parquet], (0, 4)),
             ("bookie-fsck ROOT", "bookie-fsck", [root, "--no-progress"], (0, 4)),
             ("bookie-fsck ROOT --jobs 2", "bookie-fsck", [root, "--no-progress", "--jobs", "2"], (0, 4))):
-        if checkout and "--parquet" in args and "--parquet" not in _source(checkout, "bkdisk/inventory.py"):
+        if checkout and "--parquet" in args and "--parquet" not in (
+                _source(checkout, "bkdisk/inventory_cli.py") or _source(checkout, "bkdisk/inventory.py")):
             continue    # an older checkout without Parquet output
         cmd, env = command(tool, args, checkout)
         rows.append((tag + label, cmd, env, ok))

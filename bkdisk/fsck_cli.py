@@ -22,9 +22,11 @@ from bkdisk.commandline.runner import console_command, guarded, kept_until_exit,
 from bkdisk.diskio.config import collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.fsck_run import FsckRun
 from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 fsck_api = lazy_import("bkdisk.fsck.api")
+fsck_repair = lazy_import("bkdisk.fsck.repair")
 token_source = lazy_import("bkdisk.metaservice.token_source")
 fsck_context = lazy_import("bkdisk.fsck.context")
 fsck_report = lazy_import("bkdisk.fsck.report")
@@ -146,9 +148,12 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     if ledger is not None and (repair or dry_run):
         raise click.UsageError("a repair covers the whole bookie: leave out --ledger-id/--ledger-qualified-name")
     try:
-        code = _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes,
-                    force, backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet, ledger,
-                    metadata_url=metadata_url, memory=memory)
+        code = _run(FsckRun(
+            root=root, conf=conf, journal_dirs=journal_dirs, ledger_dirs=ledger_dirs, index_dirs=index_dirs,
+            metadata_dir=metadata_dir, metadata_url=metadata_url, jobs=jobs, no_digests=no_digests, memory=memory,
+            as_json=as_json, progress=progress, verbose=verbose, quiet=quiet, ledger=ledger,
+            repair=repair or dry_run, dry_run=dry_run, yes=yes, force=force, backup_dir=backup_dir,
+            drop_lost=drop_lost))
     except KeyboardInterrupt:
         click.echo("bookie-fsck: cancelled", err=True)
         code = EXIT_CANCELLED
@@ -171,17 +176,13 @@ def _service_metadata(url: str, bookie: str | None):
 
 
 @collector_eased()
-def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_json, repair, dry_run, yes, force,
-         backup_dir, drop_lost, jobs, no_digests, progress, verbose, quiet=False, ledger=None,
-         metadata_url=None, memory=None) -> int:
+def _run(run: FsckRun) -> int:
     # The dirs first: a wrong path is reported before the checker (numba) is loaded.
-    dirs = _dirs(root, conf, journal_dirs, ledger_dirs, index_dirs)
-    if dry_run and not repair:
-        repair = True  # -n alone: show what a repair would do, change nothing
-    service_md = _service_metadata(metadata_url, bookie_id_of(dirs)) if metadata_url else None
-    if progress is None:
-        progress = sys.stderr.isatty() and not as_json
-    memory = memory or MemoryLimit()
+    dirs = _dirs(run.root, run.conf, run.journal_dirs, run.ledger_dirs, run.index_dirs)
+    service_md = _service_metadata(run.metadata_url, bookie_id_of(dirs)) if run.metadata_url else None
+    progress = sys.stderr.isatty() and not run.as_json if run.progress is None else run.progress
+    memory = run.memory or MemoryLimit()
+    jobs = run.jobs
     # The index listed by another process while this one loads the checker (numba and the kernels).
     ahead = None
     if jobs > 1 and dirs.storage_kind == "index-files":   # (a --tmp-dir inside the bookie is refused here)
@@ -191,14 +192,13 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
         freeze_loaded()
         with ProgressBars(progress) as bar:
             report = check_bookie(dirs, fsck_context.CheckOptions(
-                metadata_dir=metadata_dir, metadata=service_md, verify_digests=not no_digests, jobs=jobs,
+                metadata_dir=run.metadata_dir, metadata=service_md, verify_digests=not run.no_digests, jobs=jobs,
                 progress=bar, memory=memory, index_listing=ahead))
     finally:
         if ahead is not None:
             ahead.close()   # (taken by the walk by now, unless the check stopped before it)
     try:
-        return _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose,
-                                  quiet, ledger)
+        return _report_and_repair(report, run)
     except BrokenPipeError:   # the reader went away (``| head``): the rest goes nowhere, the check's code stands
         silenced(sys.stdout)
         return report.exit_code
@@ -207,22 +207,22 @@ def _run(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir, as_jso
         kept_until_exit(report)
 
 
-def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir, drop_lost, verbose, quiet,
-                       ledger) -> int:
+def _report_and_repair(report, run: FsckRun) -> int:
     render_json, render_text = fsck_report.render_json, fsck_report.render_text
+    as_json, verbose, quiet, ledger = run.as_json, run.verbose, run.quiet, run.ledger
     if ledger is not None:
         fsck_report.limit_to_ledger(report, ledger)
         known = any(f.ledger is not None for f in report.findings)   # (those left are about it)
         unknown = None if known else ledger_presence.unknown_ledger_line(report.checked(), ledger)
         if unknown is not None:   # (on stderr: --json's document stays whole)
             print(f"bookie-fsck: {unknown}", file=sys.stderr)
-    if not repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
+    if not run.repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
         if as_json:
             render_json(report.to_json(), sys.stdout)
         else:
             render_text(report, sys.stdout, verbose=verbose, quiet=quiet)
         return report.exit_code
-    plan = fsck_api.plan_repairs(report, drop_lost_entries=drop_lost)
+    plan = fsck_repair.plan_repairs(report, drop_lost_entries=run.drop_lost)
     out = sys.stderr if as_json else sys.stdout
     if not as_json:
         render_text(report, out, verbose=verbose, quiet=quiet)
@@ -233,29 +233,28 @@ def _report_and_repair(report, as_json, repair, dry_run, yes, force, backup_dir,
     def stop(exit_code: int) -> int:
         """No repair ran: the report (with the plan) still goes out as JSON when asked."""
         if as_json:
-            run = fsck_api.RepairRun(report, plan, exit_code=exit_code)
-            render_json(run.to_json(), sys.stdout)
+            render_json(fsck_repair.RepairRun(report, plan, exit_code=exit_code).to_json(), sys.stdout)
         return exit_code
 
-    if dry_run or not plan.todo:
+    if run.dry_run or not plan.todo:
         return stop(report.exit_code)
     confirm = None
-    if not yes:
+    if not run.yes:
         if not sys.stdin.isatty():
             print("bookie-fsck: repairs need --yes or an interactive terminal", file=sys.stderr)
             return stop(EXIT_OPERATIONAL)
         confirm = lambda a: click.confirm(f"{a.line()}?", default=False)  # noqa: E731
     try:
-        run = fsck_api.apply_repairs(report, plan, confirm=confirm, backup_dir=backup_dir, force=force,
-                            log=lambda s: print(s, file=out))
-    except fsck_api.RepairRefused as e:
+        done = fsck_repair.apply_repairs(report, plan, confirm=confirm, backup_dir=run.backup_dir, force=run.force,
+                                         log=lambda s: print(s, file=out))
+    except fsck_repair.RepairRefused as e:
         print(f"bookie-fsck: {e}", file=sys.stderr)
         return stop(EXIT_OPERATIONAL)
     if as_json:
-        render_json(run.to_json(), sys.stdout)
+        render_json(done.to_json(), sys.stdout)
     else:
-        fsck_report.render_repair(run, out, verbose=verbose, quiet=quiet)
-    return run.exit_code
+        fsck_report.render_repair(done, out, verbose=verbose, quiet=quiet)
+    return done.exit_code
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,6 +21,7 @@ from bkdisk.metaservice.limits import Limits
 logging = lazy_import("logging")   # only `serve` logs
 metadata_server = lazy_import("bkdisk.metaservice.server")
 zkauth = lazy_import("bkdisk.metaservice.zk_auth")
+store_url = lazy_import("bkdisk.metaservice.store_url")
 
 # SIGTERM: calls in flight get this long to finish, then open streams are cancelled (the whole
 # stop must fit in the 5 s a supervisor waits before SIGKILL).
@@ -28,10 +29,10 @@ STOP_GRACE_SECONDS = 1.0
 
 
 def open_store(url: str, cache_size: int | None = None, credentials=None):
-    """The MetadataStore the URL names (metaservice.store.open_store); a URL of no known scheme is a
+    """The MetadataStore the URL names (metaservice.store_url.open_store); a URL of no known scheme is a
     usage error of --store."""
     try:
-        return store.open_store(url, cache_size, credentials)
+        return store_url.open_store(url, cache_size, credentials)
     except store.NotAStoreUrl as e:
         raise click.BadParameter(f"{e.url!r}: expected {store.STORE_URL_FORMS}", param_hint="--store") from None
 

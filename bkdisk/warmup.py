@@ -30,7 +30,7 @@ PACKAGES = ("bkdisk", "bkdisk.formats", "bkdisk.diskio", "bkdisk.journal", "bkdi
 
 # What the warm-up runs loads when it runs, not for `bkdisk warm-up --help`.
 demo = lazy_import("bkdisk.demo")
-locations_text = lazy_import("bkdisk.locations_text")
+locations_text = lazy_import("bkdisk.dump.locations_text")
 bookie_inventory = lazy_import("bkdisk.bookie.inventory")
 layout = lazy_import("bkdisk.bookie.layout")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from bkdisk.formats.codec import parse_struct
 from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.errors import FormatError, shown
-from bkdisk.formats.index import LAC_BODY_MIN
+from bkdisk.formats.index import LAC_BODY_MIN, POSITION_BITS, POSITION_MASK, pack_location, unpack_location
 from bkdisk.formats.journal import LAC_BODY
 from bkdisk.formats.proto.dbledger_storage_pb2 import LedgerData
 
@@ -41,7 +41,7 @@ def location_columns(keys: np.ndarray, values: np.ndarray) -> dict[str, np.ndarr
     k = np.ascontiguousarray(keys).view(KEY_COLUMNS).reshape(-1)
     v = np.ascontiguousarray(values).view(VALUE_COLUMN).reshape(-1).astype(np.int64)
     return {"ledger": k["ledger_id"].astype(np.int64), "entry": k["entry_id"].astype(np.int64),
-            "log": v >> 32, "offset": v & 0xFFFFFFFF}
+            "log": v >> POSITION_BITS, "offset": v & POSITION_MASK}
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,8 @@ class Location:
 
     @property
     def packed(self) -> int:
-        return (self.log_id << 32) | self.offset
+        # the inverse of unpack_location for any stored value, a damaged one too (pack_location refuses those)
+        return (self.log_id << POSITION_BITS) | self.offset
 
 
 def parse_location(key: bytes, value: bytes, *, path: str | None = None, offset: int = 0) -> Location:
@@ -65,7 +66,7 @@ def parse_location(key: bytes, value: bytes, *, path: str | None = None, offset:
         raise FormatError(f"an {LOCATION_VALUE_SIZE}-byte location", shown(value), path=path, offset=offset)
     k = parse_struct(LOCATIONS_KEY, key, what="a locations key", path=path, offset=offset)
     loc = LOCATION_VALUE.parse(value)
-    return Location(k.ledger_id, k.entry_id, loc >> 32, loc & 0xFFFFFFFF)
+    return Location(k.ledger_id, k.entry_id, *unpack_location(loc))
 
 
 def locations_key(ledger_id: int, entry_id: int) -> bytes:
@@ -73,7 +74,7 @@ def locations_key(ledger_id: int, entry_id: int) -> bytes:
 
 
 def location_value(log_id: int, offset: int) -> bytes:
-    return LOCATION_VALUE.build((log_id << 32) | offset)
+    return LOCATION_VALUE.build(pack_location(log_id, offset))
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,12 @@
 """Ledger metadata as LedgerMetadataSerDe writes it (formats 1, 2 and 3): parse and byte-exact serialize."""
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
 
 from bkdisk.formats.errors import FormatError, shown
+from bkdisk.formats.ledger_metadata import INT32, INT64, LedgerMetadata, unfit
 from bkdisk.formats.proto import LedgerMetadataFormat, java_text_format, parse_text_format
 
 # specs/ledger-metadata.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/meta/
@@ -20,101 +19,6 @@ CURRENT_FORMAT_VERSION = 3
 
 STATES = ("OPEN", "IN_RECOVERY", "CLOSED")
 DIGEST_TYPES = ("CRC32", "HMAC", "CRC32C", "DUMMY")
-
-V1_CLOSED_TAG = "CLOSED"
-V1_IN_RECOVERY_ENTRY_ID = -102
-INVALID_ENTRY_ID = -1
-
-INT32 = (-(1 << 31), (1 << 31) - 1)
-INT64 = (-(1 << 63), (1 << 63) - 1)
-
-_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]{0,19})")
-
-Ensemble = tuple[int, tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class LedgerMetadata:
-    """One ledger's metadata, holding exactly what its serialized form holds.
-
-    Values are the stored ones, not BookKeeper's interpretation: ``length`` and ``last_entry_id``
-    are kept even when the ledger is not CLOSED (BookKeeper then reads them as 0 and -1, see
-    ``effective_length``/``effective_last_entry_id``). Presence of optional protobuf fields is kept
-    so that ``serialize_metadata`` reproduces the input: ``None`` means absent for ``digest_type``,
-    ``password``, ``ctime`` and ``ctoken``; ``has_last_entry_id``/``has_ack_quorum`` for the two
-    optional integers (when absent, ``last_entry_id`` is 0, the protobuf default, and
-    ``ack_quorum`` equals ``write_quorum``, as BookKeeper reads it).
-
-    Format 1 carries no ack quorum, digest type, password, ctime, custom metadata or cToken; a
-    format 1 object has ``has_ack_quorum=False``, ``ack_quorum == write_quorum``, ``None``/``()``
-    for the rest, ``has_last_entry_id`` true only when CLOSED and ``last_entry_id`` -1 otherwise.
-    """
-
-    format_version: int
-    write_quorum: int
-    ensemble_size: int
-    ack_quorum: int
-    length: int
-    last_entry_id: int
-    state: str
-    ensembles: tuple[Ensemble, ...]
-    digest_type: str | None = None
-    password: bytes | None = None
-    ctime: int | None = None
-    custom_metadata: tuple[tuple[str, bytes], ...] = ()
-    ctoken: int | None = None
-    has_last_entry_id: bool = True
-    has_ack_quorum: bool = True
-
-    @property
-    def is_closed(self) -> bool:
-        return self.state == "CLOSED"
-
-    @property
-    def effective_last_entry_id(self) -> int:
-        """The last entry id BookKeeper reads: the stored one when CLOSED, else -1."""
-        return self.last_entry_id if self.is_closed else INVALID_ENTRY_ID
-
-    @property
-    def effective_length(self) -> int:
-        """The length BookKeeper reads: the stored one when CLOSED, else 0."""
-        return self.length if self.is_closed else 0
-
-    def ensemble_at(self, entry_id: int) -> tuple[str, ...]:
-        """The ensemble in force for ``entry_id``: greatest first entry id <= ``entry_id``."""
-        best: Ensemble | None = None
-        for first, members in self.ensembles:
-            if first <= entry_id and (best is None or first >= best[0]):
-                best = (first, members)
-        if best is None:
-            raise KeyError(entry_id)
-        return best[1]
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (bytes as hex) for machine consumers."""
-        return {
-            "format_version": self.format_version,
-            "ensemble_size": self.ensemble_size,
-            "write_quorum": self.write_quorum,
-            "ack_quorum": self.ack_quorum,
-            "has_ack_quorum": self.has_ack_quorum,
-            "state": self.state,
-            "length": self.length,
-            "last_entry_id": self.last_entry_id,
-            "has_last_entry_id": self.has_last_entry_id,
-            "effective_length": self.effective_length,
-            "effective_last_entry_id": self.effective_last_entry_id,
-            "ensembles": [{"first_entry_id": first, "bookies": list(members)}
-                          for first, members in self.ensembles],
-            "digest_type": self.digest_type,
-            # LedgerMetadataImpl.hasPassword: the field is present, even empty (format 1 has none)
-            "has_password": self.password is not None,
-            "password_hex": None if self.password is None else self.password.hex(),
-            "ctime": self.ctime,
-            "custom_metadata": [{"key": k, "value_hex": v.hex()} for k, v in self.custom_metadata],
-            "ctoken": self.ctoken,
-        }
-
 
 # ---------------------------------------------------------------------------------------------
 # parsing
@@ -256,29 +160,25 @@ def serialize_metadata(md: LedgerMetadata) -> bytes:
     return header + _varint(len(body)) + body
 
 
-def _unfit(what: str, found: object) -> FormatError:
-    return FormatError(f"serializable ledger metadata: {what}", str(found)[:200])
-
-
 def _check_int(value: object, bounds: tuple[int, int], name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not bounds[0] <= value <= bounds[1]:
-        raise _unfit(f"{name} an integer in [{bounds[0]}, {bounds[1]}]", repr(value))
+        raise unfit(f"{name} an integer in [{bounds[0]}, {bounds[1]}]", repr(value))
 
 
 def _check_text(value: object, name: str) -> None:
     if not isinstance(value, str):
-        raise _unfit(f"{name} a str", repr(value))
+        raise unfit(f"{name} a str", repr(value))
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise _unfit(f"{name} encodable as UTF-8", repr(value)) from None
+        raise unfit(f"{name} encodable as UTF-8", repr(value)) from None
 
 
 def _check_common(md: LedgerMetadata) -> None:
     if md.format_version not in FORMAT_VERSIONS:
-        raise _unfit("format_version 1, 2 or 3", md.format_version)
+        raise unfit("format_version 1, 2 or 3", md.format_version)
     if md.state not in STATES:
-        raise _unfit(f"state one of {STATES}", md.state)
+        raise unfit(f"state one of {STATES}", md.state)
     for value, bounds, name in ((md.write_quorum, INT32, "write_quorum"),
                                 (md.ensemble_size, INT32, "ensemble_size"),
                                 (md.ack_quorum, INT32, "ack_quorum"),
@@ -287,17 +187,17 @@ def _check_common(md: LedgerMetadata) -> None:
         _check_int(value, bounds, name)
     for ens in md.ensembles:
         if not (isinstance(ens, tuple) and len(ens) == 2 and isinstance(ens[1], tuple)):
-            raise _unfit("ensembles (first_entry_id, (bookie, ...)) pairs", repr(ens))
+            raise unfit("ensembles (first_entry_id, (bookie, ...)) pairs", repr(ens))
         _check_int(ens[0], INT64, "first_entry_id")
         for member in ens[1]:
             _check_text(member, "ensemble member")
     if not md.has_ack_quorum and md.ack_quorum != md.write_quorum:
-        raise _unfit("ack_quorum equal to write_quorum when has_ack_quorum is false", md.ack_quorum)
+        raise unfit("ack_quorum equal to write_quorum when has_ack_quorum is false", md.ack_quorum)
 
 
 def _to_message(md: LedgerMetadata) -> Message:
     if not md.has_last_entry_id and md.last_entry_id != 0:
-        raise _unfit("last_entry_id 0 (the protobuf default) when has_last_entry_id is false",
+        raise unfit("last_entry_id 0 (the protobuf default) when has_last_entry_id is false",
                      md.last_entry_id)
     m: Any = LedgerMetadataFormat()
     m.quorumSize = md.write_quorum
@@ -312,11 +212,11 @@ def _to_message(md: LedgerMetadata) -> Message:
         seg.firstEntryId = first
     if md.digest_type is not None:
         if md.digest_type not in DIGEST_TYPES:
-            raise _unfit(f"digest_type one of {DIGEST_TYPES} or None", md.digest_type)
+            raise unfit(f"digest_type one of {DIGEST_TYPES} or None", md.digest_type)
         m.digestType = LedgerMetadataFormat.DigestType.Value(md.digest_type)
     if md.password is not None:
         if not isinstance(md.password, bytes):
-            raise _unfit("password bytes or None", repr(md.password))
+            raise unfit("password bytes or None", repr(md.password))
         m.password = md.password
     if md.has_ack_quorum:
         m.ackQuorumSize = md.ack_quorum
@@ -326,7 +226,7 @@ def _to_message(md: LedgerMetadata) -> Message:
     for key, value in md.custom_metadata:
         _check_text(key, "custom metadata key")
         if not isinstance(value, bytes):
-            raise _unfit("custom metadata values bytes", repr(value))
+            raise unfit("custom metadata values bytes", repr(value))
         entry = m.customMetadata.add()
         entry.key = key
         entry.value = value

@@ -5,18 +5,15 @@ writeVersion1Config.
 """
 from __future__ import annotations
 
+import re
+
 from bkdisk.formats.errors import FormatError, shown
-from bkdisk.formats.metadata import (
-    _DECIMAL,
-    INT32,
-    INT64,
-    INVALID_ENTRY_ID,
-    V1_CLOSED_TAG,
-    V1_IN_RECOVERY_ENTRY_ID,
-    Ensemble,
-    LedgerMetadata,
-    _unfit,
-)
+from bkdisk.formats.ledger_metadata import INT32, INT64, INVALID_ENTRY_ID, Ensemble, LedgerMetadata, unfit
+
+V1_CLOSED_TAG = "CLOSED"
+V1_IN_RECOVERY_ENTRY_ID = -102
+
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]{0,19})")
 
 
 def parse_v1(body: bytes, path: str | None, base: int) -> LedgerMetadata:
@@ -91,22 +88,22 @@ def serialize_v1(md: LedgerMetadata) -> bytes:
     if md.has_ack_quorum:
         carried.append("ack_quorum")
     if carried:
-        raise _unfit("format 1 carries no " + ", ".join(carried), "values for them")
+        raise unfit("format 1 carries no " + ", ".join(carried), "values for them")
     if md.is_closed:
         if not md.has_last_entry_id or md.last_entry_id == V1_IN_RECOVERY_ENTRY_ID:
-            raise _unfit("a CLOSED format 1 ledger has a last entry id other than -102",
+            raise unfit("a CLOSED format 1 ledger has a last entry id other than -102",
                          md.last_entry_id)
     elif md.has_last_entry_id or md.last_entry_id != INVALID_ENTRY_ID:
-        raise _unfit("format 1 stores no last entry id unless CLOSED", md.last_entry_id)
+        raise unfit("format 1 stores no last entry id unless CLOSED", md.last_entry_id)
     lines = [str(md.write_quorum), str(md.ensemble_size), str(md.length)]
     for first, members in md.ensembles:
         if not members:
-            raise _unfit("format 1 ensembles have at least one bookie", first)
+            raise unfit("format 1 ensembles have at least one bookie", first)
         for member in members:
             if member == "" or any(c in member for c in "\t\n\r"):
-                raise _unfit("format 1 bookie ids non-empty, without TAB, CR or LF", repr(member))
+                raise unfit("format 1 bookie ids non-empty, without TAB, CR or LF", repr(member))
         if members[0] == V1_CLOSED_TAG:
-            raise _unfit("format 1 first bookie of an ensemble not named CLOSED", members)
+            raise unfit("format 1 first bookie of an ensemble not named CLOSED", members)
         lines.append("\t".join([str(first), *members]))
     text = "".join(line + "\n" for line in lines)
     if md.state == "IN_RECOVERY":

@@ -2,7 +2,7 @@
 
 Everything the command line does is here as data; fsck.cli only parses options, prompts and prints.
 The check is this module's; the repair half (``plan_repairs``, ``apply_repairs``, ``repair_bookie``,
-``RepairRun``, ``RepairRefused``) is fsck.repair's, named here too and loaded when first asked for.
+``RepairRun``, ``RepairRefused``) is fsck.repair's, which stands on the check: a check loads none of it.
 """
 from __future__ import annotations
 
@@ -213,13 +213,3 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
         out["db_locations"] = dbindex.location_count(ctx)
     return out
 
-
-REPAIR_NAMES = ("RepairRefused", "RepairRun", "apply_repairs", "plan_repairs", "repair_bookie")
-
-
-def __getattr__(name: str) -> Any:
-    """The repair half of the library (fsck.repair), imported on first use: a check loads none of it."""
-    if name in REPAIR_NAMES:
-        from bkdisk.fsck import repair
-        return getattr(repair, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
+from bkdisk.formats.byte_sizes import human_bytes
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.api import Report
 from bkdisk.fsck.entry_ranges import per_ledger
@@ -15,15 +16,6 @@ if TYPE_CHECKING:   # the repair half loads only when a repair runs
     from bkdisk.fsck.repair import RepairRun
 
 CONSEQUENCES_SHOWN = 3   # per cause, in the short report
-
-
-def _human_bytes(n: int) -> str:
-    size: float = n
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{n} B"
-        size /= 1024
-    return f"{n} B"
 
 
 def grouped(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
@@ -158,7 +150,7 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
         out.write("\n  not listed (use --verbose or --json): "
                   + ", ".join(f"{n} {code}" for code, n in sorted(by_code.items())) + "\n")
     s = report.stats
-    out.write(f"\nChecked {_count(s.get('entry_logs', 0), 'entry log')} ({_human_bytes(s.get('entry_log_bytes', 0))}, "
+    out.write(f"\nChecked {_count(s.get('entry_logs', 0), 'entry log')} ({human_bytes(s.get('entry_log_bytes', 0))}, "
               f"{_count(s.get('entries', 0), 'entry', 'entries')}), {_count(s.get('journals', 0), 'journal')}, "
               + (_count(s['db_locations'], 'RocksDB location') if "db_locations" in s
                  else _count(s.get('index_files', 0), 'index file'))

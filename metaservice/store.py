@@ -2,19 +2,14 @@
 generation."""
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import U64
-
-if TYPE_CHECKING:   # kazoo loads with the ZooKeeper store only
-    from bkdisk.metaservice.zk_auth import ZkCredentials
 
 # Scope-0 ledger ids are Java longs that BookKeeper keeps non-negative (its id generators and
 # ledger managers never produce or accept a negative id); scoped ledgers use all 64 bits (BP-35).
@@ -57,7 +52,7 @@ class PermissionDenied(StoreError):
     code = "PERMISSION_DENIED"
 
 
-# The store URLs open_store takes.
+# The store URLs store_url.open_store takes.
 STORE_URL_FORMS = "sqlite:PATH or zk://HOST:PORT/ledgers"
 
 
@@ -208,31 +203,3 @@ class MetadataStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - a no-op for a store that holds no resources
         """Release the store's resources."""
-
-
-def open_store(url: str, cache_size: int | None = None, zk_auth: ZkCredentials | None = None) -> MetadataStore:
-    """A store from its URL: ``sqlite:PATH`` (embedded) or ``zk://HOST:PORT[,HOST:PORT]/ledgers``;
-    ``cache_size``: ledgers the ZooKeeper store's read cache holds (its default when None);
-    ``zk_auth``: the ZooKeeper store's credentials, or None."""
-    if url.startswith("sqlite:"):
-        path = url[len("sqlite:"):]
-        path = path[2:] if path.startswith("//") else path
-        if not path:
-            raise BadRequest(f"{url}: sqlite: needs a file path (sqlite:PATH)")
-        parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
-            raise StoreError(f"{parent}: no such directory (for the store {url})")
-        from bkdisk.metaservice.sqlite_store import SqliteStore
-        return SqliteStore(path)
-    if url.startswith("zk://"):
-        hosts, _, root = url[len("zk://"):].partition("/")
-        for hp in hosts.split(","):
-            host, sep, port = hp.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise StoreError(f"{url}: {hp!r} is not HOST:PORT (expected zk://HOST:PORT/ledgers)")
-        from bkdisk.metaservice.zk_store import ZkStore
-        store_root = "/" + (root.strip("/") or "ledgers")
-        if cache_size is None:
-            return ZkStore(hosts, store_root, auth=zk_auth)
-        return ZkStore(hosts, store_root, cache_size=cache_size, auth=zk_auth)
-    raise NotAStoreUrl(url)

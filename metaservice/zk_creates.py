@@ -21,6 +21,7 @@ from collections import OrderedDict
 from kazoo import exceptions as kx
 
 from bkdisk.metaservice.store import LedgerExists, StoreError, Versioned, check_ids
+from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import Seen
 
@@ -94,7 +95,6 @@ def _single(store, key: tuple[int, int], data: bytes) -> Versioned | StoreError:
 def _send(store, items: list[Item], out: list) -> list[Item]:
     """Send ``items``' creates pipelined and record each outcome in ``out``; the items whose parent
     znode is missing (nothing recorded for them)."""
-    from bkdisk.metaservice.zk_store import _DOWN
     sent = []
     for item in items:
         try:
@@ -114,7 +114,7 @@ def _send(store, items: list[Item], out: list) -> list[Item]:
                 orphans.append((i, key, data))
             except kx.NodeExistsError:
                 out[i] = LedgerExists(f"ledger {key[1]} of scope {key[0]} already exists")
-            except _DOWN:
+            except DOWN:
                 out[i] = _single(store, key, data) if _settle(store, key, data) is None else \
                     Versioned(key[0], key[1], 0, data)
         except StoreError as exc:
@@ -176,7 +176,6 @@ def _as_multis(store, todo: list[Item], out: list) -> list[Item]:
 
 
 def _one_multi(store, items: list[Item], out: list) -> list[Item]:
-    from bkdisk.metaservice.zk_store import _DOWN
     known = store.known_parents
     for _try in range(MULTI_TRIES):
         if not items:
@@ -199,7 +198,7 @@ def _one_multi(store, items: list[Item], out: list) -> list[Item]:
             ops.append((path, item))
         try:
             results = t.commit()
-        except _DOWN:               # the reply is lost: each create settled as a single create's is
+        except DOWN:               # the reply is lost: each create settled as a single create's is
             return _settled(store, items, out)
         except kx.ZookeeperError:   # refused whole (too large): nothing applied
             return items

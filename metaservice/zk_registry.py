@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bkdisk.metaservice.discovery import Registration, Registry
-from bkdisk.metaservice.zk_store import ZkStore
+
+if TYPE_CHECKING:   # the store makes its registry (ZkStore.new_registry) and hands itself in
+    from bkdisk.metaservice.zk_store import ZkStore
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from bkdisk.metaservice import zk_layout as L
 from bkdisk.metaservice.store import StoreError, StoreUnavailable, Versioned
 from bkdisk.metaservice.zk_auth import DENIED
+from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_multiread import multi_read_async
 
 MULTI_READ = 500            # getData per multiRead: a reply of ~100 KiB, well under jute.maxbuffer
@@ -39,7 +40,6 @@ def ledger_keys(store, start: tuple[int, int] | None,
 def scan(store, start: tuple[int, int] | None, end: tuple[int, int] | None,
          batch: int) -> Iterator[list[Versioned]]:
     """``MetadataStore.scan`` on ZkStore ``store``."""
-    from bkdisk.metaservice.zk_store import _DOWN
     # One multiRead per batch, and the next batch's sent before this one is answered: ZooKeeper
     # answers in order on one session, so the reads cost round trips per batch, not per ledger.
     keys = ledger_keys(store, start, end)
@@ -55,7 +55,7 @@ def scan(store, start: tuple[int, int] | None, end: tuple[int, int] | None,
         chunk, res = pending
         try:
             got = res.get(timeout=60)
-        except _DOWN as exc:
+        except DOWN as exc:
             raise StoreUnavailable(f"zk://{store.hosts}{store.root}: {type(exc).__name__}; retry") from None
         except DENIED as exc:
             raise store.refused(exc) from None

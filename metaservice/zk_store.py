@@ -22,7 +22,6 @@ from collections.abc import Iterator
 
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient, KazooState
-from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KeeperState
 
 from bkdisk.metaservice import zk_layout as L
@@ -40,14 +39,13 @@ from bkdisk.metaservice.store import (
 )
 from bkdisk.metaservice.zk_auth import DENIED, ZkCredentials, acl_checked, refusal, sasl_refusal_ends_login
 from bkdisk.metaservice.zk_creates import KnownParents, create_many
+from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_scan import scan, scope_walk
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
 log = logging.getLogger(__name__)
-_DOWN = (kx.ConnectionLoss, kx.SessionExpiredError, kx.ConnectionClosedError, kx.OperationTimeoutError,
-         KazooTimeoutError)
 _ID_ATTEMPTS = 64
 _RESOLVE_SECONDS = 60.0      # how long a write whose reply was lost waits for ZooKeeper to come back
 
@@ -149,7 +147,7 @@ class ZkStore(MetadataStore):
         self._ready()
         try:
             return fn(*args, **kw)
-        except _DOWN as exc:
+        except DOWN as exc:
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
         except DENIED as exc:
             raise self.refused(exc) from None
@@ -196,7 +194,7 @@ class ZkStore(MetadataStore):
                 self.follower.follow_all()
             else:
                 self.follower.follow((scope, ledger))
-        except _DOWN as exc:
+        except DOWN as exc:
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
 
     def resumable(self, scope: int, ledger: int | None, sequence: int) -> None:
@@ -208,7 +206,7 @@ class ZkStore(MetadataStore):
         self._ready()
         try:
             return self.follower.read_with_head((scope, ledger))
-        except _DOWN as exc:
+        except DOWN as exc:
             raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
 
     def _write_op(self, key: tuple[int, int], send, check):
@@ -221,7 +219,7 @@ class ZkStore(MetadataStore):
                 self._ready()
                 try:
                     got = send()
-                except _DOWN:
+                except DOWN:
                     got = self._resolve(key, check)
                 if got is not None:
                     self.follower.observe(key, got)
@@ -244,7 +242,7 @@ class ZkStore(MetadataStore):
                     seen = Seen(stat.czxid, stat.version, data)
                 except kx.NoNodeError:
                     seen = ABSENT
-            except _DOWN:
+            except DOWN:
                 continue
             return check(seen)
         raise StoreError(f"zk://{self.hosts}: ZooKeeper did not come back within {_RESOLVE_SECONDS}s; "
@@ -297,7 +295,7 @@ class ZkStore(MetadataStore):
                 if consistent:
                     self.zk.sync(self.path(scope, ledger))
                 got = self.follower.read_through(key)
-            except _DOWN as exc:
+            except DOWN as exc:
                 raise StoreUnavailable(f"zk://{self.hosts}{self.root}: {type(exc).__name__}; retry") from None
         if got.data is None:
             raise LedgerNotFound(f"ledger {ledger} of scope {scope} does not exist")

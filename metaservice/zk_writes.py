@@ -12,6 +12,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from bkdisk.metaservice.store import BadVersion, LedgerNotFound, StoreError, Versioned, check_ids
 from bkdisk.metaservice.zk_auth import DENIED
+from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_layout import JAVA_INT_MAX
 from bkdisk.metaservice.zk_watch import Seen
 
@@ -78,7 +79,6 @@ def write_many(store, writes: list[tuple[int, int, bytes, int]]) -> list[Version
 
 def _as_one_multi(store, todo: list, out: list) -> list:
     """Apply ``todo`` as one multi; the writes still to send one by one (all of them if it failed)."""
-    from bkdisk.metaservice.zk_store import _DOWN
     try:
         store._ready()
     except StoreError:
@@ -88,7 +88,7 @@ def _as_one_multi(store, todo: list, out: list) -> list:
         t.set_data(store.path(*key), data, version=expected)
     try:
         results = t.commit()
-    except _DOWN:               # the reply is lost: each write settled as a single write's would be
+    except DOWN:               # the reply is lost: each write settled as a single write's would be
         for item in todo:
             _finish(store, out, item, _lost)
         return []
@@ -107,13 +107,12 @@ def _lost():
 
 def _finish(store, out: list, item: tuple, reply) -> None:
     """Record one write's outcome from ``reply()`` (its ZnodeStat), settling a lost reply."""
-    from bkdisk.metaservice.zk_store import _DOWN
     i, key, data, expected = item
     try:
         try:
             stat = reply()
             got: Seen | None = Seen(stat.czxid, stat.version, data)
-        except _DOWN:
+        except DOWN:
             got = store._resolve(key, write_check(data, expected))
         if got is None:             # settled as not applied: sent again as a single write
             out[i] = store.write(key[0], key[1], data, expected)

@@ -18,24 +18,12 @@ from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.errors import FormatError
 from bkdisk.rocksdbfiles.block import ChecksumMismatch, seek
 from bkdisk.rocksdbfiles.manifest import Version, read_manifest
+from bkdisk.rocksdbfiles.problem import Problem
 from bkdisk.rocksdbfiles.sst import Record, SstFile, user_key_of
 from bkdisk.rocksdbfiles.wal import WalReplay, replay_wal
 
 _WAL_NAME = re.compile(r"^(\d+)\.log$")
 V = rf.ValueType
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Damage found while reading; fsck turns these into findings."""
-    # sst-checksum | sst-unreadable | sst-missing | sst-size | wal-torn-tail | wal-bad-batch | wal-unreadable
-    # | manifest-torn-tail
-    kind: str
-    path: str
-    offset: int | None
-    detail: str
-    key_range: tuple[bytes | None, bytes | None] | None = None   # user keys the damage may hide (SST blocks)
-    lost_bytes: int = 0
 
 
 @dataclass

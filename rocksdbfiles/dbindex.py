@@ -13,7 +13,8 @@ import numpy as np
 from bkdisk.formats import dbledger as fd
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
-from bkdisk.rocksdbfiles.db import Database, Problem, open_db
+from bkdisk.rocksdbfiles.db import Database, open_db
+from bkdisk.rocksdbfiles.problem import Problem
 
 LOCATION_ROW = np.dtype([("ledger", "<i8"), ("entry", "<i8"), ("log", "<i8"), ("offset", "<i8")])
 

@@ -21,6 +21,7 @@ from bkdisk.formats import rocksdb as rf
 from bkdisk.formats.errors import FormatError
 from bkdisk.rocksdbfiles.block import read_block
 from bkdisk.rocksdbfiles.kernels import block_limit, decode_fixed, live_rows, upper_bound
+from bkdisk.rocksdbfiles.problem import Problem
 
 if TYPE_CHECKING:
     from bkdisk.rocksdbfiles.db import Database
@@ -118,7 +119,6 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -
 
 
 def _problem(db: Database, detail: str, kind: str = "bad-key-size"):
-    from bkdisk.rocksdbfiles.db import Problem
     return Problem(kind, db.path, None, detail)
 
 

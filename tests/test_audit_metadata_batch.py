@@ -19,7 +19,8 @@ from bkdisk.audit.metadata_batch import SLOT, closed_empty_ledgers
 from bkdisk.audit.metadata_source import ClosedEmpty, MetadataDirSource, MetadataServiceSource, write_chunks
 from bkdisk.audit.metadata_tables import read_chunk_task
 from bkdisk.formats.errors import FormatError
-from bkdisk.formats.metadata import DIGEST_TYPES, STATES, LedgerMetadata, parse_metadata, serialize_metadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.metadata import DIGEST_TYPES, STATES, parse_metadata, serialize_metadata
 
 C3 = GOLDEN / "cluster-3"
 

@@ -198,7 +198,8 @@ def expected_known(md) -> list[tuple]:
 
 def closed_at(last: int, ensembles) -> bytes:
     from bkdisk.formats.digests import DigestType
-    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
     return serialize_metadata(LedgerMetadata(
         format_version=3, write_quorum=2, ensemble_size=2, ack_quorum=2, length=0 if last < 0 else 10 * (last + 1),
         last_entry_id=last, state="CLOSED", ensembles=ensembles, digest_type=DigestType.CRC32C.name,

@@ -34,7 +34,7 @@ POINTS = [("bookie_fsck", "bookie-fsck", "click", [ROOT]),
           ("bookie_fsck", "bookie-fsck", "ctypes", [ROOT]),                        # in the forked child
           ("bookie_fsck", "bookie-fsck", "bkdisk.fsck.api", [ROOT]),               # the command running
           ("bkdisk", "bkdisk", "click", ["space", ROOT]),
-          ("bkdisk", "bkdisk", "bkdisk.space", ["space", ROOT]),
+          ("bkdisk", "bkdisk", "bkdisk.space_cli", ["space", ROOT]),
           ("bkdisk", "bkdisk", "bkdisk.metadata_cli", ["metadata", "list", "--server", "127.0.0.1:1"])]
 
 

@@ -139,9 +139,9 @@ def test_fsck_checks_with_the_collector_eased(golden, collector_default, monkeyp
 
 
 def test_inventory_scans_with_the_collector_eased(golden, collector_default, monkeypatch):
-    import bkdisk.inventory
-    seen = _recorded(bkdisk.inventory, "inventory_bookie", monkeypatch)
-    r = CliRunner().invoke(bkdisk.inventory.inventory, [str(golden / HEALTHY), "--jsonl"], catch_exceptions=False)
+    import bkdisk.inventory_cli
+    seen = _recorded(bkdisk.inventory_cli, "inventory_bookie", monkeypatch)
+    r = CliRunner().invoke(bkdisk.inventory_cli.inventory, [str(golden / HEALTHY), "--jsonl"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert seen == [True]
     assert gc.get_threshold() == (700, 10, 10)

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
 
-from bkdisk.dump import dump
+from bkdisk.dump.command import dump
 
 REPO = Path(__file__).resolve().parents[1]
 V6 = GOLDEN / "interleaved-v6-hostport"
@@ -211,10 +211,10 @@ def test_missing_path_is_one_line(tmp_path, cmd):
 def _bkdisk_argv() -> list[str]:
     """The installed `bkdisk` script when the whole CLI can load; else the dump group in a python process."""
     script = Path(sys.executable).with_name("bkdisk")
-    whole_cli = all(importlib.util.find_spec(m) is not None for m in ("bkdisk.demo", "bkdisk.inventory"))
+    whole_cli = all(importlib.util.find_spec(m) is not None for m in ("bkdisk.demo", "bkdisk.inventory_cli"))
     if script.exists() and whole_cli:
         return [str(script), "dump"]
-    return [sys.executable, "-c", "import sys; from bkdisk.dump import dump; dump(prog_name='bkdisk dump')"]
+    return [sys.executable, "-c", "import sys; from bkdisk.dump.command import dump; dump(prog_name='bkdisk dump')"]
 
 
 def test_a_real_process_exits_8_with_one_line(tmp_path):

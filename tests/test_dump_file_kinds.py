@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bkdisk.dump import dump
+from bkdisk.dump.command import dump
 from tests.conftest import GOLDEN
 
 V6 = GOLDEN / "interleaved-v6-hostport"

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
 
-from bkdisk.dump import dump
+from bkdisk.dump.command import dump
 
 
 def _corpora() -> list[Path]:

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
 
-from bkdisk.dump import dump
+from bkdisk.dump.command import dump
 from bkdisk.formats.errors import FormatError, shown
 
 PY_REPR = re.compile(r"""(?<!["'\w])b['"]|\\x[0-9a-f]{2}|Error in path|Traceback|ConstError|StreamError""")

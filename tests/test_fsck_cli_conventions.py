@@ -66,8 +66,8 @@ def _params(cmd) -> dict[str, object]:
 
 
 def test_options_shared_with_inventory_and_dump_have_the_same_names_and_labels():
-    from bkdisk.dump import dump
-    from bkdisk.inventory import inventory
+    from bkdisk.dump.command import dump
+    from bkdisk.inventory_cli import inventory
     fsck, inv = _params(fsck_command), _params(inventory)
     ledger = ["--ledger-id", "--ledger-scope-id", "--ledger-qualified-name"]
     for name in ["--conf", "--metadata-dir", *ledger]:

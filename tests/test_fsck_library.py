@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from bkdisk.formats.ids import LedgerId
-from bkdisk.fsck.api import apply_repairs, check_bookie, plan_repairs, recheck, repair_bookie
+from bkdisk.fsck.api import check_bookie, recheck
 from bkdisk.fsck.context import CheckOptions
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.problems import PROBLEMS, REPAIR_KINDS
+from bkdisk.fsck.repair import apply_repairs, plan_repairs, repair_bookie
 from tests.fsck_helpers import errors, make_disk
 
 FSCK = Path(__file__).resolve().parents[1] / "fsck"

@@ -30,7 +30,7 @@ def _set_byte(path, offset: int, value: int) -> None:
 def _first_entry(ledger_dir: str, log_id: int, digest: str):
     """(ledger, entry, offset) of the first entry in that log of the golden disk whose ledger uses
     ``digest``, as the inventory lists them."""
-    from bkdisk.inventory import inventory
+    from bkdisk.inventory_cli import inventory
     r = CliRunner().invoke(inventory, [str(GOLDEN / CORPUS), "--jsonl", "--metadata-dir", METADATA])
     rows = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
     row = next(x for x in rows if (x["ledger_dir"], x["log_id"], x["digest_type"]) == (ledger_dir, log_id, digest))

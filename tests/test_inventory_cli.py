@@ -20,7 +20,7 @@ from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
-from bkdisk.inventory import inventory
+from bkdisk.inventory_cli import inventory
 
 REPO = Path(__file__).resolve().parents[1]
 SINGLE = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
@@ -242,7 +242,7 @@ def test_ledger_options_limit_the_rows_to_that_ledger_in_either_spelling(tmp_pat
 
 def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scanner():
     from bkdisk.entrylogs.scan import DEFAULT_WINDOW
-    from bkdisk.inventory import WINDOW_DEFAULT
+    from bkdisk.inventory_cli import WINDOW_DEFAULT
     assert WINDOW_DEFAULT == DEFAULT_WINDOW
     probe = ("import sys\nfrom bkdisk.cli import main\ntry:\n    main(['inventory', '--help'])\n"
              "except SystemExit:\n    pass\nprint(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'numba'}))")
@@ -389,7 +389,7 @@ def test_logs_side_by_side_whose_ledger_was_sniffed_apart_give_the_rows_in_turn(
                 min_size=1, max_size=5))
 def test_the_summary_counts_each_scope_and_ledger_once_over_all_logs(logs):
     from bkdisk.entrylogs.arrays import ENTRY_DTYPE
-    from bkdisk.inventory import BookieSummary
+    from bkdisk.inventory_cli import BookieSummary
     summary = BookieSummary(None)
     for pairs in logs:
         e = np.zeros(len(pairs), ENTRY_DTYPE)

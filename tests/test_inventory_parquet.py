@@ -17,13 +17,13 @@ from conftest import GOLDEN
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bkdisk.inventory
+import bkdisk.inventory_cli
 from bkdisk.bookie.inventory import LogRows, scan_bookie
 from bkdisk.bookie.layout import discover_all
 from bkdisk.diskio.digests import DIGEST_DTYPE, DigestPlan
 from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE
-from bkdisk.inventory import ROW_GROUP, inventory
+from bkdisk.inventory_cli import ROW_GROUP, inventory
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = GOLDEN / "cluster-3" / "bookies"   # three bookies under one ROOT: a bookie_id each
@@ -77,7 +77,7 @@ def _plain_rows(root: Path) -> pa.Table:
 @pytest.mark.parametrize("row_group", [ROW_GROUP, 7], ids=["default", "7-rows"])
 def test_the_file_is_what_pyarrow_writes_from_the_rows_with_compact_columns(tmp_path, monkeypatch, row_group):
     # 7 rows a group: each log's rows are several groups, each built in the arrays the one before used
-    monkeypatch.setattr(bkdisk.inventory, "ROW_GROUP", row_group)
+    monkeypatch.setattr(bkdisk.inventory_cli, "ROW_GROUP", row_group)
     target = tmp_path / "rows.parquet"
     r = CliRunner().invoke(inventory, [str(CLUSTER), "--parquet", str(target), "--payload-hash", "sha256"])
     assert r.exit_code == 0, r.stderr
@@ -135,7 +135,7 @@ class _FailingWrites:
 
 @pytest.mark.parametrize("which", ["second", "last"])
 def test_a_row_group_that_cannot_be_written_fails_the_command_and_leaves_no_file(tmp_path, monkeypatch, which):
-    monkeypatch.setattr(bkdisk.inventory, "ROW_GROUP", 7)
+    monkeypatch.setattr(bkdisk.inventory_cli, "ROW_GROUP", 7)
     args = [str(CLUSTER), "--parquet", str(tmp_path / "rows.parquet")]
     with monkeypatch.context() as m:
         groups = _FailingWrites(m, 0)

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN, REPO
 
-from bkdisk.dump import dump
-from bkdisk.inventory import inventory
+from bkdisk.dump.command import dump
+from bkdisk.inventory_cli import inventory
 from bkdisk.read_ledger import read_ledger_command
 
 SCHEMAS = REPO / "specs" / "schemas"

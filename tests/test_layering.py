@@ -117,3 +117,12 @@ def test_the_namespace_rule_flags_a_planted_top_level_import():
     assert top_level_imports("import formats.entry\nfrom fsck.api import check_bookie\n") == [
         "formats.entry", "fsck.api"]
     assert top_level_imports("from bkdisk.formats import entry\nimport bkdisk.fsck.api\nimport bench.run_all\n") == []
+
+
+def test_no_command_module_shares_its_name_with_a_library_module():
+    # bkdisk/space.py beside bookie/space.py sent readers to the wrong one: the front ends are *_cli.
+    below = {p for p, n in LAYER.items() if n < LAYER[COMMAND_LINE]}
+    library = {p.stem for pkg, p in _modules() if pkg in below and p.stem != "__init__"}
+    commands = {p.stem for p in (ROOT / "bkdisk").rglob("*.py") if p.stem != "__init__"}
+    assert len(library) > 100 and len(commands) > 10
+    assert sorted(commands & library) == []

@@ -375,9 +375,10 @@ def test_load_all_reads_every_ledger_of_every_scope(tmp_path):
 
 
 def test_the_store_url_is_parsed_by_the_store_alone(tmp_path):
-    # `bkdisk metadata serve --store` says what metaservice.store.open_store says: an unknown scheme is
+    # `bkdisk metadata serve --store` says what metaservice.store_url.open_store says: an unknown scheme is
     # NotAStoreUrl (the command's usage error), a SQLite file in a missing folder a one-line StoreError.
-    from bkdisk.metaservice.store import NotAStoreUrl, StoreError, open_store
+    from bkdisk.metaservice.store import NotAStoreUrl, StoreError
+    from bkdisk.metaservice.store_url import open_store
     with pytest.raises(NotAStoreUrl, match="expected sqlite:PATH or zk://HOST:PORT/ledgers") as bad:
         open_store("mysql:x")
     assert bad.value.url == "mysql:x"

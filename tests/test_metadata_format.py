@@ -13,15 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bkdisk.formats.errors import FormatError
-from bkdisk.formats.metadata import (
-    DIGEST_TYPES,
-    HEADER_PREFIX,
-    INT32,
-    INT64,
-    LedgerMetadata,
-    parse_metadata,
-    serialize_metadata,
-)
+from bkdisk.formats.ledger_metadata import INT32, INT64, LedgerMetadata
+from bkdisk.formats.metadata import DIGEST_TYPES, HEADER_PREFIX, parse_metadata, serialize_metadata
 from bkdisk.formats.proto import LedgerMetadataFormat, java_escape_bytes, java_text_format
 from bkdisk.formats.proto.regenerate import regenerate
 

@@ -15,7 +15,7 @@ from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.metadata import parse_metadata
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.sqlite_store import SqliteStore
-from bkdisk.metaservice.store import open_store
+from bkdisk.metaservice.store_url import open_store
 
 _roots = itertools.count(1)
 # Ids at the edges of each encoding: scope-0 short and long trees, the top of a scope, scope 2^64-1.

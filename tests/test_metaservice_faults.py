@@ -26,7 +26,8 @@ from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.sqlite_store import SqliteStore
-from bkdisk.metaservice.store import BadVersion, open_store
+from bkdisk.metaservice.store import BadVersion
+from bkdisk.metaservice.store_url import open_store
 from bkdisk.metaservice.zk_store import ZkStore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -30,7 +30,8 @@ from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
 from bkdisk.metaservice.server import serve
-from bkdisk.metaservice.store import StoreError, open_store
+from bkdisk.metaservice.store import StoreError
+from bkdisk.metaservice.store_url import open_store
 from bkdisk.metaservice.zk_store import ZkStore
 
 _roots = itertools.count(1)

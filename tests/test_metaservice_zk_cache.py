@@ -132,7 +132,7 @@ def test_following_every_ledger_holds_the_bytes_of_at_most_the_cache_size_and_mi
 
 
 def test_the_store_url_opens_a_zookeeper_store_with_the_cache_size_given(zookeeper):
-    from bkdisk.metaservice.store import open_store
+    from bkdisk.metaservice.store_url import open_store
     from bkdisk.metaservice.zk_watch import DEFAULT_CACHE
     for size, expected in ((7, 7), (None, DEFAULT_CACHE)):
         store = open_store(f"zk://{zookeeper.hosts}/c{next(_roots)}/ledgers", size)

@@ -31,7 +31,8 @@ from zookeeper_fixture import OTHER_PASSWORD, OTHER_USER, PASSWORD, USER, starte
 
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
-from bkdisk.metaservice.store import PermissionDenied, open_store
+from bkdisk.metaservice.store import PermissionDenied
+from bkdisk.metaservice.store_url import open_store
 from bkdisk.metaservice.zk_auth import ZkCredentials
 
 _roots = itertools.count(1)

@@ -16,7 +16,8 @@ from kazoo.security import CREATOR_ALL_ACL
 from metaservice_fixture import count_reads, uncount_reads
 from zookeeper_fixture import started
 
-from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.metadata import serialize_metadata
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
 from bkdisk.metaservice.zk_auth import ZkCredentials

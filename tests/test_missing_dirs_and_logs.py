@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from conftest import GOLDEN, golden_copy
 
 from bkdisk.fsck_cli import fsck_command
-from bkdisk.inventory import inventory
+from bkdisk.inventory_cli import inventory
 
 CORPUS = "interleaved-v6-hostport"
 GONE = "ledgers1"

@@ -86,8 +86,8 @@ def _functions(tree: ast.AST) -> dict[ast.AST, str]:
 
 # 32-bit arithmetic that is not a location: (module, function) -> what it computes.
 NOT_LOCATIONS = {
-    ("bkdisk/java_compat.py", "java_string_hash"): "Java's int overflow in String.hashCode",
-    ("bkdisk/shell_format.py", "hexdump"): "the 8-hex-digit offset column of a hex dump",
+    ("bkdisk/dump/java_compat.py", "java_string_hash"): "Java's int overflow in String.hashCode",
+    ("bkdisk/dump/shell_format.py", "hexdump"): "the 8-hex-digit offset column of a hex dump",
     ("metaservice/zk_ids.py", "_generate_long"): "a ledger id from ZooKeeper's two 32-bit id nodes",
 }
 
@@ -171,8 +171,9 @@ def test_the_checkers_flag_location_arithmetic_bare_layout_sizes_and_format_cons
                                    "m = v & np.uint64(0xFFFFFFFF)\nx >>= 32\n")) == 5
     assert location_arithmetic("log, pos = unpack_location(loc)\nk = join_locations(l, p)\nx = y >> 8\n") == []
     assert location_arithmetic("def hexdump(data, offset=0):\n    return offset & 0xFFFFFFFF\n",
-                               "bkdisk/shell_format.py") == []
-    assert len(location_arithmetic("def f(offset):\n    return offset & 0xFFFFFFFF\n", "bkdisk/shell_format.py")) == 1
+                               "bkdisk/dump/shell_format.py") == []
+    assert len(location_arithmetic("def f(offset):\n    return offset & 0xFFFFFFFF\n",
+                                   "bkdisk/dump/shell_format.py")) == 1
     assert len(bare_layout_sizes("raw = data[r.offset + 4:r.offset + 4 + r.size]\nn = size - 1024\n"
                                  "p = pos + 1024\nb = body + 32\nm = r.size + 4\n")) == 6
     assert bare_layout_sizes("raw = data[r.offset + SIZE_PREFIX_SIZE:]\nn = i + 4\nk = count - 1\n") == []

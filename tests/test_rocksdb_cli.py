@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import GOLDEN
 
-from bkdisk.dump import dump
+from bkdisk.dump.command import dump
 from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
 from bkdisk.rocksdbfiles.sst import SstFile
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from conftest import GOLDEN
 
 from bench import rocksdb_tools as rt
-from bkdisk.dump import dump
+from bkdisk.dump.command import dump
 from bkdisk.formats import dbledger as fd
 from bkdisk.rocksdbfiles.db import open_db
 

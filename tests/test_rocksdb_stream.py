@@ -117,8 +117,8 @@ def test_ceil_key_is_the_smallest_fixed_key_at_or_above_a_bound():
                           st.integers(-2 ** 31, 2 ** 31), st.integers(0, 2 ** 32 - 1)), max_size=40),
        st.integers(0, 40), st.booleans())
 def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
-    from bkdisk import shell_format as sf
-    from bkdisk.locations_text import Listing, line
+    from bkdisk.dump import shell_format as sf
+    from bkdisk.dump.locations_text import Listing, line
     rows.sort()
     want, last = [], None
     for lid, eid, log, pos in rows:

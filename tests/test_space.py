@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
-from bkdisk.space import space
+from bkdisk.space_cli import space
 
 CORPORA = ["interleaved-v6-hostport", "sorted-v5-bookieid", "interleaved-v4-smallpage", "dbstorage-v6-bookieid"]
 SCHEMA = REPO / "specs" / "schemas" / "space.schema.json"

@@ -16,7 +16,7 @@ from bkdisk.audit.metadata_source import MetadataDirSource
 from bkdisk.audit.report import render_html, summarize
 from bkdisk.audit.rows import SPACE_FIELDS, DiskInput, RunInfo
 from bkdisk.formats.metadata import parse_metadata, serialize_metadata
-from bkdisk.space import space
+from bkdisk.space_cli import space
 
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
 GONE = (0x11, 0x2A)   # metadata removed: their bytes become garbage on every bookie

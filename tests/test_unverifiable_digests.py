@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from bkdisk.formats.ids import LedgerId
-from bkdisk.inventory import inventory
+from bkdisk.inventory_cli import inventory
 from tests.fsck_helpers import flip_payload, make_disk
 
 DUMMY_LEDGER = LedgerId(0, 256)   # the demo bookie's DUMMY-digest ledger

@@ -12,6 +12,7 @@ from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.output import warn
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.config import collector_eased
+from bkdisk.formats.byte_sizes import human_bytes
 
 gc_policy = lazy_import("bkdisk.bookie.gc_policy")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
@@ -19,18 +20,6 @@ bookie_space = lazy_import("bkdisk.bookie.space")
 metadata_client = lazy_import("bkdisk.metaservice.client")
 token_source = lazy_import("bkdisk.metaservice.token_source")
 orjson = lazy_import("orjson")
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
-
-
-def human(n: int) -> str:
-    v = float(n)
-    for u in _UNITS:
-        if abs(v) < 1024 or u == _UNITS[-1]:
-            return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
-        v /= 1024
-    return str(n)
-
 
 def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, str | None]:
     if metadata_dir:
@@ -119,8 +108,8 @@ def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata
 def render_text(report, out, top: int) -> None:
     s = report.summary
     w = out.write
-    w(f"bookie {s['bookie_id'] or '?'} ({s['storage']}): {s['logs']} entry logs, {human(s['size'])}; "
-      f"live {human(s['live_bytes'])}, garbage {human(s['garbage_bytes'])}\n")
+    w(f"bookie {s['bookie_id'] or '?'} ({s['storage']}): {s['logs']} entry logs, {human_bytes(s['size'])}; "
+      f"live {human_bytes(s['live_bytes'])}, garbage {human_bytes(s['garbage_bytes'])}\n")
     w(f"liveness: {s['liveness']}" + (f" ({s['metadata']})" if s["metadata"] else "") + "\n")
     g = s["settings"]
     w(f"GC settings ({g['source']}): minor compaction below {g['minorCompactionThreshold']} every "
@@ -134,38 +123,43 @@ def render_text(report, out, top: int) -> None:
         oldest = r["oldest_live_ledger"] or "-"
         if r["oldest_live_topic"]:
             oldest += f" ({r['oldest_live_topic']})"
-        w(f"{r['ledger_dir'] + '/' + format(r['log_id'], 'x') + '.log':<24} {human(r['size']):>10} "
-          f"{human(r['live_bytes']):>10} {human(r['garbage_bytes']):>10} {r['usage']:>6.2f}  {r['action']:<13} "
+        w(f"{r['ledger_dir'] + '/' + format(r['log_id'], 'x') + '.log':<24} {human_bytes(r['size']):>10} "
+          f"{human_bytes(r['live_bytes']):>10} {human_bytes(r['garbage_bytes']):>10} "
+          f"{r['usage']:>6.2f}  {r['action']:<13} "
           f"{oldest}\n")
-    w(f"{'total':<24} {human(s['size']):>10} {human(s['live_bytes']):>10} {human(s['garbage_bytes']):>10}\n\n")
+    w(f"{'total':<24} {human_bytes(s['size']):>10} {human_bytes(s['live_bytes']):>10} "
+      f"{human_bytes(s['garbage_bytes']):>10}\n\n")
     for a, b in s["by_action"].items():
         if b["logs"]:
-            w(f"  {a:<13} {b['logs']:>6} logs {human(b['size']):>10}\n")
-    w(f"GC frees now: {human(s['gc_frees_bytes'])} (logs with no live ledger); a minor compaction pass: "
-      f"{human(s['minor_compaction_frees_bytes'])}; a major pass: {human(s['major_compaction_frees_bytes'])}\n")
-    states = ", ".join(f"{k} {v['ledgers']} ({human(v['bytes'])})" for k, v in s["by_state"].items() if v["ledgers"])
+            w(f"  {a:<13} {b['logs']:>6} logs {human_bytes(b['size']):>10}\n")
+    w(f"GC frees now: {human_bytes(s['gc_frees_bytes'])} (logs with no live ledger); a minor compaction pass: "
+      f"{human_bytes(s['minor_compaction_frees_bytes'])}; "
+      f"a major pass: {human_bytes(s['major_compaction_frees_bytes'])}\n")
+    states = ", ".join(f"{k} {v['ledgers']} ({human_bytes(v['bytes'])})"
+                       for k, v in s["by_state"].items() if v["ledgers"])
     w(f"ledgers: {states or 'none'}\n")
     if s["top_pinning_ledgers"]:
         w("\nledgers whose deletion would free the most old logs:\n")
         for p in s["top_pinning_ledgers"]:
-            w(f"  {p['ledger']:<20} frees {p['sole_logs']:>5} logs, {human(p['frees_bytes']):>10}"
+            w(f"  {p['ledger']:<20} frees {p['sole_logs']:>5} logs, {human_bytes(p['frees_bytes']):>10}"
               + (f"  {p['topic']}" if p["topic"] else "") + "\n")
     if report.topics:
         w("\ntopics (biggest first):\n")
         for t in report.topics[:top]:
-            w(f"  {t['topic']:<48} {t['ledgers']:>6} ledgers {human(t['bytes']):>10}, pins {t['pinned_logs']} "
-              f"logs, frees {t['sole_logs']} ({human(t['frees_bytes'])})\n")
+            w(f"  {t['topic']:<48} {t['ledgers']:>6} ledgers {human_bytes(t['bytes']):>10}, pins {t['pinned_logs']} "
+              f"logs, frees {t['sole_logs']} ({human_bytes(t['frees_bytes'])})\n")
     for db in s["rocksdb"] or []:
         w(f"\nRocksDB in {db['ledger_dir']}: {_database(db, 'locations', True)}, {_database(db, 'ledgers', False)}; "
-          f"SST files holding only deleted ledgers: {len(db['stale_sst'])} ({human(db['stale_sst_bytes'])})\n")
+          f"SST files holding only deleted ledgers: {len(db['stale_sst'])} ({human_bytes(db['stale_sst_bytes'])})\n")
         for t in db["stale_sst"]:
-            w(f"  {t['database']}/{t['file']} level {t['level']} {human(t['bytes'])} ledgers {t['first_ledger']}.."
+            w(f"  {t['database']}/{t['file']} level {t['level']} {human_bytes(t['bytes'])} "
+              f"ledgers {t['first_ledger']}.."
               f"{t['last_ledger']}\n")
 
 
 def _database(db: dict, name: str, files_shown: bool) -> str:
     """One RocksDB database of a ledger dir: its bytes (and SST files), or why its files were not judged."""
-    size = "size unknown" if db[f"{name}_bytes"] is None else human(db[f"{name}_bytes"])
+    size = "size unknown" if db[f"{name}_bytes"] is None else human_bytes(db[f"{name}_bytes"])
     if db[f"{name}_sst_files"] is None:   # (the warning above says why)
         return f"{name} {size} (its MANIFEST cannot be read: SST files not counted nor judged)"
     return f"{name} {size}" + (f" ({db[f'{name}_sst_files']} SST files)" if files_shown else "")

@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, Any
 import click
 import numpy as np
 
-from bkdisk import shell_format as sf
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.mapped import map_file
-from bkdisk.dump_common import DumpError, Out, json_option
-from bkdisk.dump_state import storage_dirs
+from bkdisk.dump import shell_format as sf
+from bkdisk.dump.common import DumpError, Out, json_option
+from bkdisk.dump.state import storage_dirs
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 
 if TYPE_CHECKING:
-    from bkdisk.rocksdbfiles.db import Problem
+    from bkdisk.rocksdbfiles.problem import Problem
 
-locations_text = lazy_import("bkdisk.locations_text")
+locations_text = lazy_import("bkdisk.dump.locations_text")
 dbindex = lazy_import("bkdisk.rocksdbfiles.dbindex")
 rocksdb = lazy_import("bkdisk.rocksdbfiles.db")
 sst = lazy_import("bkdisk.rocksdbfiles.sst")

@@ -6,15 +6,15 @@ import os
 
 import click
 
-from bkdisk import shell_format as sf
 from bkdisk.bookie.layout import BookieDirs, discover
 from bkdisk.bookie.lookup import find_index
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.mapped import DiskError
-from bkdisk.dump_common import DumpError, Out, json_option, regular_file, regular_path
-from bkdisk.file_kinds import expect_kind
+from bkdisk.dump import shell_format as sf
+from bkdisk.dump.common import DumpError, Out, json_option, regular_file, regular_path
+from bkdisk.dump.file_kinds import expect_kind
 from bkdisk.formats.cookie import parse_cookie
 from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.errors import FormatError

@@ -7,7 +7,7 @@ import os
 import re
 import stat
 
-from bkdisk.dump_common import DumpError
+from bkdisk.dump.common import DumpError
 from bkdisk.formats.entrylog import ENTRY_LOG_MAGIC
 from bkdisk.formats.index import INDEX_MAGIC
 from bkdisk.formats.journal import JOURNAL_MAGIC

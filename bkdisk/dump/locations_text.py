@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bkdisk import shell_format as sf
 from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.jsonl import INT, RowTemplate, Slot, put_decimal
+from bkdisk.dump import shell_format as sf
 from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
 
 DECIMAL = 20                         # the widest signed 64-bit decimal

@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from bkdisk import shell_format as sf
 from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.dump import shell_format as sf
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
 

@@ -14,6 +14,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Iterator
 
+from bkdisk.dump.java_compat import (
+    java_double,
+    java_hashmap_order,
+    java_long,
+    java_utf8_decode,
+)
 from bkdisk.formats.codec import field_offset, read_field
 from bkdisk.formats.entry import ENTRY_V1_HEADER, ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.ids import LedgerId
@@ -22,12 +28,6 @@ from bkdisk.formats.journal import (
     META_FENCE,
     META_LEDGER_KEY,
     SCOPED_PREFIX_SIZE,
-)
-from bkdisk.java_compat import (
-    java_double,
-    java_hashmap_order,
-    java_long,
-    java_utf8_decode,
 )
 
 BLOCK_DASHES = "---------"

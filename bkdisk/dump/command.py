@@ -4,7 +4,7 @@ journal   = ``bookkeeper shell readjournal``      entrylog            = ``readlo
 index     = ``ledger -m``                          entrylog --metadata = ``readlogmetadata``
 lastmark  = ``lastmark``                           cookie, metadata    = the parsed fields
 
-The text itself lives in bkdisk/shell_format.py. Damage found by a reader is reported after
+The text itself lives in bkdisk/dump/shell_format.py. Damage found by a reader is reported after
 everything readable has been printed: one line on stderr naming file and offset, exit code 8.
 """
 from __future__ import annotations
@@ -15,21 +15,21 @@ from typing import Any
 
 import click
 
-from bkdisk import shell_format as sf
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.runner import one_line_errors
-from bkdisk.dump_common import BodyReader, Out, json_option, matches, msg_options, regular_path
+from bkdisk.dump import shell_format as sf
+from bkdisk.dump.common import BodyReader, Out, json_option, matches, msg_options, regular_path
+from bkdisk.dump.file_kinds import expect_kind
+from bkdisk.dump.java_compat import JavaLongLongMap
 from bkdisk.entrylogs.reader import Damage, EntryRecord
-from bkdisk.file_kinds import expect_kind
 from bkdisk.formats.codec import read_field, read_value
 from bkdisk.formats.entry import ENTRY_V1_HEADER
 from bkdisk.formats.entrylog import ENTRY_SIZE, SIZE_PREFIX_SIZE
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RECORD_LENGTH, SCOPED_PREFIX_SIZE, RecordKind, classify_body
-from bkdisk.java_compat import JavaLongLongMap
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.reader import EndKind
 
@@ -285,17 +285,17 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
 
 
 def _add_state_commands() -> None:
-    from bkdisk import dump_state  # imported once the group exists: its commands join it here
+    from bkdisk.dump import state  # imported once the group exists: its commands join it here
     for name in ("index", "lastmark", "cookie", "metadata"):
-        dump.add_command(getattr(dump_state, f"{name}_cmd"), name)
+        dump.add_command(getattr(state, f"{name}_cmd"), name)
 
 
 _add_state_commands()
 
 
 def _add_rocksdb_commands() -> None:
-    from bkdisk import dump_rocksdb  # DbLedgerStorage; it imports the RocksDB reader only when run
-    for name, cmd in dump_rocksdb.COMMANDS.items():
+    from bkdisk.dump import db_storage  # DbLedgerStorage; it imports the RocksDB reader only when run
+    for name, cmd in db_storage.COMMANDS.items():
         dump.add_command(cmd, name)
 
 
