@@ -198,8 +198,8 @@ def test_the_checker_loaded_after_the_arguments_is_frozen_out_of_the_collectors_
 def test_the_inventory_frozen_its_scanners_out_of_the_collectors_sight():
     """As fsck's checker: the scanners, loaded once the arguments are checked, are not walked again
     by the young collections of the scan."""
-    out = _kernels_left("inventory", "bookie_inventory", "bkdisk.bookie.inventory", "scan_bookie",
-                        "inventory.inventory.main([{root!r}], standalone_mode=False)")
+    out = _kernels_left("inventory_cli", "bookie_inventory", "bkdisk.bookie.inventory", "scan_bookie",
+                        "inventory_cli.inventory.main([{root!r}], standalone_mode=False)")
     assert "kernels left to the collector: False" in out, out[-1000:]
 
 
