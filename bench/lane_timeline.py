@@ -42,31 +42,31 @@ class Sampler(threading.Thread):
     def __init__(self, slot: float):
         super().__init__(name="bench-sampler", daemon=True)
         self.slot, self.done = slot, threading.Event()
-        self.last: dict[tuple[int, int], tuple[int, int]] = {}
-        self.names: dict[tuple[int, int], str] = {}
+        self.last: dict[tuple[int, int, int], tuple[int, int]] = {}
+        self.names: dict[tuple[int, int, int], str] = {}
         self.slots: list[tuple[float, dict[str, tuple[int, int]]]] = []
         self.lanes_seen = 0
 
-    def _lane(self, pid: int, tid: int) -> str | None:
-        key = (pid, tid)
+    def _lane(self, key: tuple[int, int, int], thread: threading.Thread | None) -> str | None:
+        """The lane of a thread (``key``: process, thread id, and the Python thread's identity, as the
+        system gives a finished thread's id to a later one)."""
         if key not in self.names:
-            if pid != os.getpid():
+            name = thread.name if thread is not None else ""
+            if key[0] != os.getpid():
                 self.names[key] = "listing"
-            elif tid == threading.main_thread().native_id:
+            elif thread is threading.main_thread():
                 self.names[key] = "passes"
+            elif name.startswith("fsck-scans"):
+                self.lanes_seen += 1
+                self.names[key] = f"lane {self.lanes_seen}"
+            elif name.startswith("ThreadPoolExec"):
+                self.names[key] = "log scans"
+            elif name.startswith("fsck-join"):
+                self.names[key] = "joins"
+            elif name.startswith("bench-sampler"):
+                self.names[key] = ""
             else:
-                comm = next((t.name for t in threading.enumerate() if t.native_id == tid), "")
-                if comm.startswith("fsck-scans"):
-                    self.lanes_seen += 1
-                    self.names[key] = f"lane {self.lanes_seen}"
-                elif comm.startswith("ThreadPoolExec"):
-                    self.names[key] = "log scans"
-                elif comm.startswith("fsck-join"):
-                    self.names[key] = "joins"
-                elif comm.startswith("bench-sampler"):
-                    self.names[key] = ""
-                else:
-                    self.names[key] = "other"
+                self.names[key] = "other"
         return self.names[key] or None
 
     def _children(self) -> list[int]:
@@ -78,6 +78,7 @@ class Sampler(threading.Thread):
     def sample(self) -> None:
         now = time.perf_counter()
         got: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
+        threads = {t.native_id: t for t in threading.enumerate()}
         for pid in [os.getpid(), *self._children()]:
             try:
                 tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -85,12 +86,14 @@ class Sampler(threading.Thread):
                 continue
             for tid in tids:
                 text = _read(f"/proc/{pid}/task/{tid}/schedstat")
-                lane = self._lane(pid, tid) if text else None
+                thread = threads.get(tid) if pid == os.getpid() else None
+                key = (pid, tid, id(thread))
+                lane = self._lane(key, thread) if text else None
                 if lane is None or text is None:
                     continue
                 run, wait = (int(v) for v in text.split()[:2])
-                r0, w0 = self.last.get((pid, tid), (0, 0))
-                self.last[(pid, tid)] = (run, wait)
+                r0, w0 = self.last.get(key, (0, 0))
+                self.last[key] = (run, wait)
                 r, w = got[lane]
                 got[lane] = (r + run - r0, w + wait - w0)
         self.slots.append((now, dict(got)))
