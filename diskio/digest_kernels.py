@@ -167,6 +167,39 @@ def _find_sorted(ids, key):
     return lo if lo < ids.size and ids[lo] == key else -1
 
 
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing: a key's slot is the product's top bits
+
+
+@inline_kernel
+def _id_slots(ids):
+    """An open-addressing table of the indices of ``ids`` (distinct), at most half full: (slots, bits)."""
+    bits = 4
+    while (1 << bits) < 2 * ids.size:
+        bits += 1
+    slots = np.full(1 << bits, -1, np.int32)
+    mask = (1 << bits) - 1
+    for i in range(ids.size):
+        h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+        while slots[h] >= 0:
+            h = (h + 1) & mask
+        slots[h] = i
+    return slots, bits
+
+
+@inline_kernel
+def _find_slotted(ids, slots, bits, key):
+    """The index of ``key`` in ``ids`` through _id_slots' table, or -1."""
+    mask = (1 << bits) - 1
+    h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+    while True:
+        at = slots[h]
+        if at < 0:
+            return -1
+        if ids[at] == key:
+            return np.int64(at)
+        h = (h + 1) & mask
+
+
 @kernel
 def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known_ids, samples, out_type, out_source,
                        out_status, out_payload_len, out_sniffed):
@@ -186,6 +219,9 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
     caller then checks the entries the general way."""
     decided_ids = unowned(decided_ids)
     known_ids = unowned(known_ids)
+    # Where logs interleave ledgers each entry's ledger differs from the last: a table, not a search of
+    # the sorted ids, finds its row.
+    slots, bits = _id_slots(decided_ids)
     k = 0
     last_ledger = np.uint64(0)
     at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed
@@ -207,7 +243,7 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
             if at == -2 or lid != last_ledger:   # entries of a ledger often come in runs
                 if at == -1 and not run_ok:
                     return -1
-                at, last_ledger = _find_sorted(decided_ids, lid), lid
+                at, last_ledger = _find_slotted(decided_ids, slots, bits, lid), lid
                 if at == -1:   # met first here: sniffed
                     if samples == 0 or _find_sorted(known_ids, lid) >= 0:
                         return -1
