@@ -99,3 +99,34 @@ def same_at(name: str, cmd: list[str], env: dict | None, limit: int, spare: int)
         b = outputs(name, base + ["--memory-limit", str(spare)], env, tmp)
     what = {"fsck": "findings and summary", "inventory --jsonl": "SHA-256 and lines"}.get(name, "rows")
     return a == b, what
+
+
+def same_as_checkout(roots: list[str], checkout: str, extra: list[str]) -> list[tuple[str, bool]]:
+    """bookie-fsck's findings and summary over each of ``roots`` from this install and from a source
+    ``checkout`` (``git archive REV | tar -x -C DIR``), with ``extra`` options: (root, equal) each."""
+    from bench import commands_bench
+    out = []
+    for root in roots:
+        here = _fsck(commands_bench.command("bookie-fsck", [root, *extra])[0], None)
+        there = _fsck(*commands_bench.command("bookie-fsck", [root, *extra], checkout))
+        out.append((root, here == there))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m bench.same_outputs",
+                                 description="bookie-fsck's findings over bookies: this install against a checkout")
+    ap.add_argument("roots", nargs="+", help="bookies to check")
+    ap.add_argument("--before", required=True, metavar="DIR", help="a source checkout (git archive REV)")
+    ap.add_argument("--fsck-args", default="", help="more bookie-fsck options, one string (--metadata-dir DIR ...)")
+    a = ap.parse_args(argv)
+    got = same_as_checkout(a.roots, a.before, a.fsck_args.split())
+    for root, equal in got:
+        print(f"{'same     ' if equal else 'DIFFERENT'} {root}")
+    return 0 if all(equal for _r, equal in got) else 1
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

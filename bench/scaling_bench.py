@@ -8,7 +8,9 @@ beside a raw read of the same bytes in the same rounds.
 Each config ``GIB:LEDGERS`` is a bookie bench/scan_bench.py builds (all ledgers CRC32C, payloads of
 1-64 KiB, no synthetic index tree) in ``<base>/s<GIB>g-<LEDGERS>``, or reuses when it is there;
 ``GIB:LEDGERS:MIN-MAX`` one of MIN-MAX-byte payloads built in bulk (bench/bulk_bookie.py) in
-``<base>/b<GIB>g-<LEDGERS>-<MIN>-<MAX>`` (the entries axis: ``2:20000:100-1000,16:20000:100-1000``; many
+``<base>/b<GIB>g-<LEDGERS>-<MIN>-<MAX>``, its entries interleaved over ledgers as a busy bookie's are
+(``GIB:LEDGERS:MIN-MAX:contiguous``: each ledger's entries one run, ids 1..N) (the entries axis:
+``2:20000:100-1000,16:20000:100-1000``; many
 ledgers: ``1:2000000:100-1000``, one entry a ledger, about 11 GB on disk: each ``.idx`` is a block of
 data and a hole). Its files are read once first, so the figures are from the page
 cache (if the machine has the memory for them: the table says how large each bookie is). ``--clean``
@@ -31,25 +33,27 @@ from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 GIB = 1 << 30
 
 
-def bookie_dir(base: str, gib: float, ledgers: int, sizes: str | None = None) -> str:
+def bookie_dir(base: str, gib: float, ledgers: int, sizes: str | None = None, layout: str = "interleaved") -> str:
     if sizes:
-        return os.path.join(base, f"b{gib:g}g-{ledgers}-{sizes}")
+        return os.path.join(base, f"b{gib:g}g-{ledgers}-{sizes}" + ("-contiguous" if layout == "contiguous" else ""))
     return os.path.join(base, f"s{gib:g}g-{ledgers}")
 
 
-def build_args(d: str, gib: float, ledgers: int, sizes: str | None = None) -> argparse.Namespace:
+def build_args(d: str, gib: float, ledgers: int, sizes: str | None = None,
+               layout: str = "interleaved") -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     scan_bench.bookie_arguments(ap)
-    extra = ["--entry-bytes", sizes.replace("-", ":"), "--bulk"] if sizes else []
+    extra = ["--entry-bytes", sizes.replace("-", ":"), "--bulk", "--layout", layout] if sizes else []
     return ap.parse_args(["--dir", d, "--size-gib", str(gib), "--ledgers", str(ledgers), "--idx-files", "0",
                           "--digest", "crc32c", *extra])
 
 
-def parse_configs(text: str) -> list[tuple[float, int, str | None]]:
+def parse_configs(text: str) -> list[tuple[float, int, str | None, str]]:
     out = []
     for c in text.split(","):
         parts = c.split(":")
-        out.append((float(parts[0]), int(parts[1]), parts[2] if len(parts) > 2 else None))
+        out.append((float(parts[0]), int(parts[1]), parts[2] if len(parts) > 2 else None,
+                    parts[3] if len(parts) > 3 else "interleaved"))
     return out
 
 
@@ -70,9 +74,9 @@ for _batch in write_replicas(iter_disk(DiskInput(root), {}, RunInfo.new(), memor
 def run(a) -> int:
     rows = []
     limit = ["--memory-limit", str(a.memory_limit)] if a.memory_limit else []
-    for gib, ledgers, sizes in parse_configs(a.configs):
-        d = os.path.abspath(bookie_dir(a.base, gib, ledgers, sizes))
-        scan_bench.ensure_built(build_args(d, gib, ledgers, sizes))
+    for gib, ledgers, sizes, layout in parse_configs(a.configs):
+        d = os.path.abspath(bookie_dir(a.base, gib, ledgers, sizes, layout))
+        scan_bench.ensure_built(build_args(d, gib, ledgers, sizes, layout))
         root = os.path.join(d, "bookie")
         out = os.path.join(d, "out")
         os.makedirs(out, exist_ok=True)

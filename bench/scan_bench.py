@@ -49,6 +49,7 @@ def _params(a) -> dict:
         p["entry_bytes"] = a.entry_bytes
     if getattr(a, "bulk", False):
         p["bulk"] = True
+        p["layout"] = getattr(a, "layout", "interleaved")
     return p
 
 
@@ -75,8 +76,9 @@ def build(a) -> None:
     lo, hi = entry_sizes(getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES))
     if getattr(a, "bulk", False):
         t = time.perf_counter()
-        counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed)
-        print(f"built bookie in bulk: {counts['entries']} entries, {a.ledgers} ledgers, "
+        counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed,
+                                   a.layout)
+        print(f"built bookie in bulk ({a.layout}): {counts['entries']} entries, {a.ledgers} ledgers, "
               f"{counts['bytes'] / GIB:.2f} GiB "
               f"of entries in {counts['logs']} entry logs, {counts['journals']} journals "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
@@ -187,7 +189,7 @@ def ensure_built(a) -> None:
            "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest,
            "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)]
     if getattr(a, "bulk", False):
-        cmd.append("--bulk")
+        cmd += ["--bulk", "--layout", a.layout]
     subprocess.run(cmd, check=True)
 
 
@@ -421,6 +423,9 @@ def bookie_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--bulk", action="store_true",
                     help="build with bench/bulk_bookie.py (CRC32C, packaged in batches: minutes for tens of millions "
                          "of entries) instead of bookie.writer")
+    ap.add_argument("--layout", choices=("interleaved", "contiguous"), default="interleaved",
+                    help="with --bulk: entries given to random ledgers as a busy bookie's adds arrive (ids over the "
+                         "64-bit range, one ledger in eleven CRC32), or each ledger's entries one run (ids 1..N)")
 
 
 def main(argv: list[str] | None = None) -> int:

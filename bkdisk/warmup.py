@@ -92,7 +92,8 @@ def _warm_ranges() -> None:
 
 def _warm_join() -> None:
     """Pass 5's join of a log read in parts: a part of one entry gives the kernels columns numba types as
-    contiguous (a one-row view is), another variant than a longer part's."""
+    contiguous (a one-row view is), another variant than a longer part's; a part of two entries over
+    64 KiB apart has its locations grouped by where they point."""
     import numpy as np
 
     from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
@@ -100,10 +101,10 @@ def _warm_join() -> None:
     from bkdisk.fsck.range_join import join_range
     from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
     e = np.zeros(3, ENTRY_DTYPE)
-    e["offset"] = [1024, 1100, 1200]
-    log = EntryLogArrays("0.log", 0, 4096, None, None, None, None, 4096, e, np.zeros(0, PROBLEM_DTYPE))
+    e["offset"] = [1024, 70000, 140000]
+    log = EntryLogArrays("0.log", 0, 150000, None, None, None, None, 150000, e, np.zeros(0, PROBLEM_DTYPE))
     lr = np.zeros(2, LOCATION_ROW)
-    lr["key"] = [1028, 1104]
+    lr["key"] = [1028, 70004]
     join_range(np.zeros(2, INDEX_FILE_DTYPE), [(0, log)], lr, rows=2)   # parts of two entries and one
 
 

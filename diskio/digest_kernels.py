@@ -28,10 +28,13 @@ DIGEST_NEEDS_BYTES = 4      # check_digests_by_facts: the facts do not settle it
 # sniff_crc's result bits
 SNIFF_CRC32C, SNIFF_CRC32 = 1, 2
 # An entry's digest facts (entry_facts), one byte: whether its digest verifies as CRC32C (0: not
-# computed, the entry being too short), its format, and a V2 entry's digest code.
+# computed, the entry being too short), its format, a V2 entry's digest code, and, for an entry that
+# does not verify as CRC32C and is long enough for a CRC32 digest, whether it verifies as CRC32 (the
+# digest of about one ledger in ten: its entries then need no second read of their bytes).
 FACT_CRC32C_OK, FACT_CRC32C_BAD, FACT_CRC32C = 1, 2, 3
 FACT_V2 = 4
 FACT_CODE_SHIFT = 3
+FACT_CRC32_OK = 128
 
 _CRC32, _HMAC, _CRC32C, _DUMMY = (int(t) for t in (DigestType.CRC32, DigestType.HMAC, DigestType.CRC32C,
                                                    DigestType.DUMMY))
@@ -111,14 +114,36 @@ def entry_facts(buf, body, n, variant, max_crc):
         crc = crc_update(mask32, buf, body, header, POLY_CRC32C, variant)
         crc = crc_update(crc, buf, body + header + _LEN_CRC32C, n - header - _LEN_CRC32C, POLY_CRC32C,
                          variant) ^ mask32
-        f |= FACT_CRC32C_OK if np.uint64(be_u32(buf, body + header)) == crc else FACT_CRC32C_BAD
+        if np.uint64(be_u32(buf, body + header)) == crc:
+            f |= FACT_CRC32C_OK
+        else:
+            f |= FACT_CRC32C_BAD
+            if n >= header + _LEN_CRC32:
+                crc = crc_update(mask32, buf, body, header, POLY_CRC32, variant)
+                crc = crc_update(crc, buf, body + header + _LEN_CRC32, n - header - _LEN_CRC32, POLY_CRC32,
+                                 variant) ^ mask32
+                if be_u64(buf, body + header) == crc:
+                    f |= FACT_CRC32_OK
     return f
+
+
+@inline_kernel
+def _status_of_facts(digest_type, f):
+    """A CRC digest's status from an entry's facts (its length past its header and digest checked
+    already), or DIGEST_NEEDS_BYTES where they do not tell: a CRC32C not computed, a CRC32 not
+    computed (the entry verified as CRC32C, or was not checked at all)."""
+    crc32c = f & FACT_CRC32C
+    if digest_type == _CRC32C and crc32c != 0:
+        return DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
+    if digest_type == _CRC32 and crc32c == FACT_CRC32C_BAD:
+        return DIGEST_OK if f & FACT_CRC32_OK else DIGEST_BAD
+    return DIGEST_NEEDS_BYTES
 
 
 @kernel
 def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
     """check_digests from the entries' digest facts instead of their bytes: the same type and status,
-    or DIGEST_NEEDS_BYTES where the facts do not tell (a CRC32 digest; a CRC32C one not computed)."""
+    or DIGEST_NEEDS_BYTES where the facts do not tell (a CRC not computed)."""
     for i in range(size.size):
         n = size[i]
         if fmt[i] == 2:
@@ -132,11 +157,7 @@ def check_digests_by_facts(size, fmt, facts, code, known, out_type, out_status):
         if settled >= 0:
             out_status[i] = settled
             continue
-        crc32c = facts[i] & FACT_CRC32C
-        if digest_type == _CRC32C and crc32c != 0:
-            out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
-        else:
-            out_status[i] = DIGEST_NEEDS_BYTES
+        out_status[i] = _status_of_facts(digest_type, facts[i])
 
 
 @inline_kernel
@@ -144,6 +165,39 @@ def _find_sorted(ids, key):
     """The index of ``key`` in the sorted ``ids``, or -1."""
     lo = first_at_least(ids, key, 0, ids.size)
     return lo if lo < ids.size and ids[lo] == key else -1
+
+
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing: a key's slot is the product's top bits
+
+
+@inline_kernel
+def _id_slots(ids):
+    """An open-addressing table of the indices of ``ids`` (distinct), at most half full: (slots, bits)."""
+    bits = 4
+    while (1 << bits) < 2 * ids.size:
+        bits += 1
+    slots = np.full(1 << bits, -1, np.int32)
+    mask = (1 << bits) - 1
+    for i in range(ids.size):
+        h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+        while slots[h] >= 0:
+            h = (h + 1) & mask
+        slots[h] = i
+    return slots, bits
+
+
+@inline_kernel
+def _find_slotted(ids, slots, bits, key):
+    """The index of ``key`` in ``ids`` through _id_slots' table, or -1."""
+    mask = (1 << bits) - 1
+    h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+    while True:
+        at = slots[h]
+        if at < 0:
+            return -1
+        if ids[at] == key:
+            return np.int64(at)
+        h = (h + 1) & mask
 
 
 @kernel
@@ -161,10 +215,13 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
     Returns the number k of ledgers sniffed (their ids in ``out_sniffed[:k]``, for the plan), or -1
     (the outputs then partly written) as soon as an entry is not settled so: a ledger decided as no
     type, known, or not sniffed as CRC32C; a V2 code that is none or no
-    DigestType; an entry that needs its bytes or a password (CRC32, HMAC, a CRC32C not computed). The
+    DigestType; an entry that needs its bytes or a password (HMAC, a CRC not computed). The
     caller then checks the entries the general way."""
     decided_ids = unowned(decided_ids)
     known_ids = unowned(known_ids)
+    # Where logs interleave ledgers each entry's ledger differs from the last: a table, not a search of
+    # the sorted ids, finds its row.
+    slots, bits = _id_slots(decided_ids)
     k = 0
     last_ledger = np.uint64(0)
     at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed
@@ -186,7 +243,7 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
             if at == -2 or lid != last_ledger:   # entries of a ledger often come in runs
                 if at == -1 and not run_ok:
                     return -1
-                at, last_ledger = _find_sorted(decided_ids, lid), lid
+                at, last_ledger = _find_slotted(decided_ids, slots, bits, lid), lid
                 if at == -1:   # met first here: sniffed
                     if samples == 0 or _find_sorted(known_ids, lid) >= 0:
                         return -1
@@ -218,9 +275,10 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
                 return -1
             out_status[i] = settled
             continue
-        if digest_type != _CRC32C or crc32c == 0:
+        status = _status_of_facts(digest_type, f)
+        if status == DIGEST_NEEDS_BYTES:
             return -1
-        out_status[i] = DIGEST_OK if crc32c == FACT_CRC32C_OK else DIGEST_BAD
+        out_status[i] = status
     if at == -1 and not run_ok:
         return -1
     return k
@@ -265,10 +323,12 @@ def digests_from_facts_reference(size, v2, ledger, facts, decided: dict[int, tup
             status = DIGEST_BAD
         elif t == _DUMMY:
             status = DIGEST_OK
-        elif t != _CRC32C or f & FACT_CRC32C == 0:   # HMAC, CRC32, or a CRC32C not computed
-            return None
-        else:
+        elif t == _CRC32C and f & FACT_CRC32C != 0:
             status = DIGEST_OK if f & FACT_CRC32C == FACT_CRC32C_OK else DIGEST_BAD
+        elif t == _CRC32 and f & FACT_CRC32C == FACT_CRC32C_BAD:
+            status = DIGEST_OK if f & FACT_CRC32_OK else DIGEST_BAD
+        else:   # HMAC, or a CRC not computed
+            return None
         for column, value in zip(out, (t, source, status, max(n - header - d, -1))):
             column[i] = value
     return tuple(out), list(runs)

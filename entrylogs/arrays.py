@@ -45,7 +45,9 @@ def ledger_sums(scope: np.ndarray, ledger: np.ndarray, weight: np.ndarray) -> tu
         return scope[:0], ledger[:0], np.zeros(0, np.int64)
     runs = run_starts(scope, ledger)
     scope, ledger, weight = scope[runs], ledger[runs], np.add.reduceat(weight, runs)
-    order = np.lexsort((ledger, scope))
+    # Where logs interleave ledgers the runs are nearly as many as the rows. One scope (a bookie without
+    # scoped ledgers) is one key to sort, a third of the two keys' time; sums need no stable order.
+    order = np.argsort(ledger) if not np.any(scope != scope[0]) else np.lexsort((ledger, scope))
     s, l = scope[order], ledger[order]
     first = run_starts(s, l)
     return s[first], l[first], np.add.reduceat(weight[order], first)

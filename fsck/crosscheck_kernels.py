@@ -39,6 +39,17 @@ def parts_holding(l_key, rows, firsts, out_part):
         out_part[i] = max(first_at_least(firsts, at + 1, 0, firsts.size) - 1, 0)
 
 
+@kernel
+def position_buckets(l_key, rows, first, bits, buckets, out_bucket):
+    """For each location ``l_key[rows[i]]``: which ``2**bits`` bytes of the log, from offset ``first``,
+    hold its size prefix (clipped to 0 .. ``buckets`` - 1)."""
+    l_key, rows = unowned(l_key), unowned(rows)
+    mask = np.uint64((1 << POSITION_BITS) - 1)
+    for i in range(rows.size):
+        at = np.int64(l_key[rows[i]] & mask) - SIZE_PREFIX_SIZE - first
+        out_bucket[i] = min(max(at >> bits, 0), buckets - 1)
+
+
 @inline_kernel
 def _first_at_least_near(keys, k, p):
     """first_at_least over all ``keys``, searched outwards from index ``p`` (where the previous key

@@ -116,3 +116,18 @@ def test_the_facts_path_settles_a_clean_ledger():
     assert settled is not None
     assert settled[2].tolist() == [D.DIGEST_OK] * 5
     assert plan.decided_table()[1].tolist() == [[int(DigestType.CRC32C), D.SOURCE_SNIFFED]]
+
+
+def test_the_facts_path_settles_a_crc32_ledger():
+    """A ledger whose digest is CRC32 (about one in ten of a cluster's) is settled from its facts too, a
+    damaged entry bad: its bytes need no second read (the journal's check maps no window for it)."""
+    rows = [(1, False, DigestType.CRC32, 20, NO_DAMAGE, 0)] * 2 + [(1, False, DigestType.CRC32, 20, LAST_BYTE, 0)] \
+        + [(1, False, DigestType.CRC32, 20, HEADER_BYTE, 0), (1, False, DigestType.CRC32, 0, NO_DAMAGE, 0)]
+    buf, ents = _records(rows)
+    facts = np.array([entry_facts(buf, int(o) + SIZE_PREFIX_SIZE, int(s), crc_variant(), 1 << 30)
+                      for o, s in zip(ents["offset"], ents["size"])], np.uint8)
+    plan = DigestPlan(decided={(0, 1): (int(DigestType.CRC32), D.SOURCE_SNIFFED)})
+    settled = D.digests_by_facts(plan, ents["size"], ents["format"] == 2, ents["ledger"], facts)
+    assert settled is not None
+    assert settled[2].tolist() == [D.DIGEST_OK, D.DIGEST_OK, D.DIGEST_BAD, D.DIGEST_BAD, D.DIGEST_OK]
+    assert settled[2].tolist() == _general(buf, ents, copy.deepcopy(plan), facts)[0]["status"].tolist()

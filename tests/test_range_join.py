@@ -19,12 +19,13 @@ def _log(log_id: int, offsets: list[int], ids: list[tuple[int, int, int]]) -> tu
     e["offset"] = offsets
     for col, vals in zip(("scope", "ledger", "entry"), zip(*ids) if ids else ((), (), ())):
         e[col] = vals
-    return log_id, EntryLogArrays(f"{log_id:x}.log", log_id, 1 << 20, None, None, None, None, 1 << 20, e,
+    return log_id, EntryLogArrays(f"{log_id:x}.log", log_id, 1 << 24, None, None, None, None, 1 << 24, e,
                                   np.zeros(0, PROBLEM_DTYPE))
 
 
 @st.composite
-def ranges(draw):
+def ranges(draw, unit: int = 16):
+    """A range's logs and locations; ``unit``: the bytes between neighbouring entries' slots."""
     files = np.zeros(4, INDEX_FILE_DTYPE)
     files["scope"], files["ledger"] = [0, 0, 1, 0], [5, 6, 5, 7]
     # One id may be in two dirs; an id past a location's 32 bits names a log no location can point at.
@@ -32,7 +33,7 @@ def ranges(draw):
     here = []
     for log_id in ids:
         gaps = draw(st.lists(st.integers(1, 3), max_size=8))
-        offsets = (1024 + np.cumsum(gaps) * 16).tolist()
+        offsets = (1024 + np.cumsum(gaps) * unit).tolist()
         if draw(st.booleans()):   # entries out of position order (a damaged or hand-made log)
             offsets = draw(st.permutations(offsets))
         owners = [draw(st.integers(0, 3)) for _ in offsets]
@@ -44,7 +45,7 @@ def ranges(draw):
     logs = [i for i in ids if i < range_join.LOCATABLE_LOGS] or [1]
     for i in range(n):
         log = draw(st.sampled_from(logs))
-        pos = 1024 + 16 * draw(st.integers(0, 30)) + 4 + draw(st.sampled_from([0, 0, 0, 8]))
+        pos = 1024 + unit * draw(st.integers(0, 30)) + 4 + draw(st.sampled_from([0, 0, 0, 8]))
         lr[i]["key"] = (log << POSITION_BITS) | pos
         lr[i]["file"], lr[i]["entry"] = draw(st.integers(0, 3)), draw(st.integers(0, 2))
     return files, here, lr
@@ -63,6 +64,39 @@ def test_a_range_joined_log_by_log_equals_one_sorted_table(case, rows):
     files, here, lr = case
     want = _plain(range_join._join_rows(files, [(i, s.entries) for i, s in here], lr))
     assert _plain(range_join.join_range(files, here, lr, rows)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=ranges(unit=40_000), rows=st.sampled_from([None, 1, 2, 3]))
+def test_a_log_spread_over_many_64_kib_joined_log_by_log_equals_one_sorted_table(case, rows):
+    """Locations looked up grouped by the 64 KiB they point into give the join of one sorted table."""
+    files, here, lr = case
+    want = _plain(range_join._join_rows(files, [(i, s.entries) for i, s in here], lr))
+    assert _plain(range_join.join_range(files, here, lr, rows)) == want
+
+
+def test_locations_of_interleaved_ledgers_are_looked_up_near_the_last(monkeypatch):
+    """Two ledgers whose entries alternate over 1 MiB of a log: their index holds ledger 5's locations,
+    then ledger 6's; the join looks them up grouped by the 64 KiB they point into (counted from the
+    log part's first entry), so that each search
+    starts near the entry it looks for."""
+    files = np.zeros(2, INDEX_FILE_DTYPE)
+    files["ledger"] = [5, 6]
+    offsets = [1024 + 512 * j for j in range(2048)]
+    here = [_log(1, offsets, [(0, 5 + j % 2, j // 2) for j in range(2048)])]
+    lr = np.zeros(2048, LOCATION_ROW)
+    lr["k"] = np.arange(2048)
+    lr["key"] = [(1 << POSITION_BITS) | (offsets[2 * e + f] + 4) for f in (0, 1) for e in range(1024)]
+    lr["file"] = np.repeat([0, 1], 1024)
+    lr["entry"] = np.tile(np.arange(1024), 2)
+    looked: list[np.ndarray] = []
+    real = range_join.match_log
+    monkeypatch.setattr(range_join, "match_log",
+                        lambda *a: looked.append(a[4][a[9]] & ((1 << POSITION_BITS) - 1)) or real(*a))
+    found, free = range_join.join_range(files, here, lr)
+    assert found == [] and len(free) == 0
+    at = np.concatenate(looked).astype(np.int64)
+    assert len(at) == 2048 and np.all(np.diff((at - 4 - offsets[0]) >> 16) >= 0)   # (from the log's first entry)
 
 
 def _entries(here):
