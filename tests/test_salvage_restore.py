@@ -14,7 +14,7 @@ from bkdisk.audit.cli import audit
 from bkdisk.metaservice import zk_layout
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.server import serve
-from bkdisk.metaservice.store import open_store
+from bkdisk.metaservice.store_url import open_store
 from bkdisk.salvage_cli import salvage
 
 pytestmark = pytest.mark.slow   # two local Spark runs over a real ZooKeeper
