@@ -1,9 +1,12 @@
 """A scan given a sink hands its per-record output over part by part as it scans, and the readers take
 it back a bounded range at a time: neither ever holds a file's records whole (numpy's allocations, as
 tracemalloc sees them, stay far below the size of the records), and both give exactly the rows, digests
-and journal facts of a scan held whole."""
+and journal facts of a scan held whole. Memory is measured in a process of its own, started for the
+measurement: tracemalloc counts every thread's allocations, and threads left by earlier tests (Spark's,
+gRPC's) would otherwise count toward the scan's peak."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import tracemalloc
 
@@ -44,6 +47,11 @@ def small_entries(tmp_path_factory):
     return w
 
 
+def _small_parts():
+    ScanSink.part_bytes = PART
+    scan_sink.PART_ROWS = READ_ROWS
+
+
 @pytest.fixture
 def small_parts(monkeypatch, tmp_path):
     monkeypatch.setattr(ScanSink, "part_bytes", PART)
@@ -62,39 +70,75 @@ def _peak(fn):
         tracemalloc.stop()
 
 
+def _alone(probe, *args):
+    """probe(*args) run in a fresh process (no thread but its own), with the small parts set there."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(probe, args)
+
+
+def _journal_scan_probe(j, spill):
+    _small_parts()
+    scan_journal(j, window=WINDOW, digest_facts=True)   # (kernels loaded before the measurement)
+    with SpillFolder(MemoryLimit(1, spill)) as folder:
+        chunked, peak = _peak(lambda: scan_journal(j, window=WINDOW, digest_facts=True,
+                                                   sink=ScanSink(Room(0), folder)))
+        assert isinstance(chunked, ChunkedJournalScan) and chunked.spilled
+        return peak, chunked.records, chunked.digest_facts, (
+            chunked.end_kind, chunked.end_offset, chunked.end_detail, chunked.records_end())
+
+
+def _log_scan_probe(log, spill):
+    _small_parts()
+    kw = dict(window=WINDOW, digests=DigestPlan(), digest_facts=True, payload_hash="sha256")
+    scan_entry_log(log, **kw)
+    with SpillFolder(MemoryLimit(1, spill)) as folder:
+        chunked, peak = _peak(lambda: scan_entry_log(log, **kw, sink=ScanSink(Room(0), folder)))
+        assert isinstance(chunked, ChunkedLogScan) and chunked.spilled
+        parts = list(log_scan_parts(chunked))
+        return (peak, chunked.entries, chunked.digests, chunked.payload_hashes, chunked.computed_ledgers_map(),
+                max(len(p.entries) for p in parts), np.concatenate([p.digests for p in parts]))
+
+
+def _journal_readers_probe(j, spill, bad, mark):
+    _small_parts()
+    whole = scan_journal(j, window=WINDOW, digest_facts=True)
+    bad_data_records(whole, DigestPlan(), WINDOW)
+    del whole
+    with SpillFolder(MemoryLimit(1, spill)) as folder:
+        chunked = scan_journal(j, window=WINDOW, digest_facts=True, sink=ScanSink(Room(0), folder))
+        got, peak = _peak(lambda: bad_data_records(chunked, DigestPlan(), WINDOW))
+        facts = JournalFacts.collect([(chunked.journal_id, j, chunked, mark)])
+        return (got, peak, data_rows(chunked, bad), list(facts.pending.tuples()), facts.fenced,
+                facts.explicit_lac, facts.master_keys)
+
+
 def _largest(paths):
     return max(paths, key=os.path.getsize)
 
 
-def test_a_journal_scan_given_a_sink_never_holds_its_records_whole(small_entries, small_parts):
+def test_a_journal_scan_given_a_sink_never_holds_its_records_whole(small_entries, tmp_path):
     j = _largest(small_entries.journal_files)
     whole = scan_journal(j, window=WINDOW, digest_facts=True)
     assert whole.records.nbytes > 64 * PART, "the journal is too small to tell"
-    chunked, peak = _peak(lambda: scan_journal(j, window=WINDOW, digest_facts=True,
-                                               sink=ScanSink(Room(0), small_parts)))
-    assert isinstance(chunked, ChunkedJournalScan) and chunked.spilled
+    peak, records, digest_facts, end = _alone(_journal_scan_probe, j, str(tmp_path))
     assert peak < whole.records.nbytes / 4, (peak, whole.records.nbytes)
-    assert np.array_equal(chunked.records, whole.records)
-    assert np.array_equal(chunked.digest_facts, whole.digest_facts)
-    assert (chunked.end_kind, chunked.end_offset, chunked.end_detail, chunked.records_end()) == \
-        (whole.end_kind, whole.end_offset, whole.end_detail, whole.records_end())
+    assert np.array_equal(records, whole.records)
+    assert np.array_equal(digest_facts, whole.digest_facts)
+    assert end == (whole.end_kind, whole.end_offset, whole.end_detail, whole.records_end())
 
 
-def test_an_entry_log_scan_given_a_sink_never_holds_its_entries_whole(small_entries, small_parts):
+def test_an_entry_log_scan_given_a_sink_never_holds_its_entries_whole(small_entries, tmp_path):
     log = _largest(small_entries.entry_log_files)
     whole = scan_entry_log(log, window=WINDOW, digests=DigestPlan(), digest_facts=True, payload_hash="sha256")
     assert whole.entries.nbytes > 64 * PART, "the log is too small to tell"
-    chunked, peak = _peak(lambda: scan_entry_log(log, window=WINDOW, digests=DigestPlan(), digest_facts=True,
-                                                 payload_hash="sha256", sink=ScanSink(Room(0), small_parts)))
-    assert isinstance(chunked, ChunkedLogScan) and chunked.spilled
+    peak, entries, digests, hashes, ledgers_map, most_read, read_digests = _alone(_log_scan_probe, log, str(tmp_path))
     assert peak < (whole.entries.nbytes + whole.payload_hashes.raw.nbytes) / 4, (peak, whole.entries.nbytes)
-    assert np.array_equal(chunked.entries, whole.entries)
-    assert np.array_equal(chunked.digests, whole.digests)
-    assert chunked.payload_hashes == whole.payload_hashes
-    assert chunked.computed_ledgers_map() == whole.computed_ledgers_map()
-    parts = list(log_scan_parts(chunked))
-    assert max(len(p.entries) for p in parts) <= READ_ROWS
-    assert np.array_equal(np.concatenate([p.digests for p in parts]), whole.digests)
+    assert np.array_equal(entries, whole.entries)
+    assert np.array_equal(digests, whole.digests)
+    assert hashes == whole.payload_hashes
+    assert ledgers_map == whole.computed_ledgers_map()
+    assert most_read <= READ_ROWS
+    assert np.array_equal(read_digests, whole.digests)
 
 
 @pytest.mark.parametrize("part_windows", [0.5, 0.75, 1, 2])
@@ -127,7 +171,7 @@ def test_held_parts_give_the_rows_of_a_scan_held_whole(small_entries, small_part
     assert room.used == 0
 
 
-def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, small_parts):
+def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, tmp_path):
     j = _largest(small_entries.journal_files)
     whole = scan_journal(j, window=WINDOW, digest_facts=True)
     data = np.flatnonzero(whole.records["kind"] == 0)
@@ -136,21 +180,17 @@ def test_journal_readers_take_a_spilled_scan_a_part_at_a_time(small_entries, sma
         r = whole.records[data[k]]
         flip(j, int(r["offset"]) + 4 + int(r["size"]) - 3)
     whole = scan_journal(j, window=WINDOW, digest_facts=True)
-    chunked = scan_journal(j, window=WINDOW, digest_facts=True, sink=ScanSink(Room(0), small_parts))
     assert np.array_equal(bad_data_records(whole, DigestPlan(), WINDOW), want)
-    got, peak = _peak(lambda: bad_data_records(chunked, DigestPlan(), WINDOW))
-    assert np.array_equal(got, want)
-    # (tracemalloc counts what every thread allocates meanwhile, threads of earlier tests too: a third
-    # leaves them room, and the records read whole, about twice them, still fail it)
-    assert peak < whole.records.nbytes / 3, (peak, whole.records.nbytes)
-    at, rows, n = data_rows(chunked, want)
-    assert n == len(data) and np.array_equal(at, data[want]) and np.array_equal(rows, whole.records[data[want]])
     # A mark past the journal's middle: the records after it are pending, those before are not.
     mark = LastMark(whole.journal_id, int(whole.records["offset"][len(whole.records) // 2]))
-    facts, peak = _peak(lambda: JournalFacts.collect([(whole.journal_id, j, chunked, mark)]))
+    got, peak, (at, rows, n), pending, fenced, explicit_lac, master_keys = \
+        _alone(_journal_readers_probe, j, str(tmp_path), want, mark)
+    assert np.array_equal(got, want)
+    assert peak < whole.records.nbytes / 4, (peak, whole.records.nbytes)
+    assert n == len(data) and np.array_equal(at, data[want]) and np.array_equal(rows, whole.records[data[want]])
     held = JournalFacts.collect([(whole.journal_id, j, whole, mark)])
-    assert list(facts.pending.tuples()) == list(held.pending.tuples()) and facts.fenced == held.fenced
-    assert facts.explicit_lac == held.explicit_lac and facts.master_keys == held.master_keys
+    assert pending == list(held.pending.tuples()) and fenced == held.fenced
+    assert explicit_lac == held.explicit_lac and master_keys == held.master_keys
 
 
 @settings(max_examples=80, deadline=None)
