@@ -16,6 +16,7 @@ from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
 from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, Limits, PeerCounts
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
+from bkdisk.metaservice.registration import add_ledger_service
 from bkdisk.metaservice.request_log import RequestLog
 from bkdisk.metaservice.responses import ledger_id_of, ledger_response
 from bkdisk.metaservice.store import (
@@ -249,7 +250,7 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), interceptors=interceptors,
                          options=[("grpc.max_receive_message_length", limits.max_request_bytes),
                                   ("grpc.so_reuseport", 0)])
-    pb_grpc.add_LedgerMetadataServiceServicer_to_server(LedgerMetadataServicer(store, limits), server)
+    add_ledger_service(LedgerMetadataServicer(store, limits), server)
     pb_grpc.add_DiscoveryServiceServicer_to_server(DiscoveryServicer(registry or store.new_registry()), server)
     checks = health.HealthServicer()
     for name in ("", *SERVICES):

@@ -6,8 +6,10 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from bkdisk.metaservice.limits import PeerCounts, peer_host
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
@@ -15,6 +17,12 @@ from bkdisk.metaservice.responses import ledger_id_of, ledger_response
 from bkdisk.metaservice.store import Change, MetadataStore, StoreError, StoreUnavailable
 
 WATCH_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A request of the stream that did not parse: the call ends with ``message``."""
+    message: str
 
 
 class WatchStream:
@@ -38,10 +46,16 @@ class WatchStream:
         self.cursor: int | None = None
         threading.Thread(target=self._pump, args=(requests,), daemon=True).start()
 
-    def _pump(self, requests: Iterator) -> None:
+    def _pump(self, requests: Iterator[bytes]) -> None:
+        """Requests into the inbox as they come, parsed here (registration.RAW_REQUESTS); one that does
+        not parse goes in as Unreadable, and nothing after it."""
         try:
-            for r in requests:
-                self.inbox.put(r)
+            for raw in requests:
+                try:
+                    self.inbox.put(pb.LedgerMetadataRequest.FromString(raw))
+                except DecodeError as exc:
+                    self.inbox.put(Unreadable(f"a Watch request of {len(raw)} bytes that does not parse: {exc}"))
+                    return
         except Exception:   # the client went away; the stream ends on is_active()
             pass
 
@@ -107,6 +121,8 @@ class WatchStream:
             while self.context.is_active():
                 while not self.inbox.empty():
                     request = self.inbox.get()
+                    if isinstance(request, Unreadable):
+                        self.context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
                     try:
                         yield from self._add(request)
                     except StoreUnavailable:
