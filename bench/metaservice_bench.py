@@ -3,11 +3,13 @@ latency and Watch fan-out delay, over the embedded store and over ZooKeeper; and
 the service holds (one) against 64 kazoo clients going to ZooKeeper directly, with their throughput.
 
     python -m bench.metaservice_bench [--clients 64] [--seconds 4] [--ledgers 256] [--procs 4] [--no-zk|--no-embedded]
-    python -m bench.metaservice_bench --token-cost [--rounds 3]
+    python -m bench.metaservice_bench --token-cost [--rounds 3] [--before PYTHON]
 
 ``--token-cost``: reads and CAS writes with the token on every call against the same service with
-no token configured (today's figures), measured in the same run, alternating, on the embedded store;
-with the service's peak RSS beside each.
+no token configured, measured in the same run, alternating, on the embedded store; with the service's
+peak RSS beside each. ``--before PYTHON``: a third side, the service of another install (a checkout's
+venv python, e.g. of the release before the token guarded reads), with no token: the figures the token's
+cost is judged against.
 
 The service runs as `bkdisk metadata serve` in its own process; the clients run as threads spread over
 a few processes, each thread with its own channel or ZooKeeper session; under "batched" the threads of
@@ -234,13 +236,14 @@ def fanout(target: str, clients: int, ledger: int, updates: int = 10) -> dict:
 
 # ------------------------------------------------------------------------------------- services
 class Service:
-    def __init__(self, store_url: str, token: str | None = None):
+    def __init__(self, store_url: str, token: str | None = None, python: str | None = None):
         # stderr to a file: the audit trail writes a line per mutation, and a pipe nobody reads fills
         self.log = tempfile.TemporaryFile("w+")
-        self.proc = subprocess.Popen([sys.executable, "-c", "from bkdisk.cli import main; main()", "metadata",
+        self.proc = subprocess.Popen([python or sys.executable, "-c", "from bkdisk.cli import main; main()", "metadata",
                                       "serve", "--store", store_url, "--bind", "127.0.0.1:0",
                                       *(["--token", token] if token else [])],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     cwd=tempfile.gettempdir())   # (not a checkout's folder: its install's own code)
         line = self.proc.stdout.readline()
         if " on " not in line:
             self.log.seek(0)
@@ -292,11 +295,14 @@ def token_cost(a) -> dict:
     fresh store. The ratio compares the medians of the rounds."""
     import statistics
     token = "bench-" + os.urandom(12).hex()
-    rounds: dict[str, list[dict]] = {"no_token": [], "token_on_every_call": []}
+    sides = [("no_token", None, None), ("token_on_every_call", token, None)]
+    if a.before:
+        sides.insert(0, ("before_no_token", None, a.before))
+    rounds: dict[str, list[dict]] = {side: [] for side, _, _ in sides}
     for _ in range(a.rounds):
-        for side, tok in (("no_token", None), ("token_on_every_call", token)):
+        for side, tok, python in sides:
             with tempfile.TemporaryDirectory(prefix="bkdisk-token-bench-") as tmp:
-                svc = Service(f"sqlite:{tmp}/meta.db", token=tok)
+                svc = Service(f"sqlite:{tmp}/meta.db", token=tok, python=python)
                 try:
                     _preload(svc.target, a.ledgers, tok)
                     on = {"service": svc.proc.pid}
@@ -312,6 +318,8 @@ def token_cost(a) -> dict:
         med = {side: statistics.median(r[what]["ops_per_s"] for r in got) for side, got in rounds.items()}
         out[f"{what}_ops_per_s_median"] = med
         out[f"{what}_ratio"] = round(med["token_on_every_call"] / max(med["no_token"], 1), 3)
+        if a.before:
+            out[f"{what}_ratio_to_before"] = round(med["token_on_every_call"] / max(med["before_no_token"], 1), 3)
     return out
 
 
@@ -376,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-embedded", action="store_true", help="Only ZooKeeper (the service and direct kazoo).")
     ap.add_argument("--token-cost", action="store_true",
                     help="Only reads and writes with the token on every call against none configured.")
-    ap.add_argument("--rounds", type=int, default=3, help="--token-cost: rounds of the two sides, alternating.")
+    ap.add_argument("--rounds", type=int, default=3, help="--token-cost: rounds of the sides, alternating.")
+    ap.add_argument("--before", metavar="PYTHON", default=None,
+                    help="--token-cost: the python of another install whose service is a third side (no token).")
     ap.add_argument("--procs", type=int, default=PROCS,
                     help="Client processes the clients are spread over (the same for every side).")
     a = ap.parse_args(argv)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.security import CREATOR_ALL_ACL
 from metaservice_fixture import count_reads, uncount_reads
 from zookeeper_fixture import started
@@ -76,6 +77,25 @@ def cluster(tmp_path, request):
         zk.stop()
 
 
+def _again(bk: KazooClient, op: str, path: str, *args, **kw):
+    """A writer's call as a BookKeeper client makes it across a restart on a loaded machine: retried
+    through connection loss and session expiry (kazoo's retry), and an attempt that went through
+    before the loss taken for done (create: the node exists; delete: it is gone; a versioned set: the
+    version moved on, whose new version is returned)."""
+    try:
+        return bk.retry(getattr(bk, op), path, *args, **kw)
+    except NodeExistsError:
+        return None
+    except NoNodeError:
+        if op == "delete":
+            return None
+        raise
+    except BadVersionError:
+        if op != "set":
+            raise
+        return bk.retry(bk.exists, path)
+
+
 def _stream(c: MetadataClient, **kw) -> queue.Queue:
     out: queue.Queue = queue.Queue()
 
@@ -138,7 +158,7 @@ def test_one_ledger_created_closed_and_deleted_directly_reaches_watchers_across_
     for i, (_name, fault) in enumerate(steps):
         fault()
         md = closed(md, i + 1)
-        version = bk.set(bookkeeper_path(7), serialize_metadata(md), version=version).version
+        version = _again(bk, "set", bookkeeper_path(7), serialize_metadata(md), version=version).version
         t0 = time.monotonic()
         for q in (one, everything):
             got = _next(q)
@@ -146,7 +166,7 @@ def test_one_ledger_created_closed_and_deleted_directly_reaches_watchers_across_
         delays.append(time.monotonic() - t0)
         # the cache follows the change: a plain read through the service sees the new version
         assert c.read(7).version == version
-    bk.delete(bookkeeper_path(7), version=version)
+    _again(bk, "delete", bookkeeper_path(7), version=version)
     t0 = time.monotonic()
     for q in (one, everything):
         got = _next(q)
@@ -169,11 +189,11 @@ def test_many_ledgers_written_directly_while_zookeeper_restarts_and_the_session_
     def bookkeeper_client(ledgers: range) -> None:
         for lid in ledgers:        # create, close, and delete every third, as a BookKeeper client would
             md = opened(lid)
-            bk.create(bookkeeper_path(lid), serialize_metadata(md), makepath=True)
-            v = bk.set(bookkeeper_path(lid), serialize_metadata(closed(md, 3)), version=0).version
+            _again(bk, "create", bookkeeper_path(lid), serialize_metadata(md), makepath=True)
+            v = _again(bk, "set", bookkeeper_path(lid), serialize_metadata(closed(md, 3)), version=0).version
             final[lid] = v
             if lid % 3 == 0:
-                bk.delete(bookkeeper_path(lid), version=v)
+                _again(bk, "delete", bookkeeper_path(lid), version=v)
                 final[lid] = None
 
     bookkeeper_client(range(0, 40))
