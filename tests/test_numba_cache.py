@@ -81,29 +81,36 @@ def _used(stats: dict[str, list]) -> dict[str, list]:
     return {k: v for k, v in stats.items() if isinstance(v, list) and k != "refreshed" and v[0] + v[1] > 0}
 
 
-def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling():
+@pytest.fixture(scope="module")
+def compiled():
+    """(a cache folder, the statistics of the process that filled it): every kernel compiled once, in
+    a fresh folder, for the tests of this module to load from (compiling them all takes most of a minute)."""
     assert (GOLDEN / "interleaved-v6-hostport").is_dir(), f"golden corpus missing under {GOLDEN}"
     with tempfile.TemporaryDirectory() as cache:
-        first_run = _run({"NUMBA_CACHE_DIR": cache})
-        second_run = _run({"NUMBA_CACHE_DIR": cache})
-        first, second = _used(first_run), _used(second_run)
-        entry_points = {"bkdisk.entrylogs.walk.walk_entry_records", "bkdisk.diskio.digest_kernels.check_digests",
-                        "bkdisk.diskio.digest_kernels.sniff_crc", "bkdisk.journal.walk.walk_journal_records",
-                        "bkdisk.indexfiles.decode.decode_files", "bkdisk.diskio.kernels.last_nonzero"}
-        assert entry_points <= set(first), sorted(entry_points - set(first))
-        assert all(first[k][1] > 0 for k in entry_points)  # compiled on first use
-        assert set(second) >= entry_points
-        for name, (hits, misses, path, lean) in second.items():
-            assert misses == 0, f"{name} was compiled again in the second process"
-            assert hits > 0
-            assert path.startswith(cache), path
-            assert lean, f"{name} is not declared through bkdisk.diskio.config.kernel"
-        assert any(Path(cache).rglob("*.nbi")) and any(Path(cache).rglob("*.nbc"))
-        # Compiling refreshes numba's registries; loading from the cache does not (bkdisk.diskio.config.LeanCache),
-        # and the kernels loaded that way compute exactly what the freshly compiled ones did.
-        assert first_run["refreshed"], "the compiling process should have refreshed numba's registries"
-        assert second_run["refreshed"] == []
-        assert second_run["results"] == first_run["results"]
+        yield cache, _run({"NUMBA_CACHE_DIR": cache})
+
+
+def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(compiled):
+    cache, first_run = compiled
+    second_run = _run({"NUMBA_CACHE_DIR": cache})
+    first, second = _used(first_run), _used(second_run)
+    entry_points = {"bkdisk.entrylogs.walk.walk_entry_records", "bkdisk.diskio.digest_kernels.check_digests",
+                    "bkdisk.diskio.digest_kernels.sniff_crc", "bkdisk.journal.walk.walk_journal_records",
+                    "bkdisk.indexfiles.decode.decode_files", "bkdisk.diskio.kernels.last_nonzero"}
+    assert entry_points <= set(first), sorted(entry_points - set(first))
+    assert all(first[k][1] > 0 for k in entry_points)  # compiled on first use
+    assert set(second) >= entry_points
+    for name, (hits, misses, path, lean) in second.items():
+        assert misses == 0, f"{name} was compiled again in the second process"
+        assert hits > 0
+        assert path.startswith(cache), path
+        assert lean, f"{name} is not declared through bkdisk.diskio.config.kernel"
+    assert any(Path(cache).rglob("*.nbi")) and any(Path(cache).rglob("*.nbc"))
+    # Compiling refreshes numba's registries; loading from the cache does not (bkdisk.diskio.config.LeanCache),
+    # and the kernels loaded that way compute exactly what the freshly compiled ones did.
+    assert first_run["refreshed"], "the compiling process should have refreshed numba's registries"
+    assert second_run["refreshed"] == []
+    assert second_run["results"] == first_run["results"]
 
 
 # A process that loads one kernel from the cache (no registry refresh) and then compiles another
@@ -128,27 +135,27 @@ print(total(np.arange(10, dtype=np.int64)), total(np.arange(4, dtype=np.float64)
 """
 
 
-def test_a_kernel_compiles_in_a_process_that_loaded_others_from_the_cache():
-    with tempfile.TemporaryDirectory() as cache:
-        _run({"NUMBA_CACHE_DIR": cache})
-        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
-        env.update(NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
-        script = Path(cache) / "compile_after_load.py"   # a file: numba caches only functions that have one
-        script.write_text(COMPILE_AFTER_LOAD)
-        r = subprocess.run([sys.executable, str(script), str(GOLDEN)], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, r.stderr
-        entries = len(E.scan_entry_log(sorted((GOLDEN / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0],
-                                       window=4096, digests=E.DigestPlan()).entries)
-        assert entries > 0
-        assert r.stdout.split() == [str(entries), "45", "6.0"]
+def test_a_kernel_compiles_in_a_process_that_loaded_others_from_the_cache(compiled, tmp_path):
+    cache = compiled[0]
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
+    env.update(NUMBA_CACHE_DIR=cache, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
+    script = tmp_path / "compile_after_load.py"   # a file: numba caches only functions that have one
+    script.write_text(COMPILE_AFTER_LOAD)
+    r = subprocess.run([sys.executable, str(script), str(GOLDEN)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    entries = len(E.scan_entry_log(sorted((GOLDEN / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0],
+                                   window=4096, digests=E.DigestPlan()).entries)
+    assert entries > 0
+    assert r.stdout.split() == [str(entries), "45", "6.0"]
 
 
-def test_bkdisk_numba_cache_dir_sets_the_cache_folder_for_read_only_installs():
-    with tempfile.TemporaryDirectory() as cache:
-        stats = _used(_run({"BKDISK_NUMBA_CACHE_DIR": cache, "NUMBA_CACHE_DIR": "/nonexistent/ignored"}))
-        assert stats and all(path.startswith(cache) for _, _, path, _ in stats.values())
-        assert any(Path(cache).rglob("*.nbi"))
+def test_bkdisk_numba_cache_dir_sets_the_cache_folder_for_read_only_installs(compiled):
+    # every kernel loaded from the folder it names, none compiled: NUMBA_CACHE_DIR is not the one used
+    cache = compiled[0]
+    stats = _used(_run({"BKDISK_NUMBA_CACHE_DIR": cache, "NUMBA_CACHE_DIR": "/nonexistent/ignored"}))
+    assert stats and all(path.startswith(cache) and hits > 0 and misses == 0
+                         for hits, misses, path, _ in stats.values()), stats
 
 
 def test_cache_configuration_is_documented_in_the_scanner_modules():
