@@ -22,6 +22,7 @@ from bkdisk.metaservice import token_source
 json = lazy_import("json")
 ledger_copies = lazy_import("bkdisk.bookie.ledger_copies")
 ledger_read = lazy_import("bkdisk.bookie.ledger_read")
+password_candidates = lazy_import("bkdisk.bookie.password_candidates")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
 bookie_view = lazy_import("bkdisk.metaservice.bookie_view")
 metadata_client = lazy_import("bkdisk.metaservice.client")
@@ -47,12 +48,16 @@ def _entry_id(ctx, param, value: int | None) -> int | None:
               help="Folder of ledger metadata files: the last entry, digest type and password (HMAC).")
 @click.option("--metadata", "metadata_url", default=None, metavar="grpc://HOST:PORT",
               help="Read the ledger's metadata from the metadata service instead.")
+@click.option("--password-candidates", "candidates_file", default=None, metavar="FILE",
+              help="Without a password from metadata: passwords to try, one a line (the empty one always), "
+                   "against the master key the disks keep; the one that matches verifies HMAC digests.")
 @click.option("--from", "first", type=int, default=0, callback=_entry_id, help="First entry id (default 0).")
 @click.option("--to", "last", type=int, default=None, callback=_entry_id,
               help="Last entry id (default: the metadata's last entry, else the highest any disk holds).")
 @click.option("--jsonl", is_flag=True, help="One JSON object per entry (specs/schemas/read-ledger-entry.schema.json).")
 @one_line_errors
-def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, first, last, jsonl) -> None:
+def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, candidates_file, first, last,
+                        jsonl) -> None:
     """Print a ledger's entries in id order, each from an intact copy on any of the disks.
 
     Without --jsonl, one line per entry: id, bookie of the copy used, payload SHA-256 (or LOST).
@@ -63,6 +68,7 @@ def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, f
     Examples:
       bkdisk read-ledger --ledger-id 16 /mnt/bk1 /mnt/bk2 /mnt/bk3 --jsonl
       bkdisk read-ledger --ledger-id 16 --disks-file disks.tsv --metadata grpc://127.0.0.1:4183 --jsonl
+      bkdisk read-ledger --ledger-id 16 /mnt/bk1 /mnt/bk2 --password-candidates passwords.txt --jsonl
     """
     if ledger is None:
         raise click.UsageError("read-ledger needs --ledger-id (or --ledger-qualified-name)")
@@ -82,10 +88,13 @@ def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, f
     source = metadata_dir if metadata_dir is not None else metadata_url
     if source is not None:
         md = _metadata(source, ledger)
+    password = None
+    if candidates_file is not None and (md is None or md.password is None):
+        password = _password(opened, ledger, password_candidates.read_candidates(candidates_file))
     done = ledger_read.LedgerRead()
     said = 0
     out = sys.stdout
-    for e in ledger_read.read_ledger(opened, ledger, md, first, last, done):
+    for e in ledger_read.read_ledger(opened, ledger, md, first, last, done, password):
         said = _say_scans(done, said)       # before the first entry: every disk's index is opened by then
         if jsonl:
             out.write(json.dumps(e.to_json()) + "\n")
@@ -103,6 +112,17 @@ def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, f
     if done.lost:
         click.echo(f"bkdisk: {done.lost} of {done.entries} entries lost (no intact copy)", err=True)
     sys.exit(EXIT_PROBLEMS if done.lost else EXIT_OK)
+
+
+def _password(opened, ledger, candidates: list[bytes]) -> bytes | None:
+    """The password whose master key the disks keep, or None with a warning saying why not (HMAC
+    copies then stay not verified)."""
+    kept = [(d.bookie_id, ledger_copies.master_key(d, ledger)) for d in opened]
+    m = password_candidates.match_kept_keys(kept, candidates, sources=".idx header or ledgers index entry")
+    if m.password is None:
+        warn(f"ledger {ledger.qualified_name if ledger.scope else ledger.ledger}: no password: {m.why}; "
+             "HMAC digests stay not verified")
+    return m.password
 
 
 def _say_scans(done, said: int) -> int:

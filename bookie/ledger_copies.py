@@ -20,7 +20,7 @@ from bkdisk.diskio.mapped import DiskError, map_window, read_range
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats import index as fi
 from bkdisk.formats.codec import read_value
-from bkdisk.formats.dbledger import LOCATIONS_KEY, parse_location
+from bkdisk.formats.dbledger import LEDGERS_KEY, LOCATIONS_KEY, parse_ledger, parse_location
 from bkdisk.formats.entrylog import ENTRY_SIZE, MAX_ENTRY_SIZE, MIN_SANE_ENTRY_SIZE
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId, to_signed64
@@ -83,6 +83,34 @@ def locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> tuple[Iterator[Loc
         return iter(_scanned_locations(disk, lid)), str(e)
 
 
+def master_key(disk: Disk, lid: LedgerId) -> bytes | None:
+    """The ledger's master key as ``disk`` keeps it beside its index (the ``.idx`` header, or the
+    entry of DbLedgerStorage's ``ledgers`` database); None when it keeps none or that cannot be read.
+    (The journals' key records are not read: that is a scan of every journal.)"""
+    try:
+        if disk.kind == "index-files":
+            path = _index_path(disk, lid)
+            return None if path is None else fi.parse_header(read_range(path, 0, fi.HEADER_SIZE), path=path).master_key
+        if disk.kind == "rocksdb" and lid.scope == 0:
+            key = LEDGERS_KEY.build(to_signed64(lid.ledger))
+            for d in disk.dirs.effective_index_dirs:
+                db_dir = os.path.join(d, CURRENT_DIR, "ledgers")
+                if os.path.isdir(db_dir):
+                    with ExitStack() as stack:
+                        value = open_db(db_dir, stack).get(key)
+                    if value is not None:
+                        return parse_ledger(key, value, path=db_dir).master_key
+    except (FormatError, DiskError, OSError):
+        return None
+    return None
+
+
+def _index_path(disk: Disk, lid: LedgerId) -> str | None:
+    rel = index_relpath(lid)
+    return next((p for d in disk.dirs.effective_index_dirs if os.path.exists(p := os.path.join(d, CURRENT_DIR, rel))),
+                None)
+
+
 def _log_path(dirs: list[str], log_id: int) -> str | None:
     for d in dirs:
         p = os.path.join(d, CURRENT_DIR, entry_log_name(log_id))
@@ -92,9 +120,7 @@ def _log_path(dirs: list[str], log_id: int) -> str | None:
 
 
 def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Location]:
-    rel = index_relpath(lid)
-    path = next((p for d in disk.dirs.effective_index_dirs
-                 if os.path.exists(p := os.path.join(d, CURRENT_DIR, rel))), None)
+    path = _index_path(disk, lid)
     if path is None:
         return iter(())     # the bookie does not hold the ledger
     try:

@@ -102,9 +102,11 @@ class LedgerRead:
 
 
 def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | None, first: int = 0,
-                last: int | None = None, done: LedgerRead | None = None) -> Iterator[EntryRead]:
+                last: int | None = None, done: LedgerRead | None = None,
+                password: bytes | None = None) -> Iterator[EntryRead]:
     """Each entry id from ``first`` in order, to ``last`` (inclusive), else to the metadata's last
-    entry when it is CLOSED, else to the highest id any disk holds."""
+    entry when it is CLOSED, else to the highest id any disk holds. ``password``: the ledger's (its
+    master key matched) for its HMAC digests when the metadata gives none."""
     done = done if done is not None else LedgerRead()
     if last is None and metadata is not None and metadata.is_closed:
         last = metadata.last_entry_id
@@ -114,6 +116,8 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
         plan.known[key] = DigestType.parse(metadata.digest_type)
     if metadata is not None and metadata.password is not None:
         plan.passwords[key] = metadata.password
+    elif password is not None:
+        plan.passwords[key] = password
     state = _Lengths()
     with ExitStack() as stack:
         reader = CopyReader()

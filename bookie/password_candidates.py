@@ -6,7 +6,8 @@ BookKeeper's DigestManager.generateMasterKey): a password is known when its mast
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from bkdisk.formats.digests import master_key as key_of
 from bkdisk.formats.errors import BkdiskError
@@ -51,3 +52,34 @@ def match_password(master_key: bytes, candidates: Iterable[bytes]) -> bytes | No
         if key_of(p) == master_key:
             return p
     return None
+
+
+@dataclass(frozen=True)
+class KeptKeyMatch:
+    """A ledger's password found from the master keys its bookies keep, or why not."""
+
+    password: bytes | None          # only when the one master key kept matched
+    master_key: bytes | None        # the one master key kept (None: none, or bookies disagree)
+    why: str
+
+
+def match_kept_keys(kept: Sequence[tuple[str, bytes | None]], candidates: Sequence[bytes],
+                    sources: str = ".idx header, ledgers index entry or journal key record") -> KeptKeyMatch:
+    """The password of a ledger whose bookies keep the master keys ``kept`` ((bookie, key or None) each):
+    every key kept must be one and the same, and match the empty password or a candidate. ``sources``
+    names where a key was looked for, for the line that says none was found."""
+    found = {k for _b, k in kept if k is not None}
+    if not found:
+        return KeptKeyMatch(None, None, f"no master key on any readable disk (no {sources})")
+    if len(found) > 1:
+        shown = ", ".join(sorted(k.hex() for k in found))
+        return KeptKeyMatch(None, None, f"the bookies keep different master keys ({shown})")
+    key = found.pop()
+    pw = match_password(key, candidates)
+    if pw is None:
+        return KeptKeyMatch(None, key, f"master key {key.hex()} matches neither the empty password nor any of "
+                            f"{len(candidates)} candidates: add candidates (--password-candidates)")
+    holders = sorted(b for b, k in kept if k == key)
+    what = "the empty password" if pw == b"" else "a candidate"
+    return KeptKeyMatch(pw, key, f"SHA-1('ledger' + password) of {what} equals the master key {key.hex()} kept by "
+                        f"{', '.join(holders)}")

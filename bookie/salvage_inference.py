@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bkdisk.bookie.password_candidates import match_password
+from bkdisk.bookie.password_candidates import match_kept_keys
 from bkdisk.bookie.salvage_placement import (
     ASSUMED,
     CERTAIN,
@@ -122,22 +122,8 @@ def _digest(copies: Sequence[Copy]) -> Inferred:
 
 
 def _password(keys: Sequence[BookieLedger], candidates: Sequence[bytes]) -> tuple[Inferred, bytes | None]:
-    found = {k.master_key for k in keys if k.master_key is not None}
-    if not found:
-        return Inferred(None, UNKNOWN, "no master key on any readable disk (no .idx header, ledgers index "
-                        "entry or journal key record)"), None
-    if len(found) > 1:
-        shown = ", ".join(sorted(k.hex() for k in found))
-        return Inferred(None, UNKNOWN, f"the bookies keep different master keys ({shown})"), None
-    key = found.pop()
-    pw = match_password(key, candidates)
-    if pw is None:
-        return Inferred(None, UNKNOWN, f"master key {key.hex()} matches neither the empty password nor any of "
-                        f"{len(candidates)} candidates: add candidates (--password-candidates)"), key
-    holders = sorted(k.bookie for k in keys if k.master_key == key)
-    what = "the empty password" if pw == b"" else "a candidate"
-    return Inferred(pw, CERTAIN, f"SHA-1('ledger' + password) of {what} equals the master key {key.hex()} kept by "
-                    f"{', '.join(holders)}"), key
+    m = match_kept_keys([(k.bookie, k.master_key) for k in keys], candidates)
+    return Inferred(m.password, CERTAIN if m.password is not None else UNKNOWN, m.why), m.master_key
 
 
 def _close(copies: Sequence[Copy], keys: Sequence[BookieLedger], last_first: int

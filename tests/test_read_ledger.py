@@ -294,3 +294,63 @@ def test_metadata_that_cannot_be_read_is_one_line_exit_8_not_no_metadata(tmp_pat
     assert res.exit_code == 8 and res.stdout == "" and time.monotonic() - t0 < 60
     assert res.stderr.splitlines() == [res.stderr.strip()]
     assert res.stderr.startswith("bkdisk: cannot read ledger metadata from grpc://127.0.0.1:1: RPC_")
+
+
+HMAC_LEDGER = 11259375
+
+
+def _hmac_password() -> bytes:
+    from bkdisk.bookie.metadata_dir import read_ledger_file
+    md = read_ledger_file(str(CLUSTER / "metadata"), LedgerId(0, HMAC_LEDGER))
+    assert md.digest_type == "HMAC" and md.password
+    return md.password
+
+
+def test_every_disk_kind_gives_the_master_key_it_keeps_beside_its_index():
+    from bkdisk.formats.digests import master_key
+    want = master_key(_hmac_password())
+    disks = [open_disk(d) for d in _disks(CLUSTER)]
+    assert {d.kind for d in disks} == {"index-files", "rocksdb"}
+    assert [ledger_copies.master_key(d, LedgerId(0, HMAC_LEDGER)) for d in disks] == [want] * len(disks)
+    assert ledger_copies.master_key(disks[0], LedgerId(0, 987654321)) is None    # a ledger it does not hold
+
+
+def test_password_candidates_verify_hmac_copies_without_metadata(tmp_path: Path):
+    candidates = tmp_path / "passwords.txt"
+    candidates.write_bytes(b"not-this-one\n" + _hmac_password() + b"\r\nnor this\n")
+    res = _run(["--ledger-id", HMAC_LEDGER, *_disks(CLUSTER), "--password-candidates", candidates, "--jsonl"])
+    assert res.exit_code == 0, res.stderr
+    got = _lines(res)
+    want = _wanted(str(HMAC_LEDGER))
+    assert [o["payload_sha256"] for o in got] == [want[e]["payload_sha256"] for e in sorted(want)]
+    assert {(o["digest_type"], o["digest_verified"]) for o in got} == {("HMAC", True)}
+    assert res.stderr == ""
+    # none of them: one warning naming the master key; the copies read, not verified
+    candidates.write_text("wrong\nalso wrong\n")
+    res = _run(["--ledger-id", HMAC_LEDGER, *_disks(CLUSTER), "--password-candidates", candidates, "--jsonl"])
+    assert res.exit_code == 0, res.stderr
+    assert {o["digest_verified"] for o in _lines(res)} == {False}
+    (line,) = res.stderr.splitlines()
+    assert "warning" in line and "matches neither the empty password nor any of 2 candidates" in line
+
+
+def test_a_damaged_hmac_copy_is_skipped_once_the_candidates_give_the_password(cluster: Path, tmp_path: Path):
+    w = _wanted(str(HMAC_LEDGER))[2]
+    _damage_payload(cluster, w["write_set"][0], HMAC_LEDGER, 2)
+    candidates = tmp_path / "passwords.txt"
+    candidates.write_bytes(_hmac_password() + b"\n")
+    res = _run(["--ledger-id", HMAC_LEDGER, "--from", "2", "--to", "2", *_disks(cluster),
+                "--password-candidates", candidates, "--jsonl"])
+    assert res.exit_code == 0, res.stderr
+    (o,) = _lines(res)
+    assert o["payload_sha256"] == w["payload_sha256"] and o["digest_verified"] is True
+    assert w["write_set"][0] not in o["intact_copies"] and o["bookie"] != w["write_set"][0]
+
+
+def test_a_candidates_file_that_is_not_text_is_one_line_exit_8(tmp_path: Path):
+    bad = tmp_path / "passwords.bin"
+    bad.write_bytes(b"pw\n\x00\x01")
+    res = _run(["--ledger-id", HMAC_LEDGER, *_disks(CLUSTER), "--password-candidates", bad, "--jsonl"])
+    assert res.exit_code == 8 and res.stdout == ""
+    (line,) = res.stderr.splitlines()
+    assert str(bad) in line and "offset 3" in line
