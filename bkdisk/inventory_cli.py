@@ -33,7 +33,7 @@ from bkdisk.formats.paths import parse_journal_name
 
 if TYPE_CHECKING:
     from bkdisk.bookie.inventory import LogRows
-    from bkdisk.entrylogs.scan import DigestPlan
+    from bkdisk.digests.plan import DigestPlan
 
 # The scanners (numpy, numba), pyarrow and the metadata formats (protobuf) load when the command runs,
 # not for its --help or a wrong path.
