@@ -14,7 +14,7 @@ from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
-from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
@@ -88,7 +88,8 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         c = locs[k0:k0 + CHUNK]
         n_missing, n_past = misplaced_locations(c["log"], c["pos"], ids, sizes, SHORTEST_ENTRY_END, missing, past)
         for k in missing[:n_missing].tolist():
-            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
+            log_id = int(c[k]["log"])
+            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, entry_log_name(log_id), {"log_id": log_id})
         past_end.append(k0 + past[:n_past])
     for k in np.concatenate(past_end).tolist():
         loc = locs[k]
@@ -140,12 +141,12 @@ def _key_differs(headers: HeaderColumn, hid: np.ndarray, keys: LedgerKeys, at: n
     return out
 
 
-def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:
+def _loc_finding(inv, loc, code: Code, detail: str, extra: dict | None = None) -> Finding:
     f = int(loc["file"])
     row = inv.files[f]
     entry = int(loc["entry"])
     return Finding(code, path=inv.paths[f], offset=slot_offset(entry), scope=int(row["scope"]),
-                   ledger=int(row["ledger"]), entry=entry, detail=detail)
+                   ledger=int(row["ledger"]), entry=entry, detail=detail, extra=extra or {})
 
 
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:

@@ -26,7 +26,7 @@ from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
-from bkdisk.formats.paths import LOCATIONS_DB
+from bkdisk.formats.paths import LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
@@ -286,9 +286,10 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
     for c in idx.location_chunks():
         known = np.isin(c["log"], ids)
         for i in np.flatnonzero(~known).tolist():
+            log_id = int(c["log"][i])
             flagged.append((k0 + i, (Code.DBINDEX_LOCATION_MISSING_LOG, dict(
                 path=locations_db, scope=0, ledger=int(c["ledger"][i]), entry=int(c["entry"][i]),
-                detail=f"{int(c['log'][i]):x}.log"))))
+                detail=entry_log_name(log_id), extra={"log_id": log_id}))))
         rows = np.empty(int(known.sum()), LOC_ROW)
         rows["k"] = k0 + np.flatnonzero(known)
         rows["at"] = _at(c["log"][known], c["offset"][known])
