@@ -17,7 +17,8 @@ from bkdisk.fsck.context import CheckContext, CheckOptions
 from bkdisk.fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
 from bkdisk.fsck.findings import SEVERITY_ORDER, Finding, given
 from bkdisk.fsck.lanes import Task
-from bkdisk.fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals, p7_metadata
+from bkdisk.fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p6_journals, p7_metadata
+from bkdisk.fsck.passes.p5_crosscheck import checks as p5_crosscheck
 from bkdisk.fsck.problems import Severity, pass_name
 from bkdisk.fsck.root_causes import missing_log_causes
 

@@ -136,7 +136,10 @@ def test_move_and_cut_payloads_are_typed_fields():
 
 
 def _pass_modules(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
+    """The modules in ``folder``: its ``*.py`` files and its packages (a pass with helpers of its own is one
+    package, ``p5_crosscheck/``, the pass in its ``checks`` module)."""
+    return sorted([p.stem for p in folder.glob("*.py") if p.name != "__init__.py"]
+                  + [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()])
 
 
 def _passes_shape(folder: Path) -> list[str]:
@@ -161,13 +164,21 @@ def test_each_numbered_pass_is_one_module_run_in_order():
     import bkdisk.fsck.api as api
     assert _passes_shape(FSCK / "passes") == []
     assert [(n, run.__module__) for n, run in api.PASSES] == [
-        (n, f"bkdisk.fsck.passes.{m}") for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
+        (n, f"bkdisk.fsck.passes.{m}" + (".checks" if (FSCK / "passes" / m).is_dir() else ""))
+        for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
 
 
 def test_the_pass_shape_rule_catches_a_second_module_for_a_pass(tmp_path):
     for p in (FSCK / "passes").glob("*.py"):
         (tmp_path / p.name).write_text("")
+    for p in (FSCK / "passes").glob("*/__init__.py"):
+        (tmp_path / p.parent.name).mkdir()
+        (tmp_path / p.parent.name / p.name).write_text("")
     (tmp_path / "p2_leftovers.py").write_text("")
     (tmp_path / "dbindex_join.py").write_text("")
+    (tmp_path / "p5_more").mkdir()
+    (tmp_path / "p5_more" / "__init__.py").write_text("")
+    (tmp_path / "__pycache__").mkdir()   # a folder that is no package is no module
     assert _passes_shape(tmp_path) == ["dbindex_join: not a numbered pass",
-                                       "pass 2: modules ['p2_hierarchy', 'p2_leftovers']"]
+                                       "pass 2: modules ['p2_hierarchy', 'p2_leftovers']",
+                                       "pass 5: modules ['p5_crosscheck', 'p5_more']"]

@@ -22,7 +22,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
-from bkdisk.fsck.passes import p5_crosscheck
+from bkdisk.fsck.passes.p5_crosscheck import checks as p5_crosscheck
 from bkdisk.fsck_cli import fsck_command
 from bkdisk.journal.reader import read_journal
 from tests.conftest import GOLDEN
