@@ -2,7 +2,7 @@
 
 Everything the command line does is here as data; fsck.cli only parses options, prompts and prints.
 The check is this module's; the repair half (``plan_repairs``, ``apply_repairs``, ``repair_bookie``,
-``RepairRun``, ``RepairRefused``) is fsck.repair's, which stands on the check: a check loads none of it.
+``RepairRun``, ``RepairRefused``) is fsck.repair's (fsck/repair/), which stands on the check: a check loads none of it.
 """
 from __future__ import annotations
 
