@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit.errors import AuditError, first_line  # noqa: F401 - audit/cli.py raises job.AuditError
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
 from bkdisk.audit.replica_files import remove_unfinished, replica_file, write_replicas
 from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
-from bkdisk.formats.errors import BkdiskError
 
 # pyspark, the optional extra 'audit', loads in the functions that drive Spark: the rows, the reports
 # and scan-disk run where it is not installed. metadata_tables, scan_stage and tables import this
@@ -47,10 +47,6 @@ DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.adaptive.ena
                 # JVM less CPU (it spills to disk when memory is short: MEMORY_AND_DISK).
                 "spark.sql.inMemoryColumnarStorage.compressed": "false"}
 LOCAL_CONF = {"spark.ui.enabled": "false"}   # a laptop run needs no web UI (nor its port)
-
-
-class AuditError(BkdiskError):
-    """The audit could not run (no disks, unreadable metadata, an output folder in the way)."""
 
 
 def project_root() -> str:
@@ -262,12 +258,6 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return AuditResult(out, run, disk_rows, counts)
-
-
-def first_line(e: Exception) -> str:
-    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
-    errs = [x for x in lines if x.endswith("Error") or "Error:" in x or "Exception:" in x]
-    return (errs[-1] if errs else lines[0] if lines else type(e).__name__)[:300]
 
 
 def _parquet_rows(folder: str) -> int:

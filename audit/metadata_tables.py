@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.metadata_source import ClosedEmpty, MetadataSource, read_chunk, write_chunks
 from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
 from bkdisk.formats.ids import LedgerId, to_signed64
@@ -149,7 +150,6 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
 def read_metadata(spark, source: MetadataSource, scratch: str) -> MetadataTables:
     """Run the metadata stage (one task per chunk); raise the first unreadable ledger's error: a
     ledger whose metadata cannot be read would be reported as an orphan."""
-    from bkdisk.audit.job import AuditError, first_line  # audit.job imports this module
     chunks = write_chunks(source, os.path.join(scratch, "chunks"))
     seg, near, known = (os.path.join(scratch, d) for d in ("segments", "near", "known"))
     for d in (seg, near, known):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, table_schema
 from bkdisk.bookie.layout import discover, from_conf
@@ -173,7 +174,7 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from bkdisk.audit.job import AuditError, disk_task, numba_cache_writable, reconcile
+    from bkdisk.audit.job import disk_task, numba_cache_writable, reconcile
     from bkdisk.audit.metadata_tables import known_keys, read_metadata, segments
     from bkdisk.audit.replica_files import remove_unfinished
     from bkdisk.audit.scan_stage import scan_disks
@@ -219,13 +220,10 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
         copies.groupBy(*key).cogroup(keys.groupBy(*key)).applyInArrow(
             infer_group(options, roots), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
-        raise AuditError(f"the salvage stage failed: {_first_line(e)}") from None
+        raise AuditError(f"the salvage stage failed: {first_line(e)}") from None
     return SalvageRun(disk_rows, results)
 
 
-def _first_line(e: Exception) -> str:
-    from bkdisk.audit.job import first_line
-    return first_line(e)
 
 
 def _has_parquet(folder: str) -> bool:

@@ -14,6 +14,7 @@ import os
 import threading
 from collections.abc import Callable
 
+from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.placement import WRONG_HOST, live_hosts, located_rdd
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, table_schema
 
@@ -48,7 +49,6 @@ def scan_disks(spark, disks: list[DiskInput], task, rows_dir: str,
     from pyspark.sql import functions as F  # the optional extra 'audit', as in audit.job
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from bkdisk.audit.job import AuditError, first_line  # audit.job imports this module
     schema = "path string, bookie_id string, index long, host string"
     final: dict[int, dict] = {}
     todo = list(range(len(disks)))

@@ -3,7 +3,7 @@
 bookie.writer packages each entry through its declaration, one Python step per entry (about 45 us: a
 16 GiB bookie of 500-byte entries would take hours); here a jitted loop packages a batch of V1
 entries at a time, each a size prefix, the header at the offsets formats/entry.py declares,
-the digest (CRC32C or CRC32, the CRC kernel of diskio/crc_kernels.py) and a payload cut from a random
+the digest (CRC32C or CRC32, the CRC kernel of digests/crc_kernels.py) and a payload cut from a random
 pool, and the batch
 is appended whole to the entry log and to the journal (a size-prefixed entry is a journal record: both
 prefixes are the same 4-byte big-endian length, checked below). Cookies, lastMark, lastId, ledgers
@@ -21,9 +21,9 @@ import os
 
 import numpy as np
 
+from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
 from bkdisk.diskio import config
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
 from bkdisk.diskio.distinct import run_starts
 from bkdisk.entrylogs.writer import write_preallocated
 from bkdisk.formats import entrylog as fe

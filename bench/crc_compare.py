@@ -23,7 +23,8 @@ def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
     """GB/s of each CRC implementation over the stored entries of the first window of the first log."""
     import crc32c
 
-    from bkdisk.diskio import crc_kernels as K
+    from bkdisk.digests import crc_kernels as K
+    from bkdisk.diskio import config
     from bkdisk.diskio.kernels import readonly
     from bkdisk.diskio.mapped import map_window
     from bkdisk.entrylogs.scan import scan_entry_log
@@ -39,11 +40,11 @@ def crc_options(logs: list[str], window: int) -> list[tuple[str, float]]:
     with map_window(logs[0], 0, window) as w:
         buf = readonly(w)
         res = np.zeros(len(offs), np.uint32)
-        for v in K.supported_crc_variants():
+        for v in config.supported_crc_variants():
             for poly, pname in ((K.POLY_CRC32C, "CRC32C"), (K.POLY_CRC32, "CRC32")):
                 K.crc_many(buf, offs[:1], lens[:1], poly, v, res)
                 t, _ = _best(functools.partial(K.crc_many, buf, offs, lens, poly, v, res), 3)
-                out.append((f"jitted {K.CRC_VARIANT_NAMES[v]:8s} {pname}", nbytes / t / 1e9))
+                out.append((f"jitted {config.CRC_VARIANT_NAMES[v]:8s} {pname}", nbytes / t / 1e9))
         mv = memoryview(buf)
         pairs = list(zip(offs.tolist(), (offs + lens).tolist()))
         t, _ = _best(functools.partial(_per_entry, crc32c.crc32c, mv, pairs), 3)

@@ -85,7 +85,7 @@ def _list_and_read(dirs: list[str]) -> int:
 
 
 def _walkers() -> dict[str, object]:
-    from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+    from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
     from bkdisk.indexfiles.scan import walk_index_dirs
 
     out: dict[str, object] = {}

@@ -270,8 +270,9 @@ def mapped_speed(logs: list[str], window: int) -> float:
 
 def run(a) -> int:
     from bench.crc_compare import crc_options, library_digest_scan
+    from bkdisk.digests.plan import DigestPlan
     from bkdisk.diskio import config
-    from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+    from bkdisk.entrylogs.scan import scan_entry_log
     from bkdisk.formats.digests import DigestType
     from bkdisk.indexfiles.scan import walk_index_dirs
     from bkdisk.journal.scan import scan_journal

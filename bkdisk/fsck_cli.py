@@ -26,7 +26,8 @@ from bkdisk.fsck_run import FsckRun
 from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 fsck_api = lazy_import("bkdisk.fsck.api")
-fsck_repair = lazy_import("bkdisk.fsck.repair")
+fsck_repair = lazy_import("bkdisk.fsck.repair.repairs")
+repair_guards = lazy_import("bkdisk.fsck.repair.guards")
 token_source = lazy_import("bkdisk.metaservice.token_source")
 fsck_context = lazy_import("bkdisk.fsck.context")
 fsck_report = lazy_import("bkdisk.fsck.report")
@@ -247,7 +248,7 @@ def _report_and_repair(report, run: FsckRun) -> int:
     try:
         done = fsck_repair.apply_repairs(report, plan, confirm=confirm, backup_dir=run.backup_dir, force=run.force,
                                          log=lambda s: print(s, file=out))
-    except fsck_repair.RepairRefused as e:
+    except repair_guards.RepairRefused as e:
         print(f"bookie-fsck: {e}", file=sys.stderr)
         return stop(EXIT_OPERATIONAL)
     if as_json:

@@ -33,12 +33,13 @@ from bkdisk.formats.paths import parse_journal_name
 
 if TYPE_CHECKING:
     from bkdisk.bookie.inventory import LogRows
-    from bkdisk.entrylogs.scan import DigestPlan
+    from bkdisk.digests.plan import DigestPlan
 
 # The scanners (numpy, numba), pyarrow and the metadata formats (protobuf) load when the command runs,
 # not for its --help or a wrong path.
 bookie_inventory = lazy_import("bkdisk.bookie.inventory")
-entrylog_scan = lazy_import("bkdisk.entrylogs.scan")
+digest_kernels = lazy_import("bkdisk.digests.kernels")
+digest_plans = lazy_import("bkdisk.digests.plan")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
 mapped = lazy_import("bkdisk.diskio.mapped")
 pq = lazy_import("pyarrow.parquet")
@@ -136,7 +137,7 @@ def _inventory(dirs: BookieDirs, plan: DigestPlan, out, *, jsonl: bool, payload_
         if n == 0:
             continue
         st = bookie_inventory.verified_status(rows.digests)
-        ok, bad = int((st == entrylog_scan.DIGEST_OK).sum()), int((st == entrylog_scan.DIGEST_BAD).sum())
+        ok, bad = int((st == digest_kernels.DIGEST_OK).sum()), int((st == digest_kernels.DIGEST_BAD).sum())
         summary.entries += n
         summary.ok, summary.bad, summary.unknown = summary.ok + ok, summary.bad + bad, summary.unknown + n - ok - bad
         if jsonl:
@@ -331,13 +332,13 @@ def _load_scanners() -> None:
     """Load the scanners (numpy, numba's kernels), once the arguments are checked, and freeze them out of
     the collector's sight (diskio.config.freeze_loaded): the young collections of the scan would
     otherwise walk their hundred thousand objects, on the thread the rows wait for."""
-    bookie_inventory.scan_bookie, entrylog_scan.DigestPlan   # noqa: B018 - read to load the modules
+    bookie_inventory.scan_bookie, digest_plans.DigestPlan   # noqa: B018 - read to load the modules
     freeze_loaded()
 
 
 def _digest_plan(meta: dict) -> DigestPlan:
     if not meta:
-        return entrylog_scan.DigestPlan()   # what digest_plan({}) gives, without importing the metadata formats
+        return digest_plans.DigestPlan()   # what digest_plan({}) gives, without importing the metadata formats
     return metadata_dir_reader.digest_plan(meta)
 
 

@@ -14,6 +14,7 @@ import tempfile
 import click
 
 from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, distinct_disks, read_disks_file
+from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.rows import AUDITED, DiskInput, RunInfo
 from bkdisk.bookie.layout import discover, from_conf
 from bkdisk.bookie.password_candidates import read_candidates
@@ -124,7 +125,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         try:
             spark = job.spark_session(master, conf, app="bkdisk-salvage", defaults=defaults)
         except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
-            raise job.AuditError(f"Spark did not start: {job.first_line(e)}") from None
+            raise AuditError(f"Spark did not start: {first_line(e)}") from None
         try:
             result = salvage_job.run_salvage(spark, disks, scan_files, source, work, run, options,
                                              progress=None if quiet else _disk_progress,
@@ -132,7 +133,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         except BkdiskError:
             raise
         except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line
-            raise job.AuditError(f"the salvage failed: {job.first_line(e)}") from None
+            raise AuditError(f"the salvage failed: {first_line(e)}") from None
         finally:
             if ours:
                 spark.stop()

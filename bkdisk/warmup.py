@@ -97,8 +97,8 @@ def _warm_join() -> None:
     import numpy as np
 
     from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
-    from bkdisk.fsck.location_ranges import LOCATION_ROW
-    from bkdisk.fsck.range_join import join_range
+    from bkdisk.fsck.passes.p5_crosscheck.location_ranges import LOCATION_ROW
+    from bkdisk.fsck.passes.p5_crosscheck.range_join import join_range
     from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
     e = np.zeros(3, ENTRY_DTYPE)
     e["offset"] = [1024, 70000, 140000]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from bkdisk.diskio.payload_hashes import hex_ascii
+from bkdisk.digests.payload_hashes import hex_ascii
 
 
 class ColumnRoom:

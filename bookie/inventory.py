@@ -14,10 +14,11 @@ import numpy as np
 
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.bookie.plan_forks import PlanFork, SharedPlan
-from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN, SOURCE_NAMES, DigestPlan
+from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from bkdisk.digests.payload_hashes import PayloadHashes
+from bkdisk.digests.plan import SOURCE_NAMES, DigestPlan
 from bkdisk.diskio.jsonl import CHOICE, DIGEST, INT, INT_OR_NULL, UINT, RowTemplate, Slot
 from bkdisk.diskio.mapped import DiskError
-from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.diskio.scan_sink import Room, ScanSink, parts
 from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB, SpillFolder
 from bkdisk.entrylogs.reader import Damage
@@ -68,7 +69,7 @@ class LogRows:
     log_id: int
     path: str
     entries: np.ndarray                 # entrylogs.arrays.ENTRY_DTYPE
-    digests: np.ndarray | None          # diskio.digests.DIGEST_DTYPE; None for a scan made without digests
+    digests: np.ndarray | None          # digests.verify.DIGEST_DTYPE; None for a scan made without digests
     payload_sha256: np.ndarray | None   # (n, 32) uint8 when asked for; rows without a payload are all -1 in hash_row
     hash_row: np.ndarray | None
     warnings: list[str] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """A ledger's entries in id order from any intact copy on a set of bookie disks (``bkdisk read-ledger``).
 
 Every disk's locations of the ledger (bookie/ledger_copies.py) are merged by entry id; an entry's
-copies are read and their digests verified (diskio.digests, with the ledger's digest type and
+copies are read and their digests verified (digests.verify, with the ledger's digest type and
 password when metadata gives them; else the type is sniffed, and HMAC or DUMMY copies stay not
 verified) a chunk of entries at a time, so that memory holds one chunk whatever the ledger's size.
 An id with no intact copy (none stored, or every copy damaged) is lost. specs/read-ledger.md.
@@ -18,7 +18,9 @@ import numpy as np
 
 from bkdisk.bookie.inventory import verified_status
 from bkdisk.bookie.ledger_copies import CopyReader, Disk, locations
-from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DigestPlan, verify_entry_digests
+from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import verify_entry_digests
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE
 from bkdisk.formats.codec import build_struct
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType

@@ -219,7 +219,7 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
 def digest_plan(md: Mapping[LedgerId, LedgerMetadata]):
     """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
     the scanner sniffs the rest."""
-    from bkdisk.diskio.digest_plan import DigestPlan
+    from bkdisk.digests.plan import DigestPlan
     from bkdisk.formats.digests import DigestType
     known = {(lid.scope, lid.ledger): DigestType.parse(m.digest_type) for lid, m in md.items()
              if m.digest_type is not None}

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bkdisk.diskio.decision_table import DecisionTable, find_ledgers
-from bkdisk.diskio.digests import DigestPlan, verify_entry_digests
+from bkdisk.digests.decision_table import DecisionTable, find_ledgers
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import verify_entry_digests
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.entrylogs.arrays import distinct_ledgers

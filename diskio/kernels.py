@@ -1,5 +1,5 @@
 """Shared jit helpers for the scanners: unaligned and big-endian loads, prefetch, zero tests, sorted
-keys and partitions. (The CRC kernels are in ``diskio.crc_kernels``.)
+keys and partitions. (The CRC kernels are in ``digests.crc_kernels``.)
 
 Every kernel here is ``nopython``, ``nogil`` and ``cache=True`` (``diskio.config.kernel``). Compiled
 code is cached by numba: by default in ``__pycache__`` next to each source file, falling back to a

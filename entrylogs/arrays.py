@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bkdisk.digests.payload_hashes import PayloadHashes
 from bkdisk.diskio.distinct import distinct, run_starts
-from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.entrylogs.reader import read_entry_log
 from bkdisk.formats import entrylog as fe

@@ -4,8 +4,8 @@
 (its pure-Python twin, which tests compare it to), without Python work per record. The walk kernel
 is entrylogs/walk.py; diskio/windowed.py drives it window by window (``map_window``, default
 64 MiB), so memory stays bounded whatever the file size. A record is emitted only by a window that
-holds all of its bytes, which lets the digest check (diskio/digests.py, shared with the
-journal checks) run on the same window. The digest names are re-exported for the scanner's callers.
+holds all of its bytes, which lets the digest check (digests/verify.py, shared with the
+journal checks) run on the same window.
 
 Compiled kernels are cached (see diskio/config.py for NUMBA_CACHE_DIR / BKDISK_NUMBA_CACHE_DIR).
 """
@@ -17,21 +17,10 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from bkdisk.diskio.digests import (
-    DIGEST_BAD,
-    DIGEST_DTYPE,
-    DIGEST_OK,
-    DIGEST_UNKNOWN,
-    SOURCE_ENTRY,
-    SOURCE_GIVEN,
-    SOURCE_NAMES,
-    SOURCE_SNIFFED,
-    DigestPlan,
-    recheck_digests,
-    verify_entry_digests,
-)
+from bkdisk.digests.payload_hashes import PayloadHashes
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import DIGEST_DTYPE, recheck_digests, verify_entry_digests
 from bkdisk.diskio.kernels import readonly
-from bkdisk.diskio.payload_hashes import PayloadHashes
 from bkdisk.diskio.scan_sink import ScanSink
 from bkdisk.diskio.windowed import (
     DEFAULT_WINDOW,
@@ -65,9 +54,7 @@ from bkdisk.formats import entrylog as fe
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.paths import parse_entry_log_name
 
-__all__ = ["DEFAULT_WINDOW", "DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_UNKNOWN", "DigestPlan",
-           "EntryLogScanArrays", "SOURCE_ENTRY", "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_SNIFFED", "recheck_digests",
-           "scan_entry_log", "verify_entry_digests"]
+__all__ = ["DEFAULT_WINDOW", "EntryLogScanArrays", "scan_entry_log"]
 
 _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 
@@ -93,7 +80,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     updated in place) or ``payload_hash``, every entry's digest is checked too (``.digests``), by
     default on a second thread window by window while the walk goes on (``pipeline``: None for
     when the machine has more than one CPU). ``digest_facts``: the walk also takes each entry's
-    digest facts (diskio.digest_kernels.entry_facts) while the entry is in cache, and the check of a
+    digest facts (digests.kernels.entry_facts) while the entry is in cache, and the check of a
     window reads its bytes again only for what they do not settle: less work in all, more of it on
     the walk's thread (for callers that run several scans at once).
 

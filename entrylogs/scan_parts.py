@@ -9,8 +9,10 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from bkdisk.diskio.digests import DIGEST_DTYPE, DIGEST_UNKNOWN, DigestPlan, recheck_digests
-from bkdisk.diskio.payload_hashes import HASH_BYTES, PayloadHashes
+from bkdisk.digests.kernels import DIGEST_UNKNOWN
+from bkdisk.digests.payload_hashes import HASH_BYTES, PayloadHashes
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import DIGEST_DTYPE, recheck_digests
 from bkdisk.diskio.scan_sink import ScanSink, SinkKept, parts
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays, EntryLogScanArrays, ledger_sums
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -113,7 +115,7 @@ class ChunkedLogScan(SinkKept, EntryLogScanArrays):
         return EntryLogScanArrays(**fields)
 
     def recheck(self, plan: DigestPlan, data: Callable[[], np.ndarray] | None = None) -> int:
-        """``plan.recheck`` a part at a time, the rows it changed written back."""
+        """``recheck_digests`` a part at a time, the rows it changed written back."""
         if "digests" not in self.columns or plan.force is not None:
             return 0
         changed, digests = 0, self.columns["digests"]
@@ -212,5 +214,5 @@ def digest_parts(scan: EntryLogScanArrays, rows: int | None = None) -> Iterator[
 
 
 def recheck(plan: DigestPlan, scan: EntryLogScanArrays) -> int:
-    """``plan.recheck(scan)`` for a scan kept either way."""
-    return scan.recheck(plan) if isinstance(scan, ChunkedLogScan) else plan.recheck(scan)
+    """``recheck_digests(scan, plan)`` for a scan kept either way."""
+    return scan.recheck(plan) if isinstance(scan, ChunkedLogScan) else recheck_digests(scan, plan)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.digests.kernels import entry_facts
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.digest_kernels import entry_facts
 from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, prefetch_ahead, unowned
 from bkdisk.diskio.windowed import (
     DONE,
@@ -159,7 +159,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
     entry columns ``e_*`` and the problem columns ``p_*``; returns a diskio.windowed status or
     NEED_LAST_NONZERO (set state[LAST_NONZERO]) or NEED_WHOLE_FILE (pass ``whole_file``). When
     ``e_facts`` is not empty (as long as ``e_offset``), each entry's digest facts go into it
-    (diskio.digest_kernels.entry_facts, CRCs with ``variant``) while its bytes are in cache."""
+    (digests.kernels.entry_facts, CRCs with ``variant``) while its bytes are in cache."""
     buf = unowned(buf)
     buf_end = base + buf.size
     mode = state[MODE]

@@ -2,7 +2,7 @@
 
 Everything the command line does is here as data; fsck.cli only parses options, prompts and prints.
 The check is this module's; the repair half (``plan_repairs``, ``apply_repairs``, ``repair_bookie``,
-``RepairRun``, ``RepairRefused``) is fsck.repair's, which stands on the check: a check loads none of it.
+``RepairRun``, ``RepairRefused``) is fsck.repair's (fsck/repair/), which stands on the check: a check loads none of it.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from bkdisk.fsck.context import CheckContext, CheckOptions
 from bkdisk.fsck.exit_codes import EXIT_OK, EXIT_UNCORRECTED
 from bkdisk.fsck.findings import SEVERITY_ORDER, Finding, given
 from bkdisk.fsck.lanes import Task
-from bkdisk.fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p5_crosscheck, p6_journals, p7_metadata
+from bkdisk.fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p6_journals, p7_metadata
+from bkdisk.fsck.passes.p5_crosscheck import checks as p5_crosscheck
 from bkdisk.fsck.problems import Severity, pass_name
 from bkdisk.fsck.root_causes import missing_log_causes
 

@@ -15,8 +15,9 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from bkdisk.bookie.layout import BookieDirs
+from bkdisk.digests.plan import DigestPlan
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
-from bkdisk.entrylogs.scan import DigestPlan, EntryLogScanArrays
+from bkdisk.entrylogs.scan import EntryLogScanArrays
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name

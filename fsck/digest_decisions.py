@@ -8,8 +8,8 @@ from typing import overload
 
 import numpy as np
 
-from bkdisk.diskio.decision_table import DecisionTable
-from bkdisk.diskio.digest_plan import DigestPlan
+from bkdisk.digests.decision_table import DecisionTable
+from bkdisk.digests.plan import DigestPlan
 from bkdisk.diskio.distinct import distinct
 
 BLOCK = 65536

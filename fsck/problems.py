@@ -16,7 +16,7 @@ class Severity(enum.StrEnum):
     INFO = "info"
 
 
-# What a repair does about a finding (fsck/repair.py carries each out); None: nothing it can do.
+# What a repair does about a finding (fsck/repair/repairs.py carries each out); None: nothing it can do.
 MOVE_INDEX = "move-index"            # a misplaced .idx to the path its ledger id dictates
 FINISH_MOVE = "finish-move"          # drop the old name of an index moved half way (two names, one inode)
 REBUILD_INDEX = "rebuild-index"      # a .idx rebuilt from the entry logs

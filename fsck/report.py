@@ -13,7 +13,7 @@ from bkdisk.fsck.findings import SEVERITY_ORDER, Finding
 from bkdisk.fsck.problems import Severity
 
 if TYPE_CHECKING:   # the repair half loads only when a repair runs
-    from bkdisk.fsck.repair import RepairRun
+    from bkdisk.fsck.repair.repairs import RepairRun
 
 CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 

@@ -3,28 +3,27 @@ that no ledger dir holds becomes one finding naming the ledgers and entries it t
 per-entry findings it explains are linked under it (reports list them with -v and in --json)."""
 from __future__ import annotations
 
-import re
-
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import entry_log_name
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.entry_ranges import per_ledger
 from bkdisk.fsck.findings import Finding, given
 
+# Their findings carry the missing log's id in ``extra["log_id"]``.
 MISSING_LOG_CODES = (Code.INDEX_LOCATION_MISSING_LOG, Code.DBINDEX_LOCATION_MISSING_LOG)
-_LOG_NAME = re.compile(r"^([0-9a-f]+\.log)\b")   # the passes put the log's file name first in the detail
 
 
 def missing_log_causes(findings: list[Finding]) -> list[Finding]:
     """One LOG_MISSING per entry log that index locations name and no ledger dir holds; sets
     ``caused_by`` on those locations and on the ENTRY_MISSING/ENTRIES_MISSING of the entries it held."""
-    by_log: dict[str, list[Finding]] = {}
+    by_log: dict[int, list[Finding]] = {}
     for f in findings:
-        m = _LOG_NAME.match(f.detail) if f.code in MISSING_LOG_CODES and f.caused_by is None else None
-        if m and f.ledger is not None and f.entry is not None:
-            by_log.setdefault(m.group(1), []).append(f)
+        if f.code in MISSING_LOG_CODES and f.caused_by is None and f.ledger is not None and f.entry is not None:
+            by_log.setdefault(given(f.extra.get("log_id"), f"{f.code}'s log id"), []).append(f)
     causes = []
     lost_in: dict[tuple[LedgerId, int], Finding] = {}
-    for name, locs in sorted(by_log.items(), key=lambda kv: int(kv[0][:-4], 16)):
+    for log_id, locs in sorted(by_log.items()):
+        name = entry_log_name(log_id)
         pairs = [(f.lid, given(f.entry, f"{f.code}'s entry")) for f in locs]
         n_ledgers = len({lid for lid, _e in pairs})
         cause = Finding(Code.LOG_MISSING, detail=f"{name}, which the index points into ({len(pairs)} entries of "

@@ -1,6 +1,6 @@
 """The index-hierarchy walk (one listing, then every file read and decoded), and one file's locations.
 
-``walk_index_dirs`` returns the same IndexInventory as ``indexfiles.arrays.walk_index_dirs_reference``
+``walk_index_dirs`` returns the same IndexInventory as ``indexfiles.reference_walk.walk_index_dirs_reference``
 (its pure-Python twin; tests compare them): indexfiles/listing.py lists the hierarchy once and
 indexfiles/reading.py reads each file as the listing meets it (holes of sparse files skipped), the
 jitted kernels of indexfiles/decode.py decoding whole batches. Compiled kernels are cached (diskio/kernels.py sets

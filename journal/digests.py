@@ -1,4 +1,4 @@
-"""Digest verification of a journal's data records, window by window, through diskio/digests.py.
+"""Digest verification of a journal's data records, window by window, through digests/verify.py.
 
 Windows hold whole records, so resident memory stays bounded on multi-GiB journals; a record larger
 than a window is streamed through its digest alone. Each data record's entry header is read from
@@ -11,9 +11,10 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from bkdisk.digests.kernels import DIGEST_BAD, FACT_V2
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import digests_by_facts, verify_entry_digests, verify_streamed
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.digest_kernels import FACT_V2
-from bkdisk.diskio.digests import DIGEST_BAD, DigestPlan, digests_by_facts, verify_entry_digests, verify_streamed
 from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
 from bkdisk.diskio.windowed import concat_rows
@@ -136,7 +137,7 @@ def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: Diges
 
     When the facts settle every status (every V1 record's ledger decided, the usual case once the
     entry logs are checked, or shown CRC32C by its first records), one kernel gives them and what the
-    plan learns, as the general check would (diskio.digests.digests_by_facts); otherwise the general
+    plan learns, as the general check would (digests.verify.digests_by_facts); otherwise the general
     check decides (and sniffs) in order."""
     settled = digests_by_facts(plan, part["size"], facts & FACT_V2, part["ledger"], facts)
     if settled is not None:

@@ -101,7 +101,7 @@ def scan_journal(path: str | os.PathLike, start: int | None = None, *, window: i
 
     Equal to ``scan_journal_reference(path, data, start)``. ``data`` scans in-memory bytes instead.
     A journal version outside 1..6 raises FormatError, as the reference does. ``digest_facts``: also
-    take each data record's digest facts (diskio.digest_kernels.entry_facts) from the window that
+    take each data record's digest facts (digests.kernels.entry_facts) from the window that
     holds it, so that its digest check (journal/digests.py) need not read the journal again.
     ``sink``: the records (and facts) go to the sink's columns part by part as the walk goes, within
     the room it gives (diskio.scan_sink), and the result is a ``ChunkedJournalScan``

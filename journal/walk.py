@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.digests.kernels import entry_facts
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.digest_kernels import entry_facts
 from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le, prefetch_ahead, unowned
 from bkdisk.diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
 from bkdisk.formats import journal as fj
@@ -110,7 +110,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
     """Walk journal records from ``state`` through ``buf`` (file bytes [base, base + buf.size)) of a
     file of ``n`` bytes, filling the record columns ``r_*``; returns a diskio.windowed status. When
     ``r_facts`` is not empty (as long as ``r_offset``), each data record's digest facts go into it
-    (diskio.digest_kernels.entry_facts, with ``variant`` and ``max_crc``), 0 for other records."""
+    (digests.kernels.entry_facts, with ``variant`` and ``max_crc``), 0 for other records."""
     buf = unowned(buf)
     buf_end = base + buf.size
     mode = state[MODE]

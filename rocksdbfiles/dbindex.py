@@ -161,7 +161,8 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
     long = [p for p in db.problems if p.kind == "bad-value-size"]
     db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
     for p in long:                # a value longer than the arrays' pass reads: one lookup each
-        key = bytes.fromhex(p.detail.split(":")[0].split()[1])
+        key = p.key
+        assert key is not None, "a bad-value-size problem names its key"
         stored = db.get(key)
         assert stored is not None, "the key was read from this database"
         try:

@@ -18,3 +18,4 @@ class Problem:
     detail: str
     key_range: tuple[bytes | None, bytes | None] | None = None   # user keys the damage may hide (SST blocks)
     lost_bytes: int = 0
+    key: bytes | None = None   # the one key the problem is about (a value of the wrong size)

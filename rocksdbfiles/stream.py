@@ -118,8 +118,8 @@ def _memtable_chunk(db: Database, ks: int, vs: int, wrong: list, padded: bool) -
     return _Chunk(ikeys, values, np.array([len(r.value) for r in mem], np.int64))
 
 
-def _problem(db: Database, detail: str, kind: str = "bad-key-size"):
-    return Problem(kind, db.path, None, detail)
+def _problem(db: Database, detail: str, kind: str = "bad-key-size", key: bytes | None = None):
+    return Problem(kind, db.path, None, detail, key=key)
 
 
 def _first_key(t: SstFile) -> bytes | None:
@@ -233,8 +233,9 @@ def iter_fixed(db: Database, key_size: int, value_size: int, padded: bool = Fals
         n = live_rows(ikeys, values, vlen, padded, last, state, tb, te, topen, tseq, mark, out_keys, out_values,
                       out_vlen)
         for row in np.flatnonzero(mark == _BAD_SIZE).tolist():
-            sizes.append(_problem(db, f"key {ikeys[row, :ks].tobytes().hex()}: a value of {int(vlen[row])} bytes, "
-                                        f"not {vs}", "bad-value-size"))
+            key = ikeys[row, :ks].tobytes()
+            sizes.append(_problem(db, f"key {key.hex()}: a value of {int(vlen[row])} bytes, not {vs}", "bad-value-size",
+                                  key))
         yield out_keys[:n], out_values[:n], out_vlen[:n]
     for _pos, i, e in sorted(damaged, key=lambda d: (d[0], d[1])):
         db._block_problem(db.tables[_pos][2], i, e)

@@ -155,7 +155,7 @@ def test_a_journal_record_claiming_2_gib_inside_a_4_gib_sparse_journal_is_verifi
 def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies_them(tmp_path, monkeypatch):
     from fsck_helpers import flip, make_disk
 
-    import bkdisk.diskio.digests
+    import bkdisk.digests.verify
     import bkdisk.journal.digests
     from bkdisk.journal.reader import read_journal
     disk = make_disk(str(tmp_path / "b"))
@@ -169,7 +169,7 @@ def test_records_larger_than_a_window_are_verified_as_the_windowed_path_verifies
     windowed = journal_findings()
     assert [c for c, p, o in windowed] == ["JOURNAL_RECORD_CORRUPT"]
     monkeypatch.setattr(bkdisk.journal.digests, "JOURNAL_WINDOW", 0)      # every record streamed on its own
-    monkeypatch.setattr(bkdisk.diskio.digests, "STREAM_CHUNK", 7)         # and read in chunks that cut its digest
+    monkeypatch.setattr(bkdisk.digests.verify, "STREAM_CHUNK", 7)         # and read in chunks that cut its digest
     assert journal_findings() == windowed
     disk.md_dir = None                                             # digest types sniffed, not given
     assert journal_findings() == windowed

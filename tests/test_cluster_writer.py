@@ -18,7 +18,7 @@ from bkdisk.bookie.inventory import scan_bookie
 from bkdisk.bookie.layout import bookie_id_of, discover
 from bkdisk.bookie.metadata_dir import digest_plan, load_metadata_dir
 from bkdisk.bookie.model import BookieSpec
-from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_OK
+from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.ids import LedgerId
 

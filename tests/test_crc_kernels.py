@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bkdisk.digests import crc_kernels as C
+from bkdisk.digests.plan import DigestPlan
 from bkdisk.diskio import config
-from bkdisk.diskio import crc_kernels as C
 from bkdisk.diskio.kernels import as_bytes_array
-from bkdisk.entrylogs.scan import DigestPlan
 
-VARIANTS = C.supported_crc_variants()
+VARIANTS = config.supported_crc_variants()
 REFERENCE = {C.POLY_CRC32: zlib.crc32, C.POLY_CRC32C: crc32c.crc32c}
 # Every length up to past the first fold (the three streams' shift constant is per length in words),
 # then either side of the 64-byte folds and of the 16-byte folds after them.

@@ -1,4 +1,4 @@
-"""The digests settled from the entries' facts (diskio.digests.digests_by_facts) against the general
+"""The digests settled from the entries' facts (digests.verify.digests_by_facts) against the general
 check, window after window over one plan: the same rows and the same plan afterwards (decisions,
 ledgers tried, digest-length hints), whatever the plan held before (decided, known, tried ledgers,
 passwords, sniffing off, a forced type, any number of samples)."""
@@ -10,10 +10,11 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio import digests as D
+from bkdisk.digests import verify as D
+from bkdisk.digests.kernels import entry_facts
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import verify_entry_digests
 from bkdisk.diskio.config import crc_variant
-from bkdisk.diskio.digest_kernels import entry_facts
-from bkdisk.diskio.digests import DigestPlan, verify_entry_digests
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import V2_MARKER, build_entry, package_entry

@@ -15,21 +15,14 @@ from hypothesis import strategies as st
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
+from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from bkdisk.digests.plan import SOURCE_ENTRY, SOURCE_GIVEN, SOURCE_SNIFFED, DigestPlan
+from bkdisk.digests.verify import recheck_digests, verify_entry_digests
 from bkdisk.diskio.scan_sink import Room, ScanSink
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.arrays import scan_entry_log_reference
 from bkdisk.entrylogs.reader import Damage
-from bkdisk.entrylogs.scan import (
-    DIGEST_BAD,
-    DIGEST_OK,
-    DIGEST_UNKNOWN,
-    SOURCE_ENTRY,
-    SOURCE_GIVEN,
-    SOURCE_SNIFFED,
-    DigestPlan,
-    scan_entry_log,
-    verify_entry_digests,
-)
+from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.entrylogs.scan_parts import ChunkedLogScan, recheck
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT
@@ -736,16 +729,16 @@ def test_entries_left_unknown_are_rechecked_once_another_file_decides_their_ledg
         rows, _ = verify_entry_digests(data0, s0.entries, plan)
         assert rows["status"].tolist() == [DIGEST_BAD] * len(first)
         assert set(rows["type"].tolist()) == {int(DigestType.CRC32C)}
-        # ... and plan.recheck does it in place, payload lengths and hashes included
-        assert plan.recheck(s0, data0) == len(first)
+        # ... and recheck_digests does it in place, payload lengths and hashes included
+        assert recheck_digests(s0, plan, data0) == len(first)
         assert s0.digests.tolist() == rows.tolist()
         assert (s0.digests["payload_len"] == 1000).all() and all(h is not None for h in s0.payload_hashes)
-        assert plan.recheck(s0, data0) == 0
+        assert recheck_digests(s0, plan, data0) == 0
         # from the file itself (mapped) too
         Path(logs[0]).write_bytes(data0)
         s0f = scan_entry_log(logs[0], digests=DigestPlan())
-        assert DigestPlan().recheck(s0f) == 0          # still undecided: nothing to do
-        assert plan.recheck(s0f) == len(first) and s0f.digests.tolist() == rows.tolist()
+        assert recheck_digests(s0f, DigestPlan()) == 0          # still undecided: nothing to do
+        assert recheck_digests(s0f, plan) == len(first) and s0f.digests.tolist() == rows.tolist()
         # and of a scan kept in a sink's columns (spilled), a part at a time
         with tempfile.TemporaryDirectory() as tmp, SpillFolder(MemoryLimit(1, tmp)) as folder:
             s0c = scan_entry_log(logs[0], digests=DigestPlan(), sink=ScanSink(Room(0), folder))

@@ -213,6 +213,7 @@ def test_idx_location_pointing_at_a_missing_entry_log(disk):
     rep = disk.check()
     [f] = _one(rep, "INDEX_LOCATION_MISSING_LOG")
     assert (f.path, f.ledger, f.entry) == (p, 256, 2)
+    assert f.extra == {"log_id": 0x77}   # what root causes link it by
     _repair_and_recheck(disk)
 
 

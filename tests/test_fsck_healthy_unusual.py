@@ -179,7 +179,7 @@ def test_a_latin1_conf_and_relative_cookie_paths_compare_as_strings(tmp_path):
 
 def test_repair_refuses_to_rebuild_an_index_while_an_entry_log_cannot_be_read(tmp_path):
     d = make_disk(str(tmp_path))
-    from bkdisk.fsck.repair import plan_repairs
+    from bkdisk.fsck.repair.repairs import plan_repairs
     idx = d.written.index_files[LedgerId(0, 1)]
     with open(idx, "r+b") as f:
         f.write(bytes(4))

@@ -18,7 +18,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
-from bkdisk.fsck.repair import repair_bookie
+from bkdisk.fsck.repair.repairs import repair_bookie
 from bkdisk.journal.reader import read_journal
 from tests.fsck_helpers import Disk, errors, make_disk
 

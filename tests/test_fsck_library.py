@@ -15,8 +15,9 @@ from bkdisk.fsck.api import check_bookie, recheck
 from bkdisk.fsck.context import CheckOptions
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.problems import PROBLEMS, REPAIR_KINDS
-from bkdisk.fsck.repair import apply_repairs, plan_repairs, repair_bookie
+from bkdisk.fsck.repair.repairs import apply_repairs, plan_repairs, repair_bookie
 from tests.fsck_helpers import errors, make_disk
+from tests.test_import_cycles import imported_names
 
 FSCK = Path(__file__).resolve().parents[1] / "fsck"
 
@@ -96,10 +97,11 @@ def test_a_finding_holds_its_code_as_the_enum_member_and_reports_the_code_text()
 
 def test_repairability_is_read_from_the_table_only():
     assert {p.repair for p in PROBLEMS.values()} - {None} == set(REPAIR_KINDS)
-    src = (FSCK / "repair.py").read_text()
-    for code, p in PROBLEMS.items():
-        if p.repairable:
-            assert f'"{code}"' not in src, f"repair.py repeats the code {code}"
+    for module in sorted((FSCK / "repair").glob("*.py")):
+        src = module.read_text()
+        for code, p in PROBLEMS.items():
+            if p.repairable:
+                assert f'"{code}"' not in src, f"repair/{module.name} repeats the code {code}"
 
 
 def test_library_check_plan_apply_with_a_confirm_callback_and_recheck(tmp_path):
@@ -136,7 +138,10 @@ def test_move_and_cut_payloads_are_typed_fields():
 
 
 def _pass_modules(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.py") if p.name != "__init__.py")
+    """The modules in ``folder``: its ``*.py`` files and its packages (a pass with helpers of its own is one
+    package, ``p5_crosscheck/``, the pass in its ``checks`` module)."""
+    return sorted([p.stem for p in folder.glob("*.py") if p.name != "__init__.py"]
+                  + [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()])
 
 
 def _passes_shape(folder: Path) -> list[str]:
@@ -161,13 +166,37 @@ def test_each_numbered_pass_is_one_module_run_in_order():
     import bkdisk.fsck.api as api
     assert _passes_shape(FSCK / "passes") == []
     assert [(n, run.__module__) for n, run in api.PASSES] == [
-        (n, f"bkdisk.fsck.passes.{m}") for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
+        (n, f"bkdisk.fsck.passes.{m}" + (".checks" if (FSCK / "passes" / m).is_dir() else ""))
+        for n, m in enumerate(_pass_modules(FSCK / "passes"), start=1)]
+
+
+def reaches_into_a_pass(source: str) -> list[str]:
+    """The pass modules ``source`` imports (at its top or in a function)."""
+    return sorted(n for n in imported_names(source) if n.startswith("bkdisk.fsck.passes."))
+
+
+def test_only_the_driver_imports_the_passes_repair_and_the_rest_of_fsck_stand_beside_them():
+    # what a pass and a repair share (same_inode, ...) sits in fsck's own modules, beneath both
+    outside = [p for p in sorted(FSCK.rglob("*.py")) if "passes" not in p.relative_to(FSCK).parts]
+    assert any(p.parent.name == "repair" for p in outside)
+    bad = [f"{p.relative_to(FSCK)} imports {n}" for p in outside if p.name != "api.py"
+           for n in reaches_into_a_pass(p.read_text())]
+    assert bad == []
+    assert reaches_into_a_pass("def f():\n    from bkdisk.fsck.passes.p2_hierarchy import same_inode\n") == [
+        "bkdisk.fsck.passes.p2_hierarchy", "bkdisk.fsck.passes.p2_hierarchy.same_inode"]
 
 
 def test_the_pass_shape_rule_catches_a_second_module_for_a_pass(tmp_path):
     for p in (FSCK / "passes").glob("*.py"):
         (tmp_path / p.name).write_text("")
+    for p in (FSCK / "passes").glob("*/__init__.py"):
+        (tmp_path / p.parent.name).mkdir()
+        (tmp_path / p.parent.name / p.name).write_text("")
     (tmp_path / "p2_leftovers.py").write_text("")
     (tmp_path / "dbindex_join.py").write_text("")
+    (tmp_path / "p5_more").mkdir()
+    (tmp_path / "p5_more" / "__init__.py").write_text("")
+    (tmp_path / "__pycache__").mkdir()   # a folder that is no package is no module
     assert _passes_shape(tmp_path) == ["dbindex_join: not a numbered pass",
-                                       "pass 2: modules ['p2_hierarchy', 'p2_leftovers']"]
+                                       "pass 2: modules ['p2_hierarchy', 'p2_leftovers']",
+                                       "pass 5: modules ['p5_crosscheck', 'p5_more']"]

@@ -18,7 +18,7 @@ from bkdisk.diskio.atomic import atomic_move
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import index_relpath
-from bkdisk.fsck.repair import plan_repairs
+from bkdisk.fsck.repair.repairs import plan_repairs
 from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
 

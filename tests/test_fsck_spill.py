@@ -22,7 +22,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
-from bkdisk.fsck.passes import p5_crosscheck
+from bkdisk.fsck.passes.p5_crosscheck import checks as p5_crosscheck
 from bkdisk.fsck_cli import fsck_command
 from bkdisk.journal.reader import read_journal
 from tests.conftest import GOLDEN
@@ -229,7 +229,7 @@ def test_scan_disk_rows_from_spilled_scans_are_the_rows_from_memory(tmp_path, wi
 
 def test_inventory_rows_in_parts_are_the_rows_at_once(tmp_path):
     from bkdisk.bookie.inventory import scan_bookie
-    from bkdisk.entrylogs.scan import DigestPlan
+    from bkdisk.digests.plan import DigestPlan
     disk = make_disk(str(tmp_path / "d"))
     for rows in scan_bookie(disk.dirs, DigestPlan(), payload_hash="sha256"):
         assert not isinstance(rows, str)

@@ -12,7 +12,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import KEY_OFFSET, parse_header
 from bkdisk.fsck.context import CheckContext, CheckOptions
 from bkdisk.fsck.passes import p3_index
-from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 
 
 def _patch(path: str, offset: int, data: bytes) -> None:

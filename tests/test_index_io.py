@@ -21,7 +21,7 @@ from bkdisk.bookie.writer import write_bookie
 from bkdisk.diskio.failures import LIST, OPEN
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import LOCATION, IndexHeader, pack_location, slot_offset
-from bkdisk.indexfiles.arrays import walk_index_dirs_reference
+from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 from bkdisk.indexfiles.writer import index_bytes
 

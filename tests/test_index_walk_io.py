@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from bkdisk.formats.index import IndexHeader
 from bkdisk.indexfiles import reading
-from bkdisk.indexfiles.arrays import LOCATION_DTYPE, walk_index_dirs_reference
+from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 from bkdisk.indexfiles.file_rows import FileRows, LocationRows
 from bkdisk.indexfiles.listing import STRAY_OTHER, STRAY_RELOCATION, list_index_tree
+from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 from bkdisk.indexfiles.scan import walk_index_dirs
 from bkdisk.indexfiles.writer import index_bytes
 

@@ -132,9 +132,10 @@ def test_numba_compiles_once_into_the_installed_tree(installed, tmp_path):
 import json, sys, numba
 from pathlib import Path
 import bkdisk.entrylogs.scan as E, bkdisk.entrylogs.walk as EW
+import bkdisk.digests.plan as P
 g = Path(sys.argv[1])
 for log in sorted(g.glob("ledgers*/current/*.log")):
-    E.scan_entry_log(log, window=4096, digests=E.DigestPlan())
+    E.scan_entry_log(log, window=4096, digests=P.DigestPlan())
 st = EW.walk_entry_records.stats
 print(json.dumps({"hits": sum(st.cache_hits.values()), "misses": sum(st.cache_misses.values())}))
 """

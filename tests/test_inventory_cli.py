@@ -253,7 +253,8 @@ def test_the_commands_window_default_is_the_scanners_and_its_help_loads_no_scann
 def _rows_in_turn(dirs, plan=None, window=None):
     """(ledger dir, log id, scan) of each entry log scanned one after another with one plan."""
     from bkdisk.bookie import inventory as inv
-    from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+    from bkdisk.digests.plan import DigestPlan
+    from bkdisk.entrylogs.scan import scan_entry_log
     want, plan = [], plan or DigestPlan()
     for ld in dirs.ledger_dirs:
         for log_id, path in inv.entry_logs(ld)[0]:
@@ -310,7 +311,7 @@ def test_logs_scanned_side_by_side_give_the_rows_of_scanning_each_in_turn_in_ord
     import bkdisk.entrylogs.scan as es
     from bkdisk.bookie import inventory as inv
     from bkdisk.bookie.layout import discover
-    from bkdisk.entrylogs.scan import DigestPlan
+    from bkdisk.digests.plan import DigestPlan
     root = tmp_path / "b"
     shutil.copytree(GOLDEN / "interleaved-v6-hostport", root)
     dirs = discover(str(root))
@@ -353,7 +354,8 @@ def test_logs_side_by_side_whose_ledger_was_sniffed_apart_give_the_rows_in_turn(
     fork sniffs the ledger alone and decides otherwise: the rows must still be those in turn."""
     from bkdisk.bookie import inventory as inv
     from bkdisk.bookie.layout import discover
-    from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, DigestPlan
+    from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_UNKNOWN
+    from bkdisk.digests.plan import DigestPlan
     payloads = [bytes([i % 251]) * 300 for i in range(40)]
     spec = BookieSpec(ledgers=[LedgerSpec(7, payloads), LedgerSpec(9, payloads[:30])], entry_log_size_limit=8192,
                       interleave=False)

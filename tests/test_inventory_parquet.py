@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 import bkdisk.inventory_cli
 from bkdisk.bookie.inventory import LogRows, scan_bookie
 from bkdisk.bookie.layout import discover_all
-from bkdisk.diskio.digests import DIGEST_DTYPE, DigestPlan
-from bkdisk.diskio.payload_hashes import PayloadHashes
+from bkdisk.digests.payload_hashes import PayloadHashes
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import DIGEST_DTYPE
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE
 from bkdisk.inventory_cli import ROW_GROUP, inventory
 

@@ -7,13 +7,8 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.digest_kernels import (
-    FACT_CODE_SHIFT,
-    FACT_V2,
-    digests_from_facts,
-    digests_from_facts_reference,
-)
-from bkdisk.diskio.digests import SOURCE_SNIFFED, DigestPlan
+from bkdisk.digests.kernels import FACT_CODE_SHIFT, FACT_V2, digests_from_facts, digests_from_facts_reference
+from bkdisk.digests.plan import SOURCE_SNIFFED, DigestPlan
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import build_entry, package_entry
 from bkdisk.journal import digests as journal_digests

@@ -135,7 +135,7 @@ def test_fsck_json_of_a_damaged_copy_its_dry_run_plan_and_its_repair_match_the_s
 
 def test_the_fsck_schema_names_every_repair_kind():
     from bkdisk.fsck.problems import REPAIR_KINDS
-    from bkdisk.fsck.repair import BOOKKEEPER_REBUILD, ORDER
+    from bkdisk.fsck.repair.repairs import BOOKKEEPER_REBUILD, ORDER
     schema = json.loads((SCHEMAS / "fsck.schema.json").read_text())
     kinds = schema["$defs"]["action"]["properties"]["kind"]["enum"]
     # what bkdisk repairs itself, then the BookKeeper command it names for the RocksDB indexes it never writes

@@ -11,8 +11,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYER = {"formats": 0, "diskio": 1, "journal": 2, "entrylogs": 2, "indexfiles": 2, "rocksdbfiles": 2, "bookie": 3,
-         "metaservice": 3, "fsck": 4, "commandline": 4.2, "audit": 4.5, "bkdisk": 5, "bench": 6}
+# digests/ sits beside diskio/, on its helpers (diskio never imports it), below the file kinds that check with it.
+LAYER = {"formats": 0, "diskio": 1, "digests": 1, "journal": 2, "entrylogs": 2, "indexfiles": 2, "rocksdbfiles": 2,
+         "bookie": 3, "metaservice": 3, "fsck": 4, "commandline": 4.2, "audit": 4.5, "bkdisk": 5, "bench": 6}
 COMMAND_LINE = "commandline"
 # The audit's modules that are command lines: the rest of audit/ is the job Spark runs, a library.
 AUDIT_FRONT_ENDS = {"audit/cli.py", "audit/spark_app.py"}
@@ -68,6 +69,20 @@ def test_no_package_imports_a_higher_layer_or_a_peer_file_kind():
     assert bad == []
 
 
+def imports_of_digests(source: str) -> list[str]:
+    """The digest package's modules ``source`` imports (none, for a diskio module)."""
+    return sorted(m for m in _imported(source) if _layer_of(m) == "digests")
+
+
+def test_digests_sit_beside_diskio_on_its_helpers_below_the_file_kinds():
+    assert LAYER["digests"] == LAYER["diskio"] < min(LAYER[p] for p in PEERS_APART)
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for pkg, p in _modules() if pkg == "diskio"
+           for m in imports_of_digests(p.read_text())]
+    assert bad == [], "diskio is beneath the digests: they use its helpers, it does not use them"
+    assert imports_of_digests("from bkdisk.digests.plan import DigestPlan\nfrom bkdisk.diskio.mapped import map_file\n"
+                              ) == ["bkdisk.digests.plan"]
+
+
 def test_formats_does_no_io():
     bad = []
     for pkg, p in _modules():
@@ -79,7 +94,7 @@ def test_formats_does_no_io():
 
 def test_the_command_line_layer_sits_above_every_library_and_below_the_commands():
     below = {p for p, n in LAYER.items() if n < LAYER[COMMAND_LINE]}
-    assert below == {"formats", "diskio", "journal", "entrylogs", "indexfiles", "rocksdbfiles", "bookie",
+    assert below == {"formats", "diskio", "digests", "journal", "entrylogs", "indexfiles", "rocksdbfiles", "bookie",
                      "metaservice", "fsck"}
     assert {p for p, n in LAYER.items() if n > LAYER[COMMAND_LINE]} == {"audit", "bkdisk", "bench"}
 

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
-from bkdisk.fsck import location_ranges
-from bkdisk.fsck.location_ranges import RereadLocations, routed_locations
+from bkdisk.fsck.passes.p5_crosscheck import location_ranges
+from bkdisk.fsck.passes.p5_crosscheck.location_ranges import RereadLocations, routed_locations
 from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import GOLDEN
 
+import bkdisk.digests.plan as P
 import bkdisk.diskio.config
 import bkdisk.diskio.kernels
 import bkdisk.entrylogs.scan
@@ -26,8 +27,9 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import numba
-import bkdisk.diskio.kernels as K, bkdisk.diskio.digest_kernels as DK
+import bkdisk.diskio.kernels as K, bkdisk.digests.kernels as DK
 import bkdisk.entrylogs.scan as E, bkdisk.entrylogs.walk as EW, bkdisk.journal.scan as J, bkdisk.journal.walk as JW
+import bkdisk.digests.plan as P
 import bkdisk.indexfiles.scan as I, bkdisk.indexfiles.decode as ID
 import hashlib, numpy as np
 from bkdisk.diskio.config import lean_cache_class
@@ -45,7 +47,7 @@ def feed(o, depth=0):   # every array and plain value a scan returns, in order
         for _k, v in sorted(vars(o).items()):
             feed(v, depth + 1)
 for log in sorted(g.glob("ledgers*/current/*.log")):
-    feed(E.scan_entry_log(log, window=4096, digests=E.DigestPlan(), payload_hash="sha256"))
+    feed(E.scan_entry_log(log, window=4096, digests=P.DigestPlan(), payload_hash="sha256"))
 data = bytearray(sorted(g.glob("ledgers*/current/*.log"))[0].read_bytes())
 data[2000:9000] = bytes(7000)  # damage: resync, zero-tail test, probes
 feed(E.scan_entry_log("0.log", data=bytes(data), window=4096))
@@ -94,8 +96,8 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(co
     cache, first_run = compiled
     second_run = _run({"NUMBA_CACHE_DIR": cache})
     first, second = _used(first_run), _used(second_run)
-    entry_points = {"bkdisk.entrylogs.walk.walk_entry_records", "bkdisk.diskio.digest_kernels.check_digests",
-                    "bkdisk.diskio.digest_kernels.sniff_crc", "bkdisk.journal.walk.walk_journal_records",
+    entry_points = {"bkdisk.entrylogs.walk.walk_entry_records", "bkdisk.digests.kernels.check_digests",
+                    "bkdisk.digests.kernels.sniff_crc", "bkdisk.journal.walk.walk_journal_records",
                     "bkdisk.indexfiles.decode.decode_files", "bkdisk.diskio.kernels.last_nonzero"}
     assert entry_points <= set(first), sorted(entry_points - set(first))
     assert all(first[k][1] > 0 for k in entry_points)  # compiled on first use
@@ -120,9 +122,10 @@ import sys
 from pathlib import Path
 import numpy as np
 import bkdisk.entrylogs.scan as E
+import bkdisk.digests.plan as P
 from bkdisk.diskio.config import kernel
 log = sorted((Path(sys.argv[1]) / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0]
-res = E.scan_entry_log(log, window=4096, digests=E.DigestPlan())
+res = E.scan_entry_log(log, window=4096, digests=P.DigestPlan())
 assert "numba.np.linalg" not in sys.modules, "loading from the cache refreshed numba's registries"
 print(len(res.entries))
 @kernel

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.bookie.arrow_columns import hex_column
-from bkdisk.diskio.payload_hashes import PayloadHashes, hex_ascii, sha256_payloads
+from bkdisk.digests.payload_hashes import PayloadHashes, hex_ascii, sha256_payloads
 
 PAYLOADS = st.lists(st.one_of(st.none(), st.binary(max_size=300)), max_size=60)
 

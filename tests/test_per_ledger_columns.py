@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.digest_plan import SOURCE_GIVEN, SOURCE_SNIFFED, DigestPlan
+from bkdisk.digests.plan import SOURCE_GIVEN, SOURCE_SNIFFED, DigestPlan
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.indexfiles.listing import list_index_tree
@@ -143,7 +143,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "get", "put"]), KEYS,
 def test_the_decision_table_answers_as_a_dict_whatever_its_merges(ops, merge_every):
     from unittest import mock
 
-    from bkdisk.diskio import decision_table
+    from bkdisk.digests import decision_table
     with mock.patch.object(decision_table, "MERGE_EVERY", merge_every):
         _check_decisions(decision_table.DecisionTable(), ops)
 

@@ -9,10 +9,11 @@ import re
 
 from conftest import REPO
 
-# Product packages. formats/ holds the declarations; diskio/ is the byte-level I/O layer beneath them.
-PRODUCT = ("formats", "diskio", "journal", "entrylogs", "indexfiles", "rocksdbfiles", "bookie", "fsck", "bkdisk",
-           "audit", "metaservice")
-MAY_DECODE = {"formats", "diskio"}
+# Product packages. formats/ holds the declarations; diskio/ is the byte-level I/O layer beneath them, digests/
+# the digest checks beside it.
+PRODUCT = ("formats", "diskio", "digests", "journal", "entrylogs", "indexfiles", "rocksdbfiles", "bookie", "fsck",
+           "bkdisk", "audit", "metaservice")
+MAY_DECODE = {"formats", "diskio", "digests"}   # digests/: CRC arithmetic over raw entry bytes, as diskio
 MAX_MODULE_LINES = 400
 
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
 from bkdisk.formats.index import POSITION_BITS
-from bkdisk.fsck import range_join
-from bkdisk.fsck.location_ranges import LOCATION_ROW
+from bkdisk.fsck.passes.p5_crosscheck import range_join
+from bkdisk.fsck.passes.p5_crosscheck.location_ranges import LOCATION_ROW
 from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
 
 

@@ -19,7 +19,7 @@ from bkdisk.formats.dbledger import location_value, locations_key
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.passes.p2_hierarchy import check_databases
 from bkdisk.fsck.passes.p3_index import check_ledgers
-from bkdisk.fsck.passes.p5_crosscheck import check_locations
+from bkdisk.fsck.passes.p5_crosscheck.checks import check_locations
 from bkdisk.fsck.problems import PROBLEMS
 from bkdisk.fsck_cli import fsck_command
 from bkdisk.rocksdbfiles import writer as w

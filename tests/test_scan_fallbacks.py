@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from conftest import GOLDEN
 
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.verify import recheck_digests
 from bkdisk.diskio import config
-from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+from bkdisk.entrylogs.scan import scan_entry_log
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = (sorted(GOLDEN.glob("*/ledgers*/current/*.log"))
@@ -26,7 +28,7 @@ def _scan_all(variant: int | None, window: int = 1 << 16) -> list:
     plan = DigestPlan() if variant is None else DigestPlan(crc_variant=variant)
     scans = [scan_entry_log(p, window=window, digests=plan, payload_hash="sha256") for p in LOGS]
     for s in scans:
-        plan.recheck(s)
+        recheck_digests(s, plan)
     return scans
 
 
@@ -63,7 +65,8 @@ SCRIPT = r"""
 import json, sys
 import numba                      # imported before any bkdisk module on purpose
 from bkdisk.diskio import config
-from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.entrylogs.scan import scan_entry_log
 import bkdisk.entrylogs.walk as W
 plan = DigestPlan()
 s = scan_entry_log(sys.argv[1], digests=plan)

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
+from bkdisk.digests.plan import DigestPlan
 from bkdisk.diskio import scan_sink
-from bkdisk.diskio.digests import DigestPlan
 from bkdisk.diskio.scan_sink import Room, ScanColumn, ScanSink
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.scan import scan_entry_log

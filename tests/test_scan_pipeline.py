@@ -10,11 +10,13 @@ import threading
 import numpy as np
 import pytest
 
-import bkdisk.diskio.digests as digests
+import bkdisk.digests.verify as digests
 import bkdisk.entrylogs.scan as scan_module
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
-from bkdisk.entrylogs.scan import DIGEST_BAD, DigestPlan, scan_entry_log
+from bkdisk.digests.kernels import DIGEST_BAD
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats.digests import DigestType
 
 

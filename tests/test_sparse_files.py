@@ -39,7 +39,8 @@ def test_an_entry_log_that_is_only_a_hole_is_checked_without_reading_it(tmp_path
     with open(log, "wb") as f:
         f.truncate(TB)   # a new file: no data at all
     out = _run(f"""
-from bkdisk.entrylogs.scan import scan_entry_log, DigestPlan
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.entrylogs.scan import scan_entry_log
 s = scan_entry_log({log!r}, digests=DigestPlan())
 print(s.header_error is not None, len(s.entries), s.size)
 """)
@@ -53,7 +54,8 @@ def test_an_entry_log_extended_by_a_hole_scans_as_before(tmp_path):
     root = str(golden_copy(tmp_path))
     log = os.path.join(root, "ledgers1", "current", "0.log")
     code = f"""
-from bkdisk.entrylogs.scan import scan_entry_log, DigestPlan
+from bkdisk.digests.plan import DigestPlan
+from bkdisk.entrylogs.scan import scan_entry_log
 s = scan_entry_log({log!r}, digests=DigestPlan())
 print(len(s.entries), int(s.digests["status"].sum()), len(s.problems), s.data_end)
 """

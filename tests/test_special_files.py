@@ -20,13 +20,14 @@ import pytest
 
 from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
+from bkdisk.digests.plan import DigestPlan
 from bkdisk.diskio.mapped import NOT_REGULAR, DiskError, file_size, map_file, map_window, read_bytes, read_range
 from bkdisk.entrylogs.arrays import scan_entry_log_reference
 from bkdisk.entrylogs.reader import read_entry_log
-from bkdisk.entrylogs.scan import DigestPlan, scan_entry_log
+from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats.ids import LedgerId
-from bkdisk.indexfiles.arrays import walk_index_dirs_reference
 from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 from bkdisk.journal.arrays import scan_journal_reference
 from bkdisk.journal.reader import read_journal

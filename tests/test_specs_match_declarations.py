@@ -480,7 +480,7 @@ def test_entry_log_constants_are_the_values_the_spec_states() -> None:
 
 
 def test_kernel_constants_are_the_offsets_of_the_spec_tables() -> None:
-    from bkdisk.diskio import digest_kernels
+    from bkdisk.digests import kernels as digest_kernels
     from bkdisk.entrylogs import walk as entry_walk
     from bkdisk.formats import entry as fen
     from bkdisk.formats import entrylog as fel

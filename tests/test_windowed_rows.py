@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.digests import DIGEST_DTYPE
+from bkdisk.digests.verify import DIGEST_DTYPE
 from bkdisk.diskio.windowed import Columns, concat_rows
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE
 

@@ -24,6 +24,7 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.confinement import first_link
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.keyjoin import mix
 from bkdisk.indexfiles.canonical_paths import PlacedPaths
 from bkdisk.indexfiles.listing import INDEX_SUFFIX, RELOCATION_SUFFIX
@@ -106,14 +107,6 @@ def _duplicates(rows: np.ndarray) -> list[tuple[int, list[int]]]:
             groups[int(order[start])] = order[start + 1:k + 1].tolist()
         start = k + 1
     return sorted(groups.items())
-
-
-def same_inode(a: str, b: str) -> bool:
-    try:
-        sa, sb = os.stat(a, follow_symlinks=False), os.stat(b, follow_symlinks=False)
-    except OSError:
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def stale_temp(path: str) -> str | None:

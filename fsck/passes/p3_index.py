@@ -8,17 +8,17 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from bkdisk.diskio.config import free_heap_returned
+from bkdisk.diskio.config import free_heap_returned, kernel
+from bkdisk.diskio.kernels import first_at_least, unowned
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
-from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
-from bkdisk.fsck.crosscheck_kernels import misplaced_locations
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
 from bkdisk.indexfiles.row_objects import HeaderColumn
@@ -88,7 +88,8 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         c = locs[k0:k0 + CHUNK]
         n_missing, n_past = misplaced_locations(c["log"], c["pos"], ids, sizes, SHORTEST_ENTRY_END, missing, past)
         for k in missing[:n_missing].tolist():
-            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, f"{int(c[k]['log']):x}.log")
+            log_id = int(c[k]["log"])
+            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, entry_log_name(log_id), {"log_id": log_id})
         past_end.append(k0 + past[:n_past])
     for k in np.concatenate(past_end).tolist():
         loc = locs[k]
@@ -140,12 +141,12 @@ def _key_differs(headers: HeaderColumn, hid: np.ndarray, keys: LedgerKeys, at: n
     return out
 
 
-def _loc_finding(inv, loc, code: Code, detail: str) -> Finding:
+def _loc_finding(inv, loc, code: Code, detail: str, extra: dict | None = None) -> Finding:
     f = int(loc["file"])
     row = inv.files[f]
     entry = int(loc["entry"])
     return Finding(code, path=inv.paths[f], offset=slot_offset(entry), scope=int(row["scope"]),
-                   ledger=int(row["ledger"]), entry=entry, detail=detail)
+                   ledger=int(row["ledger"]), entry=entry, detail=detail, extra=extra or {})
 
 
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
@@ -189,3 +190,23 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
         out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger))
                 for x, h in zip(journal, held.tolist()) if not h]
     return out
+
+
+@kernel
+def misplaced_locations(c_log, c_pos, ids, sizes, shortest_end, out_missing, out_past):
+    """The locations (LOCATION_DTYPE fields ``c_*``) that point into no log of ``ids`` (sorted):
+    their indices in ``out_missing``; and of the others those where an entry could not start, within
+    ``shortest_end`` bytes of their log's end (``sizes``) or past it: in ``out_past``. Returns how many
+    of each were written."""
+    ids = unowned(ids)
+    missing = past = 0
+    for i in range(c_log.size):
+        log = np.uint64(c_log[i])
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        if ids.size == 0 or ids[w] != log:
+            out_missing[missing] = i
+            missing += 1
+        elif np.int64(c_pos[i]) + shortest_end > sizes[w]:
+            out_past[past] = i
+            past += 1
+    return missing, past

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_UNKNOWN
+from bkdisk.digests.plan import SOURCE_SNIFFED
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.mapped import DiskError, map_window, read_bytes
 from bkdisk.entrylogs.arrays import EntryLogArrays, EntryLogScanArrays
 from bkdisk.entrylogs.map_check import map_differences as _map_differences
 from bkdisk.entrylogs.reader import Damage
-from bkdisk.entrylogs.scan import DIGEST_BAD, DIGEST_UNKNOWN, SOURCE_SNIFFED
 from bkdisk.entrylogs.scan_parts import digest_parts, entries_between
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER, V1_ENTRY_AT, V1_LAC_AT, V1_LEDGER_AT, V2_MARKER

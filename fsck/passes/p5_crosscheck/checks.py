@@ -6,7 +6,7 @@ points at still has a location elsewhere is a join by ledger partitions (fsck.db
 
 The join runs over ranges of entry-log ids, one range's entries and the locations that point into it
 at a time: ranges sized to the pass's share of ``--memory-limit``, the locations grouped by range
-(fsck.location_ranges: read again per range when the ranges are few, else routed once and spilled to the
+(location_ranges.py: read again per range when the ranges are few, else routed once and spilled to the
 check's folder when they do not fit). Findings come out in
 the order of one join over everything: wrong locations in index order, then entries no index points
 at in log and position order, then ledgers without an index by ledger id (DbLedgerStorage: locations
@@ -26,15 +26,15 @@ from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import join_locations, location_logs, slot_offset, unpack_location
-from bkdisk.formats.paths import LOCATIONS_DB
+from bkdisk.formats.paths import LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import in_order
-from bkdisk.fsck.location_ranges import CHUNK, routed_locations
-from bkdisk.fsck.range_join import ENTRY_ROW, join_range
+from bkdisk.fsck.passes.p5_crosscheck.location_ranges import CHUNK, routed_locations
+from bkdisk.fsck.passes.p5_crosscheck.range_join import ENTRY_ROW, join_range
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
@@ -286,9 +286,10 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
     for c in idx.location_chunks():
         known = np.isin(c["log"], ids)
         for i in np.flatnonzero(~known).tolist():
+            log_id = int(c["log"][i])
             flagged.append((k0 + i, (Code.DBINDEX_LOCATION_MISSING_LOG, dict(
                 path=locations_db, scope=0, ledger=int(c["ledger"][i]), entry=int(c["entry"][i]),
-                detail=f"{int(c['log'][i]):x}.log"))))
+                detail=entry_log_name(log_id), extra={"log_id": log_id}))))
         rows = np.empty(int(known.sum()), LOC_ROW)
         rows["k"] = k0 + np.flatnonzero(known)
         rows["at"] = _at(c["log"][known], c["offset"][known])

@@ -1,5 +1,5 @@
 """Jitted steps of pass 5's join of index locations with the entries the entry-log scans found
-(fsck/passes/p5_crosscheck.py): each one loop over the rows where numpy took several passes and a
+(fsck/passes/p5_crosscheck/): each one loop over the rows where numpy took several passes and a
 temporary array per step. The rows they fill are the pass's ENTRY_ROW and LOCATION_ROW fields."""
 from __future__ import annotations
 
@@ -179,23 +179,3 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
         f = l_file[i]
         out_verdict[i] = _verdict(e_offset[w] == at, e_scope[w] == f_scope[f] and e_ledger[w] == f_ledger[f]
                                   and e_entry[w] == l_entry[i], w, pointed)
-
-
-@kernel
-def misplaced_locations(c_log, c_pos, ids, sizes, shortest_end, out_missing, out_past):
-    """The locations (LOCATION_DTYPE fields ``c_*``) that point into no log of ``ids`` (sorted):
-    their indices in ``out_missing``; and of the others those where an entry could not start, within
-    ``shortest_end`` bytes of their log's end (``sizes``) or past it: in ``out_past``. Returns how many
-    of each were written."""
-    ids = unowned(ids)
-    missing = past = 0
-    for i in range(c_log.size):
-        log = np.uint64(c_log[i])
-        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
-        if ids.size == 0 or ids[w] != log:
-            out_missing[missing] = i
-            missing += 1
-        elif np.int64(c_pos[i]) + shortest_end > sizes[w]:
-            out_past[past] = i
-            past += 1
-    return missing, past

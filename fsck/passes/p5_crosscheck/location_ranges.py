@@ -1,5 +1,5 @@
 """Pass 5's index locations as rows, grouped by the ranges of entry-log ids its join runs over
-(fsck/passes/p5_crosscheck.py), each range's rows in index order.
+(fsck/passes/p5_crosscheck/), each range's rows in index order.
 
 With few ranges each range's rows are built when its join asks for them, by a pass over the
 inventory's locations that keeps those pointing into the range: nothing is copied, routed or spilled
@@ -14,7 +14,7 @@ import numpy as np
 
 from bkdisk.diskio.spill import RangeSpill, SpillFolder
 from bkdisk.formats.index import location_logs
-from bkdisk.fsck.crosscheck_kernels import location_rows, locations_per_log
+from bkdisk.fsck.passes.p5_crosscheck.kernels import location_rows, locations_per_log
 
 # (its scope and ledger are those of its file row: read there by the join, not copied per location)
 LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("entry", "<i8"), ("file", "<i4")])

@@ -1,5 +1,5 @@
-"""One range's join in pass 5 (fsck/passes/p5_crosscheck.py): the index locations routed to a range of
-entry-log ids (fsck.location_ranges) against the entries the scans of those logs found.
+"""One range's join in pass 5 (fsck/passes/p5_crosscheck/): the index locations routed to a range of
+entry-log ids (location_ranges.py) against the entries the scans of those logs found.
 
 Each log is joined on its scan's own arrays a part at a time (a spilled scan's parts read one at a
 time), its locations grouped by log and by the part that holds their position: nothing per entry is
@@ -18,7 +18,7 @@ from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entries_between, entry_bounds
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS, location_logs
-from bkdisk.fsck.crosscheck_kernels import (
+from bkdisk.fsck.passes.p5_crosscheck.kernels import (
     NO_ENTRY,
     OTHER_ENTRY,
     SAME,

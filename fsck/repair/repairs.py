@@ -31,10 +31,10 @@ from bkdisk.fsck.context import CheckContext, CheckOptions
 from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
 from bkdisk.fsck.findings import Finding, given
-from bkdisk.fsck.passes.p2_hierarchy import same_inode
+from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
-from bkdisk.fsck.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
-from bkdisk.fsck.repair_guards import RepairRefused, default_backup_dir, processes_holding
+from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, processes_holding
+from bkdisk.fsck.repair.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from bkdisk.fsck.shell_commands import recover_commands
 from bkdisk.indexfiles.writer import index_bytes
 

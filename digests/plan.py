@@ -1,6 +1,6 @@
 """What is known and learned of each ledger's digest type, across files and windows: ``DigestPlan``.
 
-Types come from ledger metadata, from V2 entries' flags, or from sniffing (diskio/digests.py tries a
+Types come from ledger metadata, from V2 entries' flags, or from sniffing (digests/verify.py tries a
 ledger's entries until one verifies); a ledger whose type stays unknown may still have its digest
 length inferred from the entries' cumulative lengths. A plan may be shared by threads (fsck
 ``--jobs``): its lock guards every read-modify-write of its tables.
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bkdisk.digests.decision_table import DecisionTable, LedgerKey
 from bkdisk.diskio import config
-from bkdisk.diskio.decision_table import DecisionTable
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, mac_key
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 
@@ -24,7 +24,6 @@ SOURCE_NAMES = {SOURCE_NONE: None, SOURCE_GIVEN: "metadata", SOURCE_SNIFFED: "sn
 _PLAUSIBLE_DIGEST_LENGTHS = tuple(sorted(set(DIGEST_LENGTH.values())))
 
 
-LedgerKey = tuple[int, int]   # (scope, ledger)
 
 
 @dataclass
@@ -41,8 +40,8 @@ class DigestPlan:
     Entries checked while their ledger was undecided come out DIGEST_UNKNOWN (type 0). Within one
     ``verify_entry_digests`` call, and within one ``scan_entry_log`` (every window of the file),
     they are re-verified once the ledger is decided, so they end OK or BAD. Across calls or files
-    the caller re-verifies them: ``plan.recheck(scan)`` does it for a finished EntryLogScanArrays
-    (``verify_entry_digests`` with this plan on those entries does it for any entry array).
+    the caller re-verifies them: ``digests.verify.recheck_digests(scan, plan)`` does it for a finished
+    EntryLogScanArrays (``verify_entry_digests`` with this plan on those entries does it for any entry array).
     """
 
     known: dict[LedgerKey, DigestType] = field(default_factory=dict)
@@ -99,17 +98,6 @@ class DigestPlan:
             ids, values = np.insert(cached[2][0], at, ids), np.insert(cached[2][1], at, values, axis=0)
         self._tables[name] = (id(d), len(d), (ids, values))
         return ids, values
-
-    def recheck(self, scan, data=None) -> int:
-        """Re-verify a finished scan's entries left unknown while their ledger was undecided.
-
-        For the V1 entries of ``scan`` whose digest came out DIGEST_UNKNOWN with no type, and whose
-        ledger this plan has decided since (by another window or file), check the digest with the
-        decided type and update ``scan.digests`` (and ``scan.payload_hashes``) in place. ``data``:
-        the file's bytes, when the scan was of in-memory bytes. Returns the number of rows updated.
-        """
-        from bkdisk.diskio.digests import recheck_digests  # (diskio.digests builds on this module)
-        return recheck_digests(scan, self, data)
 
     def ledger_digest(self, key: LedgerKey) -> tuple[DigestType | None, str | None]:
         """A V1 ledger's digest type as decided so far and where it came from."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.digests import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
+from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from bkdisk.diskio.distinct import distinct
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import log_scan_parts

@@ -1,10 +1,10 @@
-"""What the digest checks (diskio/digests.py) read of stored entries: their bytes, or first their digest
-facts (diskio.digest_kernels.entry_facts) where a scan took them while it held the bytes."""
+"""What the digest checks (digests/verify.py) read of stored entries: their bytes, or first their digest
+facts (digests.kernels.entry_facts) where a scan took them while it held the bytes."""
 from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.digest_kernels import (
+from bkdisk.digests.kernels import (
     DIGEST_NEEDS_BYTES,
     FACT_CRC32C,
     FACT_CRC32C_OK,
@@ -20,7 +20,7 @@ from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
 
 class EntryBytes:
     """What the digest checks read of the entries: their bytes (``data``: the bytes, or a callable giving
-    them, called once and only when needed), or first their digest facts (diskio.digest_kernels.entry_facts)
+    them, called once and only when needed), or first their digest facts (digests.kernels.entry_facts)
     where a caller has them: then the bytes are read only for what the facts do not tell."""
 
     def __init__(self, data, base: int, off: np.ndarray, size: np.ndarray, variant: int, facts=None):

@@ -6,12 +6,12 @@ each by the offset of its prefix and its stored size. ``verify_entry_digests`` c
 in a buffer (a whole file, or a window of whole records), ``verify_streamed`` one record too large for
 a window, its covered bytes read a chunk at a time; ``recheck_digests`` re-verifies a finished scan's
 entries once their ledger's type is decided. Which digest each entry is checked with comes from the
-``DigestPlan`` (diskio/digest_plan.py: ledger metadata, V2 flags, or sniffing per ledger): a ledger's
+``DigestPlan`` (digests/plan.py: ledger metadata, V2 flags, or sniffing per ledger): a ledger's
 entries are tried (CRC32C, then CRC32; HMAC only when the ledger's password is known) until one
 verifies, which decides the type, up to ``max_samples`` of them, after which it is unknown and the
 result says so. Entries tried before the decision are re-verified with the decided type, so a corrupt
 one is BAD, not unknown (within a call here; across files by ``DigestPlan.recheck``). CRC32/CRC32C
-are checked by the jitted kernels of diskio/digest_kernels.py; HMAC-SHA1 by ``hmac`` (one call per
+are checked by the jitted kernels of digests/kernels.py; HMAC-SHA1 by ``hmac`` (one call per
 HMAC entry). The plan's lock is held while its tables are read and changed: the general check's CRC
 kernels run outside it; the facts' kernel (``digests_by_facts``) runs inside it, as it reads a part's
 decisions and records what it sniffs in one step.
@@ -26,9 +26,10 @@ from contextlib import ExitStack
 
 import numpy as np
 
-from bkdisk.diskio.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
-from bkdisk.diskio.decision_table import find_ledgers
-from bkdisk.diskio.digest_kernels import (
+from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
+from bkdisk.digests.decision_table import LedgerKey, find_ledgers
+from bkdisk.digests.entry_bytes import EntryBytes
+from bkdisk.digests.kernels import (
     DIGEST_BAD,
     DIGEST_LENGTH_BY_CODE,
     DIGEST_OK,
@@ -39,28 +40,23 @@ from bkdisk.diskio.digest_kernels import (
     SNIFF_CRC32C,
     digests_from_facts,
 )
-from bkdisk.diskio.digest_plan import (
+from bkdisk.digests.payload_hashes import PayloadHashes, sha256_payloads
+from bkdisk.digests.plan import (
     SOURCE_ENTRY,
     SOURCE_GIVEN,
-    SOURCE_NAMES,
     SOURCE_NONE,
     SOURCE_SNIFFED,
     DigestPlan,
-    LedgerKey,
     learn_digest_length_hints,
 )
 from bkdisk.diskio.distinct import distinct
-from bkdisk.diskio.entry_bytes import EntryBytes
 from bkdisk.diskio.kernels import as_bytes_array, be_i64_at, readonly
 from bkdisk.diskio.mapped import map_file
-from bkdisk.diskio.payload_hashes import PayloadHashes, sha256_payloads
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
-__all__ = ["DIGEST_BAD", "DIGEST_DTYPE", "DIGEST_OK", "DIGEST_UNKNOWN", "DigestPlan", "LedgerKey", "SOURCE_ENTRY",
-           "SOURCE_GIVEN", "SOURCE_NAMES", "SOURCE_NONE", "SOURCE_SNIFFED", "digests_by_facts", "recheck_digests",
-           "verify_entry_digests", "verify_streamed"]
+__all__ = ["DIGEST_DTYPE", "digests_by_facts", "recheck_digests", "verify_entry_digests", "verify_streamed"]
 
 DIGEST_DTYPE = np.dtype([
     ("type", "u1"),          # DigestType value, 0 = unknown
@@ -189,7 +185,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     every V1 ledger is sniffed. ``payload_hash="sha256"`` also returns each payload's SHA-256
     (absent where the digest length, hence the payload, is unknown).
 
-    ``facts``: each entry's digest facts (diskio.digest_kernels.entry_facts), taken earlier from the
+    ``facts``: each entry's digest facts (digests.kernels.entry_facts), taken earlier from the
     same bytes; then ``data`` may be a callable giving the bytes, called only for what the facts do
     not settle (CRC32, HMAC). ``lengths``: a callable giving the entries' cumulative lengths, for
     ``entries`` without a length field (asked only to infer a digest length).
@@ -261,7 +257,7 @@ def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger:
                      facts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The entries' digest (types, sources, statuses, payload lengths) from their facts alone, the
     ledgers they show to be CRC32C recorded in the plan as sniffed; or None when the facts do not
-    settle every entry (diskio.digest_kernels.digests_from_facts; ``v2``: nonzero for a V2 entry).
+    settle every entry (digests.kernels.digests_from_facts; ``v2``: nonzero for a V2 entry).
     What the plan learns and the rows are what verify_entry_digests' general check gives such
     entries; ``plan.force`` is left to it."""
     if plan.force is not None:

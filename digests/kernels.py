@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
+from bkdisk.digests.plan import SOURCE_ENTRY, SOURCE_SNIFFED
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
-from bkdisk.diskio.digest_plan import SOURCE_ENTRY, SOURCE_SNIFFED
 from bkdisk.diskio.kernels import be_u32, be_u64, first_at_least, unowned
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE, V2_DIGEST_MASK, V2_FLAGS_AT, V2_MARKER
