@@ -148,7 +148,7 @@ def test_a_kernel_compiles_in_a_process_that_loaded_others_from_the_cache(compil
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     entries = len(E.scan_entry_log(sorted((GOLDEN / "interleaved-v6-hostport").glob("ledgers*/current/*.log"))[0],
-                                   window=4096, digests=E.DigestPlan()).entries)
+                                   window=4096, digests=P.DigestPlan()).entries)
     assert entries > 0
     assert r.stdout.split() == [str(entries), "45", "6.0"]
 
