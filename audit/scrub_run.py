@@ -1,0 +1,70 @@
+"""The scrub on the audit's driver (``bkdisk audit --state DIR``): the last good state read before the
+disks are scanned, each disk's task handed its disk's part of it (audit/scrub_task.py), and the new
+state written whole at the end of a run that succeeded, never before.
+
+A disk whose audit did not finish (not audited, unreadable) keeps its rows of the last good state,
+as does a disk of the state this run did not name: its checks are not forgotten.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+
+from bkdisk.audit.rows import AUDITED
+from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Schedule
+from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, read_state, state_batches, write_state
+from bkdisk.audit.scrub_task import ScrubDisk
+from bkdisk.entrylogs.identity import LogIdentity
+
+# A planted failure for the tests of a run that fails after the state was read: the task of the disk
+# whose path this variable holds raises, failing the Spark stage (and with it the run).
+FAIL_DISK_ENV = "BKDISK_SCRUB_TEST_FAIL_DISK"
+
+
+@dataclass
+class ScrubRun:
+    state_dir: str
+    schedule: Schedule
+    now: datetime.datetime
+    deep_all: bool = False
+    known: dict[str, DiskState] = field(default_factory=dict)
+    rows_dir: str = ""
+
+    @classmethod
+    def open(cls, state_dir: str, schedule: Schedule, now: datetime.datetime, deep_all: bool) -> ScrubRun:
+        """Read the last good state (a StateError, one line, when it is not one)."""
+        return cls(os.path.abspath(state_dir), schedule, now, deep_all, read_state(state_dir))
+
+    def prepare(self, scratch: str) -> None:
+        """The folder the disks' tasks write their new state rows into (under the run's scratch)."""
+        self.rows_dir = os.path.join(scratch, "scrub")
+        os.makedirs(self.rows_dir, exist_ok=True)
+
+    def for_disk(self, path: str, index: int) -> ScrubDisk:
+        if os.environ.get(FAIL_DISK_ENV) == path:
+            raise RuntimeError(f"{path}: planted failure ({FAIL_DISK_ENV})")
+        return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.get(path),
+                         os.path.join(self.rows_dir, f"{index}.parquet"))
+
+    def commit(self, disk_rows: list[dict], paths: list[str]) -> None:
+        """Write the new state: each audited disk's rows from its task, the others' as they were."""
+        audited = {d["path"] for d in disk_rows if d["status"] in AUDITED}
+        new = dict(self.known)
+        for i, path in enumerate(paths):
+            f = os.path.join(self.rows_dir, f"{i}.parquet")
+            if path in audited and os.path.exists(f):
+                new.update(_disk_states(pq.read_table(f, schema=LOGS_SCHEMA).to_pylist()))
+        write_state(self.state_dir, state_batches(new))
+
+
+def _disk_states(rows: list[dict]) -> dict[str, DiskState]:
+    out: dict[str, DiskState] = {}
+    for r in rows:
+        d = out.setdefault(r["disk"], DiskState(DiskIdentity(r["bookie_id"], r["instance_id"], r["cookie_hash"]), {}))
+        if r["log_id"] is not None:
+            d.logs[r["log_id"]] = LogState(LogIdentity(r["size"], r["inode"], r["mtime_ns"], r["frame_hash"]),
+                                           r["last_deep"], r["due_at"], r["verdict"], r["found_at"], r["carried"])
+    return out
