@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Reason, Schedule, lagging
+from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Plan, Reason, Schedule, lagging
 from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, state_batches
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name
 
@@ -65,7 +65,7 @@ class ScrubDisk:
     rows_file: str                      # where the scan writes the disk's new state rows
     _logs: dict[int, tuple[str, int]] = field(default_factory=dict)    # key -> (path, size)
     _unreadable: dict[int, str] = field(default_factory=dict)          # key -> path
-    _plan: object = None
+    _plan: Plan = field(default_factory=lambda: Plan({}, {}, True))
     _identity: DiskIdentity | None = None
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
@@ -166,7 +166,7 @@ class ScrubDisk:
         late = lagging(after, self.now, self.schedule.interval)
         why = {k: "new" if after[k].last_deep is None else "late" for k in late}
         why.update(dict.fromkeys(self._unreadable, "unreadable"))
-        checked = [s.last_deep for s in after.values()]
+        checked = [s.last_deep for s in after.values() if s.last_deep is not None]
         named = [f"log {k} ({w})" for k, w in sorted(why.items())[:LAGGING_NAMED]]
         more = f" and {len(why) - LAGGING_NAMED} more" if len(why) > LAGGING_NAMED else ""
         return {"payload_bytes": sum(sizes.values()),
@@ -175,5 +175,5 @@ class ScrubDisk:
                 "logs_total": len(self._logs) + len(self._unreadable),
                 "logs_deep_checked": sum(1 for k in plan.deep if k in self._logs),
                 "all_verified_within_interval": not why,
-                "oldest_deep_check": None if not checked or None in checked else min(checked),
+                "oldest_deep_check": None if not checked or len(checked) < len(after) else min(checked),
                 "lagging_logs": ", ".join(named) + more if why else None}
