@@ -31,6 +31,8 @@ def scrub_summary(disks: list[dict[str, Any]], interval: datetime.timedelta | No
     checks = [d.get("oldest_deep_check") for d in disks if d["status"] in AUDITED]
     known = [c for c in checks if c is not None]
     oldest = min(known) if known and len(known) == len(checks) else None   # (a log never checked: none)
+    if oldest is not None and oldest.tzinfo is None:   # (Spark's Parquet timestamps read back without a zone: UTC)
+        oldest = oldest.replace(tzinfo=datetime.UTC)
     out.update(interval_seconds=int(interval.total_seconds()), all_verified_within_interval=not lagging,
                oldest_deep_check=oldest.isoformat() if oldest is not None else None, lagging=lagging)
     return out
