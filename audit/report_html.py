@@ -204,7 +204,7 @@ def space_section(s: dict[str, Any]) -> str:
 
 
 # The page, top to bottom.
-SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, scrub_section, problems_section, bookies_section,
+SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, problems_section, scrub_section, bookies_section,
                                                    worst_ledgers_section, orphans_section, charts_section,
                                                    space_section, notes_section, run_section]
 

@@ -25,7 +25,7 @@ import pyarrow.ipc as ipc
 
 from bkdisk.audit.ledger_keys import key_batches
 from bkdisk.audit.placement import this_host, wrong_host
-from bkdisk.audit.scrub_task import SCRUB_DISK_FIELDS
+from bkdisk.audit.scrub_columns import SCRUB_DISK_FIELDS
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.diskio import fault_guard
 from bkdisk.diskio.config import collector_eased

@@ -1,6 +1,6 @@
 """The scrub in a disk's task (``bkdisk audit --state``): the disk's plan from the state's rows of it,
 the entry logs walked light (entry headers and index cross-checks, no payload digests or hashes),
-the new state rows of the disk, and the disk's scrub figures for its disks row.
+the new state rows of the disk, and the disk's scrub figures for its disks row (audit/scrub_columns.py).
 
 The driver (audit/scrub_run.py) hands each task a ``ScrubDisk`` holding only its disk's state; the
 task's scan writes the disk's new state rows to ``<rows_dir>/<disk index>.parquet``, which the
@@ -18,18 +18,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit.rows import signed, task_batch, to_signed
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Plan, Reason, Schedule, lagging
 from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, state_batches
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name
 
 # The findings only a deep read makes: a log not deep-read this run carries its last ones.
 DEEP_CODES = ("DIGEST_MISMATCH", "DIGEST_NOT_VERIFIED", "DIGEST_SNIFFED")
-FINDING_KEYS = ("code", "severity", "pass_no", "path", "offset", "ledger_scope", "ledger_id", "entry_id", "message")
-# Per disk in the disks table (and, summed, summary.json's "scrub"); null when the audit ran without --state.
-SCRUB_DISK_FIELDS = [("payload_bytes", pa.int64()), ("deep_bytes", pa.int64()), ("light_bytes", pa.int64()),
-                     ("logs_total", pa.int64()), ("logs_deep_checked", pa.int64()),
-                     ("all_verified_within_interval", pa.bool_()),
-                     ("oldest_deep_check", pa.timestamp("us", tz="UTC")), ("lagging_logs", pa.string())]
+
 LAGGING_NAMED = 20   # logs named in a disk's lagging_logs (the count says the rest)
 
 
@@ -111,7 +107,6 @@ class ScrubDisk:
 
     def carried_batches(self, run, bookie_id: str):
         """The findings rows (TASK_SCHEMA) of the logs walked light, with the time they were found."""
-        from bkdisk.audit.rows import task_batch
         found = [f for p, _n in self._logs.values() for f in self.carried(p)]
         if found:
             yield task_batch("findings", run, bookie_id, {k: [f[k] for f in found] for k in found[0]}, len(found))
@@ -125,7 +120,6 @@ class ScrubDisk:
         bad = {(f["ledger_id"], f["entry_id"]) for f in self.carried(rows.path) if f["code"] == "DIGEST_MISMATCH"}
         ok = pa.nulls(n, pa.bool_())
         if bad:
-            from bkdisk.audit.rows import signed
             ids = zip(signed(e["ledger"]).tolist(), e["entry"].tolist())
             ok = pa.array([False if k in bad else None for k in ids], pa.bool_())
         return {"payload_sha256": pa.nulls(n, pa.string()), "digest_ok": ok,
@@ -134,8 +128,7 @@ class ScrubDisk:
 
     def finish(self, findings, log_scans) -> dict:
         """Each deep-read log's verdict and findings into the new state, written to ``rows_file``;
-        returns the disk's scrub figures (SCRUB_DISK_FIELDS)."""
-        from bkdisk.audit.rows import to_signed
+        returns the disk's scrub figures (scrub_columns.SCRUB_DISK_FIELDS)."""
         plan = self._plan
         deep_found: dict[str, list[dict]] = {}
         for f in findings:

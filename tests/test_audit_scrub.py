@@ -174,12 +174,13 @@ def test_a_run_that_fails_leaves_the_last_good_state_and_the_next_completes_the_
     env = spark.sparkContext.environment
     env[FAIL_DISK_ENV] = disks[1].path   # the task of that disk fails once it has the state
     try:
-        with pytest.raises(Exception):   # noqa: B017 - the Spark stage's failure, whatever its type here
+        with pytest.raises(Exception, match="planted failure"):   # the Spark stage's failure (a Py4J error)
             audit(spark, disks, root, tmp_path / "out", state=state, day=1)
     finally:
         del env[FAIL_DISK_ENV]
     assert (state / "logs.parquet").read_bytes() == before
-    due = {path: {lid for lid, s in d.logs.items() if s.due_at == T0 + DAY} for path, d in read_state(str(state)).items()}
+    due = {path: {lid for lid, s in d.logs.items() if s.due_at == T0 + DAY}
+           for path, d in read_state(str(state)).items()}
     assert all(due.values())
     audit(spark, disks, root, tmp_path / "out", state=state, day=1)   # the failed run's share, done by the next
     for path, lids in due.items():
