@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from bkdisk.audit.rows import signed, task_batch, to_signed
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Plan, Reason, Schedule, lagging
 from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, state_batches
-from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name
+from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.paths import CURRENT_DIR
 
 # The findings only a deep read makes: a log not deep-read this run carries its last ones.
 DEEP_CODES = ("DIGEST_MISMATCH", "DIGEST_NOT_VERIFIED", "DIGEST_SNIFFED")
@@ -44,7 +45,7 @@ def disk_identity(dirs, bookie_id: str) -> DiskIdentity:
             with open(p, "rb") as f:
                 raw = f.read()
             cookie = parse_cookie(raw, path=p)
-        except Exception:   # noqa: BLE001 - an unreadable cookie: try the next dir's (fsck reports it)
+        except (BkdiskError, OSError):   # an unreadable cookie: try the next dir's (fsck reports it)
             continue
         return DiskIdentity(bookie_id, cookie.instance_id, hashlib.blake2b(raw, digest_size=16).digest())
     return DiskIdentity(bookie_id, None, b"")
@@ -61,30 +62,25 @@ class ScrubDisk:
     rows_file: str                      # where the scan writes the disk's new state rows
     _logs: dict[int, tuple[str, int]] = field(default_factory=dict)    # key -> (path, size)
     _unreadable: dict[int, str] = field(default_factory=dict)          # key -> path
+    _keys: dict[str, int] = field(default_factory=dict)                # path -> key
     _plan: Plan = field(default_factory=lambda: Plan({}, {}, True))
     _identity: DiskIdentity | None = None
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
         """Plan the disk's run; the entry logs (paths) to walk light."""
         from bkdisk.entrylogs.identity import log_identity
+        from bkdisk.fsck.context import CheckContext
         self._identity = disk_identity(dirs, bookie_id)
-        per_dir = dirs.storage_kind == "rocksdb"
+        listed = CheckContext(dirs)   # the logs as fsck lists them (a dir it cannot list: fsck reports it)
         idents = {}
-        for di, d in enumerate(dirs.ledger_dirs):
+        for lf in listed.log_files:
+            k = log_key(lf.dir_index, lf.log_id, listed.per_dir_log_ids)
             try:
-                names = sorted(os.listdir(os.path.join(d, CURRENT_DIR)))
+                idents[k] = log_identity(lf.path)
+                self._logs[k] = (lf.path, idents[k].size)
+                self._keys[lf.path] = k
             except OSError:
-                continue   # fsck reports the dir; its logs are not known this run
-            for n in names:
-                lid = parse_entry_log_name(n)
-                if lid is None:
-                    continue
-                k, p = log_key(di, lid, per_dir), os.path.join(d, CURRENT_DIR, n)
-                try:
-                    idents[k] = log_identity(p)
-                    self._logs[k] = (p, idents[k].size)
-                except OSError:
-                    self._unreadable[k] = p   # deep-read: the scan reports it as today
+                self._unreadable[k] = lf.path   # deep-read: the scan reports it as today
         known = self.known.logs if self.known is not None and self.known.identity == self._identity else None
         plan = self.schedule.plan(self.key, self.now, idents, known)
         if self.deep_all:   # every log read; each keeps its place in the rotation
@@ -98,7 +94,7 @@ class ScrubDisk:
 
     def carried(self, path: str) -> list[dict]:
         """The findings a log walked light carries from its last deep check."""
-        k = next((k for k, (p, _n) in self._logs.items() if p == path), None)
+        k = self._keys.get(path)
         if k is None or not self.light(k):
             return []
         s = self._plan.after[k]
