@@ -164,7 +164,7 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
     at most that many disks are read at once on a host whatever the executors and cores there.
     ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir.
-    ``scrub`` (audit/scrub_run.ScrubRun, --state): each disk's plan, light and deep logs, new state rows."""
+    ``scrub`` (audit/scrub_run.TaskScrub, --state): each disk's plan, light and deep logs, new state rows."""
     from bkdisk.audit.metadata_tables import bookie_metadata
 
     def metadata_for(bookie: str):
@@ -224,10 +224,11 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         disk_rows: list[dict] = []
         if disks:
             numba_cache_writable()
-            if scrub is not None:
-                scrub.prepare(scratch)
-            task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory, scrub)
+            on_tasks = scrub.prepare(spark, scratch) if scrub is not None else None
+            task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory, on_tasks)
             disk_rows, folders = scan_disks(spark, disks, task, os.path.join(scratch, "rows"), progress)
+            if on_tasks is not None:   # (the tasks wrote their rows: the state's copies on the executors go)
+                on_tasks.known.destroy()
             frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*folders))
         if scan_files:
             files = spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files)
