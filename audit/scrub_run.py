@@ -21,10 +21,6 @@ from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, read_state, state_b
 from bkdisk.audit.scrub_task import ScrubDisk
 from bkdisk.entrylogs.identity import LogIdentity
 
-# A planted failure for the tests of a run that fails after the state was read: the task of the disk
-# whose path this variable holds raises, failing the Spark stage (and with it the run).
-FAIL_DISK_ENV = "BKDISK_SCRUB_TEST_FAIL_DISK"
-
 
 @dataclass
 class ScrubRun:
@@ -70,8 +66,6 @@ class TaskScrub:
 
     def for_disk(self, path: str, index: int) -> ScrubDisk:
         """The disk's scrub, holding its part of the state only."""
-        if os.environ.get(FAIL_DISK_ENV) == path:
-            raise RuntimeError(f"{path}: planted failure ({FAIL_DISK_ENV})")
         return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.value.get(path),
                          os.path.join(self.rows_dir, f"{index}.parquet"))
 

@@ -2,13 +2,19 @@
 deep-read each its share of the entry logs and every log within the interval; a payload byte flipped
 in a log not due is found on its turn and not before; a log rewritten is deep-checked on the next
 run; a deleted index file is found by the next light run; ``--deep-all`` gives the tables of the
-audit without a state; a run that fails leaves the last good state as it was."""
+audit without a state; a run killed mid-way leaves the last good state as it was."""
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from spark_session import shared_spark
@@ -17,7 +23,7 @@ from bkdisk.audit.job import FAULT_TABLES, read_tables, run_audit
 from bkdisk.audit.metadata_source import MetadataDirSource
 from bkdisk.audit.report import summarize, write_reports
 from bkdisk.audit.rows import DiskInput, RunInfo
-from bkdisk.audit.scrub_run import FAIL_DISK_ENV, ScrubRun
+from bkdisk.audit.scrub_run import ScrubRun
 from bkdisk.audit.scrub_schedule import Schedule
 from bkdisk.audit.scrub_state import read_state
 from bkdisk.bookie.cluster import sample_cluster, write_cluster
@@ -175,22 +181,42 @@ def test_deep_all_gives_the_fault_tables_of_the_audit_without_a_state(spark, clu
         assert rows(light[name]) == rows(plain[name]), name
 
 
-def test_a_run_that_fails_leaves_the_last_good_state_and_the_next_completes_the_schedule(spark, cluster, tmp_path):
+def test_a_run_killed_mid_way_leaves_the_last_good_state_and_the_next_completes_the_schedule(
+        spark, cluster, tmp_path):
+    """`bkdisk audit --state` killed (SIGKILL, as the OOM killer or a lost host does) while a disk's scan
+    task runs: its scan held waiting for the host's scan slot, which the test holds."""
     root, disks = cluster
     state = tmp_path / "state"
     audit(spark, disks, root, tmp_path / "out", state=state, day=0)
     before = (state / "logs.parquet").read_bytes()
-    env = spark.sparkContext.environment
-    env[FAIL_DISK_ENV] = disks[1].path   # the task of that disk fails once it has the state
+    slots = tmp_path / "slots"
+    slots.mkdir()
+    held = os.open(slots / "slot-0", os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    err = tmp_path / "stderr"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               BKDISK_SCAN_SLOTS_DIR=str(slots))
+    with open(err, "w") as e:
+        p = subprocess.Popen([str(Path(sys.executable).parent / "bkdisk"), "audit", *[d.path for d in disks],
+                              "--metadata-dir", str(root / "metadata"), "--out", str(tmp_path / "killed"),
+                              "--master", "local[1]", "--scans-per-host", "1", "--state", str(state),
+                              "--as-of", (T0 + DAY).isoformat()],
+                             stdout=subprocess.DEVNULL, stderr=e, env=env, start_new_session=True)
     try:
-        with pytest.raises(Exception, match="planted failure"):   # the Spark stage's failure (a Py4J error)
-            audit(spark, disks, root, tmp_path / "out", state=state, day=1)
+        deadline = time.monotonic() + 300
+        while "being scanned" not in err.read_text():
+            assert p.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+            time.sleep(0.2)
+        os.killpg(p.pid, signal.SIGKILL)
+        assert p.wait(timeout=60) == -signal.SIGKILL
     finally:
-        del env[FAIL_DISK_ENV]
+        os.close(held)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
     assert (state / "logs.parquet").read_bytes() == before
     due = {path: {lid for lid, s in d.logs.items() if s.due_at == T0 + DAY}
            for path, d in read_state(str(state)).items()}
     assert all(due.values())
-    audit(spark, disks, root, tmp_path / "out", state=state, day=1)   # the failed run's share, done by the next
+    audit(spark, disks, root, tmp_path / "out", state=state, day=1)   # the killed run's share, done by the next
     for path, lids in due.items():
         assert lids <= deep_on(state, path, T0 + DAY)
