@@ -10,6 +10,7 @@ import sys
 import click
 
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
+from bkdisk.audit.scrub_options import Duration, Instant, scrub_run
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
@@ -145,8 +146,9 @@ def spark_settings(spark, scans_per_host: int | None) -> dict[str, str | int | N
 
 def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_dir: str, out: str,
                       master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False,
-                      scans_per_host: int | None = None, memory=None) -> int:
-    """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems)."""
+                      scans_per_host: int | None = None, memory=None, scrub=None) -> int:
+    """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems).
+    ``scrub``: the --state run (audit/scrub_run.ScrubRun), None for the deep audit of every byte."""
     if not disks and not scan_files:
         raise AuditUsageError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
     disks = distinct_disks(disks)
@@ -169,7 +171,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
         spark_logging.take_interrupts()   # (the SparkContext installed its own handler)
         try:
             job.run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
-                          scans_per_host=scans_per_host, memory=memory)
+                          scans_per_host=scans_per_host, memory=memory, scrub=scrub)
             settings = spark_settings(spark, scans_per_host)
         except BkdiskError:
             raise
@@ -178,7 +180,8 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
         finally:
             if ours:
                 spark_logging.stop(spark)
-    summary = report.summarize(out, run.run_id, source.describe(), started=started)
+    summary = report.summarize(out, run.run_id, source.describe(), started=started,
+                               scrub_interval=scrub.schedule.interval if scrub is not None else None)
     summary["spark"] = settings
     js, page = report.write_reports(out, summary)
     report.terminal_summary(summary, echo)
@@ -206,12 +209,19 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
               help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
+@click.option("--state", default=None, metavar="DIR",
+              help="Scrub state folder: read payloads only of the entry logs due, walk the rest light.")
+@click.option("--deep-interval", type=Duration(), default=None,
+              help="With --state: every entry log deep-checked at least once per this (default 7d).")
+@click.option("--deep-all", is_flag=True, help="With --state: deep-check every entry log, and record it.")
+@click.option("--as-of", type=Instant(), default=None, help="With --state: the run's time (ISO 8601; default now).")
 @memory_options
 @one_line_errors
 def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
           metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,
           scans_per_host: int | None,
-          run_id: str | None, quiet: bool, memory: MemoryLimit) -> None:
+          run_id: str | None, quiet: bool, state: str | None, deep_interval, deep_all: bool, as_of,
+          memory: MemoryLimit) -> None:
     """Audit every bookie disk of a cluster with Spark against the ledger metadata.
 
     Exit 0 when every disk was audited and no fault table has a row, 4 when problems were found,
@@ -232,8 +242,9 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     settings = _conf_pairs(conf)
     if cpus_per_scan:
         settings["spark.task.cpus"] = str(cpus_per_scan)
+    scrub = scrub_run(state, deep_interval, deep_all, as_of)
     sys.exit(run_audit_command(given, list(scan_files), source, out, master, settings, run_id,
-                               quiet, scans_per_host, memory))
+                               quiet, scans_per_host, memory, scrub))
 
 
 def _bookie_metadata(folder: str, root: str, bookie_id: str | None):

@@ -151,7 +151,7 @@ def scan_slot(limit: int, folder: str | None = None, poll: float = 0.2) -> int:
 
 
 def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir: str,
-              scans_per_host: int | None = None, memory=None
+              scans_per_host: int | None = None, memory=None, scrub=None
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its partition of the disks frame (one disk per partition):
     the disk's replicas go into its file under ``replicas_dir``, its other rows to Spark. fsck's
@@ -159,7 +159,8 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
     stage's) and look any other up in ``source``. A disk that names a host is read only there.
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
     at most that many disks are read at once on a host whatever the executors and cores there.
-    ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir."""
+    ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir.
+    ``scrub`` (audit/scrub_run.TaskScrub, --state): each disk's plan, light and deep logs, new state rows."""
     from bkdisk.audit.metadata_tables import bookie_metadata
 
     def metadata_for(bookie: str):
@@ -172,8 +173,9 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
             for d in b.to_pylist():
                 slot = scan_slot(scans_per_host) if scans_per_host and not wrong_host(d["host"]) else None
                 try:
+                    on_disk = scrub.for_disk(d["path"], d["index"]) if scrub is not None else None
                     rows = iter_disk(DiskInput(d["path"], d["bookie_id"], d["host"]), metadata_for, here,
-                                     memory=memory)
+                                     memory=memory, scrub=on_disk)
                     yield from write_replicas(rows, replica_file(replicas_dir, d["index"]))
                 finally:
                     if slot is not None:
@@ -191,11 +193,12 @@ class AuditResult:
 
 def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: MetadataSource, out: str,
               run: RunInfo, *, progress: Callable[[int, int, int], None] | None = None,
-              scans_per_host: int | None = None, memory=None) -> AuditResult:
+              scans_per_host: int | None = None, memory=None, scrub=None) -> AuditResult:
     """Read the metadata (a stage of its own), scan ``disks`` as Spark tasks (each on its host when
     it names one), add the rows of ``scan_files``, join, write every table.
     ``scans_per_host`` bounds the disks read at once on one host, ``memory`` each disk's check
-    (``disk_task``)."""
+    (``disk_task``). ``scrub`` (audit/scrub_run.ScrubRun): the run keeps the scrub state, written
+    once every table is."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -217,8 +220,11 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         disk_rows: list[dict] = []
         if disks:
             numba_cache_writable()
-            task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory)
+            on_tasks = scrub.prepare(spark, scratch) if scrub is not None else None
+            task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory, on_tasks)
             disk_rows, folders = scan_disks(spark, disks, task, os.path.join(scratch, "rows"), progress)
+            if on_tasks is not None:   # (the tasks wrote their rows: the state's copies on the executors go)
+                on_tasks.known.destroy()
             frames.append(spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*folders))
         if scan_files:
             files = spark.read.schema(from_arrow_schema(TASK_SCHEMA)).parquet(*scan_files)
@@ -255,6 +261,8 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
                     "overwrite").parquet(os.path.join(out, name))
             counts[name] = _parquet_rows(os.path.join(out, name))
         tables.release(spark)
+        if scrub is not None:   # the run succeeded: its state replaces the last good one
+            scrub.commit(disk_rows, [d.path for d in disks])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return AuditResult(out, run, disk_rows, counts)

@@ -26,6 +26,7 @@ from bkdisk.audit.report_text import (
     problem_sentences,
     span,
 )
+from bkdisk.audit.scrub_summary import scrub_line, scrub_summary
 from bkdisk.audit.space_report import space_lines, space_summary
 from bkdisk.fsck.problems import PROBLEMS as FSCK_PROBLEMS
 
@@ -85,7 +86,7 @@ def _tool_version(disks: list[dict]) -> str:
 
 
 def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
-              started: dt.datetime | None = None) -> dict[str, Any]:
+              started: dt.datetime | None = None, scrub_interval: dt.timedelta | None = None) -> dict[str, Any]:
     t = {name: _rows(out, name) for name in SMALL_TABLES}
     bookies: dict[str, dict[str, Any]] = {}
     for d in t["disks"]:
@@ -180,7 +181,7 @@ def summarize(out: str, run_id: str, metadata_from: str, worst: int = 20, *,
             "db_ledger_storage": sorted(d["bookie_id"] or d["path"] for d in audited
                                         if "DbLedgerStorage" in (d["storage_class"] or "")),
             "index_not_read": sorted(d["bookie_id"] or d["path"] for d in audited if not d["index_read"]),
-            "space": space_summary(out)}
+            "space": space_summary(out), "scrub": scrub_summary(t["disks"], scrub_interval)}
 
 
 def write_reports(out: str, summary: dict[str, Any]) -> tuple[str, str]:
@@ -208,5 +209,7 @@ def terminal_summary(s: dict[str, Any], echo: Callable[[str], None]) -> None:
     if s["db_ledger_storage"]:
         echo("  DbLedgerStorage disks, replicas read from their entry logs: " + ", ".join(s["db_ledger_storage"]))
     space_lines(s.get("space"), echo)
+    if s.get("scrub"):
+        echo("  " + scrub_line(s["scrub"]))
     if s["index_not_read"]:
         echo("  disks whose index was not read (fsck's index passes skipped): " + ", ".join(s["index_not_read"]))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bkdisk.audit.report_text import LOST_METADATA_BOOKIES, RECLAIMABLE, SALVAGE, human_bytes, plural
+from bkdisk.audit.scrub_summary import scrub_line
 from bkdisk.audit.space_report import render_space
 
 _CHART_JS = Path(__file__).with_name("chart.js")
@@ -48,6 +49,17 @@ def verdict_section(s: dict[str, Any]) -> str:
     return (f'<header id="verdict" class="verdict verdict-{v.replace("_", "-")}" data-verdict="{v}">'
             f'<div class="verdict-word">{_e(VERDICT_TEXT[v])}</div>'
             f'<div class="verdict-facts">{_e("; ".join(facts))}</div></header>')
+
+
+def scrub_section(s: dict[str, Any]) -> str:
+    """The scrub's one line (--state runs only): every payload byte verified within the interval, or what lags."""
+    sc = s.get("scrub")
+    if not sc:
+        return ""
+    ok = "yes" if sc["all_verified_within_interval"] else "no"
+    return (f'<section id="scrub" data-verified="{ok}"><p class="scrub">{_e(scrub_line(sc))}; '
+            f'{human_bytes(sc["deep_bytes"])} deep-read, {human_bytes(sc["light_bytes"])} walked light, '
+            f'{sc["logs_deep_checked"]} of {sc["logs_total"]} entry logs deep-checked this run</p></section>')
 
 
 def problems_section(s: dict[str, Any]) -> str:
@@ -192,7 +204,7 @@ def space_section(s: dict[str, Any]) -> str:
 
 
 # The page, top to bottom.
-SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, problems_section, bookies_section,
+SECTIONS: list[Callable[[dict[str, Any]], str]] = [verdict_section, problems_section, scrub_section, bookies_section,
                                                    worst_ledgers_section, orphans_section, charts_section,
                                                    space_section, notes_section, run_section]
 

@@ -25,6 +25,7 @@ import pyarrow.ipc as ipc
 
 from bkdisk.audit.ledger_keys import key_batches
 from bkdisk.audit.placement import this_host, wrong_host
+from bkdisk.audit.scrub_columns import SCRUB_DISK_FIELDS
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.diskio import fault_guard
 from bkdisk.diskio.config import collector_eased
@@ -39,10 +40,11 @@ RUN_FIELDS = [("tool_version", pa.string()), ("run_id", pa.string()), ("host", p
               ("bookie_id", pa.string())]
 DISK_FIELDS = [("path", pa.string()), ("storage_class", pa.string()), ("index_read", pa.bool_()),
                ("status", pa.string()), ("bytes", pa.int64()), ("entries", pa.int64()),
-               ("scan_seconds", pa.float64()), ("fsck_exit_code", pa.int32()), ("error", pa.string())]
+               ("scan_seconds", pa.float64()), ("fsck_exit_code", pa.int32()), ("error", pa.string())] \
+    + SCRUB_DISK_FIELDS
 FINDING_FIELDS = [("code", pa.string()), ("severity", pa.string()), ("pass_no", pa.int32()), ("path", pa.string()),
                   ("offset", pa.int64()), ("ledger_scope", pa.int64()), ("ledger_id", pa.int64()),
-                  ("entry_id", pa.int64()), ("message", pa.string())]
+                  ("entry_id", pa.int64()), ("message", pa.string()), ("found_at", pa.timestamp("us", tz="UTC"))]
 REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()),
                   ("payload_sha256", pa.string()), ("digest_ok", pa.bool_()), ("digest_type", pa.string()),
                   ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
@@ -183,7 +185,7 @@ def scan_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, memory=None) ->
 
 
 def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool = True,
-              memory=None, preload: bool = True) -> Iterator[pa.RecordBatch]:
+              memory=None, preload: bool = True, scrub=None) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
     payload SHA-256), each entry log's in batches of at most ``replica_batch_rows(memory)`` rows; the
     disks row comes last.
@@ -229,7 +231,7 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
 
     def scan() -> Iterator[pa.RecordBatch]:
         try:
-            yield from _scan(dirs, bid, metadata, run, disk_row, memory)
+            yield from _scan(dirs, bid, metadata, run, disk_row, memory, scrub)
         except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
             yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
@@ -318,24 +320,25 @@ def replica_logs(ctx, bid: str, rows: int) -> Iterator:
             yield log_rows(bid, names[lf.dir_index], lf.log_id, part)
 
 
-def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None) -> Iterator[pa.RecordBatch]:
+def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None, scrub=None) -> Iterator:
     from bkdisk.fsck.api import check_bookie
     from bkdisk.fsck.context import CheckOptions
 
     if callable(metadata):
         metadata = metadata(bid)
     # One read of each entry log: fsck's scan also hashes the payloads, and the replicas come from it.
-    opts = CheckOptions(metadata=metadata, payload_hash="sha256")
+    light = scrub.begin(dirs, bid) if scrub else frozenset()   # --state: the logs not due, walked light
+    opts = CheckOptions(metadata=metadata, payload_hash="sha256", light_logs=light)
     if memory is not None:
         opts.memory = memory
     report = check_bookie(dirs, opts)
     try:
-        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory))
+        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory), scrub)
     finally:
         report.close()
 
 
-def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int
+def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int, scrub=None
                ) -> Iterator[pa.RecordBatch]:
     from bkdisk.audit.not_indexed import NotIndexed
     fs = report.findings
@@ -345,7 +348,8 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "pass_no": [f.pass_no for f in fs], "path": [f.path for f in fs], "offset": [f.offset for f in fs],
             "ledger_scope": [to_signed(f.scope or 0) if f.ledger is not None else None for f in fs],
             "ledger_id": [to_signed(f.ledger) for f in fs], "entry_id": [f.entry for f in fs],
-            "message": [f.message for f in fs]}, len(fs))
+            "message": [f.message for f in fs], "found_at": [scrub and scrub.now] * len(fs)}, len(fs))
+    yield from scrub.carried_batches(run, bid) if scrub else ()   # the findings of logs not deep-read this run
     # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
     index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
                                                           if p.number in INDEX_PASSES)
@@ -354,7 +358,7 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
     for rows in replica_logs(report.context, bid, batch_rows):
         if len(rows) == 0:
             continue
-        inv = rows.arrow()
+        inv = rows.arrow() if rows.digests is not None else scrub.light_replica_columns(rows)
         e = rows.entries
         entries += len(rows)
         yield task_batch("replicas", run, bid, {
@@ -376,7 +380,8 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
     yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
                    index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
-                   entries=entries, fsck_exit_code=report.exit_code)
+                   entries=entries, fsck_exit_code=report.exit_code,
+                   **(scrub.finish(fs, report.context.log_scans) if scrub else {}))
 
 
 def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str | None]:

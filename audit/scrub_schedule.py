@@ -60,6 +60,7 @@ class LogState:
     due_at: datetime.datetime             # its next deep check, at the latest
     verdict: str | None = None            # its last deep check's: "ok", "corrupt", "unreadable"
     found_at: datetime.datetime | None = None   # when that verdict was found (carried until it is read again)
+    carried: str | None = None   # its last deep check's findings (JSON), reported until it is read again
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ LOGS_SCHEMA = pa.schema([
     ("disk", pa.string()), ("bookie_id", pa.string()), ("instance_id", pa.string()),
     ("cookie_hash", pa.binary()), ("log_id", pa.int64()), ("size", pa.int64()), ("inode", pa.int64()),
     ("mtime_ns", pa.int64()), ("frame_hash", pa.binary()), ("last_deep", _TS), ("due_at", _TS),
-    ("verdict", pa.string()), ("found_at", _TS)])
+    ("verdict", pa.string()), ("found_at", _TS), ("carried", pa.string())])
 
 
 class StateError(BkdiskError):
@@ -82,7 +82,7 @@ def state_batches(disks: Mapping[str, DiskState]) -> Iterator[pa.RecordBatch]:
             i = s.identity
             rows.append(dict(head, log_id=lid, size=i.size, inode=i.inode, mtime_ns=i.mtime_ns,
                              frame_hash=i.frame_hash, last_deep=s.last_deep, due_at=s.due_at,
-                             verdict=s.verdict, found_at=s.found_at))
+                             verdict=s.verdict, found_at=s.found_at, carried=s.carried))
             if len(rows) >= ROWS_PER_BATCH:
                 yield pa.RecordBatch.from_pylist(rows, schema=LOGS_SCHEMA)
                 rows = []
@@ -155,7 +155,7 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
                     raise StateError(f"{f}: disk {r['disk']} log {r['log_id']}: expected its identity and "
                                      f"due_at, found nulls")
                 d.logs[r["log_id"]] = LogState(ident, _when(r["last_deep"]), due,
-                                               r["verdict"], _when(r["found_at"]))
+                                               r["verdict"], _when(r["found_at"]), r["carried"])
     except (OSError, pa.ArrowException) as e:
         raise StateError(f"{f}: not a readable scrub state ({str(e).splitlines()[0]})") from None
     return out

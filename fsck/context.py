@@ -42,6 +42,9 @@ class CheckOptions:
     metadata: Mapping[LedgerId, LedgerMetadata] | None = None   # a mapping: a dict, or a MetadataView (audit)
     verify_digests: bool = True
     payload_hash: str | None = None   # also hash each entry's payload in the one entry-log scan (the audit)
+    # Entry logs (paths) walked without digests or payload hashes: the scrub's light check reads their
+    # entry headers only, not the payload pages (audit/scrub_task.py)
+    light_logs: frozenset[str] = frozenset()
     jobs: int = 1
     progress: Progress | None = None
     memory: MemoryLimit = field(default_factory=MemoryLimit)   # --memory-limit, --tmp-dir

@@ -39,9 +39,11 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
     def one(lf: LogFile) -> EntryLogScanArrays | Exception:
         ctx.keep_going()
         sink = ctx.scan_store.sink()
+        light = lf.path in ctx.options.light_logs
         try:
-            return scan_entry_log(lf.path, digests=plan, window=ctx.options.memory.window,
-                                  payload_hash=ctx.options.payload_hash, digest_facts=True, sink=sink)
+            return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
+                                  payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
+                                  sink=sink)
         except (DiskError, FormatError) as e:
             sink.close()
             return e

@@ -1,0 +1,50 @@
+"""The audit's scrub options (``--state``, ``--deep-interval``, ``--deep-all``, ``--as-of``): their
+value types and the ScrubRun they make (audit/scrub_run.py)."""
+from __future__ import annotations
+
+import datetime
+import re
+
+import click
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class Duration(click.ParamType):
+    """``7d``, ``36h``, ``2w``: a whole number and a unit (s, m, h, d, w)."""
+    name = "DURATION"
+
+    def convert(self, value, param, ctx) -> datetime.timedelta:
+        if isinstance(value, datetime.timedelta):
+            return value
+        m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", str(value))
+        if m is None or int(m.group(1)) == 0:
+            self.fail(f"expected a positive number and a unit (s, m, h, d, w), e.g. 7d; found {value!r}", param, ctx)
+        return datetime.timedelta(seconds=int(m.group(1)) * UNITS[m.group(2)])
+
+
+class Instant(click.ParamType):
+    """An ISO 8601 time (``2026-12-01T02:00:00Z``); without a zone, UTC."""
+    name = "ISO8601"
+
+    def convert(self, value, param, ctx) -> datetime.datetime:
+        if isinstance(value, datetime.datetime):
+            return value
+        try:
+            t = datetime.datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"expected an ISO 8601 time such as 2026-12-01T02:00:00Z, found {value!r}", param, ctx)
+        return t.replace(tzinfo=datetime.UTC) if t.tzinfo is None else t.astimezone(datetime.UTC)
+
+
+def scrub_run(state: str | None, interval: datetime.timedelta | None, deep_all: bool,
+              as_of: datetime.datetime | None):
+    """The run's ScrubRun, None without ``--state`` (the audit reads every byte, as always)."""
+    if state is None:
+        if interval is not None or deep_all or as_of is not None:
+            raise click.UsageError("--deep-interval, --deep-all and --as-of go with --state DIR")
+        return None
+    from bkdisk.audit.scrub_run import ScrubRun
+    from bkdisk.audit.scrub_schedule import DEFAULT_INTERVAL, Schedule
+    now = as_of or datetime.datetime.now(datetime.UTC)
+    return ScrubRun.open(state, Schedule(interval=interval or DEFAULT_INTERVAL), now, deep_all)

@@ -1,0 +1,80 @@
+"""The scrub on the audit's driver (``bkdisk audit --state DIR``): the last good state read before the
+disks are scanned and sent to the executors once (a Spark broadcast), from which each disk's task
+takes its disk's part (audit/scrub_task.py), and the new state written whole at the end of a run
+that succeeded, never before.
+
+A disk whose audit did not finish (not audited, unreadable) keeps its rows of the last good state,
+as does a disk of the state this run did not name: its checks are not forgotten.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from bkdisk.audit.rows import AUDITED
+from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Schedule
+from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, read_state, state_batches, write_state
+from bkdisk.audit.scrub_task import ScrubDisk
+from bkdisk.entrylogs.identity import LogIdentity
+
+
+@dataclass
+class ScrubRun:
+    state_dir: str
+    schedule: Schedule
+    now: datetime.datetime
+    deep_all: bool = False
+    known: dict[str, DiskState] = field(default_factory=dict)
+    rows_dir: str = ""
+
+    @classmethod
+    def open(cls, state_dir: str, schedule: Schedule, now: datetime.datetime, deep_all: bool) -> ScrubRun:
+        """Read the last good state (a StateError, one line, when it is not one)."""
+        return cls(os.path.abspath(state_dir), schedule, now, deep_all, read_state(state_dir))
+
+    def prepare(self, spark, scratch: str) -> TaskScrub:
+        """What the disks' tasks take: the state as a Spark broadcast (sent once to each executor,
+        not with every task), and the folder they write their disks' new rows into."""
+        self.rows_dir = os.path.join(scratch, "scrub")
+        os.makedirs(self.rows_dir, exist_ok=True)
+        shared = spark.sparkContext.broadcast(self.known)
+        return TaskScrub(self.schedule, self.now, self.deep_all, self.rows_dir, shared)
+
+    def commit(self, disk_rows: list[dict], paths: list[str]) -> None:
+        """Write the new state: each audited disk's rows from its task, the others' as they were."""
+        audited = {d["path"] for d in disk_rows if d["status"] in AUDITED}
+        new = dict(self.known)
+        for i, path in enumerate(paths):
+            f = os.path.join(self.rows_dir, f"{i}.parquet")
+            if path in audited and os.path.exists(f):
+                new.update(_disk_states(pq.read_table(f, schema=LOGS_SCHEMA).to_pylist()))
+        write_state(self.state_dir, state_batches(new))
+
+
+@dataclass(frozen=True)
+class TaskScrub:
+    """The scrub as a disk's task has it: ``known`` is a Broadcast of the last good state."""
+    schedule: Schedule
+    now: datetime.datetime
+    deep_all: bool
+    rows_dir: str
+    known: Any
+
+    def for_disk(self, path: str, index: int) -> ScrubDisk:
+        """The disk's scrub, holding its part of the state only."""
+        return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.value.get(path),
+                         os.path.join(self.rows_dir, f"{index}.parquet"))
+
+
+def _disk_states(rows: list[dict]) -> dict[str, DiskState]:
+    out: dict[str, DiskState] = {}
+    for r in rows:
+        d = out.setdefault(r["disk"], DiskState(DiskIdentity(r["bookie_id"], r["instance_id"], r["cookie_hash"]), {}))
+        if r["log_id"] is not None:
+            d.logs[r["log_id"]] = LogState(LogIdentity(r["size"], r["inode"], r["mtime_ns"], r["frame_hash"]),
+                                           r["last_deep"], r["due_at"], r["verdict"], r["found_at"], r["carried"])
+    return out
