@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
 from bkdisk.audit.scrub_options import Duration, Instant, scrub_run
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
@@ -167,7 +168,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
         try:
             spark = job.spark_session(master, conf, defaults=defaults)
         except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
-            raise job.AuditError(f"Spark did not start: {job.first_line(e)}") from None
+            raise AuditError(f"Spark did not start: {first_line(e)}") from None
         spark_logging.take_interrupts()   # (the SparkContext installed its own handler)
         try:
             job.run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
@@ -176,7 +177,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
         except BkdiskError:
             raise
         except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors after the scan: one line
-            raise job.AuditError(f"the audit failed: {job.first_line(e)}") from None
+            raise AuditError(f"the audit failed: {first_line(e)}") from None
         finally:
             if ours:
                 spark_logging.stop(spark)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bkdisk.audit.errors import AuditError, first_line  # noqa: F401 - audit/cli.py raises job.AuditError
+from bkdisk.audit.errors import AuditError
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
 from bkdisk.audit.replica_files import remove_unfinished, replica_file, write_replicas
