@@ -24,9 +24,9 @@ from bkdisk.commandline.runner import one_line_errors
 
 # The project's packages as installed (pyproject.toml's package-dir; a test keeps the two equal), and
 # the benchmarks, which only a checkout has.
-PACKAGES = ("bkdisk", "bkdisk.formats", "bkdisk.diskio", "bkdisk.journal", "bkdisk.indexfiles", "bkdisk.entrylogs",
-            "bkdisk.rocksdbfiles", "bkdisk.bookie", "bkdisk.fsck", "bkdisk.commandline", "bkdisk.audit",
-            "bkdisk.metaservice", "bench")
+PACKAGES = ("bkdisk", "bkdisk.formats", "bkdisk.diskio", "bkdisk.digests", "bkdisk.journal", "bkdisk.indexfiles",
+            "bkdisk.entrylogs", "bkdisk.rocksdbfiles", "bkdisk.bookie", "bkdisk.fsck", "bkdisk.commandline",
+            "bkdisk.audit", "bkdisk.metaservice", "bench")
 
 # What the warm-up runs loads when it runs, not for `bkdisk warm-up --help`.
 demo = lazy_import("bkdisk.demo")
