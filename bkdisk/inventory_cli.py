@@ -11,10 +11,8 @@ the scan goes on past them (entrylogs/scan.py resyncs after damage).
 """
 from __future__ import annotations
 
-import base64
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +42,9 @@ distinct_ids = lazy_import("bkdisk.diskio.distinct")
 entrylog_arrays = lazy_import("bkdisk.entrylogs.arrays")
 np = lazy_import("numpy")
 pa = lazy_import("pyarrow")
+# Standard modules only writing Parquet needs (concurrent.futures loads logging: milliseconds of --help).
+base64 = lazy_import("base64")
+futures = lazy_import("concurrent.futures")
 digest_kernels = lazy_import("bkdisk.digests.kernels")
 digest_plans = lazy_import("bkdisk.digests.plan")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
@@ -212,7 +213,7 @@ class _ParquetSink:
         if not self.rooms:
             _ = pq.ParquetWriter
             self.rooms = [arrow_columns.ColumnRoom(), arrow_columns.ColumnRoom()]
-            self.thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
+            self.thread = futures.ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
 
     def write(self, rows: LogRows) -> None:
         """The rows as row groups of ROW_GROUP rows, each written while the next is built."""
