@@ -18,7 +18,8 @@ import time
 
 def templates(bookies: list[str], ensemble: int = 3) -> list[bytes]:
     from bkdisk.formats.digests import DigestType
-    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
     out = []
     for r in range(len(bookies)):
         members = tuple(bookies[(r + k) % len(bookies)] for k in range(min(ensemble, len(bookies))))
@@ -63,7 +64,8 @@ def shaped_variants(bookies: list[str], n: int = 512, seed: int = 7) -> list[byt
     entries, some OPEN, and the custom metadata a managed ledger writes."""
     import random
 
-    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
     rnd = random.Random(seed)
     out = []
     for i in range(n):

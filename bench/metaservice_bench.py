@@ -35,7 +35,8 @@ PROCS = 4
 
 
 def _payload(n: int) -> bytes:
-    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
     md = LedgerMetadata(format_version=3, write_quorum=2, ensemble_size=3, ack_quorum=2, length=n,
                         last_entry_id=-1, state="OPEN",
                         ensembles=((0, ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")),),

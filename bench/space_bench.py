@@ -25,7 +25,8 @@ BOOKIE_ID = "bench-bookie:3181"
 
 def write_metadata(folder: str, ledgers: int) -> int:
     """CLOSED metadata for ledgers 1..``ledgers`` but every third; returns how many were left out."""
-    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
     os.makedirs(folder, exist_ok=True)
     if len(os.listdir(folder)) == ledgers - ledgers // 3:
         return ledgers // 3

@@ -38,6 +38,13 @@ if TYPE_CHECKING:
 # The scanners (numpy, numba), pyarrow and the metadata formats (protobuf) load when the command runs,
 # not for its --help or a wrong path.
 bookie_inventory = lazy_import("bkdisk.bookie.inventory")
+distinct_ids = lazy_import("bkdisk.diskio.distinct")
+entrylog_arrays = lazy_import("bkdisk.entrylogs.arrays")
+np = lazy_import("numpy")
+pa = lazy_import("pyarrow")
+# Standard modules only writing Parquet needs (concurrent.futures loads logging: milliseconds of --help).
+base64 = lazy_import("base64")
+futures = lazy_import("concurrent.futures")
 digest_kernels = lazy_import("bkdisk.digests.kernels")
 digest_plans = lazy_import("bkdisk.digests.plan")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
@@ -77,8 +84,7 @@ class BookieSummary:
 
     def add_ledgers(self, entries) -> None:
         """Take in the ledgers of ``entries`` (ENTRY_DTYPE rows) as sorted id arrays, a scope at a time."""
-        from bkdisk.diskio.distinct import distinct
-        from bkdisk.entrylogs.arrays import distinct_ledgers
+        distinct, distinct_ledgers = distinct_ids.distinct, entrylog_arrays.distinct_ledgers
         scope, ledger = entries["scope"], entries["ledger"]
         scopes = distinct(scope).tolist() if (scope != scope[0]).any() else [int(scope[0])]
         for sc in scopes:
@@ -90,11 +96,9 @@ class BookieSummary:
                 self._merge(sc)
 
     def _merge(self, sc: int) -> None:
-        import numpy as np
-
-        from bkdisk.diskio.distinct import distinct
         held = self.ledgers.get(sc)
-        self.ledgers[sc] = distinct(np.concatenate(([] if held is None else [held]) + self._more.pop(sc, [])))
+        parts = ([] if held is None else [held]) + self._more.pop(sc, [])
+        self.ledgers[sc] = distinct_ids.distinct(np.concatenate(parts))
 
     def ledger_count(self) -> int:
         for sc in list(self._more):
@@ -207,10 +211,9 @@ class _ParquetSink:
     def prepare(self) -> None:
         """Import what writing needs (pyarrow's Parquet writer, the column builders) and start the writing thread."""
         if not self.rooms:
-            from concurrent.futures import ThreadPoolExecutor
             _ = pq.ParquetWriter
             self.rooms = [arrow_columns.ColumnRoom(), arrow_columns.ColumnRoom()]
-            self.thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
+            self.thread = futures.ThreadPoolExecutor(1, thread_name_prefix="parquet-writer")
 
     def write(self, rows: LogRows) -> None:
         """The rows as row groups of ROW_GROUP rows, each written while the next is built."""
@@ -253,9 +256,6 @@ def parquet_settings(names: list[str]) -> dict:
 def _arrow_schema(schema) -> dict[bytes, bytes]:
     """The Arrow schema a file of ``schema``'s rows carries, with each dictionary column as its values'
     type: under the key and in the encoding pyarrow writes it (ARROW:schema, base64 of the IPC schema)."""
-    import base64
-
-    import pyarrow as pa
     plain = pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type,
                                 f.nullable, f.metadata) for f in schema], metadata=schema.metadata)
     return {b"ARROW:schema": base64.b64encode(plain.serialize().to_pybytes())}

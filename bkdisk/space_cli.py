@@ -15,6 +15,7 @@ from bkdisk.diskio.config import collector_eased
 from bkdisk.formats.byte_sizes import human_bytes
 
 gc_policy = lazy_import("bkdisk.bookie.gc_policy")
+layout_pass = lazy_import("bkdisk.fsck.passes.p1_layout")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
 bookie_space = lazy_import("bkdisk.bookie.space")
 metadata_client = lazy_import("bkdisk.metaservice.client")
@@ -41,8 +42,7 @@ def _one_bookie(given: str, dirs) -> None:
     """Refuse dirs that are not one bookie's (copies of one bookie, or a bookie without cookies beside
     another): their logs and totals would be merged into one report. bookie-fsck reports the same
     COOKIE_MISMATCH."""
-    from bkdisk.fsck.passes.p1_layout import cookie_mismatches
-    bad = cookie_mismatches(dirs)
+    bad = layout_pass.cookie_mismatches(dirs)
     if bad:
         f = bad[0]
         parents = sorted({os.path.dirname(d) for d in dirs.all_dirs})

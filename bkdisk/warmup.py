@@ -24,9 +24,9 @@ from bkdisk.commandline.runner import one_line_errors
 
 # The project's packages as installed (pyproject.toml's package-dir; a test keeps the two equal), and
 # the benchmarks, which only a checkout has.
-PACKAGES = ("bkdisk", "bkdisk.formats", "bkdisk.diskio", "bkdisk.journal", "bkdisk.indexfiles", "bkdisk.entrylogs",
-            "bkdisk.rocksdbfiles", "bkdisk.bookie", "bkdisk.fsck", "bkdisk.commandline", "bkdisk.audit",
-            "bkdisk.metaservice", "bench")
+PACKAGES = ("bkdisk", "bkdisk.formats", "bkdisk.diskio", "bkdisk.digests", "bkdisk.journal", "bkdisk.indexfiles",
+            "bkdisk.entrylogs", "bkdisk.rocksdbfiles", "bkdisk.bookie", "bkdisk.fsck", "bkdisk.commandline",
+            "bkdisk.audit", "bkdisk.metaservice", "bench")
 
 # What the warm-up runs loads when it runs, not for `bkdisk warm-up --help`.
 demo = lazy_import("bkdisk.demo")
@@ -43,6 +43,12 @@ rocksdb_format = lazy_import("bkdisk.formats.rocksdb")
 dbindex = lazy_import("bkdisk.rocksdbfiles.dbindex")
 sst = lazy_import("bkdisk.rocksdbfiles.sst")
 rocksdb_writer = lazy_import("bkdisk.rocksdbfiles.writer")
+np = lazy_import("numpy")
+diskio_kernels = lazy_import("bkdisk.diskio.kernels")
+entrylog_arrays = lazy_import("bkdisk.entrylogs.arrays")
+index_arrays = lazy_import("bkdisk.indexfiles.arrays")
+location_ranges = lazy_import("bkdisk.fsck.passes.p5_crosscheck.location_ranges")
+range_join = lazy_import("bkdisk.fsck.passes.p5_crosscheck.range_join")
 
 
 def warm_up() -> float:
@@ -84,28 +90,21 @@ def compile_bytecode() -> bool:
 def _warm_ranges() -> None:
     """RangeSpill's grouping of rows by range, which a check takes only when its rows need more than
     one range (a bookie larger than the memory share): the sample bookie needs one."""
-    import numpy as np
-
-    from bkdisk.diskio.kernels import stable_partition
-    stable_partition(np.zeros(1, np.int64), 2, np.empty(1, np.int64), np.empty(3, np.int64))
+    diskio_kernels.stable_partition(np.zeros(1, np.int64), 2, np.empty(1, np.int64), np.empty(3, np.int64))
 
 
 def _warm_join() -> None:
     """Pass 5's join of a log read in parts: a part of one entry gives the kernels columns numba types as
     contiguous (a one-row view is), another variant than a longer part's; a part of two entries over
     64 KiB apart has its locations grouped by where they point."""
-    import numpy as np
-
-    from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
-    from bkdisk.fsck.passes.p5_crosscheck.location_ranges import LOCATION_ROW
-    from bkdisk.fsck.passes.p5_crosscheck.range_join import join_range
-    from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE
-    e = np.zeros(3, ENTRY_DTYPE)
+    e = np.zeros(3, entrylog_arrays.ENTRY_DTYPE)
     e["offset"] = [1024, 70000, 140000]
-    log = EntryLogArrays("0.log", 0, 150000, None, None, None, None, 150000, e, np.zeros(0, PROBLEM_DTYPE))
-    lr = np.zeros(2, LOCATION_ROW)
+    log = entrylog_arrays.EntryLogArrays("0.log", 0, 150000, None, None, None, None, 150000, e,
+                                         np.zeros(0, entrylog_arrays.PROBLEM_DTYPE))
+    lr = np.zeros(2, location_ranges.LOCATION_ROW)
     lr["key"] = [1028, 70004]
-    join_range(np.zeros(2, INDEX_FILE_DTYPE), [(0, log)], lr, rows=2)   # parts of two entries and one
+    index_rows = np.zeros(2, index_arrays.INDEX_FILE_DTYPE)
+    range_join.join_range(index_rows, [(0, log)], lr, rows=2)   # parts of two entries and one
 
 
 def _warm_rocksdb(folder: str) -> None:

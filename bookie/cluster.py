@@ -15,7 +15,8 @@ from bkdisk.bookie.model import BookieSpec, LedgerSpec, WrittenBookie
 from bkdisk.bookie.writer import write_bookie
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.metadata import serialize_metadata
 
 Ensembles = tuple[tuple[int, tuple[str, ...]], ...]   # (first entry id, bookie ids in position order)
 

@@ -33,7 +33,7 @@ from bkdisk.formats.entry import (
 )
 from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.metadata import LedgerMetadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
 
 CHUNK_ENTRIES = 1024        # entry ids verified together
 CHUNK_BYTES = 32 << 20      # copies' bytes held at once (one entry larger than this is a chunk alone)

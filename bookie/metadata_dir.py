@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.metadata import parse_metadata
 
 # Preference when a ledger has several files: the binary format first, as BookKeeper writes today.
 _SUFFIXES = (".bin", ".txt", ".v1.txt")

@@ -18,7 +18,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RecordKind
 from bkdisk.formats.lastmark import LastMark, parse_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_index_name, parse_journal_name
-from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_reader import read_index
 from bkdisk.journal.reader import read_journal
 
 

@@ -23,7 +23,7 @@ from bkdisk.bookie.salvage_placement import (
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, ENTRY_V2_HEADER_SIZE
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.metadata import LedgerMetadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
 
 DIGEST_OF_LENGTH = {n: t for t, n in DIGEST_LENGTH.items()}
 HEADER_SIZE = {1: ENTRY_V1_HEADER_SIZE, 2: ENTRY_V2_HEADER_SIZE}

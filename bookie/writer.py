@@ -205,7 +205,8 @@ def write_metadata_dir(spec: BookieSpec, folder: str, *, others: tuple[str, ...]
     """Ledger metadata (format 3, ``<hex id>.bin``; scoped ledgers by qualified name) for every ledger
     of ``spec``: ensemble = this bookie + ``others``, write quorum = ensemble size, so this bookie
     holds every entry. CLOSED, or IN_RECOVERY for fenced ledgers, as a recovering client leaves it."""
-    from bkdisk.formats.metadata import LedgerMetadata, serialize_metadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
     os.makedirs(folder, exist_ok=True)
     members = (spec.bookie_id, *others)
     out = {}

@@ -23,10 +23,9 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.core.extending import intrinsic
 
 from bkdisk.diskio import config
-from bkdisk.diskio.config import CRC_PCLMUL, CRC_SSE42, CRC_TABLE, CRC_VPCLMUL, inline_kernel, kernel
+from bkdisk.diskio.config import CRC_PCLMUL, CRC_SSE42, CRC_TABLE, CRC_VPCLMUL, inline_kernel, intrinsic, kernel
 from bkdisk.diskio.kernels import byte_ptr, ld_u16, ld_u32le, ld_u64le, unowned
 
 POLY_CRC32, POLY_CRC32C = 0, 1          # rows of CRC_TABLES / CRC_FOLD

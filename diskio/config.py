@@ -55,6 +55,13 @@ def kernel(fn: Callable, **options: Any) -> Callable:
     return dispatcher
 
 
+def intrinsic(fn: Callable) -> Any:
+    """numba's ``intrinsic``: ``fn(typingctx, *args)`` gives the signature and the code generator of
+    ``f(*args)``. Typed ``Any``, as kernels call it without the typing context its definition takes first."""
+    from numba.core.extending import intrinsic as numba_intrinsic
+    return numba_intrinsic(fn)
+
+
 def inline_kernel(fn: Callable) -> Callable:
     """A kernel that other kernels call once an entry or more: numba inlines it into each caller
     before compiling, so the call costs nothing and LLVM optimises it with the caller's loop. (Called

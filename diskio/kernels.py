@@ -15,9 +15,8 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.core.extending import intrinsic
 
-from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.config import inline_kernel, intrinsic, kernel
 
 # --- intrinsics ------------------------------------------------------------------------------
 _I8, _I32 = ir.IntType(8), ir.IntType(32)

@@ -132,16 +132,19 @@ class LedgersMap(Mapping[tuple[int, int], int]):
 
 
 class _Keys(KeysView):
+    _mapping: LedgersMap
     def __iter__(self):
         return iter(self._mapping)
 
 
 class _Values(ValuesView):
+    _mapping: LedgersMap
     def __iter__(self):
         return iter(self._mapping.size.tolist())
 
 
 class _Items(ItemsView):
+    _mapping: LedgersMap
     def __iter__(self):
         m = self._mapping
         return zip(zip(m.scope.tolist(), m.ledger.tolist()), m.size.tolist())

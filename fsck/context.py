@@ -32,7 +32,7 @@ from bkdisk.journal.facts import JournalFacts
 if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
     from collections.abc import Mapping
 
-    from bkdisk.formats.metadata import LedgerMetadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
     from bkdisk.indexfiles.listing_ahead import ListingAhead
 
 

@@ -6,7 +6,7 @@ Kernels, flat loops over a uint8 buffer holding whole files back to back:
   lengths that fit the header block). Its pure-Python twin is formats.index.parse_header.
 * ``decode_files``: per file, the header check and the count of non-zero 8-byte slots after the
   header; ``write_locations`` then writes those slots as location rows. Their pure-Python twin is
-  indexfiles.reader.read_index (tests/test_index_scan.py compares them).
+  indexfiles.reference_reader.read_index (tests/test_index_scan.py compares them).
 
 Offsets and sizes are the constants of formats/index.py. Compiled code is cached by numba
 (diskio/config.py applies BKDISK_NUMBA_CACHE_DIR).

@@ -1,7 +1,7 @@
 """The reference (pure-Python) walk of an index hierarchy, beside the fast one of indexfiles/scan.py.
 
 Both list the hierarchy with indexfiles/listing.py and return the same IndexInventory; tests compare
-the two. The reference then reads each file whole and decodes it with indexfiles.reader.read_index (so
+the two. The reference then reads each file whole and decodes it with indexfiles.reference_reader.read_index (so
 it is for tests and small files: a sparse file is read whole).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE, IndexInventory
 from bkdisk.indexfiles.listing import list_index_tree
-from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_reader import read_index
 
 
 def _read_whole(path: str) -> bytes | IoFailure:

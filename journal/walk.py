@@ -120,7 +120,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
     status = DONE
     end_kind = -1
     reason = 0
-    value = 0
+    value: int | np.int64 = 0     # the local's annotation is for mypy: numba does not read it
     zero = np.uint64(0)
     ahead = pos - base
     while True:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.metadata import parse_metadata
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MetadataClient
 

@@ -10,7 +10,8 @@ import grpc
 
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import U64, LedgerId
-from bkdisk.formats.metadata import LedgerMetadata, parse_metadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.metadata import parse_metadata
 from bkdisk.metaservice.channel import TRANSPORT_RETRY, Channel, MetadataError, check, rpc_error
 from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb

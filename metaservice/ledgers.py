@@ -6,9 +6,9 @@ import functools
 
 from bkdisk.formats.bookieid import validate_bookie_id
 from bkdisk.formats.errors import FormatError
+from bkdisk.formats.ledger_metadata import LedgerMetadata
 from bkdisk.formats.metadata import (
     FORMAT_VERSIONS,
-    LedgerMetadata,
     format_message_bytes,
     parse_format_message,
     parse_metadata,

@@ -1,6 +1,7 @@
 """The gRPC LedgerMetadataService (BP-16) over a MetadataStore, and ``serve`` that starts it with discovery."""
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from concurrent import futures
@@ -119,7 +120,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
     def ReadMany(self, request, context):
         items = _batch(request, self.limits.max_batch)
         return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=[
-            outcome(pb.LedgerMetadataResponse, r, lambda r=r: self._read(r), "Read") for r in items])
+            outcome(pb.LedgerMetadataResponse, r, functools.partial(self._read, r), "Read") for r in items])
 
     @guarded(pb.LedgerMetadataResponse)
     def Write(self, request, context):
@@ -139,7 +140,7 @@ class LedgerMetadataServicer(pb_grpc.LedgerMetadataServiceServicer):
         results = self.store.write_many([args for _i, args in valid])
         for (i, _args), got in zip(valid, results):
             out[i] = (failure(pb.LedgerMetadataResponse, items[i], got, "Write") if isinstance(got, Exception)
-                      else outcome(pb.LedgerMetadataResponse, items[i], lambda got=got: _written(got), "Write"))
+                      else outcome(pb.LedgerMetadataResponse, items[i], functools.partial(_written, got), "Write"))
         return pb.LedgerBatchResponse(code=pb.SUCCESS, responses=out)
 
     @guarded(pb.LedgerBatchResponse)

@@ -21,12 +21,12 @@ from collections import OrderedDict
 from kazoo import exceptions as kx
 
 from bkdisk.metaservice.store import LedgerExists, StoreError, Versioned, check_ids
+from bkdisk.metaservice.zk_batch_sends import MULTI_BYTES, commit, pipelined
 from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import Seen
 
 Item = tuple[int, tuple[int, int], bytes]     # (index in the batch, (scope, ledger), data)
-MULTI_BYTES = 1 << 19       # a multi's data and paths: half ZooKeeper's default request limit (jute.maxbuffer)
 MULTI_TRIES = 8             # sends of one multi, each after an op that failed was settled
 KNOWN_PARENTS = 100_000     # parent znodes remembered to exist (least recently used forgotten)
 
@@ -95,14 +95,8 @@ def _single(store, key: tuple[int, int], data: bytes) -> Versioned | StoreError:
 def _send(store, items: list[Item], out: list) -> list[Item]:
     """Send ``items``' creates pipelined and record each outcome in ``out``; the items whose parent
     znode is missing (nothing recorded for them)."""
-    sent = []
-    for item in items:
-        try:
-            store._ready()
-        except StoreError as exc:
-            out[item[0]] = exc
-            continue
-        sent.append((item, store.zk.create_async(store.path(*item[1]), item[2], include_data=True)))
+    sent = pipelined(store, items, out, lambda item: store.zk.create_async(store.path(*item[1]), item[2],
+                                                                             include_data=True))
     orphans = []
     for (i, key, data), res in sent:
         try:
@@ -196,20 +190,18 @@ def _one_multi(store, items: list[Item], out: list) -> list[Item]:
                     ops.append((p, None))
             t.create(path, item[2])
             ops.append((path, item))
-        try:
-            results = t.commit()
-        except DOWN:               # the reply is lost: each create settled as a single create's is
+        reply = commit(t, len(ops))
+        if reply.lost:              # each create settled as a single create's is
             return _settled(store, items, out)
-        except kx.ZookeeperError:   # refused whole (too large): nothing applied
-            return items
-        failed = next(((op, r) for op, r in zip(ops, results) if isinstance(r, Exception)
-                       and not isinstance(r, (kx.RolledBackError, kx.RuntimeInconsistency))), None)
-        if failed is None:
+        if reply.applied:
             for p in parents:
                 known.add(p)
             _created(store, items, out)
             return []
-        (path, hit), exc = failed
+        if reply.failed is None:    # refused whole (too large): nothing applied
+            return items
+        at, exc = reply.failed
+        path, hit = ops[at]
         if hit is None and isinstance(exc, kx.NodeExistsError):
             _learn_parents(store, parents)   # another writer (a concurrent batch) made parents: which
         elif hit is not None and isinstance(exc, kx.NodeExistsError):

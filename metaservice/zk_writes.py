@@ -8,15 +8,13 @@ as a single write's is (the ledger read back)."""
 from __future__ import annotations
 
 from kazoo import exceptions as kx
-from kazoo.protocol.states import ZnodeStat
 
 from bkdisk.metaservice.store import BadVersion, LedgerNotFound, StoreError, Versioned, check_ids
 from bkdisk.metaservice.zk_auth import DENIED
+from bkdisk.metaservice.zk_batch_sends import MULTI_BYTES, commit, pipelined
 from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_layout import JAVA_INT_MAX
 from bkdisk.metaservice.zk_watch import Seen
-
-MULTI_BYTES = 1 << 19       # data in one multi: half ZooKeeper's default request limit (jute.maxbuffer)
 
 
 def write_check(data: bytes, expected_version: int):
@@ -64,14 +62,8 @@ def write_many(store, writes: list[tuple[int, int, bytes, int]]) -> list[Version
         todo.append((i, (scope, ledger), data, expected))
     if store.multi_writes and len(todo) > 1 and sum(len(d) for _i, _k, d, _v in todo) <= MULTI_BYTES:
         todo = _as_one_multi(store, todo, out)
-    sent = []
-    for item in todo:
-        try:
-            store._ready()
-        except StoreError as exc:
-            out[item[0]] = exc
-            continue
-        sent.append((item, store.zk.set_async(store.path(*item[1]), item[2], version=item[3])))
+    sent = pipelined(store, todo, out, lambda item: store.zk.set_async(store.path(*item[1]), item[2],
+                                                                       version=item[3]))
     for item, res in sent:
         _finish(store, out, item, res.get)
     return out
@@ -86,17 +78,14 @@ def _as_one_multi(store, todo: list, out: list) -> list:
     t = store.zk.transaction()
     for _i, key, data, expected in todo:
         t.set_data(store.path(*key), data, version=expected)
-    try:
-        results = t.commit()
-    except DOWN:               # the reply is lost: each write settled as a single write's would be
+    reply = commit(t, len(todo))
+    if reply.lost:              # each write settled as a single write's would be
         for item in todo:
             _finish(store, out, item, _lost)
         return []
-    except kx.ZookeeperError:   # refused whole: nothing applied
+    if not reply.applied:       # refused whole, or one failed: none applied
         return todo
-    if len(results) != len(todo) or not all(isinstance(r, ZnodeStat) for r in results):
-        return todo             # one failed, so none applied
-    for item, stat in zip(todo, results):
+    for item, stat in zip(todo, reply.results or ()):
         _finish(store, out, item, lambda stat=stat: stat)
     return []
 

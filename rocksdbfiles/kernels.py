@@ -304,7 +304,7 @@ def plain_ledger_data(values, vlen, ok):
     for r in range(values.shape[0]):
         limit = vlen[r]
         p = 0
-        seen = 0
+        seen = np.int64(0)
         good = True
         while p < limit:
             e = _varint64_end(values, r, p, limit)

@@ -18,7 +18,7 @@ from bkdisk.formats.cookie import parse_cookie, serialize_cookie
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.lastmark import build_last_mark, parse_last_mark
-from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_reader import read_index
 from bkdisk.indexfiles.writer import index_bytes
 from bkdisk.journal.reader import read_journal
 from bkdisk.journal.writer import rebuild_journal

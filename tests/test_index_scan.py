@@ -23,7 +23,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import IndexHeader
 from bkdisk.formats.paths import index_relpath
 from bkdisk.indexfiles.listing import list_index_tree
-from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_reader import read_index
 from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 from bkdisk.indexfiles.writer import index_bytes

@@ -3,7 +3,6 @@ sees exactly what its own single Read/Write would have given (versions, BAD_VERS
 LEDGER_NOT_FOUND, consistent reads), on the embedded store and on ZooKeeper."""
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 import time
@@ -12,24 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss
-from metaservice_fixture import served
-from zookeeper_fixture import started
+from metaservice_fixture import STORES, LostAsyncReply, LostMultiReply, served, served_store, with_length
 
-from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.sqlite_store import SqliteStore
-from bkdisk.metaservice.zk_store import ZkStore
 
 _bases = itertools.count(1)
-
-
-def _length(golden_bin: bytes, n: int) -> bytes:
-    return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
 
 
 # ------------------------------------------------------------------------ the coalescer alone
@@ -110,19 +101,11 @@ def test_a_batch_stays_within_its_byte_budget_beyond_its_first_request():
 
 
 # ------------------------------------------------------------------------ the service's batch calls
-@pytest.fixture(scope="module", params=["sqlite", "zookeeper", "zookeeper-no-multi"])
-def service(request, tmp_path_factory, golden_bin):
+@pytest.fixture(scope="module", params=STORES)
+def service(request, tmp_path_factory):
     """The embedded store; ZooKeeper; ZooKeeper with every batched write sent as its own setData."""
-    tmp = tmp_path_factory.mktemp(request.param)
-    zk = started(tmp / "zk") if request.param.startswith("zookeeper") else None
-    store = (SqliteStore(tmp / "meta.db") if zk is None
-             else ZkStore(zk.hosts, "/ledgers", multi_writes=request.param == "zookeeper"))
-    try:
-        with served(store) as (client, port):
-            yield store, client, pb_grpc.LedgerMetadataServiceStub(client.ch.channel), zk
-    finally:
-        if zk is not None:
-            zk.stop()
+    with served_store(request.param, tmp_path_factory.mktemp(request.param)) as served_one:
+        yield served_one
 
 
 def _outcome(r: pb.LedgerMetadataResponse) -> tuple:
@@ -145,7 +128,7 @@ def test_a_write_batch_equals_the_same_writes_made_one_after_another(service, go
 
     def req(base, i, k, v):
         return pb.LedgerMetadataRequest(ledger_id=base + k, expected_version=v,
-                                        serialized_metadata=_length(golden_bin, 1000 + i))
+                                        serialized_metadata=with_length(golden_bin, 1000 + i))
     many = stub.WriteMany(pb.LedgerBatchRequest(requests=[req(batched, i, k, v)
                                                           for i, (k, v) in enumerate(writes)]), timeout=30)
     one = [stub.Write(req(single, i, k, v), timeout=30) for i, (k, v) in enumerate(writes)]
@@ -207,7 +190,7 @@ def test_threads_sharing_a_client_see_exactly_their_own_outcomes(service, golden
     base = next(_bases) * 10
     c = MetadataClient(_c.ch.target, timeout=30)
     for k in range(4):
-        c.create(_length(golden_bin, 0), ledger_id=base + k)
+        c.create(with_length(golden_bin, 0), ledger_id=base + k)
     writes: list[tuple[int, int, bytes, str]] = []       # ledger, expected, bytes, outcome
     reads: list[tuple[int, object]] = []
     errors: list[str] = []
@@ -219,7 +202,7 @@ def test_threads_sharing_a_client_see_exactly_their_own_outcomes(service, golden
                 got = c.read(k)
                 assert got.ledger_id == k
                 reads.append((k, (got.version, got.serialized)))
-                data = _length(golden_bin, t * 1000 + n + 1)
+                data = with_length(golden_bin, t * 1000 + n + 1)
                 try:
                     w = c.write(k, data, got.version)
                     assert (w.ledger_id, w.version, w.serialized) == (k, got.version + 1, data)
@@ -246,7 +229,7 @@ def test_threads_sharing_a_client_see_exactly_their_own_outcomes(service, golden
         assert [v for v, _d in ok] == list(range(len(ok)))             # each version written once
         final = store.read(0, k, consistent=True)
         assert final.version == len(ok) and (not ok or final.data == ok[-1][1])
-        produced = {v + 1: d for v, d in ok} | {0: _length(golden_bin, 0)}
+        produced = {v + 1: d for v, d in ok} | {0: with_length(golden_bin, 0)}
         assert all(produced.get(vd[0]) == vd[1] for kk, vd in reads if kk == k)
         lost = {v for kk, v, _d, code in writes if kk == k and code == "BAD_VERSION"}
         assert lost <= {v for v, _d in ok}                              # lost to a write at its version
@@ -264,7 +247,7 @@ def test_coalesced_consistent_reads_see_a_direct_zookeeper_write(service, golden
     kz = KazooClient(hosts=zk.hosts)
     kz.start(15)
     try:
-        kz.set(store.path(0, base), _length(golden_bin, 77), version=0)
+        kz.set(store.path(0, base), with_length(golden_bin, 77), version=0)
     finally:
         kz.stop()
         kz.close()
@@ -274,29 +257,7 @@ def test_coalesced_consistent_reads_see_a_direct_zookeeper_write(service, golden
         t.start()
     for t in threads:
         t.join()
-    assert [(x.version, x.serialized) for x in got] == [(1, _length(golden_bin, 77))] * 8
-
-
-class _LostSetReply:
-    """The first pipelined setData's reply is lost (after it was applied, or before)."""
-
-    def __init__(self, store, applied: bool):
-        self.store, self.applied, self.fired = store, applied, False
-        self.real = store.zk.set_async
-        store.zk.set_async = self.fake
-
-    def fake(self, *args, **kw):
-        if self.fired:
-            return self.real(*args, **kw)
-        self.fired = True
-        if self.applied:
-            self.real(*args, **kw).get()
-        res = self.store.zk.handler.async_result()
-        res.set_exception(ConnectionLoss())
-        return res
-
-    def restore(self):
-        self.store.zk.set_async = self.real
+    assert [(x.version, x.serialized) for x in got] == [(1, with_length(golden_bin, 77))] * 8
 
 
 @pytest.mark.parametrize("service", ["zookeeper"], indirect=True)
@@ -306,11 +267,11 @@ def test_a_batched_write_whose_reply_is_lost_is_applied_exactly_once(service, go
     base = next(_bases) * 10
     for k in range(2):
         c.create(golden_bin, ledger_id=base + k)
-    hook = _LostSetReply(store, applied)
+    hook = LostAsyncReply(store, "set_async", applied)
     try:        # the first and the third write race for version 0 of one ledger (two callers)
         r = stub.WriteMany(pb.LedgerBatchRequest(requests=[
             pb.LedgerMetadataRequest(ledger_id=base + k, expected_version=0,
-                                     serialized_metadata=_length(golden_bin, n)) for n, k in enumerate((0, 1, 0))]),
+                                     serialized_metadata=with_length(golden_bin, n)) for n, k in enumerate((0, 1, 0))]),
             timeout=60)
     finally:
         hook.restore()
@@ -322,32 +283,8 @@ def test_a_batched_write_whose_reply_is_lost_is_applied_exactly_once(service, go
     winner = 0 if applied else 2
     assert r.responses[winner].version == 1
     got = store.read(0, base, consistent=True)
-    assert (got.version, got.data) == (1, _length(golden_bin, winner))
+    assert (got.version, got.data) == (1, with_length(golden_bin, winner))
     assert store.read(0, base + 1, consistent=True).version == 1
-
-
-class _LostMultiReply:
-    """The multi's reply is lost (after it was applied, or before)."""
-
-    def __init__(self, store, applied: bool):
-        self.store, self.applied, self.commits = store, applied, 0
-        self.real = store.zk.transaction
-        store.zk.transaction = self.fake
-
-    def fake(self):
-        t = self.real()
-        real_commit = t.commit
-
-        def commit():
-            self.commits += 1
-            if self.applied:
-                real_commit()
-            raise ConnectionLoss()
-        t.commit = commit
-        return t
-
-    def restore(self):
-        self.store.zk.transaction = self.real
 
 
 @pytest.mark.parametrize("service", ["zookeeper"], indirect=True)
@@ -359,11 +296,11 @@ def test_writes_sent_as_one_multi_whose_reply_is_lost_are_each_applied_exactly_o
         c.create(golden_bin, ledger_id=base + k)
     store.follow(0, base)
     head = store.head_sequence()
-    hook = _LostMultiReply(store, applied)
+    hook = LostMultiReply(store, applied, every=True)
     try:
         r = stub.WriteMany(pb.LedgerBatchRequest(requests=[
             pb.LedgerMetadataRequest(ledger_id=base + k, expected_version=0,
-                                     serialized_metadata=_length(golden_bin, 50 + k)) for k in range(3)]),
+                                     serialized_metadata=with_length(golden_bin, 50 + k)) for k in range(3)]),
             timeout=60)
     finally:
         hook.restore()
@@ -371,7 +308,7 @@ def test_writes_sent_as_one_multi_whose_reply_is_lost_are_each_applied_exactly_o
     assert [(pb.StatusCode.Name(x.code), x.version) for x in r.responses] == [("SUCCESS", 1)] * 3
     for k in range(3):
         got = store.read(0, base + k, consistent=True)
-        assert (got.version, got.data) == (1, _length(golden_bin, 50 + k))
+        assert (got.version, got.data) == (1, with_length(golden_bin, 50 + k))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not store.changes_since(head):
         time.sleep(0.05)
@@ -385,16 +322,16 @@ def test_a_write_batch_is_reported_to_watchers_once_per_ledger_with_its_version(
     for k in range(3):                  # ledger base+k at version k: every write's state differs
         c.create(golden_bin, ledger_id=base + k)
         for v in range(k):
-            c.write(base + k, _length(golden_bin, v), v)
+            c.write(base + k, with_length(golden_bin, v), v)
         store.follow(0, base + k)
     head = store.head_sequence()
     r = stub.WriteMany(pb.LedgerBatchRequest(requests=[
         pb.LedgerMetadataRequest(ledger_id=base + k, expected_version=k,
-                                 serialized_metadata=_length(golden_bin, 70 + k)) for k in range(3)]), timeout=30)
+                                 serialized_metadata=with_length(golden_bin, 70 + k)) for k in range(3)]), timeout=30)
     assert [(x.ledger_id, x.version) for x in r.responses] == [(base + k, k + 1) for k in range(3)]
     time.sleep(0.5)                     # a wrongly reported state would be re-read and reported too
     assert sorted((x.ledger, x.change, x.version, x.data) for x in store.changes_since(head)) == [
-        (base + k, "UPDATED", k + 1, _length(golden_bin, 70 + k)) for k in range(3)]
+        (base + k, "UPDATED", k + 1, with_length(golden_bin, 70 + k)) for k in range(3)]
 
 
 def test_a_write_batch_without_the_token_is_refused_whole_and_each_coalesced_caller_is_told(
@@ -405,7 +342,7 @@ def test_a_write_batch_without_the_token_is_refused_whole_and_each_coalesced_cal
         owner.create(golden_bin, ledger_id=1)
         stub = pb_grpc.LedgerMetadataServiceStub(owner.ch.channel)
         batch = pb.LedgerBatchRequest(requests=[pb.LedgerMetadataRequest(
-            ledger_id=1, expected_version=0, serialized_metadata=_length(golden_bin, 3))] * 2)
+            ledger_id=1, expected_version=0, serialized_metadata=with_length(golden_bin, 3))] * 2)
         r = stub.WriteMany(batch, timeout=30)
         assert pb.StatusCode.Name(r.code) == "PERMISSION_DENIED" and not r.responses
         anon = MetadataClient(f"127.0.0.1:{port}")
@@ -415,7 +352,7 @@ def test_a_write_batch_without_the_token_is_refused_whole_and_each_coalesced_cal
         def write() -> None:
             gate.wait()
             try:
-                anon.write(1, _length(golden_bin, 4), 0)
+                anon.write(1, with_length(golden_bin, 4), 0)
             except MetadataError as exc:
                 codes.append(exc.code)
         threads = [threading.Thread(target=write) for _ in range(8)]

@@ -3,23 +3,19 @@ embedded store (one transaction a batch) and on ZooKeeper (pipelined, missing pa
 reply settled exactly once); and `metadata import` sending a folder through it, streamed."""
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kazoo.exceptions import ConnectionLoss
-from metaservice_fixture import served
+from metaservice_fixture import LostAsyncReply, LostMultiReply, served_store, with_length
 from zookeeper_fixture import started
 
-from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice import folder_import
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
-from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.metaservice.zk_store import ZkStore
 
@@ -29,21 +25,10 @@ _bases = itertools.count(1)
 OFFSETS = [(0, 0), (0, 1), (0, 1 << 33), (0, 1 << 50), (0, 1 << 62), (7, 3)]
 
 
-def _length(golden_bin: bytes, n: int) -> bytes:
-    return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
-
-
 @pytest.fixture(scope="module", params=["sqlite", "zookeeper"])
-def service(request, tmp_path_factory, golden_bin):
-    tmp = tmp_path_factory.mktemp(request.param)
-    zk = started(tmp / "zk") if request.param == "zookeeper" else None
-    store = SqliteStore(tmp / "meta.db") if zk is None else ZkStore(zk.hosts, "/ledgers")
-    try:
-        with served(store) as (client, _port):
-            yield store, client, pb_grpc.LedgerMetadataServiceStub(client.ch.channel)
-    finally:
-        if zk is not None:
-            zk.stop()
+def service(request, tmp_path_factory):
+    with served_store(request.param, tmp_path_factory.mktemp(request.param)) as (store, client, stub, _zk):
+        yield store, client, stub
 
 
 def _key(base: int, k: int) -> tuple[int, int]:
@@ -62,12 +47,12 @@ def test_a_create_batch_equals_the_same_creates_made_one_after_another(service, 
     _store, c, stub = service
     batched, single = next(_bases) * 1000, next(_bases) * 1000
     for base in (batched, single):
-        c.create(_length(golden_bin, 1), ledger_id=base)
+        c.create(with_length(golden_bin, 1), ledger_id=base)
 
     def req(base, i, k):
         scope, lid = _key(base, k)
         return pb.LedgerMetadataRequest(ledger_scope_id=scope, ledger_id=lid,
-                                        serialized_metadata=_length(golden_bin, 100 + i))
+                                        serialized_metadata=with_length(golden_bin, 100 + i))
     mine = [req(batched, i, k) for i, k in enumerate(creates)]
     theirs = [req(single, i, k) for i, k in enumerate(creates)]
     many = stub.CreateMany(pb.LedgerBatchRequest(requests=mine), timeout=60)
@@ -91,7 +76,7 @@ def test_a_create_batch_equals_the_same_creates_made_one_after_another(service, 
             except MetadataError as exc:
                 states.append(exc.code)
         assert states[0] == states[1]
-    assert c.read(batched).serialized == _length(golden_bin, 1)
+    assert c.read(batched).serialized == with_length(golden_bin, 1)
 
 
 def test_items_refused_alone_and_a_batch_refused_whole(service, golden_bin):
@@ -117,7 +102,7 @@ def test_the_client_gives_each_create_its_own_outcome(service, golden_bin):
     _store, c, _stub = service
     base = next(_bases) * 1000
     c.create(golden_bin, ledger_id=base)
-    got = create_many(c, [(0, base, _length(golden_bin, 9)), (0, base + 1, golden_bin), (7, base, golden_bin)])
+    got = create_many(c, [(0, base, with_length(golden_bin, 9)), (0, base + 1, golden_bin), (7, base, golden_bin)])
     assert isinstance(got[0], MetadataError) and got[0].code == "LEDGER_EXISTS"
     assert [(x.scope, x.ledger_id, x.version) for x in got[1:]] == [(0, base + 1, 0), (7, base, 0)]
     assert c.read(base).serialized == golden_bin
@@ -133,54 +118,6 @@ def test_the_embedded_store_commits_a_batch_once(tmp_path, golden_bin):
     store.close()
 
 
-class _LostCreateReply:
-    """The first pipelined create's reply is lost (after it was applied, or before)."""
-
-    def __init__(self, store, applied: bool):
-        self.store, self.applied, self.fired = store, applied, False
-        self.real = store.zk.create_async
-        store.zk.create_async = self.fake
-
-    def fake(self, *args, **kw):
-        if self.fired:
-            return self.real(*args, **kw)
-        self.fired = True
-        if self.applied:
-            self.real(*args, **kw).get()
-        res = self.store.zk.handler.async_result()
-        res.set_exception(ConnectionLoss())
-        return res
-
-    def restore(self):
-        self.store.zk.create_async = self.real
-
-
-class _LostMultiReply:
-    """The first multi's reply is lost (after it was applied, or before)."""
-
-    def __init__(self, store, applied: bool):
-        self.store, self.applied, self.fired = store, applied, False
-        self.real = store.zk.transaction
-        store.zk.transaction = self.fake
-
-    def fake(self):
-        t = self.real()
-        if self.fired:
-            return t
-        real_commit = t.commit
-
-        def commit():
-            self.fired = True
-            if self.applied:
-                real_commit()
-            raise ConnectionLoss()
-        t.commit = commit
-        return t
-
-    def restore(self):
-        self.store.zk.transaction = self.real
-
-
 @pytest.mark.parametrize("multi", [True, False], ids=["as-multis", "pipelined"])
 @pytest.mark.parametrize("applied", [True, False])
 def test_a_batched_create_whose_reply_is_lost_is_applied_exactly_once(tmp_path, golden_bin, applied, multi):
@@ -188,7 +125,7 @@ def test_a_batched_create_whose_reply_is_lost_is_applied_exactly_once(tmp_path, 
     store = ZkStore(zk.hosts, "/ledgers", multi_writes=multi)
     try:
         store.create(0, 5, golden_bin)             # the 2-level parents exist: the first send goes through
-        hook = (_LostMultiReply if multi else _LostCreateReply)(store, applied)
+        hook = LostMultiReply(store, applied) if multi else LostAsyncReply(store, "create_async", applied)
         try:
             got = store.create_many([(0, 6, golden_bin), (0, 7, golden_bin), (0, 1 << 40, golden_bin)])
         finally:
@@ -217,7 +154,7 @@ def test_a_multi_learns_parents_that_exist_and_answers_ledgers_that_exist(tmp_pa
             return real()
         store.zk.transaction = counted
         store.zk.create_async = lambda *a, **kw: pytest.fail("a create was sent op by op")
-        got = store.create_many([(0, 1 << 40, golden_bin), (0, 9, _length(golden_bin, 5)), (0, 10, golden_bin)])
+        got = store.create_many([(0, 1 << 40, golden_bin), (0, 9, with_length(golden_bin, 5)), (0, 10, golden_bin)])
         assert [type(x).__name__ for x in got] == ["Versioned", "LedgerExists", "Versioned"]
         # the parents met, all learnt at once; the ledger that exists, answered and taken out; then
         # applied: every create went in a multi

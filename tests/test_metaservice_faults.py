@@ -4,7 +4,6 @@ come back); a multi whose reply is lost is applied exactly once; SIGKILL of the 
 the embedded store loses no acknowledged write."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -18,9 +17,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
+from metaservice_fixture import with_length
 from zookeeper_fixture import started
 
-from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
@@ -31,10 +30,6 @@ from bkdisk.metaservice.store_url import open_store
 from bkdisk.metaservice.zk_store import ZkStore
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _length(golden_bin: bytes, n: int) -> bytes:
-    return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
 
 
 @pytest.fixture()
@@ -66,7 +61,7 @@ class Writers:
         c, version = self.clients[i], 0
         while not self.stop.is_set():
             try:
-                got = c.write(1000 + i, _length(self.golden_bin, version + 1), expected_version=version)
+                got = c.write(1000 + i, with_length(self.golden_bin, version + 1), expected_version=version)
             except Exception as exc:   # every failure is reported by the test
                 self.errors.append(f"writer {i} at version {version}: {exc}")
                 return
@@ -113,7 +108,7 @@ def _check_no_loss(store, w: Writers, seen: list, golden_bin: bytes) -> None:
     for i, versions in enumerate(w.acked):
         assert versions == list(range(1, len(versions) + 1))     # each acknowledged once, in order
         got = store.read(0, 1000 + i)                             # nothing lost, nothing applied twice
-        assert got.version == versions[-1] and got.data == _length(golden_bin, versions[-1])
+        assert got.version == versions[-1] and got.data == with_length(golden_bin, versions[-1])
     try:
         _wait_for(lambda: any(isinstance(c, Exception) for c in seen)
                   or sum(1 for c in seen if c.change == "UPDATED") >= sum(map(len, w.acked)))
@@ -235,7 +230,7 @@ def test_a_write_whose_reply_is_lost_is_applied_exactly_once(zk_service, golden_
     store.follow(0, None)
     head = store.head_sequence()
     hook = _LostReply(store, "set", applied)
-    got = c.write(5, _length(golden_bin, 9), expected_version=0)
+    got = c.write(5, with_length(golden_bin, 9), expected_version=0)
     hook.restore()
     assert hook.fired and got.version == 1
     assert store.read(0, 5, consistent=True).version == 1

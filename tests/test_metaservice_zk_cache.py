@@ -2,13 +2,11 @@
 ZooKeeper's watches whatever it dropped, and never filled with a read that a change overtook."""
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import time
 
-from metaservice_fixture import count_reads
+from metaservice_fixture import count_reads, with_length
 
-from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice.zk_cache import NOT_HELD
 from bkdisk.metaservice.zk_store import ZkStore
 
@@ -17,10 +15,6 @@ _roots = itertools.count(1)
 
 def _store(zookeeper, cache_size: int) -> ZkStore:
     return ZkStore(zookeeper.hosts, f"/c{next(_roots)}/ledgers", cache_size=cache_size)
-
-
-def _length(golden_bin: bytes, n: int) -> bytes:
-    return serialize_metadata(dataclasses.replace(parse_metadata(golden_bin), length=n))
 
 
 def test_the_read_cache_holds_at_most_its_size_dropping_the_least_recently_read(zookeeper, golden_bin):
@@ -50,13 +44,13 @@ def test_a_dropped_ledger_changed_directly_is_read_anew_and_a_held_one_follows_i
             store.create(0, lid, golden_bin)
             store.read(0, lid)                              # 0 is dropped when 2 is read
         assert (0, 0) not in store.follower.seen
-        kz.set(store.path(0, 0), _length(golden_bin, 5), version=0)
-        kz.set(store.path(0, 2), _length(golden_bin, 6), version=0)
-        assert (store.read(0, 0).version, store.read(0, 0).data) == (1, _length(golden_bin, 5))
+        kz.set(store.path(0, 0), with_length(golden_bin, 5), version=0)
+        kz.set(store.path(0, 2), with_length(golden_bin, 6), version=0)
+        assert (store.read(0, 0).version, store.read(0, 0).data) == (1, with_length(golden_bin, 5))
         deadline = time.monotonic() + 30
         while store.read(0, 2).version != 1 and time.monotonic() < deadline:
             time.sleep(0.02)                                # the watch event drops the stale entry
-        assert store.read(0, 2).data == _length(golden_bin, 6)
+        assert store.read(0, 2).data == with_length(golden_bin, 6)
     finally:
         store.close()
 
@@ -107,24 +101,24 @@ def test_following_every_ledger_holds_the_bytes_of_at_most_the_cache_size_and_mi
     store = _store(zookeeper, cache_size=3)
     try:
         for lid in range(20):
-            store.create(0, lid, _length(golden_bin, lid))
+            store.create(0, lid, with_length(golden_bin, lid))
         store.follow(0, None)
         seen = store.follower.seen
         assert len(seen) == 20 and sum(s.data is not NOT_HELD for s in seen.values()) <= 3
         head = store.head_sequence()
         old = next(lid for lid in range(20) if seen[(0, lid)].data is NOT_HELD)
-        kz.set(store.path(0, old), _length(golden_bin, 100), version=0)      # bytes not held: still told
+        kz.set(store.path(0, old), with_length(golden_bin, 100), version=0)      # bytes not held: still told
         kz.delete(store.path(0, (old + 1) % 20))
-        kz.create(store.path(0, 50), _length(golden_bin, 50))
-        assert _changes(store, head, 3) == [("UPDATED", old, 1, _length(golden_bin, 100)),
+        kz.create(store.path(0, 50), with_length(golden_bin, 50))
+        assert _changes(store, head, 3) == [("UPDATED", old, 1, with_length(golden_bin, 100)),
                                             ("DELETED", (old + 1) % 20, 0, None),
-                                            ("CREATED", 50, 0, _length(golden_bin, 50))]
+                                            ("CREATED", 50, 0, with_length(golden_bin, 50))]
         assert sum(s.data is not NOT_HELD and s.data is not None for s in seen.values()) <= 3
         for lid in range(2, 20):                # a watch's first state, whether its bytes are held or not
             if lid != (old + 1) % 20:
                 got, _head = store.read_with_head(0, lid)
-                assert got is not None and got.data == (_length(golden_bin, 100) if lid == old
-                                                        else _length(golden_bin, lid))
+                assert got is not None and got.data == (with_length(golden_bin, 100) if lid == old
+                                                        else with_length(golden_bin, lid))
                 assert store.read(0, lid).data == got.data
         assert sum(s.data is not NOT_HELD and s.data is not None for s in seen.values()) <= 3
     finally:

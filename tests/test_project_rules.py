@@ -223,6 +223,42 @@ def test_tests_take_the_golden_location_from_conftest_only():
     assert pattern.search('GOLDEN = Path(__file__).parents[2] / "shared" / "golden"')
 
 
+def _word_stem(name: str) -> str:
+    """A module name with each word's inflection taken off (reader, reading, reads: read)."""
+    words = []
+    for w in name.split("_"):
+        for suffix in ("ing", "er", "s", "ed"):
+            if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+                w = w.removesuffix(suffix)
+                break
+        words.append(w)
+    return "_".join(words)
+
+
+def twin_names(names: list[str]) -> list[list[str]]:
+    """Module names of one package that differ only in inflection (reader.py beside reading.py): the name
+    alone cannot say which holds what."""
+    by_stem: dict[str, list[str]] = {}
+    for n in sorted(names):
+        by_stem.setdefault(_word_stem(n), []).append(n)
+    return [group for group in by_stem.values() if len(group) > 1]
+
+
+def test_the_name_rule_flags_two_inflections_of_one_word():
+    assert twin_names(["reader", "reading", "scan", "reference_reader"]) == [["reader", "reading"]]
+    assert twin_names(["zk_reads", "zk_reading", "writer"]) == [["zk_reading", "zk_reads"]]
+    assert twin_names(["reference_reader", "reading", "listing"]) == []
+
+
+def test_no_package_holds_two_module_names_that_differ_only_in_inflection():
+    folders = {p.parent for _pkg, p in _product_modules()} | {REPO / "commandline"}
+    twins = [f"{d.relative_to(REPO)}: {group}" for d in sorted(folders)
+             if (group_list := twin_names([p.stem for p in d.glob("*.py") if p.stem != "__init__"
+                                           and not p.stem.endswith(("_pb2", "_pb2_grpc"))]))
+             for group in group_list]
+    assert twins == []
+
+
 def numba_decorations(source: str, name: str = "<src>") -> list[str]:
     """Kernels declared with numba's own decorators instead of ``diskio.config.kernel`` (which resolves
     the cache folder first and loads cached kernels without numba's registry refresh)."""

@@ -19,7 +19,7 @@ from bkdisk.bookie.ledger_copies import open_disk
 from bkdisk.bookie.ledger_read import read_ledger
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, entry_log_name, index_relpath
-from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_reader import read_index
 from bkdisk.read_ledger import read_ledger_command
 from bkdisk.rocksdbfiles.dbindex import read_locations
 

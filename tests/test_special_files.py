@@ -26,7 +26,7 @@ from bkdisk.entrylogs.arrays import scan_entry_log_reference
 from bkdisk.entrylogs.reader import read_entry_log
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats.ids import LedgerId
-from bkdisk.indexfiles.reader import read_index
+from bkdisk.indexfiles.reference_reader import read_index
 from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
 from bkdisk.journal.arrays import scan_journal_reference

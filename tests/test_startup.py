@@ -1,13 +1,16 @@
 """A command pays at start-up only for what it runs: help and usage errors import no heavy library."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+COMMANDS = Path(__file__).resolve().parents[1] / "bkdisk"   # the command layer: bkdisk/*.py, bkdisk/dump/
 HEAVY = {"numpy", "numba", "llvmlite", "pyspark", "pyarrow", "grpc", "kazoo", "construct", "google", "rich"}
 
 PROBE = """
@@ -221,3 +224,26 @@ def test_a_reader_gone_before_the_output_ends_nothing_but_the_checks_exit_code(a
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, err
     assert err == ""
+
+
+def function_level_imports(source: str, name: str = "<src>") -> list[str]:
+    """Imports inside a function or method (``TYPE_CHECKING`` blocks are at module level, so not these)."""
+    out = []
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            out += [f"{name}:{n.lineno} imports inside {getattr(node, 'name', 'a lambda')}()"
+                    for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)]
+    return sorted(set(out))
+
+
+def test_the_rule_flags_an_import_inside_a_function_but_not_a_lazy_or_type_checking_one():
+    src = ("from typing import TYPE_CHECKING\nfrom bkdisk.commandline.lazy import lazy_import\n"
+           "if TYPE_CHECKING:\n    from bkdisk.fsck.api import Report\nscan = lazy_import('bkdisk.journal.scan')\n"
+           "def run():\n    from bkdisk.fsck.api import check\n    import numpy as np\n    return scan.walk()\n")
+    assert function_level_imports(src) == ["<src>:7 imports inside run()", "<src>:8 imports inside run()"]
+
+
+def test_command_modules_import_at_their_top_only_heavy_modules_through_lazy_import():
+    files = sorted(COMMANDS.glob("*.py")) + sorted((COMMANDS / "dump").glob("*.py"))
+    assert len(files) > 10
+    assert [f for p in files for f in function_level_imports(p.read_text(), str(p.relative_to(COMMANDS.parent)))] == []

@@ -19,6 +19,7 @@ from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.runner import one_line_errors
+from bkdisk.dump import db_storage, state
 from bkdisk.dump import shell_format as sf
 from bkdisk.dump.common import BodyReader, Out, json_option, matches, msg_options, regular_path
 from bkdisk.dump.file_kinds import expect_kind
@@ -284,19 +285,9 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
         raise err
 
 
-def _add_state_commands() -> None:
-    from bkdisk.dump import state  # imported once the group exists: its commands join it here
-    for name in ("index", "lastmark", "cookie", "metadata"):
-        dump.add_command(getattr(state, f"{name}_cmd"), name)
-
-
-_add_state_commands()
-
-
-def _add_rocksdb_commands() -> None:
-    from bkdisk.dump import db_storage  # DbLedgerStorage; it imports the RocksDB reader only when run
-    for name, cmd in db_storage.COMMANDS.items():
-        dump.add_command(cmd, name)
-
-
-_add_rocksdb_commands()
+# The commands of bkdisk/dump/state.py and db_storage.py (DbLedgerStorage: it loads the RocksDB reader
+# only when run) join the group.
+for _name in ("index", "lastmark", "cookie", "metadata"):
+    dump.add_command(getattr(state, f"{_name}_cmd"), _name)
+for _name, _cmd in db_storage.COMMANDS.items():
+    dump.add_command(_cmd, _name)
