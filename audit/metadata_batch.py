@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from numba import types
 
 from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.mapped import OPEN_FLAGS
-from bkdisk.formats.metadata import DIGEST_TYPES, HEADER_PREFIX, INT32, STATES
+from bkdisk.formats.ledger_metadata import INT32
+from bkdisk.formats.metadata import DIGEST_TYPES, HEADER_PREFIX, STATES
 from bkdisk.formats.proto import LedgerMetadataFormat
 
 # libc's calls by name (numba links them; a ctypes pointer would keep the kernel out of the cache).
 # Pointers pass as int64: numba hands an array's address to C as an integer.
-_openat = types.ExternalFunction("openat", types.int32(types.int32, types.int64, types.int32))
-_read = types.ExternalFunction("read", types.int64(types.int32, types.int64, types.uint64))
-_close = types.ExternalFunction("close", types.int32(types.int32))
+# (Any: jitted code calls them, which the type checker cannot follow)
+_openat: Any = types.ExternalFunction("openat", types.int32(types.int32, types.int64, types.int32))
+_read: Any = types.ExternalFunction("read", types.int64(types.int32, types.int64, types.uint64))
+_close: Any = types.ExternalFunction("close", types.int32(types.int32))
 
 _F = {f.name: f.number for f in LedgerMetadataFormat.DESCRIPTOR.fields}
 _SEG = {f.name: f.number for f in LedgerMetadataFormat.DESCRIPTOR.fields_by_name["segment"].message_type.fields}

@@ -18,7 +18,7 @@ from bkdisk.bookie.metadata_dir import load_metadata_dir, metadata_names, read_l
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.metadata import LedgerMetadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata
 
 # The metadata service's client (gRPC, the optional extra 'service') loads in the methods of the
 # service source only: a folder's audit runs without it.

@@ -30,7 +30,7 @@ from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
 from bkdisk.formats.ids import LedgerId, to_signed64
 
 if TYPE_CHECKING:
-    from bkdisk.formats.metadata import LedgerMetadata
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
 
 SEGMENT_ARROW = pa.schema([("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("state", pa.string()),
                            ("closed_last", pa.int64()), ("write_quorum", pa.int32()), ("seg_first", pa.int64()),

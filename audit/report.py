@@ -20,7 +20,6 @@ from bkdisk.audit.report_text import (
     AUDITED,
     ENTRIES_NAMED,
     entries_text,
-    human_bytes,
     ledger_name,
     orphan_ledgers,
     problem_sentences,
@@ -28,6 +27,7 @@ from bkdisk.audit.report_text import (
 )
 from bkdisk.audit.scrub_summary import scrub_line, scrub_summary
 from bkdisk.audit.space_report import space_lines, space_summary
+from bkdisk.formats.byte_sizes import human_bytes
 from bkdisk.fsck.problems import PROBLEMS as FSCK_PROBLEMS
 
 SMALL_TABLES = ("disks", "under_replicated", "corrupt_copies", "divergent", "orphans", "missing_ledgers",

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bkdisk.audit.report_text import LOST_METADATA_BOOKIES, RECLAIMABLE, SALVAGE, human_bytes, plural
+from bkdisk.audit.report_text import LOST_METADATA_BOOKIES, RECLAIMABLE, SALVAGE, plural
 from bkdisk.audit.scrub_summary import scrub_line
 from bkdisk.audit.space_report import render_space
+from bkdisk.formats.byte_sizes import human_bytes
 
 _CHART_JS = Path(__file__).with_name("chart.js")
 HEALTHY, PROBLEMS, NOT_AUDITED = "healthy", "problems", "not_audited"

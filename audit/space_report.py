@@ -11,9 +11,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from bkdisk.audit.report_text import human_bytes
 from bkdisk.bookie.gc_policy import ACTIONS
 from bkdisk.bookie.space import STATES
+from bkdisk.formats.byte_sizes import human_bytes
 
 HELD_COLUMNS = ("bookie_id", "kind", "size", "action", "ledger", "state", "topic", "bytes", "sole_logs",
                 "frees_bytes", "pinned_logs")
