@@ -186,6 +186,23 @@ def test_only_the_driver_imports_the_passes_repair_and_the_rest_of_fsck_stand_be
         "bkdisk.fsck.passes.p2_hierarchy", "bkdisk.fsck.passes.p2_hierarchy.same_inode"]
 
 
+def pass_special_cases(source: str) -> list[str]:
+    """Comparisons of a pass's number in ``source``: the driver treats every pass alike."""
+    import ast
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(x, ast.Name) and x.id == "number"
+                                                 for x in (node.left, *node.comparators)):
+            out.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_the_driver_special_cases_no_pass():
+    assert pass_special_cases((FSCK / "api.py").read_text()) == []
+    assert pass_special_cases("if number == 7 and opts.metadata is None:\n    pass\n") == [
+        "line 1: number == 7"]
+
+
 def test_the_pass_shape_rule_catches_a_second_module_for_a_pass(tmp_path):
     for p in (FSCK / "passes").glob("*.py"):
         (tmp_path / p.name).write_text("")

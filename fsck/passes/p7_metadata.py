@@ -81,7 +81,8 @@ def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
 def run(ctx: CheckContext) -> Iterator[Finding]:
     md = ctx.metadata
     if md is None:
-        yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)")
+        yield Finding(Code.METADATA_SKIPPED, detail="pass 7 skipped: no ledger metadata given (--metadata-dir)",
+                      extra={"skipped": "no ledger metadata given"})
         return
     # (imported here: a check without metadata loads none of the metadata formats)
     from bkdisk.bookie.metadata_dir import over_replicated
