@@ -17,6 +17,7 @@ class SpillError(BkdiskError):
 
 
 def np_contiguous(arr):
+    # (numpy imported here, as in diskio/spill.py: the memory options' module imports these for --help)
     import numpy as np
     return np.ascontiguousarray(arr)
 
