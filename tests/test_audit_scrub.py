@@ -6,17 +6,13 @@ audit without a state; a run killed mid-way leaves the last good state as it was
 from __future__ import annotations
 
 import datetime
-import fcntl
 import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
+from audit_process import audit_mid_scan
 from spark_session import shared_spark
 
 from bkdisk.audit.job import FAULT_TABLES, read_tables, run_audit
@@ -189,30 +185,11 @@ def test_a_run_killed_mid_way_leaves_the_last_good_state_and_the_next_completes_
     state = tmp_path / "state"
     audit(spark, disks, root, tmp_path / "out", state=state, day=0)
     before = (state / "logs.parquet").read_bytes()
-    slots = tmp_path / "slots"
-    slots.mkdir()
-    held = os.open(slots / "slot-0", os.O_RDWR | os.O_CREAT, 0o666)
-    fcntl.flock(held, fcntl.LOCK_EX)
-    err = tmp_path / "stderr"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               BKDISK_SCAN_SLOTS_DIR=str(slots))
-    with open(err, "w") as e:
-        p = subprocess.Popen([str(Path(sys.executable).parent / "bkdisk"), "audit", *[d.path for d in disks],
-                              "--metadata-dir", str(root / "metadata"), "--out", str(tmp_path / "killed"),
-                              "--master", "local[1]", "--scans-per-host", "1", "--state", str(state),
-                              "--as-of", (T0 + DAY).isoformat()],
-                             stdout=subprocess.DEVNULL, stderr=e, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while "being scanned" not in err.read_text():
-            assert p.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-            time.sleep(0.2)
+    with audit_mid_scan([*[d.path for d in disks], "--metadata-dir", str(root / "metadata"),
+                         "--out", str(tmp_path / "killed"), "--state", str(state),
+                         "--as-of", (T0 + DAY).isoformat()], tmp_path) as (p, _err):
         os.killpg(p.pid, signal.SIGKILL)
         assert p.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        os.close(held)
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
     assert (state / "logs.parquet").read_bytes() == before
     due = {path: {lid for lid, s in d.logs.items() if s.due_at == T0 + DAY}
            for path, d in read_state(str(state)).items()}
