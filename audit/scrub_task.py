@@ -65,6 +65,7 @@ class ScrubDisk:
     _keys: dict[str, int] = field(default_factory=dict)                # path -> key
     _plan: Plan = field(default_factory=lambda: Plan({}, {}, True))
     _identity: DiskIdentity | None = None
+    _carried: dict[int, list[dict]] = field(default_factory=dict)      # key -> its carried findings, parsed
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
         """Plan the disk's run; the entry logs (paths) to walk light."""
@@ -97,9 +98,10 @@ class ScrubDisk:
         k = self._keys.get(path)
         if k is None or not self.light(k):
             return []
-        s = self._plan.after[k]
-        out = json.loads(s.carried) if s.carried else []
-        return [dict(f, found_at=s.found_at) for f in out]
+        if k not in self._carried:   # (asked again for each of the log's replica batches)
+            s = self._plan.after[k]
+            self._carried[k] = [dict(f, found_at=s.found_at) for f in json.loads(s.carried)] if s.carried else []
+        return self._carried[k]
 
     def carried_batches(self, run, bookie_id: str):
         """The findings rows (TASK_SCHEMA) of the logs walked light, with the time they were found."""
