@@ -20,6 +20,7 @@ from bkdisk.metaservice.limits import Limits
 
 logging = lazy_import("logging")   # only `serve` logs
 metadata_server = lazy_import("bkdisk.metaservice.server")
+audit_trail = lazy_import("bkdisk.metaservice.audit_trail")
 zkauth = lazy_import("bkdisk.metaservice.zk_auth")
 store_url = lazy_import("bkdisk.metaservice.store_url")
 
@@ -202,7 +203,6 @@ def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_
     # Before the store opens: what ZooKeeper's client says while connecting is logged as the rest.
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("bkdisk.metaservice.audit").setLevel(logging.INFO)   # the audit trail: always
     opened = open_store(store_url, cache_ledgers, credentials)
     limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch, streams_per_peer=max_streams_per_peer,
                     watches_per_peer=max_watches_per_peer, stream_seconds=max_stream_seconds)
@@ -218,5 +218,6 @@ def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_
         if not server.stop(STOP_GRACE_SECONDS).wait(STOP_GRACE_SECONDS + STOP_CANCEL_SECONDS):
             click.echo(f"bkdisk metadata: calls still open {STOP_GRACE_SECONDS + STOP_CANCEL_SECONDS:g} s "
                        "after SIGTERM; stopping without them", err=True)
+        audit_trail.flush()
         opened.close()
         click.echo(f"bkdisk metadata: stopped serving {store_url} on {host}:{port}")

@@ -1,88 +1,161 @@
-"""The audit trail: one INFO line per mutation (create, write, remove, a bookie's registration and its
+"""The audit trail: one line per mutation (create, write, remove, a bookie's registration and its
 end) with the caller (peer, client certificate name, which token), the ledger or bookie, and the
-outcome, refused calls included. Never a token or a password: only which kind of token it was."""
+outcome, refused calls included. Never a token or a password: only which kind of token it was.
+
+A mutation's thread only notes what its line will say (the peer, the ids, the status code); a
+writer thread of its own turns the notes into lines and writes them to stderr a batch at a time,
+20 ms after the first of them, so that the call pays neither for formatting nor for a write. The
+lines keep the form of the service's log lines (time, logger name, message). ``flush`` writes what
+is noted at once (the service's stop, the process's exit); a process killed outright loses at most
+the last 20 ms of lines."""
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
+import atexit
+import sys
+import threading
+import time
+from collections import deque
 from typing import Any
 
 import grpc
 
 from bkdisk.formats.ids import LedgerId
-from bkdisk.metaservice.auth import MUTATING, SERVICES, Tokens, split_method
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 
-log = logging.getLogger("bkdisk.metaservice.audit")
+NAME = "bkdisk.metaservice.audit"
+BATCH_SECONDS = 0.02
 
 
-def caller(context: grpc.ServicerContext, token: str) -> str:
+def _who(context: grpc.ServicerContext, token: str) -> str:
     cn = (context.auth_context() or {}).get("x509_common_name")
     name = f" cert={cn[0].decode('utf-8', 'replace')!r}" if cn else ""
     return f"peer={context.peer()}{name} token={token}"
 
 
-def _subject(request: Any, response: Any) -> str:
+def _ledger(scope: int, ledger: int) -> str:
+    return f"ledger={LedgerId(scope, ledger).qualified_name}"
+
+
+def _subject(request: Any, response: Any) -> tuple:
+    """What a line names, as plain values (the request may be reused once the call is over)."""
     if isinstance(request, pb.BookieRequest):
-        return f"bookie={request.bookie_id!r}"
+        return ("bookie", request.bookie_id)
     if request.HasField("ledger_id"):
-        return f"ledger={LedgerId(request.ledger_scope_id, request.ledger_id).qualified_name}"
+        return ("ledger", request.ledger_scope_id, request.ledger_id)
     if response is not None and response.code == pb.SUCCESS:      # a Create that generated the id
-        return f"ledger={LedgerId(response.ledger_scope_id, response.ledger_id).qualified_name}"
-    return f"ledger=new-in-scope-{request.ledger_scope_id}"
+        return ("ledger", response.ledger_scope_id, response.ledger_id)
+    return ("new", request.ledger_scope_id)
 
 
-def _outcome(response: Any) -> str:
-    return pb.StatusCode.Name(response.code)
+def _subject_text(subject: tuple) -> str:
+    if subject[0] == "bookie":
+        return f"bookie={subject[1]!r}"
+    if subject[0] == "ledger":
+        return _ledger(subject[1], subject[2])
+    if subject[0] == "batch":
+        return f"batch of {subject[1]}"
+    return f"ledger=new-in-scope-{subject[1]}"
 
 
-class AuditTrail(grpc.ServerInterceptor):
-    def __init__(self, tokens: Tokens):
-        self.tokens = tokens
+def _outcome(code: int | str) -> str:
+    return code if isinstance(code, str) else pb.StatusCode.Name(code)
 
-    def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        service, method = split_method(details.method)
-        if handler is None or service not in SERVICES or method not in MUTATING:
-            return handler
-        token = self.tokens.label(details.invocation_metadata)
-        if handler.unary_unary is not None:
-            return handler._replace(unary_unary=self._unary(method, token, handler.unary_unary))
-        return handler._replace(unary_stream=self._register(method, token, handler.unary_stream))
 
-    @staticmethod
-    def _unary(method: str, token: str, behaviour: Callable) -> Callable:
-        def run(request, context):
-            who = caller(context, token)
-            try:
-                response = behaviour(request, context)
-            except Exception as exc:
-                log.info("%s %s %s outcome=%s", method, who, _subject(request, None), type(exc).__name__)
-                raise
-            if isinstance(response, pb.LedgerBatchResponse):
-                if response.code != pb.SUCCESS or not response.responses:
-                    log.info("%s %s batch of %d outcome=%s", method, who, len(request.requests),
-                             _outcome(response))
-                for i, (q, r) in enumerate(zip(request.requests, response.responses)):
-                    log.info("%s[%d] %s %s outcome=%s", method, i, who, _subject(q, r), _outcome(r))
-            else:
-                log.info("%s %s %s outcome=%s", method, who, _subject(request, response), _outcome(response))
-            return response
-        return run
+class _Lines:
+    """The process's audit lines: noted by any thread, written in order by one writer thread."""
 
-    @staticmethod
-    def _register(method: str, token: str, behaviour: Callable) -> Callable:
-        def run(request, context):
-            who = caller(context, token)
-            registered = False
-            try:
-                for r in behaviour(request, context):
-                    if not registered:
-                        log.info("%s %s %s read_only=%s outcome=%s", method, who, _subject(request, r),
-                                 request.read_only, _outcome(r))
-                        registered = r.code == pb.SUCCESS
-                    yield r
-            finally:
-                if registered:
-                    log.info("%s-ended %s %s outcome=UNREGISTERED", method, who, _subject(request, None))
-        return run
+    def __init__(self) -> None:
+        self._notes: deque[tuple] = deque()
+        self._due = threading.Event()
+        self._write_lock = threading.Lock()
+        self._writer: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._stamp = (-1, "")
+
+    def note(self, *parts: Any) -> None:
+        self._notes.append((time.time(), parts))
+        if len(self._notes) == 1:      # the first since the writer last emptied it: wake the writer
+            if self._writer is None:
+                self._start()
+            self._due.set()
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._run, name="audit-trail", daemon=True)
+                self._writer.start()
+                atexit.register(self.flush)
+
+    def _run(self) -> None:
+        while True:
+            self._due.wait()
+            time.sleep(BATCH_SECONDS)
+            self._due.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        with self._write_lock:
+            lines = []
+            while self._notes:
+                t, parts = self._notes.popleft()
+                lines.append(f"{self._time(t)} {NAME} {_line(*parts)}\n")
+            if lines:
+                try:
+                    sys.stderr.write("".join(lines))
+                    sys.stderr.flush()
+                except (OSError, ValueError):      # stderr closed: nothing to write the trail to
+                    pass
+
+    def _time(self, t: float) -> str:
+        """As the logging module's asctime: local time to the second, then milliseconds."""
+        second = int(t)
+        if self._stamp[0] != second:
+            self._stamp = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second)))
+        return f"{self._stamp[1]},{int((t - second) * 1000):03d}"
+
+
+def _line(method: str, who: str, subject: tuple, outcome: int | str, extra: str = "") -> str:
+    return f"{method} {who} {_subject_text(subject)}{extra} outcome={_outcome(outcome)}"
+
+
+LINES = _Lines()
+
+
+def flush() -> None:
+    """Write every line noted so far."""
+    LINES.flush()
+
+
+def unary(method: str, context: grpc.ServicerContext, token: str, request: Any, response: Any) -> None:
+    """The line(s) of a unary mutation: one, or one per request of a batch (and one for a batch
+    refused whole)."""
+    who = _who(context, token)
+    if isinstance(response, pb.LedgerBatchResponse):
+        if response.code != pb.SUCCESS or not response.responses:
+            LINES.note(method, who, ("batch", len(request.requests)), response.code)
+        for i, (q, r) in enumerate(zip(request.requests, response.responses)):
+            LINES.note(f"{method}[{i}]", who, _subject(q, r), r.code)
+    else:
+        LINES.note(method, who, _subject(request, response), response.code)
+
+
+def failed(method: str, context: grpc.ServicerContext, token: str, request: Any, exc: BaseException) -> None:
+    LINES.note(method, _who(context, token), _subject(request, None), type(exc).__name__)
+
+
+def registration(method: str, token: str, behaviour: Any) -> Any:
+    """A bookie's Register stream: a line for its first answer, and one when a registration that
+    took ends."""
+    def run(request, context):
+        who = _who(context, token)
+        registered = False
+        try:
+            for r in behaviour(request, context):
+                if not registered:
+                    LINES.note(method, who, _subject(request, r), r.code, f" read_only={request.read_only}")
+                    registered = r.code == pb.SUCCESS
+                yield r
+        finally:
+            if registered:
+                LINES.note(f"{method}-ended", who, _subject(request, None), "UNREGISTERED")
+    return run

@@ -1,5 +1,5 @@
 """Who may call the metadata service: the tokens a call carries (gRPC call metadata), what each allows,
-and the interceptor that refuses or narrows a call before its handler runs."""
+and the guard that refuses or narrows a call before its handler runs."""
 from __future__ import annotations
 
 import hmac
@@ -52,72 +52,52 @@ class Tokens:
         read = self.read is not None and any(hmac.compare_digest(g, self.read) for g in given)
         return FULL if full else READ if read else None
 
-    def label(self, metadata: Iterable[tuple[str, Any]] | None) -> str:
-        """What the audit trail says of a call's token: full, read, none configured, or invalid."""
-        if self.full is None:
-            return ANONYMOUS
-        given = any(k == TOKEN_HEADER for k, _v in metadata or ())
-        return self.kind(metadata) or ("wrong-token" if given else "no-token")
+
+def token_given(metadata: Iterable[tuple[str, Any]] | None) -> bool:
+    return any(k == TOKEN_HEADER for k, _v in metadata or ())
 
 
-def split_method(full_method: str) -> tuple[str, str]:
-    service, _, method = full_method.lstrip("/").rpartition("/")
-    return service, method
-
-
-def response_type(full_method: str) -> Any:
-    """The response message class of one of the two services' methods."""
-    service, method = split_method(full_method)
-    desc = pb.DESCRIPTOR.services_by_name[service.rsplit(".", 1)[-1]].methods_by_name[method]
-    return getattr(pb, desc.output_type.name)
-
-
-def refusal(full_method: str, kind: str | None, given: bool) -> Any:
+def refusal(response_type: Any, kind: str | None, given: bool) -> Any:
     """The response a refused call gets: PERMISSION_DENIED naming what is missing, never a token."""
     why = ("the read-only token cannot change metadata or registrations" if kind == READ else
            "the token given is not valid for this service" if given else
            "this service needs a token (bkdisk's commands: --token or BKDISK_METADATA_TOKEN)")
-    return response_type(full_method)(code=pb.PERMISSION_DENIED, message=why)
+    return response_type(code=pb.PERMISSION_DENIED, message=why)
 
 
-def _replace(handler: grpc.RpcMethodHandler, make: Callable[[Callable], Callable]) -> grpc.RpcMethodHandler:
-    for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
-        behaviour = getattr(handler, kind)
-        if behaviour is not None:
-            return handler._replace(**{kind: make(behaviour)})
-    return handler
+@dataclass(frozen=True)
+class Guard:
+    """One method of the two services behind the token: a call without a valid one is refused, the
+    read-only token may not mutate, and what it reads has its passwords withheld (``strip``: a
+    function of one response message)."""
 
+    method: str
+    streaming: bool
+    response_type: Any
+    tokens: Tokens
+    strip: Callable[[Any], Any]
+    behaviour: Callable
 
-class TokenGuard(grpc.ServerInterceptor):
-    """Every call of both services needs a valid token once one is configured (the health service
-    answers anyone); the read-only token may not mutate, and what it reads has passwords withheld
-    (``strip``: a function of one response message)."""
-
-    def __init__(self, tokens: Tokens, strip: Callable[[Any], Any]):
-        self.tokens = tokens
-        self.strip = strip
-
-    def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        service, method = split_method(details.method)
-        if handler is None or service not in SERVICES or not self.tokens.required:
-            return handler
-        md = details.invocation_metadata
-        kind = self.tokens.kind(md)
+    def admit(self, context: grpc.ServicerContext) -> tuple[Callable, str]:
+        """What this call runs (the behaviour, a refusal, or the behaviour with passwords withheld)
+        and what the audit trail says of its token."""
+        md = context.invocation_metadata()
+        tokens = self.tokens
+        kind = tokens.kind(md)
+        label = ANONYMOUS if not tokens.required else kind or ("wrong-token" if token_given(md) else "no-token")
         if kind == FULL:
-            return handler
-        if kind is None or method in MUTATING:
-            denied = refusal(details.method, kind, any(k == TOKEN_HEADER for k, _v in md or ()))
-            return _replace(handler, lambda _b: _answer(denied, handler))
-        strip = self.strip
-        if handler.unary_unary is not None:
-            return handler._replace(unary_unary=lambda req, ctx: strip(handler.unary_unary(req, ctx)))
-        return _replace(handler, lambda b: lambda req, ctx: (strip(r) for r in b(req, ctx)))
+            return self.behaviour, label
+        if kind is None or self.method in MUTATING:
+            return _answer(refusal(self.response_type, kind, token_given(md)), self.streaming), label
+        behaviour, strip = self.behaviour, self.strip
+        if self.streaming:
+            return (lambda req, ctx: (strip(r) for r in behaviour(req, ctx))), label
+        return (lambda req, ctx: strip(behaviour(req, ctx))), label
 
 
-def _answer(response: Any, handler: grpc.RpcMethodHandler) -> Callable:
+def _answer(response: Any, streaming: bool) -> Callable:
     """A behaviour that answers ``response`` without running the handler (a stream: once, then ends)."""
-    if handler.response_streaming:
+    if streaming:
         def stream(_request, _context):
             yield response
         return stream

@@ -92,7 +92,7 @@ def _info(reg: Registration) -> pb.BookieInfo:
 
 
 class DiscoveryServicer(pb_grpc.DiscoveryServiceServicer):
-    """Who may call it is settled before a call runs (auth.TokenGuard)."""
+    """Who may call it is settled before a call runs (call_gate)."""
 
     def __init__(self, registry: Registry):
         self.registry = registry

@@ -11,13 +11,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from bkdisk.metaservice import ledgers, malformed_log
-from bkdisk.metaservice.audit_trail import AuditTrail
-from bkdisk.metaservice.auth import SERVICES, TokenGuard, Tokens
+from bkdisk.metaservice.auth import SERVICES, Tokens
+from bkdisk.metaservice.call_gate import CallGate
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
 from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, Limits, PeerCounts
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
-from bkdisk.metaservice.registration import add_ledger_service
+from bkdisk.metaservice.registration import add_service
 from bkdisk.metaservice.request_log import RequestLog
 from bkdisk.metaservice.responses import ledger_id_of, ledger_response
 from bkdisk.metaservice.store import (
@@ -27,7 +27,6 @@ from bkdisk.metaservice.store import (
     Versioned,
     check_ids,
 )
-from bkdisk.metaservice.stream_limits import StreamLimits
 from bkdisk.metaservice.watch_stream import WatchStream
 from bkdisk.metaservice.withheld import strip_passwords
 
@@ -57,7 +56,7 @@ def outcome(response_type: Any, request: Any, run: Callable[[], Any], name: str)
 
 def guarded(response_type: Any) -> Callable:
     """Turn the outcome of a unary handler into a response (``outcome``). Who may call it is
-    settled before it runs (auth.TokenGuard)."""
+    settled before it runs (call_gate)."""
     def wrap(fn: Callable) -> Callable:
         def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             return outcome(response_type, request, lambda: fn(self, request, context), fn.__name__)
@@ -245,14 +244,15 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
         limits = Limits(max_request_bytes=max_request_bytes)
     malformed_log.install()
     tokens = Tokens(token, read_token)
-    # the first runs outermost: the request log and the audit trail see refused calls too
-    interceptors: list[grpc.ServerInterceptor] = [RequestLog()] if log_requests else []
-    interceptors += [AuditTrail(tokens), TokenGuard(tokens, strip_passwords), StreamLimits(limits)]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), interceptors=interceptors,
+    # The request log, an interceptor, runs outside the checks: refused calls have their line too.
+    # The checks themselves stand in front of each method (call_gate), not in gRPC's pipeline.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers),
+                         interceptors=[RequestLog()] if log_requests else None,
                          options=[("grpc.max_receive_message_length", limits.max_request_bytes),
                                   ("grpc.so_reuseport", 0)])
-    add_ledger_service(LedgerMetadataServicer(store, limits), server)
-    pb_grpc.add_DiscoveryServiceServicer_to_server(DiscoveryServicer(registry or store.new_registry()), server)
+    gate = CallGate(tokens, strip_passwords, limits)
+    add_service(server, "LedgerMetadataService", LedgerMetadataServicer(store, limits), gate.wrap)
+    add_service(server, "DiscoveryService", DiscoveryServicer(registry or store.new_registry()), gate.wrap)
     checks = health.HealthServicer()
     for name in ("", *SERVICES):
         checks.set(name, health_pb2.HealthCheckResponse.SERVING)

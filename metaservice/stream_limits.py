@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import grpc
 
-from bkdisk.metaservice.auth import SERVICES, split_method
 from bkdisk.metaservice.limits import Limits, PeerCounts, peer_host
 
 # Streams that end on their own (a listing, a bulk read): the rest (watches, a bookie's Register)
@@ -14,7 +13,7 @@ from bkdisk.metaservice.limits import Limits, PeerCounts, peer_host
 FINITE_STREAMS = frozenset({"Iterate", "ReadLedgers"})
 
 
-class StreamLimits(grpc.ServerInterceptor):
+class StreamLimits:
     """Refuses a peer's streaming call beyond ``streams_per_peer`` open ones (RESOURCE_EXHAUSTED:
     each holds one of the server's threads), and ends a listing or bulk read that runs past
     ``stream_seconds`` (DEADLINE_EXCEEDED)."""
@@ -23,13 +22,9 @@ class StreamLimits(grpc.ServerInterceptor):
         self.limits = limits
         self.streams = PeerCounts(limits.streams_per_peer)
 
-    def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        service, method = split_method(details.method)
-        if handler is None or service not in SERVICES or not handler.response_streaming:
-            return handler
-        kind = "unary_stream" if handler.unary_stream is not None else "stream_stream"
-        return handler._replace(**{kind: self._limited(getattr(handler, kind), method in FINITE_STREAMS)})
+    def limited(self, method: str, behaviour: Callable) -> Callable:
+        """``behaviour`` (a streaming method's) within the limits."""
+        return self._limited(behaviour, method in FINITE_STREAMS)
 
     def _limited(self, behaviour: Callable, finite: bool) -> Callable:
         limits, streams = self.limits, self.streams
