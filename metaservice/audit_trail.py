@@ -4,10 +4,11 @@ outcome, refused calls included. Never a token or a password: only which kind of
 
 A mutation's thread only notes what its line will say (the peer, the ids, the status code); a
 writer thread of its own turns the notes into lines and writes them to stderr a batch at a time,
-20 ms after the first of them, so that the call pays neither for formatting nor for a write. The
-lines keep the form of the service's log lines (time, logger name, message). ``flush`` writes what
-is noted at once (the service's stop, the process's exit); a process killed outright loses at most
-the last 20 ms of lines."""
+20 ms after the first of them, so that the call pays neither for formatting nor for a write (unless
+the writer falls 100,000 lines behind: then the call writes, as a bound on what is held). The lines
+keep the form of the service's log lines (time, logger name, message). ``flush`` writes what is
+noted at once (the service's stop, the process's exit); a process killed outright loses the lines
+of its last moments (20 ms, more on a loaded machine)."""
 from __future__ import annotations
 
 import atexit
@@ -24,6 +25,7 @@ from bkdisk.metaservice.proto import metaservice_pb2 as pb
 
 NAME = "bkdisk.metaservice.audit"
 BATCH_SECONDS = 0.02
+MAX_NOTED = 100_000     # lines waiting for the writer beyond which a call writes them itself
 
 
 def _who(context: grpc.ServicerContext, token: str) -> str:
@@ -74,23 +76,24 @@ class _Lines:
 
     def note(self, *parts: Any) -> None:
         self._notes.append((time.time(), parts))
-        if len(self._notes) == 1:      # the first since the writer last emptied it: wake the writer
-            if self._writer is None:
-                self._start()
-            self._due.set()
+        if self._writer is None:
+            self._start()
+        if len(self._notes) > MAX_NOTED:      # the writer cannot keep up (a stalled stderr): write here
+            self.flush()
+        self._due.set()
 
     def _start(self) -> None:
         with self._start_lock:
             if self._writer is None:
+                atexit.register(self.flush)
                 self._writer = threading.Thread(target=self._run, name="audit-trail", daemon=True)
                 self._writer.start()
-                atexit.register(self.flush)
 
     def _run(self) -> None:
         while True:
             self._due.wait()
             time.sleep(BATCH_SECONDS)
-            self._due.clear()
+            self._due.clear()           # before the flush: a line noted during it sets it again
             self.flush()
 
     def flush(self) -> None:
@@ -98,12 +101,17 @@ class _Lines:
             lines = []
             while self._notes:
                 t, parts = self._notes.popleft()
-                lines.append(f"{self._time(t)} {NAME} {_line(*parts)}\n")
-            if lines:
                 try:
-                    sys.stderr.write("".join(lines))
-                    sys.stderr.flush()
-                except (OSError, ValueError):      # stderr closed: nothing to write the trail to
+                    text = _line(*parts)
+                except Exception as exc:      # a note the trail cannot word must not stop the writer
+                    text = f"{parts[0]} (its audit line could not be formatted: {type(exc).__name__})"
+                lines.append(f"{self._time(t)} {NAME} {text}\n")
+            stream = sys.stderr
+            if lines and stream is not None:       # None: started with stderr closed, nowhere to write
+                try:
+                    stream.write("".join(lines))
+                    stream.flush()
+                except (OSError, ValueError):      # stderr closed meanwhile
                     pass
 
     def _time(self, t: float) -> str:

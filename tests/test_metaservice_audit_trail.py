@@ -3,6 +3,7 @@ answered, without a flush being asked for; a batch has a line per request; a cal
 never writes them (it only notes what they say)."""
 from __future__ import annotations
 
+import collections
 import io
 import threading
 import time
@@ -74,3 +75,69 @@ def test_a_line_has_the_form_of_the_services_log_lines(monkeypatch):
     time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")
     assert stamp[19] == "," and stamp[20:].isdigit()
     assert rest == f"{audit_trail.NAME} Remove peer=ipv4:127.0.0.1:1 token=full ledger={'7'.zfill(32)} outcome=SUCCESS"
+
+
+def _wait_written(err: io.StringIO, n: int, seconds: float = 5.0) -> int:
+    deadline = time.monotonic() + seconds
+    while err.getvalue().count("\n") < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return err.getvalue().count("\n")
+
+
+def test_two_calls_noting_at_the_same_moment_both_wake_the_writer(monkeypatch):
+    """Each call appends, then the other, before either looks at the queue: the writer is still
+    woken (and started) and writes both without a flush."""
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    both_appended = threading.Barrier(2)
+
+    class Racing(collections.deque):
+        def append(self, x):
+            super().append(x)
+            both_appended.wait()          # the thread switch that may fall between the append and the check
+
+    lines = audit_trail._Lines()
+    lines._notes = Racing()
+    ts = [threading.Thread(target=lines.note, args=("Remove", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0, i), 0))
+          for i in (1, 2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert _wait_written(err, 2) == 2
+
+
+def test_the_writer_survives_a_missing_stderr_and_a_note_it_cannot_word(monkeypatch):
+    """Started with stderr closed (sys.stderr None) the lines are dropped, not held, and the writer
+    lives on; a note that does not format is one line saying so."""
+    monkeypatch.setattr("sys.stderr", None)
+    lines = audit_trail._Lines()
+    for i in range(1000):
+        lines.note("Remove", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0, i), 0)
+    deadline = time.monotonic() + 5
+    while lines._notes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not lines._notes and lines._writer is not None and lines._writer.is_alive()
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    lines.note("Write", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0), 0)      # a subject missing its id
+    lines.note("Remove", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0, 3), 0)
+    assert _wait_written(err, 2) == 2
+    first, second = err.getvalue().splitlines()
+    assert first.endswith(f"{audit_trail.NAME} Write (its audit line could not be formatted: IndexError)")
+    assert second.endswith("outcome=SUCCESS") and lines._writer.is_alive()
+
+
+def test_a_writer_that_falls_behind_is_caught_up_by_the_calls(monkeypatch):
+    """Lines held waiting for the writer are bounded: past MAX_NOTED the noting call writes them."""
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr(audit_trail, "MAX_NOTED", 50)
+    lines = audit_trail._Lines()
+    with lines._write_lock:                          # the writer stalled (a stderr nobody reads)
+        lines._writer = threading.current_thread()   # and never started: only the calls can write
+        for i in range(60):
+            threading.Thread(target=lines.note, args=("Remove", "p", ("ledger", 0, i), 0)).start()
+        time.sleep(0.2)
+        assert err.getvalue() == ""
+    assert _wait_written(err, 51) >= 51
