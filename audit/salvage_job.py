@@ -1,6 +1,7 @@
 """The Spark salvage job: the audit's disk tasks scan every disk (copies with their LAC and cumulative
 length, the master keys each disk keeps), the ledgers the given metadata knows are set aside, and
-Spark groups the rest by ledger, each group inferred by bookie.salvage_inference in its task. The
+Spark groups the rest into buckets of ledgers (a hash of the ledger id), each ledger of a bucket
+inferred by bookie.salvage_inference in its task. The
 driver reads back only the per-ledger results, a bounded batch at a time, to write the metadata files.
 """
 from __future__ import annotations
@@ -52,6 +53,11 @@ RESULT_SCHEMA = pa.schema(LEDGER_FIELDS + [("metadata", pa.binary())])
 COPY_COLUMNS = ("bookie_id", "entry_id", "digest_ok", "lac", "ledger_length", "size", "entry_format", "ledger_dir",
                 "log_id", "offset")
 KEY_COLUMNS = ("bookie_id", "master_key", "explicit_lac")
+KEY = ("ledger_scope", "ledger_id")
+# Ledgers go to Spark's Python workers a bucket at a time, a bucket holding about this many copies:
+# one call a ledger costs PySpark a round trip of Arrow batches each (milliseconds: hours for 10^6
+# ledgers), and a bucket of this size is a few tens of MiB of Python objects in its worker.
+BUCKET_COPIES = 50_000
 WRITE_BATCH_ROWS = 4096   # results the driver holds at once while writing metadata files
 
 
@@ -92,27 +98,31 @@ def result_row(s: Salvaged, copies: list[Copy]) -> dict:
     return row
 
 
-def infer_group(options: SalvageOptions, roots: dict[str, str]) -> Callable[[pa.Table, pa.Table], pa.Table]:
-    """The function Spark runs on each ledger's cogroup: its copies and the keys its bookies keep.
+def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[pa.Table, pa.Table], pa.Table]:
+    """The function Spark runs on each bucket of ledgers: the copies and the keys their bookies keep of
+    every ledger the bucket holds, grouped here by ledger and each ledger inferred in id order.
     ``roots``: bookie id -> the disk any executor may read (HMAC digests are verified there)."""
     reader = CopyReader(roots)
 
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
-        first = copies_t if copies_t.num_rows else keys_t
-        scope, ledger = first["ledger_scope"][0].as_py(), first["ledger_id"][0].as_py()
-        lid = LedgerId(scope & 0xFFFF_FFFF_FFFF_FFFF, ledger & 0xFFFF_FFFF_FFFF_FFFF)
-        copies = [Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off))
-                  for b, e, ok, lac, length, size, fmt, d, log, off
-                  in zip(*(copies_t[c].to_pylist() for c in COPY_COLUMNS))]
-        merged: dict[str, tuple[bytes | None, int | None]] = {}
-        for b, key, lac in zip(*(keys_t[c].to_pylist() for c in KEY_COLUMNS)):
+        ledgers: dict[tuple[int, int], tuple[list[Copy], dict[str, tuple[bytes | None, int | None]]]] = {}
+        for scope, ledger, b, e, ok, lac, length, size, fmt, d, log, off in zip(
+                *(copies_t[c].to_pylist() for c in (*KEY, *COPY_COLUMNS))):
+            ledgers.setdefault((scope, ledger), ([], {}))[0].append(
+                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off)))
+        for scope, ledger, b, key, lac in zip(*(keys_t[c].to_pylist() for c in (*KEY, *KEY_COLUMNS))):
+            merged = ledgers.setdefault((scope, ledger), ([], {}))[1]
             k0, l0 = merged.get(b, (None, None))
             merged[b] = (k0 or (bytes.fromhex(key) if key else None),
                          lac if l0 is None or (lac is not None and lac > l0) else l0)
-        keys = [BookieLedger(b, k, lac) for b, (k, lac) in sorted(merged.items())]
-        s = salvage_ledger(lid, copies, keys, options.candidates, options.ack_quorum, options.custom_metadata,
-                           reader.check_hmac)
-        return pa.Table.from_pylist([result_row(s, copies)], RESULT_SCHEMA)
+        rows = []
+        for (scope, ledger), (copies, merged) in sorted(ledgers.items()):
+            lid = LedgerId(scope & 0xFFFF_FFFF_FFFF_FFFF, ledger & 0xFFFF_FFFF_FFFF_FFFF)
+            keys = [BookieLedger(b, k, lac) for b, (k, lac) in sorted(merged.items())]
+            s = salvage_ledger(lid, copies, keys, options.candidates, options.ack_quorum, options.custom_metadata,
+                               reader.check_hmac)
+            rows.append(result_row(s, copies))
+        return pa.Table.from_pylist(rows, RESULT_SCHEMA)
     return infer
 
 
@@ -208,6 +218,8 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     known = segments(spark, mt).select(*key).unionByName(known_keys(spark, mt).select(*key)).distinct()
     copies = (spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir)
               if _has_parquet(replicas_dir) else spark.createDataFrame([], from_arrow_schema(table_schema("replicas"))))
+    # a bound from the files' footers, not a pass over the rows: every copy, salvaged or known
+    buckets = max(1, -(-copies.count() // BUCKET_COPIES))
     copies = copies.filter(F.col("bookie_id").isin(audited)).select(*key, *COPY_COLUMNS).join(known, key, "left_anti")
     keys = (rows.filter((F.col("table") == "ledger_keys") & F.col("bookie_id").isin(audited))
             .select(*key, *KEY_COLUMNS).join(known, key, "left_anti"))
@@ -216,9 +228,11 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     roots = {d["bookie_id"]: os.path.abspath(d["path"]) for d in disk_rows
              if d["status"] in AUDITED and d["bookie_id"] and d["path"]
              and any(x.path == d["path"] and x.host is None for x in disks)}
+    bucket = F.pmod(F.xxhash64(*key), F.lit(buckets)).alias("bucket")
     try:
-        copies.groupBy(*key).cogroup(keys.groupBy(*key)).applyInArrow(
-            infer_group(options, roots), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
+        copies.select(bucket, *copies.columns).groupBy("bucket").cogroup(
+            keys.select(bucket, *keys.columns).groupBy("bucket")).applyInArrow(
+            infer_buckets(options, roots), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
         raise AuditError(f"the salvage stage failed: {first_line(e)}") from None
     return SalvageRun(disk_rows, results)

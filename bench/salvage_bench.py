@@ -3,7 +3,7 @@ joins against the metadata the writer wrote, salvage groups every ledger found i
 metadata): many small ledgers (E 3, Qw 2, three entries each) placed round robin over ``--disks``
 writer-built bookies.
 
-    python -m bench.salvage_bench --data /work/bench-data/salvage [--ledgers 20000] [--disks 8]
+    python -m bench.salvage_bench --data /work/bench-data/salvage [--ledgers 20000] [--disks 8] [--storage index-files|rocksdb]
                                   [--master local[2]] [--runs 1]
 
 Each command is run as a process (start-up included): wall time, peak RSS of the driver, of the
@@ -28,36 +28,30 @@ import sys
 
 from bench.audit_scale_bench import run_measured
 
-BATCH = 50_000   # ledgers written per cluster writer call (its ledgers are held while written): 8 disks each
 
-
-def build(base: str, ledgers: int, disks: int) -> tuple[list[str], str]:
-    """``disks`` bookies holding ``ledgers`` ledgers; returns their roots and the metadata folder."""
+def build(base: str, ledgers: int, disks: int, storage: str) -> tuple[list[str], str]:
+    """``disks`` bookies (``storage``: "index-files" or "rocksdb", DbLedgerStorage's) holding ``ledgers``
+    ledgers, written in one go (the writer holds every ledger while it writes: about 6 KiB a ledger);
+    returns their roots and the metadata folder."""
     from bkdisk.bookie.cluster import ClusterLedger, ClusterSpec, write_cluster
     from bkdisk.bookie.model import BookieSpec
     from bkdisk.formats.digests import DigestType
     ids = [f"bench-{i}" for i in range(disks)]
     md = os.path.join(base, "metadata")
     done = os.path.join(base, "built")
-    roots = [os.path.join(base, f"part-{p}", "bookies", b) for p in range(0, (ledgers + BATCH - 1) // BATCH)
-             for b in ids]
+    roots = [os.path.join(base, "bookies", b) for b in ids]
     if os.path.exists(done):
-        return [r for r in roots if os.path.isdir(r)], md
+        return roots, md
     shutil.rmtree(base, ignore_errors=True)
-    os.makedirs(md)
     rnd = random.Random(7)
-    for part, lo in enumerate(range(0, ledgers, BATCH)):
-        specs = [BookieSpec([], bookie_id=b, entry_log_size_limit=64 << 20, write_journal=False) for b in ids]
-        lgs = []
-        for lid in range(lo, min(ledgers, lo + BATCH)):
-            ens = tuple(ids[(lid + k) % disks] for k in range(3))
-            lgs.append(ClusterLedger(0x1000 + lid, [rnd.randbytes(100) for _ in range(3)], ((0, ens),), 2, 2,
-                                     DigestType.CRC32C, b"bench"))
-        w = write_cluster(ClusterSpec(specs, lgs), os.path.join(base, f"part-{part}"))
-        for n in os.listdir(w.metadata_dir):
-            os.replace(os.path.join(w.metadata_dir, n), os.path.join(md, n))
+    specs = [BookieSpec([], bookie_id=b, entry_log_size_limit=64 << 20, write_journal=False, storage=storage,
+                        ledger_dirs=["ledgers"]) for b in ids]
+    lgs = [ClusterLedger(0x1000 + lid, [rnd.randbytes(100) for _ in range(3)],
+                         ((0, tuple(ids[(lid + k) % disks] for k in range(3))),), 2, 2, DigestType.CRC32C, b"bench")
+           for lid in range(ledgers)]
+    write_cluster(ClusterSpec(specs, lgs), base)
     open(done, "w").close()
-    return [r for r in roots if os.path.isdir(r)], md
+    return roots, md
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,11 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="where the bookies go (kept outside worktrees)")
     ap.add_argument("--ledgers", type=int, default=20000)
     ap.add_argument("--disks", type=int, default=8)
+    ap.add_argument("--storage", choices=("index-files", "rocksdb"), default="index-files",
+                    help="the bookies' ledger storage (rocksdb: DbLedgerStorage, no .idx file per ledger)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--runs", type=int, default=1)
     a = ap.parse_args(argv)
-    base = os.path.join(a.data, f"{a.ledgers}-{a.disks}")
-    roots, md = build(base, a.ledgers, a.disks)
+    base = os.path.join(a.data, f"{a.ledgers}-{a.disks}-{a.storage}")
+    roots, md = build(base, a.ledgers, a.disks, a.storage)
     bk = os.path.join(os.path.dirname(sys.executable), "bkdisk")
     pw = os.path.join(a.data, "pw.txt")
     with open(pw, "w") as f:
