@@ -81,7 +81,11 @@ def assert_is_bookkeepers(name: str, md, row: dict) -> None:
             assert set(got) == set(r["write_set"]) and row["ensembles_confidence"] == "assumed"
 
 
-def test_every_golden_ledger_is_rebuilt_as_bookkeeper_wrote_it(tmp_path):
+@pytest.mark.parametrize("bucket_copies", [None, 1], ids=["one-bucket", "a-bucket-a-copy"])
+def test_every_golden_ledger_is_rebuilt_as_bookkeeper_wrote_it(tmp_path, monkeypatch, bucket_copies):
+    """Also with as many buckets as copies: a ledger's copies and keys still meet in one bucket."""
+    if bucket_copies is not None:
+        monkeypatch.setattr("bkdisk.audit.salvage_job.BUCKET_COPIES", bucket_copies)
     out = tmp_path / "out"
     code, _ = run([*disks(), "--password-candidates", str(candidates(tmp_path))], out)
     assert code == 0
