@@ -17,6 +17,7 @@ from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.sqlite_store import SqliteStore
+from bkdisk.metaservice.store import StoreError
 from bkdisk.metaservice.zk_store import ZkStore
 
 _bases = itertools.count(1)
@@ -115,6 +116,25 @@ def test_the_embedded_store_commits_a_batch_once(tmp_path, golden_bin):
     got = store.create_many([(0, i, golden_bin) for i in range(500)] + [(0, 3, golden_bin)])
     assert len(commits) == 1
     assert [type(x).__name__ for x in got] == ["Versioned"] * 500 + ["LedgerExists"]
+    store.close()
+
+
+def test_the_embedded_store_finds_a_batchs_existing_ledgers_in_a_few_queries(tmp_path, golden_bin):
+    store = SqliteStore(tmp_path / "meta.db", retain_changes=500)
+    store.create_many([(0, i, golden_bin) for i in range(0, 2000, 2)])
+    said: list[str] = []
+    store._db.set_trace_callback(said.append)
+    got = store.create_many([(0, i, golden_bin) for i in range(1000)])
+    # not one lookup a ledger: the 1000 keys asked in queries of at most 400
+    assert len([q for q in said if q.startswith("SELECT l.scope")]) == 3
+    assert [type(x).__name__ for x in got] == ["LedgerExists", "Versioned"] * 500
+    # the change log as the creates one at a time leave it: every change numbered, pruned at each
+    # thousandth change to the newest 500
+    assert store.head_sequence() == 1500
+    with pytest.raises(StoreError, match="pruned"):
+        store.changes_since(499)
+    assert [(c.sequence, c.ledger) for c in store.changes_since(500, 2000)] == \
+        [(s, 2 * (s - 1)) for s in range(501, 1001)] + [(1000 + k, 2 * k - 1) for k in range(1, 501)]
     store.close()
 
 
