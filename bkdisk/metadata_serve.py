@@ -21,6 +21,7 @@ from bkdisk.metaservice.limits import Limits
 logging = lazy_import("logging")   # only `serve` logs
 metadata_server = lazy_import("bkdisk.metaservice.server")
 zkauth = lazy_import("bkdisk.metaservice.zk_auth")
+audit_trail = lazy_import("bkdisk.metaservice.audit_trail")
 store_url = lazy_import("bkdisk.metaservice.store_url")
 
 # SIGTERM: calls in flight get this long to finish, then open streams are cancelled (the whole
@@ -200,8 +201,9 @@ def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_
             client_ca = f.read()
     credentials = zk_credentials(store_url, zk_auth, zk_auth_file, zk_jaas)
     # Before the store opens: what ZooKeeper's client says while connecting is logged as the rest.
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(message)s")
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setFormatter(audit_trail.EveryLine("%(asctime)s %(name)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[to_stderr])
     logging.getLogger("bkdisk.metaservice.audit").setLevel(logging.INFO)   # the audit trail: always
     opened = open_store(store_url, cache_ledgers, credentials)
     limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch, streams_per_peer=max_streams_per_peer,

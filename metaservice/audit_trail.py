@@ -1,6 +1,10 @@
 """The audit trail: one INFO line per mutation (create, write, remove, a bookie's registration and its
 end) with the caller (peer, client certificate name, which token), the ledger or bookie, and the
-outcome, refused calls included. Never a token or a password: only which kind of token it was."""
+outcome, refused calls included. Never a token or a password: only which kind of token it was.
+
+A batch's lines (one an item) go as one record, which ``EveryLine`` prints as that many lines, each
+with the prefix a record of its own would have: a batch of a thousand creates costs one record, not
+a thousand (with their stream flushes)."""
 from __future__ import annotations
 
 import logging
@@ -36,6 +40,24 @@ def _outcome(response: Any) -> str:
     return pb.StatusCode.Name(response.code)
 
 
+class EveryLine(logging.Formatter):
+    """Each line of a record's message formatted as a record of its own (the same time and logger):
+    a log collector that reads a line a record reads the audit trail's line an item of a batch."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        whole = record.message
+        if "\n" not in whole:
+            return super().formatMessage(record)
+        try:
+            out = []
+            for line in whole.split("\n"):
+                record.message = line
+                out.append(super().formatMessage(record))
+        finally:
+            record.message = whole
+        return "\n".join(out)
+
+
 class AuditTrail(grpc.ServerInterceptor):
     def __init__(self, tokens: Tokens):
         self.tokens = tokens
@@ -63,8 +85,9 @@ class AuditTrail(grpc.ServerInterceptor):
                 if response.code != pb.SUCCESS or not response.responses:
                     log.info("%s %s batch of %d outcome=%s", method, who, len(request.requests),
                              _outcome(response))
-                for i, (q, r) in enumerate(zip(request.requests, response.responses)):
-                    log.info("%s[%d] %s %s outcome=%s", method, i, who, _subject(q, r), _outcome(r))
+                if response.responses:
+                    log.info("%s", "\n".join(f"{method}[{i}] {who} {_subject(q, r)} outcome={_outcome(r)}"
+                                             for i, (q, r) in enumerate(zip(request.requests, response.responses))))
             else:
                 log.info("%s %s %s outcome=%s", method, who, _subject(request, response), _outcome(response))
             return response

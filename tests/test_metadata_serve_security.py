@@ -4,6 +4,7 @@ line or error message, the read-only token from the command line, and SIGTERM wi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -18,10 +19,14 @@ from certificates import ca, signed
 from conftest import GOLDEN
 from test_metadata_cli import BKDISK, Served, bkdisk
 
+from bkdisk.metaservice.audit_trail import EveryLine
 from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
+from bkdisk.metaservice.server import serve
+from bkdisk.metaservice.sqlite_store import SqliteStore
 
 TOKEN, READ_TOKEN = "full-Zq81xT", "read-Pw93kL"
 HMAC_BIN = GOLDEN / "cluster-3" / "metadata" / "1000.bin"     # password b"c3-open"
@@ -162,6 +167,48 @@ def test_the_audit_trail_and_no_token_or_password_in_any_line(tmp_path):
         assert secret not in text, secret
     assert "Read " in server_log and "ReadLedgers " in server_log     # -v: the request lines were there
     assert re.search(r" Create ipv4:127\.0\.0\.1:\d+ PERMISSION_DENIED ", server_log)       # refused ones too
+
+
+def test_a_batch_is_audited_a_line_an_item_each_with_the_prefix_of_a_record(tmp_path):
+    s = Served(tmp_path, "--token", TOKEN)
+    try:
+        c = MetadataClient(s.addr, token=TOKEN)
+        r = create_many(c, [(0, 5, HMAC_BIN.read_bytes()), (0, 5, HMAC_BIN.read_bytes()), (4, 6, b"junk")])
+        assert [getattr(x, "code", "SUCCESS") for x in r] == ["SUCCESS", "LEDGER_EXISTS", "BAD_REQUEST"]
+        c.close()
+    finally:
+        s.proc.terminate()
+        assert s.proc.wait(30) == 0
+    lines = [x for x in s.proc.stderr.read().splitlines() if "CreateMany" in x]
+    prefix = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} bkdisk\.metaservice\.audit "
+    for line, (i, ledger, outcome) in zip(lines, [(0, "5", "SUCCESS"), (1, "5", "LEDGER_EXISTS"),
+                                                  (2, "4" + "6".zfill(16), "BAD_REQUEST")], strict=True):
+        assert re.fullmatch(prefix + rf"CreateMany\[{i}\] peer=ipv4:127\.0\.0\.1:\d+ token=full "
+                            rf"ledger={ledger.zfill(32)} outcome={outcome}", line), line
+
+
+def test_a_batch_costs_the_audit_trail_one_record(tmp_path):
+    records: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = records.append                 # type: ignore[method-assign]
+    audit = logging.getLogger("bkdisk.metaservice.audit")
+    audit.addHandler(catch)
+    level = audit.level
+    audit.setLevel(logging.INFO)
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store)
+    try:
+        c = MetadataClient(f"127.0.0.1:{port}")
+        create_many(c, [(0, lid, HMAC_BIN.read_bytes()) for lid in range(1, 501)])
+        c.close()
+    finally:
+        server.stop(0)
+        store.close()
+        audit.removeHandler(catch)
+        audit.setLevel(level)
+    assert len(records) == 1
+    text = EveryLine("%(name)s %(message)s").format(records[0]).splitlines()
+    assert len(text) == 500 and all(x.startswith("bkdisk.metaservice.audit CreateMany[") for x in text)
 
 
 def test_sigterm_stops_the_service_within_5_seconds_with_streams_open(tmp_path):
