@@ -9,6 +9,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Transaction
+from kazoo.security import make_acl, make_digest_acl
 from metaservice_fixture import LostAsyncReply, LostMultiReply, served_store, with_length
 from zookeeper_fixture import started
 
@@ -18,6 +21,7 @@ from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.sqlite_store import SqliteStore
 from bkdisk.metaservice.store import StoreError
+from bkdisk.metaservice.zk_create_ops import add_creates
 from bkdisk.metaservice.zk_store import ZkStore
 
 _bases = itertools.count(1)
@@ -136,6 +140,22 @@ def test_the_embedded_store_finds_a_batchs_existing_ledgers_in_a_few_queries(tmp
     assert [(c.sequence, c.ledger) for c in store.changes_since(500, 2000)] == \
         [(s, 2 * (s - 1)) for s in range(501, 1001)] + [(1000 + k, 2 * k - 1) for k in range(1, 501)]
     store.close()
+
+
+@pytest.mark.parametrize("secured", [False, True])
+def test_a_multis_creates_are_the_bytes_kazoo_writes_for_them(secured):
+    # a client never started: its default ACL (the store's credentials) and chroot are what count
+    acl = [make_digest_acl("bookie", "bk-pw", all=True), make_acl("world", "anyone", read=True)] if secured else None
+    zk = KazooClient(hosts="127.0.0.1:1" + ("/chrooted" if secured else ""), default_acl=acl)
+    ops = [("/ledgers/000", b""), ("/ledgers/000/0000", b""),
+           ("/ledgers/000/0000/0000/0000/L0005", b"BookieMetadataFormatVersion\t3\n\x02\x08\x03"),
+           ("/ledgers/scopes/0000000000000007/0000/0000/0000/L002a", bytes(range(256)) * 3)]
+    theirs = zk.transaction()
+    for path, data in ops:
+        theirs.create(path, data)
+    mine = zk.transaction()
+    add_creates(mine, ops)
+    assert Transaction(mine.operations).serialize() == Transaction(theirs.operations).serialize()
 
 
 @pytest.mark.parametrize("multi", [True, False], ids=["as-multis", "pipelined"])
