@@ -3,6 +3,7 @@ embedded store (one transaction a batch) and on ZooKeeper (pipelined, missing pa
 reply settled exactly once); and `metadata import` sending a folder through it, streamed."""
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 
@@ -15,7 +16,7 @@ from kazoo.security import make_acl, make_digest_acl
 from metaservice_fixture import LostAsyncReply, LostMultiReply, served_store, with_length
 from zookeeper_fixture import started
 
-from bkdisk.metaservice import folder_import
+from bkdisk.metaservice import folder_import, import_spool
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
@@ -233,6 +234,52 @@ def test_import_streams_the_folder_and_creates_a_thousand_ledgers_a_call(service
     assert sorted(x.ledger for x in got.ledgers("imported")) == ids
     again = folder_import.import_folder(c, str(folder), "skip")
     assert again.count("skipped") == 2500 and again.count("imported") == 0
+
+
+def test_import_sends_the_bytes_it_checked_without_reading_the_folder_again(service, golden_bin, tmp_path,
+                                                                           monkeypatch):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 1500)
+    files = sorted(folder.iterdir())
+    other = with_length(golden_bin, 77)
+    real_finish = import_spool.Spool.finish
+
+    def checked(spool):     # after the check: the folder changes and can no longer be read
+        real_finish(spool)
+        files[0].write_bytes(other)
+        monkeypatch.setattr(folder_import, "read_bytes", lambda p: pytest.fail(f"{p} read again"))
+        monkeypatch.setattr(os, "scandir", lambda *a: pytest.fail("the folder was listed again"))
+    monkeypatch.setattr(import_spool.Spool, "finish", checked)
+    got = folder_import.import_folder(c, str(folder), None)
+    assert got.count("imported") == 1500
+    assert c.read(int(files[0].stem, 16)).serialized == golden_bin
+
+
+@pytest.mark.parametrize("fails_at", ["open", "write"])
+def test_import_reads_the_folder_again_when_its_spool_cannot_be_written(service, golden_bin, tmp_path,
+                                                                        monkeypatch, fails_at):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 1200)
+    real = import_spool.tempfile.TemporaryFile
+
+    class Full:             # a temporary folder with room for 700 records
+        def __init__(self, *a, **kw):
+            if fails_at == "open":
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.f, self.writes = real(*a, **kw), 0
+
+        def write(self, b):
+            self.writes += 1
+            if self.writes > 1400:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(import_spool.tempfile, "TemporaryFile", Full)
+    got = folder_import.import_folder(c, str(folder), None)
+    assert got.count("imported") == 1200
+    assert sorted(x.ledger for x in got.ledgers("imported")) == sorted(int(p.stem, 16) for p in folder.iterdir())
 
 
 def test_import_creates_nothing_when_a_file_anywhere_does_not_parse(service, golden_bin, tmp_path):
