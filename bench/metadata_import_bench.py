@@ -5,7 +5,8 @@ file parsed, then one Create call a ledger) on a smaller folder with the new imp
 and on ZooKeeper kazoo creating the same znodes directly (1000 creates a multi, parents made first).
 
     python -m bench.metadata_import_bench [--ledgers 1000000] [--baseline-ledgers 100000]
-        [--zk-baseline-ledgers 10000] [--store sqlite|zk|both] [--data /work/bench-data/metadata-import]
+        [--zk-baseline-ledgers 10000] [--kazoo-ledgers N] [--store sqlite|zk|both] [--no-baselines]
+        [--no-export] [--data /work/bench-data/metadata-import]
 
 The folders (bench.metadata_gen.write_shaped_folder: 3-bookie ensembles, one ledger in five with an
 ensemble change, ids spread over the 64-bit range, mixed digest types) are written once under
@@ -199,7 +200,7 @@ def _rate(r: dict, n: int) -> dict:
 
 
 def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tmp: Path,
-                baselines: bool = True) -> dict:
+                baselines: bool = True, export: bool = True, kazoo: tuple[Path, int] | None = None) -> dict:
     out: dict = {}
     tmp.mkdir(parents=True, exist_ok=True)
     zk = None
@@ -222,7 +223,7 @@ def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tm
                 extra = [svc.target] if argv[1] == "-c" and argv[2] == _PER_LEDGER_IMPORT else ["--server", svc.target]
                 out[name] = _rate(timed([*argv, *extra], svc.proc.pid, zk_pid), n)
                 print(f"{store} {name}: {json.dumps(out[name])}", file=sys.stderr, flush=True)
-                if name == "import":
+                if name == "import" and export:
                     dest = tmp / "exported"
                     out["export"] = _rate(timed([*BKDISK, "metadata", "export", str(dest), "--server", svc.target],
                                                 svc.proc.pid, zk_pid), n)
@@ -235,9 +236,10 @@ def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tm
             finally:
                 svc.stop()
         if zk is not None and baselines:
+            folder, n = kazoo or (small, n_small)
             out["kazoo_multi_direct_small"] = _rate(
-                timed([sys.executable, "-c", _KAZOO_DIRECT, str(small), zk.hosts, "/kazoo-direct"], None, zk_pid),
-                n_small)
+                timed([sys.executable, "-c", _KAZOO_DIRECT, str(folder), zk.hosts, "/kazoo-direct"], None, zk_pid), n)
+            out["kazoo_multi_direct_small"]["ledgers"] = n
             print(f"{store} kazoo: {json.dumps(out['kazoo_multi_direct_small'])}", file=sys.stderr, flush=True)
     finally:
         if zk is not None:
@@ -255,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", choices=["sqlite", "zk", "both"], default="both")
     ap.add_argument("--no-baselines", action="store_true",
                     help="Only the import of --ledgers and its export (the baselines measured before).")
+    ap.add_argument("--no-export", action="store_true",
+                    help="Leave out the read-back (on ZooKeeper, tens of minutes for a million ledgers).")
+    ap.add_argument("--kazoo-ledgers", type=int, default=None,
+                    help="The folder kazoo creates directly on ZooKeeper (default: --zk-baseline-ledgers).")
     ap.add_argument("--data", default="/work/bench-data/metadata-import",
                     help="Where the folders are written once and reused (outside every repository).")
     a = ap.parse_args(argv)
@@ -265,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bkdisk-import-bench-", dir=a.data) as tmp:
         for store in (["sqlite", "zk"] if a.store == "both" else [a.store]):
             n_small = a.baseline_ledgers if store == "sqlite" else a.zk_baseline_ledgers
+            kazoo = None if a.kazoo_ledgers is None else (folder_of(data, a.kazoo_ledgers), a.kazoo_ledgers)
             out[store] = r = bench_store(store, big, folder_of(data, n_small), a.ledgers, n_small, Path(tmp) / store,
-                                         not a.no_baselines)
+                                         not a.no_baselines, not a.no_export, kazoo)
             if not a.no_baselines:
                 r["baseline_ledgers"] = n_small
                 r["speedup_on_baseline_folder"] = round(

@@ -2,11 +2,12 @@
 
 The folder is listed as it is read (``os.scandir``, bookie/metadata_dir.py), never held as a list: a
 first pass reads and parses every file (nothing is created when one does not parse) and keeps the
-bytes it checked in a spool (metaservice/import_spool.py: one temporary file, read back in order);
-a second sends them ``BATCH`` at a time as one CreateMany call each (create-only), from the spool,
-or from the folder read again when the spool could not be written. What happened to each ledger is
-kept as ids only (16 bytes a ledger), so that a million ledgers cost the client tens of MiB, not
-their metadata.
+bytes it checked in a spool (metaservice/import_spool.py: one temporary file); a second sends them
+``BATCH`` at a time as one CreateMany call each (create-only), from the spool in ledger id order
+(ledgers that share ZooKeeper parent znodes go together, the SQLite store's key grows at its end),
+or from the folder read again, in its listing order, when the spool could not be written. What
+happened to each ledger is kept as ids only (16 bytes a ledger; the spool's index, 28), so that a
+million ledgers cost the client tens of MiB, not their metadata.
 """
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def check_folder(folder: str, progress: Callable[[str, bool], None] | None = Non
 
 
 def _checked_files(folder: str, spool: Spool) -> Iterator[tuple[LedgerId, str, bytes]]:
-    """(ledger, path, bytes) of each file the check read: from the spool, or the folder read again."""
+    """(ledger, path, bytes) of each file the check read: from the spool (in ledger id order), or the
+    folder read again."""
     if spool.broken is None:
         for lid, name, data in spool.records():
             yield lid, os.path.join(folder, name), data

@@ -1,54 +1,62 @@
 """The bytes of a folder's metadata files as the import's check read them, kept for its sending pass.
 
-An unlinked temporary file (the system's temporary folder, ``TMPDIR``) written and then read in
-order, a record a ledger (scope, ledger id, its file's name, its bytes): the sending pass reads one file
-sequentially instead of listing the folder and opening every file again, and it sends the very
-bytes that were checked. Memory stays one buffer whatever the folder's size. A spool that cannot be
-written (no room, no temporary folder) says so through ``broken``: the caller reads the folder again.
+An unlinked temporary file (the system's temporary folder, ``TMPDIR``) written in the order the
+files were read, a record a ledger (its file's name, its bytes), and beside it, in memory, each
+record's ledger, place and size (28 bytes a ledger). The sending pass reads the records back in
+ledger id order, one ``pread`` each, instead of listing the folder and opening every file again,
+and it sends the very bytes that were checked. In id order, ledgers that share parent znodes
+(ZooKeeper's hierarchy) go in the same batch and the SQLite store's primary key grows at its end.
+A spool that cannot be written (no room, no temporary folder) says so through ``broken``: the
+caller reads the folder again.
 """
 from __future__ import annotations
 
+import os
 import struct
 import tempfile
+from array import array
 from collections.abc import Iterator
 from typing import IO
 
+import numpy as np
+
 from bkdisk.formats.ids import LedgerId
 
-_HEAD = struct.Struct("<QQHI")      # scope, ledger id, lengths of the name and of the bytes that follow
+_NAME = struct.Struct("<H")          # the length of the file's name, which its bytes follow
 BUFFER = 1 << 20
 
 
 class Spool:
     def __init__(self) -> None:
-        self.count = 0
         self.broken: OSError | None = None
         self._file: IO[bytes] | None = None
+        self._at = 0
+        self._scope, self._ledger, self._offset = array("Q"), array("Q"), array("Q")
+        self._size = array("I")
         try:
             self._file = tempfile.TemporaryFile(prefix="bkdisk-import-", buffering=BUFFER)
         except OSError as exc:
             self.broken = exc
 
+    @property
+    def count(self) -> int:
+        return len(self._size)
+
     def add(self, lid: LedgerId, name: str, data: bytes) -> None:
         if self._file is None:
             return
         raw = name.encode("utf-8")
+        record = _NAME.pack(len(raw)) + raw + data
         try:
-            self._file.write(_HEAD.pack(lid.scope, lid.ledger, len(raw), len(data)) + raw)
-            self._file.write(data)
-            self.count += 1
+            self._file.write(record)
         except OSError as exc:
             self._give_up(exc)
-
-    def records(self) -> Iterator[tuple[LedgerId, str, bytes]]:
-        """Every record added, in order: (ledger, file name, bytes). The spool must not be broken."""
-        assert self._file is not None and self.broken is None
-        f = self._file
-        f.seek(0)
-        for _ in range(self.count):
-            scope, ledger, name_size, size = _HEAD.unpack(f.read(_HEAD.size))
-            name = f.read(name_size).decode("utf-8")
-            yield LedgerId(scope, ledger), name, f.read(size)
+            return
+        self._scope.append(lid.scope)
+        self._ledger.append(lid.ledger)
+        self._offset.append(self._at)
+        self._size.append(len(record))
+        self._at += len(record)
 
     def finish(self) -> None:
         """Every record written: flushed, so that a full disk shows now (``broken``), not while sending."""
@@ -57,6 +65,18 @@ class Spool:
                 self._file.flush()
             except OSError as exc:
                 self._give_up(exc)
+
+    def records(self) -> Iterator[tuple[LedgerId, str, bytes]]:
+        """Every record, in ledger id order (scope, then ledger): (ledger, file name, bytes). The spool
+        must be finished and not broken."""
+        assert self._file is not None and self.broken is None
+        fd = self._file.fileno()
+        order = np.lexsort((np.frombuffer(self._ledger, np.uint64), np.frombuffer(self._scope, np.uint64)))
+        for i in order.tolist():
+            record = os.pread(fd, self._size[i], self._offset[i])
+            (n,) = _NAME.unpack_from(record)
+            end = _NAME.size + n
+            yield LedgerId(self._scope[i], self._ledger[i]), record[_NAME.size:end].decode("utf-8"), record[end:]
 
     def _give_up(self, exc: OSError) -> None:
         self.broken = exc

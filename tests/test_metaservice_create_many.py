@@ -16,6 +16,7 @@ from kazoo.security import make_acl, make_digest_acl
 from metaservice_fixture import LostAsyncReply, LostMultiReply, served_store, with_length
 from zookeeper_fixture import started
 
+from bkdisk.formats.ids import LedgerId
 from bkdisk.metaservice import folder_import, import_spool
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.create_batches import create_many
@@ -253,6 +254,18 @@ def test_import_sends_the_bytes_it_checked_without_reading_the_folder_again(serv
     got = folder_import.import_folder(c, str(folder), None)
     assert got.count("imported") == 1500
     assert c.read(int(files[0].stem, 16)).serialized == golden_bin
+
+
+def test_import_sends_the_whole_folder_in_ledger_id_order(service, golden_bin, tmp_path, monkeypatch):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 2100)
+    for scope in (9, 3):            # scoped ledgers after scope 0, by scope
+        (folder / LedgerId(scope, 5).qualified_name).with_suffix(".bin").write_bytes(golden_bin)
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(folder_import, "create_many",
+                        lambda client, items: sent.extend(x[:2] for x in items) or create_many(client, items))
+    assert folder_import.import_folder(c, str(folder), None).count("imported") == 2102
+    assert len(sent) == 2102 and sent == sorted(sent) and sent[-2:] == [(3, 5), (9, 5)]
 
 
 @pytest.mark.parametrize("fails_at", ["open", "write"])
