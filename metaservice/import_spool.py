@@ -24,6 +24,7 @@ from bkdisk.formats.ids import LedgerId
 
 _NAME = struct.Struct("<H")          # the length of the file's name, which its bytes follow
 BUFFER = 1 << 20
+_CHUNK = 1 << 16                     # positions turned into Python ints at a time (not a million at once)
 
 
 class Spool:
@@ -72,11 +73,12 @@ class Spool:
         assert self._file is not None and self.broken is None
         fd = self._file.fileno()
         order = np.lexsort((np.frombuffer(self._ledger, np.uint64), np.frombuffer(self._scope, np.uint64)))
-        for i in order.tolist():
-            record = os.pread(fd, self._size[i], self._offset[i])
-            (n,) = _NAME.unpack_from(record)
-            end = _NAME.size + n
-            yield LedgerId(self._scope[i], self._ledger[i]), record[_NAME.size:end].decode("utf-8"), record[end:]
+        for start in range(0, len(order), _CHUNK):
+            for i in order[start:start + _CHUNK].tolist():
+                record = os.pread(fd, self._size[i], self._offset[i])
+                (n,) = _NAME.unpack_from(record)
+                end = _NAME.size + n
+                yield LedgerId(self._scope[i], self._ledger[i]), record[_NAME.size:end].decode("utf-8"), record[end:]
 
     def _give_up(self, exc: OSError) -> None:
         self.broken = exc
