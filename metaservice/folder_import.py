@@ -6,7 +6,7 @@ bytes it checked in a spool (metaservice/import_spool.py: one temporary file); a
 ``BATCH`` at a time as one CreateMany call each (create-only), from the spool in ledger id order
 (ledgers that share ZooKeeper parent znodes go together, the SQLite store's key grows at its end),
 or from the folder read again, in its listing order, when the spool could not be written. What
-happened to each ledger is kept as ids only (16 bytes a ledger; the spool's index, 28), so that a
+happened to each ledger is kept as ids only (16 bytes a ledger; the spool's index, 30), so that a
 million ledgers cost the client tens of MiB, not their metadata.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The bytes of a folder's metadata files as the import's check read them, kept for its sending pass.
 
 An unlinked temporary file (the system's temporary folder, ``TMPDIR``) written in the order the
-files were read, a record a ledger (its file's name, its bytes), and beside it, in memory, each
-record's ledger, place and size (28 bytes a ledger). The sending pass reads the records back in
+files were read, a record a ledger (its file's name, then its bytes), and beside it, in memory,
+each record's ledger, place and sizes (30 bytes a ledger). The sending pass reads the records back in
 ledger id order, one ``pread`` each, instead of listing the folder and opening every file again,
 and it sends the very bytes that were checked. In id order, ledgers that share parent znodes
 (ZooKeeper's hierarchy) go in the same batch and the SQLite store's primary key grows at its end.
@@ -12,7 +12,6 @@ caller reads the folder again.
 from __future__ import annotations
 
 import os
-import struct
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -22,7 +21,6 @@ import numpy as np
 
 from bkdisk.formats.ids import LedgerId
 
-_NAME = struct.Struct("<H")          # the length of the file's name, which its bytes follow
 BUFFER = 1 << 20
 _CHUNK = 1 << 16                     # positions turned into Python ints at a time (not a million at once)
 
@@ -33,7 +31,7 @@ class Spool:
         self._file: IO[bytes] | None = None
         self._at = 0
         self._scope, self._ledger, self._offset = array("Q"), array("Q"), array("Q")
-        self._size = array("I")
+        self._size, self._name_size = array("I"), array("H")
         try:
             self._file = tempfile.TemporaryFile(prefix="bkdisk-import-", buffering=BUFFER)
         except OSError as exc:
@@ -47,7 +45,7 @@ class Spool:
         if self._file is None:
             return
         raw = name.encode("utf-8")
-        record = _NAME.pack(len(raw)) + raw + data
+        record = raw + data
         try:
             self._file.write(record)
         except OSError as exc:
@@ -57,6 +55,7 @@ class Spool:
         self._ledger.append(lid.ledger)
         self._offset.append(self._at)
         self._size.append(len(record))
+        self._name_size.append(len(raw))
         self._at += len(record)
 
     def finish(self) -> None:
@@ -76,9 +75,8 @@ class Spool:
         for start in range(0, len(order), _CHUNK):
             for i in order[start:start + _CHUNK].tolist():
                 record = os.pread(fd, self._size[i], self._offset[i])
-                (n,) = _NAME.unpack_from(record)
-                end = _NAME.size + n
-                yield LedgerId(self._scope[i], self._ledger[i]), record[_NAME.size:end].decode("utf-8"), record[end:]
+                n = self._name_size[i]
+                yield LedgerId(self._scope[i], self._ledger[i]), record[:n].decode("utf-8"), record[n:]
 
     def _give_up(self, exc: OSError) -> None:
         self.broken = exc
