@@ -19,13 +19,17 @@ from typing import IO
 
 import numpy as np
 
+from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.ids import LedgerId
 
+PREFIX = "bkdisk-import-"
 BUFFER = 1 << 20
 _CHUNK = 1 << 16                     # positions turned into Python ints at a time (not a million at once)
 
 
 class Spool:
+    """The records of one import: ``add`` each file the check read, ``finish``, then ``records``."""
+
     def __init__(self) -> None:
         self.broken: OSError | None = None
         self._file: IO[bytes] | None = None
@@ -33,7 +37,7 @@ class Spool:
         self._scope, self._ledger, self._offset = array("Q"), array("Q"), array("Q")
         self._size, self._name_size = array("I"), array("H")
         try:
-            self._file = tempfile.TemporaryFile(prefix="bkdisk-import-", buffering=BUFFER)
+            self._file = tempfile.TemporaryFile(prefix=PREFIX, buffering=BUFFER)
         except OSError as exc:
             self.broken = exc
 
@@ -74,7 +78,11 @@ class Spool:
         order = np.lexsort((np.frombuffer(self._ledger, np.uint64), np.frombuffer(self._scope, np.uint64)))
         for start in range(0, len(order), _CHUNK):
             for i in order[start:start + _CHUNK].tolist():
-                record = os.pread(fd, self._size[i], self._offset[i])
+                try:
+                    record = os.pread(fd, self._size[i], self._offset[i])
+                except OSError as e:
+                    raise DiskError(os.path.join(tempfile.gettempdir(), PREFIX + "*"),
+                                    f"cannot read back the import's spool ({e.strerror})") from None
                 n = self._name_size[i]
                 yield LedgerId(self._scope[i], self._ledger[i]), record[:n].decode("utf-8"), record[n:]
 

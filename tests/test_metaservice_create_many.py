@@ -16,6 +16,7 @@ from kazoo.security import make_acl, make_digest_acl
 from metaservice_fixture import LostAsyncReply, LostMultiReply, served_store, with_length
 from zookeeper_fixture import started
 
+from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.metaservice import folder_import, import_spool
 from bkdisk.metaservice.channel import MetadataError
@@ -293,6 +294,17 @@ def test_import_reads_the_folder_again_when_its_spool_cannot_be_written(service,
     got = folder_import.import_folder(c, str(folder), None)
     assert got.count("imported") == 1200
     assert sorted(x.ledger for x in got.ledgers("imported")) == sorted(int(p.stem, 16) for p in folder.iterdir())
+
+
+def test_a_spool_that_cannot_be_read_back_is_one_error_naming_it(service, golden_bin, tmp_path, monkeypatch):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 10)
+
+    def eio(*a):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(import_spool.os, "pread", eio)
+    with pytest.raises(DiskError, match=r"bkdisk-import-\*: cannot read back the import's spool \(Input/output"):
+        folder_import.import_folder(c, str(folder), None)
 
 
 def test_import_creates_nothing_when_a_file_anywhere_does_not_parse(service, golden_bin, tmp_path):
