@@ -42,12 +42,12 @@ protobuf, the rest building the LedgerMetadata value from its fields), reading i
 choosing the names 3, the CreateMany requests and gRPC the rest; at 10^6 also the system time of
 reading a million files that are not all in the page cache. The SQLite service, about 36 us: the
 batch's statements and commit half, the validation parse (and consistency check) 13 us, the audit
-trail and gRPC the rest. The ZooKeeper service, 53 us (63 at 10^6): the multis (serializing them, kazoo's
-reading of the replies and its connection loop) a third, the validation parse a fifth, the parent
-znodes each ledger needs a tenth, the audit trail a twentieth. ZooKeeper itself, 20-25 us a znode,
-a third of it young-generation GC once the tree holds millions of znodes (jstat during a 10^6
-import: 29 s of GC in its first 69 CPU seconds), and ids spread over the 64-bit range make a ledger 4.1 znodes (BookKeeper's long hierarchy:
-three parents of its own for most ledgers).
+trail and gRPC the rest. The ZooKeeper service, 53 us (63 at 10^6): the multis (serializing them,
+kazoo's reading of the replies and its connection loop) a third, the validation parse a fifth, the
+parent znodes each ledger needs a tenth, the audit trail a twentieth. ZooKeeper itself, 20-25 us a
+znode, a third of it young-generation GC once the tree holds millions of znodes (jstat during a
+10^6 import: 29 s of GC in its first 69 CPU seconds), and ids spread over the 64-bit range make a
+ledger 4.1 znodes (BookKeeper's long hierarchy: three parents of its own for most ledgers).
 
 What each change took off, on 10^5 ledgers (`bkdisk metadata import shaped-100000 --server` against
 `bkdisk metadata serve --store ...`, one run each, the service's and ZooKeeper's CPU from /proc;
