@@ -1,8 +1,8 @@
 """A multi's creates serialized in one pass, as one item of a kazoo transaction's operations.
 
 kazoo's ``TransactionRequest.create`` checks and wraps every op (a namedtuple, its path normalized,
-its ACL serialized again), and ``Transaction.serialize`` packs each on its own: for a multi of a
-thousand creates that is most of what the store's batched create costs in CPU. The bytes are the
+its ACL serialized again), and ``Transaction.serialize`` packs each on its own: for a batch of
+creates that was a quarter of the service's CPU (and a ledger is four creates). The bytes are the
 ones kazoo writes (jute's CreateRequest: path, data, ACL list, flags; each op after its MultiHeader),
 the ACL the client's default (the store's credentials) as kazoo takes it, the paths under the
 client's chroot; ZooKeeper answers one result per create, as for kazoo's own ops.
