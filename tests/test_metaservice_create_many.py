@@ -276,15 +276,19 @@ def test_import_reads_the_folder_again_when_its_spool_cannot_be_written(service,
     folder = _folder(tmp_path, golden_bin, 1200)
     real = import_spool.tempfile.TemporaryFile
 
+    refused = []
+
     class Full:             # a temporary folder with room for 700 records
         def __init__(self, *a, **kw):
             if fails_at == "open":
+                refused.append("open")
                 raise OSError(errno.ENOSPC, "No space left on device")
             self.f, self.writes = real(*a, **kw), 0
 
         def write(self, b):
             self.writes += 1
-            if self.writes > 1400:
+            if self.writes > 700:
+                refused.append("write")
                 raise OSError(errno.ENOSPC, "No space left on device")
             return self.f.write(b)
 
@@ -292,6 +296,7 @@ def test_import_reads_the_folder_again_when_its_spool_cannot_be_written(service,
             return getattr(self.f, name)
     monkeypatch.setattr(import_spool.tempfile, "TemporaryFile", Full)
     got = folder_import.import_folder(c, str(folder), None)
+    assert refused[:1] == [fails_at]
     assert got.count("imported") == 1200
     assert sorted(x.ledger for x in got.ledgers("imported")) == sorted(int(p.stem, 16) for p in folder.iterdir())
 
