@@ -5,7 +5,8 @@ file parsed, then one Create call a ledger) on a smaller folder with the new imp
 and on ZooKeeper kazoo creating the same znodes directly (1000 creates a multi, parents made first).
 
     python -m bench.metadata_import_bench [--ledgers 1000000] [--baseline-ledgers 100000]
-        [--zk-baseline-ledgers 10000] [--store sqlite|zk|both] [--data /work/bench-data/metadata-import]
+        [--zk-baseline-ledgers 10000] [--kazoo-ledgers N] [--store sqlite|zk|both] [--no-baselines]
+        [--no-export] [--data /work/bench-data/metadata-import]
 
 The folders (bench.metadata_gen.write_shaped_folder: 3-bookie ensembles, one ledger in five with an
 ensemble change, ids spread over the 64-bit range, mixed digest types) are written once under
@@ -13,13 +14,74 @@ ensemble change, ids spread over the 64-bit range, mixed digest types) are writt
 `bkdisk metadata serve`, and its CPU seconds (and ZooKeeper's) are read from /proc around each run,
 to show where the time goes. Figures depend on the machine (2 shared cores here).
 
-Measured 2026-12-01/02 on this machine (2 cores shared with six other sessions: 1-minute load 11-23
-throughout, so wall times are stretched; the CPU seconds are the work itself):
+Measured 2026-12-02, the import as it is (2 cores shared with two other sessions; the 1-minute load
+before and after each run is given: wall times are stretched by it, the CPU seconds are the work;
+client MiB: its peak RSS):
+
+    python -m bench.metadata_import_bench --store sqlite
+    python -m bench.metadata_import_bench --store zk --no-export --kazoo-ledgers 100000
+
+| store | run | ledgers | wall s | ledgers/s | client CPU s | service CPU s | ZooKeeper CPU s | client MiB | load |
+|---|---|---|---|---|---|---|---|---|---|
+| SQLite | import before CreateMany | 10^5 | 198.9 | 503 | 39.9 | 86.2 | - | 121 | 4.9-7.3 |
+| SQLite | import | 10^5 | 8.5 | 11,765 | 4.5 | 3.5 | - | 67 | 7.3-6.7 |
+| SQLite | import | 10^6 | 80.7 | 12,392 | 55.6 | 35.9 | - | 114 | 6.7-3.1 |
+| SQLite | export (read-back) | 10^6 | 58.3 | 17,153 | 49.5 | 5.4 | - | 132 | 3.1-3.6 |
+| ZooKeeper | import before CreateMany | 10^4 | 110.5 | 90 | 4.9 | 41.1 | 34.6 | 57 | 4.3-5.4 |
+| ZooKeeper | import | 10^4 | 3.6 | 2,778 | 0.7 | 0.6 | 2.0 | 60 | 5.4-5.4 |
+| ZooKeeper | import | 10^6 | 225.1 | 4,442 | 49.6 | 62.5 | 91.2 | 112 | 5.4-6.6 |
+| ZooKeeper | kazoo direct (+300,416 parents, multis of 1000) | 10^5 | 16.2 | 6,173 | 6.3 | - | 10.1 | 145 | 6.6-6.3 |
+
+SQLite: 10^6 ledgers in 81 s at load 3-7, 92 CPU seconds in all (client 56, service 36; before:
+304 s, 65 + 64), the client under 120 MiB. ZooKeeper: 10^6 in 225 s at load 5-7, 203 CPU seconds
+(client 50, service 63, ZooKeeper 91; before, 10^6 took 1069 s and 120 + 240 + 180).
+
+Where a ledger's CPU goes now (py-spy on 10^5 ledgers, `bkdisk metadata import` against `bkdisk
+metadata serve`): the client, about 37 us: parsing each file for the check 10 us (1 us of it
+protobuf, the rest building the LedgerMetadata value from its fields), reading it 7, listing and
+choosing the names 3, the CreateMany requests and gRPC the rest; at 10^6 also the system time of
+reading a million files that are not all in the page cache. The SQLite service, about 36 us: the
+batch's statements and commit half, the validation parse (and consistency check) 13 us, the audit
+trail and gRPC the rest. The ZooKeeper service, 53 us (63 at 10^6): the multis (serializing them,
+kazoo's reading of the replies and its connection loop) a third, the validation parse a fifth, the
+parent znodes each ledger needs a tenth, the audit trail a twentieth. ZooKeeper itself, 20-25 us a
+znode, a third of it young-generation GC once the tree holds millions of znodes (jstat during a
+10^6 import: 29 s of GC in its first 69 CPU seconds), and ids spread over the 64-bit range make a
+ledger 4.1 znodes (BookKeeper's long hierarchy: three parents of its own for most ledgers).
+
+What each change took off, on 10^5 ledgers (`bkdisk metadata import shaped-100000 --server` against
+`bkdisk metadata serve --store ...`, one run each, the service's and ZooKeeper's CPU from /proc;
+client / service / ZooKeeper CPU seconds, load):
+- as it was: SQLite 4.3 / 6.6 (load 1.5); ZooKeeper 4.5 / 9.6 / 7.9 (load 0.9).
+- the store's create batch as one query for the ledgers that exist and two executemany (not a
+  SELECT and two INSERTs a ledger): SQLite service 6.6 -> 5.7 (load 2.1).
+- the audit trail's lines of a batch as one log record (a record and a flush a batch, not a
+  ledger): SQLite service 5.7 -> 4.4 (load 3.2).
+- a multi's creates serialized in one pass (zk_create_ops), not a kazoo op built and packed each:
+  ZooKeeper service 9.6 -> 5.3 (with the audit trail's change; load 2.4).
+- the checked bytes spooled and sent from the spool (the folder not listed and read twice): client
+  4.3-5.4 -> 3.6-3.7 (load 7-9).
+- sent in ledger id order from the spool (10^6, ZooKeeper, run against the same 4 GiB ZooKeeper):
+  client 68 -> 41, service 71 -> 56, ZooKeeper 112 -> 84 CPU seconds, wall 372 -> 210 s (load 7-8):
+  ledgers that share parent znodes go in one batch, so no multi meets a parent another batch made
+  and the parents the store remembers are the ones still needed; the SQLite key grows at its end.
+
+ZooKeeper at 10^6 does not reach two minutes on two cores: ZooKeeper's own work is the floor.
+kazoo creating the same znodes directly, with nothing checked, no service, no audit trail, cost
+ZooKeeper 10.1 and itself 6.3 CPU seconds for 10^5 ledgers (400,416 znodes), about 165 CPU seconds
+for 10^6; the import costs 203, 1.2x that, and ZooKeeper's 91 of them are no more than its rate
+with kazoo (101 for 10^6). Two
+idle cores give at best ~100 s for 203 CPU seconds, plus the check that must finish before the
+first create (about 20 s of client CPU at 10^6): about 2 minutes, here 3.75 at load 5-7. With
+BookKeeper's own sequential ids a ledger's parents are shared by 10,000 ledgers: a ledger is one
+znode, not four.
+
+Before these changes (2026-12-01/02, load 11-23):
 
     python -m bench.metadata_import_bench --store sqlite                    (rows marked S)
     python -m bench.metadata_import_bench --store zk --no-baselines         (Z1: the code before the
                                                                              multiRead of parents)
-    python -m bench.metadata_import_bench --store zk --ledgers 100000       (Z2: the code as it is)
+    python -m bench.metadata_import_bench --store zk --ledgers 100000       (Z2)
 
 | store | run | ledgers | wall s | ledgers/s | client CPU s | service CPU s | ZooKeeper CPU s | client peak RSS MiB |
 |---|---|---|---|---|---|---|---|---|
@@ -34,25 +96,6 @@ throughout, so wall times are stretched; the CPU seconds are the work itself):
 | Z2: ZooKeeper | import (CreateMany) | 10^5 | 54.9 | 1,821 | 9.5 | 10.3 | 9.2 | 58 |
 | Z2: ZooKeeper | export (read-back) | 10^5 | 150.7 | 664 | 6.6 | 55.7 | 42.1 | 54 |
 | Z2: ZooKeeper | kazoo direct (+30,920 parents, multis of 1000) | 10^4 | 3.5 | 2,857 | 0.7 | - | 0.7 | 51 |
-
-SQLite: 6.6x the old import's rate on 10^5 (8.8x less CPU), and 10^6 ledgers cost 65 + 64 CPU
-seconds (client, service; about half of each is parsing every file's metadata once, as the client's
-check and as the service's validation): on two idle cores that is about a minute of wall time;
-here it took 5 minutes of a machine at load 18. The client stays at 73 MiB (it was 120 MiB for
-10^5 before: it held every file).
-ZooKeeper: 19.6x the old import's rate on 10^4 (Z2). Ids spread over the 64-bit range put almost
-every ledger under parent znodes of its own (BookKeeper's 4-level long hierarchy): 10^6 ledgers are
-4.1 million znodes. Z1 put 10^6 in in 18 minutes at load 11-16 with ZooKeeper spending 180 CPU
-seconds and the service 240 (one exists call a parent whenever a multi met parents the batch in
-flight beside it had made). The code now asks for them in one multiRead: Z2 costs per ledger less
-than half of Z1's (service 103 us, ZooKeeper 92 us of CPU), which for 10^6 is about 100 + 90 CPU
-seconds, still more than two minutes of wall time on two cores here; 10^6 was not run again with it.
-Where the time goes: ZooKeeper itself, fed multis of creates by a bare kazoo client, took 0.7 CPU s
-for 41,000 znodes (about 60,000 a CPU second); through the service it spends 2-3x that (the multis
-that meet a concurrent batch's parents are applied partly and sent again), and the service about as
-much as ZooKeeper in kazoo's request building and its replies. With BookKeeper's own sequential ids
-the parents are shared by 10,000 ledgers each and a ledger is one znode, not four. The export
-(ReadLedgers over ZooKeeper's hierarchy walk) is now slower than the import.
 """
 from __future__ import annotations
 
@@ -199,7 +242,7 @@ def _rate(r: dict, n: int) -> dict:
 
 
 def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tmp: Path,
-                baselines: bool = True) -> dict:
+                baselines: bool = True, export: bool = True, kazoo: tuple[Path, int] | None = None) -> dict:
     out: dict = {}
     tmp.mkdir(parents=True, exist_ok=True)
     zk = None
@@ -222,7 +265,7 @@ def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tm
                 extra = [svc.target] if argv[1] == "-c" and argv[2] == _PER_LEDGER_IMPORT else ["--server", svc.target]
                 out[name] = _rate(timed([*argv, *extra], svc.proc.pid, zk_pid), n)
                 print(f"{store} {name}: {json.dumps(out[name])}", file=sys.stderr, flush=True)
-                if name == "import":
+                if name == "import" and export:
                     dest = tmp / "exported"
                     out["export"] = _rate(timed([*BKDISK, "metadata", "export", str(dest), "--server", svc.target],
                                                 svc.proc.pid, zk_pid), n)
@@ -235,9 +278,10 @@ def bench_store(store: str, big: Path, small: Path, n_big: int, n_small: int, tm
             finally:
                 svc.stop()
         if zk is not None and baselines:
+            folder, n = kazoo or (small, n_small)
             out["kazoo_multi_direct_small"] = _rate(
-                timed([sys.executable, "-c", _KAZOO_DIRECT, str(small), zk.hosts, "/kazoo-direct"], None, zk_pid),
-                n_small)
+                timed([sys.executable, "-c", _KAZOO_DIRECT, str(folder), zk.hosts, "/kazoo-direct"], None, zk_pid), n)
+            out["kazoo_multi_direct_small"]["ledgers"] = n
             print(f"{store} kazoo: {json.dumps(out['kazoo_multi_direct_small'])}", file=sys.stderr, flush=True)
     finally:
         if zk is not None:
@@ -255,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", choices=["sqlite", "zk", "both"], default="both")
     ap.add_argument("--no-baselines", action="store_true",
                     help="Only the import of --ledgers and its export (the baselines measured before).")
+    ap.add_argument("--no-export", action="store_true",
+                    help="Leave out the read-back (on ZooKeeper, tens of minutes for a million ledgers).")
+    ap.add_argument("--kazoo-ledgers", type=int, default=None,
+                    help="The folder kazoo creates directly on ZooKeeper (default: --zk-baseline-ledgers).")
     ap.add_argument("--data", default="/work/bench-data/metadata-import",
                     help="Where the folders are written once and reused (outside every repository).")
     a = ap.parse_args(argv)
@@ -265,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bkdisk-import-bench-", dir=a.data) as tmp:
         for store in (["sqlite", "zk"] if a.store == "both" else [a.store]):
             n_small = a.baseline_ledgers if store == "sqlite" else a.zk_baseline_ledgers
+            kazoo = None if a.kazoo_ledgers is None else (folder_of(data, a.kazoo_ledgers), a.kazoo_ledgers)
             out[store] = r = bench_store(store, big, folder_of(data, n_small), a.ledgers, n_small, Path(tmp) / store,
-                                         not a.no_baselines)
+                                         not a.no_baselines, not a.no_export, kazoo)
             if not a.no_baselines:
                 r["baseline_ledgers"] = n_small
                 r["speedup_on_baseline_folder"] = round(

@@ -3,8 +3,8 @@ joins against the metadata the writer wrote, salvage groups every ledger found i
 metadata): many small ledgers (E 3, Qw 2, three entries each) placed round robin over ``--disks``
 writer-built bookies.
 
-    python -m bench.salvage_bench --data /work/bench-data/salvage [--ledgers 20000] [--disks 8] [--storage index-files|rocksdb]
-                                  [--master local[2]] [--runs 1]
+    python -m bench.salvage_bench --data /work/bench-data/salvage [--ledgers 20000] [--disks 8]
+                                  [--storage index-files|rocksdb] [--master local[2]] [--runs 1]
 
 Each command is run as a process (start-up included): wall time, peak RSS of the driver, of the
 largest PySpark worker and of the JVM (sampled over the process tree, bench.audit_scale_bench), the

@@ -297,9 +297,11 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
 def import_command(folder, existing, server, token, timeout, tls_ca, as_json) -> None:
     """Create every ledger of a metadata folder (`<hex id>.bin`, `.txt`, `.v1.txt`; a 32-digit name
     is a scoped ledger), its bytes stored as they are. One file per ledger: .bin first. Every file
-    is read and checked before any ledger is created; then they go 1000 at a time (CreateMany),
-    create-only. A ledger that exists already stops the import unless --skip-existing or --overwrite
-    says otherwise. The folder is streamed, never held: a million ledgers take tens of MiB."""
+    is read and checked before any ledger is created; then the bytes checked go 1000 at a time
+    (CreateMany), create-only, in ledger id order, from a spool in the temporary folder (TMPDIR,
+    about the folder's size; without room there the folder is read again). A ledger that exists
+    already stops the import unless --skip-existing or --overwrite says otherwise. The folder is
+    streamed, never held: a million ledgers take tens of MiB."""
     progress = progress_line if sys.stderr.isatty() else None
     c = _metadata_client(server, token, timeout, tls_ca)
     got = folder_import.import_folder(c, folder, existing, progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.formats.errors import FormatError
@@ -14,6 +15,9 @@ from bkdisk.formats.metadata import parse_metadata
 
 # Preference when a ledger has several files: the binary format first, as BookKeeper writes today.
 _SUFFIXES = (".bin", ".txt", ".v1.txt")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 # A ledger's file name: 1 to 32 lower-case hex digits, then a suffix of _SUFFIXES.
@@ -49,12 +53,15 @@ def metadata_names(folder: str, exact: bool = True) -> Iterator[str]:
                 yield entry.name
 
 
-def preferred_file(folder: str, name: str) -> bool:
+def preferred_file(folder: str, name: str, rank: int | None = None) -> bool:
     """Whether ``name`` is the file its ledger is read from: no file of a format preferred to its own
-    (``.bin`` before ``.txt`` before ``.v1.txt``) exists beside it."""
-    found = ledger_of_file(name)
-    assert found is not None, f"{name} is named as a metadata file"
-    return _preferred(folder, name, found[1])
+    (``.bin`` before ``.txt`` before ``.v1.txt``) exists beside it. ``rank``: its format's rank, when
+    the caller has it from ``ledger_of_file`` already."""
+    if rank is None:
+        found = ledger_of_file(name)
+        assert found is not None, f"{name} is named as a metadata file"
+        rank = found[1]
+    return _preferred(folder, name, rank)
 
 
 def _preferred(folder: str, name: str, rank: int) -> bool:
@@ -66,41 +73,55 @@ def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
                         ) -> Iterator[tuple[LedgerId, LedgerMetadata | FormatError | DiskError]]:
     """Each ledger of ``names`` (files of ``folder``) that is read from that file, parsed; a file that
     cannot be read or parsed comes back as its error. ``threads`` > 1 reads the files on that many
-    threads (a folder not in the page cache costs a device read a file; reads overlap, parsing does
-    not), a thousand names at a time, each thread a slice of them (a future a file costs more than
-    the read of a file in the page cache)."""
+    threads (``_threaded``)."""
     def fetch(n: str) -> tuple[LedgerId, str, bytes | DiskError] | None:
         got = ledger_of_file(n)
         if got is None or not _preferred(folder, n, got[1]):
             return None
         p = os.path.join(folder, n)
+        return got[0], p, _read(p)
+
+    for f in _threaded(fetch, names, threads):
+        if f is None:
+            continue
+        lid, p, data = f
         try:
-            return got[0], p, read_bytes(p)
-        except DiskError as e:
-            return got[0], p, e
+            yield lid, data if isinstance(data, DiskError) else parse_metadata(data, path=p)
+        except FormatError as e:
+            yield lid, e
 
-    def parsed(files) -> Iterator[tuple[LedgerId, LedgerMetadata | FormatError | DiskError]]:
-        for f in files:
-            if f is None:
-                continue
-            lid, p, data = f
-            try:
-                yield lid, data if isinstance(data, DiskError) else parse_metadata(data, path=p)
-            except FormatError as e:
-                yield lid, e
 
+def read_files(files: Iterable[tuple[LedgerId, str]], threads: int = 1
+               ) -> Iterator[tuple[LedgerId, str, bytes | DiskError]]:
+    """Each (ledger, path) of ``files`` with the file's bytes, or the DiskError reading it, in the
+    order given; ``threads`` > 1 reads on that many threads (``_threaded``)."""
+    return _threaded(lambda f: (f[0], f[1], _read(f[1])), files, threads)
+
+
+def _read(path: str) -> bytes | DiskError:
+    try:
+        return read_bytes(path)
+    except DiskError as e:
+        return e
+
+
+def _threaded(fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
+    """``fn`` of each item, in order; ``threads`` > 1: on that many threads (a folder not in the page
+    cache costs a device read a file; reads overlap, the caller's parsing does not), a thousand items
+    at a time, each thread a slice of them (a future a file costs more than the read of a file in
+    the page cache)."""
     if threads <= 1:
-        yield from parsed(map(fetch, names))
+        yield from map(fn, items)
         return
     from concurrent.futures import ThreadPoolExecutor
     from itertools import islice
-    it = iter(names)
+    it = iter(items)
     with ThreadPoolExecutor(threads) as pool:
         while batch := list(islice(it, 1000)):
             step = -(-len(batch) // threads)
             slices = (batch[i:i + step] for i in range(0, len(batch), step))
-            for part in pool.map(lambda s: list(map(fetch, s)), slices):
-                yield from parsed(part)
+            for part in pool.map(lambda s: list(map(fn, s)), slices):
+                yield from part
 
 
 def file_stem(lid: LedgerId) -> str:

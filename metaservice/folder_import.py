@@ -1,31 +1,36 @@
 """A folder of ledger metadata files put into the metadata service: streamed, created in batches.
 
 The folder is listed as it is read (``os.scandir``, bookie/metadata_dir.py), never held as a list: a
-first pass reads and parses every file (nothing is created when one does not parse), a second reads
-them again and sends them ``BATCH`` at a time as one CreateMany call each (create-only). What
-happened to each ledger is kept as ids only (16 bytes a ledger), so that a million ledgers cost
-the client tens of MiB, not their metadata.
+first pass reads and parses every file (nothing is created when one does not parse) and keeps the
+bytes it checked in a spool (metaservice/import_spool.py: one temporary file); a second sends them
+``BATCH`` at a time as one CreateMany call each (create-only), from the spool in ledger id order
+(ledgers that share ZooKeeper parent znodes go together, the SQLite store's key grows at its end),
+or from the folder read again, in its listing order, when the spool could not be written. What
+happened to each ledger is kept as ids only (16 bytes a ledger; the spool's index, 30), so that a
+million ledgers cost the client tens of MiB, not their metadata.
 """
 from __future__ import annotations
 
 import os
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from bkdisk.bookie.metadata_dir import ledger_of_file, metadata_names, preferred_file, read_metadata_files
+from bkdisk.bookie.metadata_dir import ledger_of_file, metadata_names, preferred_file, read_files
 from bkdisk.diskio.mapped import read_bytes
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.metadata import parse_metadata
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient
 from bkdisk.metaservice.create_batches import create_many
+from bkdisk.metaservice.import_spool import Spool
 
 BATCH = 1000                 # ledgers per CreateMany (the service's MAX_BATCH)
 IN_FLIGHT = 2               # CreateMany calls sent before the first is awaited
-READ_THREADS = 4             # the checking pass's concurrent file reads (bookie.metadata_dir)
+READ_THREADS = 4             # the checking pass's concurrent file reads (bookie.metadata_dir.read_files)
 OUTCOMES = ("imported", "skipped", "overwritten", "unchanged")
 
 
@@ -57,9 +62,9 @@ class Outcomes:
 
 def _files(folder: str) -> Iterator[tuple[LedgerId, str]]:
     """Each ledger's file (the preferred one when it has several), in the folder's listing order."""
-    for name in metadata_names(folder):
+    for name in metadata_names(folder, exact=False):
         got = ledger_of_file(name)
-        if got is not None and preferred_file(folder, name) and _canonical(folder, name, got[0]):
+        if got is not None and preferred_file(folder, name, got[1]) and _canonical(folder, name, got[0]):
             yield got[0], os.path.join(folder, name)
 
 
@@ -72,14 +77,18 @@ def _canonical(folder: str, name: str, lid: LedgerId) -> bool:
     return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in (".bin", ".txt", ".v1.txt"))
 
 
-def check_folder(folder: str, progress: Callable[[str, bool], None] | None = None) -> int:
-    """Read and parse every ledger's file; the number of ledgers. The first file that cannot be read
-    or parsed raises its error (one line naming the file and offset); none: BkdiskError."""
+def check_folder(folder: str, progress: Callable[[str, bool], None] | None = None,
+                 spool: Spool | None = None) -> int:
+    """Read and parse every ledger's file (each one's bytes added to ``spool``); the number of
+    ledgers. The first file that cannot be read or parsed raises its error (one line naming the
+    file and offset); none: BkdiskError."""
     n = 0
-    names = (os.path.basename(p) for _lid, p in _files(folder))
-    for _lid, got in read_metadata_files(folder, names, threads=READ_THREADS):
-        if isinstance(got, Exception):
-            raise got
+    for lid, path, data in read_files(_files(folder), threads=READ_THREADS):
+        if isinstance(data, Exception):
+            raise data
+        parse_metadata(data, path=path)
+        if spool is not None:
+            spool.add(lid, os.path.basename(path), data)
         n += 1
         if progress is not None and n % 10_000 == 0:
             progress(f"checked {n} ledgers' metadata", False)
@@ -88,13 +97,23 @@ def check_folder(folder: str, progress: Callable[[str, bool], None] | None = Non
     return n
 
 
-def _batches(folder: str) -> Iterator[list[tuple[LedgerId, str, bytes]]]:
+def _checked_files(folder: str, spool: Spool) -> Iterator[tuple[LedgerId, str, bytes]]:
+    """(ledger, path, bytes) of each file the check read: from the spool (in ledger id order), or the
+    folder read again."""
+    if spool.broken is None:
+        for lid, name, data in spool.records():
+            yield lid, os.path.join(folder, name), data
+        return
+    for lid, path in _files(folder):
+        yield lid, path, read_bytes(path)
+
+
+def _batches(files: Iterable[tuple[LedgerId, str, bytes]]) -> Iterator[list[tuple[LedgerId, str, bytes]]]:
     """The files in batches, each in ledger id order (a folder of one batch goes in id order, and
     its first refusal is that of the lowest id)."""
     batch: list[tuple[LedgerId, str, bytes]] = []
     size = 0
-    for lid, path in _files(folder):
-        data = read_bytes(path)
+    for lid, path, data in files:
         if batch and (len(batch) == BATCH or size + len(data) > MAX_BATCH_BYTES):
             yield sorted(batch, key=lambda f: f[0])
             batch, size = [], 0
@@ -110,8 +129,21 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
     stops the import (FolderImportError naming its file) unless ``existing`` is "skip" (left as it is) or
     "overwrite" (its stored bytes read; written at that version only when they differ)."""
     out = Outcomes()
-    total = check_folder(folder, progress)
-    out.checked = total
+    spool = Spool()
+    try:
+        total = check_folder(folder, progress, spool)
+        spool.finish()
+        out.checked = total
+        _send(client, _batches(_checked_files(folder, spool)), out, existing, progress)
+    finally:
+        spool.close()
+    return out
+
+
+def _send(client: MetadataClient, batches: Iterator[list[tuple[LedgerId, str, bytes]]], out: Outcomes,
+          existing: str | None, progress: Callable[[str, bool], None] | None) -> None:
+    """Create the ledgers of ``batches`` (CreateMany each), their outcomes added to ``out``."""
+    total = out.checked
     done = 0
     failures: list[tuple[str, MetadataError]] = []
 
@@ -133,7 +165,7 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
     # IN_FLIGHT calls at once: the service parses one batch and its store applies another meanwhile
     with ThreadPoolExecutor(IN_FLIGHT) as pool:
         pending: deque = deque()
-        for batch in _batches(folder):
+        for batch in batches:
             pending.append((batch, pool.submit(create_many, client,
                                                [(lid.scope, lid.ledger, data) for lid, _p, data in batch])))
             if len(pending) == IN_FLIGHT:
@@ -146,7 +178,6 @@ def import_folder(client: MetadataClient, folder: str, existing: str | None,
         path, exc = failures[0]
         # the service's answer as the cause: the command's exit code says which (exists, denied, ...)
         raise FolderImportError(f"{path}: {exc} ({out.count('imported')} of {total} imported)") from exc
-    return out
 
 
 def _result(sent: tuple) -> tuple[list, list]:

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 INSERT OR IGNORE INTO counters VALUES ('next_ledger_id', 0), ('pruned_through', 0);
 """
 _ID_ATTEMPTS = 64
+_IN_LIST = 400         # (scope, ledger) pairs a query asks for: 800 parameters, below the 999 of SQLite before 3.32
 
 
 def _k(v: int) -> int:
@@ -99,7 +100,14 @@ class SqliteStore(MetadataStore):
         cur.execute("INSERT INTO changes (scope, ledger, change, version, data) VALUES (?,?,?,?,?)",
                     (_k(scope), _k(ledger), change, version, data))
         seq = cur.lastrowid
-        if seq is not None and seq % 1000 == 0 and seq > self.retain_changes:
+        if seq is not None:
+            self._prune(cur, seq, seq)
+
+    def _prune(self, cur: sqlite3.Cursor, first: int, last: int) -> None:
+        """After changes ``first``..``last`` were logged: at each thousandth sequence among them past
+        ``retain_changes``, the log is cut to the newest ``retain_changes``."""
+        seq = last - last % 1000
+        if seq >= first and seq > self.retain_changes:
             cut = seq - self.retain_changes
             cur.execute("DELETE FROM changes WHERE seq <= ?", (cut,))
             cur.execute("UPDATE counters SET value=max(value, ?) WHERE name='pruned_through'", (cut,))
@@ -126,7 +134,9 @@ class SqliteStore(MetadataStore):
         """``create`` of each named ledger, all in ONE transaction (one commit, one fsync, for the
         batch): each item still has its own outcome, LedgerExists for a ledger that exists (a later
         item of the same id included). A transaction that fails applies none of them, and every
-        item gets its error."""
+        item gets its error. The batch's ledgers already stored are found with one query, and the
+        others inserted (ledger rows, then their changes) with one executemany each: statements a
+        batch, not three a ledger."""
         out: list[Versioned | StoreError | None] = [None] * len(creates)
         todo: list[int] = []
         for i, (scope, ledger, _data) in enumerate(creates):
@@ -137,14 +147,23 @@ class SqliteStore(MetadataStore):
                 out[i] = exc
 
         def run(cur: sqlite3.Cursor) -> None:
+            taken = self._stored(cur, [creates[i][:2] for i in todo])
+            rows = []
             for i in todo:
                 scope, lid, data = creates[i]
-                if self._get(cur, scope, lid) is not None:
+                if (scope, lid) in taken:
                     out[i] = LedgerExists(f"ledger {lid} of scope {scope} already exists")
                     continue
-                cur.execute("INSERT INTO ledgers VALUES (?,?,0,?)", (_k(scope), _k(lid), data))
-                self._log(cur, scope, lid, "CREATED", 0, data)
+                taken.add((scope, lid))         # a later item of the same id exists by then
+                rows.append((_k(scope), _k(lid), data))
                 out[i] = Versioned(scope, lid, 0, data)
+            if not rows:
+                return
+            cur.executemany("INSERT INTO ledgers VALUES (?,?,0,?)", rows)
+            first = self._next_seq(cur)
+            cur.executemany("INSERT INTO changes (scope, ledger, change, version, data) "
+                            "VALUES (?,?,'CREATED',0,?)", rows)
+            self._prune(cur, first, first + len(rows) - 1)
         if todo:
             try:
                 self._tx(run)
@@ -152,6 +171,26 @@ class SqliteStore(MetadataStore):
                 for i in todo:
                     out[i] = exc
         return [x for x in out if x is not None]    # (every item was set above)
+
+    @staticmethod
+    def _stored(cur: sqlite3.Cursor, keys: list[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Which of ``keys`` (scope, ledger) are stored: one query per _IN_LIST of them."""
+        found: set[tuple[int, int]] = set()
+        for at in range(0, len(keys), _IN_LIST):
+            part = keys[at:at + _IN_LIST]
+            marks = ",".join("(?,?)" for _ in part)
+            args = [x for scope, lid in part for x in (_k(scope), _k(lid))]
+            # (CROSS JOIN: the key list drives, each key a primary-key search, never a table scan)
+            found.update((_v(s), _v(lg)) for s, lg in cur.execute(
+                f"SELECT l.scope, l.ledger FROM (VALUES {marks}) AS k CROSS JOIN ledgers AS l "
+                "ON l.scope = k.column1 AND l.ledger = k.column2", args))
+        return found
+
+    @staticmethod
+    def _next_seq(cur: sqlite3.Cursor) -> int:
+        """The sequence the next change gets: AUTOINCREMENT's, never one used before."""
+        row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='changes'").fetchone()
+        return 1 if row is None else row[0] + 1
 
     def _generate(self, cur: sqlite3.Cursor, scope: int) -> int:
         if scope != 0:

@@ -22,6 +22,7 @@ from kazoo import exceptions as kx
 
 from bkdisk.metaservice.store import LedgerExists, StoreError, Versioned, check_ids
 from bkdisk.metaservice.zk_batch_sends import MULTI_BYTES, commit, pipelined
+from bkdisk.metaservice.zk_create_ops import add_creates
 from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_multiread import multi_read_async
 from bkdisk.metaservice.zk_watch import Seen
@@ -155,63 +156,64 @@ def _make_parents(store, parents: set[str]) -> None:
 def _as_multis(store, todo: list[Item], out: list) -> list[Item]:
     """Create ``todo`` as multis of at most ``MULTI_BYTES``; the items left to send one by one."""
     left: list[Item] = []
-    chunk: list[Item] = []
+    chunk: list[tuple[Item, str]] = []
     size = 0
     for item in todo:
-        n = len(item[2]) + 4 * len(store.path(*item[1]))       # its data, its path and (at most) its parents'
+        path = store.path(*item[1])
+        n = len(item[2]) + 4 * len(path)       # its data, its path and (at most) its parents'
         if chunk and size + n > MULTI_BYTES:
             left += _one_multi(store, chunk, out)
             chunk, size = [], 0
-        chunk.append(item)
+        chunk.append((item, path))
         size += n
     if chunk:
         left += _one_multi(store, chunk, out)
     return left
 
 
-def _one_multi(store, items: list[Item], out: list) -> list[Item]:
+def _one_multi(store, todo: list[tuple[Item, str]], out: list) -> list[Item]:
+    """Send ``todo`` (each item with its znode) as one multi, again after each op that failed is
+    settled; the items it could not settle."""
     known = store.known_parents
     for _try in range(MULTI_TRIES):
-        if not items:
+        if not todo:
             return []
         try:
             store._ready()
         except StoreError:
-            return items
-        t = store.zk.transaction()
+            break
         ops: list[tuple[str, Item | None]] = []        # (path, its item; None for a parent)
         parents: set[str] = set()
-        for item in items:
-            path = store.path(*item[1])
+        for item, path in todo:
             for p in _ancestors(path, store.root):
                 if p not in parents and p not in known:
                     parents.add(p)
-                    t.create(p, b"")
                     ops.append((p, None))
-            t.create(path, item[2])
             ops.append((path, item))
+        t = store.zk.transaction()
+        add_creates(t, [(path, b"" if item is None else item[2]) for path, item in ops])
         reply = commit(t, len(ops))
         if reply.lost:              # each create settled as a single create's is
-            return _settled(store, items, out)
+            return _settled(store, [item for item, _p in todo], out)
         if reply.applied:
             for p in parents:
                 known.add(p)
-            _created(store, items, out)
+            _created(store, [item for item, _p in todo], out)
             return []
         if reply.failed is None:    # refused whole (too large): nothing applied
-            return items
+            break
         at, exc = reply.failed
         path, hit = ops[at]
         if hit is None and isinstance(exc, kx.NodeExistsError):
             _learn_parents(store, parents)   # another writer (a concurrent batch) made parents: which
         elif hit is not None and isinstance(exc, kx.NodeExistsError):
             out[hit[0]] = LedgerExists(f"ledger {hit[1][1]} of scope {hit[1][0]} already exists")
-            items = [x for x in items if x is not hit]
+            todo = [x for x in todo if x[0] is not hit]
         elif hit is not None and isinstance(exc, kx.NoNodeError):
             known.forget_above(path)                 # a parent known to exist was removed meanwhile
         else:
-            return items
-    return items
+            break
+    return [item for item, _p in todo]
 
 
 def _created(store, items: list[Item], out: list) -> None:

@@ -19,6 +19,7 @@ from conftest import GOLDEN
 from test_metadata_cli import BKDISK, Served, bkdisk
 
 from bkdisk.metaservice.client import MetadataClient
+from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
@@ -162,6 +163,24 @@ def test_the_audit_trail_and_no_token_or_password_in_any_line(tmp_path):
         assert secret not in text, secret
     assert "Read " in server_log and "ReadLedgers " in server_log     # -v: the request lines were there
     assert re.search(r" Create ipv4:127\.0\.0\.1:\d+ PERMISSION_DENIED ", server_log)       # refused ones too
+
+
+def test_a_batch_is_audited_a_line_an_item_each_with_the_prefix_of_a_record(tmp_path):
+    s = Served(tmp_path, "--token", TOKEN)
+    try:
+        c = MetadataClient(s.addr, token=TOKEN)
+        r = create_many(c, [(0, 5, HMAC_BIN.read_bytes()), (0, 5, HMAC_BIN.read_bytes()), (4, 6, b"junk")])
+        assert [getattr(x, "code", "SUCCESS") for x in r] == ["SUCCESS", "LEDGER_EXISTS", "BAD_REQUEST"]
+        c.close()
+    finally:
+        s.proc.terminate()
+        assert s.proc.wait(30) == 0
+    lines = [x for x in s.proc.stderr.read().splitlines() if "CreateMany" in x]
+    prefix = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} bkdisk\.metaservice\.audit "
+    for line, (i, ledger, outcome) in zip(lines, [(0, "5", "SUCCESS"), (1, "5", "LEDGER_EXISTS"),
+                                                  (2, "4" + "6".zfill(16), "BAD_REQUEST")], strict=True):
+        assert re.fullmatch(prefix + rf"CreateMany\[{i}\] peer=ipv4:127\.0\.0\.1:\d+ token=full "
+                            rf"ledger={ledger.zfill(32)} outcome={outcome}", line), line
 
 
 def test_sigterm_stops_the_service_within_5_seconds_with_streams_open(tmp_path):

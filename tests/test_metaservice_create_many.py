@@ -3,20 +3,28 @@ embedded store (one transaction a batch) and on ZooKeeper (pipelined, missing pa
 reply settled exactly once); and `metadata import` sending a folder through it, streamed."""
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Transaction
+from kazoo.security import make_acl, make_digest_acl
 from metaservice_fixture import LostAsyncReply, LostMultiReply, served_store, with_length
 from zookeeper_fixture import started
 
-from bkdisk.metaservice import folder_import
+from bkdisk.diskio.mapped import DiskError
+from bkdisk.formats.ids import LedgerId
+from bkdisk.metaservice import folder_import, import_spool
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.sqlite_store import SqliteStore
+from bkdisk.metaservice.store import StoreError
+from bkdisk.metaservice.zk_create_ops import add_creates
 from bkdisk.metaservice.zk_store import ZkStore
 
 _bases = itertools.count(1)
@@ -118,6 +126,41 @@ def test_the_embedded_store_commits_a_batch_once(tmp_path, golden_bin):
     store.close()
 
 
+def test_the_embedded_store_finds_a_batchs_existing_ledgers_in_a_few_queries(tmp_path, golden_bin):
+    store = SqliteStore(tmp_path / "meta.db", retain_changes=500)
+    store.create_many([(0, i, golden_bin) for i in range(0, 2000, 2)])
+    said: list[str] = []
+    store._db.set_trace_callback(said.append)
+    got = store.create_many([(0, i, golden_bin) for i in range(1000)])
+    # not one lookup a ledger: the 1000 keys asked in queries of at most 400
+    assert len([q for q in said if q.startswith("SELECT l.scope")]) == 3
+    assert [type(x).__name__ for x in got] == ["LedgerExists", "Versioned"] * 500
+    # the change log as the creates one at a time leave it: every change numbered, pruned at each
+    # thousandth change to the newest 500
+    assert store.head_sequence() == 1500
+    with pytest.raises(StoreError, match="pruned"):
+        store.changes_since(499)
+    assert [(c.sequence, c.ledger) for c in store.changes_since(500, 2000)] == \
+        [(s, 2 * (s - 1)) for s in range(501, 1001)] + [(1000 + k, 2 * k - 1) for k in range(1, 501)]
+    store.close()
+
+
+@pytest.mark.parametrize("secured", [False, True])
+def test_a_multis_creates_are_the_bytes_kazoo_writes_for_them(secured):
+    # a client never started: its default ACL (the store's credentials) and chroot are what count
+    acl = [make_digest_acl("bookie", "bk-pw", all=True), make_acl("world", "anyone", read=True)] if secured else None
+    zk = KazooClient(hosts="127.0.0.1:1" + ("/chrooted" if secured else ""), default_acl=acl)
+    ops = [("/ledgers/000", b""), ("/ledgers/000/0000", b""),
+           ("/ledgers/000/0000/0000/0000/L0005", b"BookieMetadataFormatVersion\t3\n\x02\x08\x03"),
+           ("/ledgers/scopes/0000000000000007/0000/0000/0000/L002a", bytes(range(256)) * 3)]
+    theirs = zk.transaction()
+    for path, data in ops:
+        theirs.create(path, data)
+    mine = zk.transaction()
+    add_creates(mine, ops)
+    assert Transaction(mine.operations).serialize() == Transaction(theirs.operations).serialize()
+
+
 @pytest.mark.parametrize("multi", [True, False], ids=["as-multis", "pipelined"])
 @pytest.mark.parametrize("applied", [True, False])
 def test_a_batched_create_whose_reply_is_lost_is_applied_exactly_once(tmp_path, golden_bin, applied, multi):
@@ -193,6 +236,80 @@ def test_import_streams_the_folder_and_creates_a_thousand_ledgers_a_call(service
     assert sorted(x.ledger for x in got.ledgers("imported")) == ids
     again = folder_import.import_folder(c, str(folder), "skip")
     assert again.count("skipped") == 2500 and again.count("imported") == 0
+
+
+def test_import_sends_the_bytes_it_checked_without_reading_the_folder_again(service, golden_bin, tmp_path,
+                                                                           monkeypatch):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 1500)
+    files = sorted(folder.iterdir())
+    other = with_length(golden_bin, 77)
+    real_finish = import_spool.Spool.finish
+
+    def checked(spool):     # after the check: the folder changes and can no longer be read
+        real_finish(spool)
+        files[0].write_bytes(other)
+        monkeypatch.setattr(folder_import, "read_bytes", lambda p: pytest.fail(f"{p} read again"))
+        monkeypatch.setattr(os, "scandir", lambda *a: pytest.fail("the folder was listed again"))
+    monkeypatch.setattr(import_spool.Spool, "finish", checked)
+    got = folder_import.import_folder(c, str(folder), None)
+    assert got.count("imported") == 1500
+    assert c.read(int(files[0].stem, 16)).serialized == golden_bin
+
+
+def test_import_sends_the_whole_folder_in_ledger_id_order(service, golden_bin, tmp_path, monkeypatch):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 2100)
+    for scope in (9, 3):            # scoped ledgers after scope 0, by scope
+        (folder / LedgerId(scope, 5).qualified_name).with_suffix(".bin").write_bytes(golden_bin)
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(folder_import, "create_many",
+                        lambda client, items: sent.extend(x[:2] for x in items) or create_many(client, items))
+    assert folder_import.import_folder(c, str(folder), None).count("imported") == 2102
+    assert len(sent) == 2102 and sent == sorted(sent) and sent[-2:] == [(3, 5), (9, 5)]
+
+
+@pytest.mark.parametrize("fails_at", ["open", "write"])
+def test_import_reads_the_folder_again_when_its_spool_cannot_be_written(service, golden_bin, tmp_path,
+                                                                        monkeypatch, fails_at):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 1200)
+    real = import_spool.tempfile.TemporaryFile
+
+    refused = []
+
+    class Full:             # a temporary folder with room for 700 records
+        def __init__(self, *a, **kw):
+            if fails_at == "open":
+                refused.append("open")
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.f, self.writes = real(*a, **kw), 0
+
+        def write(self, b):
+            self.writes += 1
+            if self.writes > 700:
+                refused.append("write")
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return self.f.write(b)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(import_spool.tempfile, "TemporaryFile", Full)
+    got = folder_import.import_folder(c, str(folder), None)
+    assert refused[:1] == [fails_at]
+    assert got.count("imported") == 1200
+    assert sorted(x.ledger for x in got.ledgers("imported")) == sorted(int(p.stem, 16) for p in folder.iterdir())
+
+
+def test_a_spool_that_cannot_be_read_back_is_one_error_naming_it(service, golden_bin, tmp_path, monkeypatch):
+    _store, c, _stub = service
+    folder = _folder(tmp_path, golden_bin, 10)
+
+    def eio(*a):
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(import_spool.os, "pread", eio)
+    with pytest.raises(DiskError, match=r"bkdisk-import-\*: cannot read back the import's spool \(Input/output"):
+        folder_import.import_folder(c, str(folder), None)
 
 
 def test_import_creates_nothing_when_a_file_anywhere_does_not_parse(service, golden_bin, tmp_path):
