@@ -95,14 +95,18 @@ def shaped_variants(bookies: list[str], n: int = 512, seed: int = 7) -> list[byt
     return out
 
 
-def write_shaped_folder(folder: str, count: int, bookies: list[str], seed: int = 7) -> None:
-    """``count`` files of ``shaped_variants`` under distinct ledger ids spread over the whole range of
-    scope-0 ids (1 .. 2^63 - 1), as ``<hex id>.bin``."""
+def write_shaped_folder(folder: str, count: int, bookies: list[str], seed: int = 7, ids_from: str = "spread") -> None:
+    """``count`` files of ``shaped_variants`` as ``<hex id>.bin``, under distinct ledger ids spread over
+    the whole range of scope-0 ids (1 .. 2^63 - 1), or (``ids_from="generator"``) consecutive ids from a
+    random start, as BookKeeper's ZooKeeper id generator hands them out."""
     import numpy as np
     os.makedirs(folder, exist_ok=True)
     variants = shaped_variants(bookies, seed=seed)
     rng = np.random.default_rng(seed)
-    ids = np.unique(rng.integers(1, (1 << 63) - 1, size=count + count // 100 + 10, dtype=np.int64))
+    if ids_from == "generator":
+        ids = rng.integers(1 << 20, 1 << 40, dtype=np.int64) + np.arange(count, dtype=np.int64)
+    else:
+        ids = np.unique(rng.integers(1, (1 << 63) - 1, size=count + count // 100 + 10, dtype=np.int64))
     ids = rng.permutation(ids)[:count]
     for i, lid in enumerate(ids.tolist()):
         fd = os.open(os.path.join(folder, f"{lid:x}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

@@ -187,14 +187,14 @@ print(len(paths), sum(len(v) for v in parents.values()))
 """
 
 
-def folder_of(data: Path, n: int) -> Path:
+def folder_of(data: Path, n: int, ids_from: str = "spread") -> Path:
     """The shaped folder of ``n`` ledgers under ``data``, written once (a marker says it is whole)."""
     from bench.metadata_gen import write_shaped_folder
-    folder = data / f"shaped-{n}"
+    folder = data / (f"shaped-{n}" if ids_from == "spread" else f"shaped-{n}-{ids_from}-ids")
     if not (folder / ".complete").exists():
         shutil.rmtree(folder, ignore_errors=True)
         t0 = time.monotonic()
-        write_shaped_folder(str(folder), n, BOOKIES)
+        write_shaped_folder(str(folder), n, BOOKIES, ids_from=ids_from)
         (folder / ".complete").write_text(f"{n} ledgers, written in {time.monotonic() - t0:.0f} s\n")
     return folder
 
@@ -298,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--zk-baseline-ledgers", type=int, default=10_000,
                     help="The same on ZooKeeper, where it creates about 70 ledgers a second.")
     ap.add_argument("--store", choices=["sqlite", "zk", "both"], default="both")
+    ap.add_argument("--ids", choices=["spread", "generator"], default="spread",
+                    help="the big folder's ledger ids: spread over the 64-bit range (about four znodes a ledger "
+                         "in ZooKeeper), or consecutive as BookKeeper's ZooKeeper id generator gives them")
     ap.add_argument("--no-baselines", action="store_true",
                     help="Only the import of --ledgers and its export (the baselines measured before).")
     ap.add_argument("--no-export", action="store_true",
@@ -309,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     data = Path(a.data)
     data.mkdir(parents=True, exist_ok=True)
-    big = folder_of(data, a.ledgers)
+    big = folder_of(data, a.ledgers, a.ids)
     out: dict = {"ledgers": a.ledgers, "folder": str(big)}
     with tempfile.TemporaryDirectory(prefix="bkdisk-import-bench-", dir=a.data) as tmp:
         for store in (["sqlite", "zk"] if a.store == "both" else [a.store]):
