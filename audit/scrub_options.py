@@ -43,7 +43,8 @@ def scrub_run(state: str | None, interval: datetime.timedelta | None, deep_all: 
     """The run's ScrubRun, None without ``--state`` (the audit reads every byte, as always)."""
     if state is None:
         if interval is not None or deep_all or as_of is not None or max_load is not None:
-            raise click.UsageError("--deep-interval, --deep-all and --as-of go with --state DIR, as does --deep-max-load")
+            raise click.UsageError("--deep-interval, --deep-all and --as-of go with --state DIR, "
+                                   "as does --deep-max-load")
         return None
     from bkdisk.audit.scrub_run import ScrubRun
     from bkdisk.audit.scrub_schedule import DEFAULT_INTERVAL, Schedule

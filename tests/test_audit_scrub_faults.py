@@ -27,14 +27,15 @@ def light_on_day_1(state, disk: str) -> set[int]:
     return {lid for lid, s in read_state(str(state))[disk].logs.items() if s.due_at > T0 + DAY + DAY / 2}
 
 
-def zero_entries(written, root, bookie: str, keys) -> set[int]:
-    """Zero the records (size prefix and entry) of ``keys`` on ``bookie``, keeping each log's mtime: the
-    bytes the index points at are gone, the logs' identities unchanged. The logs touched."""
-    wb = written.bookies[bookie]
+def zero_entries(w, root, bookie: str, keys) -> set[int]:
+    """Zero the records (size prefix and entry) of ``keys`` on ``bookie`` of the cluster ``w`` wrote,
+    keeping each log's mtime: the bytes the index points at are gone, the logs' identities unchanged.
+    The logs touched."""
+    wb = w.bookies[bookie]
     touched = set()
     for key in keys:
         log_id, pos = unpack_location(wb.locations[key])
-        path = root / os.path.relpath(log_path(written.bookie_roots[bookie], log_id), written.root)
+        path = root / os.path.relpath(log_path(w.bookie_roots[bookie], log_id), w.root)
         st = os.stat(path)
         with open(path, "r+b") as f:
             f.seek(pos - SIZE_PREFIX_SIZE)
@@ -51,12 +52,12 @@ def test_a_log_appended_to_is_deep_checked_on_the_next_run(spark, written, clust
     root, disks = cluster
     state = tmp_path / "state"
     audit(spark, disks, root, tmp_path / "out", state=state, day=0)
-    for i, (bookie, wb) in enumerate(written.bookies.items()):
-        current = max(int(os.path.basename(p)[:-4], 16) for p in wb.entry_log_files)
-        if current in light_on_day_1(state, disks[i].path):
-            break
-    else:
-        pytest.fail("every disk's current log is due on the second run")
+    current_log = {b: max(int(os.path.basename(p)[:-4], 16) for p in wb.entry_log_files)
+                   for b, wb in written.bookies.items()}
+    i, bookie = next(((i, b) for i, b in enumerate(written.bookies)
+                      if current_log[b] in light_on_day_1(state, disks[i].path)), (None, None))
+    assert bookie is not None, "every disk's current log is due on the second run"
+    wb, current = written.bookies[bookie], current_log[bookie]
     real = {x.lid for x in wb.spec.ledgers if x.digest_type != DigestType.DUMMY}   # a digest that can fail
     (lid, eid) = key = max(k for k in wb.locations if unpack_location(wb.locations[k])[0] == current and k[0] in real)
     entry = bytearray(wb.entries[key])
