@@ -27,7 +27,7 @@ SHORT_HEX = 16          # hex digits of a short hash: 64 bits
 HASHES_DIR = "hashes"
 ROW_GROUP = 1 << 16
 HASH_SCHEMA = pa.schema([("offset", pa.int64()), ("ledger_scope", pa.int64()), ("ledger_id", pa.int64()),
-                         ("entry_id", pa.int64()), ("hash", pa.int64())])
+                         ("entry_id", pa.int64()), ("hash", pa.binary(8))])
 
 
 def disk_folder(disk: str) -> str:
@@ -39,12 +39,13 @@ def log_file(root: str, disk: str, key: int) -> str:
     return os.path.join(root, HASHES_DIR, disk_folder(disk), f"{key:x}.parquet")
 
 
-def short_hashes(rows) -> tuple[np.ndarray, np.ndarray]:
+def short_hashes(rows) -> tuple[np.ndarray, pa.Array]:
     """The rows of a deep-read log part (bookie.inventory.LogRows) that have a payload hash, and their
-    short hashes (int64, the SHA-256's first 8 bytes big-endian)."""
+    short hashes (the SHA-256's first 8 bytes)."""
     present = np.flatnonzero(rows.hash_row >= 0)
     first8 = np.ascontiguousarray(rows.payload_sha256[rows.hash_row[present], :8])
-    return present, first8.view(">u8").ravel().astype(np.uint64).view(np.int64)
+    return present, pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(present),
+                                                         [None, pa.py_buffer(first8.tobytes())])
 
 
 class HashWriter:
@@ -103,8 +104,7 @@ def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:
     same = ((have[at] == off) & (t["ledger_id"].to_numpy()[idx] == e["ledger"].astype(np.uint64).view(np.int64))
             & (t["ledger_scope"].to_numpy()[idx] == e["scope"].astype(np.uint64).view(np.int64))
             & (t["entry_id"].to_numpy()[idx] == e["entry"].astype(np.int64)))
-    text = [format(int(v) & 0xFFFFFFFFFFFFFFFF, f"0{SHORT_HEX}x") if ok else None
-            for v, ok in zip(t["hash"].to_numpy()[idx].tolist(), same.tolist())]
+    text = [v.hex() if ok else None for v, ok in zip(t["hash"].take(pa.array(idx)).to_pylist(), same.tolist())]
     return pa.array(text, pa.string())
 
 
