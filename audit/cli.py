@@ -11,7 +11,7 @@ import click
 
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
-from bkdisk.audit.scrub_options import Duration, Instant, scrub_run
+from bkdisk.audit.scrub_options import scrub_options, scrub_run
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
@@ -147,9 +147,11 @@ def spark_settings(spark, scans_per_host: int | None) -> dict[str, str | int | N
 
 def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_dir: str, out: str,
                       master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool = False,
-                      scans_per_host: int | None = None, memory=None, scrub=None) -> int:
+                      scans_per_host: int | None = None, memory=None, scrub=None,
+                      scan_interval: datetime.timedelta | None = None) -> int:
     """Run the whole audit and its reports; returns the exit code (0 healthy, 4 problems).
-    ``scrub``: the --state run (audit/scrub_run.ScrubRun), None for the deep audit of every byte."""
+    ``scrub``: the --state run (audit/scrub_run.ScrubRun), None for the deep audit of every byte;
+    ``scan_interval``: without it, the interval of the scan-disk --state runs of ``scan_files``."""
     if not disks and not scan_files:
         raise AuditUsageError("nothing to audit: give disks (paths, --disks-file) or --scan-files")
     disks = distinct_disks(disks)
@@ -182,7 +184,7 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
             if ours:
                 spark_logging.stop(spark)
     summary = report.summarize(out, run.run_id, source.describe(), started=started,
-                               scrub_interval=scrub.schedule.interval if scrub is not None else None)
+                               scrub_interval=scrub.schedule.interval if scrub is not None else scan_interval)
     summary["spark"] = settings
     js, page = report.write_reports(out, summary)
     report.terminal_summary(summary, echo)
@@ -210,18 +212,13 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
               help="At most N disks read at once on one host, over all its executors (a lock file per slot).")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
-@click.option("--state", default=None, metavar="DIR",
-              help="Scrub state folder: read payloads only of the entry logs due, walk the rest light.")
-@click.option("--deep-interval", type=Duration(), default=None,
-              help="With --state: every entry log deep-checked at least once per this (default 7d).")
-@click.option("--deep-all", is_flag=True, help="With --state: deep-check every entry log, and record it.")
-@click.option("--as-of", type=Instant(), default=None, help="With --state: the run's time (ISO 8601; default now).")
+@scrub_options
 @memory_options
 @one_line_errors
 def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], metadata_dir: str | None,
           metadata_url: str | None, out: str, master: str | None, conf: tuple[str, ...], cpus_per_scan: int | None,
           scans_per_host: int | None,
-          run_id: str | None, quiet: bool, state: str | None, deep_interval, deep_all: bool, as_of,
+          run_id: str | None, quiet: bool, state: str | None, deep_interval, deep_all: bool, deep_max_load, as_of,
           memory: MemoryLimit) -> None:
     """Audit every bookie disk of a cluster with Spark against the ledger metadata.
 
@@ -243,9 +240,12 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     settings = _conf_pairs(conf)
     if cpus_per_scan:
         settings["spark.task.cpus"] = str(cpus_per_scan)
-    scrub = scrub_run(state, deep_interval, deep_all, as_of)
+    # Without --state, --deep-interval may name the interval of the scan-disk --state runs whose files
+    # are audited (for the report's wording; default 7d).
+    shown = deep_interval if state is None and scan_files else None
+    scrub = scrub_run(state, None if shown else deep_interval, deep_all, as_of, deep_max_load)
     sys.exit(run_audit_command(given, list(scan_files), source, out, master, settings, run_id,
-                               quiet, scans_per_host, memory, scrub))
+                               quiet, scans_per_host, memory, scrub, shown))
 
 
 def _bookie_metadata(folder: str, root: str, bookie_id: str | None):
@@ -269,18 +269,33 @@ def _bookie_metadata(folder: str, root: str, bookie_id: str | None):
               help="Ledger metadata: digest types and passwords (HMAC ledgers need it to verify).")
 @click.option("--bookie-id", default=None, help="The bookie id, when the disk's cookie cannot be read.")
 @click.option("--run-id", default=None, help="Id carried by every row (default: random).")
+@scrub_options
 @memory_options
 @one_line_errors
 def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: str | None,
-                      run_id: str | None, memory: MemoryLimit) -> None:
+                      run_id: str | None, state: str | None, deep_interval, deep_all: bool, deep_max_load, as_of,
+                      memory: MemoryLimit) -> None:
     """Scan one bookie disk (root or bk_server.conf) into the rows an audit task produces.
 
     Run it on each bookie host when Spark cannot reach the disks, then give the files to
-    `bkdisk audit --scan-files`. Exit 0 when the disk is clean, 4 when fsck found errors or the
-    disk could not be read (the file then says so), 8 when the metadata could not be read or the
-    file could not be written.
+    `bkdisk audit --scan-files`. With --state, the disk's nightly scrub: payloads read only in the
+    entry logs due, its state in DIR. Exit 0 when the disk is clean, 4 when fsck found errors or the
+    disk could not be read (the file then says so), 8 when the metadata or the state could not be
+    read or the file could not be written.
     """
+    scrub = scrub_run(state, deep_interval, deep_all, as_of, deep_max_load)
     md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
+    staging = scrub.stage_here() if scrub is not None else None
+    try:
+        _scan_to_file(root, out, md, bookie_id, run_id, memory, metadata_dir, scrub, staging)
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _scan_to_file(root: str, out: str, md, bookie_id: str | None, run_id: str | None, memory: MemoryLimit,
+                  metadata_dir: str | None, scrub, staging: str | None) -> None:
+    on_disk = scrub.for_disk_here(root, staging) if scrub is not None else None
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
         writer = pq.ParquetWriter(tmp, TASK_SCHEMA)
@@ -289,13 +304,15 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     # The batches go to the file as they come (one entry log's rows at a time), not held until the end.
     last, unverified, done = None, 0, False
     try:
-        for b in iter_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id), memory=memory, preload=False):
+        for b in iter_disk(DiskInput(root, bookie_id), md, RunInfo.new(run_id), memory=memory, preload=False,
+                           scrub=on_disk):
             writer.write_batch(b)
             table = batch_table(b)
             if table == "disks":   # (the last batch; a batch of rows is not held past its write)
                 last = b
-            elif table == "replicas":
-                unverified += b.column("digest_ok").null_count
+            elif table == "replicas":   # (a copy in a log walked light, --state, has no digest type: not counted)
+                unverified += pc.sum(pc.and_(pc.is_null(b.column("digest_ok")),
+                                             pc.is_valid(b.column("digest_type")))).as_py() or 0
         writer.close()
         done = True
     except OSError as e:
@@ -309,6 +326,12 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
         raise AuditUsageError(f"{root}: the scan ended without the disk's row")
     os.replace(tmp, out)
     disk = last.to_pylist()[0]   # the disks row comes last
+    if scrub is not None:   # the disk's new state once its file is written (a scan that failed: the last good one)
+        scrub.commit([disk], [root])
+        if disk["logs_total"] is not None:
+            click.echo(f"{root}: scrub: {disk['logs_deep_checked']} of {disk['logs_total']} entry logs deep-checked "
+                       f"-> {scrub.state_dir}; every log deep-checked within the interval: "
+                       + ("yes" if disk["all_verified_within_interval"] else f"no ({disk['lagging_logs']})"), err=True)
     why = f" ({disk['error']})" if disk["error"] else ""
     click.echo(f"{root}: bookie {disk['bookie_id'] or '?'}: {disk['status']}{why}, {disk['entries'] or 0} entries "
                f"-> {out}", err=True)

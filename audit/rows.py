@@ -358,7 +358,7 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
     for rows in replica_logs(report.context, bid, batch_rows):
         if len(rows) == 0:
             continue
-        inv = rows.arrow() if rows.digests is not None else scrub.light_replica_columns(rows)
+        inv = scrub.replica_columns(rows) if scrub else rows.arrow()   # (--state: a light log's from the state)
         e = rows.entries
         entries += len(rows)
         yield task_batch("replicas", run, bid, {

@@ -1,5 +1,6 @@
-"""The audit's scrub options (``--state``, ``--deep-interval``, ``--deep-all``, ``--as-of``): their
-value types and the ScrubRun they make (audit/scrub_run.py)."""
+"""The audit's scrub options (``--state``, ``--deep-interval``, ``--deep-all``, ``--deep-max-load``,
+``--as-of``), shared by ``bkdisk audit`` and ``bkdisk scan-disk``: their value types and the ScrubRun
+they make (audit/scrub_run.py)."""
 from __future__ import annotations
 
 import datetime
@@ -38,13 +39,32 @@ class Instant(click.ParamType):
 
 
 def scrub_run(state: str | None, interval: datetime.timedelta | None, deep_all: bool,
-              as_of: datetime.datetime | None):
+              as_of: datetime.datetime | None, max_load: float | None = None):
     """The run's ScrubRun, None without ``--state`` (the audit reads every byte, as always)."""
     if state is None:
-        if interval is not None or deep_all or as_of is not None:
-            raise click.UsageError("--deep-interval, --deep-all and --as-of go with --state DIR")
+        if interval is not None or deep_all or as_of is not None or max_load is not None:
+            raise click.UsageError("--deep-interval, --deep-all and --as-of go with --state DIR, "
+                                   "as does --deep-max-load")
         return None
     from bkdisk.audit.scrub_run import ScrubRun
     from bkdisk.audit.scrub_schedule import DEFAULT_INTERVAL, Schedule
     now = as_of or datetime.datetime.now(datetime.UTC)
-    return ScrubRun.open(state, Schedule(interval=interval or DEFAULT_INTERVAL), now, deep_all)
+    return ScrubRun.open(state, Schedule(interval=interval or DEFAULT_INTERVAL), now, deep_all, max_load)
+
+
+def scrub_options(f):
+    """The scrub options of ``bkdisk audit`` and ``bkdisk scan-disk``."""
+    for opt in reversed([
+        click.option("--state", default=None, metavar="DIR",
+                     help="Scrub state folder: read payloads only of the entry logs due, walk the rest light."),
+        click.option("--deep-interval", type=Duration(), default=None,
+                     help="With --state: every entry log deep-checked at least once per this (default 7d)."),
+        click.option("--deep-all", is_flag=True, help="With --state: deep-check every entry log, and record it."),
+        click.option("--deep-max-load", type=click.FloatRange(min=0), default=None, metavar="L",
+                     help="With --state: above this 1-minute load average per CPU of the host scanning a "
+                          "disk, its deep checks wait for a later run (light check only; default: no limit)."),
+        click.option("--as-of", type=Instant(), default=None,
+                     help="With --state: the run's time (ISO 8601; default now)."),
+    ]):
+        f = opt(f)
+    return f

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import datetime
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from bkdisk.audit import scrub_hashes
 from bkdisk.audit.rows import AUDITED
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Schedule
-from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, read_state, state_batches, write_state
+from bkdisk.audit.scrub_state import (
+    LOGS_SCHEMA,
+    DiskState,
+    StateError,
+    read_state,
+    state_batches,
+    state_folder,
+    write_state,
+)
 from bkdisk.audit.scrub_task import ScrubDisk
 from bkdisk.entrylogs.identity import LogIdentity
 
@@ -30,11 +40,16 @@ class ScrubRun:
     deep_all: bool = False
     known: dict[str, DiskState] = field(default_factory=dict)
     rows_dir: str = ""
+    max_load: float | None = None   # --deep-max-load: above it a task defers its deep checks
+    read_from: str | None = None    # the folder the last good state was read from (its payload hashes)
 
     @classmethod
-    def open(cls, state_dir: str, schedule: Schedule, now: datetime.datetime, deep_all: bool) -> ScrubRun:
+    def open(cls, state_dir: str, schedule: Schedule, now: datetime.datetime, deep_all: bool,
+             max_load: float | None = None) -> ScrubRun:
         """Read the last good state (a StateError, one line, when it is not one)."""
-        return cls(os.path.abspath(state_dir), schedule, now, deep_all, read_state(state_dir))
+        state_dir = os.path.abspath(state_dir)   # (the executors read its payload hashes)
+        known = read_state(state_dir)
+        return cls(state_dir, schedule, now, deep_all, known, max_load=max_load, read_from=state_folder(state_dir))
 
     def prepare(self, spark, scratch: str) -> TaskScrub:
         """What the disks' tasks take: the state as a Spark broadcast (sent once to each executor,
@@ -42,7 +57,24 @@ class ScrubRun:
         self.rows_dir = os.path.join(scratch, "scrub")
         os.makedirs(self.rows_dir, exist_ok=True)
         shared = spark.sparkContext.broadcast(self.known)
-        return TaskScrub(self.schedule, self.now, self.deep_all, self.rows_dir, shared)
+        return TaskScrub(self.schedule, self.now, self.deep_all, self.rows_dir, shared, self.max_load, self.read_from)
+
+    def stage_here(self) -> str:
+        """A folder beside the state for one disk scanned in this process (``bkdisk scan-disk --state``):
+        its new rows and payload hashes until ``commit`` (removed by the caller)."""
+        parent, name = os.path.split(self.state_dir)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            self.rows_dir = tempfile.mkdtemp(prefix=f".{name}.scan-", dir=parent)
+        except OSError as e:
+            raise StateError(f"{self.state_dir}: cannot write the scrub state ({e.strerror})") from None
+        return self.rows_dir
+
+    def for_disk_here(self, path: str, staging: str) -> ScrubDisk:
+        """The scrub of the one disk scanned in this process (its state's key: its path as given)."""
+        return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.get(path),
+                         os.path.join(staging, "0.parquet"), max_load=self.max_load, hashes_from=self.read_from,
+                         hashes_to=staging)
 
     def commit(self, disk_rows: list[dict], paths: list[str]) -> None:
         """Write the new state: each audited disk's rows from its task, the others' as they were."""
@@ -52,7 +84,15 @@ class ScrubRun:
             f = os.path.join(self.rows_dir, f"{i}.parquet")
             if path in audited and os.path.exists(f):
                 new.update(_disk_states(pq.read_table(f, schema=LOGS_SCHEMA).to_pylist()))
-        write_state(self.state_dir, state_batches(new))
+        commit_state(self.state_dir, new, self.known, self.read_from, self.rows_dir, self.now)
+
+
+def commit_state(state_dir: str, new: dict[str, DiskState], known: dict[str, DiskState], read_from: str | None,
+                 staged: str, now: datetime.datetime) -> None:
+    """Write the new state whole: its rows, the payload hashes of the logs deep-read now (staged by
+    the tasks under ``staged``) and of the others unchanged since the last good state (``read_from``)."""
+    write_state(state_dir, state_batches(new),
+                fill=lambda folder: scrub_hashes.carry(folder, read_from, staged, new, known, now))
 
 
 @dataclass(frozen=True)
@@ -63,11 +103,14 @@ class TaskScrub:
     deep_all: bool
     rows_dir: str
     known: Any
+    max_load: float | None = None
+    read_from: str | None = None
 
     def for_disk(self, path: str, index: int) -> ScrubDisk:
         """The disk's scrub, holding its part of the state only."""
         return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.value.get(path),
-                         os.path.join(self.rows_dir, f"{index}.parquet"))
+                         os.path.join(self.rows_dir, f"{index}.parquet"), max_load=self.max_load,
+                         hashes_from=self.read_from, hashes_to=self.rows_dir)
 
 
 def _disk_states(rows: list[dict]) -> dict[str, DiskState]:

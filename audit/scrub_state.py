@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -90,8 +90,9 @@ def state_batches(disks: Mapping[str, DiskState]) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pylist(rows, schema=LOGS_SCHEMA)
 
 
-def write_state(path: str, batches: Iterable[pa.RecordBatch]) -> None:
-    """Replace the state at ``path`` with ``batches`` (LOGS_SCHEMA), whole or not at all."""
+def write_state(path: str, batches: Iterable[pa.RecordBatch], fill: Callable[[str], None] | None = None) -> None:
+    """Replace the state at ``path`` with ``batches`` (LOGS_SCHEMA), whole or not at all; ``fill``
+    adds the rest of the new state's files into its folder (the payload hashes) before the renames."""
     if os.path.lexists(path) and not os.path.exists(os.path.join(path, MARKER)):
         raise StateError(f"{path}: exists and is not a bkdisk scrub state; choose another --state")
     for stale in _leftovers(path, NEW_MARK):    # a killed run's unfinished state
@@ -104,6 +105,8 @@ def write_state(path: str, batches: Iterable[pa.RecordBatch]) -> None:
                 w.write_batch(b)
         with open(os.path.join(new, LOGS_FILE), "rb") as f:
             os.fsync(f.fileno())
+        if fill is not None:
+            fill(new)
         open(os.path.join(new, MARKER), "w").close()
         fsync_dir(new)
         old = _aside(path, OLD_MARK)
@@ -123,15 +126,21 @@ def _when(v: datetime.datetime | None) -> datetime.datetime | None:
     return None if v is None else v.astimezone(datetime.UTC)
 
 
+def state_folder(path: str) -> str | None:
+    """The folder holding the last good state at ``path``: ``path``, or the previous state renamed
+    aside by a run killed between its renames; None when there is none yet (a first run)."""
+    if os.path.exists(path):
+        return path
+    aside = [p for p in _leftovers(path, OLD_MARK) if os.path.exists(os.path.join(p, MARKER))]
+    return aside[-1] if aside else None
+
+
 def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
     """The last good state at ``path``, of every disk or of ``disk`` only (a disk's task reads its
     own): {} when there is none yet (a first run)."""
-    where = path
-    if not os.path.exists(path):
-        aside = [p for p in _leftovers(path, OLD_MARK) if os.path.exists(os.path.join(p, MARKER))]
-        if not aside:
-            return {}
-        where = aside[-1]    # a run killed between its renames: the previous state, renamed aside
+    where = state_folder(path)
+    if where is None:
+        return {}
     if not os.path.exists(os.path.join(where, MARKER)):
         raise StateError(f"{path}: not a bkdisk scrub state (no {MARKER}); choose another --state")
     f = os.path.join(where, LOGS_FILE)

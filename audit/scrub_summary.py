@@ -16,10 +16,15 @@ def _days(interval: datetime.timedelta) -> str:
 
 
 def scrub_summary(disks: list[dict[str, Any]], interval: datetime.timedelta | None) -> dict[str, Any] | None:
-    """The cluster's scrub figures, None for an audit without --state. A disk not audited lags (its
-    payloads were not verified by this run) with its status as the reason."""
+    """The cluster's scrub figures, None for an audit without --state whose scan-disk files carry no
+    scrub either (``bkdisk scan-disk --state``: then the interval is ``--deep-interval``'s, default 7
+    days). A disk not audited lags (its payloads were not verified by this run) with its status as
+    the reason."""
     if interval is None:
-        return None
+        if not any(d.get("payload_bytes") is not None for d in disks):
+            return None
+        from bkdisk.audit.scrub_schedule import DEFAULT_INTERVAL
+        interval = DEFAULT_INTERVAL
     out: dict[str, Any] = {k: sum(d.get(k) or 0 for d in disks) for k in SUMS}
     lagging = []
     for d in disks:

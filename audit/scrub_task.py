@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.audit.rows import signed, task_batch, to_signed
+from bkdisk.audit.scrub_hashes import HashWriter, light_column
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Plan, Reason, Schedule, lagging
 from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, state_batches
 from bkdisk.formats.errors import BkdiskError
@@ -28,6 +29,12 @@ from bkdisk.formats.paths import CURRENT_DIR
 DEEP_CODES = ("DIGEST_MISMATCH", "DIGEST_NOT_VERIFIED", "DIGEST_SNIFFED")
 
 LAGGING_NAMED = 20   # logs named in a disk's lagging_logs (the count says the rest)
+SKIPPED_FOR_LOAD = "skipped for load"
+
+
+def load_per_cpu() -> float:
+    """This host's 1-minute load average per CPU (Ceph's osd_scrub_load_threshold compares the same)."""
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
 
 
 def log_key(dir_index: int, log_id: int, per_dir: bool) -> int:
@@ -66,6 +73,12 @@ class ScrubDisk:
     _plan: Plan = field(default_factory=lambda: Plan({}, {}, True))
     _identity: DiskIdentity | None = None
     _carried: dict[int, list[dict]] = field(default_factory=dict)      # key -> its carried findings, parsed
+    max_load: float | None = None       # --deep-max-load: above it the deep checks wait for a later run
+    hashes_from: str | None = None      # the last good state's folder: the light logs' payload hashes
+    hashes_to: str | None = None        # where this run's deep-read logs' payload hashes go
+    _skipped: frozenset[int] = frozenset()                              # deep checks deferred for load
+    _hashes: HashWriter | None = None
+    _hashed: frozenset[int] = frozenset()   # the logs whose payload hashes in the state are still theirs
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
         """Plan the disk's run; the entry logs (paths) to walk light."""
@@ -84,11 +97,27 @@ class ScrubDisk:
                 self._unreadable[k] = lf.path   # deep-read: the scan reports it as today
         known = self.known.logs if self.known is not None and self.known.identity == self._identity else None
         plan = self.schedule.plan(self.key, self.now, idents, known)
+        self._hashed = frozenset(k for k, s in (known or {}).items()
+                                 if k in idents and s.identity == idents[k] and s.last_deep is not None)
         if self.deep_all:   # every log read; each keeps its place in the rotation
             after = {k: s if k in plan.deep else replace(s, last_deep=self.now) for k, s in plan.after.items()}
             plan = replace(plan, deep={k: plan.deep.get(k, Reason.SHARE) for k in idents}, after=after)
+        elif self.max_load is not None and plan.deep and load_per_cpu() > self.max_load:
+            plan = self._deferred(plan, idents, known or {})
         self._plan = plan
+        if self.hashes_to is not None:
+            self._hashes = HashWriter(self.hashes_to, self.key)
         return frozenset(p for k, (p, _n) in self._logs.items() if k not in plan.deep)
+
+    def _deferred(self, plan: Plan, idents: dict, known: dict[int, LogState]) -> Plan:
+        """The plan with its deep checks left for a later run (the host is above --deep-max-load):
+        each such log keeps its last state (one new or changed: not checked, due now)."""
+        after = dict(plan.after)
+        for k in plan.deep:
+            prev = known.get(k)
+            after[k] = prev if prev is not None and prev.identity == idents[k] else LogState(idents[k], None, self.now)
+        self._skipped = frozenset(plan.deep)
+        return replace(plan, deep={}, after=after)
 
     def light(self, k: int) -> bool:
         return k in self._logs and k not in self._plan.deep
@@ -109,10 +138,21 @@ class ScrubDisk:
         if found:
             yield task_batch("findings", run, bookie_id, {k: [f[k] for f in found] for k in found[0]}, len(found))
 
+    def replica_columns(self, rows):
+        """A log part's replica columns: a deep-read one's from its scan (its short payload hashes
+        kept for the new state), a light one's from the state (``light_replica_columns``)."""
+        if rows.digests is None:
+            return self.light_replica_columns(rows)
+        k = self._keys.get(rows.path)
+        if self._hashes is not None and k is not None and k in self._plan.deep:
+            self._hashes.add(k, rows)
+        return rows.arrow()
+
     def light_replica_columns(self, rows) -> dict[str, pa.Array]:
-        """A light log's replica columns that its scan did not compute: no payload hash, no digest
-        type; a copy is corrupt (digest_ok false) when the log's last deep check found it so, and
-        not known (null) otherwise."""
+        """A light log's replica columns that its scan did not compute: no digest type; as payload
+        hash the short one of its last deep check (audit/scrub_hashes.py), null when there is none;
+        a copy is corrupt (digest_ok false) when the log's last deep check found it so, and not known
+        (null) otherwise."""
         n = len(rows)
         e = rows.entries
         bad = {(f["ledger_id"], f["entry_id"]) for f in self.carried(rows.path) if f["code"] == "DIGEST_MISMATCH"}
@@ -120,7 +160,9 @@ class ScrubDisk:
         if bad:
             ids = zip(signed(e["ledger"]).tolist(), e["entry"].tolist())
             ok = pa.array([False if k in bad else None for k in ids], pa.bool_())
-        return {"payload_sha256": pa.nulls(n, pa.string()), "digest_ok": ok,
+        k = self._keys.get(rows.path)
+        sha = light_column(self.hashes_from, self.key, k, rows) if k in self._hashed else pa.nulls(n, pa.string())
+        return {"payload_sha256": sha, "digest_ok": ok,
                 "digest_type": pa.nulls(n, pa.string()), "payload_len": pa.nulls(n, pa.int64()),
                 "ledger_dir": pa.repeat(pa.scalar(rows.ledger_dir), n), "log_id": np.full(n, rows.log_id, np.int64)}
 
@@ -128,6 +170,8 @@ class ScrubDisk:
         """Each deep-read log's verdict and findings into the new state, written to ``rows_file``;
         returns the disk's scrub figures (scrub_columns.SCRUB_DISK_FIELDS)."""
         plan = self._plan
+        if self._hashes is not None:
+            self._hashes.close()
         deep_found: dict[str, list[dict]] = {}
         for f in findings:
             if f.code in DEEP_CODES and f.path:
@@ -157,6 +201,7 @@ class ScrubDisk:
         late = lagging(after, self.now, self.schedule.interval)
         why = {k: "new" if after[k].last_deep is None else "late" for k in late}
         why.update(dict.fromkeys(self._unreadable, "unreadable"))
+        why.update(dict.fromkeys(self._skipped, SKIPPED_FOR_LOAD))
         checked = [s.last_deep for s in after.values() if s.last_deep is not None]
         named = [f"log {k} ({w})" for k, w in sorted(why.items())[:LAGGING_NAMED]]
         more = f" and {len(why) - LAGGING_NAMED} more" if len(why) > LAGGING_NAMED else ""

@@ -18,6 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from bkdisk.audit.scrub_hashes import SHORT_HEX
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 KEY = ["ledger_scope", "ledger_id"]
@@ -148,18 +149,22 @@ def divergent(replicas: DataFrame) -> DataFrame:
     fingerprint. Copies that could not be verified (a DUMMY entry carries no digest) take part: this
     is the check that finds their damage. Entries are found by a 64-bit hash of the fingerprint (one
     narrow aggregation over every copy); the fingerprints themselves are grouped for those entries only."""
-    # (a copy in a log walked light this run, --state, has no payload hash nor digest type: no part;
-    # a frame of copies without a digest type column has none walked light)
+    # (a copy in a log walked light this run, --state, never deep-checked has no payload hash nor
+    # digest type: no part; a frame of copies without a digest type column has none walked light)
     read = F.col("payload_sha256").isNotNull()
     if "digest_type" in replicas.columns:
         read = read | F.col("digest_type").isNotNull()
+    # Copies are compared by their hashes' first SHORT_HEX digits: a copy in a log walked light has
+    # only those, its last deep check's (audit/scrub_hashes.py); a fingerprint is a group's full hash
+    # when a copy of it was read now (the longer text sorts after its prefix).
     good = replicas.filter(F.coalesce(F.col("digest_ok"), F.lit(True)) & read).select(
-        *ENTRY, "payload_sha256", "bookie_id")
-    fp = F.xxhash64("payload_sha256")
+        *ENTRY, "payload_sha256", F.substring("payload_sha256", 1, SHORT_HEX).alias("short"), "bookie_id")
+    fp = F.xxhash64("short")
     differ = good.groupBy(*ENTRY).agg(F.min(fp).alias("lo"), F.max(fp).alias("hi")).filter(
         F.col("lo") != F.col("hi")).select(*ENTRY)
     mine = good.join(F.broadcast(differ), ENTRY, "left_semi")
-    per_fp = mine.groupBy(*ENTRY, "payload_sha256").agg(F.array_sort(F.collect_set("bookie_id")).alias("bookies"))
+    per_fp = mine.groupBy(*ENTRY, "short").agg(F.max("payload_sha256").alias("payload_sha256"),
+                                                F.array_sort(F.collect_set("bookie_id")).alias("bookies"))
     per_entry = per_fp.groupBy(*ENTRY).agg(
         F.array_sort(F.collect_list(F.struct("payload_sha256", "bookies"))).alias("copies"))
     return per_entry.filter(F.size("copies") > 1).select(*ENTRY, F.size("copies").alias("fingerprints"), "copies")

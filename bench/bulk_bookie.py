@@ -194,22 +194,26 @@ def _in_ledger_order(labels: np.ndarray, sizes: np.ndarray, next_entry: np.ndarr
 
 
 def build(root: str, size_gib: float, n_ledgers: int, lo: int, hi: int, seed: int,
-          layout: str = "interleaved") -> dict:
+          layout: str = "interleaved", *, bookie_id: str = "bench-bookie:3181", log_limit: int | None = None,
+          journal_entries: bool = True) -> dict:
     """Write the bookie under ``root`` (journal/, ledgers/); returns counts.
 
     ``interleaved`` (the default): entries given to random ledgers as they arrive, ledger ids spread over
     the 64-bit range, about one ledger in eleven CRC32 and the rest CRC32C; ``contiguous``: each ledger's
-    entries one run, ids 1..N, all CRC32C."""
+    entries one run, ids 1..N, all CRC32C. ``log_limit``: entry-log bytes before a log rolls (LOG_LIMIT).
+    ``journal_entries`` False: the journal holds the ledgers' keys only, as a bookie's once the journals
+    holding its entries were garbage-collected (a cluster of bench disks then fits in half the space)."""
     assert fe.ENTRY_SIZE.build(1234) == fj.RECORD_LENGTH.build(1234), "a size prefix is not a journal record length"
     if layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    log_limit = log_limit or LOG_LIMIT
     rng = np.random.default_rng(seed)
     pool = rng.integers(0, 256, 64 << 20, dtype=np.uint8)
     jdir, ldir = os.path.join(root, "journal"), os.path.join(root, "ledgers")
     jcur, lcur = os.path.join(jdir, CURRENT_DIR), os.path.join(ldir, CURRENT_DIR)
     for d in (jcur, lcur):
         os.makedirs(d, exist_ok=True)
-    cookie = serialize_cookie(Cookie(5, "bench-bookie:3181", (os.path.abspath(jdir),), (os.path.abspath(ldir),),
+    cookie = serialize_cookie(Cookie(5, bookie_id, (os.path.abspath(jdir),), (os.path.abspath(ldir),),
                                      "bkdisk-bench-instance", None))
     for d in (jcur, lcur):
         with open(os.path.join(d, "VERSION"), "wb") as f:
@@ -242,12 +246,13 @@ def build(root: str, size_gib: float, n_ledgers: int, lo: int, hi: int, seed: in
                                     prealloc_size=16 << 20, group_bytes=1 << 62)
         for lid in ids[opened].tolist():
             journal.append(fj.build_ledger_key_body(lid, key, 0))
-        journal.append_framed(data)   # the same records: a length prefix, then the entry
+        if journal_entries:
+            journal.append_framed(data)   # the same records: a length prefix, then the entry
         journal.flush_group()
         locs = np.empty(len(sizes), np.uint64)
         i = 0
         while i < len(sizes):   # as many entries as fit in the current log, then roll
-            room = LOG_LIMIT - log.position
+            room = log_limit - log.position
             j = i + int(np.searchsorted(np.cumsum(rec[i:]), room, side="right"))
             if j == i:
                 if log.position > fe.HEADER_SIZE:

@@ -25,6 +25,7 @@ BENCHES = {
     "metaservice": ("bench.metaservice_bench", "64 clients: embedded store, ZooKeeper via the service, kazoo direct"),
     "audit-scale": ("bench.audit_scale_bench",
                     "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),
+    "scrub": ("bench.scrub_bench", "a week of nightly audits (--state, 7d) of 8 disks vs the --deep-all audit"),
     "salvage": ("bench.salvage_bench", "bkdisk salvage of many small ledgers over 8 disks vs the audit of them"),
     "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
     "metadata-import": ("bench.metadata_import_bench", "metadata import of a million ledgers (SQLite, ZooKeeper) vs "

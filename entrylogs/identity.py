@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 
 from bkdisk.formats import entrylog as fe
@@ -34,9 +35,13 @@ def _map_offset(header: bytes, size: int, path: str) -> int | None:
 
 def log_identity(path: str) -> LogIdentity:
     """The identity of the entry log at ``path`` (reads its header and ledgers map, never its entries).
-    An unreadable file raises OSError, for the caller to report as such."""
-    with open(path, "rb") as f:
+    An unreadable file raises OSError, for the caller to report as such; so does a file that is not a
+    regular one (a FIFO named like a log would block a plain open until a writer came)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as f:
         st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
         digest = hashlib.blake2b(digest_size=16)
         header = f.read(fe.HEADER_SIZE)
         digest.update(header)

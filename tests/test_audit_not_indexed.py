@@ -52,14 +52,22 @@ def drop_db_ledger(current: Path, ledger: int) -> int:
     return len(mine)
 
 
-@pytest.fixture(scope="module")
-def damaged(golden, tmp_path_factory):
-    base = tmp_path_factory.mktemp("not-indexed")
-    root = writable_copy(golden / "cluster-3", base / "c3")
+def not_indexed_copy(src: Path, root: Path) -> Path:
+    """A copy of cluster-3 with ledger 17's ``.idx`` removed on bk-2, ledger 16's locations on bk-3 and
+    bk-1's entry log 0.log."""
+    root = writable_copy(src, root)
     (root / "bookies" / "bk-2.rack-a" / "ledgers" / "current" / "0" / "11" / "11.idx").unlink()
     assert drop_db_ledger(root / "bookies" / "bk-3.rack-b" / "ledgers" / "current", 16) == 40
     b, d, log = LOST_LOG
     (root / "bookies" / b / d / "current" / log).unlink()
+    return root
+
+
+@pytest.fixture(scope="module")
+def damaged(golden, tmp_path_factory):
+    base = tmp_path_factory.mktemp("not-indexed")
+    root = not_indexed_copy(golden / "cluster-3", base / "c3")
+    b, d, log = LOST_LOG
     man = json.loads((golden / "cluster-3" / "manifest.json").read_text())
     bk1 = json.loads((golden / "cluster-3" / "bookies" / b / "manifest.json").read_text())
     gone = {(int(r["ledger_id"]), r["entry_id"]) for r in bk1["entry_log_records"]

@@ -17,6 +17,8 @@ BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
 
 @pytest.mark.parametrize("extra, code, message", [
     (["--deep-all"], 16, "--deep-interval, --deep-all and --as-of go with --state DIR"),
+    (["--deep-max-load", "0.5"], 16, "go with --state DIR, as does --deep-max-load"),
+    (["--state", "{st}", "--deep-max-load", "-1"], 16, "--deep-max-load"),
     (["--state", "{st}", "--deep-interval", "7x"], 16, "expected a positive number and a unit"),
     (["--state", "{st}", "--as-of", "yesterday"], 16, "expected an ISO 8601 time"),
     (["--state", "{notstate}"], 8, "notstate: not a bkdisk scrub state (no .bkdisk-scrub-state)"),

@@ -139,9 +139,9 @@ def test_scan_disk_files_and_disks_mixed_give_the_same_tables(golden3, spark, tm
     assert rows(disk_file) == rows(replicas.filter(pa.compute.equal(replicas["bookie_id"], BOOKIES[2])))
 
 
-def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tmp_path):
-    src = golden / "cluster-3"
-    root = tmp_path / "c3"
+def flip_and_drop_metadata(src, root) -> tuple[dict, int, list[str]]:
+    """A copy of cluster-3 at ``root`` with a flipped payload byte of ledger 16 on bk-1 and ledger 17's
+    metadata removed; the cluster's manifest, the damaged entry and its write set."""
     shutil.copytree(src, root)
     man = json.loads((src / "manifest.json").read_text())
     # A flipped payload byte of ledger 16 (CRC32, 8-byte digest) on bk-1.
@@ -159,6 +159,12 @@ def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tm
     for n in os.listdir(root / "metadata"):
         if n.startswith("11."):
             os.unlink(root / "metadata" / n)
+    return man, eid, ws
+
+
+def test_faults_in_a_copy_of_cluster_3_give_exactly_their_rows(golden, spark, tmp_path):
+    root = tmp_path / "c3"
+    man, eid, ws = flip_and_drop_metadata(golden / "cluster-3", root)
     disks = [DiskInput(str(root / "bookies" / b)) for b in BOOKIES]
     t = audit(spark, disks, root / "metadata", tmp_path / "out")
     others = sorted(b for b in ws if b != "bk-1.rack-a")
@@ -186,6 +192,12 @@ def rows_of(dicts: list[dict]) -> list[tuple]:
 def faulted(spark, tmp_path_factory):
     """A writer-built cluster of 6 bookies with one fault per bookie, and the truth of what remains."""
     base = tmp_path_factory.mktemp("cluster6")
+    f = faulted_cluster6(base)
+    return dict(f, t=audit(spark, f["disks"], f["w"].metadata_dir, base / "out"))
+
+
+def faulted_cluster6(base) -> dict:
+    """The fixture's cluster under ``base``, damaged, without its audit."""
     spec = sample_cluster(6, entries=40, max_payload=6000)
     w = write_cluster(spec, str(base))
     ids = sorted(w.bookie_roots)
@@ -248,8 +260,7 @@ def faulted(spark, tmp_path_factory):
     empty.mkdir()
     held[b_gone] = set()
     disks = [DiskInput(str(empty), b) if b == b_gone else DiskInput(w.bookie_roots[b]) for b in ids]
-    t = audit(spark, disks, w.metadata_dir, base / "out")
-    return {"spec": spec, "w": w, "held": held, "present": present, "t": t, "b_log": b_log, "b_led": b_led,
+    return {"spec": spec, "w": w, "held": held, "present": present, "b_log": b_log, "b_led": b_led,
             "led": led, "b_div": b_div, "b_gone": b_gone, "div": (lid, eid), "disks": disks, "b_bad": b_bad,
             "bad": bad, "gone_md": gone_md, "b_fail": b_fail, "failed_log": last}
 

@@ -59,16 +59,18 @@ CASES = [(k, f) for k in KINDS for f in FAULTS]
 @pytest.fixture(scope="module")
 def damaged(tmp_path_factory):
     """Each (storage kind, fault): a damaged copy of that golden bookie."""
-    out = {}
-    for kind, fault in CASES:
-        root = golden_copy(tmp_path_factory.mktemp(fault), kind)
-        for p in root.rglob("*"):
-            os.chmod(p, 0o755 if p.is_dir() else 0o644)
-        before = sum(1 for _ in root.rglob("*"))
-        FAULTS[fault](root)
-        assert sum(1 for _ in root.rglob("*")) < before   # the fault removed something
-        out[(kind, fault)] = root
-    return out
+    return {(kind, fault): damaged_copy(tmp_path_factory.mktemp(fault), kind, fault) for kind, fault in CASES}
+
+
+def damaged_copy(tmp: Path, kind: str, fault: str) -> Path:
+    """A writable copy of the golden bookie ``kind`` under ``tmp``, with ``fault``."""
+    root = golden_copy(tmp, kind)
+    for p in root.rglob("*"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    before = sum(1 for _ in root.rglob("*"))
+    FAULTS[fault](root)
+    assert sum(1 for _ in root.rglob("*")) < before   # the fault removed something
+    return root
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -8,6 +8,7 @@ import datetime
 import os
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -162,6 +163,13 @@ def test_log_identity_of_a_current_log_changes_when_appended(tmp_path):
     with open(p, "ab") as f:
         f.write((12).to_bytes(4, "big") + b"\0" * 12)
     assert log_identity(p).size == before.size + 16
+
+
+def test_log_identity_of_a_fifo_named_like_a_log_is_an_error_not_a_wait(tmp_path):
+    p = str(tmp_path / "2.log")
+    os.mkfifo(p)
+    with pytest.raises(OSError, match="not a regular file"):   # (no writer: a plain open would block)
+        log_identity(p)
 
 
 def test_logs_rewritten_together_fall_due_again_on_different_runs():
