@@ -28,10 +28,19 @@ BATCH_SECONDS = 0.02
 MAX_NOTED = 100_000     # lines waiting for the writer beyond which a call writes them itself
 
 
-def _who(context: grpc.ServicerContext, token: str) -> str:
-    cn = (context.auth_context() or {}).get("x509_common_name")
-    name = f" cert={cn[0].decode('utf-8', 'replace')!r}" if cn else ""
-    return f"peer={context.peer()}{name} token={token}"
+def caller(context: grpc.ServicerContext, token: str, certificate_names: bool) -> tuple[str, str | None, str]:
+    """Who called, as plain values: the peer, the name of its client certificate (looked up only where
+    the service asks for certificates: elsewhere a call has none), which token."""
+    cn = None
+    if certificate_names:
+        names = (context.auth_context() or {}).get("x509_common_name")
+        cn = names[0].decode("utf-8", "replace") if names else None
+    return context.peer(), cn, token
+
+
+def _who_text(who: tuple[str, str | None, str]) -> str:
+    peer, cn, token = who
+    return f"peer={peer}{f' cert={cn!r}' if cn else ''} token={token}"
 
 
 def _ledger(scope: int, ledger: int) -> str:
@@ -80,7 +89,9 @@ class _Lines:
             self._start()
         if len(self._notes) > MAX_NOTED:      # the writer cannot keep up (a stalled stderr): write here
             self.flush()
-        self._due.set()
+        # Set, the writer has yet to clear it, and its flush comes after the clear: it takes this line.
+        if not self._due.is_set():
+            self._due.set()
 
     def _start(self) -> None:
         with self._start_lock:
@@ -122,8 +133,8 @@ class _Lines:
         return f"{self._stamp[1]},{int((t - second) * 1000):03d}"
 
 
-def _line(method: str, who: str, subject: tuple, outcome: int | str, extra: str = "") -> str:
-    return f"{method} {who} {_subject_text(subject)}{extra} outcome={_outcome(outcome)}"
+def _line(method: str, who: tuple, subject: tuple, outcome: int | str, extra: str = "") -> str:
+    return f"{method} {_who_text(who)} {_subject_text(subject)}{extra} outcome={_outcome(outcome)}"
 
 
 LINES = _Lines()
@@ -134,10 +145,9 @@ def flush() -> None:
     LINES.flush()
 
 
-def unary(method: str, context: grpc.ServicerContext, token: str, request: Any, response: Any) -> None:
-    """The line(s) of a unary mutation: one, or one per request of a batch (and one for a batch
-    refused whole)."""
-    who = _who(context, token)
+def unary(method: str, who: tuple, request: Any, response: Any) -> None:
+    """The line(s) of a unary mutation by ``who`` (``caller``): one, or one per request of a batch
+    (and one for a batch refused whole)."""
     if isinstance(response, pb.LedgerBatchResponse):
         if response.code != pb.SUCCESS or not response.responses:
             LINES.note(method, who, ("batch", len(request.requests)), response.code)
@@ -147,15 +157,15 @@ def unary(method: str, context: grpc.ServicerContext, token: str, request: Any, 
         LINES.note(method, who, _subject(request, response), response.code)
 
 
-def failed(method: str, context: grpc.ServicerContext, token: str, request: Any, exc: BaseException) -> None:
-    LINES.note(method, _who(context, token), _subject(request, None), type(exc).__name__)
+def failed(method: str, who: tuple, request: Any, exc: BaseException) -> None:
+    LINES.note(method, who, _subject(request, None), type(exc).__name__)
 
 
-def registration(method: str, token: str, behaviour: Any) -> Any:
+def registration(method: str, token: str, certificate_names: bool, behaviour: Any) -> Any:
     """A bookie's Register stream: a line for its first answer, and one when a registration that
     took ends."""
     def run(request, context):
-        who = _who(context, token)
+        who = caller(context, token, certificate_names)
         registered = False
         try:
             for r in behaviour(request, context):

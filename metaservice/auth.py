@@ -47,9 +47,11 @@ class Tokens:
         token is configured. Both tokens are compared, each in constant time."""
         if self.full is None:
             return FULL
-        given = [str(v) for k, v in metadata or () if k == TOKEN_HEADER]
-        full = any(hmac.compare_digest(g, self.full) for g in given)
-        read = self.read is not None and any(hmac.compare_digest(g, self.read) for g in given)
+        full = read = False
+        for k, v in metadata or ():
+            if k == TOKEN_HEADER:
+                full |= hmac.compare_digest(str(v), self.full)
+                read |= self.read is not None and hmac.compare_digest(str(v), self.read)
         return FULL if full else READ if read else None
 
 

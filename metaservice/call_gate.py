@@ -20,10 +20,11 @@ from bkdisk.metaservice.stream_limits import StreamLimits
 class CallGate:
     """``wrap`` puts the checks in front of one method's behaviour."""
 
-    def __init__(self, tokens: Tokens, strip: Callable[[Any], Any], limits: Limits):
+    def __init__(self, tokens: Tokens, strip: Callable[[Any], Any], limits: Limits, certificate_names: bool = False):
         self.tokens = tokens
         self.strip = strip
         self.stream_limits = StreamLimits(limits)
+        self.certificate_names = certificate_names     # client certificates required: the trail names them
 
     def wrap(self, method: MethodDescriptor, behaviour: Callable) -> Callable:
         name, streaming = method.name, method.server_streaming
@@ -31,8 +32,8 @@ class CallGate:
             behaviour = self.stream_limits.limited(name, behaviour)
         guard = Guard(name, streaming, getattr(pb, method.output_type.name), self.tokens, self.strip, behaviour)
         if streaming:
-            return _audited_stream(name, guard) if name in MUTATING else _stream(guard)
-        return _audited_unary(name, guard) if name in MUTATING else _unary(guard)
+            return _audited_stream(name, guard, self.certificate_names) if name in MUTATING else _stream(guard)
+        return _audited_unary(name, guard, self.certificate_names) if name in MUTATING else _unary(guard)
 
 
 def _unary(guard: Guard) -> Callable:
@@ -49,21 +50,22 @@ def _stream(guard: Guard) -> Callable:
     return run
 
 
-def _audited_unary(name: str, guard: Guard) -> Callable:
+def _audited_unary(name: str, guard: Guard, certificate_names: bool) -> Callable:
     def run(request, context):
         behaviour, label = guard.admit(context)
+        who = audit_trail.caller(context, label, certificate_names)
         try:
             response = behaviour(request, context)
         except Exception as exc:
-            audit_trail.failed(name, context, label, request, exc)
+            audit_trail.failed(name, who, request, exc)
             raise
-        audit_trail.unary(name, context, label, request, response)
+        audit_trail.unary(name, who, request, response)
         return response
     return run
 
 
-def _audited_stream(name: str, guard: Guard) -> Callable:
+def _audited_stream(name: str, guard: Guard, certificate_names: bool) -> Callable:
     def run(request, context):
         behaviour, label = guard.admit(context)
-        yield from audit_trail.registration(name, label, behaviour)(request, context)
+        yield from audit_trail.registration(name, label, certificate_names, behaviour)(request, context)
     return run

@@ -250,7 +250,7 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
                          interceptors=[RequestLog()] if log_requests else None,
                          options=[("grpc.max_receive_message_length", limits.max_request_bytes),
                                   ("grpc.so_reuseport", 0)])
-    gate = CallGate(tokens, strip_passwords, limits)
+    gate = CallGate(tokens, strip_passwords, limits, certificate_names=tls_client_ca is not None)
     add_service(server, "LedgerMetadataService", LedgerMetadataServicer(store, limits), gate.wrap)
     add_service(server, "DiscoveryService", DiscoveryServicer(registry or store.new_registry()), gate.wrap)
     checks = health.HealthServicer()

@@ -68,7 +68,7 @@ def test_the_lines_come_from_the_trails_thread_in_order_with_a_line_per_batch_re
 def test_a_line_has_the_form_of_the_services_log_lines(monkeypatch):
     err = Recording()
     monkeypatch.setattr("sys.stderr", err)
-    audit_trail.LINES.note("Remove", "peer=ipv4:127.0.0.1:1 token=full", ("ledger", 0, 7), "SUCCESS")
+    audit_trail.LINES.note("Remove", ("ipv4:127.0.0.1:1", None, "full"), ("ledger", 0, 7), "SUCCESS")
     audit_trail.flush()
     (line,) = err.getvalue().splitlines()
     stamp, rest = line[:23], line[24:]
@@ -98,7 +98,7 @@ def test_two_calls_noting_at_the_same_moment_both_wake_the_writer(monkeypatch):
 
     lines = audit_trail._Lines()
     lines._notes = Racing()
-    ts = [threading.Thread(target=lines.note, args=("Remove", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0, i), 0))
+    ts = [threading.Thread(target=lines.note, args=("Remove", ("ipv4:10.0.0.1:1", None, "full"), ("ledger", 0, i), 0))
           for i in (1, 2)]
     for t in ts:
         t.start()
@@ -113,15 +113,15 @@ def test_the_writer_survives_a_missing_stderr_and_a_note_it_cannot_word(monkeypa
     monkeypatch.setattr("sys.stderr", None)
     lines = audit_trail._Lines()
     for i in range(1000):
-        lines.note("Remove", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0, i), 0)
+        lines.note("Remove", ("ipv4:10.0.0.1:1", None, "full"), ("ledger", 0, i), 0)
     deadline = time.monotonic() + 5
     while lines._notes and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not lines._notes and lines._writer is not None and lines._writer.is_alive()
     err = io.StringIO()
     monkeypatch.setattr("sys.stderr", err)
-    lines.note("Write", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0), 0)      # a subject missing its id
-    lines.note("Remove", "peer=ipv4:10.0.0.1:1 token=full", ("ledger", 0, 3), 0)
+    lines.note("Write", ("ipv4:10.0.0.1:1", None, "full"), ("ledger", 0), 0)      # a subject missing its id
+    lines.note("Remove", ("ipv4:10.0.0.1:1", None, "full"), ("ledger", 0, 3), 0)
     assert _wait_written(err, 2) == 2
     first, second = err.getvalue().splitlines()
     assert first.endswith(f"{audit_trail.NAME} Write (its audit line could not be formatted: IndexError)")
@@ -137,7 +137,7 @@ def test_a_writer_that_falls_behind_is_caught_up_by_the_calls(monkeypatch):
     with lines._write_lock:                          # the writer stalled (a stderr nobody reads)
         lines._writer = threading.current_thread()   # and never started: only the calls can write
         for i in range(60):
-            threading.Thread(target=lines.note, args=("Remove", "p", ("ledger", 0, i), 0)).start()
+            threading.Thread(target=lines.note, args=("Remove", ("p", None, "full"), ("ledger", 0, i), 0)).start()
         time.sleep(0.2)
         assert err.getvalue() == ""
     assert _wait_written(err, 51) >= 51

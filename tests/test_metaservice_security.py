@@ -3,6 +3,7 @@ read-only token that never sees a password, TLS and mutual TLS with certificates
 and the per-peer limits."""
 from __future__ import annotations
 
+import io
 import threading
 import time
 
@@ -13,6 +14,7 @@ from conftest import GOLDEN
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bkdisk.formats.metadata import parse_format_message, parse_metadata
+from bkdisk.metaservice import audit_trail
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.limits import Limits
@@ -185,7 +187,11 @@ def test_the_read_only_token_lists_and_watches_bookies_but_cannot_register(guard
         reader.close()
 
 
-def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path):
+def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path, monkeypatch):
+    """And the audit trail names the certificate a mutation came with."""
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    audit_trail.flush()
     authority, stranger = ca(tmp_path, "ca"), ca(tmp_path, "other-ca")
     server_pair = signed(tmp_path, authority, "server", san="IP:127.0.0.1")
     client_pair = signed(tmp_path, authority, "client")
@@ -199,6 +205,9 @@ def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path):
         good.create(HMAC_BIN.read_bytes(), ledger_id=1)
         assert good.read(1).version == 0
         good.close()
+        audit_trail.flush()
+        (line,) = [x for x in err.getvalue().splitlines() if " bkdisk.metaservice.audit Create " in x]
+        assert " cert='client' token=full ledger=" + "1".zfill(32) + " outcome=SUCCESS" in line, line
         for cert in (None, forged.read()):
             c = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, root_certificates=roots,
                                client_certificate=cert, timeout=3, retries=0)
