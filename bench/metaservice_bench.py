@@ -21,7 +21,7 @@ Measured 2026-12-02, ``python -m bench.metaservice_bench --token-cost --rounds 3
 PYTHON`` where PYTHON is the venv of a checkout of 01bec9b (the service before the token guarded reads,
 with no checks in front of its methods and no audit trail), 64 clients, medians of 3 rounds, two runs
 (1-minute load 1.5 and 3.0): with the token on every call, reads 1.027 and 0.994 of before, CAS writes
-0.975 and 0.925 of before; service CPU per CAS write 854-901 us before, 887-935 us with the token;
+0.975 and 0.925 of before; service CPU per CAS write 824-901 us before, 827-935 us with the token;
 service peak RSS 48.5-49.5 MiB on every side. (With the checks as three gRPC interceptors and the audit
 trail written by the calls, CAS writes were 0.871 of before.)
 """
