@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the bookies' ledger storage (rocksdb: DbLedgerStorage, no .idx file per ledger)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--only", choices=("audit", "salvage"), default=None,
+                    help="run one side only (its baseline measured in another run)")
     a = ap.parse_args(argv)
     base = os.path.join(a.data, f"{a.ledgers}-{a.disks}-{a.storage}")
     roots, md = build(base, a.ledgers, a.disks, a.storage)
@@ -75,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(a.runs):
         for name, args in (("audit", [bk, "audit", *roots, "--metadata-dir", md]),
                            ("salvage", [bk, "salvage", *roots, "--password-candidates", pw])):
+            if a.only not in (None, name):
+                continue
             out = os.path.join(a.data, f"out-{name}")
             shutil.rmtree(out, ignore_errors=True)
             r = run_measured([*args, "--out", out, *common], dict(os.environ))
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:8s} {a.ledgers} ledgers on {len(roots)} disk dirs: {r['wall']:7.1f} s, exit {r['exit']}; "
                   f"peak RSS driver {mib(r['driver'])} MiB (ru_maxrss {mib(r['max_rss_exact'])}), python worker "
                   f"{mib(r['python worker'])} MiB, jvm {mib(r['jvm'])} MiB", flush=True)
+    if a.only:
+        return 0
     base_wall = statistics.median(r["wall"] for r in rows["audit"])
     wall = statistics.median(r["wall"] for r in rows["salvage"])
     print(f"salvage {wall:.1f} s = x{wall / base_wall:.2f} the audit of the same disks ({base_wall:.1f} s)")
