@@ -293,6 +293,14 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def _unverified(b, light_possible: bool):
+    """The copies of a replicas batch whose digest was not verified. With a scrub state a copy in a log
+    walked light has no digest type and is not counted (its payload was not read, by plan); without
+    one, a copy with no digest type is unverified as any other (an HMAC ledger's without its password)."""
+    missing = pc.is_null(b.column("digest_ok"))
+    return pc.and_(missing, pc.is_valid(b.column("digest_type"))) if light_possible else missing
+
+
 def _scan_to_file(root: str, out: str, md, bookie_id: str | None, run_id: str | None, memory: MemoryLimit,
                   metadata_dir: str | None, scrub, staging: str | None) -> None:
     on_disk = scrub.for_disk_here(root, staging) if scrub is not None else None
@@ -310,9 +318,8 @@ def _scan_to_file(root: str, out: str, md, bookie_id: str | None, run_id: str | 
             table = batch_table(b)
             if table == "disks":   # (the last batch; a batch of rows is not held past its write)
                 last = b
-            elif table == "replicas":   # (a copy in a log walked light, --state, has no digest type: not counted)
-                unverified += pc.sum(pc.and_(pc.is_null(b.column("digest_ok")),
-                                             pc.is_valid(b.column("digest_type")))).as_py() or 0
+            elif table == "replicas":
+                unverified += pc.sum(_unverified(b, light_possible=on_disk is not None)).as_py() or 0
         writer.close()
         done = True
     except OSError as e:
