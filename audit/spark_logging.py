@@ -87,7 +87,11 @@ def quiet_interrupts() -> Iterator[None]:
     call it interrupted, and from then on the JVM's stderr (its errors about the tasks and the context
     being stopped) is not passed on, so that the command ends with its one line."""
     quiet = _NotPy4J()
-    loggers = [logging.getLogger(), logging.getLogger("py4j")]
+    # A logger's filter sees only the records logged to it, not those its children pass up: py4j logs
+    # to its modules' own loggers (py4j.clientserver, py4j.java_gateway), so each gets the filter.
+    names = {"py4j", "py4j.java_gateway", "py4j.clientserver", "py4j.protocol",
+             *(n for n in logging.root.manager.loggerDict if n.startswith("py4j"))}
+    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in sorted(names))]
     before = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     for lg in loggers:
         lg.addFilter(quiet)
