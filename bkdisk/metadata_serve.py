@@ -203,6 +203,7 @@ def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_
     # Before the store opens: what ZooKeeper's client says while connecting is logged as the rest.
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
+    audit_trail.enable()   # every mutation one line on stderr, always
     opened = open_store(store_url, cache_ledgers, credentials)
     limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch, streams_per_peer=max_streams_per_peer,
                     watches_per_peer=max_watches_per_peer, stream_seconds=max_stream_seconds)

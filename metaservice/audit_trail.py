@@ -76,6 +76,7 @@ class _Lines:
     """The process's audit lines: noted by any thread, written in order by one writer thread."""
 
     def __init__(self) -> None:
+        self.on = False                # ``enable``: a library's embedded service writes no trail of its own
         self._notes: deque[tuple] = deque()
         self._due = threading.Event()
         self._write_lock = threading.Lock()
@@ -84,6 +85,8 @@ class _Lines:
         self._stamp = (-1, "")
 
     def note(self, *parts: Any) -> None:
+        if not self.on:
+            return
         self._notes.append((time.time(), parts))
         if self._writer is None:
             self._start()
@@ -138,6 +141,12 @@ def _line(method: str, who: tuple, subject: tuple, outcome: int | str, extra: st
 
 
 LINES = _Lines()
+
+
+def enable(on: bool = True) -> None:
+    """Write the trail to stderr from now on (``bkdisk metadata serve`` does, always); a service a program
+    embeds (``metaservice.server.serve``) writes none unless that program asks for it."""
+    LINES.on = on
 
 
 def flush() -> None:

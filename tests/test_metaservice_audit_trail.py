@@ -8,6 +8,7 @@ import io
 import threading
 import time
 
+import pytest
 from conftest import GOLDEN
 from metaservice_fixture import served
 
@@ -16,6 +17,18 @@ from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.sqlite_store import SqliteStore
 
 BIN = (GOLDEN / "cluster-3" / "metadata" / "1000.bin").read_bytes()
+
+
+@pytest.fixture(autouse=True)
+def trail_on(monkeypatch):
+    """The trail as `bkdisk metadata serve` has it: on (a program embedding the service turns it on)."""
+    monkeypatch.setattr(audit_trail.LINES, "on", True)
+
+
+def _lines() -> audit_trail._Lines:
+    lines = audit_trail._Lines()
+    lines.on = True
+    return lines
 
 
 class Recording(io.StringIO):
@@ -96,7 +109,7 @@ def test_two_calls_noting_at_the_same_moment_both_wake_the_writer(monkeypatch):
             super().append(x)
             both_appended.wait()          # the thread switch that may fall between the append and the check
 
-    lines = audit_trail._Lines()
+    lines = _lines()
     lines._notes = Racing()
     ts = [threading.Thread(target=lines.note, args=("Remove", ("ipv4:10.0.0.1:1", None, "full"), ("ledger", 0, i), 0))
           for i in (1, 2)]
@@ -111,7 +124,7 @@ def test_the_writer_survives_a_missing_stderr_and_a_note_it_cannot_word(monkeypa
     """Started with stderr closed (sys.stderr None) the lines are dropped, not held, and the writer
     lives on; a note that does not format is one line saying so."""
     monkeypatch.setattr("sys.stderr", None)
-    lines = audit_trail._Lines()
+    lines = _lines()
     for i in range(1000):
         lines.note("Remove", ("ipv4:10.0.0.1:1", None, "full"), ("ledger", 0, i), 0)
     deadline = time.monotonic() + 5
@@ -133,7 +146,7 @@ def test_a_writer_that_falls_behind_is_caught_up_by_the_calls(monkeypatch):
     err = io.StringIO()
     monkeypatch.setattr("sys.stderr", err)
     monkeypatch.setattr(audit_trail, "MAX_NOTED", 50)
-    lines = audit_trail._Lines()
+    lines = _lines()
     with lines._write_lock:                          # the writer stalled (a stderr nobody reads)
         lines._writer = threading.current_thread()   # and never started: only the calls can write
         for i in range(60):
@@ -141,3 +154,13 @@ def test_a_writer_that_falls_behind_is_caught_up_by_the_calls(monkeypatch):
         time.sleep(0.2)
         assert err.getvalue() == ""
     assert _wait_written(err, 51) >= 51
+
+
+def test_a_service_a_program_embeds_writes_no_trail_unless_asked(tmp_path, monkeypatch):
+    err = Recording()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr(audit_trail.LINES, "on", False)
+    with served(SqliteStore(tmp_path / "m.db")) as (client, _port):
+        client.create(BIN, ledger_id=5)
+    audit_trail.flush()
+    assert err.getvalue() == ""

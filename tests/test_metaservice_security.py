@@ -191,6 +191,7 @@ def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path, mon
     """And the audit trail names the certificate a mutation came with."""
     err = io.StringIO()
     monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr(audit_trail.LINES, "on", True)
     audit_trail.flush()
     authority, stranger = ca(tmp_path, "ca"), ca(tmp_path, "other-ca")
     server_pair = signed(tmp_path, authority, "server", san="IP:127.0.0.1")
