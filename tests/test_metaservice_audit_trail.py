@@ -56,9 +56,9 @@ def _trail_lines(err: Recording, n: int) -> list[str]:
 
 
 def test_the_lines_come_from_the_trails_thread_in_order_with_a_line_per_batch_request(tmp_path, monkeypatch):
+    audit_trail.flush()              # what an earlier test left goes to its stderr, before this test's
     err = Recording()
     monkeypatch.setattr("sys.stderr", err)
-    audit_trail.flush()                                   # nothing of an earlier test left to write
     with served(SqliteStore(tmp_path / "m.db")) as (client, _port):
         client.create(BIN, ledger_id=5)
         client.write(5, BIN, 0)
