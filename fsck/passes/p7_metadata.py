@@ -44,23 +44,28 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
             if not isinstance(s, EntryLogArrays):
                 continue
             for _lo, e in entry_parts(s):
-                keys = np.stack([e["scope"], e["ledger"]], axis=1)
-                for sc, lg in np.unique(keys, axis=0).tolist():
-                    m = (e["scope"] == sc) & (e["ledger"] == lg)
-                    out.setdefault(LedgerId(int(sc), int(lg)), []).append(e["entry"][m])
+                _add_per_ledger(out, e["scope"], e["ledger"], e["entry"])
     # Entries after lastMark are only in the journal until a restart replays them into storage.
     r = ctx.journal_facts.pending.rows
-    if len(r):
-        order = np.lexsort((r["ledger"], r["scope"]))
-        scope, ledger, entry = r["scope"][order], r["ledger"][order], r["entry"][order]
-        cuts = run_starts(scope, ledger)[1:]
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(r)]):
-            out.setdefault(LedgerId(int(scope[a]), int(ledger[a])), []).append(entry[a:b])
+    _add_per_ledger(out, r["scope"], r["ledger"], r["entry"])
     held: dict[LedgerId, np.ndarray] = {}
     for k in list(out):   # one ledger's parts at a time become its sorted ids, and are dropped
         v = out.pop(k)
         held[k] = np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)
     return held
+
+
+def _add_per_ledger(out: dict[LedgerId, list[np.ndarray]], scope: np.ndarray, ledger: np.ndarray,
+                    entry: np.ndarray) -> None:
+    """Add each ledger's entry ids among these rows to ``out``: one sort, then a slice per ledger (a
+    log may interleave hundreds of thousands of ledgers: a mask per ledger costs rows x ledgers)."""
+    if not len(entry):
+        return
+    order = np.lexsort((ledger, scope))
+    scope, ledger, entry = scope[order], ledger[order], entry[order]
+    cuts = run_starts(scope, ledger)[1:].tolist()
+    for a, b in zip([0, *cuts], [*cuts, len(entry)]):
+        out.setdefault(LedgerId(int(scope[a]), int(ledger[a])), []).append(entry[a:b])
 
 
 def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
