@@ -151,7 +151,7 @@ def scan_slot(limit: int, folder: str | None = None, poll: float = 0.2) -> int:
 
 
 def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir: str,
-              scans_per_host: int | None = None, memory=None, scrub=None
+              scans_per_host: int | None = None, memory=None, scrub=None, space: bool = True
               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each task runs over its partition of the disks frame (one disk per partition):
     the disk's replicas go into its file under ``replicas_dir``, its other rows to Spark. fsck's
@@ -160,7 +160,8 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
     With ``scans_per_host``, a task waits for a host-wide scan slot before it reads its disk, so
     at most that many disks are read at once on a host whatever the executors and cores there.
     ``memory`` (diskio.spill.MemoryLimit): each disk's check stays under it, spilling to its tmp dir.
-    ``scrub`` (audit/scrub_run.TaskScrub, --state): each disk's plan, light and deep logs, new state rows."""
+    ``scrub`` (audit/scrub_run.TaskScrub, --state): each disk's plan, light and deep logs, new state rows.
+    ``space``: the disk's rows of ``bkdisk space`` (a row a ledger) go with its other rows."""
     from bkdisk.audit.metadata_tables import bookie_metadata
 
     def metadata_for(bookie: str):
@@ -175,7 +176,7 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
                 try:
                     on_disk = scrub.for_disk(d["path"], d["index"]) if scrub is not None else None
                     rows = iter_disk(DiskInput(d["path"], d["bookie_id"], d["host"]), metadata_for, here,
-                                     memory=memory, scrub=on_disk)
+                                     memory=memory, scrub=on_disk, space=space)
                     yield from write_replicas(rows, replica_file(replicas_dir, d["index"]))
                 finally:
                     if slot is not None:

@@ -185,7 +185,7 @@ def scan_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, memory=None) ->
 
 
 def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool = True,
-              memory=None, preload: bool = True, scrub=None) -> Iterator[pa.RecordBatch]:
+              memory=None, preload: bool = True, scrub=None, space: bool = True) -> Iterator[pa.RecordBatch]:
     """Check one disk with the fsck library and list its replicas from fsck's entry-log scans (with
     payload SHA-256), each entry log's in batches of at most ``replica_batch_rows(memory)`` rows; the
     disks row comes last.
@@ -200,7 +200,7 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
     naming the file and the bytes being read, instead of killing the task, and with it the whole job.
     ``preload``: load the checker here before forking, for the children of a process that scans
     disk after disk (an audit task); a process that scans one disk leaves it to its child, and holds
-    only the rows it passes on.
+    only the rows it passes on. ``space``: the disk's rows of ``bkdisk space`` (a row a ledger) too.
     """
     t0 = time.perf_counter()
 
@@ -231,7 +231,7 @@ def iter_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, *, guard: bool 
 
     def scan() -> Iterator[pa.RecordBatch]:
         try:
-            yield from _scan(dirs, bid, metadata, run, disk_row, memory, scrub)
+            yield from _scan(dirs, bid, metadata, run, disk_row, memory, scrub, space)
         except Exception as e:   # noqa: BLE001 - a task reports its disk as not audited instead of failing the job
             yield disk_row("not_audited", bid, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
@@ -320,7 +320,8 @@ def replica_logs(ctx, bid: str, rows: int) -> Iterator:
             yield log_rows(bid, names[lf.dir_index], lf.log_id, part)
 
 
-def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None, scrub=None) -> Iterator:
+def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None, scrub=None,
+          space: bool = True) -> Iterator:
     from bkdisk.fsck.api import check_bookie
     from bkdisk.fsck.context import CheckOptions
 
@@ -333,13 +334,14 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
         opts.memory = memory
     report = check_bookie(dirs, opts)
     try:
-        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory), scrub)
+        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory), scrub,
+                              space)
     finally:
         report.close()
 
 
-def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int, scrub=None
-               ) -> Iterator[pa.RecordBatch]:
+def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int, scrub=None,
+               space_wanted: bool = True) -> Iterator[pa.RecordBatch]:
     from bkdisk.audit.not_indexed import NotIndexed
     fs = report.findings
     if fs:
@@ -372,7 +374,8 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             len(rows))
     for cols in key_batches(report.context):
         yield task_batch("ledger_keys", run, bid, cols, len(cols["ledger_id"]))
-    space, space_error = space_rows(dirs, bid, metadata, report.context)
+    # (a row a ledger: a salvage, which has no use for them, asks for none)
+    space, space_error = space_rows(dirs, bid, metadata, report.context) if space_wanted else ([], None)
     if space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))
     st = report.stats

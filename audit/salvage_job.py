@@ -200,7 +200,7 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     disk_rows: list[dict] = []
     if disks:
         numba_cache_writable()
-        task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory)
+        task = disk_task(run, source, mt.near_dir, replicas_dir, scans_per_host, memory, space=False)
         disk_rows, folders = scan_disks(spark, disks, task, os.path.join(scratch, "rows"), progress)
         frames.append(task_rows.parquet(*folders))
     if scan_files:

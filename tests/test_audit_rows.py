@@ -338,3 +338,19 @@ def test_a_disk_named_otherwise_than_its_cookie_or_not_named_at_all_is_not_audit
     tagged = split_tables(scan_disk(DiskInput(str(bare), "bk-1.rack-a"), md, RUN))
     # named by the operator, it is audited: fsck reports the missing cookies, its copies all count
     assert tagged["disks"]["status"].to_pylist() == ["errors"] and tagged["replicas"].num_rows == 244
+
+
+def test_a_disk_scanned_without_space_rows_gives_the_same_other_rows(cluster3, monkeypatch):
+    import bkdisk.audit.rows as rows
+    root, md = cluster3
+    disk = DiskInput(str(root / "bookies" / "bk-1.rack-a"))
+    full = split_tables(list(iter_disk(disk, md, RUN, guard=False)))
+    accounted: list[str] = []
+    real = rows.space_rows
+    monkeypatch.setattr(rows, "space_rows", lambda *a, **k: (accounted.append("space"), real(*a, **k))[1])
+    bare = split_tables(list(iter_disk(disk, md, RUN, guard=False, space=False)))
+    # a salvage's disk task: a row a ledger that nobody reads is neither computed nor held
+    assert full["space"].num_rows > 0 and bare["space"].num_rows == 0 and accounted == []
+    for name in ("disks", "findings", "replicas"):
+        assert bare[name].drop_columns(["scan_seconds"] if name == "disks" else []).equals(
+            full[name].drop_columns(["scan_seconds"] if name == "disks" else [])), name
