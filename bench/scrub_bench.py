@@ -55,6 +55,8 @@ and after the seventh every log had been deep-checked once. The issue's "a run <
 ~46 s of fixed cost per run alone (Spark's start, the table planning and ~40 table jobs, state and
 reports; 0.34 of a 136 s --deep-all) leaves nothing for the scan stage, whose light part (index
 files, every header, space accounting, writing the replica rows) is itself several seconds a disk.
+The CPU of one light run (day 10, cold, by process): Spark's JVM 64 s, the disks' forked scan
+processes and the driver 26 s, the Python workers 4 s; the JVM alone is half of --deep-all's CPU.
 Run times vary by 1.5x with the other sessions' load, more than the light runs gain. Larger disks
 (the deep part grows with the bytes, the fixed part with the entries), or a machine not shared, make
 the deep part the larger share; this bench does not show it.
