@@ -327,9 +327,9 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
 
     if callable(metadata):
         metadata = metadata(bid)
-    # One read of each entry log: fsck's scan also hashes the payloads, and the replicas come from it.
-    light = scrub.begin(dirs, bid) if scrub else frozenset()   # --state: the logs not due, walked light
-    opts = CheckOptions(metadata=metadata, payload_hash="sha256", light_logs=light)
+    # One read of each entry log gives the replicas (fsck's, hashing payloads; --state: the logs not due light)
+    light, hints = (scrub.begin(dirs, bid), scrub.header_offsets) if scrub else (frozenset(), None)
+    opts = CheckOptions(metadata=metadata, payload_hash="sha256", light_logs=light, light_hints=hints)
     if memory is not None:
         opts.memory = memory
     report = check_bookie(dirs, opts)

@@ -84,6 +84,26 @@ class HashWriter:
         self._writer, self._key = None, None
 
 
+# A log's records are sparse when they are this many bytes apart on average, or more: then the pages of
+# their headers, asked for ahead of a light walk, are a small part of the log.
+SPARSE_RECORD_BYTES = 8192
+
+
+def record_offsets(root: str | None, disk: str, key: int, size: int) -> np.ndarray | None:
+    """The offsets of a log's records as its last deep check read them (sorted), for a light walk to
+    ask for their header pages ahead; None when the state has no file of the log or its records are
+    not sparse (every page holds a header: the kernel's read-ahead serves the walk as well)."""
+    if root is None:
+        return None
+    try:
+        pf = pq.ParquetFile(log_file(root, disk, key))
+        if pf.metadata.num_rows == 0 or pf.metadata.num_rows * SPARSE_RECORD_BYTES > size:
+            return None
+        return np.sort(pf.read(columns=["offset"])["offset"].to_numpy())
+    except (OSError, pa.ArrowException):   # only advice: the walk reads the log without it
+        return None
+
+
 def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:
     """A light log part's ``payload_sha256``: each copy's short hash (SHORT_HEX hex digits) from the
     log's last deep check, null where the state has none (never checked, no file, another entry)."""

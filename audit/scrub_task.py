@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.audit.rows import signed, task_batch, to_signed
-from bkdisk.audit.scrub_hashes import HashWriter, light_column
+from bkdisk.audit.scrub_hashes import HashWriter, light_column, record_offsets
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Plan, Reason, Schedule, lagging
 from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, state_batches
 from bkdisk.formats.errors import BkdiskError
@@ -121,6 +121,14 @@ class ScrubDisk:
 
     def light(self, k: int) -> bool:
         return k in self._logs and k not in self._plan.deep
+
+    def header_offsets(self, path: str) -> np.ndarray | None:
+        """A light log's record offsets from its last deep check (its file unchanged since), which its
+        walk asks the kernel for ahead (fsck.context.CheckOptions.light_hints); None when not known."""
+        k = self._keys.get(path)
+        if k is None or not self.light(k) or k not in self._hashed:
+            return None
+        return record_offsets(self.hashes_from, self.key, k, self._logs[k][1])
 
     def carried(self, path: str) -> list[dict]:
         """The findings a log walked light carries from its last deep check."""

@@ -95,8 +95,11 @@ def map_file(path: str | os.PathLike) -> Iterator[np.ndarray]:
 
 
 @contextmanager
-def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np.ndarray]:
-    """Yield a read-only view of ``length`` bytes at ``offset`` (clipped to the file's end)."""
+def map_window(path: str | os.PathLike, offset: int, length: int, *, random_access: bool = False
+               ) -> Iterator[np.ndarray]:
+    """Yield a read-only view of ``length`` bytes at ``offset`` (clipped to the file's end).
+    ``random_access`` (MADV_RANDOM): a page the reader touches is read alone, without the kernel's
+    read-around of its neighbours (for a reader that asked for the pages it needs: ``will_need``)."""
     p = os.fspath(path)
     fd, st = open_regular(p)
     try:
@@ -107,6 +110,8 @@ def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np
             return
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
         mm = mmap.mmap(fd, length + (offset - start), access=mmap.ACCESS_READ, offset=start)
+        if random_access and hasattr(mm, "madvise"):
+            mm.madvise(mmap.MADV_RANDOM)
         try:
             arr = np.frombuffer(mm, dtype=np.uint8)[offset - start:]
             with noting(p, offset, length):   # named if a read of it faults (diskio/fault_guard.py)
@@ -119,6 +124,23 @@ def map_window(path: str | os.PathLike, offset: int, length: int) -> Iterator[np
                 pass
     finally:
         os.close(fd)
+
+
+def will_need(fd: int, offsets: np.ndarray, span: int) -> None:
+    """Ask the kernel to start reading the pages that hold [offset, offset + span) for each of the
+    sorted ``offsets`` (POSIX_FADV_WILLNEED, one request per run of adjacent pages): scattered
+    records' pages read at once, in the background, instead of one page fault after another."""
+    if len(offsets) == 0 or not hasattr(os, "posix_fadvise"):
+        return
+    page = mmap.PAGESIZE
+    first = np.asarray(offsets, np.int64) // page
+    pages = np.unique(np.concatenate([first, (np.asarray(offsets, np.int64) + span - 1) // page]))
+    breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+    for run in np.split(pages, breaks):
+        try:
+            os.posix_fadvise(fd, int(run[0]) * page, len(run) * page, os.POSIX_FADV_WILLNEED)
+        except OSError:   # only advice: the reads themselves report a file that cannot be read
+            return
 
 
 # The small files read whole (cookies, lastMark, ledger metadata, RocksDB's CURRENT) hold bytes to

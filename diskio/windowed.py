@@ -39,6 +39,7 @@ class FileSource:
 
     def __init__(self, path: str, data, stack: ExitStack):
         self.path = path
+        self.random_access = False   # set by ``will_need``: windows read only the pages touched
         self._stack = stack
         self._whole: np.ndarray | None = None
         self._held: np.ndarray | None
@@ -61,7 +62,7 @@ class FileSource:
         """The bytes [offset, offset + length) as a uint8 array, unmapped on exit."""
         if self._held is not None:
             return nullcontext(self._held[offset:offset + length])
-        return map_window(self.path, offset, length)
+        return map_window(self.path, offset, length, random_access=self.random_access)
 
     def whole(self) -> np.ndarray:
         """The whole file, mapped once for the rest of the scan (pages are read only where touched)."""
@@ -71,6 +72,21 @@ class FileSource:
                 self._stack.enter_context(map_file(self.path)))
         return whole
 
+    def _descriptor(self) -> int:
+        if self._fd is None:
+            from bkdisk.diskio.mapped import open_regular
+            self._fd = open_regular(self.path, "cannot read")[0]
+            self._stack.callback(os.close, self._fd)
+        return self._fd
+
+    def will_need(self, offsets: np.ndarray, span: int) -> None:
+        """The reader will touch [offset, offset + span) at each of the sorted ``offsets`` and little
+        else: those pages are asked for now, all at once, and the windows read no other page ahead."""
+        if self._held is None:
+            from bkdisk.diskio.mapped import will_need
+            will_need(self._descriptor(), offsets, span)
+            self.random_access = True
+
     def next_data(self, offset: int) -> int:
         """The first offset at or after ``offset`` that may hold data, ``size`` when none does: the
         bytes between are a hole of a sparse file and read as zeros (SEEK_DATA; where the system cannot
@@ -78,12 +94,8 @@ class FileSource:
         seek_data = getattr(os, "SEEK_DATA", None)
         if self._held is not None or seek_data is None or offset >= self.size:
             return min(offset, self.size)
-        if self._fd is None:
-            from bkdisk.diskio.mapped import open_regular
-            self._fd = open_regular(self.path, "cannot read")[0]
-            self._stack.callback(os.close, self._fd)
         try:
-            return min(os.lseek(self._fd, offset, seek_data), self.size)
+            return min(os.lseek(self._descriptor(), offset, seek_data), self.size)
         except OSError as e:
             return self.size if e.errno == errno.ENXIO else offset   # ENXIO: only a hole from offset on
 

@@ -71,7 +71,7 @@ def _table_rows(sink: ScanSink, last: int) -> int:
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
                    digests: DigestPlan | None = None, payload_hash: str | None = None,
                    pipeline: bool | None = None, digest_facts: bool = False,
-                   sink: ScanSink | None = None) -> EntryLogScanArrays:
+                   sink: ScanSink | None = None, header_hints: np.ndarray | None = None) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
@@ -88,6 +88,11 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     by part as the walk goes, within the room it gives (diskio.scan_sink), and the result is a
     ``ChunkedLogScan`` (entrylogs.scan_parts) that reads them back a range at a time: no array of
     every entry of the log is made.
+
+    ``header_hints``: where the log's records were found before (sorted offsets, e.g. by the scrub's
+    last deep read of this same file). A walk without digests touches each record's header only:
+    their pages are asked of the kernel at once, and no other page is read ahead (a log of large
+    entries is not read whole to walk its headers). Only advice: the walk and its result are the same.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -108,6 +113,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         res.header, res.header_error, res.ledgers_map, res.map_error = frame.header, frame.header_error, \
             frame.ledgers_map, frame.map_error
         end = res.data_end = frame.data_end
+        if header_hints is not None and not check:
+            src.will_need(header_hints[header_hints < end], HEADER_LOOKAHEAD)
         has_map = res.ledgers_map is not None
 
         state = new_state(STATE_SLOTS)

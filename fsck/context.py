@@ -32,6 +32,8 @@ from bkdisk.journal.facts import JournalFacts
 if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
     from collections.abc import Mapping
 
+    import numpy as np
+
     from bkdisk.formats.ledger_metadata import LedgerMetadata
     from bkdisk.indexfiles.listing_ahead import ListingAhead
 
@@ -45,6 +47,8 @@ class CheckOptions:
     # Entry logs (paths) walked without digests or payload hashes: the scrub's light check reads their
     # entry headers only, not the payload pages (audit/scrub_task.py)
     light_logs: frozenset[str] = frozenset()
+    # A light log's record offsets from its last deep read (None: not known), asked ahead of its walk
+    light_hints: Callable[[str], np.ndarray | None] | None = None
     jobs: int = 1
     progress: Progress | None = None
     memory: MemoryLimit = field(default_factory=MemoryLimit)   # --memory-limit, --tmp-dir

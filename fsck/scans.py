@@ -40,10 +40,11 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         ctx.keep_going()
         sink = ctx.scan_store.sink()
         light = lf.path in ctx.options.light_logs
+        hints = ctx.options.light_hints(lf.path) if light and ctx.options.light_hints is not None else None
         try:
             return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
                                   payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
-                                  sink=sink)
+                                  sink=sink, header_hints=hints)
         except (DiskError, FormatError) as e:
             sink.close()
             return e
