@@ -320,8 +320,7 @@ def replica_logs(ctx, bid: str, rows: int) -> Iterator:
             yield log_rows(bid, names[lf.dir_index], lf.log_id, part)
 
 
-def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None, scrub=None,
-          space: bool = True) -> Iterator:
+def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=None, scrub=None, space=True) -> Iterator:
     from bkdisk.fsck.api import check_bookie
     from bkdisk.fsck.context import CheckOptions
 
@@ -334,14 +333,13 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
         opts.memory = memory
     report = check_bookie(dirs, opts)
     try:
-        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory), scrub,
-                              space)
+        yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory), scrub, space)
     finally:
         report.close()
 
 
 def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int, scrub=None,
-               space_wanted: bool = True) -> Iterator[pa.RecordBatch]:
+               space_wanted=True) -> Iterator[pa.RecordBatch]:
     from bkdisk.audit.not_indexed import NotIndexed
     fs = report.findings
     if fs:
@@ -374,7 +372,6 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             len(rows))
     for cols in key_batches(report.context):
         yield task_batch("ledger_keys", run, bid, cols, len(cols["ledger_id"]))
-    # (a row a ledger: a salvage, which has no use for them, asks for none)
     space, space_error = space_rows(dirs, bid, metadata, report.context) if space_wanted else ([], None)
     if space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))
