@@ -29,7 +29,9 @@ arrays in small pages); its user and system seconds and minor page faults are pr
 time. Small pages, measured the same day on the same bookie (load 6-7), the whole command alternated
 with the code before (medians): 6 pairs, system 1.77 -> 1.13 s, user 3.52 -> 3.17 s, minor faults 99 k
 -> 214 k (4 KiB pages where they were 2 MiB), peak RSS 725 -> 713 MiB; spilled (``--memory-limit
-300``), 3 pairs, system 1.90 -> 1.74 s, user 2.95 -> 2.91 s, faults 116 k -> 283 k, RSS 414 -> 410 MiB.
+300``), 3 pairs, system 1.90 -> 1.74 s, user 2.95 -> 2.91 s, faults 116 k -> 283 k, RSS 414 -> 410 MiB;
+``--jobs 1`` (load 4-5), 3 pairs, a wash: system 1.03 -> 1.30 s, user 3.54 -> 3.27 s, RSS 650 -> 664 MiB
+(alone, a thread zero-fills huge pages no slower than small ones; the cost shows with the lanes at once).
 This timeline then (``--jobs 2``): 4.56 s wall, user 2.40 s, system 0.73 s, 195 k faults.
 """
 from __future__ import annotations
