@@ -281,8 +281,9 @@ def arrays_in_small_pages() -> None:
     numpy gives every array of 4 MiB and more (madvise MADV_HUGEPAGE). A scan sizes its columns ahead of
     their rows (a projection of the file, a batch's room, a part's table) and frees them file after
     file; a huge page is zero-filled whole when its first row is written, a small page only where rows
-    reach. Measured on a whole check (2 GiB of interleaved ledgers, 2 cores): system time about halved,
-    though the page faults double. The last caller out of collector_eased gives numpy its advice back;
+    reach. Measured on a whole check (2 GiB of interleaved ledgers, its lanes on 2 cores): a third less
+    system time and a tenth less user time, though the page faults double; with one lane, the same CPU
+    (bench/lane_timeline.py). The last caller out of collector_eased gives numpy its advice back;
     outside it, or where numpy has no such setting, nothing."""
     with _Pause.lock:
         if _Pause.inside and _Pause.huge_advice is None:
