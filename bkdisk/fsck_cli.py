@@ -19,7 +19,7 @@ from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.progress import ProgressBars
 from bkdisk.commandline.runner import console_command, guarded, kept_until_exit, run_click, silenced
-from bkdisk.diskio.config import collector_eased, freeze_loaded
+from bkdisk.diskio.config import arrays_in_small_pages, collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.fsck_run import FsckRun
@@ -191,6 +191,7 @@ def _run(run: FsckRun) -> int:
     try:
         check_bookie = fsck_api.check_bookie   # (the checker is loaded once the dirs are found)
         freeze_loaded()
+        arrays_in_small_pages()
         with ProgressBars(progress) as bar:
             report = check_bookie(dirs, fsck_context.CheckOptions(
                 metadata_dir=run.metadata_dir, metadata=service_md, verify_digests=not run.no_digests, jobs=jobs,

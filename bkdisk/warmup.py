@@ -49,6 +49,7 @@ entrylog_arrays = lazy_import("bkdisk.entrylogs.arrays")
 index_arrays = lazy_import("bkdisk.indexfiles.arrays")
 location_ranges = lazy_import("bkdisk.fsck.passes.p5_crosscheck.location_ranges")
 range_join = lazy_import("bkdisk.fsck.passes.p5_crosscheck.range_join")
+map_sums = lazy_import("bkdisk.entrylogs.map_sums")
 
 
 def warm_up() -> float:
@@ -65,6 +66,7 @@ def warm_up() -> float:
         check_bookie(dirs, CheckOptions())                       # sniffing paths, no metadata
         _warm_ranges()                                           # a check larger than its memory share
         _warm_join()                                             # a log joined in parts, one of one entry
+        _warm_map_sums()                                         # a log of one entry against its ledgers map
         _warm_rocksdb(os.path.join(d, "rocksdb"))                # DbLedgerStorage's block decoder
         journal_search.find_record_pair(written.journal_files[0], 1)   # a torn journal's search for records
         meta, _errors = metadata_dir.load_metadata_dir(md)
@@ -105,6 +107,15 @@ def _warm_join() -> None:
     lr["key"] = [1028, 70004]
     index_rows = np.zeros(2, index_arrays.INDEX_FILE_DTYPE)
     range_join.join_range(index_rows, [(0, log)], lr, rows=2)   # parts of two entries and one
+
+
+def _warm_map_sums() -> None:
+    """Pass 4's count of a log's entries into its ledgers map's rows for a log (or a part) of one
+    entry: its columns numba types as contiguous, another variant than a longer log's."""
+    e = np.zeros(1, entrylog_arrays.ENTRY_DTYPE)
+    log = entrylog_arrays.EntryLogArrays("0.log", 0, 2048, None, None, None, None, 2048, e,
+                                         np.zeros(0, entrylog_arrays.PROBLEM_DTYPE))
+    map_sums.sums_by_map_rows(log, np.zeros(1, np.uint64), np.zeros(1, np.uint64))
 
 
 def _warm_rocksdb(folder: str) -> None:

@@ -101,6 +101,27 @@ def _prefetch(typingctx, arr, idx):
     return sig, codegen
 
 
+@intrinsic
+def prefetch_item(typingctx, arr, idx):
+    """A hint to fetch the cache line of ``arr[idx]``, an array of any dtype and strides (never faults)."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(idx, types.Integer):
+        return None
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty, idxty = signature.args
+        a = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], idxty, types.intp)
+        p = builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, a, [i]), _I8.as_pointer())
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32,
+                                                                                            _I32, _I32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [p, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 # --- walks -----------------------------------------------------------------------------------
 PREFETCH_SPAN = 4096   # bytes asked for ahead of a walk at a time
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.ledgers_map import map_columns
+from bkdisk.entrylogs.map_sums import sums_by_map_rows
 from bkdisk.entrylogs.scan_parts import entry_ledger_sums
 from bkdisk.formats.entrylog import HEADER_SIZE
 from bkdisk.formats.ids import LedgerId
@@ -30,7 +31,9 @@ def claimed_beyond(ledgers_map: Mapping[tuple[int, int], int], map_offset: int) 
 def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | None, int | None]]:
     """The ledgers whose size in the log's ledgers map differs from the sum of their entries, by
     (scope, ledger): (ledger, the map's size, the entries' sum), None where one side lacks the ledger.
-    Both sides are compared as sorted arrays: a log of a million ledgers makes no dict of them."""
+    The entries are counted into the map's rows (entrylogs.map_sums) when the map names each of their
+    ledgers, else both sides are compared as sorted arrays: a log of a million ledgers makes no dict
+    of them."""
     ledgers_map = scan.ledgers_map
     assert ledgers_map is not None, "a scan of a log with a ledgers map"
     n = len(ledgers_map)
@@ -43,6 +46,11 @@ def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | N
     order = np.lexsort((ids[1], ids[0]))
     m_scope, m_ledger, m_size = ids[0][order], ids[1][order], sizes[order]
     del ids, sizes, order
+    counted = sums_by_map_rows(scan, m_scope, m_ledger)
+    if counted is not None:   # every entry's ledger is in the map: its rows are the ledgers of both sides
+        sums, counts = counted
+        return [((int(m_scope[i]), int(m_ledger[i])), int(m_size[i]), int(sums[i]) if counts[i] else None)
+                for i in np.flatnonzero((sums != m_size) | (counts == 0)).tolist()]
     e_scope, e_ledger, e_sum = (a.astype(t) for a, t in zip(entry_ledger_sums(scan), (np.uint64, np.uint64, np.int64)))
     if len(e_scope) == n and np.array_equal(e_scope, m_scope) and np.array_equal(e_ledger, m_ledger) \
             and np.array_equal(e_sum, m_size):

@@ -165,3 +165,38 @@ def test_the_audit_scan_child_checks_with_the_collector_eased(golden, collector_
     (row,) = t["disks"].to_pylist()
     assert row["status"] == "ok", row["error"]
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def _huge_advice() -> bool:
+    from numpy._core.multiarray import _get_madvise_hugepage
+    return bool(_get_madvise_hugepage())
+
+
+def test_fsck_checks_with_numpy_arrays_in_small_pages_and_gives_the_advice_back(golden, collector_default,
+                                                                                monkeypatch):
+    import bkdisk.fsck.api
+    from bkdisk.fsck_cli import fsck_command
+    assert _huge_advice()   # numpy's default on Linux: a large array is advised into huge pages
+    seen: list[bool] = []
+    real = bkdisk.fsck.api.check_bookie
+
+    def recorded(*a, **kw):
+        seen.append(_huge_advice())
+        return real(*a, **kw)
+    monkeypatch.setattr(bkdisk.fsck.api, "check_bookie", recorded)
+    r = CliRunner().invoke(fsck_command, [str(golden / HEALTHY), "--no-progress", "-q"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert seen == [False]
+    assert _huge_advice()
+
+
+def test_small_pages_asked_outside_a_scan_change_nothing(collector_default):
+    from bkdisk.diskio.config import arrays_in_small_pages
+    arrays_in_small_pages()
+    assert _huge_advice()
+    with collector_eased():
+        with collector_eased():
+            arrays_in_small_pages()
+            assert not _huge_advice()
+        assert not _huge_advice()   # until the last caller leaves
+    assert _huge_advice()

@@ -63,3 +63,28 @@ def test_a_map_of_many_ledgers_is_compared_without_a_dict_of_the_entries(monkeyp
     assert got == [(17, "ledger 17: map says 108 bytes, the entries add up to 107"),
                    (40_000, "ledger 40000: map says None bytes, the entries add up to 106"),
                    (n + 5, f"ledger {n + 5}: map says 9 bytes, the entries add up to None")]
+
+
+def test_interleaved_entries_are_counted_into_the_map_rows_without_a_sort_of_the_entries(monkeypatch):
+    """Entries of many ledgers in random order (a busy bookie's log), ids over the 64-bit range, every
+    ledger in the map: summed into the map's rows, the entries never sorted by ledger; the same
+    differences as comparing dicts, a ledger of the map without entries among them."""
+    from bkdisk.entrylogs import map_check
+    rng = np.random.default_rng(41)
+    ids = rng.integers(0, 2**63, 3000, dtype=np.int64).astype(np.uint64)
+    ids[:2] = [2**64 - 1, 0]
+    pick = rng.integers(0, len(ids), 40_000)
+    entries = [((int(s), int(ids[k])), int(z)) for s, k, z in zip(pick % 2, pick, rng.integers(32, 1000, len(pick)))]
+    scan = _scan(entries, {})
+    m = scan.computed_ledgers_map()
+    first = next(iter(m))
+    m[first] += 3
+    m[(1, 7)] = 0               # a ledger the entries lack, whose map size is 0
+    scan.ledgers_map = m
+    want = _as_dicts(scan)
+    assert [k for k, _a, _b in want] == sorted([first, (1, 7)])
+
+    def refused(_scan):
+        raise AssertionError("the entries sorted by ledger")
+    monkeypatch.setattr(map_check, "entry_ledger_sums", refused)
+    assert p4_entrylogs._map_differences(scan) == want

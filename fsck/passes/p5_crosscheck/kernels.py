@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.kernels import first_at_least, unowned
+from bkdisk.diskio.kernels import first_at_least, prefetch_item, unowned
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS
 
+LOOKUP_AHEAD = 32   # match_log: locations whose rows are asked for before they are looked up
 # match_locations' verdict per location
 SAME, OTHER_ENTRY, NO_ENTRY = 0, 1, 2
 
@@ -169,6 +170,10 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
     m = l_key.size if every else rows.size
     for j in range(m):
         i = j if every else rows[j]
+        if not every and j + LOOKUP_AHEAD < m:
+            # Rows taken out of index order: each lookup starts from the slot the one before found, so
+            # it would wait on its row's cache miss; the row LOOKUP_AHEAD on is asked for now.
+            prefetch_item(l_key, rows[j + LOOKUP_AHEAD])
         if n == 0:
             out_slot[i] = 0
             out_verdict[i] = NO_ENTRY
