@@ -17,11 +17,11 @@ to show where the time goes. Figures depend on the machine (2 shared cores here)
 Measured again 2026-12-02 on the machine alone (nothing else running before the first run; the SQLite
 run shared a core with a bench writing bookie disks), `--no-baselines --no-export`:
 
-| store, 10^6 ledgers | wall s | ledgers/s | client CPU s | service CPU s | ZooKeeper CPU s | client MiB | load |
-|---|---|---|---|---|---|---|---|
-| ZooKeeper, `--ids generator` (ids as BookKeeper hands them out: 1.03 znodes a ledger) | **90.5** | 11,050 | 54.9 | 36.4 | 22.1 | 122 | 1.4-3.3 |
-| ZooKeeper, `--ids spread` (64-bit range: 4.1 znodes a ledger) | 157.9 | 6,333 | 50.7 | 68.0 | 102.2 | 121 | 1.7-2.6 |
-| SQLite (`--ids spread`), a core shared | **112.0** | 8,929 | 67.9 | 42.2 | - | 119 | 1.1-3.7 |
+| store, 10^6 ledgers | wall s | ledgers/s | CPU s client / service / ZooKeeper | client MiB | load |
+|---|---|---|---|---|---|
+| ZooKeeper, `--ids generator` (1.03 znodes a ledger) | **90.5** | 11,050 | 54.9 / 36.4 / 22.1 | 122 | 1.4-3.3 |
+| ZooKeeper, `--ids spread` (4.1 znodes a ledger) | 157.9 | 6,333 | 50.7 / 68.0 / 102.2 | 121 | 1.7-2.6 |
+| SQLite (`--ids spread`), a core shared | **112.0** | 8,929 | 67.9 / 42.2 / - | 119 | 1.1-3.7 |
 
 With the ids a cluster's id generator gives, a million ledgers go into ZooKeeper in a minute and a
 half. Spread over the 64-bit range, each ledger needs three parent znodes of its own: ZooKeeper's own
