@@ -82,6 +82,13 @@ def unowned(typingctx, arr):
 
     return sig, codegen
 
+def _emit_prefetch(builder, p) -> None:
+    """The prefetch of the cache line at byte pointer ``p``: a read, kept in all cache levels, data."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32,
+                                                                                        _I32]), "llvm.prefetch.p0i8")
+    builder.call(fn, [p, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+
+
 @intrinsic
 def _prefetch(typingctx, arr, idx):
     """A hint to fetch the cache line of ``arr[idx]`` (never faults: an unmapped address is ignored)."""
@@ -91,11 +98,7 @@ def _prefetch(typingctx, arr, idx):
 
     def codegen(context, builder, signature, args):
         p = byte_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1])
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32,
-                                                                                            _I32, _I32]),
-                                            "llvm.prefetch.p0i8")
-        # (read, keep in all cache levels, data cache)
-        builder.call(fn, [p, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        _emit_prefetch(builder, p)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -113,10 +116,7 @@ def prefetch_item(typingctx, arr, idx):
         a = context.make_array(aryty)(context, builder, args[0])
         i = context.cast(builder, args[1], idxty, types.intp)
         p = builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, a, [i]), _I8.as_pointer())
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32,
-                                                                                            _I32, _I32]),
-                                            "llvm.prefetch.p0i8")
-        builder.call(fn, [p, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        _emit_prefetch(builder, p)
         return context.get_dummy_value()
 
     return sig, codegen
