@@ -82,6 +82,7 @@ def unowned(typingctx, arr):
 
     return sig, codegen
 
+
 def _emit_prefetch(builder, p) -> None:
     """The prefetch of the cache line at byte pointer ``p``: a read, kept in all cache levels, data."""
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32,
