@@ -29,8 +29,8 @@ import contextlib, os, sys
 import bkdisk.diskio.mapped as mapped, bkdisk.diskio.windowed as windowed
 real = mapped.map_window
 @contextlib.contextmanager
-def cut(path, offset, length):
-    with real(path, offset, length) as arr:
+def cut(path, offset, length, **kw):
+    with real(path, offset, length, **kw) as arr:
         if os.path.basename(path) == "0.log" and arr.size > 4096:
             os.truncate(path, 0)
         yield arr
@@ -231,8 +231,8 @@ def test_an_audit_task_whose_read_faults_ends_its_disk_not_audited(tmp_path, mon
     real = mapped.map_window
 
     @contextlib.contextmanager
-    def cut_short(path, offset, length):   # in the forked child (it inherits the patch)
-        with real(path, offset, length) as arr:
+    def cut_short(path, offset, length, **kw):   # in the forked child (it inherits the patch)
+        with real(path, offset, length, **kw) as arr:
             if os.path.basename(path) == "0.log" and arr.size > 4096:
                 os.truncate(path, 0)
             yield arr
