@@ -97,15 +97,17 @@ def _warm_ranges() -> None:
 
 def _warm_join() -> None:
     """Pass 5's join of a log read in parts: a part of one entry gives the kernels columns numba types as
-    contiguous (a one-row view is), another variant than a longer part's; a part of two entries over
-    64 KiB apart has its locations grouped by where they point."""
+    contiguous (a one-row view is), another variant than a longer part's; entry 0's location is found by
+    its ids, entry 1's points 4 bytes short of it and is looked up by position, grouped with others by
+    where they point (the part's entries are over 64 KiB apart)."""
     e = np.zeros(3, entrylog_arrays.ENTRY_DTYPE)
-    e["offset"] = [1024, 70000, 140000]
+    e["offset"], e["entry"] = [1024, 70000, 140000], [0, 1, 2]
     log = entrylog_arrays.EntryLogArrays("0.log", 0, 150000, None, None, None, None, 150000, e,
                                          np.zeros(0, entrylog_arrays.PROBLEM_DTYPE))
-    lr = np.zeros(2, location_ranges.LOCATION_ROW)
-    lr["key"] = [1028, 70004]
+    lr = np.zeros(2, location_ranges.LOCATION_ROW)   # in index order: looked up by ids, then by position
+    lr["key"], lr["entry"] = [1028, 70000], [0, 1]
     index_rows = np.zeros(2, index_arrays.INDEX_FILE_DTYPE)
+    index_rows["ledger"] = [0, 1]   # (two file rows of one ledger would leave the lookup by ids out)
     range_join.join_range(index_rows, [(0, log)], lr, rows=2)   # parts of two entries and one
 
 

@@ -10,37 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.ledger_table import empty_table, place_rows, row_of
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
-
-_SCOPE_MIX = np.uint64(0xBF58476D1CE4E5B9)
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
-@inline_kernel
-def _slot(scope, ledger, mask):
-    """The first slot of ``(scope, ledger)`` in a table of ``mask + 1`` slots."""
-    h = (np.uint64(ledger) ^ (np.uint64(scope) * _SCOPE_MIX)) * _MIX
-    return np.int64(h ^ (h >> np.uint64(29))) & mask
-
-
-@kernel
-def place_rows(scope, ledger, table):
-    """Each row i of the map (``scope``, ``ledger``) into the first free slot (-1) from its own in
-    ``table`` (a power of two of slots, more than the rows). Returns False when two rows are one
-    ledger (nothing is placed after it)."""
-    mask = np.int64(table.size - 1)
-    for i in range(scope.size):
-        h = _slot(scope[i], ledger[i], mask)
-        while table[h] >= 0:
-            r = table[h]
-            if ledger[r] == ledger[i] and scope[r] == scope[i]:
-                return False
-            h = (h + 1) & mask
-        table[h] = i
-    return True
 
 
 @kernel
@@ -48,17 +22,10 @@ def add_entries(m_scope, m_ledger, table, e_scope, e_ledger, e_size, sums, count
     """Each entry's size, with its size prefix, added to its ledger's row of ``sums`` (and one to
     ``counts``). Returns the index of the first entry whose ledger no row holds (the entries before
     it added), or -1."""
-    mask = np.int64(table.size - 1)
     for i in range(e_scope.size):
-        s, l = e_scope[i], e_ledger[i]
-        h = _slot(s, l, mask)
-        while True:
-            r = table[h]
-            if r < 0:
-                return i
-            if m_ledger[r] == l and m_scope[r] == s:
-                break
-            h = (h + 1) & mask
+        r = row_of(m_scope, m_ledger, table, e_scope[i], e_ledger[i])
+        if r < 0:
+            return i
         sums[r] += np.int64(e_size[i]) + SIZE_PREFIX_SIZE
         counts[r] += 1
     return -1
@@ -71,7 +38,7 @@ def sums_by_map_rows(scan: EntryLogArrays, scope: np.ndarray,
     (or two rows are one ledger). The scan's entries are read a part at a time."""
     n = len(scope)
     scope, ledger = np.ascontiguousarray(scope, np.uint64), np.ascontiguousarray(ledger, np.uint64)
-    table = np.full(1 << max(4, (2 * n).bit_length()), -1, np.int64)   # at most half full
+    table = empty_table(n)
     if not place_rows(scope, ledger, table):
         return None
     sums, counts = np.zeros(n, np.int64), np.zeros(n, np.int64)

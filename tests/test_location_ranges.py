@@ -34,16 +34,15 @@ def _ranges(held) -> list[tuple[int, np.ndarray]]:
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), logs=st.integers(1, 12), cut=st.integers(1, 3),
-       chunk=st.sampled_from([7, 1 << 20]), block=st.sampled_from([1, 3, 64, 1 << 16]), runs=st.booleans())
-def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, seed, n, logs, cut, chunk, block,
-                                                             runs):
-    """Whatever blocks a range's pass passes over: with runs of one log (as an index's locations
-    come) most blocks point into one range only."""
+       chunk=st.sampled_from([7, 1 << 20]), runs=st.booleans())
+def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, seed, n, logs, cut, chunk, runs):
+    """Whatever chunks the locations are read in; with runs of one log (as an index's locations come
+    from a log written a ledger at a time) or not (as they come from a busy bookie's logs)."""
     locs, _files, ids, sizes, bounds = _inputs(seed, n, logs, cut)
     if runs:
         locs = locs[np.argsort(locs["log"], kind="stable")]
-    old = location_ranges.CHUNK, location_ranges.BLOCK
-    location_ranges.CHUNK, location_ranges.BLOCK = chunk, block
+    old = location_ranges.CHUNK
+    location_ranges.CHUNK = chunk
     try:
         with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("spill")))) as folder:
             again = routed_locations(locs, ids, sizes, bounds, 10**9, folder, few=10**9)
@@ -51,7 +50,7 @@ def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, s
             assert isinstance(again, RereadLocations) and not isinstance(routed, RereadLocations)
             a, b = _ranges(again), _ranges(routed)
     finally:
-        location_ranges.CHUNK, location_ranges.BLOCK = old
+        location_ranges.CHUNK = old
     assert [r for r, _ in a] == [r for r, _ in b] == list(range(len(bounds) + 1))
     for (_, x), (_, y) in zip(a, b):
         assert x.dtype == y.dtype and x.tobytes() == y.tobytes()

@@ -77,8 +77,8 @@ def test_a_log_spread_over_many_64_kib_joined_log_by_log_equals_one_sorted_table
 
 def test_locations_of_interleaved_ledgers_are_looked_up_near_the_last(monkeypatch):
     """Two ledgers whose entries alternate over 1 MiB of a log: their index holds ledger 5's locations,
-    then ledger 6's; the join looks them up grouped by the 64 KiB they point into (counted from the
-    log part's first entry), so that each search
+    then ledger 6's; looked up by position (the lookup by ids off), the join looks them up grouped by the
+    64 KiB they point into (counted from the log part's first entry), so that each search
     starts near the entry it looks for."""
     files = np.zeros(2, INDEX_FILE_DTYPE)
     files["ledger"] = [5, 6]
@@ -93,10 +93,71 @@ def test_locations_of_interleaved_ledgers_are_looked_up_near_the_last(monkeypatc
     real = range_join.match_log
     monkeypatch.setattr(range_join, "match_log",
                         lambda *a: looked.append(a[4][a[9]] & ((1 << POSITION_BITS) - 1)) or real(*a))
+    monkeypatch.setattr(range_join.ByIds, "of", classmethod(lambda cls, files, lr: None))
     found, free = range_join.join_range(files, here, lr)
     assert found == [] and len(free) == 0
     at = np.concatenate(looked).astype(np.int64)
     assert len(at) == 2048 and np.all(np.diff((at - 4 - offsets[0]) >> 16) >= 0)   # (from the log's first entry)
+
+
+def _in_index_order(lr: np.ndarray) -> np.ndarray:
+    """``lr`` as an index gives its locations: by file row, then entry id, one location a (file, entry)."""
+    lr = lr[np.lexsort((lr["entry"], lr["file"]))]
+    keep = np.ones(len(lr), bool)
+    keep[1:] = (lr["file"][1:] != lr["file"][:-1]) | (lr["entry"][1:] != lr["entry"][:-1])
+    return lr[keep]
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=ranges(), rows=st.sampled_from([None, 1, 2, 3]), spread=st.booleans())
+def test_locations_in_index_order_found_by_ids_give_the_join_of_one_sorted_table(case, rows, spread):
+    """Locations in index order are looked up from the entries' side first (match_by_ids), the rest
+    by position: the same wrong locations, their slots' entries and free entries."""
+    files, here, lr = case
+    lr = _in_index_order(lr)
+    if spread:   # runs of entry ids with gaps: an entry's place in its run is searched for
+        lr["entry"] = lr["entry"] * 2
+        for _i, s in here:
+            s.entries["entry"] = s.entries["entry"] * 2
+    want = _plain(range_join._join_rows(files, [(i, s.entries) for i, s in here], lr))
+    assert _plain(range_join.join_range(files, here, lr, rows)) == want
+
+
+def test_entries_found_by_their_ids_leave_only_the_other_locations_to_look_up_by_position(monkeypatch):
+    """A log of one ledger's entries, its index in order with one location wrong: the lookup by ids
+    marks every other location, and only the wrong one is looked up by position."""
+    files = np.zeros(1, INDEX_FILE_DTYPE)
+    files["ledger"] = 9
+    here = [_log(2, [1024 + 32 * j for j in range(100)], [(0, 9, j) for j in range(100)])]
+    lr = np.zeros(100, LOCATION_ROW)
+    lr["k"], lr["entry"] = np.arange(100), np.arange(100)
+    lr["key"] = [(2 << POSITION_BITS) | (1024 + 32 * j + 4) for j in range(100)]
+    lr["key"][40] = (2 << POSITION_BITS) | (1024 + 32 * 41 + 4)   # entry 40's location points at entry 41
+    looked: list[int] = []
+    real = range_join.match_log
+    monkeypatch.setattr(range_join, "match_log", lambda *a: looked.extend(a[9].tolist()) or real(*a))
+    found, free = range_join.join_range(files, here, lr)
+    assert looked == [40]
+    assert [(k, int(e["entry"])) for k, e in found] == [(40, 41)] and free["entry"].tolist() == [40]
+
+
+def test_an_index_with_gaps_in_its_entry_ids_is_looked_up_by_ids_alone(monkeypatch):
+    """Entry ids 0, 3, 6, ...: an entry's place in its file's run is searched for, none by position."""
+    files = np.zeros(2, INDEX_FILE_DTYPE)
+    files["ledger"] = [9, 4]
+    ids = [(0, 9 if j % 2 else 4, 3 * (j // 2)) for j in range(200)]
+    here = [_log(2, [1024 + 32 * j for j in range(200)], ids)]
+    order = sorted(range(200), key=lambda j: (0 if ids[j][1] == 9 else 1, ids[j][2]))
+    lr = np.zeros(200, LOCATION_ROW)
+    lr["k"] = np.arange(200)
+    lr["file"] = [0 if ids[j][1] == 9 else 1 for j in order]
+    lr["entry"] = [ids[j][2] for j in order]
+    lr["key"] = [(2 << POSITION_BITS) | (1024 + 32 * j + 4) for j in order]
+    looked: list[int] = []
+    real = range_join.match_log
+    monkeypatch.setattr(range_join, "match_log", lambda *a: looked.extend(a[9].tolist()) or real(*a))
+    found, free = range_join.join_range(files, here, lr)
+    assert found == [] and len(free) == 0 and looked == []
 
 
 def _entries(here):

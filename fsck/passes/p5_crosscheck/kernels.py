@@ -7,12 +7,15 @@ import numpy as np
 
 from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.kernels import first_at_least, prefetch_item, unowned
+from bkdisk.diskio.ledger_table import row_of
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS
 
 LOOKUP_AHEAD = 32   # match_log: locations whose rows are asked for before they are looked up
-# match_locations' verdict per location
-SAME, OTHER_ENTRY, NO_ENTRY = 0, 1, 2
+# match_locations' verdict per location (UNMATCHED: not looked up yet)
+SAME, OTHER_ENTRY, NO_ENTRY, UNMATCHED = 0, 1, 2, 3
+BY_IDS_BLOCK = 64   # match_by_ids: entries whose locations are asked for before any is compared
+NO_RANGE = 255      # locations_per_log: a location that points into no scanned log
 
 
 @kernel
@@ -72,53 +75,57 @@ def _first_at_least_near(keys, k, p):
 
 
 @kernel
-def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, lo, hi, k0, block, first, last, out_k, out_key,
-                  out_entry, out_file):
+def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, k0, out_k, out_key, out_entry, out_file):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
-    scanned log (sorted ``ids``, those at indices ``lo``..``hi`` - 1) before its end (``sizes``), as
-    rows: number, location, entry id, file row. Returns the rows written. A block of ``block``
-    locations whose ``first``..``last`` indices of ``ids`` (locations_per_log's) miss the range is
-    passed over; with no blocks given, every location is looked at."""
+    scanned log (sorted ``ids``) before its end (``sizes``), as rows: number, location, entry id, file
+    row. Returns the rows written."""
     ids = unowned(ids)
     n = 0
     if ids.size == 0:
         return n
-    blocks = first.size if first.size else 1
-    if not first.size:
-        block = c_file.size
-    for b in range(blocks):
-        if first.size and (last[b] < lo or first[b] >= hi):
-            continue
-        for i in range(b * block, min(c_file.size, (b + 1) * block)):
-            log = np.uint64(c_log[i])
-            w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
-            if ids[w] == log and np.int64(c_pos[i]) < sizes[w] and lo <= w < hi:
-                out_k[n] = k0 + i
-                out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
-                out_entry[n] = c_entry[i]
-                out_file[n] = c_file[i]
-                n += 1
+    for i in range(c_file.size):
+        log = np.uint64(c_log[i])
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
+            out_k[n] = k0 + i
+            out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
+            out_entry[n] = c_entry[i]
+            out_file[n] = c_file[i]
+            n += 1
     return n
 
 
 @kernel
-def locations_per_log(c_log, c_pos, ids, sizes, out_count, block, out_first, out_last):
+def locations_per_log(c_log, c_pos, ids, sizes, log_range, out_count, out_range):
     """How many locations point into each scanned log (sorted ``ids``) before its end (``sizes``):
-    ``out_count[w]`` for ``ids[w]``, added to; and per ``block`` locations (block b from
-    ``c_log[b * block]``) the first and last such ``w`` (``out_first[b]``, ``out_last[b]``: lowered
-    and raised from where they start)."""
+    ``out_count[w]`` for ``ids[w]``, added to; and the range of each location (``log_range[w]`` of its
+    log, NO_RANGE for one that points into no scanned log or past its end) in ``out_range``."""
     ids = unowned(ids)
-    if ids.size == 0:
-        return
-    for b in range(out_first.size):
-        first, last = out_first[b], out_last[b]
-        for i in range(b * block, min(c_log.size, (b + 1) * block)):
-            log = np.uint64(c_log[i])
-            w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
-            if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
-                out_count[w] += 1
-                first, last = min(first, w), max(last, w)
-        out_first[b], out_last[b] = first, last
+    for i in range(c_log.size):
+        out_range[i] = NO_RANGE
+        if ids.size == 0:
+            continue
+        log = np.uint64(c_log[i])
+        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
+        if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
+            out_count[w] += 1
+            out_range[i] = log_range[w]
+
+
+@kernel
+def range_rows_of(c_range, r, c_file, c_entry, c_log, c_pos, k0, out_k, out_key, out_entry, out_file):
+    """The rows (as location_rows makes them) of the locations whose range (locations_per_log's
+    ``c_range``) is ``r``, the first location numbered ``k0``. Returns the rows written."""
+    c_range = unowned(c_range)
+    n = 0
+    for i in range(c_range.size):
+        if c_range[i] == r:
+            out_k[n] = k0 + i
+            out_key[n] = (np.uint64(c_log[i]) << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
+            out_entry[n] = c_entry[i]
+            out_file[n] = c_file[i]
+            n += 1
+    return n
 
 
 @inline_kernel
@@ -184,3 +191,65 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
         f = l_file[i]
         out_verdict[i] = _verdict(e_offset[w] == at, e_scope[w] == f_scope[f] and e_ledger[w] == f_ledger[f]
                                   and e_entry[w] == l_entry[i], w, pointed)
+
+
+@kernel
+def file_runs(l_file, l_entry, out_start, out_first):
+    """Where each file row's locations start in rows ordered by (file row, entry id) (``out_start``:
+    one more than the file rows, a row without locations an empty run) and the first entry id of each
+    run (``out_first``). Returns False when the rows are not in that order (nothing is then filled)."""
+    n = l_file.size
+    for i in range(1, n):
+        if l_file[i] < l_file[i - 1] or (l_file[i] == l_file[i - 1] and l_entry[i] <= l_entry[i - 1]):
+            return False
+    f = 0
+    for i in range(n):
+        while f <= l_file[i]:
+            out_start[f] = i
+            out_first[f] = l_entry[i]
+            f += 1
+    while f < out_start.size:
+        out_start[f] = n
+        f += 1
+    return True
+
+
+@kernel
+def match_by_ids(e_offset, e_scope, e_ledger, e_entry, log_id, f_scope, f_ledger, table, f_start, f_first,
+                 l_key, l_entry, verdict, pointed):
+    """The locations SAME as match_log finds them, looked for from the entries' side: an entry of one
+    log (``e_*``, its id ``log_id``) is looked up by its own ids, its (scope, ledger) in ``table``
+    (diskio.ledger_table's, of the file rows ``f_*``), its entry id in that file row's run of the
+    locations (``f_start``, ``f_first``: file_runs'); when that location points at the entry, both are
+    marked (``verdict`` SAME, ``pointed``). One lookup of a location per entry, asked for a block
+    ahead; what this does not mark, match_log looks up by position. Returns the entries marked."""
+    e_offset, pointed, verdict = unowned(e_offset), unowned(pointed), unowned(verdict)
+    high = np.uint64(log_id) << np.uint64(POSITION_BITS)
+    n = e_offset.size
+    at, run = np.empty(BY_IDS_BLOCK, np.int64), np.empty(BY_IDS_BLOCK, np.int64)
+    marked = 0
+    for b0 in range(0, n, BY_IDS_BLOCK):
+        b1 = min(n, b0 + BY_IDS_BLOCK)
+        for j in range(b0, b1):   # each entry's location guessed and asked for
+            f = row_of(f_scope, f_ledger, table, e_scope[j], e_ledger[j])
+            g = -1
+            if f >= 0 and f_start[f + 1] > f_start[f]:
+                # a run of consecutive entry ids holds entry e at its place; else it is searched for
+                g = min(max(f_start[f] + (e_entry[j] - f_first[f]), f_start[f]), f_start[f + 1] - 1)
+                prefetch_item(l_key, g)
+                prefetch_item(verdict, g)
+            at[j - b0], run[j - b0] = g, f
+        for j in range(b0, b1):   # then compared
+            g, e = at[j - b0], e_entry[j]
+            if g < 0:
+                continue
+            if l_entry[g] != e:
+                f = run[j - b0]
+                g = first_at_least(l_entry, e, f_start[f], f_start[f + 1])
+                if g == f_start[f + 1] or l_entry[g] != e:
+                    continue
+            if l_key[g] == (high | np.uint64(e_offset[j] + SIZE_PREFIX_SIZE)):
+                verdict[g] = SAME
+                pointed[j] = True
+                marked += 1
+    return marked

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bkdisk.diskio.kernels import stable_partition
+from bkdisk.diskio.ledger_table import empty_table, place_rows
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entries_between, entry_bounds
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -22,7 +23,10 @@ from bkdisk.fsck.passes.p5_crosscheck.kernels import (
     NO_ENTRY,
     OTHER_ENTRY,
     SAME,
+    UNMATCHED,
     entry_rows,
+    file_runs,
+    match_by_ids,
     match_locations,
     match_log,
     parts_holding,
@@ -70,8 +74,9 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
     """The join log by log, each log a part at a time, each location against the part that holds its
     position; None when a log's entries are not in position order or a position passes a location's
     bits (the caller joins the range as one table then)."""
-    slot, verdict = np.empty(len(lr), np.int64), np.empty(len(lr), np.uint8)
+    slot, verdict = np.empty(len(lr), np.int64), np.full(len(lr), UNMATCHED, np.uint8)
     fs, fl = files["scope"], files["ledger"]
+    by_ids = ByIds.of(files, lr)
     other: dict[int, np.void] = {}   # location -> the entry of other ids found where it points
     free: list[np.ndarray] = []
     for (log_id, s), here in zip(logs, _by_log(logs, lr)):
@@ -91,8 +96,12 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
                     or int(off[-1]) + SIZE_PREFIX_SIZE >= 1 << POSITION_BITS:
                 return None
             last = int(off[-1])
-            mine = _near_first(lr["key"], here[by_part[part_cuts[q]:part_cuts[q + 1]]], int(off[0]), last)
             pointed = np.zeros(len(e), bool)
+            mine = here[by_part[part_cuts[q]:part_cuts[q + 1]]]
+            if by_ids is not None:   # most locations found from the entries' side; the rest by position
+                by_ids.match(e, log_id, verdict, pointed)
+                mine = mine[verdict[mine] != SAME]
+            mine = _near_first(lr["key"], mine, int(off[0]), last)
             match_log(off, e["scope"], e["ledger"], e["entry"], lr["key"], lr["entry"], lr["file"], fs, fl, mine,
                       False, slot, verdict, pointed)
             for i in mine[verdict[mine] == OTHER_ENTRY].tolist():
@@ -101,6 +110,37 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
                 free.append(log_rows(e[~pointed], log_id))
     found: Wrong = [(int(lr["k"][i]), other.get(i)) for i in np.flatnonzero(verdict != SAME).tolist()]
     return found, np.concatenate(free) if len(free) > 1 else free[0] if free else np.zeros(0, ENTRY_ROW)
+
+
+class ByIds:
+    """What match_by_ids needs to look a range's locations up by the ids of the entries: the file rows
+    by (scope, ledger) and each file row's run of the locations (in index order: by file row, then
+    entry id). Where the interleaved logs of a busy bookie put a ledger's entries far apart, each
+    entry then costs one lookup of its own location, against a search by position per location."""
+
+    def __init__(self, files: np.ndarray, lr: np.ndarray, table: np.ndarray, start: np.ndarray, first: np.ndarray):
+        self.scope, self.ledger, self.table = files["scope"], files["ledger"], table
+        self.start, self.first, self.key, self.entry = start, first, lr["key"], lr["entry"]
+
+    @classmethod
+    def of(cls, files: np.ndarray, lr: np.ndarray) -> ByIds | None:
+        """None when the lookup cannot be used (then every location is looked up by position): the
+        locations not in index order, or two file rows of one ledger (either could be a location's)."""
+        if len(lr) == 0:
+            return None
+        start, first = np.empty(len(files) + 1, np.int64), np.empty(len(files), np.int64)
+        if not file_runs(lr["file"], lr["entry"], start, first):
+            return None
+        table = empty_table(len(files))
+        if not place_rows(np.ascontiguousarray(files["scope"]), np.ascontiguousarray(files["ledger"]), table):
+            return None
+        return cls(files, lr, table, start, first)
+
+    def match(self, e: np.ndarray, log_id: int, verdict: np.ndarray, pointed: np.ndarray) -> int:
+        """match_by_ids over the entries ``e`` of log ``log_id``: the SAME locations marked in
+        ``verdict``, their entries in ``pointed``; returns how many."""
+        return match_by_ids(e["offset"], e["scope"], e["ledger"], e["entry"], log_id, self.scope, self.ledger,
+                            self.table, self.start, self.first, self.key, self.entry, verdict, pointed)
 
 
 def _near_first(keys: np.ndarray, rows: np.ndarray, first: int, last: int) -> np.ndarray:
