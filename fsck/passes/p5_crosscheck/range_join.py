@@ -3,7 +3,9 @@ entry-log ids (location_ranges.py) against the entries the scans of those logs f
 
 Each log is joined on its scan's own arrays a part at a time (a spilled scan's parts read one at a
 time), its locations grouped by log and by the part that holds their position: nothing per entry is
-copied but the entries no location points at, and no log's entries are held whole. A range whose logs
+copied but the entries no location points at, and no log's entries are held whole. Within a part,
+each entry first looks up its own location by its ids (ByIds: locations in index order); only the
+locations that does not find pointing at their entry are looked up by position. A range whose logs
 cannot be joined one at a time (one id in two ledger dirs, entries out of position order) is joined as
 one table of rows sorted by location. Both give the same wrong locations, the entries found where they
 point, and free entries; every entry of a log whose id no location can name is free."""
