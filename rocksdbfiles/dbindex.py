@@ -128,9 +128,8 @@ class LedgerTable:
         return np.where(ok, pos, -1)
 
     def info_at(self, i: int) -> fd.LedgerInfo:
-        """The LedgerInfo of row ``i``."""
-        value = self.arena[self.starts[i]:self.ends[i]].tobytes()
-        return fd.parse_ledger(self.ids[i:i + 1].astype(fd.LEDGERS_KEY_COLUMN).tobytes(), value)
+        """The LedgerInfo of row ``i`` (its id from the table, its value parsed)."""
+        return fd.parse_ledger_data(int(self.ids[i]), self.arena[self.starts[i]:self.ends[i]].tobytes())
 
     def get(self, lid: int) -> fd.LedgerInfo | None:
         i = self._row(int(lid))
