@@ -25,7 +25,36 @@ the target is 0.8 and each is printed met or missed. CPU seconds (user + system)
 seconds, and the same ratio of CPU seconds (less sensitive to a loaded machine). The ``floor`` row
 imports numpy and numba and then does the raw read of the logs in a fresh process. ``--before DIR``
 runs the same commands from another source checkout too (``git archive <rev> | tar -x -C DIR``; its
-numba cache warmed first), in the same rounds, for before/after figures.
+numba cache warmed first), in the same rounds, for before/after figures (its commands start through
+``python -P -c`` with the checkout on PYTHONPATH: about 0.3 s more CPU than the installed scripts for the
+same code, so compare two checkouts with each other, not a checkout with this install).
+
+Measured 2026-12-02 (2 GiB, 20,000 ledgers, 70,242 entries of 1-60 KB, interleaved, 5 entry logs,
+journal 2.02 GiB; ``--runs 5 --no-first-run``), the machine shared with two other sessions' tests and
+Spark jobs: 1-minute load 3.5-9.5, the lanes waiting for a core most of the time, so the wall ratios
+say little and the CPU ratios (x cpu) are the steadier figures. Medians, seconds after start-up (the
+start-up process itself 0.53-1.33 s), x = raw read / that, peak RSS:
+
+    storage      load  command                   after s  CPU after  x     x cpu  RSS MiB
+    .idx files   3.5-6  inventory ROOT            1.41     0.94       0.41  0.43   689
+                        inventory --jsonl         0.91     0.96       0.36  0.38   693
+                        bookie-fsck ROOT          2.03     2.12       0.40  0.38   258
+                        bookie-fsck --jobs 2      1.76     1.73       0.46  0.50   256
+                        floor (raw read)          0.38     0.40       1.04  0.92   155
+    rocksdb      9-9.5  inventory ROOT            2.10     1.11       0.58  0.46   693
+                        bookie-fsck ROOT          3.96     1.85       0.45  0.46   259
+                        floor (raw read)          0.84     0.42       1.38  1.07   155
+
+Every target (0.8) missed. Where the CPU goes, each piece on one thread in one process beside the raw
+read of the same files (load 3.5-4, medians of 3): entry logs scanned with digests 0.63 s against the
+raw read's 0.46 (framing alone 0.26); the journal scanned with its digest facts 0.37 against 0.34; the
+.idx hierarchy listed and read 0.49 against 0.19 for reading the 19,375 files whole (16,984 folders
+listed: ids spread over the 64-bit range put almost every file in a folder of its own); the RocksDB
+databases (1.3 MB) 0.02. fsck's whole CPU after start-up (1.7-2.1 s) is about twice the raw read's of
+the same bytes (0.8 s), so 0.8 needs both cores busy for the whole check. On the DbLedgerStorage
+bookie pass 3's look-ups of the 20,000 ledgers the journal names took 0.48-0.75 s of CPU (0.08-0.13 s
+now, one process each, alternated); the whole command's CPU, 8 pairs of two checkouts alternated
+(load 7.7-8.7), 3.67 -> 3.05 s (median of the pairs' differences 0.72 s).
 """
 from __future__ import annotations
 
