@@ -130,6 +130,7 @@ def write_sparse_index(path: str, header: IndexHeader, locations: np.ndarray) ->
 
 
 LAYOUTS = ("interleaved", "contiguous")
+STORAGES = ("index-files", "rocksdb")   # Interleaved/SortedLedgerStorage's .idx files, or DbLedgerStorage
 CRC32_SHARE = 1 / 11   # of the interleaved layout's ledgers (the rest CRC32C)
 
 
@@ -195,17 +196,20 @@ def _in_ledger_order(labels: np.ndarray, sizes: np.ndarray, next_entry: np.ndarr
 
 def build(root: str, size_gib: float, n_ledgers: int, lo: int, hi: int, seed: int,
           layout: str = "interleaved", *, bookie_id: str = "bench-bookie:3181", log_limit: int | None = None,
-          journal_entries: bool = True) -> dict:
+          journal_entries: bool = True, storage: str = "index-files") -> dict:
     """Write the bookie under ``root`` (journal/, ledgers/); returns counts.
 
     ``interleaved`` (the default): entries given to random ledgers as they arrive, ledger ids spread over
     the 64-bit range, about one ledger in eleven CRC32 and the rest CRC32C; ``contiguous``: each ledger's
     entries one run, ids 1..N, all CRC32C. ``log_limit``: entry-log bytes before a log rolls (LOG_LIMIT).
     ``journal_entries`` False: the journal holds the ledgers' keys only, as a bookie's once the journals
-    holding its entries were garbage-collected (a cluster of bench disks then fits in half the space)."""
+    holding its entries were garbage-collected (a cluster of bench disks then fits in half the space).
+    ``storage`` "rocksdb": DbLedgerStorage's ``locations`` and ``ledgers`` databases instead of ``.idx`` files."""
     assert fe.ENTRY_SIZE.build(1234) == fj.RECORD_LENGTH.build(1234), "a size prefix is not a journal record length"
     if layout not in LAYOUTS:
         raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    if storage not in STORAGES:
+        raise ValueError(f"storage {storage!r}: expected one of {', '.join(STORAGES)}")
     log_limit = log_limit or LOG_LIMIT
     rng = np.random.default_rng(seed)
     pool = rng.integers(0, 256, 64 << 20, dtype=np.uint8)
@@ -276,7 +280,8 @@ def build(root: str, size_gib: float, n_ledgers: int, lo: int, hi: int, seed: in
     journal.close()
     with open(os.path.join(lcur, last_mark_name(0, 1)), "wb") as f:
         f.write(build_last_mark(LastMark(journal_id, mark)))
-    _write_indexes(lcur, ids, key, np.concatenate(kept_labels), np.concatenate(kept_locs))
+    write = _write_databases if storage == "rocksdb" else _write_indexes
+    write(lcur, ids, key, np.concatenate(kept_labels), np.concatenate(kept_locs))
     return {"entries": total_entries, "bytes": total_bytes, "logs": log.log_id + 1,
             "journals": journal_id - 0x1A200000000 + 1, "crc32_ledgers": int(crc32[next_entry > 0].sum())}
 
@@ -295,3 +300,18 @@ def _write_indexes(lcur: str, ids: np.ndarray, key: bytes, labels: np.ndarray, l
             os.makedirs(folder, exist_ok=True)
             made.add(folder)
         write_sparse_index(p, header, locs[a:b])
+
+
+def _write_databases(lcur: str, ids: np.ndarray, key: bytes, labels: np.ndarray, locs: np.ndarray) -> None:
+    """DbLedgerStorage's ``locations`` (every entry) and ``ledgers`` (every ledger that has an entry)."""
+    from bkdisk.bookie.db_index_writer import write_db_indexes
+    from bkdisk.bookie.model import LedgerSpec
+    order = np.argsort(labels, kind="stable")   # each ledger's entries in arrival order: ids 0, 1, ...
+    labels, locs = labels[order], locs[order]
+    heads = run_starts(np.zeros_like(labels), labels)
+    entry_ids = np.arange(len(labels)) - np.repeat(heads, np.diff(np.append(heads, len(labels))))
+    lids = [LedgerId(0, int(i)) for i in ids.tolist()]
+    locations = {(lids[lab], eid): loc for lab, eid, loc in zip(labels.tolist(), entry_ids.tolist(), locs.tolist())}
+    ledgers = [LedgerSpec(int(ids[lab]), [], password=PASSWORD) for lab in labels[heads].tolist()]
+    del key   # write_db_indexes derives each ledger's master key from PASSWORD, as _write_indexes' ``key`` is
+    write_db_indexes(lcur, ledgers, locations, lambda ledger: None)

@@ -50,6 +50,8 @@ def _params(a) -> dict:
     if getattr(a, "bulk", False):
         p["bulk"] = True
         p["layout"] = getattr(a, "layout", "interleaved")
+        if getattr(a, "storage", "index-files") != "index-files":
+            p["storage"] = a.storage
     return p
 
 
@@ -77,8 +79,9 @@ def build(a) -> None:
     if getattr(a, "bulk", False):
         t = time.perf_counter()
         counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed,
-                                   a.layout)
-        print(f"built bookie in bulk ({a.layout}): {counts['entries']} entries, {a.ledgers} ledgers, "
+                                   a.layout, storage=getattr(a, "storage", "index-files"))
+        kind = f"{a.layout}, {getattr(a, 'storage', 'index-files')}"
+        print(f"built bookie in bulk ({kind}): {counts['entries']} entries, {a.ledgers} ledgers, "
               f"{counts['bytes'] / GIB:.2f} GiB "
               f"of entries in {counts['logs']} entry logs, {counts['journals']} journals "
               f"({time.perf_counter() - t:.0f} s)", flush=True)
@@ -189,7 +192,9 @@ def ensure_built(a) -> None:
            "--ledgers", str(a.ledgers), "--seed", str(a.seed), "--idx-files", str(a.idx_files), "--digest", a.digest,
            "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)]
     if getattr(a, "bulk", False):
-        cmd += ["--bulk", "--layout", a.layout]
+        cmd += ["--bulk", "--layout", a.layout, "--storage", getattr(a, "storage", "index-files")]
+    elif getattr(a, "storage", "index-files") != "index-files":
+        raise SystemExit("--storage rocksdb builds with --bulk only")
     subprocess.run(cmd, check=True)
 
 
@@ -427,6 +432,9 @@ def bookie_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--layout", choices=("interleaved", "contiguous"), default="interleaved",
                     help="with --bulk: entries given to random ledgers as a busy bookie's adds arrive (ids over the "
                          "64-bit range, one ledger in eleven CRC32), or each ledger's entries one run (ids 1..N)")
+    ap.add_argument("--storage", choices=("index-files", "rocksdb"), default="index-files",
+                    help="with --bulk: the entries' locations in .idx files (Interleaved/SortedLedgerStorage) or in "
+                         "DbLedgerStorage's RocksDB databases")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,6 +97,11 @@ def parse_ledger(key: bytes, value: bytes, *, path: str | None = None, offset: i
     """One ``ledgers`` entry: an 8-byte big-endian ledger id and a LedgerData message with its required fields."""
     if len(key) != LEDGERS_KEY_SIZE:
         raise FormatError(f"an {LEDGERS_KEY_SIZE}-byte ledgers key", shown(key), path=path, offset=offset)
+    return parse_ledger_data(LEDGERS_KEY.parse(key), value, path=path, offset=offset)
+
+
+def parse_ledger_data(ledger_id: int, value: bytes, *, path: str | None = None, offset: int = 0) -> LedgerInfo:
+    """The LedgerData message of ledger ``ledger_id`` (its key already read), with its required fields."""
     msg = LedgerData()
     try:
         msg.ParseFromString(value)
@@ -107,7 +112,7 @@ def parse_ledger(key: bytes, value: bytes, *, path: str | None = None, offset: i
     if missing:
         raise FormatError("a LedgerData with exists, fenced and masterKey", "missing " + ", ".join(missing),
                           path=path, offset=offset)
-    return LedgerInfo(LEDGERS_KEY.parse(key), msg.exists, msg.fenced, bytes(msg.masterKey),
+    return LedgerInfo(ledger_id, msg.exists, msg.fenced, bytes(msg.masterKey),
                       bytes(msg.explicitLac) if msg.HasField("explicitLac") else None,
                       msg.limbo if msg.HasField("limbo") else None)
 

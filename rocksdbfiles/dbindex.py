@@ -119,12 +119,21 @@ class LedgerTable:
     def __iter__(self):
         return iter(self.ids.tolist())
 
+    def rows(self, lids: np.ndarray) -> np.ndarray:
+        """Per ledger id of ``lids`` (int64, as the index keys them), its row (-1: not in the index)."""
+        lids = np.asarray(lids, np.int64)
+        pos = np.searchsorted(self.ids, lids)
+        ok = pos < len(self.ids)
+        ok[ok] = self.ids[pos[ok]] == lids[ok]
+        return np.where(ok, pos, -1)
+
+    def info_at(self, i: int) -> fd.LedgerInfo:
+        """The LedgerInfo of row ``i`` (its id from the table, its value parsed)."""
+        return fd.parse_ledger_data(int(self.ids[i]), self.arena[self.starts[i]:self.ends[i]].tobytes())
+
     def get(self, lid: int) -> fd.LedgerInfo | None:
         i = self._row(int(lid))
-        if i < 0:
-            return None
-        value = self.arena[self.starts[i]:self.ends[i]].tobytes()
-        return fd.parse_ledger(self.ids[i:i + 1].astype(fd.LEDGERS_KEY_COLUMN).tobytes(), value)
+        return None if i < 0 else self.info_at(i)
 
     def __getitem__(self, lid: int) -> fd.LedgerInfo:
         info = self.get(lid)
@@ -219,6 +228,15 @@ def ledger_ids(idx: LedgerDirIndex) -> np.ndarray:
     """The ids the dir's ledgers index holds, as an array."""
     led = idx.ledgers
     return led.ids if isinstance(led, LedgerTable) else np.fromiter(led, np.int64, len(led))
+
+
+def ledger_infos(idx: LedgerDirIndex, lids: np.ndarray) -> list[fd.LedgerInfo | None]:
+    """Per ledger id of ``lids`` (int64, as the index keys them), its LedgerInfo (None: not in the index),
+    the ids looked up at once."""
+    led = idx.ledgers
+    if not isinstance(led, LedgerTable):
+        return [led.get(x) for x in lids.tolist()]
+    return [led.info_at(r) if r >= 0 else None for r in led.rows(lids).tolist()]
 
 
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:

@@ -72,3 +72,13 @@ def test_bulk_bookie_checks_clean(tmp_path, monkeypatch, layout):
     assert rep.stats["entries"] == counts["entries"] and rep.stats["index_files"] == 40
     first = scan_entry_log(str(tmp_path / "bookie" / "ledgers" / "current" / "0.log"))
     assert 100 <= first.entries["length"][0] <= 1000 and first.ledgers_map is not None
+
+
+def test_rocksdb_storage_keeps_the_locations_in_the_databases(tmp_path, monkeypatch):
+    monkeypatch.setattr(bulk_bookie, "LOG_LIMIT", 1 << 20)
+    counts = bulk_bookie.build(str(tmp_path / "bookie"), 0.01, 40, 100, 1000, 5, storage="rocksdb")
+    bookie = discover(str(tmp_path / "bookie"))
+    rep = check_bookie(bookie, CheckOptions())
+    assert [f.line() for f in rep.findings if f.severity.value != "info"] == []
+    assert rep.stats["db_locations"] == rep.stats["entries"] == counts["entries"] and rep.stats["index_files"] == 0
+    assert not list((tmp_path / "bookie").rglob("*.idx"))

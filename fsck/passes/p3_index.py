@@ -152,12 +152,18 @@ def _loc_finding(inv, loc, code: Code, detail: str, extra: dict | None = None) -
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
     ledgers the journal speaks of are looked up: no step per ledger of the index)."""
-    from bkdisk.rocksdbfiles.dbindex import ledger_ids, ledgers_without_metadata
+    from bkdisk.rocksdbfiles.dbindex import ledger_ids, ledger_infos, ledgers_without_metadata
     out: dbindex.Pairs = []
     facts = ctx.journal_facts
-    told = sorted({x.ledger for x in (*facts.master_keys, *facts.fenced, *facts.explicit_lac) if x.scope == 0},
-                  key=dbindex.signed)
+    scopes, ids = facts.master_keys.columns()          # (sorted by scope, then ledger)
+    keyed = ids[scopes == 0]
+    others = np.array([x.ledger for x in (*facts.fenced, *facts.explicit_lac) if x.scope == 0], np.uint64)
+    told_ids = np.unique(np.concatenate([keyed, others]))
+    told_ids = told_ids[np.argsort(told_ids.view(np.int64), kind="stable")]   # in the index's (signed) order
+    told = told_ids.tolist()
     known: list[np.ndarray] = []
+    # Looked up for all the told ledgers at once (a lookup each costs tens of numpy calls)
+    key_rows = facts.master_keys.index_of(np.zeros(len(told), np.uint64), told_ids).tolist()
     for _di, current, idx in dbindex.read(ctx):
         if not dbindex.is_index(idx):
             continue
@@ -166,13 +172,13 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
         for lid, n in sorted(ledgers_without_metadata(idx).items()):
             out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
                                                        detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
-        for x in told:
-            lid = dbindex.signed(x)
-            info = idx.ledgers.get(lid)
+        infos = ledger_infos(idx, told_ids.view(np.int64))   # the index keys ids as signed longs
+        for x, info, key_row in zip(told, infos, key_rows):
             if info is None:
                 continue
+            lid = dbindex.signed(x)
             ledger = LedgerId(0, x)
-            key = facts.master_keys.get(ledger)
+            key = facts.master_keys.key_at(key_row) if key_row >= 0 else None
             where = dict(path=ledgers_db, scope=0, ledger=lid)
             if key is not None and key != info.master_key:
                 out.append((Code.DBINDEX_MASTER_KEY_MISMATCH,
@@ -184,11 +190,8 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
                 out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH,
                             dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
     if all(dbindex.is_index(idx) for _di, _c, idx in dbindex.read(ctx)):   # else unknown, not missing
-        journal = [x for x in sorted(facts.master_keys, key=lambda x: (x.scope, x.ledger)) if x.scope == 0]
-        held = np.isin(np.array([dbindex.signed(x.ledger) for x in journal], np.int64),
-                       np.concatenate(known) if known else np.zeros(0, np.int64))
-        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x.ledger))
-                for x, h in zip(journal, held.tolist()) if not h]
+        held = np.isin(keyed.view(np.int64), np.concatenate(known) if known else np.zeros(0, np.int64))
+        out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x)) for x in keyed[~held].tolist()]
     return out
 
 

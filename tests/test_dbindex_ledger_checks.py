@@ -1,0 +1,67 @@
+"""DbLedgerStorage's ledgers index against what the journal says of each ledger (pass 3 on such a
+bookie): a master key, a fence or an explicit LAC the index does not hold is reported for that ledger
+only; the index's rows looked up for many ledgers at once."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+
+from bkdisk.bookie.db_index_writer import write_db_indexes
+from bkdisk.bookie.layout import discover
+from bkdisk.bookie.model import BookieSpec, LedgerSpec
+from bkdisk.bookie.writer import lac_body, write_bookie
+from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.passes.p3_index import check_ledgers
+from bkdisk.rocksdbfiles.dbindex import LedgerDirIndex, LedgerTable, ledger_infos, read_ledger_dir
+
+HIGH = (1 << 62) + 5
+
+
+def _ledgers(**changed) -> list[LedgerSpec]:
+    out = []
+    for lid in (3, 7, 11, 12, HIGH, HIGH + 1):
+        kw = dict(password=b"pw%d" % lid, fenced=lid in (11, HIGH + 1), explicit_lac=0 if lid in (12, HIGH) else None)
+        kw.update(changed.get(str(lid), {}))
+        out.append(LedgerSpec(lid, [b"x" * 10, b"y" * 20], **kw))
+    return out
+
+
+def test_the_ledgers_index_against_the_journal(tmp_path):
+    root = str(tmp_path / "bk")
+    spec = BookieSpec(_ledgers(), storage="rocksdb")
+    wb = write_bookie(spec, root)
+    current = os.path.join(root, "ledgers", "current")
+    ctx = CheckContext(discover(root))
+    assert check_ledgers(ctx) == []
+    # The index rewritten as if it had lost what the journal says: another password for 7 and HIGH + 1,
+    # no fence for 11, another explicit LAC for 12 and HIGH; ledger 3 gone from it.
+    differ = {"7": dict(password=b"other"), str(HIGH + 1): dict(password=b"other", fenced=True),
+              "11": dict(fenced=False), "12": dict(explicit_lac=1), str(HIGH): dict(explicit_lac=1)}
+    kept = [l for l in _ledgers(**differ) if l.ledger_id != 3]
+    for name in (LOCATIONS_DB, LEDGERS_DB):
+        shutil.rmtree(os.path.join(current, name))
+    write_db_indexes(current, kept, wb.locations, lac_body)
+    got = [(code.name, f["ledger"]) for code, f in check_ledgers(CheckContext(discover(root)))]
+    assert sorted(got) == sorted([("DBINDEX_LEDGER_UNKNOWN", 3), ("DBINDEX_MASTER_KEY_MISMATCH", 7),
+                                  ("DBINDEX_NOT_FENCED", 11), ("DBINDEX_EXPLICIT_LAC_MISMATCH", 12),
+                                  ("DBINDEX_EXPLICIT_LAC_MISMATCH", HIGH), ("DBINDEX_MASTER_KEY_MISMATCH", HIGH + 1),
+                                  ("DBINDEX_LEDGER_MISSING", 3)])
+
+
+def test_ledger_rows_are_looked_up_at_once(tmp_path):
+    root = str(tmp_path / "bk")
+    write_bookie(BookieSpec(_ledgers(), storage="rocksdb"), root)
+    idx = read_ledger_dir(os.path.join(root, "ledgers", "current"))
+    table = idx.ledgers
+    assert isinstance(table, LedgerTable)
+    want = np.array([7, 3, 4, HIGH, HIGH + 1, -5, 1 << 62, 12, HIGH + 2], np.int64)
+    rows = table.rows(want)
+    assert rows.tolist() == [table._row(int(x)) for x in want] and (rows == -1).sum() == 4
+    infos = ledger_infos(idx, want)
+    assert [i.ledger_id if i else None for i in infos] == [7, 3, None, HIGH, HIGH + 1, None, None, 12, None]
+    assert [i.fenced for i in infos if i] == [False, False, False, True, False]
+    as_dict = LedgerDirIndex(idx.current, ledgers={lid: info for lid, info in table.items()})
+    assert ledger_infos(as_dict, want) == infos
