@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit import jvm_archive
 from bkdisk.audit.errors import AuditError
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
@@ -48,8 +49,9 @@ DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.adaptive.ena
                 "spark.sql.inMemoryColumnarStorage.compressed": "false"}
 LOCAL_CONF = {"spark.ui.enabled": "false"}   # a laptop run needs no web UI (nor its port)
 # The driver JVM lives minutes, not days: most of its CPU went to the JIT's optimizing compiler and
-# to parallel GC threads, taken from the scan tasks on a small host (a light run's JVM: 60 s of CPU
-# with the defaults, 39 s with these). --conf spark.driver.extraJavaOptions=... replaces them.
+# to parallel GC threads, taken from the scan tasks on a small host (a light run's JVM: 60-67 s of CPU
+# with the defaults, 36-39 s with these), and the classes it loads are mapped from the archive
+# `bkdisk warm-up` wrote (audit/jvm_archive.py). --conf spark.driver.extraJavaOptions=... replaces them.
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -82,8 +84,8 @@ def session_settings(master: str | None, conf: dict[str, str], defaults: dict[st
                      submitted: set[str]) -> dict[str, str]:
     """The settings ``spark_session`` gives Spark (``submitted``: the keys spark-submit was given)."""
     local = LOCAL_CONF if (master or "").startswith("local") else {}
-    settings = dict(DEFAULT_CONF, **{DRIVER_JAVA_OPTIONS: DRIVER_JVM_OPTIONS}, **LOCALITY_CONF, **local,
-                    **(defaults or {}))
+    jvm = f"{DRIVER_JVM_OPTIONS} {jvm_archive.use_options()}".strip()
+    settings = dict(DEFAULT_CONF, **{DRIVER_JAVA_OPTIONS: jvm}, **LOCALITY_CONF, **local, **(defaults or {}))
     # Executors import this package from where the driver has it unless the venv shipped it.
     settings["spark.executorEnv.PYTHONPATH"] = project_root()
     settings = {k: v for k, v in settings.items() if k not in submitted}
