@@ -87,6 +87,7 @@ def _warm_spark(root: str, md: str, out: str) -> str | None:
         return None
     from bkdisk.audit import jvm_archive
     from bkdisk.audit.cli import run_audit_command
+    from bkdisk.audit.errors import first_line
     from bkdisk.audit.job import DRIVER_JVM_OPTIONS
     from bkdisk.audit.rows import DiskInput
     from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS
@@ -94,9 +95,10 @@ def _warm_spark(root: str, md: str, out: str) -> str | None:
     def audit(options: str) -> None:
         run_audit_command([DiskInput(root)], [], md, out, "local[1]", {DRIVER_JAVA_OPTIONS: options}, None, quiet=True)
     try:
-        return f"Spark's classes archived for the audit's driver: {jvm_archive.write_archive(audit, DRIVER_JVM_OPTIONS)}"
+        path = jvm_archive.write_archive(audit, DRIVER_JVM_OPTIONS)
     except Exception as e:   # noqa: BLE001 - no java, no room: the audits start without the archive
-        return f"no class archive for the audit's driver (its JVM starts slower): {str(e).splitlines()[0]}"
+        return f"no class archive for the audit's driver (its JVM starts slower): {first_line(e)}"
+    return f"Spark's classes archived for the audit's driver: {path}"
 
 
 def compile_bytecode() -> bool:
