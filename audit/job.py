@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit import jvm_archive
 from bkdisk.audit.errors import AuditError
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
@@ -47,6 +48,11 @@ DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.adaptive.ena
                 # JVM less CPU (it spills to disk when memory is short: MEMORY_AND_DISK).
                 "spark.sql.inMemoryColumnarStorage.compressed": "false"}
 LOCAL_CONF = {"spark.ui.enabled": "false"}   # a laptop run needs no web UI (nor its port)
+# The driver JVM lives minutes, not days: most of its CPU went to the JIT's optimizing compiler and
+# to parallel GC threads, taken from the scan tasks on a small host (a light run's JVM: 60-67 s of CPU
+# with the defaults, 36-39 s with these), and the classes it loads are mapped from the archive
+# `bkdisk warm-up` wrote (audit/jvm_archive.py). --conf spark.driver.extraJavaOptions=... replaces them.
+DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def project_root() -> str:
@@ -65,22 +71,29 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     if master is not None:
         b = b.master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    local = LOCAL_CONF if (master or "").startswith("local") else {}
-    settings = dict(DEFAULT_CONF, **LOCALITY_CONF, **local, **(defaults or {}))
-    # Executors import this package from where the driver has it unless the venv shipped it.
-    settings["spark.executorEnv.PYTHONPATH"] = project_root()
-    submitted = _submitted_keys()
-    settings = {k: v for k, v in settings.items() if k not in submitted}
-    settings.update(conf)
-    settings.update(FIXED_CONF)
-    if DRIVER_JAVA_OPTIONS not in submitted:
-        settings = with_log_settings(settings)
+    settings = session_settings(master, conf, defaults, _submitted_keys())
     start_gateway(settings, master, app)
     for k, v in settings.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_settings(master: str | None, conf: dict[str, str], defaults: dict[str, str] | None,
+                     submitted: set[str]) -> dict[str, str]:
+    """The settings ``spark_session`` gives Spark (``submitted``: the keys spark-submit was given)."""
+    local = LOCAL_CONF if (master or "").startswith("local") else {}
+    jvm = f"{DRIVER_JVM_OPTIONS} {jvm_archive.use_options()}".strip()
+    settings = dict(DEFAULT_CONF, **{DRIVER_JAVA_OPTIONS: jvm}, **LOCALITY_CONF, **local, **(defaults or {}))
+    # Executors import this package from where the driver has it unless the venv shipped it.
+    settings["spark.executorEnv.PYTHONPATH"] = project_root()
+    settings = {k: v for k, v in settings.items() if k not in submitted}
+    settings.update(conf)
+    settings.update(FIXED_CONF)
+    if DRIVER_JAVA_OPTIONS not in submitted:
+        settings = with_log_settings(settings)
+    return settings
 
 
 def _submitted_keys() -> set[str]:

@@ -19,47 +19,63 @@ those files only), so every audit reads them from the disk as on a production bo
 the page cache holds of the 16 GiB (on a 23 GiB machine) differs from run to run.
 
 Where a run's time goes (one light run and one --deep-all, warm-ish page cache, load 3-6, Spark's
-event log and py-spy on the driver and workers): process and JVM start to the first job ~14 s; the
-scan stage (one Spark job of 8 tasks, 2 at a time) 45 s light, 65 s deep; the driver planning the
-fault tables (each DataFrame step a call into the JVM) ~7 s; writing the tables (about 40 small
-Spark jobs over the 572k replica rows) ~21 s; state and reports ~4 s. Only the scan stage depends on
-what is read deep: ~46 s of every run is fixed. In a light disk's task (~9 s a disk under that load)
-the entry-log walk took ~4 s: with the logs not cached, the kernel's read-ahead (8 MiB on this disk)
-read every payload page to walk the headers (one disk, in-process, cold: 2064 MiB read for a light
-walk). A light log that the state holds record offsets for (its last deep read) now asks for its
-headers' pages only (12 cold logs: 106 MiB instead of 768, 0.53-0.72 s instead of 1.17-1.30 s); in
-the first week only the logs deep-read on an earlier run have them.
+event log and py-spy on the driver and workers, with the JVM's own defaults): process and JVM start
+to the first job ~14 s; the scan stage (one Spark job of 8 tasks, 2 at a time) 45 s light, 65 s deep;
+the driver planning the fault tables (each DataFrame step a call into the JVM) ~7 s; writing the
+tables (about 40 small Spark jobs over the 572k replica rows) ~21 s; state and reports ~4 s. Only the
+scan stage depends on what is read deep: ~46 s of every run was fixed, and Spark's JVM burnt 60-67 s
+of a light run's CPU, taken from the scan tasks on 2 cores. A light log that the state holds record
+offsets for (its last deep read) asks for its headers' pages only (12 cold logs: 106 MiB instead of
+768, 0.53-0.72 s instead of 1.17-1.30 s); in the first week only the logs deep-read on an earlier run
+have them.
 
-Measured 2026-12-02, full size (8 disks x 2 GiB, 16.01 GiB of payload, 34 entry logs a disk, 71,488
-entries a disk), shared 2-core machine (23 GiB of RAM) with two other sessions' work running,
+What the driver JVM now starts with (audit/job.py DRIVER_JVM_OPTIONS, audit/jvm_archive.py), each
+measured on whole audits, cold, paired and alternating, CPU per process role (load 6-9 throughout):
+C1 only (-XX:TieredStopAtLevel=1) and the serial GC: the JVM's CPU in a light run 60-67 s -> 36-39 s,
+in a --deep-all 67-77 s -> 34-48 s, its peak RSS 904-1033 -> 687-706 MiB (deep 1061-1087 -> 732-740);
+Spark's classes mapped from the class-data archive `bkdisk warm-up` writes: JVM start to a session
+12.7 s -> 3.3-5.8 s, the JVM's CPU of the table phase alone 38.6-47.5 s -> 28.8-30.8 s. Tried and
+not kept (the table phase alone, on a finished run's replicas): coalesce(1) instead of repartition(1)
+before each table's sort (43 Spark jobs -> 39, the JVM's CPU 35.6-36.5 s against 33.5-36.0 s, the
+writes slower: the last stage's work in one task), adaptive execution off (JVM CPU 47.9-56.6 s against
+41.4-47.5 s). The ~40 table jobs themselves remain. One light run each way right after the bench
+(day 8 on a copy of the state, cold): before 165.1 s, JVM CPU 75.7 s, JVM 1182 MiB (load 9.4-8.8);
+now 103.0 s, JVM CPU 32.4 s, JVM 718 MiB (load 6.9-9.4).
+
+Measured 2026-12-02 16:00 UTC, full size (8 disks x 2 GiB, 16.01 GiB of payload, 34 entry logs a disk,
+71,488 entries a disk), shared 2-core machine (23 GiB of RAM) with two other sessions' work running
+(another session's Spark test suite among it), archive written by `bkdisk warm-up`,
 ``python -m bench.scrub_bench --data /work/bench-data/scrub --disks 8 --disk-gib 2 --cold``
 (CPU: user + system seconds of every process of the audit):
 
-    load average at start 3.39
-    --deep-all: 215.9 s (CPU 121 s); lint and tests of this session ran beside it: too slow
-    --deep-all again, alone, right after run 7: 136.1 s (CPU 126 s), load 4.2-5.0
-    run 1: 152.1 s (CPU 104 s; x1.12 of 136.1 s), deep 0.141, 5 logs per disk of 34, load 5.48
-    run 2: 126.0 s (CPU  96 s; x0.93), deep 0.141, 5 logs per disk, load 4.92
-    run 3: 130.6 s (CPU 105 s; x0.96), deep 0.152, 5 logs per disk, load 6.24
-    run 4: 136.9 s (CPU  98 s; x1.01), deep 0.148, 5 logs per disk, load 5.85
-    run 5: 195.4 s (CPU 135 s; x1.44), deep 0.148, 5 logs per disk, load 7.19
-    run 6: 171.9 s (CPU 121 s; x1.26), deep 0.152, 5 logs per disk, load 6.06
-    run 7: 124.8 s (CPU  99 s; x0.92), deep 0.117, 4 logs per disk, load 4.80; every log deep-checked: yes
-    (peak RSS: driver 291-304 MiB, python worker 269-276 MiB, JVM 829-1154 MiB; the load: 1 minute,
-    at each run's end; the bench itself printed x0.58-0.91, against its first, slowed baseline)
+    load average at start 8.03
+    --deep-all: 197.9 s (CPU 103 s), load ~8.4
+    --deep-all again, right after run 7 (its CPU by process: JVM 35 s, scans 47 s, driver 3 s):
+        102.4 s, load 6.3-6.9: runs 4-7, at that load, are x0.78-0.92 of it
+    run 1: 141.5 s (CPU 81 s), deep 0.141, 5 logs per disk of 34, load 8.72
+    run 2: 119.9 s (CPU 75 s), deep 0.141, 5 logs per disk, load 8.33
+    run 3: 114.2 s (CPU 75 s), deep 0.152, 5 logs per disk, load 8.82
+    run 4:  85.9 s (CPU 67 s), deep 0.148, 5 logs per disk, load 6.87
+    run 5:  88.8 s (CPU 73 s), deep 0.148, 5 logs per disk, load 7.29
+    run 6:  93.8 s (CPU 75 s), deep 0.152, 5 logs per disk, load 7.14
+    run 7:  79.4 s (CPU 64 s), deep 0.117, 4 logs per disk, load 6.82; every log deep-checked: yes
+    (peak RSS: driver 286-301 MiB, python worker 268-273 MiB, JVM 672-731 MiB; the load: 1 minute,
+    at each run's end; the bench printed x0.40-0.71 against its first, slowed baseline)
+    before these JVM options (the same bench, load 3.4-7.2): --deep-all 136.1 s (CPU 126 s) alone,
+    runs 124.8-195.4 s (CPU 96-135 s), JVM 829-1154 MiB
 
 Each run deep-read its seventh of the payload bytes (1/7 = 0.143; 34 logs / 7 runs = 4.9 a disk)
-and after the seventh every log had been deep-checked once. The issue's "a run <= 0.35x the
---deep-all audit" is NOT met on this machine, and cannot be: a light run's CPU is 96-135 s against
---deep-all's 121-126 s (the payload hashing of 16 GiB is ~25 s of CPU on these 2 cores), and the
-~46 s of fixed cost per run alone (Spark's start, the table planning and ~40 table jobs, state and
-reports; 0.34 of a 136 s --deep-all) leaves nothing for the scan stage, whose light part (index
-files, every header, space accounting, writing the replica rows) is itself several seconds a disk.
-The CPU of one light run (day 10, cold, by process): Spark's JVM 64 s, the disks' forked scan
-processes and the driver 26 s, the Python workers 4 s; the JVM alone is half of --deep-all's CPU.
-Run times vary by 1.5x with the other sessions' load, more than the light runs gain. Larger disks
-(the deep part grows with the bytes, the fixed part with the entries), or a machine not shared, make
-the deep part the larger share; this bench does not show it.
+and after the seventh every log had been deep-checked once. A light run's CPU fell from 96-135 s to
+64-81 s and --deep-all's from 121-126 s to 103 s. The issue's "a run <= 0.35x the --deep-all audit"
+is still NOT met on this machine: at the same load a light run takes x0.78-0.92 of --deep-all's
+time (--deep-all gained as much from the JVM options as the light runs did). What prevents it, in
+CPU (the resource a 2-core host runs out of): a light run's 64-81 s against --deep-all's 103 s; the
+payload hashing of 16 GiB that a light run skips is ~25 s of it. Of a light run, Spark's JVM is still
+32-39 s (start, the table planning and the ~40 table jobs: fixed per run, whatever is read), the
+Python workers with the disks' forked scans 26-38 s (the light part, index files, every header, the
+space accounting and the replica rows, is several seconds a disk), the driver ~3 s. Larger disks (the deep part
+grows with the bytes, the fixed part with the entries), or a host not shared, make the deep part the
+larger share; this bench does not show it.
 """
 from __future__ import annotations
 

@@ -52,8 +52,9 @@ range_join = lazy_import("bkdisk.fsck.passes.p5_crosscheck.range_join")
 map_sums = lazy_import("bkdisk.entrylogs.map_sums")
 
 
-def warm_up() -> float:
-    """Run every kernel once on a sample bookie; returns the seconds it took."""
+def warm_up() -> tuple[float, str | None]:
+    """Run every kernel once on a sample bookie, and an audit of it that writes the audit driver's class
+    archive; returns the seconds it took and what became of the archive."""
     check_bookie, CheckOptions = fsck_api.check_bookie, fsck_context.CheckOptions
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bkdisk-warm-up-") as d:
@@ -74,7 +75,30 @@ def warm_up() -> float:
             for rows in bookie_inventory.scan_bookie(dirs, metadata_dir.digest_plan(meta), payload_hash=hashed):
                 if not isinstance(rows, str):
                     rows.jsonl()
-    return time.perf_counter() - t0
+        archive = _warm_spark(root, md, os.path.join(d, "audit"))
+    return time.perf_counter() - t0, archive
+
+
+def _warm_spark(root: str, md: str, out: str) -> str | None:
+    """An audit of the sample bookie, its driver JVM writing the classes it loaded into the archive
+    later audits start from (audit/jvm_archive.py); None without pyspark (the optional extra
+    'audit'), or a line saying why there is no archive."""
+    if importlib.util.find_spec("pyspark") is None:
+        return None
+    from bkdisk.audit import jvm_archive
+    from bkdisk.audit.cli import run_audit_command
+    from bkdisk.audit.errors import first_line
+    from bkdisk.audit.job import DRIVER_JVM_OPTIONS
+    from bkdisk.audit.rows import DiskInput
+    from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS
+
+    def audit(options: str) -> None:
+        run_audit_command([DiskInput(root)], [], md, out, "local[1]", {DRIVER_JAVA_OPTIONS: options}, None, quiet=True)
+    try:
+        path = jvm_archive.write_archive(audit, DRIVER_JVM_OPTIONS)
+    except Exception as e:   # noqa: BLE001 - no java, no room: the audits start without the archive
+        return f"no class archive for the audit's driver (its JVM starts slower): {first_line(e)}"
+    return f"Spark's classes archived for the audit's driver: {path}"
 
 
 def compile_bytecode() -> bool:
@@ -142,8 +166,10 @@ def _warm_rocksdb(folder: str) -> None:
 @one_line_errors
 def warmup() -> None:
     """Compile the scanners into numba's cache now (after an install), not on a command's first run."""
-    seconds = warm_up()
+    seconds, archive = warm_up()
     click.echo(f"bkdisk: kernels compiled and cached in {seconds:.1f} s")
+    if archive:
+        click.echo(f"bkdisk: {archive}")
     if not compile_bytecode():
         click.echo("bkdisk: some of the project's folders are not writable: its modules' bytecode was not "
                    "written (commands compile them on each start)", err=True)

@@ -1,4 +1,5 @@
-"""`bkdisk warm-up` compiles every kernel the commands use: after it, fsck and inventory compile nothing."""
+"""`bkdisk warm-up` compiles every kernel the commands use: after it, fsck and inventory compile nothing;
+and it writes the class archive the audit's driver JVM starts from."""
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ def _cache_files(cache: Path) -> set[str]:
 def _run(args: list[str], cache: Path, ok=(0,)) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
     env["NUMBA_CACHE_DIR"] = str(cache)
+    env["BKDISK_JVM_ARCHIVE_DIR"] = str(cache / "jvm")
     r = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main()", *args], env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode in ok, r.stderr
@@ -26,6 +28,8 @@ def test_after_warm_up_the_commands_add_nothing_to_the_cache(tmp_path):
     _run(["warm-up"], cache)
     warmed = _cache_files(cache)
     assert any(name.endswith(".nbc") for name in warmed), "warm-up compiled nothing"
+    archives = list((cache / "jvm").glob("spark-driver-*.jsa"))
+    assert len(archives) == 1 and archives[0].stat().st_size > 1 << 20, "no class archive for the audit's driver"
     for corpus in ("interleaved-v6-hostport", "dbstorage-v6-bookieid"):
         root = str(GOLDEN / corpus)
         _run(["fsck", root, "--no-progress", "--metadata-dir", os.path.join(root, "metadata")], cache)
