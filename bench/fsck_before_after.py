@@ -15,7 +15,9 @@ Measured 2026-12-02 on the 2 GiB interleaved bookie (``bench.scaling_bench --con
 the entries' side by their ids and notes each location's range once; in-process, pass 5's CPU ~0.85 ->
 ~0.45 s), the machine shared with a test suite: ``--runs 6`` at load 2-4, before 4.18 s (CPU 4.22 s,
 736 MiB), after 4.09 s (CPU 4.31 s, 709 MiB); 8 pairs by hand at load 5-7, CPU -0.51 s (median of the
-pairs), wall medians 7.83 -> 6.55 s. The whole command's gain is within the load's noise here.
+pairs), wall medians 7.83 -> 6.55 s; 6 pairs by hand at load 1.6-2.7, CPU 4.99 -> 4.72 s (medians; the pairs'
+median -0.43 s), wall 3.73 -> 3.63 s (the pairs' median -0.48 s, best 3.23 -> 3.02 s), 733 -> 723 MiB.
+A gain of about 0.4-0.5 CPU seconds, as pass 5's own; on this shared machine the wall time varies more.
 """
 from __future__ import annotations
 
