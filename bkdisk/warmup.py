@@ -50,6 +50,13 @@ index_arrays = lazy_import("bkdisk.indexfiles.arrays")
 location_ranges = lazy_import("bkdisk.fsck.passes.p5_crosscheck.location_ranges")
 range_join = lazy_import("bkdisk.fsck.passes.p5_crosscheck.range_join")
 map_sums = lazy_import("bkdisk.entrylogs.map_sums")
+# The audit's modules, for the driver's class archive (only where pyspark, the extra 'audit', is installed).
+jvm_archive = lazy_import("bkdisk.audit.jvm_archive")
+audit_cli = lazy_import("bkdisk.audit.cli")
+audit_errors = lazy_import("bkdisk.audit.errors")
+audit_job = lazy_import("bkdisk.audit.job")
+audit_rows = lazy_import("bkdisk.audit.rows")
+spark_logging = lazy_import("bkdisk.audit.spark_logging")
 
 
 def warm_up() -> tuple[float, str | None]:
@@ -85,19 +92,14 @@ def _warm_spark(root: str, md: str, out: str) -> str | None:
     'audit'), or a line saying why there is no archive."""
     if importlib.util.find_spec("pyspark") is None:
         return None
-    from bkdisk.audit import jvm_archive
-    from bkdisk.audit.cli import run_audit_command
-    from bkdisk.audit.errors import first_line
-    from bkdisk.audit.job import DRIVER_JVM_OPTIONS
-    from bkdisk.audit.rows import DiskInput
-    from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS
 
     def audit(options: str) -> None:
-        run_audit_command([DiskInput(root)], [], md, out, "local[1]", {DRIVER_JAVA_OPTIONS: options}, None, quiet=True)
+        audit_cli.run_audit_command([audit_rows.DiskInput(root)], [], md, out, "local[1]",
+                                    {spark_logging.DRIVER_JAVA_OPTIONS: options}, None, quiet=True)
     try:
-        path = jvm_archive.write_archive(audit, DRIVER_JVM_OPTIONS)
+        path = jvm_archive.write_archive(audit, audit_job.DRIVER_JVM_OPTIONS)
     except Exception as e:   # noqa: BLE001 - no java, no room: the audits start without the archive
-        return f"no class archive for the audit's driver (its JVM starts slower): {first_line(e)}"
+        return f"no class archive for the audit's driver (its JVM starts slower): {audit_errors.first_line(e)}"
     return f"Spark's classes archived for the audit's driver: {path}"
 
 
