@@ -59,9 +59,9 @@ audit_rows = lazy_import("bkdisk.audit.rows")
 spark_logging = lazy_import("bkdisk.audit.spark_logging")
 
 
-def warm_up() -> tuple[float, str | None]:
-    """Run every kernel once on a sample bookie, and an audit of it that writes the audit driver's class
-    archive; returns the seconds it took and what became of the archive."""
+def warm_up(spark: bool = True) -> tuple[float, str | None]:
+    """Run every kernel once on a sample bookie, and (``spark``) an audit of it that writes the audit
+    driver's class archive; returns the seconds it took and what became of the archive."""
     check_bookie, CheckOptions = fsck_api.check_bookie, fsck_context.CheckOptions
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bkdisk-warm-up-") as d:
@@ -82,7 +82,7 @@ def warm_up() -> tuple[float, str | None]:
             for rows in bookie_inventory.scan_bookie(dirs, metadata_dir.digest_plan(meta), payload_hash=hashed):
                 if not isinstance(rows, str):
                     rows.jsonl()
-        archive = _warm_spark(root, md, os.path.join(d, "audit"))
+        archive = _warm_spark(root, md, os.path.join(d, "audit")) if spark else None
     return time.perf_counter() - t0, archive
 
 
@@ -165,10 +165,12 @@ def _warm_rocksdb(folder: str) -> None:
 
 
 @click.command("warm-up")
+@click.option("--no-spark", is_flag=True,
+              help="Compile the scanners only: start no Spark, write no class archive for the audit's driver.")
 @one_line_errors
-def warmup() -> None:
+def warmup(no_spark: bool) -> None:
     """Compile the scanners into numba's cache now (after an install), not on a command's first run."""
-    seconds, archive = warm_up()
+    seconds, archive = warm_up(spark=not no_spark)
     click.echo(f"bkdisk: kernels compiled and cached in {seconds:.1f} s")
     if archive:
         click.echo(f"bkdisk: {archive}")
