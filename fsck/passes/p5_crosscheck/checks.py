@@ -34,7 +34,7 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import in_order
 from bkdisk.fsck.passes.p5_crosscheck.location_ranges import CHUNK, routed_locations
-from bkdisk.fsck.passes.p5_crosscheck.range_join import ENTRY_ROW, join_range
+from bkdisk.fsck.passes.p5_crosscheck.range_join import ENTRY_ROW, FileLedgers, join_range
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
 TRIPLE_ROW = np.dtype([("scope", "<u8"), ("ledger", "<u8"), ("entry", "<i8")])
@@ -88,13 +88,14 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")
     lo_ids = np.concatenate([[0], bounds]).astype(np.uint64)
     by_id = sorted(scans, key=lambda ls: ls[0].log_id)   # (stable: one id in two dirs keeps the dirs' order)
+    ledgers = FileLedgers(files)   # (placed once for every range's lookup by ids)
 
     def join(r: int, lr: np.ndarray) -> tuple[list[tuple[int, Finding]], np.ndarray]:
         """Range ``r``'s entries joined with the locations routed to it: wrong locations, free entries."""
         hi = bounds[r] if r < len(bounds) else None
         here = [(lf.log_id, s) for lf, s in by_id
                 if lf.log_id >= int(lo_ids[r]) and (hi is None or lf.log_id < int(hi))]
-        found, free_here = join_range(files, here, lr)
+        found, free_here = join_range(files, here, lr, ledgers=ledgers)
         return [(k, _wrong(inv, all_locs[k], f)) for k, f in found], free_here
 
     for wrong_here, free_here in in_order(join, locs.ranges(), width):

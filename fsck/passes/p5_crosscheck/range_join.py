@@ -53,12 +53,13 @@ def log_rows(e: np.ndarray, log_id: int) -> np.ndarray:
 
 
 def join_range(files: np.ndarray, here: Sequence[tuple[int, EntryLogArrays]],
-               lr: np.ndarray, rows: int | None = None) -> tuple[Wrong, np.ndarray]:
+               lr: np.ndarray, rows: int | None = None, ledgers: FileLedgers | None = None) -> tuple[Wrong, np.ndarray]:
     """The locations ``lr`` (location_ranges.LOCATION_ROW, in index order) joined with the entries of
     the range's logs ``here`` ((id, scan) in id order): the wrong locations in ``lr``'s order, and the
     entries no location points at (ENTRY_ROW, in log id and position order). Each log's entries are
-    read a part of at most ``rows`` at a time (entrylogs.scan_parts)."""
-    got = _join_logs(files, here, lr, rows) if _ids_apart(here) else None
+    read a part of at most ``rows`` at a time (entrylogs.scan_parts). ``ledgers``: ``files`` placed by
+    (scope, ledger) once for every range of a pass (made here when not given)."""
+    got = _join_logs(files, here, lr, rows, ledgers) if _ids_apart(here) else None
     if got is None:
         return _join_rows(files, [(i, s.entries) for i, s in here], lr)
     return got
@@ -72,13 +73,13 @@ def _ids_apart(here: Sequence[tuple[int, EntryLogArrays]]) -> bool:
 
 
 def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr: np.ndarray,
-               rows: int | None) -> tuple[Wrong, np.ndarray] | None:
+               rows: int | None, ledgers: FileLedgers | None) -> tuple[Wrong, np.ndarray] | None:
     """The join log by log, each log a part at a time, each location against the part that holds its
     position; None when a log's entries are not in position order or a position passes a location's
     bits (the caller joins the range as one table then)."""
     slot, verdict = np.empty(len(lr), np.int64), np.full(len(lr), UNMATCHED, np.uint8)
     fs, fl = files["scope"], files["ledger"]
-    by_ids = ByIds.of(files, lr)
+    by_ids = ByIds.of(ledgers if ledgers is not None else FileLedgers(files), lr)
     other: dict[int, np.void] = {}   # location -> the entry of other ids found where it points
     free: list[np.ndarray] = []
     for (log_id, s), here in zip(logs, _by_log(logs, lr)):
@@ -114,29 +115,37 @@ def _join_logs(files: np.ndarray, logs: Sequence[tuple[int, EntryLogArrays]], lr
     return found, np.concatenate(free) if len(free) > 1 else free[0] if free else np.zeros(0, ENTRY_ROW)
 
 
+class FileLedgers:
+    """The index's file rows placed by (scope, ledger) (diskio.ledger_table), once for every range of a
+    pass; ``table`` is None when two file rows are one ledger (either could be a location's)."""
+
+    def __init__(self, files: np.ndarray):
+        self.rows, self.scope, self.ledger = len(files), files["scope"], files["ledger"]
+        table = empty_table(len(files))
+        placed = place_rows(np.ascontiguousarray(self.scope), np.ascontiguousarray(self.ledger), table)
+        self.table = table if placed else None
+
+
 class ByIds:
     """What match_by_ids needs to look a range's locations up by the ids of the entries: the file rows
     by (scope, ledger) and each file row's run of the locations (in index order: by file row, then
     entry id). Where the interleaved logs of a busy bookie put a ledger's entries far apart, each
     entry then costs one lookup of its own location, against a search by position per location."""
 
-    def __init__(self, files: np.ndarray, lr: np.ndarray, table: np.ndarray, start: np.ndarray, first: np.ndarray):
-        self.scope, self.ledger, self.table = files["scope"], files["ledger"], table
+    def __init__(self, ledgers: FileLedgers, table: np.ndarray, lr: np.ndarray, start: np.ndarray, first: np.ndarray):
+        self.scope, self.ledger, self.table = ledgers.scope, ledgers.ledger, table
         self.start, self.first, self.key, self.entry = start, first, lr["key"], lr["entry"]
 
     @classmethod
-    def of(cls, files: np.ndarray, lr: np.ndarray) -> ByIds | None:
-        """None when the lookup cannot be used (then every location is looked up by position): the
-        locations not in index order, or two file rows of one ledger (either could be a location's)."""
-        if len(lr) == 0:
+    def of(cls, ledgers: FileLedgers, lr: np.ndarray) -> ByIds | None:
+        """None when the lookup cannot be used (then every location is looked up by position): two file
+        rows of one ledger, or the locations not in index order."""
+        if len(lr) == 0 or ledgers.table is None:
             return None
-        start, first = np.empty(len(files) + 1, np.int64), np.empty(len(files), np.int64)
+        start, first = np.empty(ledgers.rows + 1, np.int64), np.empty(ledgers.rows, np.int64)
         if not file_runs(lr["file"], lr["entry"], start, first):
             return None
-        table = empty_table(len(files))
-        if not place_rows(np.ascontiguousarray(files["scope"]), np.ascontiguousarray(files["ledger"]), table):
-            return None
-        return cls(files, lr, table, start, first)
+        return cls(ledgers, ledgers.table, lr, start, first)
 
     def match(self, e: np.ndarray, log_id: int, verdict: np.ndarray, pointed: np.ndarray) -> int:
         """match_by_ids over the entries ``e`` of log ``log_id``: the SAME locations marked in
