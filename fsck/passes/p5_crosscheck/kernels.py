@@ -74,6 +74,15 @@ def _first_at_least_near(keys, k, p):
     return first_at_least(keys, k, lo, hi)
 
 
+@inline_kernel
+def _put_row(i, n, k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry, out_file):
+    """Location ``i`` (numbered ``k0 + i``) as row ``n``: number, location, entry id, file row."""
+    out_k[n] = k0 + i
+    out_key[n] = (np.uint64(c_log[i]) << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
+    out_entry[n] = c_entry[i]
+    out_file[n] = c_file[i]
+
+
 @kernel
 def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, k0, out_k, out_key, out_entry, out_file):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
@@ -87,10 +96,7 @@ def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, k0, out_k, out_key,
         log = np.uint64(c_log[i])
         w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
-            out_k[n] = k0 + i
-            out_key[n] = (log << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
-            out_entry[n] = c_entry[i]
-            out_file[n] = c_file[i]
+            _put_row(i, n, k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry, out_file)
             n += 1
     return n
 
@@ -120,10 +126,7 @@ def range_rows_of(c_range, r, c_file, c_entry, c_log, c_pos, k0, out_k, out_key,
     n = 0
     for i in range(c_range.size):
         if c_range[i] == r:
-            out_k[n] = k0 + i
-            out_key[n] = (np.uint64(c_log[i]) << np.uint64(POSITION_BITS)) | np.uint64(c_pos[i])
-            out_entry[n] = c_entry[i]
-            out_file[n] = c_file[i]
+            _put_row(i, n, k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry, out_file)
             n += 1
     return n
 
