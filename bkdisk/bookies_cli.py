@@ -11,7 +11,7 @@ import click
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.output import HELP_OPTIONS, emit
 from bkdisk.commandline.runner import run_until_stopped
-from bkdisk.metadata_cli import channel_kw, client_options, service_errors
+from bkdisk.metadata_cli import channel_kw, client_options, closed_with_command, service_errors
 
 metadata_client = lazy_import("bkdisk.metaservice.client")
 resolver = lazy_import("bkdisk.metaservice.resolver")
@@ -23,7 +23,8 @@ def bookies() -> None:
 
 
 def _discovery(server, token, timeout, tls_ca):
-    return resolver.DiscoveryClient(metadata_client.service_target(server), **channel_kw(token, timeout, tls_ca))
+    return closed_with_command(resolver.DiscoveryClient(metadata_client.service_target(server),
+                                                        **channel_kw(token, timeout, tls_ca)))
 
 
 @bookies.command("list", context_settings=HELP_OPTIONS)

@@ -149,8 +149,16 @@ def channel_kw(token, timeout, tls_ca) -> dict:
             "client_certificate": client_certificate}
 
 
+def closed_with_command(client: T) -> T:
+    """``client``, its channel closed when the command ends however it ends: calls still open at
+    interpreter exit can leave the process waiting on gRPC's locks after it printed its answer."""
+    click.get_current_context().call_on_close(client.close)   # type: ignore[attr-defined]
+    return client
+
+
 def _metadata_client(server, token, timeout, tls_ca):
-    return metadata_client.MetadataClient(metadata_client.service_target(server), **channel_kw(token, timeout, tls_ca))
+    return closed_with_command(metadata_client.MetadataClient(metadata_client.service_target(server),
+                                                              **channel_kw(token, timeout, tls_ca)))
 
 
 def _need(ledger, what: str):

@@ -3,6 +3,8 @@ never send a write twice, and the one error type a service's answer becomes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from typing import TypeVar
 
 import grpc
 
@@ -25,9 +27,45 @@ class MetadataError(BkdiskError):
         self.message = message
 
 
-def rpc_error(exc: grpc.RpcError) -> MetadataError:
+R = TypeVar("R")
+
+
+class StreamFailed(Exception):
+    """How a stream ended when it failed: its status code and details, without the call itself."""
+
+    def __init__(self, code: grpc.StatusCode, details: str | None):
+        super().__init__(f"{code.name}: {details}")
+        self._code = code
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str | None:
+        return self._details
+
+
+def rpc_error(exc: grpc.RpcError | StreamFailed) -> MetadataError:
     code = exc.code()   # RPC_<status>, or the service's PERMISSION_DENIED for a refusal
     return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
+
+
+def replies(call: Iterator[R]) -> Iterator[R]:
+    """The replies of a streaming call; StreamFailed when it fails; the call cancelled when the caller
+    stops reading. No exception keeps the call alive: one collected at interpreter exit runs its
+    ``__del__``, which waits on a lock gRPC's polling thread may hold as the interpreter stops it (a
+    command that printed its error and never exited)."""
+    failed = None
+    try:
+        try:
+            yield from call
+        except grpc.RpcError as exc:
+            failed = StreamFailed(exc.code(), exc.details())
+    finally:
+        call.cancel()   # type: ignore[attr-defined]
+        del call
+    if failed is not None:
+        raise failed
 
 
 def check(r) -> None:

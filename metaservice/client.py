@@ -6,13 +6,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import grpc
-
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
 from bkdisk.formats.metadata import parse_metadata
-from bkdisk.metaservice.channel import TRANSPORT_RETRY, Channel, MetadataError, check, rpc_error
+from bkdisk.metaservice.channel import TRANSPORT_RETRY, Channel, MetadataError, StreamFailed, check, replies, rpc_error
 from bkdisk.metaservice.coalesce import Coalescer
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
@@ -187,9 +185,9 @@ class MetadataClient:
         last: tuple[int, int] | None = None
         for attempt in range(self.ch.retries + 1):
             self.ch.rpc_count += 1
-            stream = self.stub.Iterate(pb.GetLedgerRangesRequest(
+            stream = replies(self.stub.Iterate(pb.GetLedgerRangesRequest(
                 limit_per_response=limit_per_response, ledger_scope_id=scope, all_scopes=all_scopes),
-                timeout=self.ch.timeout * 30, metadata=self.ch.metadata)
+                timeout=self.ch.timeout * 30, metadata=self.ch.metadata))
             try:
                 for page in stream:
                     if page.code == pb.STORE_UNAVAILABLE and attempt < self.ch.retries:
@@ -204,12 +202,12 @@ class MetadataClient:
                                 yield key
                 else:
                     return
-                stream.cancel()
-                time.sleep(self.ch.backoff)
-            except grpc.RpcError as exc:
+            except StreamFailed as exc:
                 if exc.code() not in TRANSPORT_RETRY or attempt == self.ch.retries:
                     raise rpc_error(exc) from None
-                time.sleep(self.ch.backoff)
+            finally:
+                stream.close()
+            time.sleep(self.ch.backoff)
 
     def watch(self, ledgers: Sequence[tuple[int, int]] = (), watch_all: bool = False,
               after_sequence: int | None = None, resume: bool = True) -> Iterator[LedgerChange]:
@@ -237,7 +235,7 @@ class MetadataClient:
             stop = threading.Event()
             opened = time.monotonic()
             try:
-                for r in self.stub.Watch(_hold(reqs, stop), metadata=self.ch.metadata):
+                for r in replies(self.stub.Watch(_hold(reqs, stop), metadata=self.ch.metadata)):
                     connected = True
                     check(r)
                     seen = r.sequence if seen is None else max(seen, r.sequence)
@@ -245,7 +243,7 @@ class MetadataClient:
                     known[(r.ledger_scope_id, r.ledger_id)] = -1 if change == "DELETED" else r.version
                     yield LedgerChange(change, r.sequence, r.ledger_scope_id, r.ledger_id, r.version,
                                        r.serialized_metadata)
-            except grpc.RpcError as exc:
+            except StreamFailed as exc:
                 # a refused connection fails a stream at once; one that lived past the timeout was open
                 connected = connected or time.monotonic() - opened >= self.ch.timeout
                 if not resume or exc.code() not in TRANSPORT_RETRY or (not connected and time.monotonic() >= give_up):
@@ -280,7 +278,7 @@ class MetadataClient:
                     return
                 req.end.ledger_scope_id, req.end.ledger_id = high
             self.ch.rpc_count += 1
-            stream = self.stub.ReadLedgers(req, timeout=self.ch.timeout * 60, metadata=self.ch.metadata)
+            stream = replies(self.stub.ReadLedgers(req, timeout=self.ch.timeout * 60, metadata=self.ch.metadata))
             try:
                 for page in stream:
                     if page.code == pb.STORE_UNAVAILABLE and attempt < self.ch.retries:
@@ -297,10 +295,11 @@ class MetadataClient:
                         yield got
                 else:
                     return
-                stream.cancel()
-            except grpc.RpcError as exc:
+            except StreamFailed as exc:
                 if exc.code() not in TRANSPORT_RETRY or attempt == self.ch.retries:
                     raise rpc_error(exc) from None
+            finally:
+                stream.close()
             time.sleep(self.ch.backoff)
 
     def load_all(self, scope: int | None = None) -> dict[LedgerId, LedgerMetadata]:

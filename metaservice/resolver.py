@@ -11,7 +11,7 @@ import grpc
 
 from bkdisk.formats.bookieid import HostPort, legacy_address, validate_bookie_id
 from bkdisk.formats.errors import BkdiskError, FormatError
-from bkdisk.metaservice.channel import Channel, MetadataError, check
+from bkdisk.metaservice.channel import Channel, MetadataError, StreamFailed, check, replies, rpc_error
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
@@ -79,20 +79,29 @@ class DiscoveryClient:
         self.ch.rpc_count += 1
         call = self.stub.Register(pb.BookieRequest(bookie_id=bookie_id, read_only=read_only, info=info),
                                   metadata=self.ch.metadata)
+        refused: MetadataError | None = None
         try:
-            first = next(call)
+            check(next(call))
         except grpc.RpcError as exc:
-            raise MetadataError(f"RPC_{exc.code().name}", exc.details() or "") from None
-        check(first)
-        return Registration(call)
+            refused = rpc_error(exc)
+        except MetadataError as exc:
+            refused = exc
+        if refused is None:
+            return Registration(call)
+        call.cancel()
+        del call     # not kept alive by the error: see channel.replies
+        raise refused
 
     def watch(self) -> Iterator[tuple[str, Bookie]]:
         """(change, bookie): CURRENT for every registered bookie, then each change as it happens."""
         self.ch.rpc_count += 1
-        for r in self.stub.WatchBookies(pb.BookieRequest(), metadata=self.ch.metadata):
-            check(r)
-            if r.change != pb.NONE:     # NONE only marks the end of the initial snapshot
-                yield pb.ChangeType.Name(r.change), _bookie(r.bookies[0])
+        try:
+            for r in replies(self.stub.WatchBookies(pb.BookieRequest(), metadata=self.ch.metadata)):
+                check(r)
+                if r.change != pb.NONE:     # NONE only marks the end of the initial snapshot
+                    yield pb.ChangeType.Name(r.change), _bookie(r.bookies[0])
+        except StreamFailed as exc:
+            raise rpc_error(exc) from None
 
     def close(self) -> None:
         self.ch.close()

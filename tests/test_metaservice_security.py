@@ -3,11 +3,13 @@ read-only token that never sees a password, TLS and mutual TLS with certificates
 and the per-peer limits."""
 from __future__ import annotations
 
+import gc
 import io
 import threading
 import time
 
 import grpc
+import grpc._channel as grpc_channel
 import pytest
 from certificates import ca, signed
 from conftest import GOLDEN
@@ -112,6 +114,34 @@ def test_the_cli_client_library_raises_permission_denied_for_a_refused_call(guar
                 call(c)
             assert info.value.code == "PERMISSION_DENIED"
         c.close()
+
+
+def _live_calls() -> list:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, grpc_channel._Rendezvous)]
+
+
+def test_a_refused_stream_keeps_no_grpc_call_alive_in_the_error_it_raised(guarded):
+    """A call object held by an error (its traceback, its context) is collected at interpreter exit,
+    where its __del__ can wait forever on a lock of gRPC's stopped polling thread: a command that said
+    'the service needs a token' and never exited."""
+    _store, port = guarded
+    c, d = MetadataClient(f"127.0.0.1:{port}"), DiscoveryClient(f"127.0.0.1:{port}")
+    try:
+        for call in (lambda: list(c.iterate()), lambda: list(c.read_ledgers()), lambda: next(iter(c.watch([(0, 1)]))),
+                     lambda: next(iter(d.watch())), lambda: d.register("bk-9", service_info("h", 1))):
+            try:
+                call()
+            except MetadataError as exc:
+                kept = exc        # held as a command holds it until it exits
+            else:
+                raise AssertionError("a call without the token was answered")
+            assert kept.code == "PERMISSION_DENIED"
+            assert _live_calls() == [], call
+            del kept
+    finally:
+        c.close()
+        d.close()
 
 
 def _no_password(serialized: bytes, metadata: bytes, fmt: int) -> None:
