@@ -3,7 +3,7 @@ never send a write twice, and the one error type a service's answer becomes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TypeVar
 
 import grpc
@@ -50,7 +50,7 @@ def rpc_error(exc: grpc.RpcError | StreamFailed) -> MetadataError:
     return MetadataError("PERMISSION_DENIED" if code in _DENIED else f"RPC_{code.name}", exc.details() or "")
 
 
-def replies(call: Iterator[R]) -> Iterator[R]:
+def replies(call: Iterator[R]) -> Generator[R, None, None]:
     """The replies of a streaming call; StreamFailed when it fails; the call cancelled when the caller
     stops reading. No exception keeps the call alive: one collected at interpreter exit runs its
     ``__del__``, which waits on a lock gRPC's polling thread may hold as the interpreter stops it (a
