@@ -183,11 +183,11 @@ def _install_cleanup() -> None:
 
 class RangeSpill:
     """Rows of one structured dtype, routed by ``route(rows) -> range index`` (a numpy function of a
-    chunk of rows, values in 0..ranges-1); held in memory up to ``budget`` bytes, then each range's
-    rows appended to a file of its own in ``folder``. ``ranges()`` gives each range's rows, in range
-    order, each in append order."""
+    chunk of rows, values in 0..ranges-1), or appended already grouped (``append_grouped``); held in
+    memory up to ``budget`` bytes, then each range's rows appended to a file of its own in ``folder``.
+    ``ranges()`` gives each range's rows, in range order, each in append order."""
 
-    def __init__(self, dtype: np.dtype, route: Callable[[np.ndarray], np.ndarray], ranges: int, budget: int,
+    def __init__(self, dtype: np.dtype, route: Callable[[np.ndarray], np.ndarray] | None, ranges: int, budget: int,
                  folder: SpillFolder, name: str = "rows"):
         import numpy as np
         self.dtype, self.route, self.n, self.budget = np.dtype(dtype), route, max(1, int(ranges)), int(budget)
@@ -203,6 +203,7 @@ class RangeSpill:
         if len(rows) == 0:
             return
         rows = np.asarray(rows, self.dtype)
+        assert self.route is not None, "a RangeSpill without a route takes rows grouped (append_grouped)"
         for lo in range(0, len(rows), _APPEND_CHUNK):
             part = rows[lo:lo + _APPEND_CHUNK]
             r = np.asarray(self.route(part), np.int64)
@@ -219,6 +220,17 @@ class RangeSpill:
             self.rows += len(part)
             if self._held_bytes > self.budget:
                 self.flush()
+
+    def append_grouped(self, rows: np.ndarray, at: np.ndarray) -> None:
+        """Rows already grouped by range (no ``route``): range ``i``'s are ``rows[at[i]:at[i + 1]]``."""
+        import numpy as np
+        for i in np.flatnonzero(at[1:] > at[:-1]).tolist():
+            self._held[i].append(rows[at[i]:at[i + 1]])
+        n = int(at[-1] - at[0])
+        self._held_bytes += n * self.dtype.itemsize
+        self.rows += n
+        if self._held_bytes > self.budget:
+            self.flush()
 
     def flush(self) -> None:
         """Write every range's held rows to its file."""

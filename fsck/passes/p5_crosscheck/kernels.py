@@ -84,21 +84,34 @@ def _put_row(i, n, k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry,
 
 
 @kernel
-def location_rows(c_file, c_entry, c_log, c_pos, ids, sizes, k0, out_k, out_key, out_entry, out_file):
+def routed_rows(c_file, c_entry, c_log, c_pos, ids, sizes, log_range, k0, at, out_k, out_key, out_entry, out_file):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
-    scanned log (sorted ``ids``) before its end (``sizes``), as rows: number, location, entry id, file
-    row. Returns the rows written."""
-    ids = unowned(ids)
-    n = 0
-    if ids.size == 0:
-        return n
+    scanned log (sorted ``ids``) before its end (``sizes``), as rows (number, location, entry id, file
+    row) grouped by range: range ``r``'s are the locations into the logs ``ids[w]`` whose ``log_range[w]``
+    is ``r``, in location order, rows ``at[r]:at[r + 1]`` (``at``, a slot per range and one more, is
+    filled here). Returns the rows written."""
+    ids, log_range = unowned(ids), unowned(log_range)
+    ranges = at.size - 1
+    where = np.empty(c_file.size, np.int64)   # each location's range, -1 for none
+    at[:] = 0
     for i in range(c_file.size):
+        where[i] = -1
+        if ids.size == 0:
+            continue
         log = np.uint64(c_log[i])
         w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
         if ids[w] == log and np.int64(c_pos[i]) < sizes[w]:
-            _put_row(i, n, k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry, out_file)
-            n += 1
-    return n
+            where[i] = log_range[w]
+            at[log_range[w] + 1] += 1
+    for r in range(ranges):
+        at[r + 1] += at[r]
+    fill = at[:ranges].copy()
+    for i in range(c_file.size):
+        r = where[i]
+        if r >= 0:
+            _put_row(i, fill[r], k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry, out_file)
+            fill[r] += 1
+    return at[ranges]
 
 
 @kernel
@@ -120,7 +133,7 @@ def locations_per_log(c_log, c_pos, ids, sizes, log_range, out_count, out_range)
 
 @kernel
 def range_rows_of(c_range, r, c_file, c_entry, c_log, c_pos, k0, out_k, out_key, out_entry, out_file):
-    """The rows (as location_rows makes them) of the locations whose range (locations_per_log's
+    """The rows (as routed_rows makes them) of the locations whose range (locations_per_log's
     ``c_range``) is ``r``, the first location numbered ``k0``. Returns the rows written."""
     c_range = unowned(c_range)
     n = 0

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.diskio.spill import RangeSpill, SpillFolder
-from bkdisk.formats.index import location_logs
-from bkdisk.fsck.passes.p5_crosscheck.kernels import NO_RANGE, location_rows, locations_per_log, range_rows_of
+from bkdisk.fsck.passes.p5_crosscheck.kernels import NO_RANGE, locations_per_log, range_rows_of, routed_rows
 
 # (its scope and ledger are those of its file row: read there by the join, not copied per location)
 LOCATION_ROW = np.dtype([("k", "<i8"), ("key", "<u8"), ("entry", "<i8"), ("file", "<i4")])
@@ -71,15 +70,14 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
     if len(bounds) + 1 <= min(few, NO_RANGE):   # (a range a byte: NO_RANGE is none)
         return RereadLocations(locations, ids, sizes, bounds)
 
-    def route(rows: np.ndarray) -> np.ndarray:
-        return np.searchsorted(bounds, location_logs(rows["key"]), side="right")
-
-    spill = RangeSpill(LOCATION_ROW, route, len(bounds) + 1, budget, folder, "locations")
+    spill = RangeSpill(LOCATION_ROW, None, len(bounds) + 1, budget, folder, "locations")
+    log_range = np.searchsorted(np.asarray(bounds, ids.dtype), ids, side="right").astype(np.int64)
+    at = np.empty(len(bounds) + 2, np.int64)
     for k0 in range(0, len(locations), CHUNK):
         c = locations[k0:k0 + CHUNK]
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
         rows = np.empty(len(c), LOCATION_ROW)
-        n = location_rows(c["file"], c["entry"], c["log"], c["pos"], ids, sizes, k0, rows["k"], rows["key"],
-                          rows["entry"], rows["file"])
-        spill.append(rows[:n])
+        routed_rows(c["file"], c["entry"], c["log"], c["pos"], ids, sizes, log_range, k0, at, rows["k"], rows["key"],
+                    rows["entry"], rows["file"])
+        spill.append_grouped(rows, at)
     return spill
