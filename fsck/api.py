@@ -25,6 +25,9 @@ from bkdisk.fsck.root_causes import missing_log_causes
 # The passes in order; each runs the checks of the bookie's kind of ledger storage.
 PASSES = [(1, p1_layout.run), (2, p2_hierarchy.run), (3, p3_index.run), (4, p4_entrylogs.run),
           (5, p5_crosscheck.run), (6, p6_journals.run), (7, p7_metadata.run)]
+# Work of a later pass, started on a lane of its own as soon as it says its inputs are ready (asked
+# before each pass runs): it runs while the passes before it report.
+AHEAD = (p5_crosscheck.ranges_ahead,)
 # Findings about a whole entry log, in the order one is taken as the cause of the others.
 LOG_CAUSES = (Code.FILE_UNREADABLE, Code.LOG_TRUNCATED, Code.LOG_HEADER_BAD, Code.LOG_FRAMING_BROKEN)
 LOG_CONSEQUENCES = {Code.LEDGERS_MAP_BAD, Code.LEDGERS_MAP_MISMATCH}
@@ -129,7 +132,13 @@ def _run_passes(ctx: CheckContext) -> Report:
     dirs = ctx.dirs
     report = Report(dirs, context=ctx)
     rocks = dirs.storage_kind == "rocksdb"
+    started: set = set()
     for number, run in PASSES:
+        for start in [s for s in AHEAD if s not in started]:
+            tasks = start(ctx)
+            if tasks:
+                started.add(start)
+                ctx.lanes.add(tasks)
         t0 = time.perf_counter()
         name = pass_name(number, dirs.storage_kind)
         ctx.progress(f"pass {number}: {name}", 0, 1)      # every pass shows as it runs

@@ -176,6 +176,10 @@ class CheckContext:
         """Stop the background after the file it is on, and wait for it (a check that failed)."""
         self.lanes.stop()
 
+    def computed(self, name: str) -> bool:
+        """Whether the cached property ``name`` was computed already."""
+        return name in self.__dict__
+
     @cached_property
     def index_inventory(self) -> IndexInventory:
         """The one walk of the .idx hierarchy, each file read as it is listed (pass 1's symlinks,

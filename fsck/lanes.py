@@ -53,6 +53,19 @@ class Lanes:
         for t in self._threads:
             t.start()
 
+    def add(self, lane: list[Task]) -> None:
+        """One more lane, started now: for work whose inputs are ready only part-way through the check
+        (after ``start``, or alone)."""
+        if not lane:
+            return
+        if self._stop is None:
+            self._stop, self._owner = threading.Event(), threading.current_thread()
+        work: list[tuple[str, Callable[[], Any], Future]] = [(name, fn, Future()) for name, fn in lane]
+        self._futures.update((name, fut) for name, _fn, fut in work)
+        t = threading.Thread(target=self._run_lane, args=(work,), name="fsck-scans")
+        self._threads.append(t)
+        t.start()
+
     def _run_lane(self, work: list[tuple[str, Callable[[], Any], Future]]) -> None:
         for i, (name, fn, fut) in enumerate(work):
             fut.set_running_or_notify_cancel()

@@ -20,6 +20,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
+from bkdisk.fsck.passes.p5_crosscheck import checks as p5_checks
 from bkdisk.journal.scan import scan_journal
 from tests.fsck_helpers import entry_record, flip, flip_payload, mixed_ledgers, patch
 
@@ -112,6 +113,36 @@ def test_the_scans_run_on_the_background_only_with_more_than_one_job(damaged, mo
     check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=1))
     assert set(journals[n_journals:]) == set(logs[n_logs:]) == {threading.current_thread().name}
     assert len(journals) == 2 * n_journals and len(logs) == 2 * n_logs   # each file scanned once per check
+
+
+def test_pass_5_plans_its_ranges_on_a_lane_after_the_index_was_read_on_the_checking_thread(damaged, monkeypatch):
+    """The join's ranges and routed locations are made while passes 3 and 4 report; the lane never reads
+    the index first (two threads would each walk it)."""
+    root, md = damaged
+    index = _threads_of(monkeypatch, "index_inventory")
+    planned: list[str] = []
+    real = p5_checks.plan_ranges
+
+    def spy(ctx):
+        planned.append(threading.current_thread().name)
+        assert ctx.computed("index_inventory"), "the ranges planned before the index was read"
+        return real(ctx)
+    monkeypatch.setattr(p5_checks, "plan_ranges", spy)
+    both = [check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=jobs)) for jobs in (2, 1)]
+    me = threading.current_thread().name
+    assert planned == [SCANS, me] and index == [me, me], (planned, index)
+    assert [f.to_json() for f in both[0].findings] == [f.to_json() for f in both[1].findings]
+
+
+def test_an_error_planning_the_ranges_on_their_lane_is_raised_by_pass_5(damaged, monkeypatch):
+    root, md = damaged
+
+    def broken(ctx):
+        raise RuntimeError("planning broke")
+    monkeypatch.setattr(p5_checks, "plan_ranges", broken)
+    with pytest.raises(RuntimeError, match="planning broke"):
+        check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=2))
+    assert not [th for th in threading.enumerate() if th.name == SCANS], "background threads left running"
 
 
 def test_progress_is_reported_from_the_checking_thread_only(damaged):

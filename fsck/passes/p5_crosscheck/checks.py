@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,8 +33,8 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet, ledger_set
-from bkdisk.fsck.lanes import in_order
-from bkdisk.fsck.passes.p5_crosscheck.location_ranges import CHUNK, routed_locations
+from bkdisk.fsck.lanes import Task, in_order
+from bkdisk.fsck.passes.p5_crosscheck.location_ranges import CHUNK, RereadLocations, routed_locations
 from bkdisk.fsck.passes.p5_crosscheck.range_join import ENTRY_ROW, FileLedgers, join_range
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
@@ -59,9 +60,24 @@ def run(ctx: CheckContext) -> Iterable[Finding]:
     return _index_files(ctx)
 
 
-def _index_files(ctx: CheckContext) -> Iterator[Finding]:
+RANGES = "crosscheck_ranges"   # ctx.shared's name for the ranges and their routed locations
+
+
+@dataclass
+class Ranges:
+    """What the join of index-file locations with the entries starts from: the scanned logs, the
+    ranges of log ids it runs over, each range's locations."""
+    scans: list
+    log_paths: dict[int, str]
+    bounds: np.ndarray
+    width: int             # ranges joined at once
+    locs: RereadLocations | RangeSpill
+
+
+def plan_ranges(ctx: CheckContext) -> Ranges:
+    """The ranges of the join and their locations: on a lane of its own (``ranges_ahead``), else by
+    this pass."""
     inv = ctx.index_inventory
-    files = inv.files
     budget = ctx.options.memory.share(SHARE)
     # Only logs that were scanned can be judged; pass 3 reports missing logs, pass 4 unreadable ones.
     got = [(lf, ctx.log_scans.get(lf.path)) for lf in ctx.log_files]
@@ -79,10 +95,28 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     bounds = split_ranges(ids, np.array([per_id[i] for i in ids.tolist()], np.float64) * _WORK_PER_ENTRY,
                           budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
-
-    all_locs = inv.locations
     # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-    locs = routed_locations(all_locs, ids, sizes, bounds, budget, ctx.spill)
+    locs = routed_locations(inv.locations, ids, sizes, bounds, budget, ctx.spill)
+    return Ranges(scans, log_paths, bounds, width, locs)
+
+
+def ranges_ahead(ctx: CheckContext) -> list[Task]:
+    """The lane that plans the join (waiting for the entry-log scans) while the passes before this one
+    report: with --jobs above 1 on index files, once the index was read (by pass 1, on the passes'
+    thread: the lane never reads it first)."""
+    if ctx.options.jobs <= 1 or ctx.dirs.storage_kind == "rocksdb" or not ctx.computed("index_inventory"):
+        return []
+    return [(RANGES, lambda: plan_ranges(ctx))]
+
+
+def _index_files(ctx: CheckContext) -> Iterator[Finding]:
+    inv = ctx.index_inventory
+    files = inv.files
+    budget = ctx.options.memory.share(SHARE)
+    plan = ctx.shared(RANGES, lambda: plan_ranges(ctx))
+    ctx.lanes.results.pop(RANGES, None)   # (held by this pass only: its locations go as the join ends)
+    scans, log_paths, bounds, width, locs = plan.scans, plan.log_paths, plan.bounds, plan.width, plan.locs
+    all_locs = inv.locations
 
     wrong: list[tuple[int, Finding]] = []
     free = ChunkedArray(ENTRY_ROW, budget, ctx.spill, "free")
