@@ -33,17 +33,20 @@ from bkdisk.diskio.spill import DEFAULT_MEMORY_MIB
 GIB = 1 << 30
 
 
-def bookie_dir(base: str, gib: float, ledgers: int, sizes: str | None = None, layout: str = "interleaved") -> str:
+def bookie_dir(base: str, gib: float, ledgers: int, sizes: str | None = None, layout: str = "interleaved",
+               keys_only: bool = False) -> str:
     if sizes:
-        return os.path.join(base, f"b{gib:g}g-{ledgers}-{sizes}" + ("-contiguous" if layout == "contiguous" else ""))
+        return os.path.join(base, f"b{gib:g}g-{ledgers}-{sizes}" + ("-contiguous" if layout == "contiguous" else "")
+                            + ("-keys" if keys_only else ""))
     return os.path.join(base, f"s{gib:g}g-{ledgers}")
 
 
 def build_args(d: str, gib: float, ledgers: int, sizes: str | None = None,
-               layout: str = "interleaved") -> argparse.Namespace:
+               layout: str = "interleaved", keys_only: bool = False) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     scan_bench.bookie_arguments(ap)
     extra = ["--entry-bytes", sizes.replace("-", ":"), "--bulk", "--layout", layout] if sizes else []
+    extra += ["--journal-keys-only"] if sizes and keys_only else []
     return ap.parse_args(["--dir", d, "--size-gib", str(gib), "--ledgers", str(ledgers), "--idx-files", "0",
                           "--digest", "crc32c", *extra])
 
@@ -75,8 +78,8 @@ def run(a) -> int:
     rows = []
     limit = ["--memory-limit", str(a.memory_limit)] if a.memory_limit else []
     for gib, ledgers, sizes, layout in parse_configs(a.configs):
-        d = os.path.abspath(bookie_dir(a.base, gib, ledgers, sizes, layout))
-        scan_bench.ensure_built(build_args(d, gib, ledgers, sizes, layout))
+        d = os.path.abspath(bookie_dir(a.base, gib, ledgers, sizes, layout, a.journal_keys_only))
+        scan_bench.ensure_built(build_args(d, gib, ledgers, sizes, layout, a.journal_keys_only))
         root = os.path.join(d, "bookie")
         out = os.path.join(d, "out")
         os.makedirs(out, exist_ok=True)
@@ -158,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"the commands to measure, of: {', '.join(COMMANDS)}")
     ap.add_argument("--memory-limit", type=int, default=None, metavar="MiB",
                     help="give every command --memory-limit MiB (default: the commands' own, 1024)")
+    ap.add_argument("--journal-keys-only", action="store_true",
+                    help="bulk bookies whose journal holds the ledgers' keys only (``<dir>-keys``): a bookie whose "
+                         "journals of entries were garbage-collected; 16 GiB of logs then fit the page cache")
     a, _others = ap.parse_known_args(argv)
     return run(a)
 

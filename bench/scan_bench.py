@@ -52,6 +52,8 @@ def _params(a) -> dict:
         p["layout"] = getattr(a, "layout", "interleaved")
         if getattr(a, "storage", "index-files") != "index-files":
             p["storage"] = a.storage
+        if getattr(a, "journal_keys_only", False):
+            p["journal_keys_only"] = True
     return p
 
 
@@ -79,7 +81,8 @@ def build(a) -> None:
     if getattr(a, "bulk", False):
         t = time.perf_counter()
         counts = bulk_bookie.build(os.path.join(a.dir, "bookie"), a.size_gib, a.ledgers, lo, hi, a.seed,
-                                   a.layout, storage=getattr(a, "storage", "index-files"))
+                                   a.layout, storage=getattr(a, "storage", "index-files"),
+                                   journal_entries=not getattr(a, "journal_keys_only", False))
         kind = f"{a.layout}, {getattr(a, 'storage', 'index-files')}"
         print(f"built bookie in bulk ({kind}): {counts['entries']} entries, {a.ledgers} ledgers, "
               f"{counts['bytes'] / GIB:.2f} GiB "
@@ -193,6 +196,7 @@ def ensure_built(a) -> None:
            "--entry-bytes", getattr(a, "entry_bytes", DEFAULT_ENTRY_BYTES)]
     if getattr(a, "bulk", False):
         cmd += ["--bulk", "--layout", a.layout, "--storage", getattr(a, "storage", "index-files")]
+        cmd += ["--journal-keys-only"] if getattr(a, "journal_keys_only", False) else []
     elif getattr(a, "storage", "index-files") != "index-files":
         raise SystemExit("--storage rocksdb builds with --bulk only")
     subprocess.run(cmd, check=True)
@@ -432,6 +436,9 @@ def bookie_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--layout", choices=("interleaved", "contiguous"), default="interleaved",
                     help="with --bulk: entries given to random ledgers as a busy bookie's adds arrive (ids over the "
                          "64-bit range, one ledger in eleven CRC32), or each ledger's entries one run (ids 1..N)")
+    ap.add_argument("--journal-keys-only", action="store_true",
+                    help="with --bulk: the journal holds the ledgers' keys only, as a bookie's once the journals "
+                         "holding its entries were garbage-collected (a 16 GiB bookie then fits the page cache)")
     ap.add_argument("--storage", choices=("index-files", "rocksdb"), default="index-files",
                     help="with --bulk: the entries' locations in .idx files (Interleaved/SortedLedgerStorage) or in "
                          "DbLedgerStorage's RocksDB databases")
