@@ -222,12 +222,16 @@ class RangeSpill:
                 self.flush()
 
     def append_grouped(self, rows: np.ndarray, at: np.ndarray) -> None:
-        """Rows already grouped by range (no ``route``): range ``i``'s are ``rows[at[i]:at[i + 1]]``."""
+        """Rows already grouped by range (no ``route``): range ``i``'s are ``rows[at[i]:at[i + 1]]``, the
+        first ``at[-1]`` rows of ``rows``. What is held are views of ``rows``: all of it counts against the
+        budget, or only those rows, copied, when they are under half of it."""
         import numpy as np
+        n = int(at[-1])
+        if 2 * n < len(rows):
+            rows = rows[:n].copy()
         for i in np.flatnonzero(at[1:] > at[:-1]).tolist():
             self._held[i].append(rows[at[i]:at[i + 1]])
-        n = int(at[-1] - at[0])
-        self._held_bytes += n * self.dtype.itemsize
+        self._held_bytes += rows.nbytes
         self.rows += n
         if self._held_bytes > self.budget:
             self.flush()

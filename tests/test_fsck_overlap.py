@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ from bkdisk.bookie.model import BookieSpec
 from bkdisk.bookie.writer import write_bookie, write_metadata_dir
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
+from bkdisk.fsck import api as fsck_api
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
 from bkdisk.fsck.passes.p5_crosscheck import checks as p5_checks
@@ -142,6 +144,42 @@ def test_an_error_planning_the_ranges_on_their_lane_is_raised_by_pass_5(damaged,
     monkeypatch.setattr(p5_checks, "plan_ranges", broken)
     with pytest.raises(RuntimeError, match="planning broke"):
         check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=2))
+    assert not [th for th in threading.enumerate() if th.name == SCANS], "background threads left running"
+
+
+def test_a_pass_that_fails_while_the_ranges_are_planned_stops_the_planning(damaged, monkeypatch):
+    """The planning lane routes the whole index: a check that failed before pass 5 stops it at its next
+    chunk instead of waiting for it (here a planning that would never end on its own)."""
+    root, md = damaged
+    planning = threading.Event()
+
+    def endless(*a, keep_going=lambda: None, **kw):
+        planning.set()
+        while True:
+            keep_going()
+            time.sleep(0.01)
+    monkeypatch.setattr(p5_checks, "routed_locations", endless)
+    passes = list(fsck_api.PASSES)
+
+    def broken(ctx):
+        planning.wait(60)
+        raise RuntimeError("pass 4 broke")
+    passes[[n for n, _run in passes].index(4)] = (4, broken)
+    monkeypatch.setattr(fsck_api, "PASSES", passes)
+    outcome: list[BaseException | None] = []
+
+    def run():
+        try:
+            check_bookie(discover(root), CheckOptions(metadata_dir=md, jobs=2))
+            outcome.append(None)
+        except BaseException as e:   # what the check raised is the result
+            outcome.append(e)
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(120)   # a guard against a hang, not a timing
+    assert not t.is_alive(), "the check waits for a planning that never ends"
+    [e] = outcome
+    assert isinstance(e, RuntimeError) and str(e) == "pass 4 broke", repr(e)
     assert not [th for th in threading.enumerate() if th.name == SCANS], "background threads left running"
 
 

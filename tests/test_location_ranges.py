@@ -3,6 +3,7 @@ routed once (and spilled) when they are many; both give each range the same rows
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,3 +59,20 @@ def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, s
     w = np.searchsorted(ids, locs["log"].astype(np.uint64)).clip(0, max(len(ids) - 1, 0))
     inside = (ids[w] == locs["log"]) & (locs["pos"] < sizes[w]) if len(ids) else np.zeros(n, bool)
     assert kept == int(inside.sum())
+
+
+@pytest.mark.parametrize("few", [10**9, 0])
+def test_routing_asks_to_keep_going_before_each_chunk_and_stops_when_told(tmp_path, few, monkeypatch):
+    """A check that failed elsewhere stops the routing on its lane within a chunk, on either path."""
+    locs, _files, ids, sizes, bounds = _inputs(7, 100, 6, 1)
+    monkeypatch.setattr(location_ranges, "CHUNK", 7)
+    calls = []
+
+    def keep_going():
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("stopped")
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        with pytest.raises(RuntimeError, match="stopped"):
+            routed_locations(locs, ids, sizes, bounds, 64, folder, few=few, keep_going=keep_going)
+    assert len(calls) == 3

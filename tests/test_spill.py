@@ -51,6 +51,26 @@ def test_spilled_and_held_tables_give_the_same_ranges(tmp_path_factory, batches,
         assert [v for _k, v in rows] == sorted(v for _k, v in rows)
 
 
+@pytest.mark.parametrize("kept", [0, 10, 499, 500, 1000])
+def test_rows_appended_grouped_count_every_byte_they_keep_alive(tmp_path, kept):
+    """A range's rows are views of the array they were grouped in: what they keep alive is counted
+    against the budget (the rows copied out when they are few), so the held rows never pass it unseen."""
+    dtype = np.dtype([("k", "<i8"), ("v", "<u8")])
+    rows = np.zeros(1000, dtype)
+    rows["k"][:kept] = np.arange(kept)
+    at = np.array([0, kept // 3, kept // 2, kept], np.int64)
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        spill = RangeSpill(dtype, None, 3, 1 << 30, folder)
+        spill.append_grouped(rows, at)
+        alive = {id(a.base if a.base is not None else a): (a.base if a.base is not None else a).nbytes
+                 for held in spill._held for a in held}
+        assert spill._held_bytes >= sum(alive.values()), (spill._held_bytes, alive)
+        assert spill._held_bytes <= max(rows.nbytes, 1)
+        got = [r for _, r in spill.ranges()]
+        assert [len(r) for r in got] == np.diff(at).tolist() and np.concatenate(got)["k"].tolist() == list(range(kept))
+        spill.close()
+
+
 def test_split_ranges_bounds_each_range_weight():
     keys = np.arange(10, dtype=np.uint64)
     b = split_ranges(keys, np.full(10, 3), 7)

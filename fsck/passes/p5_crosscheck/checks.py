@@ -96,7 +96,7 @@ def plan_ranges(ctx: CheckContext) -> Ranges:
                           budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
     # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-    locs = routed_locations(inv.locations, ids, sizes, bounds, budget, ctx.spill)
+    locs = routed_locations(inv.locations, ids, sizes, bounds, budget, ctx.spill, keep_going=ctx.keep_going)
     return Ranges(scans, log_paths, bounds, width, locs)
 
 

@@ -8,7 +8,7 @@ would cost more than one routing: the rows are routed once (diskio.spill.RangeSp
 check's folder when they do not fit in the share)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -21,13 +21,18 @@ CHUNK = 1 << 20       # locations read at once
 FEW_RANGES = 8        # up to this many ranges, each range reads the locations again (below NO_RANGE)
 
 
+def _going() -> None:
+    """keep_going of a caller that never stops part-way."""
+
+
 class RereadLocations:
     """Each range's rows built on demand from ``locations``: one pass counts the locations per log
     and notes each location's range (a byte each); a range's rows are then those of its byte. Where
     the logs interleave ledgers, as a busy bookie's do, every run of an index's locations points into
     every log, so a range's rows are found among all locations, by their byte."""
 
-    def __init__(self, locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray, bounds: np.ndarray):
+    def __init__(self, locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray, bounds: np.ndarray,
+                 keep_going: Callable[[], None] = _going):
         self.locations, self.ids, self.sizes = locations, ids, sizes
         self.per_log = np.zeros(len(ids), np.int64)
         cuts = np.searchsorted(ids, np.asarray(bounds, ids.dtype), side="left").tolist()
@@ -36,6 +41,7 @@ class RereadLocations:
                      .astype(np.uint8))
         self.range_of = np.empty(len(locations), np.uint8)
         for k0 in range(0, len(locations), CHUNK):
+            keep_going()
             c = locations[k0:k0 + CHUNK]
             locations_per_log(c["log"], c["pos"], ids, sizes, log_range, self.per_log, self.range_of[k0:k0 + len(c)])
 
@@ -63,17 +69,19 @@ class RereadLocations:
 
 def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
                      bounds: np.ndarray, budget: int, folder: SpillFolder,
-                     few: int = FEW_RANGES) -> RereadLocations | RangeSpill:
+                     few: int = FEW_RANGES, keep_going: Callable[[], None] = _going) -> RereadLocations | RangeSpill:
     """The rows of the ``locations`` that point into a scanned log (sorted ``ids``) before its end
     (``sizes``), grouped by range of log ids (``bounds``: the first id of each range after the first):
-    ``ranges()`` gives (range, rows) in range order; ``close()`` drops what is held."""
+    ``ranges()`` gives (range, rows) in range order; ``close()`` drops what is held. ``keep_going`` is
+    called before each chunk of locations (it raises when the check stopped: the rest is not wanted)."""
     if len(bounds) + 1 <= min(few, NO_RANGE):   # (a range a byte: NO_RANGE is none)
-        return RereadLocations(locations, ids, sizes, bounds)
+        return RereadLocations(locations, ids, sizes, bounds, keep_going)
 
     spill = RangeSpill(LOCATION_ROW, None, len(bounds) + 1, budget, folder, "locations")
     log_range = np.searchsorted(np.asarray(bounds, ids.dtype), ids, side="right").astype(np.int64)
     at = np.empty(len(bounds) + 2, np.int64)
     for k0 in range(0, len(locations), CHUNK):
+        keep_going()
         c = locations[k0:k0 + CHUNK]
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
         rows = np.empty(len(c), LOCATION_ROW)
