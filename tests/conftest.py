@@ -9,6 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# A test states what must hold, never how fast: no example is failed for its time (hypothesis's default
+# deadline fails one that runs over 200 ms, which a shared CI machine or a kernel loaded from the cache
+# for the first time can do).
+settings.register_profile("bkdisk", deadline=None)
+settings.load_profile("bkdisk")
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(os.environ.get("BKDISK_GOLDEN") or REPO.parent / "shared" / "golden").resolve()

@@ -36,7 +36,7 @@ WAL = w.frame_log([w.write_batch(52 + i, [(rf.ValueType.VALUE, locations_key(2, 
                                           (rf.ValueType.DELETION, locations_key(3, i), b"")]) for i in range(40)]
                   + [w.write_batch(92, [(rf.ValueType.VALUE, b"big", b"x" * 70000)])])   # spans 3 blocks
 WAL_BATCHES = replay_wal(WAL, path="9.log", number=9).batches
-FUZZ = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

@@ -3,6 +3,7 @@ and it writes the class archive the audit's driver JVM starts from."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,17 @@ def _run(args: list[str], cache: Path, ok=(0,)) -> None:
     assert r.returncode in ok, r.stderr
 
 
-def test_after_warm_up_the_commands_add_nothing_to_the_cache(tmp_path):
-    cache = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory) -> Path:
+    """A fresh cache filled by `warm-up --no-spark` (compiling every kernel takes minutes: once a module)."""
+    cache = tmp_path_factory.mktemp("warmed") / "cache"
     _run(["warm-up", "--no-spark"], cache)
+    return cache
+
+
+def test_after_warm_up_the_commands_add_nothing_to_the_cache(warmed, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(warmed, cache)
     warmed = _cache_files(cache)
     assert any(name.endswith(".nbc") for name in warmed), "warm-up compiled nothing"
     assert not (cache / "jvm").exists(), "--no-spark wrote a class archive"
@@ -39,8 +48,9 @@ def test_after_warm_up_the_commands_add_nothing_to_the_cache(tmp_path):
 
 
 @pytest.mark.slow   # starts Spark
-def test_warm_up_archives_the_classes_of_the_audits_driver(tmp_path):
+def test_warm_up_archives_the_classes_of_the_audits_driver(warmed, tmp_path):
     cache = tmp_path / "cache"
+    shutil.copytree(warmed, cache)   # the kernels loaded, not compiled again: the archive is what is tested
     _run(["warm-up"], cache)
     archives = list((cache / "jvm").glob("spark-driver-*.jsa"))
     assert len(archives) == 1 and archives[0].stat().st_size > 1 << 20, "no class archive for the audit's driver"
