@@ -105,11 +105,16 @@ def test_diskio_refuses_a_fifo_at_once_in_every_open(tmp_path: Path):
 def _limited_child(code: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a child with 1 GiB of address space and a timeout: reading /dev/zero whole
     (the defect) then fails there instead of exhausting this machine's memory."""
-    # (the child sets its own limit: a preexec_fn forks this process, and a library's fork handlers, such
-    # as gRPC's after a service test ran here, may abort that child before it runs anything)
-    limited = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n" + code
-    return subprocess.run([sys.executable, "-c", limited], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return _run(["-c", code], gib=1)
+
+
+def _run(args: list[str], timeout: int = 60, gib: int = 4) -> subprocess.CompletedProcess:
+    """Python with ``args`` in a child with a timeout and ``gib`` GiB of address space (reading /dev/zero
+    whole, the defect, then fails in the child instead of exhausting this machine's memory).
+    util-linux's prlimit sets the limit: a preexec_fn would fork this process, and a library's fork
+    handlers (gRPC's, once a service test ran in it) may abort that child before it runs anything."""
+    return subprocess.run(["prlimit", f"--as={gib << 30}", "--", sys.executable, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 _CHILD = """
@@ -190,14 +195,6 @@ def test_lastmark_and_cookie_fifos_raise_disk_error(tmp_path: Path):
     fifos = _bookie_with_fifos(str(tmp_path))
     for k in ("lastMark", "VERSION"):
         _assert_not_regular(lambda k=k: read_bytes(fifos[k]), fifos[k])
-
-
-def _run(args: list[str], timeout: int = 60) -> subprocess.CompletedProcess:
-    """The command in a child with a timeout and 4 GiB of address space (reading /dev/zero whole,
-    the defect, then fails in the child instead of exhausting this machine's memory)."""
-    # (util-linux's prlimit sets the limit: no preexec_fn forking this process, see _limited_child)
-    return subprocess.run(["prlimit", f"--as={4 << 30}", "--", sys.executable, *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_fsck_finishes_and_reports_every_fifo_instead_of_hanging(tmp_path: Path):

@@ -36,15 +36,15 @@ def warmed(tmp_path_factory) -> Path:
 def test_after_warm_up_the_commands_add_nothing_to_the_cache(warmed, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(warmed, cache)
-    warmed = _cache_files(cache)
-    assert any(name.endswith(".nbc") for name in warmed), "warm-up compiled nothing"
+    compiled = _cache_files(cache)
+    assert any(name.endswith(".nbc") for name in compiled), "warm-up compiled nothing"
     assert not (cache / "jvm").exists(), "--no-spark wrote a class archive"
     for corpus in ("interleaved-v6-hostport", "dbstorage-v6-bookieid"):
         root = str(GOLDEN / corpus)
         _run(["fsck", root, "--no-progress", "--metadata-dir", os.path.join(root, "metadata")], cache)
         _run(["fsck", root, "--no-progress"], cache)
         _run(["inventory", root, "--jsonl", "--payload-hash", "sha256"], cache)
-    assert _cache_files(cache) == warmed, "a command compiled a kernel that warm-up did not"
+    assert _cache_files(cache) == compiled, "a command compiled a kernel that warm-up did not"
 
 
 @pytest.mark.slow   # starts Spark
