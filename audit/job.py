@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -265,21 +266,57 @@ def run_audit(spark, disks: list[DiskInput], scan_files: list[str], source: Meta
         # a scan-disk file's rows of such a disk are dropped.
         replicas = spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir).filter(
             F.col("bookie_id").isin(audited))
-        frames_out.update(tables.fault_tables(segments(spark, mt), replicas, audited, not_audited,
-                                                  known_keys(spark, mt)))
-        counts = {}
-        for name in ALL_TABLES:
-            if name != "replicas":   # written by the tasks (and above): a file per disk
-                # Small tables: one sorted file each.
-                frames_out[name].repartition(1).sortWithinPartitions(*tables.ORDER[name]).write.mode(
-                    "overwrite").parquet(os.path.join(out, name))
-            counts[name] = _parquet_rows(os.path.join(out, name))
+        faults = tables.fault_tables(segments(spark, mt), replicas, audited, not_audited, known_keys(spark, mt))
+        # The table that builds the frames the others share goes first, the ones those wait for last.
+        kept = {n: (lambda f=f: f) for n, f in frames_out.items() if n != "replicas"}
+        write_tables(spark, {"under_replicated": faults.pop("under_replicated"), "divergent": faults.pop("divergent"),
+                             "orphans": faults.pop("orphans"), **kept, **faults}, out)
+        counts = {name: _parquet_rows(os.path.join(out, name)) for name in ALL_TABLES}
         tables.release(spark)
         if scrub is not None:   # the run succeeded: its state replaces the last good one
             scrub.commit(disk_rows, [d.path for d in disks])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return AuditResult(out, run, disk_rows, counts)
+
+
+# Tables written at once: a table is a few small Spark jobs and the calls into the JVM that build its
+# plan, mostly the driver's time, which several threads overlap.
+TABLE_WRITERS = 4
+
+
+def write_tables(spark, builders: dict[str, Callable], out: str, writers: int = TABLE_WRITERS) -> None:
+    """Build each frame and write it as ``out/<name>``, one sorted file each (the tables other than the
+    replicas are small), ``writers`` at once, in the order given. The first failure cancels the other
+    writes and is raised."""
+    from bkdisk.audit import tables
+    todo = list(builders)
+    failed: list[BaseException] = []
+    lock = threading.Lock()
+    group = f"bkdisk-tables-{os.getpid()}-{id(builders)}"   # this call's jobs, cancelled together
+
+    def worker() -> None:
+        spark.sparkContext.setJobGroup(group, "the audit's tables")
+        while not failed:
+            with lock:
+                if not todo:
+                    return
+                name = todo.pop(0)
+            try:
+                builders[name]().repartition(1).sortWithinPartitions(*tables.ORDER[name]).write.mode(
+                    "overwrite").parquet(os.path.join(out, name))
+            except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+                failed.append(e)
+                spark.sparkContext.cancelJobGroup(group)
+    # Daemon threads: a write still running after Ctrl-C never holds the process at its exit.
+    threads = [threading.Thread(target=worker, name=f"table-writer-{i}", daemon=True)
+               for i in range(max(1, min(writers, len(todo))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failed:
+        raise failed[0]
 
 
 def _parquet_rows(folder: str) -> int:

@@ -14,6 +14,10 @@ progression of step ``E``, so the counts are closed forms.
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -21,6 +25,7 @@ from pyspark.sql import functions as F
 from bkdisk.audit.scrub_hashes import SHORT_HEX
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
+T = TypeVar("T")
 KEY = ["ledger_scope", "ledger_id"]
 ENTRY = KEY + ["entry_id"]
 SEG = KEY + ["seg_first"]
@@ -199,22 +204,42 @@ ORDER = {"under_replicated": KEY + ["first_entry_id"], "corrupt_copies": ENTRY +
 
 
 def fault_tables(segments: DataFrame, replicas: DataFrame, audited: list[str], not_audited: list[str],
-                 known: DataFrame | None = None) -> dict[str, DataFrame]:
+                 known: DataFrame | None = None) -> dict[str, Callable[[], DataFrame]]:
     """The fault tables and the histogram from the segments frame (a row per ensemble that may hold
     entries, audit.metadata_tables.SEGMENT_ARROW), the keys of the other ledgers metadata knows
-    (``known``) and the audited replicas; the frames several of them read are computed once
+    (``known``) and the audited replicas, each as a function building its frame: every DataFrame step
+    is a call into the JVM, so threads building (and writing) tables at once overlap those calls. The
+    frames several tables read are built once, by the first that needs them, and computed once
     (persisted; ``release`` them after writing)."""
     keep = StorageLevel.MEMORY_AND_DISK
-    placed = placed_segments(segments, replicas).persist(keep)
-    shares = bookie_shares(placed).persist(keep)
-    copies = copies_frame(replicas).persist(keep)
-    problems = entry_problems(short_entries(placed, shares, write_set_copies(copies, placed)), placed,
-                              copies).persist(keep)
-    return {"under_replicated": under_replicated(problems, not_audited),
-            "corrupt_copies": corrupt_copies(copies), "divergent": divergent(replicas),
-            "orphans": orphans(replicas, segments, known),
-            "missing_ledgers": missing_ledgers(shares, replicas, audited),
-            "replication_histogram": replication_histogram(placed, problems)}
+
+    def build_shared() -> dict[str, DataFrame]:
+        placed = placed_segments(segments, replicas).persist(keep)
+        shares = bookie_shares(placed).persist(keep)
+        copies = copies_frame(replicas).persist(keep)
+        problems = entry_problems(short_entries(placed, shares, write_set_copies(copies, placed)), placed,
+                                  copies).persist(keep)
+        return {"placed": placed, "shares": shares, "copies": copies, "problems": problems}
+    shared = _once(build_shared)
+    return {"under_replicated": lambda: under_replicated(shared()["problems"], not_audited),
+            "divergent": lambda: divergent(replicas),
+            "orphans": lambda: orphans(replicas, segments, known),
+            "corrupt_copies": lambda: corrupt_copies(shared()["copies"]),
+            "missing_ledgers": lambda: missing_ledgers(shared()["shares"], replicas, audited),
+            "replication_histogram": lambda: replication_histogram(shared()["placed"], shared()["problems"])}
+
+
+def _once(build: Callable[[], T]) -> Callable[[], T]:
+    """``build``'s result, built by the first caller (the others wait for it)."""
+    lock = threading.Lock()
+    done: list[T] = []
+
+    def get() -> T:
+        with lock:
+            if not done:
+                done.append(build())
+            return done[0]
+    return get
 
 
 def release(spark: SparkSession) -> None:

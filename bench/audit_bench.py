@@ -209,9 +209,9 @@ def join_alone(a, spark) -> None:
     t0 = time.perf_counter()
     out = tables.fault_tables(segments, replicas, audited, [])
     counts, each = {}, {}
-    for name, df in out.items():
+    for name, build in out.items():
         t1 = time.perf_counter()
-        df.write.mode("overwrite").parquet(os.path.join(a.dir, "join", name))
+        build().write.mode("overwrite").parquet(os.path.join(a.dir, "join", name))
         each[name] = round(time.perf_counter() - t1, 1)
         counts[name] = spark.read.parquet(os.path.join(a.dir, "join", name)).count()
     secs = time.perf_counter() - t0
