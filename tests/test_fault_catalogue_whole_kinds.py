@@ -140,26 +140,19 @@ def test_the_inventory_and_scan_disk_say_so_without_a_traceback(damaged, kind, f
     assert any(r["table"] == "findings" and r["severity"] == "error" for r in t), "no error findings in the file"
 
 
+def audit_reports_the_fault(fault: str, root: Path, tables: dict) -> None:
+    """The tables of an audit of the damaged bookie at ``root`` alone (the rest: metadata's other
+    bookies): its disk audited with errors and its findings. Each case's audit runs in
+    test_audit_scrub_deep_all.py, which audits every case of this catalogue."""
+    (disk,) = [d for d in tables["disks"].to_pylist() if d["path"] == str(root)]
+    assert disk["status"] == "errors" and _disk_note_as_expected(fault, disk["error"]), (fault, disk)
+    assert any(f["severity"] == "error" and f["bookie_id"] == disk["bookie_id"]
+               for f in tables["findings"].to_pylist()), fault
+
+
 @pytest.mark.slow
-def test_the_audit_reports_each_fault(damaged, tmp_path):
-    """Each damaged bookie audited on its own (one bookie id each) in one Spark session: the disk is
-    audited with errors and its findings; and one `bkdisk audit` process end to end (exit 4)."""
-    from bkdisk.audit.job import read_tables, run_audit
-    from bkdisk.audit.metadata_source import MetadataDirSource
-    from bkdisk.audit.rows import DiskInput, RunInfo
-    from tests.spark_session import shared_spark
-    spark = shared_spark()
-    for kind, fault in CASES:
-        root = damaged[(kind, fault)]
-        out = tmp_path / f"{kind}-{fault}"
-        run_audit(spark, [DiskInput(str(root), None)], [], MetadataDirSource(str(root / "metadata")), str(out),
-                  RunInfo.new(fault))
-        t = read_tables(str(out))
-        (disk,) = [d for d in t["disks"].to_pylist() if d["path"] == str(root)]   # (the rest: metadata's others)
-        assert disk["status"] == "errors" and _disk_note_as_expected(fault, disk["error"]), (kind, fault, disk)
-        errors = [f for f in t["findings"].to_pylist()
-                  if f["severity"] == "error" and f["bookie_id"] == disk["bookie_id"]]
-        assert errors, (kind, fault)
+def test_an_audit_process_of_a_damaged_bookie_exits_4_with_its_one_line_reports(damaged, tmp_path):
+    """One `bkdisk audit` process end to end on a damaged bookie (exit 4, no traceback)."""
     root = damaged[("dbstorage-v6-bookieid", "every_entry_log_gone")]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     p = subprocess.run([str(BIN / "bkdisk"), "audit", str(root), "--metadata-dir", str(root / "metadata"),

@@ -24,16 +24,24 @@ from tests.fsck_helpers import Disk, errors, make_disk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Run the CLI with every mutating call of the os module counted; the Nth one is never made: the
-# process kills itself with SIGKILL first, as a power cut or an OOM kill would stop it.
+# process kills itself with SIGKILL first, as a power cut or an OOM kill would stop it. numba's own
+# calls are not the repair's and are not counted: it saves a kernel to its cache (a file replaced)
+# whenever another process changed that kernel's cache index, which makes their number vary by run.
 KILLER = """
 import os, signal, sys
 limit = int(os.environ["BKDISK_KILL_AT"]); seen = [0]
+NUMBA = os.sep + "numba" + os.sep
+def numbas_own(frame):
+    while frame is not None and NUMBA not in frame.f_code.co_filename:
+        frame = frame.f_back
+    return frame is not None
 def wrap(name):
     real = getattr(os, name)
     def counted(*a, **k):
-        seen[0] += 1
-        if seen[0] == limit:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if not numbas_own(sys._getframe(1)):
+            seen[0] += 1
+            if seen[0] == limit:
+                os.kill(os.getpid(), signal.SIGKILL)
         return real(*a, **k)
     setattr(os, name, counted)
 for name in ("write", "fsync", "link", "unlink", "replace", "rename", "ftruncate", "mkdir", "fchmod"):
@@ -117,7 +125,7 @@ def test_a_repair_killed_at_any_point_converges_and_loses_nothing(template, tmp_
     assert calls > 20, calls
     n = min(calls, MAX_KILL_POINTS)
     points = sorted({1 + (calls - 1) * i // (n - 1) for i in range(n)})
-    killed = 0
+    killed, survived = 0, []
     for at in points:
         copy = str(tmp_path / f"at{at}")
         shutil.copytree(base, copy, symlinks=True)
@@ -129,6 +137,8 @@ def test_a_repair_killed_at_any_point_converges_and_loses_nothing(template, tmp_
         backup = os.path.join(copy, "backup")
         rc = _run_killed(d, backup, at)
         killed += rc == -signal.SIGKILL
+        if rc != -signal.SIGKILL:
+            survived.append((at, rc))
         opts = CheckOptions(metadata_dir=d.md_dir)
         for _ in range(3):
             rep = check_bookie(d.dirs, opts)
@@ -147,4 +157,4 @@ def test_a_repair_killed_at_any_point_converges_and_loses_nothing(template, tmp_
             here = original.replace(os.path.dirname(d0.root), copy, 1)
             if _digest(here) != digest:       # replaced by some run: its old bytes are in the backups
                 assert digest in kept, (at, here)
-    assert killed == len(points), f"only {killed} of {len(points)} runs were killed"
+    assert killed == len(points), f"only {killed} of {len(points)} runs were killed (not: {survived}, of {calls} calls)"
