@@ -32,6 +32,7 @@ from bkdisk.bookie.gc_policy import (
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.bookie.metadata_dir import over_replicated
+from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
 from bkdisk.entrylogs.map_check import claimed_beyond, map_differences, map_warning
@@ -246,10 +247,9 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
         return np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
     scope, ledger, nbytes = cat("scope", np.uint64), cat("ledger", np.uint64), cat("nbytes", np.int64)
     group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
-    keys = np.zeros(len(ledger), [("group", "<i8"), ("scope", "<u8"), ("ledger", "<u8")])
-    keys["group"], keys["scope"], keys["ledger"] = group, scope, ledger
-    ukeys, inv = np.unique(keys, return_inverse=True)
-    inv = inv.reshape(-1)
+    distinct, inv = distinct_rows(group, scope, ledger)
+    ukeys = np.zeros(len(distinct[0]), [("group", "<i8"), ("scope", "<u8"), ("ledger", "<u8")])
+    ukeys["group"], ukeys["scope"], ukeys["ledger"] = distinct
 
     # One state per (group, ledger): Python work per ledger, not per entry.
     states, metas = [], []

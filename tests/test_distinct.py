@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.distinct import distinct, run_heads, run_starts
+from bkdisk.diskio.distinct import distinct, distinct_rows, run_heads, run_starts
 
 
 @settings(max_examples=300, deadline=None)
@@ -29,3 +29,19 @@ def test_run_starts_are_the_rows_whose_pair_differs_from_the_row_before(pairs):
     want = [i for i in range(len(pairs)) if i == 0 or pairs[i] != pairs[i - 1]]
     assert run_starts(scope, ledger).tolist() == want
     assert np.flatnonzero(run_heads(scope, ledger)).tolist() == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1) | st.integers(0, 2),
+                               st.integers(0, 2**64 - 1) | st.integers(0, 4)), max_size=60))
+def test_distinct_rows_are_np_unique_of_the_rows_as_records(rows):
+    """(a ledger dir's index, a scope, a ledger id: ids over the whole unsigned 64-bit range)"""
+    cols = (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.uint64),
+            np.array([r[2] for r in rows], np.uint64))
+    records = np.zeros(len(rows), [("g", "<i8"), ("s", "<u8"), ("l", "<u8")])
+    records["g"], records["s"], records["l"] = cols
+    want, want_inverse = np.unique(records, return_inverse=True)
+    got, inverse = distinct_rows(*cols)
+    assert list(zip(*(c.tolist() for c in got))) == want.tolist()
+    assert [c.dtype for c in got] == [c.dtype for c in cols]
+    assert inverse.tolist() == want_inverse.reshape(-1).tolist()
