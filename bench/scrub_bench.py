@@ -77,6 +77,15 @@ Python workers with the disks' forked scans 26-38 s (the light part, index files
 space accounting and the replica rows, is several seconds a disk), the driver ~3 s. Larger disks (the deep part
 grows with the bytes, the fixed part with the entries), or a host not shared, make the deep part the
 larger share; this bench does not show it.
+
+Measured 2026-12-03 on a machine alone (load 1.9-3.4, the bench's own), the tables written from four
+threads (audit/job.py write_tables): --deep-all 43.4-87.0 s (CPU 66-92 s), runs 37.1-57.4 s (CPU
+47-62 s), x0.61-1.02 of the --deep-all before each; the same bench an hour before, the tables written
+one after another: --deep-all 44.3-76.5 s, runs 34.2-62.3 s, x0.68-1.11. Deep 0.117-0.152 of the bytes
+per run, every log deep-checked after the seventh, both times. Alone, a --deep-all of the 16 GiB is
+only ~8-10 s more than a light run, while ~15 s of any audit is fixed (a golden cluster-3 audit, whole:
+14.8 s) and each disk's light scan costs ~2.4 s of CPU (fsck's passes, the space accounting, the
+replica rows): at 2 GiB a disk, 0.35x of --deep-all is below the fixed cost alone.
 """
 from __future__ import annotations
 
