@@ -247,13 +247,11 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
         return np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
     scope, ledger, nbytes = cat("scope", np.uint64), cat("ledger", np.uint64), cat("nbytes", np.int64)
     group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
-    distinct, inv = distinct_rows(group, scope, ledger)
-    ukeys = np.zeros(len(distinct[0]), [("group", "<i8"), ("scope", "<u8"), ("ledger", "<u8")])
-    ukeys["group"], ukeys["scope"], ukeys["ledger"] = distinct
+    (ugroup, uscope, uledger), inv = distinct_rows(group, scope, ledger)
 
     # One state per (group, ledger): Python work per ledger, not per entry.
     states, metas = [], []
-    for g, s, l in ukeys.tolist():
+    for g, s, l in zip(ugroup.tolist(), uscope.tolist(), uledger.tolist(), strict=True):
         lid = LedgerId(s, l)
         m = md.get(lid)
         metas.append(m)
@@ -263,8 +261,8 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     # Oldest: the earliest creation time metadata gives, then the lowest id.
     ctime = np.array([m.ctime if (m is not None and m.ctime is not None) else np.iinfo(np.int64).max
                       for m in metas], np.int64)
-    rank = np.empty(len(ukeys), np.int64)
-    rank[np.lexsort((ukeys["ledger"], ukeys["scope"], ctime))] = np.arange(len(ukeys))
+    rank = np.empty(len(uledger), np.int64)
+    rank[np.lexsort((uledger, uscope, ctime))] = np.arange(len(uledger))
 
     n = len(logs)
     live_bytes = np.bincount(log_of, weights=np.where(live, nbytes, 0), minlength=n).astype(np.int64)
@@ -286,7 +284,7 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
             "kind": "log", "bookie_id": bookie_id, "ledger_dir": lg.ledger_dir, "log_id": lg.log_id, "size": lg.size,
             "live_bytes": int(live_bytes[i]), "garbage_bytes": int(total[i] - live_bytes[i]), "usage": float(u[i]),
             "action": ACTIONS[actions[i]], "ledgers": int(counts[i]), "live_ledgers": int(live_ledgers[i]),
-            "oldest_live_ledger": None if k is None else str(LedgerId(*ukeys[k].tolist()[1:])),
+            "oldest_live_ledger": None if k is None else str(LedgerId(int(uscope[k]), int(uledger[k]))),
             "oldest_live_topic": None if k is None else topics[k], "source": lg.source})
 
     # Per ledger (across groups) and per topic.
