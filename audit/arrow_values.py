@@ -5,6 +5,8 @@ zoned column is read as its integers, an integer column's numpy array is its dat
 from __future__ import annotations
 
 import datetime
+import importlib.abc
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -44,3 +46,25 @@ def ints(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if data is None:
         return np.empty(0, dtype)
     return np.frombuffer(data, dtype, count=len(column), offset=column.offset * dtype.itemsize)
+
+
+class _WithoutPandas(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            raise ModuleNotFoundError("pandas is not loaded by this command", name=name)
+        return None
+
+
+def arrow_without_pandas() -> None:
+    """Have pyarrow convert without pandas in this process (and the children it forks). pyarrow looks
+    for pandas once a process, at its first conversion of Python values (its Python layer, and its C++
+    helpers when they infer a type), and remembers what it found: here it finds none. For a command
+    that never hands pyarrow a pandas object; an explicit ``to_pandas`` still loads it."""
+    if "pandas" in sys.modules:
+        return
+    finder = _WithoutPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([])   # no type given: the type inferred, so both layers look
+    finally:
+        sys.meta_path.remove(finder)

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from bkdisk.audit.arrow_values import py_rows
+from bkdisk.audit.arrow_values import arrow_without_pandas, py_rows
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
 from bkdisk.audit.scrub_options import scrub_options, scrub_run
@@ -284,6 +284,7 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     disk could not be read (the file then says so), 8 when the metadata or the state could not be
     read or the file could not be written.
     """
+    arrow_without_pandas()   # a bookie host's scan: pandas' import would be a good part of a small disk's
     scrub = scrub_run(state, deep_interval, deep_all, as_of, deep_max_load)
     md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
     staging = scrub.stage_here() if scrub is not None else None

@@ -86,6 +86,17 @@ per run, every log deep-checked after the seventh, both times. Alone, a --deep-a
 only ~8-10 s more than a light run, while ~15 s of any audit is fixed (a golden cluster-3 audit, whole:
 14.8 s) and each disk's light scan costs ~2.4 s of CPU (fsck's passes, the space accounting, the
 replica rows): at 2 GiB a disk, 0.35x of --deep-all is below the fixed cost alone.
+
+Measured 2026-12-03 17:00 UTC, machine alone (load 2.2-3.4, the bench's own), the same command: the
+VM's disk changed speed during the bench. While it read cold files at 30 MiB/s (the first pair), the
+--deep-all took 458.5 s and run 1 55.8 s: x0.12. Once it read them at 200+ MiB/s again: --deep-all
+53.7-69.6 s (CPU 82-91 s), runs 46.5-65.0 s (CPU 56-68 s), x0.75-0.97. Deep 0.117-0.152 of the bytes
+a run, every log deep-checked after the seventh. What a light run reads from the disk (day 8, every
+log's record offsets in the state): 4,417 MiB of the 16.01 GiB, 2.25 GiB of them the deep seventh and
+~2.0 GiB the pages of 30 KB entries' headers (a page per entry: 0.137 of the bytes): a disk that
+reading bounds gives a run ~0.28 of --deep-all's reads plus the fixed cost. Its time then (event log,
+40.7 s whole): session 4.3 s, the scan stage 21.7 s (8 tasks two at a time, 3.3-4.5 s a disk, the
+first two 8.6 s with the workers' start), the tables 10 s (45 jobs), stop and reports 2 s.
 """
 from __future__ import annotations
 

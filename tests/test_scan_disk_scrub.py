@@ -26,13 +26,15 @@ BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
 
 def scan_disk(root: str, out, state, day: int, *extra: str) -> subprocess.CompletedProcess:
     # Python's import times on stderr: the scan reads its state and its logs' hashes without loading
-    # pyarrow.dataset (a quarter of a second of the command; audit/arrow_values.py)
+    # pyarrow.dataset, and converts without pandas (each a few tenths of a second; audit/arrow_values.py;
+    # pyarrow's failed looks for pandas are listed as "pandas" alone)
     p = subprocess.run([BKDISK, "scan-disk", root, "--out", str(out), "--state", str(state), "--as-of",
                         (T0 + day * DAY).isoformat(), *extra], capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"))
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
     imported = set(re.findall(r"^import time:.*\|\s+(\S+)$", p.stderr, re.M))
     assert "pyarrow._parquet" in imported and "pyarrow.dataset" not in imported
+    assert not [m for m in imported if m.startswith("pandas.")], sorted(m for m in imported if "pandas" in m)[:5]
     return p
 
 
