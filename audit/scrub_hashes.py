@@ -105,6 +105,18 @@ def record_offsets(root: str | None, disk: str, key: int, size: int) -> np.ndarr
         return None
 
 
+def _rows_between(pf: pq.ParquetFile, low: int, high: int) -> pa.Table:
+    """The rows of the row groups whose offsets may fall in [low, high] (their statistics say; a group
+    without them is read): a part's few groups, not a log's millions of rows for each of its parts."""
+    at = pf.schema_arrow.get_field_index("offset")
+    groups = []
+    for g in range(pf.metadata.num_row_groups):
+        st = pf.metadata.row_group(g).column(at).statistics
+        if st is None or not st.has_min_max or (st.max >= low and st.min <= high):
+            groups.append(g)
+    return pf.read_row_groups(groups)
+
+
 def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:
     """A light log part's ``payload_sha256``: each copy's short hash (SHORT_HEX hex digits) from the
     log's last deep check, null where the state has none (never checked, no file, another entry)."""
@@ -113,7 +125,7 @@ def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:
     if n == 0 or f is None or not os.path.exists(f):
         return pa.nulls(n, pa.string())
     off = rows.entries["offset"].astype(np.int64)
-    t = pq.ParquetFile(f).read()   # a log's few thousand rows
+    t = _rows_between(pq.ParquetFile(f), int(off.min()), int(off.max()))
     if t.num_rows == 0:
         return pa.nulls(n, pa.string())
     have = ints(t["offset"])

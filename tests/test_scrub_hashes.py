@@ -62,6 +62,24 @@ def test_a_light_part_reads_the_short_hashes_of_its_offsets_from_the_last_deep_r
     assert light_column(None, "/mnt/bk1", 7, part).null_count == 5
 
 
+def test_a_light_part_reads_only_the_row_groups_of_its_offsets(tmp_path, monkeypatch):
+    # A log of small entries has millions of rows and a part for each ~63,000: reading the whole file
+    # for each part would cost the square of the log's size.
+    payloads = [bytes([i]) * 50 for i in range(40)]
+    w = HashWriter(str(tmp_path), "/mnt/bk1")
+    for first in range(0, 40, 5):   # eight parts: a row group each
+        w.add(7, rows(5, first, payloads[first:first + 5]))
+    w.close()
+    import pyarrow.parquet as pq
+    asked: list[list[int]] = []
+    real = pq.ParquetFile.read_row_groups
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", lambda self, groups, *a, **k: (
+        asked.append(list(groups)), real(self, groups, *a, **k))[1])
+    got = light_column(str(tmp_path), "/mnt/bk1", 7, rows(4, 12)).to_pylist()   # entries 12-15: groups 2 and 3
+    assert got == [hashlib.sha256(payloads[i]).hexdigest()[:16] if i % 5 != 1 else None for i in range(12, 16)]
+    assert asked == [[2, 3]]
+
+
 def _hash_file(root, disk: str, key: int, text: bytes) -> None:
     p = log_file(str(root), disk, key)
     os.makedirs(os.path.dirname(p), exist_ok=True)
