@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.audit import jvm_archive
+from bkdisk.audit.arrow_values import arrow_without_pandas
 from bkdisk.audit.errors import AuditError
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
@@ -183,6 +184,7 @@ def disk_task(run: RunInfo, source: MetadataSource, near_dir: str, replicas_dir:
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         numba_cache_writable()
+        arrow_without_pandas()   # else each disk's forked scan loads pandas anew at its first conversion
         here = run.on_this_host()
         for b in batches:
             for d in b.to_pylist():
