@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bkdisk.audit.arrow_values import arrow_without_pandas
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.metadata_source import ClosedEmpty, MetadataSource, read_chunk, write_chunks
 from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
@@ -70,6 +71,7 @@ def read_chunk_task(source: MetadataSource, index: int, chunk: str, segments_dir
     key only, so that its copies on a disk are not orphans; its ensembles' bookies are still named.
     The source finds such ledgers without building their metadata (``read_batches``); the
     rest are read and parsed one by one."""
+    arrow_without_pandas()   # the Python worker's: the disk tasks it runs later then fork without it too
     cols: dict[str, list] = {f.name: [] for f in SEGMENT_ARROW}
     known: dict[str, list[int]] = {f.name: [] for f in KNOWN_ARROW}
     near: dict[str, list[tuple[int, int, bytes]]] = defaultdict(list)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,13 +153,19 @@ def audit_reports_the_fault(fault: str, root: Path, tables: dict) -> None:
 
 @pytest.mark.slow
 def test_an_audit_process_of_a_damaged_bookie_exits_4_with_its_one_line_reports(damaged, tmp_path):
-    """One `bkdisk audit` process end to end on a damaged bookie (exit 4, no traceback)."""
+    """One `bkdisk audit` process end to end on a damaged bookie (exit 4, no traceback); its Python
+    workers (their import times on stderr) never load pandas: the metadata and disk tasks convert
+    without it (audit/arrow_values.py), as each disk's forked scan would load it anew."""
     root = damaged[("dbstorage-v6-bookieid", "every_entry_log_gone")]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     p = subprocess.run([str(BIN / "bkdisk"), "audit", str(root), "--metadata-dir", str(root / "metadata"),
-                        "--out", str(tmp_path / "cli"), "--master", "local[1]"], capture_output=True, text=True,
+                        "--out", str(tmp_path / "cli"), "--master", "local[1]",
+                        "--conf", "spark.executorEnv.PYTHONPROFILEIMPORTTIME=1"], capture_output=True, text=True,
                        env=env, timeout=900)
     assert p.returncode == 4 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    imported = set(re.findall(r"^import time:.*\|\s+(\S+)$", p.stderr, re.M))
+    assert "bkdisk.audit.metadata_tables" in imported and "bkdisk.audit.rows" in imported   # the workers'
+    assert not [m for m in imported if m.startswith("pandas.")], "a Python worker of the audit loaded pandas"
     summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
     assert summary["healthy"] is False and "IndexError" not in json.dumps(summary)
     statuses = {b["bookie_id"]: b["status"] for b in summary["bookies"]}
