@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from bkdisk.audit.arrow_values import arrow_without_pandas, py_rows
+from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
 from bkdisk.audit.scrub_options import scrub_options, scrub_run
@@ -334,7 +334,7 @@ def _scan_to_file(root: str, out: str, md, bookie_id: str | None, run_id: str | 
         os.unlink(tmp)
         raise AuditUsageError(f"{root}: the scan ended without the disk's row")
     os.replace(tmp, out)
-    disk = py_rows(last)[0]   # the disks row comes last
+    disk = last.to_pylist()[0]   # the disks row comes last
     if scrub is not None:   # the disk's new state once its file is written (a scan that failed: the last good one)
         scrub.commit([disk], [root])
         if disk["logs_total"] is not None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.audit import jvm_archive
-from bkdisk.audit.arrow_values import arrow_without_pandas
+from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
 from bkdisk.audit.errors import AuditError
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host

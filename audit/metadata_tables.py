@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bkdisk.audit.arrow_values import arrow_without_pandas
+from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.metadata_source import ClosedEmpty, MetadataSource, read_chunk, write_chunks
 from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on

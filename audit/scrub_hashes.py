@@ -21,7 +21,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bkdisk.audit.arrow_values import ints
 from bkdisk.diskio.atomic import fsync_dir
 
 SHORT_HEX = 16          # hex digits of a short hash: 64 bits
@@ -100,8 +99,8 @@ def record_offsets(root: str | None, disk: str, key: int, size: int) -> np.ndarr
         pf = pq.ParquetFile(log_file(root, disk, key))
         if pf.metadata.num_rows == 0 or pf.metadata.num_rows * SPARSE_RECORD_BYTES > size:
             return None
-        return np.sort(ints(pf.read(columns=["offset"])["offset"]))
-    except (OSError, ValueError, pa.ArrowException):   # only advice: the walk reads the log without it
+        return np.sort(pf.read(columns=["offset"])["offset"].to_numpy())
+    except (OSError, pa.ArrowException):   # only advice: the walk reads the log without it
         return None
 
 
@@ -128,15 +127,15 @@ def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:
     t = _rows_between(pq.ParquetFile(f), int(off.min()), int(off.max()))
     if t.num_rows == 0:
         return pa.nulls(n, pa.string())
-    have = ints(t["offset"])
+    have = t["offset"].to_numpy()
     order = np.argsort(have, kind="stable")
     have = have[order]
     at = np.minimum(np.searchsorted(have, off), len(have) - 1)
     idx = order[at]
     e = rows.entries
-    same = ((have[at] == off) & (ints(t["ledger_id"])[idx] == e["ledger"].astype(np.uint64).view(np.int64))
-            & (ints(t["ledger_scope"])[idx] == e["scope"].astype(np.uint64).view(np.int64))
-            & (ints(t["entry_id"])[idx] == e["entry"].astype(np.int64)))
+    same = ((have[at] == off) & (t["ledger_id"].to_numpy()[idx] == e["ledger"].astype(np.uint64).view(np.int64))
+            & (t["ledger_scope"].to_numpy()[idx] == e["scope"].astype(np.uint64).view(np.int64))
+            & (t["entry_id"].to_numpy()[idx] == e["entry"].astype(np.int64)))
     text = [v.hex() if ok else None for v, ok in zip(t["hash"].take(pa.array(idx)).to_pylist(), same.tolist())]
     return pa.array(text, pa.string())
 

@@ -17,7 +17,6 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from bkdisk.audit import scrub_hashes
-from bkdisk.audit.arrow_values import py_rows
 from bkdisk.audit.rows import AUDITED
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Schedule
 from bkdisk.audit.scrub_state import (
@@ -84,7 +83,7 @@ class ScrubRun:
         for i, path in enumerate(paths):
             f = os.path.join(self.rows_dir, f"{i}.parquet")
             if path in audited and os.path.exists(f):
-                new.update(_disk_states(py_rows(pq.ParquetFile(f).read().cast(LOGS_SCHEMA))))
+                new.update(_disk_states(pq.ParquetFile(f).read().cast(LOGS_SCHEMA).to_pylist()))
         commit_state(self.state_dir, new, self.known, self.read_from, self.rows_dir, self.now)
 
 

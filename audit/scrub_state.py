@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.parquet as pq
 
-from bkdisk.audit.arrow_values import py_rows
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState
 from bkdisk.diskio.atomic import fsync_dir
 from bkdisk.entrylogs.identity import LogIdentity
@@ -154,7 +153,7 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
         for b in pf.iter_batches(batch_size=ROWS_PER_BATCH):
             if disk is not None:
                 b = b.filter(pa.compute.equal(b["disk"], disk))
-            for r in py_rows(b):
+            for r in b.to_pylist():
                 d = out.setdefault(r["disk"], DiskState(DiskIdentity(r["bookie_id"], r["instance_id"],
                                                                       r["cookie_hash"]), {}))
                 if r["log_id"] is None:

@@ -155,7 +155,7 @@ def audit_reports_the_fault(fault: str, root: Path, tables: dict) -> None:
 def test_an_audit_process_of_a_damaged_bookie_exits_4_with_its_one_line_reports(damaged, tmp_path):
     """One `bkdisk audit` process end to end on a damaged bookie (exit 4, no traceback); its Python
     workers (their import times on stderr) never load pandas: the metadata and disk tasks convert
-    without it (audit/arrow_values.py), as each disk's forked scan would load it anew."""
+    without it (audit/arrow_no_pandas.py), as each disk's forked scan would load it anew."""
     root = damaged[("dbstorage-v6-bookieid", "every_entry_log_gone")]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     p = subprocess.run([str(BIN / "bkdisk"), "audit", str(root), "--metadata-dir", str(root / "metadata"),

@@ -26,7 +26,7 @@ BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
 
 def scan_disk(root: str, out, state, day: int, *extra: str) -> subprocess.CompletedProcess:
     # Python's import times on stderr: the scan reads its state and its logs' hashes without loading
-    # pyarrow.dataset, and converts without pandas (each a few tenths of a second; audit/arrow_values.py;
+    # pyarrow.dataset, and converts without pandas (each a few tenths of a second; audit/arrow_no_pandas.py;
     # pyarrow's failed looks for pandas are listed as "pandas" alone)
     p = subprocess.run([BKDISK, "scan-disk", root, "--out", str(out), "--state", str(state), "--as-of",
                         (T0 + day * DAY).isoformat(), *extra], capture_output=True, text=True, timeout=300,
