@@ -116,9 +116,12 @@ def test_the_cli_client_library_raises_permission_denied_for_a_refused_call(guar
         c.close()
 
 
-def _live_calls() -> list:
+def _live_calls(port: int) -> list:
+    """The call objects alive in this process that were made to the service on ``port`` (a call's
+    state names its channel's target; another test's client may still be calling its own service)."""
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, grpc_channel._Rendezvous)]
+    return [o for o in gc.get_objects() if isinstance(o, grpc_channel._Rendezvous)
+            and o._state.target == f"127.0.0.1:{port}"]
 
 
 def test_a_refused_stream_keeps_no_grpc_call_alive_in_the_error_it_raised(guarded):
@@ -126,7 +129,7 @@ def test_a_refused_stream_keeps_no_grpc_call_alive_in_the_error_it_raised(guarde
     where its __del__ can wait forever on a lock of gRPC's stopped polling thread: a command that said
     'the service needs a token' and never exited."""
     _store, port = guarded
-    before = _live_calls()   # other tests' calls in this process (their clients' business, not this one's)
+    before = _live_calls(port)   # the fixture's own calls
     c, d = MetadataClient(f"127.0.0.1:{port}"), DiscoveryClient(f"127.0.0.1:{port}")
     try:
         for call in (lambda: list(c.iterate()), lambda: list(c.read_ledgers()), lambda: next(iter(c.watch([(0, 1)]))),
@@ -138,7 +141,7 @@ def test_a_refused_stream_keeps_no_grpc_call_alive_in_the_error_it_raised(guarde
             else:
                 raise AssertionError("a call without the token was answered")
             assert kept.code == "PERMISSION_DENIED"
-            assert [o for o in _live_calls() if not any(o is b for b in before)] == [], call
+            assert [o for o in _live_calls(port) if not any(o is b for b in before)] == [], call
             del kept
     finally:
         c.close()

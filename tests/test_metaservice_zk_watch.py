@@ -96,7 +96,21 @@ def _again(bk: KazooClient, op: str, path: str, *args, **kw):
         return bk.retry(bk.exists, path)
 
 
+_WATCHING: list[MetadataClient] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_watching_clients():
+    """A watch that was once answered reopens for as long as its thread runs: each test's watching
+    clients are closed when it ends, or their threads would call the stopped service until the
+    process exits (and other tests would find those calls)."""
+    yield
+    while _WATCHING:
+        _WATCHING.pop().close()
+
+
 def _stream(c: MetadataClient, **kw) -> queue.Queue:
+    _WATCHING.append(c)
     out: queue.Queue = queue.Queue()
 
     def run():
