@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from bkdisk.diskio.spill import SpillFolder
@@ -58,9 +58,14 @@ class ScanColumn:
     does not fit on, every part (those held so far first, their room given back) in a file of the
     spill folder, in order. Read back a range of rows at a time."""
 
-    def __init__(self, dtype, room: Room, folder: SpillFolder, name: str = "column"):
+    def __init__(self, dtype, room: Room, folder: SpillFolder, name: str = "column",
+                 look: Callable[[np.ndarray], np.ndarray] | None = None):
         import numpy as np
         self.dtype, self.room, self.folder, self.name = np.dtype(dtype), room, folder, name
+        # ``look``: which rows a reader must see (the rest it would pass over); per appended array its
+        # rows and how many of them it must see, so ``any_to_look`` answers without reading the rows.
+        self.look = look
+        self._looks: list[list[int]] = []   # [first row, end row, rows to look at]
         self._held: list[np.ndarray] = []   # while the room holds it
         self._held_rows = self._held_bytes = 0
         self._path: str | None = None       # past that
@@ -82,6 +87,9 @@ class ScanColumn:
             self._table = 0
         if len(arr) == 0:
             return
+        if self.look is not None:
+            n = len(self)
+            self._looks.append([n, n + len(arr), int(self.look(arr).sum())])
         if self._path is None and self.room.take(arr.nbytes):
             self._held.append(arr.copy() if copy else arr)
             self._held_rows += len(arr)
@@ -170,9 +178,19 @@ class ScanColumn:
     def array(self) -> np.ndarray:
         return self.part(0, len(self))
 
+    def any_to_look(self, lo: int, hi: int) -> bool:
+        """Whether rows ``lo:hi`` hold one that ``look`` picks (always, without a ``look``)."""
+        return self.look is None or any(n and a < hi and b > lo for a, b, n in self._looks)
+
     def put(self, lo: int, rows: np.ndarray) -> None:
         """Rows ``lo:lo + len(rows)`` replaced by ``rows`` (in the held parts, or in the file)."""
         hi, at = lo + len(rows), 0
+        if self.look is not None and len(rows):
+            now, before = self.look(rows), self.look(self.part(lo, hi))
+            for mark in self._looks:
+                m_lo, m_hi = max(lo, mark[0]) - lo, min(hi, mark[1]) - lo
+                if m_lo < m_hi:
+                    mark[2] += int(now[m_lo:m_hi].sum()) - int(before[m_lo:m_hi].sum())
         for a in self._held:
             a_lo, a_hi = max(lo, at), min(hi, at + len(a))
             if a_lo < a_hi:
@@ -186,6 +204,7 @@ class ScanColumn:
         if self._held_bytes or self._table:
             self.room.give(self._held_bytes + self._table)
         self._held, self._held_rows, self._held_bytes, self._table = [], 0, 0, 0
+        self._looks = []
         if self._path is not None:
             try:
                 os.unlink(self._path)
@@ -204,8 +223,8 @@ class ScanSink:
         self.columns: dict[str, ScanColumn] = {}
         self.taken = 0
 
-    def column(self, name: str, dtype) -> ScanColumn:
-        col = self.columns[name] = ScanColumn(dtype, self.room, self.folder, name)
+    def column(self, name: str, dtype, look: Callable[[np.ndarray], np.ndarray] | None = None) -> ScanColumn:
+        col = self.columns[name] = ScanColumn(dtype, self.room, self.folder, name, look)
         return col
 
     def take(self, n: int) -> None:

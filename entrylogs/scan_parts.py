@@ -9,7 +9,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from bkdisk.digests.kernels import DIGEST_UNKNOWN
+from bkdisk.digests.kernels import DIGEST_OK, DIGEST_UNKNOWN
 from bkdisk.digests.payload_hashes import HASH_BYTES, PayloadHashes
 from bkdisk.digests.plan import DigestPlan
 from bkdisk.digests.verify import DIGEST_DTYPE, recheck_digests
@@ -30,7 +30,7 @@ class LogOutput:
         if sink is not None:
             self.entries = sink.column("entries", ENTRY_DTYPE)
             if check:
-                self.digests = sink.column("digests", DIGEST_DTYPE)
+                self.digests = sink.column("digests", DIGEST_DTYPE, look=not_verified)
             if hashing:
                 self.hashes, self.hashed = sink.column("hashes", HASH_ROW), sink.column("hashed", np.bool_)
 
@@ -120,6 +120,8 @@ class ChunkedLogScan(SinkKept, EntryLogScanArrays):
             return 0
         changed, digests = 0, self.columns["digests"]
         for lo, hi in self.columns["entries"].bounds():
+            if not digests.any_to_look(lo, hi):   # every digest verified: nothing to recheck
+                continue
             d = digests.part(lo, hi)   # (a part's other columns are read only when it has rows to recheck)
             if not bool(np.any((d["type"] == 0) & (d["status"] == DIGEST_UNKNOWN))):
                 continue
@@ -201,12 +203,18 @@ def entries_between(scan: EntryLogArrays, lo: int, hi: int) -> np.ndarray:
     return scan.columns["entries"].part(lo, hi) if isinstance(scan, ChunkedLogScan) else scan.entries[lo:hi]
 
 
+def not_verified(digests: np.ndarray) -> np.ndarray:
+    """The digest rows a reader of a kept scan looks at: those not verified good."""
+    return digests["status"] != DIGEST_OK
+
+
 def digest_parts(scan: EntryLogScanArrays, rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """(first row, digest rows) of a scan that checked digests, a part at a time."""
+    """(first row, digest rows) of a scan that checked digests, a part at a time; of a kept scan only
+    the parts that hold a digest not verified good (the others are not read)."""
     if isinstance(scan, ChunkedLogScan):
         c = scan.columns.get("digests")
         if c is not None:
-            yield from ((lo, c.part(lo, hi)) for lo, hi in entry_bounds(scan, rows))
+            yield from ((lo, c.part(lo, hi)) for lo, hi in entry_bounds(scan, rows) if c.any_to_look(lo, hi))
         return
     d = scan.digests
     if d is not None:

@@ -243,3 +243,64 @@ def test_scans_whose_room_runs_out_midway_give_the_rows_of_scans_held_whole(smal
     got_j.close()
     got_l.close()
     assert room.used == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=12), st.integers(0, 600), st.data())
+def test_a_column_says_which_ranges_hold_rows_to_look_at_without_reading_them(tmp_path_factory, sizes, room_bytes,
+                                                                              data):
+    """Held or spilled, after rows are written back: a range holding a row ``look`` picks is always said
+    to hold one; a column none of whose rows it picks says so of every range (then nothing is read)."""
+    rows = np.zeros(sum(sizes), [("a", "<i8"), ("b", "u1")])
+    rows["a"] = np.arange(len(rows))
+    rows["b"] = data.draw(st.lists(st.sampled_from([0, 0, 0, 7]), min_size=len(rows), max_size=len(rows)))
+
+    def look(r):
+        return r["b"] == 7
+    with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("col")))) as folder:
+        col = ScanColumn(rows.dtype, Room(room_bytes), folder, look=look)
+        at = 0
+        for n in sizes:
+            col.append(rows[at:at + n].copy())
+            at += n
+        lo = data.draw(st.integers(0, len(rows)))
+        hi = data.draw(st.integers(lo, len(rows)))
+        new = rows[lo:hi].copy()
+        new["b"] = data.draw(st.sampled_from([0, 7]))
+        col.put(lo, new)
+        now = col.array()
+        for a in range(0, len(rows) + 1, 3):
+            for b in range(a, len(rows) + 1, 5):
+                if look(now[a:b]).any():
+                    assert col.any_to_look(a, b), (a, b)
+        if not look(now).any() and (col.spilled or not look(rows).any()):
+            assert not any(col.any_to_look(a, b) for a in range(len(rows)) for b in range(a + 1, len(rows) + 1))
+        col.close()
+
+
+def test_the_digests_of_a_spilled_scan_all_verified_are_not_read_again(small_entries, small_parts, monkeypatch):
+    """digest_parts and the recheck pass over the parts whose digests all verified: on a healthy log
+    none is read back; a log with one bad entry gives the part that holds it."""
+    from bkdisk.digests.kernels import DIGEST_BAD
+    from bkdisk.entrylogs.scan_parts import digest_parts, recheck
+    log = _largest(small_entries.entry_log_files)
+    plan = DigestPlan()
+    got = scan_entry_log(log, window=WINDOW, digests=plan, sink=ScanSink(Room(0), small_parts))
+    assert isinstance(got, ChunkedLogScan) and got.spilled
+    reads = []
+    real = ScanColumn.part
+    monkeypatch.setattr(ScanColumn, "part", lambda self, lo, hi: reads.append(self.name) or real(self, lo, hi))
+    assert list(digest_parts(got)) == [] and recheck(plan, got) == 0
+    assert "digests" not in reads
+    got.close()
+    bad = str(small_parts.get()) + "/bad.log"
+    data = bytearray(open(log, "rb").read())
+    whole = scan_entry_log(log, window=WINDOW, digests=DigestPlan())
+    at = int(whole.entries["offset"][len(whole.entries) // 2]) + 4 + 40   # inside a payload, mid-log
+    data[at] ^= 0xFF
+    open(bad, "wb").write(bytes(data))
+    got = scan_entry_log(bad, window=WINDOW, digests=DigestPlan(), sink=ScanSink(Room(0), small_parts))
+    parts_read = [(lo, d) for lo, d in digest_parts(got)]
+    assert sum(int((d["status"] == DIGEST_BAD).sum()) for _lo, d in parts_read) == 1
+    assert 0 < len(parts_read) < len(list(scan_sink.parts(got.count())))
+    got.close()
