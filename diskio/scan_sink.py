@@ -186,6 +186,9 @@ class ScanColumn:
         """Rows ``lo:lo + len(rows)`` replaced by ``rows`` (in the held parts, or in the file)."""
         hi, at = lo + len(rows), 0
         if self.look is not None and len(rows):
+            # Counted against the rows they replace (read back from the file). Held rows a caller changed
+            # in place before putting them back count as they did: an upper bound, never too low, and a
+            # held part is read again without any I/O.
             now, before = self.look(rows), self.look(self.part(lo, hi))
             for mark in self._looks:
                 m_lo, m_hi = max(lo, mark[0]) - lo, min(hi, mark[1]) - lo
