@@ -154,7 +154,6 @@ class ScanColumn:
 
     def part(self, lo: int, hi: int) -> np.ndarray:
         """Rows ``lo:hi``: a view of a held part when they lie in one, else read (the file's from it)."""
-        import numpy as np
         lo, hi = max(0, lo), min(hi, len(self))
         got, at = [], 0
         for a in self._held:
@@ -164,7 +163,8 @@ class ScanColumn:
             at += len(a)
         if hi > at and self._path is not None:
             f_lo = max(lo, at) - at
-            got.append(np.fromfile(self._path, self.dtype, hi - at - f_lo, offset=f_lo * self.dtype.itemsize))
+            n, at_byte = hi - at - f_lo, f_lo * self.dtype.itemsize
+            got.append(self.folder.read_back.read_rows(self._path, self.dtype, n, at_byte))
         if len(got) == 1:
             return got[0]
         from bkdisk.diskio.windowed import concat_rows

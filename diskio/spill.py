@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bkdisk.diskio.read_back import ReadBuffers
 from bkdisk.diskio.spill_files import SpillError, np_contiguous, spill_file, write_rows
 
 if TYPE_CHECKING:   # numpy loads with the first table (the options' module is imported for --help)
@@ -107,6 +108,7 @@ class SpillFolder:
         self.root = os.path.abspath(limit.tmp_dir or tempfile.gettempdir())
         self.forbidden = [os.path.abspath(d) for d in forbidden]
         self.path: str | None = None
+        self.read_back = ReadBuffers(limit.bytes // 10)   # the blocks spilled rows are read back into
         self.check()
         remove_stale(self.root)   # what killed runs left, whether this run spills or not
 
@@ -135,6 +137,7 @@ class SpillFolder:
         return self.path
 
     def close(self) -> None:
+        self.read_back.clear()
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
             with SpillFolder._lock:
@@ -221,42 +224,54 @@ class RangeSpill:
             if self._held_bytes > self.budget:
                 self.flush()
 
-    def append_grouped(self, rows: np.ndarray, at: np.ndarray) -> None:
+    def append_grouped(self, rows: np.ndarray, at: np.ndarray) -> bool:
         """Rows already grouped by range (no ``route``): range ``i``'s are ``rows[at[i]:at[i + 1]]``, the
         first ``at[-1]`` rows of ``rows``. What is held are views of ``rows``: all of it counts against the
-        budget, or only those rows, copied, when they are under half of it."""
+        budget, or only those rows, copied, when they are under half of it. Once the table has spilled,
+        the rows are written at once. True when nothing of ``rows`` is held: the caller may fill it again
+        (a table that spills then reads back into the same pages, not new ones each time)."""
         import numpy as np
         n = int(at[-1])
-        if 2 * n < len(rows):
+        self.rows += n
+        if self.spilled:
+            self.flush()   # (nothing is held once spilled; kept for the order's sake)
+            for i in np.flatnonzero(at[1:] > at[:-1]).tolist():
+                write_rows(self._file(i), [rows[at[i]:at[i + 1]]])
+            return True
+        copied = 2 * n < len(rows)
+        if copied:
             rows = rows[:n].copy()
         for i in np.flatnonzero(at[1:] > at[:-1]).tolist():
             self._held[i].append(rows[at[i]:at[i + 1]])
         self._held_bytes += rows.nbytes
-        self.rows += n
         if self._held_bytes > self.budget:
             self.flush()
+            return True
+        return copied
 
     def flush(self) -> None:
         """Write every range's held rows to its file."""
         if self._held_bytes == 0:
             return
-        folder = self.folder.get()
         self.spilled = True
         for i, held in enumerate(self._held):
-            if not held:
-                continue
-            path = self._files[i]
-            if path is None:
-                path = self._files[i] = os.path.join(folder, f"{self.name}-{id(self):x}-{i}.bin")
-            write_rows(path, held)
-            self._held[i] = []
+            if held:
+                write_rows(self._file(i), held)
+                self._held[i] = []
         self._held_bytes = 0
+
+    def _file(self, i: int) -> str:
+        """Range ``i``'s file (its name chosen with the first rows it is given)."""
+        path = self._files[i]
+        if path is None:
+            path = self._files[i] = os.path.join(self.folder.get(), f"{self.name}-{id(self):x}-{i}.bin")
+        return path
 
     def range_rows(self, i: int) -> np.ndarray:
         """Range ``i``'s rows in append order (read back from its file when it spilled)."""
         import numpy as np
         path = self._files[i]
-        parts = ([] if path is None else [np.fromfile(path, self.dtype)]) + self._held[i]
+        parts = ([] if path is None else [self.folder.read_back.read_rows(path, self.dtype)]) + self._held[i]
         if not parts:
             return np.zeros(0, self.dtype)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -322,6 +337,15 @@ class ChunkedArray:
         if self._held_bytes > self.budget:
             self._flush()
 
+    def write(self, arr: np.ndarray) -> None:
+        """Rows after the ones so far, written to the file now (the rows held first): nothing of ``arr``
+        is kept, so its owner may fill it again."""
+        if len(arr):
+            self._held.append(arr)
+            self._held_bytes += arr.nbytes
+            self._rows += len(arr)
+            self._flush()
+
     def _flush(self) -> None:
         if self._path is None:
             self._path = spill_file(self.folder, self.name)
@@ -331,13 +355,12 @@ class ChunkedArray:
 
     def chunks(self, rows: int = 1 << 20) -> Iterator[tuple[int, np.ndarray]]:
         """(first row, rows) in order, at most ``rows`` at a time from the file, then the held parts."""
-        import numpy as np
         start = 0
         if self._path is not None:
-            with open(self._path, "rb") as f:
+            with open(self._path, "rb", buffering=0) as f:
                 while start < self._on_disk:
                     n = min(rows, self._on_disk - start)
-                    yield start, np.fromfile(f, self.dtype, n)
+                    yield start, self.folder.read_back.read(f, self._path, self.dtype, n)
                     start += n
         for a in self._held:
             for lo in range(0, len(a), rows):
@@ -359,7 +382,7 @@ class ChunkedArray:
         parts = []
         if lo < self._on_disk and self._path is not None:
             n = min(hi, self._on_disk) - lo
-            parts.append(np.fromfile(self._path, self.dtype, n, offset=lo * self.dtype.itemsize))
+            parts.append(self.folder.read_back.read_rows(self._path, self.dtype, n, lo * self.dtype.itemsize))
         at = self._on_disk
         for a in self._held:
             a_lo, a_hi = max(lo, at), min(hi, at + len(a))

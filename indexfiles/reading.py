@@ -184,12 +184,11 @@ class Reader:
         self._headers(rows, at, lens, info, ok, paths)
 
     def _take(self, k: int) -> np.ndarray:
-        """Room for ``k`` location rows. The rows held go to the sink first once they pass its budget:
-        more than its budget at once, the sink writes them to its file (it spills), so a sink that
-        took rows has spilled."""
+        """Room for ``k`` location rows. The rows held go to the sink's file first once they pass its
+        budget (it spills), so a sink that took rows has spilled."""
         locs = self.locs
         if self.sink is not None and locs.n * locs.dtype.itemsize > self.sink.budget:
-            self.sink.append(locs.array[:locs.n].copy())
+            self.sink.write(locs.array[:locs.n])   # (written, not held: the rows are filled again)
             locs.n = 0
         return locs.take(k)
 

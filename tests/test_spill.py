@@ -71,6 +71,35 @@ def test_rows_appended_grouped_count_every_byte_they_keep_alive(tmp_path, kept):
         spill.close()
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), max_size=200), max_size=8), st.integers(1, 4000))
+def test_a_table_the_spill_says_it_keeps_nothing_of_may_be_filled_again(tmp_path_factory, chunks, budget):
+    """The router fills one table again whenever append_grouped says nothing of it is held: the ranges
+    give every row as appended, the table overwritten with garbage each time."""
+    dtype = np.dtype([("k", "<i8"), ("r", "u1")])
+    folder = SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("grouped"))))
+    spill = RangeSpill(dtype, None, 4, budget, folder)
+    table, serial, want = None, 0, [[] for _ in range(4)]
+    for ranges in chunks:
+        if table is None or len(table) < 200:
+            table = np.empty(200, dtype)
+        order = np.argsort(np.array(ranges, np.int64), kind="stable")
+        keys = np.arange(serial, serial + len(ranges))[order]
+        serial += len(ranges)
+        table["k"][:len(ranges)], table["r"][:len(ranges)] = keys, np.array(ranges, np.uint8)[order]
+        at = np.concatenate([[0], np.cumsum(np.bincount(np.array(ranges, np.int64), minlength=4))]).astype(np.int64)
+        for r, k in zip(np.array(ranges, np.int64)[order].tolist(), keys.tolist()):
+            want[r].append(k)
+        if spill.append_grouped(table[:len(ranges)] if ranges else table[:0], at):
+            table["k"], table["r"] = -1, 255   # filled again: nothing held may change
+        else:
+            table = None
+    got = [(i, r["k"].tolist()) for i, r in spill.ranges()]
+    assert got == [(i, want[i]) for i in range(4)]
+    spill.close()
+    folder.close()
+
+
 def test_split_ranges_bounds_each_range_weight():
     keys = np.arange(10, dtype=np.uint64)
     b = split_ranges(keys, np.full(10, 3), 7)

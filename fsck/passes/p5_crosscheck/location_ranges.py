@@ -80,12 +80,17 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
     spill = RangeSpill(LOCATION_ROW, None, len(bounds) + 1, budget, folder, "locations")
     log_range = np.searchsorted(np.asarray(bounds, ids.dtype), ids, side="right").astype(np.int64)
     at = np.empty(len(bounds) + 2, np.int64)
+    table = None   # the rows' table, filled again for each chunk once the spill keeps nothing of it
     for k0 in range(0, len(locations), CHUNK):
         keep_going()
         c = locations[k0:k0 + CHUNK]
         # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-        rows = np.empty(len(c), LOCATION_ROW)
+        if table is None or len(table) < len(c):
+            table = np.empty(len(c), LOCATION_ROW)
+        rows = table[:len(c)]
         routed_rows(c["file"], c["entry"], c["log"], c["pos"], ids, sizes, log_range, k0, at, rows["k"], rows["key"],
                     rows["entry"], rows["file"])
-        spill.append_grouped(rows, at)
+        if not spill.append_grouped(rows, at):
+            table = None
+        del rows
     return spill
