@@ -104,7 +104,8 @@ def _walkers() -> dict[str, object]:
 
 def _fsck_sink():
     """The sink fsck gives the walk's locations (fsck.scans.index_inventory)."""
-    from bkdisk.diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
+    from bkdisk.diskio.chunked_array import ChunkedArray
+    from bkdisk.diskio.spill import MemoryLimit, SpillFolder
     from bkdisk.fsck.scan_store import LOCATION_SHARE
     from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.mapped import DiskError
-from bkdisk.diskio.spill import ChunkedArray, RangeSpill
+from bkdisk.diskio.spill import RangeSpill
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB
 from bkdisk.fsck.codes import Code

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.mapped import DiskError, read_bytes
-from bkdisk.diskio.spill import ChunkedArray
 from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
 from bkdisk.entrylogs.scan_parts import recheck
 from bkdisk.formats.errors import FormatError

@@ -282,7 +282,8 @@ def test_the_constants_the_kernels_use_are_those_of_the_spec_tables():
 def test_locations_given_to_a_sink_that_spills_are_those_held(tmp_path, share):
     """The walk keeps its locations until they pass the sink's budget, then hands them over (it spills):
     in any case the same rows, in the same order, as the walk without a sink."""
-    from bkdisk.diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
+    from bkdisk.diskio.chunked_array import ChunkedArray
+    from bkdisk.diskio.spill import MemoryLimit, SpillFolder
     from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 
     ledgers = [LedgerSpec(i, [b"e" * (i % 7 + 1)] * (i % 40 + 1)) for i in range(60)]

@@ -182,7 +182,8 @@ def test_location_rows_take_their_reserve_at_once_untouched():
 @pytest.mark.parametrize("budget", [0, 1 << 20])
 def test_a_walk_with_a_sink_keeps_its_location_rows_in_one_buffer(tmp_path, budget):
     """The reader's reserve holds the sink's budget and one buffer's locations: no growth, spilled or not."""
-    from bkdisk.diskio.spill import ChunkedArray, MemoryLimit, SpillFolder
+    from bkdisk.diskio.chunked_array import ChunkedArray
+    from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 
     rng = np.random.default_rng(2)
     for i in range(30):

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.read_back import ReadBuffers
-from bkdisk.diskio.spill import ChunkedArray, MemoryLimit, SpillError, SpillFolder
+from bkdisk.diskio.spill import MemoryLimit, SpillError, SpillFolder
 
 DT = np.dtype([("a", "<u8"), ("b", "<i4"), ("c", "u1")])   # packed rows, as the scans' (13 bytes)
 

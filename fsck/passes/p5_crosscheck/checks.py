@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.distinct import run_starts
-from bkdisk.diskio.spill import ChunkedArray, RangeSpill, split_ranges
+from bkdisk.diskio.spill import RangeSpill, split_ranges
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
 from bkdisk.formats.ids import LedgerId
