@@ -46,10 +46,8 @@ class ChunkedArray:
     def write(self, arr: np.ndarray) -> None:
         """Rows after the ones so far, written to the file now (the rows held first): nothing of ``arr``
         is kept, so its owner may fill it again."""
-        if len(arr):
-            self._held.append(arr)
-            self._held_bytes += arr.nbytes
-            self._rows += len(arr)
+        self.append(arr)
+        if self._held:
             self._flush()
 
     def _flush(self) -> None:

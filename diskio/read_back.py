@@ -1,9 +1,10 @@
 """Spilled rows read back into memory the process used before, not into fresh pages.
 
 Reading a spill file part by part into a new array each time makes the kernel hand the process new
-pages for every part (glibc returns large blocks to the system when they are freed): one page fault,
-and one page cleared, per 4 KiB read back. A check of a large bookie reads gigabytes back, and on a
-virtual machine a page the guest has not touched lately costs several times more than one it has.
+pages for every part (blocks of 8 MiB and more go back to the system when freed, which bounds a
+check's peak: diskio.config.large_blocks_returned): a page fault and a page cleared per 4 KiB read
+back. A check of a large bookie reads gigabytes back, and on a virtual machine a page the guest has
+not touched lately costs several times more than one it has.
 ``ReadBuffers`` (one per spill folder, keeping at most a tenth of its memory limit) keeps a few blocks
 and gives a part one that nobody refers to any longer: a numpy view keeps its block referenced, so a
 block is free again once every array read into it is gone.

@@ -234,7 +234,7 @@ class RangeSpill:
         n = int(at[-1])
         self.rows += n
         if self.spilled:
-            self.flush()   # (nothing is held once spilled; kept for the order's sake)
+            self.flush()   # (rows ``append`` held since go first, in order)
             for i in np.flatnonzero(at[1:] > at[:-1]).tolist():
                 write_rows(self._file(i), [rows[at[i]:at[i + 1]]])
             return True

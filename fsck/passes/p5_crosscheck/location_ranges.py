@@ -92,5 +92,4 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
                     rows["entry"], rows["file"])
         if not spill.append_grouped(rows, at):
             table = None
-        del rows
     return spill
