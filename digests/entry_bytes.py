@@ -13,9 +13,11 @@ from bkdisk.digests.kernels import (
     check_digests_by_facts,
     sniff_crc,
 )
-from bkdisk.diskio.kernels import as_bytes_array
+from bkdisk.diskio.config import kernel
+from bkdisk.diskio.kernels import as_bytes_array, be_i64
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType
-from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
+from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE, V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
+from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
 
 class EntryBytes:
@@ -32,6 +34,12 @@ class EntryBytes:
         if self._buf is None:
             self._buf = as_bytes_array(self._data() if callable(self._data) else self._data)
         return self._buf
+
+    def lengths(self) -> np.ndarray:
+        """The entries' cumulative ledger lengths, read from their headers."""
+        fmt, length = np.empty(len(self.off), np.uint8), np.empty(len(self.off), np.int64)
+        format_and_length(self.buf(), self.base, self.off, fmt, length)
+        return length
 
     def sniff(self, sample: np.ndarray) -> np.ndarray:
         """sniff_crc's result for the entries ``sample`` (indices)."""
@@ -61,3 +69,17 @@ class EntryBytes:
             check_digests(self.buf(), self.base, self.off[rest], self.size[rest], fmt[rest], code[rest], known[rest],
                           self.variant, t, st)
             out_type[rest], out_status[rest] = t, st
+
+
+@kernel
+def format_and_length(arr, base, offset, out_format, out_length):
+    """Each record's entry format (a V2 header is the V1 fields behind a prefix) and cumulative length:
+    a record is a 4-byte size, then the entry (an entry log's and a journal's alike)."""
+    for i in range(offset.size):
+        body = offset[i] + SIZE_PREFIX_SIZE - base
+        fields = body
+        out_format[i] = 1
+        if arr[body] >= V2_MARKER:
+            out_format[i] = 2
+            fields = body + V2_PREFIX_SIZE
+        out_length[i] = be_i64(arr, fields + V1_LENGTH_AT)

@@ -188,7 +188,8 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     ``facts``: each entry's digest facts (digests.kernels.entry_facts), taken earlier from the
     same bytes; then ``data`` may be a callable giving the bytes, called only for what the facts do
     not settle (CRC32, HMAC). ``lengths``: a callable giving the entries' cumulative lengths, for
-    ``entries`` without a length field (asked only to infer a digest length).
+    ``entries`` without a length field (asked only to infer a digest length; without it, such entries'
+    lengths are read from their headers in ``data``).
     """
     if payload_hash not in (None, "sha256"):
         raise ValueError(f"unsupported payload hash {payload_hash!r} (only sha256)")
@@ -215,7 +216,9 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     code = np.zeros(n, np.uint8)
     src = np.full(n, SOURCE_ENTRY, np.uint8)
     known = np.zeros(n, np.uint8)
-    length = lengths if lengths is not None else entries["length"]
+    # (rows without a length field, as a check keeps them: read from the headers only if asked)
+    length = lengths if lengths is not None else \
+        entries["length"] if "length" in (entries.dtype.names or ()) else bytes_of.lengths
     c1, s1 = _decide_ledger_codes(plan, bytes_of, ledger, entries["entry"], length, v1, known)
     code[v1] = c1
     src[v1] = s1

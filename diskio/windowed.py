@@ -134,12 +134,25 @@ def read_head(path: str, data, n: int) -> tuple[bytes, int]:
 
 class Columns:
     """Output columns a kernel fills in place: the fields of one structured table (so the rows need no
-    copy to become one), grown when the kernel reports FULL."""
+    copy to become one), grown when the kernel reports FULL.
 
-    def __init__(self, dtype: np.dtype, capacity: int):
+    ``kernel``: the fields the kernel fills, in its order, when the table keeps only some of them
+    (``dtype``'s): a field the table does not keep is given to the kernel as one value written over
+    and over (a zero-stride array), so one compiled kernel serves narrow and whole tables."""
+
+    def __init__(self, dtype: np.dtype, capacity: int, kernel: np.dtype | None = None):
         self.dtype = dtype
+        self._kernel = dtype if kernel is None else kernel
+        missing = set(dtype.names or ()) - set(self._kernel.names or ())
+        if missing:
+            raise ValueError(f"the kernel fills no {sorted(missing)}")
         self._rows = np.zeros(max(1, capacity), dtype)
-        self.arrays = [self._rows[name] for name in dtype.names or ()]
+        self.arrays = self._fields(self._rows)
+
+    def _fields(self, rows: np.ndarray) -> list[np.ndarray]:
+        kept = self.dtype.names or ()
+        return [rows[name] if name in kept else _dropped(self._kernel[name], len(rows))
+                for name in self._kernel.names or ()]
 
     def grow_if_full(self, used: int, walked: int = 0, size: int = 0, most: int | None = None) -> None:
         """Make room past ``used`` rows: to what the rows so far project for the whole input when the
@@ -155,13 +168,13 @@ class Columns:
         rows = np.empty(want, self.dtype)
         copy_rows(rows[:used], self._rows[:used])
         self._rows = rows
-        self.arrays = [rows[name] for name in self.dtype.names or ()]
+        self.arrays = self._fields(rows)
 
     def restart(self, capacity: int) -> None:
         """Room for ``capacity`` rows, none written (a view of the rows before still reads them): a table
         grown large while its rows were kept in it, once they are handed over, is not filled again."""
         self._rows = np.zeros(max(1, capacity), self.dtype)
-        self.arrays = [self._rows[name] for name in self.dtype.names or ()]
+        self.arrays = self._fields(self._rows)
 
     def table(self, lo: int, hi: int) -> np.ndarray:
         """Rows [lo, hi), a view: the kernel writes only rows past the ones it reported."""
@@ -175,6 +188,12 @@ class Columns:
         out = np.empty(used, self.dtype)
         copy_rows(out, rows)
         return out
+
+
+def _dropped(dtype: np.dtype, rows: int) -> np.ndarray:
+    """A writable column of ``rows`` that all are one value: what a kernel writes there is not kept
+    (numba types it as it types a table's field, a strided 1-d array, so no kernel is compiled again)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape=(rows,), strides=(0,))
 
 
 def room_worth_freeing(capacity: int, used: int) -> bool:

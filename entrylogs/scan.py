@@ -62,16 +62,17 @@ _SMALLEST_RECORD = fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE
 DIGEST_THREAD = "entry-log-digests"   # the name of a scan's digest-checking thread
 
 
-def _table_rows(sink: ScanSink, last: int) -> int:
+def _table_rows(sink: ScanSink, last: int, row_bytes: int) -> int:
     """Rows of the table a scan goes on in after handing ``last`` rows over to be held: as many again
     and an eighth (so the next part seldom grows its table), at least a part's."""
-    return max(sink.part_bytes // ENTRY_DTYPE.itemsize, last + last // 8)
+    return max(sink.part_bytes // row_bytes, last + last // 8)
 
 
 def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, data=None,
                    digests: DigestPlan | None = None, payload_hash: str | None = None,
                    pipeline: bool | None = None, digest_facts: bool = False,
-                   sink: ScanSink | None = None, header_hints: np.ndarray | None = None) -> EntryLogScanArrays:
+                   sink: ScanSink | None = None, header_hints: np.ndarray | None = None,
+                   entry_dtype: np.dtype = ENTRY_DTYPE) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
@@ -93,6 +94,9 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     last deep read of this same file). A walk without digests touches each record's header only:
     their pages are asked of the kernel at once, and no other page is read ahead (a log of large
     entries is not read whole to walk its headers). Only advice: the walk and its result are the same.
+
+    ``entry_dtype``: the entries' rows, ENTRY_DTYPE or some of its fields (CHECK_ENTRY_DTYPE: a check
+    keeps no LAC or ledger length); the walk's other fields are not kept.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -103,7 +107,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     with ExitStack() as stack:
         src = FileSource(p, data, stack)
         res = EntryLogScanArrays(p, parse_entry_log_name(os.path.basename(p)), src.size, None, None, None, None, 0,
-                                 np.zeros(0, ENTRY_DTYPE), np.zeros(0, PROBLEM_DTYPE))
+                                 np.zeros(0, entry_dtype), np.zeros(0, PROBLEM_DTYPE))
         if check:
             res.digests = np.zeros(0, DIGEST_DTYPE)
             res.payload_hashes = PayloadHashes.empty() if payload_hash else None
@@ -122,11 +126,12 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         state[LAST_NONZERO] = LAST_NONZERO_UNKNOWN
         # about one entry per 2 KiB of a window to start with (a sink's table, handed over past a part:
         # two parts), grown when full; never more than the log can hold
-        first = max(1024, min(window, end) // 2048, 2 * sink.part_bytes // ENTRY_DTYPE.itemsize if sink else 0)
+        row_bytes = entry_dtype.itemsize
+        first = max(1024, min(window, end) // 2048, 2 * sink.part_bytes // row_bytes if sink else 0)
         capacity = int(min(max(end - fe.HEADER_SIZE, 0) // _SMALLEST_RECORD + 1, first))
-        entries, problems = Columns(ENTRY_DTYPE, capacity), Columns(PROBLEM_DTYPE, 16)
+        entries, problems = Columns(entry_dtype, capacity, kernel=ENTRY_DTYPE), Columns(PROBLEM_DTYPE, 16)
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
-        out = LogOutput(sink, check, payload_hash is not None)
+        out = LogOutput(sink, check, payload_hash is not None, entry_dtype)
         if sink is not None and res.ledgers_map is not None:
             sink.take(res.ledgers_map.nbytes)
         emitted = [0]
@@ -167,19 +172,19 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             emitted[0] = hi
             # A view: growing the columns while the job runs moves later rows, never these.
             table, table_facts = entries.table(lo, hi), facts[0][lo:hi] if with_facts else None
-            if sink is not None and hi * ENTRY_DTYPE.itemsize >= sink.part_bytes:
+            if sink is not None and hi * row_bytes >= sink.part_bytes:
                 if out.holds(entries.table(0, hi)):
                     # The table's rows become a held part as they are (the job reads them there) and the
                     # walk goes on in a new table: a log's entries are never copied to grow one table.
                     out.keep_entries(entries.table(0, hi))
-                    new_table(_table_rows(sink, hi))
+                    new_table(_table_rows(sink, hi, row_bytes))
                 else:
                     # The table is filled again from its first row: the job keeps a copy of its rows.
                     table = table.copy()
                     table_facts = None if table_facts is None else table_facts.copy()
                     out.add_entries(entries.table(0, hi))
-                    if len(entries.arrays[0]) * ENTRY_DTYPE.itemsize > 2 * sink.part_bytes:   # (grown while held)
-                        new_table(sink.part_bytes // ENTRY_DTYPE.itemsize)
+                    if len(entries.arrays[0]) * row_bytes > 2 * sink.part_bytes:   # (grown while held)
+                        new_table(sink.part_bytes // row_bytes)
                 state[ENTRIES] = emitted[0] = 0
             if hi == lo or not check:
                 return None

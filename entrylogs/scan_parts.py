@@ -23,12 +23,12 @@ HASH_ROW = np.dtype(f"V{HASH_BYTES}")   # one payload hash as a column's row
 class LogOutput:
     """Where a scan of one log puts its per-entry output: the sink's columns, or parts joined at the end."""
 
-    def __init__(self, sink: ScanSink | None, check: bool, hashing: bool):
+    def __init__(self, sink: ScanSink | None, check: bool, hashing: bool, entry_dtype: np.dtype = ENTRY_DTYPE):
         self.digest_parts: list[np.ndarray] = []
         self.hash_parts: list[PayloadHashes] = []
         self.entries = self.digests = self.hashes = self.hashed = None
         if sink is not None:
-            self.entries = sink.column("entries", ENTRY_DTYPE)
+            self.entries = sink.column("entries", entry_dtype)
             if check:
                 self.digests = sink.column("digests", DIGEST_DTYPE, look=not_verified)
             if hashing:

@@ -44,6 +44,9 @@ class CheckOptions:
     metadata: Mapping[LedgerId, LedgerMetadata] | None = None   # a mapping: a dict, or a MetadataView (audit)
     verify_digests: bool = True
     payload_hash: str | None = None   # also hash each entry's payload in the one entry-log scan (the audit)
+    # keep each entry's LAC and ledger length in the log scans' rows (the audit's replica rows read them;
+    # no pass does: a check alone keeps entrylogs.arrays.CHECK_ENTRY_DTYPE)
+    entry_lengths: bool = False
     # Entry logs (paths) walked without digests or payload hashes: the scrub's light check reads their
     # entry headers only, not the payload pages (audit/scrub_task.py)
     light_logs: frozenset[str] = frozenset()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.mapped import DiskError, read_bytes
+from bkdisk.entrylogs.arrays import CHECK_ENTRY_DTYPE, ENTRY_DTYPE
 from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
 from bkdisk.entrylogs.scan_parts import recheck
 from bkdisk.formats.errors import FormatError
@@ -34,6 +35,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
     """Every entry log scanned (``--jobs`` threads over files), digests checked with the shared plan."""
     files = ctx.log_files
     plan = ctx.digest_plan if ctx.options.verify_digests else None
+    entry_dtype = ENTRY_DTYPE if ctx.options.entry_lengths else CHECK_ENTRY_DTYPE
     progress = ctx.lanes.background_progress if ctx.lanes.on_background() else ctx.progress
 
     def one(lf: LogFile) -> EntryLogScanArrays | Exception:
@@ -44,7 +46,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         try:
             return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
                                   payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
-                                  sink=sink, header_hints=hints)
+                                  sink=sink, header_hints=hints, entry_dtype=entry_dtype)
         except (DiskError, FormatError) as e:
             sink.close()
             return e

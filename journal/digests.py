@@ -11,14 +11,13 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from bkdisk.digests.entry_bytes import format_and_length
 from bkdisk.digests.kernels import DIGEST_BAD, FACT_V2
 from bkdisk.digests.plan import DigestPlan
 from bkdisk.digests.verify import digests_by_facts, verify_entry_digests, verify_streamed
 from bkdisk.diskio.config import kernel
-from bkdisk.diskio.kernels import be_i64
 from bkdisk.diskio.mapped import map_window
 from bkdisk.diskio.windowed import concat_rows
-from bkdisk.formats.entry import V1_LENGTH_AT, V2_MARKER, V2_PREFIX_SIZE
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
 from bkdisk.journal.arrays import JournalArrays
@@ -167,18 +166,5 @@ def _entries(arr: np.ndarray, part: np.ndarray, base: int) -> np.ndarray:
     ents = np.empty(len(part), dtype=ENTRY_FIELDS)
     ents["offset"], ents["size"] = part["offset"], part["size"]
     ents["scope"], ents["ledger"], ents["entry"] = part["scope"], part["ledger"], part["entry"]
-    _format_and_length(arr, base, ents["offset"], ents["format"], ents["length"])
+    format_and_length(arr, base, ents["offset"], ents["format"], ents["length"])
     return ents
-
-
-@kernel
-def _format_and_length(arr, base, offset, out_format, out_length):
-    """Each record's entry format (a V2 header is the V1 fields behind a prefix) and cumulative length."""
-    for i in range(offset.size):
-        body = offset[i] + RECORD_LENGTH_SIZE - base
-        fields = body
-        out_format[i] = 1
-        if arr[body] >= V2_MARKER:
-            out_format[i] = 2
-            fields = body + V2_PREFIX_SIZE
-        out_length[i] = be_i64(arr, fields + V1_LENGTH_AT)
