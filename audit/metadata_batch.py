@@ -16,23 +16,17 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
-from numba import types
 
 from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.libc_calls import close as libc_close
+from bkdisk.diskio.libc_calls import openat as libc_openat
+from bkdisk.diskio.libc_calls import read as libc_read
 from bkdisk.diskio.mapped import OPEN_FLAGS
 from bkdisk.formats.ledger_metadata import INT32
 from bkdisk.formats.metadata import DIGEST_TYPES, HEADER_PREFIX, STATES
 from bkdisk.formats.proto import LedgerMetadataFormat
-
-# libc's calls by name (numba links them; a ctypes pointer would keep the kernel out of the cache).
-# Pointers pass as int64: numba hands an array's address to C as an integer.
-# (Any: jitted code calls them, which the type checker cannot follow)
-_openat: Any = types.ExternalFunction("openat", types.int32(types.int32, types.int64, types.int32))
-_read: Any = types.ExternalFunction("read", types.int64(types.int32, types.int64, types.uint64))
-_close: Any = types.ExternalFunction("close", types.int32(types.int32))
 
 _F = {f.name: f.number for f in LedgerMetadataFormat.DESCRIPTOR.fields}
 _SEG = {f.name: f.number for f in LedgerMetadataFormat.DESCRIPTOR.fields_by_name["segment"].message_type.fields}
@@ -260,11 +254,11 @@ def _classify(dirfd, flags, names, starts, ends, lo, hi, status, ledgers, arena,
         lid, ok = _ledger_of_name(names, starts[i], ends[i])
         if not ok:
             continue
-        fd = _openat(np.int32(dirfd), base + starts[i], np.int32(flags))
+        fd = libc_openat(np.int32(dirfd), base + starts[i], np.int32(flags))
         if fd < 0:
             continue
-        n = _read(fd, addr, np.uint64(SLOT))
-        _close(np.int32(fd))
+        n = libc_read(fd, addr, np.uint64(SLOT))
+        libc_close(np.int32(fd))
         if n < 0 or n >= SLOT:
             continue
         m = _closed_empty(buf, n, spans)

@@ -50,6 +50,8 @@ index_arrays = lazy_import("bkdisk.indexfiles.arrays")
 location_ranges = lazy_import("bkdisk.fsck.passes.p5_crosscheck.location_ranges")
 range_join = lazy_import("bkdisk.fsck.passes.p5_crosscheck.range_join")
 map_sums = lazy_import("bkdisk.entrylogs.map_sums")
+index_listing = lazy_import("bkdisk.indexfiles.listing")
+index_scan = lazy_import("bkdisk.indexfiles.scan")
 # The audit's modules, for the driver's class archive (only where pyspark, the extra 'audit', is installed).
 jvm_archive = lazy_import("bkdisk.audit.jvm_archive")
 audit_cli = lazy_import("bkdisk.audit.cli")
@@ -75,6 +77,7 @@ def warm_up(spark: bool = True) -> tuple[float, str | None]:
         _warm_ranges()                                           # a check larger than its memory share
         _warm_join()                                             # a log joined in parts, one of one entry
         _warm_map_sums()                                         # a log of one entry against its ledgers map
+        _warm_listed_reads(dirs.effective_index_dirs)           # index files read in a listing's order
         _warm_rocksdb(os.path.join(d, "rocksdb"))                # DbLedgerStorage's block decoder
         journal_search.find_record_pair(written.journal_files[0], 1)   # a torn journal's search for records
         meta, _errors = metadata_dir.load_metadata_dir(md)
@@ -114,6 +117,12 @@ def compile_bytecode() -> bool:
         for folder in (spec.submodule_search_locations or []) if spec is not None else []:
             ok = compileall.compile_dir(folder, quiet=2) and ok
     return ok
+
+
+def _warm_listed_reads(index_dirs: list[str]) -> None:
+    """The reading of index files listed before (a command's listing, made by a process of its own): the
+    jitted loop that reads runs of small files into the reader's batch."""
+    index_scan.walk_index_dirs(index_dirs, listing=index_listing.list_index_tree(index_dirs))
 
 
 def _warm_ranges() -> None:

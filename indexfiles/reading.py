@@ -26,6 +26,7 @@ from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles import decode as D
+from bkdisk.indexfiles import small_reads
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 from bkdisk.indexfiles.file_rows import FileRows, location_rows
 from bkdisk.indexfiles.row_objects import HeaderColumn, SparseColumn
@@ -153,6 +154,33 @@ class Reader:
         self.used = -(-(used + got) // SLOT) * SLOT   # each file starts on a word: its slots are whole words
         if self.used >= pack:
             self.flush()
+
+    def read_small(self, r0: int, paths: list[str], regular: np.ndarray, k: int = 0) -> int:
+        """Rows ``r0 + k`` on of a block of listed ``paths`` read by the jitted loop of indexfiles.small_reads
+        into the batch, as ``read`` reads each; returns the first of the block it left to ``read`` (or
+        the block's length). Reads nothing where the buffer has no room past its pack for one more file."""
+        if self.cap < self.pack + small_reads.HEAD_BYTES:
+            return k
+        names, starts = small_reads.path_block(paths)
+        at, lens = np.empty(len(paths), np.int64), np.empty(len(paths), np.int64)
+        end = len(paths)
+        while k < end:
+            j, pos, full = small_reads.read_small_files(names, starts, regular, k, end, OPEN_FLAGS, self.buf,
+                                                        self.used, self.pack, at, lens)
+            if j > k:
+                rows, b_at, b_lens, b_paths = self.batch
+                rows.extend(range(r0 + k, r0 + j))
+                b_at.extend(at[:j - k].tolist())
+                b_lens.extend(lens[:j - k].tolist())
+                b_paths.extend(paths[k:j])
+                self.headers.add(j - k)
+                self.errors.add(j - k)
+                self.used = int(pos)
+            k = int(j)
+            if not full:
+                return k
+            self.flush()
+        return k
 
     def flush(self) -> None:
         rows, at, lens, paths = self.batch

@@ -54,9 +54,9 @@ class HeaderColumn(_Column[T]):
         self.ids = np.zeros(0, np.int32)
         self.distinct: list[T] = []
 
-    def add(self) -> None:
-        """One more row, without a header."""
-        self.n += 1
+    def add(self, rows: int = 1) -> None:
+        """More rows, without a header."""
+        self.n += rows
 
     def _fill(self) -> None:
         """The id array as long as the rows (new rows -1), grown by doubling."""
@@ -96,8 +96,8 @@ class SparseColumn(_Column[T]):
         self.n = 0
         self.values: dict[int, T] = {}
 
-    def add(self) -> None:
-        self.n += 1
+    def add(self, rows: int = 1) -> None:
+        self.n += rows
 
     def __setitem__(self, row: int, value: T | None) -> None:
         if value is None:
