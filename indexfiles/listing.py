@@ -241,15 +241,8 @@ def read_listed(listing: IndexListing, reader: Reader) -> IndexListing:
     """``listing``'s files read in its order by ``reader``, whose rows are the listing's (FileRows.holding):
     the same listing and reads as ``list_index_tree(listing.dirs, reader)``, which reads each file as it
     lists it."""
-    read, read_small = reader.read, reader.read_small
     for lo in range(0, len(listing.paths), READ_BLOCK):
         paths = listing.paths.block(lo, lo + READ_BLOCK)
-        regular = listing.regular[lo:lo + len(paths)]
-        k = 0
-        while k < len(paths):   # runs of small files by the jitted loop, each file it leaves by ``read``
-            k = read_small(lo, paths, regular, k)
-            if k < len(paths):
-                read(lo + k, paths[k], bool(regular[k]))
-                k += 1
+        reader.read_block(lo, paths, listing.regular[lo:lo + len(paths)])
     reader.flush()
     return dataclasses.replace(listing, files=reader.rows.finish())

@@ -155,32 +155,40 @@ class Reader:
         if self.used >= pack:
             self.flush()
 
-    def read_small(self, r0: int, paths: list[str], regular: np.ndarray, k: int = 0) -> int:
-        """Rows ``r0 + k`` on of a block of listed ``paths`` read by the jitted loop of indexfiles.small_reads
-        into the batch, as ``read`` reads each; returns the first of the block it left to ``read`` (or
-        the block's length). Reads nothing where the buffer has no room past its pack for one more file."""
-        if self.cap < self.pack + small_reads.HEAD_BYTES:
-            return k
-        names, starts = small_reads.path_block(paths)
-        at, lens = np.empty(len(paths), np.int64), np.empty(len(paths), np.int64)
-        end = len(paths)
+    def read_block(self, r0: int, paths: list[str], regular: np.ndarray) -> None:
+        """Rows ``r0`` on, a block of listed ``paths`` (``regular``: as the listing saw each), read in order:
+        runs of small regular files by the jitted loop of indexfiles.small_reads straight into the batch,
+        each file it leaves by ``read``. Where the buffer has no room past its pack for one more file the
+        loop is not used."""
+        end, k = len(paths), 0
+        jitted = self.cap >= self.pack + small_reads.HEAD_BYTES
+        names, starts = small_reads.path_block(paths) if jitted else (None, None)
+        at, lens = np.empty(end, np.int64), np.empty(end, np.int64)
         while k < end:
-            j, pos, full = small_reads.read_small_files(names, starts, regular, k, end, OPEN_FLAGS, self.buf,
-                                                        self.used, self.pack, at, lens)
-            if j > k:
-                rows, b_at, b_lens, b_paths = self.batch
-                rows.extend(range(r0 + k, r0 + j))
-                b_at.extend(at[:j - k].tolist())
-                b_lens.extend(lens[:j - k].tolist())
-                b_paths.extend(paths[k:j])
-                self.headers.add(j - k)
-                self.errors.add(j - k)
-                self.used = int(pos)
-            k = int(j)
-            if not full:
-                return k
-            self.flush()
-        return k
+            if jitted:
+                j, pos, full = small_reads.read_small_files(names, starts, regular, k, end, OPEN_FLAGS, self.buf,
+                                                            self.used, self.pack, at, lens)
+                if j > k:
+                    self._taken(r0, paths, k, int(j), at, lens, int(pos))
+                k = int(j)
+                if full:
+                    self.flush()
+                    continue
+                if k == end:
+                    break
+            self.read(r0 + k, paths[k], bool(regular[k]))
+            k += 1
+
+    def _taken(self, r0: int, paths: list[str], k: int, j: int, at: np.ndarray, lens: np.ndarray, pos: int) -> None:
+        """Files ``k`` .. ``j`` of a block, which the jitted loop put in the buffer, into the batch."""
+        rows, b_at, b_lens, b_paths = self.batch
+        rows.extend(range(r0 + k, r0 + j))
+        b_at.extend(at[:j - k].tolist())
+        b_lens.extend(lens[:j - k].tolist())
+        b_paths.extend(paths[k:j])
+        self.headers.add(j - k)
+        self.errors.add(j - k)
+        self.used = pos
 
     def flush(self) -> None:
         rows, at, lens, paths = self.batch

@@ -22,7 +22,7 @@ from bkdisk.diskio.libc_calls import openat as libc_openat
 from bkdisk.diskio.libc_calls import read as libc_read
 from bkdisk.formats import index as fi
 
-HEAD_BYTES = 16 << 10   # read of one file: an .idx of a page or two (9 KiB) is whole in it
+HEAD_BYTES = 256 << 10  # read of one file: the .idx of a ledger of up to about 32,000 entries is whole in it
 WORD = fi.SLOT_SIZE      # each file starts on a word of the buffer (its slots are read as words)
 
 

@@ -25,7 +25,8 @@ from tests.test_index_scan import assert_same_inventory
 HEAD = small_reads.HEAD_BYTES
 PAGE = 1024
 # (kind, slots): a file of a header and so many slots (its size 1024 + 8 * slots), or another kind of file
-SIZES = [0, 1, 127, 128, (HEAD - 1024) // 8 - 1, (HEAD - 1024) // 8, (HEAD - 1024) // 8 + 1, 5000]
+FILLS = (HEAD - 1024) // 8   # slots of a file of HEAD_BYTES
+SIZES = [0, 1, 127, 128, FILLS - 1, FILLS, FILLS + 1, 2 * FILLS]
 KINDS = st.one_of(st.tuples(st.just("idx"), st.sampled_from(SIZES)),
                   st.tuples(st.sampled_from(["empty", "short", "fifo", "link", "dead link", "bad magic"]),
                             st.just(0)))
@@ -42,6 +43,7 @@ def _write(d: str, i: int, kind: str, slots: int) -> None:
     if kind == "idx":
         locs = rng.integers(1, 1 << 40, size=slots, dtype=np.uint64)
         locs[rng.random(slots) < 0.3] = 0
+        locs[-1:] = 1   # (the file holds every slot up to the last present one: its size is the slots')
         data = index_bytes(header, locs, 8)
     elif kind == "bad magic":
         data = b"XXXX" + index_bytes(header, np.ones(3, np.uint64), PAGE)[4:]
@@ -85,7 +87,7 @@ def test_a_listed_walk_reads_every_mix_of_files_as_the_reference_does(small_bloc
 
 
 def test_the_jitted_loop_takes_small_regular_files_and_stops_at_any_other(tmp_path):
-    for i, (kind, slots) in enumerate([("idx", 3), ("idx", 127), ("fifo", 0), ("idx", 5000), ("idx", 1),
+    for i, (kind, slots) in enumerate([("idx", 3), ("idx", 127), ("fifo", 0), ("idx", FILLS), ("idx", 1),
                                        ("link", 0), ("dead link", 0), ("idx", 2)]):
         _write(str(tmp_path), i + 1, kind, slots)
     listing = list_index_tree([str(tmp_path)])
