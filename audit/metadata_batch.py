@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.libc_calls import c_strings
 from bkdisk.diskio.libc_calls import close as libc_close
 from bkdisk.diskio.libc_calls import openat as libc_openat
 from bkdisk.diskio.libc_calls import read as libc_read
@@ -320,10 +321,7 @@ def closed_empty_ledgers(folder: str, names: list[str], threads: int = THREADS
     except OSError:
         return np.empty(0, np.int64), set(), list(names)   # the full parser says why
     try:
-        joined = np.frombuffer(("\0".join(names) + "\0").encode("utf-8", "surrogateescape"), np.uint8)
-        ends = np.flatnonzero(joined == 0).astype(np.int64)
-        starts = np.empty_like(ends)
-        starts[0], starts[1:] = 0, ends[:-1] + 1
+        joined, starts, ends = c_strings(names)
         status = np.empty(len(names), np.int8)
         ledgers = np.empty(len(names), np.int64)
         step = -(-len(names) // max(1, threads))

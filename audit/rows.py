@@ -329,7 +329,8 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
     # One read of each entry log gives the replicas (fsck's, hashing payloads; --state: the logs not due light)
     light, hints = (scrub.begin(dirs, bid), scrub.header_offsets) if scrub else (frozenset(), None)
     opts = CheckOptions(metadata=metadata, payload_hash="sha256", entry_lengths=True, light_logs=light,
-                        light_hints=hints, **({"memory": memory} if memory is not None else {}))
+                        light_hints=hints)
+    opts.memory = memory if memory is not None else opts.memory
     report = check_bookie(dirs, opts)
     try:
         yield from _disk_rows(report, dirs, bid, metadata, run, disk_row, replica_batch_rows(opts.memory), scrub, space)

@@ -176,9 +176,10 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
 
 
 def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = None, *, base: int = 0,
-                         payload_hash: str | None = None, facts: np.ndarray | None = None,
-                         lengths: Callable[[], np.ndarray] | None = None) -> tuple[np.ndarray, PayloadHashes | None]:
-    """Digest results (DIGEST_DTYPE rows) for ``entries`` (ENTRY_DTYPE) held in ``data``.
+                         payload_hash: str | None = None, facts: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, PayloadHashes | None]:
+    """Digest results (DIGEST_DTYPE rows) for ``entries`` (ENTRY_DTYPE, or its fields but the LAC and
+    length) held in ``data``.
 
     ``data`` holds the file bytes [base, base + len(data)) and every entry's whole record. ``plan``
     (updated in place) gives known types and passwords and collects sniffing results; without one,
@@ -187,9 +188,8 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
 
     ``facts``: each entry's digest facts (digests.kernels.entry_facts), taken earlier from the
     same bytes; then ``data`` may be a callable giving the bytes, called only for what the facts do
-    not settle (CRC32, HMAC). ``lengths``: a callable giving the entries' cumulative lengths, for
-    ``entries`` without a length field (asked only to infer a digest length; without it, such entries'
-    lengths are read from their headers in ``data``).
+    not settle (CRC32, HMAC). Entries without a length field have their cumulative lengths read from
+    their headers in ``data``, and only where a digest length must be inferred from them.
     """
     if payload_hash not in (None, "sha256"):
         raise ValueError(f"unsupported payload hash {payload_hash!r} (only sha256)")
@@ -217,8 +217,7 @@ def verify_entry_digests(data, entries: np.ndarray, plan: DigestPlan | None = No
     src = np.full(n, SOURCE_ENTRY, np.uint8)
     known = np.zeros(n, np.uint8)
     # (rows without a length field, as a check keeps them: read from the headers only if asked)
-    length = lengths if lengths is not None else \
-        entries["length"] if "length" in (entries.dtype.names or ()) else bytes_of.lengths
+    length = entries["length"] if "length" in (entries.dtype.names or ()) else bytes_of.lengths
     c1, s1 = _decide_ledger_codes(plan, bytes_of, ledger, entries["entry"], length, v1, known)
     code[v1] = c1
     src[v1] = s1

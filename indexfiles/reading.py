@@ -22,6 +22,7 @@ import numpy as np
 
 from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.failures import OPEN, READ, IoFailure, open_regular_file
+from bkdisk.diskio.libc_calls import c_strings
 from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 from bkdisk.formats import index as fi
 from bkdisk.formats.errors import FormatError
@@ -162,7 +163,7 @@ class Reader:
         loop is not used."""
         end, k = len(paths), 0
         jitted = self.cap >= self.pack + small_reads.HEAD_BYTES
-        names, starts = small_reads.path_block(paths) if jitted else (None, None)
+        names, starts, _ends = c_strings(paths) if jitted else (None, None, None)
         at, lens = np.empty(end, np.int64), np.empty(end, np.int64)
         while k < end:
             if jitted:

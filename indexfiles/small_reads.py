@@ -10,9 +10,6 @@ what is said of it is the same.
 """
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-
 import numpy as np
 
 from bkdisk.diskio.config import kernel
@@ -26,19 +23,10 @@ HEAD_BYTES = 256 << 10  # read of one file: the .idx of a ledger of up to about 
 WORD = fi.SLOT_SIZE      # each file starts on a word of the buffer (its slots are read as words)
 
 
-def path_block(paths: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``paths`` as the kernel takes them: their bytes, each ended by a NUL, and where each starts."""
-    enc = [os.fsencode(p) for p in paths]
-    starts = np.zeros(len(enc), np.int64)
-    if len(enc) > 1:
-        np.cumsum([len(e) + 1 for e in enc[:-1]], out=starts[1:])
-    return np.frombuffer(b"\0".join(enc) + b"\0", np.uint8), starts
-
-
 @kernel
 def read_small_files(names, starts, regular, k, end, flags, buf, pos, pack, at, lens):
-    """Files ``k`` .. ``end`` of a block (``names``/``starts``: path_block; ``regular``: the listing saw a
-    regular file) read into ``buf`` from ``pos`` on while ``pos`` is under ``pack`` (``buf`` holds
+    """Files ``k`` .. ``end`` of a block (``names``/``starts``: diskio.libc_calls.c_strings; ``regular``: the
+    listing saw a regular file) read into ``buf`` from ``pos`` on while ``pos`` is under ``pack`` (``buf`` holds
     ``pack`` + HEAD_BYTES at least): file i's bytes at ``at[i - k]``, ``lens[i - k]`` of them. Stops at the
     first file it leaves to the reader (not regular, not opened or read, HEAD_BYTES or more). Returns
     (the first file not read, the position after the last, whether the buffer reached ``pack``)."""

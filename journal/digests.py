@@ -153,10 +153,7 @@ def _verify_by_facts(path: str, part: np.ndarray, facts: np.ndarray, plan: Diges
                 mapped.append(stack.enter_context(map_window(path, w0, length)))
             return mapped[0]
 
-        def lengths() -> np.ndarray:
-            return _entries(window(), part, w0)["length"]
-
-        rows, _ = verify_entry_digests(window, ents, plan, base=w0, facts=facts, lengths=lengths)
+        rows, _ = verify_entry_digests(window, ents, plan, base=w0, facts=facts)
         mapped.clear()
     return rows["status"]
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bkdisk.diskio.libc_calls import c_strings
 from bkdisk.diskio.mapped import OPEN_FLAGS
 from bkdisk.formats import index as fi
 from bkdisk.indexfiles import listing as listing_module
@@ -95,7 +96,7 @@ def test_the_jitted_loop_takes_small_regular_files_and_stops_at_any_other(tmp_pa
     kinds = {os.path.basename(p): os.path.getsize(p) if os.path.isfile(p) and not os.path.islink(p) else None
              for p in paths}
     buf = np.zeros(4 * HEAD, np.uint8)
-    names, starts = small_reads.path_block(paths)
+    names, starts, _ends = c_strings(paths)
     at, lens = np.zeros(len(paths), np.int64), np.zeros(len(paths), np.int64)
     stops, k, pos = [], 0, 0
     while k < len(paths):
