@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from bkdisk.diskio.distinct import distinct
 from bkdisk.formats import dbledger as fd
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
@@ -97,14 +98,20 @@ MAX_LEDGER_DATA = 128    # bytes of a LedgerData read in the arrays' pass (a lon
 
 class LedgerTable:
     """The ``ledgers`` index as arrays: ledger ids ascending, each ledger's LedgerData bytes in one arena.
-    A ledger's LedgerInfo is parsed when asked for (fsck asks for the ledgers the journal knows)."""
+    A ledger's LedgerInfo is parsed when asked for (fsck asks for the ledgers the journal knows); its
+    master key is known without parsing where the jitted walk read its value (``key_at``: the key's
+    offset in the arena, -1 where the protobuf library read the value)."""
 
-    def __init__(self, ids: np.ndarray, arena: np.ndarray, ends: np.ndarray):
+    def __init__(self, ids: np.ndarray, arena: np.ndarray, ends: np.ndarray,
+                 key_at: np.ndarray | None = None, key_len: np.ndarray | None = None):
         order = np.argsort(ids, kind="stable") if len(ids) > 1 and (ids[1:] < ids[:-1]).any() else None
         starts = ends - np.diff(np.concatenate([[0], ends]))
+        key_at = np.full(len(ids), -1, np.int64) if key_at is None else key_at
+        key_len = np.zeros(len(ids), np.int64) if key_len is None else key_len
         if order is not None:
-            ids, starts, ends = ids[order], starts[order], ends[order]
+            ids, starts, ends, key_at, key_len = ids[order], starts[order], ends[order], key_at[order], key_len[order]
         self.ids, self.arena, self.starts, self.ends = ids, arena, starts, ends
+        self.key_at, self.key_len = key_at, key_len
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -151,11 +158,12 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
     it does not take plainly goes through the protobuf library, which names what is wrong)."""
     from bkdisk.rocksdbfiles.kernels import plain_ledger_data
     db = open_db(db_dir, stack)
-    ids, arena, lens, bad = [], [], [], []
+    ids, arena, lens, key_at, key_len, bad = [], [], [], [], [], []
     width = np.arange(MAX_LEDGER_DATA)
     for keys, values, vlen in db.padded_chunks(fd.LEDGERS_KEY_SIZE, MAX_LEDGER_DATA):
         ok = np.zeros(len(vlen), bool)
-        plain_ledger_data(values, vlen, ok)
+        at, n = np.empty(len(vlen), np.int64), np.empty(len(vlen), np.int64)
+        plain_ledger_data(values, vlen, ok, at, n)
         for r in np.flatnonzero(~ok).tolist():
             key, value = keys[r].tobytes(), values[r, :vlen[r]].tobytes()
             try:
@@ -167,6 +175,8 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
         ids.append(keys[ok].view(fd.LEDGERS_KEY_COLUMN).reshape(-1).astype(np.int64))
         arena.append(values[ok][width < vlen[ok, None]])
         lens.append(vlen[ok])
+        key_at.append(at[ok])
+        key_len.append(n[ok])
     long = [p for p in db.problems if p.kind == "bad-value-size"]
     db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
     for p in long:                # a value longer than the arrays' pass reads: one lookup each
@@ -183,11 +193,15 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
         ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
         arena.append(np.frombuffer(stored, np.uint8))
         lens.append(np.array([len(stored)], np.int64))
+        key_at.append(np.array([-1], np.int64))
+        key_len.append(np.zeros(1, np.int64))
 
     def cat(parts: list, dt) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dt)
-    return (LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64))),
-            db.problems + bad)
+    ends, at = np.cumsum(cat(lens, np.int64)), cat(key_at, np.int64)
+    starts = ends - cat(lens, np.int64)
+    at = np.where(at >= 0, starts + at, -1)   # (an offset in the row -> in the arena)
+    return LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), ends, at, cat(key_len, np.int64)), db.problems + bad
 
 
 def read_ledgers(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict[int, fd.LedgerInfo], list[Problem]]:
@@ -237,6 +251,36 @@ def ledger_infos(idx: LedgerDirIndex, lids: np.ndarray) -> list[fd.LedgerInfo | 
     if not isinstance(led, LedgerTable):
         return [led.get(x) for x in lids.tolist()]
     return [led.info_at(r) if r >= 0 else None for r in led.rows(lids).tolist()]
+
+
+KEYS_AT_ONCE = 1 << 15   # master keys compared at once: their bytes' indices, 8 bytes a key byte
+
+
+def same_master_keys(idx: LedgerDirIndex, lids: np.ndarray, key_of: np.ndarray, keys: list[bytes]) -> np.ndarray:
+    """Per ledger id of ``lids`` (int64, as the index keys them), whether the dir's ledgers index is
+    known without parsing its value to hold it with master key ``keys[key_of[i]]`` (``key_of[i]`` -1: no
+    key, False). False also where the index does not hold it or the protobuf library read its value:
+    what is False needs its LedgerInfo to be compared."""
+    led = idx.ledgers
+    out = np.zeros(len(lids), bool)
+    if not isinstance(led, LedgerTable) or not len(lids):
+        return out
+    rows = led.rows(lids)
+    lens = np.fromiter(map(len, keys), np.int64, len(keys))
+    starts = np.cumsum(lens) - lens
+    given = np.frombuffer(b"".join(keys), np.uint8)
+    held = np.flatnonzero((rows >= 0) & (key_of >= 0))
+    r, k = rows[held], key_of[held]
+    sized = (led.key_at[r] >= 0) & (led.key_len[r] == lens[k])
+    held, r, k = held[sized], r[sized], k[sized]
+    for width in distinct(lens[k]).tolist():   # (few: a key is a password's digest or empty)
+        span = np.arange(width)
+        of_width = np.flatnonzero(lens[k] == width)
+        for lo in range(0, len(of_width), KEYS_AT_ONCE):   # (the byte indices of a block at a time)
+            sel = of_width[lo:lo + KEYS_AT_ONCE]
+            ours = led.arena[led.key_at[r[sel], None] + span]
+            out[held[sel]] = (ours == given[starts[k[sel], None] + span]).all(axis=1)
+    return out
 
 
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:

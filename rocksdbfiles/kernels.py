@@ -297,15 +297,19 @@ def _varint64_end(buf, r, p, limit):
 
 
 @kernel
-def plain_ledger_data(values, vlen, ok):
+def plain_ledger_data(values, vlen, ok, key_at, key_len):
     """``ok[r]``: row ``r`` of ``values`` (its first ``vlen[r]`` bytes) is a LedgerData message that plainly
     parses: only its five fields with their wire types, well formed, the three required ones present.
-    Anything else (unknown fields, other wire types, damage) is left False for the protobuf library."""
+    Anything else (unknown fields, other wire types, damage) is left False for the protobuf library.
+    Of a row it takes, ``key_at[r]``/``key_len[r]``: where in the row its masterKey's bytes are (the last
+    one, as protobuf reads a field given twice)."""
     for r in range(values.shape[0]):
         limit = vlen[r]
         p = 0
         seen = np.int64(0)
         good = True
+        key_at[r] = -1
+        key_len[r] = 0
         while p < limit:
             e = _varint64_end(values, r, p, limit)
             if e < 0 or e - p > 1:          # every tag of these five fields fits one byte
@@ -332,6 +336,9 @@ def plain_ledger_data(values, vlen, ok):
                         break
                     shift += 7
                 p = q + n if q >= 0 and n <= limit - q else -1
+                if p >= 0 and field == MASTER_KEY:
+                    key_at[r] = q
+                    key_len[r] = n
             else:
                 p = -1
             if p < 0:

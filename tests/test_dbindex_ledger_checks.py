@@ -65,3 +65,31 @@ def test_ledger_rows_are_looked_up_at_once(tmp_path):
     assert [i.fenced for i in infos if i] == [False, False, False, True, False]
     as_dict = LedgerDirIndex(idx.current, ledgers={lid: info for lid, info in table.items()})
     assert ledger_infos(as_dict, want) == infos
+
+
+def test_master_keys_compared_without_parsing_agree_with_the_parsed_values(tmp_path, monkeypatch):
+    from bkdisk.rocksdbfiles import dbindex
+    from bkdisk.rocksdbfiles.dbindex import same_master_keys
+    root = str(tmp_path / "bk")
+    write_bookie(BookieSpec(_ledgers(), storage="rocksdb"), root)
+    idx = read_ledger_dir(os.path.join(root, "ledgers", "current"))
+    table = idx.ledgers
+    assert isinstance(table, LedgerTable) and (table.key_at >= 0).all()   # (every value plain)
+    want = np.array([7, 3, 4, HIGH, HIGH + 1, 12, 11], np.int64)
+    infos = ledger_infos(idx, want)
+    right = [i.master_key if i else b"" for i in infos]
+    keys = [right[0], b"", right[3][:-1] + b"?", right[4][:-1], right[5], right[6] + b"!", right[3], right[4]]
+    key_of = np.array([0, 1, -1, 2, 3, 4, 5], np.int64)   # (4 is not in the index; 3 has no key)
+    same = same_master_keys(idx, want, key_of, keys)
+    assert same.tolist() == [True, False, False, False, False, True, False]
+    assert same_master_keys(idx, want, np.array([0, 1, 1, 6, 7, 4, 1]), keys).tolist() == \
+        [True, False, False, True, True, True, False]
+    # A value the protobuf library read (no key offset): never said the same, so its LedgerInfo is parsed.
+    every = np.arange(len(want))
+    lost = LedgerDirIndex(idx.current, ledgers=LedgerTable(table.ids, table.arena, table.ends))
+    assert not same_master_keys(lost, want, every, right).any()
+    as_dict = LedgerDirIndex(idx.current, ledgers={lid: info for lid, info in table.items()})
+    assert not same_master_keys(as_dict, want, every, right).any()
+    assert same_master_keys(idx, want, every, right).tolist() == [i is not None for i in infos]
+    monkeypatch.setattr(dbindex, "KEYS_AT_ONCE", 2)   # (compared a block of keys at a time)
+    assert same_master_keys(idx, want, key_of, keys).tolist() == same.tolist()

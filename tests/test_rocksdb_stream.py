@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bkdisk.formats import rocksdb as rf
@@ -137,6 +137,7 @@ def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
     bytes.fromhex("080110001a0400010203"), bytes.fromhex("080110011a00220401020304"),
     bytes.fromhex("10011a0008002801")]),
     st.binary(max_size=12)))
+@example(bytes.fromhex("080110001a02aabb1a01cc"))   # masterKey twice: protobuf keeps the last
 def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
     from bkdisk.formats.dbledger import parse_ledger
     from bkdisk.formats.errors import FormatError
@@ -144,9 +145,11 @@ def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
     row = np.zeros((1, 64), np.uint8)
     row[0, :len(value)] = np.frombuffer(value, np.uint8)
     ok = np.zeros(1, bool)
-    plain_ledger_data(row, np.array([len(value)], np.int64), ok)
+    at, n = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    plain_ledger_data(row, np.array([len(value)], np.int64), ok, at, n)
     if ok[0]:
-        parse_ledger(b"\0" * 8, value)             # raises if the kernel took what protobuf refuses
+        info = parse_ledger(b"\0" * 8, value)      # raises if the kernel took what protobuf refuses
+        assert value[at[0]:at[0] + n[0]] == info.master_key   # (the last masterKey, as protobuf reads it)
     else:
         try:
             parse_ledger(b"\0" * 8, value)

@@ -152,7 +152,7 @@ def _loc_finding(inv, loc, code: Code, detail: str, extra: dict | None = None) -
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
     ledgers the journal speaks of are looked up: no step per ledger of the index)."""
-    from bkdisk.rocksdbfiles.dbindex import ledger_ids, ledger_infos, ledgers_without_metadata
+    from bkdisk.rocksdbfiles.dbindex import ledger_ids, ledger_infos, ledgers_without_metadata, same_master_keys
     out: dbindex.Pairs = []
     facts = ctx.journal_facts
     scopes, ids = facts.master_keys.columns()          # (sorted by scope, then ledger)
@@ -163,7 +163,15 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     told = told_ids.tolist()
     known: list[np.ndarray] = []
     # Looked up for all the told ledgers at once (a lookup each costs tens of numpy calls)
-    key_rows = facts.master_keys.index_of(np.zeros(len(told), np.uint64), told_ids).tolist()
+    key_rows = facts.master_keys.index_of(np.zeros(len(told), np.uint64), told_ids)
+    mk = facts.master_keys
+    key_of = np.full(len(told), -1, np.int64)   # (per told ledger: its key among mk.distinct)
+    key_of[key_rows >= 0] = mk.key_of[key_rows[key_rows >= 0]]
+    # Beyond the master keys, only ledgers the journal says were fenced or given an explicit LAC are
+    # compared: the rest need no LedgerInfo of theirs parsed when the index holds the journal's key.
+    said = [x.ledger for x, v in facts.fenced.items() if v and x.scope == 0]
+    said += [x.ledger for x, v in facts.explicit_lac.items() if v is not None and x.scope == 0]
+    said_of = np.isin(told_ids, np.array(said, np.uint64))
     for _di, current, idx in dbindex.read(ctx):
         if not dbindex.is_index(idx):
             continue
@@ -172,10 +180,13 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
         for lid, n in sorted(ledgers_without_metadata(idx).items()):
             out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
                                                        detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
-        infos = ledger_infos(idx, told_ids.view(np.int64))   # the index keys ids as signed longs
-        for x, info, key_row in zip(told, infos, key_rows):
+        signed_ids = told_ids.view(np.int64)   # the index keys ids as signed longs
+        look = np.flatnonzero(said_of | ((key_rows >= 0) & ~same_master_keys(idx, signed_ids, key_of, mk.distinct)))
+        infos = ledger_infos(idx, signed_ids[look])
+        for i, info in zip(look.tolist(), infos):
             if info is None:
                 continue
+            x, key_row = told[i], int(key_rows[i])
             lid = dbindex.signed(x)
             ledger = LedgerId(0, x)
             key = facts.master_keys.key_at(key_row) if key_row >= 0 else None
