@@ -94,20 +94,22 @@ def read_locations_reference(db_dir: str | os.PathLike, stack: ExitStack) -> tup
 
 
 MAX_LEDGER_DATA = 128    # bytes of a LedgerData read in the arrays' pass (a longer one is read by lookup)
+NO_KEY = 0xFF            # LedgerTable.key_at of a value whose key place the jitted walk does not know
 
 
 class LedgerTable:
     """The ``ledgers`` index as arrays: ledger ids ascending, each ledger's LedgerData bytes in one arena.
     A ledger's LedgerInfo is parsed when asked for (fsck asks for the ledgers the journal knows); its
     master key is known without parsing where the jitted walk read its value (``key_at``: the key's
-    offset in the arena, -1 where the protobuf library read the value)."""
+    offset in the value, NO_KEY where the protobuf library read it; a byte each, as values past
+    MAX_LEDGER_DATA are read by the library)."""
 
     def __init__(self, ids: np.ndarray, arena: np.ndarray, ends: np.ndarray,
                  key_at: np.ndarray | None = None, key_len: np.ndarray | None = None):
         order = np.argsort(ids, kind="stable") if len(ids) > 1 and (ids[1:] < ids[:-1]).any() else None
         starts = ends - np.diff(np.concatenate([[0], ends]))
-        key_at = np.full(len(ids), -1, np.int64) if key_at is None else key_at
-        key_len = np.zeros(len(ids), np.int64) if key_len is None else key_len
+        key_at = np.full(len(ids), NO_KEY, np.uint8) if key_at is None else key_at
+        key_len = np.zeros(len(ids), np.uint8) if key_len is None else key_len
         if order is not None:
             ids, starts, ends, key_at, key_len = ids[order], starts[order], ends[order], key_at[order], key_len[order]
         self.ids, self.arena, self.starts, self.ends = ids, arena, starts, ends
@@ -175,8 +177,8 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
         ids.append(keys[ok].view(fd.LEDGERS_KEY_COLUMN).reshape(-1).astype(np.int64))
         arena.append(values[ok][width < vlen[ok, None]])
         lens.append(vlen[ok])
-        key_at.append(at[ok])
-        key_len.append(n[ok])
+        key_at.append(np.where(at[ok] >= 0, at[ok], NO_KEY).astype(np.uint8))
+        key_len.append(n[ok].astype(np.uint8))
     long = [p for p in db.problems if p.kind == "bad-value-size"]
     db.problems[:] = [p for p in db.problems if p.kind != "bad-value-size"]
     for p in long:                # a value longer than the arrays' pass reads: one lookup each
@@ -193,15 +195,14 @@ def read_ledger_table(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[Ledg
         ids.append(np.frombuffer(key, fd.LEDGERS_KEY_COLUMN).astype(np.int64))
         arena.append(np.frombuffer(stored, np.uint8))
         lens.append(np.array([len(stored)], np.int64))
-        key_at.append(np.array([-1], np.int64))
-        key_len.append(np.zeros(1, np.int64))
+        key_at.append(np.full(1, NO_KEY, np.uint8))
+        key_len.append(np.zeros(1, np.uint8))
 
     def cat(parts: list, dt) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dt)
-    ends, at = np.cumsum(cat(lens, np.int64)), cat(key_at, np.int64)
-    starts = ends - cat(lens, np.int64)
-    at = np.where(at >= 0, starts + at, -1)   # (an offset in the row -> in the arena)
-    return LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), ends, at, cat(key_len, np.int64)), db.problems + bad
+    table = LedgerTable(cat(ids, np.int64), cat(arena, np.uint8), np.cumsum(cat(lens, np.int64)),
+                        cat(key_at, np.uint8), cat(key_len, np.uint8))
+    return table, db.problems + bad
 
 
 def read_ledgers(db_dir: str | os.PathLike, stack: ExitStack) -> tuple[dict[int, fd.LedgerInfo], list[Problem]]:
@@ -271,14 +272,14 @@ def same_master_keys(idx: LedgerDirIndex, lids: np.ndarray, key_of: np.ndarray, 
     given = np.frombuffer(b"".join(keys), np.uint8)
     held = np.flatnonzero((rows >= 0) & (key_of >= 0))
     r, k = rows[held], key_of[held]
-    sized = (led.key_at[r] >= 0) & (led.key_len[r] == lens[k])
+    sized = (led.key_at[r] != NO_KEY) & (led.key_len[r] == lens[k])
     held, r, k = held[sized], r[sized], k[sized]
     for width in distinct(lens[k]).tolist():   # (few: a key is a password's digest or empty)
         span = np.arange(width)
         of_width = np.flatnonzero(lens[k] == width)
         for lo in range(0, len(of_width), KEYS_AT_ONCE):   # (the byte indices of a block at a time)
             sel = of_width[lo:lo + KEYS_AT_ONCE]
-            ours = led.arena[led.key_at[r[sel], None] + span]
+            ours = led.arena[(led.starts[r[sel]] + led.key_at[r[sel]])[:, None] + span]
             out[held[sel]] = (ours == given[starts[k[sel], None] + span]).all(axis=1)
     return out
 

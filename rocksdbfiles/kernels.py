@@ -302,7 +302,7 @@ def plain_ledger_data(values, vlen, ok, key_at, key_len):
     parses: only its five fields with their wire types, well formed, the three required ones present.
     Anything else (unknown fields, other wire types, damage) is left False for the protobuf library.
     Of a row it takes, ``key_at[r]``/``key_len[r]``: where in the row its masterKey's bytes are (the last
-    one, as protobuf reads a field given twice)."""
+    one, as protobuf reads a field given twice); of any other, -1 and 0."""
     for r in range(values.shape[0]):
         limit = vlen[r]
         p = 0
@@ -347,4 +347,7 @@ def plain_ledger_data(values, vlen, ok, key_at, key_len):
             seen |= 1 << field
         need = (1 << EXISTS) | (1 << FENCED) | (1 << MASTER_KEY)
         ok[r] = good and (seen & need) == need
+        if not ok[r]:   # (a key met before what stopped the walk need not be the one protobuf keeps)
+            key_at[r] = -1
+            key_len[r] = 0
     return 0

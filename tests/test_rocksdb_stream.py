@@ -138,6 +138,7 @@ def test_the_listing_kernel_writes_what_the_shell_prints(rows, cut, headers):
     bytes.fromhex("10011a0008002801")]),
     st.binary(max_size=12)))
 @example(bytes.fromhex("080110001a02aabb1a01cc"))   # masterKey twice: protobuf keeps the last
+@example(bytes.fromhex("080110001a02aabb30001a01cc"))   # ... with an unknown field between: the library's
 def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
     from bkdisk.formats.dbledger import parse_ledger
     from bkdisk.formats.errors import FormatError
@@ -151,6 +152,7 @@ def test_a_value_the_ledger_data_kernel_takes_is_one_protobuf_parses(value):
         info = parse_ledger(b"\0" * 8, value)      # raises if the kernel took what protobuf refuses
         assert value[at[0]:at[0] + n[0]] == info.master_key   # (the last masterKey, as protobuf reads it)
     else:
+        assert (at[0], n[0]) == (-1, 0)           # (no key place for a value the protobuf library reads)
         try:
             parse_ledger(b"\0" * 8, value)
         except FormatError:
