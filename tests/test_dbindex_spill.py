@@ -15,7 +15,7 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
-from bkdisk.fsck.passes.p5_crosscheck import checks as p5_crosscheck
+from bkdisk.fsck.passes.p5_crosscheck import db_locations as p5_crosscheck
 from tests.fsck_helpers import mixed_ledgers
 
 TINY = 1 / 256   # MiB

@@ -9,9 +9,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bkdisk.bookie.layout import discover
 from bkdisk.formats import rocksdb as rf
@@ -19,7 +22,7 @@ from bkdisk.formats.dbledger import location_value, locations_key
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.passes.p2_hierarchy import check_databases
 from bkdisk.fsck.passes.p3_index import check_ledgers
-from bkdisk.fsck.passes.p5_crosscheck.checks import check_locations
+from bkdisk.fsck.passes.p5_crosscheck.db_locations import check_locations
 from bkdisk.fsck.problems import PROBLEMS
 from bkdisk.fsck_cli import fsck_command
 from bkdisk.rocksdbfiles import writer as w
@@ -303,3 +306,11 @@ def test_each_fault_through_the_cli_exit_4_no_byte_changed(bookie: Path, fault: 
     line = next(x for x in plan.splitlines() if x.strip().startswith("bookkeeper-rebuild:") and command in x)
     assert "bin/bookkeeper shell" in line and "bookie stopped" in line and "[cannot: bkdisk never writes" in line
     assert _tree_digest(bookie) == before
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 1 << 63), max_size=60, unique=True), st.lists(st.integers(0, 1 << 63), max_size=60))
+def test_locations_searched_in_their_sorted_order_land_where_a_plain_search_lands(keys, wanted):
+    from bkdisk.fsck.passes.p5_crosscheck.db_locations import _searched_in_order
+    k, w = np.array(sorted(keys), np.uint64), np.array(wanted + keys[:5], np.uint64)
+    assert _searched_in_order(k, w).tolist() == np.searchsorted(k, w).tolist()
