@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.diskio.sorted_search import searched_in_order
 from bkdisk.journal.ledger_keys import LedgerKeys
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MULT = np.uint64(0xBF58476D1CE4E5B9)
-SORTED_SEARCH = 1 << 14   # rows looked up at once from which they are searched in the order of their mixes
 
 
 def mix(cols: list[np.ndarray]) -> np.ndarray:
@@ -45,13 +45,7 @@ class KeySet:
         if n == 0 or m == 0:
             return np.full(n, -1, np.int64)
         h = mix(cols)
-        if n >= SORTED_SEARCH:   # searched in order, each search starts where the one before ended
-            by_mix = np.argsort(h)
-            lo = np.empty(n, np.int64)
-            lo[by_mix] = np.searchsorted(self.sorted, h[by_mix], "left")
-            del by_mix
-        else:
-            lo = np.searchsorted(self.sorted, h, "left")
+        lo = searched_in_order(self.sorted, h)
         at = np.minimum(lo, m - 1)
         cand = (lo < m) & (self.sorted[at] == h)
         j = self.order[at]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bkdisk.diskio import sorted_search
 from bkdisk.fsck import keyjoin
 from bkdisk.fsck.keyjoin import KeySet
 
@@ -25,7 +26,7 @@ def _columns(rows: list[tuple[int, int, int]]) -> list[np.ndarray]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ref=ROWS, asked=ROWS)
 def test_index_of_is_the_first_equal_row_as_a_dict_gives_it(monkeypatch, weak_mix, sorted_from, ref, asked):
-    monkeypatch.setattr(keyjoin, "SORTED_SEARCH", sorted_from)
+    monkeypatch.setattr(sorted_search, "SORTED_FROM", sorted_from)
     if weak_mix:   # (a mix of three values: most rows collide with others)
         monkeypatch.setattr(keyjoin, "mix", lambda cols: np.asarray(cols[-1]).astype(np.uint64) % np.uint64(3))
     first: dict[tuple[int, int, int], int] = {}

@@ -9,12 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import GOLDEN
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from bkdisk.bookie.layout import discover
 from bkdisk.formats import rocksdb as rf
@@ -307,10 +304,3 @@ def test_each_fault_through_the_cli_exit_4_no_byte_changed(bookie: Path, fault: 
     assert "bin/bookkeeper shell" in line and "bookie stopped" in line and "[cannot: bkdisk never writes" in line
     assert _tree_digest(bookie) == before
 
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(0, 1 << 63), max_size=60, unique=True), st.lists(st.integers(0, 1 << 63), max_size=60))
-def test_locations_searched_in_their_sorted_order_land_where_a_plain_search_lands(keys, wanted):
-    from bkdisk.fsck.passes.p5_crosscheck.db_locations import _searched_in_order
-    k, w = np.array(sorted(keys), np.uint64), np.array(wanted + keys[:5], np.uint64)
-    assert _searched_in_order(k, w).tolist() == np.searchsorted(k, w).tolist()

@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from bkdisk.diskio.chunked_array import ChunkedArray
+from bkdisk.diskio.sorted_search import searched_in_order
 from bkdisk.diskio.spill import RangeSpill, split_ranges
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
 from bkdisk.formats.index import join_locations, location_logs, unpack_location
@@ -87,7 +88,7 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
         if len(t) > 1 and not bool(np.all(t["at"][1:] >= t["at"][:-1])):
             t = t[np.argsort(t["at"], kind="stable")]
         n = len(t)
-        slot = np.minimum(_searched_in_order(np.ascontiguousarray(t["at"]), lr["at"]), max(n - 1, 0))
+        slot = np.minimum(searched_in_order(t["at"], lr["at"]), max(n - 1, 0))
         if n:
             hit = t["at"][slot] == lr["at"]
             right = hit & (t["ledger"][slot] == lr["ledger"]) & (t["entry"][slot] == lr["entry"])
@@ -107,16 +108,6 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
     out: dbindex.Pairs = [pair for _k, pair in sorted(flagged, key=lambda kp: kp[0])]
     if len(free):
         out += _unpointed(ctx, idx, free, logs, budget)
-    return out
-
-
-def _searched_in_order(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(keys, wanted)``, the wanted keys searched in ascending order: each search
-    starts where the last ended, in the pages it just read (on millions of keys in the order of the
-    locations database, random over the logs, about 3x faster with the sort)."""
-    order = np.argsort(wanted)
-    out = np.empty(len(wanted), np.int64)
-    out[order] = np.searchsorted(keys, wanted[order])
     return out
 
 
