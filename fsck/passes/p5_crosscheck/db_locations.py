@@ -22,8 +22,8 @@ DB_SHARE = 0.25       # of --memory-limit: one range's entries and locations, an
 DB_ENTRY_ROW = np.dtype([("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])     # at: the location of the entry
 LOC_ROW = np.dtype([("k", "<i8"), ("at", "<u8"), ("ledger", "<i8"), ("entry", "<i8")])
 # A range's working set per entry, measured: its row, the join's copy and sort, the location routed to it
-# (about one per entry), the slots and masks of the join, the locations' search order and sorted keys.
-_DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 32
+# (about one per entry), the slots and masks of the join; and the locations' search order and sorted keys.
+_DB_WORK_PER_ENTRY = 6 * DB_ENTRY_ROW.itemsize + LOC_ROW.itemsize + 16 + 2 * np.dtype(np.int64).itemsize
 
 
 def check_locations(ctx: CheckContext) -> dbindex.Pairs:
