@@ -308,8 +308,6 @@ def plain_ledger_data(values, vlen, ok, key_at, key_len):
         p = 0
         seen = np.int64(0)
         good = True
-        key_at[r] = -1
-        key_len[r] = 0
         while p < limit:
             e = _varint64_end(values, r, p, limit)
             if e < 0 or e - p > 1:          # every tag of these five fields fits one byte

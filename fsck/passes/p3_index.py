@@ -163,8 +163,8 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     told = told_ids.tolist()
     known: list[np.ndarray] = []
     # Looked up for all the told ledgers at once (a lookup each costs tens of numpy calls)
-    key_rows = facts.master_keys.index_of(np.zeros(len(told), np.uint64), told_ids)
     mk = facts.master_keys
+    key_rows = mk.index_of(np.zeros(len(told), np.uint64), told_ids)
     key_of = np.full(len(told), -1, np.int64)   # (per told ledger: its key among mk.distinct)
     key_of[key_rows >= 0] = mk.key_of[key_rows[key_rows >= 0]]
     # Beyond the master keys, only ledgers the journal says were fenced or given an explicit LAC are
@@ -181,7 +181,7 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
             out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
                                                        detail=f"none, with {n} locations in {current}/{LOCATIONS_DB}")))
         signed_ids = told_ids.view(np.int64)   # the index keys ids as signed longs
-        look = np.flatnonzero(said_of | ((key_rows >= 0) & ~same_master_keys(idx, signed_ids, key_of, mk.distinct)))
+        look = np.flatnonzero(said_of | ((key_of >= 0) & ~same_master_keys(idx, signed_ids, key_of, mk.distinct)))
         infos = ledger_infos(idx, signed_ids[look])
         for i, info in zip(look.tolist(), infos):
             if info is None:
@@ -189,7 +189,7 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
             x, key_row = told[i], int(key_rows[i])
             lid = dbindex.signed(x)
             ledger = LedgerId(0, x)
-            key = facts.master_keys.key_at(key_row) if key_row >= 0 else None
+            key = mk.key_at(key_row) if key_row >= 0 else None
             where = dict(path=ledgers_db, scope=0, ledger=lid)
             if key is not None and key != info.master_key:
                 out.append((Code.DBINDEX_MASTER_KEY_MISMATCH,
