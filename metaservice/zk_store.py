@@ -91,6 +91,8 @@ class ZkStore(MetadataStore):
             self.zk.start(timeout=connect_timeout)
         except Exception as exc:   # kazoo raises its own timeout type
             self.zk.close()
+            if self.auth_failed:   # refused between the session's start and start()'s look at it
+                raise self.refused(kx.AuthFailedError()) from None
             raise StoreError(f"zk://{hosts}{self.root}: cannot reach ZooKeeper: {exc}") from None
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None

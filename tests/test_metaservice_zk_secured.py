@@ -15,6 +15,7 @@ import uuid
 import pytest
 from kazoo import exceptions as kx
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KeeperState
 from kazoo.security import ACL, CREATOR_ALL_ACL, Id, Permissions
 from metaservice_fixture import served
 
@@ -213,6 +214,32 @@ def test_the_service_without_the_identity_does_not_start_on_a_secured_cluster(se
         time.sleep(0.05)
     assert threading.active_count() <= threads      # every refused store's kazoo threads are gone
 
+
+
+@pytest.mark.parametrize("secured", ["sasl"], indirect=True)     # digest logins are refused after start()
+def test_a_sasl_refusal_seen_late_is_still_a_refusal(secured, bookie, monkeypatch):
+    """kazoo says CONNECTED before the SASL exchange: a refusal can clear the session before start()
+    looks at it (a loaded host), and start() then says "Connection time-out". Held here: start()'s
+    wait returns only once the refusal has landed; the store must still say ZooKeeper refused it."""
+    root = f"/late{next(_roots)}/ledgers"
+    _bookkeeper_cluster(bookie, root)
+    real = KazooClient.start_async
+
+    def start_async(client):
+        event = real(client)
+
+        class Late:
+            def wait(self, timeout=None):
+                event.wait(timeout)
+                deadline = time.monotonic() + 10
+                while client.client_state == KeeperState.CONNECTED and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert client.client_state != KeeperState.CONNECTED, "the refusal never came"
+        return Late()
+    monkeypatch.setattr(KazooClient, "start_async", start_async)
+    with pytest.raises(PermissionDenied) as e:
+        open_store(f"zk://{secured.hosts}{root}", zk_auth=credentials(secured, USER, "wrong-password"))
+    assert "refused the login of this service" in str(e.value), e.value
 
 # --- `bkdisk metadata serve` as an operator runs it next to the secured cluster ---
 def _identity_options(zk, tmp_path, monkeypatch, password: str = PASSWORD) -> list[str]:
