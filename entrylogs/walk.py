@@ -15,7 +15,7 @@ import numpy as np
 
 from bkdisk.digests.kernels import entry_facts
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, prefetch_ahead, unowned
+from bkdisk.diskio.kernels import TOUCH_BELOW, be_i32, be_i64, be_u64, read_ahead, unowned
 from bkdisk.diskio.windowed import (
     DONE,
     FIRST_OWN_SLOT,
@@ -171,6 +171,8 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
     n_problems = state[PROBLEMS]
     last_nonzero = state[LAST_NONZERO]
     ahead = pos - base
+    last_size = TOUCH_BELOW       # the last entry's size (read_ahead's choice; none yet: hints only)
+    streamed = e_facts.size > 0   # the walk reads every entry's bytes in order
     status = DONE
     while True:
         if mode == WALKING:
@@ -182,7 +184,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                 state[NEED] = HEADER_LOOKAHEAD
                 status = NEXT_WINDOW
                 break
-            ahead = prefetch_ahead(buf, pos - base, ahead)
+            ahead = read_ahead(buf, pos - base, ahead, last_size, streamed)
             if buf[pos - base] == DIRECT_PADDING_BYTE and pos % DIRECT_ALIGNMENT != 0:
                 boundary = pos + DIRECT_ALIGNMENT - pos % DIRECT_ALIGNMENT
                 if boundary <= end:
@@ -214,6 +216,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                     e_facts[n_entries] = entry_facts(buf, pos + SIZE_PREFIX_SIZE - base, size, variant, size)
                 n_entries += 1
                 pos += SIZE_PREFIX_SIZE + size
+                last_size = size
                 continue
             if code == _SKIP_RECORD:
                 pos += SIZE_PREFIX_SIZE + size
