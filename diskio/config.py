@@ -3,7 +3,9 @@
 Everything here is resolved on first use and then kept (``functools.cache``), never at import, so
 no module depends on which one is imported first:
 
-* Kernels load from numba's cache without refreshing numba's registries first (``LeanCache``).
+* Kernels load from numba's cache without refreshing numba's registries first (``LeanCache``),
+  kept under the stamp of every file their code may come from (diskio.kernel_sources), not their
+  own file's alone.
 * ``BKDISK_NUMBA_CACHE_DIR``, when set, becomes numba's cache folder (``NUMBA_CACHE_DIR``) for
   read-only installs or a cache shared between processes. It is applied by ``kernel`` before the
   first kernel is decorated (numba picks a dispatcher's cache folder when it is decorated), and
@@ -80,19 +82,34 @@ def lean_cache_class() -> type:
     through numba's compiler, which refreshes the contexts itself. (numba is pinned to 0.68.x:
     tests/test_numba_cache.py checks this against it.)
     """
-    from numba.core.caching import CompileResultCacheImpl, FunctionCache
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache, _hash_source_file
     from numba.core.runtime import nrt
+
+    from bkdisk.diskio.kernel_sources import source_stamp
 
     class LeanImpl(CompileResultCacheImpl):
         _locator_classes = [_probed_once(c) for c in CompileResultCacheImpl._locator_classes]
 
     class LeanCache(FunctionCache):
+        """(Kept under the stamp of every source file the kernel's code comes from, not its own file's
+        alone: diskio.kernel_sources; taken at the first load or save, once every module is imported.)"""
         _impl_class = LeanImpl
+        _stamped = False
+
+        def _stamp(self) -> None:
+            if not self._stamped:
+                self._cache_file._source_stamp = source_stamp(self._py_func, _hash_source_file)
+                self._stamped = True
 
         def load_overload(self, sig, target_context):
+            self._stamp()
             nrt.rtsys.initialize(target_context)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
+
+        def save_overload(self, sig, data):
+            self._stamp()
+            super().save_overload(sig, data)
 
     return LeanCache
 

@@ -1,0 +1,89 @@
+"""The source files a kernel's machine code may come from, and the stamp its cache is kept under.
+
+numba keys a cached kernel on the bytes of the file that defines it, and nothing else: a helper it
+inlines from another file (an inline kernel, an intrinsic, a constant it folds in, a constant made from
+another module's) can change and the caller's cached code is still loaded, with the helper's old
+version in it. A kernel's code can only come from its own file and the project's modules that file
+imports, and theirs, however deep; the stamp here is a hash of the bytes of all of them, read from
+their ``import`` lines (the same set whatever a process happened to import). A change to any of them
+compiles the kernel again; a file touched but not changed does not.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Callable
+
+PROJECT = "bkdisk"
+_FROM = re.compile(r"^[ \t]*from[ \t]+(" + PROJECT + r"(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+(" + PROJECT + r"(?:\.\w+)*)", re.M)
+
+
+@functools.cache
+def _module_file(module_name: str) -> str | None:
+    """The source file of the project's module ``module_name``; None when it is not one."""
+    if module_name != PROJECT and not module_name.startswith(PROJECT + "."):
+        return None
+    path = getattr(sys.modules.get(module_name), "__file__", None)
+    if path is None:
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError):
+            return None
+        path = spec.origin if spec is not None else None
+    return path if path is not None and path.endswith(".py") else None
+
+
+@functools.cache
+def imported_files(path: str) -> frozenset[str]:
+    """The source files of the project's modules the file ``path`` imports (a package's ``__init__`` and,
+    for ``from package import module``, the module's)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    modules = set(_IMPORT.findall(text))
+    for m in _FROM.finditer(text):
+        modules.add(m.group(1))
+        if _is_package(m.group(1)):   # (a name imported from a package may be a module of it)
+            names = " ".join(line.split("#")[0] for line in m.group(2).strip("()").splitlines())
+            modules.update(f"{m.group(1)}.{part.split()[0]}" for part in names.split(",") if part.split())
+    return frozenset(f for f in map(_module_file, modules) if f is not None)
+
+
+def _is_package(module_name: str) -> bool:
+    path = _module_file(module_name)
+    return path is not None and os.path.basename(path) == "__init__.py"
+
+
+@functools.cache
+def _closure(path: str) -> frozenset[str]:
+    seen, todo = set(), [path]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo.extend(imported_files(p))
+    return frozenset(seen)
+
+
+def source_files(py_func: Callable) -> frozenset[str]:
+    """The files the machine code of the kernel ``py_func`` may come from: its own, and every one of the
+    project's that it imports, however deep."""
+    return _closure(os.path.realpath(py_func.__code__.co_filename))
+
+
+def source_stamp(py_func: Callable, file_hash: Callable[[str, float, int], bytes]) -> bytes:
+    """A hash of the bytes of every file of ``source_files(py_func)`` (``file_hash(path, mtime, size)``:
+    numba's memoised hash of one file)."""
+    h = hashlib.sha256()
+    for path in sorted(source_files(py_func)):
+        st = os.stat(path)
+        h.update(path.encode())
+        h.update(file_hash(path, st.st_mtime, st.st_size))
+    return h.digest()
