@@ -125,8 +125,8 @@ def prefetch_item(typingctx, arr, idx):
 
 # --- walks -----------------------------------------------------------------------------------
 PREFETCH_SPAN = 4096   # bytes asked for ahead of a walk at a time
-TOUCH_SPAN = 16384     # bytes a walk of small records loads ahead of itself
-TOUCH_BELOW = 4096     # a record smaller than a page: the walk reads every page anyway
+TOUCH_SPAN = 16384     # bytes a walk of small records loads ahead of itself, at most
+TOUCH_BELOW = 4096     # a record smaller than a page (the walk reads the page of each one's header)
 
 
 @intrinsic
@@ -159,23 +159,32 @@ def prefetch_ahead(buf, i, ahead):
 
 
 @inline_kernel
-def read_ahead(buf, i, ahead, size, streamed):
-    """What a walk at index ``i`` of ``buf``, after a record of ``size`` bytes, asks for ahead of itself
-    (``ahead``: how far it asked so far; returns the new ``ahead``):
+def small_run(run, size):
+    """The bytes of the run of records smaller than TOUCH_BELOW that a walk is in, after a record of
+    ``size`` bytes (``run``: before it; a larger record, or one the walk skips, ends the run)."""
+    return run + size if 0 <= size < TOUCH_BELOW else 0
+
+
+@inline_kernel
+def read_ahead(buf, i, ahead, run, streamed):
+    """What a walk at index ``i`` of ``buf`` asks for ahead of itself (``ahead``: how far it asked so
+    far; returns the new ``ahead``), ``run`` bytes into a run of small records (small_run):
     - ``streamed`` (the walk reads each record's bytes in order, as it does to take digest facts):
       nothing, the hardware streams them to it, and hints would only cost;
-    - after a record smaller than TOUCH_BELOW, where every page holds a header the walk reads: a byte
-      of each line of the next TOUCH_SPAN bytes, loaded. Loads the core overlaps and the hardware
-      streams, where a prefetch per line waits on the core's few line-fill buffers and is dropped for
-      a page not mapped yet (about twice the walk's speed on 100-1000-byte entries);
-    - else prefetch_ahead: hints, which never read a page of a large record the walk does not need."""
+    - a run of a page or more: a byte of each line of as many bytes ahead as the run holds (at most
+      TOUCH_SPAN), loaded. Loads the core overlaps and the hardware streams, where a prefetch per line
+      waits on the core's few line-fill buffers and is dropped for a page not mapped yet (about twice
+      the walk's speed on 100-1000-byte entries). The run's own pages were read, so where it ends (a
+      large record next) no more pages are read than it had;
+    - else prefetch_ahead: hints, which never read a page the walk does not need."""
     if streamed:
         return ahead
-    if size >= TOUCH_BELOW:
+    if run < TOUCH_BELOW:
         return prefetch_ahead(buf, i, ahead)
-    if i + 64 <= ahead - TOUCH_SPAN // 2 or ahead >= buf.size:
+    reach = min(run, TOUCH_SPAN)
+    if i + 64 <= ahead - reach // 2 or ahead >= buf.size:
         return ahead
-    stop = min(buf.size, i + TOUCH_SPAN)
+    stop = min(buf.size, i + reach)
     seen = np.uint8(0)
     for k in range(max(ahead, i), stop, 64):
         seen |= buf[k]

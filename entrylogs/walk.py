@@ -15,7 +15,7 @@ import numpy as np
 
 from bkdisk.digests.kernels import entry_facts
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.kernels import TOUCH_BELOW, be_i32, be_i64, be_u64, read_ahead, unowned
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, read_ahead, small_run, unowned
 from bkdisk.diskio.windowed import (
     DONE,
     FIRST_OWN_SLOT,
@@ -171,7 +171,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
     n_problems = state[PROBLEMS]
     last_nonzero = state[LAST_NONZERO]
     ahead = pos - base
-    last_size = TOUCH_BELOW       # the last entry's size (read_ahead's choice; none yet: hints only)
+    run = 0                       # bytes of the run of small entries the walk is in (read_ahead's reach)
     streamed = e_facts.size > 0   # the walk reads every entry's bytes in order
     status = DONE
     while True:
@@ -184,7 +184,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                 state[NEED] = HEADER_LOOKAHEAD
                 status = NEXT_WINDOW
                 break
-            ahead = read_ahead(buf, pos - base, ahead, last_size, streamed)
+            ahead = read_ahead(buf, pos - base, ahead, run, streamed)
             if buf[pos - base] == DIRECT_PADDING_BYTE and pos % DIRECT_ALIGNMENT != 0:
                 boundary = pos + DIRECT_ALIGNMENT - pos % DIRECT_ALIGNMENT
                 if boundary <= end:
@@ -194,6 +194,7 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                         break
                     if padding_end(buf, base, pos, end) > 0:
                         pos = boundary
+                        run = 0
                         continue
             code, size, fmt, scope, ledger, entry, lac, length = entry_header(buf, base, pos, end)
             if code == 0:
@@ -216,10 +217,11 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
                     e_facts[n_entries] = entry_facts(buf, pos + SIZE_PREFIX_SIZE - base, size, variant, size)
                 n_entries += 1
                 pos += SIZE_PREFIX_SIZE + size
-                last_size = size
+                run = small_run(run, SIZE_PREFIX_SIZE + size)
                 continue
             if code == _SKIP_RECORD:
                 pos += SIZE_PREFIX_SIZE + size
+                run = 0
                 continue
             if code == _ZERO_SIZE:
                 if last_nonzero == LAST_NONZERO_UNKNOWN:

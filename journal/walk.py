@@ -12,7 +12,7 @@ import numpy as np
 
 from bkdisk.digests.kernels import entry_facts
 from bkdisk.diskio.config import inline_kernel, kernel
-from bkdisk.diskio.kernels import TOUCH_BELOW, be_i32, be_i64, be_u64, first_nonzero, ld_u64le, read_ahead, unowned
+from bkdisk.diskio.kernels import be_i32, be_i64, be_u64, first_nonzero, ld_u64le, read_ahead, small_run, unowned
 from bkdisk.diskio.windowed import DONE, FIRST_OWN_SLOT, FULL, MODE, MODE_DONE, NEED, NEXT_WINDOW, RESUME
 from bkdisk.formats import journal as fj
 from bkdisk.formats.digests import DigestType
@@ -123,7 +123,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
     value: int | np.int64 = 0     # the local's annotation is for mypy: numba does not read it
     zero = np.uint64(0)
     ahead = pos - base
-    last_length: int | np.int64 = TOUCH_BELOW   # the last record's length (read_ahead's choice; none yet: hints only)
+    run: int | np.int64 = 0        # bytes of the run of small records the walk is in (read_ahead's reach)
     streamed = r_facts.size > 0    # the walk reads every entry's bytes in order
     while True:
         if mode == IN_ZERO_TAIL:
@@ -147,7 +147,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
             state[NEED] = LOOKAHEAD
             status = NEXT_WINDOW
             break
-        ahead = read_ahead(buf, pos - base, ahead, last_length, streamed)
+        ahead = read_ahead(buf, pos - base, ahead, run, streamed)
         length = np.int64(be_i32(buf, pos - base))
         if length == 0:
             mode = IN_ZERO_TAIL
@@ -174,6 +174,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
                 r_facts[n_records] = 0
             n_records += 1
             pos += fj.PADDING_HEAD_SIZE + pad_length
+            run = 0
             continue
         if length < 0:
             end_kind, reason, value = _INVALID, END_NEGATIVE, length
@@ -210,7 +211,7 @@ def walk_journal_records(buf, base, n, version, state, r_offset, r_kind, r_scope
             r_facts[n_records] = entry_facts(buf, body, length, variant, max_crc) if kind == _DATA else 0
         n_records += 1
         pos += _PREFIX + length
-        last_length = length
+        run = small_run(run, _PREFIX + length)
     if end_kind >= 0:
         mode = MODE_DONE
         state[END_KIND] = end_kind

@@ -1,7 +1,8 @@
-"""What a framing walk reads ahead of itself (diskio.kernels.read_ahead). After an entry smaller than a
-page it loads the lines ahead, as every page then holds a header it reads anyway, and never past the
-bytes it was given; after a large entry it only hints, so a page no header lies on is never read: a
-light walk of a log of large entries does not read the log whole.
+"""What a framing walk reads ahead of itself (diskio.kernels.read_ahead). In a run of entries smaller
+than a page it loads the lines ahead, at most as many bytes as the run holds (whose pages it read
+anyway), and never past the bytes it was given; elsewhere it only hints, so a page no header lies on is
+never read: a light walk of a log of large entries does not read the log whole, nor does one of small
+and large entries mixed.
 
 Each walk runs in a process of its own over the log's bytes copied into memory whose pages the walk
 must not read are made unreadable (PROT_NONE): a load there ends the process, a hint is dropped."""
@@ -79,7 +80,8 @@ def _header_ranges(path) -> list[tuple[int, int]]:
     return [(0, fe.HEADER_SIZE), *heads, (s.data_end, os.path.getsize(path))]
 
 
-@pytest.mark.parametrize("sizes", [[3 * PAGE] * 40, [9000, 20000, 4100, 65000] * 10])
+@pytest.mark.parametrize("sizes", [[3 * PAGE] * 40, [9000, 20000, 4100, 65000] * 10, [100, 256 << 10] * 20,
+                                   [100, 100, 3000, 256 << 10] * 12])
 def test_a_light_walk_of_large_entries_reads_only_the_pages_of_their_headers(tmp_path, sizes):
     log = tmp_path / "1.log"
     _log(log, sizes)
@@ -105,3 +107,26 @@ def test_the_pages_a_light_walk_of_large_entries_may_not_read_are_unreadable_to_
     ended = (-signal.SIGSEGV, -signal.SIGBUS)
     assert got.returncode in ended and got.stdout == "", (got.returncode, got.stderr[-2000:])
     assert scan_entry_log(str(log), digests=DigestPlan()).entries.size == 40
+
+
+def test_after_a_run_of_small_entries_a_light_walk_reads_no_more_pages_than_the_run_had(tmp_path):
+    from bkdisk.diskio.kernels import TOUCH_BELOW, TOUCH_SPAN
+    from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
+    log = tmp_path / "1.log"
+    sizes = ([300] * 20 + [256 << 10]) * 6   # (runs of 6 KB: more than a page, less than TOUCH_SPAN)
+    _log(log, sizes)
+    s = scan_entry_log(str(log))
+    offsets, stored = s.entries["offset"].tolist(), s.entries["size"].tolist()
+    allowed, run, first = [], 0, None
+    for o, n in zip(offsets, stored):
+        if n + SIZE_PREFIX_SIZE < TOUCH_BELOW:
+            first = o if first is None else first
+            run += n + SIZE_PREFIX_SIZE
+        else:   # a run ends where this entry's header is: as many bytes past it as the run held, at most
+            if first is not None:
+                allowed.append((first, o + min(run, TOUCH_SPAN)))
+            run, first = 0, None
+    assert allowed and all(b - a > 2 * PAGE for a, b in allowed)
+    got = _walk(log, _header_ranges(log) + allowed)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.strip() == _expected(log)
