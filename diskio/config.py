@@ -82,7 +82,7 @@ def lean_cache_class() -> type:
     through numba's compiler, which refreshes the contexts itself. (numba is pinned to 0.68.x:
     tests/test_numba_cache.py checks this against it.)
     """
-    from numba.core.caching import CompileResultCacheImpl, FunctionCache, _hash_source_file
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache
     from numba.core.runtime import nrt
 
     from bkdisk.diskio.kernel_sources import source_stamp
@@ -91,25 +91,20 @@ def lean_cache_class() -> type:
         _locator_classes = [_probed_once(c) for c in CompileResultCacheImpl._locator_classes]
 
     class LeanCache(FunctionCache):
-        """(Kept under the stamp of every source file the kernel's code comes from, not its own file's
-        alone: diskio.kernel_sources; taken at the first load or save, once every module is imported.)"""
+        """(Kept under the stamp of every source file the kernel's code may come from, not its own
+        file's alone: diskio.kernel_sources.)"""
         _impl_class = LeanImpl
-        _stamped = False
 
-        def _stamp(self) -> None:
-            if not self._stamped:
-                self._cache_file._source_stamp = source_stamp(self._py_func, _hash_source_file)
-                self._stamped = True
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            stamp = source_stamp(py_func)
+            if stamp is not None:
+                self._cache_file._source_stamp = stamp
 
         def load_overload(self, sig, target_context):
-            self._stamp()
             nrt.rtsys.initialize(target_context)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
-
-        def save_overload(self, sig, data):
-            self._stamp()
-            super().save_overload(sig, data)
 
     return LeanCache
 

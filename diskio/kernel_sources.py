@@ -5,8 +5,11 @@ inlines from another file (an inline kernel, an intrinsic, a constant it folds i
 another module's) can change and the caller's cached code is still loaded, with the helper's old
 version in it. A kernel's code can only come from its own file and the project's modules that file
 imports, and theirs, however deep; the stamp here is a hash of the bytes of all of them, read from
-their ``import`` lines (the same set whatever a process happened to import). A change to any of them
-compiles the kernel again; a file touched but not changed does not.
+their ``import`` lines (the same set whatever a process happened to import), each file's bytes as this
+process first read them, when the kernel was declared (so code compiled from an older file is never
+kept under a newer file's stamp). Paths do not count: a checkout imported two ways (an install, a
+tree of links to it) shares one cache. A change to any of the files compiles the kernel again; a file
+touched but not changed does not.
 """
 from __future__ import annotations
 
@@ -39,14 +42,29 @@ def _module_file(module_name: str) -> str | None:
 
 
 @functools.cache
+def _read(path: str) -> bytes | None:
+    """The bytes of ``path`` as this process first read them (None: it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+@functools.cache
+def _hash(path: str) -> bytes | None:
+    data = _read(path)
+    return None if data is None else hashlib.sha256(data).digest()
+
+
+@functools.cache
 def imported_files(path: str) -> frozenset[str]:
     """The source files of the project's modules the file ``path`` imports (a package's ``__init__`` and,
     for ``from package import module``, the module's)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError):
+    data = _read(path)
+    if data is None:
         return frozenset()
+    text = data.decode("utf-8", "replace")
     modules = set(_IMPORT.findall(text))
     for m in _FROM.finditer(text):
         modules.add(m.group(1))
@@ -78,12 +96,10 @@ def source_files(py_func: Callable) -> frozenset[str]:
     return _closure(os.path.realpath(py_func.__code__.co_filename))
 
 
-def source_stamp(py_func: Callable, file_hash: Callable[[str, float, int], bytes]) -> bytes:
-    """A hash of the bytes of every file of ``source_files(py_func)`` (``file_hash(path, mtime, size)``:
-    numba's memoised hash of one file)."""
-    h = hashlib.sha256()
-    for path in sorted(source_files(py_func)):
-        st = os.stat(path)
-        h.update(path.encode())
-        h.update(file_hash(path, st.st_mtime, st.st_size))
-    return h.digest()
+def source_stamp(py_func: Callable) -> bytes | None:
+    """A hash of the bytes of every file of ``source_files(py_func)`` (those that can be read); None when
+    the kernel's own file cannot be (a zip install: numba's own stamp then stands)."""
+    if _hash(os.path.realpath(py_func.__code__.co_filename)) is None:
+        return None
+    hashes = sorted(h for h in map(_hash, source_files(py_func)) if h is not None)
+    return hashlib.sha256(b"".join(hashes)).digest()

@@ -21,10 +21,15 @@ def load(name, path):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
-folder = sys.argv[1]
+folder, then = sys.argv[1], sys.argv[2]
 load("bkdisk.kstest_consts", folder + "/kstest_consts.py")
 load("bkdisk.kstest_helper", folder + "/kstest_helper.py")
 caller = load("bkdisk.kstest_caller", folder + "/kstest_caller.py")
+import os
+if then.startswith("step="):   # the constant's file changed after the import, before the first call
+    open(folder + "/kstest_consts.py", "w").write("STEP = " + then[5:] + "\n")
+elif then == "delete":
+    os.remove(folder + "/kstest_consts.py")
 import numpy as np
 got = caller.total(np.arange(4, dtype=np.int64))
 print(got, caller.total.stats.cache_hits.get(caller.total.signatures[0], 0) > 0 if caller.total.signatures else None)
@@ -69,11 +74,13 @@ def _write(folder, scale=1, plus=0, step=0) -> None:
         caller.write_text(CALLER)
 
 
-def _run(folder, cache) -> tuple[int, bool]:
+def _run(folder, cache, then: str = "") -> tuple[int, bool]:
+    """(the caller's result, whether its kernel came from the cache) in a new process; ``cache`` None:
+    numba's cache in the source folder (``__pycache__``)."""
     # (-B: no bytecode cache, whose stamp would not see a one-character change within a second)
-    env = {"BKDISK_NUMBA_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-B", "-c", RUN, str(folder)], capture_output=True, text=True, env=env,
-                         timeout=300)
+    env = {"PATH": "/usr/bin:/bin"} | ({"BKDISK_NUMBA_CACHE_DIR": str(cache)} if cache is not None else {})
+    out = subprocess.run([sys.executable, "-B", "-c", RUN, str(folder), then], capture_output=True, text=True,
+                         env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     value, cached = out.stdout.split()
     return int(value), cached == "True"
@@ -91,6 +98,33 @@ def test_a_kernel_is_compiled_again_when_a_helper_in_another_file_changes(tmp_pa
         assert _run(folder, cache) == (want, True), change
     (folder / "kstest_helper.py").touch()        # touched, the same bytes: still the cached code
     assert _run(folder, cache) == (72, True)
+
+
+def test_code_compiled_from_a_file_changed_since_its_import_is_not_kept_under_the_new_files_stamp(tmp_path):
+    folder, cache = tmp_path / "src", tmp_path / "cache"
+    folder.mkdir()
+    _write(folder)
+    assert _run(folder, cache, then="step=5") == (6, False)   # this process runs the code it imported
+    assert _run(folder, cache) == (26, False)                 # the next one compiles the new file's
+    assert _run(folder, cache) == (26, True)
+
+
+def test_a_kernel_runs_when_a_file_it_imports_is_gone(tmp_path):
+    folder, cache = tmp_path / "src", tmp_path / "cache"
+    folder.mkdir()
+    _write(folder)
+    assert _run(folder, cache, then="delete") == (6, False)
+
+
+def test_one_source_tree_reached_by_two_paths_shares_its_cache(tmp_path):
+    """(An install and a tree of links to the same files, as the benchmarks run a checkout.)"""
+    folder = tmp_path / "src"
+    folder.mkdir()
+    _write(folder)
+    (tmp_path / "link").symlink_to(folder)
+    assert _run(folder, None) == (6, False)
+    assert _run(tmp_path / "link", None) == (6, True)
+    assert _run(folder, None) == (6, True)
 
 
 def test_the_walk_takes_code_from_the_files_it_inlines():
