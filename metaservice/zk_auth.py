@@ -65,10 +65,12 @@ class ZkCredentials:
 
 def sasl_refusal_ends_login(zk) -> None:
     """Make kazoo client ``zk`` treat ZooKeeper refusing its SASL login as a failed login (AUTH_FAILED:
-    it stops connecting, and every call waiting or made fails with AuthFailedError). A server that
-    requires SASL (sessionRequireClientSASLAuth) answers a wrong password with SessionClosedRequireSasl,
-    which kazoo's connection loop does not expect: its thread would die with a traceback, leaving
-    calls to wait for an answer that never comes."""
+    it stops connecting, and every call waiting or made fails with AuthFailedError), and only that. A
+    server that requires SASL (sessionRequireClientSASLAuth) answers a wrong password with
+    SessionClosedRequireSasl, which kazoo's connection loop does not expect: its thread would die with
+    a traceback, leaving calls to wait for an answer that never comes. A connection dropped during the
+    exchange kazoo calls a failed login too; it is the network's doing, so it is a dropped connection
+    here, which kazoo connects again after."""
     conn = zk._connection
     real = conn._authenticate_with_sasl
 
@@ -77,6 +79,10 @@ def sasl_refusal_ends_login(zk) -> None:
             return real(host, timeout)
         except kx.SessionClosedRequireSaslError:
             raise kx.AuthFailedError("ZooKeeper refused the SASL login") from None
+        except kx.AuthFailedError as e:
+            if isinstance(e.__cause__, kx.ConnectionDropped):
+                raise e.__cause__ from None
+            raise
     conn._authenticate_with_sasl = authenticate
 
 

@@ -17,7 +17,6 @@ import itertools
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 from kazoo import exceptions as kx
@@ -42,6 +41,7 @@ from bkdisk.metaservice.zk_creates import KnownParents, create_many
 from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_scan import scan, scope_walk
+from bkdisk.metaservice.zk_start import first_layout
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
@@ -96,12 +96,7 @@ class ZkStore(MetadataStore):
             raise StoreError(f"zk://{hosts}{self.root}: cannot reach ZooKeeper: {exc}") from None
         self._up.set()
         self._session = self.zk.client_id[0] if self.zk.client_id else None
-        try:
-            self.kind = self._init_layout()
-        except DENIED as exc:
-            self.zk.stop()
-            self.zk.close()
-            raise self.refused(exc) from None
+        self.kind = first_layout(self, time.monotonic() + connect_timeout)
         self._kazoo_log.quiet = False
         self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
@@ -155,23 +150,6 @@ class ZkStore(MetadataStore):
             raise self.refused(exc) from None
 
     # --- layout ---
-    def _init_layout(self) -> str:
-        """Adopt an existing cluster's LAYOUT, or lay out a new one as BookKeeper's initNewCluster does."""
-        zk, r = self.zk, self.root
-        zk.ensure_path(r)
-        for node in ("available/readonly", "cookies"):
-            zk.ensure_path(f"{r}/{node}")
-        for node, data in (("LAYOUT", L.layout_bytes()), ("INSTANCEID", str(uuid.uuid4()).encode())):
-            try:
-                zk.create(f"{r}/{node}", data)
-            except kx.NodeExistsError:
-                pass
-        data, _ = zk.get(f"{r}/LAYOUT")
-        try:
-            return L.parse_layout(data, f"zk://{self.hosts}{r}/LAYOUT")
-        except ValueError as exc:
-            raise StoreError(str(exc)) from None
-
     def instance_id(self) -> str:
         return self._call(self.zk.get, f"{self.root}/INSTANCEID")[0].decode()
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import itertools
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -32,9 +34,10 @@ from zookeeper_fixture import OTHER_PASSWORD, OTHER_USER, PASSWORD, USER, starte
 
 from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.resolver import DiscoveryClient, service_info
-from bkdisk.metaservice.store import PermissionDenied
+from bkdisk.metaservice.store import PermissionDenied, StoreError
 from bkdisk.metaservice.store_url import open_store
 from bkdisk.metaservice.zk_auth import ZkCredentials
+from bkdisk.metaservice.zk_store import ZkStore
 
 _roots = itertools.count(1)
 
@@ -304,3 +307,86 @@ def test_both_identities_and_a_login_refused_after_a_reconnect(tmp_path, golden_
                 assert e.value.code == "PERMISSION_DENIED" and "AuthFailedError" in str(e.value), e.value
     finally:
         zk._kill()              # no layout check: it would log in with the password ZooKeeper no longer takes
+
+
+class _DroppingProxy:
+    """A TCP proxy to ZooKeeper on 127.0.0.1 that drops the connection at the client's first SASL
+    packet (its second frame, after ConnectRequest), the first ``drops`` times: the network failing
+    during a login with the right password."""
+
+    def __init__(self, target: str, drops: int):
+        host, port = target.split(",")[0].rsplit(":", 1)
+        self.target, self.drops, self.dropped = (host, int(port)), drops, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.hosts = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._forward, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    def _forward(self, client, upstream) -> None:
+        frames = 0
+        try:
+            while True:
+                head = _exact(client, 4)
+                body = _exact(client, struct.unpack(">i", head)[0])
+                frames += 1
+                if frames == 2 and self.dropped < self.drops:
+                    self.dropped += 1
+                    break
+                upstream.sendall(head + body)
+        except (OSError, EOFError):
+            pass
+        for s in (client, upstream):
+            s.close()
+
+    @staticmethod
+    def _pump(a, b) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _exact(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("secured", ["sasl"], indirect=True)
+def test_a_connection_dropped_during_the_sasl_login_is_the_network_not_a_refusal(secured, bookie):
+    """kazoo calls a connection dropped mid-login a failed login: the store connects again, and says it
+    cannot reach ZooKeeper (never that ZooKeeper refused it) while the drops go on."""
+    root = f"/drop{next(_roots)}/ledgers"
+    _bookkeeper_cluster(bookie, root)
+    proxy = _DroppingProxy(secured.hosts, drops=2)
+    try:
+        store = ZkStore(proxy.hosts, root, connect_timeout=30, auth=credentials(secured))
+        assert proxy.dropped == 2 and store.kind is not None
+        store.close()
+    finally:
+        proxy.close()
+    proxy = _DroppingProxy(secured.hosts, drops=10**6)
+    try:
+        with pytest.raises(StoreError) as e:
+            ZkStore(proxy.hosts, root, connect_timeout=3, auth=credentials(secured))
+        assert "cannot reach ZooKeeper" in str(e.value) and proxy.dropped >= 2, (e.value, proxy.dropped)
+        assert not isinstance(e.value, PermissionDenied)
+    finally:
+        proxy.close()
