@@ -5,7 +5,8 @@ inlines from another file (an inline kernel, an intrinsic, a constant it folds i
 another module's) can change and the caller's cached code is still loaded, with the helper's old
 version in it. A kernel's code can only come from its own file and the project's modules that file
 imports, and theirs, however deep; the stamp here is a hash of the bytes of all of them, read from
-their ``import`` lines (the same set whatever a process happened to import), each file's bytes as this
+their own ``import`` lines (modules imported before any kernel of theirs is declared: the same set in
+every process, found without importing anything), each file's bytes as this
 process first read them, when the kernel was declared (so code compiled from an older file is never
 kept under a newer file's stamp). Paths do not count: a checkout imported two ways (an install, a
 tree of links to it) shares one cache. A change to any of the files compiles the kernel again; a file
@@ -15,29 +16,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import os
 import re
 import sys
 from collections.abc import Callable
 
 PROJECT = "bkdisk"
-_FROM = re.compile(r"^[ \t]*from[ \t]+(" + PROJECT + r"(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+(" + PROJECT + r"(?:\.\w+)*)", re.M)
+# A module's own imports (not those inside its functions, or under ``if TYPE_CHECKING:``): imported
+# before any kernel of it is declared, and the only ones its kernels can take code from.
+_FROM = re.compile(r"^from[ \t]+(" + PROJECT + r"(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_IMPORT = re.compile(r"^import[ \t]+(" + PROJECT + r"(?:\.\w+)*)", re.M)
 
 
-@functools.cache
 def _module_file(module_name: str) -> str | None:
-    """The source file of the project's module ``module_name``; None when it is not one."""
+    """The source file of the project's module ``module_name``, imported; None for any other (nothing is
+    imported here: finding a module's file would import its package)."""
     if module_name != PROJECT and not module_name.startswith(PROJECT + "."):
         return None
     path = getattr(sys.modules.get(module_name), "__file__", None)
-    if path is None:
-        try:
-            spec = importlib.util.find_spec(module_name)
-        except (ImportError, ValueError):
-            return None
-        path = spec.origin if spec is not None else None
     return path if path is not None and path.endswith(".py") else None
 
 
