@@ -88,14 +88,14 @@ def _closure(path: str) -> frozenset[str]:
 
 def source_files(py_func: Callable) -> frozenset[str]:
     """The files the machine code of the kernel ``py_func`` may come from: its own, and every one of the
-    project's that it imports, however deep."""
-    return _closure(os.path.realpath(py_func.__code__.co_filename))
+    project's that it imports, however deep (named as its module names them, as the imports' are)."""
+    return _closure(py_func.__code__.co_filename)
 
 
 def source_stamp(py_func: Callable) -> bytes | None:
-    """A hash of the bytes of every file of ``source_files(py_func)`` (those that can be read); None when
-    the kernel's own file cannot be (a zip install: numba's own stamp then stands)."""
-    if _hash(os.path.realpath(py_func.__code__.co_filename)) is None:
+    """A hash of the distinct bytes of the files of ``source_files(py_func)`` (those that can be read);
+    None when the kernel's own file cannot be (a zip install: numba's own stamp then stands)."""
+    if _hash(py_func.__code__.co_filename) is None:
         return None
-    hashes = sorted(h for h in map(_hash, source_files(py_func)) if h is not None)
+    hashes = sorted({h for h in map(_hash, source_files(py_func)) if h is not None})
     return hashlib.sha256(b"".join(hashes)).digest()

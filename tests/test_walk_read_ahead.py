@@ -8,7 +8,6 @@ Each walk runs in a process of its own over the log's bytes copied into memory w
 must not read are made unreadable (PROT_NONE): a load there ends the process, a hint is dropped."""
 from __future__ import annotations
 
-import ctypes  # noqa: F401 - used by the child's code, imported here so a missing module fails early
 import os
 import signal
 import subprocess
