@@ -1,5 +1,5 @@
-"""A store's first steps on a cluster: its LAYOUT adopted, or laid out as BookKeeper's initNewCluster
-does, again while the connection drops as the session begins.
+"""A store's first steps on a cluster: its session begun, and its LAYOUT adopted or laid out as
+BookKeeper's initNewCluster does, each again while the connection drops as the session begins.
 
 kazoo says CONNECTED before the SASL login; a connection lost during the login is connected again
 (zk_auth.sasl_refusal_ends_login), so the first calls may meet a ConnectionLoss that the next attempt
@@ -21,6 +21,27 @@ if TYPE_CHECKING:
     from bkdisk.metaservice.zk_store import ZkStore
 
 RETRY_PAUSE = 0.1   # seconds between attempts while the connection comes back
+
+
+def start_session(store: ZkStore, timeout: float) -> float:
+    """Start the store's client and wait up to ``timeout`` seconds for a session, through connections
+    dropped as it begins (kazoo's own start() gives up at the first drop it sees); a refusal of the
+    store's identity is final. The deadline (time.monotonic) the session was waited for by."""
+    deadline = time.monotonic() + timeout
+    store.zk.start_async().wait(timeout)
+    while not store.zk.connected:
+        if store.auth_failed:
+            failure: Exception = store.refused(kx.AuthFailedError())
+        elif time.monotonic() < deadline:
+            time.sleep(RETRY_PAUSE / 2)
+            continue
+        else:
+            failure = StoreError(f"zk://{store.hosts}{store.root}: cannot reach ZooKeeper: no session "
+                                 f"within {timeout:g} s")
+        store.zk.stop()
+        store.zk.close()
+        raise failure from None
+    return deadline
 
 
 def first_layout(store: ZkStore, deadline: float) -> str:

@@ -41,7 +41,7 @@ from bkdisk.metaservice.zk_creates import KnownParents, create_many
 from bkdisk.metaservice.zk_down import DOWN
 from bkdisk.metaservice.zk_ids import generate_id
 from bkdisk.metaservice.zk_scan import scan, scope_walk
-from bkdisk.metaservice.zk_start import first_layout
+from bkdisk.metaservice.zk_start import first_layout, start_session
 from bkdisk.metaservice.zk_watch import ABSENT, DEFAULT_CACHE, Follower, Seen
 from bkdisk.metaservice.zk_writes import write_check, write_error, write_many
 
@@ -87,16 +87,9 @@ class ZkStore(MetadataStore):
         self.zk.add_listener(self._state)
         if auth is not None and auth.sasl is not None:
             sasl_refusal_ends_login(self.zk)
-        try:
-            self.zk.start(timeout=connect_timeout)
-        except Exception as exc:   # kazoo raises its own timeout type
-            self.zk.close()
-            if self.auth_failed:   # refused between the session's start and start()'s look at it
-                raise self.refused(kx.AuthFailedError()) from None
-            raise StoreError(f"zk://{hosts}{self.root}: cannot reach ZooKeeper: {exc}") from None
-        self._up.set()
+        deadline = start_session(self, connect_timeout)
         self._session = self.zk.client_id[0] if self.zk.client_id else None
-        self.kind = first_layout(self, time.monotonic() + connect_timeout)
+        self.kind = first_layout(self, deadline)
         self._kazoo_log.quiet = False
         self.follower = Follower(self, retain_changes, cache_size, recursive_watch)
         self.on_session(self.follower.session_back)
