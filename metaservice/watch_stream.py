@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -39,8 +40,9 @@ class WatchStream:
         self.context = context
         self.watches = watches         # ledgers followed per peer, across its streams
         self.peer = peer_host(context.peer())
-        self.held = 0
-        self.inbox: queue.Queue = queue.Queue()
+        self.counted: set[tuple[int, int] | None] = set()   # keys counted in ``watches`` for this stream
+        self.inbox: queue.Queue = queue.Queue()  # requests as the pump parses them
+        self.pending: deque = deque()            # requests taken from the inbox, to add in this order
         self.delivered: dict[tuple[int, int] | None, int] = {}   # key (None: all) -> last sequence sent
         self.format_version = 0
         self.cursor: int | None = None
@@ -63,12 +65,12 @@ class WatchStream:
         self.format_version = r.format_version
         key = None if r.watch_all else (r.ledger_scope_id, ledger_id_of(r))
         scope, ledger = key if key is not None else (0, None)
-        if key not in self.delivered:
+        if key not in self.counted:   # once, even when the request is added again after the store is back
             if not self.watches.take(self.peer):
                 self.context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                    f"{self.peer} follows {self.watches.limit} ledgers already "
                                    "(serve --max-watches-per-peer)")
-            self.held += 1
+            self.counted.add(key)
         self.store.follow(scope, ledger)
         if r.HasField("after_sequence"):
             start = r.after_sequence
@@ -114,19 +116,20 @@ class WatchStream:
                 except StoreUnavailable:   # the store session is re-established: the watch stays open
                     time.sleep(WATCH_POLL_SECONDS)
         finally:
-            self.watches.give(self.peer, self.held)
+            self.watches.give(self.peer, len(self.counted))
 
     def _follow(self) -> Iterator[pb.LedgerMetadataResponse]:
         try:
             while self.context.is_active():
-                while not self.inbox.empty():
-                    request = self.inbox.get()
+                self._take_requests()
+                while self.pending:
+                    request = self.pending.popleft()
                     if isinstance(request, Unreadable):
                         self.context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
                     try:
                         yield from self._add(request)
                     except StoreUnavailable:
-                        self.inbox.put(request)   # added again once the store is back
+                        self.pending.appendleft(request)   # added again, first, once the store is back
                         raise
                 if self.cursor is None:
                     self.inbox_wait()
@@ -147,9 +150,17 @@ class WatchStream:
         except StoreError as exc:
             yield pb.LedgerMetadataResponse(code=pb.StatusCode.Value(exc.code), message=exc.message)
 
+    def _take_requests(self) -> None:
+        while True:
+            try:
+                self.pending.append(self.inbox.get_nowait())
+            except queue.Empty:
+                return
+
     def inbox_wait(self) -> None:
+        """Wait for a request while the stream follows nothing yet; one that comes is kept first in line."""
         try:
-            self.inbox.put(self.inbox.get(timeout=WATCH_POLL_SECONDS))
+            self.pending.append(self.inbox.get(timeout=WATCH_POLL_SECONDS))
         except queue.Empty:
             pass
 
