@@ -86,6 +86,7 @@ def lean_cache_class() -> type:
     from numba.core.runtime import nrt
 
     from bkdisk.diskio.kernel_sources import source_stamp
+    _untimed_llvm_calls()
 
     class LeanImpl(CompileResultCacheImpl):
         _locator_classes = [_probed_once(c) for c in CompileResultCacheImpl._locator_classes]
@@ -107,6 +108,16 @@ def lean_cache_class() -> type:
                 return self._load_overload(sig, target_context)
 
     return LeanCache
+
+
+def _untimed_llvm_calls() -> None:
+    """Drop numba's timing of LLVM's lock: two Python callbacks around every llvmlite call, for the
+    "llvm_lock" figure of its compile reports. Loading a check's kernels makes some 3,000 such calls,
+    ~10 ms of every command's start, for a figure nothing here reads."""
+    from llvmlite.binding import ffi
+    for acquire, release in list(ffi.lib._lock._cblist):
+        if getattr(acquire, "__module__", None) == "numba.core.base":
+            ffi.unregister_lock_callback(acquire, release)
 
 
 _probed: dict[str, OSError | None] = {}   # cache folder -> why it cannot be used (None: it can)

@@ -214,3 +214,35 @@ def test_a_folder_that_failed_its_probe_fails_it_again_without_probing():
         with pytest.raises(PermissionError):
             _probed_once(ReadOnly)().ensure_cache_path()
     assert ReadOnly.probes == 1
+
+
+LLVM_LOCK_EVENTS = r"""
+import json
+from llvmlite import binding as ll
+from numba.core import event
+seen = []
+class Count(event.Listener):
+    def on_start(self, e):
+        seen.append(e.kind)
+    def on_end(self, e):
+        pass
+event.register("numba:llvm_lock", Count())
+ll.get_process_triple()
+before = len(seen)
+from bkdisk.diskio.config import lean_cache_class
+lean_cache_class()
+ll.get_process_triple()
+ll.get_host_cpu_name()
+print(json.dumps({"before": before, "after": len(seen) - before}))
+"""
+
+
+def test_llvm_calls_run_untimed_once_kernels_are_declared():
+    """numba times LLVM's lock with a Python callback around every llvmlite call (thousands when a
+    command loads its kernels); once a kernel is declared, none runs."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", LLVM_LOCK_EVENTS], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["before"] > 0 and got["after"] == 0, got   # timed before, untimed after
