@@ -20,7 +20,14 @@ def parse_struct(struct: cs.Construct, data: bytes | memoryview, *, what: str, p
         return struct.parse_stream(stream, **context)
     except cs.ConstructError as e:
         at = _field_start(struct, e, context)
-        raise FormatError(what, _describe(e), path=path,
+        found = _describe(e)
+        if at is None and isinstance(e, cs.CheckError):
+            checked = _checked_field(struct, data, context)
+            if checked is not None:
+                at, name, value = checked
+                value = shown(value) if isinstance(value, bytes) else repr(value)
+                found = f"{name} {value}, a value outside its allowed range"
+        raise FormatError(what, found, path=path,
                           offset=offset + (stream.tell() if at is None else at)) from None
 
 
@@ -43,6 +50,35 @@ def _field_start(struct: cs.Construct, e: cs.ConstructError, context: dict) -> i
     for field, off, _size in field_layout(inner, **context):
         if field == name:
             return off
+    return None
+
+
+def _checked_field(struct: cs.Construct, data: bytes | memoryview, context: dict) -> tuple[int, str, Any] | None:
+    """(offset, name, value) of the field a failed Check of a flat Struct checked: the named field
+    parsed last before it (a Check reads no bytes, so the stream stood past that field)."""
+    inner = struct
+    while not isinstance(inner, cs.Struct) and hasattr(inner, "subcon"):
+        inner = inner.subcon
+    if not isinstance(inner, cs.Struct):
+        return None
+    fields = inner.subcons
+    last: tuple[int, str, Any] | None = None
+    for k, sc in enumerate(fields):
+        if isinstance(sc, cs.Check):
+            try:
+                cs.Struct(*fields[:k + 1]).parse(bytes(data), **context)
+            except cs.CheckError:
+                return last
+            except cs.ConstructError:
+                return None
+        elif sc.name is not None:
+            stream = io.BytesIO(bytes(data))
+            try:
+                cs.Struct(*fields[:k]).parse_stream(stream, **context)
+                value = cs.Struct(*fields[:k + 1]).parse(bytes(data), **context)[sc.name]
+            except cs.ConstructError:
+                return None
+            last = (stream.tell(), sc.name, value)
     return None
 
 
