@@ -105,6 +105,8 @@ def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, c
             out.write(f"{e.entry_id}\t{doc['bookie']}\t{doc['payload_sha256']}\n")
     _say_scans(done, said)
     out.flush()
+    for path, why in done.unreadable.items():
+        warn(f"{path}: {why}: the entries it holds were not read from it")
     if not done.held_anywhere and md is None:
         click.echo(f"bkdisk: ledger {ledger.qualified_name if ledger.scope else ledger.ledger}: no disk given "
                    f"holds it and no metadata names it", err=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bkdisk.bookie.layout import BookieDirs, LayoutError, bookie_id_of, discover
-from bkdisk.diskio.mapped import DiskError, map_window, read_range
+from bkdisk.diskio.mapped import DiskError, map_window, open_regular, read_range
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats import index as fi
 from bkdisk.formats.codec import read_value
@@ -205,14 +205,21 @@ class CopyReader:
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
+        self.unreadable: dict[str, str] = {}   # log -> why it could not be opened (its copies read as absent)
 
     def record(self, path: str, pos: int) -> bytes | None:
         """The entry stored at ``pos`` of the log ``path`` (just past its size prefix); None when the
         log is absent or the size there is not a sane entry's."""
         fd = self._fds.get(path)
+        if fd is None:   # a regular file only: a FIFO in a log's place would block the open
+            if path in self.unreadable:
+                return None
+            try:
+                fd = self._fds[path] = open_regular(path)[0]
+            except DiskError as e:
+                self.unreadable[path] = e.what
+                return None
         try:
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY)
             prefix = ENTRY_SIZE.sizeof()
             if pos < prefix:
                 return None

@@ -101,6 +101,7 @@ class LedgerRead:
     entries: int = 0
     lost: int = 0
     held_anywhere: bool = False
+    unreadable: dict[str, str] = field(default_factory=dict)         # entry log -> why it could not be read
 
 
 def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | None, first: int = 0,
@@ -123,6 +124,7 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
     state = _Lengths()
     with ExitStack() as stack:
         reader = CopyReader()
+        reader.unreadable = done.unreadable
         stack.callback(reader.close)
         streams = []
         for n, disk in enumerate(disks):

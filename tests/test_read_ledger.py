@@ -3,6 +3,7 @@ on the golden cluster BookKeeper 4.16.6 wrote (one .idx bookie of each kind and 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -354,3 +355,18 @@ def test_a_candidates_file_that_is_not_text_is_one_line_exit_8(tmp_path: Path):
     assert res.exit_code == 8 and res.stdout == ""
     (line,) = res.stderr.splitlines()
     assert str(bad) in line and "offset 3" in line
+
+
+def test_a_fifo_in_a_logs_place_is_named_and_its_entries_read_from_other_copies(tmp_path: Path):
+    """Opening a FIFO for reading waits for a writer: the command must not (run as a process, bounded)."""
+    root = tmp_path / "bk"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", root, symlinks=True)
+    log = root / "ledgers1" / CURRENT_DIR / "0.log"
+    log.unlink()
+    os.mkfifo(log)
+    script = Path(sys.executable).with_name("bkdisk")
+    r = subprocess.run([str(script), "read-ledger", "--ledger-id", "0x1234", str(root)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 4, r.stderr
+    assert f"warning: {log}: not a regular file" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
