@@ -9,6 +9,10 @@ import re
 import click
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# Bounds that keep every time a schedule computes (a run's time plus an interval) a datetime's.
+LONGEST = datetime.timedelta(days=3650)
+EARLIEST = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+LATEST = datetime.datetime(9000, 1, 1, tzinfo=datetime.UTC)
 
 
 class Duration(click.ParamType):
@@ -21,7 +25,10 @@ class Duration(click.ParamType):
         m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", str(value))
         if m is None or int(m.group(1)) == 0:
             self.fail(f"expected a positive number and a unit (s, m, h, d, w), e.g. 7d; found {value!r}", param, ctx)
-        return datetime.timedelta(seconds=int(m.group(1)) * UNITS[m.group(2)])
+        seconds = int(m.group(1)) * UNITS[m.group(2)]
+        if seconds > LONGEST.total_seconds():
+            self.fail(f"expected at most {LONGEST.days}d, found {value!r}", param, ctx)
+        return datetime.timedelta(seconds=seconds)
 
 
 class Instant(click.ParamType):
@@ -35,7 +42,10 @@ class Instant(click.ParamType):
             t = datetime.datetime.fromisoformat(str(value))
         except ValueError:
             self.fail(f"expected an ISO 8601 time such as 2026-12-01T02:00:00Z, found {value!r}", param, ctx)
-        return t.replace(tzinfo=datetime.UTC) if t.tzinfo is None else t.astimezone(datetime.UTC)
+        t = t.replace(tzinfo=datetime.UTC) if t.tzinfo is None else t.astimezone(datetime.UTC)
+        if not EARLIEST <= t <= LATEST:
+            self.fail(f"expected a time from {EARLIEST.year} to {LATEST.year}, found {value!r}", param, ctx)
+        return t
 
 
 def scrub_run(state: str | None, interval: datetime.timedelta | None, deep_all: bool,

@@ -9,6 +9,7 @@ as does a disk of the state this run did not name: its checks are not forgotten.
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -31,6 +32,32 @@ from bkdisk.audit.scrub_state import (
 from bkdisk.audit.scrub_task import ScrubDisk
 from bkdisk.entrylogs.identity import LogIdentity
 
+CLOCK_SLACK = datetime.timedelta(hours=1)   # hosts' clocks, stepped or skewed, are not a run gone back
+
+
+def _not_before_the_state(state_dir: str, known: dict[str, DiskState], now: datetime.datetime) -> None:
+    """A run's time is not before a check the state records: logs checked "later" would count as
+    verified within the interval, and their next checks would wait for a time already past."""
+    latest = max((t for d in known.values() for s in d.logs.values() for t in (s.last_deep, s.found_at)
+                  if t is not None), default=None)
+    if latest is not None and latest > now + CLOCK_SLACK:
+        raise StateError(f"{state_dir}: the state records a check at {latest.isoformat()}, after this run's "
+                         f"time {now.isoformat()} (--as-of): a run cannot go back before the state's last")
+
+
+def _writable_here(state_dir: str) -> None:
+    """Refuse, before any disk is scanned, a state the run could not write at its end: a folder
+    beside it is made and removed (the run writes its new state beside it, then renames it in)."""
+    if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
+        raise StateError(f"{state_dir}: exists and is not a bkdisk scrub state; choose another --state")
+    parent, name = os.path.split(state_dir)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(prefix=f".{name}.probe-", dir=parent))
+    except OSError as e:
+        why = "a file stands where a folder of its path should" if e.errno == errno.EEXIST else e.strerror
+        raise StateError(f"{state_dir}: cannot write the scrub state ({why})") from None
+
 
 @dataclass
 class ScrubRun:
@@ -49,6 +76,8 @@ class ScrubRun:
         """Read the last good state (a StateError, one line, when it is not one)."""
         state_dir = os.path.abspath(state_dir)   # (the executors read its payload hashes)
         known = read_state(state_dir)
+        _not_before_the_state(state_dir, known, now)
+        _writable_here(state_dir)
         return cls(state_dir, schedule, now, deep_all, known, max_load=max_load, read_from=state_folder(state_dir))
 
     def prepare(self, spark, scratch: str) -> TaskScrub:

@@ -148,12 +148,14 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
         pf = pq.ParquetFile(f)
         if not pf.schema_arrow.equals(LOGS_SCHEMA):
             raise StateError(f"{f}: expected the columns of a bkdisk scrub state, found "
-                             f"{', '.join(pf.schema_arrow.names[:6])}")
+                             f"{_schema_difference(pf.schema_arrow)}")
         out: dict[str, DiskState] = {}
         for b in pf.iter_batches(batch_size=ROWS_PER_BATCH):
             if disk is not None:
                 b = b.filter(pa.compute.equal(b["disk"], disk))
             for r in b.to_pylist():
+                if r["disk"] is None:
+                    raise StateError(f"{f}: expected a disk in every row, found a null")
                 d = out.setdefault(r["disk"], DiskState(DiskIdentity(r["bookie_id"], r["instance_id"],
                                                                       r["cookie_hash"]), {}))
                 if r["log_id"] is None:
@@ -167,4 +169,21 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
                                                r["verdict"], _when(r["found_at"]), r["carried"])
     except (OSError, pa.ArrowException) as e:
         raise StateError(f"{f}: not a readable scrub state ({str(e).splitlines()[0]})") from None
+    except (OverflowError, ValueError) as e:   # a time no datetime holds
+        raise StateError(f"{f}: expected the times of a scrub state, found one out of range ({e})") from None
     return out
+
+
+def _schema_difference(found: pa.Schema) -> str:
+    """What ``found`` lacks of LOGS_SCHEMA, has of another type, and has besides, in a few words."""
+    want = {f.name: f.type for f in LOGS_SCHEMA}
+    have = {f.name: f.type for f in found}
+
+    def names(xs: list[str]) -> str:
+        return ", ".join(xs[:5]) + (f" and {len(xs) - 5} more" if len(xs) > 5 else "")
+    missing = [n for n in want if n not in have]
+    typed = [f"{n} of type {have[n]} (expected {t})" for n, t in want.items() if n in have and have[n] != t]
+    unknown = [n for n in have if n not in want]
+    said = ([f"no column {names(missing)}"] if missing else []) + ([f"column {names(typed)}"] if typed else []) \
+        + ([f"an unknown column {names(unknown)}"] if unknown else [])
+    return "; ".join(said) or "the columns in another order"

@@ -15,6 +15,15 @@ from bkdisk.audit.scrub_options import Duration, Instant
 BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
 
 
+def _state_checked_at(path: str, when: datetime.datetime) -> None:
+    """A state whose one log was deep-checked at ``when``."""
+    from bkdisk.audit.scrub_schedule import DiskIdentity, LogState
+    from bkdisk.audit.scrub_state import DiskState, state_batches, write_state
+    from bkdisk.entrylogs.identity import LogIdentity
+    log = LogState(LogIdentity(1, 2, 3, b"h" * 16), when, when + datetime.timedelta(days=7), "ok", when)
+    write_state(path, state_batches({"/data1": DiskState(DiskIdentity("bk1:3181", "i", b"c"), {0: log})}))
+
+
 @pytest.mark.parametrize("extra, code, message", [
     (["--deep-all"], 16, "--deep-interval, --deep-all and --as-of go with --state DIR"),
     (["--deep-max-load", "0.5"], 16, "go with --state DIR, as does --deep-max-load"),
@@ -22,11 +31,16 @@ BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
     (["--state", "{st}", "--deep-interval", "7x"], 16, "expected a positive number and a unit"),
     (["--state", "{st}", "--as-of", "yesterday"], 16, "expected an ISO 8601 time"),
     (["--state", "{notstate}"], 8, "notstate: not a bkdisk scrub state (no .bkdisk-scrub-state)"),
+    (["--state", "{st}", "--deep-interval", "999999w"], 16, "expected at most 3650d"),
+    (["--state", "{st}", "--as-of", "9999-12-31T00:00:00Z"], 16, "expected a time from 1970 to 9000"),
+    (["--state", "{notstate}/logs.parquet/st"], 8, "st: cannot write the scrub state (a file stands where a folder"),
+    (["--state", "{future}", "--as-of", "2026-11-02T02:00:00Z"], 8, "a run cannot go back before the state's last"),
 ])
 def test_scrub_options_are_refused_in_one_line_before_spark_starts(extra, code, message, tmp_path):
     (tmp_path / "notstate").mkdir()
     (tmp_path / "notstate" / "logs.parquet").write_text("mine")
-    extra = [a.format(st=tmp_path / "st", notstate=tmp_path / "notstate") for a in extra]
+    _state_checked_at(str(tmp_path / "future"), datetime.datetime(2027, 11, 1, 2, tzinfo=datetime.UTC))
+    extra = [a.format(st=tmp_path / "st", notstate=tmp_path / "notstate", future=tmp_path / "future") for a in extra]
     out = tmp_path / "out"
     p = subprocess.run([BKDISK, "audit", str(tmp_path), "--metadata-dir", str(tmp_path), "--out", str(out), *extra],
                        capture_output=True, text=True, check=False, timeout=120)

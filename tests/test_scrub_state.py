@@ -138,3 +138,34 @@ def test_a_state_row_without_its_identity_is_refused_in_one_line(tmp_path):
     write_state(path, [pa.RecordBatch.from_pylist([row], schema=LOGS_SCHEMA)])
     with pytest.raises(StateError, match=r"logs.parquet: disk /data1 log 3: expected its identity and due_at"):
         read_state(path)
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"due_at": 1 << 62}, "expected the times of a scrub state, found one out of range"),
+    ({"disk": None}, "expected a disk in every row, found a null"),
+])
+def test_a_state_value_no_run_could_write_is_refused_in_one_line(tmp_path, change, said):
+    import pyarrow as pa
+
+    from bkdisk.audit.scrub_state import LOGS_SCHEMA
+    path = str(tmp_path / "state")
+    _plans, state = day_run(Schedule(), {}, 0, {"/data1": logs(2)})
+    write_state(path, state_batches(state))
+    rows = [dict(r, **change) for r in pa.parquet.read_table(os.path.join(path, "logs.parquet")).to_pylist()]
+    write_state(path, pa.Table.from_pylist(rows, schema=LOGS_SCHEMA).to_batches())   # (1 << 62 us: no datetime)
+    with pytest.raises(StateError) as e:
+        read_state(path)
+    assert said in str(e.value) and "\n" not in str(e.value), e.value
+
+
+def test_a_state_of_other_columns_is_refused_naming_them(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "state")
+    write_state(path, state_batches({}))
+    pq.write_table(pa.table({"disk": pa.array([], pa.string()), "extra": pa.array([], pa.int8())}),
+                   os.path.join(path, "logs.parquet"))
+    with pytest.raises(StateError) as e:
+        read_state(path)
+    assert "no column bookie_id" in str(e.value) and "an unknown column extra" in str(e.value), e.value
