@@ -64,7 +64,7 @@ class HashWriter:
             self._key = key
             self._tmp = log_file(self.root, self.disk, key) + ".tmp"
             os.makedirs(os.path.dirname(self._tmp), exist_ok=True)
-            self._writer = pq.ParquetWriter(self._tmp, HASH_SCHEMA)
+            self._writer = pq.ParquetWriter(self._tmp, HASH_SCHEMA, write_page_checksum=True)
         if rows.payload_sha256 is None or rows.hash_row is None:
             return
         at, h = short_hashes(rows)
@@ -114,6 +114,33 @@ def _rows_between(pf: pq.ParquetFile, low: int, high: int) -> pa.Table:
         if st is None or not st.has_min_max or (st.max >= low and st.min <= high):
             groups.append(g)
     return pf.read_row_groups(groups)
+
+
+def damaged_files(root: str | None, disk: str, keys) -> set[int]:
+    """The logs of ``keys`` whose payload hashes in the state at ``root`` cannot be used: a file that
+    does not read whole (page checksums verified where it has them) or holds other columns, or every
+    file of the disk gone with its folder. (A log without a file has no hashes, as a log without
+    entries: not damage.)"""
+    keys = list(keys)
+    if root is None or not keys:
+        return set()
+    if not os.path.isdir(os.path.dirname(log_file(root, disk, 0))):
+        return set(keys)
+    bad = set()
+    for k in keys:
+        f = log_file(root, disk, k)
+        if not os.path.lexists(f):
+            continue
+        try:
+            pf = pq.ParquetFile(f, page_checksum_verification=True)
+            if not pf.schema_arrow.equals(HASH_SCHEMA):
+                bad.add(k)
+                continue
+            for g in range(pf.metadata.num_row_groups):
+                pf.read_row_group(g)
+        except (OSError, pa.ArrowException):
+            bad.add(k)
+    return bad
 
 
 def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:

@@ -41,6 +41,7 @@ class Reason(enum.Enum):
     CHANGED = "changed"          # its identity differs from the state's
     SCHEDULED = "scheduled"      # its turn: due before the next run
     SHARE = "share"              # not due yet, checked to make up the run's share (oldest first)
+    STATE_DAMAGED = "state damaged"   # what the state keeps of its last check (hashes, findings) is lost
 
 
 @dataclass(frozen=True)
@@ -99,9 +100,11 @@ class Schedule:
         return now + self.interval - early * self.spacing
 
     def plan(self, disk: str, now: datetime.datetime, logs: Mapping[int, LogIdentity],
-             state: Mapping[int, LogState] | None) -> Plan:
+             state: Mapping[int, LogState] | None, damaged: frozenset[int] = frozenset()) -> Plan:
         """The plan for ``disk`` (its key in the state) at ``now``: ``logs`` are its entry logs'
-        identities now, ``state`` what the last good state holds of it (None: a fresh start)."""
+        identities now, ``state`` what the last good state holds of it (None: a fresh start),
+        ``damaged`` the logs whose last check's hashes or findings the state lost (read again now,
+        keeping their place in the rotation)."""
         fresh = state is None
         known: Mapping[int, LogState] = state or {}
         deep: dict[int, Reason] = {}
@@ -132,10 +135,15 @@ class Schedule:
                           key=lambda lid: (_last(known.get(lid)), due_at[lid], lid))
             for lid in rest[:self.share(len(logs)) - scheduled]:
                 deep[lid] = Reason.SHARE
+        for lid in damaged:
+            if lid in due_at and lid not in deep:
+                deep[lid] = Reason.STATE_DAMAGED
         after = {}
         for lid, ident in logs.items():
             prev = known.get(lid)
-            if lid not in deep:
+            if deep.get(lid) is Reason.STATE_DAMAGED:
+                after[lid] = LogState(ident, now, due_at[lid])
+            elif lid not in deep:
                 if prev is not None and prev.identity == ident:   # not read: its last verdict stands
                     after[lid] = replace(prev, due_at=due_at[lid])
                 else:

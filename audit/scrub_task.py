@@ -12,6 +12,7 @@ import datetime
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.audit.rows import signed, task_batch, to_signed
-from bkdisk.audit.scrub_hashes import HashWriter, light_column, record_offsets
+from bkdisk.audit.scrub_hashes import HashWriter, damaged_files, light_column, record_offsets
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Plan, Reason, Schedule, lagging
 from bkdisk.audit.scrub_state import LOGS_SCHEMA, DiskState, state_batches
 from bkdisk.formats.errors import BkdiskError
@@ -58,6 +59,20 @@ def disk_identity(dirs, bookie_id: str) -> DiskIdentity:
     return DiskIdentity(bookie_id, None, b"")
 
 
+def _unparsed_findings(after: Mapping[int, LogState]) -> set[int]:
+    """The logs whose carried findings in the state do not parse as a run writes them."""
+    bad = set()
+    for k, s in after.items():
+        if s.carried:
+            try:
+                found = json.loads(s.carried)
+                if not isinstance(found, list) or not all(isinstance(f, dict) and "code" in f for f in found):
+                    bad.add(k)
+            except ValueError:
+                bad.add(k)
+    return bad
+
+
 @dataclass
 class ScrubDisk:
     """One disk's scrub in its task: built by the driver, ``begin`` and ``finish`` run in the scan."""
@@ -79,6 +94,7 @@ class ScrubDisk:
     _skipped: frozenset[int] = frozenset()                              # deep checks deferred for load
     _hashes: HashWriter | None = None
     _hashed: frozenset[int] = frozenset()   # the logs whose payload hashes in the state are still theirs
+    _lost: frozenset[int] = frozenset()     # the logs whose hashes or findings in the state are damaged
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
         """Plan the disk's run; the entry logs (paths) to walk light."""
@@ -96,9 +112,12 @@ class ScrubDisk:
             except OSError:
                 self._unreadable[k] = lf.path   # deep-read: the scan reports it as today
         known = self.known.logs if self.known is not None and self.known.identity == self._identity else None
-        plan = self.schedule.plan(self.key, self.now, idents, known)
-        self._hashed = frozenset(k for k, s in (known or {}).items()
-                                 if k in idents and s.identity == idents[k] and s.last_deep is not None)
+        hashed = frozenset(k for k, s in (known or {}).items()
+                           if k in idents and s.identity == idents[k] and s.last_deep is not None)
+        # What the state keeps of a log's last check that is lost: the log is read again now.
+        self._lost = frozenset(damaged_files(self.hashes_from, self.key, hashed) | _unparsed_findings(known or {}))
+        self._hashed = hashed - self._lost
+        plan = self.schedule.plan(self.key, self.now, idents, known, damaged=self._lost)
         if self.deep_all:   # every log read; each keeps its place in the rotation
             after = {k: s if k in plan.deep else replace(s, last_deep=self.now) for k, s in plan.after.items()}
             plan = replace(plan, deep={k: plan.deep.get(k, Reason.SHARE) for k in idents}, after=after)
@@ -133,7 +152,7 @@ class ScrubDisk:
     def carried(self, path: str) -> list[dict]:
         """The findings a log walked light carries from its last deep check."""
         k = self._keys.get(path)
-        if k is None or not self.light(k):
+        if k is None or not self.light(k) or k in self._lost:
             return []
         if k not in self._carried:   # (asked again for each of the log's replica batches)
             s = self._plan.after[k]

@@ -1,0 +1,79 @@
+"""A state whose record of a log's last deep check is damaged (its payload hashes cut, flipped, emptied
+or gone, its findings unparsable) has that log read again on the next run, which then audits the disk
+and writes the record anew: never a disk 'not audited', never a false divergence from a flipped hash.
+``bkdisk scan-disk --state`` as a process, a day apart."""
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import GOLDEN
+
+from bkdisk.audit.scrub_hashes import HASHES_DIR, damaged_files, log_file
+from bkdisk.audit.scrub_state import LOGS_FILE, read_state
+
+BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
+CLUSTER = GOLDEN / "cluster-3"
+DISK = str(CLUSTER / "bookies" / "bk-2.rack-a")
+T0 = datetime.datetime(2026, 11, 1, 2, tzinfo=datetime.UTC)
+
+
+def _scan(state, out, when: datetime.datetime, *extra: str) -> subprocess.CompletedProcess:
+    p = subprocess.run([BKDISK, "scan-disk", DISK, "--metadata-dir", str(CLUSTER / "metadata"), "--out", str(out),
+                        "--state", str(state), "--as-of", when.isoformat(), *extra],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    return p
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """A state after one --deep-all run: every log's hashes and findings recorded."""
+    root = tmp_path_factory.mktemp("checked")
+    _scan(root / "state", root / "day0.parquet", T0, "--deep-all")
+    return root / "state"
+
+
+def _flip(f: str, at: int) -> None:
+    data = bytearray(open(f, "rb").read())
+    data[at] ^= 0x01
+    open(f, "wb").write(bytes(data))
+
+
+def _bad_findings(state: str, key: int) -> None:
+    f = os.path.join(state, LOGS_FILE)
+    t = pq.read_table(f)
+    carried = [("not json" if r["log_id"] == key else r["carried"]) for r in t.to_pylist()]
+    pq.write_table(t.set_column(t.schema.get_field_index("carried"), "carried", pa.array(carried, pa.string())), f)
+
+
+DAMAGE = {
+    "hashes cut short": lambda state, f, key: os.truncate(f, 50),
+    "hashes emptied": lambda state, f, key: os.truncate(f, 0),
+    "a hash page's byte flipped": lambda state, f, key: _flip(f, 40),
+    "every hash file gone": lambda state, f, key: shutil.rmtree(os.path.join(state, HASHES_DIR)),
+    "findings unparsable": lambda state, f, key: _bad_findings(state, key),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_log_whose_record_is_damaged_is_read_again_and_recorded_anew(checked, tmp_path, damage):
+    state = tmp_path / "state"
+    shutil.copytree(checked, state)
+    key = 0
+    f = log_file(str(state), DISK, key)
+    assert os.path.getsize(f) > 60
+    DAMAGE[damage](str(state), f, key)
+    day1 = T0 + datetime.timedelta(days=1)
+    p = _scan(state, tmp_path / "day1.parquet", day1)
+    assert "not audited" not in p.stderr
+    logs = read_state(str(state))[DISK].logs
+    assert logs[key].last_deep == day1, (damage, p.stderr)
+    assert logs[key].due_at == read_state(str(checked))[DISK].logs[key].due_at   # its place in the rotation kept
+    assert not damaged_files(str(state), DISK, [key]) and os.path.exists(log_file(str(state), DISK, key))
