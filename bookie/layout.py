@@ -63,8 +63,8 @@ class BookieDirs:
 def _kind_of(cur: str) -> set[str]:
     try:
         names = os.listdir(cur)
-    except OSError:
-        return set()
+    except OSError:   # a bookie's dir all the same: kept by its name, and listing it fails where it is read
+        return {"unknown"}
     kinds = set()
     if any(n.endswith(".txn") for n in names):
         kinds.add("journal")
