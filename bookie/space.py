@@ -35,7 +35,7 @@ from bkdisk.bookie.metadata_dir import over_replicated
 from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
-from bkdisk.entrylogs.map_check import claimed_beyond, map_differences, map_warning
+from bkdisk.entrylogs.map_check import claimed_beyond, map_differences, map_warning, names_negative_bytes
 from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
@@ -84,9 +84,11 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
     rolled = bool(frame and frame.header is not None and frame.header.ledgers_map_offset != 0)
     # the ledgers map when the whole of it was read
     whole_map = frame.ledgers_map if frame is not None and frame.map_error is None else None
-    # A map that gives its ledgers more bytes than the log holds before it is false: counted from the entries.
+    # A map that gives its ledgers more bytes than the log holds before it, or a ledger fewer than
+    # none, is false: counted from the entries.
     beyond = claimed_beyond(whole_map, frame.data_end) if whole_map and frame is not None else 0
-    if whole_map and not scan and not beyond:
+    negative = names_negative_bytes(whole_map) if whole_map else False
+    if whole_map and not scan and not beyond and not negative:
         return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(whole_map), MAP, rolled, warnings)
     counted: dict[tuple[int, int], int] = {}
     if size:
@@ -98,7 +100,7 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
         warnings += [w for w in scan_warnings(scanned) if w not in warnings]
         counted = scanned.computed_ledgers_map()   # sizes with their prefixes, as EntryLogMetadata adds them
         differ = map_differences(scanned) if whole_map and scanned.ledgers_map is not None else []
-        if differ or beyond:
+        if differ or beyond:   # (a negative size differs from any sum of entries)
             warnings.append(map_warning(path, beyond, differ))
     return LogLedgers(ledger_dir, group, log_id, path, size, *map_columns(counted), SCAN, rolled, warnings)
 

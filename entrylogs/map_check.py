@@ -28,6 +28,15 @@ def claimed_beyond(ledgers_map: Mapping[tuple[int, int], int], map_offset: int) 
     return max(0, claimed - (map_offset - HEADER_SIZE))
 
 
+def names_negative_bytes(ledgers_map: Mapping[tuple[int, int], int]) -> bool:
+    """Whether the map gives a ledger fewer than zero bytes: false of any entry, as a claim beyond the
+    log is, though it makes the map's total smaller."""
+    try:
+        return bool((map_columns(ledgers_map)[2] < 0).any())
+    except (OverflowError, ValueError):   # a size past 64 bits
+        return any(v < 0 for v in ledgers_map.values())
+
+
 def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | None, int | None]]:
     """The ledgers whose size in the log's ledgers map differs from the sum of their entries, by
     (scope, ledger): (ledger, the map's size, the entries' sum), None where one side lacks the ledger.

@@ -438,6 +438,25 @@ def test_a_ledgers_map_claiming_more_bytes_than_its_log_holds_is_a_warning_and_c
     assert row["live_bytes"] + row["garbage_bytes"] <= row["size"]
 
 
+def test_a_ledgers_map_giving_a_ledger_negative_bytes_is_a_warning_and_counted_from_the_entries(tmp_path):
+    """(A negative size makes the map's total smaller, so no claim goes beyond the log: still false.)"""
+    root = golden_copy(tmp_path, "interleaved-v4-smallpage")
+    manifest = json.loads((root / "manifest.json").read_text())
+    log = root / "ledgers" / "current" / "0.log"
+    (_at, ledger, size), *_ = _map_pairs(log)
+    data = bytearray(log.read_bytes())
+    data[_at:_at + 8] = (-1).to_bytes(8, "big", signed=True)
+    log.chmod(0o644)
+    log.write_bytes(bytes(data))
+    r = CliRunner().invoke(space, [str(root), "--json"])
+    assert r.exit_code == 0, r.output
+    [w] = _warnings_naming(r.stderr, log)
+    assert f"ledger {ledger}: map -1, entries {size}" in w and "LEDGERS_MAP_MISMATCH" in w, w
+    row = next(x for x in map(json.loads, r.stdout.splitlines()) if x["kind"] == "log" and x["log_id"] == 0)
+    assert row["source"] == "scan" and row["garbage_bytes"] >= 0
+    assert (row["live_bytes"], row["garbage_bytes"]) == expected_bytes(manifest, set())[("ledgers", 0)]
+
+
 def test_with_scan_a_disagreeing_ledgers_map_names_each_ledger_once(tmp_path):
     root = golden_copy(tmp_path, "interleaved-v4-smallpage")
     log = root / "ledgers" / "current" / "0.log"
