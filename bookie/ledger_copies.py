@@ -129,6 +129,10 @@ def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Lo
         size = os.path.getsize(path)
     except (FormatError, DiskError, OSError) as e:
         raise IndexDamaged(f"{path}: {e}") from None
+    stray = (size - fi.HEADER_SIZE) % fi.SLOT_DTYPE.itemsize
+    if stray:   # cut short (fsck's INDEX_TRUNCATED): the slots after the cut are lost, not absent
+        raise IndexDamaged(f"{path}: offset {size - stray}: expected whole {fi.SLOT_DTYPE.itemsize}-byte location "
+                           f"slots, found {stray} stray bytes at the end")
     return _slots(disk, path, (size - fi.HEADER_SIZE) // fi.SLOT_DTYPE.itemsize, stack)
 
 

@@ -370,3 +370,15 @@ def test_a_fifo_in_a_logs_place_is_named_and_its_entries_read_from_other_copies(
     assert r.returncode == 4, r.stderr
     assert f"warning: {log}: not a regular file" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_an_index_cut_mid_slot_is_damage_and_the_logs_are_scanned_for_every_entry(tmp_path: Path):
+    root = tmp_path / "bk"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", root, symlinks=True)
+    whole = _run(["--ledger-id", "0x1234", str(root), "--jsonl"])
+    idx = root / "ledgers1" / CURRENT_DIR / "12" / "34" / "1234.idx"
+    os.truncate(idx, 1100)                       # 9 slots and half of the 10th
+    cut = _run(["--ledger-id", "0x1234", str(root), "--jsonl"])
+    assert whole.exit_code == 0 and cut.exit_code == 0, cut.stderr
+    assert [e["entry_id"] for e in _lines(cut)] == [e["entry_id"] for e in _lines(whole)] == list(range(11))
+    assert f"{idx}: offset 1096: expected whole 8-byte location slots" in cut.stderr, cut.stderr
