@@ -43,6 +43,7 @@ class Version:
     column_families: dict[int, str] = field(default_factory=lambda: {0: "default"})
     edits: int = 0
     tail: Tail | None = None
+    recorded: set[str] = field(default_factory=set)   # the fields RocksDB requires that an edit set
 
     def levels(self) -> dict[int, list[FileMeta]]:
         out: dict[int, list[FileMeta]] = {}
@@ -117,12 +118,15 @@ def apply_edit(v: Version, payload: bytes, *, path: str, base: int) -> None:
             v.comparator = e.slice("the comparator name").decode("utf-8", "replace")
         elif tag == G.LOG_NUMBER:
             v.log_number = e.varint("the log number")
+            v.recorded.add("the log number")
         elif tag == G.PREV_LOG_NUMBER:
             v.prev_log_number = e.varint("the previous log number")
         elif tag == G.NEXT_FILE_NUMBER:
             v.next_file_number = e.varint("the next file number")
+            v.recorded.add("the next file number")
         elif tag == G.LAST_SEQUENCE:
             v.last_sequence = e.varint("the last sequence number")
+            v.recorded.add("the last sequence number")
         elif tag == G.MIN_LOG_NUMBER_TO_KEEP:
             v.min_log_number_to_keep = e.varint("the min log number to keep")
         elif tag == G.MAX_COLUMN_FAMILY:
@@ -176,4 +180,12 @@ def read_manifest(db_dir: str | os.PathLike, name: str | None = None) -> Version
         apply_edit(v, rec.payload, path=p, base=rec.offset)
     if v.edits == 0:
         raise FormatError("a MANIFEST with at least one version edit", "none", path=p, offset=0)
+    missing = [f for f in REQUIRED if f not in v.recorded]
+    if missing:   # as RocksDB's recovery refuses it ("no meta-nextfile entry in descriptor", ...)
+        end = contents.records[-1].offset if contents.records else 0
+        raise FormatError(f"a MANIFEST that records {', '.join(REQUIRED[:-1])} and {REQUIRED[-1]}",
+                          f"{', '.join(missing)} missing from its {v.edits} edits", path=p, offset=end)
     return v
+
+
+REQUIRED = ("the next file number", "the log number", "the last sequence number")

@@ -103,3 +103,21 @@ def test_locations_of_a_ledger_the_ledgers_index_lacks(ledger_dir: Path):
                                                      for e in range(3)])]))
     idx = read_ledger_dir(ledger_dir / "current")
     assert idx.problems == [] and ledgers_without_metadata(idx) == {7777: 3}
+
+
+@pytest.mark.parametrize("cut", [7, 42, 53])
+def test_a_manifest_cut_before_it_records_the_databases_numbers_is_refused_as_rocksdb_refuses_it(tmp_path, cut):
+    """RocksDB's recovery refuses a MANIFEST without the next file number, the log number and the
+    last sequence ("no meta-nextfile entry in descriptor"); read as empty, the database would say
+    every location is absent. (Cut between whole edits after those, at 66 bytes here, the MANIFEST is
+    an empty database's as RocksDB reads it too.)"""
+    from bkdisk.formats.errors import FormatError
+    from bkdisk.rocksdbfiles.manifest import read_current, read_manifest
+    db = tmp_path / "locations"
+    shutil.copytree(GOLDEN / "dbstorage-v6-bookieid" / "ledgers0" / "current" / "locations", db)
+    manifest = db / read_current(db)
+    assert read_manifest(db).files                  # whole: the database's files
+    manifest.write_bytes(manifest.read_bytes()[:cut])
+    with pytest.raises(FormatError) as e:
+        read_manifest(db)
+    assert e.value.path == str(manifest) and "missing from its" in str(e.value), e.value
