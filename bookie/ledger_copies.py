@@ -163,10 +163,13 @@ def _db_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Locat
             db = open_db(db_dir, stack)
         except (FormatError, DiskError) as e:
             raise IndexDamaged(f"{db_dir}: {e}") from None
+        for _item in db.items_with_prefix(prefix):   # its blocks read once ahead: their damage is known first
+            pass
         hit = [p for p in db.problems if p.kind.startswith("sst") and
                (p.key_range is None or _overlaps(p.key_range, prefix))]
         if hit:
-            raise IndexDamaged(f"{hit[0].path}: {hit[0].detail}")
+            detail = hit[0].detail.removeprefix(f"{hit[0].path}: ")   # (a block's error names its file already)
+            raise IndexDamaged(f"{hit[0].path}: {detail}")
         streams.append(_db_stream(db, prefix, [d] + [x for x in disk.dirs.ledger_dirs if x != d]))
     return heapq.merge(*streams)
 

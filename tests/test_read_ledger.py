@@ -382,3 +382,18 @@ def test_an_index_cut_mid_slot_is_damage_and_the_logs_are_scanned_for_every_entr
     assert whole.exit_code == 0 and cut.exit_code == 0, cut.stderr
     assert [e["entry_id"] for e in _lines(cut)] == [e["entry_id"] for e in _lines(whole)] == list(range(11))
     assert f"{idx}: offset 1096: expected whole 8-byte location slots" in cut.stderr, cut.stderr
+
+
+def test_a_damaged_block_of_the_locations_database_is_named_and_the_logs_are_scanned(tmp_path: Path):
+    """A data block's checksum is verified only when the block is read: before any location is taken."""
+    root = tmp_path / "bk"
+    shutil.copytree(GOLDEN / "dbstorage-v6-bookieid", root, symlinks=True)
+    whole = _run(["--ledger-id", "0x1234", str(root), "--jsonl"])
+    sst = root / "ledgers0" / CURRENT_DIR / "locations" / "000008.sst"
+    data = bytearray(sst.read_bytes())
+    data[100] ^= 0xFF                            # in the first data block
+    sst.write_bytes(bytes(data))
+    hurt = _run(["--ledger-id", "0x1234", str(root), "--jsonl"])
+    assert whole.exit_code == 0 and hurt.exit_code == 0, hurt.stderr
+    assert [e["entry_id"] for e in _lines(hurt)] == [e["entry_id"] for e in _lines(whole)] and _lines(whole)
+    assert f"{sst}: offset 0: expected block checksum" in hurt.stderr and "scanned instead" in hurt.stderr, hurt.stderr
