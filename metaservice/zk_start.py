@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from kazoo import exceptions as kx
 
@@ -30,17 +30,10 @@ def start_session(store: ZkStore, timeout: float) -> float:
     deadline = time.monotonic() + timeout
     store.zk.start_async().wait(timeout)
     while not store.zk.connected:
-        if store.auth_failed:
-            failure: Exception = store.refused(kx.AuthFailedError())
-        elif time.monotonic() < deadline:
-            time.sleep(RETRY_PAUSE / 2)
-            continue
-        else:
-            failure = StoreError(f"zk://{store.hosts}{store.root}: cannot reach ZooKeeper: no session "
-                                 f"within {timeout:g} s")
-        store.zk.stop()
-        store.zk.close()
-        raise failure from None
+        failure = _ended(store, deadline, f"no session within {timeout:g} s")
+        if failure is not None:
+            _stop(store, failure)
+        time.sleep(RETRY_PAUSE / 2)
     return deadline
 
 
@@ -51,19 +44,28 @@ def first_layout(store: ZkStore, deadline: float) -> str:
         try:
             return init_layout(store.zk, store.root, f"zk://{store.hosts}{store.root}")
         except DENIED as exc:
-            failure: Exception = store.refused(exc)
+            _stop(store, store.refused(exc))
         except (kx.ConnectionLoss, kx.SessionExpiredError) as exc:
-            if store.auth_failed:
-                failure = store.refused(kx.AuthFailedError())
-            elif time.monotonic() < deadline:
-                time.sleep(RETRY_PAUSE)
-                continue
-            else:
-                failure = StoreError(f"zk://{store.hosts}{store.root}: cannot reach ZooKeeper: the connection was "
-                                     f"lost as the session began ({type(exc).__name__})")
-        store.zk.stop()
-        store.zk.close()
-        raise failure from None
+            failure = _ended(store, deadline, f"the connection was lost as the session began ({type(exc).__name__})")
+            if failure is not None:
+                _stop(store, failure)
+            time.sleep(RETRY_PAUSE)
+
+
+def _ended(store: ZkStore, deadline: float, unreachable: str) -> Exception | None:
+    """What ends the wait for a session: ZooKeeper's refusal of the store, or ``deadline`` past
+    (``unreachable`` says how); None while one may still come."""
+    if store.auth_failed:
+        return store.refused(kx.AuthFailedError())
+    if time.monotonic() < deadline:
+        return None
+    return StoreError(f"zk://{store.hosts}{store.root}: cannot reach ZooKeeper: {unreachable}")
+
+
+def _stop(store: ZkStore, failure: Exception) -> NoReturn:
+    store.zk.stop()
+    store.zk.close()
+    raise failure from None
 
 
 def init_layout(zk, root: str, where: str) -> str:

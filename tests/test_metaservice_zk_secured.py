@@ -219,13 +219,8 @@ def test_the_service_without_the_identity_does_not_start_on_a_secured_cluster(se
 
 
 
-@pytest.mark.parametrize("secured", ["sasl"], indirect=True)     # digest logins are refused after start()
-def test_a_sasl_refusal_seen_late_is_still_a_refusal(secured, bookie, monkeypatch):
-    """kazoo says CONNECTED before the SASL exchange: a refusal can clear the session before start()
-    looks at it (a loaded host), and start() then says "Connection time-out". Held here: start()'s
-    wait returns only once the refusal has landed; the store must still say ZooKeeper refused it."""
-    root = f"/late{next(_roots)}/ledgers"
-    _bookkeeper_cluster(bookie, root)
+def _first_wait_held(monkeypatch, landed, what: str) -> None:
+    """kazoo's first wait for a session (start_async's event) returns only once ``landed(client)``."""
     real = KazooClient.start_async
 
     def start_async(client):
@@ -235,11 +230,21 @@ def test_a_sasl_refusal_seen_late_is_still_a_refusal(secured, bookie, monkeypatc
             def wait(self, timeout=None):
                 event.wait(timeout)
                 deadline = time.monotonic() + 10
-                while client.client_state == KeeperState.CONNECTED and time.monotonic() < deadline:
+                while not landed(client) and time.monotonic() < deadline:
                     time.sleep(0.01)
-                assert client.client_state != KeeperState.CONNECTED, "the refusal never came"
+                assert landed(client), f"{what} never came"
         return Late()
     monkeypatch.setattr(KazooClient, "start_async", start_async)
+
+
+@pytest.mark.parametrize("secured", ["sasl"], indirect=True)     # digest logins are refused after start()
+def test_a_sasl_refusal_seen_late_is_still_a_refusal(secured, bookie, monkeypatch):
+    """kazoo says CONNECTED before the SASL exchange: a refusal can clear the session before start()
+    looks at it (a loaded host), and start() then says "Connection time-out". Held here: start()'s
+    wait returns only once the refusal has landed; the store must still say ZooKeeper refused it."""
+    root = f"/late{next(_roots)}/ledgers"
+    _bookkeeper_cluster(bookie, root)
+    _first_wait_held(monkeypatch, lambda client: client.client_state != KeeperState.CONNECTED, "the refusal")
     with pytest.raises(PermissionDenied) as e:
         open_store(f"zk://{secured.hosts}{root}", zk_auth=credentials(secured, USER, "wrong-password"))
     assert "refused the login of this service" in str(e.value), e.value
@@ -399,23 +404,8 @@ def test_a_drop_seen_before_the_session_is_looked_at_is_waited_through(secured, 
     once the drop has landed."""
     root = f"/dropseen{next(_roots)}/ledgers"
     _bookkeeper_cluster(bookie, root)
-    real = KazooClient.start_async
-
-    def start_async(client):
-        event = real(client)
-
-        class Late:
-            def wait(self, timeout=None):
-                event.wait(timeout)
-                deadline = time.monotonic() + 10
-                while proxy.dropped == 0 and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                while client.connected and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                assert proxy.dropped == 1, "the drop never came"
-        return Late()
-    monkeypatch.setattr(KazooClient, "start_async", start_async)
     proxy = _DroppingProxy(secured.hosts, drops=1)
+    _first_wait_held(monkeypatch, lambda client: proxy.dropped == 1 and not client.connected, "the drop")
     try:
         store = ZkStore(proxy.hosts, root, connect_timeout=30, auth=credentials(secured))
         assert store.kind is not None and proxy.dropped == 1
