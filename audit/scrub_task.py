@@ -95,6 +95,7 @@ class ScrubDisk:
     _hashes: HashWriter | None = None
     _hashed: frozenset[int] = frozenset()   # the logs whose payload hashes in the state are still theirs
     _lost: frozenset[int] = frozenset()     # the logs whose hashes or findings in the state are damaged
+    _new: str = "new"                       # why a log never deep-checked lags
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
         """Plan the disk's run; the entry logs (paths) to walk light."""
@@ -112,6 +113,8 @@ class ScrubDisk:
             except OSError:
                 self._unreadable[k] = lf.path   # deep-read: the scan reports it as today
         known = self.known.logs if self.known is not None and self.known.identity == self._identity else None
+        if self.known is not None and known is None:   # the state knew another disk by this name: fresh
+            self._new = "new: the state's disk here had another cookie"
         hashed = frozenset(k for k, s in (known or {}).items()
                            if k in idents and s.identity == idents[k] and s.last_deep is not None)
         # What the state keeps of a log's last check that is lost: the log is read again now.
@@ -226,7 +229,7 @@ class ScrubDisk:
         plan = self._plan
         sizes = {k: n for k, (_p, n) in self._logs.items()}
         late = lagging(after, self.now, self.schedule.interval)
-        why = {k: "new" if after[k].last_deep is None else "late" for k in late}
+        why = {k: self._new if after[k].last_deep is None else "late" for k in late}
         why.update(dict.fromkeys(self._unreadable, "unreadable"))
         why.update(dict.fromkeys(self._skipped, SKIPPED_FOR_LOAD))
         checked = [s.last_deep for s in after.values() if s.last_deep is not None]

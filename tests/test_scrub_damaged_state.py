@@ -77,3 +77,14 @@ def test_a_log_whose_record_is_damaged_is_read_again_and_recorded_anew(checked, 
     assert logs[key].last_deep == day1, (damage, p.stderr)
     assert logs[key].due_at == read_state(str(checked))[DISK].logs[key].due_at   # its place in the rotation kept
     assert not damaged_files(str(state), DISK, [key]) and os.path.exists(log_file(str(state), DISK, key))
+
+
+def test_a_state_that_knew_another_disk_here_starts_fresh_and_says_why(checked, tmp_path):
+    state = tmp_path / "state"
+    shutil.copytree(checked, state)
+    f = os.path.join(state, LOGS_FILE)
+    t = pq.read_table(f)
+    at = t.schema.get_field_index("instance_id")
+    pq.write_table(t.set_column(at, "instance_id", pa.array(["another"] * t.num_rows, pa.string())), f)
+    p = _scan(state, tmp_path / "day1.parquet", T0 + datetime.timedelta(days=1))
+    assert "(new: the state's disk here had another cookie)" in p.stderr, p.stderr
