@@ -75,6 +75,15 @@ class HashWriter:
             "ledger_id": e["ledger"].astype(np.uint64).view(np.int64), "entry_id": e["entry"].astype(np.int64),
             "hash": h}, schema=HASH_SCHEMA), row_group_size=ROW_GROUP)
 
+    def empty(self, key: int) -> None:
+        """A file for log ``key`` when none was written (a log without entries): a log whose file is
+        missing from the state is one whose record was lost."""
+        f = log_file(self.root, self.disk, key)
+        if not os.path.exists(f):
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            pq.write_table(HASH_SCHEMA.empty_table(), f + ".tmp", write_page_checksum=True)
+            os.replace(f + ".tmp", f)
+
     def close(self) -> None:
         """The open log's file, complete, under its name."""
         if self._writer is not None:
@@ -117,20 +126,14 @@ def _rows_between(pf: pq.ParquetFile, low: int, high: int) -> pa.Table:
 
 
 def damaged_files(root: str | None, disk: str, keys) -> set[int]:
-    """The logs of ``keys`` whose payload hashes in the state at ``root`` cannot be used: a file that
-    does not read whole (page checksums verified where it has them) or holds other columns, or every
-    file of the disk gone with its folder. (A log without a file has no hashes, as a log without
-    entries: not damage.)"""
-    keys = list(keys)
-    if root is None or not keys:
+    """The logs of ``keys`` (each deep-checked before) whose payload hashes in the state at ``root``
+    cannot be used: no file (a run writes one for every log it reads), or one that does not read whole
+    (page checksums verified where it has them) or holds other columns."""
+    if root is None:
         return set()
-    if not os.path.isdir(os.path.dirname(log_file(root, disk, 0))):
-        return set(keys)
     bad = set()
     for k in keys:
         f = log_file(root, disk, k)
-        if not os.path.lexists(f):
-            continue
         try:
             pf = pq.ParquetFile(f, page_checksum_verification=True)
             if not pf.schema_arrow.equals(HASH_SCHEMA):
@@ -138,7 +141,7 @@ def damaged_files(root: str | None, disk: str, keys) -> set[int]:
                 continue
             for g in range(pf.metadata.num_row_groups):
                 pf.read_row_group(g)
-        except (OSError, pa.ArrowException):
+        except (OSError, ValueError, pa.ArrowException):   # (a damaged footer's names: UnicodeDecodeError)
             bad.add(k)
     return bad
 

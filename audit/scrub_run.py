@@ -9,7 +9,6 @@ as does a disk of the state this run did not name: its checks are not forgotten.
 from __future__ import annotations
 
 import datetime
-import errno
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from bkdisk.audit.rows import AUDITED
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Schedule
 from bkdisk.audit.scrub_state import (
     LOGS_SCHEMA,
+    OLD_MARK,
     DiskState,
     StateError,
     read_state,
@@ -46,17 +46,28 @@ def _not_before_the_state(state_dir: str, known: dict[str, DiskState], now: date
 
 
 def _writable_here(state_dir: str) -> None:
-    """Refuse, before any disk is scanned, a state the run could not write at its end: a folder
-    beside it is made and removed (the run writes its new state beside it, then renames it in)."""
+    """Refuse, before any disk is scanned, a state the run could not write at its end, changing
+    nothing: the run writes its new state beside the folder and renames the folder aside and the new
+    one in, so a folder is made and removed where the new one goes (in the nearest folder there is,
+    made by the run otherwise), and the state folder renamed aside and back (a kill between leaves it
+    aside, where the next run reads it)."""
+    if os.path.islink(state_dir):
+        raise StateError(f"{state_dir}: a symbolic link; give the folder it leads to as --state")
     if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
         raise StateError(f"{state_dir}: exists and is not a bkdisk scrub state; choose another --state")
-    parent, name = os.path.split(state_dir)
+    parent = os.path.dirname(state_dir)
+    while not os.path.isdir(parent) and os.path.dirname(parent) != parent:
+        if os.path.lexists(parent):
+            raise StateError(f"{state_dir}: cannot write the scrub state ({parent} is not a folder)")
+        parent = os.path.dirname(parent)
     try:
-        os.makedirs(parent, exist_ok=True)
-        os.rmdir(tempfile.mkdtemp(prefix=f".{name}.probe-", dir=parent))
+        os.rmdir(tempfile.mkdtemp(prefix=f".{os.path.basename(state_dir)}.probe-", dir=parent))
+        if os.path.isdir(state_dir):
+            aside = os.path.join(os.path.dirname(state_dir), f".{os.path.basename(state_dir)}{OLD_MARK}{os.getpid()}")
+            os.rename(state_dir, aside)
+            os.rename(aside, state_dir)
     except OSError as e:
-        why = "a file stands where a folder of its path should" if e.errno == errno.EEXIST else e.strerror
-        raise StateError(f"{state_dir}: cannot write the scrub state ({why})") from None
+        raise StateError(f"{state_dir}: cannot write the scrub state ({e.strerror})") from None
 
 
 @dataclass

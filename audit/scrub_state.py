@@ -186,4 +186,9 @@ def _schema_difference(found: pa.Schema) -> str:
     unknown = [n for n in have if n not in want]
     said = ([f"no column {names(missing)}"] if missing else []) + ([f"column {names(typed)}"] if typed else []) \
         + ([f"an unknown column {names(unknown)}"] if unknown else [])
-    return "; ".join(said) or "the columns in another order"
+    if said:
+        return "; ".join(said)
+    if list(have) != list(want):
+        return "the columns in another order"
+    other = [f.name for f in found if not f.equals(LOGS_SCHEMA.field(f.name))]
+    return f"columns declared otherwise ({', '.join(other)}: nullability or metadata)"

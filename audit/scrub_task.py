@@ -59,16 +59,21 @@ def disk_identity(dirs, bookie_id: str) -> DiskIdentity:
     return DiskIdentity(bookie_id, None, b"")
 
 
+FINDING_KEYS = frozenset(("code", "severity", "pass_no", "path", "offset", "ledger_scope", "ledger_id",
+                          "entry_id", "message"))   # a carried finding's, as ``finish`` writes them
+
+
 def _unparsed_findings(after: Mapping[int, LogState]) -> set[int]:
-    """The logs whose carried findings in the state do not parse as a run writes them."""
+    """The logs whose carried findings in the state do not read as a run writes them."""
     bad = set()
     for k, s in after.items():
         if s.carried:
             try:
                 found = json.loads(s.carried)
-                if not isinstance(found, list) or not all(isinstance(f, dict) and "code" in f for f in found):
-                    bad.add(k)
             except ValueError:
+                found = None
+            if not isinstance(found, list) or not all(isinstance(f, dict) and f.keys() == FINDING_KEYS
+                                                      for f in found):
                 bad.add(k)
     return bad
 
@@ -117,10 +122,14 @@ class ScrubDisk:
             self._new = "new: the state's disk here had another cookie"
         hashed = frozenset(k for k, s in (known or {}).items()
                            if k in idents and s.identity == idents[k] and s.last_deep is not None)
-        # What the state keeps of a log's last check that is lost: the log is read again now.
-        self._lost = frozenset(damaged_files(self.hashes_from, self.key, hashed) | _unparsed_findings(known or {}))
+        plan = self.schedule.plan(self.key, self.now, idents, known)
+        if not self.deep_all:   # a light log whose last check's record is lost is read again now
+            light = hashed - set(plan.deep)
+            self._lost = frozenset(damaged_files(self.hashes_from, self.key, light)
+                                   | (_unparsed_findings(known or {}) & light))
+            if self._lost:
+                plan = self.schedule.plan(self.key, self.now, idents, known, damaged=self._lost)
         self._hashed = hashed - self._lost
-        plan = self.schedule.plan(self.key, self.now, idents, known, damaged=self._lost)
         if self.deep_all:   # every log read; each keeps its place in the rotation
             after = {k: s if k in plan.deep else replace(s, last_deep=self.now) for k, s in plan.after.items()}
             plan = replace(plan, deep={k: plan.deep.get(k, Reason.SHARE) for k in idents}, after=after)
@@ -202,6 +211,9 @@ class ScrubDisk:
         plan = self._plan
         if self._hashes is not None:
             self._hashes.close()
+            for k in plan.deep:   # a file for each log read, its entries' hashes or none: none missing
+                if k in self._logs:
+                    self._hashes.empty(k)
         deep_found: dict[str, list[dict]] = {}
         for f in findings:
             if f.code in DEEP_CODES and f.path:

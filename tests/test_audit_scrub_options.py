@@ -33,7 +33,7 @@ def _state_checked_at(path: str, when: datetime.datetime) -> None:
     (["--state", "{notstate}"], 8, "notstate: not a bkdisk scrub state (no .bkdisk-scrub-state)"),
     (["--state", "{st}", "--deep-interval", "999999w"], 16, "expected at most 3650d"),
     (["--state", "{st}", "--as-of", "9999-12-31T00:00:00Z"], 16, "expected a time from 1970 to 9000"),
-    (["--state", "{notstate}/logs.parquet/st"], 8, "st: cannot write the scrub state (a file stands where a folder"),
+    (["--state", "{notstate}/logs.parquet/st"], 8, "logs.parquet is not a folder)"),
     (["--state", "{future}", "--as-of", "2026-11-02T02:00:00Z"], 8, "a run cannot go back before the state's last"),
 ])
 def test_scrub_options_are_refused_in_one_line_before_spark_starts(extra, code, message, tmp_path):
@@ -58,3 +58,19 @@ def test_durations_and_times_parse_as_the_spec_says():
     assert Instant().convert("2026-12-01T04:00:00+02:00", None, None) == two
     with pytest.raises(click.BadParameter):
         Duration().convert("0d", None, None)
+
+
+def test_a_state_probed_before_the_run_is_left_as_it_was_and_a_link_is_refused(tmp_path):
+    """The probe makes nothing a refused run leaves behind, and a state behind a symbolic link is
+    refused (the run's end would replace the link, not the folder it leads to)."""
+    from bkdisk.audit.scrub_run import _writable_here
+    from bkdisk.audit.scrub_state import StateError, read_state
+    _state_checked_at(str(tmp_path / "real"), datetime.datetime(2026, 11, 1, 2, tzinfo=datetime.UTC))
+    before = read_state(str(tmp_path / "real"))
+    _writable_here(str(tmp_path / "real"))
+    assert read_state(str(tmp_path / "real")) == before and sorted(os.listdir(tmp_path)) == ["real"]
+    _writable_here(str(tmp_path / "a" / "b" / "state"))
+    assert sorted(os.listdir(tmp_path)) == ["real"]          # nothing made for a state not yet there
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    with pytest.raises(StateError, match="link: a symbolic link; give the folder it leads to"):
+        _writable_here(str(tmp_path / "link"))

@@ -5,6 +5,7 @@ and writes the record anew: never a disk 'not audited', never a false divergence
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import subprocess
@@ -53,7 +54,32 @@ def _bad_findings(state: str, key: int) -> None:
     pq.write_table(t.set_column(t.schema.get_field_index("carried"), "carried", pa.array(carried, pa.string())), f)
 
 
+def _rename_in_footer(f: str) -> None:
+    """A bit of the column name 'offset' in the footer flipped: the name no longer decodes."""
+    data = bytearray(open(f, "rb").read())
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    at = data.index(b"offset", footer)           # the schema's name of the column, first in the footer
+    data[at] ^= 0x80
+    open(f, "wb").write(bytes(data))
+
+
+def _finding_renamed(state: str, key: int) -> None:
+    """A carried finding that parses, one of its keys misspelt."""
+    f = os.path.join(state, LOGS_FILE)
+    t = pq.read_table(f)
+    rows = t.to_pylist()
+    for r in rows:
+        if r["log_id"] == key:
+            r["carried"] = json.dumps([{"code": "DIGEST_MISMATCH", "severity": "error", "pass_no": 4, "path": "x",
+                                        "offset": 1, "ledger_scope": 0, "ledger_id": 1, "entry_ie": 2,
+                                        "message": "m"}])
+    pq.write_table(pa.Table.from_pylist(rows, schema=t.schema), f)
+
+
 DAMAGE = {
+    "a footer's column name undecodable": lambda state, f, key: _rename_in_footer(f),
+    "a carried finding's key misspelt": lambda state, f, key: _finding_renamed(state, key),
+    "its hash file gone": lambda state, f, key: os.remove(f),
     "hashes cut short": lambda state, f, key: os.truncate(f, 50),
     "hashes emptied": lambda state, f, key: os.truncate(f, 0),
     "a hash page's byte flipped": lambda state, f, key: _flip(f, 40),
@@ -88,3 +114,24 @@ def test_a_state_that_knew_another_disk_here_starts_fresh_and_says_why(checked, 
     pq.write_table(t.set_column(at, "instance_id", pa.array(["another"] * t.num_rows, pa.string())), f)
     p = _scan(state, tmp_path / "day1.parquet", T0 + datetime.timedelta(days=1))
     assert "(new: the state's disk here had another cookie)" in p.stderr, p.stderr
+
+
+def test_a_disk_of_empty_logs_is_not_read_again_as_damaged_each_run(tmp_path):
+    """A log without entries has no hashes, but its file is written all the same: a missing file is a
+    lost record, and a checked empty log is not read again before its turn."""
+    disk = tmp_path / "bk"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", disk, symlinks=True)
+    for d in ("ledgers0", "ledgers1"):
+        for f in (disk / d / "current").rglob("*"):
+            if f.is_file() and (f.suffix == ".idx" or (f.suffix == ".log" and f.stat().st_size)):
+                f.unlink()
+    state = tmp_path / "state"
+    runs = []
+    for day in range(4):
+        p = subprocess.run([BKDISK, "scan-disk", str(disk), "--out", str(tmp_path / f"{day}.parquet"), "--state",
+                            str(state), "--as-of", (T0 + datetime.timedelta(days=day)).isoformat()],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode in (0, 4) and "Traceback" not in p.stderr, p.stderr[-2000:]
+        runs.append({k for k, s in read_state(str(state))[str(disk)].logs.items()
+                     if s.last_deep == T0 + datetime.timedelta(days=day)})
+    assert runs[0] and not runs[1] & runs[0] and not runs[2] & runs[0], runs
