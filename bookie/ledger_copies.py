@@ -168,8 +168,7 @@ def _db_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Locat
         hit = [p for p in db.problems if p.kind.startswith("sst") and
                (p.key_range is None or _overlaps(p.key_range, prefix))]
         if hit:
-            detail = hit[0].detail.removeprefix(f"{hit[0].path}: ")   # (a block's error names its file already)
-            raise IndexDamaged(f"{hit[0].path}: {detail}")
+            raise IndexDamaged(f"{hit[0].path}: {hit[0].detail}")
         streams.append(_db_stream(db, prefix, [d] + [x for x in disk.dirs.ledger_dirs if x != d]))
     return heapq.merge(*streams)
 
