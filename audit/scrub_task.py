@@ -59,8 +59,15 @@ def disk_identity(dirs, bookie_id: str) -> DiskIdentity:
     return DiskIdentity(bookie_id, None, b"")
 
 
-FINDING_KEYS = frozenset(("code", "severity", "pass_no", "path", "offset", "ledger_scope", "ledger_id",
-                          "entry_id", "message"))   # a carried finding's, as ``finish`` writes them
+# A carried finding's keys, as ``_carried_finding`` writes them.
+FINDING_KEYS = ("code", "severity", "pass_no", "path", "offset", "ledger_scope", "ledger_id", "entry_id", "message")
+
+
+def _carried_finding(f) -> dict:
+    """A deep check's finding as the state carries it (JSON) until the log is read again."""
+    return dict(zip(FINDING_KEYS, (f.code, f.severity.value, f.pass_no, f.path, f.offset,
+                                   to_signed(f.scope or 0) if f.ledger is not None else None,
+                                   to_signed(f.ledger), f.entry, f.message), strict=True))
 
 
 def _unparsed_findings(after: Mapping[int, LogState]) -> set[int]:
@@ -72,7 +79,7 @@ def _unparsed_findings(after: Mapping[int, LogState]) -> set[int]:
                 found = json.loads(s.carried)
             except ValueError:
                 found = None
-            if not isinstance(found, list) or not all(isinstance(f, dict) and f.keys() == FINDING_KEYS
+            if not isinstance(found, list) or not all(isinstance(f, dict) and f.keys() == set(FINDING_KEYS)
                                                       for f in found):
                 bad.add(k)
     return bad
@@ -217,10 +224,7 @@ class ScrubDisk:
         deep_found: dict[str, list[dict]] = {}
         for f in findings:
             if f.code in DEEP_CODES and f.path:
-                deep_found.setdefault(f.path, []).append({
-                    "code": f.code, "severity": f.severity.value, "pass_no": f.pass_no, "path": f.path,
-                    "offset": f.offset, "ledger_scope": to_signed(f.scope or 0) if f.ledger is not None else None,
-                    "ledger_id": to_signed(f.ledger), "entry_id": f.entry, "message": f.message})
+                deep_found.setdefault(f.path, []).append(_carried_finding(f))
         after = dict(plan.after)
         for k, (p, _n) in self._logs.items():
             if k in plan.deep:
