@@ -11,6 +11,9 @@ from bkdisk.formats.errors import FormatError, shown
 from bkdisk.rocksdbfiles.logfile import Tail, read_log
 
 G = rf.Tag
+# The fields RocksDB's recovery requires some edit to have set.
+REQUIRED = {G.NEXT_FILE_NUMBER: "the next file number", G.LOG_NUMBER: "the log number",
+            G.LAST_SEQUENCE: "the last sequence number"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class Version:
     column_families: dict[int, str] = field(default_factory=lambda: {0: "default"})
     edits: int = 0
     tail: Tail | None = None
-    recorded: set[str] = field(default_factory=set)   # the fields RocksDB requires that an edit set
+    recorded: set[int] = field(default_factory=set)   # the tags the edits set
 
     def levels(self) -> dict[int, list[FileMeta]]:
         out: dict[int, list[FileMeta]] = {}
@@ -114,19 +117,17 @@ def apply_edit(v: Version, payload: bytes, *, path: str, base: int) -> None:
     cf = 0
     while e.p < len(e.b):
         tag = e.varint("a version-edit tag", rf.VARINT32_MAX_BYTES)
+        v.recorded.add(tag)
         if tag == G.COMPARATOR:
             v.comparator = e.slice("the comparator name").decode("utf-8", "replace")
         elif tag == G.LOG_NUMBER:
             v.log_number = e.varint("the log number")
-            v.recorded.add("the log number")
         elif tag == G.PREV_LOG_NUMBER:
             v.prev_log_number = e.varint("the previous log number")
         elif tag == G.NEXT_FILE_NUMBER:
             v.next_file_number = e.varint("the next file number")
-            v.recorded.add("the next file number")
         elif tag == G.LAST_SEQUENCE:
             v.last_sequence = e.varint("the last sequence number")
-            v.recorded.add("the last sequence number")
         elif tag == G.MIN_LOG_NUMBER_TO_KEEP:
             v.min_log_number_to_keep = e.varint("the min log number to keep")
         elif tag == G.MAX_COLUMN_FAMILY:
@@ -180,12 +181,10 @@ def read_manifest(db_dir: str | os.PathLike, name: str | None = None) -> Version
         apply_edit(v, rec.payload, path=p, base=rec.offset)
     if v.edits == 0:
         raise FormatError("a MANIFEST with at least one version edit", "none", path=p, offset=0)
-    missing = [f for f in REQUIRED if f not in v.recorded]
+    missing = [name for tag, name in REQUIRED.items() if tag not in v.recorded]
     if missing:   # as RocksDB's recovery refuses it ("no meta-nextfile entry in descriptor", ...)
         end = contents.records[-1].offset if contents.records else 0
-        raise FormatError(f"a MANIFEST that records {', '.join(REQUIRED[:-1])} and {REQUIRED[-1]}",
+        *most, last = REQUIRED.values()
+        raise FormatError(f"a MANIFEST that records {', '.join(most)} and {last}",
                           f"{', '.join(missing)} missing from its {v.edits} edits", path=p, offset=end)
     return v
-
-
-REQUIRED = ("the next file number", "the log number", "the last sequence number")
