@@ -21,9 +21,9 @@ from bkdisk.audit.rows import AUDITED
 from bkdisk.audit.scrub_schedule import DiskIdentity, LogState, Schedule
 from bkdisk.audit.scrub_state import (
     LOGS_SCHEMA,
-    OLD_MARK,
     DiskState,
     StateError,
+    probe_writable,
     read_state,
     state_batches,
     state_folder,
@@ -45,31 +45,6 @@ def _not_before_the_state(state_dir: str, known: dict[str, DiskState], now: date
                          f"time {now.isoformat()} (--as-of): a run cannot go back before the state's last")
 
 
-def _writable_here(state_dir: str) -> None:
-    """Refuse, before any disk is scanned, a state the run could not write at its end, changing
-    nothing: the run writes its new state beside the folder and renames the folder aside and the new
-    one in, so a folder is made and removed where the new one goes (in the nearest folder there is,
-    made by the run otherwise), and the state folder renamed aside and back (a kill between leaves it
-    aside, where the next run reads it)."""
-    if os.path.islink(state_dir):
-        raise StateError(f"{state_dir}: a symbolic link; give the folder it leads to as --state")
-    if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
-        raise StateError(f"{state_dir}: exists and is not a bkdisk scrub state; choose another --state")
-    parent = os.path.dirname(state_dir)
-    while not os.path.isdir(parent) and os.path.dirname(parent) != parent:
-        if os.path.lexists(parent):
-            raise StateError(f"{state_dir}: cannot write the scrub state ({parent} is not a folder)")
-        parent = os.path.dirname(parent)
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=f".{os.path.basename(state_dir)}.probe-", dir=parent))
-        if os.path.isdir(state_dir):
-            aside = os.path.join(os.path.dirname(state_dir), f".{os.path.basename(state_dir)}{OLD_MARK}{os.getpid()}")
-            os.rename(state_dir, aside)
-            os.rename(aside, state_dir)
-    except OSError as e:
-        raise StateError(f"{state_dir}: cannot write the scrub state ({e.strerror})") from None
-
-
 @dataclass
 class ScrubRun:
     state_dir: str
@@ -88,7 +63,7 @@ class ScrubRun:
         state_dir = os.path.abspath(state_dir)   # (the executors read its payload hashes)
         known = read_state(state_dir)
         _not_before_the_state(state_dir, known, now)
-        _writable_here(state_dir)
+        probe_writable(state_dir)
         return cls(state_dir, schedule, now, deep_all, known, max_load=max_load, read_from=state_folder(state_dir))
 
     def prepare(self, spark, scratch: str) -> TaskScrub:

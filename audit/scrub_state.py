@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -58,6 +59,29 @@ def logs_for(state: Mapping[str, DiskState], disk: str, identity: DiskIdentity) 
 def _aside(path: str, mark: str) -> str:
     parent, name = os.path.split(os.path.abspath(path))
     return os.path.join(parent, f".{name}{mark}{os.getpid()}")
+
+
+def probe_writable(path: str) -> None:
+    """Refuse, before any disk is scanned, a state (read already) that a run could not write at its
+    end, changing nothing: ``write_state`` makes the new state beside ``path`` and renames ``path``
+    aside and the new one in, so a folder is made and removed where the new one goes (in the nearest
+    folder there is, made by the run otherwise), and ``path`` renamed aside and back (a kill between
+    leaves it aside, where ``state_folder`` finds it)."""
+    if os.path.islink(path):
+        raise StateError(f"{path}: a symbolic link; give the folder it leads to as --state")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(parent) and os.path.dirname(parent) != parent:
+        if os.path.lexists(parent):
+            raise StateError(f"{path}: cannot write the scrub state ({parent} is not a folder)")
+        parent = os.path.dirname(parent)
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.probe-", dir=parent))
+        if os.path.isdir(path):
+            aside = _aside(path, OLD_MARK)
+            os.rename(path, aside)
+            os.rename(aside, path)
+    except OSError as e:
+        raise StateError(f"{path}: cannot write the scrub state ({e.strerror})") from None
 
 
 def _leftovers(path: str, mark: str) -> list[str]:

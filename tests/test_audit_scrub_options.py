@@ -63,14 +63,13 @@ def test_durations_and_times_parse_as_the_spec_says():
 def test_a_state_probed_before_the_run_is_left_as_it_was_and_a_link_is_refused(tmp_path):
     """The probe makes nothing a refused run leaves behind, and a state behind a symbolic link is
     refused (the run's end would replace the link, not the folder it leads to)."""
-    from bkdisk.audit.scrub_run import _writable_here
-    from bkdisk.audit.scrub_state import StateError, read_state
+    from bkdisk.audit.scrub_state import StateError, probe_writable, read_state
     _state_checked_at(str(tmp_path / "real"), datetime.datetime(2026, 11, 1, 2, tzinfo=datetime.UTC))
     before = read_state(str(tmp_path / "real"))
-    _writable_here(str(tmp_path / "real"))
+    probe_writable(str(tmp_path / "real"))
     assert read_state(str(tmp_path / "real")) == before and sorted(os.listdir(tmp_path)) == ["real"]
-    _writable_here(str(tmp_path / "a" / "b" / "state"))
+    probe_writable(str(tmp_path / "a" / "b" / "state"))
     assert sorted(os.listdir(tmp_path)) == ["real"]          # nothing made for a state not yet there
     os.symlink(tmp_path / "real", tmp_path / "link")
     with pytest.raises(StateError, match="link: a symbolic link; give the folder it leads to"):
-        _writable_here(str(tmp_path / "link"))
+        probe_writable(str(tmp_path / "link"))
