@@ -100,6 +100,29 @@ class LedgerMetadata:
         }
 
 
+def bookkeeper_refusal(md: LedgerMetadata) -> str | None:
+    """Why BookKeeper's client cannot load ``md``, or None. LedgerMetadataSerDe hands every record to
+    LedgerMetadataBuilder, which takes the segments in order, each of exactly ``ensembleSize`` bookies
+    and starting after the one before, then requires ensemble >= write quorum >= ack quorum and at
+    least one ensemble (LedgerMetadataImpl). The parsers here keep such a record, so that it can be
+    shown and reported; this says what the bookies' clients make of it."""
+    previous = None
+    for first, members in md.ensembles:
+        if len(members) != md.ensemble_size:
+            return (f"the ensemble at entry {first} has {len(members)} bookies, "
+                    f"the ensemble size is {md.ensemble_size}")
+        if previous is not None and first <= previous:
+            return f"the ensemble at entry {first} does not start after the one at entry {previous}"
+        previous = first
+    if md.write_quorum > md.ensemble_size:
+        return f"write quorum {md.write_quorum} is larger than the ensemble size {md.ensemble_size}"
+    if md.ack_quorum > md.write_quorum:
+        return f"ack quorum {md.ack_quorum} is larger than the write quorum {md.write_quorum}"
+    if not md.ensembles:
+        return "it holds no ensemble"
+    return None
+
+
 def unfit(what: str, found: object) -> FormatError:
     """The error of a value no format can serialize: what was expected, and what was found."""
     return FormatError(f"serializable ledger metadata: {what}", str(found)[:200])

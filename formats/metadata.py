@@ -44,6 +44,11 @@ def parse_metadata(data: bytes, path: str | None = None) -> LedgerMetadata:
     return _parse_v3(body, path, body_offset)
 
 
+def body_offset(data: bytes) -> int:
+    """Where the record's body starts: past its header line (format 3: at its length prefix)."""
+    return _parse_header(bytes(data[:len(HEADER_PREFIX) + MAX_VERSION_DIGITS + 1]), None)[1]
+
+
 def _parse_header(data: bytes, path: str | None) -> tuple[int, int]:
     if data.startswith(HEADER_PREFIX + b"3\n"):   # what BookKeeper writes today: no byte-by-byte check
         return 3, len(HEADER_PREFIX) + 2

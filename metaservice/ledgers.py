@@ -6,7 +6,7 @@ import functools
 
 from bkdisk.formats.bookieid import validate_bookie_id
 from bkdisk.formats.errors import FormatError
-from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.formats.ledger_metadata import LedgerMetadata, bookkeeper_refusal
 from bkdisk.formats.metadata import (
     FORMAT_VERSIONS,
     format_message_bytes,
@@ -28,23 +28,16 @@ class UnreadableMetadata(StoreError):
 
 
 def check_consistent(md: LedgerMetadata) -> None:
-    """BadRequest unless quorums, ensembles and bookie ids agree with each other, as BookKeeper requires."""
-    e, w, a = md.ensemble_size, md.write_quorum, md.ack_quorum
-    if not 1 <= a <= w <= e:
-        raise BadRequest(f"quorums contradict each other: ensemble {e}, write {w}, ack {a} "
-                         "(need 1 <= ack <= write <= ensemble)")
-    if not md.ensembles:
-        raise BadRequest("metadata holds no ensemble")
-    previous = None
+    """BadRequest unless BookKeeper's client can load ``md``, and, stricter than it, the ack quorum is at
+    least 1, the first ensemble starts at entry 0 and each ensemble names valid, distinct BookieIds."""
+    refusal = bookkeeper_refusal(md)
+    if refusal is not None:
+        raise BadRequest(f"BookKeeper cannot load this metadata: {refusal}")
+    if md.ack_quorum < 1:
+        raise BadRequest(f"ack quorum {md.ack_quorum}: at least 1 bookie must acknowledge an entry")
+    if md.ensembles[0][0] != 0:
+        raise BadRequest(f"the first ensemble starts at entry {md.ensembles[0][0]}, not 0")
     for first, members in md.ensembles:
-        if previous is None and first != 0:
-            raise BadRequest(f"the first ensemble starts at entry {first}, not 0")
-        if previous is not None and first <= previous:
-            raise BadRequest(f"ensemble starting at entry {first} does not follow entry {previous}")
-        previous = first
-        if len(members) != e:
-            raise BadRequest(f"ensemble at entry {first} has {len(members)} bookies, "
-                             f"ensemble size is {e}")
         for member in members:
             try:
                 validate_bookie_id(member)

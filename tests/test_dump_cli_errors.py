@@ -6,6 +6,7 @@ exactly one stderr line that names the file and the offset of the damage.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import shutil
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 from conftest import GOLDEN
 
 from bkdisk.dump.command import dump
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 V6 = GOLDEN / "interleaved-v6-hostport"
@@ -196,6 +198,32 @@ def test_garbled_cookie(tmp_path, mutate):
 def test_truncated_ledger_metadata(tmp_path, name, cut):
     p = _copy(V6 / "metadata" / name, tmp_path, lambda d: d[:cut])
     _assert_one_line_error(["metadata", str(p)], p)
+
+
+_CANNOT_LOAD = {
+    "write>ensemble": (lambda md: {"write_quorum": md.ensemble_size + 1, "ack_quorum": md.ensemble_size + 1},
+                       "larger than the ensemble size"),
+    "ack>write": (lambda md: {"ack_quorum": md.write_quorum + 1}, "larger than the write quorum"),
+    "segments out of order": (lambda md: {"ensembles": md.ensembles * 2}, "does not start after the one at entry"),
+    "short ensemble": (lambda md: {"ensembles": ((0, md.ensembles[0][1][:-1]),)}, "bookies, the ensemble size is"),
+    "no ensemble": (lambda md: {"ensembles": ()}, "holds no ensemble"),
+}
+
+
+@pytest.mark.parametrize("name, case", [(n, c) for n in ("ff.bin", "ff.txt", "ff.v1.txt") for c in _CANNOT_LOAD
+                                        if not (n == "ff.v1.txt" and c == "ack>write")])   # format 1: no ack quorum
+def test_metadata_bookkeeper_cannot_load_is_printed_then_refused(tmp_path, name, case):
+    """A record that parses but that BookKeeper's client refuses to build is shown, then named in one line
+    with exit 8: an operator reading it must not take it for metadata the cluster can use."""
+    change, why = _CANNOT_LOAD[case]
+    md = parse_metadata((V6 / "metadata" / name).read_bytes())
+    changed = dataclasses.replace(md, **change(md))
+    p = tmp_path / name
+    p.write_bytes(serialize_metadata(changed))
+    res = _assert_one_line_error(["metadata", str(p)], p)
+    assert res.exit_code == 8 and why in res.stderr and "BookKeeper's client" in res.stderr
+    assert "ensemble" in res.stdout.lower()       # printed first
+    assert CliRunner().invoke(dump, ["metadata", str(V6 / "metadata" / name)]).exit_code == 0
 
 
 # --------------------------------------------------------------------------------------------

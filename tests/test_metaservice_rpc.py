@@ -103,9 +103,16 @@ def test_inconsistent_metadata_is_bad_request(service, golden_bin):
     md = parse_metadata(golden_bin)
     first, members = md.ensembles[0]
     cases = {
-        "quorums contradict": _variant(golden_bin, ack_quorum=md.write_quorum + 1),
+        f"ack quorum {md.write_quorum + 1} is larger than the write quorum {md.write_quorum}":
+            _variant(golden_bin, ack_quorum=md.write_quorum + 1),
+        f"write quorum {md.ensemble_size + 1} is larger than the ensemble size {md.ensemble_size}":
+            _variant(golden_bin, write_quorum=md.ensemble_size + 1, ack_quorum=1),
+        "ack quorum 0: at least 1": _variant(golden_bin, ack_quorum=0),
+        "does not start after the one at entry 0": _variant(golden_bin, ensembles=((0, members), (0, members))),
+        "starts at entry 5, not 0": _variant(golden_bin, ensembles=((5, members),)),
         "invalid BookieId": _variant(golden_bin, ensembles=((first, ("bk 1",) + members[1:]),)),
-        "has 2 bookies": _variant(golden_bin, ensembles=((first, members[:2]),)),
+        f"has 2 bookies, the ensemble size is {md.ensemble_size}":
+            _variant(golden_bin, ensembles=((first, members[:2]),)),
         "names a bookie twice": _variant(golden_bin, ensembles=((first, (members[0],) * 3),)),
         "no ensemble": _variant(golden_bin, ensembles=()),
     }

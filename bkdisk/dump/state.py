@@ -22,7 +22,8 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
 from bkdisk.formats.index import SLOT_SIZE, slot_offset
 from bkdisk.formats.lastmark import last_mark_name, parse_last_mark
-from bkdisk.formats.metadata import parse_metadata
+from bkdisk.formats.ledger_metadata import bookkeeper_refusal
+from bkdisk.formats.metadata import body_offset, parse_metadata
 from bkdisk.formats.paths import CURRENT_DIR, index_relpath, parse_index_name
 
 index_scan = lazy_import("bkdisk.indexfiles.scan")   # numba: loaded when an index is dumped
@@ -217,3 +218,6 @@ def metadata_cmd(path: str, as_json: bool) -> None:
     else:
         out.text(sf.ledger_metadata_text(md))
     out.flush()
+    refusal = bookkeeper_refusal(md)
+    if refusal is not None:
+        raise FormatError("ledger metadata BookKeeper's client loads", refusal, path=p, offset=body_offset(data))
