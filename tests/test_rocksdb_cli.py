@@ -84,3 +84,18 @@ def test_a_damaged_table_prints_what_it_can_then_one_line_and_exit_8(tmp_path: P
     assert str(sst) in line and f"offset {h.offset}" in line and "Traceback" not in res.output
     res = _run("locations", str(tmp_path / "nothing"))
     assert res.exit_code == 8 and len(res.stderr.splitlines()) == 1
+
+
+def test_a_database_folder_without_current_is_named_as_one(tmp_path: Path):
+    """Given a locations or ledgers folder whose CURRENT is gone, the dumps read it as the database it is and
+    name the missing file, rather than look for a bookie's dirs in it ("no bookie dirs found")."""
+    for db in ("locations", "ledgers"):
+        d = tmp_path / db
+        shutil.copytree(DB / "ledgers0" / "current" / db, d)
+        (d / "CURRENT").unlink()
+        for cmd in ("locations", "ledgers-index", "rocksdb"):
+            res = _run(cmd, str(d))
+            (line,) = res.stderr.splitlines()
+            assert res.exit_code == 8 and f"{d / 'CURRENT'}: cannot read" in line, (cmd, line)
+    res = _run("locations", str(tmp_path / "ledgers" / ".."))   # a folder of databases is not one
+    assert res.exit_code == 8 and "no bookie dirs found" in res.stderr

@@ -19,6 +19,7 @@ from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.mapped import map_file
 from bkdisk.dump import shell_format as sf
 from bkdisk.dump.common import DumpError, Out, json_option
+from bkdisk.dump.file_kinds import holds_rocksdb_files
 from bkdisk.dump.state import storage_dirs
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
@@ -38,8 +39,8 @@ def _databases(path: str, db: str) -> list[str]:
     name: a copy, or a database moved aside, reads as `dump rocksdb` reads it), else ``db`` in a
     ``current`` folder, a ledger dir, or the ledger dirs of a bookie root."""
     p = os.path.abspath(path)
-    if os.path.isfile(os.path.join(p, "CURRENT")):
-        return [p]
+    if os.path.isfile(os.path.join(p, "CURRENT")) or holds_rocksdb_files(p):
+        return [p]    # a database without CURRENT is read, and named in one line, not taken for a bookie root
     if os.path.isfile(os.path.join(p, db, "CURRENT")):
         return [os.path.join(p, db)]
     out = [os.path.join(d, CURRENT_DIR, db) for d in storage_dirs(p)]

@@ -53,6 +53,16 @@ def sniff(path: str) -> tuple[str, str, str] | None:
     return None
 
 
+def holds_rocksdb_files(folder: str) -> bool:
+    """Whether ``folder`` holds a file only a RocksDB database has (a MANIFEST, an SST, OPTIONS,
+    IDENTITY): a database, even when its CURRENT is gone."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(_SST.match(n) or (_ROCKSDB_NAMES.match(n) and n != "CURRENT") for n in names)
+
+
 def expect_kind(path: str, dump_name: str) -> None:
     """Refuse ``path`` when its bytes say it is a kind another dump reads (nothing is printed)."""
     found = sniff(path)
