@@ -124,7 +124,7 @@ def write_state(path: str, batches: Iterable[pa.RecordBatch], fill: Callable[[st
     new = _aside(path, NEW_MARK)
     try:
         os.makedirs(new)
-        with pq.ParquetWriter(os.path.join(new, LOGS_FILE), LOGS_SCHEMA) as w:
+        with pq.ParquetWriter(os.path.join(new, LOGS_FILE), LOGS_SCHEMA, write_page_checksum=True) as w:
             for b in batches:
                 w.write_batch(b)
         with open(os.path.join(new, LOGS_FILE), "rb") as f:
@@ -169,12 +169,14 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
         raise StateError(f"{path}: not a bkdisk scrub state (no {MARKER}); choose another --state")
     f = os.path.join(where, LOGS_FILE)
     try:
-        pf = pq.ParquetFile(f)
+        pf = pq.ParquetFile(f, page_checksum_verification=True)   # a flipped bit is damage, not a value
         if not pf.schema_arrow.equals(LOGS_SCHEMA):
             raise StateError(f"{f}: expected the columns of a bkdisk scrub state, found "
                              f"{_schema_difference(pf.schema_arrow)}")
         out: dict[str, DiskState] = {}
+        rows = 0
         for b in pf.iter_batches(batch_size=ROWS_PER_BATCH):
+            rows += len(b)
             if disk is not None:
                 b = b.filter(pa.compute.equal(b["disk"], disk))
             for r in b.to_pylist():
@@ -191,6 +193,8 @@ def read_state(path: str, disk: str | None = None) -> dict[str, DiskState]:
                                      f"due_at, found nulls")
                 d.logs[r["log_id"]] = LogState(ident, _when(r["last_deep"]), due,
                                                r["verdict"], _when(r["found_at"]), r["carried"])
+        if rows != pf.metadata.num_rows:   # a page header's count damaged: pages covered by no checksum
+            raise StateError(f"{f}: expected {pf.metadata.num_rows} rows (its footer), read {rows}")
     except (OSError, pa.ArrowException) as e:
         raise StateError(f"{f}: not a readable scrub state ({str(e).splitlines()[0]})") from None
     except (OverflowError, ValueError) as e:   # a time no datetime holds
