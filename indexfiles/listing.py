@@ -4,7 +4,7 @@ Below ``<dir>/current`` BookKeeper keeps index files two levels deep (scope-0 le
 scoped ledgers four levels deep (formats/paths.py, specs/paths.md). The walk lists every folder
 once with os.scandir (file types come from the directory entries, no stat per file), in the order of
 the paths as strings (so the rows need no sort, and a reader can read each file as it is met), does not
-descend into the RocksDB folders of DbLedgerStorage or through symbolic links to folders, and keeps
+descend into the RocksDB folders of DbLedgerStorage, follows symbolic links to folders (once each), and keeps
 every folder it cannot list as an IoFailure instead of stopping.
 """
 from __future__ import annotations
@@ -182,7 +182,8 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
                 if not is_dir and entry.is_symlink():
                     if not via_link:
                         links.append(entry.path)
-                    if depth and _leads_to_folder(entry):
+                    # (in current/ itself a link named as a RocksDB folder is not walked, as a folder is not)
+                    if (depth or name not in ROCKSDB_DIRS) and _leads_to_folder(entry):
                         real = os.path.realpath(entry.path)
                         # A link to a folder of this same tree (``up -> ..``) is an alias of what the
                         # walk lists anyway: followed, it would list those index files twice.

@@ -118,6 +118,30 @@ def test_a_symlinked_folder_inside_the_dirs_is_followed_and_repairable(disk):
     assert os.path.islink(folder) and not errors(disk.check())
 
 
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_symlinked_first_level_folder_is_walked_and_no_second_index_is_written(disk, tmp_path, where):
+    """A link right below current/ (the first level of the hashed folders) is walked as one deeper is: its
+    index files are read, their ledgers count as indexed, and a repair writes no second index for them."""
+    lid = LedgerId(0, 1)
+    idx = disk.written.index_files[lid]
+    cur = _index_cur(disk, lid)
+    first = os.path.join(cur, os.path.relpath(idx, cur).split(os.sep)[0])
+    target = (os.path.join(disk.dirs.ledger_dirs[0], "moved-first") if where == "inside"
+              else str(tmp_path / "elsewhere" / "first"))
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    shutil.move(first, target)
+    os.symlink(target, first)
+    rep = disk.check()
+    assert not errors(rep) and not [f for f in rep.findings if f.ledger == lid.ledger and f.code.startswith(
+        ("LEDGER_", "INDEX_"))], [f.line() for f in rep.findings]
+    assert [f.path for f in rep.findings if f.code.startswith("SYMLINK_")] == [first]
+    r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y")
+    assert r.exit_code == 0, r.output
+    found = [os.path.join(d, n) for lr in disk.dirs.ledger_dirs for d, _s, ns in os.walk(lr, followlinks=True)
+             for n in ns if n == os.path.basename(idx)]
+    assert {os.path.realpath(p) for p in found} == {os.path.realpath(idx)}, found
+
+
 def test_a_misplaced_index_that_is_a_symlink_to_outside_is_not_moved(disk, tmp_path):
     lid = LedgerId(0, 255)
     right = disk.written.index_files[lid]

@@ -36,7 +36,7 @@ def _reference(cur: str):
 
     def key(folder: str, name: str, depth: int) -> str:   # (the link followed first is the first by path)
         path = os.path.join(folder, name)
-        followed = os.path.isdir(path) and (depth > 0 or not os.path.islink(path))
+        followed = os.path.isdir(path) and (depth > 0 or name not in ("ledgers", "locations"))
         return name + "/" if followed else name
 
     def visit(folder: str, depth: int, via_link: bool) -> None:
@@ -46,7 +46,7 @@ def _reference(cur: str):
             if stat.S_ISLNK(mode):
                 if not via_link:
                     links.append(path)
-                if depth and os.path.isdir(path):
+                if (depth or name not in ("ledgers", "locations")) and os.path.isdir(path):
                     real = os.path.realpath(path)
                     if real not in seen and not real.startswith(top + os.sep):
                         seen.add(real)
