@@ -16,9 +16,11 @@ from click.testing import CliRunner
 
 from bkdisk.diskio.atomic import atomic_move
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
+from bkdisk.formats.index import parse_header
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import index_relpath
-from bkdisk.fsck.repair.repairs import plan_repairs
+from bkdisk.fsck.repair.repairs import apply_repairs, plan_repairs
 from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
 
@@ -307,6 +309,53 @@ def test_a_truncated_log_never_leads_to_indexes_rebuilt_without_the_lost_entries
     r = _cli(disk.root, "--metadata-dir", disk.md_dir, "--repair", "-y", "--rebuild-dropping-lost-entries",
              "--backup-dir", os.path.join(os.path.dirname(disk.root), "bk"))
     assert {p: open(p, "rb").read() for p in idx_before} != idx_before, r.output
+
+
+def test_an_index_whose_header_is_refused_still_names_the_entries_a_rebuild_would_lose(disk):
+    """The slots past a refused header still say which entries the bookie held: a rebuild that would lose
+    some is blocked and lists them, as it is when the header is whole."""
+    _truncate_first_log(disk)
+    whole = plan_repairs(disk.check()).lost
+    lid = next(iter(whole))
+    with open(disk.written.index_files[lid], "r+b") as f:
+        f.seek(3)
+        f.write(b"X")                                  # 'BKLE' -> 'BKLX': the header is refused
+    plan = plan_repairs(disk.check())
+    assert plan.lost[lid] == whole[lid], plan.lines()
+    [a] = [a for a in plan.actions if a.kind == "rebuild-index" and a.ledger == lid]
+    assert a.blocked and "--rebuild-dropping-lost-entries" in a.blocked
+
+
+def _fence_unrecorded(rep, lid: LedgerId):
+    """The check's report as if the journals had been collected past the ledger's fence record."""
+    rep.context.journal_facts.fenced.pop(lid, None)
+    return rep
+
+
+def test_a_rebuild_over_a_damaged_header_keeps_the_fence_the_header_still_tells(disk):
+    lid = LedgerId(0, 0x1234)                          # fenced; its journal's fence record taken away below
+    idx = disk.written.index_files[lid]
+    with open(idx, "r+b") as f:
+        f.seek(7)
+        f.write(b"\x09")                               # version 9: the header is refused, its state still told
+    rep = _fence_unrecorded(disk.check(), lid)
+    plan = plan_repairs(rep)
+    [a] = [a for a in plan.actions if a.kind == "rebuild-index" and a.ledger == lid]
+    assert not a.blocked, a.blocked
+    apply_repairs(rep, plan, backup_dir=os.path.join(os.path.dirname(disk.root), "bk"))
+    assert parse_header(open(idx, "rb").read(INDEX_HEADER_SIZE)).fenced
+
+
+def test_a_header_damaged_past_telling_its_state_blocks_a_rebuild_the_journals_cannot_fence(disk):
+    lid = LedgerId(0, 0x1234)
+    idx = disk.written.index_files[lid]
+    with open(idx, "r+b") as f:
+        f.write(b"\xff" * 12)                          # signature, version and key length: the state's place lost
+    [a] = [a for a in plan_repairs(_fence_unrecorded(disk.check(), lid)).actions
+           if a.kind == "rebuild-index" and a.ledger == lid]
+    assert a.blocked and "unfence" in a.blocked
+    [a] = [a for a in plan_repairs(disk.check()).actions if a.kind == "rebuild-index" and a.ledger == lid]
+    assert not a.blocked, a.blocked                    # the journals' fence record: the state is known
 
 
 def test_the_human_report_leads_with_the_truncation_and_lists_its_consequences_under_it(disk):

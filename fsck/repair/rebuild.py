@@ -8,15 +8,28 @@ MAX_REBUILT_SLOTS slots is refused (``too_large``) rather than written.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
 from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.failures import IoFailure, open_regular_file
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import log_scan_parts
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.index import SLOT_SIZE, pack_location
+from bkdisk.formats.index import (
+    HEADER_FIXED_SIZE,
+    HEADER_SIZE,
+    HEADER_V0,
+    KEY_LENGTH_OFFSET,
+    KEY_OFFSET,
+    SLOT_DTYPE,
+    SLOT_SIZE,
+    STATE_FENCED,
+    pack_location,
+)
 from bkdisk.fsck.context import CheckContext
 
 MAX_REBUILT_SLOTS = 1 << 27   # 1 GiB of slots: about 134 million entries in one ledger
@@ -51,13 +64,60 @@ def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, i
 
 
 def indexed_entries(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
-    """The entry ids the ledger's current index points at, ascending."""
+    """The entry ids the ledger's current index points at, ascending: the slots the check read, and
+    those of an index whose header it refused, read here (the check reads no slot past a header it
+    refuses, yet the slots start at HEADER_SIZE whatever the header says)."""
     inv = ctx.index_inventory
     f, locs = inv.files, inv.locations
     rows = np.flatnonzero(f["named"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
-    if len(rows) == 0 or len(locs) == 0:
+    parts = [locs["entry"][np.isin(locs["file"], rows)].astype(np.int64)] if len(rows) and len(locs) else []
+    parts += [slots_past_header(inv.paths[int(r)]) for r in rows[~f["header_ok"][rows]]]
+    return distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
+def slots_past_header(path: str) -> np.ndarray:
+    """The entry ids of the non-empty slots of the index file ``path``, read a window at a time past
+    its header block; none when it cannot be read (a read the check could not do either: that failure
+    blocks the rebuild already)."""
+    opened = open_regular_file(path)
+    if isinstance(opened, IoFailure):
         return np.zeros(0, np.int64)
-    return distinct(locs["entry"][np.isin(locs["file"], rows)])
+    fd, size = opened
+    found = []
+    try:
+        window = SLOT_SIZE * (1 << 17)
+        for at in range(HEADER_SIZE, size - (size - HEADER_SIZE) % SLOT_SIZE, window):
+            got = os.pread(fd, min(window, size - at), at)
+            slots = np.frombuffer(got[:len(got) - len(got) % SLOT_SIZE], SLOT_DTYPE)
+            found.append((at - HEADER_SIZE) // SLOT_SIZE + np.flatnonzero(slots))
+    except OSError:
+        return np.zeros(0, np.int64)
+    finally:
+        os.close(fd)
+    return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
+
+
+def damaged_header_state(path: str) -> int | None:
+    """The state bits of an index header refused as a whole, where the rest of it still says where they
+    are: the key length in range (the state follows the key in both versions, whatever the signature or
+    version say) and no bit but the fenced one set. None when that cannot be told."""
+    opened = open_regular_file(path)
+    if isinstance(opened, IoFailure):
+        return None
+    fd, _size = opened
+    try:
+        head = os.pread(fd, HEADER_SIZE, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(head) < KEY_OFFSET:
+        return None
+    n = int.from_bytes(head[KEY_LENGTH_OFFSET:KEY_OFFSET], "big", signed=True)
+    if not 0 <= n <= HEADER_SIZE - HEADER_FIXED_SIZE[HEADER_V0] or len(head) < KEY_OFFSET + n + 4:
+        return None
+    state = int.from_bytes(head[KEY_OFFSET + n:KEY_OFFSET + n + 4], "big")
+    return state if state & ~STATE_FENCED == 0 else None
 
 
 def too_large(best: dict[int, tuple[int, int, int, int]]) -> str | None:
@@ -77,3 +137,15 @@ def rebuilt_locations(best: dict[int, tuple[int, int, int, int]]) -> np.ndarray:
     for eid, c in best.items():
         arr[eid] = c[3]
     return arr
+
+
+def damaged_index_fenced(ctx: CheckContext, lid: LedgerId) -> bool | None:
+    """Whether a refused header of the ledger's index says fenced (``damaged_header_state``): False
+    when it has none refused, None when one cannot tell."""
+    inv = ctx.index_inventory
+    f = inv.files
+    rows = np.flatnonzero(f["named"] & ~f["header_ok"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
+    states = [damaged_header_state(inv.paths[int(r)]) for r in rows]
+    if any(s is None for s in states):
+        return None
+    return any(bool(s & STATE_FENCED) for s in states if s is not None)

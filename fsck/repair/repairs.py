@@ -34,7 +34,13 @@ from bkdisk.fsck.findings import Finding, given
 from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, processes_holding
-from bkdisk.fsck.repair.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
+from bkdisk.fsck.repair.rebuild import (
+    best_copies,
+    damaged_index_fenced,
+    indexed_entries,
+    rebuilt_locations,
+    too_large,
+)
 from bkdisk.fsck.shell_commands import recover_commands
 from bkdisk.indexfiles.writer import index_bytes
 
@@ -182,6 +188,10 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
                          f"are not known")
         if not a.blocked and _header_for(ctx, lid) is None:
             a.blocked = "no master key for this ledger in the index or the journals"
+        if not a.blocked and _old_header(ctx, lid) is None and not ctx.journal_facts.fenced.get(lid, False) \
+                and damaged_index_fenced(ctx, lid) is None:
+            a.blocked = ("its index header is damaged past telling its state, and the journals record no fence: "
+                         "a rebuild could unfence a fenced ledger")
         if not a.blocked and gone and not drop_lost_entries:
             a.blocked = (f"entries {ranges(gone)} it points at are in no entry log; a rebuild would make the "
                          f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
@@ -227,7 +237,7 @@ def _header_for(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
     key = old.master_key if old is not None else facts.master_keys.get(lid)
     if key is None:
         return None
-    fenced = (old is not None and old.fenced) or facts.fenced.get(lid, False)
+    fenced = (old.fenced if old is not None else bool(damaged_index_fenced(ctx, lid))) or facts.fenced.get(lid, False)
     version = old.version if old is not None else _common_version(ctx.index_inventory)
     lac = old.explicit_lac_body if old is not None else facts.explicit_lac.get(lid)
     return IndexHeader(version, key, STATE_FENCED if fenced else 0, lac if version >= 1 else None)
