@@ -100,8 +100,11 @@ def backup_file(path: str, backup_dir: str) -> str:
         try:
             _copy_bytes(src, out)
             os.fsync(out)
-        finally:
+        except BaseException:   # a full disk, Ctrl-C: no part copy left to pass for a backup
             os.close(out)
+            os.unlink(dest)
+            raise
+        os.close(out)
     finally:
         os.close(src)
     fsync_dir(backup_dir)

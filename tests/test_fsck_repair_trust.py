@@ -419,6 +419,47 @@ def test_no_backup_line_and_no_backup_folder_when_nothing_was_replaced(disk):
     assert not os.path.exists(os.path.join(disk.dirs.ledger_dirs[0], "fsck-backup"))
 
 
+def _damaged_indexes(disk: Disk, n: int) -> list[str]:
+    """``n`` index files cut mid-slot: each rebuilt from the logs, its old bytes kept."""
+    damaged = sorted(disk.written.index_files.values())[:n]
+    for p in damaged:
+        os.truncate(p, os.path.getsize(p) - 3)
+    return damaged
+
+
+def test_a_repair_stopped_by_ctrl_c_names_where_the_files_it_replaced_are(disk, tmp_path):
+    _damaged_indexes(disk, 3)
+    rep = disk.check()
+    plan = plan_repairs(rep)
+    assert len(plan.todo) >= 2, plan.lines()
+    asked, said = [], []
+
+    def confirm(a):
+        asked.append(a)
+        if len(asked) == 2:
+            raise KeyboardInterrupt
+        return True
+    with pytest.raises(KeyboardInterrupt):
+        apply_repairs(rep, plan, confirm=confirm, backup_dir=str(tmp_path / "kept"), log=said.append)
+    [copy] = os.listdir(tmp_path / "kept")
+    assert said[-1] == f"cancelled: the 1 file(s) replaced so far are kept in {tmp_path / 'kept'}", said
+
+
+def test_a_backup_cut_short_by_a_full_disk_leaves_no_part_copy(tmp_path, monkeypatch):
+    from bkdisk.diskio import atomic
+
+    src = tmp_path / "1.idx"
+    src.write_bytes(b"x" * 10000)
+
+    def full(_src, out):
+        os.write(out, b"x" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(atomic, "_copy_bytes", full)
+    with pytest.raises(OSError):
+        atomic.backup_file(str(src), str(tmp_path / "kept"))
+    assert os.listdir(tmp_path / "kept") == []
+
+
 def test_an_unreadable_journal_blocks_a_rebuild_that_needs_its_key_and_fence(disk):
     from bkdisk.diskio.mapped import DiskError
     idx = disk.written.index_files[LedgerId(0, 1)]

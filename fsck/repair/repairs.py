@@ -268,13 +268,14 @@ def infer_page_size(inv) -> int:
 
 
 def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Callable[[Action], bool] | None = None,
-          log: Callable[[str], None] = print) -> list[str]:
+          log: Callable[[str], None] = print, kept: list[str] | None = None) -> list[str]:
     """Carry out the plan's unblocked actions in order, asking ``confirm`` (if given) before each.
 
     Each action is atomic on its own; one that fails is reported and the others still run. Sets
-    every action's ``result``; returns the backup copies made (none: no backup folder was made).
+    every action's ``result``; returns the backup copies made (none: no backup folder was made),
+    each added to ``kept`` as it is made (what a run stopped half way has made).
     """
-    kept: list[str] = []
+    kept = [] if kept is None else kept
     page_size = infer_page_size(ctx.index_inventory)
     for a in plan.todo:
         if confirm is not None and not confirm(a):
@@ -375,7 +376,12 @@ def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None 
     bdir = backup_dir or default_backup_dir(report.checked())
     if backup_dir is None and escape(bdir, dirs):
         raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
-    run.backups = apply(plan, report.checked(), bdir, confirm=confirm, log=log)
+    try:
+        apply(plan, report.checked(), bdir, confirm=confirm, log=log, kept=run.backups)
+    except KeyboardInterrupt:
+        if run.backups:
+            log(f"cancelled: the {len(run.backups)} file(s) replaced so far are kept in {bdir}")
+        raise
     run.backup_dir = bdir if run.backups else None
     if not run.done:
         return run   # every action declined or failed: the findings stand
