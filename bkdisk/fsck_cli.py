@@ -184,6 +184,21 @@ def _run(run: FsckRun) -> int:
     progress = sys.stderr.isatty() and not run.as_json if run.progress is None else run.progress
     memory = run.memory or MemoryLimit()
     jobs = run.jobs
+    held: list[int] = []
+    if run.repair and not run.dry_run:
+        try:
+            held = repair_guards.hold_repair_lock(dirs.all_dirs)
+        except repair_guards.RepairRefused as e:
+            print(f"bookie-fsck: {e}", file=sys.stderr)
+            return EXIT_OPERATIONAL
+    try:
+        return _check_and_repair(run, dirs, service_md, progress, memory, jobs)
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _check_and_repair(run: FsckRun, dirs, service_md, progress: bool, memory: MemoryLimit, jobs: int) -> int:
     # The index listed by another process while this one loads the checker (numba and the kernels).
     ahead = None
     if jobs > 1 and dirs.storage_kind == "index-files":   # (a --tmp-dir inside the bookie is refused here)

@@ -460,6 +460,33 @@ def test_a_backup_cut_short_by_a_full_disk_leaves_no_part_copy(tmp_path, monkeyp
     assert os.listdir(tmp_path / "kept") == []
 
 
+def test_a_second_repair_of_a_bookie_is_refused_while_one_runs_and_checks_still_run(disk):
+    """Two repairs at once: the second would act on findings the first is making stale (and keep the first's
+    output as its backups). The lock is taken before the check; a check, or a plan (-n), takes none."""
+    from bkdisk.fsck.repair.guards import hold_repair_lock
+
+    _damaged_indexes(disk, 2)
+    before = snapshot(disk.root)
+    held = hold_repair_lock(disk.dirs.all_dirs)     # another repair, as far as the command can tell
+    try:
+        fsck = [sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", disk.root, "--no-progress",
+                "--metadata-dir", disk.md_dir]
+        p = subprocess.run([*fsck, "--repair", "-y"], capture_output=True, text=True, timeout=300)
+        first = sorted(map(os.path.realpath, disk.dirs.all_dirs))[0]
+        assert p.returncode == 8 and p.stderr.strip().splitlines() == [
+            f"bookie-fsck: another repair of this bookie is running (it holds {first}); not repairing until it ends"
+        ], p.stderr
+        assert snapshot(disk.root) == before
+        for extra in ([], ["--repair", "-n"]):
+            p = subprocess.run([*fsck, *extra], capture_output=True, text=True, timeout=300)
+            assert p.returncode == 4 and "another repair" not in p.stderr, p.stderr
+    finally:
+        for fd in held:
+            os.close(fd)
+    p = subprocess.run([*fsck, "--repair", "-y"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+
+
 def test_an_unreadable_journal_blocks_a_rebuild_that_needs_its_key_and_fence(disk):
     from bkdisk.diskio.mapped import DiskError
     idx = disk.written.index_files[LedgerId(0, 1)]

@@ -1,7 +1,8 @@
-"""What must hold before a repair writes anything: no other process (a running bookie) has a file open
-in the bookie's dirs, and the default backup folder lies inside them."""
+"""What must hold before a repair writes anything: no other repair of the bookie runs, no other process
+(a running bookie) has a file open in the bookie's dirs, and the default backup folder lies inside them."""
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 
@@ -43,3 +44,25 @@ def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
                 out.append((pid, target))
                 break
     return out
+
+
+def hold_repair_lock(dirs: list[str]) -> list[int]:
+    """Lock each of ``dirs`` for this process's repair (an exclusive flock on the folder itself: no file
+    is written for it), held until the descriptors returned are closed or the process ends; taken
+    before the check, so that no repair acts on findings another repair is making stale.
+    RepairRefused when another process holds one."""
+    held: list[int] = []
+    for d in sorted({os.path.realpath(d) for d in dirs}):
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue   # a dir that cannot be opened: the check names it
+        held.append(fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            for f in held:
+                os.close(f)
+            raise RepairRefused(f"another repair of this bookie is running (it holds {d}); "
+                                f"not repairing until it ends") from None
+    return held

@@ -20,14 +20,9 @@ from bkdisk.entrylogs.scan_parts import log_scan_parts
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import (
-    HEADER_FIXED_SIZE,
     HEADER_SIZE,
-    HEADER_V0,
-    KEY_LENGTH_OFFSET,
-    KEY_OFFSET,
     SLOT_DTYPE,
     SLOT_SIZE,
-    STATE_FENCED,
     pack_location,
 )
 from bkdisk.fsck.context import CheckContext
@@ -97,29 +92,6 @@ def slots_past_header(path: str) -> np.ndarray:
     return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
 
 
-def damaged_header_state(path: str) -> int | None:
-    """The state bits of an index header refused as a whole, where the rest of it still says where they
-    are: the key length in range (the state follows the key in both versions, whatever the signature or
-    version say) and no bit but the fenced one set. None when that cannot be told."""
-    opened = open_regular_file(path)
-    if isinstance(opened, IoFailure):
-        return None
-    fd, _size = opened
-    try:
-        head = os.pread(fd, HEADER_SIZE, 0)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(head) < KEY_OFFSET:
-        return None
-    n = int.from_bytes(head[KEY_LENGTH_OFFSET:KEY_OFFSET], "big", signed=True)
-    if not 0 <= n <= HEADER_SIZE - HEADER_FIXED_SIZE[HEADER_V0] or len(head) < KEY_OFFSET + n + 4:
-        return None
-    state = int.from_bytes(head[KEY_OFFSET + n:KEY_OFFSET + n + 4], "big")
-    return state if state & ~STATE_FENCED == 0 else None
-
-
 def too_large(best: dict[int, tuple[int, int, int, int]]) -> str | None:
     """Why the index these copies make is not written, if it would exceed MAX_REBUILT_SLOTS."""
     if not best or max(best) < MAX_REBUILT_SLOTS:
@@ -138,14 +110,3 @@ def rebuilt_locations(best: dict[int, tuple[int, int, int, int]]) -> np.ndarray:
         arr[eid] = c[3]
     return arr
 
-
-def damaged_index_fenced(ctx: CheckContext, lid: LedgerId) -> bool | None:
-    """Whether a refused header of the ledger's index says fenced (``damaged_header_state``): False
-    when it has none refused, None when one cannot tell."""
-    inv = ctx.index_inventory
-    f = inv.files
-    rows = np.flatnonzero(f["named"] & ~f["header_ok"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
-    states = [damaged_header_state(inv.paths[int(r)]) for r in rows]
-    if any(s is None for s in states):
-        return None
-    return any(bool(s & STATE_FENCED) for s in states if s is not None)

@@ -21,8 +21,6 @@ from bkdisk.diskio.failures import LIST
 from bkdisk.diskio.mapped import DiskError, map_window
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
-from bkdisk.formats.index import STATE_FENCED, IndexHeader
 from bkdisk.formats.paths import CURRENT_DIR, index_relpath
 from bkdisk.fsck.api import Report, check_bookie, recheck
 from bkdisk.fsck.codes import Code
@@ -33,18 +31,12 @@ from bkdisk.fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
 from bkdisk.fsck.findings import Finding, given
 from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
-from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, processes_holding
-from bkdisk.fsck.repair.rebuild import (
-    best_copies,
-    damaged_index_fenced,
-    indexed_entries,
-    rebuilt_locations,
-    too_large,
-)
+from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, hold_repair_lock, processes_holding
+from bkdisk.fsck.repair.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
+from bkdisk.fsck.repair.rebuilt_header import damaged_index_fenced, header_for, infer_page_size, old_header
 from bkdisk.fsck.shell_commands import recover_commands
 from bkdisk.indexfiles.writer import index_bytes
 
-PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
 # DbLedgerStorage's RocksDB indexes: never written here; the plan names BookKeeper's rebuild (always blocked).
 BOOKKEEPER_REBUILD = "bookkeeper-rebuild"
 ORDER = {REMOVE_TEMP: 0, FINISH_MOVE: 1, MOVE_INDEX: 2, REBUILD_INDEX: 3, CUT_JOURNAL: 4, BOOKKEEPER_REBUILD: 5}
@@ -183,12 +175,12 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
             a.blocked = "the ledger is indexed in two places; choose one by hand"
         else:
             a.blocked = escape(target, dirs) or _unseen(ctx, lid, paths) or too_large(best)
-        if not a.blocked and unread_journals and _old_header(ctx, lid) is None:
+        if not a.blocked and unread_journals and old_header(ctx, lid) is None:
             a.blocked = (f"journal {unread_journals[0]} could not be read; the ledger's master key and fenced state "
                          f"are not known")
-        if not a.blocked and _header_for(ctx, lid) is None:
+        if not a.blocked and header_for(ctx, lid) is None:
             a.blocked = "no master key for this ledger in the index or the journals"
-        if not a.blocked and _old_header(ctx, lid) is None and not ctx.journal_facts.fenced.get(lid, False) \
+        if not a.blocked and old_header(ctx, lid) is None and not ctx.journal_facts.fenced.get(lid, False) \
                 and damaged_index_fenced(ctx, lid) is None:
             a.blocked = ("its index header is damaged past telling its state, and the journals record no fence: "
                          "a rebuild could unfence a fenced ledger")
@@ -230,43 +222,6 @@ def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> list[int]:
     return old[~np.isin(old, np.fromiter(best, np.int64, len(best)))].tolist()
 
 
-def _header_for(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
-    """The header a rebuilt index gets: the old one when readable, else what the journal knows."""
-    facts = ctx.journal_facts
-    old = _old_header(ctx, lid)
-    key = old.master_key if old is not None else facts.master_keys.get(lid)
-    if key is None:
-        return None
-    fenced = (old.fenced if old is not None else bool(damaged_index_fenced(ctx, lid))) or facts.fenced.get(lid, False)
-    version = old.version if old is not None else _common_version(ctx.index_inventory)
-    lac = old.explicit_lac_body if old is not None else facts.explicit_lac.get(lid)
-    return IndexHeader(version, key, STATE_FENCED if fenced else 0, lac if version >= 1 else None)
-
-
-def _old_header(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
-    """The readable header of the ledger's current index, if any."""
-    inv = ctx.index_inventory
-    for i, h in enumerate(inv.headers):
-        if h is not None and inv.files["named"][i] and \
-                LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid:
-            return h
-    return None
-
-
-def _common_version(inv) -> int:
-    v = [h.version for h in inv.headers if h is not None]
-    return max(set(v), key=v.count) if v else 1
-
-
-def infer_page_size(inv) -> int:
-    sizes = [int(s) - INDEX_HEADER_SIZE for s, ok in zip(inv.files["size"], inv.files["header_ok"])
-             if ok and int(s) > INDEX_HEADER_SIZE]
-    for p in PAGE_SIZES:
-        if sizes and all(s % p == 0 for s in sizes):
-            return p
-    return 8192
-
-
 def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Callable[[Action], bool] | None = None,
           log: Callable[[str], None] = print, kept: list[str] | None = None) -> list[str]:
     """Carry out the plan's unblocked actions in order, asking ``confirm`` (if given) before each.
@@ -293,7 +248,7 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
                 copy = atomic_move(given(a.source, "the index to move"), a.path, backup_dir=backup_dir)
             elif a.kind == REBUILD_INDEX:
                 lid = given(a.ledger, "the ledger to rebuild")
-                header = given(_header_for(ctx, lid), "a header for the rebuilt index")
+                header = given(header_for(ctx, lid), "a header for the rebuilt index")
                 locations = rebuilt_locations(best_copies(ctx, lid))
                 copy = atomic_write(a.path, index_bytes(header, locations, page_size), backup_dir=backup_dir)
             elif a.kind == CUT_JOURNAL:
@@ -394,7 +349,13 @@ def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None 
 def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, confirm: Callable | None = None,
                   backup_dir: str | None = None, force: bool = False, drop_lost_entries: bool = False,
                   log: Callable[[str], None] = lambda s: None) -> RepairRun:
-    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end."""
-    before = check_bookie(dirs, options)
-    plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
-    return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)
+    """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end, holding the bookie's
+    repair lock throughout."""
+    held = hold_repair_lock(dirs.all_dirs)
+    try:
+        before = check_bookie(dirs, options)
+        plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
+        return apply_repairs(before, plan, confirm=confirm, backup_dir=backup_dir, force=force, log=log)
+    finally:
+        for fd in held:
+            os.close(fd)

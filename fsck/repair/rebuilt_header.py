@@ -1,0 +1,95 @@
+"""The header a rebuilt ``.idx`` gets (master key, fenced bit, explicit LAC, version) and its page size:
+the old header's where the check read it, else the journals' records, and the fenced bit a header the
+check refused still tells."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from bkdisk.diskio.failures import IoFailure, open_regular_file
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import (
+    HEADER_FIXED_SIZE,
+    HEADER_SIZE,
+    HEADER_V0,
+    KEY_LENGTH_OFFSET,
+    KEY_OFFSET,
+    STATE_FENCED,
+    IndexHeader,
+)
+from bkdisk.fsck.context import CheckContext
+
+PAGE_SIZES = (65536, 32768, 16384, 8192, 4096, 2048, 1024, 512)
+
+
+def header_for(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
+    """The header a rebuilt index gets: the old one when readable, else what the journal knows."""
+    facts = ctx.journal_facts
+    old = old_header(ctx, lid)
+    key = old.master_key if old is not None else facts.master_keys.get(lid)
+    if key is None:
+        return None
+    fenced = (old.fenced if old is not None else bool(damaged_index_fenced(ctx, lid))) or facts.fenced.get(lid, False)
+    version = old.version if old is not None else common_version(ctx.index_inventory)
+    lac = old.explicit_lac_body if old is not None else facts.explicit_lac.get(lid)
+    return IndexHeader(version, key, STATE_FENCED if fenced else 0, lac if version >= 1 else None)
+
+
+def old_header(ctx: CheckContext, lid: LedgerId) -> IndexHeader | None:
+    """The readable header of the ledger's current index, if any."""
+    inv = ctx.index_inventory
+    for i, h in enumerate(inv.headers):
+        if h is not None and inv.files["named"][i] and \
+                LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid:
+            return h
+    return None
+
+
+def common_version(inv) -> int:
+    v = [h.version for h in inv.headers if h is not None]
+    return max(set(v), key=v.count) if v else 1
+
+
+def infer_page_size(inv) -> int:
+    sizes = [int(s) - HEADER_SIZE for s, ok in zip(inv.files["size"], inv.files["header_ok"])
+             if ok and int(s) > HEADER_SIZE]
+    for p in PAGE_SIZES:
+        if sizes and all(s % p == 0 for s in sizes):
+            return p
+    return 8192
+
+
+def damaged_header_state(path: str) -> int | None:
+    """The state bits of an index header refused as a whole, where the rest of it still says where they
+    are: the key length in range (the state follows the key in both versions, whatever the signature or
+    version say) and no bit but the fenced one set. None when that cannot be told."""
+    opened = open_regular_file(path)
+    if isinstance(opened, IoFailure):
+        return None
+    fd, _size = opened
+    try:
+        head = os.pread(fd, HEADER_SIZE, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(head) < KEY_OFFSET:
+        return None
+    n = int.from_bytes(head[KEY_LENGTH_OFFSET:KEY_OFFSET], "big", signed=True)
+    if not 0 <= n <= HEADER_SIZE - HEADER_FIXED_SIZE[HEADER_V0] or len(head) < KEY_OFFSET + n + 4:
+        return None
+    state = int.from_bytes(head[KEY_OFFSET + n:KEY_OFFSET + n + 4], "big")
+    return state if state & ~STATE_FENCED == 0 else None
+
+
+def damaged_index_fenced(ctx: CheckContext, lid: LedgerId) -> bool | None:
+    """Whether a refused header of the ledger's index says fenced (``damaged_header_state``): False
+    when it has none refused, None when one cannot tell."""
+    inv = ctx.index_inventory
+    f = inv.files
+    rows = np.flatnonzero(f["named"] & ~f["header_ok"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
+    states = [damaged_header_state(inv.paths[int(r)]) for r in rows]
+    if any(s is None for s in states):
+        return None
+    return any(bool(s & STATE_FENCED) for s in states if s is not None)
