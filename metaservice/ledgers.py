@@ -78,6 +78,14 @@ def check_format_version(format_version: int) -> None:
                                    f"{FORMAT_VERSIONS} exist")
 
 
+def unreadable(exc: FormatError) -> UnreadableMetadata:
+    """The error of stored bytes that do not parse: where and what was expected, never what was found
+    there (the parser quotes the bytes, which may hold the ledger's password, and a caller holding only
+    the read token must never see it)."""
+    where = "" if exc.offset is None else f" at offset {exc.offset}"
+    return UnreadableMetadata(f"stored metadata does not parse{where}: expected {exc.expected}")
+
+
 @functools.lru_cache(maxsize=65536)
 def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
     """(LedgerMetadataFormat bytes, LedgerMetadataSerDe bytes in ``format_version`` or as stored).
@@ -88,7 +96,7 @@ def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
     try:
         md = parse_metadata(data, "<stored metadata>")
     except FormatError as exc:
-        raise UnreadableMetadata(f"stored metadata does not parse: {exc}") from None
+        raise unreadable(exc) from None
     serialized = data
     if format_version and format_version != md.format_version:
         try:
@@ -108,7 +116,7 @@ def without_password(serialized: bytes) -> bytes:
     try:
         md = parse_metadata(serialized, "<stored metadata>")
     except FormatError as exc:
-        raise UnreadableMetadata(f"stored metadata does not parse: {exc}") from None
+        raise unreadable(exc) from None
     if md.password is None:
         return serialized
     return serialize_metadata(dataclasses.replace(md, password=None))

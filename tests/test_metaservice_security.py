@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import io
+import sqlite3
 import threading
 import time
 
@@ -200,6 +201,44 @@ def test_the_read_only_token_reads_everything_but_the_password_and_says_so(guard
     finally:
         reader.close()
         full.close()
+
+
+@pytest.mark.parametrize("stored", [
+    b"BookieMetadataFormatVersion\t2\nquorumSize: 2\nensembleSize: 3\npassword: c3-open\n",   # unquoted
+    b'BookieMetadataFormatVersion\t2\nquorumSize: 2\npassword: "c3-open" }}\n',              # then a syntax error
+])
+def test_stored_metadata_that_does_not_parse_is_never_quoted_in_an_error(guarded, stored):
+    """Bytes another writer left that do not parse may hold the password: every error about them says where and
+    what was expected, never what was found, so no caller, the read-only token's least, reads it there."""
+    store, port = guarded
+    db = sqlite3.connect(store.path)
+    db.execute("UPDATE ledgers SET data=?", (stored,))         # (ledgers 1 and 2)
+    db.commit()
+    db.close()
+    for token in (READ_TOKEN, TOKEN):
+        c = MetadataClient(f"127.0.0.1:{port}", token=token, coalesce=False)
+        try:
+            said = []
+            for fmt in (0, 2, 3):
+                with pytest.raises(MetadataError) as info:
+                    c.read(1, format_version=fmt)
+                assert info.value.code == "LEDGER_METADATA_ERROR" and "offset" in info.value.message
+                said.append(info.value.message)
+            stub = pb_grpc.LedgerMetadataServiceStub(c.ch.channel)
+            batch = stub.ReadMany(pb.LedgerBatchRequest(requests=[pb.LedgerMetadataRequest(ledger_id=1)]),
+                                  metadata=c.ch.metadata, timeout=5)
+            said.append(batch.SerializeToString())
+            for fmt in (2, 3):
+                with pytest.raises(MetadataError) as info:
+                    [x for page in c.read_ledgers(format_version=fmt) for x in page]
+                said.append(info.value.message)
+            changes = c.watch([(0, 1)])
+            with pytest.raises(MetadataError) as info:
+                next(changes)
+            said.append(info.value.message)
+            assert not [x for x in said if PASSWORD in (x if isinstance(x, bytes) else x.encode())], said
+        finally:
+            c.close()
 
 
 def test_the_read_only_token_lists_and_watches_bookies_but_cannot_register(guarded):
