@@ -1,7 +1,8 @@
 """A folder of ledger metadata files put into the metadata service: streamed, created in batches.
 
 The folder is listed as it is read (``os.scandir``, bookie/metadata_dir.py), never held as a list: a
-first pass reads and parses every file (nothing is created when one does not parse) and keeps the
+first pass reads and parses every file (nothing is created when one does not parse, or holds what the
+service refuses: ids out of range, quorums and ensembles BookKeeper cannot load) and keeps the
 bytes it checked in a spool (metaservice/import_spool.py: one temporary file); a second sends them
 ``BATCH`` at a time as one CreateMany call each (create-only), from the spool in ledger id order
 (ledgers that share ZooKeeper parent znodes go together, the SQLite store's key grows at its end),
@@ -27,6 +28,8 @@ from bkdisk.metaservice.channel import MetadataError
 from bkdisk.metaservice.client import MAX_BATCH_BYTES, MetadataClient
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.import_spool import Spool
+from bkdisk.metaservice.ledgers import check_consistent
+from bkdisk.metaservice.store import BadRequest, check_ids
 
 BATCH = 1000                 # ledgers per CreateMany (the service's MAX_BATCH)
 IN_FLIGHT = 2               # CreateMany calls sent before the first is awaited
@@ -81,12 +84,19 @@ def check_folder(folder: str, progress: Callable[[str, bool], None] | None = Non
                  spool: Spool | None = None) -> int:
     """Read and parse every ledger's file (each one's bytes added to ``spool``); the number of
     ledgers. The first file that cannot be read or parsed raises its error (one line naming the
-    file and offset); none: BkdiskError."""
+    file and offset), one the service would refuse (its ids, its quorums and ensembles) a
+    FolderImportError caused by that BAD_REQUEST; none: BkdiskError."""
     n = 0
     for lid, path, data in read_files(_files(folder), threads=READ_THREADS):
         if isinstance(data, Exception):
             raise data
-        parse_metadata(data, path=path)
+        md = parse_metadata(data, path=path)
+        try:   # what the service refuses of a file that parses: refused here, before anything is created
+            check_ids(lid.scope, lid.ledger)
+            check_consistent(md)
+        except BadRequest as exc:
+            raise FolderImportError(f"{path}: the service refuses it: {exc}; nothing imported") \
+                from MetadataError(exc.code, str(exc))
         if spool is not None:
             spool.add(lid, os.path.basename(path), data)
         n += 1

@@ -2,8 +2,10 @@
 loopback port (embedded store), the client commands as subprocesses; and fsck reading metadata from it."""
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from conftest import GOLDEN
 
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.formats.metadata import parse_metadata, serialize_metadata
 from bkdisk.metaservice.channel import MetadataError
 
 BKDISK = [sys.executable, "-c", "from bkdisk.cli import main; main()"]
@@ -191,6 +194,25 @@ def test_watch_prints_every_change_in_order(served):
     second = json.loads(watcher.stdout.readline())
     assert (second["change"], second["ledger_id"], second["sequence"]) == ("DELETED", 2, 4)
     assert watcher.wait(30) == 0
+
+
+def test_import_creates_nothing_when_a_file_parses_but_the_service_would_refuse_it(served, tmp_path):
+    """Every file is checked before anything is created: one the service refuses (quorums BookKeeper cannot
+    load, a BookieId twice, a scope-0 id past 2^63 - 1) stops the import before the first CreateMany."""
+    golden = GOLDEN / "cluster-3" / "metadata"
+    md = parse_metadata((golden / "1000.bin").read_bytes())
+    members = md.ensembles[0][1]
+    refused = {
+        "3e9.bin": (dataclasses.replace(md, write_quorum=md.ensemble_size + 1), "write quorum"),
+        "3ea.bin": (dataclasses.replace(md, ensembles=((0, (members[0],) * len(members)),)), "names a bookie twice"),
+        "8000000000000000.bin": (md, "outside 0..9223372036854775807"),
+    }
+    for name, (bad, why) in refused.items():
+        folder = tmp_path / name
+        shutil.copytree(golden, folder)
+        (folder / name).write_bytes(serialize_metadata(bad))
+        _one_line(served("metadata", "import", str(folder), check=None), 7, str(folder / name), why, "nothing imported")
+        assert served.json("metadata", "list") == [], name
 
 
 def test_bad_input_gets_one_line_and_an_exit_code(served, tmp_path):
