@@ -22,6 +22,7 @@ from bkdisk.commandline.ledger_options import ledger_options, parse_id
 from bkdisk.commandline.output import HELP_OPTIONS, emit
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
+from bkdisk.commandline.token_option import checked_token_option
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.metadata_serve import serve_command
@@ -114,7 +115,7 @@ def client_options(fn):
         click.option("--server", default=lambda: os.environ.get("BKDISK_METADATA_SERVER", DEFAULT_SERVER),
                      show_default=DEFAULT_SERVER, metavar="HOST:PORT",
                      help="The metadata service (env BKDISK_METADATA_SERVER)."),
-        click.option("--token", default=lambda: os.environ.get(token_source.TOKEN_ENV),
+        click.option("--token", default=lambda: os.environ.get(token_source.TOKEN_ENV), callback=checked_token_option,
                      help=f"The service's token, sent with every call (env {token_source.TOKEN_ENV})."),
         click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
                      help="Seconds per call."),

@@ -15,6 +15,7 @@ from bkdisk.commandline.exit_codes import EXIT_USAGE
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.runner import one_line_errors, run_until_stopped
+from bkdisk.formats.errors import BkdiskError
 from bkdisk.metaservice import store, token_source
 from bkdisk.metaservice.limits import Limits
 
@@ -81,7 +82,12 @@ def _loopback(host: str) -> bool:
 def _token(value: str | None, path: str | None, option: str) -> str | None:
     if value and path:
         raise click.UsageError(f"give {option} or {option}-file, not both")
-    return token_source.token_from_file(path) if path else value or None
+    if path:
+        return token_source.token_from_file(path)
+    try:
+        return token_source.checked_token(value or None, option)
+    except BkdiskError as e:
+        raise click.UsageError(str(e)) from None
 
 
 def _exposure(host: str, token: str | None, tls: bool, insecure: bool) -> str | None:

@@ -23,6 +23,7 @@ from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
+from bkdisk.commandline.token_option import checked_token_option
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.metaservice import token_source
@@ -190,7 +191,8 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
               help="At most N disks read at once on one host, over all its executors.")
 @click.option("--import", "import_url", default=None, metavar="grpc://HOST:PORT",
               help="Then create each salvaged ledger through the metadata service (never overwriting one).")
-@click.option("--token", default=lambda: token_source.env_token(), show_default=False,
+@click.option("--token", default=lambda: os.environ.get(token_source.TOKEN_ENV), show_default=False,
+              callback=checked_token_option,
               help=f"The metadata service's token, for --metadata grpc:// and --import (env {token_source.TOKEN_ENV}).")
 @click.option("--run-id", default=None, help="Id of the run (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")

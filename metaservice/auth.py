@@ -50,8 +50,9 @@ class Tokens:
         full = read = False
         for k, v in metadata or ():
             if k == TOKEN_HEADER:
-                full |= hmac.compare_digest(str(v), self.full)
-                read |= self.read is not None and hmac.compare_digest(str(v), self.read)
+                given = str(v).encode()   # (compare_digest refuses str holding non-ASCII: bytes always compare)
+                full |= hmac.compare_digest(given, self.full.encode())
+                read |= self.read is not None and hmac.compare_digest(given, self.read.encode())
         return FULL if full else READ if read else None
 
 

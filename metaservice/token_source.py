@@ -11,9 +11,35 @@ TOKEN_ENV = "BKDISK_METADATA_TOKEN"             # the full token, for the servic
 READ_TOKEN_ENV = "BKDISK_METADATA_READ_TOKEN"   # the service's read-only token
 
 
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be a token, or None. gRPC carries a call's metadata values as printable
+    ASCII only (a space or a control character, or a letter outside ASCII, fails every call), and a
+    space at either end would not survive a token file. The token itself is never quoted."""
+    if not token:
+        return "an empty token"
+    bad = next((i for i, c in enumerate(token) if not " " <= c <= "~"), None)
+    if bad is not None:
+        what = "a control character" if ord(token[bad]) < 0x80 else "a character outside ASCII"
+        return f"{what} at position {bad + 1}"
+    if token != token.strip(" "):
+        return "a space at its start or end"
+    return None
+
+
+def checked_token(token: str | None, where: str) -> str | None:
+    """``token`` when it can be sent (``token_problem``); a one-line BkdiskError naming ``where`` it
+    came from (an option, a file, the environment) otherwise."""
+    if token is None:
+        return None
+    why = token_problem(token)
+    if why is not None:
+        raise BkdiskError(f"{where}: expected a token of printable ASCII characters, found {why}")
+    return token
+
+
 def env_token() -> str | None:
     """The token the environment gives the thin clients (bookie-fsck, space, audit), None if unset."""
-    return os.environ.get(TOKEN_ENV) or None
+    return checked_token(os.environ.get(TOKEN_ENV) or None, f"env {TOKEN_ENV}")
 
 
 def token_from_file(path: str) -> str:
@@ -28,4 +54,4 @@ def token_from_file(path: str) -> str:
     token = text.rstrip("\r\n")
     if not token or "\n" in token or token != token.strip():
         raise BkdiskError(f"{path}: expected one line holding the token, without surrounding spaces")
-    return token
+    return checked_token(token, path) or token

@@ -18,6 +18,7 @@ from certificates import ca, signed
 from conftest import GOLDEN
 from test_metadata_cli import BKDISK, Served, bkdisk
 
+from bkdisk.metaservice.auth import READ, TOKEN_HEADER, Tokens
 from bkdisk.metaservice.client import MetadataClient
 from bkdisk.metaservice.create_batches import create_many
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
@@ -274,6 +275,35 @@ def test_token_options_misused_are_one_line_and_never_echo_a_token(tmp_path):
         assert out.returncode == code and words in out.stderr, (args, out.stderr)
         assert TOKEN not in out.stderr and READ_TOKEN not in out.stderr
         assert code == 16 or len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_token_grpc_cannot_carry_is_refused_before_any_call_and_never_breaks_a_comparison(tmp_path):
+    """gRPC sends a call's metadata values as printable ASCII only: a token with a control character, a
+    letter outside ASCII or a space at an end could never authenticate (the service started, every call
+    failed in the library's words, exit 8 'retry'), and the service compared such a read token with a
+    traceback per call. Refused where it is given, naming where, never quoting it."""
+    odd = tmp_path / "odd"
+    odd.write_text("t\u00f6k\u00e9n\n")
+    for args, code, words in (
+            (("--token", "A\nB"), 16, "--token: expected a token of printable ASCII characters"),
+            (("--token", "FULL", "--read-token", "lecture-\u00e9"), 16, "--read-token: expected a token"),
+            (("--token", " FULL"), 16, "a space at its start or end"),
+            (("--token-file", str(odd)), 8, f"{odd}: expected a token of printable ASCII characters")):
+        out = _serve(tmp_path, *args)
+        assert out.returncode == code and words in out.stderr, (args, out.stderr)
+        assert "FULL" not in out.stderr.replace("FULL,", "") and "Traceback" not in out.stderr
+    for token in ("FULL\n", "x\ty", "caf\u00e9"):
+        out = bkdisk("metadata", "list", "--server", "127.0.0.1:1", "--token", token, check=None)
+        assert out.returncode == 16 and "--token" in out.stderr and "printable ASCII" in out.stderr, out.stderr
+    env = {**os.environ, "BKDISK_METADATA_TOKEN": "x\ry"}
+    out = subprocess.run([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", str(GOLDEN / "cluster-3"
+                          / "bookies" / "bk-1.rack-a"), "--metadata", "grpc://127.0.0.1:1"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 8 and out.stderr.strip().splitlines() == [
+        "bookie-fsck: env BKDISK_METADATA_TOKEN: expected a token of printable ASCII characters, found a control "
+        "character at position 2"], out.stderr
+    tokens = Tokens(full="FULL", read="READ")
+    assert tokens.kind([(TOKEN_HEADER, "t\u00f6k\u00e9n")]) is None and tokens.kind([(TOKEN_HEADER, "READ")]) == READ
 
 
 def test_the_command_line_presents_a_client_certificate_to_a_service_that_requires_one(tmp_path, tls):

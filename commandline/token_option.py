@@ -1,0 +1,19 @@
+"""The check of a metadata-service token given on a command line or in the environment a client
+option reads (``--token``): one that gRPC cannot send is a usage error naming the option, never a
+call that fails with the library's words after the command started."""
+from __future__ import annotations
+
+import click
+
+from bkdisk.metaservice.token_source import token_problem
+
+
+def checked_token_option(_ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: ``value`` when it can be sent; a usage error naming the option otherwise (the
+    token itself never quoted)."""
+    if value is None or value == "":
+        return value or None
+    why = token_problem(value)
+    if why is not None:
+        raise click.BadParameter(f"expected a token of printable ASCII characters, found {why}", param=param)
+    return value
