@@ -30,7 +30,12 @@ fault_guard = lazy_import("bkdisk.diskio.fault_guard")
 
 
 def run_click(command: click.Command, prog_name: str, argv: list[str] | None = None) -> None:
-    """Run a click command with e2fsck's codes for what click itself reports: usage 16, abort 32."""
+    """Run a click command with e2fsck's codes for what click itself reports: usage 16, abort 32.
+
+    gRPC's own log lines are off unless the environment asks for them (GRPC_VERBOSITY): a command says
+    what failed in one line of its own (an address in use, a certificate that is not PEM, a service
+    out of reach), which the library's lines would otherwise precede."""
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         early_cancel.hand_back()   # from here a Ctrl-C unwinds (click says it as Abort)
         rv = command.main(args=argv, prog_name=prog_name, standalone_mode=False)

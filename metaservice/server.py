@@ -257,15 +257,21 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
     for name in ("", *SERVICES):
         checks.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(checks, server)
-    if tls is not None:
-        creds = grpc.ssl_server_credentials([tls], root_certificates=tls_client_ca,
-                                            require_client_auth=tls_client_ca is not None)
-        port = server.add_secure_port(bind, creds)
-    elif tls_client_ca is not None:
+    if tls is None and tls_client_ca is not None:
         raise StoreError("a client CA needs TLS (a certificate and key)")
-    else:
-        port = server.add_insecure_port(bind)
+    try:   # (grpcio says a failed bind by returning 0, or, since 1.5x, by raising RuntimeError)
+        if tls is not None:
+            creds = grpc.ssl_server_credentials([tls], root_certificates=tls_client_ca,
+                                                require_client_auth=tls_client_ca is not None)
+            port = server.add_secure_port(bind, creds)
+        else:
+            port = server.add_insecure_port(bind)
+    except RuntimeError:
+        port = 0
     if port == 0:
-        raise StoreError(f"cannot bind {bind}")
+        server.stop(0)
+        why = ("the address is in use or not this host's, or the certificate and key are not a PEM pair"
+               if tls is not None else "the address is in use or not this host's")
+        raise StoreError(f"cannot serve on {bind}: {why}")
     server.start()
     return server, port

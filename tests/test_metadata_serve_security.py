@@ -306,6 +306,26 @@ def test_a_token_grpc_cannot_carry_is_refused_before_any_call_and_never_breaks_a
     assert tokens.kind([(TOKEN_HEADER, "t\u00f6k\u00e9n")]) is None and tokens.kind([(TOKEN_HEADER, "READ")]) == READ
 
 
+def test_an_address_in_use_or_a_certificate_that_is_not_pem_is_one_line(tmp_path):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    garbage = tmp_path / "bad.pem"
+    garbage.write_text("garbage\n")
+    try:
+        port = taken.getsockname()[1]
+        for args, words in ((("--bind", f"127.0.0.1:{port}"), f"cannot serve on 127.0.0.1:{port}"),
+                            (("--bind", "127.0.0.1:0", "--tls-cert", str(garbage), "--tls-key", str(garbage)),
+                             "the certificate and key are not a PEM pair")):
+            out = _serve(tmp_path, *args)
+            assert out.returncode == 8 and out.stderr.strip().splitlines() == [out.stderr.strip()], out.stderr
+            assert words in out.stderr and out.stderr.startswith("bkdisk: "), out.stderr
+    finally:
+        taken.close()
+
+
 def test_the_command_line_presents_a_client_certificate_to_a_service_that_requires_one(tmp_path, tls):
     authority, server = tls
     client = signed(tmp_path, authority, "operator")
