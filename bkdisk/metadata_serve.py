@@ -142,6 +142,9 @@ def limit_options(fn):
                      help="Requests per ReadMany/WriteMany."),
         click.option("--max-streams-per-peer", type=click.IntRange(min=1), default=d.streams_per_peer,
                      show_default=True, help="Open streaming calls (watches, listings, registrations) per host."),
+        click.option("--max-streams", type=click.IntRange(min=1, max=4096), default=d.streams_total,
+                     show_default=True, help="Open streaming calls of all hosts; the service keeps threads "
+                                             "beyond them for reads and writes."),
         click.option("--max-watches-per-peer", type=click.IntRange(min=1), default=d.watches_per_peer,
                      show_default=True, help="Ledgers one host's Watch streams follow."),
         click.option("--max-stream-seconds", type=click.FloatRange(min=1), default=d.stream_seconds,
@@ -173,7 +176,7 @@ def limit_options(fn):
 @one_line_errors
 def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_file, read_token, read_token_file,
                   tls_cert, tls_key, tls_client_ca, insecure, max_request_bytes, max_batch, max_streams_per_peer,
-                  max_watches_per_peer, max_stream_seconds, cache_ledgers, verbose) -> None:
+                  max_streams, max_watches_per_peer, max_stream_seconds, cache_ledgers, verbose) -> None:
     """Serve LedgerMetadataService and discovery until SIGTERM or Ctrl-C.
 
     Prints one line `serving STORE on HOST:PORT` once it listens, and one when it stops. Every
@@ -212,6 +215,7 @@ def serve_command(store_url, zk_auth, zk_auth_file, zk_jaas, bind, token, token_
     audit_trail.enable()   # every mutation one line on stderr, always
     opened = open_store(store_url, cache_ledgers, credentials)
     limits = Limits(max_request_bytes=max_request_bytes, max_batch=max_batch, streams_per_peer=max_streams_per_peer,
+                    streams_total=max_streams,
                     watches_per_peer=max_watches_per_peer, stream_seconds=max_stream_seconds)
     server, port = metadata_server.serve(opened, bind=bind, token=token, read_token=read_token, tls=tls,
                                          tls_client_ca=client_ca, limits=limits, log_requests=verbose)

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 # ZooKeeper's default znode limit (jute.maxbuffer) bounds a ledger's metadata; requests above it
 # are refused by gRPC before any code runs (RESOURCE_EXHAUSTED).
 DEFAULT_MAX_REQUEST = 1 << 20
+# Server threads kept beyond those streams may hold: the calls that end (a read, a write) always find
+# one, however many watches callers on however many hosts keep open.
+UNARY_WORKERS = 32
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,7 @@ class Limits:
     max_request_bytes: int = DEFAULT_MAX_REQUEST
     max_batch: int = 1000                 # requests per ReadMany / WriteMany
     streams_per_peer: int = 64            # open streaming calls of one peer (watches, listings, ...)
+    streams_total: int = 128              # open streaming calls of all peers (each holds a server thread)
     watches_per_peer: int = 100_000       # ledgers one peer's Watch streams follow (watch_all: 1)
     stream_seconds: float = 3600.0        # a listing or bulk read that runs longer is ended
 

@@ -14,7 +14,7 @@ from bkdisk.metaservice import ledgers, malformed_log
 from bkdisk.metaservice.auth import SERVICES, Tokens
 from bkdisk.metaservice.call_gate import CallGate
 from bkdisk.metaservice.discovery import DiscoveryServicer, Registry
-from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, Limits, PeerCounts
+from bkdisk.metaservice.limits import DEFAULT_MAX_REQUEST, UNARY_WORKERS, Limits, PeerCounts
 from bkdisk.metaservice.proto import metaservice_pb2 as pb
 from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 from bkdisk.metaservice.registration import add_service
@@ -229,7 +229,7 @@ def _ranges(scope: int, ids: list[int]) -> bytes:
 
 
 def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = None,
-          max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int = 160,
+          max_request_bytes: int = DEFAULT_MAX_REQUEST, workers: int | None = None,
           registry: Registry | None = None,
           tls: tuple[bytes, bytes] | None = None, log_requests: bool = False, *,
           read_token: str | None = None, tls_client_ca: bytes | None = None,
@@ -242,6 +242,8 @@ def serve(store: MetadataStore, bind: str = "127.0.0.1:0", token: str | None = N
     request (RequestLog). Every mutation is logged (audit_trail) whatever ``log_requests`` says."""
     if limits is None:
         limits = Limits(max_request_bytes=max_request_bytes)
+    if workers is None:   # every stream a thread, and threads left for the calls that end
+        workers = limits.streams_total + UNARY_WORKERS
     malformed_log.install()
     tokens = Tokens(token, read_token)
     # The request log, an interceptor, runs outside the checks: refused calls have their line too.

@@ -8,6 +8,7 @@ import io
 import sqlite3
 import threading
 import time
+from concurrent import futures
 
 import grpc
 import grpc._channel as grpc_channel
@@ -294,6 +295,36 @@ def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path, mon
             plain.read(1)
         plain.close()
     finally:
+        server.stop(0)
+        store.close()
+
+
+def test_streams_of_all_peers_are_bounded_and_reads_and_writes_always_find_a_thread(tmp_path):
+    """Watches held open from many hosts, each within its own limit, took every server thread: reads and
+    writes waited until their deadline. All peers' streams are bounded below the server's threads."""
+    store = SqliteStore(tmp_path / "m.db")
+    server, port = serve(store, limits=Limits(streams_total=3, streams_per_peer=64))
+    c = MetadataClient(f"127.0.0.1:{port}", timeout=5)
+    c.create(HMAC_BIN.read_bytes(), ledger_id=1)
+    held: list = []
+    try:
+        for _ in range(3):
+            stream = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
+            assert pb.ChangeType.Name(next(stream).change) == "CURRENT"
+            held.append(stream)
+        over = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
+        with pytest.raises(grpc.RpcError) as info:
+            next(over)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "3 streams are open on this service" in info.value.details()
+        assert c.write(1, HMAC_BIN.read_bytes(), 0).version == 1
+        with futures.ThreadPoolExecutor(40) as pool:   # more calls at once than the server has spare threads
+            assert [f.result(timeout=30) for f in [pool.submit(lambda: c.read(1).version) for _ in range(40)]] \
+                == [1] * 40
+    finally:
+        for s in held:
+            s.cancel()
+        c.close()
         server.stop(0)
         store.close()
 
