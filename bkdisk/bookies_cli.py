@@ -45,9 +45,18 @@ def bookies_list(which, server, token, timeout, tls_ca, as_json) -> None:
         click.echo(f"{b.bookie_id}\t{'read-only' if b.read_only else 'writable'}\t{eps}")
 
 
+def _checked_host(param: click.Parameter, host: str) -> str:
+    """A host name or address a client can dial: not empty, printable ASCII without spaces."""
+    if not host or not all("!" <= c <= "~" for c in host):
+        raise click.BadParameter("expected a host name or address: printable ASCII without spaces, not empty",
+                                 param=param)
+    return host
+
+
 @bookies.command("register", context_settings=HELP_OPTIONS)
 @click.argument("bookie_id")
-@click.option("--host", required=True, help="The bookie's address for its bookie-rpc endpoint.")
+@click.option("--host", required=True, callback=lambda _c, p, v: _checked_host(p, v),
+              help="The bookie's address for its bookie-rpc endpoint.")
 @click.option("--port", type=click.IntRange(1, 65535), required=True)
 @click.option("--read-only", is_flag=True, help="Register as read-only.")
 @client_options

@@ -170,15 +170,18 @@ class BookieAddressResolver:
             return self._generation
 
     def resolve(self, bookie_id: str) -> HostPort:
+        # (a BookieId refused here is a bad request, as the service's answer to it would be: its cause
+        # says so to a command, which exits as for that answer, not as for a service out of reach)
         try:
             validate_bookie_id(bookie_id)
         except FormatError as exc:
-            raise ResolveError(f"invalid BookieId {exc.found}") from None
+            why = f"invalid BookieId {exc.found}"
+            raise ResolveError(why) from MetadataError("BAD_REQUEST", why)
         if self.legacy or self.discovery is None:   # no discovery client only in legacy mode
             addr = legacy_address(bookie_id)
             if addr is None:
-                raise ResolveError(f"BookieId {bookie_id!r} is not host:port and the resolver is off "
-                                   "(legacy mode)")
+                why = f"BookieId {bookie_id!r} is not host:port and the resolver is off (legacy mode)"
+                raise ResolveError(why) from MetadataError("BAD_REQUEST", why)
             return addr
         with self._lock:
             hit = self._cache.get(bookie_id)

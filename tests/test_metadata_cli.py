@@ -279,7 +279,12 @@ def test_bookies_list_info_resolve(served):
         _one_line(served("bookies", "info", "bad id", check=None), 7, "BAD_REQUEST")
         assert bkdisk("bookies", "resolve", "--legacy", "10.0.0.7:3181", "--json").stdout.strip() == \
             '{"10.0.0.7:3181": "10.0.0.7:3181"}'
-        _one_line(bkdisk("bookies", "resolve", "--legacy", "bk-1.rack-a", check=None), 8, "legacy mode")
+        # a BookieId refused before any call is a bad request, as the service's answer to it is (7), not "retry" (8)
+        _one_line(bkdisk("bookies", "resolve", "--legacy", "bk-1.rack-a", check=None), 7, "legacy mode")
+        _one_line(served("bookies", "resolve", "bad id", check=None), 7, "invalid BookieId")
+        for host in ("", "h\nx", "a b"):
+            out = served("bookies", "register", "bk-9", "--host", host, "--port", "1", check=None)
+            assert out.returncode == 16 and "--host" in out.stderr, out.stderr
     finally:
         for r in regs:
             r.close()
