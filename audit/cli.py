@@ -10,7 +10,8 @@ import sys
 import click
 
 from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
-from bkdisk.audit.errors import AuditError, first_line
+from bkdisk.audit.errors import AuditError, AuditUsageError, first_line
+from bkdisk.audit.output_places import refuse_inside_disks, refuse_nested
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
 from bkdisk.audit.scrub_options import scrub_options, scrub_run
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
@@ -34,10 +35,6 @@ spark_logging = lazy_import("bkdisk.audit.spark_logging")
 pyspark_sql = lazy_import("pyspark.sql")
 
 MARKER = ".bkdisk-audit"
-
-
-class AuditUsageError(BkdiskError):
-    """An audit input could not be used (a disks file, an output folder)."""
 
 
 def read_disks_file(path: str) -> list[DiskInput]:
@@ -244,6 +241,8 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     # Without --state, --deep-interval may name the interval of the scan-disk --state runs whose files
     # are audited (for the report's wording; default 7d).
     shown = deep_interval if state is None and scan_files else None
+    refuse_nested(out, "--out", state, "--state")
+    refuse_inside_disks({"--out": out, "--state": state}, [d.path for d in given if d.host is None])
     scrub = scrub_run(state, None if shown else deep_interval, deep_all, as_of, deep_max_load)
     sys.exit(run_audit_command(given, list(scan_files), source, out, master, settings, run_id,
                                quiet, scans_per_host, memory, scrub, shown))
@@ -285,6 +284,10 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     read or the file could not be written.
     """
     arrow_without_pandas()   # a bookie host's scan: pandas' import would be a good part of a small disk's
+    if os.path.isdir(out):
+        raise AuditUsageError(f"{out}: is a folder; expected the Parquet file to write (--out FILE.parquet)")
+    refuse_nested(out, "--out", state, "--state")
+    refuse_inside_disks({"--out": out, "--state": state}, [root])
     scrub = scrub_run(state, deep_interval, deep_all, as_of, deep_max_load)
     md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
     staging = scrub.stage_here() if scrub is not None else None
@@ -333,7 +336,11 @@ def _scan_to_file(root: str, out: str, md, bookie_id: str | None, run_id: str | 
     if last is None:
         os.unlink(tmp)
         raise AuditUsageError(f"{root}: the scan ended without the disk's row")
-    os.replace(tmp, out)
+    try:
+        os.replace(tmp, out)
+    except OSError as e:   # (a folder put there meanwhile, a parent gone read-only)
+        os.unlink(tmp)
+        raise AuditUsageError(f"{out}: cannot write ({e.strerror})") from None
     disk = last.to_pylist()[0]   # the disks row comes last
     if scrub is not None:   # the disk's new state once its file is written (a scan that failed: the last good one)
         scrub.commit([disk], [root])

@@ -9,6 +9,10 @@ class AuditError(BkdiskError):
     """The audit could not run (no disks, unreadable metadata, an output folder in the way)."""
 
 
+class AuditUsageError(BkdiskError):
+    """An input of the audit, salvage or scan-disk could not be used (a disks file, an output folder)."""
+
+
 def first_line(e: Exception) -> str:
     lines = [x.strip() for x in str(e).splitlines() if x.strip()]
     errs = [x for x in lines if x.endswith("Error") or "Error:" in x or "Exception:" in x]

@@ -51,7 +51,7 @@ LEDGERS_SCHEMA = pa.schema(LEDGER_FIELDS)
 # The task's result: a ledger's row and its serialized metadata (null when none is written).
 RESULT_SCHEMA = pa.schema(LEDGER_FIELDS + [("metadata", pa.binary())])
 COPY_COLUMNS = ("bookie_id", "entry_id", "digest_ok", "lac", "ledger_length", "size", "entry_format", "ledger_dir",
-                "log_id", "offset")
+                "log_id", "offset", "payload_sha256")
 KEY_COLUMNS = ("bookie_id", "master_key", "explicit_lac")
 KEY = ("ledger_scope", "ledger_id")
 # Ledgers go to Spark's Python workers a bucket at a time, a bucket holding about this many copies:
@@ -106,10 +106,10 @@ def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[p
 
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
         ledgers: dict[tuple[int, int], tuple[list[Copy], dict[str, tuple[bytes | None, int | None]]]] = {}
-        for scope, ledger, b, e, ok, lac, length, size, fmt, d, log, off in zip(
+        for scope, ledger, b, e, ok, lac, length, size, fmt, d, log, off, payload in zip(
                 *(copies_t[c].to_pylist() for c in (*KEY, *COPY_COLUMNS))):
             ledgers.setdefault((scope, ledger), ([], {}))[0].append(
-                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off)))
+                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off), payload))
         for scope, ledger, b, key, lac in zip(*(keys_t[c].to_pylist() for c in (*KEY, *KEY_COLUMNS))):
             merged = ledgers.setdefault((scope, ledger), ([], {}))[1]
             k0, l0 = merged.get(b, (None, None))

@@ -15,6 +15,7 @@ import click
 
 from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, distinct_disks, read_disks_file
 from bkdisk.audit.errors import AuditError, first_line
+from bkdisk.audit.output_places import refuse_inside_disks
 from bkdisk.audit.rows import AUDITED, DiskInput, RunInfo
 from bkdisk.bookie.layout import discover, from_conf
 from bkdisk.bookie.password_candidates import read_candidates
@@ -106,6 +107,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
     for path in scan_files:
         check_scan_file(path)
     out = os.path.abspath(out)
+    refuse_inside_disks({"--out": out}, [d.path for d in disks if d.host is None])
     source = None
     if metadata is not None:
         source = (metadata_source.MetadataServiceSource(metadata, token=token) if metadata.startswith("grpc://")

@@ -42,6 +42,7 @@ class Copy:
     size: int              # the stored entry: header, digest, payload
     entry_format: int = 1
     where: tuple | None = None   # where the copy's bytes are (for an HmacCheck); opaque here
+    payload: str | None = None   # the payload's hash, when the scan gave one
 
 
 # Verifies copies' HMAC-SHA1 digests with a password: (copies verified, copies that failed); a copy
@@ -151,6 +152,27 @@ def _close(copies: Sequence[Copy], keys: Sequence[BookieLedger], last_first: int
     return last, length, lost, dropped, why
 
 
+def divergent(copies: Sequence[Copy]) -> dict[int, str]:
+    """Entry -> what its intact copies disagree on (the LAC, the cumulative length, the stored size, the
+    payload). Every copy of an entry is the bytes its writer sent (recovery and re-replication copy them
+    as they are), so two that differ and both pass their digest (a DUMMY one has none; a CRC can be
+    recomputed) leave unknown which the writer wrote."""
+    seen: dict[int, Copy] = {}
+    out: dict[int, str] = {}
+    for c in copies:
+        if not c.intact:
+            continue
+        first = seen.setdefault(c.entry, c)
+        if first is c or c.entry in out:
+            continue
+        what = [name for name, a, b in (("LAC", first.lac, c.lac), ("length", first.length, c.length),
+                                        ("size", first.size, c.size), ("payload", first.payload, c.payload))
+                if a != b and a is not None and b is not None]
+        if what:
+            out[c.entry] = f"{'/'.join(what)} ({first.bookie} and {c.bookie})"
+    return out
+
+
 def _confirm_hmac(digest: Inferred, password: Inferred, copies: Sequence[Copy], check: HmacCheck | None
                   ) -> tuple[Inferred, Inferred]:
     """An HMAC ledger whose password matched its master key: its digests verified with that password
@@ -219,7 +241,12 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
     s = Salvaged(ledger, e_size, wq, qa, ensembles, positions, digest, password, key, last_f, length_f, state,
                  lost, dropped, under)
     pw = password.value
-    if not 1 <= qa_value <= pl.write_quorum:
+    split = divergent(copies)
+    if split:
+        first = min(split)
+        s.no_metadata_because = (f"intact copies of {len(split)} entr{'y' if len(split) == 1 else 'ies'} disagree, "
+                                 f"which was written is unknown: entry {first} on its {split[first]}")
+    elif not 1 <= qa_value <= pl.write_quorum:
         s.no_metadata_because = f"--ack-quorum {qa_value} is not within 1..write quorum {pl.write_quorum}"
     elif any(b is None for _f, e in kept for b in e):
         s.no_metadata_because = "an ensemble position's bookie is on no readable disk: " + why_place

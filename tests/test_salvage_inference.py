@@ -213,3 +213,27 @@ def test_an_hmac_ledger_is_certain_only_when_its_digests_verify_with_the_matched
     assert s.digest_type.confidence != CERTAIN and "2 copies fail HMAC" in s.digest_type.why
     s = salvage_ledger(LedgerId(0, 1), copies, _keys(ens), [], hmac_check=check(3, 0))
     assert s.digest_type.confidence != CERTAIN and s.metadata is None   # no password: nothing to verify with
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(), st.data())
+def test_intact_copies_that_disagree_write_no_metadata_and_say_which_entry(case, data):
+    """Every copy of an entry is the bytes its writer sent: two that pass their digests (a DUMMY copy has none, a
+    CRC can be recomputed) yet differ leave unknown which was written; no metadata, the entry named. Copies that
+    agree (the same payload hash on every bookie) change nothing."""
+    e_size, qw, ensembles, dtype, sizes = case
+    copies = _copies(e_size, qw, ensembles, dtype, sizes)
+    same = [Copy(**{**vars(c), "payload": f"h{c.entry}"}) for c in copies]
+    whole = salvage_ledger(LedgerId(0, 7), same, _keys(ensembles), [b"pw"])
+    assert whole.metadata is not None, whole.no_metadata_because
+    held = sorted({c.entry for c in same if sum(d.entry == c.entry for d in same) > 1})
+    if not held:
+        return                                   # (write quorum 1: no entry has two copies to compare)
+    e = data.draw(st.sampled_from(held))
+    field = data.draw(st.sampled_from(["payload", "length", "lac", "size"]))
+    k = next(i for i, c in enumerate(same) if c.entry == e)
+    bent = list(same)
+    bent[k] = Copy(**{**vars(same[k]), field: "other" if field == "payload" else getattr(same[k], field) + 5000})
+    s = salvage_ledger(LedgerId(0, 7), bent, _keys(ensembles), [b"pw"])
+    assert s.metadata is None and f"entry {e} on its" in s.no_metadata_because, s.no_metadata_because
+    assert {"payload": "payload", "length": "length", "lac": "LAC", "size": "size"}[field] in s.no_metadata_because

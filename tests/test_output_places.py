@@ -1,0 +1,59 @@
+"""The commands that read bookie disks never write into them: `audit --out/--state`, `salvage --out` and
+`scan-disk --out/--state` inside a disk read (its root, or a dir its bk_server.conf names anywhere) are
+refused in one line before any disk is read or Spark starts, as are an output and a state that overlap
+and a scan-disk output that is a folder. The disks are byte for byte as before."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import GOLDEN
+from fsck_helpers import snapshot
+
+BKDISK = [sys.executable, "-c", "from bkdisk.cli import main; main()"]
+
+
+@pytest.fixture()
+def cluster(tmp_path):
+    shutil.copytree(GOLDEN / "cluster-3", tmp_path / "c")
+    return tmp_path / "c"
+
+
+def _refused(*args: str, words: str) -> None:
+    p = subprocess.run([*BKDISK, *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 8 and p.stderr.strip().splitlines() == [p.stderr.strip()], p.stderr
+    assert words in p.stderr and "Traceback" not in p.stderr and "Spark" not in p.stderr, p.stderr
+
+
+def test_no_output_or_state_inside_a_disk_read(cluster, tmp_path):
+    b = cluster / "bookies"
+    disks = [str(b / n) for n in ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")]
+    md = ["--metadata-dir", str(cluster / "metadata")]
+    conf = tmp_path / "bk.conf"      # a disk named by its configuration: its dirs, wherever they are
+    conf.write_text(f"journalDirectories={b / 'bk-2.rack-a' / 'journal'}\n"
+                    f"ledgerDirectories={b / 'bk-2.rack-a' / 'ledgers'}\n")
+    before = snapshot(str(cluster))
+    inside = "which this command reads; expected a place outside every disk"
+    _refused("audit", *disks, *md, "--out", str(b / "bk-3.rack-b" / "ledgers" / "aud"), words=f"--out is inside")
+    _refused("audit", *disks, *md, "--out", str(tmp_path / "o"), "--state", str(b / "bk-1.rack-a" / "st"),
+             words="--state is inside the disk")
+    _refused("audit", disks[0], str(conf), *md, "--out", str(b / "bk-2.rack-a" / "ledgers" / "current" / "o"),
+             words=f"a dir of the disk {conf}, {inside}")
+    _refused("audit", *disks, *md, "--out", str(tmp_path / "st"), "--state", str(tmp_path / "st"),
+             words="--out and --state")
+    _refused("salvage", *disks, "--out", str(b / "bk-1.rack-a" / "ledgers0" / "salv"), words=inside)
+    _refused("scan-disk", disks[0], "--out", str(b / "bk-1.rack-a" / "ledgers0" / "current" / "x.parquet"),
+             words=inside)
+    _refused("scan-disk", disks[0], "--out", str(tmp_path / "s.parquet"), "--state", str(tmp_path / "s.parquet"),
+             words="--out and --state")
+    os.mkdir(tmp_path / "folder")
+    _refused("scan-disk", disks[0], "--out", str(tmp_path / "folder"), words="is a folder")
+    assert snapshot(str(cluster)) == before and os.listdir(tmp_path / "folder") == []
+    out = tmp_path / "beside.parquet"                 # beside the disks: written
+    p = subprocess.run([*BKDISK, "scan-disk", disks[0], "--out", str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and out.is_file(), p.stderr
+    assert snapshot(str(cluster)) == before
