@@ -241,6 +241,8 @@ def audit(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str,
     # Without --state, --deep-interval may name the interval of the scan-disk --state runs whose files
     # are audited (for the report's wording; default 7d).
     shown = deep_interval if state is None and scan_files else None
+    if state is None:   # (usage: scrub options without --state)
+        scrub_run(state, None if shown else deep_interval, deep_all, as_of, deep_max_load)
     refuse_nested(out, "--out", state, "--state")
     refuse_inside_disks({"--out": out, "--state": state}, [d.path for d in given if d.host is None])
     scrub = scrub_run(state, None if shown else deep_interval, deep_all, as_of, deep_max_load)
@@ -284,6 +286,8 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     read or the file could not be written.
     """
     arrow_without_pandas()   # a bookie host's scan: pandas' import would be a good part of a small disk's
+    if state is None:   # (usage: scrub options without --state)
+        scrub_run(state, deep_interval, deep_all, as_of, deep_max_load)
     if os.path.isdir(out):
         raise AuditUsageError(f"{out}: is a folder; expected the Parquet file to write (--out FILE.parquet)")
     refuse_nested(out, "--out", state, "--state")

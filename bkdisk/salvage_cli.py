@@ -17,7 +17,7 @@ from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, dist
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.output_places import refuse_inside_disks
 from bkdisk.audit.rows import AUDITED, DiskInput, RunInfo
-from bkdisk.bookie.layout import discover, from_conf
+from bkdisk.bookie.layout import discover, from_conf, instance_ids_of
 from bkdisk.bookie.password_candidates import read_candidates
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
@@ -32,6 +32,7 @@ from bkdisk.metaservice import token_source
 job = lazy_import("bkdisk.audit.job")
 salvage_job = lazy_import("bkdisk.audit.salvage_job")
 salvage_output = lazy_import("bkdisk.audit.salvage_output")
+spark_logging = lazy_import("bkdisk.audit.spark_logging")
 metadata_source = lazy_import("bkdisk.audit.metadata_source")
 metadata_client = lazy_import("bkdisk.metaservice.client")
 folder_import = lazy_import("bkdisk.metaservice.folder_import")
@@ -52,7 +53,9 @@ def _custom_pairs(values: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
 def work_folder(out: str) -> str:
     """A new folder beside ``out`` (same file system: renamed to ``out`` when whole). ``out`` must
     not exist, or be an empty folder."""
-    if os.path.lexists(out) and not (os.path.isdir(out) and not os.listdir(out)):
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise AuditUsageError(f"{out}: exists and is not a folder; choose a new --out")
+    if os.path.isdir(out) and os.listdir(out):
         raise AuditUsageError(f"{out}: exists and is not empty; choose a new --out")
     parent = os.path.dirname(out)
     try:
@@ -69,13 +72,21 @@ def check_disks(disks: list[DiskInput]) -> None:
     """Each disk this host can see is a bookie's (its dirs found), checked before Spark starts: a
     ledger salvaged without a disk given by mistake would lack its copies. A disk bound to another host
     is checked by its task there (its row says so)."""
+    seen: dict[str, str] = {}   # instance id -> the first dir whose cookie records it
     for d in disks:
         if d.host is not None:
             continue
         try:
-            from_conf(d.path) if os.path.isfile(d.path) else discover(d.path)
+            dirs = from_conf(d.path) if os.path.isfile(d.path) else discover(d.path)
         except (BkdiskError, OSError) as e:
             raise AuditUsageError(f"not a bookie disk: {str(e).splitlines()[0]}") from None
+        # One cluster's disks only: ledgers of two clusters share ids, and their copies would make one ledger.
+        for folder, iid in instance_ids_of(dirs).items():
+            seen.setdefault(iid, folder)
+        if len(seen) > 1:
+            (a, da), (b, db) = list(seen.items())[:2]
+            raise AuditUsageError(f"disks of two clusters: the cookie of {da} records instance id {a}, that of "
+                                  f"{db} {b}; salvage one cluster's disks at a time")
 
 
 def _disk_progress(done: int, scanning: int, total: int) -> None:
@@ -125,21 +136,23 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         echo(f"bkdisk salvage: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
         defaults = {"spark.sql.shuffle.partitions": job.default_shuffle_partitions(len(disks) + len(scan_files))}
         ours = pyspark_sql.SparkSession.getActiveSession() is None
-        try:
-            spark = job.spark_session(master, conf, app="bkdisk-salvage", defaults=defaults)
-        except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
-            raise AuditError(f"Spark did not start: {first_line(e)}") from None
-        try:
-            result = salvage_job.run_salvage(spark, disks, scan_files, source, work, run, options,
-                                             progress=None if quiet else _disk_progress,
-                                             scans_per_host=scans_per_host, memory=memory)
-        except BkdiskError:
-            raise
-        except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line
-            raise AuditError(f"the salvage failed: {first_line(e)}") from None
-        finally:
-            if ours:
-                spark.stop()
+        with spark_logging.quiet_interrupts():   # Ctrl-C: "bkdisk: cancelled", exit 32, no Spark or py4j traces
+            try:
+                spark = job.spark_session(master, conf, app="bkdisk-salvage", defaults=defaults)
+            except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
+                raise AuditError(f"Spark did not start: {first_line(e)}") from None
+            spark_logging.take_interrupts()   # (the SparkContext installed its own handler)
+            try:
+                result = salvage_job.run_salvage(spark, disks, scan_files, source, work, run, options,
+                                                 progress=None if quiet else _disk_progress,
+                                                 scans_per_host=scans_per_host, memory=memory)
+            except BkdiskError:
+                raise
+            except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line
+                raise AuditError(f"the salvage failed: {first_line(e)}") from None
+            finally:
+                if ours:
+                    spark_logging.stop(spark)
         counts = salvage_output.write_outputs(result.results_dir, work)
         shutil.rmtree(os.path.join(work, ".scratch"))
         # Lost: no intact copy at or before the last entry, or copies left after it (recovery stops short).

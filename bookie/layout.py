@@ -97,6 +97,17 @@ def bookie_id_of(dirs: BookieDirs) -> str | None:
     return None
 
 
+def instance_ids_of(dirs: BookieDirs) -> dict[str, str]:
+    """Dir -> the instance id its cookie records (the cluster it was formatted for), for every dir
+    whose cookie parses and records one."""
+    out = {}
+    for d in dirs.ledger_dirs + dirs.journal_dirs + dirs.index_dirs:
+        c = _cookie_of(d)
+        if c is not None and c.instance_id:
+            out[d] = c.instance_id
+    return out
+
+
 def _natural(path: str) -> list:
     """Sort key that puts journal2 before journal10."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]

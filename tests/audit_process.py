@@ -16,8 +16,9 @@ BIN = Path(sys.executable).parent
 
 
 @contextmanager
-def audit_mid_scan(args: list[str], tmp: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
-    """`bkdisk audit ARGS --master local[1] --scans-per-host 1` in a session of its own (as a
+def audit_mid_scan(args: list[str], tmp: Path, command: str = "audit") -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`bkdisk audit ARGS --master local[1] --scans-per-host 1` (or ``command``: salvage runs the same disk
+    tasks) in a session of its own (as a
     terminal's foreground job), yielded with its stderr file once a disk is being scanned: that
     disk's task waits for the slot held here. On the way out the slot is let go and what is left of
     the run is killed."""
@@ -29,7 +30,7 @@ def audit_mid_scan(args: list[str], tmp: Path) -> Iterator[tuple[subprocess.Pope
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                BKDISK_SCAN_SLOTS_DIR=str(slots))
     with open(err, "w") as e:
-        p = subprocess.Popen([str(BIN / "bkdisk"), "audit", *args, "--master", "local[1]", "--scans-per-host", "1"],
+        p = subprocess.Popen([str(BIN / "bkdisk"), command, *args, "--master", "local[1]", "--scans-per-host", "1"],
                              stdout=subprocess.DEVNULL, stderr=e, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 300

@@ -42,7 +42,9 @@ def test_scrub_options_are_refused_in_one_line_before_spark_starts(extra, code, 
     _state_checked_at(str(tmp_path / "future"), datetime.datetime(2027, 11, 1, 2, tzinfo=datetime.UTC))
     extra = [a.format(st=tmp_path / "st", notstate=tmp_path / "notstate", future=tmp_path / "future") for a in extra]
     out = tmp_path / "out"
-    p = subprocess.run([BKDISK, "audit", str(tmp_path), "--metadata-dir", str(tmp_path), "--out", str(out), *extra],
+    (tmp_path / "disk").mkdir()       # (not the folder holding --out: an output inside a disk read is refused)
+    p = subprocess.run([BKDISK, "audit", str(tmp_path / "disk"), "--metadata-dir", str(tmp_path), "--out", str(out),
+                        *extra],
                        capture_output=True, text=True, check=False, timeout=120)
     assert p.returncode == code, p.stderr
     assert message in p.stderr and "Traceback" not in p.stderr and not out.exists()

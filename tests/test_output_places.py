@@ -37,7 +37,7 @@ def test_no_output_or_state_inside_a_disk_read(cluster, tmp_path):
                     f"ledgerDirectories={b / 'bk-2.rack-a' / 'ledgers'}\n")
     before = snapshot(str(cluster))
     inside = "which this command reads; expected a place outside every disk"
-    _refused("audit", *disks, *md, "--out", str(b / "bk-3.rack-b" / "ledgers" / "aud"), words=f"--out is inside")
+    _refused("audit", *disks, *md, "--out", str(b / "bk-3.rack-b" / "ledgers" / "aud"), words="--out is inside")
     _refused("audit", *disks, *md, "--out", str(tmp_path / "o"), "--state", str(b / "bk-1.rack-a" / "st"),
              words="--state is inside the disk")
     _refused("audit", disks[0], str(conf), *md, "--out", str(b / "bk-2.rack-a" / "ledgers" / "current" / "o"),
@@ -57,3 +57,13 @@ def test_no_output_or_state_inside_a_disk_read(cluster, tmp_path):
                        timeout=300)
     assert p.returncode == 0 and out.is_file(), p.stderr
     assert snapshot(str(cluster)) == before
+
+
+def test_salvage_refuses_disks_of_two_clusters_before_spark(cluster):
+    """Ledger ids repeat across clusters: copies of two clusters' ledgers 1 would be salvaged as one ledger."""
+    other = cluster / "bookies" / "bk-2.rack-a"
+    for cookie in other.glob("*/current/VERSION"):
+        cookie.write_text(cookie.read_text().replace("c0ffee000003", "deadbeef0003"))
+    disks = sorted(str(p) for p in (cluster / "bookies").iterdir())
+    _refused("salvage", *disks, "--out", str(cluster.parent / "s"), words="disks of two clusters")
+    assert not (cluster.parent / "s").exists()
