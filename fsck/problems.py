@@ -180,7 +180,7 @@ _TABLE = [
             "expected a location for ledger {ledger_name} entry {entry}, stored at {path} offset {offset} and not "
             "awaiting journal replay; found none (reads of it fail){detail}"),
     Problem("DBINDEX_ENTRY_UNINDEXED", I, 5,
-            "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location (collectable garbage)"),
+            "entry {entry} of ledger {ledger_name} at {path} offset {offset} has no location ({detail})"),
     # pass 7: metadata
     Problem("METADATA_SKIPPED", I, 7, "{detail}"),
     Problem("ORPHAN_LEDGER", W, 7, "ledger {ledger_name} is on disk but has no metadata ({detail})"),

@@ -171,6 +171,9 @@ def test_flipped_sst_byte(bookie: Path):
     assert "keys start .. " in f["detail"]
     # What the unreadable block held is unknown: its entries are listed as unindexed, not as lost.
     assert {c for c, _ in rest} == {"DBINDEX_ENTRY_UNINDEXED"} and len(rest) == 62
+    # ... and never called garbage: their locations may be in the block that could not be read
+    assert all(g["detail"].startswith("unknown whether garbage: the locations database is damaged (sst-checksum "
+                                      f"in {sst}") for _c, g in rest), rest[0]
 
 
 def test_deleted_sst(bookie: Path):
@@ -217,7 +220,8 @@ def test_location_rewritten_to_another_entry(bookie: Path):
     found = _codes(bookie)
     wrong = [f for c, f in found if c == "DBINDEX_LOCATION_WRONG"]
     assert [(f["ledger"], f["entry"]) for f in wrong] == [(1, 0)] and "found ledger 1 entry 2" in wrong[0]["detail"]
-    assert [(f["ledger"], f["entry"]) for c, f in found if c == "DBINDEX_ENTRY_UNINDEXED"] == [(1, 0)]
+    unindexed = [f for c, f in found if c == "DBINDEX_ENTRY_UNINDEXED"]
+    assert [(f["ledger"], f["entry"], f["detail"]) for f in unindexed] == [(1, 0, "collectable garbage")]
 
 
 def test_location_rewritten_in_a_block_with_its_checksum_fixed(bookie: Path):

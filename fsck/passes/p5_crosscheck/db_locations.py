@@ -117,7 +117,13 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     Where part of the locations database could not be read, what it holds is unknown: info only."""
     from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
     from bkdisk.rocksdbfiles.dbindex import ledger_ids
-    damaged = any(dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail" for p in idx.problems)
+    damage = next((p for p in idx.problems
+                   if dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail"), None)
+    damaged = damage is not None
+    # (garbage only where the whole database was read: else its location may be in the part that was not)
+    unknown = "collectable garbage" if damage is None else (
+        f"unknown whether garbage: the locations database is damaged ({damage.kind} in {damage.path}"
+        + (f" at offset {damage.offset}" if damage.offset is not None else "") + "), its location may be there")
     torn = next((p for p in idx.problems
                  if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
     why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
@@ -140,5 +146,5 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
             if lost[start + j]:
                 out.append((Code.DBINDEX_ENTRY_NOT_INDEXED, dict(where, detail=f"{why}; {dbindex.REBUILD_HINT}")))
             else:
-                out.append((Code.DBINDEX_ENTRY_UNINDEXED, where))
+                out.append((Code.DBINDEX_ENTRY_UNINDEXED, dict(where, detail=unknown)))
     return out
