@@ -20,6 +20,7 @@ from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
+from bkdisk.diskio import run_owned
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
 
@@ -73,7 +74,9 @@ def prepare_out(out: str) -> None:
         open(os.path.join(out, MARKER), "w").close()
         # A previous audit's tables and reports go now: a run that fails leaves none of them to be
         # taken for its own.
-        for name in job.ALL_TABLES + REPORT_FILES:
+        # (and the scratch folder of a previous run killed before it could remove it)
+        scratch = [n for n in os.listdir(out) if n.startswith(".scratch-")]
+        for name in [*job.ALL_TABLES, *REPORT_FILES, *scratch]:
             p = os.path.join(out, name)
             if os.path.isdir(p) and not os.path.islink(p):
                 shutil.rmtree(p)
@@ -313,7 +316,9 @@ def _unverified(b, light_possible: bool):
 def _scan_to_file(root: str, out: str, md, bookie_id: str | None, run_id: str | None, memory: MemoryLimit,
                   metadata_dir: str | None, scrub, staging: str | None) -> None:
     on_disk = scrub.for_disk_here(root, staging) if scrub is not None else None
-    tmp = f"{out}.tmp-{os.getpid()}"
+    folder, name = os.path.split(os.path.abspath(out))
+    run_owned.remove_stale(folder, f".{name}.tmp-")   # what a scan-disk killed before its rename left
+    tmp = os.path.join(folder, run_owned.own_prefix(f".{name}.tmp-") + "parquet")
     try:
         writer = pq.ParquetWriter(tmp, TASK_SCHEMA)
     except OSError as e:

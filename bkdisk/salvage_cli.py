@@ -25,6 +25,7 @@ from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.commandline.token_option import checked_token_option
+from bkdisk.diskio import run_owned
 from bkdisk.diskio.spill import MemoryLimit
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.metaservice import token_source
@@ -58,8 +59,10 @@ def work_folder(out: str) -> str:
     if os.path.isdir(out) and os.listdir(out):
         raise AuditUsageError(f"{out}: exists and is not empty; choose a new --out")
     parent = os.path.dirname(out)
+    prefix = f".{os.path.basename(out)}.salvage-"
+    run_owned.remove_stale(parent, prefix)   # the work folders of salvages killed before their rename
     try:
-        work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.salvage-", dir=parent)
+        work = tempfile.mkdtemp(prefix=run_owned.own_prefix(prefix), dir=parent)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(work, 0o777 & ~umask)   # a folder as any other the user makes (mkdtemp's is private)

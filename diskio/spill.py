@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bkdisk.diskio import run_owned
 from bkdisk.diskio.read_back import ReadBuffers
 from bkdisk.diskio.spill_files import SpillError, write_rows
 
@@ -59,16 +60,6 @@ class MemoryLimit:
         return min(MAX_WINDOW, max(MIN_WINDOW, self.bytes // 64 >> 20 << 20))
 
 
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), None when it does not run."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return stat[stat.rindex(b")") + 2:].split()[19].decode()
-
-
 def _inside(path: str, folder: str) -> bool:
     p, f = os.path.realpath(path), os.path.realpath(folder)
     return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
@@ -76,23 +67,7 @@ def _inside(path: str, folder: str) -> bool:
 
 def remove_stale(root: str) -> list[str]:
     """Remove the spill folders under ``root`` whose process is gone (a run that was killed)."""
-    removed: list[str] = []
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return removed
-    for n in names:
-        if not n.startswith(PREFIX):
-            continue
-        parts = n[len(PREFIX):].split("-")
-        if len(parts) < 3 or not parts[0].isdigit():
-            continue
-        pid, started = int(parts[0]), parts[1]
-        if _start_time(pid) == started:
-            continue   # its run goes on
-        shutil.rmtree(os.path.join(root, n), ignore_errors=True)
-        removed.append(os.path.join(root, n))
-    return removed
+    return run_owned.remove_stale(root, PREFIX)
 
 
 class SpillFolder:
@@ -127,9 +102,8 @@ class SpillFolder:
         if self.path is None:
             if not os.path.isdir(self.root):
                 raise SpillError(f"{self.root}: --tmp-dir is not a folder")
-            pid = os.getpid()
             try:
-                self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{pid}-{_start_time(pid) or 0}-", dir=self.root)
+                self.path = tempfile.mkdtemp(prefix=run_owned.own_prefix(PREFIX), dir=self.root)
             except OSError as e:
                 raise SpillError(f"{self.root}: cannot make a temporary folder ({e.strerror})") from None
             SpillFolder._live.add(self.path)

@@ -67,3 +67,37 @@ def test_salvage_refuses_disks_of_two_clusters_before_spark(cluster):
     disks = sorted(str(p) for p in (cluster / "bookies").iterdir())
     _refused("salvage", *disks, "--out", str(cluster.parent / "s"), words="disks of two clusters")
     assert not (cluster.parent / "s").exists()
+
+
+def test_what_killed_runs_left_beside_an_output_goes_with_the_next_run(cluster, tmp_path):
+    """A salvage's work folder, a scan-disk's unfinished file, an audit's scratch folder: each left by a run
+    killed before it could remove it, and removed by the next run there; one a running process owns is kept."""
+    from bkdisk.audit.cli import prepare_out
+    from bkdisk.diskio.run_owned import own_prefix, start_time
+    from bkdisk.salvage_cli import work_folder
+
+    dead = _gone_pid()
+    for_salvage = tmp_path / f".s.salvage-{dead}-1-abc"
+    for_salvage.mkdir()
+    alive = tmp_path / f"{own_prefix('.s.salvage-')}xyz"     # this process's: it runs
+    alive.mkdir()
+    work = work_folder(str(tmp_path / "s"))
+    assert not for_salvage.exists() and alive.is_dir() and os.path.isdir(work)
+    unfinished = tmp_path / f".x.parquet.tmp-{dead}-{start_time(os.getpid())}-parquet"
+    unfinished.write_bytes(b"half")
+    p = subprocess.run([*BKDISK, "scan-disk", str(cluster / "bookies" / "bk-1.rack-a"), "--out",
+                        str(tmp_path / "x.parquet")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and not unfinished.exists(), p.stderr
+    assert [n for n in os.listdir(tmp_path) if ".tmp-" in n] == []
+    out = tmp_path / "audit"
+    (out / ".scratch-killedrun" / "rows").mkdir(parents=True)
+    (out / ".bkdisk-audit").write_text("")
+    prepare_out(str(out))
+    assert os.listdir(out) == [".bkdisk-audit"]
+
+
+def _gone_pid() -> int:
+    """The id of a process that has ended."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
