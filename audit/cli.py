@@ -11,7 +11,7 @@ import click
 
 from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
 from bkdisk.audit.errors import AuditError, AuditUsageError, first_line
-from bkdisk.audit.output_places import refuse_inside_disks, refuse_nested
+from bkdisk.audit.output_places import disk_folders, refuse_inside_disks, refuse_nested
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
 from bkdisk.audit.scrub_options import scrub_options, scrub_run
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
@@ -116,6 +116,17 @@ def distinct_disks(disks: list[DiskInput]) -> list[DiskInput]:
         first = seen.setdefault(key, d)
         if first is not d and first.bookie_id != d.bookie_id and None not in (first.bookie_id, d.bookie_id):
             raise AuditUsageError(f"{d.path}: given twice, as bookie {first.bookie_id} and as {d.bookie_id}")
+    # One bookie named twice another way (its root, and a bk_server.conf naming its dirs): its copies
+    # would be counted twice. A disk bound to another host is looked at there.
+    held: dict[str, str] = {}
+    for d in seen.values():
+        if d.host is not None:
+            continue
+        for folder in disk_folders(d.path)[0 if os.path.isfile(d.path) else 1:]:
+            other = held.setdefault(os.path.realpath(folder), d.path)
+            if other != d.path:
+                raise AuditUsageError(f"{d.path}: names {folder}, a dir of the disk given as {other} too; "
+                                      f"give each bookie once")
     return list(seen.values())
 
 

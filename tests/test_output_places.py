@@ -101,3 +101,13 @@ def _gone_pid() -> int:
     p = subprocess.Popen(["true"])
     p.wait()
     return p.pid
+
+
+def test_one_bookie_given_as_its_root_and_as_its_configuration_is_refused(cluster, tmp_path):
+    """Its copies would be counted twice (salvage said 160 copies of a ledger of 120)."""
+    b = cluster / "bookies" / "bk-2.rack-a"
+    conf = tmp_path / "bk2.conf"
+    conf.write_text(f"journalDirectories={b / 'journal'}\nledgerDirectories={b / 'ledgers'}\n")
+    disks = sorted(str(p) for p in (cluster / "bookies").iterdir())
+    for command in (["salvage"], ["audit", "--metadata-dir", str(cluster / "metadata")]):
+        _refused(*command, *disks, str(conf), "--out", str(tmp_path / "o"), words="give each bookie once")
