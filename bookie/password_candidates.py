@@ -6,6 +6,9 @@ BookKeeper's DigestManager.generateMasterKey): a password is known when its mast
 """
 from __future__ import annotations
 
+import os
+import select
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -13,6 +16,7 @@ from bkdisk.formats.digests import master_key as key_of
 from bkdisk.formats.errors import BkdiskError
 
 EMPTY_PASSWORD = b""
+FIFO_WAIT_S = 30.0
 
 
 class CandidatesError(BkdiskError):
@@ -20,22 +24,28 @@ class CandidatesError(BkdiskError):
 
 
 def read_candidates(path: str) -> list[bytes]:
-    """The passwords of ``path``, one a line (UTF-8, ``\\n`` or ``\\r\\n``; a line is the password as
-    written, spaces kept; blank lines skipped, the empty password being tried always), each once, in
-    file order. Raises CandidatesError, one line, for a file that cannot be read or is not text."""
+    """The passwords of ``path``, one a line (UTF-8, a leading byte-order mark dropped; ``\\n`` or
+    ``\\r\\n``; a line is the password as written, spaces kept; blank lines skipped, the empty password
+    being tried always), each once, in file order; ``path`` may be a pipe (``<(vault read ...)``).
+    Raises CandidatesError, one line, for a file that cannot be read or is not text."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_all(path)
     except OSError as e:
         raise CandidatesError(f"{path}: cannot read the password candidates file ({e.strerror})") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise CandidatesError(f"{path}: offset 0: expected a text file of passwords (UTF-8), found a UTF-16 "
+                              "byte-order mark (save the file as UTF-8)")
+    # Editors that save "UTF-8 with BOM" put EF BB BF before the first password; it is not part of it.
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    data = data[start:]
     nul = data.find(b"\0")
     if nul >= 0:
-        raise CandidatesError(f"{path}: offset {nul}: expected a text file of passwords, one a line, "
+        raise CandidatesError(f"{path}: offset {start + nul}: expected a text file of passwords, one a line, "
                               "found a NUL byte")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CandidatesError(f"{path}: offset {e.start}: expected a text file of passwords (UTF-8), "
+        raise CandidatesError(f"{path}: offset {start + e.start}: expected a text file of passwords (UTF-8), "
                               f"found byte {data[e.start]:02x}") from None
     out: dict[bytes, None] = {}
     for line in data.split(b"\n"):
@@ -43,6 +53,28 @@ def read_candidates(path: str) -> list[bytes]:
         if line:
             out.setdefault(line, None)
     return list(out)
+
+
+def _read_all(path: str) -> bytes:
+    """The bytes of ``path``; a named pipe or process substitution is read once its writer has
+    written, and a pipe no writer opens within FIFO_WAIT_S is an error rather than a hang."""
+    if not stat.S_ISFIFO(os.stat(path).st_mode):
+        with open(path, "rb") as f:
+            return f.read()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # opening a pipe with no writer would block
+    try:
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN | select.POLLHUP)
+        if not waiting.poll(FIFO_WAIT_S * 1000):
+            raise CandidatesError(f"{path}: offset 0: expected passwords from the pipe's writer, none came "
+                                  f"within {FIFO_WAIT_S:g} s")
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def match_password(master_key: bytes, candidates: Iterable[bytes]) -> bytes | None:

@@ -3,10 +3,14 @@ with the empty password first (SHA-1("ledger" + password), as the golden manifes
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 
 import pytest
 from conftest import GOLDEN
 
+from bkdisk.bookie import password_candidates
 from bkdisk.bookie.password_candidates import CandidatesError, match_password, read_candidates
 from bkdisk.formats.digests import master_key
 
@@ -48,3 +52,59 @@ def test_a_missing_file_is_one_line(tmp_path):
 
 def test_the_api_others_call_takes_its_arguments_by_name():
     assert match_password(master_key=master_key(b"x"), candidates=[b"x"]) == b"x"
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_password(tmp_path):
+    f = tmp_path / "pw.txt"
+    f.write_bytes(b"\xef\xbb\xbfalpha\r\nbeta\r\n")
+    assert read_candidates(str(f)) == [b"alpha", b"beta"]
+    f.write_bytes(b"\xef\xbb\xbfok\n\xff")
+    with pytest.raises(CandidatesError, match=r": offset 6: expected a text file of passwords \(UTF-8\)"):
+        read_candidates(str(f))
+
+
+def test_a_utf16_file_is_named_as_such(tmp_path):
+    f = tmp_path / "pw.txt"
+    f.write_bytes("alpha\r\n".encode("utf-16"))
+    with pytest.raises(CandidatesError) as e:
+        read_candidates(str(f))
+    assert str(e.value) == (f"{f}: offset 0: expected a text file of passwords (UTF-8), found a UTF-16 "
+                            "byte-order mark (save the file as UTF-8)")
+
+
+def test_a_named_pipe_is_read_from_its_writer(tmp_path):
+    fifo = tmp_path / "pw.fifo"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb") as w:
+            w.write(b"alpha\n")
+            time.sleep(0.2)     # a writer that pauses mid-way is waited for, to its end
+            w.write(b"beta\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert read_candidates(str(fifo)) == [b"alpha", b"beta"]
+    finally:
+        writer.join()
+
+
+def test_a_named_pipe_nobody_writes_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    fifo = tmp_path / "pw.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(password_candidates, "FIFO_WAIT_S", 0.3)
+    raised: list[BaseException] = []
+
+    def read():
+        try:
+            read_candidates(str(fifo))
+        except BaseException as e:      # noqa: BLE001 - handed to the test's thread
+            raised.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(30)     # a hang guard: the reader is left blocked if the wait is not bounded
+    assert not reader.is_alive(), "reading a pipe nobody writes did not return"
+    assert [str(e) for e in raised] == [f"{fifo}: offset 0: expected passwords from the pipe's writer, none came "
+                                        "within 0.3 s"]
