@@ -153,10 +153,12 @@ def _close(copies: Sequence[Copy], keys: Sequence[BookieLedger], last_first: int
 
 
 def divergent(copies: Sequence[Copy]) -> dict[int, str]:
-    """Entry -> what its intact copies disagree on (the LAC, the cumulative length, the stored size, the
-    payload). Every copy of an entry is the bytes its writer sent (recovery and re-replication copy them
-    as they are), so two that differ and both pass their digest (a DUMMY one has none; a CRC can be
-    recomputed) leave unknown which the writer wrote."""
+    """Entry -> what its intact copies disagree on (the cumulative length, the stored size, the payload).
+    What the writer sent is the payload and the ledger length after it: recovery and re-replication send
+    those again as read, with the LAC of the handle that sends them and a digest over that, so the LAC
+    is not compared; the stored size is compared between copies of one entry format only, and payload
+    hashes on their common prefix (a scrub's light walk keeps a short one). Two intact copies (a DUMMY
+    one has no digest; a CRC can be recomputed) that differ leave unknown which the writer wrote."""
     seen: dict[int, Copy] = {}
     out: dict[int, str] = {}
     for c in copies:
@@ -165,12 +167,20 @@ def divergent(copies: Sequence[Copy]) -> dict[int, str]:
         first = seen.setdefault(c.entry, c)
         if first is c or c.entry in out:
             continue
-        what = [name for name, a, b in (("LAC", first.lac, c.lac), ("length", first.length, c.length),
-                                        ("size", first.size, c.size), ("payload", first.payload, c.payload))
-                if a != b and a is not None and b is not None]
+        what = [name for name, differ in (("length", first.length != c.length),
+                                          ("size", first.entry_format == c.entry_format and first.size != c.size),
+                                          ("payload", _hashes_differ(first.payload, c.payload)))
+                if differ]
         if what:
             out[c.entry] = f"{'/'.join(what)} ({first.bookie} and {c.bookie})"
     return out
+
+
+def _hashes_differ(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return False
+    n = min(len(a), len(b))
+    return a[:n] != b[:n]
 
 
 def _confirm_hmac(digest: Inferred, password: Inferred, copies: Sequence[Copy], check: HmacCheck | None

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +33,7 @@ C3 = GOLDEN / "cluster-3"
 BOOKIES = ("bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b")
 MANIFEST = json.loads((C3 / "manifest.json").read_text())
 LEDGERS = {lg["ledger_id_hex"]: lg for lg in MANIFEST["ledgers"]}
+BKDISK = os.path.join(os.path.dirname(sys.executable), "bkdisk")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -228,6 +231,24 @@ def test_a_scoped_ledger_is_written_under_its_qualified_name(tmp_path):
             assert set(ws) == set(truth)
             if lg.write_quorum < lg.ensemble_size and md.ensemble_size == lg.ensemble_size:
                 assert ws == list(truth), (name, e)
+
+
+def test_a_nightly_scan_file_beside_disks_rebuilds_the_same(tmp_path):
+    """A scan-disk file of a scrub's run after a deep one (its logs walked light: payload hashes kept short)
+    with the other two disks read here: copies agree on their hashes' common prefix, every ledger is rebuilt."""
+    bk1 = disks(only=BOOKIES[:1])[0]
+    for night, deep in ((0, ["--deep-all"]), (1, [])):
+        p = subprocess.run([BKDISK, "scan-disk", bk1, "--out", str(tmp_path / f"night{night}.parquet"),
+                            "--state", str(tmp_path / "state"), "--as-of", f"2026-11-0{night + 1}T00:00:00Z", *deep],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+    hashes = pq.read_table(tmp_path / "night1.parquet", columns=["payload_sha256"]).column(0).to_pylist()
+    assert 16 in {len(h) for h in hashes if h}   # the light walk's short hashes, which the test is about
+    out = tmp_path / "out"
+    code, output = run([*disks(only=BOOKIES[1:]), "--scan-files", str(tmp_path / "night1.parquet"),
+                        "--password-candidates", str(candidates(tmp_path))], out)
+    assert code == 0, output
+    assert sorted(written(out)) == sorted(LEDGERS)
 
 
 @pytest.mark.parametrize("case", ["not_a_bookie", "scan_file", "candidates", "out"])
