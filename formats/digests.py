@@ -44,6 +44,9 @@ class DigestType(enum.IntEnum):
 DIGEST_LENGTH = {DigestType.CRC32: 8, DigestType.HMAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
 
 
+MASTER_KEY_SIZE = 20   # a SHA-1
+
+
 def master_key(password: bytes) -> bytes:
     """The ledger master key a bookie stores: SHA-1(b"ledger" + password)."""
     return hashlib.sha1(b"ledger" + password).digest()

@@ -346,11 +346,16 @@ def test_a_rebuild_over_a_damaged_header_keeps_the_fence_the_header_still_tells(
     assert parse_header(open(idx, "rb").read(INDEX_HEADER_SIZE)).fenced
 
 
-def test_a_header_damaged_past_telling_its_state_blocks_a_rebuild_the_journals_cannot_fence(disk):
+# The signature, version and key length overwritten (the state's place lost); a zeroed header ("key length 0,
+# state 0" by accident); a key length no master key has.
+@pytest.mark.parametrize("damage", [(0, b"\xff" * 12), (0, bytes(INDEX_HEADER_SIZE)), (8, (4).to_bytes(4, "big"))],
+                         ids=["overwritten", "zeroed", "short-key"])
+def test_a_header_damaged_past_telling_its_state_blocks_a_rebuild_the_journals_cannot_fence(disk, damage):
     lid = LedgerId(0, 0x1234)
     idx = disk.written.index_files[lid]
     with open(idx, "r+b") as f:
-        f.write(b"\xff" * 12)                          # signature, version and key length: the state's place lost
+        f.seek(damage[0])
+        f.write(damage[1])
     [a] = [a for a in plan_repairs(_fence_unrecorded(disk.check(), lid)).actions
            if a.kind == "rebuild-index" and a.ledger == lid]
     assert a.blocked and "unfence" in a.blocked

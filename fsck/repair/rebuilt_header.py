@@ -8,11 +8,10 @@ import os
 import numpy as np
 
 from bkdisk.diskio.failures import IoFailure, open_regular_file
+from bkdisk.formats.digests import MASTER_KEY_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import (
-    HEADER_FIXED_SIZE,
     HEADER_SIZE,
-    HEADER_V0,
     KEY_LENGTH_OFFSET,
     KEY_OFFSET,
     STATE_FENCED,
@@ -62,8 +61,9 @@ def infer_page_size(inv) -> int:
 
 def damaged_header_state(path: str) -> int | None:
     """The state bits of an index header refused as a whole, where the rest of it still says where they
-    are: the key length in range (the state follows the key in both versions, whatever the signature or
-    version say) and no bit but the fenced one set. None when that cannot be told."""
+    are: the key length that of a master key (a SHA-1; the state follows the key in both versions, whatever
+    the signature or version say) and no bit but the fenced one set. None when that cannot be told: a
+    header zeroed or overwritten says "not fenced" by accident, never by a length of 20."""
     opened = open_regular_file(path)
     if isinstance(opened, IoFailure):
         return None
@@ -77,7 +77,7 @@ def damaged_header_state(path: str) -> int | None:
     if len(head) < KEY_OFFSET:
         return None
     n = int.from_bytes(head[KEY_LENGTH_OFFSET:KEY_OFFSET], "big", signed=True)
-    if not 0 <= n <= HEADER_SIZE - HEADER_FIXED_SIZE[HEADER_V0] or len(head) < KEY_OFFSET + n + 4:
+    if n != MASTER_KEY_SIZE or len(head) < KEY_OFFSET + n + 4:
         return None
     state = int.from_bytes(head[KEY_OFFSET + n:KEY_OFFSET + n + 4], "big")
     return state if state & ~STATE_FENCED == 0 else None
