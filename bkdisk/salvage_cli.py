@@ -209,8 +209,7 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
               help="At most N disks read at once on one host, over all its executors.")
 @click.option("--import", "import_url", default=None, metavar="grpc://HOST:PORT",
               help="Then create each salvaged ledger through the metadata service (never overwriting one).")
-@click.option("--token", default=lambda: os.environ.get(token_source.TOKEN_ENV), show_default=False,
-              callback=checked_token_option,
+@click.option("--token", default=None, callback=checked_token_option,
               help=f"The metadata service's token, for --metadata grpc:// and --import (env {token_source.TOKEN_ENV}).")
 @click.option("--run-id", default=None, help="Id of the run (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
@@ -238,6 +237,8 @@ def salvage(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[st
     for name, url in (("--metadata", metadata_url), ("--import", import_url)):
         if url is not None and not url.startswith("grpc://"):
             raise click.UsageError(f"{name} takes grpc://HOST:PORT, not {url!r}")
+    if token is None and (metadata_url is not None or import_url is not None):
+        token = token_source.env_token()   # read only where a service is used, as the thin clients do
     candidates = tuple(read_candidates(password_candidates)) if password_candidates else ()
     options = salvage_job.SalvageOptions(candidates, ack_quorum, _custom_pairs(custom_metadata))
     given = [DiskInput(d) for d in disks] + (read_disks_file(disks_file) if disks_file else [])

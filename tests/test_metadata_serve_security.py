@@ -302,6 +302,18 @@ def test_a_token_grpc_cannot_carry_is_refused_before_any_call_and_never_breaks_a
     assert out.returncode == 8 and out.stderr.strip().splitlines() == [
         "bookie-fsck: env BKDISK_METADATA_TOKEN: expected a token of printable ASCII characters, found a control "
         "character at position 2"], out.stderr
+    # A token from the environment is named as such, and checked only by a command that calls a service
+    out = subprocess.run([*BKDISK, "metadata", "list", "--server", "127.0.0.1:1"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 16 and "--token" not in out.stderr and ("env BKDISK_METADATA_TOKEN: expected a token "
+                                                                      "of printable ASCII") in out.stderr, out.stderr
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "x").write_text("x")
+    for service, words in (([], "not a bookie disk"),
+                           (["--import", "grpc://127.0.0.1:1"], "env BKDISK_METADATA_TOKEN")):
+        out = subprocess.run([*BKDISK, "salvage", str(tmp_path / "nb"), "--out", str(tmp_path / "o"), "-q", *service],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 8 and len(out.stderr.strip().splitlines()) == 1 and words in out.stderr, out.stderr
     tokens = Tokens(full="FULL", read="READ")
     assert tokens.kind([(TOKEN_HEADER, "t\u00f6k\u00e9n")]) is None and tokens.kind([(TOKEN_HEADER, "READ")]) == READ
 
