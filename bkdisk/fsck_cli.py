@@ -187,7 +187,8 @@ def _run(run: FsckRun) -> int:
     held: list[int] = []
     if run.repair and not run.dry_run:
         try:
-            held = repair_guards.hold_repair_lock(dirs.all_dirs)
+            held = repair_guards.hold_repair_lock(
+                dirs.all_dirs, warn=lambda s: print(f"bookie-fsck: warning: {s}", file=sys.stderr))
         except repair_guards.RepairRefused as e:
             print(f"bookie-fsck: {e}", file=sys.stderr)
             return EXIT_OPERATIONAL

@@ -546,3 +546,23 @@ def test_an_unlistable_ledger_dir_blocks_every_rebuild_when_the_indexes_are_else
     assert rebuilds and all(a["blocked"] and cur in a["blocked"] and a["result"] is None for a in rebuilds)
     assert p.returncode == 4, p.stderr
     assert open(idx, "rb").read() == damaged
+
+
+def test_a_folder_the_filesystem_cannot_lock_is_repaired_unlocked_with_a_warning(disk, monkeypatch):
+    """NFS emulates flock with POSIX locks, which need a file open for writing: locking a folder fails
+    there (EBADF, ENOLCK). The repair goes on, and says that a second one at the same time is not excluded."""
+    import errno
+    import fcntl
+
+    from bkdisk.fsck.repair import guards
+
+    def no_locks(fd, how):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    said: list[str] = []
+    assert guards.hold_repair_lock(disk.dirs.all_dirs, warn=said.append) == []
+    dirs = sorted({os.path.realpath(d) for d in disk.dirs.all_dirs})
+    assert said == [f"{d}: cannot lock it for the repair (Bad file descriptor); another repair of this bookie "
+                    "at the same time is not excluded" for d in dirs]
+    assert not [fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") in dirs]

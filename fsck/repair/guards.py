@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 
 from bkdisk.fsck.context import CheckContext
 
@@ -46,23 +47,29 @@ def processes_holding(dirs: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-def hold_repair_lock(dirs: list[str]) -> list[int]:
+def hold_repair_lock(dirs: list[str], warn: Callable[[str], None] = lambda s: None) -> list[int]:
     """Lock each of ``dirs`` for this process's repair (an exclusive flock on the folder itself: no file
     is written for it), held until the descriptors returned are closed or the process ends; taken
     before the check, so that no repair acts on findings another repair is making stale.
-    RepairRefused when another process holds one."""
+    RepairRefused when another process holds one. A filesystem that cannot lock a folder (NFS emulates
+    flock with locks that need a file open for writing) leaves that one unlocked, said through ``warn``."""
     held: list[int] = []
     for d in sorted({os.path.realpath(d) for d in dirs}):
         try:
             fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             continue   # a dir that cannot be opened: the check names it
-        held.append(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            for f in held:
+            for f in (*held, fd):
                 os.close(f)
             raise RepairRefused(f"another repair of this bookie is running (it holds {d}); "
                                 f"not repairing until it ends") from None
+        except OSError as e:
+            os.close(fd)
+            warn(f"{d}: cannot lock it for the repair ({e.strerror}); another repair of this bookie at the "
+                 "same time is not excluded")
+            continue
+        held.append(fd)
     return held

@@ -351,7 +351,7 @@ def repair_bookie(dirs: BookieDirs, options: CheckOptions | None = None, *, conf
                   log: Callable[[str], None] = lambda s: None) -> RepairRun:
     """Check, plan, apply (asking ``confirm`` per action) and re-check, end to end, holding the bookie's
     repair lock throughout."""
-    held = hold_repair_lock(dirs.all_dirs)
+    held = hold_repair_lock(dirs.all_dirs, warn=log)
     try:
         before = check_bookie(dirs, options)
         plan = plan_repairs(before, drop_lost_entries=drop_lost_entries)
