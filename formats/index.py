@@ -11,6 +11,7 @@ import construct as cs
 import numpy as np
 
 from bkdisk.formats.codec import field_offsets, parse_struct
+from bkdisk.formats.digests import MASTER_KEY_SIZE
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.journal import LAC_BODY
 
@@ -60,6 +61,27 @@ SLOT_DTYPE = np.dtype(f">u{SLOT_SIZE}")             # LOCATION as numpy reads a 
 MAGIC_VALUE = cs.Int32ub.parse(INDEX_MAGIC)          # the signature as the big-endian u32 a kernel compares
 # The fields of an explicit-LAC body (LAC_BODY) read one at a time: cheaper than the whole Struct per file.
 _LAC_LEDGER, _LAC, _LAC_AT = LAC_BODY._subcons["ledger_id"], LAC_BODY._subcons["lac"], field_offsets(LAC_BODY)["lac"]
+
+
+# What a header refused as a whole may still tell: the state bits after the key, wherever the signature
+# and version went, when the key length before them is a master key's (a zeroed or overwritten header
+# would say "not fenced" by accident).
+_STATE_AFTER_KEY = cs.Struct(
+    cs.Padding(KEY_LENGTH_OFFSET),
+    "master_key_length" / cs.Int32sb,
+    cs.Check(cs.this.master_key_length == MASTER_KEY_SIZE),
+    cs.Padding(MASTER_KEY_SIZE),
+    "state_bits" / cs.Int32ub,
+)
+
+
+def state_after_key(head: bytes) -> int | None:
+    """The state bits of a refused header's first bytes (``_STATE_AFTER_KEY``); None when its key length
+    is not a master key's or the bytes end before them."""
+    try:
+        return _STATE_AFTER_KEY.parse(head).state_bits
+    except cs.ConstructError:
+        return None
 
 
 @dataclass(frozen=True)

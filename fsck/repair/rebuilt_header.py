@@ -8,14 +8,12 @@ import os
 import numpy as np
 
 from bkdisk.diskio.failures import IoFailure, open_regular_file
-from bkdisk.formats.digests import MASTER_KEY_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import (
     HEADER_SIZE,
-    KEY_LENGTH_OFFSET,
-    KEY_OFFSET,
     STATE_FENCED,
     IndexHeader,
+    state_after_key,
 )
 from bkdisk.fsck.context import CheckContext
 
@@ -74,13 +72,8 @@ def damaged_header_state(path: str) -> int | None:
         return None
     finally:
         os.close(fd)
-    if len(head) < KEY_OFFSET:
-        return None
-    n = int.from_bytes(head[KEY_LENGTH_OFFSET:KEY_OFFSET], "big", signed=True)
-    if n != MASTER_KEY_SIZE or len(head) < KEY_OFFSET + n + 4:
-        return None
-    state = int.from_bytes(head[KEY_OFFSET + n:KEY_OFFSET + n + 4], "big")
-    return state if state & ~STATE_FENCED == 0 else None
+    state = state_after_key(head)
+    return state if state is not None and state & ~STATE_FENCED == 0 else None
 
 
 def damaged_index_fenced(ctx: CheckContext, lid: LedgerId) -> bool | None:
