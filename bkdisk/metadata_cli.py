@@ -41,7 +41,7 @@ DEFAULT_SERVER = "127.0.0.1:4183"
 # What a script needs to tell apart: retry (8), stop (6, 7), or act on the answer (2, 3, 5). 1 and 4
 # keep e2fsck's meanings (corrected, problems left) and are never a metadata command's answer.
 EXIT_NOT_FOUND = 2        # the service answered: no such ledger (or bookie)
-EXIT_EXISTS = 3           # create: the ledger exists already
+EXIT_EXISTS = 3           # create: the ledger exists already (register: a live bookie holds the id)
 EXIT_BAD_VERSION = 5      # a conditional write lost: the stored version is not the expected one
 EXIT_DENIED = 6           # the service refused the caller: token missing or wrong, or the store's ACLs
 EXIT_BAD_REQUEST = 7      # the service refused the request itself (an id or field it does not accept)
@@ -54,6 +54,7 @@ EXIT_OF_CODE = {
     "LEDGER_NOT_FOUND": EXIT_NOT_FOUND,
     "BOOKIE_NOT_FOUND": EXIT_NOT_FOUND,
     "LEDGER_EXISTS": EXIT_EXISTS,
+    "BOOKIE_EXISTS": EXIT_EXISTS,
     "BAD_VERSION": EXIT_BAD_VERSION,
     "PERMISSION_DENIED": EXIT_DENIED,
     "RPC_PERMISSION_DENIED": EXIT_DENIED,

@@ -14,6 +14,15 @@ from bkdisk.metaservice.proto import metaservice_pb2_grpc as pb_grpc
 
 RETAINED_EVENTS = 10_000
 POLL_SECONDS = 0.2
+# How long a Register waits for another session holding its BookieId to end (a bookie restarting while
+# its old stream is still being torn down), as a BookKeeper bookie waits for its old ZooKeeper session
+# to expire (zkTimeout, 10 s by default) before it refuses to start.
+TAKEOVER_WAIT_S = 10.0
+
+
+class BookieHeld(Exception):
+    """A BookieId that a live session, or a bookie outside the service, holds: two bookies answering to
+    one id would each be sent the other's entries."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Registry:
         self._events: deque[BookieEvent] = deque(maxlen=RETAINED_EVENTS)
         self._seq = 0
         self._sessions = itertools.count(1)
+        self.takeover_wait = TAKEOVER_WAIT_S
 
     def new_session(self) -> int:
         return next(self._sessions)
@@ -50,12 +60,15 @@ class Registry:
         self._cond.notify_all()
 
     def register(self, bookie_id: str, read_only: bool, info: bytes, session: int) -> None:
-        """Register (or re-register, replacing the old session's entry)."""
+        """Register ``bookie_id`` for ``session``, once no other session holds it (waiting up to
+        ``takeover_wait`` for one to end); BookieHeld when one still does."""
         with self._cond:
-            old = self._bookies.get(bookie_id)
+            if not self._cond.wait_for(lambda: bookie_id not in self._bookies, self.takeover_wait):
+                raise BookieHeld(f"{bookie_id} is registered by another session that is still live "
+                                 f"(waited {self.takeover_wait:g} s for it to end)")
             reg = Registration(bookie_id, read_only, info, session)
             self._bookies[bookie_id] = reg
-            self._emit("CREATED" if old is None else "UPDATED", reg)
+            self._emit("CREATED", reg)
 
     def unregister(self, bookie_id: str, session: int | None = None) -> bool:
         """Remove ``bookie_id`` (only if still held by ``session`` when one is given)."""
@@ -128,7 +141,11 @@ class DiscoveryServicer(pb_grpc.DiscoveryServiceServicer):
         session = self.registry.new_session()
         ended = threading.Event()
         context.add_callback(ended.set)
-        self.registry.register(bookie, request.read_only, request.info.SerializeToString(), session)
+        try:
+            self.registry.register(bookie, request.read_only, request.info.SerializeToString(), session)
+        except BookieHeld as exc:
+            yield pb.BookieResponse(code=pb.BOOKIE_EXISTS, ledger_scope_id=request.ledger_scope_id, message=str(exc))
+            return
         try:
             yield pb.BookieResponse(code=pb.SUCCESS, change=pb.CREATED, ledger_scope_id=request.ledger_scope_id,
                                     bookies=[_info(self.registry.get(bookie) or Registration(

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from bkdisk.metaservice.discovery import Registration, Registry
+from bkdisk.metaservice.discovery import POLL_SECONDS, BookieHeld, Registration, Registry
 
 if TYPE_CHECKING:   # the store makes its registry (ZkStore.new_registry) and hands itself in
     from bkdisk.metaservice.zk_store import ZkStore
@@ -29,7 +30,18 @@ class ZkRegistry(Registry):
         super().__init__()
         self.store = store
         self._zk_lock = threading.Lock()
-        store.on_session(lambda _renewed: self.resync())
+        # Every ZooKeeper session this service has had: a znode one of them made is the service's own.
+        self._sessions_of_ours: set[int] = set()
+        self._note_session()
+        store.on_session(self._session_back)
+
+    def _note_session(self) -> None:
+        if self.store.zk.client_id:
+            self._sessions_of_ours.add(int(self.store.zk.client_id[0]))
+
+    def _session_back(self, _renewed: bool) -> None:
+        self._note_session()
+        self.resync()
 
     def _in_zookeeper(self) -> list[Registration]:
         """Every registration znode under available/ and available/readonly/ (session 0: not ours)."""
@@ -76,17 +88,52 @@ class ZkRegistry(Registry):
         return f"{self.store.root}/{sub}/{bookie_id}"
 
     def _put(self, bookie_id: str, read_only: bool, info: bytes) -> None:
+        """Write the registration's ephemeral znode, replacing one an earlier session of this service
+        left (not yet expired) at either path; BookieHeld when a session not the service's (a real
+        bookie) holds the id, writable or read-only."""
+        foreign = self._foreign_owner(bookie_id)
+        if foreign is not None:
+            raise BookieHeld(f"{bookie_id} is registered in ZooKeeper by a session that is not the service's "
+                             f"(a bookie of the cluster: session 0x{foreign:x})")
         zk, path = self.store.zk, self._path(bookie_id, read_only)
         try:
             zk.create(path, info, ephemeral=True)
         except NodeExistsError:
             data, stat = zk.get(path)
-            if stat.ephemeralOwner != zk.client_id[0]:
-                # An older session of ours (not yet expired) or a real bookie holds it: replace it.
+            if stat.ephemeralOwner != zk.client_id[0]:     # an earlier session of the service's: replace it
                 zk.delete(path)
                 zk.create(path, info, ephemeral=True)
             elif data != info:
                 zk.set(path, info)
+        self._drop(bookie_id, not read_only)    # what an earlier session of ours left at the other path
+
+    def _wait_for_foreign_owner(self, bookie_id: str) -> None:
+        """Wait up to ``takeover_wait`` for a bookie outside the service holding ``bookie_id`` to let
+        go (its session expiring), as a BookKeeper bookie waits before it refuses to register;
+        BookieHeld when it does not. ZooKeeper away: nothing to wait for now (resync() checks again)."""
+        deadline = time.monotonic() + self.takeover_wait
+        while True:
+            try:
+                foreign = self._foreign_owner(bookie_id)
+            except Exception as exc:   # a lost connection
+                log.warning("cannot look up %s in ZooKeeper now: %s", bookie_id, exc)
+                return
+            if foreign is None:
+                return
+            if time.monotonic() >= deadline:
+                raise BookieHeld(f"{bookie_id} is registered in ZooKeeper by a session that is not the service's "
+                                 f"(a bookie of the cluster: session 0x{foreign:x}; waited {self.takeover_wait:g} "
+                                 "s for it to end)")
+            time.sleep(POLL_SECONDS)
+
+    def _foreign_owner(self, bookie_id: str) -> int | None:
+        """The session of a znode registering ``bookie_id`` (writable or read-only) that no session of
+        this service made, if any."""
+        for ro in (False, True):
+            stat = self.store.zk.exists(self._path(bookie_id, ro))
+            if stat is not None and stat.ephemeralOwner not in self._sessions_of_ours:
+                return int(stat.ephemeralOwner)
+        return None
 
     def _drop(self, bookie_id: str, read_only: bool) -> None:
         try:
@@ -95,17 +142,19 @@ class ZkRegistry(Registry):
             pass
 
     def register(self, bookie_id: str, read_only: bool, info: bytes, session: int) -> None:
-        old = super().get(bookie_id)   # ours only
+        if self.store._up.is_set():
+            self._wait_for_foreign_owner(bookie_id)     # before the service lists it as its own
         super().register(bookie_id, read_only, info, session)
         if not self.store._up.is_set():
             return                          # resync() writes it once the session is back
-        with self._zk_lock:
-            try:
-                if old is not None and old.read_only != read_only:
-                    self._drop(bookie_id, old.read_only)
+        try:
+            with self._zk_lock:
                 self._put(bookie_id, read_only, info)
-            except Exception as exc:   # resync() writes it back after the reconnect
-                log.warning("cannot register %s in ZooKeeper now: %s", bookie_id, exc)
+        except BookieHeld:                  # a bookie of the cluster registered it in the meantime
+            super().unregister(bookie_id, session)
+            raise
+        except Exception as exc:   # resync() writes it back after the reconnect
+            log.warning("cannot register %s in ZooKeeper now: %s", bookie_id, exc)
 
     def unregister(self, bookie_id: str, session: int | None = None) -> bool:
         reg = super().get(bookie_id)
@@ -125,5 +174,7 @@ class ZkRegistry(Registry):
             for reg in regs:
                 try:
                     self._put(reg.bookie_id, reg.read_only, reg.info)
+                except BookieHeld as exc:   # a bookie of the cluster took the id while the service was away
+                    log.warning("cannot re-register %s in ZooKeeper: %s", reg.bookie_id, exc)
                 except Exception as exc:   # the next reconnect tries again
                     log.warning("cannot re-register %s in ZooKeeper: %s", reg.bookie_id, exc)

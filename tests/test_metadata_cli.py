@@ -169,6 +169,10 @@ def test_bookies_register_lives_while_the_command_runs(served):
     listed = served.json("bookies", "list")
     assert [b["bookie_id"] for b in listed] == ["bk-9.rack-z"]
     assert served("bookies", "resolve", "bk-9.rack-z").stdout.strip() == "bk-9.rack-z\t10.1.2.3:3181"
+    # another bookie under the same id while this one lives: refused once the service waited for it to go
+    _one_line(served("bookies", "register", "bk-9.rack-z", "--host", "10.9.9.9", "--port", "3181", check=None), 3,
+              "BOOKIE_EXISTS")
+    assert served("bookies", "resolve", "bk-9.rack-z").stdout.strip() == "bk-9.rack-z\t10.1.2.3:3181"
     reg.terminate()
     assert reg.wait(30) == 0
     assert served.json("bookies", "list") == []

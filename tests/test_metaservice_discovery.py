@@ -111,12 +111,24 @@ def test_a_registration_goes_with_its_session(service):
         proc.kill()
 
 
-def test_re_registration_in_a_new_session_survives_the_old_one_ending(service):
+def test_a_bookie_id_a_live_session_holds_is_refused_and_a_restart_waits_for_the_old_session(service):
+    """Two bookies answering to one id would each be sent the other's entries: as a BookKeeper bookie
+    refuses to start while another session holds its registration, Register waits for the holder's
+    session to end (a restart: the old stream being torn down) and refuses with BOOKIE_EXISTS after it."""
     registry, d, _port = service
+    registry.takeover_wait = 0.5
     old = d.register("bk-1", service_info("10.0.0.1", 3181))
-    new = d.register("bk-1", service_info("10.0.0.9", 3181))     # e.g. the bookie restarted elsewhere
+    assert _code(lambda: d.register("bk-1", service_info("10.0.0.9", 3181))) == "BOOKIE_EXISTS"
+    assert d.info("bk-1").endpoints[0][1] == "10.0.0.1" and _ids(d.list()) == ["bk-1"]
+    registry.takeover_wait = WAIT
+    got: list = []
+    restarted = threading.Thread(target=lambda: got.append(d.register("bk-1", service_info("10.0.0.9", 3181))))
+    restarted.start()
+    time.sleep(0.3)         # the new registration is waiting when the old session ends
     old.close()
-    until(lambda: ("bk-1", False) in registry.unregisters, "the old session's end was handled")
+    restarted.join(WAIT)
+    assert len(got) == 1, "the registration after the old session ended was refused"
+    new = got[0]
     assert d.info("bk-1").endpoints[0][1] == "10.0.0.9"
     assert _ids(d.list()) == ["bk-1"]
     new.close()

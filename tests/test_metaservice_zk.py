@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
+import time
 import uuid
 
 import pytest
@@ -268,3 +269,38 @@ def test_bookies_that_registered_in_zookeeper_themselves_are_listed_and_resolved
     finally:
         resolver.close()
         d.close()
+
+
+def test_a_bookie_id_a_bookie_of_the_cluster_holds_in_zookeeper_is_never_taken_over(zookeeper, kz):
+    """A real bookie's ephemeral registration is its session's: the service never deletes it to register the
+    same id (clients would send that bookie's entries elsewhere); Register waits for it to go, as a restarting
+    BookKeeper bookie waits for its old session to expire, and refuses with BOOKIE_EXISTS if it does not."""
+    store = open_store(f"zk://{zookeeper.hosts}{_root()}")
+    registry = store.new_registry()
+    registry.takeover_wait = 0.5
+    with served(store, token=None, registry=registry) as (_c, port):
+        real = f"{store.root}/available/readonly/bk-real.rack-c"      # read-only: the id, either way
+        kz.create(real, service_info("10.0.0.9", 3181).SerializeToString(), ephemeral=True)
+        d = DiscoveryClient(f"127.0.0.1:{port}", timeout=5)
+        try:
+            with pytest.raises(MetadataError) as info:
+                d.register("bk-real.rack-c", service_info("10.0.0.7", 3181))
+            assert info.value.code == "BOOKIE_EXISTS" and f"session 0x{kz.client_id[0]:x}" in str(info.value)
+            data, stat = kz.get(real)
+            assert stat.ephemeralOwner == kz.client_id[0] and data == service_info("10.0.0.9", 3181).SerializeToString()
+            assert kz.exists(f"{store.root}/available/bk-real.rack-c") is None
+            assert [b.bookie_id for b in d.list(read_only=True)] == ["bk-real.rack-c"]
+            registry.takeover_wait = 30.0
+            got: list = []
+            waiting = threading.Thread(target=lambda: got.append(d.register("bk-real.rack-c",
+                                                                              service_info("10.0.0.7", 3181))))
+            waiting.start()
+            time.sleep(0.5)
+            kz.delete(real)                       # the bookie's session ended
+            waiting.join(30)
+            assert len(got) == 1
+            _data, stat = kz.get(f"{store.root}/available/bk-real.rack-c")
+            assert stat.ephemeralOwner != kz.client_id[0]
+            got[0].close()
+        finally:
+            d.close()

@@ -19,6 +19,7 @@ class StatusCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEDGER_METADATA_ERROR: _ClassVar[StatusCode]
     LEDGER_EXISTS: _ClassVar[StatusCode]
     LEDGER_NOT_FOUND: _ClassVar[StatusCode]
+    BOOKIE_EXISTS: _ClassVar[StatusCode]
     BOOKIE_NOT_FOUND: _ClassVar[StatusCode]
     BAD_VERSION: _ClassVar[StatusCode]
 
@@ -39,6 +40,7 @@ UNEXPECTED: StatusCode
 LEDGER_METADATA_ERROR: StatusCode
 LEDGER_EXISTS: StatusCode
 LEDGER_NOT_FOUND: StatusCode
+BOOKIE_EXISTS: StatusCode
 BOOKIE_NOT_FOUND: StatusCode
 BAD_VERSION: StatusCode
 NONE: ChangeType
