@@ -184,6 +184,9 @@ _TABLE = [
     # pass 7: metadata
     Problem("METADATA_SKIPPED", I, 7, "{detail}"),
     Problem("ORPHAN_LEDGER", W, 7, "ledger {ledger_name} is on disk but has no metadata ({detail})"),
+    Problem("METADATA_UNLOADABLE", W, 7,
+            "ledger {ledger_name}'s metadata cannot be loaded by BookKeeper's client: {detail} (no entry of it is "
+            "checked against it)"),
     Problem("LEDGER_OVER_REPLICATED", I, 7,
             "ledger {ledger_name} is on disk but closed with this bookie in none of its ensembles ({detail})"),
     Problem("ENTRY_MISSING", E, 7,

@@ -506,3 +506,23 @@ def test_fsck_names_the_closed_ledgers_space_counts_over_replicated_as_info(tmp_
     counted = {r["ledger"] for r in kind(run([str(root), "--metadata-dir", str(md)]), "ledger")
                if r["state"] == "over-replicated"}
     assert counted == {str(f["ledger"]) for f in found}
+
+
+def test_fsck_warns_of_metadata_bookkeepers_client_cannot_load_and_checks_no_entry_against_it(tmp_path):
+    """A ledger whose metadata breaks LedgerMetadataBuilder's rules (write quorum above the ensemble size; an
+    ensemble short of the ensemble size) cannot be opened by any reader; fsck says so (a warning) instead of
+    computing write sets from it."""
+    from bkdisk.fsck_cli import fsck_command
+    root, md = cluster_copy(tmp_path)
+    a, b = (parse_metadata((md / f"{lid:x}.bin").read_bytes()) for lid in (0x10, 0x11))
+    _rewrite(tmp_path, 0x10, write_quorum=a.ensemble_size + 1, ack_quorum=a.ensemble_size + 1)
+    _rewrite(tmp_path, 0x11, ensembles=((0, b.ensembles[0][1][:-1]),))
+    r = CliRunner().invoke(fsck_command, [str(root), "--metadata-dir", str(md), "--json"])
+    findings = json.loads(r.output)["findings"]
+    found = [f for f in findings if f["code"] == "METADATA_UNLOADABLE"]
+    assert [(f["ledger"], f["severity"], f["pass"]) for f in found] == [(0x10, "warning", 7), (0x11, "warning", 7)]
+    assert (f"write quorum {a.ensemble_size + 1} is larger than the ensemble size {a.ensemble_size}"
+            in found[0]["message"])
+    assert "bookies, the ensemble size is" in found[1]["message"]
+    assert not [f for f in findings if f.get("ledger") in (0x10, 0x11) and f["code"] in ("ENTRY_MISSING",
+                                                                                         "ENTRIES_MISSING")]

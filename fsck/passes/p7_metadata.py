@@ -91,14 +91,21 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         return
     # (imported here: a check without metadata loads none of the metadata formats)
     from bkdisk.bookie.metadata_dir import over_replicated
+    from bkdisk.formats.ledger_metadata import bookkeeper_refusal
 
     held = held_entries(ctx)
     me = bookie_id_of(ctx.dirs)
+    # Metadata BookKeeper's client refuses to build: no reader of the ledger gets past opening it, and
+    # what it says of ensembles and quorums places no entry for sure.
+    unloadable: set[LedgerId] = set()
     for lid in sorted(held):   # looked up one by one: md may be a view
         m = md.get(lid)
         if m is None:
             yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
                           detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+        elif (why := bookkeeper_refusal(m)) is not None:
+            unloadable.add(lid)
+            yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
         elif me is not None and over_replicated(m, me):
             yield Finding(Code.LEDGER_OVER_REPLICATED, scope=lid.scope, ledger=lid.ledger,
                           detail=f"{len(held[lid])} entries; garbage: the collector's over-replicated check "
@@ -106,6 +113,11 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     if me is None:
         return
     for lid, m in sorted(md.items()):
+        if lid in unloadable:
+            continue
+        if (why := bookkeeper_refusal(m)) is not None:
+            yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
+            continue
         if m.state == "CLOSED":
             last = m.last_entry_id
         else:
