@@ -256,6 +256,12 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
         first = min(split)
         s.no_metadata_because = (f"intact copies of {len(split)} entr{'y' if len(split) == 1 else 'ies'} disagree, "
                                  f"which was written is unknown: entry {first} on its {split[first]}")
+    elif absent := sorted(set(lost) - {c.entry for c in copies}):
+        s.no_metadata_because = (f"{len(absent)} entr{'y' if len(absent) == 1 else 'ies'} at or before the last "
+                                 f"({last}) have no copy on any disk given (entry {absent[0]} first): a bookie's disk "
+                                 "was not given, or every copy went with its disk; ensembles inferred from the "
+                                 "other disks would leave out the bookies that hold them (give every bookie of the "
+                                 "cluster)")
     elif not 1 <= qa_value <= pl.write_quorum:
         s.no_metadata_because = f"--ack-quorum {qa_value} is not within 1..write quorum {pl.write_quorum}"
     elif any(b is None for _f, e in kept for b in e):

@@ -262,3 +262,42 @@ def test_copies_sent_again_by_recovery_or_re_replication_are_not_divergent(case,
                                         else {"payload": c.payload[:16]})})
     s = salvage_ledger(LedgerId(0, 7), bent, _keys(ensembles), [b"pw"])
     assert s.metadata is not None, s.no_metadata_because
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ledgers(), st.data())
+def test_a_bookie_whose_disk_was_not_given_leaves_no_metadata_when_entries_have_no_copy(case, data):
+    """With a bookie's disk missing, the entries only it and other missing bookies held have no copy at all:
+    ensembles inferred from the rest would leave out the bookies holding them (BookKeeper would never read
+    those copies, and its collector would delete them as over-replicated). No metadata, the entries named.
+    Damaged copies are different: the disk was read, the entry is lost, the placement still stands."""
+    e_size, qw, ensembles, dtype, sizes = case
+    bookies = sorted({b for _f, e in ensembles for b in e})
+    gone = set(data.draw(st.lists(st.sampled_from(bookies), min_size=1, max_size=len(bookies) - 1, unique=True))
+               if len(bookies) > 1 else [])
+    copies = _copies(e_size, qw, ensembles, dtype, sizes, keep=lambda e, b: b not in gone)
+    held = {c.entry for c in copies}
+    s = salvage_ledger(LedgerId(0, 7), copies, _keys(ensembles), [b"pw"])
+    last = s.last_entry_id.value
+    absent = [e for e in range(len(sizes)) if e not in held and last is not None and e <= last]
+    if not held:
+        assert s.metadata is None
+    elif absent:
+        assert s.metadata is None and f"(entry {absent[0]} first)" in s.no_metadata_because, s.no_metadata_because
+        assert "have no copy on any disk given" in s.no_metadata_because
+    damaged = _copies(e_size, qw, ensembles, dtype, sizes, damaged=lambda e, b: e == len(sizes) // 2)
+    if len(sizes) > 2:      # every copy of a middle entry damaged: lost, and still written
+        s = salvage_ledger(LedgerId(0, 7), damaged, _keys(ensembles), [b"pw"])
+        assert len(sizes) // 2 in s.lost_entries or s.last_entry_id.value < len(sizes) // 2
+        assert "no copy on any disk given" not in (s.no_metadata_because or "")
+
+
+def test_one_disk_of_a_round_robin_ledger_gives_no_metadata():
+    """E 3, Qw 2 over bk-a, bk-b, bk-c and only bk-a's disk: every third entry has no copy, and E 1 / Qw 1
+    over bk-a alone (what the copies found fit) would be metadata BookKeeper serves wrongly."""
+    ensembles = [(0, ["bk-a", "bk-b", "bk-c"])]
+    copies = _copies(3, 2, ensembles, DigestType.CRC32C, [100] * 30, keep=lambda e, b: b == "bk-a")
+    s = salvage_ledger(LedgerId(0, 7), copies, _keys(ensembles), [b"pw"])
+    assert s.metadata is None
+    assert s.no_metadata_because.startswith("10 entries at or before the last (29) have no copy on any disk given "
+                                            "(entry 1 first)"), s.no_metadata_because
