@@ -376,7 +376,7 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
     if space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))
     st = report.stats
-    status = "ok" if report.exit_code == 0 else "errors"
+    status = "ok" if report.exit_code == 0 and not (scrub and scrub.carries_errors()) else "errors"
     yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
                    index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),

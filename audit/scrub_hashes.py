@@ -171,13 +171,15 @@ def light_column(root: str | None, disk: str, key: int, rows) -> pa.Array:
 
 
 def carry(new_root: str, old_root: str | None, staged_root: str | None, new: Mapping, old: Mapping,
-          now: datetime.datetime) -> None:
+          now: datetime.datetime, moved: Mapping[str, str] | None = None) -> None:
     """Fill the new state folder's ``hashes/``: each log's file from this run (``staged_root``) when
     it was deep-read now, else the last good state's (hard-linked: the old folder is removed after)
-    when the log's row is unchanged (same disk, identity and last deep check); none otherwise."""
+    when the log's row is unchanged (same disk, identity and last deep check; a disk given by another
+    path than the last run's: under its old key, ``moved``); none otherwise."""
     folders = set()
     for disk, d in new.items():
-        prev = old.get(disk)
+        was_key = (moved or {}).get(disk, disk)
+        prev = old.get(was_key)
         for key, s in d.logs.items():
             dst = log_file(new_root, disk, key)
             staged = None if staged_root is None else log_file(staged_root, disk, key)
@@ -190,7 +192,7 @@ def carry(new_root: str, old_root: str | None, staged_root: str | None, new: Map
                     folders.add(os.path.dirname(dst))
                 continue
             was = None if prev is None or prev.identity != d.identity else prev.logs.get(key)
-            src = None if old_root is None else log_file(old_root, disk, key)
+            src = None if old_root is None else log_file(old_root, was_key, key)
             if was is None or was.identity != s.identity or was.last_deep != s.last_deep or src is None \
                     or not os.path.exists(src):
                 continue

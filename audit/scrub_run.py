@@ -89,25 +89,51 @@ class ScrubRun:
         """The scrub of the one disk scanned in this process (its state's key: its path as given)."""
         return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.get(path),
                          os.path.join(staging, "0.parquet"), max_load=self.max_load, hashes_from=self.read_from,
-                         hashes_to=staging)
+                         hashes_to=staging, elsewhere=by_identity(self.known, path))
 
     def commit(self, disk_rows: list[dict], paths: list[str]) -> None:
         """Write the new state: each audited disk's rows from its task, the others' as they were."""
         audited = {d["path"] for d in disk_rows if d["status"] in AUDITED}
-        new = dict(self.known)
+        written: dict[str, DiskState] = {}
         for i, path in enumerate(paths):
             f = os.path.join(self.rows_dir, f"{i}.parquet")
             if path in audited and os.path.exists(f):
-                new.update(_disk_states(pq.ParquetFile(f).read().cast(LOGS_SCHEMA).to_pylist()))
-        commit_state(self.state_dir, new, self.known, self.read_from, self.rows_dir, self.now)
+                written.update(_disk_states(pq.ParquetFile(f).read().cast(LOGS_SCHEMA).to_pylist()))
+        moved = moved_disks(self.known, written)
+        new = {k: d for k, d in self.known.items() if k not in moved.values()}
+        new.update(written)
+        commit_state(self.state_dir, new, self.known, self.read_from, self.rows_dir, self.now, moved)
 
 
 def commit_state(state_dir: str, new: dict[str, DiskState], known: dict[str, DiskState], read_from: str | None,
-                 staged: str, now: datetime.datetime) -> None:
+                 staged: str, now: datetime.datetime, moved: dict[str, str] | None = None) -> None:
     """Write the new state whole: its rows, the payload hashes of the logs deep-read now (staged by
-    the tasks under ``staged``) and of the others unchanged since the last good state (``read_from``)."""
+    the tasks under ``staged``) and of the others unchanged since the last good state (``read_from``;
+    a disk in ``moved`` has them under its old key)."""
     write_state(state_dir, state_batches(new),
-                fill=lambda folder: scrub_hashes.carry(folder, read_from, staged, new, known, now))
+                fill=lambda folder: scrub_hashes.carry(folder, read_from, staged, new, known, now, moved or {}))
+
+
+def by_identity(known: dict[str, DiskState], key: str) -> dict[DiskIdentity, tuple[str, DiskState]]:
+    """The state's disks other than ``key``, by identity, where one key has that identity."""
+    seen: dict[DiskIdentity, list[str]] = {}
+    for k, d in known.items():
+        if k != key:
+            seen.setdefault(d.identity, []).append(k)
+    return {ident: (ks[0], known[ks[0]]) for ident, ks in seen.items() if len(ks) == 1}
+
+
+def moved_disks(known: dict[str, DiskState], written: dict[str, DiskState]) -> dict[str, str]:
+    """New key -> old key of the disks this run audited under another key than the last good state
+    had them (the same identity, under one key the run did not write): the old key's rows go."""
+    out = {}
+    for k, d in written.items():
+        if k in known and known[k].identity == d.identity:
+            continue
+        old = [o for o, od in known.items() if o not in written and od.identity == d.identity]
+        if len(old) == 1:
+            out[k] = old[0]
+    return out
 
 
 @dataclass(frozen=True)
@@ -125,7 +151,8 @@ class TaskScrub:
         """The disk's scrub, holding its part of the state only."""
         return ScrubDisk(path, self.schedule, self.now, self.deep_all, self.known.value.get(path),
                          os.path.join(self.rows_dir, f"{index}.parquet"), max_load=self.max_load,
-                         hashes_from=self.read_from, hashes_to=self.rows_dir)
+                         hashes_from=self.read_from, hashes_to=self.rows_dir,
+                         elsewhere=by_identity(self.known.value, path))
 
 
 def _disk_states(rows: list[dict]) -> dict[str, DiskState]:

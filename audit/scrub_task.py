@@ -108,12 +108,24 @@ class ScrubDisk:
     _hashed: frozenset[int] = frozenset()   # the logs whose payload hashes in the state are still theirs
     _lost: frozenset[int] = frozenset()     # the logs whose hashes or findings in the state are damaged
     _new: str = "new"                       # why a log never deep-checked lags
+    # The state's disks under other keys, by identity (only identities one key has): a disk given by
+    # another path than the last run's (relative, absolute, another mount point, a disks file) is the
+    # same disk, its schedule and carried findings kept.
+    elsewhere: dict[DiskIdentity, tuple[str, DiskState]] | None = None
+    state_key: str | None = None            # where the last good state has this disk (its key, or the one moved from)
+
+    @property
+    def was_key(self) -> str:
+        """The disk's key in the last good state (its payload hashes are there under it)."""
+        return self.state_key or self.key
 
     def begin(self, dirs, bookie_id: str) -> frozenset[str]:
         """Plan the disk's run; the entry logs (paths) to walk light."""
         from bkdisk.entrylogs.identity import log_identity
         from bkdisk.fsck.context import CheckContext
         self._identity = disk_identity(dirs, bookie_id)
+        if self.known is None and self.elsewhere is not None and self._identity in self.elsewhere:
+            self.state_key, self.known = self.elsewhere[self._identity]
         listed = CheckContext(dirs)   # the logs as fsck lists them (a dir it cannot list: fsck reports it)
         idents = {}
         for lf in listed.log_files:
@@ -132,7 +144,7 @@ class ScrubDisk:
         plan = self.schedule.plan(self.key, self.now, idents, known)
         if not self.deep_all:   # a light log whose last check's record is lost is read again now
             light = hashed - set(plan.deep)
-            self._lost = frozenset(damaged_files(self.hashes_from, self.key, light)
+            self._lost = frozenset(damaged_files(self.hashes_from, self.was_key, light)
                                    | (_unparsed_findings(known or {}) & light))
             if self._lost:
                 plan = self.schedule.plan(self.key, self.now, idents, known, damaged=self._lost)
@@ -166,7 +178,7 @@ class ScrubDisk:
         k = self._keys.get(path)
         if k is None or not self.light(k) or k not in self._hashed:
             return None
-        return record_offsets(self.hashes_from, self.key, k, self._logs[k][1])
+        return record_offsets(self.hashes_from, self.was_key, k, self._logs[k][1])
 
     def carried(self, path: str) -> list[dict]:
         """The findings a log walked light carries from its last deep check."""
@@ -177,6 +189,11 @@ class ScrubDisk:
             s = self._plan.after[k]
             self._carried[k] = [dict(f, found_at=s.found_at) for f in json.loads(s.carried)] if s.carried else []
         return self._carried[k]
+
+    def carries_errors(self) -> bool:
+        """Whether a log walked light carries an error its last deep check found (still there, as far
+        as anyone knows: the disk is not ok because this run did not read it again)."""
+        return any(f["severity"] == "error" for p, _n in self._logs.values() for f in self.carried(p))
 
     def carried_batches(self, run, bookie_id: str):
         """The findings rows (TASK_SCHEMA) of the logs walked light, with the time they were found."""
@@ -207,7 +224,7 @@ class ScrubDisk:
             ids = zip(signed(e["ledger"]).tolist(), e["entry"].tolist())
             ok = pa.array([False if k in bad else None for k in ids], pa.bool_())
         k = self._keys.get(rows.path)
-        sha = light_column(self.hashes_from, self.key, k, rows) if k in self._hashed else pa.nulls(n, pa.string())
+        sha = light_column(self.hashes_from, self.was_key, k, rows) if k in self._hashed else pa.nulls(n, pa.string())
         return {"payload_sha256": sha, "digest_ok": ok,
                 "digest_type": pa.nulls(n, pa.string()), "payload_len": pa.nulls(n, pa.int64()),
                 "ledger_dir": pa.repeat(pa.scalar(rows.ledger_dir), n), "log_id": np.full(n, rows.log_id, np.int64)}
