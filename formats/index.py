@@ -63,25 +63,22 @@ MAGIC_VALUE = cs.Int32ub.parse(INDEX_MAGIC)          # the signature as the big-
 _LAC_LEDGER, _LAC, _LAC_AT = LAC_BODY._subcons["ledger_id"], LAC_BODY._subcons["lac"], field_offsets(LAC_BODY)["lac"]
 
 
-# What a header refused as a whole may still tell: the state bits after the key, wherever the signature
-# and version went, when the key length before them is a master key's (a zeroed or overwritten header
-# would say "not fenced" by accident).
-_STATE_AFTER_KEY = cs.Struct(
-    cs.Padding(KEY_LENGTH_OFFSET),
-    "master_key_length" / cs.Int32sb,
-    cs.Check(cs.this.master_key_length == MASTER_KEY_SIZE),
-    cs.Padding(MASTER_KEY_SIZE),
-    "state_bits" / cs.Int32ub,
-)
+# What a header refused as a whole may still tell: the state bits after the key (INDEX_HEADER_FIELDS'
+# own fields, read one at a time), wherever the signature and version went, when the key length before
+# them is a master key's (a zeroed or overwritten header would say "not fenced" by accident).
+_KEY_LENGTH = INDEX_HEADER_FIELDS._subcons["master_key_length"]
+_STATE_BITS = INDEX_HEADER_FIELDS._subcons["state_bits"]
+_STATE_AT = KEY_OFFSET + MASTER_KEY_SIZE
 
 
 def state_after_key(head: bytes) -> int | None:
-    """The state bits of a refused header's first bytes (``_STATE_AFTER_KEY``); None when its key length
-    is not a master key's or the bytes end before them."""
-    try:
-        return _STATE_AFTER_KEY.parse(head).state_bits
-    except cs.ConstructError:
+    """The state bits of a refused header's first bytes; None when its key length is not a master
+    key's or the bytes end before them."""
+    if len(head) < _STATE_AT + _STATE_BITS.sizeof():
         return None
+    if _KEY_LENGTH.parse(head[KEY_LENGTH_OFFSET:KEY_OFFSET]) != MASTER_KEY_SIZE:
+        return None
+    return int(_STATE_BITS.parse(head[_STATE_AT:_STATE_AT + _STATE_BITS.sizeof()]))
 
 
 @dataclass(frozen=True)
