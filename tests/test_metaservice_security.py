@@ -299,6 +299,22 @@ def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path, mon
         store.close()
 
 
+def _open_watches(c: MetadataClient, n: int, held: list) -> None:
+    """Open ``n`` Watch streams of ledger 1 into ``held``, each past its CURRENT answer (the server holds them)."""
+    for _ in range(n):
+        stream = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
+        held.append(stream)
+        assert pb.ChangeType.Name(next(stream).change) == "CURRENT"
+
+
+def _watch_refused(c: MetadataClient) -> grpc.RpcError:
+    """The error of one more Watch of ledger 1."""
+    over = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
+    with pytest.raises(grpc.RpcError) as info:
+        next(over)
+    return info.value
+
+
 def test_streams_of_all_peers_are_bounded_and_reads_and_writes_always_find_a_thread(tmp_path):
     """Watches held open from many hosts, each within its own limit, took every server thread: reads and
     writes waited until their deadline. All peers' streams are bounded below the server's threads."""
@@ -308,15 +324,10 @@ def test_streams_of_all_peers_are_bounded_and_reads_and_writes_always_find_a_thr
     c.create(HMAC_BIN.read_bytes(), ledger_id=1)
     held: list = []
     try:
-        for _ in range(3):
-            stream = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
-            assert pb.ChangeType.Name(next(stream).change) == "CURRENT"
-            held.append(stream)
-        over = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
-        with pytest.raises(grpc.RpcError) as info:
-            next(over)
-        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "3 streams are open on this service" in info.value.details()
+        _open_watches(c, 3, held)
+        refused = _watch_refused(c)
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "3 streams are open on this service" in refused.details()
         assert c.write(1, HMAC_BIN.read_bytes(), 0).version == 1
         with futures.ThreadPoolExecutor(40) as pool:   # more calls at once than the server has spare threads
             assert [f.result(timeout=30) for f in [pool.submit(lambda: c.read(1).version) for _ in range(40)]] \
@@ -337,14 +348,9 @@ def test_a_peer_gets_at_most_its_streams_and_watches(tmp_path):
         c.create(HMAC_BIN.read_bytes(), ledger_id=lid)
     held: list = []
     try:
-        for _ in range(2):
-            stream = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
-            assert pb.ChangeType.Name(next(stream).change) == "CURRENT"
-            held.append(stream)
-        third = c.stub.Watch(iter([pb.LedgerMetadataRequest(ledger_id=1)]), timeout=30)
-        with pytest.raises(grpc.RpcError) as info:
-            next(third)
-        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "2 streams" in info.value.details()
+        _open_watches(c, 2, held)
+        refused = _watch_refused(c)
+        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "2 streams" in refused.details()
         for s in held:
             s.cancel()
         held.clear()
