@@ -20,8 +20,9 @@ SHOWN_COLUMNS = ("ledger", "metadata_written", "no_metadata_because", "ensemble_
                  "length", "lost_entries", "dropped_entries", "under_replicated")
 
 
-def write_outputs(results_dir: str, work: str) -> dict:
-    """Write metadata files and the ledgers table under ``work``; returns the counts for the summary."""
+def write_outputs(results_dir: str, work: str, withheld: str | None = None) -> dict:
+    """Write metadata files and the ledgers table under ``work``; returns the counts for the summary.
+    ``withheld``: why no metadata file is written at all (each ledger that had one says it instead)."""
     md_dir, ledgers_dir = os.path.join(work, "metadata"), os.path.join(work, "ledgers")
     os.makedirs(md_dir)
     os.makedirs(ledgers_dir)
@@ -32,10 +33,13 @@ def write_outputs(results_dir: str, work: str) -> dict:
         for b in result_batches(results_dir):
             t = pa.Table.from_batches([b])
             for name, blob in zip(t["ledger"].to_pylist(), t["metadata"].to_pylist()):
-                if blob is not None:
+                if blob is not None and withheld is None:
                     with open(os.path.join(md_dir, name + ".bin"), "wb") as f:
                         f.write(blob)
             rows = t.select(LEDGERS_SCHEMA.names).to_pylist()
+            if withheld is not None:
+                rows = [dict(r, metadata_written=False, no_metadata_because=withheld) if r["metadata_written"] else r
+                        for r in rows]
             w.write_table(pa.Table.from_pylist(rows, LEDGERS_SCHEMA))
             for r in rows:
                 counts["ledgers_found"] += 1

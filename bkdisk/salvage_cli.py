@@ -113,7 +113,8 @@ def import_salvaged(out: str, url: str, token: str | None) -> dict:
 
 def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata: str | None, out: str,
                         options, master: str | None, conf: dict[str, str], run_id: str | None, quiet: bool,
-                        scans_per_host: int | None, memory, import_url: str | None, token: str | None) -> int:
+                        scans_per_host: int | None, memory, import_url: str | None, token: str | None,
+                        expect_bookies: int | None = None) -> int:
     if not disks and not scan_files:
         raise AuditUsageError("nothing to salvage: give disks (paths, --disks-file) or --scan-files")
     disks = distinct_disks(disks)
@@ -156,13 +157,20 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
             finally:
                 if ours:
                     spark_logging.stop(spark)
-        counts = salvage_output.write_outputs(result.results_dir, work)
+        bookies_read = sorted({d["bookie_id"] for d in result.disks if d["status"] in AUDITED and d["bookie_id"]})
+        withheld = None
+        if expect_bookies is not None and len(bookies_read) < expect_bookies:
+            withheld = (f"disks of {len(bookies_read)} bookies read, --expect-bookies {expect_bookies}: a ledger "
+                        "whose other bookies' disks were not read could be closed short or placed on these only")
+            echo(f"bkdisk salvage: no metadata written: {withheld}")
+        counts = salvage_output.write_outputs(result.results_dir, work, withheld)
         shutil.rmtree(os.path.join(work, ".scratch"))
         # Lost: no intact copy at or before the last entry, or copies left after it (recovery stops short).
         lost = counts["entries_lost"] + counts["entries_dropped"]
         unread = [d for d in result.disks if d["status"] not in AUDITED]   # their copies are not counted
         code = EXIT_OK if counts["no_metadata"] == 0 and lost == 0 and not unread else EXIT_PROBLEMS
-        summary = dict(counts, disks_not_read=len(unread), run_id=run.run_id, started=started.isoformat(),
+        summary = dict(counts, disks_not_read=len(unread), bookies_read=bookies_read, bookies_expected=expect_bookies,
+                       run_id=run.run_id, started=started.isoformat(),
                        exit_code=code, metadata_given=None if metadata is None else source.describe(),
                        disks=[{k: d[k] for k in ("bookie_id", "path", "status", "error")} for d in result.disks])
         salvage_output.write_summary(work, summary)
@@ -211,6 +219,9 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
               help="Then create each salvaged ledger through the metadata service (never overwriting one).")
 @click.option("--token", default=None, callback=checked_token_option,
               help=f"The metadata service's token, for --metadata grpc:// and --import (env {token_source.TOKEN_ENV}).")
+@click.option("--expect-bookies", type=click.IntRange(min=1), default=None, metavar="N",
+              help="The cluster's number of bookies: no metadata is written unless disks of N bookies were read "
+                   "(a bookie left out does not always show in the others' copies).")
 @click.option("--run-id", default=None, help="Id of the run (default: random).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or summary on stderr.")
 @memory_options
@@ -218,8 +229,8 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
 def salvage(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[str, ...], out: str,
             metadata_dir: str | None, metadata_url: str | None, password_candidates: str | None,
             ack_quorum: int | None, custom_metadata: tuple[str, ...], master: str | None, conf: tuple[str, ...],
-            scans_per_host: int | None, import_url: str | None, token: str | None, run_id: str | None, quiet: bool,
-            memory: MemoryLimit) -> None:
+            scans_per_host: int | None, import_url: str | None, token: str | None, expect_bookies: int | None,
+            run_id: str | None, quiet: bool, memory: MemoryLimit) -> None:
     """Rebuild ledger metadata from a cluster's bookie disks, for every ledger found there that the
     given metadata (if any) does not hold.
 
@@ -244,4 +255,4 @@ def salvage(disks: tuple[str, ...], disks_file: str | None, scan_files: tuple[st
     given = [DiskInput(d) for d in disks] + (read_disks_file(disks_file) if disks_file else [])
     sys.exit(run_salvage_command(given, list(scan_files), metadata_dir if metadata_url is None else metadata_url,
                                  out, options, master, _conf_pairs(conf), run_id, quiet, scans_per_host, memory,
-                                 import_url, token))
+                                 import_url, token, expect_bookies))

@@ -90,7 +90,7 @@ def test_every_golden_ledger_is_rebuilt_as_bookkeeper_wrote_it(tmp_path, monkeyp
     if bucket_copies is not None:
         monkeypatch.setattr("bkdisk.audit.salvage_job.BUCKET_COPIES", bucket_copies)
     out = tmp_path / "out"
-    code, _ = run([*disks(), "--password-candidates", str(candidates(tmp_path))], out)
+    code, _ = run([*disks(), "--password-candidates", str(candidates(tmp_path)), "--expect-bookies", "3"], out)
     assert code == 0
     got, rows = written(out), ledger_rows(out)
     assert sorted(got) == sorted(LEDGERS) and sorted(rows) == sorted(LEDGERS)
@@ -231,6 +231,26 @@ def test_a_scoped_ledger_is_written_under_its_qualified_name(tmp_path):
             assert set(ws) == set(truth)
             if lg.write_quorum < lg.ensemble_size and md.ensemble_size == lg.ensemble_size:
                 assert ws == list(truth), (name, e)
+
+
+def test_fewer_bookies_read_than_expected_write_no_metadata(tmp_path):
+    """Two of the three bookies: ledger 0x11 (E 3, Qw 3: every entry on every bookie) fits copies on bk-1 and
+    bk-2 alone, as E 2, Qw 2, with nothing missing: metadata that would leave bk-3's copies out. --expect-bookies
+    3 writes no metadata and says why in the rows that would have had it; the summary names the bookies read."""
+    out = tmp_path / "out"
+    code, _ = run([*disks(only=BOOKIES[:2]), "--password-candidates", str(candidates(tmp_path)),
+                   "--expect-bookies", "3"], out)
+    assert code == 4
+    assert list((out / "metadata").iterdir()) == []
+    rows = ledger_rows(out)
+    assert sorted(rows) == sorted(LEDGERS)
+    assert all(not r["metadata_written"] for r in rows.values())
+    assert rows["11"]["no_metadata_because"] == (
+        "disks of 2 bookies read, --expect-bookies 3: a ledger whose other bookies' disks were not read could be "
+        "closed short or placed on these only")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["bookies_read"], summary["bookies_expected"], summary["metadata_written"]) == (
+        list(BOOKIES[:2]), 3, 0)
 
 
 def test_a_nightly_scan_file_beside_disks_rebuilds_the_same(tmp_path):
