@@ -10,7 +10,7 @@ import sys
 import click
 
 from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
-from bkdisk.audit.errors import AuditError, AuditUsageError, first_line
+from bkdisk.audit.errors import AuditUsageError
 from bkdisk.audit.output_places import disk_folders, refuse_inside_disks, refuse_nested
 from bkdisk.audit.rows import TASK_SCHEMA, DiskInput, RunInfo, batch_table, iter_disk
 from bkdisk.audit.scrub_options import scrub_options, scrub_run
@@ -31,9 +31,7 @@ job = lazy_import("bkdisk.audit.job")
 metadata_source = lazy_import("bkdisk.audit.metadata_source")
 bookie_md = lazy_import("bkdisk.bookie.metadata_dir")
 report = lazy_import("bkdisk.audit.report")
-spark_logging = lazy_import("bkdisk.audit.spark_logging")
 # pyspark is the optional extra 'audit' (pip install bkdisk[audit]): a host without it still runs scan-disk.
-pyspark_sql = lazy_import("pyspark.sql")
 
 MARKER = ".bkdisk-audit"
 
@@ -177,24 +175,10 @@ def run_audit_command(disks: list[DiskInput], scan_files: list[str], metadata_di
     echo = (lambda s: None) if quiet else (lambda s: click.echo(s, err=True))
     echo(f"bkdisk audit: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
     defaults = {"spark.sql.shuffle.partitions": job.default_shuffle_partitions(len(disks) + len(scan_files))}
-    ours = pyspark_sql.SparkSession.getActiveSession() is None   # a caller's session (tests, notebooks) is left running
-    with spark_logging.quiet_interrupts():   # Ctrl-C: "bkdisk: cancelled", exit 32, no Spark or py4j traces
-        try:
-            spark = job.spark_session(master, conf, defaults=defaults)
-        except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
-            raise AuditError(f"Spark did not start: {first_line(e)}") from None
-        spark_logging.take_interrupts()   # (the SparkContext installed its own handler)
-        try:
-            job.run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
-                          scans_per_host=scans_per_host, memory=memory, scrub=scrub)
-            settings = spark_settings(spark, scans_per_host)
-        except BkdiskError:
-            raise
-        except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors after the scan: one line
-            raise AuditError(f"the audit failed: {first_line(e)}") from None
-        finally:
-            if ours:
-                spark_logging.stop(spark)
+    with job.command_session(master, conf, defaults, "the audit") as spark:
+        job.run_audit(spark, disks, scan_files, source, out, run, progress=None if quiet else _disk_progress,
+                      scans_per_host=scans_per_host, memory=memory, scrub=scrub)
+        settings = spark_settings(spark, scans_per_host)
     summary = report.summarize(out, run.run_id, source.describe(), started=started,
                                scrub_interval=scrub.schedule.interval if scrub is not None else scan_interval)
     summary["spark"] = settings

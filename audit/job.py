@@ -8,6 +8,7 @@ reports. Replicas are read by Spark from their files, never collected to the dri
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.util
 import os
@@ -22,14 +23,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bkdisk.audit import jvm_archive
+from bkdisk.audit import jvm_archive, spark_logging
 from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
-from bkdisk.audit.errors import AuditError
+from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.metadata_source import MetadataSource
 from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
 from bkdisk.audit.replica_files import remove_unfinished, replica_file, write_replicas
 from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
+from bkdisk.formats.errors import BkdiskError
 
 # pyspark, the optional extra 'audit', loads in the functions that drive Spark: the rows, the reports
 # and scan-disk run where it is not installed. metadata_tables, scan_stage and tables import this
@@ -80,6 +82,32 @@ def spark_session(master: str | None, conf: dict[str, str], app: str = "bkdisk-a
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def command_session(master: str | None, conf: dict[str, str], defaults: dict[str, str], what: str,
+                    app: str = "bkdisk-audit") -> Iterator:
+    """The session a command drives (``spark_session``), for its ``with`` block: Ctrl-C ends it quietly
+    (spark_logging.quiet_interrupts), Spark that does not start and a Py4J or PySpark error in the block
+    are one line (AuditError: "``what`` failed: ..."), and the session is stopped after the block unless
+    it was the caller's (tests, notebooks)."""
+    from pyspark.sql import SparkSession
+    ours = SparkSession.getActiveSession() is None
+    with spark_logging.quiet_interrupts():
+        try:
+            spark = spark_session(master, conf, app=app, defaults=defaults)
+        except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
+            raise AuditError(f"Spark did not start: {first_line(e)}") from None
+        spark_logging.take_interrupts()   # (the SparkContext installed its own handler)
+        try:
+            yield spark
+        except BkdiskError:
+            raise
+        except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line
+            raise AuditError(f"{what} failed: {first_line(e)}") from None
+        finally:
+            if ours:
+                spark_logging.stop(spark)
 
 
 def session_settings(master: str | None, conf: dict[str, str], defaults: dict[str, str] | None,

@@ -14,7 +14,6 @@ import tempfile
 import click
 
 from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, distinct_disks, read_disks_file
-from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.output_places import refuse_inside_disks
 from bkdisk.audit.rows import AUDITED, DiskInput, RunInfo
 from bkdisk.bookie.layout import discover, from_conf, instance_ids_of
@@ -33,12 +32,10 @@ from bkdisk.metaservice import token_source
 job = lazy_import("bkdisk.audit.job")
 salvage_job = lazy_import("bkdisk.audit.salvage_job")
 salvage_output = lazy_import("bkdisk.audit.salvage_output")
-spark_logging = lazy_import("bkdisk.audit.spark_logging")
 metadata_source = lazy_import("bkdisk.audit.metadata_source")
 metadata_client = lazy_import("bkdisk.metaservice.client")
 folder_import = lazy_import("bkdisk.metaservice.folder_import")
 metadata_dir = lazy_import("bkdisk.bookie.metadata_dir")
-pyspark_sql = lazy_import("pyspark.sql")
 
 
 def _custom_pairs(values: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
@@ -139,24 +136,10 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
             source = metadata_source.MetadataDirSource(empty)
         echo(f"bkdisk salvage: run {run.run_id}: {len(disks)} disks, {len(scan_files)} scan files; starting Spark")
         defaults = {"spark.sql.shuffle.partitions": job.default_shuffle_partitions(len(disks) + len(scan_files))}
-        ours = pyspark_sql.SparkSession.getActiveSession() is None
-        with spark_logging.quiet_interrupts():   # Ctrl-C: "bkdisk: cancelled", exit 32, no Spark or py4j traces
-            try:
-                spark = job.spark_session(master, conf, app="bkdisk-salvage", defaults=defaults)
-            except Exception as e:   # noqa: BLE001 - a bad --conf or master: one line, not a JVM stack
-                raise AuditError(f"Spark did not start: {first_line(e)}") from None
-            spark_logging.take_interrupts()   # (the SparkContext installed its own handler)
-            try:
-                result = salvage_job.run_salvage(spark, disks, scan_files, source, work, run, options,
-                                                 progress=None if quiet else _disk_progress,
-                                                 scans_per_host=scans_per_host, memory=memory)
-            except BkdiskError:
-                raise
-            except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line
-                raise AuditError(f"the salvage failed: {first_line(e)}") from None
-            finally:
-                if ours:
-                    spark_logging.stop(spark)
+        with job.command_session(master, conf, defaults, "the salvage", app="bkdisk-salvage") as spark:
+            result = salvage_job.run_salvage(spark, disks, scan_files, source, work, run, options,
+                                             progress=None if quiet else _disk_progress,
+                                             scans_per_host=scans_per_host, memory=memory)
         bookies_read = sorted({d["bookie_id"] for d in result.disks if d["status"] in AUDITED and d["bookie_id"]})
         withheld = None
         if expect_bookies is not None and len(bookies_read) < expect_bookies:
