@@ -27,6 +27,10 @@ class ChunkedArray:
         self._on_disk = 0
         self._rows = 0
 
+    def another(self) -> ChunkedArray:
+        """An empty array of this one's dtype, budget, folder and name."""
+        return ChunkedArray(self.dtype, self.budget, self.folder, self.name)
+
     def __len__(self) -> int:
         return self._rows
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -76,8 +77,10 @@ class _Found:
     """The ``.idx`` files a walk meets, in the order met: a row each, and each path below its walked
     folder kept as bytes (no Python object kept per file); the names parsed a block at a time."""
 
-    def __init__(self, rows: FileRows, reader: Reader | None):
+    def __init__(self, rows: FileRows, reader: Reader | None, ship: Callable[[ListedBlock], None] | None = None,
+                 block: int = path_column.BLOCK):
         self.rows, self.reader = rows, reader
+        self.ship, self.block = ship, block   # ship: each block of rows is given away as drained, not kept
         self.pending: list[str] = []   # relpaths of the rows from ``first`` on
         self.first = rows.n
         self.data: list[np.ndarray] = []
@@ -103,7 +106,7 @@ class _Found:
             if read is not None:
                 read(r, path, regular)
             r += 1
-        if len(pending) >= path_column.BLOCK:
+        if len(pending) >= self.block:
             self.drain()
 
     def drain(self) -> None:
@@ -121,6 +124,13 @@ class _Found:
         table["dir"][lo:hi] = self.dir
         table["scope"][lo:hi], table["ledger"][lo:hi], table["named"][lo:hi] = scope, ledger, named
         self.pending, self.first = [], hi
+        if self.ship is not None:
+            rows = table[lo:hi]
+            self.ship(ListedBlock(self.dir, self.data.pop(), self.lengths.pop(), rows["scope"].copy(),
+                                  rows["ledger"].copy(), rows["named"].copy(),
+                                  np.frombuffer(bytes(self.regular[lo:hi]), np.bool_)))
+            self.rows.n, self.first = 0, 0
+            del self.regular[:]
 
     def column(self) -> PathColumn:
         self.drain()
@@ -214,28 +224,114 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
         stack.extend([item[1:] for item in reversed(items)])
 
 
-def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListing:
-    """Walk ``<dir>/current`` of each dir once: index files in (dir, relpath) order, strays, failures.
-    ``reader``: reads each index file as the walk meets it, into the rows of ``reader.rows``."""
-    out = IndexListing(list(dirs))
-    rows = FileRows() if reader is None else reader.rows
-    found = _Found(rows, reader)
+def _walk_dirs(out: IndexListing, found: _Found) -> None:
     for di, d in enumerate(out.dirs):
         cur = os.path.join(d, CURRENT_DIR)
         found.start(di, cur)
         links: list[str] = []
         _walk_one(cur, found, out.strays, out.failures, links)
         out.symlinks.extend((di, p) for p in links)
-    out.relpaths = found.column()
-    if reader is not None:
-        reader.flush()
-    out.files = rows.finish()
-    out.files["depth"] = out.relpaths.count_byte(ord(os.sep))
-    out.regular = np.frombuffer(bytes(found.regular), np.bool_)
-    out.paths = out.relpaths.prefixed([os.path.join(d, CURRENT_DIR) + os.sep for d in out.dirs], out.files["dir"])
     out.strays.sort()
     out.failures.sort(key=lambda f: f.path)
+
+
+def _prefixes(dirs: Sequence[str]) -> list[str]:
+    return [os.path.join(d, CURRENT_DIR) + os.sep for d in dirs]
+
+
+def _finish(out: IndexListing, relpaths: PathColumn, files: np.ndarray, regular: np.ndarray) -> IndexListing:
+    out.relpaths, out.files, out.regular = relpaths, files, regular
+    out.files["depth"] = relpaths.count_byte(ord(os.sep))
+    out.paths = relpaths.prefixed(_prefixes(out.dirs), out.files["dir"])
     return out
+
+
+def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListing:
+    """Walk ``<dir>/current`` of each dir once: index files in (dir, relpath) order, strays, failures.
+    ``reader``: reads each index file as the walk meets it, into the rows of ``reader.rows``."""
+    out = IndexListing(list(dirs))
+    rows = FileRows() if reader is None else reader.rows
+    found = _Found(rows, reader)
+    _walk_dirs(out, found)
+    relpaths = found.column()
+    if reader is not None:
+        reader.flush()
+    return _finish(out, relpaths, rows.finish(), np.frombuffer(bytes(found.regular), np.bool_))
+
+
+@dataclass
+class ListedBlock:
+    """Consecutive index files of a listing, all of one dir: their paths below its ``current/`` (bytes
+    back to back, and each one's length), what their names say, and whether each is a regular file."""
+
+    dir: int
+    data: np.ndarray      # uint8
+    lengths: np.ndarray   # int64
+    scope: np.ndarray
+    ledger: np.ndarray
+    named: np.ndarray
+    regular: np.ndarray   # bool
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+def stream_index_tree(dirs: list[str], ship: Callable[[ListedBlock], None], block: int) -> IndexListing:
+    """``list_index_tree``'s walk, its files given to ``ship`` about ``block`` at a time, in the listing's
+    order, and not kept: a listing as long as the hierarchy is large is never held. Returns the rest
+    of the listing (strays, failures, symlinks), without files; ``read_streamed`` puts the two together."""
+    out = IndexListing(list(dirs))
+    found = _Found(FileRows(), None, ship, block)
+    _walk_dirs(out, found)
+    found.drain()
+    return out
+
+
+class ListingCut(Exception):
+    """A streamed listing that ended before its last part. The files it gave were read: ``relpaths``,
+    in the reader's first rows."""
+
+    def __init__(self, why: str, relpaths: PathColumn):
+        super().__init__(why)
+        self.relpaths = relpaths
+
+
+def read_streamed(dirs: Sequence[str], parts: Iterable[ListedBlock | IndexListing], reader: Reader) -> IndexListing:
+    """The files of a streamed listing (``stream_index_tree``'s blocks, then its rest) read by ``reader`` as
+    each block comes, into new rows of ``reader.rows``: the same listing and reads as ``list_index_tree(dirs,
+    reader)``. Raises ListingCut when ``parts`` end before the rest; ``reader`` then holds the files read."""
+    prefixes = _prefixes(dirs)
+    data: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    regular: list[np.ndarray] = []
+    for part in parts:
+        if isinstance(part, IndexListing):
+            if part.dirs != list(dirs):
+                raise ListingCut("a listing of other dirs", _column(data, lengths))
+            reader.flush()
+            relpaths = _column(data, lengths)
+            return _finish(part, relpaths, reader.rows.finish(), _joined(regular, np.bool_))
+        k = len(part)
+        r0 = reader.rows.add(k)
+        table = reader.rows.array[r0:r0 + k]
+        table["dir"], table["scope"], table["ledger"], table["named"] = part.dir, part.scope, part.ledger, part.named
+        data.append(part.data)
+        lengths.append(part.lengths)
+        regular.append(part.regular)
+        paths = PathColumn(part.data, np.cumsum(part.lengths), [prefixes[part.dir]]).block(0, k)
+        for lo in range(0, k, READ_BLOCK):
+            reader.read_block(r0 + lo, paths[lo:lo + READ_BLOCK], part.regular[lo:lo + READ_BLOCK])
+    raise ListingCut("the listing ended before its last part", _column(data, lengths))
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def _column(data: list[np.ndarray], lengths: list[np.ndarray]) -> PathColumn:
+    if not data:
+        return PathColumn.empty()
+    return PathColumn(np.concatenate(data), np.cumsum(np.concatenate(lengths)))
 
 
 def read_listed(listing: IndexListing, reader: Reader) -> IndexListing:

@@ -8,7 +8,9 @@ NUMBA_CACHE_DIR from BKDISK_NUMBA_CACHE_DIR).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,29 +21,76 @@ from bkdisk.formats.errors import FormatError
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.indexfiles.canonical_paths import placed_paths
 from bkdisk.indexfiles.file_rows import FileRows
-from bkdisk.indexfiles.listing import IndexListing, list_index_tree, read_listed
+from bkdisk.indexfiles.listing import (
+    READ_BLOCK,
+    IndexListing,
+    ListedBlock,
+    ListingCut,
+    list_index_tree,
+    read_listed,
+    read_streamed,
+)
+from bkdisk.indexfiles.path_column import PathColumn
 from bkdisk.indexfiles.reading import DEFAULT_BATCH, Reader, decode_index_bytes, read_index_files
 
 
 def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=None,
-                    listing: IndexListing | None = None) -> IndexInventory:
+                    listing: IndexListing | Iterable[ListedBlock | IndexListing] | None = None) -> IndexInventory:
     """Every ``.idx`` below each ``<dir>/current`` (2-level and 4-level): one row per file, every location,
     strays, and every folder or file that could not be read (``io_failures``). The walk reads each file
-    as it lists it, or in the order of ``listing`` (``list_index_tree(dirs)``, made beforehand: see
-    indexfiles.listing_ahead). ``sink``: where the locations go (reading.Reader); ``locations`` is then
-    a diskio.spill.ChunkedArray when it spilled."""
+    as it lists it, or in the order of ``listing``: a whole one (``list_index_tree(dirs)``, made
+    beforehand), or one streamed by another process as it lists (``stream_index_tree``: see
+    indexfiles.listing_ahead), each block read as it comes; a stream cut short is listed to its end
+    here. ``sink``: where the locations go (reading.Reader); ``locations`` is then a
+    diskio.spill.ChunkedArray when it spilled."""
     if listing is None:
         reader = Reader(FileRows(), batch_bytes, sink)
         lst = list_index_tree(dirs, reader=reader)
-    else:   # (its rows become the reader's, filled in place)
+    elif isinstance(listing, IndexListing):   # (its rows become the reader's, filled in place)
         reader = Reader(FileRows.holding(listing.files), batch_bytes, sink)
         lst = read_listed(listing, reader)
+    else:
+        reader = Reader(FileRows(), batch_bytes, sink)
+        try:
+            lst = read_streamed(dirs, listing, reader)
+        except ListingCut as cut:
+            lst, reader = _after_cut(dirs, reader, cut.relpaths, batch_bytes, sink)
     reads = reader.result(lst.files)
     relpaths = placed_paths(lst.relpaths, reads.files)   # (the walk's column of every path is dropped)
     paths = relpaths.prefixed(lst.paths.prefixes, lst.files["dir"]) if relpaths is not lst.relpaths else lst.paths
     return IndexInventory(lst.dirs, paths, relpaths, reads.files, reads.headers, reads.errors,
                           reads.locations, lst.strays, sorted(lst.failures + reads.failures, key=lambda f: f.path),
                           lst.symlinks)
+
+
+def _after_cut(dirs: list[str], reader: Reader, relpaths: PathColumn, batch_bytes: int,
+               sink) -> tuple[IndexListing, Reader]:
+    """A streamed listing cut short (its process failed or was killed): the dirs listed here, and the
+    files after those read already read in its order. Files listed otherwise than the stream did (the
+    hierarchy changed since) are all read again, by a new reader."""
+    lst = list_index_tree(dirs)
+    k = reader.rows.n
+    if k and not _listed_first(lst, reader.rows.array["dir"][:k], relpaths):
+        fresh = Reader(FileRows.holding(lst.files), batch_bytes, None if sink is None else sink.another())
+        return read_listed(lst, fresh), fresh
+    have, depth = reader.rows.array[:k].copy(), lst.files["depth"][:k].copy()
+    reader.rows = FileRows.holding(lst.files)
+    reader.rows.array[:k] = have   # (the rows read; the names' columns are the same, the depth is the listing's)
+    reader.rows.array["depth"][:k] = depth
+    for lo in range(k, len(lst.paths), READ_BLOCK):
+        hi = min(lo + READ_BLOCK, len(lst.paths))
+        reader.read_block(lo, lst.paths.block(lo, hi), lst.regular[lo:hi])
+    reader.flush()
+    return dataclasses.replace(lst, files=reader.rows.finish()), reader
+
+
+def _listed_first(lst: IndexListing, dir_index: np.ndarray, relpaths: PathColumn) -> bool:
+    """Whether ``lst`` begins with the files of ``dir_index`` and ``relpaths``."""
+    k = len(relpaths)
+    if len(lst.relpaths) < k or not np.array_equal(lst.files["dir"][:k], dir_index):
+        return False
+    ends = lst.relpaths.ends[:k]
+    return np.array_equal(ends, relpaths.ends) and np.array_equal(lst.relpaths.data[:relpaths.ends[-1]], relpaths.data)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import IndexHeader
 from bkdisk.formats.paths import index_relpath
-from bkdisk.indexfiles.listing import list_index_tree
+from bkdisk.indexfiles.listing import list_index_tree, stream_index_tree
 from bkdisk.indexfiles.reference_reader import read_index
 from bkdisk.indexfiles.reference_walk import walk_index_dirs_reference
 from bkdisk.indexfiles.scan import read_index_locations, walk_index_dirs
@@ -51,6 +51,11 @@ def _walks(dirs: list[str], batch: int):
     listed = walk_index_dirs(dirs, batch_bytes=batch, listing=list_index_tree(dirs))
     assert listed.symlinks == walk_index_dirs(dirs).symlinks
     yield listed
+    parts: list = []   # a listing streamed in blocks of 3 files, read as they come
+    parts.append(stream_index_tree(dirs, parts.append, 3))
+    streamed = walk_index_dirs(dirs, batch_bytes=batch, listing=iter(parts))
+    assert streamed.symlinks == listed.symlinks
+    yield streamed
 
 
 def _manifest(corpus: Path) -> dict:
