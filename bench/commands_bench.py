@@ -12,7 +12,8 @@ CRC32C), with their locations in ``.idx`` files or, with ``--storage rocksdb``, 
 ``locations`` database. ``--layout contiguous`` (each ledger one run, ids 1..N) and ``--writer``
 (bookie.writer's contiguous ledgers) flatter the scans and stay options.
 
-Files are dropped from the page cache and read back once first, so every figure is from the page cache,
+Every checkout's modules are byte-compiled first, as an install leaves them. Files are dropped from
+the page cache and read back once first, so every figure is from the page cache,
 held the same way in every run (as reads fill it: on this machine's kernel, mapped through huge pages,
 so the raw read runs at memory speed). Each round runs the raw reads in this process (a numpy XOR over
 the bytes: the entry logs and the journals mapped through the same windows as the scanners, each
@@ -97,6 +98,7 @@ from bench import scan_bench
 from bkdisk.formats.paths import CURRENT_DIR, LEDGERS_DB, LOCATIONS_DB, parse_entry_log_name
 
 GIB = 1 << 30
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # this checkout, installed
 BIN = os.path.dirname(sys.executable)
 FIRST_FSCK_TARGET_S = 5.0
 ENTRY_BYTES = "1024:60000"    # payloads of about 30 KB on average
@@ -401,6 +403,18 @@ def command_table(root: str, parquet: str, checkout: str | None = None, tag: str
     return rows
 
 
+def byte_compiled(checkout: str) -> None:
+    """Every module of ``checkout`` compiled to its ``__pycache__``, as an install leaves it: a process
+    that may not write bytecode (PYTHONDONTWRITEBYTECODE, set on some machines) would otherwise compile
+    each module changed since its last bytecode from source, in every run, and the figures would hold
+    that compilation."""
+    import tomllib
+    with open(os.path.join(checkout, "pyproject.toml"), "rb") as f:
+        folders = sorted(set(tomllib.load(f)["tool"]["setuptools"]["package-dir"].values()))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(os.path.join(checkout, d) for d in folders)],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def _source(checkout: str, rel: str) -> str:
     try:
         with open(os.path.join(checkout, rel)) as f:
@@ -417,6 +431,8 @@ def run(a) -> int:
     cmds.append((FLOOR_LABEL, *floor_command(root, a.window_mib << 20), (0,)))
     if a.before:
         cmds = command_table(root, parquet, a.before, "before: ") + cmds
+    for checkout in (REPO, a.before) if a.before else (REPO,):
+        byte_compiled(checkout)
     for _label, cmd, env, ok in cmds:     # once untimed: every checkout's numba cache filled first
         timed(cmd, env=env, ok=ok)
     raw, res = measure_rounds(root, cmds, a.runs, a.window_mib << 20, startup=True)

@@ -170,20 +170,26 @@ def _find_sorted(ids, key):
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing: a key's slot is the product's top bits
 
 
+def id_slots_room(n: int) -> np.ndarray:
+    """The table _id_slots fills for ``n`` ids, every slot -1: a power of two at least twice ``n`` (made
+    by the caller: an allocation in a kernel would load numba's arrays with it)."""
+    return np.full(1 << max(4, (2 * n - 1).bit_length()), -1, np.int32)
+
+
 @inline_kernel
-def _id_slots(ids):
-    """An open-addressing table of the indices of ``ids`` (distinct), at most half full: (slots, bits)."""
-    bits = 4
-    while (1 << bits) < 2 * ids.size:
+def _id_slots(ids, slots):
+    """``slots`` (id_slots_room's) as an open-addressing table of the indices of ``ids`` (distinct); its
+    bits (the table holds 2**bits slots)."""
+    bits = 0
+    while (1 << bits) < slots.size:
         bits += 1
-    slots = np.full(1 << bits, -1, np.int32)
     mask = (1 << bits) - 1
     for i in range(ids.size):
         h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
         while slots[h] >= 0:
             h = (h + 1) & mask
         slots[h] = i
-    return slots, bits
+    return bits
 
 
 @inline_kernel
@@ -201,15 +207,16 @@ def _find_slotted(ids, slots, bits, key):
 
 
 @kernel
-def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known_ids, samples, out_type, out_source,
-                       out_status, out_payload_len, out_sniffed):
+def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots, known_ids, samples, out_type,
+                       out_source, out_status, out_payload_len, out_sniffed):
     """What verify_entry_digests gives entries from their digest facts (``v2``: nonzero for an entry
     of format V2) when the facts settle every one: a V2 entry's type is its flags' code (source
     SOURCE_ENTRY); a V1 entry's its ledger's row (code, source) in ``decided_ids`` (sorted) /
-    ``decided_rows``, or, for a ledger not decided and not in ``known_ids`` (sorted), CRC32C as
-    sniffed, when ``samples`` > 0 and one of the ledger's first ``samples`` entries verifies as CRC32C
-    (those samples' statuses are their sniff results). Such a ledger's V1 entries must be one run: one
-    met again after its run is listed twice in ``out_sniffed``, and the caller refuses the result
+    ``decided_rows`` (found through ``slots``, id_slots_room(len(decided_ids)), filled here), or, for
+    a ledger not decided and not in ``known_ids`` (sorted), CRC32C as sniffed, when ``samples`` > 0
+    and one of the ledger's first ``samples`` entries verifies as CRC32C (those samples' statuses are
+    their sniff results). Such a ledger's V1 entries must be one run: one met again after its run is
+    listed twice in ``out_sniffed``, and the caller refuses the result
     (a sort here would make the kernel slow to load from the cache).
 
     Returns the number k of ledgers sniffed (their ids in ``out_sniffed[:k]``, for the plan), or -1
@@ -221,7 +228,7 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, known
     known_ids = unowned(known_ids)
     # Where logs interleave ledgers each entry's ledger differs from the last: a table, not a search of
     # the sorted ids, finds its row.
-    slots, bits = _id_slots(decided_ids)
+    bits = _id_slots(decided_ids, slots)
     k = 0
     last_ledger = np.uint64(0)
     at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed

@@ -39,6 +39,7 @@ from bkdisk.digests.kernels import (
     SNIFF_CRC32,
     SNIFF_CRC32C,
     digests_from_facts,
+    id_slots_room,
 )
 from bkdisk.digests.payload_hashes import PayloadHashes, sha256_payloads
 from bkdisk.digests.plan import (
@@ -270,7 +271,8 @@ def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger:
     with plan.lock:
         ids, rows = plan.decided_table()
         samples = max(1, plan.max_samples) if plan.sniff and not plan.tried else 0
-        k = digests_from_facts(size, v2, ledger, facts, ids, rows, plan.known_table()[0], samples, *got, sniffed)
+        k = digests_from_facts(size, v2, ledger, facts, ids, rows, id_slots_room(len(ids)), plan.known_table()[0],
+                               samples, *got, sniffed)
         if k < 0 or len(distinct(sniffed[:k])) < k:   # (a ledger sniffed in two runs: left to the general check)
             return None
         plan.decided.put_ledgers(sniffed[:k], int(DigestType.CRC32C), SOURCE_SNIFFED)

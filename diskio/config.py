@@ -6,6 +6,10 @@ no module depends on which one is imported first:
 * Kernels load from numba's cache without refreshing numba's registries first (``LeanCache``),
   kept under the stamp of every file their code may come from (diskio.kernel_sources), not their
   own file's alone.
+* A kernel allocates no array, assigns no slice and formats no message: each gives its machine code
+  an environment naming numba's array and string implementations, which a load from the cache then
+  imports (some 30 ms of a command's start); callers pass the arrays a kernel fills
+  (tests/test_kernel_environments.py).
 * ``BKDISK_NUMBA_CACHE_DIR``, when set, becomes numba's cache folder (``NUMBA_CACHE_DIR``) for
   read-only installs or a cache shared between processes. It is applied by ``kernel`` before the
   first kernel is decorated (numba picks a dispatcher's cache folder when it is decorated), and

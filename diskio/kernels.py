@@ -269,13 +269,18 @@ def stable_partition(part_of, parts, order, cuts):
     """The rows' order grouped by part (``part_of``, values 0..parts-1), each part's rows in their
     order (a stable counting sort): ``order`` gets the row numbers, part i is
     ``order[cuts[i]:cuts[i + 1]]``."""
-    cuts[:] = 0
+    for p in range(cuts.size):
+        cuts[p] = 0
     for i in range(part_of.size):
         cuts[part_of[i] + 1] += 1
     for p in range(parts):
         cuts[p + 1] += cuts[p]
-    at = cuts[:parts].copy()
+    # cuts[p] is part p's next place while the rows are placed (it ends at part p + 1's start), then
+    # moved back one part: no array of places is made (an allocation would load numba's arrays).
     for i in range(part_of.size):
         p = part_of[i]
-        order[at[p]] = i
-        at[p] += 1
+        order[cuts[p]] = i
+        cuts[p] += 1
+    for p in range(parts, 0, -1):
+        cuts[p] = cuts[p - 1]
+    cuts[0] = 0

@@ -7,7 +7,13 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bkdisk.digests.kernels import FACT_CODE_SHIFT, FACT_V2, digests_from_facts, digests_from_facts_reference
+from bkdisk.digests.kernels import (
+    FACT_CODE_SHIFT,
+    FACT_V2,
+    digests_from_facts,
+    digests_from_facts_reference,
+    id_slots_room,
+)
 from bkdisk.digests.plan import SOURCE_SNIFFED, DigestPlan
 from bkdisk.formats.digests import DigestType
 from bkdisk.formats.entry import build_entry, package_entry
@@ -90,8 +96,8 @@ def test_digests_from_facts_equal_their_reference(rows, codes, known, samples):
     table = np.array([decided[int(i)] for i in ids], np.uint8).reshape(-1, 2)
     got = tuple(np.zeros(len(rows), t) for t in (np.uint8, np.uint8, np.uint8, np.int64))
     sniffed = np.zeros(len(rows), np.uint64)
-    k = digests_from_facts(size, v2, ledger, facts, ids, table, np.array(sorted(known), np.uint64), samples, *got,
-                           sniffed)
+    k = digests_from_facts(size, v2, ledger, facts, ids, table, id_slots_room(len(ids)),
+                           np.array(sorted(known), np.uint64), samples, *got, sniffed)
     want = digests_from_facts_reference(size, v2, ledger, facts, decided, known, samples)
     settled = k >= 0 and len(set(sniffed[:k].tolist())) == k   # (a ledger listed twice: refused by the caller)
     assert settled == (want is not None)

@@ -232,17 +232,18 @@ def file_runs(l_file, l_entry, out_start, out_first):
 
 @kernel
 def match_by_ids(e_offset, e_scope, e_ledger, e_entry, log_id, f_scope, f_ledger, table, f_start, f_first,
-                 l_key, l_entry, verdict, pointed):
+                 l_key, l_entry, verdict, pointed, at, run):
     """The locations SAME as match_log finds them, looked for from the entries' side: an entry of one
     log (``e_*``, its id ``log_id``) is looked up by its own ids, its (scope, ledger) in ``table``
     (diskio.ledger_table's, of the file rows ``f_*``), its entry id in that file row's run of the
     locations (``f_start``, ``f_first``: file_runs'); when that location points at the entry, both are
     marked (``verdict`` SAME, ``pointed``). One lookup of a location per entry, asked for a block
-    ahead; what this does not mark, match_log looks up by position. Returns the entries marked."""
+    ahead (``at``, ``run``: BY_IDS_BLOCK int64 each, the caller's, as an allocation here would load
+    numba's arrays with the kernel); what this does not mark, match_log looks up by position. Returns
+    the entries marked."""
     e_offset, pointed, verdict = unowned(e_offset), unowned(pointed), unowned(verdict)
     high = np.uint64(log_id) << np.uint64(POSITION_BITS)
     n = e_offset.size
-    at, run = np.empty(BY_IDS_BLOCK, np.int64), np.empty(BY_IDS_BLOCK, np.int64)
     marked = 0
     for b0 in range(0, n, BY_IDS_BLOCK):
         b1 = min(n, b0 + BY_IDS_BLOCK)

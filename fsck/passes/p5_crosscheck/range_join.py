@@ -22,6 +22,7 @@ from bkdisk.entrylogs.scan_parts import entries_between, entry_bounds
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.formats.index import POSITION_BITS, location_logs
 from bkdisk.fsck.passes.p5_crosscheck.kernels import (
+    BY_IDS_BLOCK,
     NO_ENTRY,
     OTHER_ENTRY,
     SAME,
@@ -151,7 +152,8 @@ class ByIds:
         """match_by_ids over the entries ``e`` of log ``log_id``: the SAME locations marked in
         ``verdict``, their entries in ``pointed``; returns how many."""
         return match_by_ids(e["offset"], e["scope"], e["ledger"], e["entry"], log_id, self.scope, self.ledger,
-                            self.table, self.start, self.first, self.key, self.entry, verdict, pointed)
+                            self.table, self.start, self.first, self.key, self.entry, verdict, pointed,
+                            np.empty(BY_IDS_BLOCK, np.int64), np.empty(BY_IDS_BLOCK, np.int64))
 
 
 def _near_first(keys: np.ndarray, rows: np.ndarray, first: int, last: int) -> np.ndarray:
