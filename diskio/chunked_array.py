@@ -27,9 +27,15 @@ class ChunkedArray:
         self._on_disk = 0
         self._rows = 0
 
-    def another(self) -> ChunkedArray:
-        """An empty array of this one's dtype, budget, folder and name."""
-        return ChunkedArray(self.dtype, self.budget, self.folder, self.name)
+    def clear(self) -> None:
+        """Empty again: the rows held dropped, the file removed (its room on the spill folder's disk given back)."""
+        import os
+        if self._path is not None:
+            try:
+                os.unlink(self._path)
+            except FileNotFoundError:
+                pass
+        self._held, self._held_bytes, self._path, self._on_disk, self._rows = [], 0, None, 0, 0
 
     def __len__(self) -> int:
         return self._rows

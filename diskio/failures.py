@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
+from typing import TypeVar
 
 from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 
 LIST, OPEN, READ = "list", "open", "read"   # IoFailure.op: what was being done
+Failed = TypeVar("Failed", bound=BaseException)
 
 
 @dataclass(frozen=True)
@@ -57,3 +59,19 @@ def open_regular_file(path: str) -> tuple[int, int] | IoFailure:
         os.close(fd)
         return IoFailure(path, OPEN, None, NOT_REGULAR)
     return fd, st.st_size
+
+
+def without_frames(e: Failed) -> Failed:
+    """``e`` and the exceptions it was raised from or while handling, their tracebacks dropped: an
+    exception kept as a finding's data (a damaged file's) would otherwise keep every frame it passed
+    through, and what they hold (a scan's arrays, a reader's buffer, a file's map), as long as it is kept."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        x.with_traceback(None)
+        todo += [x.__cause__, x.__context__]
+    return e

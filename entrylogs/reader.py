@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import construct as cs
 import numpy as np
 
+from bkdisk.diskio.failures import without_frames
 from bkdisk.diskio.mapped import read_bytes
 from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.formats import entrylog as fe
@@ -233,7 +234,7 @@ def read_frame(read: Callable[[int, int], bytes], size: int, path: str) -> LogFr
     try:
         header = fe.parse_header(read(0, fe.HEADER_SIZE), path=path)
     except FormatError as e:
-        header_error = e
+        header_error = without_frames(e)   # (kept with the frame: its frames would keep ``read``'s file)
     end = size
     h = header
     if h is not None and h.version >= 1 and h.ledgers_map_offset != 0:
@@ -245,7 +246,7 @@ def read_frame(read: Callable[[int, int], bytes], size: int, path: str) -> LogFr
                     map_error = FormatError(f"{h.ledgers_count} ledgers in the ledgers map (header count)",
                                             f"{len(ledgers_map)}", path=path, offset=h.ledgers_map_offset)
             except FormatError as e:
-                map_error = e
+                map_error = without_frames(e)
                 ledgers_map = None
         else:
             map_error = FormatError(f"a ledgers map offset within the file (1024..{size})",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bkdisk.bookie.layout import BookieDirs
 from bkdisk.digests.plan import DigestPlan
+from bkdisk.diskio.failures import without_frames
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.scan import EntryLogScanArrays
 from bkdisk.formats.ids import LedgerId
@@ -103,7 +104,7 @@ class CheckContext:
             return sorted(os.listdir(os.path.join(d, CURRENT_DIR)))
         except OSError as e:
             # What was not listed is unknown: pass 1 reports it, repair plans refuse to act on it.
-            self.unlisted[os.path.join(d, CURRENT_DIR)] = e
+            self.unlisted[os.path.join(d, CURRENT_DIR)] = without_frames(e)
             return []
 
     @cached_property

@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING
 
 from bkdisk.diskio.chunked_array import ChunkedArray
+from bkdisk.diskio.failures import without_frames
 from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.entrylogs.arrays import CHECK_ENTRY_DTYPE, ENTRY_DTYPE
 from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
@@ -49,7 +50,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
                                   sink=sink, header_hints=hints, entry_dtype=entry_dtype)
         except (DiskError, FormatError) as e:
             sink.close()
-            return e
+            return without_frames(e)   # (kept as the log's result: its frames would keep the scan's arrays)
 
     out: dict[str, EntryLogScanArrays | Exception] = {}
     progress("entry logs", 0, len(files))
@@ -83,7 +84,7 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
                                         digest_facts=ctx.options.verify_digests, sink=sink)
         except (DiskError, FormatError) as e:
             sink.close()
-            out[jf.path] = e
+            out[jf.path] = without_frames(e)
     return out
 
 
@@ -121,5 +122,5 @@ def read_last_marks(ctx: CheckContext) -> dict[str, LastMark | Exception]:
                 try:
                     out[p] = parse_last_mark(read_bytes(p), path=p)
                 except (DiskError, FormatError) as e:
-                    out[p] = e
+                    out[p] = without_frames(e)
     return out

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bkdisk.diskio.distinct import distinct
-from bkdisk.diskio.failures import OPEN, READ, IoFailure, open_regular_file
+from bkdisk.diskio.failures import OPEN, READ, IoFailure, open_regular_file, without_frames
 from bkdisk.diskio.libc_calls import c_strings
 from bkdisk.diskio.mapped import NOT_REGULAR, OPEN_FLAGS, DiskError
 from bkdisk.formats import index as fi
@@ -99,6 +99,15 @@ class Reader:
         self.known_headers: dict[bytes, int] = {}   # a header's bytes -> its id: the ledgers of a password share one
         self.batch: tuple[list[int], list[int], list[int], list[str]] = ([], [], [], [])
         self.used = 0
+
+    def discard(self) -> None:
+        """Drop what was read (the location rows, the buffer; the sink emptied): its files are read again
+        by another reader, which then holds no second copy beside these."""
+        self.locs = location_rows(0)
+        self.buf = np.empty(0, np.uint8)
+        self.words, self.view, self.cap = self.buf.view(np.uint64), self.buf.data, 0
+        if self.sink is not None:
+            self.sink.clear()
 
     def read(self, r: int, path: str, regular: bool) -> None:
         """Read the file of row ``r`` (rows are read in order); ``regular``: the listing saw a regular
@@ -248,7 +257,7 @@ class Reader:
             try:   # the twin names what is wrong
                 fi.parse_header(mv[o:o + min(n, fi.HEADER_SIZE)].tobytes(), path=path)
             except FormatError as e:
-                self.errors[r] = e
+                self.errors[r] = without_frames(e)   # (its frames would keep this reader)
             else:
                 raise AssertionError(f"{path}: jitted and reference index header checks disagree")
 

@@ -51,10 +51,17 @@ def walk_index_dirs(dirs: list[str], *, batch_bytes: int = DEFAULT_BATCH, sink=N
         lst = read_listed(listing, reader)
     else:
         reader = Reader(FileRows(), batch_bytes, sink)
+        cut = None
         try:
             lst = read_streamed(dirs, listing, reader)
-        except ListingCut as cut:
-            lst, reader = _after_cut(dirs, reader, cut.relpaths, batch_bytes, sink)
+        except ListingCut as e:
+            cut = e.relpaths   # (not the exception: its frames would hold the stream)
+        finally:
+            close = getattr(listing, "close", None)
+            if close is not None:   # the stream's process and file go now, not when the stream is collected
+                close()
+        if cut is not None:
+            lst, reader = _after_cut(dirs, reader, cut, batch_bytes, sink)
     reads = reader.result(lst.files)
     relpaths = placed_paths(lst.relpaths, reads.files)   # (the walk's column of every path is dropped)
     paths = relpaths.prefixed(lst.paths.prefixes, lst.files["dir"]) if relpaths is not lst.relpaths else lst.paths
@@ -71,7 +78,8 @@ def _after_cut(dirs: list[str], reader: Reader, relpaths: PathColumn, batch_byte
     lst = list_index_tree(dirs)
     k = reader.rows.n
     if k and not _listed_first(lst, reader.rows.array["dir"][:k], relpaths):
-        fresh = Reader(FileRows.holding(lst.files), batch_bytes, None if sink is None else sink.another())
+        reader.discard()
+        fresh = Reader(FileRows.holding(lst.files), batch_bytes, sink)
         return read_listed(lst, fresh), fresh
     have, depth = reader.rows.array[:k].copy(), lst.files["depth"][:k].copy()
     reader.rows = FileRows.holding(lst.files)

@@ -305,3 +305,19 @@ def test_locations_given_to_a_sink_that_spills_are_those_held(tmp_path, share):
         assert not sink.spilled if share > 1 else True
         assert got.locations[0:len(got.locations)].tolist() == held.locations.tolist()
         assert got.files.tolist() == held.files.tolist() and len(held.locations) > 600
+
+
+def test_the_errors_kept_for_bad_files_do_not_keep_the_walk_reader_and_its_buffer(monkeypatch, tmp_path):
+    import weakref
+
+    from bkdisk.indexfiles.reading import Reader
+    readers = []
+    made = Reader.__init__
+
+    def noted(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        readers.append(weakref.ref(self))
+    monkeypatch.setattr(Reader, "__init__", noted)
+    inv = walk_index_dirs(_damaged_tree(str(tmp_path)))
+    assert any(isinstance(e, FormatError) for e in inv.errors)   # (bad headers, kept with the inventory)
+    assert readers and all(r() is None for r in readers)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -148,11 +149,29 @@ def test_files_read_from_a_cut_stream_are_kept_only_while_the_hierarchy_begins_w
     with SpillFolder(MemoryLimit(1, str(spill))) as folder:
         sink = ChunkedArray(LOCATION_DTYPE, 64, folder, "locations")   # spills at once
         got = walk_index_dirs(dirs, listing=iter(parts[:3]), sink=sink, batch_bytes=4096)
-        assert isinstance(got.locations, ChunkedArray) and (got.locations is sink) == (change == "same")
+        assert got.locations is sink
+        # the files read again: what the first reads spilled is gone, not kept beside the second's
+        assert len(list(Path(folder.get()).glob("locations-*"))) == 1
         want = walk_index_dirs(dirs)
         assert got.locations.array().tolist() == want.locations.tolist()
     got.locations = want.locations
     assert_same_inventory(got, want)
+
+
+def _children() -> list[int]:
+    return [int(p) for t in os.listdir("/proc/self/task")
+            for p in Path(f"/proc/self/task/{t}/children").read_text().split()]
+
+
+def test_the_stream_is_ended_as_soon_as_the_walk_has_read_it(tmp_path):
+    dirs = _damaged_tree(str(tmp_path))   # (bad headers: their errors, kept, must not keep the stream alive)
+    before = _children()
+    ahead = ListingAhead.start(dirs, str(tmp_path))
+    assert ahead is not None
+    inv = walk_index_dirs(dirs, listing=ahead.take(dirs))
+    assert any(e is not None for e in inv.errors)
+    assert ahead._spool.closed   # the listing's file, and its process, gone with the walk
+    assert _children() == before
 
 
 def test_the_process_keeps_nothing_it_has_sent(tmp_path):
