@@ -18,12 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bkdisk.digests.decision_table import DecisionTable, find_ledgers
-from bkdisk.digests.plan import DigestPlan
+from bkdisk.digests.plan import SOURCE_GIVEN, DigestPlan
 from bkdisk.digests.verify import verify_entry_digests
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.entrylogs.arrays import distinct_ledgers
 from bkdisk.entrylogs.scan_parts import ChunkedLogScan, entry_bounds, entry_parts, scan_part
+from bkdisk.formats.digests import DigestType
 
 
 @dataclass
@@ -80,7 +81,9 @@ class SharedPlan:
                 if len(hit) and not _decided_with_a_type(self.plan, hit):
                     fork, scan = self._again(rescan)
                 elif len(hit):
-                    _check_again(scan, self.plan, hit)
+                    again = hit[~_decided_alike(fork, self.plan, hit)]
+                    if len(again):
+                        _check_again(scan, self.plan, again)
                     self._take(fork, skip=hit)
                     return scan
         self._take(fork)
@@ -126,6 +129,30 @@ def _decided_with_a_type(plan: DigestPlan, ledgers: np.ndarray) -> bool:
         ids, rows = plan.decided.table()
         at, found = find_ledgers((ids, rows), ledgers)
         return bool(found.all() and (rows[at, 0] != 0).all())
+
+
+def _decided_alike(fork: PlanFork, plan: DigestPlan, ledgers: np.ndarray) -> np.ndarray:
+    """Of ``ledgers`` (each decided with a type in ``plan``), those whose rows the scan with ``fork`` made
+    are the ones the scan in turn makes, with no check again: the fork decided it alike (the same type
+    and source), as a CRC (every sample's status is then its check with that type, as the scan in turn
+    checks every entry) or from metadata, with no failed sample before (a ledger ``tried``)."""
+    with plan.lock:
+        wanted, found = _rows_of(plan.decided.table(), ledgers)
+    with fork.plan.lock:
+        had, ffound = _rows_of(fork.plan.decided.table(), ledgers)
+        tried = {k[1] for k in fork.plan.tried}
+    crc = np.isin(wanted[:, 0], (int(DigestType.CRC32C), int(DigestType.CRC32))) | (wanted[:, 1] == SOURCE_GIVEN)
+    alike = found & ffound & (had == wanted).all(axis=1) & crc
+    if tried:
+        alike &= ~np.isin(ledgers, np.array(sorted(tried), np.uint64))
+    return alike
+
+
+def _rows_of(table: tuple[np.ndarray, np.ndarray], ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each ledger's (code, source) row in a decided ``table`` (zeros where it has none), and whether it has one."""
+    at, found = find_ledgers(table, ledgers)
+    rows = table[1][at] if len(table[0]) else np.zeros((len(ledgers), 2), np.uint8)
+    return rows, found
 
 
 def _ledgers_of(scan) -> np.ndarray:

@@ -386,6 +386,48 @@ def test_logs_side_by_side_whose_ledger_was_sniffed_apart_give_the_rows_in_turn(
                             _rows_in_turn(dirs, DigestPlan(**plan), window=4096), 5)
 
 
+def test_logs_side_by_side_check_again_only_the_ledgers_their_forks_decided_otherwise(tmp_path, monkeypatch):
+    """Ledgers spanning every log, as on a busy bookie, decided by the first log in turn: side by side,
+    each later log's fork sniffs them too. Where a fork decided one alike (the same CRC, no failed sample
+    first) its rows stand; the others are checked again. A later log's first entry of ledger 7 is
+    corrupt (its sample fails, the next verifies), ledger 11 is CRC32: the rows are those in turn."""
+    from bkdisk.bookie import inventory as inv
+    from bkdisk.bookie import plan_forks
+    from bkdisk.bookie.layout import discover
+    from bkdisk.digests.kernels import DIGEST_BAD
+    from bkdisk.digests.plan import DigestPlan
+    from bkdisk.formats.digests import DigestType
+    payloads = [bytes([i % 251]) * 1500 for i in range(24)]
+    spec = BookieSpec(ledgers=[LedgerSpec(7, payloads), LedgerSpec(9, payloads),
+                               LedgerSpec(11, payloads, digest_type=DigestType.CRC32)], entry_log_size_limit=24 << 10)
+    root = tmp_path / "b"
+    write_bookie(spec, str(root))
+    dirs = discover(str(root))
+    assert len(inv.entry_logs(dirs.ledger_dirs[0])[0]) >= 3
+    second = _rows_in_turn(dirs)[1][2]
+    first7 = second.entries[second.entries["ledger"] == 7][0]
+    with open(second.path, "r+b") as f:   # its digest's first byte, flipped
+        at = int(first7["offset"]) + 4 + 32
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0xFF]))
+    want = _rows_in_turn(dirs, window=4096)
+    w = want[1][2]
+    assert w.digests["status"][w.entries["ledger"] == 7][0] == DIGEST_BAD
+    alike, again = [], []
+    real_alike, real_again = plan_forks._decided_alike, plan_forks._check_again
+    monkeypatch.setattr(plan_forks, "_decided_alike",
+                        lambda *a: alike.append(r := real_alike(*a)) or r)
+    monkeypatch.setattr(plan_forks, "_check_again", lambda scan, plan, ledgers: again.append(
+        sorted(ledgers.tolist())) or real_again(scan, plan, ledgers))
+    for jobs in (2, 3):
+        _same_rows(list(inv.scan_bookie(dirs, DigestPlan(), jobs=jobs, window=4096)), want)
+    assert any(a.any() for a in alike)   # rows that stood, not checked again
+    assert [7] in again                  # (the fork that met the corrupt entry first: checked again)
+    assert sum(len(a) for a in alike) > sum(len(g) for g in again)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**64 - 1)), min_size=1, max_size=40),
                 min_size=1, max_size=5))
