@@ -82,13 +82,14 @@ def lean_cache_class() -> type:
     numba refreshes its target context before every load from the cache: that imports and installs
     every implementation numba has (linalg, random, typed containers...), 0.2-0.3 s of each command's
     start-up spent on compiler tables that machine code already compiled never uses. A load only
-    needs numba's runtime (NRT) symbols, which the compiled code links against; a cache miss goes
+    needs numba's runtime (NRT) symbols, which the compiled code links against (their machine code
+    cached as well: diskio.nrt_cache); a cache miss goes
     through numba's compiler, which refreshes the contexts itself. (numba is pinned to 0.68.x:
     tests/test_numba_cache.py checks this against it.)
     """
     from numba.core.caching import CompileResultCacheImpl, FunctionCache
-    from numba.core.runtime import nrt
 
+    from bkdisk.diskio import nrt_cache
     from bkdisk.diskio.kernel_sources import source_stamp
     _untimed_llvm_calls()
 
@@ -107,7 +108,7 @@ def lean_cache_class() -> type:
                 self._cache_file._source_stamp = stamp
 
         def load_overload(self, sig, target_context):
-            nrt.rtsys.initialize(target_context)
+            nrt_cache.initialized(target_context, self._cache_path)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
 

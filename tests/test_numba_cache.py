@@ -27,6 +27,10 @@ SCRIPT = r"""
 import json, sys
 from pathlib import Path
 import numba
+import numba.core.runtime.nrtdynmod as nrt_module
+nrt_made = []   # numba's runtime compiled in this process (not loaded from the cache)
+_make = nrt_module.create_nrt_module
+nrt_module.create_nrt_module = lambda ctx: nrt_made.append(1) or _make(ctx)
 import bkdisk.diskio.kernels as K, bkdisk.digests.kernels as DK
 import bkdisk.entrylogs.scan as E, bkdisk.entrylogs.walk as EW, bkdisk.journal.scan as J, bkdisk.journal.walk as JW
 import bkdisk.digests.plan as P
@@ -58,7 +62,7 @@ feed(I.read_index_locations(next(g.glob("ledgers*/current/*/*/*.idx"))))
 # Modules only numba's registry refresh imports (its compiler needs them, loading from the cache not).
 refreshed = sorted(m for m in ("numba.np.linalg", "numba.np.random.generator_methods", "numba.typed.dictimpl")
                    if m in sys.modules)
-stats = {"results": results.hexdigest(), "refreshed": refreshed}
+stats = {"results": results.hexdigest(), "refreshed": refreshed, "nrt_compiled": len(nrt_made)}
 for mod in (K, DK, EW, JW, ID):
     for name, obj in sorted(vars(mod).items()):
         if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
@@ -81,6 +85,10 @@ def _run(env_extra: dict[str, str]) -> dict[str, list]:
 
 def _used(stats: dict[str, list]) -> dict[str, list]:
     return {k: v for k, v in stats.items() if isinstance(v, list) and k != "refreshed" and v[0] + v[1] > 0}
+
+
+def _runtime_files(cache: str) -> list[Path]:
+    return sorted(Path(cache).rglob("bkdisk-nrt-*.bin"))
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +121,26 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(co
     assert first_run["refreshed"], "the compiling process should have refreshed numba's registries"
     assert second_run["refreshed"] == []
     assert second_run["results"] == first_run["results"]
+    # numba's runtime too: compiled once, then loaded (diskio.nrt_cache)
+    assert first_run["nrt_compiled"] == 1 and second_run["nrt_compiled"] == 0
+    assert _runtime_files(cache)
+
+
+def test_a_runtime_file_that_is_not_whole_is_compiled_again_and_rewritten(compiled, tmp_path):
+    import shutil
+    cache = str(tmp_path / "cache")
+    shutil.copytree(compiled[0], cache)
+    files = _runtime_files(cache)
+    assert files
+    for f in files:   # a byte of each changed: its hash no longer matches, LLVM never sees it
+        data = bytearray(f.read_bytes())
+        data[-40] ^= 0xFF
+        f.write_bytes(bytes(data))
+    damaged = {f: f.read_bytes() for f in files}
+    run = _run({"NUMBA_CACHE_DIR": cache})
+    assert run["nrt_compiled"] == 1 and run["results"] == compiled[1]["results"]
+    assert any(f.read_bytes() != damaged[f] for f in files)   # written whole again
+    assert _run({"NUMBA_CACHE_DIR": cache})["nrt_compiled"] == 0
 
 
 # A process that loads one kernel from the cache (no registry refresh) and then compiles another

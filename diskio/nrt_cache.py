@@ -1,0 +1,120 @@
+"""numba's runtime (NRT) made ready for kernels loaded from the cache, its machine code cached too.
+
+A kernel's machine code calls numba's runtime functions (reference counts, an array's data), which
+numba compiles from LLVM IR in every process before the first kernel runs: some 18 ms of each
+command's start, for a few dozen instructions that never change. The first process compiles them as
+numba does (``nrtdynmod.create_nrt_module``), keeping the object code, and writes it beside the
+kernels' cache, under a name that carries numba's, llvmlite's and Python's versions and the compile
+target (numba's ``magic_tuple``: triple, CPU name and features); later processes load it (~3 ms), as
+numba loads a kernel's. A file that cannot be read, is not whole (its SHA-256 is checked before LLVM
+sees a byte of it) or does not parse is not used: the runtime is compiled as numba compiles it. No
+pickle: the file holds the library's name, object code and bitcode, each with its length.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import sys
+import tempfile
+from typing import Any
+
+MAGIC = b"bkdisk-nrt/1\n"
+_LENGTH = struct.Struct("<Q")
+_DIGEST = 32   # SHA-256
+
+
+def initialized(target_context: Any, folder: str | None) -> None:
+    """numba's runtime ready (once a process): loaded from ``folder`` (a kernel's cache folder) when a
+    whole file for this numba and target is there, else compiled, and written there for later processes."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import nrt
+    if nrt.rtsys._init:
+        return
+    with global_compiler_lock:
+        if nrt.rtsys._init:
+            return
+        _register_helpers()
+        codegen = target_context.codegen()
+        path = None if folder is None else os.path.join(folder, f"bkdisk-nrt-{_key(codegen)}.bin")
+        library = None if path is None else _load(codegen, path)
+        if library is None:
+            library = _compile(target_context, path)
+        nrt.rtsys._library = library
+        nrt.rtsys._init = True
+
+
+def _register_helpers() -> None:
+    """The runtime's C functions under the names the compiled code calls (as numba's initialize does)."""
+    from llvmlite import binding as ll
+    from numba.core import config
+    from numba.core.runtime import _nrt_python  # type: ignore[attr-defined]
+    if config.NRT_STATS:  # type: ignore[attr-defined]
+        _nrt_python.memsys_enable_stats()
+    for py_name, address in _nrt_python.c_helpers.items():
+        ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+
+
+def _key(codegen: Any) -> str:
+    import llvmlite
+    import numba
+    what = repr((numba.__version__, llvmlite.__version__, sys.version, codegen.magic_tuple()))
+    return hashlib.sha256(what.encode()).hexdigest()[:20]
+
+
+def _load(codegen: Any, path: str) -> Any | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    head = len(MAGIC) + _DIGEST
+    body = data[head:]
+    if data[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != data[len(MAGIC):head]:
+        return None
+    fields: list[bytes] = []
+    at = 0
+    while at < len(body) and len(fields) < 3:
+        if at + _LENGTH.size > len(body):
+            return None
+        (n,) = _LENGTH.unpack_from(body, at)
+        at += _LENGTH.size
+        fields.append(body[at:at + n])
+        at += n
+    if len(fields) != 3 or at != len(body):
+        return None
+    name, object_code, bitcode = fields
+    try:
+        return codegen.unserialize_library((name.decode(), "object", (object_code, bitcode)))
+    except Exception:   # noqa: BLE001 - a file LLVM refuses: compiled instead
+        return None
+
+
+def _compile(target_context: Any, path: str | None) -> Any:
+    from numba.core.runtime import nrtdynmod
+    ir_module, library = nrtdynmod.create_nrt_module(target_context)
+    library.enable_object_caching()
+    library.add_ir_module(ir_module)
+    library.finalize()
+    if path is not None:
+        name, _kind, (object_code, bitcode) = library.serialize_using_object_code()
+        body = b"".join(_LENGTH.pack(len(x)) + x for x in (name.encode(), object_code, bitcode))
+        _write(path, MAGIC + hashlib.sha256(body).digest() + body)
+    return library
+
+
+def _write(path: str, data: bytes) -> None:
+    """``data`` as ``path``, whole or not at all; a folder that cannot take it is left as it is."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".bkdisk-nrt-", dir=os.path.dirname(path))
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
