@@ -288,15 +288,35 @@ def _same_rows_in_parts(got, want, rows):
 
 def _in_parts(monkeypatch, tmp_path, scan_bookie, dirs, plan, **kw):
     """scan_bookie whose scans hand over a part a window of 4 KiB and spill all but the first, its logs'
-    rows given 5 at a time."""
+    rows given 5 at a time; with ``jobs`` above 1, logs side by side (nothing set aside for the rest of
+    a command, the rows of two logs within the limit)."""
+    import threading
+
+    from bkdisk.bookie import inventory as inv
     from bkdisk.diskio.scan_sink import ScanSink
     from bkdisk.diskio.spill import MemoryLimit, SpillFolder
     monkeypatch.setattr(ScanSink, "part_bytes", 1)
+    monkeypatch.setattr(inv, "OTHER_MEMORY", 0)
+    running, most, lock, real = [0], [0], threading.Lock(), inv.scan_entry_log
+
+    def counted(path, **scan_kw):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return real(path, **scan_kw)
+        finally:
+            with lock:
+                running[0] -= 1
+    monkeypatch.setattr(inv, "scan_entry_log", counted)
     spill_dir = tmp_path / "spill"
     spill_dir.mkdir(exist_ok=True)
     with SpillFolder(MemoryLimit(1, str(spill_dir))) as spill:
-        got = list(scan_bookie(dirs, plan, window=4096, memory_bytes=4 << 10, spill=spill, rows=5, **kw))
+        got = list(scan_bookie(dirs, plan, window=4096, memory_bytes=8 << 10, spill=spill, rows=5, **kw))
         assert spill.path is not None and os.listdir(spill.path) == []   # each log's files gone with its rows
+    if kw.get("jobs", 1) > 1:
+        assert most[0] > 1, "no two logs were scanned side by side"
+    monkeypatch.setattr(inv, "scan_entry_log", real)
     return got
 
 
