@@ -74,6 +74,16 @@ logs, 16.21 GiB with its journals), seconds after start-up (start-up process 0.2
     2 GiB   0.088     0.326    0.267  x0.33   0.568  x0.57         0.97            257 / 722 MiB
     8 GiB   0.350     0.832    0.588  x0.62   1.221  x0.68         2.15            275 / 718 MiB
 
+Measured 2026-12-05, machine alone (load 1.3-1.7), page cache dropped before the run, ``--runs 5
+--no-first-run``, seconds after start-up (start-up process 0.25 s), medians, against 2026-12-04's:
+the index listing streamed to the walk as it is made, the kernels loaded without numba's array
+implementation, numba's runtime loaded from its cache, and inventory's side-by-side logs keeping the
+digest rows of ledgers their forks decided alike:
+
+    storage      raw logs  raw all  inventory              bookie-fsck            RSS inventory / fsck
+    .idx files   0.086     0.328    0.214 x0.40 (0.267)    0.520 x0.62 (0.568)    255 / 232 MiB (722 / 257)
+    rocksdb      0.083     0.161    0.178 x0.45 (0.27)     0.417 x0.38 (0.51)     255 / 234 MiB
+
 A check has a fixed cost beside its reads: bookie-fsck of a golden bookie of a few kilobytes takes
 0.22 s after start-up (0.46 s against 0.24), its own modules' imports ~0.09 s and the loads of its
 21 kernels from numba's cache ~0.1 s. Four times the bytes cost 2.15x the time: past the fixed cost
