@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
+from bkdisk.digests.id_slots import fill_id_slots, find_slotted
 from bkdisk.digests.plan import SOURCE_ENTRY, SOURCE_SNIFFED
 from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.kernels import be_u32, be_u64, first_at_least, unowned
@@ -167,45 +168,6 @@ def _find_sorted(ids, key):
     return lo if lo < ids.size and ids[lo] == key else -1
 
 
-_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing: a key's slot is the product's top bits
-
-
-def id_slots_room(n: int) -> np.ndarray:
-    """The table _id_slots fills for ``n`` ids, every slot -1: a power of two at least twice ``n`` (made
-    by the caller: an allocation in a kernel would load numba's arrays with it)."""
-    return np.full(1 << max(4, (2 * n - 1).bit_length()), -1, np.int32)
-
-
-@inline_kernel
-def _id_slots(ids, slots):
-    """``slots`` (id_slots_room's) as an open-addressing table of the indices of ``ids`` (distinct); its
-    bits (the table holds 2**bits slots)."""
-    bits = 0
-    while (1 << bits) < slots.size:
-        bits += 1
-    mask = (1 << bits) - 1
-    for i in range(ids.size):
-        h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
-        while slots[h] >= 0:
-            h = (h + 1) & mask
-        slots[h] = i
-    return bits
-
-
-@inline_kernel
-def _find_slotted(ids, slots, bits, key):
-    """The index of ``key`` in ``ids`` through _id_slots' table, or -1."""
-    mask = (1 << bits) - 1
-    h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
-    while True:
-        at = slots[h]
-        if at < 0:
-            return -1
-        if ids[at] == key:
-            return np.int64(at)
-        h = (h + 1) & mask
-
-
 @kernel
 def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots, known_ids, samples, out_type,
                        out_source, out_status, out_payload_len, out_sniffed):
@@ -228,7 +190,7 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
     known_ids = unowned(known_ids)
     # Where logs interleave ledgers each entry's ledger differs from the last: a table, not a search of
     # the sorted ids, finds its row.
-    bits = _id_slots(decided_ids, slots)
+    bits = fill_id_slots(decided_ids, slots)
     k = 0
     last_ledger = np.uint64(0)
     at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed
@@ -250,7 +212,7 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
             if at == -2 or lid != last_ledger:   # entries of a ledger often come in runs
                 if at == -1 and not run_ok:
                     return -1
-                at, last_ledger = _find_slotted(decided_ids, slots, bits, lid), lid
+                at, last_ledger = find_slotted(decided_ids, slots, bits, lid), lid
                 if at == -1:   # met first here: sniffed
                     if samples == 0 or _find_sorted(known_ids, lid) >= 0:
                         return -1

@@ -29,6 +29,7 @@ import numpy as np
 from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
 from bkdisk.digests.decision_table import LedgerKey, find_ledgers
 from bkdisk.digests.entry_bytes import EntryBytes
+from bkdisk.digests.id_slots import id_slots_room
 from bkdisk.digests.kernels import (
     DIGEST_BAD,
     DIGEST_LENGTH_BY_CODE,
@@ -39,7 +40,6 @@ from bkdisk.digests.kernels import (
     SNIFF_CRC32,
     SNIFF_CRC32C,
     digests_from_facts,
-    id_slots_room,
 )
 from bkdisk.digests.payload_hashes import PayloadHashes, sha256_payloads
 from bkdisk.digests.plan import (

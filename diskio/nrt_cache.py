@@ -7,21 +7,21 @@ numba does (``nrtdynmod.create_nrt_module``), keeping the object code, and write
 kernels' cache, under a name that carries numba's, llvmlite's and Python's versions and the compile
 target (numba's ``magic_tuple``: triple, CPU name and features); later processes load it (~3 ms), as
 numba loads a kernel's. A file that cannot be read, is not whole (its SHA-256 is checked before LLVM
-sees a byte of it) or does not parse is not used: the runtime is compiled as numba compiles it. No
-pickle: the file holds the library's name, object code and bitcode, each with its length.
+sees a byte of it) or does not parse is not used: the runtime is compiled as numba compiles it. The
+file is numpy's ``.npz`` of the library's name, object code and bitcode and their SHA-256, read
+without pickle.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import struct
 import sys
 import tempfile
 from typing import Any
 
-MAGIC = b"bkdisk-nrt/1\n"
-_LENGTH = struct.Struct("<Q")
-_DIGEST = 32   # SHA-256
+import numpy as np
+
+_PARTS = ("name", "object_code", "bitcode")
 
 
 def initialized(target_context: Any, folder: str | None) -> None:
@@ -36,7 +36,7 @@ def initialized(target_context: Any, folder: str | None) -> None:
             return
         _register_helpers()
         codegen = target_context.codegen()
-        path = None if folder is None else os.path.join(folder, f"bkdisk-nrt-{_key(codegen)}.bin")
+        path = None if folder is None else os.path.join(folder, f"bkdisk-nrt-{_key(codegen)}.npz")
         library = None if path is None else _load(codegen, path)
         if library is None:
             library = _compile(target_context, path)
@@ -62,28 +62,24 @@ def _key(codegen: Any) -> str:
     return hashlib.sha256(what.encode()).hexdigest()[:20]
 
 
+def _digest(parts: list[bytes]) -> bytes:
+    h = hashlib.sha256()
+    for part in parts:   # (each behind its length: the parts cannot shift into one another)
+        h.update(b"%d:" % len(part))
+        h.update(part)
+    return h.digest()
+
+
 def _load(codegen: Any, path: str) -> Any | None:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+        with np.load(path, allow_pickle=False) as f:
+            parts = [f[k].tobytes() for k in _PARTS]
+            digest = f["sha256"].tobytes()
+    except Exception:   # noqa: BLE001 - missing, cut short, not numpy's: compiled instead
         return None
-    head = len(MAGIC) + _DIGEST
-    body = data[head:]
-    if data[:len(MAGIC)] != MAGIC or hashlib.sha256(body).digest() != data[len(MAGIC):head]:
+    if digest != _digest(parts):
         return None
-    fields: list[bytes] = []
-    at = 0
-    while at < len(body) and len(fields) < 3:
-        if at + _LENGTH.size > len(body):
-            return None
-        (n,) = _LENGTH.unpack_from(body, at)
-        at += _LENGTH.size
-        fields.append(body[at:at + n])
-        at += n
-    if len(fields) != 3 or at != len(body):
-        return None
-    name, object_code, bitcode = fields
+    name, object_code, bitcode = parts
     try:
         return codegen.unserialize_library((name.decode(), "object", (object_code, bitcode)))
     except Exception:   # noqa: BLE001 - a file LLVM refuses: compiled instead
@@ -98,20 +94,22 @@ def _compile(target_context: Any, path: str | None) -> Any:
     library.finalize()
     if path is not None:
         name, _kind, (object_code, bitcode) = library.serialize_using_object_code()
-        body = b"".join(_LENGTH.pack(len(x)) + x for x in (name.encode(), object_code, bitcode))
-        _write(path, MAGIC + hashlib.sha256(body).digest() + body)
+        parts = [name.encode(), bytes(object_code), bytes(bitcode)]
+        arrays = {k: np.frombuffer(v, np.uint8) for k, v in zip(_PARTS, parts)}
+        _write(path, dict(arrays, sha256=np.frombuffer(_digest(parts), np.uint8)))
     return library
 
 
-def _write(path: str, data: bytes) -> None:
-    """``data`` as ``path``, whole or not at all; a folder that cannot take it is left as it is."""
+def _write(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` as the ``.npz`` ``path``, whole or not at all; a folder that cannot take it is left as it is."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=".bkdisk-nrt-", dir=os.path.dirname(path))
     except OSError:
         return
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            np.savez(f, name=arrays["name"], object_code=arrays["object_code"], bitcode=arrays["bitcode"],
+                     sha256=arrays["sha256"])
         os.replace(tmp, path)
     except OSError:
         try:

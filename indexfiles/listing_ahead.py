@@ -10,9 +10,10 @@ walk gives the same inventory as listing and reading together.
 
 Each block is pickled into an unlinked temporary file of the spill folder's parent (``--tmp-dir``) at
 the next offset, and its place (offset, length: 16 bytes) is then written to a pipe. The pipe wakes
-the reader and stays small, so the process never waits for the check however far ahead it lists, and
-the process keeps nothing it has sent: on a bookie of millions of ledgers the listing is a few hundred
-MiB, held by the check alone. The last part is the rest of the listing (strays, failures, symlinks).
+the reader and holds the places of some 4,000 blocks (four million files) before the process waits
+for the check to read them, and the process keeps nothing it has sent: on a bookie of millions of
+ledgers the listing is a few hundred MiB, held by the check alone. The last part is the rest of the
+listing (strays, failures, symlinks).
 
 A stream that ends before that part (the process failed, was killed, or wrote part of a block) is cut:
 the walk lists the dirs itself, keeps the files it read (when the hierarchy still begins with them)
@@ -24,11 +25,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import struct
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, BinaryIO
+
+import numpy as np
 
 from bkdisk.diskio import fault_guard
 from bkdisk.diskio.atomic import write_whole
@@ -37,8 +39,8 @@ if TYPE_CHECKING:
     from bkdisk.indexfiles.listing import IndexListing, ListedBlock
 
 SPOOL_PREFIX = "bkdisk-listing-"
-STREAM_BLOCK = 1024          # files a block: about 10 ms of the walk's reading
-PLACE = struct.Struct("<QQ")  # (offset, length) in the spool of one part
+STREAM_BLOCK = 1024   # files a block: about 10 ms of the walk's reading
+PLACE_BYTES = 16      # a part's place in the spool: (offset, length), two native uint64 (one machine's processes)
 
 
 class ListingAhead:
@@ -78,10 +80,10 @@ class ListingAhead:
         try:
             fd = self._spool.fileno()
             while True:
-                place = self._places.read(PLACE.size)
-                if len(place) < PLACE.size:   # the process ended (without its last part, or it was seen)
+                place = self._places.read(PLACE_BYTES)
+                if len(place) < PLACE_BYTES:   # the process ended (without its last part, or it was seen)
                     return
-                at, length = PLACE.unpack(place)
+                at, length = unplaced(place)
                 blob = os.pread(fd, length, at)
                 try:
                     part = pickle.loads(blob)
@@ -109,12 +111,22 @@ def _stream_listing(dirs: list[str], spool: BinaryIO, sink: BinaryIO) -> None:
             nonlocal at
             blob = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
             _pwrite_whole(fd, blob, at)
-            write_whole(places, PLACE.pack(at, len(blob)))
+            write_whole(places, placed(at, len(blob)))
             at += len(blob)
 
         ship(stream_index_tree(dirs, ship, STREAM_BLOCK))
     except BaseException:   # noqa: BLE001, S110 - see above
         pass
+
+
+def placed(at: int, length: int) -> bytes:
+    """A part's place, as the pipe carries it."""
+    return np.array([at, length], np.uint64).tobytes()
+
+
+def unplaced(place: bytes) -> tuple[int, int]:
+    at, length = np.frombuffer(place, np.uint64).tolist()
+    return at, length
 
 
 def _pwrite_whole(fd: int, data: bytes, at: int) -> None:

@@ -7,12 +7,12 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bkdisk.digests.id_slots import id_slots_room
 from bkdisk.digests.kernels import (
     FACT_CODE_SHIFT,
     FACT_V2,
     digests_from_facts,
     digests_from_facts_reference,
-    id_slots_room,
 )
 from bkdisk.digests.plan import SOURCE_SNIFFED, DigestPlan
 from bkdisk.formats.digests import DigestType

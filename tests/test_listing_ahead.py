@@ -106,7 +106,7 @@ def _killed_before_the_rest(dirs, spool, sink):
 
 def _cut_short(dirs, spool, sink):
     os.pwrite(spool.fileno(), b"\x80\x05\x95", 0)   # the start of a pickle, and no more
-    sink.write(listing_ahead.PLACE.pack(0, 3))
+    sink.write(listing_ahead.placed(0, 3))
 
 
 def _failing(dirs, spool, sink):
