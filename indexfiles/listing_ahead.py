@@ -26,11 +26,10 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, BinaryIO
-
-import numpy as np
 
 from bkdisk.diskio import fault_guard
 from bkdisk.diskio.atomic import write_whole
@@ -121,11 +120,11 @@ def _stream_listing(dirs: list[str], spool: BinaryIO, sink: BinaryIO) -> None:
 
 def placed(at: int, length: int) -> bytes:
     """A part's place, as the pipe carries it."""
-    return np.array([at, length], np.uint64).tobytes()
+    return array("Q", (at, length)).tobytes()   # (no numpy: this module loads before the checker)
 
 
 def unplaced(place: bytes) -> tuple[int, int]:
-    at, length = np.frombuffer(place, np.uint64).tolist()
+    at, length = array("Q", place)
     return at, length
 
 
