@@ -126,9 +126,8 @@ def _result(rescan: Callable[[PlanFork], object], fork: PlanFork):
 
 def _decided_with_a_type(plan: DigestPlan, ledgers: np.ndarray) -> bool:
     with plan.lock:
-        ids, rows = plan.decided.table()
-        at, found = find_ledgers((ids, rows), ledgers)
-        return bool(found.all() and (rows[at, 0] != 0).all())
+        rows, found = _rows_of(plan.decided.table(), ledgers)
+    return bool(found.all() and (rows[:, 0] != 0).all())
 
 
 def _decided_alike(fork: PlanFork, plan: DigestPlan, ledgers: np.ndarray) -> np.ndarray:

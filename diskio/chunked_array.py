@@ -2,6 +2,7 @@
 spill folder (diskio.spill), read back a chunk or a slice at a time into the folder's reused blocks."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,6 @@ class ChunkedArray:
 
     def clear(self) -> None:
         """Empty again: the rows held dropped, the file removed (its room on the spill folder's disk given back)."""
-        import os
         if self._path is not None:
             try:
                 os.unlink(self._path)

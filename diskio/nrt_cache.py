@@ -94,22 +94,22 @@ def _compile(target_context: Any, path: str | None) -> Any:
     library.finalize()
     if path is not None:
         name, _kind, (object_code, bitcode) = library.serialize_using_object_code()
-        parts = [name.encode(), bytes(object_code), bytes(bitcode)]
-        arrays = {k: np.frombuffer(v, np.uint8) for k, v in zip(_PARTS, parts)}
-        _write(path, dict(arrays, sha256=np.frombuffer(_digest(parts), np.uint8)))
+        _write(path, [name.encode(), bytes(object_code), bytes(bitcode)])
     return library
 
 
-def _write(path: str, arrays: dict[str, np.ndarray]) -> None:
-    """``arrays`` as the ``.npz`` ``path``, whole or not at all; a folder that cannot take it is left as it is."""
+def _write(path: str, parts: list[bytes]) -> None:
+    """``parts`` (_PARTS) and their digest as the ``.npz`` ``path``, whole or not at all; a folder that
+    cannot take it is left as it is."""
+    name, object_code, bitcode = (np.frombuffer(p, np.uint8) for p in parts)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".bkdisk-nrt-", dir=os.path.dirname(path))
     except OSError:
         return
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, name=arrays["name"], object_code=arrays["object_code"], bitcode=arrays["bitcode"],
-                     sha256=arrays["sha256"])
+            np.savez(f, name=name, object_code=object_code, bitcode=bitcode,
+                     sha256=np.frombuffer(_digest(parts), np.uint8))
         os.replace(tmp, path)
     except OSError:
         try:

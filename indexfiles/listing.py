@@ -334,11 +334,11 @@ def _column(data: list[np.ndarray], lengths: list[np.ndarray]) -> PathColumn:
     return PathColumn(np.concatenate(data), np.cumsum(np.concatenate(lengths)))
 
 
-def read_listed(listing: IndexListing, reader: Reader) -> IndexListing:
+def read_listed(listing: IndexListing, reader: Reader, start: int = 0) -> IndexListing:
     """``listing``'s files read in its order by ``reader``, whose rows are the listing's (FileRows.holding):
     the same listing and reads as ``list_index_tree(listing.dirs, reader)``, which reads each file as it
-    lists it."""
-    for lo in range(0, len(listing.paths), READ_BLOCK):
+    lists it. ``start``: the files before it were read already (their rows filled)."""
+    for lo in range(start, len(listing.paths), READ_BLOCK):
         paths = listing.paths.block(lo, lo + READ_BLOCK)
         reader.read_block(lo, paths, listing.regular[lo:lo + len(paths)])
     reader.flush()

@@ -109,7 +109,7 @@ def _stream_listing(dirs: list[str], spool: BinaryIO, sink: BinaryIO) -> None:
         def ship(part) -> None:
             nonlocal at
             blob = pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
-            _pwrite_whole(fd, blob, at)
+            write_whole(fd, blob)   # (at the file's end: the check only reads it, at the places given)
             write_whole(places, placed(at, len(blob)))
             at += len(blob)
 
@@ -127,9 +127,3 @@ def unplaced(place: bytes) -> tuple[int, int]:
     at, length = array("Q", place)
     return at, length
 
-
-def _pwrite_whole(fd: int, data: bytes, at: int) -> None:
-    view = memoryview(data)
-    while len(view):
-        n = os.pwrite(fd, view, at)
-        view, at = view[n:], at + n

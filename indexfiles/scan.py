@@ -8,7 +8,6 @@ NUMBA_CACHE_DIR from BKDISK_NUMBA_CACHE_DIR).
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +21,6 @@ from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.indexfiles.canonical_paths import placed_paths
 from bkdisk.indexfiles.file_rows import FileRows
 from bkdisk.indexfiles.listing import (
-    READ_BLOCK,
     IndexListing,
     ListedBlock,
     ListingCut,
@@ -85,11 +83,7 @@ def _after_cut(dirs: list[str], reader: Reader, relpaths: PathColumn, batch_byte
     reader.rows = FileRows.holding(lst.files)
     reader.rows.array[:k] = have   # (the rows read; the names' columns are the same, the depth is the listing's)
     reader.rows.array["depth"][:k] = depth
-    for lo in range(k, len(lst.paths), READ_BLOCK):
-        hi = min(lo + READ_BLOCK, len(lst.paths))
-        reader.read_block(lo, lst.paths.block(lo, hi), lst.regular[lo:hi])
-    reader.flush()
-    return dataclasses.replace(lst, files=reader.rows.finish()), reader
+    return read_listed(lst, reader, start=k), reader
 
 
 def _listed_first(lst: IndexListing, dir_index: np.ndarray, relpaths: PathColumn) -> bool:
