@@ -287,9 +287,10 @@ def _same_rows_in_parts(got, want, rows):
 
 
 def _in_parts(monkeypatch, tmp_path, scan_bookie, dirs, plan, **kw):
-    """scan_bookie whose scans hand over a part a window of 4 KiB and spill all but the first, its logs'
-    rows given 5 at a time; with ``jobs`` above 1, logs side by side (nothing set aside for the rest of
-    a command, the rows of two logs within the limit)."""
+    """scan_bookie whose scans hand over a part a window of 4 KiB and spill every part (the share of
+    the limit for rows smaller than a window's), its logs' rows given 5 at a time; with ``jobs`` above
+    1, logs side by side (nothing set aside for the rest of a command, the rows of two logs within the
+    limit): the first scan waits for a second to begin, so two are under way at once."""
     import threading
 
     from bkdisk.bookie import inventory as inv
@@ -297,13 +298,21 @@ def _in_parts(monkeypatch, tmp_path, scan_bookie, dirs, plan, **kw):
     from bkdisk.diskio.spill import MemoryLimit, SpillFolder
     monkeypatch.setattr(ScanSink, "part_bytes", 1)
     monkeypatch.setattr(inv, "OTHER_MEMORY", 0)
-    running, most, lock, real = [0], [0], threading.Lock(), inv.scan_entry_log
+    monkeypatch.setattr(inv, "ROWS_SHARE", 1 / 128)   # 64 bytes of 8 KiB: not one window's rows
+    side_by_side = kw.get("jobs", 1) > 1
+    started, most, running, lock, second, real = [0], [0], [0], threading.Lock(), threading.Event(), inv.scan_entry_log
 
     def counted(path, **scan_kw):
         with lock:
+            started[0] += 1
             running[0] += 1
             most[0] = max(most[0], running[0])
+            first = started[0] == 1
+            if started[0] == 2:
+                second.set()
         try:
+            if first and side_by_side:
+                second.wait(10)
             return real(path, **scan_kw)
         finally:
             with lock:
@@ -314,7 +323,7 @@ def _in_parts(monkeypatch, tmp_path, scan_bookie, dirs, plan, **kw):
     with SpillFolder(MemoryLimit(1, str(spill_dir))) as spill:
         got = list(scan_bookie(dirs, plan, window=4096, memory_bytes=8 << 10, spill=spill, rows=5, **kw))
         assert spill.path is not None and os.listdir(spill.path) == []   # each log's files gone with its rows
-    if kw.get("jobs", 1) > 1:
+    if side_by_side:
         assert most[0] > 1, "no two logs were scanned side by side"
     monkeypatch.setattr(inv, "scan_entry_log", real)
     return got
