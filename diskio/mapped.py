@@ -126,6 +126,22 @@ def map_window(path: str | os.PathLike, offset: int, length: int, *, random_acce
         os.close(fd)
 
 
+def page_runs(offsets: np.ndarray, span: int, page: int = mmap.PAGESIZE) -> tuple[np.ndarray, np.ndarray]:
+    """The pages holding [offset, offset + span) for each of the sorted ``offsets``, as runs of adjacent
+    pages: each run's first page and its length in pages (the runs in order, none adjacent to the next)."""
+    at = np.asarray(offsets, np.int64)
+    if len(at) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first, last = at // page, (at + max(int(span), 1) - 1) // page
+    # A record's pages run from its first to its last; sorted offsets may still give records whose
+    # pages overlap or touch: a run goes on while the next record starts at most a page past its end.
+    end = np.maximum.accumulate(last)
+    breaks = np.flatnonzero(first[1:] > end[:-1] + 1) + 1
+    starts = np.concatenate([[0], breaks])
+    ends = np.concatenate([breaks, [len(at)]]) - 1
+    return first[starts], end[ends] - first[starts] + 1
+
+
 def will_need(fd: int, offsets: np.ndarray, span: int) -> None:
     """Ask the kernel to start reading the pages that hold [offset, offset + span) for each of the
     sorted ``offsets`` (POSIX_FADV_WILLNEED, one request per run of adjacent pages): scattered
@@ -133,12 +149,11 @@ def will_need(fd: int, offsets: np.ndarray, span: int) -> None:
     if len(offsets) == 0 or not hasattr(os, "posix_fadvise"):
         return
     page = mmap.PAGESIZE
-    first = np.asarray(offsets, np.int64) // page
-    pages = np.unique(np.concatenate([first, (np.asarray(offsets, np.int64) + span - 1) // page]))
-    breaks = np.flatnonzero(np.diff(pages) != 1) + 1
-    for run in np.split(pages, breaks):
+    first, pages = page_runs(offsets, span, page)
+    advise, need = os.posix_fadvise, os.POSIX_FADV_WILLNEED
+    for at, n in zip((first * page).tolist(), (pages * page).tolist(), strict=True):
         try:
-            os.posix_fadvise(fd, int(run[0]) * page, len(run) * page, os.POSIX_FADV_WILLNEED)
+            advise(fd, at, n, need)
         except OSError:   # only advice: the reads themselves report a file that cannot be read
             return
 
