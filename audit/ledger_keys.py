@@ -43,10 +43,9 @@ def key_rows(ctx) -> Iterator[tuple[int, int, str | None, int | None, str]]:
                     yield 0, int(lid), info.master_key.hex(), info.explicit_lac, "ledgers_index"
     facts = ctx.journal_facts
     keyed = set()
-    for lid in facts.master_keys:
+    for lid, key in facts.master_keys.pairs():
         keyed.add(lid)
-        yield (to_signed64(lid.scope), to_signed64(lid.ledger), facts.master_keys[lid].hex(),
-               _lac(facts.explicit_lac.get(lid)), "journal")
+        yield to_signed64(lid.scope), to_signed64(lid.ledger), key.hex(), _lac(facts.explicit_lac.get(lid)), "journal"
     for lid, body in facts.explicit_lac.items():
         if lid not in keyed:
             yield to_signed64(lid.scope), to_signed64(lid.ledger), None, _lac(body), "journal"

@@ -32,6 +32,7 @@ from bkdisk.bookie.gc_policy import (
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.bookie.metadata_dir import over_replicated
+from bkdisk.bookie.space_rows import per_ledger, per_topic
 from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
@@ -292,33 +293,11 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     # Per ledger (across groups) and per topic.
     old = ~current   # logs a collection pass considers
     sole = old & (live_ledgers == 1)   # deleting its one live ledger frees the whole log
-    per: dict[tuple[int, int], dict[str, Any]] = {}
     sizes = np.array([lg.size for lg in logs], np.int64)
-    for r in range(len(ledger)):   # one item per (log, ledger): maps are small, this is not per entry
-        k = int(inv[r])
-        s, l = int(scope[r]), int(ledger[r])
-        row = per.get((s, l))
-        if row is None:
-            m = metas[k]
-            row = per[(s, l)] = {
-                "kind": "ledger", "bookie_id": bookie_id, "ledger": str(LedgerId(s, l)), "state": states[k],
-                "metadata_state": None if m is None else m.state, "topic": topics[k], "bytes": 0, "live_bytes": 0,
-                "garbage_bytes": 0, "logs": [], "pinned_logs": 0, "sole_logs": 0, "frees_bytes": 0}
-        elif states[k] == LIVE:   # in two entry loggers (DbLedgerStorage dirs): live where either keeps it
-            row["state"] = LIVE
-        i = int(log_of[r])
-        b = int(nbytes[r])
-        row["bytes"] += b
-        row["live_bytes" if live[r] else "garbage_bytes"] += b
-        row["logs"].append({"ledger_dir": logs[i].ledger_dir, "log_id": logs[i].log_id})
-        if live[r] and old[i]:
-            row["pinned_logs"] += 1
-            if sole[i]:
-                row["sole_logs"] += 1
-                row["frees_bytes"] += int(sizes[i])
-    ledger_rows = sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["ledger"]))
+    ledger_rows = per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, LIVE, metas, topics,
+                             old, sole, sizes, bookie_id)
 
-    topic_rows = _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie_id)
+    topic_rows = per_topic(ledger_rows, live, log_of, inv, topics, old, sizes, bookie_id)
     rocks = None
     if dirs.storage_kind == "rocksdb":   # per dir: the ledgers its index holds that the collector keeps
         from bkdisk.bookie.db_space import rocksdb_space
@@ -328,35 +307,6 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     summary = _summary(dirs, bookie_id, log_rows, ledger_rows, settings, metadata_from, with_md, warnings, top,
                        rocks)
     return SpaceReport(log_rows, ledger_rows, topic_rows, summary, warnings)
-
-
-def _topic_rows(ledger_rows, logs, live, log_of, inv, topics, old, sizes, bookie_id) -> list[dict[str, Any]]:
-    per: dict[str, dict[str, Any]] = {}
-    for lr in ledger_rows:
-        t = lr["topic"]
-        if t is None:
-            continue
-        row = per.setdefault(t, {"kind": "topic", "bookie_id": bookie_id, "topic": t, "ledgers": 0, "bytes": 0,
-                                 "live_bytes": 0, "garbage_bytes": 0, "pinned_logs": 0, "sole_logs": 0,
-                                 "frees_bytes": 0})
-        row["ledgers"] += 1
-        for k in ("bytes", "live_bytes", "garbage_bytes"):
-            row[k] += lr[k]
-    # Per log, the topics of its live ledgers: a log whose live ledgers all belong to one topic is
-    # freed by deleting that topic.
-    live_topics: dict[int, set] = {}
-    for r in np.flatnonzero(live).tolist():
-        live_topics.setdefault(int(log_of[r]), set()).add(topics[int(inv[r])])
-    for i, ts in live_topics.items():
-        if not old[i]:
-            continue
-        for t in ts - {None}:
-            per[t]["pinned_logs"] += 1
-        if len(ts) == 1 and None not in ts:
-            t = next(iter(ts))
-            per[t]["sole_logs"] += 1
-            per[t]["frees_bytes"] += int(sizes[i])
-    return sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["topic"]))
 
 
 def _summary(dirs, bookie_id, log_rows, ledger_rows, settings: GcSettings, metadata_from, with_md, warnings, top,

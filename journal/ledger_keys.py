@@ -101,6 +101,15 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
             rows = self.iter_order[lo:lo + BLOCK]
             yield from map(LedgerId, self.scope[rows].tolist(), self.ledger[rows].tolist())
 
+    def pairs(self) -> Iterator[tuple[LedgerId, bytes]]:
+        """(ledger, key) in the order ``__iter__`` gives the ledgers, without a look-up for each."""
+        for lo in range(0, len(self.iter_order), BLOCK):
+            rows = self.iter_order[lo:lo + BLOCK]
+            keys = self.distinct
+            for s, l, k in zip(self.scope[rows].tolist(), self.ledger[rows].tolist(), self.key_of[rows].tolist(),
+                               strict=True):
+                yield LedgerId(s, l), keys[k]
+
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
         """(scope, ledger) of every ledger with a key, sorted."""
         return self.scope, self.ledger

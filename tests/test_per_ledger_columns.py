@@ -108,6 +108,7 @@ def test_ledger_keys_answer_as_the_dict_of_the_same_records(records):
                       np.frombuffer(b"".join(r[2] for r in records), np.uint8),
                       np.cumsum([len(r[2]) for r in records], dtype=np.int64))
     assert list(keys) == list(want) and dict(keys) == want and len(keys) == len(want)
+    assert list(keys.pairs()) == list(want.items())   # walked without a look-up each, in the same order
     probes = [LedgerId(s, l) for s in (0, 3, 2**64 - 1) for l in (0, 5, 13, 2**64 - 1)]
     assert [keys.get(p) for p in probes] == [want.get(p) for p in probes]
     rows = keys.index_of(np.array([p.scope for p in probes], np.uint64),

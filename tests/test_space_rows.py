@@ -1,0 +1,106 @@
+"""The space report's ledger and topic rows, summed at once over the (log, ledger) rows
+(bookie.space_rows), against the rows built one (log, ledger) row at a time: random logs, ledgers in
+several groups (DbLedgerStorage's dirs), states, topics, logs considered for collection or not."""
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bkdisk.bookie.space_rows import per_ledger, per_topic
+from bkdisk.diskio.distinct import distinct_rows
+from bkdisk.formats.ids import LedgerId
+
+LIVE = "live"
+STATES = (LIVE, "deleted", "not-indexed")
+
+
+@dataclass
+class Log:
+    ledger_dir: str
+    log_id: int
+
+
+@dataclass
+class Meta:
+    state: str
+
+
+def _by_row(logs, scope, ledger, nbytes, log_of, inv, live, states, metas, topics, old, sole, sizes, bid):
+    per: dict = {}
+    for r in range(len(ledger)):
+        k, s, l = int(inv[r]), int(scope[r]), int(ledger[r])
+        row = per.get((s, l))
+        if row is None:
+            m = metas[k]
+            row = per[(s, l)] = {"kind": "ledger", "bookie_id": bid, "ledger": str(LedgerId(s, l)), "state": states[k],
+                                 "metadata_state": None if m is None else m.state, "topic": topics[k], "bytes": 0,
+                                 "live_bytes": 0, "garbage_bytes": 0, "logs": [], "pinned_logs": 0, "sole_logs": 0,
+                                 "frees_bytes": 0}
+        elif states[k] == LIVE:
+            row["state"] = LIVE
+        i, b = int(log_of[r]), int(nbytes[r])
+        row["bytes"] += b
+        row["live_bytes" if live[r] else "garbage_bytes"] += b
+        row["logs"].append({"ledger_dir": logs[i].ledger_dir, "log_id": logs[i].log_id})
+        if live[r] and old[i]:
+            row["pinned_logs"] += 1
+            if sole[i]:
+                row["sole_logs"] += 1
+                row["frees_bytes"] += int(sizes[i])
+    ledger_rows = sorted(per.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["ledger"]))
+    tp: dict = {}
+    for lr in ledger_rows:
+        if lr["topic"] is not None:
+            t = tp.setdefault(lr["topic"], {"kind": "topic", "bookie_id": bid, "topic": lr["topic"], "ledgers": 0,
+                                            "bytes": 0, "live_bytes": 0, "garbage_bytes": 0, "pinned_logs": 0,
+                                            "sole_logs": 0, "frees_bytes": 0})
+            t["ledgers"] += 1
+            for k in ("bytes", "live_bytes", "garbage_bytes"):
+                t[k] += lr[k]
+    live_topics: dict = {}
+    for r in np.flatnonzero(live).tolist():
+        live_topics.setdefault(int(log_of[r]), set()).add(topics[int(inv[r])])
+    for i, ts in live_topics.items():
+        if old[i]:
+            for t in ts - {None}:
+                tp[t]["pinned_logs"] += 1
+            if len(ts) == 1 and None not in ts:
+                t = next(iter(ts))
+                tp[t]["sole_logs"] += 1
+                tp[t]["frees_bytes"] += int(sizes[i])
+    return ledger_rows, sorted(tp.values(), key=lambda x: (-x["frees_bytes"], -x["bytes"], x["topic"]))
+
+
+ROW = st.tuples(st.integers(0, 5), st.integers(0, 1), st.sampled_from([0, 0, 3, 2**64 - 1]),
+                st.sampled_from([0, 1, 2, 7, 2**63, 2**64 - 1]), st.integers(1, 1 << 40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(ROW, max_size=40), picks=st.lists(st.integers(0, 10**6), min_size=64, max_size=64),
+       topic_names=st.lists(st.sampled_from([None, "persistent://t/a", "persistent://t/b", "c"]), min_size=1,
+                            max_size=4), old=st.lists(st.booleans(), min_size=6, max_size=6),
+       sole=st.lists(st.booleans(), min_size=6, max_size=6))
+def test_ledger_and_topic_rows_equal_those_built_row_by_row(rows, picks, topic_names, old, sole):
+    logs = [Log(f"dir{i % 2}", 10 + i) for i in range(6)]
+    log_of = np.array([r[0] for r in rows], np.int64)
+    group = np.array([r[1] for r in rows], np.int64)
+    scope = np.array([r[2] for r in rows], np.uint64)
+    ledger = np.array([r[3] for r in rows], np.uint64)
+    nbytes = np.array([r[4] for r in rows], np.int64)
+    (ug, us, ul), inv = distinct_rows(group, scope, ledger)
+    n = len(ul)
+    states = [STATES[picks[k % 64] % 3] for k in range(n)]
+    metas = [None if picks[(k + 7) % 64] % 3 == 0 else Meta("CLOSED") for k in range(n)]
+    # a ledger's metadata and topic are the same in every group
+    key_topic = {(int(s), int(l)): topic_names[picks[(int(l) % 61)] % len(topic_names)] for s, l in zip(us, ul)}
+    topics = [key_topic[(int(s), int(l))] for s, l in zip(us, ul)]
+    live = np.array([states[int(k)] == LIVE for k in inv], bool)
+    old_a, sole_a = np.array(old), np.array(sole) & np.array(old)
+    sizes = np.array([(1 << 30) + i for i in range(6)], np.int64)
+    args = (logs, scope, ledger, nbytes, log_of, inv, live)
+    want_l, want_t = _by_row(*args, states, metas, topics, old_a, sole_a, sizes, "bk:3181")
+    got_l = per_ledger(*args, states, LIVE, metas, topics, old_a, sole_a, sizes, "bk:3181")
+    assert got_l == want_l
+    assert all(type(r["bytes"]) is int and type(r["frees_bytes"]) is int for r in got_l)
+    assert per_topic(got_l, live, log_of, inv, topics, old_a, sizes, "bk:3181") == want_t
