@@ -97,6 +97,28 @@ log's record offsets in the state): 4,417 MiB of the 16.01 GiB, 2.25 GiB of them
 reading bounds gives a run ~0.28 of --deep-all's reads plus the fixed cost. Its time then (event log,
 40.7 s whole): session 4.3 s, the scan stage 21.7 s (8 tasks two at a time, 3.3-4.5 s a disk, the
 first two 8.6 s with the workers' start), the tables 10 s (45 jobs), stop and reports 2 s.
+
+Measured 2026-12-05 10:00-10:45 UTC, machine alone (load 1.1-3.6, the bench's own), ``--cold``, the
+disk reading cold files at ~1.1 GB/s: --deep-all 35.5-44.5 s (CPU 56-69 s), runs 27.9-33.9 s (CPU 38-43
+s), x0.72-0.83. Then with the light scan's per-ledger work summed at once (bookie/space_rows.py, the
+journals' keys walked without a look-up each, the header pages asked for as runs computed at once):
+--deep-all 34.0-37.0 s (CPU 53-57 s), runs 26.4-34.1 s (CPU 34-41 s; runs 4-7, the logs' record offsets
+in the state: 26.4-27.7 s against 27.9-29.4 s), x0.75-0.96. Where a light run's time goes (day 8,
+cold, a copy of the state each run, ``python -m bench.thread_cpu --timeline -- bkdisk audit ...``):
+27-29 s whole, CPU 35-40 s: Spark's JVM 18-21 s (its task threads 8.5 s: the scan stage's Arrow
+exchange and the table jobs; Py4J's threads, the driver's plan building, 4.4 s; the C1 compiler 3.7 s;
+the collector 0.8 s), the Python workers 14-17 s (per disk the forked scan 1.25-1.36 s, each worker's
+own start, imports and replica files ~1.2 s, the metadata stage's workers 0.6 s), the driver ~2 s;
+the scan stage from ~3 s to ~17 s, the tables to ~25 s. A disk's light scan alone (``bkdisk scan-disk
+--state``, day 8): 1.39 s whole against 1.58 s before (12 pairs), cold 2.5 s, reading 522 MiB of its
+2.1 GB (the deep seventh and a page per 30 KB entry's header). Alone on this machine the scan stage
+of a light run is ~14 s and a --deep-all's ~21-25 s (its whole less the same ~13 s of session,
+tables and stop): with no fixed Spark cost at all a light run would still be ~0.6x, because the
+light part (every header page, the index, the metadata and space accounting) costs about as much as
+CRC32C and SHA-256 over the payloads at hardware speed. Tried and
+not kept: ``spark.sql.codegen.wholeStage=false`` and ``spark.sql.shuffle.partitions=4`` (light runs,
+3 pairs, no difference beyond the noise). The first week's runs are slower (30.6-34.1 s) because a
+light log whose record offsets the state does not hold yet is read whole by the kernel's read-ahead.
 """
 from __future__ import annotations
 
