@@ -16,6 +16,7 @@ BENCHES = {
     "fsck": ("bench.fsck_bench", "fsck passes on the benchmark bookie"),
     "fsck-before-after": ("bench.fsck_before_after", "bookie-fsck of this install vs a source checkout, same rounds"),
     "lane-timeline": ("bench.lane_timeline", "one fsck of a bookie: each lane's busy time, each core's idle share"),
+    "thread-cpu": ("bench.thread_cpu", "a command's CPU by thread name of its JVM: where an audit's time goes"),
     "index-walk": ("bench.index_walk_bench", "the .idx hierarchy walk: os.scandir vs the native walker"),
     "rocksdb": ("bench.rocksdb_bench", "RocksDB locations: lookups, full iteration, DbLedgerStorage fsck"),
     "rocksdb-scan": ("bench.rocksdb_scan_bench", "a 20M-key locations database RocksDB wrote: dump and fsck's read "
