@@ -12,9 +12,12 @@ from bkdisk.formats.ids import LedgerId
 
 
 def _sums(group: np.ndarray, n: int):
-    """Per group of ``group`` (0..n-1), the sum of ``weights`` as Python ints."""
-    def total(weights: np.ndarray) -> list[int]:
-        return np.bincount(group, weights=weights, minlength=n).astype(np.int64).tolist()
+    """Per group of ``group`` (0..n-1), the sum of ``values`` as Python ints, added as int64 (exact,
+    where a float64 sum would round above 2**53 bytes)."""
+    def total(values: np.ndarray) -> list[int]:
+        out = np.zeros(n, np.int64)
+        np.add.at(out, group, np.asarray(values).astype(np.int64))
+        return out.tolist()
     return total
 
 
@@ -78,7 +81,8 @@ def per_topic(ledger_rows, live, log_of, inv, topics, old, sizes, bookie_id) -> 
         pinned = np.bincount(ptopic[considered & (ptopic >= 0)], minlength=len(names))
         alone = considered & (ptopic >= 0) & (kinds[plog] == 1)
         sole = np.bincount(ptopic[alone], minlength=len(names))
-        frees = np.bincount(ptopic[alone], weights=sizes[plog[alone]], minlength=len(names)).astype(np.int64)
+        frees = np.zeros(len(names), np.int64)
+        np.add.at(frees, ptopic[alone], sizes[plog[alone]])
         for i, t in enumerate(names):
             per[t]["pinned_logs"] += int(pinned[i])
             per[t]["sole_logs"] += int(sole[i])

@@ -127,11 +127,14 @@ def map_window(path: str | os.PathLike, offset: int, length: int, *, random_acce
 
 
 def page_runs(offsets: np.ndarray, span: int, page: int = mmap.PAGESIZE) -> tuple[np.ndarray, np.ndarray]:
-    """The pages holding [offset, offset + span) for each of the sorted ``offsets``, as runs of adjacent
-    pages: each run's first page and its length in pages (the runs in order, none adjacent to the next)."""
+    """The pages holding [offset, offset + span) for each of ``offsets`` (sorted here if they are not), as
+    runs of adjacent pages: each run's first page and its length in pages (in order, none adjacent to
+    the next)."""
     at = np.asarray(offsets, np.int64)
     if len(at) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if (at[1:] < at[:-1]).any():
+        at = np.sort(at)
     first, last = at // page, (at + max(int(span), 1) - 1) // page
     # A record's pages run from its first to its last; sorted offsets may still give records whose
     # pages overlap or touch: a run goes on while the next record starts at most a page past its end.
