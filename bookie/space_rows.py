@@ -32,8 +32,9 @@ def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_stat
     (uscope, uledger), per = distinct_rows(scope, ledger)
     n = len(uledger)
     order = np.argsort(per, kind="stable")   # each ledger's rows together, in row order
-    bounds = np.flatnonzero(np.diff(per[order])) + 1
-    starts, ends = np.concatenate([[0], bounds]), np.concatenate([bounds, [len(order)]])
+    counts = np.bincount(per, minlength=n)   # (every ledger has a row)
+    ends = np.cumsum(counts)
+    starts = ends - counts
     first = inv[order[starts]]
     total = _sums(per, n)
     pinned = live & old[log_of]

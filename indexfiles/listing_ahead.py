@@ -126,4 +126,3 @@ def placed(at: int, length: int) -> bytes:
 def unplaced(place: bytes) -> tuple[int, int]:
     at, length = array("Q", place)
     return at, length
-

@@ -103,9 +103,9 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
 
     def pairs(self) -> Iterator[tuple[LedgerId, bytes]]:
         """(ledger, key) in the order ``__iter__`` gives the ledgers, without a look-up for each."""
+        keys = self.distinct
         for lo in range(0, len(self.iter_order), BLOCK):
             rows = self.iter_order[lo:lo + BLOCK]
-            keys = self.distinct
             for s, l, k in zip(self.scope[rows].tolist(), self.ledger[rows].tolist(), self.key_of[rows].tolist(),
                                strict=True):
                 yield LedgerId(s, l), keys[k]
