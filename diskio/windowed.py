@@ -79,10 +79,13 @@ class FileSource:
             self._stack.callback(os.close, self._fd)
         return self._fd
 
-    def will_need(self, offsets: np.ndarray, span: int) -> None:
+    def will_need(self, offsets: np.ndarray, span: int, asked: bool = False) -> None:
         """The reader will touch [offset, offset + span) at each of the sorted ``offsets`` and little
-        else: those pages are asked for now, all at once, and the windows read no other page ahead."""
-        if self._held is None:
+        else: those pages are asked for now (unless ``asked`` already), all at once, and the windows
+        read no other page ahead."""
+        if self._held is None and asked:
+            self.random_access = True
+        elif self._held is None:
             from bkdisk.diskio.mapped import will_need
             will_need(self._descriptor(), offsets, span)
             self.random_access = True

@@ -72,7 +72,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                    digests: DigestPlan | None = None, payload_hash: str | None = None,
                    pipeline: bool | None = None, digest_facts: bool = False,
                    sink: ScanSink | None = None, header_hints: np.ndarray | None = None,
-                   entry_dtype: np.dtype = ENTRY_DTYPE) -> EntryLogScanArrays:
+                   hints_asked: bool = False, entry_dtype: np.dtype = ENTRY_DTYPE) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
@@ -94,6 +94,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
     last deep read of this same file). A walk without digests touches each record's header only:
     their pages are asked of the kernel at once, and no other page is read ahead (a log of large
     entries is not read whole to walk its headers). Only advice: the walk and its result are the same.
+    ``hints_asked``: their pages were asked for already (fsck.log_read_ahead); the walk only reads no
+    other page ahead.
 
     ``entry_dtype``: the entries' rows, ENTRY_DTYPE or some of its fields (CHECK_ENTRY_DTYPE: a check
     keeps no LAC or ledger length); the walk's other fields are not kept.
@@ -118,7 +120,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
             frame.ledgers_map, frame.map_error
         end = res.data_end = frame.data_end
         if header_hints is not None and not check:
-            src.will_need(header_hints[header_hints < end], HEADER_LOOKAHEAD)
+            src.will_need(header_hints[header_hints < end], HEADER_LOOKAHEAD, asked=hints_asked)
         has_map = res.ledgers_map is not None
 
         state = new_state(STATE_SLOTS)

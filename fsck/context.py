@@ -25,6 +25,7 @@ from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journa
 from bkdisk.fsck import scans
 from bkdisk.fsck.digest_decisions import DigestDecisions
 from bkdisk.fsck.lanes import Lanes, Progress
+from bkdisk.fsck.log_read_ahead import LogReadAhead
 from bkdisk.fsck.scan_store import HASHED_LOG_SHARE, JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles.arrays import IndexInventory
 from bkdisk.journal.arrays import JournalArrays
@@ -179,10 +180,17 @@ class CheckContext:
     def stop_background(self) -> None:
         """Stop the background after the file it is on, and wait for it (a check that failed)."""
         self.lanes.stop()
+        if "read_ahead" in self.__dict__:
+            self.read_ahead.stop()
 
     def computed(self, name: str) -> bool:
         """Whether the cached property ``name`` was computed already."""
         return name in self.__dict__
+
+    @cached_property
+    def read_ahead(self) -> LogReadAhead:
+        """The entry logs' pages asked for ahead of their walks (``start``ed as the check begins)."""
+        return LogReadAhead([lf.path for lf in self.log_files], self.options.light_logs, self.options.light_hints)
 
     @cached_property
     def index_inventory(self) -> IndexInventory:

@@ -43,11 +43,13 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         ctx.keep_going()
         sink = ctx.scan_store.sink()
         light = lf.path in ctx.options.light_logs
-        hints = ctx.options.light_hints(lf.path) if light and ctx.options.light_hints is not None else None
+        hints, asked = ctx.read_ahead.claim(lf.path)
+        if light and hints is None and ctx.options.light_hints is not None:
+            hints = ctx.options.light_hints(lf.path)
         try:
             return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
                                   payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
-                                  sink=sink, header_hints=hints, entry_dtype=entry_dtype)
+                                  sink=sink, header_hints=hints, hints_asked=asked, entry_dtype=entry_dtype)
         except (DiskError, FormatError) as e:
             sink.close()
             return without_frames(e)   # (kept as the log's result: its frames would keep the scan's arrays)

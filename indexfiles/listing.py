@@ -86,6 +86,8 @@ class _Found:
         self.data: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
         self.regular = bytearray()
+        self.to_read: list[str] = []   # paths listed and not read yet (with a reader), rows from ``read_from`` on
+        self.read_from = 0
         self.dir, self.skip = 0, 0
 
     def start(self, dir_index: int, cur: str) -> None:
@@ -98,16 +100,27 @@ class _Found:
     def add_files(self, files: list[tuple[str, str, bool]]) -> None:
         """A row for each (name, path, regular) of a folder's, in order, each read if there is a reader."""
         rows, pending, kinds, skip = self.rows, self.pending, self.regular, self.skip
-        read = None if self.reader is None else self.reader.read
         r = rows.add(len(files))
+        if self.reader is not None:
+            if not self.to_read:
+                self.read_from = r
+            self.to_read += [path for _name, path, _regular in files]
         for _name, path, regular in files:
             pending.append(path[skip:])
             kinds.append(regular)
-            if read is not None:
-                read(r, path, regular)
-            r += 1
+        if self.reader is not None and len(self.to_read) >= READ_BLOCK:
+            self.read_listed()
         if len(pending) >= self.block:
             self.drain()
+
+    def read_listed(self) -> None:
+        """The files listed and not read yet, read as one block (reading.Reader.read_block): on a cold
+        disk the reader asks for a block's files at once, not one by one as the folders list them."""
+        k = len(self.to_read)
+        if k and self.reader is not None:
+            regular = np.frombuffer(bytes(self.regular[len(self.regular) - k:]), np.bool_)   # (the last k added)
+            self.reader.read_block(self.read_from, self.to_read, regular)
+            self.to_read = []
 
     def drain(self) -> None:
         rels = self.pending
@@ -148,7 +161,9 @@ def _leads_to_folder(link: os.DirEntry) -> bool:
         return False
 
 
-FOLDER, REGULAR, OTHER = 0, 1, 2   # what a walk item is: a folder to list, an index file (regular or not)
+# What a walk item is: a folder to list, an index file (regular or not), a symlink to a folder (listed
+# unless the folder it leads to was listed already: the first path to a folder in the strings' order lists it).
+FOLDER, REGULAR, OTHER, LINKED = 0, 1, 2, 3
 
 
 def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: list[IoFailure],
@@ -165,7 +180,12 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
     seen = {top}   # real paths of folders reached through symlinks: a loop is cut
     while stack:
         folder, depth, via_link, kind = stack.pop()
-        if kind != FOLDER:
+        if kind == LINKED:
+            real = os.path.realpath(folder)
+            if real in seen:
+                continue
+            seen.add(real)
+        elif kind != FOLDER:
             found.add(folder, kind == REGULAR)
             continue
         try:   # a listing that fails half way is a failure too, not a partial listing
@@ -175,7 +195,7 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
             failures.append(IoFailure.from_oserror(folder, LIST, e))
             continue
         files = []     # (name, path, regular) of the index files
-        folders = []   # (name + "/", path, depth, via link) of the folders to list
+        folders = []   # (name + "/", path, depth, via link, FOLDER or LINKED) of the folders to list
         for entry in entries:
             name = entry.name
             try:
@@ -199,8 +219,7 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
                         # walk lists anyway: followed, it would list those index files twice.
                         if real in seen or real.startswith(inside):
                             continue
-                        seen.add(real)
-                        folders.append((name + "/", entry.path, depth + 1, True))
+                        folders.append((name + "/", entry.path, depth + 1, True, LINKED))
                         continue
             except OSError:   # no type in the entry and the lstat failed: it vanished
                 continue
@@ -208,7 +227,7 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
                 if name.endswith(INDEX_SUFFIX):   # named like an index file: listed (its read is refused) and walked
                     files.append((name, entry.path, False))
                 if depth or name not in ROCKSDB_DIRS:
-                    folders.append((name + "/", entry.path, depth + 1, via_link))
+                    folders.append((name + "/", entry.path, depth + 1, via_link, FOLDER))
             elif name.endswith(INDEX_SUFFIX):   # a link, FIFO, device or socket: checked before it is read
                 files.append((name, entry.path, False))
             elif depth:
@@ -219,7 +238,7 @@ def _walk_one(cur: str, found: _Found, strays: list[tuple[str, str]], failures: 
             found.add_files(files)
             continue
         items = [(name, path, depth, via_link, REGULAR if regular else OTHER) for name, path, regular in files]
-        items += [(key, path, level, link, FOLDER) for key, path, level, link in folders]
+        items += folders
         items.sort()   # (the keys differ: a folder's ends in "/", which no name holds)
         stack.extend([item[1:] for item in reversed(items)])
 
@@ -253,6 +272,7 @@ def list_index_tree(dirs: list[str], reader: Reader | None = None) -> IndexListi
     rows = FileRows() if reader is None else reader.rows
     found = _Found(rows, reader)
     _walk_dirs(out, found)
+    found.read_listed()
     relpaths = found.column()
     if reader is not None:
         reader.flush()

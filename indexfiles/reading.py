@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bkdisk.diskio import read_ahead
 from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.failures import OPEN, READ, IoFailure, open_regular_file, without_frames
 from bkdisk.diskio.libc_calls import c_strings
@@ -171,6 +172,7 @@ class Reader:
         each file it leaves by ``read``. Where the buffer has no room past its pack for one more file the
         loop is not used."""
         end, k = len(paths), 0
+        self._ask_ahead(paths, regular)
         jitted = self.cap >= self.pack + small_reads.HEAD_BYTES
         names, starts, _ends = c_strings(paths) if jitted else (None, None, None)
         at, lens = np.empty(end, np.int64), np.empty(end, np.int64)
@@ -188,6 +190,15 @@ class Reader:
                     break
             self.read(r0 + k, paths[k], bool(regular[k]))
             k += 1
+
+    @staticmethod
+    def _ask_ahead(paths: list[str], regular: np.ndarray) -> None:
+        """A block whose first file is not in the page cache (a cold disk): every regular file of it asked
+        for at once, so that its reads find their pages read, or on their way, instead of waiting for the
+        device one file at a time."""
+        first = int(np.argmax(regular)) if len(regular) else 0
+        if len(paths) > 1 and regular[first] and not read_ahead.cached(paths[first]):
+            read_ahead.ask_for_files(p for p, reg in zip(paths, regular.tolist(), strict=True) if reg)
 
     def _taken(self, r0: int, paths: list[str], k: int, j: int, at: np.ndarray, lens: np.ndarray, pos: int) -> None:
         """Files ``k`` .. ``j`` of a block, which the jitted loop put in the buffer, into the batch."""

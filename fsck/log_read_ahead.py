@@ -1,0 +1,119 @@
+"""The entry logs' pages asked of the kernel ahead of their walks, on a thread of its own.
+
+A check of a cold disk otherwise waits for the device in turn with its own work: passes 1-3 read the
+index while no log is being read, and each log's walk waits for its pages as it asks for them. Asked
+from the check's start, in the order the walks take the logs and at most ``AHEAD_BYTES`` ahead of
+them, the pages are read while the check computes. A log walked light (the scrub) is asked for the
+pages of its headers when its record offsets are known, any other log for its bytes from the start.
+
+Only advice: the walks read the same bytes and find the same things. A log whose middle page is in
+the page cache already is not asked for (a warm page cache needs no request per page run), and its
+walk asks for what it needs as it would alone.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from bkdisk.diskio import read_ahead
+from bkdisk.diskio.mapped import OPEN_FLAGS, page_runs, will_need
+from bkdisk.entrylogs.walk import HEADER_LOOKAHEAD
+
+AHEAD_BYTES = 256 << 20   # bytes asked for and not yet walked, at most (page cache, not this process's memory)
+NEW, ASKING, ASKED, CLAIMED = range(4)
+
+
+class LogReadAhead:
+    """Asks for ``logs`` (paths, in walk order) on a thread; each walk ``claim``s its log as it begins."""
+
+    def __init__(self, logs: Sequence[str], light: frozenset[str] = frozenset(),
+                 hints: Callable[[str], np.ndarray | None] | None = None, ahead_bytes: int = AHEAD_BYTES):
+        self.logs, self.light, self.hints_of, self.ahead = list(logs), light, hints, ahead_bytes
+        self.state = dict.fromkeys(self.logs, NEW)
+        self.hints: dict[str, np.ndarray | None] = {}
+        self.asked: dict[str, int] = {}   # bytes asked per log not yet claimed (0: none, left to its walk)
+        self.pending = 0
+        self.stopped = False
+        self.cond = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.logs and self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="log-read-ahead", daemon=True)
+            self.thread.start()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join()
+
+    def claim(self, path: str) -> tuple[np.ndarray | None, bool]:
+        """The walk of ``path`` begins: its header offsets as they were asked for (None: not known
+        here) and whether its pages were asked for already (the walk then asks for none itself)."""
+        with self.cond:
+            while self.state.get(path) == ASKING:
+                self.cond.wait()
+            was = self.state.get(path, CLAIMED)
+            self.state[path] = CLAIMED
+            if was != ASKED:
+                return None, False
+            nbytes = self.asked.pop(path)
+            self.pending -= nbytes
+            self.cond.notify_all()
+            return self.hints.pop(path), nbytes > 0
+
+    def _run(self) -> None:
+        for path in self.logs:
+            with self.cond:
+                while not self.stopped and self.pending >= self.ahead:
+                    self.cond.wait()
+                if self.stopped:
+                    return
+                if self.state[path] != NEW:   # its walk began first
+                    continue
+                self.state[path] = ASKING
+                room = max(self.ahead - self.pending, mmap.PAGESIZE)
+            hints, nbytes = None, 0
+            try:
+                hints, nbytes = self._ask(path, room)
+            except Exception:   # noqa: BLE001 - only advice: the log's walk asks for its pages itself
+                hints, nbytes = None, 0
+            finally:
+                with self.cond:
+                    self.state[path] = ASKED
+                    self.hints[path], self.asked[path] = hints, nbytes
+                    self.pending += nbytes
+                    self.cond.notify_all()
+
+    def _ask(self, path: str, room: int) -> tuple[np.ndarray | None, int]:
+        """Ask for one log's pages (a log read whole: ``room`` bytes of it at most); its header offsets
+        (when walked light and known) and the bytes asked."""
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            return None, 0
+        middle = size // 2
+        if size == 0 or read_ahead.cached(path, middle - middle % mmap.PAGESIZE):
+            return None, 0   # (its walk reads its offsets itself: none are held here for a log not asked for)
+        hints = self.hints_of(path) if self.hints_of is not None and path in self.light else None
+        try:
+            fd = os.open(path, OPEN_FLAGS)
+        except OSError:
+            return None, 0
+        try:
+            if hints is not None:
+                will_need(fd, hints, HEADER_LOOKAHEAD)
+                return hints, int(page_runs(hints, HEADER_LOOKAHEAD)[1].sum()) * mmap.PAGESIZE
+            n = min(size, room)
+            os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
+            return hints, n
+        except OSError:
+            return None, 0
+        finally:
+            os.close(fd)

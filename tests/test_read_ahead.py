@@ -1,0 +1,220 @@
+"""Files asked of the kernel before they are read (diskio.read_ahead, fsck.log_read_ahead, the index
+reader's blocks): on a cold disk they are asked together, ahead of their reads and within the bytes
+allowed ahead; on a warm one nothing is asked; and what the check finds is the same either way.
+
+The files are written under pytest's temporary folder, which must be on a file system whose pages can
+be dropped from the cache (POSIX_FADV_DONTNEED after fsync): a tmpfs cannot, and the tests say so."""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+from conftest import GOLDEN
+from test_entrylog_scan import assert_same_scan
+
+from bkdisk.bookie.layout import discover
+from bkdisk.diskio import read_ahead
+from bkdisk.entrylogs.scan import scan_entry_log
+from bkdisk.fsck import log_read_ahead as lra
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
+from bkdisk.indexfiles.scan import walk_index_dirs
+
+PAGE = mmap.PAGESIZE
+LOG = GOLDEN / "interleaved-v6-hostport" / "ledgers1" / "current" / "0.log"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def resident(path, offset: int = 0) -> bool:
+    """Whether the page at ``offset`` is in the page cache (mincore of a map of it: unlike a read that
+    may not wait, which starts reading the page it misses, this reads nothing)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        at = offset - offset % PAGE
+        addr = _libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, fd, at)
+        assert addr not in (None, ctypes.c_void_p(-1).value), f"mmap: errno {ctypes.get_errno()}"
+        vec = ctypes.create_string_buffer(1)
+        try:
+            assert _libc.mincore(addr, PAGE, vec) == 0, f"mincore: errno {ctypes.get_errno()}"
+        finally:
+            _libc.munmap(addr, PAGE)
+        return bool(vec.raw[0] & 1)
+    finally:
+        os.close(fd)
+
+
+def _evict(*paths) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    for p in paths:
+        assert not resident(p), f"{p}: its pages stay cached after POSIX_FADV_DONTNEED (a tmpfs?)"
+
+
+def _file(path, n: int, seed: int = 0) -> str:
+    path.write_bytes(np.random.default_rng(seed).bytes(n))
+    return str(path)
+
+
+def _soon(what, within: float = 10.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if what():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _cached_soon(path: str, offset: int = 0) -> bool:
+    return _soon(lambda: resident(path, offset))
+
+
+def test_cached_tells_a_dropped_page_from_a_read_one(tmp_path):
+    p = _file(tmp_path / "f", 64 * PAGE)
+    _evict(p)
+    assert not read_ahead.cached(p, 10 * PAGE)
+    with open(p, "rb") as f:
+        f.seek(10 * PAGE)
+        f.read(1)
+    assert read_ahead.cached(p, 10 * PAGE)
+    assert read_ahead.cached(str(tmp_path / "missing"))   # cannot tell: its read says why
+
+
+def test_asked_files_are_read_into_the_cache_without_being_read(tmp_path):
+    files = [_file(tmp_path / f"{i}.idx", 3 * PAGE, i) for i in range(20)]
+    _evict(*files)
+    read_ahead.ask_for_files([*files, str(tmp_path / "vanished.idx")])
+    assert all(_cached_soon(p) for p in files)
+
+
+@pytest.mark.parametrize("cold", [True, False])
+def test_the_index_reader_asks_for_a_cold_block_of_files_at_once_and_reads_the_same(tmp_path, monkeypatch, cold):
+    bookie = tmp_path / "b"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", bookie, symlinks=True)
+    dirs = [str(bookie / "ledgers0"), str(bookie / "ledgers1")]
+    want = walk_index_dirs(dirs)
+    idx = [p for p in want.paths]
+    assert len(idx) > 1
+    if cold:
+        _evict(*idx)
+    asked: list[list[str]] = []
+    real = read_ahead.ask_for_files
+    monkeypatch.setattr(read_ahead, "ask_for_files", lambda paths: asked.append(list(paths)) or real([]))
+    got = walk_index_dirs(dirs)
+    assert list(got.paths) == idx and np.array_equal(got.files, want.files)
+    assert np.array_equal(got.locations, want.locations)
+    if cold:   # the dirs' files (fewer than a block's) asked together, before any of them was read
+        assert asked == [idx]
+    else:
+        assert asked == []
+
+
+def _logs(tmp_path, n: int, pages: int) -> list[str]:
+    return [_file(tmp_path / f"{i:x}.log", pages * PAGE, i) for i in range(n)]
+
+
+def test_logs_are_asked_in_walk_order_never_more_bytes_ahead_than_allowed(tmp_path):
+    logs = _logs(tmp_path, 6, 16)
+    _evict(*logs)
+    ahead = lra.LogReadAhead(logs, ahead_bytes=40 * PAGE)
+    ahead.start()
+    try:
+        assert _soon(lambda: ahead.state[logs[2]] == lra.ASKED)
+        with ahead.cond:
+            states = [ahead.state[p] for p in logs]
+            assert ahead.pending <= 40 * PAGE + 16 * PAGE
+        # two logs whole, the third for the room left (8 pages): then the limit is reached
+        assert states[:3] == [lra.ASKED] * 3 and states[3:] == [lra.NEW] * 3
+        assert [ahead.asked[p] for p in logs[:3]] == [16 * PAGE, 16 * PAGE, 8 * PAGE]
+        assert _cached_soon(logs[1], 15 * PAGE) and not resident(logs[2], 15 * PAGE)
+        for i, p in enumerate(logs):
+            if i >= 3:   # asked as the walks before it made room (a walk that comes first asks itself)
+                assert _soon(lambda p=p: ahead.state[p] == lra.ASKED)
+            hints, asked = ahead.claim(p)
+            assert hints is None and asked
+            assert _cached_soon(p), f"log {i} was not read ahead"
+    finally:
+        ahead.stop()
+    assert not ahead.thread.is_alive()
+
+
+def test_a_light_log_is_asked_for_its_hinted_header_pages_only(tmp_path):
+    log = _file(tmp_path / "0.log", 64 * PAGE)
+    _evict(log)
+    hints = np.array([5 * PAGE + 100, 20 * PAGE + 7, 40 * PAGE + PAGE - 8], np.int64)
+    ahead = lra.LogReadAhead([log], frozenset([log]), lambda p: hints)
+    ahead.start()
+    got, asked = ahead.claim(log)
+    ahead.stop()
+    assert asked and got is hints
+    assert all(_cached_soon(log, o - o % PAGE) for o in hints.tolist())
+    assert _cached_soon(log, 41 * PAGE)                      # the last header runs into the next page
+    assert not resident(log, 30 * PAGE) and not resident(log, 60 * PAGE)
+
+
+def test_a_warm_log_is_left_to_its_walk_and_a_walk_that_came_first_is_not_asked_for(tmp_path):
+    logs = _logs(tmp_path, 2, 8)
+    for p in logs:
+        open(p, "rb").read()
+    seen: list[str] = []
+    ahead = lra.LogReadAhead(logs, frozenset(logs), lambda p: seen.append(p) or np.zeros(1, np.int64))
+    assert ahead.claim(logs[0]) == (None, False)   # its walk began before the thread
+    ahead.start()
+    assert ahead.claim(logs[1]) == (None, False)   # cached: its walk asks for what it needs
+    ahead.stop()
+    assert seen == []   # no offsets read (or held) for a log not asked for
+
+
+def test_stop_ends_a_thread_waiting_for_room(tmp_path):
+    logs = _logs(tmp_path, 3, 8)
+    _evict(*logs)
+    ahead = lra.LogReadAhead(logs, ahead_bytes=PAGE)
+    ahead.start()
+    time.sleep(0.1)
+    t = threading.Thread(target=ahead.stop)
+    t.start()
+    t.join(10)
+    assert not t.is_alive() and not ahead.thread.is_alive()
+
+
+def test_a_walk_whose_header_pages_were_asked_for_finds_the_same_and_asks_nothing(monkeypatch):
+    want = scan_entry_log(LOG)
+    offsets = want.entries["offset"].astype(np.int64)
+    asked: list = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda *a: asked.append(a))
+    assert_same_scan(scan_entry_log(LOG, header_hints=offsets, hints_asked=True), want)
+    assert asked == []
+
+
+def test_a_cold_check_finds_what_a_warm_one_finds(tmp_path):
+    bookie = tmp_path / "b"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", bookie, symlinks=True)
+    dirs = discover(str(bookie))
+    warm = check_bookie(dirs, CheckOptions(jobs=1))
+    want = [f.to_json() for f in warm.findings]
+    warm.close()   # (a report holds its logs' maps, whose pages stay cached)
+    files = [os.path.join(f, n) for f, _d, names in os.walk(bookie) for n in names
+             if not os.path.islink(os.path.join(f, n))]
+    _evict(*files)
+    for jobs in (1, 2):
+        cold = check_bookie(dirs, CheckOptions(jobs=jobs))
+        got = [f.to_json() for f in cold.findings]
+        cold.close()
+        assert got == want
+        _evict(*files)
