@@ -32,9 +32,8 @@ from bkdisk.diskio.config import collector_eased
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import to_signed64
 
-# The checker (fsck, the inventory's scanners: numba) and the space accounting load inside the
-# functions that run a scan: `bkdisk audit --help`, `scan-disk --help` and a Spark driver that only
-# plans tasks import this module without them.
+# The checker (fsck, the scanners: numba) and the space accounting load inside the functions that run a
+# scan: `bkdisk audit --help`, `scan-disk --help` and a Spark driver that plans tasks import this without them.
 
 RUN_FIELDS = [("tool_version", pa.string()), ("run_id", pa.string()), ("host", pa.string()),
               ("bookie_id", pa.string())]
@@ -389,11 +388,12 @@ def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str 
     bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map; and
     why they are missing when they cannot be computed (the disk's audit stands without them)."""
     from bkdisk.bookie.gc_policy import settings_from_conf
-    from bkdisk.bookie.space import account_bookie
+    from bkdisk.bookie.space import account_bookie, listed_ledgers
     scans = {p: s for p, s in ctx.log_scans.items() if not isinstance(s, Exception)}
+    inv = ctx.index_inventory if ctx.computed("index_inventory") else None   # (the check's walk: not listed again)
     try:
         rep = account_bookie(dirs, metadata, settings_from_conf(dirs.conf_path), metadata_from="audit metadata",
-                             scans=scans, bookie_id=bid)
+                             scans=scans, bookie_id=bid, indexed=None if inv is None else listed_ledgers(inv))
     except BkdiskError as e:
         return [], f"space not computed: {e}"
     return rep.logs + rep.ledgers + rep.topics, None

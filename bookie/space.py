@@ -115,20 +115,33 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
     (entries whose ``exists`` is set), a group per dir."""
     if dirs.storage_kind == "rocksdb":
         return _db_ledgers(dirs)
-    from bkdisk.formats.paths import parse_index_name
-    from bkdisk.indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION, list_index_tree
+    from bkdisk.indexfiles.listing import list_index_tree
     listing = list_index_tree(dirs.effective_index_dirs)
-    if listing.failures:
-        f = listing.failures[0]
+    return [_index_ledgers(listing.files, listing.strays, listing.failures)], []
+
+
+def listed_ledgers(inv) -> list[set[tuple[int, int]]]:
+    """``indexed_ledgers`` of an index-files bookie from a walk of its index made already (a check's
+    ``IndexInventory``): the hierarchy is not listed a second time."""
+    from bkdisk.diskio.failures import LIST
+    return [_index_ledgers(inv.files, inv.strays, [f for f in inv.io_failures if f.op == LIST])]
+
+
+def _index_ledgers(files: np.ndarray, strays: list[tuple[str, str]], failures: list) -> set[tuple[int, int]]:
+    from bkdisk.formats.paths import parse_index_name
+    from bkdisk.indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION
+    if failures:
+        f = failures[0]
         raise SpaceError(f"{f.path}: cannot list the index folder ({f.message}): which ledgers the bookie "
                          f"keeps is unknown")
-    have = set(zip(listing.scope[listing.named].tolist(), listing.ledger[listing.named].tolist()))
-    for p, why in listing.strays:
+    named = files["named"]
+    have = set(zip(files["scope"][named].tolist(), files["ledger"][named].tolist()))
+    for p, why in strays:
         if why == STRAY_RELOCATION:
             lid = parse_index_name(os.path.basename(p)[:-len(RELOCATION_SUFFIX)] + ".idx")
             if lid is not None:
                 have.add((lid.scope, lid.ledger))
-    return [have], []
+    return have
 
 
 def _db_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]]:
@@ -232,12 +245,13 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
 
 def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *,
                    metadata_from: str | None = None, scan: bool = False, scans: dict | None = None, top: int = 10,
-                   bookie_id: str | None = None) -> SpaceReport:
+                   bookie_id: str | None = None, indexed: list[set[tuple[int, int]]] | None = None) -> SpaceReport:
     """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
-    ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list)."""
+    ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list).
+    ``indexed``: ``indexed_ledgers``' groups when the caller has them (``listed_ledgers``)."""
     bookie_id = bookie_id or bookie_id_of(dirs)
     logs = read_bookie_logs(dirs, scan=scan, scans=scans)
-    groups, warnings = indexed_ledgers(dirs)
+    groups, warnings = (indexed, []) if indexed is not None else indexed_ledgers(dirs)
     for lg in logs:
         warnings += lg.warnings
     with_md = metadata is not None

@@ -526,3 +526,26 @@ def test_fsck_warns_of_metadata_bookkeepers_client_cannot_load_and_checks_no_ent
     assert "bookies, the ensemble size is" in found[1]["message"]
     assert not [f for f in findings if f.get("ledger") in (0x10, 0x11) and f["code"] in ("ENTRY_MISSING",
                                                                                          "ENTRIES_MISSING")]
+
+
+@pytest.mark.parametrize("corpus", [c for c in CORPORA if not c.startswith("dbstorage")])
+def test_the_ledgers_a_check_walked_in_the_index_are_those_space_lists(tmp_path, corpus):
+    import dataclasses as dc
+
+    from bkdisk.bookie.layout import discover
+    from bkdisk.bookie.space import SpaceError, indexed_ledgers, listed_ledgers
+    from bkdisk.diskio.failures import LIST, OPEN, IoFailure
+    from bkdisk.indexfiles.scan import walk_index_dirs
+    root = golden_copy(tmp_path, corpus)
+    dirs = discover(str(root))
+    idx = sorted(p for d in dirs.effective_index_dirs for p in Path(d, "current").rglob("*.idx"))
+    idx[0].rename(str(idx[0]) + ".rloc")   # the bookie renames it back into place: still its ledger
+    (idx[-1].parent / "notes.txt").write_text("not an index")
+    want, _warnings = indexed_ledgers(dirs)
+    inv = walk_index_dirs(dirs.effective_index_dirs)
+    assert listed_ledgers(inv) == want and len(want[0]) == len(idx)
+    unread = IoFailure(str(idx[-1]), OPEN, 13, "Permission denied")   # listed, not read: its ledger is known
+    assert listed_ledgers(dc.replace(inv, io_failures=[unread])) == want
+    unlisted = IoFailure(str(idx[-1].parent), LIST, 13, "Permission denied")
+    with pytest.raises(SpaceError, match="cannot list the index folder .*which ledgers the bookie keeps is unknown"):
+        listed_ledgers(dc.replace(inv, io_failures=[unread, unlisted]))
