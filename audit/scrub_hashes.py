@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.diskio.atomic import fsync_dir
+from bkdisk.entrylogs.walk import SPARSE_RECORD_BYTES
 
 SHORT_HEX = 16          # hex digits of a short hash: 64 bits
 HASHES_DIR = "hashes"
@@ -93,9 +94,6 @@ class HashWriter:
         self._writer, self._key = None, None
 
 
-# A log's records are sparse when they are this many bytes apart on average, or more: then the pages of
-# their headers, asked for ahead of a light walk, are a small part of the log.
-SPARSE_RECORD_BYTES = 8192
 
 
 def record_offsets(root: str | None, disk: str, key: int, size: int) -> np.ndarray | None:

@@ -68,6 +68,9 @@ NEED_LAST_NONZERO = FIRST_OWN_STATUS
 NEED_WHOLE_FILE = FIRST_OWN_STATUS + 1
 
 HEADER_LOOKAHEAD = SIZE_PREFIX_SIZE + ENTRY_V2_HEADER_SIZE   # bytes a header check may read
+# A log's records are sparse when they are this many bytes apart on average, or more: then the pages of
+# their headers, asked for ahead of a light walk, are a small part of the log.
+SPARSE_RECORD_BYTES = 8192
 _ZERO_SIZE, _BAD_SIZE, _BAD_HEADER, _TRUNCATED = (int(Damage.ZERO_SIZE), int(Damage.BAD_SIZE),
                                                   int(Damage.BAD_HEADER), int(Damage.TRUNCATED))
 _SKIP_RECORD = SKIP_RECORD

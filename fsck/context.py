@@ -24,6 +24,7 @@ from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, parse_entry_log_name, parse_journal_name
 from bkdisk.fsck import scans
 from bkdisk.fsck.digest_decisions import DigestDecisions
+from bkdisk.fsck.index_hints import INDEX_HINT_BYTES, INDEX_HINT_SHARE, IndexHints
 from bkdisk.fsck.lanes import Lanes, Progress
 from bkdisk.fsck.log_read_ahead import LogReadAhead
 from bkdisk.fsck.scan_store import HASHED_LOG_SHARE, JOURNAL_SHARE, LOG_SHARE, ScanStore
@@ -190,13 +191,43 @@ class CheckContext:
     @cached_property
     def read_ahead(self) -> LogReadAhead:
         """The entry logs' pages asked for ahead of their walks (``start``ed as the check begins)."""
-        return LogReadAhead([lf.path for lf in self.log_files], self.options.light_logs, self.options.light_hints)
+        hints = self.index_hints
+        return LogReadAhead([lf.path for lf in self.log_files], self.options.light_logs, self.options.light_hints,
+                            index_hints=hints.of if hints is not None else None)
+
+    @cached_property
+    def index_hints(self) -> IndexHints | None:
+        """Where the records of the logs walked light start, from the .idx files' locations (index-file
+        storage: pass 1 walks them)."""
+        light = self.options.light_logs
+        if not light or self.dirs.storage_kind == "rocksdb":
+            return None
+        logs = []
+        for lf in self.log_files:
+            if lf.path in light:
+                try:
+                    logs.append((lf.path, lf.log_id, os.stat(lf.path).st_size))
+                except OSError:   # (its walk reports it)
+                    continue
+        hints = IndexHints(logs, self.options.memory.share(INDEX_HINT_SHARE) // INDEX_HINT_BYTES)
+        if self.computed("index_inventory"):
+            hints.give(self.index_inventory.locations)
+        return hints
 
     @cached_property
     def index_inventory(self) -> IndexInventory:
         """The one walk of the .idx hierarchy, each file read as it is listed (pass 1's symlinks,
         passes 2, 3 and 5)."""
-        return scans.index_inventory(self)
+        hints = self.__dict__.get("index_hints")
+        try:
+            inv = scans.index_inventory(self)
+        except BaseException:
+            if hints is not None:
+                hints.give(None)
+            raise
+        if hints is not None:
+            hints.give(inv.locations)
+        return inv
 
     @cached_property
     def relocation_leftovers(self) -> dict[LedgerId, str]:

@@ -4,7 +4,8 @@ A check of a cold disk otherwise waits for the device in turn with its own work:
 index while no log is being read, and each log's walk waits for its pages as it asks for them. Asked
 from the check's start, in the order the walks take the logs and at most ``AHEAD_BYTES`` ahead of
 them, the pages are read while the check computes. A log walked light (the scrub) is asked for the
-pages of its headers when its record offsets are known, any other log for its bytes from the start.
+pages of its headers when its record offsets are known (from its last deep read, else from the index:
+fsck.index_hints), any other log for its bytes from the start.
 
 Only advice: the walks read the same bytes and find the same things. A log whose middle page is in
 the page cache already is not asked for (a warm page cache needs no request per page run), and its
@@ -31,8 +32,10 @@ class LogReadAhead:
     """Asks for ``logs`` (paths, in walk order) on a thread; each walk ``claim``s its log as it begins."""
 
     def __init__(self, logs: Sequence[str], light: frozenset[str] = frozenset(),
-                 hints: Callable[[str], np.ndarray | None] | None = None, ahead_bytes: int = AHEAD_BYTES):
+                 hints: Callable[[str], np.ndarray | None] | None = None, ahead_bytes: int = AHEAD_BYTES,
+                 index_hints: Callable[[str, Callable[[], bool]], np.ndarray | None] | None = None):
         self.logs, self.light, self.hints_of, self.ahead = list(logs), light, hints, ahead_bytes
+        self.index_hints = index_hints
         self.state = dict.fromkeys(self.logs, NEW)
         self.hints: dict[str, np.ndarray | None] = {}
         self.asked: dict[str, int] = {}   # bytes asked per log not yet claimed (0: none, left to its walk)
@@ -101,15 +104,21 @@ class LogReadAhead:
         middle = size // 2
         if size == 0 or read_ahead.cached(path, middle - middle % mmap.PAGESIZE):
             return None, 0   # (its walk reads its offsets itself: none are held here for a log not asked for)
-        hints = self.hints_of(path) if self.hints_of is not None and path in self.light else None
+        light = path in self.light
+        hints = self.hints_of(path) if self.hints_of is not None and light else None
+        # Offsets from the index instead: their pages asked for, the walk left to read ahead as it would
+        # alone (the entries the index does not hold are walked too, and their pages are not asked for).
+        indexed = self.index_hints(path, lambda: self.stopped) if hints is None and light and self.index_hints \
+            else None
         try:
             fd = os.open(path, OPEN_FLAGS)
         except OSError:
             return None, 0
         try:
-            if hints is not None:
-                will_need(fd, hints, HEADER_LOOKAHEAD)
-                return hints, int(page_runs(hints, HEADER_LOOKAHEAD)[1].sum()) * mmap.PAGESIZE
+            for offsets in (hints, indexed):
+                if offsets is not None:
+                    will_need(fd, offsets, HEADER_LOOKAHEAD)
+                    return hints, int(page_runs(offsets, HEADER_LOOKAHEAD)[1].sum()) * mmap.PAGESIZE
             n = min(size, room)
             os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
             return hints, n
