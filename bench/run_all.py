@@ -14,6 +14,7 @@ BENCHES = {
     "commands": ("bench.commands_bench", "whole commands (inventory, fsck, --help) as processes vs a raw read"),
     "scaling": ("bench.scaling_bench", "fsck and inventory over 0.5/2/4 GiB and 20k/200k ledgers"),
     "fsck": ("bench.fsck_bench", "fsck passes on the benchmark bookie"),
+    "cold": ("bench.cold_bench", "bookie-fsck of a bookie no page cache holds vs reads of the same files, cold"),
     "fsck-before-after": ("bench.fsck_before_after", "bookie-fsck of this install vs a source checkout, same rounds"),
     "lane-timeline": ("bench.lane_timeline", "one fsck of a bookie: each lane's busy time, each core's idle share"),
     "thread-cpu": ("bench.thread_cpu", "a command's CPU by thread name of its JVM: where an audit's time goes"),

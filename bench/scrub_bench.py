@@ -119,6 +119,18 @@ CRC32C and SHA-256 over the payloads at hardware speed. Tried and
 not kept: ``spark.sql.codegen.wholeStage=false`` and ``spark.sql.shuffle.partitions=4`` (light runs,
 3 pairs, no difference beyond the noise). The first week's runs are slower (30.6-34.1 s) because a
 light log whose record offsets the state does not hold yet is read whole by the kernel's read-ahead.
+
+Measured 2026-12-05 12:50-13:30 UTC, machine alone (load 2.6-4.0), ``--cold``, two benches. With the
+index files of a block asked for at once and the entry logs' pages asked ahead of their walks on a
+thread (fsck.log_read_ahead): --deep-all 30.7-33.9 s (CPU 48-54 s), runs 1-3 28.6-29.0 s, runs 4-7
+25.4-26.6 s, x0.77-0.94. Then with a light log the state has no offsets for asked for the header pages
+its ``.idx`` locations give (fsck.index_hints): --deep-all 32.9-36.4 s (CPU 52-58 s), runs 1-3 23.9-24.4
+s, runs 4-7 24.4-27.1 s (CPU 33-38 s), x0.67-0.82; peak RSS driver 291-306 MiB, python worker 248-254
+MiB, JVM 699-722 MiB; deep 0.117-0.152 of the bytes a run, every log deep-checked after the seventh.
+One disk's scrub alone (``bkdisk scan-disk --state``, cold, 5-6 runs each, two checkouts alternated):
+day 8 2.37-2.45 s -> 1.89-1.97 s, day 1 (no state) 3.12 s -> 2.92 s (the asks) -> 1.90 s (the index's
+offsets). The 0.35x is still not met: ~13 s of every run is Spark's (session, table jobs, stop), and
+the --deep-all gained from the same asks.
 """
 from __future__ import annotations
 
