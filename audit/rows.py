@@ -390,7 +390,7 @@ def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str 
     from bkdisk.bookie.gc_policy import settings_from_conf
     from bkdisk.bookie.space import account_bookie, listed_ledgers
     scans = {p: s for p, s in ctx.log_scans.items() if not isinstance(s, Exception)}
-    inv = ctx.index_inventory if ctx.computed("index_inventory") else None   # (the check's walk: not listed again)
+    inv = ctx.index_inventory if dirs.storage_kind != "rocksdb" and ctx.computed("index_inventory") else None
     try:
         rep = account_bookie(dirs, metadata, settings_from_conf(dirs.conf_path), metadata_from="audit metadata",
                              scans=scans, bookie_id=bid, indexed=None if inv is None else listed_ledgers(inv))

@@ -38,6 +38,7 @@ import time
 
 from bench import commands_bench as cb
 from bench.scrub_bench import evict
+from bkdisk.diskio import read_ahead
 
 READ = 8 << 20
 AHEAD = 256 << 20
@@ -73,7 +74,7 @@ def asked_read(paths: list[str]) -> float:
                     cond.wait()
             fd = os.open(p, os.O_RDONLY)
             try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                read_ahead.ask_range(fd, 0, n)   # (a window at a time: the kernel cuts one request to it)
             finally:
                 os.close(fd)
             asked += n

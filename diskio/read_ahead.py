@@ -36,8 +36,41 @@ def cached(path: str, offset: int = 0) -> bool:
     return True
 
 
+# The most one POSIX_FADV_WILLNEED starts reading: the kernel cuts a request to its device's read-ahead
+# window (read_ahead_kb; 128 KiB unless the system set another), so a longer range is asked a window at a time.
+DEFAULT_WINDOW = 128 << 10
+_windows: dict[int, int] = {}
+
+
+def ask_window(fd: int) -> int:
+    """Bytes one request for the file of ``fd`` is read to at most: its device's read-ahead window
+    (``/sys/dev/block/M:m``, the partition's disk for a partition), else DEFAULT_WINDOW."""
+    dev = os.fstat(fd).st_dev
+    got = _windows.get(dev)
+    if got is None:
+        got = DEFAULT_WINDOW
+        base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+        for p in (f"{base}/bdi/read_ahead_kb", f"{base}/../bdi/read_ahead_kb"):
+            try:
+                with open(p) as f:
+                    got = max(int(f.read()) << 10, 4096)
+                break
+            except (OSError, ValueError):
+                continue
+        _windows[dev] = got
+    return got
+
+
+def ask_range(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start reading [offset, offset + length) of ``fd`` now, a window at a time."""
+    step = ask_window(fd)
+    for at in range(offset, offset + length, step):
+        os.posix_fadvise(fd, at, min(step, offset + length - at), os.POSIX_FADV_WILLNEED)
+
+
 def ask_for_files(paths: Iterable[str]) -> None:
-    """Ask the kernel to start reading each whole file now (POSIX_FADV_WILLNEED), in the background."""
+    """Ask the kernel to start reading each file now (POSIX_FADV_WILLNEED: its first read-ahead window,
+    the whole of an index file of a few pages), in the background."""
     if not hasattr(os, "posix_fadvise"):
         return
     advise, need = os.posix_fadvise, os.POSIX_FADV_WILLNEED

@@ -103,11 +103,11 @@ def check_bookie(dirs: BookieDirs, options: CheckOptions | None = None) -> Repor
     ctx = CheckContext(dirs, opts)
     ctx.spill.check()   # a --tmp-dir inside the bookie's dirs is refused before anything is read
     started = time.perf_counter()
-    ctx.read_ahead.start()   # (before the lanes: they claim the logs it asks for)
-    if opts.jobs > 1:
-        # The scans on background threads while passes 1-3 walk and read the index on this one.
-        ctx.prefetch(background_tasks(ctx))
     try:
+        ctx.read_ahead.start()   # (before the lanes: they claim the logs it asks for)
+        if opts.jobs > 1:
+            # The scans on background threads while passes 1-3 walk and read the index on this one.
+            ctx.prefetch(background_tasks(ctx))
         report = _run_passes(ctx)
     except BaseException:
         ctx.stop_background()

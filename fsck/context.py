@@ -180,9 +180,12 @@ class CheckContext:
 
     def stop_background(self) -> None:
         """Stop the background after the file it is on, and wait for it (a check that failed)."""
+        ahead = self.__dict__.get("read_ahead")
+        if ahead is not None:   # first: a lane's walk may wait for the log it is asking for
+            ahead.stop(wait=False)
         self.lanes.stop()
-        if "read_ahead" in self.__dict__:
-            self.read_ahead.stop()
+        if ahead is not None:
+            ahead.stop()
 
     def computed(self, name: str) -> bool:
         """Whether the cached property ``name`` was computed already."""

@@ -49,11 +49,12 @@ class LogReadAhead:
             self.thread = threading.Thread(target=self._run, name="log-read-ahead", daemon=True)
             self.thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """No more asking (the log being asked for is finished); ``wait``: for the thread to end."""
         with self.cond:
             self.stopped = True
             self.cond.notify_all()
-        if self.thread is not None and self.thread is not threading.current_thread():
+        if wait and self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join()
 
     def claim(self, path: str) -> tuple[np.ndarray | None, bool]:
@@ -80,49 +81,59 @@ class LogReadAhead:
                     return
                 if self.state[path] != NEW:   # its walk began first
                     continue
-                self.state[path] = ASKING
                 room = max(self.ahead - self.pending, mmap.PAGESIZE)
-            hints, nbytes = None, 0
+            # What to ask for is worked out while the log stays NEW (the index's offsets wait for the
+            # index walk): a walk that begins meanwhile takes its log without waiting for this thread.
             try:
-                hints, nbytes = self._ask(path, room)
+                plan = self._plan(path)
             except Exception:   # noqa: BLE001 - only advice: the log's walk asks for its pages itself
+                plan = None
+            with self.cond:
+                if self.stopped:
+                    return
+                if plan is None or self.state[path] != NEW:
+                    continue
+                self.state[path] = ASKING
+            hints, nbytes = plan[1], 0
+            try:
+                nbytes = self._ask(path, *plan, room)
+            except Exception:   # noqa: BLE001 - only advice, as above
                 hints, nbytes = None, 0
             finally:
                 with self.cond:
                     self.state[path] = ASKED
-                    self.hints[path], self.asked[path] = hints, nbytes
+                    self.hints[path], self.asked[path] = hints if nbytes else None, nbytes
                     self.pending += nbytes
                     self.cond.notify_all()
 
-    def _ask(self, path: str, room: int) -> tuple[np.ndarray | None, int]:
-        """Ask for one log's pages (a log read whole: ``room`` bytes of it at most); its header offsets
-        (when walked light and known) and the bytes asked."""
+    def _plan(self, path: str) -> tuple[int, np.ndarray | None, np.ndarray | None] | None:
+        """A log's size, its header offsets from its last deep read (walked light and known) and else from
+        the index; None when it is not to be asked for (empty, gone, or its middle page cached)."""
         try:
             size = os.stat(path).st_size
         except OSError:
-            return None, 0
+            return None
         middle = size // 2
         if size == 0 or read_ahead.cached(path, middle - middle % mmap.PAGESIZE):
-            return None, 0   # (its walk reads its offsets itself: none are held here for a log not asked for)
+            return None   # (its walk reads its offsets itself: none are held here for a log not asked for)
         light = path in self.light
         hints = self.hints_of(path) if self.hints_of is not None and light else None
         # Offsets from the index instead: their pages asked for, the walk left to read ahead as it would
         # alone (the entries the index does not hold are walked too, and their pages are not asked for).
         indexed = self.index_hints(path, lambda: self.stopped) if hints is None and light and self.index_hints \
             else None
-        try:
-            fd = os.open(path, OPEN_FLAGS)
-        except OSError:
-            return None, 0
+        return size, hints, indexed
+
+    def _ask(self, path: str, size: int, hints: np.ndarray | None, indexed: np.ndarray | None, room: int) -> int:
+        """Ask for one log's pages (a log read whole: ``room`` bytes of it at most); the bytes asked."""
+        fd = os.open(path, OPEN_FLAGS)
         try:
             for offsets in (hints, indexed):
                 if offsets is not None:
                     will_need(fd, offsets, HEADER_LOOKAHEAD)
-                    return hints, int(page_runs(offsets, HEADER_LOOKAHEAD)[1].sum()) * mmap.PAGESIZE
+                    return int(page_runs(offsets, HEADER_LOOKAHEAD)[1].sum()) * mmap.PAGESIZE
             n = min(size, room)
-            os.posix_fadvise(fd, 0, n, os.POSIX_FADV_WILLNEED)
-            return hints, n
-        except OSError:
-            return None, 0
+            read_ahead.ask_range(fd, 0, n)
+            return n
         finally:
             os.close(fd)

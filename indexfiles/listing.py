@@ -119,7 +119,9 @@ class _Found:
         k = len(self.to_read)
         if k and self.reader is not None:
             regular = np.frombuffer(bytes(self.regular[len(self.regular) - k:]), np.bool_)   # (the last k added)
-            self.reader.read_block(self.read_from, self.to_read, regular)
+            for lo in range(0, k, READ_BLOCK):   # (a folder of more files than a block: a block at a time)
+                hi = lo + READ_BLOCK
+                self.reader.read_block(self.read_from + lo, self.to_read[lo:hi], regular[lo:hi])
             self.to_read = []
 
     def drain(self) -> None:

@@ -10,6 +10,8 @@ import ctypes
 import mmap
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 
@@ -160,6 +162,7 @@ def test_a_light_log_is_asked_for_its_hinted_header_pages_only(tmp_path):
     hints = np.array([5 * PAGE + 100, 20 * PAGE + 7, 40 * PAGE + PAGE - 8], np.int64)
     ahead = lra.LogReadAhead([log], frozenset([log]), lambda p: hints)
     ahead.start()
+    assert _soon(lambda: ahead.state[log] == lra.ASKED)   # (a walk that came first would ask itself)
     got, asked = ahead.claim(log)
     ahead.stop()
     assert asked and got is hints
@@ -218,3 +221,52 @@ def test_a_cold_check_finds_what_a_warm_one_finds(tmp_path):
         cold.close()
         assert got == want
         _evict(*files)
+
+
+def test_a_log_read_whole_is_asked_for_past_the_devices_read_ahead_window(tmp_path):
+    probe = _file(tmp_path / "probe", PAGE)
+    fd = os.open(probe, os.O_RDONLY)
+    window = read_ahead.ask_window(fd)   # (one request is read to this at most)
+    os.close(fd)
+    log = _file(tmp_path / "0.log", 3 * window + 5 * PAGE)
+    _evict(log)
+    ahead = lra.LogReadAhead([log])
+    ahead.start()
+    assert _soon(lambda: ahead.state[log] == lra.ASKED)
+    assert ahead.claim(log) == (None, True)
+    ahead.stop()
+    assert all(_cached_soon(log, at) for at in (0, window + PAGE, 2 * window + PAGE, 3 * window + 4 * PAGE))
+
+
+STOPPED_CHILD = r"""
+import os, sys, threading, time
+from bkdisk.bookie.layout import discover
+from bkdisk.diskio import read_ahead
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
+dirs = discover(sys.argv[1])
+logs = frozenset(os.path.join(d, "current", n) for d in dirs.ledger_dirs
+                 for n in os.listdir(os.path.join(d, "current")) if n.endswith(".log"))
+read_ahead.cached = lambda path, offset=0: False   # a cold disk
+
+def progress(what, done, _total):
+    if what.startswith("pass 1") and done == 0:
+        time.sleep(0.3)   # a lane's walk has taken its first log by now
+        raise KeyboardInterrupt("Ctrl-C during pass 1")
+try:
+    check_bookie(dirs, CheckOptions(light_logs=logs, jobs=int(sys.argv[2]), progress=progress))
+except KeyboardInterrupt:
+    print("stopped", sorted(t.name for t in threading.enumerate()))
+"""
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_check_stopped_in_pass_1_ends_its_threads_while_a_walk_waits_for_the_log_being_asked_for(tmp_path, jobs):
+    bookie = tmp_path / "b"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", bookie, symlinks=True)
+    try:   # (in a process of its own: threads that hang would keep this one from exiting)
+        r = subprocess.run([sys.executable, "-c", STOPPED_CHILD, str(bookie), str(jobs)], capture_output=True,
+                           text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"jobs={jobs}: the stopped check did not end")
+    assert r.stdout.strip() == "stopped ['MainThread']", r.stdout + r.stderr
