@@ -14,18 +14,21 @@ another source checkout (``git archive <rev> | tar -x -C DIR``), started as benc
 one. Per command: wall seconds, CPU seconds and peak RSS, medians over the rounds, and its time against
 each read.
 
-Measured 2026-12-05, machine alone (load 1.1-1.3), ``--runs 3 --before`` a checkout of a833697 (before
+Measured 2026-12-05, machine alone (load 1.1-1.7), ``--runs 3 --before`` a checkout of a833697 (before
 the index files of a block were asked for at once and the entry logs' pages ahead of their walks);
-the VM's disk gives ~0.6-0.8 GB/s to one reader and ~1.5-2.3 GB/s with many requests in flight:
+the VM's disk gives ~0.7-1.0 GB/s to one reader and ~1.3-2.6 GB/s with many requests in flight, and
+its speed varies from one run of the bench to the next (compare within a row):
 
     bookie                                   GiB   sequential  asked   bookie-fsck        before
-    2 GiB of 30 KB entries, .idx files       4.18  7.09 s      2.35 s  2.07 s (205 MiB)   3.48 s (189 MiB)
-    the same in DbLedgerStorage              4.02  5.21 s      1.89 s  2.08 s (208 MiB)   2.10 s (206 MiB)
-    2 GiB of 100-1000-byte entries, .idx     2.19  3.71 s      1.52 s  2.01 s (488 MiB)   3.35 s (493 MiB)
+    2 GiB of 30 KB entries, .idx files       4.18  6.28 s      2.17 s  2.28 s (215 MiB)   3.32 s (196 MiB)
+    the same in DbLedgerStorage              4.02  5.42 s      1.66 s  2.13 s (206 MiB)   2.14 s (203 MiB)
+    2 GiB of 100-1000-byte entries, .idx     2.19  2.41 s      1.86 s  2.28 s (490 MiB)   3.04 s (490 MiB)
 
-(GiB: with the journals; 19,375 and 20,000 index files.) A check of a cold ``.idx`` bookie is faster
-than reading its files one after another: the index files, a few pages each, were read one device
-round trip at a time. On DbLedgerStorage nothing changed: its few files are read at the device's pace.
+(GiB: with the journals; 19,375 and 20,000 index files.) A check of a cold ``.idx`` bookie takes
+0.7-0.75 of its time before, and less than reading its files one after another: the index files, a
+few pages each, were read one device round trip at a time. On DbLedgerStorage nothing changed (its
+few large files, the logs and a 2 GiB journal, were read with the kernel's read-ahead already); what
+keeps it at 0.78 of the asked read was not found.
 """
 from __future__ import annotations
 

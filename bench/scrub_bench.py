@@ -129,8 +129,11 @@ s, runs 4-7 24.4-27.1 s (CPU 33-38 s), x0.67-0.82; peak RSS driver 291-306 MiB, 
 MiB, JVM 699-722 MiB; deep 0.117-0.152 of the bytes a run, every log deep-checked after the seventh.
 One disk's scrub alone (``bkdisk scan-disk --state``, cold, 5-6 runs each, two checkouts alternated):
 day 8 2.37-2.45 s -> 1.89-1.97 s, day 1 (no state) 3.12 s -> 2.92 s (the asks) -> 1.90 s (the index's
-offsets). The 0.35x is still not met: ~13 s of every run is Spark's (session, table jobs, stop), and
-the --deep-all gained from the same asks.
+offsets). Then with a log read whole asked for a device read-ahead window at a time (one request is cut
+to it: before, only a log's first window was read ahead): --deep-all 34.7-37.3 s (CPU 56-60 s), runs
+1-7 23.3-26.5 s (CPU 33-40 s), x0.66-0.76; peak RSS driver 289-311 MiB, python worker 245-257 MiB,
+JVM 695-786 MiB (load 2.0-3.5). The 0.35x is still not met: ~13 s of every run is Spark's (session,
+table jobs, stop), and the --deep-all gained from the same asks.
 """
 from __future__ import annotations
 
