@@ -94,8 +94,6 @@ class HashWriter:
         self._writer, self._key = None, None
 
 
-
-
 def record_offsets(root: str | None, disk: str, key: int, size: int) -> np.ndarray | None:
     """The offsets of a log's records as its last deep check read them (sorted), for a light walk to
     ask for their header pages ahead; None when the state has no file of the log or its records are

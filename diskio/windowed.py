@@ -83,11 +83,10 @@ class FileSource:
         """The reader will touch [offset, offset + span) at each of the sorted ``offsets`` and little
         else: those pages are asked for now (unless ``asked`` already), all at once, and the windows
         read no other page ahead."""
-        if self._held is None and asked:
-            self.random_access = True
-        elif self._held is None:
-            from bkdisk.diskio.mapped import will_need
-            will_need(self._descriptor(), offsets, span)
+        if self._held is None:
+            if not asked:
+                from bkdisk.diskio.mapped import will_need
+                will_need(self._descriptor(), offsets, span)
             self.random_access = True
 
     def next_data(self, offset: int) -> int:

@@ -221,16 +221,14 @@ class CheckContext:
     def index_inventory(self) -> IndexInventory:
         """The one walk of the .idx hierarchy, each file read as it is listed (pass 1's symlinks,
         passes 2, 3 and 5)."""
-        hints = self.__dict__.get("index_hints")
+        inv = None
         try:
             inv = scans.index_inventory(self)
-        except BaseException:
+            return inv
+        finally:   # (a walk that failed gives no offsets)
+            hints = self.__dict__.get("index_hints")
             if hints is not None:
-                hints.give(None)
-            raise
-        if hints is not None:
-            hints.give(inv.locations)
-        return inv
+                hints.give(None if inv is None else inv.locations)
 
     @cached_property
     def relocation_leftovers(self) -> dict[LedgerId, str]:

@@ -44,7 +44,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         sink = ctx.scan_store.sink()
         light = lf.path in ctx.options.light_logs
         hints, asked = ctx.read_ahead.claim(lf.path)
-        if light and hints is None and ctx.options.light_hints is not None:
+        if light and not asked and ctx.options.light_hints is not None:   # (asked: the state's were looked at)
             hints = ctx.options.light_hints(lf.path)
         try:
             return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
