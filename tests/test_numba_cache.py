@@ -31,6 +31,10 @@ import numba.core.runtime.nrtdynmod as nrt_module
 nrt_made = []   # numba's runtime compiled in this process (not loaded from the cache)
 _make = nrt_module.create_nrt_module
 nrt_module.create_nrt_module = lambda ctx: nrt_made.append(1) or _make(ctx)
+import llvmlite.binding as llb
+parsed = []   # LLVM bitcode parsed in this process (a library linked into a kernel being compiled)
+_parse = llb.parse_bitcode
+llb.parse_bitcode = lambda data, *a, **kw: parsed.append(len(data)) or _parse(data, *a, **kw)
 import bkdisk.diskio.kernels as K, bkdisk.digests.kernels as DK
 import bkdisk.entrylogs.scan as E, bkdisk.entrylogs.walk as EW, bkdisk.journal.scan as J, bkdisk.journal.walk as JW
 import bkdisk.digests.plan as P
@@ -62,7 +66,8 @@ feed(I.read_index_locations(next(g.glob("ledgers*/current/*/*/*.idx"))))
 # Modules only numba's registry refresh imports (its compiler needs them, loading from the cache not).
 refreshed = sorted(m for m in ("numba.np.linalg", "numba.np.random.generator_methods", "numba.typed.dictimpl")
                    if m in sys.modules)
-stats = {"results": results.hexdigest(), "refreshed": refreshed, "nrt_compiled": len(nrt_made)}
+stats = {"results": results.hexdigest(), "refreshed": refreshed, "nrt_compiled": len(nrt_made),
+         "bitcode_parsed": len(parsed)}
 for mod in (K, DK, EW, JW, ID):
     for name, obj in sorted(vars(mod).items()):
         if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
@@ -123,6 +128,8 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(co
     assert second_run["results"] == first_run["results"]
     # numba's runtime too: compiled once, then loaded (diskio.nrt_cache)
     assert first_run["nrt_compiled"] == 1 and second_run["nrt_compiled"] == 0
+    # Loading links nothing: no library's bitcode is parsed (diskio.lazy_link)
+    assert second_run["bitcode_parsed"] == 0
     assert _runtime_files(cache)
 
 
@@ -274,3 +281,45 @@ def test_llvm_calls_run_untimed_once_kernels_are_declared():
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["before"] > 0 and got["after"] == 0, got   # timed before, untimed after
+
+
+# A kernel loaded from the cache, then linked into one compiled in the same process (never cached):
+# its bitcode, left unparsed by the load (diskio.lazy_link), is parsed for the link.
+LINK_AFTER_LOAD = r"""
+import numba
+import numpy as np
+import llvmlite.binding as llb
+from bkdisk.diskio.config import kernel
+parsed = []
+_parse = llb.parse_bitcode
+llb.parse_bitcode = lambda data, *a, **kw: parsed.append(1) or _parse(data, *a, **kw)
+@kernel
+def last_set(buf):
+    i = buf.size - 1
+    while i >= 0 and buf[i] == 0:
+        i -= 1
+    return i
+buf = np.zeros(64, np.uint8)
+buf[9] = 1
+loaded = last_set(buf) == 9 and sum(last_set.stats.cache_hits.values()) == 1
+before = len(parsed)
+@numba.njit(nogil=True)
+def calls_loaded(buf, k):
+    buf[k] = 1
+    return last_set(buf)
+print(loaded, before, calls_loaded(buf, 40), len(parsed) > before)
+"""
+
+
+def test_a_kernel_loaded_from_the_cache_links_into_one_compiled_after_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
+    script = tmp_path / "link_after_load.py"   # a file: numba caches only functions that have one
+    script.write_text(LINK_AFTER_LOAD)
+    runs = [subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert runs[0].stdout.split()[0] == "False"   # compiled, and cached, by the first process
+    # the second loads it (no bitcode parsed), then parses it to link it into the kernel it compiles
+    assert runs[1].stdout.split() == ["True", "0", "40", "True"]
