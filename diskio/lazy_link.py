@@ -60,6 +60,8 @@ def library_class() -> type:
             if engine.is_symbol_defined(name) or self._bitcode is None:
                 return super().get_pointer_to_function(name)
             # Not parsed: the engine's symbols of the machine code it loaded say (0: none of that name).
+            # A name is registered as defined once asked here: numba asks a library only for its own
+            # names (entry points, wrappers), never another library for a loaded kernel's.
             address = engine._ee.get_function_address(name)
             if address:
                 engine._defined_symbols.add(name)

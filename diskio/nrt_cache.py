@@ -6,10 +6,10 @@ command's start, for a few dozen instructions that never change. The first proce
 numba does (``nrtdynmod.create_nrt_module``), keeping the object code, and writes it beside the
 kernels' cache, under a name that carries numba's, llvmlite's and Python's versions and the compile
 target (numba's ``magic_tuple``: triple, CPU name and features); later processes load it (~3 ms), as
-numba loads a kernel's. A file that cannot be read, is not whole (its SHA-256 is checked before LLVM
-sees a byte of it) or does not parse is not used: the runtime is compiled as numba compiles it. The
-file is numpy's ``.npz`` of the library's name, object code and bitcode and their SHA-256, read
-without pickle.
+numba loads a kernel's, its bitcode parsed (every kernel compiled later links it). A file that cannot
+be read, is not whole (its SHA-256 is checked before LLVM sees a byte of it) or does not parse is not
+used: the runtime is compiled as numba compiles it. The file is numpy's ``.npz`` of the library's
+name, object code and bitcode and their SHA-256, read without pickle.
 """
 from __future__ import annotations
 
@@ -80,8 +80,11 @@ def _load(codegen: Any, path: str) -> Any | None:
     if digest != _digest(parts):
         return None
     name, object_code, bitcode = parts
+    from numba.core.codegen import JITCodeLibrary
     try:
-        return codegen.unserialize_library((name.decode(), "object", (object_code, bitcode)))
+        # numba's own load, the bitcode parsed before the machine code is added (not diskio.lazy_link's):
+        # every kernel compiled links the runtime, so bitcode that does not parse must fail here.
+        return JITCodeLibrary._unserialize(codegen, (name.decode(), "object", (object_code, bitcode)))
     except Exception:   # noqa: BLE001 - a file LLVM refuses: compiled instead
         return None
 

@@ -128,8 +128,9 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(co
     assert second_run["results"] == first_run["results"]
     # numba's runtime too: compiled once, then loaded (diskio.nrt_cache)
     assert first_run["nrt_compiled"] == 1 and second_run["nrt_compiled"] == 0
-    # Loading links nothing: no library's bitcode is parsed (diskio.lazy_link)
-    assert second_run["bitcode_parsed"] == 0
+    # Loading links nothing: no kernel's bitcode is parsed (diskio.lazy_link), the runtime's alone
+    # (every kernel compiled links it: diskio.nrt_cache)
+    assert second_run["bitcode_parsed"] == 1
     assert _runtime_files(cache)
 
 
@@ -143,6 +144,30 @@ def test_a_runtime_file_that_is_not_whole_is_compiled_again_and_rewritten(compil
         data = bytearray(f.read_bytes())
         data[len(data) // 2] ^= 0xFF
         f.write_bytes(bytes(data))
+    damaged = {f: f.read_bytes() for f in files}
+    run = _run({"NUMBA_CACHE_DIR": cache})
+    assert run["nrt_compiled"] == 1 and run["results"] == compiled[1]["results"]
+    assert any(f.read_bytes() != damaged[f] for f in files)   # written whole again
+    assert _run({"NUMBA_CACHE_DIR": cache})["nrt_compiled"] == 0
+
+
+def test_a_runtime_file_whose_bitcode_does_not_parse_is_compiled_again(compiled, tmp_path):
+    """Whole (its digest right) but with bitcode LLVM cannot read: every kernel compiled links the
+    runtime, so the file is refused at load, not met by the next compile."""
+    import shutil
+
+    import numpy as np
+
+    from bkdisk.diskio import nrt_cache
+    cache = str(tmp_path / "cache")
+    shutil.copytree(compiled[0], cache)
+    files = _runtime_files(cache)
+    assert files
+    for f in files:
+        with np.load(f) as z:
+            parts = [z[k].tobytes() for k in nrt_cache._PARTS]
+        parts[2] = b"BC\xc0\xde" + bytes(64)   # bitcode's magic, then nothing LLVM can read
+        nrt_cache._write(str(f), parts)
     damaged = {f: f.read_bytes() for f in files}
     run = _run({"NUMBA_CACHE_DIR": cache})
     assert run["nrt_compiled"] == 1 and run["results"] == compiled[1]["results"]
@@ -321,5 +346,6 @@ def test_a_kernel_loaded_from_the_cache_links_into_one_compiled_after_it(tmp_pat
     for r in runs:
         assert r.returncode == 0, r.stderr
     assert runs[0].stdout.split()[0] == "False"   # compiled, and cached, by the first process
-    # the second loads it (no bitcode parsed), then parses it to link it into the kernel it compiles
-    assert runs[1].stdout.split() == ["True", "0", "40", "True"]
+    # the second loads it (no bitcode parsed but the runtime's), then parses it to link it into the
+    # kernel it compiles
+    assert runs[1].stdout.split() == ["True", "1", "40", "True"]
