@@ -12,6 +12,11 @@ LedgerKey = tuple[int, int]   # (scope, ledger)
 MERGE_EVERY = 65536              # recent writes held before they are merged into the arrays
 
 
+def _as_u16(rows: np.ndarray) -> np.ndarray:
+    """(n, 2) contiguous uint8 rows as n uint16 items (a view)."""
+    return rows.view(np.uint16).reshape(-1)
+
+
 def find_ledgers(table: tuple[np.ndarray, np.ndarray], ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(row in ``table``, found) for each ledger id, by binary search of the table's sorted ids."""
     ids = table[0]
@@ -58,15 +63,26 @@ class DecisionTable(MutableMapping[LedgerKey, tuple[int, int]]):
 
     def _merge_rows(self, ids: np.ndarray, vals: np.ndarray) -> None:
         """Distinct ``ids`` and their rows into the arrays: a row of an id there is replaced."""
-        order = np.argsort(ids)
-        ids, vals = ids[order], vals[order]
+        if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():   # (a plan's ledgers come sorted: no sort)
+            order = np.argsort(ids)
+            ids, vals = ids[order], vals[order]
         at = np.searchsorted(self.ids, ids)
         there = at < len(self.ids)
         there[there] = self.ids[at[there]] == ids[there]
         self.rows[at[there]] = vals[there]
         new = ~there
-        self.ids = np.insert(self.ids, at[new], ids[new])
-        self.rows = np.insert(self.rows, at[new], vals[new], axis=0)
+        k = int(np.count_nonzero(new))
+        if k == 0:
+            return
+        # Each new id's row in the merged arrays: its place among the old ones, past the new ones before it.
+        dest = at[new] + np.arange(k)
+        old = np.ones(len(self.ids) + k, bool)
+        old[dest] = False
+        # (a row's two bytes as one uint16: a masked copy of 1-D items is ten times one of 2-byte rows)
+        merged_ids, merged_rows = np.empty(len(old), np.uint64), np.empty(len(old), np.uint16)
+        merged_ids[dest], merged_rows[dest] = ids[new], _as_u16(np.ascontiguousarray(vals[new]))
+        merged_ids[old], merged_rows[old] = self.ids, _as_u16(self.rows)
+        self.ids, self.rows = merged_ids, merged_rows.view(np.uint8).reshape(-1, 2)
 
     def copy(self) -> DecisionTable:
         """A snapshot: later changes to either table leave the other as it is."""

@@ -100,8 +100,16 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
         code[:] = int(plan.force)
         src[:] = SOURCE_GIVEN
         return code, src
-    ledgers, inv = np.unique(ledger[v1], return_inverse=True)
-    inv = inv.ravel()
+    # The ledgers met, and each entry's: one stable sort, which also groups the entries by ledger in
+    # their order (the samples below are the first of each group).
+    keys = ledger[v1]
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts_sorted = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    ledgers = sorted_keys[starts_sorted]
+    grp = np.repeat(np.arange(len(ledgers)), np.diff(np.append(starts_sorted, n1)))
+    inv = np.empty(n1, np.intp)
+    inv[order] = grp
     lcode = np.zeros(len(ledgers), np.uint8)
     lsrc = np.zeros(len(ledgers), np.uint8)
     need = np.zeros(len(ledgers), np.int64)
@@ -124,18 +132,15 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
         first = now_known if plan.sniff else rest
         plan.decided.put_ledgers(ledgers[first], lcode[first], lsrc[first])
     if need.any():
-        order = np.argsort(inv, kind="stable")
-        grp = inv[order]
-        first = np.searchsorted(grp, np.arange(len(ledgers)))
-        rank = np.arange(len(order)) - first[grp]
-        pick = np.sort(order[rank < need[grp]])
+        rank = np.arange(n1) - starts_sorted[grp]
+        grouped = order[rank < need[grp]]   # each ledger's samples, in entry order, ledger by ledger
+        pick = np.sort(grouped)
         sample = v1[pick]
         sniffed = entry_bytes.sniff(sample)
         ledger_sniffed = np.zeros(len(ledgers), np.uint8)
         np.bitwise_or.at(ledger_sniffed, inv[pick], sniffed)
         cnt = np.bincount(inv[pick], minlength=len(ledgers))
-        by_ledger = np.argsort(inv[pick], kind="stable")            # samples grouped by ledger
-        starts = np.concatenate([[0], np.cumsum(cnt)])
+        starts = np.concatenate([[0], np.cumsum(cnt)])   # ledger j's samples: grouped[starts[j]:starts[j + 1]]
         sniffed_j = np.flatnonzero(need)
         crc = np.where(ledger_sniffed[sniffed_j] & SNIFF_CRC32C, int(DigestType.CRC32C),
                        np.where(ledger_sniffed[sniffed_j] & SNIFF_CRC32, int(DigestType.CRC32), 0)).astype(np.uint8)
@@ -148,7 +153,7 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
             d = None
             key_bytes = plan.mac_key_for(key)
             if key_bytes is not None:
-                for i in sample[by_ledger[starts[j]:starts[j + 1]]].tolist():
+                for i in v1[grouped[starts[j]:starts[j + 1]]].tolist():
                     body = int(off[i]) + SIZE_PREFIX_SIZE - base
                     if int(size[i]) >= ENTRY_V1_HEADER_SIZE + _HMAC_LENGTH and _hmac_ok(
                             key_bytes, entry_bytes.buf().data, body, ENTRY_V1_HEADER_SIZE, int(size[i])):
