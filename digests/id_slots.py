@@ -1,48 +1,50 @@
-"""An open-addressing table of distinct ledger ids, for kernels that look ids up one entry at a time:
-where a busy bookie's logs interleave ledgers, each entry's ledger differs from the last one's, and a
-table finds its row where a search of the sorted ids would walk their tree for every entry. The caller
-makes the table (``id_slots_room``): an allocation in a kernel would load numba's arrays with it
-(diskio/config.py)."""
+"""A window's ledgers looked up in a sorted table of ids once each, through an open-addressing table of
+the ids met: where a busy bookie's logs interleave ledgers, each entry's ledger differs from the last
+one's, and a table finds its row where a search of the sorted ids would walk their tree for every
+entry. The table holds the ledgers of the entries at hand, not the whole sorted table's (made again
+for every window, a table of all the ledgers decided would cost each window as much as the bookie
+has ledgers). The caller makes the arrays (``id_slots_room``): an allocation in a kernel would load
+numba's arrays with it (diskio/config.py)."""
 from __future__ import annotations
 
 import numpy as np
 
 from bkdisk.diskio.config import inline_kernel
+from bkdisk.diskio.kernels import first_at_least
 
 _HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing: a key's slot is the product's top bits
 
 
-def id_slots_room(n: int) -> np.ndarray:
-    """The table fill_id_slots fills for ``n`` ids, every slot -1: a power of two at least twice ``n`` (made
-    by the caller: an allocation in a kernel would load numba's arrays with it)."""
-    return np.full(1 << max(4, (2 * n - 1).bit_length()), -1, np.int32)
+def id_slots_room(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays ``remembered_row`` keeps up to ``n`` distinct ids in: its slots (a power of two at least
+    twice ``n``, every slot -1), the ids met and their rows (made by the caller, as above)."""
+    return np.full(1 << max(4, (2 * n - 1).bit_length()), -1, np.int32), np.empty(n, np.uint64), \
+        np.empty(n, np.int64)
 
 
 @inline_kernel
-def fill_id_slots(ids, slots):
-    """``slots`` (id_slots_room's) as an open-addressing table of the indices of ``ids`` (distinct); its
-    bits (the table holds 2**bits slots)."""
+def slot_bits(slots):
+    """The bits of a table of ``slots.size`` (a power of two) slots."""
     bits = 0
     while (1 << bits) < slots.size:
         bits += 1
-    mask = (1 << bits) - 1
-    for i in range(ids.size):
-        h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
-        while slots[h] >= 0:
-            h = (h + 1) & mask
-        slots[h] = i
     return bits
 
 
 @inline_kernel
-def find_slotted(ids, slots, bits, key):
-    """The index of ``key`` in ``ids`` through fill_id_slots' table, or -1."""
+def remembered_row(ids, key, slots, bits, met, met_row, m):
+    """(the row of ``key`` in the sorted ``ids``, -1 when absent; ``m``, one more when ``key`` was not met
+    before): searched in ``ids`` the first time, then found among the ``met[:m]`` ids (their rows in
+    ``met_row``) through ``slots``."""
     mask = (1 << bits) - 1
     h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
     while True:
         at = slots[h]
         if at < 0:
-            return -1
-        if ids[at] == key:
-            return np.int64(at)
+            lo = first_at_least(ids, key, 0, ids.size)
+            row = lo if lo < ids.size and ids[lo] == key else -1
+            slots[h], met[m], met_row[m] = m, key, row
+            return np.int64(row), m + 1
+        if met[at] == key:
+            return np.int64(met_row[at]), m
         h = (h + 1) & mask

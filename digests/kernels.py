@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
-from bkdisk.digests.id_slots import fill_id_slots, find_slotted
+from bkdisk.digests.id_slots import remembered_row, slot_bits
 from bkdisk.digests.plan import SOURCE_ENTRY, SOURCE_SNIFFED
 from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.kernels import be_u32, be_u64, first_at_least, unowned
@@ -169,12 +169,13 @@ def _find_sorted(ids, key):
 
 
 @kernel
-def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots, known_ids, samples, out_type,
-                       out_source, out_status, out_payload_len, out_sniffed):
+def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots, met, met_row, known_ids, samples,
+                       out_type, out_source, out_status, out_payload_len, out_sniffed):
     """What verify_entry_digests gives entries from their digest facts (``v2``: nonzero for an entry
     of format V2) when the facts settle every one: a V2 entry's type is its flags' code (source
     SOURCE_ENTRY); a V1 entry's its ledger's row (code, source) in ``decided_ids`` (sorted) /
-    ``decided_rows`` (found through ``slots``, id_slots_room(len(decided_ids)), filled here), or, for
+    ``decided_rows`` (each ledger searched once, then found through ``slots``, ``met``, ``met_row``:
+    id_slots_room(len(size))), or, for
     a ledger not decided and not in ``known_ids`` (sorted), CRC32C as sniffed, when ``samples`` > 0
     and one of the ledger's first ``samples`` entries verifies as CRC32C (those samples' statuses are
     their sniff results). Such a ledger's V1 entries must be one run: one met again after its run is
@@ -188,9 +189,10 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
     caller then checks the entries the general way."""
     decided_ids = unowned(decided_ids)
     known_ids = unowned(known_ids)
-    # Where logs interleave ledgers each entry's ledger differs from the last: a table, not a search of
-    # the sorted ids, finds its row.
-    bits = fill_id_slots(decided_ids, slots)
+    # Where logs interleave ledgers each entry's ledger differs from the last: a table of the ledgers
+    # met, not a search of the sorted ids for every entry, finds its row.
+    bits = slot_bits(slots)
+    m = 0
     k = 0
     last_ledger = np.uint64(0)
     at = -2           # the last V1 ledger's row in the decided table; -1: it is being sniffed
@@ -212,7 +214,8 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
             if at == -2 or lid != last_ledger:   # entries of a ledger often come in runs
                 if at == -1 and not run_ok:
                     return -1
-                at, last_ledger = find_slotted(decided_ids, slots, bits, lid), lid
+                at, m = remembered_row(decided_ids, lid, slots, bits, met, met_row, m)
+                last_ledger = lid
                 if at == -1:   # met first here: sniffed
                     if samples == 0 or _find_sorted(known_ids, lid) >= 0:
                         return -1

@@ -96,7 +96,7 @@ def test_digests_from_facts_equal_their_reference(rows, codes, known, samples):
     table = np.array([decided[int(i)] for i in ids], np.uint8).reshape(-1, 2)
     got = tuple(np.zeros(len(rows), t) for t in (np.uint8, np.uint8, np.uint8, np.int64))
     sniffed = np.zeros(len(rows), np.uint64)
-    k = digests_from_facts(size, v2, ledger, facts, ids, table, id_slots_room(len(ids)),
+    k = digests_from_facts(size, v2, ledger, facts, ids, table, *id_slots_room(len(rows)),
                            np.array(sorted(known), np.uint64), samples, *got, sniffed)
     want = digests_from_facts_reference(size, v2, ledger, facts, decided, known, samples)
     settled = k >= 0 and len(set(sniffed[:k].tolist())) == k   # (a ledger listed twice: refused by the caller)
