@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import time
 
 import numpy as np
 from hypothesis import given, settings
@@ -20,6 +21,7 @@ from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs.walk import HEADER_LOOKAHEAD, SPARSE_RECORD_BYTES
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 from bkdisk.fsck import index_hints
+from bkdisk.fsck import log_read_ahead as lra
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE
@@ -96,6 +98,18 @@ def test_a_cold_light_check_asks_for_the_header_pages_the_index_gives_and_finds_
             asked.setdefault(os.readlink(f"/proc/self/fd/{fd}"), set()).update(pages)
         return real(fd, off, n, advice)
     monkeypatch.setattr(os, "posix_fadvise", advise)
+    # A walk that begins before the asking thread reaches its log takes it unasked (by design: it never
+    # waits for the thread); here each walk lets the thread ask first, so that what it asks is what is checked.
+    real_claim = lra.LogReadAhead.claim
+
+    def claim(self, path):
+        deadline = time.monotonic() + 10
+        with self.cond:
+            while self.state.get(path) == lra.NEW and not self.stopped and time.monotonic() < deadline \
+                    and self.thread is not None and self.thread.is_alive():   # (an empty log is never asked)
+                self.cond.wait(0.05)
+        return real_claim(self, path)
+    monkeypatch.setattr(lra.LogReadAhead, "claim", claim)
     cold = check_bookie(dirs, light())
     got = [f.to_json() for f in cold.findings]
     cold.close()
