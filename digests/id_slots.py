@@ -1,10 +1,11 @@
-"""A window's ledgers looked up in a sorted table of ids once each, through an open-addressing table of
-the ids met: where a busy bookie's logs interleave ledgers, each entry's ledger differs from the last
-one's, and a table finds its row where a search of the sorted ids would walk their tree for every
-entry. The table holds the ledgers of the entries at hand, not the whole sorted table's (made again
-for every window, a table of all the ledgers decided would cost each window as much as the bookie
-has ledgers). The caller makes the arrays (``id_slots_room``): an allocation in a kernel would load
-numba's arrays with it (diskio/config.py)."""
+"""Entries' ledgers looked up in a sorted table of ids through an open-addressing table: where a busy
+bookie's logs interleave ledgers, each entry's ledger differs from the last one's, and a table finds
+its row where a search of the sorted ids would walk their tree for every entry. A window's lookups
+make a table of the smaller of two sets: every id of the sorted table (``fill_id_slots``, when they
+are no more than the window's entries), or the ids the window meets, each searched once
+(``remembered_row``): made for every window, a table of every ledger decided would cost each window
+as much as the bookie has ledgers. The caller makes the arrays (``id_slots_room``): an allocation in a
+kernel would load numba's arrays with it (diskio/config.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,6 +21,34 @@ def id_slots_room(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     twice ``n``, every slot -1), the ids met and their rows (made by the caller, as above)."""
     return np.full(1 << max(4, (2 * n - 1).bit_length()), -1, np.int32), np.empty(n, np.uint64), \
         np.empty(n, np.int64)
+
+
+@inline_kernel
+def fill_id_slots(ids, slots):
+    """``slots`` (id_slots_room's) as an open-addressing table of the indices of ``ids`` (distinct); its
+    bits (the table holds 2**bits slots)."""
+    bits = slot_bits(slots)
+    mask = (1 << bits) - 1
+    for i in range(ids.size):
+        h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+        while slots[h] >= 0:
+            h = (h + 1) & mask
+        slots[h] = i
+    return bits
+
+
+@inline_kernel
+def find_slotted(ids, slots, bits, key):
+    """The index of ``key`` in ``ids`` through fill_id_slots' table, or -1."""
+    mask = (1 << bits) - 1
+    h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+    while True:
+        at = slots[h]
+        if at < 0:
+            return -1
+        if ids[at] == key:
+            return np.int64(at)
+        h = (h + 1) & mask
 
 
 @inline_kernel

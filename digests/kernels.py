@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from bkdisk.digests.crc_kernels import POLY_CRC32, POLY_CRC32C, crc_update
-from bkdisk.digests.id_slots import remembered_row, slot_bits
+from bkdisk.digests.id_slots import fill_id_slots, find_slotted, remembered_row, slot_bits
 from bkdisk.digests.plan import SOURCE_ENTRY, SOURCE_SNIFFED
 from bkdisk.diskio.config import inline_kernel, kernel
 from bkdisk.diskio.kernels import be_u32, be_u64, first_at_least, unowned
@@ -174,8 +174,8 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
     """What verify_entry_digests gives entries from their digest facts (``v2``: nonzero for an entry
     of format V2) when the facts settle every one: a V2 entry's type is its flags' code (source
     SOURCE_ENTRY); a V1 entry's its ledger's row (code, source) in ``decided_ids`` (sorted) /
-    ``decided_rows`` (each ledger searched once, then found through ``slots``, ``met``, ``met_row``:
-    id_slots_room(len(size))), or, for
+    ``decided_rows`` (found through ``slots``, ``met``, ``met_row``: id_slots_room(min(len(decided_ids),
+    len(size))), a table of every decided ledger or of each ledger met, searched once), or, for
     a ledger not decided and not in ``known_ids`` (sorted), CRC32C as sniffed, when ``samples`` > 0
     and one of the ledger's first ``samples`` entries verifies as CRC32C (those samples' statuses are
     their sniff results). Such a ledger's V1 entries must be one run: one met again after its run is
@@ -189,9 +189,11 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
     caller then checks the entries the general way."""
     decided_ids = unowned(decided_ids)
     known_ids = unowned(known_ids)
-    # Where logs interleave ledgers each entry's ledger differs from the last: a table of the ledgers
-    # met, not a search of the sorted ids for every entry, finds its row.
-    bits = slot_bits(slots)
+    # Where logs interleave ledgers each entry's ledger differs from the last: a table, not a search of
+    # the sorted ids for every entry, finds its row; of every decided ledger when they are no more than
+    # the entries, else of the ledgers met (each searched once).
+    every = decided_ids.size <= size.size
+    bits = fill_id_slots(decided_ids, slots) if every else slot_bits(slots)
     m = 0
     k = 0
     last_ledger = np.uint64(0)
@@ -214,7 +216,10 @@ def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots
             if at == -2 or lid != last_ledger:   # entries of a ledger often come in runs
                 if at == -1 and not run_ok:
                     return -1
-                at, m = remembered_row(decided_ids, lid, slots, bits, met, met_row, m)
+                if every:
+                    at = find_slotted(decided_ids, slots, bits, lid)
+                else:
+                    at, m = remembered_row(decided_ids, lid, slots, bits, met, met_row, m)
                 last_ledger = lid
                 if at == -1:   # met first here: sniffed
                     if samples == 0 or _find_sorted(known_ids, lid) >= 0:

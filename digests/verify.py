@@ -276,8 +276,8 @@ def digests_by_facts(plan: DigestPlan, size: np.ndarray, v2: np.ndarray, ledger:
     with plan.lock:
         ids, rows = plan.decided_table()
         samples = max(1, plan.max_samples) if plan.sniff and not plan.tried else 0
-        k = digests_from_facts(size, v2, ledger, facts, ids, rows, *id_slots_room(n), plan.known_table()[0],
-                               samples, *got, sniffed)
+        k = digests_from_facts(size, v2, ledger, facts, ids, rows, *id_slots_room(min(len(ids), n)),
+                               plan.known_table()[0], samples, *got, sniffed)
         if k < 0 or len(distinct(sniffed[:k])) < k:   # (a ledger sniffed in two runs: left to the general check)
             return None
         plan.decided.put_ledgers(sniffed[:k], int(DigestType.CRC32C), SOURCE_SNIFFED)

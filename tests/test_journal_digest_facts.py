@@ -79,24 +79,27 @@ facts_rows = st.lists(st.tuples(st.integers(0, 90), st.sampled_from([1, 2, 3, 1,
 @settings(max_examples=400, deadline=None)
 @given(rows=facts_rows, codes=st.lists(st.tuples(st.sampled_from([3, 3, 4, 0, 1, 2]), st.integers(0, 3)), min_size=2,
                                        max_size=2),
-       known=st.sets(st.sampled_from([3, 4])), samples=st.sampled_from([0, 1, 2, 64]))
+       known=st.sets(st.sampled_from([3, 4])), samples=st.sampled_from([0, 1, 2, 64]), others=st.integers(0, 20))
 @example(rows=[(100, 3, False, 0, 1), (100, 1, False, 0, 1), (100, 3, False, 0, 1)], codes=[(3, 1), (3, 1)],
-         known=set(), samples=64)   # ledger 3 met again after its run
-@example(rows=[(100, 3, False, 0, 2), (100, 3, False, 0, 1)], codes=[(3, 1), (3, 1)], known=set(), samples=1)
+         known=set(), samples=64, others=0)   # ledger 3 met again after its run
+@example(rows=[(100, 3, False, 0, 2), (100, 3, False, 0, 1)], codes=[(3, 1), (3, 1)], known=set(), samples=1,
+         others=9)
 @example(rows=[(100, 3, False, 0, 2), (100, 4, True, 3, 1), (100, 3, False, 0, 1)], codes=[(3, 1), (3, 1)],
-         known=set(), samples=2)   # a V2 entry within a run
-def test_digests_from_facts_equal_their_reference(rows, codes, known, samples):
-    """Ledgers 1 and 2 decided, 3 and 4 met first (sniffed unless known or not allowed)."""
+         known=set(), samples=2, others=0)   # a V2 entry within a run
+def test_digests_from_facts_equal_their_reference(rows, codes, known, samples, others):
+    """Ledgers 1 and 2 decided, 3 and 4 met first (sniffed unless known or not allowed); ``others``
+    ledgers decided that no entry names (more decided ledgers than entries: the kernel's table is of
+    the ledgers met, else of every decided one)."""
     size = np.array([r[0] for r in rows], np.int64)
     ledger = np.array([r[1] for r in rows], np.uint64)
     v2 = np.array([r[2] for r in rows])
     facts = np.array([(FACT_V2 | r[3] << FACT_CODE_SHIFT if r[2] else 0) | r[4] for r in rows], np.uint8)
-    decided = dict(zip(range(1, 3), codes))
+    decided = dict(zip(range(1, 3), codes)) | {lid: (3, 1) for lid in range(1000, 1000 + others)}
     ids = np.array(sorted(decided), np.uint64)
     table = np.array([decided[int(i)] for i in ids], np.uint8).reshape(-1, 2)
     got = tuple(np.zeros(len(rows), t) for t in (np.uint8, np.uint8, np.uint8, np.int64))
     sniffed = np.zeros(len(rows), np.uint64)
-    k = digests_from_facts(size, v2, ledger, facts, ids, table, *id_slots_room(len(rows)),
+    k = digests_from_facts(size, v2, ledger, facts, ids, table, *id_slots_room(min(len(ids), len(rows))),
                            np.array(sorted(known), np.uint64), samples, *got, sniffed)
     want = digests_from_facts_reference(size, v2, ledger, facts, decided, known, samples)
     settled = k >= 0 and len(set(sniffed[:k].tolist())) == k   # (a ledger listed twice: refused by the caller)
