@@ -107,7 +107,7 @@ loads 30 ms of it, 66 before). This bench after it (``--runs 5 --no-first-run``;
 On ``.idx`` files the check keeps both cores busy (0.95 s of CPU in 0.51 s): 0.8 (0.43 s) needs some
 0.15 s less CPU, not more overlap. Of that CPU the index listing's process takes ~0.2 s (os.scandir of
 16,984 folders; the same walk by getdents64 in a jitted loop, measured alone: 0.105 s), the first
-digest decisions of 20,000 ledgers ~0.04 s (sniffing, the sorted table's inserts), imports ~0.07 s. On
+digest decisions of 20,000 ledgers ~0.035 s (sniffing, the decided table's merges), imports ~0.07 s. On
 DbLedgerStorage the check uses 1.3 cores: its log scans are the longest lane (lane_timeline: the other
 core idle 52% of a warm check). ``inventory`` is held by what it does before its first scan (0.08 s
 of imports, the layout, the cookie) and its kernels' loads: at 2 GiB the raw read of its logs (0.09 s)
