@@ -92,7 +92,7 @@ def lean_cache_class() -> type:
     from bkdisk.diskio import lazy_link, nrt_cache
     from bkdisk.diskio.kernel_sources import source_stamp
     _untimed_llvm_calls()
-    lazy_link.install()   # (before the runtime's load too: its bitcode is parsed only if a compile links it)
+    lazy_link.install()   # (before the first kernel's load)
 
     class LeanImpl(CompileResultCacheImpl):
         _locator_classes = [_probed_once(c) for c in CompileResultCacheImpl._locator_classes]

@@ -10,7 +10,9 @@ for one, in the machine code the engine loaded.
 
 ``install`` makes this numba's library class for just-in-time code, once a process (``kernel``'s
 cache does it before the first load: diskio.config.lean_cache_class). A library numba compiles is
-made and used as before. (numba is pinned to 0.68.x: tests/test_numba_cache.py checks this against it.)
+made and used as before, and numba's runtime is loaded as numba loads it (diskio.nrt_cache: every
+kernel compiled links it, so its bitcode is parsed, and refused, at its load). (numba is pinned to
+0.68.x: tests/test_numba_cache.py checks this against it.)
 """
 from __future__ import annotations
 
