@@ -145,26 +145,6 @@ def page_runs(offsets: np.ndarray, span: int, page: int = mmap.PAGESIZE) -> tupl
     return first[starts], end[ends] - first[starts] + 1
 
 
-def will_need(fd: int, offsets: np.ndarray, span: int) -> int:
-    """Ask the kernel to start reading the pages that hold [offset, offset + span) for each of the
-    sorted ``offsets`` (POSIX_FADV_WILLNEED, one request per run of adjacent pages): scattered
-    records' pages read at once, in the background, instead of one page fault after another.
-    Returns the bytes asked for."""
-    if len(offsets) == 0 or not hasattr(os, "posix_fadvise"):
-        return 0
-    page = mmap.PAGESIZE
-    first, pages = page_runs(offsets, span, page)
-    advise, need = os.posix_fadvise, os.POSIX_FADV_WILLNEED
-    asked = 0
-    for at, n in zip((first * page).tolist(), (pages * page).tolist(), strict=True):
-        try:
-            advise(fd, at, n, need)
-        except OSError:   # only advice: the reads themselves report a file that cannot be read
-            break
-        asked += n
-    return asked
-
-
 # The small files read whole (cookies, lastMark, ledger metadata, RocksDB's CURRENT) hold bytes to
 # kilobytes: a larger one is damage (or a sparse file of terabytes), refused before it is read.
 SMALL_FILE_LIMIT = 64 << 20

@@ -85,7 +85,7 @@ class FileSource:
         read no other page ahead."""
         if self._held is None:
             if not asked:
-                from bkdisk.diskio.mapped import will_need
+                from bkdisk.diskio.read_ahead import will_need
                 will_need(self._descriptor(), offsets, span)
             self.random_access = True
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bkdisk.diskio import read_ahead
-from bkdisk.diskio.mapped import OPEN_FLAGS, will_need
+from bkdisk.diskio.mapped import OPEN_FLAGS
 from bkdisk.entrylogs.walk import HEADER_LOOKAHEAD
 
 AHEAD_BYTES = 256 << 20   # bytes asked for and not yet walked, at most (page cache, not this process's memory)
@@ -130,7 +130,7 @@ class LogReadAhead:
         try:
             for offsets in (hints, indexed):
                 if offsets is not None:
-                    return will_need(fd, offsets, HEADER_LOOKAHEAD)
+                    return read_ahead.will_need(fd, offsets, HEADER_LOOKAHEAD)
             n = min(size, room)
             read_ahead.ask_range(fd, 0, n)
             return n

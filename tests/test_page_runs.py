@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.mapped import page_runs, will_need
+from bkdisk.diskio.mapped import page_runs
+from bkdisk.diskio.read_ahead import will_need
 
 PAGE = 4096
 

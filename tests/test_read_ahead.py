@@ -238,6 +238,24 @@ def test_a_log_read_whole_is_asked_for_past_the_devices_read_ahead_window(tmp_pa
     assert all(_cached_soon(log, at) for at in (0, window + PAGE, 2 * window + PAGE, 3 * window + 4 * PAGE))
 
 
+
+def test_a_run_of_header_pages_longer_than_the_window_is_asked_for_to_its_end(tmp_path):
+    """Small records' headers touch: their pages are one run, which one request would read only the
+    first window of."""
+    probe = _file(tmp_path / "probe", PAGE)
+    fd = os.open(probe, os.O_RDONLY)
+    window = read_ahead.ask_window(fd)
+    os.close(fd)
+    log = _file(tmp_path / "0.log", 3 * window + 5 * PAGE)
+    _evict(log)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        offsets = np.arange(0, 3 * window + 4 * PAGE, 500, dtype=np.int64)
+        assert read_ahead.will_need(fd, offsets, 37) == 3 * window + 4 * PAGE   # (one run: pages 0 .. 3w + 3)
+    finally:
+        os.close(fd)
+    assert all(_cached_soon(log, at) for at in (0, window + PAGE, 2 * window + PAGE, 3 * window + 3 * PAGE))
+
 STOPPED_CHILD = r"""
 import os, sys, threading, time
 from bkdisk.bookie.layout import discover
