@@ -24,13 +24,19 @@ def id_slots_room(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @inline_kernel
+def _home(key, bits):
+    """The slot a table of 2**bits slots first tries for ``key``."""
+    return np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+
+
+@inline_kernel
 def fill_id_slots(ids, slots):
     """``slots`` (id_slots_room's) as an open-addressing table of the indices of ``ids`` (distinct); its
     bits (the table holds 2**bits slots)."""
     bits = slot_bits(slots)
     mask = (1 << bits) - 1
     for i in range(ids.size):
-        h = np.int64((np.uint64(ids[i]) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+        h = _home(ids[i], bits)
         while slots[h] >= 0:
             h = (h + 1) & mask
         slots[h] = i
@@ -41,7 +47,7 @@ def fill_id_slots(ids, slots):
 def find_slotted(ids, slots, bits, key):
     """The index of ``key`` in ``ids`` through fill_id_slots' table, or -1."""
     mask = (1 << bits) - 1
-    h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+    h = _home(key, bits)
     while True:
         at = slots[h]
         if at < 0:
@@ -66,7 +72,7 @@ def remembered_row(ids, key, slots, bits, met, met_row, m):
     before): searched in ``ids`` the first time, then found among the ``met[:m]`` ids (their rows in
     ``met_row``) through ``slots``."""
     mask = (1 << bits) - 1
-    h = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> np.uint64(64 - bits))
+    h = _home(key, bits)
     while True:
         at = slots[h]
         if at < 0:

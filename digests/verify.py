@@ -105,9 +105,10 @@ def _decide_locked(plan: DigestPlan, entry_bytes: EntryBytes, ledger, entry, len
     keys = ledger[v1]
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
-    starts_sorted = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    begins = np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1]))
+    starts_sorted = np.flatnonzero(begins)
     ledgers = sorted_keys[starts_sorted]
-    grp = np.repeat(np.arange(len(ledgers)), np.diff(np.append(starts_sorted, n1)))
+    grp = np.cumsum(begins) - 1   # each sorted entry's ledger
     inv = np.empty(n1, np.intp)
     inv[order] = grp
     lcode = np.zeros(len(ledgers), np.uint8)

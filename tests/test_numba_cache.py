@@ -134,40 +134,34 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(co
     assert _runtime_files(cache)
 
 
-def test_a_runtime_file_that_is_not_whole_is_compiled_again_and_rewritten(compiled, tmp_path):
-    import shutil
-    cache = str(tmp_path / "cache")
-    shutil.copytree(compiled[0], cache)
-    files = _runtime_files(cache)
-    assert files
-    for f in files:   # a byte of each changed: refused before LLVM sees it
-        data = bytearray(f.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        f.write_bytes(bytes(data))
-    damaged = {f: f.read_bytes() for f in files}
-    run = _run({"NUMBA_CACHE_DIR": cache})
-    assert run["nrt_compiled"] == 1 and run["results"] == compiled[1]["results"]
-    assert any(f.read_bytes() != damaged[f] for f in files)   # written whole again
-    assert _run({"NUMBA_CACHE_DIR": cache})["nrt_compiled"] == 0
+def _cut_short(f: Path) -> None:
+    """A byte of the file changed: refused before LLVM sees it."""
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
 
 
-def test_a_runtime_file_whose_bitcode_does_not_parse_is_compiled_again(compiled, tmp_path):
+def _bad_bitcode(f: Path) -> None:
     """Whole (its digest right) but with bitcode LLVM cannot read: every kernel compiled links the
     runtime, so the file is refused at load, not met by the next compile."""
-    import shutil
-
     import numpy as np
 
     from bkdisk.diskio import nrt_cache
+    with np.load(f) as z:
+        parts = [z[k].tobytes() for k in nrt_cache._PARTS]
+    parts[2] = b"BC\xc0\xde" + bytes(64)   # bitcode's magic, then nothing LLVM can read
+    nrt_cache._write(str(f), parts)
+
+
+@pytest.mark.parametrize("damage", [_cut_short, _bad_bitcode], ids=["not whole", "bitcode that does not parse"])
+def test_a_runtime_file_that_cannot_be_used_is_compiled_again_and_rewritten(compiled, tmp_path, damage):
+    import shutil
     cache = str(tmp_path / "cache")
     shutil.copytree(compiled[0], cache)
     files = _runtime_files(cache)
     assert files
     for f in files:
-        with np.load(f) as z:
-            parts = [z[k].tobytes() for k in nrt_cache._PARTS]
-        parts[2] = b"BC\xc0\xde" + bytes(64)   # bitcode's magic, then nothing LLVM can read
-        nrt_cache._write(str(f), parts)
+        damage(f)
     damaged = {f: f.read_bytes() for f in files}
     run = _run({"NUMBA_CACHE_DIR": cache})
     assert run["nrt_compiled"] == 1 and run["results"] == compiled[1]["results"]
