@@ -84,15 +84,17 @@ def lean_cache_class() -> type:
     start-up spent on compiler tables that machine code already compiled never uses. A load only
     needs numba's runtime (NRT) symbols, which the compiled code links against (their machine code
     cached as well: diskio.nrt_cache), and no kernel's bitcode is parsed (diskio.lazy_link); a cache miss goes
-    through numba's compiler, which refreshes the contexts itself. (numba is pinned to 0.68.x:
+    through numba's compiler, which refreshes the contexts itself. A plain array argument is typed
+    without loading ``numpy.ma`` (diskio.array_typeof). (numba is pinned to 0.68.x:
     tests/test_numba_cache.py checks this against it.)
     """
     from numba.core.caching import CompileResultCacheImpl, FunctionCache
 
-    from bkdisk.diskio import lazy_link, nrt_cache
+    from bkdisk.diskio import array_typeof, lazy_link, nrt_cache
     from bkdisk.diskio.kernel_sources import source_stamp
     _untimed_llvm_calls()
     lazy_link.install()   # (before the first kernel's load)
+    array_typeof.install()   # (before the first call)
 
     class LeanImpl(CompileResultCacheImpl):
         _locator_classes = [_probed_once(c) for c in CompileResultCacheImpl._locator_classes]

@@ -3,10 +3,13 @@ another wait a device's latency each, while asked together they are read with ma
 flight. Only advice: a file that cannot be opened or asked for is left to its read, which says why.
 
 Asking costs a few system calls a file, which a warm page cache does not need: ``cached`` tells the
-two apart by one read that may not wait (RWF_NOWAIT fails when the page is not in the cache).
+two apart by one read that may not wait (RWF_NOWAIT fails when the page is not in the cache), and
+``resident_pages`` by one mincore of many pages (a warm log's header pages are not asked one by one).
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import mmap
 import os
 from collections.abc import Iterable
@@ -72,15 +75,65 @@ def ask_range(fd: int, offset: int, length: int, step: int | None = None) -> Non
         os.posix_fadvise(fd, at, min(step, offset + length - at), os.POSIX_FADV_WILLNEED)
 
 
+@functools.cache
+def _libc():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    return libc
+
+
+def resident_pages(fd: int, length: int) -> np.ndarray | None:
+    """Which pages of the first ``length`` bytes of the file of ``fd`` are in the page cache, a bool a
+    page (mincore of a map of them: nothing is read, nothing faulted in); None when the system cannot
+    tell. A file this process may not write and does not own has only the pages it maps counted
+    (Linux): none, so every page reads as missing, and is asked for as without this."""
+    if length <= 0 or not hasattr(mmap, "MAP_SHARED"):
+        return None
+    try:
+        libc = _libc()
+    except (OSError, AttributeError):   # no C library, or one without mincore
+        return None
+    pages = -(-length // mmap.PAGESIZE)
+    addr = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        return None
+    try:
+        vec = np.zeros(pages, np.uint8)
+        if libc.mincore(addr, length, vec.ctypes.data) != 0:
+            return None
+    finally:
+        libc.munmap(addr, length)
+    return (vec & 1).astype(np.bool_)
+
+
+def missing_runs(first: np.ndarray, pages: np.ndarray, resident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of the runs of pages (each one's first page and length, in order, none touching the next), the
+    runs of those pages that are not ``resident`` (one bool a page, from page 0 to the last run's end)."""
+    n = len(resident)
+    edges = np.zeros(n + 1, np.int32)   # +1 where a run begins, -1 past its end: wanted where the sum is 1
+    edges[first] += 1
+    edges[first + pages] -= 1
+    want = (np.cumsum(edges[:n]) > 0) & ~resident
+    change = np.diff(want.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, ends = np.flatnonzero(change == 1), np.flatnonzero(change == -1)
+    return starts.astype(np.int64), (ends - starts).astype(np.int64)
+
+
 def will_need(fd: int, offsets: np.ndarray, span: int) -> int:
     """Ask the kernel to start reading the pages that hold [offset, offset + span) for each of the
-    sorted ``offsets`` (a request per run of adjacent pages, a run longer than the device's window
-    asked a window at a time): scattered records' pages read at once, in the background, instead of
-    one page fault after another. Returns the bytes asked for."""
+    sorted ``offsets`` and are not in the page cache yet (a request per run of adjacent pages, a run
+    longer than the device's window asked a window at a time): scattered records' pages read at once,
+    in the background, instead of one page fault after another. Returns the bytes asked for."""
     if len(offsets) == 0 or not hasattr(os, "posix_fadvise"):
         return 0
     page = mmap.PAGESIZE
     first, pages = page_runs(offsets, span, page)
+    resident = resident_pages(fd, int(first[-1] + pages[-1]) * page)
+    if resident is not None:
+        first, pages = missing_runs(first, pages, resident)
     step = ask_window(fd)
     asked = 0
     for at, n in zip((first * page).tolist(), (pages * page).tolist(), strict=True):

@@ -67,7 +67,7 @@ feed(I.read_index_locations(next(g.glob("ledgers*/current/*/*/*.idx"))))
 refreshed = sorted(m for m in ("numba.np.linalg", "numba.np.random.generator_methods", "numba.typed.dictimpl")
                    if m in sys.modules)
 stats = {"results": results.hexdigest(), "refreshed": refreshed, "nrt_compiled": len(nrt_made),
-         "bitcode_parsed": len(parsed)}
+         "bitcode_parsed": len(parsed), "numpy_ma": "numpy.ma" in sys.modules}
 for mod in (K, DK, EW, JW, ID):
     for name, obj in sorted(vars(mod).items()):
         if isinstance(obj, numba.core.registry.CPUDispatcher) and obj.__module__ == mod.__name__:
@@ -131,6 +131,8 @@ def test_a_second_process_loads_every_kernel_from_the_cache_without_compiling(co
     # Loading links nothing: no kernel's bitcode is parsed (diskio.lazy_link), the runtime's alone
     # (every kernel compiled links it: diskio.nrt_cache)
     assert second_run["bitcode_parsed"] == 1
+    # Typing the kernels' array arguments loads no numpy.ma (diskio.array_typeof)
+    assert second_run["numpy_ma"] is False
     assert _runtime_files(cache)
 
 

@@ -6,7 +6,6 @@ The files are written under pytest's temporary folder, which must be on a file s
 be dropped from the cache (POSIX_FADV_DONTNEED after fsync): a tmpfs cannot, and the tests say so."""
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import shutil
@@ -32,27 +31,14 @@ PAGE = mmap.PAGESIZE
 LOG = GOLDEN / "interleaved-v6-hostport" / "ledgers1" / "current" / "0.log"
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
 def resident(path, offset: int = 0) -> bool:
-    """Whether the page at ``offset`` is in the page cache (mincore of a map of it: unlike a read that
-    may not wait, which starts reading the page it misses, this reads nothing)."""
+    """Whether the page at ``offset`` is in the page cache (mincore, which reads nothing: a read that
+    may not wait starts reading the page it misses)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        at = offset - offset % PAGE
-        addr = _libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, fd, at)
-        assert addr not in (None, ctypes.c_void_p(-1).value), f"mmap: errno {ctypes.get_errno()}"
-        vec = ctypes.create_string_buffer(1)
-        try:
-            assert _libc.mincore(addr, PAGE, vec) == 0, f"mincore: errno {ctypes.get_errno()}"
-        finally:
-            _libc.munmap(addr, PAGE)
-        return bool(vec.raw[0] & 1)
+        pages = read_ahead.resident_pages(fd, offset + 1)
+        assert pages is not None, "mincore cannot tell"
+        return bool(pages[offset // PAGE])
     finally:
         os.close(fd)
 
@@ -94,7 +80,7 @@ def test_cached_tells_a_dropped_page_from_a_read_one(tmp_path):
     with open(p, "rb") as f:
         f.seek(10 * PAGE)
         f.read(1)
-    assert read_ahead.cached(p, 10 * PAGE)
+    assert read_ahead.cached(p, 10 * PAGE) and resident(p, 10 * PAGE)   # (a read, and mincore, agree)
     assert read_ahead.cached(str(tmp_path / "missing"))   # cannot tell: its read says why
 
 
@@ -288,3 +274,20 @@ def test_a_check_stopped_in_pass_1_ends_its_threads_while_a_walk_waits_for_the_l
     except subprocess.TimeoutExpired:
         pytest.fail(f"jobs={jobs}: the stopped check did not end")
     assert r.stdout.strip() == "stopped ['MainThread']", r.stdout + r.stderr
+
+
+def test_header_pages_in_the_cache_are_not_asked_for_and_dropped_ones_are(tmp_path):
+    half = (2 << 20) // PAGE   # (the cache drops whole folios, of up to 2 MiB: the half dropped is one)
+    log = _file(tmp_path / "0.log", 2 * half * PAGE)
+    offsets = np.arange(100, 2 * half * PAGE, 64 * PAGE, dtype=np.int64)   # a header every 64 pages
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        os.pread(fd, 2 * half * PAGE, 0)
+        assert read_ahead.will_need(fd, offsets, 37) == 0   # warm: not one request
+        os.fsync(fd)
+        os.posix_fadvise(fd, half * PAGE, half * PAGE, os.POSIX_FADV_DONTNEED)
+        assert not resident(log, half * PAGE) and resident(log, 0)
+        assert read_ahead.will_need(fd, offsets, 37) == (half // 64) * PAGE   # the second half's headers only
+    finally:
+        os.close(fd)
+    assert all(_cached_soon(log, int(at)) for at in offsets[offsets >= half * PAGE])
