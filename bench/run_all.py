@@ -28,6 +28,8 @@ BENCHES = {
     "audit-scale": ("bench.audit_scale_bench",
                     "the audit of 3 disks with 10^4-10^7 more ledgers of metadata (folder, service)"),
     "scrub": ("bench.scrub_bench", "a week of nightly audits (--state, 7d) of 8 disks vs the --deep-all audit"),
+    "header-reads": ("bench.header_reads_bench", "a light check's reads (a page per entry header) vs every byte, "
+                                                 "cold, and scan-disk --state light vs --deep-all"),
     "salvage": ("bench.salvage_bench", "bkdisk salvage of many small ledgers over 8 disks vs the audit of them"),
     "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
     "metadata-import": ("bench.metadata_import_bench", "metadata import of a million ledgers (SQLite, ZooKeeper) vs "

@@ -134,6 +134,18 @@ to it: before, only a log's first window was read ahead): --deep-all 34.7-37.3 s
 1-7 23.3-26.5 s (CPU 33-40 s), x0.66-0.76; peak RSS driver 289-311 MiB, python worker 245-257 MiB,
 JVM 695-786 MiB (load 2.0-3.5). The 0.35x is still not met: ~13 s of every run is Spark's (session,
 table jobs, stop), and the --deep-all gained from the same asks.
+
+Measured 2026-12-05 18:45-18:50 UTC, machine alone, cold, day 8 on a copy of the state (one run each,
+alternated, the same harness): --deep-all 41.1 and 41.4 s (CPU 68 s), light 25.5 and 27.1 s (CPU 36-38 s),
+x0.62-0.66. A light run's event log (23.6 s from the session's start): the scan stage 1.8-15.7 s, its
+eight tasks two at a time, the first two 4.6 s (the workers' start), the others 2.5-3.3 s; the tables
+16.0-23.5 s (44 jobs). A disk alone (bench.header_reads_bench, cold): its light scan-disk 1.65-1.72 s,
+its --deep-all 3.56-3.80 s, CPU-bound (SHA-256 of every payload on one core); reading only the page of
+each entry's header (72,123 pages) takes the disk 0.80-0.81 s, x0.80-0.83 of reading every byte
+(0.96-1.01 s). Two disks at once share the device: a light wave of two tasks is bound by 144 k page
+reads and its seventh read deep (~1.9 s at the least), a --deep-all wave by the hashing of 4 GiB on the
+two cores (~3.5 s): on this machine no light run, even with no Spark cost at all, comes under ~0.54x
+of a --deep-all.
 """
 from __future__ import annotations
 
