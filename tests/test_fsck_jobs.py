@@ -59,3 +59,36 @@ def test_one_and_four_jobs_give_identical_findings(damaged, with_metadata: bool)
     assert "LOG_TRUNCATED" in text or "LOG_TORN_TAIL" in text, text
     for _ in range(3):
         assert _findings(root, md, 4) == one
+
+
+def test_the_entry_log_scans_yield_to_the_passes_thread_and_the_journal_lane(damaged, monkeypatch):
+    """With --jobs, each entry-log scan thread and the digest thread each log's scan starts run at a
+    lower priority (fsck.scans.yielding_thread); the passes' thread and the lanes do not."""
+    import threading
+
+    from bkdisk.entrylogs.scan import DIGEST_THREAD
+    from bkdisk.fsck import scans
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    base = nice()
+    seen: list[tuple[str, int]] = []
+    run = threading.Thread.run
+
+    def recorded(self):   # (each thread's priority as it ends: a pool's thread lowers its own first thing)
+        try:
+            return run(self)
+        finally:
+            seen.append((self.name, nice()))
+    monkeypatch.setattr(threading.Thread, "run", recorded)
+    root, _md = damaged
+    check_bookie(discover(root), CheckOptions(jobs=2)).close()
+    assert nice() == base
+    lowered = min(19, base + scans.SCAN_NICE)
+    pools = [n for name, n in seen if name.startswith("ThreadPoolExecutor-")]
+    digests = [n for name, n in seen if name.startswith(DIGEST_THREAD)]
+    lanes = [n for name, n in seen if name.startswith("fsck-scans")]
+    assert pools and digests and lanes, seen
+    assert set(pools) == set(digests) == {lowered}
+    assert set(lanes) == {base}
