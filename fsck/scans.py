@@ -40,6 +40,10 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
     plan = ctx.digest_plan if ctx.options.verify_digests else None
     entry_dtype = ENTRY_DTYPE if ctx.options.entry_lengths else CHECK_ENTRY_DTYPE
     progress = ctx.lanes.background_progress if ctx.lanes.on_background() else ctx.progress
+    # A log's digests get a thread of their own only where the cores outnumber the scans run at once;
+    # else the walk checks each window itself, its entries still in cache, instead of a thread more
+    # per log contending for the same cores and reading the window again.
+    pipeline = (os.cpu_count() or 1) > ctx.options.jobs
 
     def one(lf: LogFile) -> EntryLogScanArrays | Exception:
         ctx.keep_going()
@@ -51,7 +55,8 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         try:
             return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
                                   payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
-                                  sink=sink, header_hints=hints, hints_asked=asked, entry_dtype=entry_dtype)
+                                  sink=sink, header_hints=hints, hints_asked=asked, entry_dtype=entry_dtype,
+                                  pipeline=pipeline)
         except (DiskError, FormatError) as e:
             sink.close()
             return without_frames(e)   # (kept as the log's result: its frames would keep the scan's arrays)
