@@ -112,6 +112,30 @@ DbLedgerStorage the check uses 1.3 cores: its log scans are the longest lane (la
 core idle 52% of a warm check). ``inventory`` is held by what it does before its first scan (0.08 s
 of imports, the layout, the cookie) and its kernels' loads: at 2 GiB the raw read of its logs (0.09 s)
 is less than those.
+
+Measured 2026-12-05 19:00 UTC, machine alone, page cache dropped then the bookies read back: with the
+entry-log scans yielding to the passes' thread and the journal lane (fsck.scans.yielding_thread: a
+lower priority, per thread), no digest thread per log where the scans already fill the cores (the
+walk checks each window itself, its entries in cache), the header pages a walk finds in the page cache
+not asked for again (read_ahead.resident_pages: one mincore a log instead of a posix_fadvise a page:
+62,919 calls -> 489 on a scrub disk's light scan) and numba typing plain arrays without numpy.ma.
+Whole commands as their console scripts start them, paired against 2a1d170 (``farm-bench -n 20 --warmup
+2``, medians): ``.idx`` bookie 0.657 s against 0.696 (x0.94, CPU 1.11 s against 1.16, peak RSS 177
+against 217 MiB: no digest threads' windows), DbLedgerStorage twin 0.715 against 0.760 (x0.94, 183
+against 219 MiB), the bookie of 100-1000-byte entries (3.64 M entries) 1.045 against 1.094 (x0.96, 3.5 M
+entries/s), the golden bookie 0.398 against 0.405. This bench after them (``--runs 5 --no-first-run``,
+start-up process 0.23-0.25 s), seconds after start-up, medians:
+
+    storage      raw logs  raw all  inventory       bookie-fsck               fsck CPU after
+    .idx files   0.093     0.315    0.167  x0.50    0.414-0.430  x0.73-0.76   0.77-0.78
+    rocksdb      0.089     0.155    0.168  x0.47    0.359-0.361  x0.43        0.46-0.47
+
+On ``.idx`` files the check's cores are now busy 93% of its time after start-up (0.77 s of CPU in
+0.414 s): 0.8 (0.39-0.40 s) needs ~0.03 s less CPU; the passes' thread spends 0.13 s of its 0.23 s
+opening, reading and closing the 19,375 index files (three system calls each; a raw read pays the same
+calls). DbLedgerStorage's check, in-process and warm (bench.lane_timeline), takes 0.26 s for 0.42 s of
+CPU, near its two cores' bound (0.21 s); the command adds its modules' imports and kernel loads, ~0.1
+s, before it, against a raw read of 0.155 s.
 """
 from __future__ import annotations
 
