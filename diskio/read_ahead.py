@@ -88,9 +88,8 @@ def _libc():
 def resident_pages(fd: int, length: int) -> np.ndarray | None:
     """Which pages of the first ``length`` bytes of the file of ``fd`` are in the page cache, a bool a
     page (mincore of a map of them: nothing is read, nothing faulted in); None when the system cannot
-    tell. A file this process may not write and does not own has only the pages it maps counted
-    (Linux): none, so every page reads as missing, and is asked for as without this."""
-    if length <= 0 or not hasattr(mmap, "MAP_SHARED"):
+    tell, or would not (``mincore_answers``)."""
+    if length <= 0 or not hasattr(mmap, "MAP_SHARED") or not mincore_answers(fd):
         return None
     try:
         libc = _libc()
@@ -107,6 +106,19 @@ def resident_pages(fd: int, length: int) -> np.ndarray | None:
     finally:
         libc.munmap(addr, length)
     return (vec & 1).astype(np.bool_)
+
+
+def mincore_answers(fd: int) -> bool:
+    """Whether Linux's mincore tells this process which pages of the file of ``fd`` are cached: only
+    to the file's owner, to root, or to a process that may write the file; to any other it says every
+    page is (so that it learns nothing of others' reads)."""
+    euid = os.geteuid()
+    try:
+        if euid == 0 or os.fstat(fd).st_uid == euid:
+            return True
+        return os.access(f"/proc/self/fd/{fd}", os.W_OK, effective_ids=True)
+    except (OSError, NotImplementedError):
+        return False
 
 
 def missing_runs(first: np.ndarray, pages: np.ndarray, resident: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -127,6 +139,7 @@ def will_need(fd: int, offsets: np.ndarray, span: int) -> int:
     sorted ``offsets`` and are not in the page cache yet (a request per run of adjacent pages, a run
     longer than the device's window asked a window at a time): scattered records' pages read at once,
     in the background, instead of one page fault after another. Returns the bytes asked for."""
+    offsets = offsets[offsets >= 0]   # (a damaged location's: no page to ask for)
     if len(offsets) == 0 or not hasattr(os, "posix_fadvise"):
         return 0
     page = mmap.PAGESIZE

@@ -43,7 +43,8 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
     # A log's digests get a thread of their own only where the cores outnumber the scans run at once;
     # else the walk checks each window itself, its entries still in cache, instead of a thread more
     # per log contending for the same cores and reading the window again.
-    pipeline = (os.cpu_count() or 1) > ctx.options.jobs
+    together = ctx.options.jobs > 1 and len(files) > 1
+    pipeline = usable_cores() > (min(ctx.options.jobs, len(files)) if together else 1)
 
     def one(lf: LogFile) -> EntryLogScanArrays | Exception:
         ctx.keep_going()
@@ -63,7 +64,7 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
 
     out: dict[str, EntryLogScanArrays | Exception] = {}
     progress("entry logs", 0, len(files))
-    if ctx.options.jobs > 1 and len(files) > 1:
+    if together:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(ctx.options.jobs, initializer=yielding_thread) as pool:
             for i, (lf, res) in enumerate(zip(files, pool.map(one, files))):
@@ -81,6 +82,14 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         with plan.lock:
             ctx.lanes.results["log_digest_decisions"] = DigestDecisions.of(plan)
     return out
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 # How far the entry-log scan threads yield to the check's other threads (Linux nice, per thread).

@@ -85,7 +85,7 @@ def test_the_entry_log_scans_yield_to_the_passes_thread_and_the_journal_lane(dam
         finally:
             seen.append((self.name, nice()))
     monkeypatch.setattr(threading.Thread, "run", recorded)
-    monkeypatch.setattr(scans.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(scans, "usable_cores", lambda: cores)
     root, _md = damaged
     check_bookie(discover(root), CheckOptions(jobs=2)).close()
     assert nice() == base

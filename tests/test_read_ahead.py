@@ -291,3 +291,32 @@ def test_header_pages_in_the_cache_are_not_asked_for_and_dropped_ones_are(tmp_pa
     finally:
         os.close(fd)
     assert all(_cached_soon(log, int(at)) for at in offsets[offsets >= half * PAGE])
+
+
+def test_mincore_is_asked_only_where_it_answers_and_a_file_it_would_not_tell_of_is_asked_for_whole(tmp_path):
+    """Linux answers "every page is cached" to a process that neither owns nor may write the file:
+    such a file's pages are all asked for, as a cold one's."""
+    log = _file(tmp_path / "0.log", 64 * PAGE)
+    _evict(log)
+    os.chmod(log, 0o644)
+    offsets = np.arange(0, 64 * PAGE, 8 * PAGE, dtype=np.int64)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        assert read_ahead.mincore_answers(fd)   # (its owner)
+        if os.geteuid() == 0:   # root may write any file: the test reads as another user
+            os.chown(log, 0, 0)
+            os.seteuid(65534)
+        else:   # a file of root's that this user may read and not write
+            os.close(fd)
+            fd = os.open("/etc/passwd", os.O_RDONLY)
+            offsets = offsets[:1]
+        try:
+            other = os.geteuid() != os.fstat(fd).st_uid
+            assert other and not read_ahead.mincore_answers(fd)
+            assert read_ahead.resident_pages(fd, 64 * PAGE) is None
+            assert read_ahead.will_need(fd, offsets, 37) == len(offsets) * PAGE
+        finally:
+            if os.getuid() == 0:
+                os.seteuid(0)
+    finally:
+        os.close(fd)
