@@ -139,8 +139,14 @@ def will_need(fd: int, offsets: np.ndarray, span: int) -> int:
     sorted ``offsets`` and are not in the page cache yet (a request per run of adjacent pages, a run
     longer than the device's window asked a window at a time): scattered records' pages read at once,
     in the background, instead of one page fault after another. Returns the bytes asked for."""
-    offsets = offsets[offsets >= 0]   # (a damaged location's: no page to ask for)
-    if len(offsets) == 0 or not hasattr(os, "posix_fadvise"):
+    if not hasattr(os, "posix_fadvise"):
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:   # only advice: the reads themselves report a file that cannot be read
+        return 0
+    offsets = offsets[(offsets >= 0) & (offsets < size)]   # (a damaged location's, or past a cut file's end)
+    if len(offsets) == 0:
         return 0
     page = mmap.PAGESIZE
     first, pages = page_runs(offsets, span, page)

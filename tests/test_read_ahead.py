@@ -320,3 +320,14 @@ def test_mincore_is_asked_only_where_it_answers_and_a_file_it_would_not_tell_of_
                 os.seteuid(0)
     finally:
         os.close(fd)
+
+
+def test_no_page_is_asked_for_past_the_files_end_or_before_its_start(tmp_path):
+    log = _file(tmp_path / "0.log", 8 * PAGE)
+    _evict(log)
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        offsets = np.array([-PAGE, 0, 2 * PAGE, 8 * PAGE, 20 * PAGE], dtype=np.int64)   # (sorted)
+        assert read_ahead.will_need(fd, offsets, 37) == 2 * PAGE   # pages 0 and 2 only
+    finally:
+        os.close(fd)
