@@ -96,3 +96,26 @@ def test_the_entry_log_scans_yield_to_the_passes_thread_and_the_journal_lane(dam
     assert pools and lanes, seen
     assert set(pools) == {lowered} and set(lanes) == {base}
     assert set(digests) == ({lowered} if cores > 2 else set())
+
+
+def test_a_log_scanned_alone_keeps_its_digest_thread(tmp_path, monkeypatch):
+    """With --jobs 2 and one entry log there is one scan at a time: its digests may have their thread."""
+    from bkdisk.fsck import scans
+    spec = BookieSpec(mixed_ledgers(3, b"alone"), bookie_id="alone:3181")
+    w = write_bookie(spec, str(tmp_path / "bookie"))
+    current = os.path.dirname(w.entry_log_files[0])
+    logs = [os.path.join(current, n) for n in os.listdir(current) if n.endswith(".log")]
+    for p in logs:
+        if os.path.getsize(p) == 0:   # (the writer's next log, preallocated: a scan of its own)
+            os.unlink(p)
+    assert [p for p in logs if os.path.exists(p)] == w.entry_log_files
+    asked: list[bool] = []
+    scan = scans.scan_entry_log
+
+    def recorded(*a, **kw):
+        asked.append(kw["pipeline"])
+        return scan(*a, **kw)
+    monkeypatch.setattr(scans, "scan_entry_log", recorded)
+    monkeypatch.setattr(scans, "usable_cores", lambda: 2)
+    check_bookie(discover(str(tmp_path / "bookie")), CheckOptions(jobs=2)).close()
+    assert asked and all(asked), asked
