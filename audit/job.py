@@ -56,7 +56,11 @@ LOCAL_CONF = {"spark.ui.enabled": "false"}   # a laptop run needs no web UI (nor
 # to parallel GC threads, taken from the scan tasks on a small host (a light run's JVM: 60-67 s of CPU
 # with the defaults, 36-39 s with these), and the classes it loads are mapped from the archive
 # `bkdisk warm-up` wrote (audit/jvm_archive.py). --conf spark.driver.extraJavaOptions=... replaces them.
-DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# C1 alone reserves 48 MB for compiled code, which a session that plans many queries (a notebook's, a
+# test run's) fills: the JVM stops compiling, and a task that needs room for a generated class dies of
+# a VirtualMachineError ("Out of space in CodeCache"), which ends Spark. 240 MB is what a JVM with both
+# compilers reserves; it is address space, taken only as code is compiled.
+DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=240m"
 
 
 def project_root() -> str:

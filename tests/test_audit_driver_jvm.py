@@ -1,6 +1,6 @@
-"""The driver JVM an audit starts gets the short-lived-process options (C1 only, serial GC) beside
-the audit's log settings; an operator's own Java options replace them, and spark-submit's are left
-alone."""
+"""The driver JVM an audit starts gets the short-lived-process options (C1 only, serial GC, room for a
+long session's compiled code) beside the audit's log settings; an operator's own Java options replace
+them, and spark-submit's are left alone."""
 from __future__ import annotations
 
 from bkdisk.audit.job import DRIVER_JVM_OPTIONS, session_settings
@@ -57,3 +57,12 @@ def test_a_damaged_or_foreign_class_archive_leaves_the_jvm_running_and_silent(tm
                             "-version"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "version" in r.stderr
         assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+
+
+def test_the_driver_jvm_has_room_for_a_long_sessions_compiled_code():
+    """A session that planned many queries filled C1's default 48 MB of code cache, and Spark ended
+    ("Out of space in CodeCache"): the JVM the audit starts reserves 240 MB."""
+    from spark_session import shared_spark
+    jvm = shared_spark().sparkContext._jvm
+    pools = [p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans() if "Code" in p.getName()]
+    assert pools and sum(p.getUsage().getMax() for p in pools) >= 240 << 20
