@@ -293,6 +293,13 @@ def test_header_pages_in_the_cache_are_not_asked_for_and_dropped_ones_are(tmp_pa
     assert all(_cached_soon(log, int(at)) for at in offsets[offsets >= half * PAGE])
 
 
+def _as_another_reader(fd: int, offsets: np.ndarray) -> list[bool]:
+    """The three answers for a reader that neither owns nor may write the file of ``fd``: mincore not
+    believed, no resident pages, every wanted page asked."""
+    return [not read_ahead.mincore_answers(fd), read_ahead.resident_pages(fd, 64 * PAGE) is None,
+            read_ahead.will_need(fd, offsets, 37) == len(offsets) * PAGE]
+
+
 def test_mincore_is_asked_only_where_it_answers_and_a_file_it_would_not_tell_of_is_asked_for_whole(tmp_path):
     """Linux answers "every page is cached" to a process that neither owns nor may write the file:
     such a file's pages are all asked for, as a cold one's."""
@@ -303,21 +310,20 @@ def test_mincore_is_asked_only_where_it_answers_and_a_file_it_would_not_tell_of_
     fd = os.open(log, os.O_RDONLY)
     try:
         assert read_ahead.mincore_answers(fd)   # (its owner)
-        if os.geteuid() == 0:   # root may write any file: the test reads as another user
-            os.chown(log, 0, 0)
-            os.seteuid(65534)
+        if os.geteuid() == 0:   # root may write any file: a forked child reads it as another user
+            pid = os.fork()
+            if pid == 0:   # (only this child changes user: the test process's other threads keep theirs)
+                code = 1
+                try:
+                    os.setuid(65534)
+                    code = sum(1 << i for i, ok in enumerate(_as_another_reader(fd, offsets)) if not ok)
+                finally:
+                    os._exit(code)
+            assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
         else:   # a file of root's that this user may read and not write
-            os.close(fd)
-            fd = os.open("/etc/passwd", os.O_RDONLY)
-            offsets = offsets[:1]
-        try:
-            other = os.geteuid() != os.fstat(fd).st_uid
-            assert other and not read_ahead.mincore_answers(fd)
-            assert read_ahead.resident_pages(fd, 64 * PAGE) is None
-            assert read_ahead.will_need(fd, offsets, 37) == len(offsets) * PAGE
-        finally:
-            if os.getuid() == 0:
-                os.seteuid(0)
+            with open("/etc/passwd", "rb") as f:
+                assert os.fstat(f.fileno()).st_uid != os.geteuid()
+                assert _as_another_reader(f.fileno(), offsets[:1]) == [True, True, True]
     finally:
         os.close(fd)
 
