@@ -21,6 +21,12 @@ entries in 33 entry logs, 2,049 MiB): the header pages, 72,123 (some headers cro
 x0.80-0.83 of the deep reads. The commands: light 1.65-1.72 s (CPU 1.75-1.87 s, 182 MiB), --deep-all
 3.56-3.80 s (CPU 3.95-4.31 s, 177 MiB; SHA-256 of every payload on one core), x0.45-0.47. In an audit
 two disks share the device: its light scan tasks took 2.5-3.3 s each (a light run's event log).
+
+The VM's disk changes speed: ninety minutes later (20:20 UTC, three more runs) it read every byte in
+1.87-2.56 s (0.84-1.15 GB/s) and the header pages in the same 0.79-0.82 s (x0.31-0.44); light 1.71-1.78 s
+(CPU 1.78-1.87 s), --deep-all 2.77-2.99 s (CPU 2.97-3.07 s), x0.60-0.63. Either way a light wave of two
+disks needs ~1.6 s of page reads and its seventh read deep, while a --deep-all wave is bound by the
+disk (4 GiB at ~1 GB/s) or by hashing 4 GiB on two cores (~3-3.5 s): ~0.55x at the least.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ import time
 
 import numpy as np
 
+from bench import scan_bench
 from bench.commands_bench import timed
 from bench.scrub_bench import evict
 
@@ -71,15 +78,10 @@ def read_headers(pages: dict[str, np.ndarray]) -> tuple[float, int]:
 
 
 def read_all(logs: list[str]) -> tuple[float, int]:
-    """Seconds to read every byte of the logs in order."""
-    buf = bytearray(8 << 20)
-    n = 0
+    """Seconds to read every byte of the logs in order (bench.scan_bench's read into the page cache)."""
     t0 = time.perf_counter()
-    for p in logs:
-        with open(p, "rb", buffering=0) as f:
-            while k := f.readinto(buf):
-                n += k
-    return time.perf_counter() - t0, n
+    scan_bench._warm(logs, refill=False)
+    return time.perf_counter() - t0, sum(os.path.getsize(p) for p in logs)
 
 
 def scan_disk(root: str, data: str, deep: bool) -> tuple[float, float, float]:
