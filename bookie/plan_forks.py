@@ -20,6 +20,7 @@ import numpy as np
 from bkdisk.digests.decision_table import DecisionTable, find_ledgers
 from bkdisk.digests.plan import SOURCE_GIVEN, DigestPlan
 from bkdisk.digests.verify import verify_entry_digests
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.kernels import readonly
 from bkdisk.diskio.mapped import map_file
 from bkdisk.entrylogs.arrays import distinct_ledgers
@@ -59,7 +60,7 @@ class SharedPlan:
     def changed_since(self, fork: PlanFork) -> np.ndarray:
         """The ledgers whose state scans committed after ``fork`` was taken changed (sorted ids)."""
         later = [ids for n, ids in self.changes.items() if n >= fork.commits]
-        return np.unique(np.concatenate(later)) if later else np.zeros(0, np.uint64)
+        return distinct(np.concatenate(later)) if later else np.zeros(0, np.uint64)
 
     def forget_before(self, commits: int) -> None:
         """Drop the changes of commits before ``commits``: no fork still to commit was taken before them."""
@@ -77,7 +78,7 @@ class SharedPlan:
                 fork, scan = self._again(rescan)
             else:
                 mine = _ledgers_of(scan)
-                hit = moved[np.isin(moved, mine)] if len(mine) else moved[:0]
+                hit = moved[members(moved, mine)]
                 if len(hit) and not _decided_with_a_type(self.plan, hit):
                     fork, scan = self._again(rescan)
                 elif len(hit):
@@ -99,11 +100,11 @@ class SharedPlan:
         q, p = fork.plan, self.plan
         with q.lock:
             ids, rows = q.decided.table()
-            new = ~np.isin(ids, fork.decided_ids, assume_unique=True)
+            new = ~members(ids, fork.decided_ids)
             tried = {k: v for k, v in q.tried.items() if fork.tried.get(k) != v}
             hints = {k: v for k, v in q.dlen_hint.items() if k not in fork.dlen_hint}
         if skip is not None and len(skip):
-            new &= ~np.isin(ids, skip)
+            new &= ~members(ids, skip)
             held = set(skip.tolist())
             tried = {k: v for k, v in tried.items() if k[1] not in held}
             hints = {k: v for k, v in hints.items() if k[1] not in held}
@@ -113,7 +114,7 @@ class SharedPlan:
             for k, v in hints.items():
                 p.dlen_hint.setdefault(k, v)
         keys = [k[1] for k in tried] + [k[1] for k in hints]
-        self.changes[self.commits] = np.unique(np.concatenate([ids[new], np.array(keys, np.uint64)]))
+        self.changes[self.commits] = distinct(np.concatenate([ids[new], np.array(keys, np.uint64)]))
         self.commits += 1
 
 
@@ -140,10 +141,11 @@ def _decided_alike(fork: PlanFork, plan: DigestPlan, ledgers: np.ndarray) -> np.
     with fork.plan.lock:
         had, ffound = _rows_of(fork.plan.decided.table(), ledgers)
         tried = {k[1] for k in fork.plan.tried}
-    crc = np.isin(wanted[:, 0], (int(DigestType.CRC32C), int(DigestType.CRC32))) | (wanted[:, 1] == SOURCE_GIVEN)
+    code = wanted[:, 0]
+    crc = (code == int(DigestType.CRC32C)) | (code == int(DigestType.CRC32)) | (wanted[:, 1] == SOURCE_GIVEN)
     alike = found & ffound & (had == wanted).all(axis=1) & crc
     if tried:
-        alike &= ~np.isin(ledgers, np.array(sorted(tried), np.uint64))
+        alike &= ~members(ledgers, np.array(sorted(tried), np.uint64))
     return alike
 
 
@@ -157,7 +159,7 @@ def _rows_of(table: tuple[np.ndarray, np.ndarray], ledgers: np.ndarray) -> tuple
 def _ledgers_of(scan) -> np.ndarray:
     """The distinct ledger ids of the scan's entries (sorted), a part of them at a time."""
     got = [distinct_ledgers(e["ledger"]) for _lo, e in entry_parts(scan)]
-    return (np.unique(np.concatenate(got)) if len(got) > 1 else got[0]).astype(np.uint64)
+    return (distinct(np.concatenate(got)) if len(got) > 1 else got[0]).astype(np.uint64)
 
 
 def _check_again(scan, plan: DigestPlan, ledgers: np.ndarray) -> None:
@@ -168,7 +170,7 @@ def _check_again(scan, plan: DigestPlan, ledgers: np.ndarray) -> None:
         for lo, hi in entry_bounds(scan):
             part = scan_part(scan, lo, hi)
             e = part.entries
-            idx = np.flatnonzero(np.isin(e["ledger"], ledgers))
+            idx = np.flatnonzero(members(e["ledger"], ledgers))
             if len(idx) == 0:
                 continue
             hashing = part.payload_hashes is not None

@@ -20,6 +20,26 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def members(values: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """Per value, whether it is one of ``among`` (distinct, ascending): ``np.isin`` by a binary search,
+    which sorts neither array again (np.isin takes the distinct values of both, through the hash table)."""
+    values, among = np.asarray(values), np.asarray(among)
+    fits = None
+    if values.dtype != among.dtype:   # (numpy compares int64 with uint64 as floats: ids past 2**53 would blur)
+        if values.dtype.kind == "i" and among.dtype.kind == "u":
+            fits, values = values >= 0, values.astype(among.dtype)
+        elif values.dtype.kind == "u" and among.dtype.kind == "i":
+            among = among[among >= 0].astype(values.dtype)
+        else:
+            common = np.promote_types(values.dtype, among.dtype)
+            values, among = values.astype(common), among.astype(common)
+    if len(among) == 0:
+        return np.zeros(values.shape, bool)
+    at = np.minimum(np.searchsorted(among, values), len(among) - 1)
+    found = among[at] == values
+    return found if fits is None else found & fits
+
+
 def run_heads(*columns: np.ndarray) -> np.ndarray:
     """Per row, whether it begins a run of rows equal in every column, as (scope, ledger) (a bool mask)."""
     heads = np.ones(len(columns[0]), bool)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from bkdisk.diskio.distinct import distinct
 from bkdisk.entrylogs.walk import SPARSE_RECORD_BYTES
 from bkdisk.formats import index as fi
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
@@ -64,7 +65,7 @@ def index_offsets(locations, logs: Sequence[tuple[str, int, int]], limit: int) -
     del parts
     keys.sort()
     cuts = np.searchsorted(fi.location_logs(keys), np.arange(len(logs) + 1))
-    return {logs[k][0]: np.unique(fi.location_positions(keys[cuts[k]:cuts[k + 1]]).astype(np.int64) - SIZE_PREFIX_SIZE)
+    return {logs[k][0]: distinct(fi.location_positions(keys[cuts[k]:cuts[k + 1]]).astype(np.int64) - SIZE_PREFIX_SIZE)
             for k in np.flatnonzero(chosen).tolist()}
 
 

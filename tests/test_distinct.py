@@ -1,12 +1,12 @@
-"""diskio.distinct gives what np.unique gives (the sorted distinct values of a column, of any order), and
-where each run of rows of one (scope, ledger) begins."""
+"""diskio.distinct gives what np.unique gives (the sorted distinct values of a column, of any order), what
+np.isin gives against distinct sorted values, and where each run of rows of one (scope, ledger) begins."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.distinct import distinct, distinct_rows, run_heads, run_starts
+from bkdisk.diskio.distinct import distinct, distinct_rows, members, run_heads, run_starts
 
 
 @settings(max_examples=300, deadline=None)
@@ -19,6 +19,20 @@ def test_distinct_is_np_unique(values, runs, dtype):
     a = a.astype(dtype)
     got = distinct(a)
     assert got.dtype == a.dtype and np.array_equal(got, np.unique(a))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=40),
+       among=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=40), signed=st.booleans())
+def test_members_is_np_isin_against_distinct_sorted_values(values, among, signed):
+    """(ledger ids over the whole unsigned range, near neighbours, the largest and the smallest)"""
+    a, b = np.array(values, np.uint64), np.unique(np.array(among, np.uint64))
+    if signed:   # (int64 against uint64, either way round: compared as integers, never as floats)
+        a = (a - np.uint64(2**63)).astype(np.int64)
+        b, a = (a, b) if len(values) % 2 else (b, a)
+        b = np.unique(b)
+    got = members(a, b)
+    assert got.dtype == bool and got.tolist() == [int(v) in set(b.tolist()) for v in a.tolist()]
 
 
 @settings(max_examples=200, deadline=None)

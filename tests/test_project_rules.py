@@ -207,6 +207,26 @@ def test_format_constants_are_declared_in_formats_only():
     assert _outside({"formats"}, format_constants) == []
 
 
+def plain_unique_calls(source: str, name: str = "<src>") -> list[str]:
+    """Calls of ``np.unique`` with no option: numpy 2 finds those values through a hash table (slower
+    than a sort on id columns, and its first call loads numpy.ma); diskio.distinct.distinct sorts."""
+    return [f"{name}:{node.lineno} calls np.unique without options (diskio.distinct.distinct)"
+            for node in ast.walk(ast.parse(source, name))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unique"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in ("np", "numpy")
+            and not node.keywords and len(node.args) == 1]
+
+
+def test_the_checker_flags_a_plain_np_unique():
+    assert len(plain_unique_calls("import numpy as np\nu = np.unique(a)\nv = numpy.unique(np.concatenate(b))\n")) == 2
+    assert plain_unique_calls("u, i = np.unique(a, return_inverse=True)\nv = distinct(a)\nw = pd.unique(a)\n") == []
+
+
+def test_distinct_values_come_from_a_sort_not_numpys_hash_table():
+    found = [f for _pkg, p in _product_modules() for f in plain_unique_calls(p.read_text(), str(p.relative_to(REPO)))]
+    assert found == []
+
+
 def test_every_product_module_is_under_the_size_limit():
     big = [f"{p.relative_to(REPO)}: {n} lines" for _pkg, p in _product_modules()
            if (n := len(p.read_text().splitlines())) >= MAX_MODULE_LINES]

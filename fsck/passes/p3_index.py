@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from bkdisk.diskio.config import free_heap_returned, kernel
+from bkdisk.diskio.distinct import distinct
 from bkdisk.diskio.kernels import first_at_least, unowned
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
@@ -158,7 +159,7 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     scopes, ids = facts.master_keys.columns()          # (sorted by scope, then ledger)
     keyed = ids[scopes == 0]
     others = np.array([x.ledger for x in (*facts.fenced, *facts.explicit_lac) if x.scope == 0], np.uint64)
-    told_ids = np.unique(np.concatenate([keyed, others]))
+    told_ids = distinct(np.concatenate([keyed, others]))
     told_ids = told_ids[np.argsort(told_ids.view(np.int64), kind="stable")]   # in the index's (signed) order
     told = told_ids.tolist()
     known: list[np.ndarray] = []

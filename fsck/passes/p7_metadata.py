@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
-from bkdisk.diskio.distinct import run_starts
+from bkdisk.diskio.distinct import distinct, run_starts
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
@@ -51,7 +51,7 @@ def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
     held: dict[LedgerId, np.ndarray] = {}
     for k in list(out):   # one ledger's parts at a time become its sorted ids, and are dropped
         v = out.pop(k)
-        held[k] = np.unique(np.concatenate(v)) if v else np.zeros(0, np.int64)
+        held[k] = distinct(np.concatenate(v)) if v else np.zeros(0, np.int64)
     return held
 
 
