@@ -23,6 +23,7 @@ R = TypeVar("R")
 # A ledger's file name: 1 to 32 lower-case hex digits, then a suffix of _SUFFIXES.
 _FILE_NAME = re.compile(r"([0-9a-f]{1,32})(\.bin|\.v1\.txt|\.txt)")
 _RANK = {suf: rank for rank, suf in enumerate(_SUFFIXES)}
+LISTED_BATCH = 1 << 20   # ledger ids of a listing compared at once
 
 
 def ledger_of_file(name: str) -> tuple[LedgerId, int] | None:
@@ -162,20 +163,43 @@ def over_replicated(m: LedgerMetadata, bookie: str) -> bool:
 class MetadataView(Mapping):
     """Ledger metadata as one bookie's check needs it, without every ledger in memory: the ledgers
     that place entries on the bookie are held (``near``; iterating the view gives those), any other
-    ledger is looked up on demand (``lookup``: its metadata, or None when it has none) and kept."""
+    ledger is looked up on demand (``lookup``: its metadata, or None when it has none) and kept when
+    found. A ledger with none is asked again each time: a bookie whose metadata is lost asks for each
+    of its million ledgers once, and keeping a million misses would cost more than asking again."""
 
     def __init__(self, near: dict[LedgerId, LedgerMetadata],
-                 lookup: Callable[[LedgerId], LedgerMetadata | None] | None = None):
+                 lookup: Callable[[LedgerId], LedgerMetadata | None] | None = None,
+                 listed: Callable[[], Iterator[LedgerId]] | None = None):
         self.near, self.lookup = near, lookup
-        self._far: dict[LedgerId, LedgerMetadata | None] = {}
+        self.listed = listed   # every ledger that has metadata, streamed (a folder's names), where it can be told
+        self._far: dict[LedgerId, LedgerMetadata] = {}
+
+    def known(self, scope, ledger):
+        """Per (scope, ledger) row (numpy arrays), whether the ledger has metadata, from one streamed
+        listing of those that have, a batch at a time; None when the view cannot list them (then ask
+        each: ``in``). A bookie whose metadata is lost is not asked for a million ledgers one by one."""
+        if self.listed is None:
+            return None
+        import numpy as np
+
+        from bkdisk.diskio.distinct import pair_members
+        out = np.zeros(len(ledger), bool)
+        it = self.listed()
+        while batch := [lid for _, lid in zip(range(LISTED_BATCH), it)]:
+            out |= pair_members(scope, ledger, np.fromiter((b.scope for b in batch), np.uint64, len(batch)),
+                                np.fromiter((b.ledger for b in batch), np.uint64, len(batch)))
+        return out
 
     def _get(self, lid: LedgerId) -> LedgerMetadata | None:
         m = self.near.get(lid)
         if m is not None or self.lookup is None:
             return m
-        if lid not in self._far:
-            self._far[lid] = self.lookup(lid)
-        return self._far[lid]
+        m = self._far.get(lid)
+        if m is None:
+            m = self.lookup(lid)
+            if m is not None:
+                self._far[lid] = m
+        return m
 
     def __getitem__(self, lid: LedgerId) -> LedgerMetadata:
         m = self._get(lid)
@@ -210,7 +234,13 @@ def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, 
             return read_ledger_file(folder, lid)
         except (FormatError, DiskError):
             return None   # said once already, among the errors of the streamed read
-    return MetadataView(near, lookup), errors
+
+    def listed() -> Iterator[LedgerId]:
+        for n in metadata_names(folder):
+            got = ledger_of_file(n)
+            if got is not None:
+                yield got[0]
+    return MetadataView(near, lookup, listed), errors
 
 
 def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list[FormatError | DiskError]]:

@@ -40,6 +40,18 @@ def members(values: np.ndarray, among: np.ndarray) -> np.ndarray:
     return found if fits is None else found & fits
 
 
+def pair_members(scope: np.ndarray, ledger: np.ndarray, among_scope: np.ndarray, among_ledger: np.ndarray
+                 ) -> np.ndarray:
+    """Per (scope, ledger) row, whether it is one of the ``among`` rows (any order, repeats allowed);
+    a scope at a time (a bookie's ledgers have one or a few)."""
+    out = np.zeros(len(ledger), bool)
+    for s in distinct(among_scope).tolist():
+        mine = scope == s
+        if mine.any():
+            out[mine] = members(ledger[mine], distinct(among_ledger[among_scope == s]))
+    return out
+
+
 def run_heads(*columns: np.ndarray) -> np.ndarray:
     """Per row, whether it begins a run of rows equal in every column, as (scope, ledger) (a bool mask)."""
     heads = np.ones(len(columns[0]), bool)

@@ -1,30 +1,112 @@
-"""Pass 7's entries held per ledger: rows of many interleaved ledgers grouped by one sort."""
+"""Pass 7's entries held per ledger (fsck.held_entries): rows of many interleaved ledgers, added in parts
+(index chunks, logs, the journal's pending adds), give each ledger's distinct entry ids and their count."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.formats.ids import LedgerId
-from bkdisk.fsck.passes.p7_metadata import _add_per_ledger
+from bkdisk.fsck import held_entries as he
+from bkdisk.fsck.held_entries import HeldEntries
 
 U64 = st.integers(0, 2**64 - 1)
+ROWS = st.lists(st.tuples(st.sampled_from([0, 1, 2**63 + 5]), st.sampled_from([0, 7, 2**63, 2**64 - 1]) | U64,
+                          st.integers(-1, 40) | st.integers(-1, 10**6)), max_size=300)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([0, 1, 2**63 + 5]), st.sampled_from([0, 7, 2**63, 2**64 - 1]) | U64,
-                          st.integers(-1, 10**6)), max_size=300),
-       st.integers(1, 4))
-def test_rows_of_interleaved_ledgers_are_each_ledgers_entries(rows, parts):
+@settings(max_examples=300, deadline=None)
+@given(ROWS, st.integers(1, 5), st.lists(st.tuples(st.sampled_from([0, 1]), st.sampled_from([0, 7, 9])), max_size=4),
+       st.integers(1, 64))
+def test_rows_added_in_parts_give_each_ledgers_distinct_entries(rows, parts, empty, batch):
+    """(entries repeated within a part and across parts, ledgers with no entry, counts worked out in
+    batches of as few as one entry)"""
     scope = np.array([r[0] for r in rows], np.uint64)
     ledger = np.array([r[1] for r in rows], np.uint64)
     entry = np.array([r[2] for r in rows], np.int64)
-    out: dict[LedgerId, list[np.ndarray]] = {}
-    # in parts, as the logs' scans and the journal's pending rows add to one dict
+    held = HeldEntries()
+    held.add_ledgers(np.array([e[0] for e in empty], np.uint64), np.array([e[1] for e in empty], np.uint64))
     for cut in np.array_split(np.arange(len(rows)), parts):
-        _add_per_ledger(out, scope[cut], ledger[cut], entry[cut])
-    want: dict[LedgerId, list[int]] = {}
+        held.add(scope[cut], ledger[cut], entry[cut])
+    held.finish()
+    want: dict[LedgerId, set[int]] = {LedgerId(s, lg): set() for s, lg in empty}
     for s, lg, e in rows:
-        want.setdefault(LedgerId(s, lg), []).append(e)
-    assert {k: sorted(np.concatenate(v).tolist()) for k, v in out.items()} == {k: sorted(v) for k, v in want.items()}
-    assert all(v.dtype == np.int64 for parts_ in out.values() for v in parts_)
+        want.setdefault(LedgerId(s, lg), set()).add(e)
+    order = sorted(want)
+    assert [held.lid(i) for i in range(len(held))] == order
+    for i, lid in enumerate(order):
+        ids = held.ids(i)
+        assert ids.dtype == np.int64 and ids.tolist() == sorted(want[lid])
+        assert held.find(lid) == i
+    assert held.find(LedgerId(3, 3)) == -1
+    old = he.COUNT_BATCH
+    he.COUNT_BATCH = batch
+    try:
+        assert held.counts().tolist() == [len(want[lid]) for lid in order]
+    finally:
+        he.COUNT_BATCH = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2**63]), st.sampled_from([0, 5, 2**64 - 1]) | U64), max_size=30),
+       st.lists(st.tuples(st.sampled_from([0, 1, 2**63]), st.sampled_from([0, 5, 2**64 - 1]) | U64), max_size=30))
+def test_pair_members_is_membership_of_scope_ledger_pairs(rows, among):
+    from bkdisk.diskio.distinct import pair_members
+    col = lambda xs, k: np.array([x[k] for x in xs], np.uint64)   # noqa: E731
+    got = pair_members(col(rows, 0), col(rows, 1), col(among, 0), col(among, 1))
+    assert got.tolist() == [r in set(among) for r in rows]
+
+
+def test_a_folder_view_knows_the_ledgers_it_lists_in_batches(tmp_path, monkeypatch):
+    """(plain and 32-digit scoped names, both files of one ledger, names of no ledger, a file that does
+    not parse: listed, so known, though reading it fails)"""
+    import shutil
+
+    from conftest import GOLDEN
+
+    from bkdisk.bookie import metadata_dir as mdd
+    md = tmp_path / "md"
+    shutil.copytree(GOLDEN / "cluster-3" / "metadata", md)
+    scoped = LedgerId(7, 2**64 - 3)
+    shutil.copy(md / "10.bin", md / f"{scoped.qualified_name}.bin")
+    (md / "zz.txt").write_text("x")
+    (md / "ff.bin").write_bytes(b"not metadata")
+    (md / ("1" * 33 + ".bin")).write_bytes(b"")
+    monkeypatch.setattr(mdd, "LISTED_BATCH", 3)
+    view, errors = mdd.bookie_metadata_dir(str(md), None)
+    assert len(errors) == 1
+    ask = [LedgerId(0, 0x10), LedgerId(0, 0x2a), LedgerId(0, 0xff), LedgerId(0, 0x100000000), scoped,
+           LedgerId(0, 0x12), LedgerId(7, 0x10), LedgerId(0, 2**64 - 3)]
+    got = view.known(np.array([a.scope for a in ask], np.uint64), np.array([a.ledger for a in ask], np.uint64))
+    assert got.tolist() == [True, True, True, True, True, False, False, False]
+    assert [a in view for a in ask] == [True, True, False, True, True, False, False, False]   # (ff's file fails)
+
+
+@pytest.mark.parametrize("keep", [None, 0, 3])
+def test_pass_7_finds_the_same_with_a_folder_view_as_with_every_ledger_loaded(tmp_path, keep):
+    """Orphans told from the folder's listing, the rest asked: the findings of the whole folder loaded
+    (none of the bookie's ledgers with metadata, some, all the cluster's)."""
+    import shutil
+
+    from conftest import GOLDEN
+
+    from bkdisk.bookie.layout import discover
+    from bkdisk.bookie.metadata_dir import load_metadata_dir
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
+    md = tmp_path / "md"
+    md.mkdir()
+    names = sorted(p.name for p in (GOLDEN / "cluster-3" / "metadata").iterdir())
+    for n in names if keep is None else names[:keep]:
+        shutil.copy(GOLDEN / "cluster-3" / "metadata" / n, md / n)
+    whole, _ = load_metadata_dir(str(md))
+    for bookie in ("interleaved-v6-hostport", "cluster-3/bookies/bk-2.rack-a"):
+        dirs = discover(str(GOLDEN / bookie))
+        viewed = check_bookie(dirs, CheckOptions(metadata_dir=str(md)))
+        loaded = check_bookie(dirs, CheckOptions(metadata=whole))
+        got = [f.to_json() for f in viewed.findings if f.pass_no == 7]
+        assert got == [f.to_json() for f in loaded.findings if f.pass_no == 7], bookie
+        assert any(f["code"] == "ORPHAN_LEDGER" for f in got) or keep is None
+        viewed.close()
+        loaded.close()

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
-from bkdisk.diskio.distinct import distinct, run_starts
+from bkdisk.diskio.distinct import members
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
@@ -14,70 +14,46 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.entry_ranges import runs
 from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.held_entries import HeldEntries
 
 CHUNK = 1 << 20   # locations read at once
 
 
-def held_entries(ctx: CheckContext) -> dict[LedgerId, np.ndarray]:
+def held_entries(ctx: CheckContext) -> HeldEntries:
     """Entry ids this bookie's ledger storage holds, per ledger (index for .idx storage, else entry logs)."""
-    out: dict[LedgerId, list[np.ndarray]] = {}
+    held = HeldEntries()
     if ctx.dirs.storage_kind == "index-files":
         inv = ctx.index_inventory
         f = inv.files
-        for i in range(len(f)):
-            if f["named"][i]:
-                out.setdefault(LedgerId(int(f["scope"][i]), int(f["ledger"][i])), [])
+        named = f["named"]
+        held.add_ledgers(f["scope"][named], f["ledger"][named])
         locs = inv.locations
-        # The walk gives each file's locations together, in file order: one slice per run of a file,
-        # a chunk at a time (the locations may be spilled), instead of a scan of them all per ledger.
-        for k0 in range(0, len(locs), CHUNK):
+        for k0 in range(0, len(locs), CHUNK):   # a chunk at a time: the locations may be spilled
             c = locs[k0:k0 + CHUNK]
             fi = c["file"]
-            starts = np.flatnonzero(np.concatenate([[True], fi[1:] != fi[:-1]]))
-            ends = np.append(starts[1:], len(c))
-            ids = c["entry"].copy()   # (a view would keep the chunk's every column alive: it may be read back)
-            for i, a, b in zip(fi[starts].tolist(), starts.tolist(), ends.tolist()):
-                lid = LedgerId(int(f["scope"][i]), int(f["ledger"][i]))
-                out.setdefault(lid, []).append(ids[a:b])
+            held.add(f["scope"][fi], f["ledger"][fi], c["entry"])
     else:
         for s in ctx.log_scans.values():
             if not isinstance(s, EntryLogArrays):
                 continue
             for _lo, e in entry_parts(s):
-                _add_per_ledger(out, e["scope"], e["ledger"], e["entry"])
+                held.add(e["scope"], e["ledger"], e["entry"])
     # Entries after lastMark are only in the journal until a restart replays them into storage.
     r = ctx.journal_facts.pending.rows
-    _add_per_ledger(out, r["scope"], r["ledger"], r["entry"])
-    held: dict[LedgerId, np.ndarray] = {}
-    for k in list(out):   # one ledger's parts at a time become its sorted ids, and are dropped
-        v = out.pop(k)
-        held[k] = distinct(np.concatenate(v)) if v else np.zeros(0, np.int64)
-    return held
-
-
-def _add_per_ledger(out: dict[LedgerId, list[np.ndarray]], scope: np.ndarray, ledger: np.ndarray,
-                    entry: np.ndarray) -> None:
-    """Add each ledger's entry ids among these rows to ``out``: one sort, then a slice per ledger (a
-    log may interleave hundreds of thousands of ledgers: a mask per ledger costs rows x ledgers)."""
-    if not len(entry):
-        return
-    order = np.lexsort((ledger, scope))
-    scope, ledger, entry = scope[order], ledger[order], entry[order]
-    cuts = run_starts(scope, ledger)[1:].tolist()
-    for a, b in zip([0, *cuts], [*cuts, len(entry)]):
-        out.setdefault(LedgerId(int(scope[a]), int(ledger[a])), []).append(entry[a:b])
+    held.add(r["scope"], r["ledger"], r["entry"])
+    return held.finish()
 
 
 def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
     """Entry ids 0..last_entry that the ensembles place on bookie ``me`` (round-robin write sets)."""
     out = []
     segs = list(md.ensembles)
-    for k, (first, members) in enumerate(segs):
+    for k, (first, ensemble) in enumerate(segs):
         end = segs[k + 1][0] - 1 if k + 1 < len(segs) else last_entry
-        if end < first or me not in members:
+        if end < first or me not in ensemble:
             continue
-        E, Qw = len(members), md.write_quorum
-        b = members.index(me)
+        E, Qw = len(ensemble), md.write_quorum
+        b = ensemble.index(me)
         e = np.arange(first, end + 1, dtype=np.int64)
         out.append(e[((b - e) % E) < Qw])
     return np.concatenate(out) if out else np.zeros(0, np.int64)
@@ -90,25 +66,31 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                       extra={"skipped": "no ledger metadata given"})
         return
     # (imported here: a check without metadata loads none of the metadata formats)
-    from bkdisk.bookie.metadata_dir import over_replicated
+    from bkdisk.bookie.metadata_dir import MetadataView, over_replicated
     from bkdisk.formats.ledger_metadata import bookkeeper_refusal
 
     held = held_entries(ctx)
+    counts = held.counts()
     me = bookie_id_of(ctx.dirs)
     # Metadata BookKeeper's client refuses to build: no reader of the ledger gets past opening it, and
     # what it says of ensembles and quorums places no entry for sure.
     unloadable: set[LedgerId] = set()
-    for lid in sorted(held):   # looked up one by one: md may be a view
-        m = md.get(lid)
+    # A view that can list the ledgers it has (a folder) tells the orphans at once; the others are asked one by one.
+    known = md.known(held.scope, held.ledger) if isinstance(md, MetadataView) else None
+    orphan_details: dict[int, str] = {}
+    for i, scope, ledger, n in zip(range(len(held)), held.scope.tolist(), held.ledger.tolist(), counts.tolist()):
+        m = None if known is not None and not known[i] else md.get(LedgerId(scope, ledger))
         if m is None:
-            yield Finding(Code.ORPHAN_LEDGER, scope=lid.scope, ledger=lid.ledger,
-                          detail=f"{len(held[lid])} entries; deleted from metadata, or metadata incomplete")
+            detail = orphan_details.get(n)   # (one string per count, not per ledger: a million orphans share a few)
+            if detail is None:
+                detail = orphan_details[n] = f"{n} entries; deleted from metadata, or metadata incomplete"
+            yield Finding(Code.ORPHAN_LEDGER, scope=scope, ledger=ledger, detail=detail)
         elif (why := bookkeeper_refusal(m)) is not None:
-            unloadable.add(lid)
-            yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
+            unloadable.add(LedgerId(scope, ledger))
+            yield Finding(Code.METADATA_UNLOADABLE, scope=scope, ledger=ledger, detail=why)
         elif me is not None and over_replicated(m, me):
-            yield Finding(Code.LEDGER_OVER_REPLICATED, scope=lid.scope, ledger=lid.ledger,
-                          detail=f"{len(held[lid])} entries; garbage: the collector's over-replicated check "
+            yield Finding(Code.LEDGER_OVER_REPLICATED, scope=scope, ledger=ledger,
+                          detail=f"{n} entries; garbage: the collector's over-replicated check "
                                  f"(gcOverreplicatedLedgerWaitTime > 0, a day by default) removes them")
     if me is None:
         return
@@ -118,15 +100,12 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if (why := bookkeeper_refusal(m)) is not None:
             yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
             continue
-        if m.state == "CLOSED":
-            last = m.last_entry_id
-        else:
-            # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
-            h = held.get(lid)
-            last = int(h[-1]) if h is not None and len(h) else -1
+        i = held.find(lid)
+        have = held.ids(i) if i >= 0 else np.zeros(0, np.int64)
+        # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
+        last = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
         want = expected_entries(m, me, last)
-        have = held.get(lid, np.zeros(0, np.int64))
-        missing = np.setdiff1d(want, have)
+        missing = want[~members(want, have)]   # (both sorted and distinct)
         if len(missing) == 0:
             continue
         if len(missing) > 20:

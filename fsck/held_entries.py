@@ -1,0 +1,158 @@
+"""The entry ids a bookie's ledger storage holds, per ledger, as columns: what pass 7 compares with the
+ledger metadata.
+
+The rows come in parts (an index chunk's locations, a log's entries, the journal's pending adds), each
+sorted once by (scope, ledger, entry) and kept as its column of entry ids. A ledger's ids are the runs
+of it in those parts: a table of runs (part, start, length), ordered by ledger, says where they are. A
+bookie of a million ledgers is then a few arrays, not a million small ones and their keys; a ledger's
+ids are joined from its runs only when asked (``ids``), and its count of distinct ids is worked out for
+every ledger at once (``counts``), a bounded batch of entries at a time."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from bkdisk.diskio.distinct import distinct, run_heads, run_starts
+from bkdisk.formats.ids import LedgerId
+
+COUNT_BATCH = 1 << 20   # entries of ledgers held in several runs counted at once
+_RUN_FIELDS = ("scope", "ledger", "part", "start", "length")
+
+
+class HeldEntries:
+    """Per ledger, sorted by (scope, ledger): its scope and id, and its runs of entry ids."""
+
+    def __init__(self) -> None:
+        self._parts: list[np.ndarray] = []   # per part: its entry ids, sorted and distinct per ledger
+        self._runs: dict[str, list[np.ndarray]] = {k: [] for k in _RUN_FIELDS}
+        self.scope: np.ndarray = np.zeros(0, np.uint64)
+        self.ledger: np.ndarray = np.zeros(0, np.uint64)
+        # per ledger: its first run (in run order), and how many it has
+        self._first: np.ndarray = np.zeros(0, np.int64)
+        self._nruns: np.ndarray = np.zeros(0, np.int64)
+        # per run, ordered by ledger: its part, where in the part it starts, its length
+        self._part: np.ndarray = np.zeros(0, np.int64)
+        self._start: np.ndarray = np.zeros(0, np.int64)
+        self._length: np.ndarray = np.zeros(0, np.int64)
+
+    def add(self, scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
+        """Take in rows (one per entry held; repeats allowed)."""
+        if not len(entry):
+            return
+        order = np.lexsort((entry, ledger, scope))
+        s, led, e = scope[order], ledger[order], np.asarray(entry, np.int64)[order]
+        keep = run_heads(s, led, e)   # an entry held twice in one part (a log and the journal's pending) once
+        s, led, e = s[keep], led[keep], e[keep]
+        starts = run_starts(s, led)
+        self._add_runs(s[starts], led[starts], len(self._parts), starts, np.diff(np.append(starts, len(e))))
+        self._parts.append(e)
+
+    def add_ledgers(self, scope: np.ndarray, ledger: np.ndarray) -> None:
+        """Ledgers held with no entry (an index file that locates none)."""
+        self._add_runs(scope, ledger, -1, np.zeros(len(ledger), np.int64), np.zeros(len(ledger), np.int64))
+
+    def _add_runs(self, scope, ledger, part: int, start, length) -> None:
+        for k, v in zip(_RUN_FIELDS, (scope, ledger, np.full(len(ledger), part, np.int64), start, length)):
+            self._runs[k].append(np.asarray(v, np.uint64 if k in ("scope", "ledger") else np.int64))
+
+    def finish(self) -> HeldEntries:
+        """Order the runs by ledger (each ledger's in the order their parts came)."""
+        def column(k: str) -> np.ndarray:
+            parts, self._runs[k] = self._runs[k], []
+            return np.concatenate(parts) if parts else np.zeros(0, np.uint64 if k in ("scope", "ledger") else np.int64)
+
+        scope, ledger = column("scope"), column("ledger")
+        order = np.lexsort((ledger, scope))   # (stable: a ledger's runs stay in part order)
+        scope, ledger = scope[order], ledger[order]
+        self._first = run_starts(scope, ledger)
+        self._nruns = np.diff(np.append(self._first, len(order)))
+        self.scope, self.ledger = scope[self._first], ledger[self._first]
+        del scope, ledger
+        # one column at a time, each dropped as its ordered copy is made: a million ledgers' runs are
+        # tens of megabytes a column
+        self._part, self._start, self._length = (column(k)[order] for k in ("part", "start", "length"))
+        return self
+
+    def __len__(self) -> int:
+        return len(self.ledger)
+
+    def lid(self, i: int) -> LedgerId:
+        return LedgerId(int(self.scope[i]), int(self.ledger[i]))
+
+    def find(self, lid: LedgerId) -> int:
+        """The ledger's row, or -1 when the bookie holds nothing of it."""
+        lo = int(np.searchsorted(self.scope, np.uint64(lid.scope), "left"))
+        hi = int(np.searchsorted(self.scope, np.uint64(lid.scope), "right"))
+        at = lo + int(np.searchsorted(self.ledger[lo:hi], np.uint64(lid.ledger)))
+        return at if at < hi and int(self.ledger[at]) == lid.ledger else -1
+
+    def ids(self, i: int) -> np.ndarray:
+        """The distinct entry ids held of ledger ``i``, ascending (int64)."""
+        f, n = int(self._first[i]), int(self._nruns[i])
+        got = [self._parts[p][a:a + m] for p, a, m in zip(self._part[f:f + n].tolist(), self._start[f:f + n].tolist(),
+                                                           self._length[f:f + n].tolist()) if m]
+        if not got:
+            return np.zeros(0, np.int64)
+        if len(got) == 1:
+            return got[0].copy()
+        e = np.sort(np.concatenate(got))
+        return e[run_heads(e)]
+
+    def counts(self) -> np.ndarray:
+        """Per ledger, how many distinct entry ids it holds."""
+        out = np.zeros(len(self), np.int64)
+        if not len(self):
+            return out
+        # A ledger's runs hold distinct ids each: one run is its count; the rest are counted by batch.
+        runs_total = np.add.reduceat(self._length, self._first) if len(self._length) else out
+        single = self._nruns == 1
+        out[single] = runs_total[single]
+        several = np.flatnonzero(~single)
+        for batch in _batches(several, runs_total[several]):
+            out[batch] = self._distinct_counts(batch)
+        return out
+
+    def _distinct_counts(self, ledgers: np.ndarray) -> np.ndarray:
+        """Distinct ids of each of ``ledgers`` (rows), their runs gathered and sorted at once."""
+        nruns = self._nruns[ledgers]
+        runs = _spread(self._first[ledgers], nruns)   # the ledgers' runs, in turn
+        rank = np.repeat(np.arange(len(ledgers)), nruns)
+        part, start, length = self._part[runs], self._start[runs], self._length[runs]
+        ids, ranks = [], []
+        for p in distinct(part[length > 0]).tolist():   # (few: the logs, the index chunks)
+            mine = (part == p) & (length > 0)
+            ids.append(self._parts[p][_spread(start[mine], length[mine])])
+            ranks.append(np.repeat(rank[mine], length[mine]))
+        out = np.zeros(len(ledgers), np.int64)
+        if ids:
+            e, k = np.concatenate(ids), np.concatenate(ranks)
+            order = np.lexsort((e, k))
+            k, e = k[order], e[order]
+            out += np.bincount(k[run_heads(k, e)], minlength=len(ledgers))
+        return out
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self)))
+
+
+def _spread(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``starts[j] .. starts[j] + lengths[j] - 1`` of every j, in turn (one array)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    before = np.cumsum(lengths) - lengths   # where each j's indices begin in the result
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
+
+
+def _batches(rows: np.ndarray, sizes: np.ndarray) -> Iterator[np.ndarray]:
+    """``rows`` in consecutive groups of about COUNT_BATCH entries (a larger ledger alone)."""
+    if not len(rows):
+        return
+    ends = np.cumsum(sizes)
+    lo = 0
+    while lo < len(rows):
+        base = ends[lo - 1] if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, base + COUNT_BATCH, "right")))
+        yield rows[lo:hi]
+        lo = hi
