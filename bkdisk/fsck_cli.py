@@ -236,7 +236,7 @@ def _report_and_repair(report, run: FsckRun) -> int:
             print(f"bookie-fsck: {unknown}", file=sys.stderr)
     if not run.repair or not (report.errors or any(f.problem.repairable for f in report.findings)):
         if as_json:
-            render_json(report.to_json(), sys.stdout)
+            render_json(report, sys.stdout)
         else:
             render_text(report, sys.stdout, verbose=verbose, quiet=quiet)
         return report.exit_code

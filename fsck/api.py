@@ -86,6 +86,10 @@ class Report:
                 "info": self.count(Severity.INFO), "exit_code": self.exit_code if exit_code is None else exit_code}
 
     def to_json(self, exit_code: int | None = None) -> dict[str, Any]:
+        return {**self.json_head(exit_code), "findings": [f.to_json() for f in self.findings]}
+
+    def json_head(self, exit_code: int | None = None) -> dict[str, Any]:
+        """The JSON document but its findings, which come last (fsck.report.render_json writes them one at a time)."""
         return {
             "schema": "bkdisk.fsck/1",
             "dirs": {"journal": self.dirs.journal_dirs, "ledger": self.dirs.ledger_dirs,
@@ -93,7 +97,6 @@ class Report:
             "summary": self.summary(exit_code),
             "passes": [p.to_json() for p in self.passes],
             "stats": self.stats,
-            "findings": [f.to_json() for f in self.findings],
         }
 
 

@@ -1,7 +1,9 @@
 """A finding: one fault (or fact) fsck reports, as data with a stable code."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from bkdisk.formats.ids import LedgerId
@@ -10,9 +12,15 @@ from bkdisk.fsck.problems import PROBLEMS, Problem, Severity
 
 T = TypeVar("T")
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass
+def _no_extra() -> Mapping[str, Any]:
+    return _NO_EXTRA
+
+
+# Slots, and one shared empty ``extra``: a check may make a finding per ledger of a million-ledger bookie.
+@dataclass(slots=True)
 class Finding:
     code: Code          # a plain string naming a code is taken as its member
     path: str | None = None
@@ -27,7 +35,7 @@ class Finding:
     cut_at: int | None = None
     other: str | None = None
     errno: int | None = None      # the OS error of a file or folder that could not be read
-    extra: dict[str, Any] = field(default_factory=dict)   # further facts for reports; repair never reads them
+    extra: Mapping[str, Any] = field(default_factory=_no_extra)   # further facts for reports; repair never reads them
     # The finding this one follows from (an index location past the end of a truncated log): reports
     # list it under its cause.
     caused_by: Finding | None = field(default=None, repr=False, compare=False)
@@ -35,7 +43,8 @@ class Finding:
     def __post_init__(self) -> None:
         if self.code not in PROBLEMS:
             raise ValueError(f"unknown fsck finding code {self.code!r}: not in fsck/problems.py")
-        self.code = Code(self.code)
+        if type(self.code) is not Code:   # (a plain string; Code(...) of a member costs a microsecond a finding)
+            self.code = Code(self.code)
 
     @property
     def problem(self) -> Problem:

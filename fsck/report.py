@@ -3,6 +3,7 @@ and for machines (one JSON document)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bkdisk.formats.byte_sizes import human_bytes
@@ -18,7 +19,7 @@ if TYPE_CHECKING:   # the repair half loads only when a repair runs
 CONSEQUENCES_SHOWN = 3   # per cause, in the short report
 
 
-def grouped(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
+def grouped(findings: list[Finding]) -> Iterator[tuple[Finding, Sequence[Finding]]]:
     """(cause, its consequences) for every finding that follows from no other, causes with
     consequences first, then by severity and pass."""
     under: dict[int, list[Finding]] = {}
@@ -26,8 +27,10 @@ def grouped(findings: list[Finding]) -> list[tuple[Finding, list[Finding]]]:
         if f.caused_by is not None:
             under.setdefault(id(f.caused_by), []).append(f)
     roots = [f for f in findings if f.caused_by is None]
-    roots.sort(key=lambda f: (SEVERITY_ORDER[f.severity], not under.get(id(f)), f.pass_no))
-    return [(f, under.get(id(f), [])) for f in roots]
+    # (one int a root as its key, not a tuple: a check may find a million orphan ledgers)
+    roots.sort(key=lambda f: SEVERITY_ORDER[f.severity] * 1024 + (id(f) not in under) * 512 + f.pass_no)
+    for f in roots:
+        yield f, under.get(id(f), ())
 
 
 def limit_to_ledger(report: Report, ledger: LedgerId) -> None:
@@ -46,7 +49,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def _entry_pairs(findings: list[Finding]) -> list[tuple[LedgerId, int]]:
+def _entry_pairs(findings: Sequence[Finding]) -> list[tuple[LedgerId, int]]:
     return [(LedgerId(f.scope or 0, f.ledger), f.entry) for f in findings
             if f.ledger is not None and f.entry is not None]
 
@@ -55,34 +58,32 @@ def _per_entry(f: Finding) -> bool:
     return f.ledger is not None and f.entry is not None
 
 
-def blocks(findings: list[Finding]) -> list[tuple[Finding, str, list[Finding]]]:
+def blocks(findings: list[Finding]) -> Iterator[tuple[Finding, str | None, Sequence[Finding]]]:
     """What the report lists, causes first: (head finding, its line, the findings under it). Findings
     that follow from a cause are under it; per-entry findings of one code in one file that follow from
-    none are one block, said as ledgers and entry ranges."""
-    out: list[tuple[Finding, str, list[Finding]]] = []
+    none are one block, said as ledgers and entry ranges. A line that is the head's own ``line()`` is
+    None here, made only for the blocks a report lists (a check may find a million orphan ledgers)."""
+    out: list[tuple[Finding, list[Finding] | None, Sequence[Finding]]] = []   # (head, its group if one, under)
     same: dict[tuple[str, str | None], list[Finding]] = {}
     for cause, cons in grouped(findings):
         if cons or not _per_entry(cause):
-            out.append((cause, cause.line(), cons))
+            out.append((cause, None, cons))
             continue
         group = same.setdefault((cause.code, cause.path), [])
         if not group:
-            out.append((cause, "", group))
+            out.append((cause, group, group))
         group.append(cause)
-    shown = []
-    for head, line, under in out:
-        if line:
-            shown.append((head, line, under))
-        elif len(under) == 1:
-            shown.append((head, head.line(), []))
+    for head, group, under in out:
+        if group is None:
+            yield head, None, under
+        elif len(group) == 1:
+            yield head, None, ()
         else:
-            text = f"{len(under)} findings: {per_ledger(_entry_pairs(under))}"
-            shown.append((head, f"{head.severity.value.upper():7} {head.code} {head.path or ''}: {text}"
-                          .replace(" :", ":"), under))
-    return shown
+            text = f"{len(group)} findings: {per_ledger(_entry_pairs(group))}"
+            yield head, f"{head.severity.value.upper():7} {head.code} {head.path or ''}: {text}".replace(" :", ":"), group
 
 
-def _summaries(under: list[Finding], head_line: str) -> list[str]:
+def _summaries(under: Sequence[Finding], head_line: str) -> list[str]:
     """The findings under a head, per code: each per-entry code as one line of ledgers and entry ranges
     (only the count where the head already names those ranges)."""
     by_code: dict[str, list[Finding]] = {}
@@ -104,10 +105,10 @@ def render_text(report: Report, out: TextIO, *, worst: int = 25, verbose: bool =
     """The report for people: one line per cause (a lost or damaged file with the ledgers and entry
     ranges it takes, or one fault), what follows from it summed up under it; every finding with
     ``verbose``. ``quiet``: only the errors' heads and the final count, a subset of the default."""
-    listed: list[tuple[Finding, str, list[Finding]]] = []
+    listed: list[tuple[Finding, str, Sequence[Finding]]] = []
     for head, line, under in blocks(report.findings):
         if verbose or (head.severity != Severity.INFO and len(listed) < worst):
-            listed.append((head, line, under))
+            listed.append((head, head.line() if line is None else line, under))
     e, w = report.count(Severity.ERROR), report.count(Severity.WARNING)
     if quiet:
         for head, line, _under in listed:
@@ -172,7 +173,15 @@ def render_repair(run: RepairRun, out: TextIO, *, verbose: bool = False, quiet: 
 
 
 def render_json(doc: Report | dict[str, Any], out: TextIO) -> None:
-    if isinstance(doc, Report):
-        doc = doc.to_json()
-    json.dump(doc, out, indent=None, separators=(",", ":"))
-    out.write("\n")
+    """One JSON document. A Report's findings are encoded one at a time as they are written, the same
+    bytes as its whole ``to_json()``: a million findings' dicts are never held at once."""
+    if not isinstance(doc, Report):
+        json.dump(doc, out, indent=None, separators=(",", ":"))
+        out.write("\n")
+        return
+    head = json.dumps(doc.json_head(), indent=None, separators=(",", ":"))
+    out.write(head[:-1] + ',"findings":[')
+    encode = json.JSONEncoder(indent=None, separators=(",", ":")).encode
+    for i, f in enumerate(doc.findings):
+        out.write(("," if i else "") + encode(f.to_json()))
+    out.write("]}\n")
