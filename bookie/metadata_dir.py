@@ -163,16 +163,15 @@ def over_replicated(m: LedgerMetadata, bookie: str) -> bool:
 class MetadataView(Mapping):
     """Ledger metadata as one bookie's check needs it, without every ledger in memory: the ledgers
     that place entries on the bookie are held (``near``; iterating the view gives those), any other
-    ledger is looked up on demand (``lookup``: its metadata, or None when it has none) and kept when
-    found. A ledger with none is asked again each time: a bookie whose metadata is lost asks for each
-    of its million ledgers once, and keeping a million misses would cost more than asking again."""
+    ledger is looked up on demand (``lookup``: its metadata, or None when it has none) and kept.
+    ``listed`` streams the (scope, ledger) of every ledger that has metadata, where the view can tell
+    them: ``known`` then answers for many ledgers at once, none of them looked up or kept."""
 
     def __init__(self, near: dict[LedgerId, LedgerMetadata],
                  lookup: Callable[[LedgerId], LedgerMetadata | None] | None = None,
-                 listed: Callable[[], Iterator[LedgerId]] | None = None):
-        self.near, self.lookup = near, lookup
-        self.listed = listed   # every ledger that has metadata, streamed (a folder's names), where it can be told
-        self._far: dict[LedgerId, LedgerMetadata] = {}
+                 listed: Callable[[], Iterator[tuple[int, int]]] | None = None):
+        self.near, self.lookup, self.listed = near, lookup, listed
+        self._far: dict[LedgerId, LedgerMetadata | None] = {}
 
     def known(self, scope, ledger):
         """Per (scope, ledger) row (numpy arrays), whether the ledger has metadata, from one streamed
@@ -180,26 +179,25 @@ class MetadataView(Mapping):
         each: ``in``). A bookie whose metadata is lost is not asked for a million ledgers one by one."""
         if self.listed is None:
             return None
+        import itertools
+
         import numpy as np
 
         from bkdisk.diskio.distinct import pair_members
         out = np.zeros(len(ledger), bool)
         it = self.listed()
-        while batch := [lid for _, lid in zip(range(LISTED_BATCH), it)]:
-            out |= pair_members(scope, ledger, np.fromiter((b.scope for b in batch), np.uint64, len(batch)),
-                                np.fromiter((b.ledger for b in batch), np.uint64, len(batch)))
+        pair = np.dtype([("scope", np.uint64), ("ledger", np.uint64)])
+        while len(batch := np.fromiter(itertools.islice(it, LISTED_BATCH), pair)):
+            out |= pair_members(scope, ledger, batch["scope"], batch["ledger"])
         return out
 
     def _get(self, lid: LedgerId) -> LedgerMetadata | None:
         m = self.near.get(lid)
         if m is not None or self.lookup is None:
             return m
-        m = self._far.get(lid)
-        if m is None:
-            m = self.lookup(lid)
-            if m is not None:
-                self._far[lid] = m
-        return m
+        if lid not in self._far:
+            self._far[lid] = self.lookup(lid)
+        return self._far[lid]
 
     def __getitem__(self, lid: LedgerId) -> LedgerMetadata:
         m = self._get(lid)
@@ -235,11 +233,11 @@ def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, 
         except (FormatError, DiskError):
             return None   # said once already, among the errors of the streamed read
 
-    def listed() -> Iterator[LedgerId]:
+    def listed() -> Iterator[tuple[int, int]]:
         for n in metadata_names(folder):
             got = ledger_of_file(n)
             if got is not None:
-                yield got[0]
+                yield got[0].scope, got[0].ledger
     return MetadataView(near, lookup, listed), errors
 
 

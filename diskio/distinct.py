@@ -26,13 +26,15 @@ def members(values: np.ndarray, among: np.ndarray) -> np.ndarray:
     values, among = np.asarray(values), np.asarray(among)
     fits = None
     if values.dtype != among.dtype:   # (numpy compares int64 with uint64 as floats: ids past 2**53 would blur)
-        if values.dtype.kind == "i" and among.dtype.kind == "u":
-            fits, values = values >= 0, values.astype(among.dtype)
-        elif values.dtype.kind == "u" and among.dtype.kind == "i":
-            among = among[among >= 0].astype(values.dtype)
-        else:
+        if values.dtype.kind == among.dtype.kind:
             common = np.promote_types(values.dtype, among.dtype)
-            values, among = values.astype(common), among.astype(common)
+        else:   # one side signed: its negatives match nothing, the rest compare as uint64
+            common = np.dtype(np.uint64)
+            if values.dtype.kind == "i":
+                fits = values >= 0
+            else:
+                among = among[among >= 0]
+        values, among = values.astype(common), among.astype(common)
     if len(among) == 0:
         return np.zeros(values.shape, bool)
     at = np.minimum(np.searchsorted(among, values), len(among) - 1)
@@ -42,13 +44,19 @@ def members(values: np.ndarray, among: np.ndarray) -> np.ndarray:
 
 def pair_members(scope: np.ndarray, ledger: np.ndarray, among_scope: np.ndarray, among_ledger: np.ndarray
                  ) -> np.ndarray:
-    """Per (scope, ledger) row, whether it is one of the ``among`` rows (any order, repeats allowed);
-    a scope at a time (a bookie's ledgers have one or a few)."""
-    out = np.zeros(len(ledger), bool)
-    for s in distinct(among_scope).tolist():
-        mine = scope == s
-        if mine.any():
-            out[mine] = members(ledger[mine], distinct(among_ledger[among_scope == s]))
+    """Per (scope, ledger) row (uint64 columns), whether it is one of the ``among`` rows (any order,
+    repeats allowed): both sets sorted together once, an ``among`` row first in each run of equal rows."""
+    n = len(ledger)
+    s = np.concatenate([np.asarray(among_scope, np.uint64), np.asarray(scope, np.uint64)])
+    led = np.concatenate([np.asarray(among_ledger, np.uint64), np.asarray(ledger, np.uint64)])
+    asked = np.zeros(len(s), bool)
+    asked[len(s) - n:] = True
+    order = np.lexsort((asked, led, s))
+    heads = run_heads(s[order], led[order])
+    found = ~asked[order][heads][np.cumsum(heads) - 1]   # (the run's first row is an ``among`` row when it has one)
+    out = np.zeros(n, bool)
+    mine = asked[order]
+    out[order[mine] - (len(s) - n)] = found[mine]
     return out
 
 

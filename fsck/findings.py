@@ -1,9 +1,8 @@
 """A finding: one fault (or fact) fsck reports, as data with a stable code."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 from bkdisk.formats.ids import LedgerId
@@ -12,7 +11,28 @@ from bkdisk.fsck.problems import PROBLEMS, Problem, Severity
 
 T = TypeVar("T")
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+class _NoExtra(Mapping[str, Any]):
+    """The empty, read-only ``extra`` every finding without further facts shares (one object, pickled as itself)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __reduce__(self) -> str:
+        return "_NO_EXTRA"   # (the module's own object, as pickle finds it by name)
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+_NO_EXTRA = _NoExtra()
 
 
 def _no_extra() -> Mapping[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from bkdisk.diskio.distinct import distinct, run_heads, run_starts
+from bkdisk.diskio.distinct import run_heads, run_starts
 from bkdisk.formats.ids import LedgerId
 
 COUNT_BATCH = 1 << 20   # entries of ledgers held in several runs counted at once
@@ -114,19 +114,20 @@ class HeldEntries:
         return out
 
     def _distinct_counts(self, ledgers: np.ndarray) -> np.ndarray:
-        """Distinct ids of each of ``ledgers`` (rows), their runs gathered and sorted at once."""
+        """Distinct ids of each of ``ledgers`` (rows), their runs gathered a part at a time and sorted at once."""
         nruns = self._nruns[ledgers]
         runs = _spread(self._first[ledgers], nruns)   # the ledgers' runs, in turn
         rank = np.repeat(np.arange(len(ledgers)), nruns)
+        kept = self._length[runs] > 0
+        runs, rank = runs[kept], rank[kept]
+        by_part = np.argsort(self._part[runs], kind="stable")   # (a ledger's runs may lie in thousands of logs)
+        runs, rank = runs[by_part], rank[by_part]
         part, start, length = self._part[runs], self._start[runs], self._length[runs]
-        ids, ranks = [], []
-        for p in distinct(part[length > 0]).tolist():   # (few: the logs, the index chunks)
-            mine = (part == p) & (length > 0)
-            ids.append(self._parts[p][_spread(start[mine], length[mine])])
-            ranks.append(np.repeat(rank[mine], length[mine]))
+        cuts = [*np.flatnonzero(run_heads(part)).tolist(), len(part)]
+        ids = [self._parts[int(part[a])][_spread(start[a:b], length[a:b])] for a, b in zip(cuts, cuts[1:])]
         out = np.zeros(len(ledgers), np.int64)
         if ids:
-            e, k = np.concatenate(ids), np.concatenate(ranks)
+            e, k = np.concatenate(ids), np.repeat(rank, length)
             order = np.lexsort((e, k))
             k, e = k[order], e[order]
             out += np.bincount(k[run_heads(k, e)], minlength=len(ledgers))

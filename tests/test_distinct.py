@@ -21,16 +21,23 @@ def test_distinct_is_np_unique(values, runs, dtype):
     assert got.dtype == a.dtype and np.array_equal(got, np.unique(a))
 
 
-@settings(max_examples=300, deadline=None)
-@given(values=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=40),
-       among=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 5), max_size=40), signed=st.booleans())
-def test_members_is_np_isin_against_distinct_sorted_values(values, among, signed):
-    """(ledger ids over the whole unsigned range, near neighbours, the largest and the smallest)"""
-    a, b = np.array(values, np.uint64), np.unique(np.array(among, np.uint64))
-    if signed:   # (int64 against uint64, either way round: compared as integers, never as floats)
-        a = (a - np.uint64(2**63)).astype(np.int64)
-        b, a = (a, b) if len(values) % 2 else (b, a)
-        b = np.unique(b)
+INTS = [np.uint64, np.int64, np.uint32, np.int32, np.uint8]
+
+
+@settings(max_examples=500, deadline=None)
+@given(values=st.lists(st.integers(-2**63, 2**64 - 1) | st.integers(-3, 5) | st.sampled_from([2**32 + 1, 2**63]),
+                       max_size=40),
+       among=st.lists(st.integers(-2**63, 2**64 - 1) | st.integers(-3, 5) | st.sampled_from([2**32 + 1, 2**63]),
+                      max_size=40),
+       value_type=st.sampled_from(INTS), among_type=st.sampled_from(INTS))
+def test_members_is_membership_against_distinct_sorted_values_of_any_integer_width(values, among, value_type,
+                                                                                   among_type):
+    """(ledger ids over the whole unsigned range, negatives, near neighbours, and the two sides of
+    different signs and widths: compared as integers, never as floats or truncated)"""
+    def fitting(xs, t):
+        lo, hi = np.iinfo(t).min, np.iinfo(t).max
+        return np.array([x for x in xs if lo <= x <= hi], t)
+    a, b = fitting(values, value_type), np.unique(fitting(among, among_type))
     got = members(a, b)
     assert got.dtype == bool and got.tolist() == [int(v) in set(b.tolist()) for v in a.tolist()]
 

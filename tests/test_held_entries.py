@@ -58,6 +58,16 @@ def test_pair_members_is_membership_of_scope_ledger_pairs(rows, among):
     assert got.tolist() == [r in set(among) for r in rows]
 
 
+def test_pair_members_of_a_listing_of_as_many_scopes_as_ledgers():
+    """(BP-35 ids: a folder of 128-bit ledgers, each of its own scope, against a bookie's)"""
+    from bkdisk.diskio.distinct import pair_members
+    rng = np.random.default_rng(5)
+    among = rng.integers(0, 2**64 - 1, (50_000, 2), dtype=np.uint64)
+    rows = np.concatenate([among[::7], rng.integers(0, 2**64 - 1, (20_000, 2), dtype=np.uint64)])
+    got = pair_members(rows[:, 0], rows[:, 1], among[:, 0], among[:, 1])
+    assert got[:len(among[::7])].all() and not got[len(among[::7]):].any()
+
+
 def test_a_folder_view_knows_the_ledgers_it_lists_in_batches(tmp_path, monkeypatch):
     """(plain and 32-digit scoped names, both files of one ledger, names of no ledger, a file that does
     not parse: listed, so known, though reading it fails)"""
@@ -81,6 +91,12 @@ def test_a_folder_view_knows_the_ledgers_it_lists_in_batches(tmp_path, monkeypat
     got = view.known(np.array([a.scope for a in ask], np.uint64), np.array([a.ledger for a in ask], np.uint64))
     assert got.tolist() == [True, True, True, True, True, False, False, False]
     assert [a in view for a in ask] == [True, True, False, True, True, False, False, False]   # (ff's file fails)
+    # a ledger looked up is kept, found or not: asked again (space, the audit's rows), it is not read again
+    asked = []
+    real = view.lookup
+    view.lookup = lambda lid: asked.append(lid) or real(lid)
+    assert [a in view for a in ask] == [True, True, False, True, True, False, False, False]
+    assert asked == []
 
 
 @pytest.mark.parametrize("keep", [None, 0, 3])
