@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = statistics.median(r[0] for r in got["no metadata"])
     m0 = max(r[1] for r in got["no metadata"])
     for label, runs in got.items():
-        t, rss, cpu = statistics.median(r[0] for r in runs), max(r[1] for r in runs), statistics.median(r[2] for r in runs)
+        t, cpu = statistics.median(r[0] for r in runs), statistics.median(r[2] for r in runs)
+        rss = max(r[1] for r in runs)
         print(f"{label:28s} {t:8.2f} {cpu:8.2f} {rss:9.0f} {t - t0:8.2f} {rss - m0:7.0f}")
     return 0
 

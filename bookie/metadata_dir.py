@@ -2,6 +2,7 @@
 plan (type and password per ledger) it gives the scanners."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -215,17 +216,31 @@ class MetadataView(Mapping):
         return len(self.near)
 
 
+def sharing(m: LedgerMetadata, shared: dict) -> LedgerMetadata:
+    """``m`` with the values it has in common with ledgers kept before (in ``shared``) as their objects:
+    a cluster's ledgers repeat a few ensembles, bookie ids, digest types, passwords and custom metadata
+    keys and values, which, held once per ledger, are most of a ledger's metadata in memory."""
+    def one(v):
+        return shared.setdefault(v, v)
+
+    custom = one(tuple(one((one(k), one(v))) for k, v in m.custom_metadata))
+    return dataclasses.replace(
+        m, state=one(m.state), digest_type=one(m.digest_type), password=one(m.password), custom_metadata=custom,
+        ensembles=one(tuple(one((first, one(tuple(one(b) for b in members)))) for first, members in m.ensembles)))
+
+
 def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, list[FormatError | DiskError]]:
     """The folder as one bookie's check reads it: streamed once, keeping only the ledgers that place
     entries on ``bookie`` (None: none kept), any other ledger read from its file when asked. Peak
     memory grows with the bookie's ledgers, not the folder's."""
     near: dict[LedgerId, LedgerMetadata] = {}
     errors: list[FormatError | DiskError] = []
+    shared: dict = {}
     for lid, m in read_metadata_files(folder, metadata_names(folder), threads=8):
         if isinstance(m, Exception):
             errors.append(m)
         elif bookie is not None and places_entries_on(m, bookie):
-            near[lid] = m
+            near[lid] = sharing(m, shared)
 
     def lookup(lid: LedgerId) -> LedgerMetadata | None:
         try:

@@ -73,14 +73,15 @@ def blocks(findings: list[Finding]) -> Iterator[tuple[Finding, str | None, Seque
         if not group:
             out.append((cause, group, group))
         group.append(cause)
-    for head, group, under in out:
-        if group is None:
+    for head, same_as_head, under in out:
+        if same_as_head is None:
             yield head, None, under
-        elif len(group) == 1:
+        elif len(same_as_head) == 1:
             yield head, None, ()
         else:
-            text = f"{len(group)} findings: {per_ledger(_entry_pairs(group))}"
-            yield head, f"{head.severity.value.upper():7} {head.code} {head.path or ''}: {text}".replace(" :", ":"), group
+            text = f"{len(same_as_head)} findings: {per_ledger(_entry_pairs(same_as_head))}"
+            line = f"{head.severity.value.upper():7} {head.code} {head.path or ''}: {text}".replace(" :", ":")
+            yield head, line, same_as_head
 
 
 def _summaries(under: Sequence[Finding], head_line: str) -> list[str]:

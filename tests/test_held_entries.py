@@ -126,3 +126,22 @@ def test_pass_7_finds_the_same_with_a_folder_view_as_with_every_ledger_loaded(tm
         assert any(f["code"] == "ORPHAN_LEDGER" for f in got) or keep is None
         viewed.close()
         loaded.close()
+
+
+def test_a_bookie_s_view_shares_what_its_ledgers_metadata_repeat(tmp_path):
+    """The view's metadata equal, field for field and serialized, what each file gives alone; what
+    ledgers repeat (ensembles, bookie ids, passwords, custom keys and values) held once."""
+    from bench.metadata_gen import write_shaped_folder
+    from bkdisk.bookie.metadata_dir import bookie_metadata_dir, read_ledger_file
+    from bkdisk.formats.metadata import serialize_metadata
+    bookies = ["bk-a:3181", "bk-b:3181", "bk-c:3181", "bk-d:3181"]
+    write_shaped_folder(str(tmp_path), 1500, bookies)
+    view, errors = bookie_metadata_dir(str(tmp_path), "bk-a:3181")
+    assert not errors and len(view.near) > 500
+    seen: dict = {}
+    for lid, m in view.near.items():
+        alone = read_ledger_file(str(tmp_path), lid)
+        assert m == alone and serialize_metadata(m) == serialize_metadata(alone)
+        for v in (m.password, *(b for _f, members in m.ensembles for b in members),
+                  *(x for pair in m.custom_metadata for x in pair)):
+            assert seen.setdefault(v, v) is v   # (an equal value met before is the same object)
