@@ -12,15 +12,16 @@ the wrong folder: every ledger it holds is an orphan, a finding each. ``--before
 archive REV | tar -x -C DIR``) run beside this install with metadata, for a change measured in one run.
 
 Measured 2026-12-05 on that bookie (1,194,865 ledgers, 1.82 M entries, an ``.idx`` file a ledger), an
-empty metadata folder, ``--runs 1 --before`` bccd5cb, the machine alone (the page cache holds part of the
-1.19 M index files, so the check's own listing varies):
+empty metadata folder, ``--runs 1 --before`` bccd5cb, the machine alone. The page cache holds part of
+the 1.19 M index files, so the check's own listing varies (the first command of this run met them cold:
+55 s; 23 s in an earlier run); peak RSS is the figure to read:
 
     bookie-fsck ROOT                    s    CPU s  peak MiB       +s    +MiB
-    no metadata                     23.33    22.85       670     0.00       0
-    --metadata-dir                  21.73    23.49       944    -1.60     274
-    --metadata-dir --json           30.91    32.32       961     7.58     292
-    before: --metadata-dir          57.13    60.34      1671    33.79    1001
-    before: --metadata-dir --json   76.53    79.74      1850    53.20    1180
+    no metadata                     55.21    57.98       657     0.00       0
+    --metadata-dir                  19.92    22.64       982   -35.29     325
+    --metadata-dir --json           25.44    28.57       956   -29.77     299
+    before: --metadata-dir          55.46    58.57      1653     0.25     996
+    before: --metadata-dir --json   77.10    80.16      1844    21.89    1187
 
 In-process, pass 7 itself went from 29.7 s to 5.4 s: the entries held per ledger 7.4 s and +470 MB ->
 0.7 s and 105 MB of arrays; three file lookups per orphan (21 s) -> one listing of the folder.
