@@ -60,6 +60,14 @@ def pair_members(scope: np.ndarray, ledger: np.ndarray, among_scope: np.ndarray,
     return out
 
 
+def span_indices(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``first[i] .. first[i] + lengths[i] - 1`` of every i, one after the other (int64)."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    return np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(total, dtype=np.int64)
+
+
 def run_heads(*columns: np.ndarray) -> np.ndarray:
     """Per row, whether it begins a run of rows equal in every column, as (scope, ledger) (a bool mask)."""
     heads = np.ones(len(columns[0]), bool)

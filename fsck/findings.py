@@ -11,6 +11,8 @@ from bkdisk.fsck.problems import PROBLEMS, Problem, Severity
 
 T = TypeVar("T")
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
 class _NoExtra(Mapping[str, Any]):
     """The empty, read-only ``extra`` every finding without further facts shares (one object, pickled as itself)."""
 

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from bkdisk.diskio.distinct import run_heads, run_starts
+from bkdisk.diskio.distinct import distinct, run_heads, run_starts, span_indices
 from bkdisk.formats.ids import LedgerId
 
 COUNT_BATCH = 1 << 20   # entries of ledgers held in several runs counted at once
-_RUN_FIELDS = ("scope", "ledger", "part", "start", "length")
+_RUN_DTYPES = {"scope": np.uint64, "ledger": np.uint64, "part": np.int64, "start": np.int64, "length": np.int64}
 
 
 class HeldEntries:
@@ -25,7 +25,7 @@ class HeldEntries:
 
     def __init__(self) -> None:
         self._parts: list[np.ndarray] = []   # per part: its entry ids, sorted and distinct per ledger
-        self._runs: dict[str, list[np.ndarray]] = {k: [] for k in _RUN_FIELDS}
+        self._runs: dict[str, list[np.ndarray]] = {k: [] for k in _RUN_DTYPES}
         self.scope: np.ndarray = np.zeros(0, np.uint64)
         self.ledger: np.ndarray = np.zeros(0, np.uint64)
         # per ledger: its first run (in run order), and how many it has
@@ -53,14 +53,14 @@ class HeldEntries:
         self._add_runs(scope, ledger, -1, np.zeros(len(ledger), np.int64), np.zeros(len(ledger), np.int64))
 
     def _add_runs(self, scope, ledger, part: int, start, length) -> None:
-        for k, v in zip(_RUN_FIELDS, (scope, ledger, np.full(len(ledger), part, np.int64), start, length)):
-            self._runs[k].append(np.asarray(v, np.uint64 if k in ("scope", "ledger") else np.int64))
+        for (k, dtype), v in zip(_RUN_DTYPES.items(), (scope, ledger, np.full(len(ledger), part), start, length)):
+            self._runs[k].append(np.asarray(v, dtype))
 
     def finish(self) -> HeldEntries:
         """Order the runs by ledger (each ledger's in the order their parts came)."""
         def column(k: str) -> np.ndarray:
             parts, self._runs[k] = self._runs[k], []
-            return np.concatenate(parts) if parts else np.zeros(0, np.uint64 if k in ("scope", "ledger") else np.int64)
+            return np.concatenate(parts) if parts else np.zeros(0, _RUN_DTYPES[k])
 
         scope, ledger = column("scope"), column("ledger")
         order = np.lexsort((ledger, scope))   # (stable: a ledger's runs stay in part order)
@@ -77,9 +77,6 @@ class HeldEntries:
     def __len__(self) -> int:
         return len(self.ledger)
 
-    def lid(self, i: int) -> LedgerId:
-        return LedgerId(int(self.scope[i]), int(self.ledger[i]))
-
     def find(self, lid: LedgerId) -> int:
         """The ledger's row, or -1 when the bookie holds nothing of it."""
         lo = int(np.searchsorted(self.scope, np.uint64(lid.scope), "left"))
@@ -94,10 +91,7 @@ class HeldEntries:
                                                            self._length[f:f + n].tolist()) if m]
         if not got:
             return np.zeros(0, np.int64)
-        if len(got) == 1:
-            return got[0].copy()
-        e = np.sort(np.concatenate(got))
-        return e[run_heads(e)]
+        return got[0].copy() if len(got) == 1 else distinct(np.concatenate(got))
 
     def counts(self) -> np.ndarray:
         """Per ledger, how many distinct entry ids it holds."""
@@ -116,7 +110,7 @@ class HeldEntries:
     def _distinct_counts(self, ledgers: np.ndarray) -> np.ndarray:
         """Distinct ids of each of ``ledgers`` (rows), their runs gathered a part at a time and sorted at once."""
         nruns = self._nruns[ledgers]
-        runs = _spread(self._first[ledgers], nruns)   # the ledgers' runs, in turn
+        runs = span_indices(self._first[ledgers], nruns)   # the ledgers' runs, in turn
         rank = np.repeat(np.arange(len(ledgers)), nruns)
         kept = self._length[runs] > 0
         runs, rank = runs[kept], rank[kept]
@@ -124,7 +118,7 @@ class HeldEntries:
         runs, rank = runs[by_part], rank[by_part]
         part, start, length = self._part[runs], self._start[runs], self._length[runs]
         cuts = [*np.flatnonzero(run_heads(part)).tolist(), len(part)]
-        ids = [self._parts[int(part[a])][_spread(start[a:b], length[a:b])] for a, b in zip(cuts, cuts[1:])]
+        ids = [self._parts[int(part[a])][span_indices(start[a:b], length[a:b])] for a, b in zip(cuts, cuts[1:])]
         out = np.zeros(len(ledgers), np.int64)
         if ids:
             e, k = np.concatenate(ids), np.repeat(rank, length)
@@ -133,17 +127,6 @@ class HeldEntries:
             out += np.bincount(k[run_heads(k, e)], minlength=len(ledgers))
         return out
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(len(self)))
-
-
-def _spread(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices ``starts[j] .. starts[j] + lengths[j] - 1`` of every j, in turn (one array)."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    before = np.cumsum(lengths) - lengths   # where each j's indices begin in the result
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
 
 
 def _batches(rows: np.ndarray, sizes: np.ndarray) -> Iterator[np.ndarray]:

@@ -63,25 +63,25 @@ def blocks(findings: list[Finding]) -> Iterator[tuple[Finding, str | None, Seque
     that follow from a cause are under it; per-entry findings of one code in one file that follow from
     none are one block, said as ledgers and entry ranges. A line that is the head's own ``line()`` is
     None here, made only for the blocks a report lists (a check may find a million orphan ledgers)."""
-    out: list[tuple[Finding, list[Finding] | None, Sequence[Finding]]] = []   # (head, its group if one, under)
+    out: list[tuple[Finding, Sequence[Finding], bool]] = []   # (head, under, whether a group of findings alike)
     same: dict[tuple[str, str | None], list[Finding]] = {}
     for cause, cons in grouped(findings):
         if cons or not _per_entry(cause):
-            out.append((cause, None, cons))
+            out.append((cause, cons, False))
             continue
         group = same.setdefault((cause.code, cause.path), [])
         if not group:
-            out.append((cause, group, group))
+            out.append((cause, group, True))
         group.append(cause)
-    for head, same_as_head, under in out:
-        if same_as_head is None:
+    for head, under, alike in out:
+        if not alike:
             yield head, None, under
-        elif len(same_as_head) == 1:
+        elif len(under) == 1:
             yield head, None, ()
         else:
-            text = f"{len(same_as_head)} findings: {per_ledger(_entry_pairs(same_as_head))}"
+            text = f"{len(under)} findings: {per_ledger(_entry_pairs(under))}"
             line = f"{head.severity.value.upper():7} {head.code} {head.path or ''}: {text}".replace(" :", ":")
-            yield head, line, same_as_head
+            yield head, line, under
 
 
 def _summaries(under: Sequence[Finding], head_line: str) -> list[str]:

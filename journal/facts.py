@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bkdisk.diskio.distinct import span_indices
 from bkdisk.diskio.kernels import be_i32_at
 from bkdisk.formats.entry import V2_MARKER
 from bkdisk.formats.errors import FormatError
@@ -116,7 +117,8 @@ class JournalFacts:
             raise FormatError("a ledger-key record holding its key, as when the journal was scanned",
                               "one that does not (the journal changed since it was scanned)", path=path,
                               offset=int(recs["offset"][is_key][np.argmax(changed)]))
-        keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[_spans(k + KEY_AT, lengths)], np.cumsum(lengths))
+        keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[span_indices(k + KEY_AT, lengths)],
+                 np.cumsum(lengths))
         lacs = np.flatnonzero(~is_key)
         for i, s, l, off, n in zip(lacs.tolist(), recs["scope"][lacs].tolist(), recs["ledger"][lacs].tolist(),
                                    recs["offset"][lacs].tolist(), recs["size"][lacs].tolist()):
@@ -145,14 +147,6 @@ def _read_runs(fd: int, path: str, offsets: list[int], sizes: list[int]) -> np.n
             raise FormatError(f"{n} bytes of ledger-key and explicit-LAC records",
                               f"{len(b)} (the journal is shorter than when it was scanned)", path=path, offset=off)
     return np.frombuffer(b"".join(got), np.uint8)
-
-
-def _spans(first: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices first[i] .. first[i] + lengths[i] - 1 of every i, one after the other."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    return np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
 
 
 class _KeyRecords:

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.distinct import distinct, distinct_rows, members, run_heads, run_starts
+from bkdisk.diskio.distinct import distinct, distinct_rows, members, run_heads, run_starts, span_indices
 
 
 @settings(max_examples=300, deadline=None)
@@ -66,3 +66,12 @@ def test_distinct_rows_are_np_unique_of_the_rows_as_records(rows):
     assert list(zip(*(c.tolist() for c in got))) == want.tolist()
     assert [c.dtype for c in got] == [c.dtype for c in cols]
     assert inverse.tolist() == want_inverse.reshape(-1).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 5)), max_size=30))
+def test_span_indices_are_each_span_in_turn(spans):
+    first = np.array([s[0] for s in spans], np.int64)
+    lengths = np.array([s[1] for s in spans], np.int64)
+    got = span_indices(first, lengths)
+    assert got.dtype == np.int64 and got.tolist() == [f + j for f, n in spans for j in range(n)]

@@ -34,7 +34,7 @@ def test_rows_added_in_parts_give_each_ledgers_distinct_entries(rows, parts, emp
     for s, lg, e in rows:
         want.setdefault(LedgerId(s, lg), set()).add(e)
     order = sorted(want)
-    assert [held.lid(i) for i in range(len(held))] == order
+    assert [LedgerId(s, lg) for s, lg in zip(held.scope.tolist(), held.ledger.tolist())] == order
     for i, lid in enumerate(order):
         ids = held.ids(i)
         assert ids.dtype == np.int64 and ids.tolist() == sorted(want[lid])

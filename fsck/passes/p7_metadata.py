@@ -78,7 +78,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     # A view that can list the ledgers it has (a folder) tells the orphans at once; the others are asked one by one.
     known = md.known(held.scope, held.ledger) if isinstance(md, MetadataView) else None
     orphan_details: dict[int, str] = {}
-    for i, scope, ledger, n in zip(range(len(held)), held.scope.tolist(), held.ledger.tolist(), counts.tolist()):
+    for i, (scope, ledger, n) in enumerate(zip(held.scope.tolist(), held.ledger.tolist(), counts.tolist())):
         m = None if known is not None and not known[i] else md.get(LedgerId(scope, ledger))
         if m is None:
             detail = orphan_details.get(n)   # (one string per count, not per ledger: a million orphans share a few)
