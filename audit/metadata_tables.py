@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 from bkdisk.audit.arrow_no_pandas import arrow_without_pandas
 from bkdisk.audit.errors import AuditError, first_line
 from bkdisk.audit.metadata_source import ClosedEmpty, MetadataSource, read_chunk, write_chunks
-from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on, sharing
+from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
+from bkdisk.bookie.near_ledgers import NearLedgers
 from bkdisk.formats.ids import LedgerId, to_signed64
 
 if TYPE_CHECKING:
@@ -188,8 +189,7 @@ def known_keys(spark, mt: MetadataTables):
 
 def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):
     """In a disk's task: the ledgers that place entries on ``bookie``, any other looked up in the source."""
-    near: dict[LedgerId, LedgerMetadata] = {}
-    shared: dict = {}
+    near = NearLedgers()
     d = bookie_folder(near_dir, bookie)
     names = sorted(n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".")) \
         if os.path.isdir(d) else []
@@ -197,5 +197,5 @@ def bookie_metadata(near_dir: str, bookie: str, source: MetadataSource):
         t = pq.read_table(os.path.join(d, n))
         for sc, lg, blob in zip(t["ledger_scope"].to_pylist(), t["ledger_id"].to_pylist(),
                                 t["metadata"].to_pylist(), strict=True):
-            near[LedgerId(sc & 0xFFFF_FFFF_FFFF_FFFF, lg & 0xFFFF_FFFF_FFFF_FFFF)] = sharing(pickle.loads(blob), shared)
+            near.add(LedgerId(sc & 0xFFFF_FFFF_FFFF_FFFF, lg & 0xFFFF_FFFF_FFFF_FFFF), pickle.loads(blob))
     return MetadataView(near, source.lookup)

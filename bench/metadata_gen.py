@@ -116,6 +116,64 @@ def write_shaped_folder(folder: str, count: int, bookies: list[str], seed: int =
             os.close(fd)
 
 
+def write_matching_folder(root: str, folder: str, topics: int = 20_000, processes: int = 2) -> int:
+    """The metadata of every ledger the bookie under ``root`` holds, as ``<hex id>.bin`` in ``folder``:
+    closed at its last entry held, its length the sum of its payloads, its digest type the one its
+    entries verify as, password PASSWORD, an ensemble of 3 with this bookie in it (Qw 3: every entry
+    here), a topic's custom metadata (``topics`` topics, as a Pulsar cluster's managed ledgers). The
+    ledgers' facts come from ``bkdisk inventory --parquet`` of the bookie. Returns the ledgers written."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bkdisk.bookie.layout import bookie_id_of, discover
+    me = bookie_id_of(discover(root))
+    os.makedirs(folder, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bkdisk-matching-", dir=os.path.dirname(os.path.abspath(folder))) as tmp:
+        rows = os.path.join(tmp, "rows.parquet")
+        bkdisk = os.path.join(os.path.dirname(sys.executable), "bkdisk")
+        subprocess.run([bkdisk, "inventory", root, "--parquet", rows], check=True, stdout=subprocess.DEVNULL)
+        t = pq.read_table(rows, columns=["scope", "ledger", "entry", "payload_len", "digest_type"])
+        g = t.group_by(["scope", "ledger", "digest_type"]).aggregate([("entry", "max"), ("payload_len", "sum")])
+        facts = os.path.join(tmp, "ledgers.parquet")
+        pq.write_table(pa.table({"scope": g["scope"], "ledger": g["ledger"], "last": g["entry_max"],
+                                 "length": g["payload_len_sum"], "digest_type": g["digest_type"]}), facts)
+        n = len(g)
+        jobs = [(facts, folder, me, topics, lo, min(n, lo + 100_000)) for lo in range(0, n, 100_000)]
+        from multiprocessing import Pool
+        with Pool(processes) as pool:
+            return sum(pool.imap_unordered(_write_matching, jobs))
+
+
+def _write_matching(job: tuple[str, str, str, int, int, int]) -> int:
+    import pyarrow.parquet as pq
+
+    from bench.bulk_bookie import PASSWORD
+    from bkdisk.formats.ids import LedgerId
+    from bkdisk.formats.ledger_metadata import LedgerMetadata
+    from bkdisk.formats.metadata import serialize_metadata
+    facts, folder, me, topics, lo, hi = job
+    t = pq.read_table(facts).slice(lo, hi - lo).to_pydict()
+    others = ("10.0.0.2:3181", "10.0.0.3:3181", "10.0.0.4:3181")
+    for scope, ledger, last, length, dtype in zip(t["scope"], t["ledger"], t["last"], t["length"], t["digest_type"]):
+        lid = LedgerId(scope, ledger)
+        topic = ledger % topics
+        md = LedgerMetadata(format_version=3, write_quorum=3, ensemble_size=3, ack_quorum=2, length=length,
+                            last_entry_id=last, state="CLOSED",
+                            ensembles=((0, (me, others[topic % 3], others[(topic + 1) % 3])),), digest_type=dtype,
+                            password=PASSWORD, ctime=1_700_000_000_000 + ledger % 10**9, ctoken=0,
+                            custom_metadata=(("application", b"pulsar"), ("component", b"managed-ledger"),
+                                             ("pulsar/managed-ledger",
+                                              f"public/default/persistent/topic-{topic}".encode())))
+        stem = lid.qualified_name if scope else f"{ledger:x}"
+        with open(os.path.join(folder, stem + ".bin"), "wb") as f:
+            f.write(serialize_metadata(md))
+    return hi - lo
+
+
 def write_sqlite(path: str, count: int, first_id: int, bookies: list[str], batch: int = 100_000) -> None:
     from bkdisk.metaservice.sqlite_store import SqliteStore, _k
     SqliteStore(path).close()   # the store's own schema

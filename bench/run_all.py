@@ -31,7 +31,8 @@ BENCHES = {
     "header-reads": ("bench.header_reads_bench", "a light check's reads (a page per entry header) vs every byte, "
                                                  "cold, and scan-disk --state light vs --deep-all"),
     "metadata-pass": ("bench.metadata_pass_bench", "bookie-fsck with --metadata-dir (pass 7) vs without, on a "
-                                                   "bookie of a million ledgers whose metadata is lost"),
+                                                   "bookie of a million ledgers whose metadata is lost (--matched: "
+                                                   "all of it)"),
     "salvage": ("bench.salvage_bench", "bkdisk salvage of many small ledgers over 8 disks vs the audit of them"),
     "bulk-read": ("bench.bulk_read_bench", "a million ledgers streamed through ReadLedgers vs the store read directly"),
     "metadata-import": ("bench.metadata_import_bench", "metadata import of a million ledgers (SQLite, ZooKeeper) vs "

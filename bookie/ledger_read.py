@@ -113,14 +113,13 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
     done = done if done is not None else LedgerRead()
     if last is None and metadata is not None and metadata.is_closed:
         last = metadata.last_entry_id
-    plan = DigestPlan()
     key = (lid.scope, lid.ledger)
+    known = {}
     if metadata is not None and metadata.digest_type is not None:
-        plan.known[key] = DigestType.parse(metadata.digest_type)
+        known[key] = DigestType.parse(metadata.digest_type)
     if metadata is not None and metadata.password is not None:
-        plan.passwords[key] = metadata.password
-    elif password is not None:
-        plan.passwords[key] = password
+        password = metadata.password
+    plan = DigestPlan(known=known, passwords={key: password} if password is not None else {})
     state = _Lengths()
     with ExitStack() as stack:
         reader = CopyReader()

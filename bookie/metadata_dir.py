@@ -2,7 +2,6 @@
 plan (type and password per ledger) it gives the scanners."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -168,7 +167,7 @@ class MetadataView(Mapping):
     ``listed`` streams the (scope, ledger) of every ledger that has metadata, where the view can tell
     them: ``known`` then answers for many ledgers at once, none of them looked up or kept."""
 
-    def __init__(self, near: dict[LedgerId, LedgerMetadata],
+    def __init__(self, near: Mapping[LedgerId, LedgerMetadata],
                  lookup: Callable[[LedgerId], LedgerMetadata | None] | None = None,
                  listed: Callable[[], Iterator[tuple[int, int]]] | None = None):
         self.near, self.lookup, self.listed = near, lookup, listed
@@ -191,6 +190,11 @@ class MetadataView(Mapping):
         while len(batch := np.fromiter(itertools.islice(it, LISTED_BATCH), pair)):
             out |= pair_members(scope, ledger, batch["scope"], batch["ledger"])
         return out
+
+    def key_columns(self):
+        """The held ledgers' (scope, ledger) columns where they are held as columns, else None."""
+        columns = getattr(self.near, "key_columns", None)
+        return None if columns is None else columns()
 
     def _get(self, lid: LedgerId) -> LedgerMetadata | None:
         m = self.near.get(lid)
@@ -216,31 +220,38 @@ class MetadataView(Mapping):
         return len(self.near)
 
 
-def sharing(m: LedgerMetadata, shared: dict) -> LedgerMetadata:
-    """``m`` with the values it has in common with ledgers kept before (in ``shared``) as their objects:
-    a cluster's ledgers repeat a few ensembles, bookie ids, digest types, passwords and custom metadata
-    keys and values, which, held once per ledger, are most of a ledger's metadata in memory."""
-    def one(v):
-        return shared.setdefault(v, v)
-
-    custom = one(tuple(one((one(k), one(v))) for k, v in m.custom_metadata))
-    return dataclasses.replace(
-        m, state=one(m.state), digest_type=one(m.digest_type), password=one(m.password), custom_metadata=custom,
-        ensembles=one(tuple(one((first, one(tuple(one(b) for b in members)))) for first, members in m.ensembles)))
+def each_metadata(md: Mapping[LedgerId, LedgerMetadata], scope, ledger, batch: int = 1 << 16
+                  ) -> Iterator[LedgerMetadata | None]:
+    """``md.get`` of each (scope, ledger) row (uint64 arrays), in order: of a view whose ledgers are held
+    as columns, those found a batch at a time (a binary search each, no lookup of its own), the others
+    asked one by one."""
+    from bkdisk.bookie.near_ledgers import NearLedgers
+    near = md.near if isinstance(md, MetadataView) else md
+    if not isinstance(near, NearLedgers):
+        for s, led in zip(scope.tolist(), ledger.tolist()):
+            yield md.get(LedgerId(s, led))
+        return
+    at = near.positions(scope, ledger)
+    for lo in range(0, len(at), batch):
+        part = at[lo:lo + batch]
+        found = iter(near.metadata_at(part[part >= 0]))
+        for i, s, led in zip(part.tolist(), scope[lo:lo + batch].tolist(), ledger[lo:lo + batch].tolist()):
+            yield next(found) if i >= 0 else md.get(LedgerId(s, led))
 
 
 def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, list[FormatError | DiskError]]:
     """The folder as one bookie's check reads it: streamed once, keeping only the ledgers that place
     entries on ``bookie`` (None: none kept), any other ledger read from its file when asked. Peak
     memory grows with the bookie's ledgers, not the folder's."""
-    near: dict[LedgerId, LedgerMetadata] = {}
+    # (numpy: loaded by a command that reads metadata)
+    from bkdisk.bookie.near_ledgers import NearLedgers
+    near = NearLedgers()
     errors: list[FormatError | DiskError] = []
-    shared: dict = {}
     for lid, m in read_metadata_files(folder, metadata_names(folder), threads=8):
         if isinstance(m, Exception):
             errors.append(m)
         elif bookie is not None and places_entries_on(m, bookie):
-            near[lid] = sharing(m, shared)
+            near.add(lid, m)
 
     def lookup(lid: LedgerId) -> LedgerMetadata | None:
         try:
@@ -283,10 +294,29 @@ def load_metadata_dir(folder: str) -> tuple[dict[LedgerId, LedgerMetadata], list
 
 def digest_plan(md: Mapping[LedgerId, LedgerMetadata]):
     """The scanners' DigestPlan: digest type and password per ledger where the metadata has them;
-    the scanner sniffs the rest."""
+    the scanner sniffs the rest. Ledgers held as columns (NearLedgers) give columns, a value per shape."""
+    from bkdisk.bookie.near_ledgers import NearLedgers
     from bkdisk.digests.plan import DigestPlan
     from bkdisk.formats.digests import DigestType
+    near = md.near if isinstance(md, MetadataView) else md
+    if isinstance(near, NearLedgers):
+        types = near.per_shape(lambda m: None if m.digest_type is None else DigestType.parse(m.digest_type))
+        return DigestPlan(known=_per_ledger(near, types), passwords=_per_ledger(near, near.per_shape(
+            lambda m: m.password)))
     known = {(lid.scope, lid.ledger): DigestType.parse(m.digest_type) for lid, m in md.items()
              if m.digest_type is not None}
     passwords = {(lid.scope, lid.ledger): m.password for lid, m in md.items() if m.password is not None}
     return DigestPlan(known=known, passwords=passwords)
+
+
+def _per_ledger(near, per_shape: list):
+    """Each ledger's value of ``per_shape`` (a value per shape; None: none) in NearLedgers ``near``, as
+    a LedgerValues."""
+    import numpy as np
+
+    from bkdisk.digests.ledger_values import LedgerValues
+    numbers: dict = {}
+    of_shape = np.array([-1 if v is None else numbers.setdefault(v, len(numbers)) for v in per_shape], np.int64)
+    number = of_shape[near.shape] if len(of_shape) else np.zeros(0, np.int64)
+    keep = number >= 0
+    return LedgerValues(near.scope[keep], near.ledger[keep], number[keep], list(numbers))

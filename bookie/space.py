@@ -31,7 +31,7 @@ from bkdisk.bookie.gc_policy import (
 )
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
-from bkdisk.bookie.metadata_dir import over_replicated
+from bkdisk.bookie.metadata_dir import each_metadata, over_replicated
 from bkdisk.bookie.space_rows import per_ledger, per_topic
 from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
@@ -266,18 +266,23 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
     (ugroup, uscope, uledger), inv = distinct_rows(group, scope, ledger)
 
-    # One state per (group, ledger): Python work per ledger, not per entry.
-    states, metas = [], []
-    for g, s, l in zip(ugroup.tolist(), uscope.tolist(), uledger.tolist(), strict=True):
-        lid = LedgerId(s, l)
-        m = md.get(lid)
-        metas.append(m)
+    # One state per (group, ledger): Python work per ledger, not per entry. Of each ledger's metadata only
+    # what the rows show is kept (its state, creation time, topic), not the metadata itself.
+    states, md_states, ctimes, topics = [], [], [], []
+    topic_names: dict = {}   # custom metadata -> its topic (one string a topic, however many ledgers)
+    never = np.iinfo(np.int64).max
+    for g, s, l, m in zip(ugroup.tolist(), uscope.tolist(), uledger.tolist(), each_metadata(md, uscope, uledger),
+                          strict=True):
         states.append(ledger_state((s, l) in groups[g] if g < len(groups) else False, m, bookie_id, settings, with_md))
+        md_states.append(None if m is None else m.state)
+        ctimes.append(never if m is None or m.ctime is None else m.ctime)
+        if m is not None and m.custom_metadata not in topic_names:
+            topic_names[m.custom_metadata] = topic_of(m.custom_metadata)
+        topics.append(None if m is None else topic_names[m.custom_metadata])
     ustate = np.array([STATES.index(x) for x in states], np.int8)
     live = ustate[inv] == 0 if len(inv) else np.zeros(0, bool)
     # Oldest: the earliest creation time metadata gives, then the lowest id.
-    ctime = np.array([m.ctime if (m is not None and m.ctime is not None) else np.iinfo(np.int64).max
-                      for m in metas], np.int64)
+    ctime = np.array(ctimes, np.int64)
     rank = np.empty(len(uledger), np.int64)
     rank[np.lexsort((uledger, uscope, ctime))] = np.arange(len(uledger))
 
@@ -291,7 +296,6 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     current = current_logs(logs)
     actions = log_actions(live_bytes, total, live_ledgers, current, settings)
     u = usage(live_bytes, total)
-    topics = [topic_of(m.custom_metadata) if m is not None else None for m in metas]
 
     log_rows = []
     for i, lg in enumerate(logs):
@@ -308,15 +312,19 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     old = ~current   # logs a collection pass considers
     sole = old & (live_ledgers == 1)   # deleting its one live ledger frees the whole log
     sizes = np.array([lg.size for lg in logs], np.int64)
-    ledger_rows = per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, LIVE, metas, topics,
+    ledger_rows = per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, LIVE, md_states, topics,
                              old, sole, sizes, bookie_id)
 
     topic_rows = per_topic(ledger_rows, live, log_of, inv, topics, old, sizes, bookie_id)
     rocks = None
     if dirs.storage_kind == "rocksdb":   # per dir: the ledgers its index holds that the collector keeps
         from bkdisk.bookie.db_space import rocksdb_space
-        kept = [{l for s, l in g if ledger_state(True, md.get(LedgerId(s, l)), bookie_id, settings, with_md) == LIVE}
-                for g in groups]
+        kept = []
+        for g in groups:
+            pairs = list(g)
+            ids = [np.array([p[k] for p in pairs], np.uint64) for k in (0, 1)]
+            kept.append({p[1] for p, m in zip(pairs, each_metadata(md, ids[0], ids[1]))
+                         if ledger_state(True, m, bookie_id, settings, with_md) == LIVE})
         rocks = rocksdb_space(dirs, kept, warnings)
     summary = _summary(dirs, bookie_id, log_rows, ledger_rows, settings, metadata_from, with_md, warnings, top,
                        rocks)

@@ -21,12 +21,12 @@ def _sums(group: np.ndarray, n: int):
     return total
 
 
-def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_state: str, metas, topics, old, sole,
+def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_state: str, md_states, topics, old, sole,
                sizes, bookie_id) -> list[dict[str, Any]]:
     """One row per ledger (across groups, DbLedgerStorage's dirs: in the state of its first,
     ``live_state`` where any keeps it), its logs in the order of its rows; the ledgers freeing most
-    first. ``inv``: each row's (group, ledger), whose state, metadata and topic are ``states``,
-    ``metas``, ``topics``."""
+    first. ``inv``: each row's (group, ledger), whose state, metadata's state and topic are ``states``,
+    ``md_states``, ``topics``."""
     if len(ledger) == 0:
         return []
     (uscope, uledger), per = distinct_rows(scope, ledger)
@@ -46,11 +46,10 @@ def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_stat
     log_at = log_of[order].tolist()
     rows = []
     for j, (k, a, b) in enumerate(zip(first.tolist(), starts.tolist(), ends.tolist(), strict=True)):
-        m = metas[k]
         rows.append({
             "kind": "ledger", "bookie_id": bookie_id, "ledger": str(LedgerId(int(uscope[j]), int(uledger[j]))),
             "state": live_state if any_live[j] else states[k],
-            "metadata_state": None if m is None else m.state, "topic": topics[k], "bytes": nb[j],
+            "metadata_state": md_states[k], "topic": topics[k], "bytes": nb[j],
             "live_bytes": lb[j], "garbage_bytes": nb[j] - lb[j],
             "logs": [{"ledger_dir": refs[i][0], "log_id": refs[i][1]} for i in log_at[a:b]],
             "pinned_logs": pinned_n[j], "sole_logs": sole_n[j], "frees_bytes": frees_b[j]})

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from bkdisk.digests.decision_table import DecisionTable, LedgerKey
+from bkdisk.digests.ledger_values import LedgerValues
 from bkdisk.diskio import config
 from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, mac_key
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
@@ -44,8 +46,9 @@ class DigestPlan:
     EntryLogScanArrays (``verify_entry_digests`` with this plan on those entries does it for any entry array).
     """
 
-    known: dict[LedgerKey, DigestType] = field(default_factory=dict)
-    passwords: dict[LedgerKey, bytes] = field(default_factory=dict)
+    # (dicts, or LedgerValues: a million ledgers' metadata as columns)
+    known: Mapping[LedgerKey, DigestType] = field(default_factory=dict)
+    passwords: Mapping[LedgerKey, bytes] = field(default_factory=dict)
     sniff: bool = True
     max_samples: int = 64
     force: DigestType | None = None
@@ -82,7 +85,9 @@ class DigestPlan:
         """``known`` for scope 0 as arrays: sorted ledger ids, type codes."""
         return self._table("known", self.known, int)
 
-    def _table(self, name: str, d: dict, value) -> tuple[np.ndarray, np.ndarray]:
+    def _table(self, name: str, d: Mapping, value) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(d, LedgerValues):
+            return d.scope0_table(value)
         cached = self._tables.get(name)
         if cached is not None and cached[:2] == (id(d), len(d)):
             return cached[2]

@@ -45,18 +45,27 @@ def members(values: np.ndarray, among: np.ndarray) -> np.ndarray:
 def pair_members(scope: np.ndarray, ledger: np.ndarray, among_scope: np.ndarray, among_ledger: np.ndarray
                  ) -> np.ndarray:
     """Per (scope, ledger) row (uint64 columns), whether it is one of the ``among`` rows (any order,
-    repeats allowed): both sets sorted together once, an ``among`` row first in each run of equal rows."""
-    n = len(ledger)
+    repeats allowed)."""
+    return pair_positions(scope, ledger, among_scope, among_ledger) >= 0
+
+
+def pair_positions(scope: np.ndarray, ledger: np.ndarray, among_scope: np.ndarray, among_ledger: np.ndarray
+                   ) -> np.ndarray:
+    """Per (scope, ledger) row (uint64 columns), the index of an equal row of ``among`` (any order; of
+    repeats, the first), or -1: both sets sorted together once, ``among``'s rows first in each run of
+    equal rows (one sort, whatever the number of scopes)."""
+    n, k = len(ledger), len(among_ledger)
     s = np.concatenate([np.asarray(among_scope, np.uint64), np.asarray(scope, np.uint64)])
     led = np.concatenate([np.asarray(among_ledger, np.uint64), np.asarray(ledger, np.uint64)])
     asked = np.zeros(len(s), bool)
-    asked[len(s) - n:] = True
-    order = np.lexsort((asked, led, s))
+    asked[k:] = True
+    order = np.lexsort((asked, led, s))   # (stable: repeats of ``among`` in their order)
     heads = run_heads(s[order], led[order])
-    found = ~asked[order][heads][np.cumsum(heads) - 1]   # (the run's first row is an ``among`` row when it has one)
-    out = np.zeros(n, bool)
+    head = order[heads][np.cumsum(heads) - 1]   # per sorted row, its run's first row: an ``among`` row when it has one
+    out = np.full(n, -1, np.int64)
     mine = asked[order]
-    out[order[mine] - (len(s) - n)] = found[mine]
+    found = head[mine]
+    out[order[mine] - k] = np.where(found < k, found, -1)
     return out
 
 

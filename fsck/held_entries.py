@@ -107,6 +107,27 @@ class HeldEntries:
             out[batch] = self._distinct_counts(batch)
         return out
 
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per ledger, the least and the greatest entry id it holds (0 and -1 for a ledger held with none)."""
+        first_id = np.zeros(len(self._length), np.int64)
+        last_id = np.zeros(len(self._length), np.int64)
+        runs = np.flatnonzero(self._length > 0)
+        runs = runs[np.argsort(self._part[runs], kind="stable")]   # a part's runs together
+        part = self._part[runs]
+        cuts = [*np.flatnonzero(run_heads(part)).tolist(), len(part)]
+        for a, b in zip(cuts, cuts[1:]):   # (each run's ids ascend: its first and last are its bounds)
+            rows, ids = runs[a:b], self._parts[int(part[a])]
+            first_id[rows] = ids[self._start[rows]]
+            last_id[rows] = ids[self._start[rows] + self._length[rows] - 1]
+        if not len(self):
+            return first_id, last_id
+        some = self._length > 0
+        lo = np.minimum.reduceat(np.where(some, first_id, np.iinfo(np.int64).max), self._first)
+        hi = np.maximum.reduceat(np.where(some, last_id, np.iinfo(np.int64).min), self._first)
+        none = lo > hi
+        lo[none], hi[none] = 0, -1
+        return lo, hi
+
     def _distinct_counts(self, ledgers: np.ndarray) -> np.ndarray:
         """Distinct ids of each of ``ledgers`` (rows), their runs gathered a part at a time and sorted at once."""
         nruns = self._nruns[ledgers]

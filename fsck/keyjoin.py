@@ -83,8 +83,12 @@ class KeySet:
 
 
 def ledger_set(lids) -> KeySet:
-    """A KeySet of ledgers: of (scope, ledger) pairs (LedgerIds), or of a LedgerKeys table's columns."""
+    """A KeySet of ledgers: of (scope, ledger) pairs (LedgerIds), of a LedgerKeys table's columns, or of
+    the ledgers of metadata held as columns (``key_columns``: bookie.near_ledgers)."""
     if isinstance(lids, LedgerKeys):
         return KeySet(list(lids.columns()))
+    columns = getattr(lids, "key_columns", None)
+    if columns is not None and (got := columns()) is not None:
+        return KeySet(list(got))
     lids = list(lids)
     return KeySet([np.array([l[0] for l in lids], np.uint64), np.array([l[1] for l in lids], np.uint64)])

@@ -3,7 +3,8 @@
 streaming bulk read, any other ledger read with one Read when a check asks for it."""
 from __future__ import annotations
 
-from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on, sharing
+from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
+from bkdisk.bookie.near_ledgers import NearLedgers
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
 from bkdisk.formats.metadata import parse_metadata
@@ -30,14 +31,13 @@ def read_ledger(target: str, lid: LedgerId, **client_kw) -> LedgerMetadata | Non
 def bookie_view(target: str, bookie: str | None, **client_kw) -> MetadataView:
     """Every ledger read once (one bulk read), those that place entries on ``bookie`` kept."""
     client = MetadataClient(target, **client_kw)
-    near: dict[LedgerId, LedgerMetadata] = {}
-    shared: dict = {}
+    near = NearLedgers()
     try:
         for page in client.read_ledgers():
             for x in page:
                 m = x.parse(f"{target}: ")
                 if bookie is not None and places_entries_on(m, bookie):
-                    near[x.key] = sharing(m, shared)
+                    near.add(x.key, m)
     finally:
         client.close()
     return MetadataView(near, lambda lid: read_ledger(target, lid, **client_kw))

@@ -102,7 +102,8 @@ def test_ledger_and_topic_rows_equal_those_built_row_by_row(rows, picks, topic_n
     sizes = np.array([(1 << 53) + 1 + i for i in range(6)], np.int64)   # (freed bytes summed exactly too)
     args = (logs, scope, ledger, nbytes, log_of, inv, live)
     want_l, want_t = _by_row(*args, states, metas, topics, old_a, sole_a, sizes, "bk:3181")
-    got_l = per_ledger(*args, states, LIVE, metas, topics, old_a, sole_a, sizes, "bk:3181")
+    got_l = per_ledger(*args, states, LIVE, [None if m is None else m.state for m in metas], topics, old_a, sole_a,
+                       sizes, "bk:3181")
     assert got_l == want_l
     assert all(type(r["bytes"]) is int and type(r["frees_bytes"]) is int for r in got_l)
     assert per_topic(got_l, live, log_of, inv, topics, old_a, sizes, "bk:3181") == want_t

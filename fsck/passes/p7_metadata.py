@@ -66,20 +66,56 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                       extra={"skipped": "no ledger metadata given"})
         return
     # (imported here: a check without metadata loads none of the metadata formats)
-    from bkdisk.bookie.metadata_dir import MetadataView, over_replicated
-    from bkdisk.formats.ledger_metadata import bookkeeper_refusal
+    from bkdisk.bookie.metadata_dir import MetadataView
 
     held = held_entries(ctx)
-    counts = held.counts()
     me = bookie_id_of(ctx.dirs)
-    # Metadata BookKeeper's client refuses to build: no reader of the ledger gets past opening it, and
-    # what it says of ensembles and quorums places no entry for sure.
+    near = _near(md)
+    at = near.positions(held.scope, held.ledger)   # each held ledger's row among the near ones, or -1
+    # A view that can list the ledgers it has (a folder) tells the orphans at once; the others are asked
+    # one by one. Only the ledgers held that are not near are asked about.
+    far = np.flatnonzero(at < 0)
+    known = None
+    if isinstance(md, MetadataView) and len(far):
+        known_far = md.known(held.scope[far], held.ledger[far])
+        if known_far is not None:
+            known = np.ones(len(held), bool)
+            known[far] = known_far
     unloadable: set[LedgerId] = set()
-    # A view that can list the ledgers it has (a folder) tells the orphans at once; the others are asked one by one.
-    known = md.known(held.scope, held.ledger) if isinstance(md, MetadataView) else None
+    counts = held.counts()
+    yield from _held_ledgers(md, near, held, counts, at, known, me, unloadable)
+    if me is None:
+        return
+    yield from _missing_entries(near, held, counts, at, me, unloadable)
+
+
+def _near(md):
+    """The ledgers iterating ``md`` gives, as columns (bookie.near_ledgers)."""
+    from bkdisk.bookie.metadata_dir import MetadataView
+    from bkdisk.bookie.near_ledgers import NearLedgers
+    got = md.near if isinstance(md, MetadataView) else md
+    return got if isinstance(got, NearLedgers) else NearLedgers.of(got)
+
+
+def _held_ledgers(md, near, held: HeldEntries, counts: np.ndarray, at: np.ndarray, known: np.ndarray | None,
+                  me: str | None, unloadable: set[LedgerId]) -> Iterator[Finding]:
+    """Each ledger held that metadata does not know (an orphan), that BookKeeper's client cannot load,
+    or that is over-replicated here; a near ledger is told by its shape, without building its metadata."""
+    from bkdisk.bookie.metadata_dir import over_replicated
+    from bkdisk.formats.ledger_metadata import bookkeeper_refusal
+
+    flagged = np.array(near.per_shape(lambda m: bookkeeper_refusal(m) is not None or
+                                      (me is not None and over_replicated(m, me))), bool)
+    look = at < 0
+    if len(flagged):
+        look[~look] = flagged[near.shape[at[~look]]]
     orphan_details: dict[int, str] = {}
-    for i, (scope, ledger, n) in enumerate(zip(held.scope.tolist(), held.ledger.tolist(), counts.tolist())):
-        m = None if known is not None and not known[i] else md.get(LedgerId(scope, ledger))
+    for i in np.flatnonzero(look).tolist():
+        scope, ledger, n = int(held.scope[i]), int(held.ledger[i]), int(counts[i])
+        if at[i] >= 0:
+            m = near.metadata(int(at[i]))
+        else:
+            m = None if known is not None and not known[i] else md.get(LedgerId(scope, ledger))
         if m is None:
             detail = orphan_details.get(n)   # (one string per count, not per ledger: a million orphans share a few)
             if detail is None:
@@ -92,20 +128,59 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(Code.LEDGER_OVER_REPLICATED, scope=scope, ledger=ledger,
                           detail=f"{n} entries; garbage: the collector's over-replicated check "
                                  f"(gcOverreplicatedLedgerWaitTime > 0, a day by default) removes them")
-    if me is None:
-        return
-    for lid, m in sorted(md.items()):
+
+
+def _whole_span(m, me: str) -> tuple[int, int] | None:
+    """Where the entries ``m`` places all on ``me`` begin (its first ensemble's first entry), and the
+    entry they run to at least (the one before its last ensemble's first: an ensemble change follows
+    entries written), when it places every entry from there on ``me`` (``me`` in every ensemble, the
+    write quorum the whole ensemble) and BookKeeper's client loads it; else None."""
+    from bkdisk.formats.ledger_metadata import bookkeeper_refusal
+    if bookkeeper_refusal(m) is not None or not all(me in e and m.write_quorum >= len(e) for _f, e in m.ensembles):
+        return None
+    if m.ensembles[0][0] < 0:   # (no entry id is negative: and a span from -2^63 overflows int64)
+        return None
+    return m.ensembles[0][0], m.ensembles[-1][0] - 1
+
+
+def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray, me: str,
+                     unloadable: set[LedgerId]) -> Iterator[Finding]:
+    """Each near ledger's entries this bookie should hold and does not, in ledger order. A ledger whose
+    every entry is placed here and whose held ids are exactly its range is passed over without a step
+    of its own (the ids' count and bounds say so); the others are compared entry by entry."""
+    from bkdisk.formats.ledger_metadata import bookkeeper_refusal
+
+    n = len(near)
+    row = np.full(n, -1, np.int64)   # each near ledger's row among the held ones, or -1
+    row[at[at >= 0]] = np.flatnonzero(at >= 0)
+    spans = near.per_shape(lambda m: _whole_span(m, me))
+    closed = np.array(near.per_shape(lambda m: m.state == "CLOSED"), bool)
+    whole = np.array([s is not None for s in spans], bool)
+    start = np.array([s[0] if s is not None else 0 for s in spans], np.int64)
+    at_least = np.array([s[1] if s is not None else 0 for s in spans], np.int64)
+    lo, hi = held.bounds()
+    if n and len(held):
+        k, h, has = near.shape, np.maximum(row, 0), row >= 0
+        last = np.maximum(np.where(closed[k], near.last, np.where(has, hi[h], -1)), at_least[k])
+        none = last < start[k]   # (not ``want == 0``: ``want`` wraps for a last entry id near 2^63)
+        want = last - start[k] + 1
+        exact = has & (counts[h] == want) & (lo[h] >= start[k]) & (hi[h] <= last)
+        done = whole[k] & (none | exact)
+    else:
+        done = np.zeros(n, bool)
+    for r in np.flatnonzero(~done).tolist():
+        lid, m = LedgerId(int(near.scope[r]), int(near.ledger[r])), near.metadata(r)
         if lid in unloadable:
             continue
         if (why := bookkeeper_refusal(m)) is not None:
             yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
             continue
-        i = held.find(lid)
+        i = int(row[r])
         have = held.ids(i) if i >= 0 else np.zeros(0, np.int64)
         # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
-        last = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
-        want = expected_entries(m, me, last)
-        missing = want[~members(want, have)]   # (both sorted and distinct)
+        last_entry = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
+        want_ids = expected_entries(m, me, last_entry)
+        missing = want_ids[~members(want_ids, have)]   # (both sorted and distinct)
         if len(missing) == 0:
             continue
         if len(missing) > 20:
