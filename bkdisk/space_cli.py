@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from bkdisk.bookie.layout import LayoutError, discover, from_conf
+from bkdisk.bookie.layout import LayoutError, bookie_id_of, discover, from_conf
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.output import warn
 from bkdisk.commandline.runner import one_line_errors
@@ -19,22 +19,21 @@ layout_pass = lazy_import("bkdisk.fsck.passes.p1_layout")
 metadata_dir_reader = lazy_import("bkdisk.bookie.metadata_dir")
 bookie_space = lazy_import("bkdisk.bookie.space")
 metadata_client = lazy_import("bkdisk.metaservice.client")
+service_view = lazy_import("bkdisk.metaservice.bookie_view")
 token_source = lazy_import("bkdisk.metaservice.token_source")
 orjson = lazy_import("orjson")
 
-def _metadata(metadata_dir: str | None, url: str | None) -> tuple[dict | None, str | None]:
+def _metadata(metadata_dir: str | None, url: str | None, bookie: str | None):
+    """The ledger metadata as the bookie's accounting asks for it (bookie.metadata_dir.MetadataView: the
+    ledgers that place entries on ``bookie`` held as columns, any other read when asked), and where from."""
     if metadata_dir:
-        md, errors = metadata_dir_reader.load_metadata_dir(metadata_dir)
+        md, errors = metadata_dir_reader.bookie_metadata_dir(metadata_dir, bookie)
         if errors:   # a ledger whose metadata cannot be read would count as deleted: refuse instead
             raise errors[0]
         return md, f"metadata folder {metadata_dir}"
     if url:
-        client = metadata_client.MetadataClient(metadata_client.service_target(url), retries=2,
-                                                token=token_source.env_token())
-        try:
-            return client.load_all(), f"metadata service {url}"
-        finally:
-            client.close()
+        return service_view.bookie_view(metadata_client.service_target(url), bookie, retries=2,
+                                        token=token_source.env_token()), f"metadata service {url}"
     return None, None
 
 
@@ -91,14 +90,15 @@ def space(root: str | None, conf: str | None, metadata_dir: str | None, metadata
         raise click.UsageError("give the bookie's ROOT folder or --conf bk_server.conf (one of them)")
     _one_bookie(given, dirs)
     settings = gc_policy.settings_from_conf(conf)
-    md, where = _metadata(metadata_dir, metadata_url)
+    md, where = _metadata(metadata_dir, metadata_url, bookie_id_of(dirs))
     report = bookie_space.account_bookie(dirs, md, settings, metadata_from=where, scan=scan, top=top)
     for w in report.warnings:
         warn(w)
     if as_json:
         out = sys.stdout.buffer
         dumps = orjson.dumps
-        out.write(b"".join(dumps(row) + b"\n" for row in report.rows()))
+        for row in report.rows():   # (a line at a time: a million ledgers' rows are never one text)
+            out.write(dumps(row) + b"\n")
     else:
         out = sys.stdout
         render_text(report, out, top)
