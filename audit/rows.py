@@ -396,4 +396,4 @@ def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str 
                              scans=scans, bookie_id=bid, indexed=None if inv is None else listed_ledgers(inv))
     except BkdiskError as e:
         return [], f"space not computed: {e}"
-    return rep.logs + rep.ledgers + rep.topics, None
+    return [*rep.logs, *rep.ledgers, *rep.topics], None

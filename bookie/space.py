@@ -11,9 +11,10 @@ per-disk task.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,13 +200,13 @@ class SpaceReport:
     """The rows ``bkdisk space --json`` prints, in order: logs, ledgers, topics, then the summary."""
 
     logs: list[dict[str, Any]]
-    ledgers: list[dict[str, Any]]
+    ledgers: Sequence[dict[str, Any]]   # (space_rows.LedgerRows: each row made as it is read)
     topics: list[dict[str, Any]]
     summary: dict[str, Any]
     warnings: list[str]
 
-    def rows(self) -> list[dict[str, Any]]:
-        return self.logs + self.ledgers + self.topics + [self.summary]
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return itertools.chain(self.logs, self.ledgers, self.topics, [self.summary])
 
 
 def current_logs(logs: list[LogLedgers]) -> np.ndarray:
@@ -342,11 +343,13 @@ def _summary(dirs, bookie_id, log_rows, ledger_rows, settings: GcSettings, metad
     minor = [r for r in log_rows if r["action"] == COMPACT_MINOR]
     major = [r for r in log_rows if r["action"] in (COMPACT_MINOR, COMPACT_MAJOR)] if settings.major_enabled else []
     by_state = {s: {"ledgers": 0, "bytes": 0} for s in STATES}
-    for lr in ledger_rows:
-        by_state[lr["state"]]["ledgers"] += 1
-        by_state[lr["state"]]["bytes"] += lr["bytes"]
+    for state, nb in zip(ledger_rows.state, ledger_rows.sums["bytes"].tolist()):
+        by_state[state]["ledgers"] += 1
+        by_state[state]["bytes"] += nb
+    shown = ledger_rows.order
     pinning = [{"ledger": lr["ledger"], "topic": lr["topic"], "sole_logs": lr["sole_logs"],
-                "frees_bytes": lr["frees_bytes"]} for lr in ledger_rows if lr["sole_logs"]][:top]
+                "frees_bytes": lr["frees_bytes"]}
+               for lr in map(ledger_rows.row, shown[ledger_rows.sums["sole_logs"][shown] > 0][:top].tolist())]
     return {
         "kind": "summary", "bookie_id": bookie_id, "storage": dirs.storage_kind,
         "metadata": metadata_from if with_md else None, "liveness": "ledger metadata and the bookie's index"

@@ -3,6 +3,7 @@ at once (numpy), the Python work one step per ledger and per topic, not per (log
 bookie's logs each name thousands of ledgers."""
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,64 +13,95 @@ from bkdisk.formats.ids import LedgerId
 
 
 def _sums(group: np.ndarray, n: int):
-    """Per group of ``group`` (0..n-1), the sum of ``values`` as Python ints, added as int64 (exact,
-    where a float64 sum would round above 2**53 bytes)."""
-    def total(values: np.ndarray) -> list[int]:
+    """Per group of ``group`` (0..n-1), the sum of ``values``, added as int64 (exact, where a float64 sum
+    would round above 2**53 bytes)."""
+    def total(values: np.ndarray) -> np.ndarray:
         out = np.zeros(n, np.int64)
         np.add.at(out, group, np.asarray(values).astype(np.int64))
-        return out.tolist()
+        return out
     return total
 
 
+class LedgerRows(Sequence):
+    """The ledger rows in the order shown (freeing most first, then most bytes, then the id as text), each
+    made when asked for: a bookie of a million ledgers keeps its rows as a dozen columns, not a million
+    dicts and their lists of logs."""
+
+    def __init__(self, bookie_id, scope, ledger, state, md_state, topic, sums: dict[str, np.ndarray], refs, log_at,
+                 starts, ends):
+        self.bookie_id, self.scope, self.ledger = bookie_id, scope, ledger
+        self.state, self.md_state, self.topic = state, md_state, topic   # per ledger (lists)
+        self.sums, self.refs, self.log_at, self.starts, self.ends = sums, refs, log_at, starts, ends
+        names = np.array([str(LedgerId(s, led)).encode() for s, led in zip(scope.tolist(), ledger.tolist())])
+        self.order = np.lexsort((names, -sums["bytes"], -sums["frees_bytes"]))
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.row(j) for j in self.order[i].tolist()]
+        return self.row(int(self.order[i]))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for lo in range(0, len(self.order), 1 << 16):
+            yield from (self.row(j) for j in self.order[lo:lo + (1 << 16)].tolist())
+
+    def row(self, j: int) -> dict[str, Any]:
+        """Ledger ``j``'s row (in id order, not the order shown)."""
+        sums, refs = self.sums, self.refs
+        nb, lb = int(sums["bytes"][j]), int(sums["live_bytes"][j])
+        return {
+            "kind": "ledger", "bookie_id": self.bookie_id, "ledger": str(LedgerId(int(self.scope[j]),
+                                                                                 int(self.ledger[j]))),
+            "state": self.state[j], "metadata_state": self.md_state[j], "topic": self.topic[j], "bytes": nb,
+            "live_bytes": lb, "garbage_bytes": nb - lb,
+            "logs": [{"ledger_dir": refs[i][0], "log_id": refs[i][1]}
+                     for i in self.log_at[self.starts[j]:self.ends[j]].tolist()],
+            "pinned_logs": int(sums["pinned_logs"][j]), "sole_logs": int(sums["sole_logs"][j]),
+            "frees_bytes": int(sums["frees_bytes"][j])}
+
+
 def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_state: str, md_states, topics, old, sole,
-               sizes, bookie_id) -> list[dict[str, Any]]:
+               sizes, bookie_id) -> LedgerRows:
     """One row per ledger (across groups, DbLedgerStorage's dirs: in the state of its first,
     ``live_state`` where any keeps it), its logs in the order of its rows; the ledgers freeing most
     first. ``inv``: each row's (group, ledger), whose state, metadata's state and topic are ``states``,
     ``md_states``, ``topics``."""
-    if len(ledger) == 0:
-        return []
     (uscope, uledger), per = distinct_rows(scope, ledger)
     n = len(uledger)
     order = np.argsort(per, kind="stable")   # each ledger's rows together, in row order
     counts = np.bincount(per, minlength=n)   # (every ledger has a row)
     ends = np.cumsum(counts)
     starts = ends - counts
-    first = inv[order[starts]]
+    first = inv[order[starts]].tolist() if n else []
     total = _sums(per, n)
     pinned = live & old[log_of]
     frees = pinned & sole[log_of]
-    nb, lb = total(nbytes), total(np.where(live, nbytes, 0))
-    pinned_n, sole_n, frees_b = total(pinned), total(frees), total(np.where(frees, sizes[log_of], 0))
-    any_live = total(np.array([x == live_state for x in states], bool)[inv])
-    refs = [(lg.ledger_dir, lg.log_id) for lg in logs]
-    log_at = log_of[order].tolist()
-    rows = []
-    for j, (k, a, b) in enumerate(zip(first.tolist(), starts.tolist(), ends.tolist(), strict=True)):
-        rows.append({
-            "kind": "ledger", "bookie_id": bookie_id, "ledger": str(LedgerId(int(uscope[j]), int(uledger[j]))),
-            "state": live_state if any_live[j] else states[k],
-            "metadata_state": md_states[k], "topic": topics[k], "bytes": nb[j],
-            "live_bytes": lb[j], "garbage_bytes": nb[j] - lb[j],
-            "logs": [{"ledger_dir": refs[i][0], "log_id": refs[i][1]} for i in log_at[a:b]],
-            "pinned_logs": pinned_n[j], "sole_logs": sole_n[j], "frees_bytes": frees_b[j]})
-    return sorted(rows, key=lambda x: (-x["frees_bytes"], -x["bytes"], x["ledger"]))
+    sums = {"bytes": total(nbytes), "live_bytes": total(np.where(live, nbytes, 0)), "pinned_logs": total(pinned),
+            "sole_logs": total(frees), "frees_bytes": total(np.where(frees, sizes[log_of], 0))}
+    any_live = total(np.array([x == live_state for x in states], bool)[inv]).tolist()
+    state = [live_state if any_live[j] else states[k] for j, k in enumerate(first)]
+    return LedgerRows(bookie_id, uscope, uledger, state, [md_states[k] for k in first], [topics[k] for k in first],
+                      sums, [(lg.ledger_dir, lg.log_id) for lg in logs], log_of[order], starts, ends)
 
 
-def per_topic(ledger_rows, live, log_of, inv, topics, old, sizes, bookie_id) -> list[dict[str, Any]]:
+def per_topic(ledger_rows: LedgerRows, live, log_of, inv, topics, old, sizes, bookie_id) -> list[dict[str, Any]]:
     """One row per topic of the ledgers: their bytes, and the logs its live ledgers pin (a log
     considered for collection whose live ledgers all belong to the topic is freed by deleting it)."""
     per: dict[str, dict[str, Any]] = {}
-    for lr in ledger_rows:
-        t = lr["topic"]
+    nb, lb = ledger_rows.sums["bytes"].tolist(), ledger_rows.sums["live_bytes"].tolist()
+    for t, b, live_b in zip(ledger_rows.topic, nb, lb):
         if t is None:
             continue
-        row = per.setdefault(t, {"kind": "topic", "bookie_id": bookie_id, "topic": t, "ledgers": 0, "bytes": 0,
-                                 "live_bytes": 0, "garbage_bytes": 0, "pinned_logs": 0, "sole_logs": 0,
-                                 "frees_bytes": 0})
+        row = per.get(t)
+        if row is None:
+            row = per[t] = {"kind": "topic", "bookie_id": bookie_id, "topic": t, "ledgers": 0, "bytes": 0,
+                            "live_bytes": 0, "garbage_bytes": 0, "pinned_logs": 0, "sole_logs": 0, "frees_bytes": 0}
         row["ledgers"] += 1
-        for k in ("bytes", "live_bytes", "garbage_bytes"):
-            row[k] += lr[k]
+        row["bytes"] += b
+        row["live_bytes"] += live_b
+        row["garbage_bytes"] += b - live_b
     if per:
         names = sorted(per)
         number = {t: i for i, t in enumerate(names)}

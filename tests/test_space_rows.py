@@ -104,6 +104,6 @@ def test_ledger_and_topic_rows_equal_those_built_row_by_row(rows, picks, topic_n
     want_l, want_t = _by_row(*args, states, metas, topics, old_a, sole_a, sizes, "bk:3181")
     got_l = per_ledger(*args, states, LIVE, [None if m is None else m.state for m in metas], topics, old_a, sole_a,
                        sizes, "bk:3181")
-    assert got_l == want_l
+    assert list(got_l) == want_l and [got_l[k] for k in range(len(got_l))] == want_l == got_l[:]
     assert all(type(r["bytes"]) is int and type(r["frees_bytes"]) is int for r in got_l)
     assert per_topic(got_l, live, log_of, inv, topics, old_a, sizes, "bk:3181") == want_t
