@@ -19,7 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from bkdisk.diskio.distinct import pair_positions, run_heads
-from bkdisk.diskio.sorted_search import searched_in_order
+from bkdisk.diskio.sorted_search import pair_row, searched_in_order
 from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
 
@@ -129,10 +129,7 @@ class NearLedgers(Mapping):
         if not (0 <= scope <= U64 and 0 <= ledger <= U64):
             return -1
         c = self._columns()
-        lo, hi = np.searchsorted(c["scope"], np.uint64(scope), "left"), np.searchsorted(c["scope"], np.uint64(scope),
-                                                                                        "right")
-        at = int(lo + np.searchsorted(c["ledger"][lo:hi], np.uint64(ledger)))
-        return at if at < hi and int(c["ledger"][at]) == ledger else -1
+        return pair_row(c["scope"], c["ledger"], scope, ledger)
 
     def positions(self, scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """``position`` of each (scope, ledger) row, at once."""
@@ -144,12 +141,10 @@ class NearLedgers(Mapping):
         return pair_positions(scope, ledger, c["scope"], c["ledger"])
 
     def metadata(self, i: int) -> LedgerMetadata:
-        c = self._columns()
-        return _metadata(self.shapes[int(c["shape"][i])], int(c["length"][i]), int(c["last"][i]), int(c["ctime"][i]),
-                         int(c["ctoken"][i]))
+        return self.metadata_at(slice(i, i + 1))[0]
 
-    def metadata_at(self, rows: np.ndarray) -> list[LedgerMetadata]:
-        """The metadata of each of ``rows`` (positions), built from the columns a batch at once."""
+    def metadata_at(self, rows: np.ndarray | slice) -> list[LedgerMetadata]:
+        """The metadata of each of ``rows`` (positions, or a slice of them), built from the columns at once."""
         c = self._columns()
         shapes = self.shapes
         return [_metadata(shapes[k], length, last, ctime, ctoken) for k, length, last, ctime, ctoken in zip(
@@ -173,16 +168,17 @@ class NearLedgers(Mapping):
         return len(self._columns()["ledger"])
 
     def __iter__(self) -> Iterator[LedgerId]:
-        for _lo, rows in self._rows():
-            yield from (LedgerId(s, led) for s, led in zip(rows["scope"], rows["ledger"]))
+        c = self._columns()
+        for rows in self._parts():
+            yield from map(LedgerId, c["scope"][rows].tolist(), c["ledger"][rows].tolist())
 
     def items(self) -> ItemsView:
         return _InOrder(self)
 
-    def _rows(self) -> Iterator[tuple[int, dict[str, list]]]:
-        c = self._columns()
-        for lo in range(0, len(c["ledger"]), ROWS_AT_ONCE):
-            yield lo, {name: col[lo:lo + ROWS_AT_ONCE].tolist() for name, col in c.items()}
+    def _parts(self) -> Iterator[slice]:
+        """The rows in order, ROWS_AT_ONCE at a time."""
+        n = len(self)
+        return (slice(lo, lo + ROWS_AT_ONCE) for lo in range(0, n, ROWS_AT_ONCE))
 
 
 def _one_value(column: np.ndarray) -> int | None:
@@ -198,7 +194,6 @@ class _InOrder(ItemsView):
 
     def __iter__(self) -> Iterator[tuple[LedgerId, LedgerMetadata]]:
         near = self._mapping
-        for _lo, r in near._rows():
-            for s, led, length, last, ctime, ctoken, k in zip(r["scope"], r["ledger"], r["length"], r["last"],
-                                                               r["ctime"], r["ctoken"], r["shape"]):
-                yield LedgerId(s, led), _metadata(near.shapes[k], length, last, ctime, ctoken)
+        for rows in near._parts():
+            yield from zip(map(LedgerId, near.scope[rows].tolist(), near.ledger[rows].tolist()),
+                           near.metadata_at(rows))

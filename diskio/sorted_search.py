@@ -23,3 +23,12 @@ def searched_in_order(column: np.ndarray, wanted: np.ndarray, side: Literal["lef
     out = np.empty(len(wanted), np.int64)
     out[order] = np.searchsorted(column, wanted[order], side)
     return out
+
+
+def pair_row(scopes: np.ndarray, ledgers: np.ndarray, scope: int, ledger: int) -> int:
+    """The row of (``scope``, ``ledger``) in columns sorted by (scope, ledger) (uint64), or -1: the scope's
+    run found first, then the ledger within it. The two are ints of 64 bits."""
+    s = np.uint64(scope)
+    lo, hi = int(np.searchsorted(scopes, s, "left")), int(np.searchsorted(scopes, s, "right"))
+    at = lo + int(np.searchsorted(ledgers[lo:hi], np.uint64(ledger)))
+    return at if at < hi and int(ledgers[at]) == ledger else -1

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from bkdisk.diskio.distinct import distinct, run_heads, run_starts, span_indices
+from bkdisk.diskio.sorted_search import pair_row
 from bkdisk.formats.ids import LedgerId
 
 COUNT_BATCH = 1 << 20   # entries of ledgers held in several runs counted at once
@@ -79,10 +80,7 @@ class HeldEntries:
 
     def find(self, lid: LedgerId) -> int:
         """The ledger's row, or -1 when the bookie holds nothing of it."""
-        lo = int(np.searchsorted(self.scope, np.uint64(lid.scope), "left"))
-        hi = int(np.searchsorted(self.scope, np.uint64(lid.scope), "right"))
-        at = lo + int(np.searchsorted(self.ledger[lo:hi], np.uint64(lid.ledger)))
-        return at if at < hi and int(self.ledger[at]) == lid.ledger else -1
+        return pair_row(self.scope, self.ledger, lid.scope, lid.ledger)
 
     def ids(self, i: int) -> np.ndarray:
         """The distinct entry ids held of ledger ``i``, ascending (int64)."""
