@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from bkdisk.audit.disk_space import space_rows
 from bkdisk.audit.ledger_keys import key_batches
 from bkdisk.audit.placement import this_host, wrong_host
 from bkdisk.audit.scrub_columns import SCRUB_DISK_FIELDS
@@ -372,8 +373,8 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
     for cols in key_batches(report.context):
         yield task_batch("ledger_keys", run, bid, cols, len(cols["ledger_id"]))
     space, space_error = space_rows(dirs, bid, metadata, report.context) if space_wanted else ([], None)
-    if space:
-        yield task_batch("space", run, bid, {f: [r.get(f) for r in space] for f, _t in SPACE_FIELDS}, len(space))
+    for part in space:
+        yield task_batch("space", run, bid, {f: [r.get(f) for r in part] for f, _t in SPACE_FIELDS}, len(part))
     st = report.stats
     status = "ok" if report.exit_code == 0 and not (scrub and scrub.carries_errors()) else "errors"
     yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
@@ -381,19 +382,3 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
                    entries=entries, fsck_exit_code=report.exit_code,
                    **(scrub.finish(fs, report.context.log_scans) if scrub else {}))
-
-
-def space_rows(dirs, bid: str, metadata: Mapping, ctx) -> tuple[list[dict], str | None]:
-    """The disk's rows of ``bkdisk space`` (logs, ledgers, topics; GC settings from the disk's
-    bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map; and
-    why they are missing when they cannot be computed (the disk's audit stands without them)."""
-    from bkdisk.bookie.gc_policy import settings_from_conf
-    from bkdisk.bookie.space import account_bookie, listed_ledgers
-    scans = {p: s for p, s in ctx.log_scans.items() if not isinstance(s, Exception)}
-    inv = ctx.index_inventory if dirs.storage_kind != "rocksdb" and ctx.computed("index_inventory") else None
-    try:
-        rep = account_bookie(dirs, metadata, settings_from_conf(dirs.conf_path), metadata_from="audit metadata",
-                             scans=scans, bookie_id=bid, indexed=None if inv is None else listed_ledgers(inv))
-    except BkdiskError as e:
-        return [], f"space not computed: {e}"
-    return [*rep.logs, *rep.ledgers, *rep.topics], None

@@ -34,7 +34,7 @@ from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.bookie.metadata_dir import each_metadata, over_replicated
 from bkdisk.bookie.space_rows import per_ledger, per_topic
-from bkdisk.diskio.distinct import distinct_rows
+from bkdisk.diskio.distinct import PairSet, distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
 from bkdisk.entrylogs.map_check import claimed_beyond, map_differences, map_warning, names_negative_bytes
@@ -108,7 +108,7 @@ def read_log_ledgers(path: str, ledger_dir: str, group: int, log_id: int, *, sca
 
 
 # --- the bookie's own index: which ledgers ledgerExists says exist ----------------------------
-def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]]:
+def indexed_ledgers(dirs: BookieDirs) -> tuple[list[PairSet], list[str]]:
     """Per entry-logger group, the (scope, ledger) pairs the bookie's index holds, and warnings.
 
     Interleaved/Sorted storage: every ``.idx`` (and ``.idx.rloc``, which the bookie renames into
@@ -121,14 +121,14 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[
     return [_index_ledgers(listing.files, listing.strays, listing.failures)], []
 
 
-def listed_ledgers(inv) -> list[set[tuple[int, int]]]:
+def listed_ledgers(inv) -> list[PairSet]:
     """``indexed_ledgers`` of an index-files bookie from a walk of its index made already (a check's
     ``IndexInventory``): the hierarchy is not listed a second time."""
     from bkdisk.diskio.failures import LIST
     return [_index_ledgers(inv.files, inv.strays, [f for f in inv.io_failures if f.op == LIST])]
 
 
-def _index_ledgers(files: np.ndarray, strays: list[tuple[str, str]], failures: list) -> set[tuple[int, int]]:
+def _index_ledgers(files: np.ndarray, strays: list[tuple[str, str]], failures: list) -> PairSet:
     from bkdisk.formats.paths import parse_index_name
     from bkdisk.indexfiles.listing import RELOCATION_SUFFIX, STRAY_RELOCATION
     if failures:
@@ -136,16 +136,13 @@ def _index_ledgers(files: np.ndarray, strays: list[tuple[str, str]], failures: l
         raise SpaceError(f"{f.path}: cannot list the index folder ({f.message}): which ledgers the bookie "
                          f"keeps is unknown")
     named = files["named"]
-    have = set(zip(files["scope"][named].tolist(), files["ledger"][named].tolist()))
-    for p, why in strays:
-        if why == STRAY_RELOCATION:
-            lid = parse_index_name(os.path.basename(p)[:-len(RELOCATION_SUFFIX)] + ".idx")
-            if lid is not None:
-                have.add((lid.scope, lid.ledger))
-    return have
+    moved = [lid for p, why in strays if why == STRAY_RELOCATION
+             for lid in [parse_index_name(os.path.basename(p)[:-len(RELOCATION_SUFFIX)] + ".idx")] if lid is not None]
+    return PairSet(np.concatenate([files["scope"][named], np.array([x.scope for x in moved], np.uint64)]),
+                   np.concatenate([files["ledger"][named], np.array([x.ledger for x in moved], np.uint64)]))
 
 
-def _db_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]]:
+def _db_ledgers(dirs: BookieDirs) -> tuple[list[PairSet], list[str]]:
     from contextlib import ExitStack
 
     from bkdisk.formats.ids import to_unsigned64
@@ -161,7 +158,8 @@ def _db_ledgers(dirs: BookieDirs) -> tuple[list[set[tuple[int, int]]], list[str]
             raise SpaceError(f"{db}: the ledgers index cannot be read ({e}): which ledgers the bookie keeps "
                              f"is unknown") from None
         warnings += [f"{p.path}: {p.detail}" for p in problems]
-        groups.append({(0, to_unsigned64(lid)) for lid, info in ledgers.items() if info.exists})
+        kept = [to_unsigned64(lid) for lid, info in ledgers.items() if info.exists]
+        groups.append(PairSet(np.zeros(len(kept), np.uint64), np.array(kept, np.uint64)))
     return groups, warnings
 
 
@@ -246,7 +244,7 @@ def read_bookie_logs(dirs: BookieDirs, *, scan: bool = False, scans: dict | None
 
 def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSettings, *,
                    metadata_from: str | None = None, scan: bool = False, scans: dict | None = None, top: int = 10,
-                   bookie_id: str | None = None, indexed: list[set[tuple[int, int]]] | None = None) -> SpaceReport:
+                   bookie_id: str | None = None, indexed: list[PairSet] | None = None) -> SpaceReport:
     """The space report of one bookie. ``metadata`` None: liveness from the bookie's own index only.
     ``bookie_id``: the bookie's id when known otherwise than from its cookie (the audit's disk list).
     ``indexed``: ``indexed_ledgers``' groups when the caller has them (``listed_ledgers``)."""
@@ -269,12 +267,15 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
 
     # One state per (group, ledger): Python work per ledger, not per entry. Of each ledger's metadata only
     # what the rows show is kept (its state, creation time, topic), not the metadata itself.
+    held = np.zeros(len(uledger), bool)   # per (group, ledger): whether the group's index holds it
+    for number, indexed_here in enumerate(groups):
+        here = ugroup == number
+        held[here] = indexed_here.contains(uscope[here], uledger[here])
     states, md_states, ctimes, topics = [], [], [], []
     topic_names: dict = {}   # custom metadata -> its topic (one string a topic, however many ledgers)
     never = np.iinfo(np.int64).max
-    for g, s, l, m in zip(ugroup.tolist(), uscope.tolist(), uledger.tolist(), each_metadata(md, uscope, uledger),
-                          strict=True):
-        states.append(ledger_state((s, l) in groups[g] if g < len(groups) else False, m, bookie_id, settings, with_md))
+    for h, m in zip(held.tolist(), each_metadata(md, uscope, uledger), strict=True):
+        states.append(ledger_state(h, m, bookie_id, settings, with_md))
         md_states.append(None if m is None else m.state)
         ctimes.append(never if m is None or m.ctime is None else m.ctime)
         if m is not None and m.custom_metadata not in topic_names:
@@ -322,9 +323,7 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
         from bkdisk.bookie.db_space import rocksdb_space
         kept = []
         for g in groups:
-            pairs = list(g)
-            ids = [np.array([p[k] for p in pairs], np.uint64) for k in (0, 1)]
-            kept.append({p[1] for p, m in zip(pairs, each_metadata(md, ids[0], ids[1]))
+            kept.append({led for led, m in zip(g.ledger.tolist(), each_metadata(md, g.scope, g.ledger))
                          if ledger_state(True, m, bookie_id, settings, with_md) == LIVE})
         rocks = rocksdb_space(dirs, kept, warnings)
     summary = _summary(dirs, bookie_id, log_rows, ledger_rows, settings, metadata_from, with_md, warnings, top,

@@ -354,3 +354,18 @@ def test_a_disk_scanned_without_space_rows_gives_the_same_other_rows(cluster3, m
     for name in ("disks", "findings", "replicas"):
         assert bare[name].drop_columns(["scan_seconds"] if name == "disks" else []).equals(
             full[name].drop_columns(["scan_seconds"] if name == "disks" else [])), name
+
+
+def test_a_disk_s_space_rows_go_in_parts_of_bounded_rows_the_same_rows(cluster3, monkeypatch):
+    import bkdisk.audit.rows as rows
+    root, md = cluster3
+    disk = DiskInput(str(root / "bookies" / "bk-1.rack-a"))
+    whole = split_tables(list(iter_disk(disk, md, RUN, guard=False)))["space"]
+    assert whole.num_rows > 5
+    real = rows.space_rows
+    monkeypatch.setattr(rows, "space_rows", lambda *a, **k: real(*a, **k, part_rows=2))
+    batches = [b for b in iter_disk(disk, md, RUN, guard=False) if b.num_rows and b["table"][0].as_py() == "space"]
+    # a disk of a million ledgers builds a part of its rows at a time, never one list of all of them
+    assert [b.num_rows for b in batches] == [2] * (whole.num_rows // 2) + [whole.num_rows % 2] * (whole.num_rows % 2)
+    parted = split_tables(batches)["space"]
+    assert parted.equals(whole)

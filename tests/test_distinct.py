@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.diskio.distinct import distinct, distinct_rows, members, run_heads, run_starts, span_indices
+from bkdisk.diskio.distinct import PairSet, distinct, distinct_rows, members, run_heads, run_starts, span_indices
 
 
 @settings(max_examples=300, deadline=None)
@@ -75,3 +75,19 @@ def test_span_indices_are_each_span_in_turn(spans):
     lengths = np.array([s[1] for s in spans], np.int64)
     got = span_indices(first, lengths)
     assert got.dtype == np.int64 and got.tolist() == [f + j for f, n in spans for j in range(n)]
+
+
+PAIR = st.tuples(st.integers(0, 3) | st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1) | st.integers(0, 5))
+
+
+@settings(max_examples=300, deadline=None)
+@given(kept=st.lists(PAIR, max_size=40), asked=st.lists(PAIR, max_size=40))
+def test_a_pair_set_holds_what_a_set_of_tuples_holds(kept, asked):
+    got = PairSet(np.array([s for s, _ in kept], np.uint64), np.array([led for _, led in kept], np.uint64))
+    assert sorted(set(kept)) == got.pairs() and len(got) == len(set(kept))
+    asked += kept[:3]
+    found = got.contains(np.array([s for s, _ in asked], np.uint64), np.array([led for _, led in asked], np.uint64))
+    assert found.tolist() == [p in set(kept) for p in asked]
+    again = PairSet(np.array([s for s, _ in reversed(kept)], np.uint64),
+                    np.array([led for _, led in reversed(kept)], np.uint64))
+    assert again == got and (len(kept) == 0 or PairSet(got.scope[1:], got.ledger[1:]) != got)

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.bookie.space_rows import per_ledger, per_topic
+from bkdisk.bookie.space_rows import _names, per_ledger, per_topic
 from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.formats.ids import LedgerId
 
@@ -107,3 +107,15 @@ def test_ledger_and_topic_rows_equal_those_built_row_by_row(rows, picks, topic_n
     assert list(got_l) == want_l and [got_l[k] for k in range(len(got_l))] == want_l == got_l[:]
     assert all(type(r["bytes"]) is int and type(r["frees_bytes"]) is int for r in got_l)
     assert per_topic(got_l, live, log_of, inv, topics, old_a, sizes, "bk:3181") == want_t
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.tuples(st.sampled_from([0, 0, 1, 2**64 - 1]), st.integers(0, 2**64 - 1) | st.integers(0, 99)),
+                    max_size=30), part=st.integers(1, 7))
+def test_ledger_names_made_a_part_at_a_time_sort_as_their_text(ids, part):
+    scope = np.array([s for s, _ in ids], np.uint64)
+    ledger = np.array([led for _, led in ids], np.uint64)
+    got = _names(scope, ledger, part)
+    text = [str(LedgerId(s, led)) for s, led in ids]
+    assert [b.decode() for b in got.tolist()] == text
+    assert np.argsort(got, kind="stable").tolist() == sorted(range(len(ids)), key=lambda i: text[i])

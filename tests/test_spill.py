@@ -141,8 +141,11 @@ def test_a_killed_runs_folder_is_removed_by_the_next_run(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_folder_is_removed_when_the_run_is_interrupted(tmp_path, sig):
+    # The run as a terminal's Ctrl-C finds it: a shell's background job (this suite, run by a script)
+    # is started with SIGINT ignored, which Python keeps, and the child would sleep through it.
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
-        import time
+        import signal, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from bkdisk.diskio.spill import MemoryLimit, SpillFolder
         with SpillFolder(MemoryLimit(1, {str(tmp_path)!r})) as f:
             print(f.get(), flush=True)
