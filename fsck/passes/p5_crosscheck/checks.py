@@ -125,7 +125,13 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         found, free_here = join_range(files, here, lr, ledgers=ledgers)
         return [(k, _wrong(inv, all_locs[k], f)) for k, f in found], free_here
 
-    for wrong_here, free_here in in_order(join, locs.ranges(), width):
+    def rows_joined(r: int) -> tuple[list[tuple[int, Finding]], np.ndarray]:
+        """Range ``r``'s locations made (read back from the spill, or picked from the index's) and
+        joined, on the join's thread: with two joins at once, neither core waits while this thread
+        makes the next range's rows or takes the last range's results."""
+        return join(r, locs.range_rows(r))
+
+    for wrong_here, free_here in in_order(rows_joined, [(r,) for r in range(locs.n)], width):
         wrong += wrong_here
         free.append(free_here)   # (in range order, as one join over everything gives them)
     locs.close()

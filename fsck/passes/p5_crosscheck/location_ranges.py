@@ -37,6 +37,7 @@ class RereadLocations:
         self.per_log = np.zeros(len(ids), np.int64)
         cuts = np.searchsorted(ids, np.asarray(bounds, ids.dtype), side="left").tolist()
         self.edges = [0, *cuts, len(ids)]
+        self.n = len(self.edges) - 1   # ranges (as RangeSpill.n)
         log_range = (np.searchsorted(np.array(self.edges[1:-1], np.int64), np.arange(len(ids)), side="right")
                      .astype(np.uint8))
         self.range_of = np.empty(len(locations), np.uint8)
@@ -60,7 +61,7 @@ class RereadLocations:
         return rows
 
     def ranges(self) -> Iterator[tuple[int, np.ndarray]]:
-        for r in range(len(self.edges) - 1):
+        for r in range(self.n):
             yield r, self.range_rows(r)
 
     def close(self) -> None:
