@@ -82,6 +82,9 @@ class CheckContext:
     options: CheckOptions = field(default_factory=CheckOptions)
     unreadable: dict[str, str] = field(default_factory=dict)   # path -> reason, reported once in pass 1
     unlisted: dict[str, OSError] = field(default_factory=dict)  # <dir>/current folders that could not be listed
+    # Per scanned log with a ledgers map, its differences from the entries (entrylogs.map_check), found
+    # by the log's scan thread as each scan ends: pass 4 reads them instead of counting after every scan.
+    map_differences: dict[str, list] = field(default_factory=dict)
 
     @cached_property
     def spill(self) -> SpillFolder:

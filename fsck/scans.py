@@ -17,6 +17,7 @@ from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.failures import without_frames
 from bkdisk.diskio.mapped import DiskError, read_bytes
 from bkdisk.entrylogs.arrays import CHECK_ENTRY_DTYPE, ENTRY_DTYPE
+from bkdisk.entrylogs.map_check import map_differences
 from bkdisk.entrylogs.scan import EntryLogScanArrays, scan_entry_log
 from bkdisk.entrylogs.scan_parts import recheck
 from bkdisk.formats.errors import FormatError
@@ -54,13 +55,16 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         if light and not asked and ctx.options.light_hints is not None:   # (asked: the state's were looked at)
             hints = ctx.options.light_hints(lf.path)
         try:
-            return scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
+            scan = scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
                                   payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
                                   sink=sink, header_hints=hints, hints_asked=asked, entry_dtype=entry_dtype,
                                   pipeline=pipeline)
         except (DiskError, FormatError) as e:
             sink.close()
             return without_frames(e)   # (kept as the log's result: its frames would keep the scan's arrays)
+        if scan.ledgers_map is not None and scan.map_error is None and scan.size:
+            ctx.map_differences[lf.path] = map_differences(scan)   # (while its last part may still be held)
+        return scan
 
     out: dict[str, EntryLogScanArrays | Exception] = {}
     progress("entry logs", 0, len(files))

@@ -2,6 +2,8 @@
 in the same order, with the same sizes, as comparing the two as dicts, and without a dict per ledger."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,7 +42,7 @@ def test_the_map_differences_are_those_of_comparing_dicts(entries, edits, droppe
     scan.ledgers_map = m
     want = _as_dicts(scan)
     assert p4_entrylogs._map_differences(scan) == want
-    findings = list(p4_entrylogs._check_log(scan, None, 0))
+    findings = list(p4_entrylogs._check_log(scan, SimpleNamespace(map_differences={}), 0))
     assert [(f.code.name, f.scope, f.ledger) for f in findings] == [("LEDGERS_MAP_MISMATCH", *k) for k, _a, _b in want]
     assert [f.detail for f in findings] == [f"ledger {p4_entrylogs.LedgerId(*k)}: map says {a} bytes, the entries "
                                             f"add up to {b}" for k, a, b in want]
@@ -59,7 +61,7 @@ def test_a_map_of_many_ledgers_is_compared_without_a_dict_of_the_entries(monkeyp
     def refused(self):
         raise AssertionError("a dict per ledger of the entries")
     monkeypatch.setattr(EntryLogArrays, "computed_ledgers_map", refused)
-    got = [(f.ledger, f.detail) for f in p4_entrylogs._check_log(scan, None, 0)]
+    got = [(f.ledger, f.detail) for f in p4_entrylogs._check_log(scan, SimpleNamespace(map_differences={}), 0)]
     assert got == [(17, "ledger 17: map says 108 bytes, the entries add up to 107"),
                    (40_000, "ledger 40000: map says None bytes, the entries add up to 106"),
                    (n + 5, f"ledger {n + 5}: map says 9 bytes, the entries add up to None")]

@@ -2,6 +2,8 @@
 routed once (and spilled) when they are many; both give each range the same rows in index order."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.fsck.passes.p5_crosscheck import location_ranges
-from bkdisk.fsck.passes.p5_crosscheck.location_ranges import RereadLocations, routed_locations
+from bkdisk.fsck.passes.p5_crosscheck.location_ranges import HalvesRouted, RereadLocations, routed_locations
 from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE
 
 
@@ -48,13 +50,15 @@ def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, s
         with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("spill")))) as folder:
             again = routed_locations(locs, ids, sizes, bounds, 10**9, folder, few=10**9)
             routed = routed_locations(locs, ids, sizes, bounds, 64, folder, few=0)   # spills at once
+            halves = routed_locations(locs, ids, sizes, bounds, 64 if runs else 10**9, folder, few=0, threads=2)
             assert isinstance(again, RereadLocations) and not isinstance(routed, RereadLocations)
-            a, b = _ranges(again), _ranges(routed)
+            assert isinstance(halves, HalvesRouted) == (n >= 2 * chunk)
+            a, b, c = _ranges(again), _ranges(routed), _ranges(halves)
     finally:
         location_ranges.CHUNK = old
-    assert [r for r, _ in a] == [r for r, _ in b] == list(range(len(bounds) + 1))
-    for (_, x), (_, y) in zip(a, b):
-        assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    assert [r for r, _ in a] == [r for r, _ in b] == [r for r, _ in c] == list(range(len(bounds) + 1))
+    for (_, x), (_, y), (_, z) in zip(a, b, c):
+        assert x.dtype == y.dtype == z.dtype and x.tobytes() == y.tobytes() == z.tobytes()
     kept = sum(len(x) for _, x in a)
     w = np.searchsorted(ids, locs["log"].astype(np.uint64)).clip(0, max(len(ids) - 1, 0))
     inside = (ids[w] == locs["log"]) & (locs["pos"] < sizes[w]) if len(ids) else np.zeros(n, bool)
@@ -76,3 +80,19 @@ def test_routing_asks_to_keep_going_before_each_chunk_and_stops_when_told(tmp_pa
         with pytest.raises(RuntimeError, match="stopped"):
             routed_locations(locs, ids, sizes, bounds, 64, folder, few=few, keep_going=keep_going)
     assert len(calls) == 3
+
+
+def test_routing_in_halves_stops_both_when_told_and_leaves_no_file(tmp_path, monkeypatch):
+    locs, _files, ids, sizes, bounds = _inputs(7, 3000, 6, 1)
+    monkeypatch.setattr(location_ranges, "CHUNK", 7)
+    calls = []
+
+    def keep_going():
+        calls.append(1)
+        if len(calls) > 40:
+            raise RuntimeError("stopped")
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        with pytest.raises(RuntimeError, match="stopped"):
+            routed_locations(locs, ids, sizes, bounds, 64, folder, few=0, keep_going=keep_going, threads=2)
+        # both halves stopped within a chunk of being told, and what either spilled is gone
+        assert len(calls) <= 42 and os.listdir(folder.get()) == []

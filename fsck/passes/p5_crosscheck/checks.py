@@ -34,7 +34,7 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet, ledger_set
 from bkdisk.fsck.lanes import Task, in_order
 from bkdisk.fsck.passes.p5_crosscheck.db_locations import check_locations
-from bkdisk.fsck.passes.p5_crosscheck.location_ranges import CHUNK, RereadLocations, routed_locations
+from bkdisk.fsck.passes.p5_crosscheck.location_ranges import CHUNK, HalvesRouted, RereadLocations, routed_locations
 from bkdisk.fsck.passes.p5_crosscheck.range_join import ENTRY_ROW, FileLedgers, join_range
 
 SHARE = 0.10          # of --memory-limit: the routed locations; again, one range's entries and their join
@@ -64,7 +64,7 @@ class Ranges:
     log_paths: dict[int, str]
     bounds: np.ndarray
     width: int             # ranges joined at once
-    locs: RereadLocations | RangeSpill
+    locs: RereadLocations | RangeSpill | HalvesRouted
 
 
 def plan_ranges(ctx: CheckContext) -> Ranges:
@@ -89,7 +89,8 @@ def plan_ranges(ctx: CheckContext) -> Ranges:
                           budget // width)
     sizes = np.array([size_of[i] for i in ids.tolist()], np.int64)
     # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-    locs = routed_locations(inv.locations, ids, sizes, bounds, budget, ctx.spill, keep_going=ctx.keep_going)
+    locs = routed_locations(inv.locations, ids, sizes, bounds, budget, ctx.spill, keep_going=ctx.keep_going,
+                            threads=2 if ctx.options.jobs > 1 else 1)
     return Ranges(scans, log_paths, bounds, width, locs)
 
 

@@ -8,6 +8,7 @@ would cost more than one routing: the rows are routed once (diskio.spill.RangeSp
 check's folder when they do not fit in the share)."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -70,27 +71,76 @@ class RereadLocations:
 
 def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
                      bounds: np.ndarray, budget: int, folder: SpillFolder,
-                     few: int = FEW_RANGES, keep_going: Callable[[], None] = _going) -> RereadLocations | RangeSpill:
+                     few: int = FEW_RANGES, keep_going: Callable[[], None] = _going,
+                     threads: int = 1) -> RereadLocations | RangeSpill | HalvesRouted:
     """The rows of the ``locations`` that point into a scanned log (sorted ``ids``) before its end
     (``sizes``), grouped by range of log ids (``bounds``: the first id of each range after the first):
     ``ranges()`` gives (range, rows) in range order; ``close()`` drops what is held. ``keep_going`` is
-    called before each chunk of locations (it raises when the check stopped: the rest is not wanted)."""
+    called before each chunk of locations (it raises when the check stopped: the rest is not wanted).
+    ``threads`` 2: the two halves of the locations routed at once, each on a thread and in half the
+    budget (the join waits for the routing; the check's other work has ended by then)."""
     if len(bounds) + 1 <= min(few, NO_RANGE):   # (a range a byte: NO_RANGE is none)
         return RereadLocations(locations, ids, sizes, bounds, keep_going)
-
-    spill = RangeSpill(LOCATION_ROW, None, len(bounds) + 1, budget, folder, "locations")
     log_range = np.searchsorted(np.asarray(bounds, ids.dtype), ids, side="right").astype(np.int64)
-    at = np.empty(len(bounds) + 2, np.int64)
-    table = None   # the rows' table, filled again for each chunk once the spill keeps nothing of it
-    for k0 in range(0, len(locations), CHUNK):
-        keep_going()
-        c = locations[k0:k0 + CHUNK]
-        # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once, there)
-        if table is None or len(table) < len(c):
-            table = np.empty(len(c), LOCATION_ROW)
-        rows = table[:len(c)]
-        routed_rows(c["file"], c["entry"], c["log"], c["pos"], ids, sizes, log_range, k0, at, rows["k"], rows["key"],
-                    rows["entry"], rows["file"])
-        if not spill.append_grouped(rows, at):
-            table = None
-    return spill
+
+    def route(lo: int, hi: int, share: int) -> RangeSpill:
+        spill = RangeSpill(LOCATION_ROW, None, len(bounds) + 1, share, folder, "locations")
+        at = np.empty(len(bounds) + 2, np.int64)
+        table = None   # the rows' table, filled again for each chunk once the spill keeps nothing of it
+        try:
+            for k0 in range(lo, hi, CHUNK):
+                keep_going()
+                c = locations[k0:min(k0 + CHUNK, hi)]
+                # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once)
+                if table is None or len(table) < len(c):
+                    table = np.empty(len(c), LOCATION_ROW)
+                rows = table[:len(c)]
+                routed_rows(c["file"], c["entry"], c["log"], c["pos"], ids, sizes, log_range, k0, at, rows["k"],
+                            rows["key"], rows["entry"], rows["file"])
+                if not spill.append_grouped(rows, at):
+                    table = None
+        except BaseException:
+            spill.close()   # (its files go now: nothing will read them)
+            raise
+        return spill
+
+    n = len(locations)
+    if threads < 2 or n < 2 * CHUNK:
+        return route(0, n, budget)
+    from concurrent.futures import ThreadPoolExecutor
+    mid = (n // CHUNK + 1) // 2 * CHUNK   # (on a chunk's edge: each half's chunks are those of one walk)
+    with ThreadPoolExecutor(1, thread_name_prefix="fsck-routing") as pool:
+        later = pool.submit(route, mid, n, budget // 2)
+        try:
+            first = route(0, mid, budget - budget // 2)
+        except BaseException:
+            later.cancel()
+            with contextlib.suppress(BaseException):
+                later.result().close()
+            raise
+    try:
+        second = later.result()
+    except BaseException:
+        first.close()
+        raise
+    return HalvesRouted(first, second)
+
+
+class HalvesRouted:
+    """Locations routed in two halves (``routed_locations`` on two threads): each range's rows are the
+    first half's then the second's, in index order as one routing gives them."""
+
+    def __init__(self, first: RangeSpill, second: RangeSpill):
+        self.halves, self.n = (first, second), first.n
+
+    def range_rows(self, r: int) -> np.ndarray:
+        a, b = (h.range_rows(r) for h in self.halves)
+        return b if len(a) == 0 else a if len(b) == 0 else np.concatenate([a, b])
+
+    def ranges(self) -> Iterator[tuple[int, np.ndarray]]:
+        for r in range(self.n):
+            yield r, self.range_rows(r)
+
+    def close(self) -> None:
+        for h in self.halves:
+            h.close()
