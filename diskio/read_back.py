@@ -55,14 +55,7 @@ class ReadBuffers:
         """``n`` rows of ``dtype`` from the open spill file ``f`` (at byte ``offset``, else where it is)."""
         nbytes = n * dtype.itemsize
         out = self.block(nbytes)[:nbytes]
-        start = f.seek(offset) if offset is not None else f.tell()
-        view, got = out.data, 0
-        while got < nbytes:   # (one read returns at most 2 GiB)
-            step = f.readinto(view[got:])
-            if not step:
-                raise SpillError(f"{path}: spill file ends early: {nbytes} bytes wanted at offset {start}, "
-                                 f"{got} read (was it changed while the command ran?)")
-            got += step
+        read_into(f, path, out, offset)
         return out.view(dtype)
 
     def read_rows(self, path: str, dtype: np.dtype, n: int | None = None, offset: int = 0) -> np.ndarray:
@@ -76,3 +69,18 @@ class ReadBuffers:
         """Drop the blocks kept (the arrays still read into them keep theirs)."""
         with self._lock:
             self._blocks = []
+
+
+def read_into(f: io.RawIOBase, path: str, out: np.ndarray, offset: int | None = None) -> None:
+    """Fill ``out`` (a contiguous array) with the next bytes of the open spill file ``f`` (from byte
+    ``offset``, else from where it is)."""
+    import numpy as np
+    nbytes = out.nbytes
+    start = f.seek(offset) if offset is not None else f.tell()
+    view, got = out.view(np.uint8).data, 0
+    while got < nbytes:   # (one read returns at most 2 GiB)
+        step = f.readinto(view[got:])
+        if not step:
+            raise SpillError(f"{path}: spill file ends early: {nbytes} bytes wanted at offset {start}, "
+                             f"{got} read (was it changed while the command ran?)")
+        got += step

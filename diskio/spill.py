@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bkdisk.diskio import run_owned
-from bkdisk.diskio.read_back import ReadBuffers
+from bkdisk.diskio.read_back import ReadBuffers, read_into
 from bkdisk.diskio.spill_files import SpillError, write_rows
 
 if TYPE_CHECKING:   # numpy loads with the first table (the options' module is imported for --help)
@@ -243,12 +243,7 @@ class RangeSpill:
 
     def range_rows(self, i: int) -> np.ndarray:
         """Range ``i``'s rows in append order (read back from its file when it spilled)."""
-        import numpy as np
-        path = self._files[i]
-        parts = ([] if path is None else [self.folder.read_back.read_rows(path, self.dtype)]) + self._held[i]
-        if not parts:
-            return np.zeros(0, self.dtype)
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return joined_range_rows([self], i)
 
     def ranges(self) -> Iterator[tuple[int, np.ndarray]]:
         for i in range(self.n):
@@ -265,6 +260,34 @@ class RangeSpill:
                 self._files[i] = None
         self._held = [[] for _ in range(self.n)]
         self._held_bytes = 0
+
+
+def joined_range_rows(spills: Sequence[RangeSpill], i: int) -> np.ndarray:
+    """Range ``i``'s rows of each of ``spills`` (one dtype, one folder) in turn, each in append order: read
+    back into one of the folder's reused blocks, as the next range's will be (not a new array a range,
+    whose pages the system would zero first); rows held only in memory, in one part, as they are."""
+    import numpy as np
+    dtype, read_back = spills[0].dtype, spills[0].folder.read_back
+    parts: list[tuple[str | None, int, list[np.ndarray]]] = []
+    for s in spills:
+        path = s._files[i]
+        parts.append((path, 0 if path is None else os.path.getsize(path) // dtype.itemsize, s._held[i]))
+    total = sum(n + sum(len(h) for h in held) for _p, n, held in parts)
+    if total == 0:
+        return np.zeros(0, dtype)
+    if all(p is None for p, _n, _h in parts) and sum(len(held) for _p, _n, held in parts) == 1:
+        return next(held[0] for _p, _n, held in parts if held)
+    out = read_back.block(total * dtype.itemsize)[:total * dtype.itemsize].view(dtype)
+    at = 0
+    for path, n, held in parts:
+        if path is not None and n:
+            with open(path, "rb", buffering=0) as f:
+                read_into(f, path, out[at:at + n], 0)
+            at += n
+        for h in held:
+            out[at:at + len(h)] = h
+            at += len(h)
+    return out
 
 
 def split_ranges(keys: np.ndarray, weights: np.ndarray, limit: float) -> np.ndarray:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from bkdisk.diskio.spill import RangeSpill, SpillFolder
+from bkdisk.diskio.spill import RangeSpill, SpillFolder, joined_range_rows
 from bkdisk.fsck.passes.p5_crosscheck.kernels import NO_RANGE, locations_per_log, range_rows_of, routed_rows
 
 # (its scope and ledger are those of its file row: read there by the join, not copied per location)
@@ -134,8 +134,7 @@ class HalvesRouted:
         self.halves, self.n = (first, second), first.n
 
     def range_rows(self, r: int) -> np.ndarray:
-        a, b = (h.range_rows(r) for h in self.halves)
-        return b if len(a) == 0 else a if len(b) == 0 else np.concatenate([a, b])
+        return joined_range_rows(self.halves, r)
 
     def ranges(self) -> Iterator[tuple[int, np.ndarray]]:
         for r in range(self.n):
