@@ -10,7 +10,8 @@ A sampler reads each thread's scheduler counters (``/proc/self/task/*/schedstat`
 core, nanoseconds ready but waiting for one) and those of the process listing the index ahead, every
 slot. Lanes are named by thread: ``passes`` (the thread that runs passes 1-7), ``lane 1`` and ``lane 2``
 (the background lanes: the journal scans; the entry-log scans then the journals' digests), ``log scans``
-(the entry-log scan threads), ``joins`` (pass 5's range joins), ``listing`` (the process listing the
+(the entry-log scan threads), ``joins`` (pass 5's range joins), ``routing`` (the second half of pass 5's
+routing of locations, the lane that plans the join doing the first), ``listing`` (the process listing the
 index). ``wait`` is the time a lane was ready to run but had no core: on a machine shared with other
 work it says how much of the wall time is not this check's. A core's idle share is the part of the
 check's wall time it did not run the check, the busier core counted first; the strip per lane shows
@@ -104,6 +105,8 @@ class Sampler(threading.Thread):
                 self.names[key] = "log scans"
             elif name.startswith("fsck-join"):
                 self.names[key] = "joins"
+            elif name.startswith("fsck-routing"):
+                self.names[key] = "routing"
             elif name.startswith("bench-sampler"):
                 self.names[key] = ""
             else:
