@@ -28,7 +28,8 @@ _UNUSED = 2                  # getrefcount of a block only the pool's list refer
 
 class ReadBuffers:
     """Blocks of bytes that parts read back from spill files go into, each reused once no array refers
-    to it. ``read`` is the one way the spill files are read back."""
+    to it. ``read`` (and ``diskio.spill.joined_range_rows``, filling one block from several files) is
+    how the spill files are read back."""
 
     def __init__(self, kept_bytes: int, kept_blocks: int = KEPT_BLOCKS):
         self.kept_blocks, self.kept_bytes = kept_blocks, kept_bytes

@@ -3,6 +3,7 @@ routed once (and spilled) when they are many; both give each range the same rows
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -50,7 +51,8 @@ def test_ranges_read_again_are_the_ranges_routed_and_spilled(tmp_path_factory, s
         with SpillFolder(MemoryLimit(1, str(tmp_path_factory.mktemp("spill")))) as folder:
             again = routed_locations(locs, ids, sizes, bounds, 10**9, folder, few=10**9)
             routed = routed_locations(locs, ids, sizes, bounds, 64, folder, few=0)   # spills at once
-            halves = routed_locations(locs, ids, sizes, bounds, 64 if runs else 10**9, folder, few=0, threads=2)
+            # (400 bytes: each half's share holds a chunk's table, and spills at once; 10**9: nothing spills)
+            halves = routed_locations(locs, ids, sizes, bounds, 400 if runs else 10**9, folder, few=0, threads=2)
             assert isinstance(again, RereadLocations) and not isinstance(routed, RereadLocations)
             assert isinstance(halves, HalvesRouted) == (n >= 2 * chunk)
             a, b, c = _ranges(again), _ranges(routed), _ranges(halves)
@@ -82,17 +84,20 @@ def test_routing_asks_to_keep_going_before_each_chunk_and_stops_when_told(tmp_pa
     assert len(calls) == 3
 
 
-def test_routing_in_halves_stops_both_when_told_and_leaves_no_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failing", ["both", "fsck-routing", "MainThread"])
+def test_routing_in_halves_stops_when_told_and_leaves_no_file(tmp_path, monkeypatch, failing):
+    """Whichever half is told to stop (the other then ends its half), nothing either spilled is left."""
     locs, _files, ids, sizes, bounds = _inputs(7, 3000, 6, 1)
     monkeypatch.setattr(location_ranges, "CHUNK", 7)
     calls = []
 
     def keep_going():
         calls.append(1)
-        if len(calls) > 40:
+        if len(calls) > 40 and failing in ("both", threading.current_thread().name.split("_")[0]):
             raise RuntimeError("stopped")
     with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
         with pytest.raises(RuntimeError, match="stopped"):
-            routed_locations(locs, ids, sizes, bounds, 64, folder, few=0, keep_going=keep_going, threads=2)
-        # both halves stopped within a chunk of being told, and what either spilled is gone
-        assert len(calls) <= 42 and os.listdir(folder.get()) == []
+            routed_locations(locs, ids, sizes, bounds, 400, folder, few=0, keep_going=keep_going, threads=2)
+        assert os.listdir(folder.get()) == []
+    if failing == "both":   # each half stopped within a chunk of being told
+        assert len(calls) <= 42

@@ -129,7 +129,7 @@ def _check_log(scan: EntryLogArrays, ctx: CheckContext, log_id: int) -> Iterator
                           f"{resumed}", extra={"resumed_at": resumed})
     if scan.ledgers_map is not None and scan.map_error is None:
         map_offset = given(scan.header, "the header that locates the ledgers map").ledgers_map_offset
-        differ = ctx.map_differences.get(p)   # (found by the log's scan thread; else counted here)
+        differ = ctx.map_differences.pop(p, None)   # (found by the log's scan thread; else counted here)
         for (s, l), a, b in _map_differences(scan) if differ is None else differ:
             yield Finding(Code.LEDGERS_MAP_MISMATCH, path=p, offset=map_offset, scope=s, ledger=l,
                           detail=f"ledger {LedgerId(s, l)}: map says {a} bytes, the entries add up to {b}")

@@ -78,7 +78,8 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
     ``ranges()`` gives (range, rows) in range order; ``close()`` drops what is held. ``keep_going`` is
     called before each chunk of locations (it raises when the check stopped: the rest is not wanted).
     ``threads`` 2: the two halves of the locations routed at once, each on a thread and in half the
-    budget (the join waits for the routing; the check's other work has ended by then)."""
+    budget, when that half holds a chunk's table (the join waits for the routing, which runs once the
+    log scans end, beside what is left of passes 3-4)."""
     if len(bounds) + 1 <= min(few, NO_RANGE):   # (a range a byte: NO_RANGE is none)
         return RereadLocations(locations, ids, sizes, bounds, keep_going)
     log_range = np.searchsorted(np.asarray(bounds, ids.dtype), ids, side="right").astype(np.int64)
@@ -105,7 +106,7 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
         return spill
 
     n = len(locations)
-    if threads < 2 or n < 2 * CHUNK:
+    if threads < 2 or n < 2 * CHUNK or budget < 2 * CHUNK * LOCATION_ROW.itemsize:
         return route(0, n, budget)
     from concurrent.futures import ThreadPoolExecutor
     mid = (n // CHUNK + 1) // 2 * CHUNK   # (on a chunk's edge: each half's chunks are those of one walk)
