@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -101,3 +102,26 @@ def test_routing_in_halves_stops_when_told_and_leaves_no_file(tmp_path, monkeypa
         assert os.listdir(folder.get()) == []
     if failing == "both":   # each half stopped within a chunk of being told
         assert len(calls) <= 42
+
+
+def test_a_half_that_fails_stops_the_other_and_its_error_is_the_routing_s(tmp_path, monkeypatch):
+    locs, _files, ids, sizes, bounds = _inputs(7, 3000, 6, 1)   # (214 chunks a half)
+    monkeypatch.setattr(location_ranges, "CHUNK", 7)
+    failed = threading.Event()
+    after: list[int] = []
+
+    def keep_going():
+        if threading.current_thread().name.startswith("fsck-routing"):
+            failed.set()
+            raise RuntimeError("no room on the spill folder's disk")
+        if failed.is_set():
+            after.append(1)
+        else:
+            failed.wait(30)
+        time.sleep(0.001)   # (the failed half gets the interpreter to say so)
+    with SpillFolder(MemoryLimit(1, str(tmp_path))) as folder:
+        with pytest.raises(RuntimeError, match="no room"):
+            routed_locations(locs, ids, sizes, bounds, 400, folder, few=0, keep_going=keep_going, threads=2)
+        assert os.listdir(folder.get()) == []
+    # the first half stopped a few chunks after the second failed, not at the end of its own
+    assert len(after) < 50

@@ -9,6 +9,7 @@ check's folder when they do not fit in the share)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -84,6 +85,8 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
         return RereadLocations(locations, ids, sizes, bounds, keep_going)
     log_range = np.searchsorted(np.asarray(bounds, ids.dtype), ids, side="right").astype(np.int64)
 
+    halted = threading.Event()   # set by a half that failed: the other's rows are not wanted
+
     def route(lo: int, hi: int, share: int) -> RangeSpill:
         spill = RangeSpill(LOCATION_ROW, None, len(bounds) + 1, share, folder, "locations")
         at = np.empty(len(bounds) + 2, np.int64)
@@ -91,6 +94,8 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
         try:
             for k0 in range(lo, hi, CHUNK):
                 keep_going()
+                if halted.is_set():
+                    raise _OtherHalfFailed()
                 c = locations[k0:min(k0 + CHUNK, hi)]
                 # (a location past the end of its log is pass 3's INDEX_LOCATION_OUT_OF_RANGE: reported once)
                 if table is None or len(table) < len(c):
@@ -101,6 +106,7 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
                 if not spill.append_grouped(rows, at):
                     table = None
         except BaseException:
+            halted.set()
             spill.close()   # (its files go now: nothing will read them)
             raise
         return spill
@@ -114,6 +120,9 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
         later = pool.submit(route, mid, n, budget // 2)
         try:
             first = route(0, mid, budget - budget // 2)
+        except _OtherHalfFailed:
+            later.result()   # (raises what stopped the second half)
+            raise
         except BaseException:
             later.cancel()
             with contextlib.suppress(BaseException):
@@ -125,6 +134,10 @@ def routed_locations(locations: np.ndarray, ids: np.ndarray, sizes: np.ndarray,
         first.close()
         raise
     return HalvesRouted(first, second)
+
+
+class _OtherHalfFailed(Exception):
+    """A half of the routing stops: the other failed, and what it raised is the routing's."""
 
 
 class HalvesRouted:
