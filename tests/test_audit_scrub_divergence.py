@@ -7,7 +7,7 @@ import os
 
 import pytest
 from test_audit_scrub import DAY, T0, audit, cluster, deep_on, spark, written  # noqa: F401 - fixtures
-from test_audit_scrub_faults import light_on_day_1, log_path
+from test_audit_scrub_faults import light_on, log_path
 
 from bkdisk.audit.scrub_hashes import log_file
 from bkdisk.audit.scrub_state import read_state
@@ -28,7 +28,7 @@ def test_copies_that_differ_are_divergent_while_one_copy_is_walked_light(spark, 
     for path, d in known.items():   # the logs deep-checked on day 0 (those holding entries) have their hashes
         assert hashed[path] and all(d.logs[k].last_deep == T0 for k in hashed[path])
     # the logs walked light on day 1 whose copies have a hash from day 0
-    light = {b: light_on_day_1(state, paths[b]) & hashed[paths[b]] for b in written.bookie_roots}
+    light = {b: light_on(state, paths[b]) & hashed[paths[b]] for b in written.bookie_roots}
 
     def log_of(b, key):
         return unpack_location(written.bookies[b].locations[key])[0]
