@@ -116,12 +116,17 @@ def write_shaped_folder(folder: str, count: int, bookies: list[str], seed: int =
             os.close(fd)
 
 
-def write_matching_folder(root: str, folder: str, topics: int = 20_000, processes: int = 2) -> int:
+def write_matching_folder(root: str, folder: str, topics: int = 20_000, processes: int = 2,
+                          striped: bool = False) -> int:
     """The metadata of every ledger the bookie under ``root`` holds, as ``<hex id>.bin`` in ``folder``:
     closed at its last entry held, its length the sum of its payloads, its digest type the one its
     entries verify as, password PASSWORD, an ensemble of 3 with this bookie in it (Qw 3: every entry
     here), a topic's custom metadata (``topics`` topics, as a Pulsar cluster's managed ledgers). The
-    ledgers' facts come from ``bkdisk inventory --parquet`` of the bookie. Returns the ledgers written."""
+    ledgers' facts come from ``bkdisk inventory --parquet`` of the bookie. Returns the ledgers written.
+
+    ``striped``: Qw 2 (each entry on two of the three, so this bookie holds more than it is given), this
+    bookie first, second or third by topic, and one ledger in five changing its ensemble halfway (a
+    bookie replaced by a fourth where it stood: another in half of them, this one in the rest)."""
     import subprocess
     import sys
     import tempfile
@@ -142,28 +147,36 @@ def write_matching_folder(root: str, folder: str, topics: int = 20_000, processe
         pq.write_table(pa.table({"scope": g["scope"], "ledger": g["ledger"], "last": g["entry_max"],
                                  "length": g["payload_len_sum"], "digest_type": g["digest_type"]}), facts)
         n = len(g)
-        jobs = [(facts, folder, me, topics, lo, min(n, lo + 100_000)) for lo in range(0, n, 100_000)]
+        jobs = [(facts, folder, me, topics, lo, min(n, lo + 100_000), striped) for lo in range(0, n, 100_000)]
         from multiprocessing import Pool
         with Pool(processes) as pool:
             return sum(pool.imap_unordered(_write_matching, jobs))
 
 
-def _write_matching(job: tuple[str, str, str, int, int, int]) -> int:
+def _write_matching(job: tuple[str, str, str, int, int, int, bool]) -> int:
     import pyarrow.parquet as pq
 
     from bench.bulk_bookie import PASSWORD
     from bkdisk.formats.ids import LedgerId
     from bkdisk.formats.ledger_metadata import LedgerMetadata
     from bkdisk.formats.metadata import serialize_metadata
-    facts, folder, me, topics, lo, hi = job
+    facts, folder, me, topics, lo, hi, striped = job
     t = pq.read_table(facts).slice(lo, hi - lo).to_pydict()
     others = ("10.0.0.2:3181", "10.0.0.3:3181", "10.0.0.4:3181")
     for scope, ledger, last, length, dtype in zip(t["scope"], t["ledger"], t["last"], t["length"], t["digest_type"]):
         lid = LedgerId(scope, ledger)
         topic = ledger % topics
-        md = LedgerMetadata(format_version=3, write_quorum=3, ensemble_size=3, ack_quorum=2, length=length,
-                            last_entry_id=last, state="CLOSED",
-                            ensembles=((0, (me, others[topic % 3], others[(topic + 1) % 3])),), digest_type=dtype,
+        members = (me, others[topic % 3], others[(topic + 1) % 3])
+        ensembles: tuple = ((0, members),)
+        if striped:
+            members = members[topic % 3:] + members[:topic % 3]
+            ensembles = ((0, members),)
+            if ledger % 5 == 0 and last > 1:
+                gone = members.index(me) if ledger % 10 else (members.index(me) + 1) % 3
+                ensembles = ((0, members), (last // 2, tuple("10.0.0.5:3181" if j == gone else b
+                                                              for j, b in enumerate(members))))
+        md = LedgerMetadata(format_version=3, write_quorum=2 if striped else 3, ensemble_size=3, ack_quorum=2,
+                            length=length, last_entry_id=last, state="CLOSED", ensembles=ensembles, digest_type=dtype,
                             password=PASSWORD, ctime=1_700_000_000_000 + ledger % 10**9, ctoken=0,
                             custom_metadata=(("application", b"pulsar"), ("component", b"managed-ledger"),
                                              ("pulsar/managed-ledger",

@@ -126,6 +126,32 @@ class HeldEntries:
         lo[none], hi[none] = 0, -1
         return lo, hi
 
+    def batches(self, ledgers: np.ndarray) -> Iterator[np.ndarray]:
+        """``ledgers`` (rows) in consecutive groups of about COUNT_BATCH ids held (a larger ledger alone)."""
+        if not len(self):
+            return iter(())
+        return _batches(ledgers, np.add.reduceat(self._length, self._first)[ledgers])
+
+    def gathered(self, ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids held of ``ledgers`` (rows), each ledger's together as its runs one after another (each
+        run ascending; an id in two runs is there twice), and ``cuts``: ledger i's are ``cuts[i]:cuts[i + 1]``."""
+        nruns = self._nruns[ledgers]
+        runs = span_indices(self._first[ledgers], nruns)
+        length = self._length[runs]
+        ends = np.cumsum(length)
+        cuts = np.zeros(len(ledgers) + 1, np.int64)
+        if len(runs):
+            cuts[1:] = ends[np.cumsum(nruns) - 1]
+        out = np.empty(int(cuts[-1]), np.int64)
+        kept = np.flatnonzero(length > 0)
+        kept = kept[np.argsort(self._part[runs[kept]], kind="stable")]   # a part's runs together
+        part = self._part[runs[kept]]
+        at, start, length = (ends - length)[kept], self._start[runs[kept]], length[kept]
+        bounds = [*np.flatnonzero(run_heads(part)).tolist(), len(part)]
+        for a, b in zip(bounds, bounds[1:]):
+            out[span_indices(at[a:b], length[a:b])] = self._parts[int(part[a])][span_indices(start[a:b], length[a:b])]
+        return out, cuts
+
     def _distinct_counts(self, ledgers: np.ndarray) -> np.ndarray:
         """Distinct ids of each of ``ledgers`` (rows), their runs gathered a part at a time and sorted at once."""
         nruns = self._nruns[ledgers]

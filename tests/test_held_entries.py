@@ -44,6 +44,13 @@ def test_rows_added_in_parts_give_each_ledgers_distinct_entries(rows, parts, emp
     he.COUNT_BATCH = batch
     try:
         assert held.counts().tolist() == [len(want[lid]) for lid in order]
+        asked = np.arange(len(order))[::2]
+        groups = list(held.batches(asked))
+        assert np.concatenate(groups or [asked[:0]]).tolist() == asked.tolist()
+        for group in groups:   # (each ledger's runs together, an id in two parts twice)
+            ids, cuts = held.gathered(group)
+            assert [sorted(set(ids[a:b].tolist())) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())] == \
+                [sorted(want[order[i]]) for i in group.tolist()]
     finally:
         he.COUNT_BATCH = old
 

@@ -83,10 +83,11 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             known[far] = known_far
     unloadable: set[LedgerId] = set()
     counts = held.counts()
-    yield from _held_ledgers(md, near, held, counts, at, known, me, unloadable)
+    models = near.per_shape(lambda m: m)   # (a ledger of each shape, for what the shape alone decides)
+    yield from _held_ledgers(md, near, models, held, counts, at, known, me, unloadable)
     if me is None:
         return
-    yield from _missing_entries(near, held, counts, at, me, unloadable)
+    yield from _missing_entries(near, held, counts, at, me, unloadable, models)
 
 
 def _near(md):
@@ -97,15 +98,15 @@ def _near(md):
     return got if isinstance(got, NearLedgers) else NearLedgers.of(got)
 
 
-def _held_ledgers(md, near, held: HeldEntries, counts: np.ndarray, at: np.ndarray, known: np.ndarray | None,
-                  me: str | None, unloadable: set[LedgerId]) -> Iterator[Finding]:
+def _held_ledgers(md, near, models: list, held: HeldEntries, counts: np.ndarray, at: np.ndarray,
+                  known: np.ndarray | None, me: str | None, unloadable: set[LedgerId]) -> Iterator[Finding]:
     """Each ledger held that metadata does not know (an orphan), that BookKeeper's client cannot load,
     or that is over-replicated here; a near ledger is told by its shape, without building its metadata."""
     from bkdisk.bookie.metadata_dir import over_replicated
     from bkdisk.formats.ledger_metadata import bookkeeper_refusal
 
-    flagged = np.array(near.per_shape(lambda m: bookkeeper_refusal(m) is not None or
-                                      (me is not None and over_replicated(m, me))), bool)
+    flagged = np.array([bookkeeper_refusal(m) is not None or (me is not None and over_replicated(m, me))
+                        for m in models], bool)
     look = at < 0
     if len(flagged):
         look[~look] = flagged[near.shape[at[~look]]]
@@ -144,7 +145,7 @@ def _whole_span(m, me: str) -> tuple[int, int] | None:
 
 
 def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray, me: str,
-                     unloadable: set[LedgerId]) -> Iterator[Finding]:
+                     unloadable: set[LedgerId], models: list | None = None) -> Iterator[Finding]:
     """Each near ledger's entries this bookie should hold and does not, in ledger order. A ledger whose
     every entry is placed here and whose held ids are exactly its range is passed over without a step
     of its own (the ids' count and bounds say so); the others are compared entry by entry."""
@@ -153,8 +154,9 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
     n = len(near)
     row = np.full(n, -1, np.int64)   # each near ledger's row among the held ones, or -1
     row[at[at >= 0]] = np.flatnonzero(at >= 0)
-    spans = near.per_shape(lambda m: _whole_span(m, me))
-    closed = np.array(near.per_shape(lambda m: m.state == "CLOSED"), bool)
+    models = near.per_shape(lambda m: m) if models is None else models
+    spans = [_whole_span(m, me) for m in models]
+    closed = np.array([m.state == "CLOSED" for m in models], bool)
     whole = np.array([s is not None for s in spans], bool)
     start = np.array([s[0] if s is not None else 0 for s in spans], np.int64)
     at_least = np.array([s[1] if s is not None else 0 for s in spans], np.int64)
@@ -168,6 +170,8 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
         done = whole[k] & (none | exact)
     else:
         done = np.zeros(n, bool)
+    if n:
+        done |= _none_missing(near, models, held, row, closed, hi, me, ~done)
     for r in np.flatnonzero(~done).tolist():
         lid, m = LedgerId(int(near.scope[r]), int(near.ledger[r])), near.metadata(r)
         if lid in unloadable:
@@ -190,6 +194,37 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
         else:
             for e in missing.tolist():
                 yield Finding(Code.ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
+
+
+def _none_missing(near, models: list, held: HeldEntries, row: np.ndarray, closed: np.ndarray, hi: np.ndarray,
+                  me: str, undecided: np.ndarray) -> np.ndarray:
+    """Of the ``undecided`` near ledgers (a mask), those that miss no entry placed on ``me``, told by
+    counting what their segments place here and how much of it is held (fsck.ensemble_placement):
+    striped ensembles, ensemble changes, open ledgers. The rest are compared id by id."""
+    from bkdisk.fsck.ensemble_placement import LAST_COUNTED, Placement
+    out = np.zeros(len(near), bool)
+    rows = np.flatnonzero(undecided)
+    if not len(rows):
+        return out
+    placement = Placement.of(models, me)
+    k, held_row = near.shape[rows], row[rows]
+    # (the last entry as the comparison takes it: a closed ledger's own, else the last one held, or -1)
+    last = np.full(len(rows), -1, np.int64)
+    some = np.flatnonzero(held_row >= 0)
+    last[some] = hi[held_row[some]]
+    last = np.where(closed[k], near.last[rows], last)
+    ok = placement.counted[k] & (last < LAST_COUNTED)
+    rows, k, held_row, last = rows[ok], k[ok], held_row[ok], last[ok]
+    got = np.zeros(len(rows), np.int64)
+    some = np.flatnonzero(held_row >= 0)
+    taken = 0
+    for group in held.batches(held_row[some]):
+        pos = some[taken:taken + len(group)]
+        taken += len(group)
+        ids, cuts = held.gathered(group)
+        got[pos] = placement.held(ids, cuts, k[pos], last[pos])
+    out[rows[placement.wanted(k, last) == got]] = True
+    return out
 
 
 def _ranges(a: np.ndarray) -> str:

@@ -1,0 +1,138 @@
+"""Entries placed on a bookie, counted for many ledgers at once (fsck.ensemble_placement): the counts of
+what pass 7 compares id by id, and pass 7 deciding striped, changed and open ledgers by them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bkdisk.bookie.near_ledgers import NearLedgers
+from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.fsck import held_entries as he
+from bkdisk.fsck.ensemble_placement import Placement
+from bkdisk.fsck.held_entries import HeldEntries
+from bkdisk.fsck.passes import p7_metadata
+from bkdisk.fsck.passes.p7_metadata import _missing_entries, expected_entries
+
+ME, OTHERS = "me:3181", ("b:1", "c:2", "d:3", "e:4")
+
+
+@st.composite
+def placed(draw) -> LedgerMetadata:
+    """Closed metadata BookKeeper's client loads (E >= Qw >= Qa), this bookie anywhere or nowhere in each
+    of up to four ensembles (twice in one, sometimes), from entry ids near 0 or near 2^62."""
+    size = draw(st.integers(1, 5))
+    base = draw(st.sampled_from([0, 0, 2**40, 2**62 - 200]))
+    firsts = sorted(set(draw(st.lists(st.integers(0, 60), min_size=1, max_size=4))))
+    ensembles = []
+    for f in firsts:
+        e = list(draw(st.permutations((ME, *OTHERS))))[:size]
+        if size > 1 and draw(st.integers(0, 5)) == 0:
+            e[-1] = ME
+        ensembles.append((base + f, tuple(e)))
+    wq = draw(st.integers(1, size))
+    return LedgerMetadata(format_version=3, write_quorum=wq, ensemble_size=size, ack_quorum=draw(st.integers(1, wq)),
+                          length=0, last_entry_id=base + draw(st.integers(-1, 90)), state="CLOSED",
+                          ensembles=tuple(ensembles))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(placed(), st.lists(st.integers(-3, 100), max_size=40), st.integers(1, 3)),
+                min_size=1, max_size=8))
+def test_counts_are_those_of_the_ids_placed_one_by_one(ledgers):
+    """Per ledger: the entries its segments place here (the round after the last whole one included), and
+    of the ids held, given in runs with repeats and out of order, the distinct ones among them."""
+    shapes = [m for m, _ids, _r in ledgers]
+    p = Placement.of(shapes, ME)
+    assert p.counted.all()
+    shape = np.arange(len(ledgers))
+    last = np.array([m.last_entry_id for m in shapes], np.int64)
+    want = [expected_entries(m, ME, m.last_entry_id) for m in shapes]
+    assert p.wanted(shape, last).tolist() == [len(w) for w in want]
+    base = [m.ensembles[0][0] for m in shapes]
+    held = [[b + i for i in ids] for b, (_m, ids, _r) in zip(base, ledgers)]
+    # (ascending runs, as a ledger's in the parts a check holds; or as drawn, in no order)
+    runs = [sorted(h[k::r]) if r < 3 else h[k::r] for h, (_m, _ids, r) in zip(held, ledgers) for k in range(r)]
+    ids = np.array([e for run in runs for e in run], np.int64)
+    cuts = np.cumsum([0] + [len(h) for h in held])
+    assert p.held(ids, cuts, shape, last).tolist() == [len(set(h) & set(w.tolist())) for h, w in zip(held, want)]
+
+
+def test_shapes_compared_id_by_id_are_not_counted():
+    """(refused by BookKeeper's client, an ensemble from a negative entry id, ensembles out of order)"""
+    def md(ensembles, size=2):
+        return LedgerMetadata(format_version=3, write_quorum=2, ensemble_size=size, ack_quorum=2, length=0,
+                              last_entry_id=9, state="CLOSED", ensembles=ensembles)
+    shapes = [md(((0, (ME, "b:1")),)), md(((0, (ME, "b:1", "c:2")),)), md(((-4, (ME, "b:1")),)),
+              md(((5, (ME, "b:1")), (2, ("b:1", ME)))), md(((0, ("b:1", "c:2")),))]
+    assert Placement.of(shapes, ME).counted.tolist() == [True, False, False, False, True]
+
+
+def _striped(n: int, held_part: int) -> tuple[NearLedgers, HeldEntries, dict]:
+    """``n`` ledgers of 3 bookies, Qw 2, this bookie at each index in turn, one in three changing its
+    ensemble at entry 40; the bookie holding every entry 0..99 of each (more than it is given), in
+    parts of ``held_part`` entries (a ledger's ids in several runs, the last part repeating the first)."""
+    near, ids = NearLedgers(), {}
+    for i in range(n):
+        e = (ME, "b:1", "c:2")[i % 3:] + (ME, "b:1", "c:2")[:i % 3]
+        ensembles = ((0, e), (40, e[1:] + e[:1])) if i % 3 == 0 else ((0, e),)
+        near.add(LedgerId(0, 1000 + i), LedgerMetadata(
+            format_version=3, write_quorum=2, ensemble_size=3, ack_quorum=2, length=0, last_entry_id=99,
+            state="CLOSED", ensembles=ensembles))
+        ids[LedgerId(0, 1000 + i)] = set(range(100))
+    held = HeldEntries()
+    for lo in [*range(0, 100, held_part), 0]:
+        rows = [(lid.ledger, e) for lid, got in ids.items() for e in sorted(got) if lo <= e < lo + held_part]
+        held.add(np.zeros(len(rows), np.uint64), np.array([r[0] for r in rows], np.uint64),
+                 np.array([r[1] for r in rows], np.int64))
+    return near, held.finish(), ids
+
+
+@pytest.mark.parametrize("batch", [7, 1 << 20])
+def test_pass_7_decides_striped_ledgers_held_whole_without_comparing_ids(monkeypatch, batch):
+    """Every entry placed here is held: no ledger goes to the id-by-id comparison (which fails here if
+    called); one entry taken away from one ledger, and that ledger alone is compared and reported."""
+    monkeypatch.setattr(he, "COUNT_BATCH", batch)
+    near, held, ids = _striped(30, 30)
+    at = near.positions(held.scope, held.ledger)
+
+    def not_here(*_a):
+        raise AssertionError("compared id by id")
+    monkeypatch.setattr(p7_metadata, "expected_entries", not_here)
+    assert list(_missing_entries(near, held, held.counts(), at, ME, set())) == []
+    monkeypatch.undo()
+    monkeypatch.setattr(he, "COUNT_BATCH", batch)
+
+    lid = LedgerId(0, 1004)   # (this bookie third: given the entries e with (2 - e) mod 3 < 2, 1 among them)
+    ids[lid].discard(1)
+    held = HeldEntries()
+    rows = [(x.ledger, e) for x, got in ids.items() for e in sorted(got)]
+    held.add(np.zeros(len(rows), np.uint64), np.array([r[0] for r in rows], np.uint64),
+             np.array([r[1] for r in rows], np.int64))
+    held.finish()
+    calls = []
+    real = expected_entries
+
+    def counted(m, me, last):
+        calls.append(m)
+        return real(m, me, last)
+    monkeypatch.setattr(p7_metadata, "expected_entries", counted)
+    got = [(f.code.name, f.ledger, f.entry) for f in _missing_entries(near, held, held.counts(),
+                                                                       near.positions(held.scope, held.ledger),
+                                                                       ME, set())]
+    assert got == [("ENTRY_MISSING", 1004, 1)] and len(calls) == 1
+
+
+def test_pass_7_over_a_bookie_that_holds_nothing_finds_every_entry_placed_here_missing():
+    """(storage wiped: no ledger held, every one of the metadata's compared)"""
+    near = NearLedgers()
+    near.add(LedgerId(0, 1), LedgerMetadata(format_version=3, write_quorum=1, ensemble_size=2, ack_quorum=1, length=0,
+                                            last_entry_id=3, state="CLOSED", ensembles=((0, (ME, "b:1")),)))
+    near.add(LedgerId(0, 2), LedgerMetadata(format_version=3, write_quorum=2, ensemble_size=2, ack_quorum=1, length=0,
+                                            last_entry_id=-1, state="OPEN", ensembles=((0, (ME, "b:1")),)))
+    held = HeldEntries().finish()
+    got = [(f.code.name, f.ledger, f.entry) for f in _missing_entries(
+        near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set())]
+    assert got == [("ENTRY_MISSING", 1, 0), ("ENTRY_MISSING", 1, 2)]
