@@ -100,7 +100,7 @@ def test_pass_7_decides_striped_ledgers_held_whole_without_comparing_ids(monkeyp
 
     def not_here(*_a):
         raise AssertionError("compared id by id")
-    monkeypatch.setattr(p7_metadata, "expected_entries", not_here)
+    monkeypatch.setattr(p7_metadata, "placed_blocks", not_here)
     assert list(_missing_entries(near, held, held.counts(), at, ME, set())) == []
     monkeypatch.undo()
     monkeypatch.setattr(he, "COUNT_BATCH", batch)
@@ -113,12 +113,12 @@ def test_pass_7_decides_striped_ledgers_held_whole_without_comparing_ids(monkeyp
              np.array([r[1] for r in rows], np.int64))
     held.finish()
     calls = []
-    real = expected_entries
+    real = p7_metadata.placed_blocks
 
     def counted(m, me, last):
         calls.append(m)
         return real(m, me, last)
-    monkeypatch.setattr(p7_metadata, "expected_entries", counted)
+    monkeypatch.setattr(p7_metadata, "placed_blocks", counted)
     got = [(f.code.name, f.ledger, f.entry) for f in _missing_entries(near, held, held.counts(),
                                                                        near.positions(held.scope, held.ledger),
                                                                        ME, set())]
@@ -136,3 +136,35 @@ def test_pass_7_over_a_bookie_that_holds_nothing_finds_every_entry_placed_here_m
     got = [(f.code.name, f.ledger, f.entry) for f in _missing_entries(
         near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set())]
     assert got == [("ENTRY_MISSING", 1, 0), ("ENTRY_MISSING", 1, 2)]
+
+
+def test_a_ledger_of_billions_of_entries_missing_is_listed_in_part_and_counted(monkeypatch):
+    """Metadata closed at entry 2^40 (or open, and one id held there; or closed past 2^62): the bookie
+    holds 0..99 of a striped ledger and 2^40 - 5; the first missing ids are listed, a bounded number of
+    them, and the finding says how many are missing where they were counted, in the memory of the ids
+    listed."""
+    monkeypatch.setattr(p7_metadata, "LISTED_MISSING", 1000)
+    last = 2**40
+    near = NearLedgers()
+    for ledger, state, closed_at in ((1, "CLOSED", last), (2, "OPEN", -1), (3, "CLOSED", 2**62 + 10)):
+        near.add(LedgerId(0, ledger), LedgerMetadata(
+            format_version=3, write_quorum=2, ensemble_size=3, ack_quorum=2, length=0,
+            last_entry_id=closed_at, state=state, ensembles=((0, (ME, "b:1", "c:2")),)))
+    held = HeldEntries()
+    for ledger in (1, 2, 3):
+        ids = [*range(100), last - 5] if ledger == 1 else [*range(100), last] if ledger == 2 else [*range(100)]
+        held.add(np.zeros(len(ids), np.uint64), np.full(len(ids), ledger, np.uint64), np.array(ids, np.int64))
+    held.finish()
+    got = list(_missing_entries(near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set()))
+    assert [(f.code.name, f.ledger) for f in got] == [("ENTRIES_MISSING", 1), ("ENTRIES_MISSING", 2),
+                                                      ("ENTRIES_MISSING", 3)]
+    # (closed past LAST_COUNTED: not counted, so the finding says only that there are more than it lists)
+    assert got[2].extra["count"] is None and got[2].detail.startswith("more than 1000 entries (")
+    assert got[2].extra["entries"] == got[0].extra["entries"]
+    # (this bookie first of three, Qw 2: given the e with e mod 3 in {0, 2}, 2^40 + 1 of them up to 2^40 = 1
+    # mod 3; held: 67 of 0..99, and 2^40 - 5 (2 mod 3) of the first, not 2^40 of the second)
+    given = (last + 1) // 3 * 2 + 1
+    for f, held_here in zip(got[:2], (68, 67)):
+        listed = f.extra["entries"]
+        assert len(listed) == 1000 and listed[:3] == [101, 102, 104] and listed == sorted(listed)
+        assert f.extra["count"] == given - held_here and f.detail.startswith(f"{given - held_here} entries (")

@@ -17,6 +17,8 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.held_entries import HeldEntries
 
 CHUNK = 1 << 20   # locations read at once
+PLACED_BLOCK = 1 << 20   # entry ids of a segment made at once when a ledger is compared id by id
+LISTED_MISSING = 1 << 20   # a ledger's missing ids listed at most (a finding says how many there are)
 
 
 def held_entries(ctx: CheckContext) -> HeldEntries:
@@ -46,7 +48,12 @@ def held_entries(ctx: CheckContext) -> HeldEntries:
 
 def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
     """Entry ids 0..last_entry that the ensembles place on bookie ``me`` (round-robin write sets)."""
-    out = []
+    out = list(placed_blocks(md, me, last_entry))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def placed_blocks(md, me: str, last_entry: int, block: int = PLACED_BLOCK) -> Iterator[np.ndarray]:
+    """``expected_entries`` in ascending blocks, each made of at most ``block`` ids of a segment."""
     segs = list(md.ensembles)
     for k, (first, ensemble) in enumerate(segs):
         end = segs[k + 1][0] - 1 if k + 1 < len(segs) else last_entry
@@ -54,9 +61,26 @@ def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
             continue
         E, Qw = len(ensemble), md.write_quorum
         b = ensemble.index(me)
-        e = np.arange(first, end + 1, dtype=np.int64)
-        out.append(e[((b - e) % E) < Qw])
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+        for lo in range(first, end + 1, block):
+            e = np.arange(min(block, end - lo + 1), dtype=np.int64) + lo   # (no bound past int64 made)
+            yield e[((b - e) % E) < Qw]
+
+
+def missing_listed(md, me: str, last_entry: int, have: np.ndarray, most: int | None = None
+                   ) -> tuple[np.ndarray, bool]:
+    """The ids placed on ``me`` that ``have`` (sorted, distinct) lacks, the first ``most`` of them, and
+    whether they are all: a block of placed ids at a time, so that metadata of billions of entries costs
+    the ids held and those listed, not its length. ``most``: LISTED_MISSING unless given."""
+    most = LISTED_MISSING if most is None else most
+    out: list[np.ndarray] = []
+    listed = 0
+    for want in placed_blocks(md, me, last_entry):
+        missing = want[~members(want, have)]   # (both sorted and distinct)
+        out.append(missing)
+        listed += len(missing)
+        if listed > most:
+            return np.concatenate(out)[:most], False
+    return (np.concatenate(out) if out else np.zeros(0, np.int64)), True
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -170,8 +194,10 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
         done = whole[k] & (none | exact)
     else:
         done = np.zeros(n, bool)
+    missing_count = np.full(n, -1, np.int64)   # per near ledger, its entries missing where counted
     if n:
-        done |= _none_missing(near, models, held, row, closed, hi, me, ~done)
+        missing_count = _missing_counts(near, models, held, row, closed, hi, me, ~done)
+        done |= missing_count == 0
     for r in np.flatnonzero(~done).tolist():
         lid, m = LedgerId(int(near.scope[r]), int(near.ledger[r])), near.metadata(r)
         if lid in unloadable:
@@ -183,11 +209,17 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
         have = held.ids(i) if i >= 0 else np.zeros(0, np.int64)
         # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
         last_entry = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
-        want_ids = expected_entries(m, me, last_entry)
-        missing = want_ids[~members(want_ids, have)]   # (both sorted and distinct)
+        missing, all_listed = missing_listed(m, me, last_entry, have)
         if len(missing) == 0:
             continue
-        if len(missing) > 20:
+        if not all_listed:   # (the first of them listed, and how many there are where they were counted)
+            count = int(missing_count[r])
+            said = f"{count} entries" if count >= 0 else f"more than {len(missing)} entries"
+            shown = _ranges(missing)
+            yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
+                          detail=f"{said} ({shown if shown.endswith('...') else shown + ' ...'})",
+                          extra={"entries": missing.tolist(), "count": count if count >= 0 else None})
+        elif len(missing) > 20:
             yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
                           detail=f"{len(missing)} entries ({_ranges(missing)})",
                           extra={"entries": missing.tolist()})
@@ -196,13 +228,15 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
                 yield Finding(Code.ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
 
 
-def _none_missing(near, models: list, held: HeldEntries, row: np.ndarray, closed: np.ndarray, hi: np.ndarray,
-                  me: str, undecided: np.ndarray) -> np.ndarray:
-    """Of the ``undecided`` near ledgers (a mask), those that miss no entry placed on ``me``, told by
+def _missing_counts(near, models: list, held: HeldEntries, row: np.ndarray, closed: np.ndarray, hi: np.ndarray,
+                    me: str, undecided: np.ndarray) -> np.ndarray:
+    """Of the ``undecided`` near ledgers (a mask), how many entries placed on ``me`` each misses, told by
     counting what their segments place here and how much of it is held (fsck.ensemble_placement):
-    striped ensembles, ensemble changes, open ledgers. The rest are compared id by id."""
+    striped ensembles, ensemble changes, open ledgers; -1 for a ledger not counted (its ensembles out of
+    order or from a negative entry id, a last entry past LAST_COUNTED, refused by BookKeeper's client).
+    Only a ledger missing some (or not counted) is compared id by id."""
     from bkdisk.fsck.ensemble_placement import LAST_COUNTED, Placement
-    out = np.zeros(len(near), bool)
+    out = np.full(len(near), -1, np.int64)
     rows = np.flatnonzero(undecided)
     if not len(rows):
         return out
@@ -223,7 +257,7 @@ def _none_missing(near, models: list, held: HeldEntries, row: np.ndarray, closed
         taken += len(group)
         ids, cuts = held.gathered(group)
         got[pos] = placement.held(ids, cuts, k[pos], last[pos])
-    out[rows[placement.wanted(k, last) == got]] = True
+    out[rows] = placement.wanted(k, last) - got
     return out
 
 
