@@ -41,7 +41,7 @@ class HeldEntries:
         """Take in rows (one per entry held; repeats allowed)."""
         if not len(entry):
             return
-        order = np.lexsort((entry, ledger, scope))
+        order = _ordered(scope, ledger, np.asarray(entry, np.int64))
         s, led, e = scope[order], ledger[order], np.asarray(entry, np.int64)[order]
         keep = run_heads(s, led, e)   # an entry held twice in one part (a log and the journal's pending) once
         s, led, e = s[keep], led[keep], e[keep]
@@ -172,6 +172,21 @@ class HeldEntries:
             out += np.bincount(k[run_heads(k, e)], minlength=len(ledgers))
         return out
 
+
+
+def _ordered(scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> np.ndarray:
+    """The order of the rows by (scope, ledger, entry). Rows that come a ledger at a time, each ledger's
+    entries ascending (an index chunk's: a file's locations, file after file) are ordered by their runs'
+    keys alone; others are sorted whole."""
+    heads = run_heads(scope, ledger)
+    starts = np.flatnonzero(heads)
+    if len(starts) < len(entry) // 4 and bool(np.all((entry[1:] > entry[:-1]) | heads[1:])):
+        by_key = np.lexsort((ledger[starts], scope[starts]))
+        ks, kl = scope[starts][by_key], ledger[starts][by_key]
+        if not bool(np.any((ks[1:] == ks[:-1]) & (kl[1:] == kl[:-1]))):   # (each ledger one run)
+            lengths = np.diff(np.append(starts, len(entry)))
+            return span_indices(starts[by_key], lengths[by_key])
+    return np.lexsort((entry, ledger, scope))
 
 
 def _batches(rows: np.ndarray, sizes: np.ndarray) -> Iterator[np.ndarray]:

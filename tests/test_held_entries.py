@@ -152,3 +152,24 @@ def test_a_bookie_s_view_shares_what_its_ledgers_metadata_repeat(tmp_path):
         for v in (m.password, *(b for _f, members in m.ensembles for b in members),
                   *(x for pair in m.custom_metadata for x in pair)):
             assert seen.setdefault(v, v) is v   # (an equal value met before is the same object)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2**63]), st.sampled_from([0, 5, 2**64 - 1]) | U64,
+                          st.lists(st.integers(-1, 10**6), min_size=5, max_size=20)), max_size=12),
+       st.booleans())
+def test_rows_that_come_a_ledger_at_a_time_are_ordered_by_their_runs(runs, sort_each):
+    """Rows as an index chunk gives them (a file's entries ascending, file after file, in no order of
+    ledger) are ordered by their runs' keys; a ledger in two runs, or a run out of order, sorted whole:
+    the same ids either way."""
+    rows = [(s, led, e) for s, led, ids in runs for e in (sorted(set(ids)) if sort_each else ids)]
+    held = HeldEntries()
+    held.add(np.array([r[0] for r in rows], np.uint64), np.array([r[1] for r in rows], np.uint64),
+             np.array([r[2] for r in rows], np.int64))
+    held.finish()
+    want: dict[LedgerId, set[int]] = {}
+    for s, led, ids in runs:
+        want.setdefault(LedgerId(s, led), set()).update(ids)
+    assert [LedgerId(s, lg) for s, lg in zip(held.scope.tolist(), held.ledger.tolist())] == sorted(want)
+    assert [held.ids(i).tolist() for i in range(len(held))] == [sorted(want[lid]) for lid in sorted(want)]
+    assert held.counts().tolist() == [len(want[lid]) for lid in sorted(want)]
