@@ -2,6 +2,8 @@
 what pass 7 compares id by id, and pass 7 deciding striped, changed and open ledgers by them."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -168,3 +170,23 @@ def test_a_ledger_of_billions_of_entries_missing_is_listed_in_part_and_counted(m
         listed = f.extra["entries"]
         assert len(listed) == 1000 and listed[:3] == [101, 102, 104] and listed == sorted(listed)
         assert f.extra["count"] == given - held_here and f.detail.startswith(f"{given - held_here} entries (")
+
+
+def test_ids_placed_from_the_least_int64_and_by_a_quorum_of_none():
+    """(the ids from -2^63 placed as Python's integers place them, b - e not wrapped in int64; a write
+    quorum of 0, which BookKeeper's client loads with an ack quorum of 0, places nothing, over a range
+    of 2^62 ids, at once)"""
+    least = -(2**63)
+
+    def md(ensemble, qw, first=least, last=least + 5):
+        return LedgerMetadata(format_version=3, write_quorum=qw, ensemble_size=3, ack_quorum=qw, length=0,
+                              last_entry_id=last, state="CLOSED", ensembles=((first, ensemble),))
+    b, c = "b:1", "c:2"
+    for ensemble in ((ME, b, c), (b, ME, c), (b, c, ME)):
+        for qw in (1, 2):
+            want = [e for e in range(least, least + 6) if (ensemble.index(ME) - e) % 3 < qw]
+            assert p7_metadata.expected_entries(md(ensemble, qw), ME, least + 5).tolist() == want
+    none = md((ME, b, c), 0, 0, 2**62)
+    assert list(itertools.islice(p7_metadata.placed_blocks(none, ME, 2**62), 3)) == []   # (not a block each)
+    got, all_listed = p7_metadata.missing_listed(none, ME, 2**62, np.zeros(0, np.int64))
+    assert len(got) == 0 and all_listed

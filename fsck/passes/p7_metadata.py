@@ -52,18 +52,20 @@ def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
-def placed_blocks(md, me: str, last_entry: int, block: int = PLACED_BLOCK) -> Iterator[np.ndarray]:
-    """``expected_entries`` in ascending blocks, each made of at most ``block`` ids of a segment."""
+def placed_blocks(md, me: str, last_entry: int, block: int | None = None) -> Iterator[np.ndarray]:
+    """``expected_entries`` in ascending blocks, each made of at most ``block`` ids of a segment
+    (PLACED_BLOCK unless given). A write quorum of none places nothing."""
+    block = PLACED_BLOCK if block is None else block
     segs = list(md.ensembles)
     for k, (first, ensemble) in enumerate(segs):
         end = segs[k + 1][0] - 1 if k + 1 < len(segs) else last_entry
-        if end < first or me not in ensemble:
-            continue
         E, Qw = len(ensemble), md.write_quorum
+        if end < first or me not in ensemble or Qw <= 0:
+            continue
         b = ensemble.index(me)
         for lo in range(first, end + 1, block):
             e = np.arange(min(block, end - lo + 1), dtype=np.int64) + lo   # (no bound past int64 made)
-            yield e[((b - e) % E) < Qw]
+            yield e[((b - e % E) % E) < Qw]   # (e mod E first: b - e wraps for e near -2^63)
 
 
 def missing_listed(md, me: str, last_entry: int, have: np.ndarray, most: int | None = None
@@ -71,7 +73,7 @@ def missing_listed(md, me: str, last_entry: int, have: np.ndarray, most: int | N
     """The ids placed on ``me`` that ``have`` (sorted, distinct) lacks, the first ``most`` of them, and
     whether they are all: a block of placed ids at a time, so that metadata of billions of entries costs
     the ids held and those listed, not its length. ``most``: LISTED_MISSING unless given."""
-    most = LISTED_MISSING if most is None else most
+    most = max(1, LISTED_MISSING if most is None else most)
     out: list[np.ndarray] = []
     listed = 0
     for want in placed_blocks(md, me, last_entry):
