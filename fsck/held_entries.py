@@ -153,24 +153,12 @@ class HeldEntries:
         return out, cuts
 
     def _distinct_counts(self, ledgers: np.ndarray) -> np.ndarray:
-        """Distinct ids of each of ``ledgers`` (rows), their runs gathered a part at a time and sorted at once."""
-        nruns = self._nruns[ledgers]
-        runs = span_indices(self._first[ledgers], nruns)   # the ledgers' runs, in turn
-        rank = np.repeat(np.arange(len(ledgers)), nruns)
-        kept = self._length[runs] > 0
-        runs, rank = runs[kept], rank[kept]
-        by_part = np.argsort(self._part[runs], kind="stable")   # (a ledger's runs may lie in thousands of logs)
-        runs, rank = runs[by_part], rank[by_part]
-        part, start, length = self._part[runs], self._start[runs], self._length[runs]
-        cuts = [*np.flatnonzero(run_heads(part)).tolist(), len(part)]
-        ids = [self._parts[int(part[a])][span_indices(start[a:b], length[a:b])] for a, b in zip(cuts, cuts[1:])]
-        out = np.zeros(len(ledgers), np.int64)
-        if ids:
-            e, k = np.concatenate(ids), np.repeat(rank, length)
-            order = np.lexsort((e, k))
-            k, e = k[order], e[order]
-            out += np.bincount(k[run_heads(k, e)], minlength=len(ledgers))
-        return out
+        """Distinct ids of each of ``ledgers`` (rows): their ids ``gathered`` and sorted at once."""
+        e, cuts = self.gathered(ledgers)
+        k = np.repeat(np.arange(len(ledgers)), np.diff(cuts))
+        order = np.lexsort((e, k))
+        k, e = k[order], e[order]
+        return np.bincount(k[run_heads(k, e)], minlength=len(ledgers)).astype(np.int64)
 
 
 
