@@ -190,3 +190,47 @@ def test_ids_placed_from_the_least_int64_and_by_a_quorum_of_none():
     assert list(itertools.islice(p7_metadata.placed_blocks(none, ME, 2**62), 3)) == []   # (not a block each)
     got, all_listed = p7_metadata.missing_listed(none, ME, 2**62, np.zeros(0, np.int64))
     assert len(got) == 0 and all_listed
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(placed(), st.lists(st.integers(0, 100), max_size=6), st.integers(0, 3), st.booleans()),
+                min_size=1, max_size=9), st.integers(1, 4))
+def test_pass_7_decides_near_ledgers_a_block_at_a_time_as_all_at_once(ledgers, block):
+    """Near ledgers decided NEAR_BLOCK at a time (1 to 4 here): the findings of one block of all of them
+    (the ids of each the reference placement lists and the bookie lacks), the same ledgers compared id by id."""
+    near, held = NearLedgers(), HeldEntries()
+    want: list[tuple[int, list[int]]] = []
+    for i, (m, ids, dropped, has) in enumerate(ledgers):
+        # (held: the ids placed here, every ``dropped``-th of them missing (none for 0), and a few others)
+        placed_here = expected_entries(m, ME, m.last_entry_id).tolist()
+        kept = [e for j, e in enumerate(placed_here) if not dropped or j % (dropped + 1)]
+        base = m.ensembles[0][0]
+        got = sorted({*kept, *(base + x for x in ids)}) if has else []
+        near.add(LedgerId(0, i + 1), m)
+        if has:
+            held.add(np.zeros(len(got), np.uint64), np.full(len(got), i + 1, np.uint64), np.array(got, np.int64))
+        lacks = sorted(set(placed_here) - set(got))
+        if lacks:
+            want.append((i + 1, lacks))
+    held.finish()
+
+    def found() -> tuple[list[tuple[int, list[int]]], list[int]]:
+        """(the ids found missing per ledger, the ledgers compared id by id)"""
+        out: dict[int, list[int]] = {}
+        compared: list[int] = []
+        real = p7_metadata.missing_listed
+
+        def listed(m, me, last, have):
+            compared.append(m.last_entry_id)
+            return real(m, me, last, have)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(p7_metadata, "missing_listed", listed)
+            for f in _missing_entries(near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set()):
+                out.setdefault(f.ledger, []).extend([f.entry] if f.entry is not None else f.extra["entries"])
+        return list(out.items()), compared
+
+    whole = found()
+    assert whole[0] == want
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(p7_metadata, "NEAR_BLOCK", block)
+        assert found() == whole

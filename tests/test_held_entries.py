@@ -173,3 +173,33 @@ def test_rows_that_come_a_ledger_at_a_time_are_ordered_by_their_runs(runs, sort_
     assert [LedgerId(s, lg) for s, lg in zip(held.scope.tolist(), held.ledger.tolist())] == sorted(want)
     assert [held.ids(i).tolist() for i in range(len(held))] == [sorted(want[lid]) for lid in sorted(want)]
     assert held.counts().tolist() == [len(want[lid]) for lid in sorted(want)]
+
+
+def test_pass_7_holds_each_named_index_files_ledger_once_whether_or_not_it_locates_entries(monkeypatch):
+    """An index file that locates nothing still holds its ledger (an orphan of 0 entries where metadata
+    has none); one that locates entries is its ledger's single run of ids (in one chunk of locations),
+    counted the short way; a file whose name is no ledger's holds only what it locates. The same read a
+    location at a time."""
+    from types import SimpleNamespace
+
+    from bkdisk.fsck.passes import p7_metadata
+    from bkdisk.indexfiles.arrays import INDEX_FILE_DTYPE, LOCATION_DTYPE
+    from bkdisk.journal.pending import PendingRecords
+    files = np.zeros(5, INDEX_FILE_DTYPE)
+    for i, (scope, ledger, named) in enumerate([(0, 5, True), (0, 7, True), (0, 9, False), (1, 8, True),
+                                                (0, 11, False)]):
+        files[i]["scope"], files[i]["ledger"], files[i]["named"] = scope, ledger, named
+    locations = np.zeros(5, LOCATION_DTYPE)
+    locations["file"] = [0, 0, 0, 4, 4]
+    locations["entry"] = [0, 1, 1, 3, 4]
+    ctx = SimpleNamespace(dirs=SimpleNamespace(storage_kind="index-files"),
+                          index_inventory=SimpleNamespace(files=files, locations=locations),
+                          journal_facts=SimpleNamespace(pending=PendingRecords()))
+    for chunk in (p7_metadata.CHUNK, 1):
+        monkeypatch.setattr(p7_metadata, "CHUNK", chunk)
+        held = p7_metadata.held_entries(ctx)
+        assert list(zip(held.scope.tolist(), held.ledger.tolist())) == [(0, 5), (0, 7), (0, 11), (1, 8)]
+        assert held.counts().tolist() == [2, 0, 2, 0]
+        assert held.ids(0).tolist() == [0, 1] and held.ids(2).tolist() == [3, 4]
+        if chunk > 1:
+            assert held._nruns.tolist() == [1, 1, 1, 1]

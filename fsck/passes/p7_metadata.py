@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,9 +17,13 @@ from bkdisk.fsck.entry_ranges import runs
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.held_entries import HeldEntries
 
+if TYPE_CHECKING:
+    from bkdisk.fsck.ensemble_placement import Placement
+
 CHUNK = 1 << 20   # locations read at once
 PLACED_BLOCK = 1 << 20   # entry ids of a segment made at once when a ledger is compared id by id
 LISTED_MISSING = 1 << 20   # a ledger's missing ids listed at most (a finding says how many there are)
+NEAR_BLOCK = 1 << 18   # near ledgers decided at once: their columns of the pass a block at a time
 
 
 def held_entries(ctx: CheckContext) -> HeldEntries:
@@ -27,13 +32,17 @@ def held_entries(ctx: CheckContext) -> HeldEntries:
     if ctx.dirs.storage_kind == "index-files":
         inv = ctx.index_inventory
         f = inv.files
-        named = f["named"]
-        held.add_ledgers(f["scope"][named], f["ledger"][named])
         locs = inv.locations
+        located = np.zeros(len(f), bool)
         for k0 in range(0, len(locs), CHUNK):   # a chunk at a time: the locations may be spilled
             c = locs[k0:k0 + CHUNK]
             fi = c["file"]
+            located[fi] = True
             held.add(f["scope"][fi], f["ledger"][fi], c["entry"])
+        # A ledger's index file that locates nothing still holds the ledger (one run more per ledger
+        # for those that do would double a million ledgers' runs, each then counted the long way).
+        empty = f["named"] & ~located
+        held.add_ledgers(f["scope"][empty], f["ledger"][empty])
     else:
         for s in ctx.log_scans.values():
             if not isinstance(s, EntryLogArrays):
@@ -172,83 +181,114 @@ def _whole_span(m, me: str) -> tuple[int, int] | None:
 
 def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray, me: str,
                      unloadable: set[LedgerId], models: list | None = None) -> Iterator[Finding]:
-    """Each near ledger's entries this bookie should hold and does not, in ledger order. A ledger whose
-    every entry is placed here and whose held ids are exactly its range is passed over without a step
-    of its own (the ids' count and bounds say so); the others are compared entry by entry."""
+    """Each near ledger's entries this bookie should hold and does not, in ledger order, decided a block
+    of NEAR_BLOCK near ledgers at a time. A ledger whose every entry is placed here and whose held ids
+    are exactly its range is passed over without a step of its own (the ids' count and bounds say so);
+    the others are counted (``_missing_counts``), and only those missing some are compared entry by entry."""
     from bkdisk.formats.ledger_metadata import bookkeeper_refusal
 
     n = len(near)
     row = np.full(n, -1, np.int64)   # each near ledger's row among the held ones, or -1
     row[at[at >= 0]] = np.flatnonzero(at >= 0)
     models = near.per_shape(lambda m: m) if models is None else models
-    spans = [_whole_span(m, me) for m in models]
-    closed = np.array([m.state == "CLOSED" for m in models], bool)
-    whole = np.array([s is not None for s in spans], bool)
-    start = np.array([s[0] if s is not None else 0 for s in spans], np.int64)
-    at_least = np.array([s[1] if s is not None else 0 for s in spans], np.int64)
+    shapes = _Shapes(models, me)
     lo, hi = held.bounds()
-    if n and len(held):
-        k, h, has = near.shape, np.maximum(row, 0), row >= 0
-        last = np.maximum(np.where(closed[k], near.last, np.where(has, hi[h], -1)), at_least[k])
-        none = last < start[k]   # (not ``want == 0``: ``want`` wraps for a last entry id near 2^63)
-        want = last - start[k] + 1
-        exact = has & (counts[h] == want) & (lo[h] >= start[k]) & (hi[h] <= last)
-        done = whole[k] & (none | exact)
+    for r0 in range(0, n, NEAR_BLOCK):
+        r1 = min(n, r0 + NEAR_BLOCK)
+        done, missing_count = _decided(near, held, counts, row, lo, hi, shapes, r0, r1)
+        for r in (np.flatnonzero(~done) + r0).tolist():
+            lid, m = LedgerId(int(near.scope[r]), int(near.ledger[r])), near.metadata(r)
+            if lid in unloadable:
+                continue
+            if (why := bookkeeper_refusal(m)) is not None:
+                yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
+                continue
+            yield from _compared(lid, m, held, int(row[r]), int(missing_count[r - r0]), me)
+
+
+class _Shapes:
+    """What pass 7 decides once per shape (fsck/ensemble_placement's Placement made when first asked)."""
+
+    def __init__(self, models: list, me: str):
+        spans = [_whole_span(m, me) for m in models]
+        self.models, self.me = models, me
+        self.closed = np.array([m.state == "CLOSED" for m in models], bool)
+        self.whole = np.array([s is not None for s in spans], bool)
+        self.start = np.array([s[0] if s is not None else 0 for s in spans], np.int64)
+        self.at_least = np.array([s[1] if s is not None else 0 for s in spans], np.int64)
+        self._placement: Placement | None = None
+
+    def placement(self) -> Placement:
+        from bkdisk.fsck.ensemble_placement import Placement
+        if self._placement is None:
+            self._placement = Placement.of(self.models, self.me)
+        return self._placement
+
+
+def _decided(near, held: HeldEntries, counts: np.ndarray, row: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+             shapes: _Shapes, r0: int, r1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Of near ledgers ``r0:r1``: which need no comparison (``done``), and how many entries each misses
+    where counted (-1 where not)."""
+    row = row[r0:r1]
+    k, h, has = near.shape[r0:r1], np.maximum(row, 0), row >= 0
+    if len(held):
+        last = np.maximum(np.where(shapes.closed[k], near.last[r0:r1], np.where(has, hi[h], -1)), shapes.at_least[k])
+        start = shapes.start[k]
+        none = last < start   # (not ``want == 0``: ``want`` wraps for a last entry id near 2^63)
+        want = last - start + 1
+        exact = has & (counts[h] == want) & (lo[h] >= start) & (hi[h] <= last)
+        done = shapes.whole[k] & (none | exact)
+        del last, start, none, want, exact
     else:
-        done = np.zeros(n, bool)
-    missing_count = np.full(n, -1, np.int64)   # per near ledger, its entries missing where counted
-    if n:
-        missing_count = _missing_counts(near, models, held, row, closed, hi, me, ~done)
-        done |= missing_count == 0
-    for r in np.flatnonzero(~done).tolist():
-        lid, m = LedgerId(int(near.scope[r]), int(near.ledger[r])), near.metadata(r)
-        if lid in unloadable:
-            continue
-        if (why := bookkeeper_refusal(m)) is not None:
-            yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)
-            continue
-        i = int(row[r])
-        have = held.ids(i) if i >= 0 else np.zeros(0, np.int64)
-        # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
-        last_entry = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
-        missing, all_listed = missing_listed(m, me, last_entry, have)
-        if len(missing) == 0:
-            continue
-        if not all_listed:   # (the first of them listed, and how many there are where they were counted)
-            count = int(missing_count[r])
-            said = f"{count} entries" if count >= 0 else f"more than {len(missing)} entries"
-            shown = _ranges(missing)
-            yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
-                          detail=f"{said} ({shown if shown.endswith('...') else shown + ' ...'})",
-                          extra={"entries": missing.tolist(), "count": count if count >= 0 else None})
-        elif len(missing) > 20:
-            yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
-                          detail=f"{len(missing)} entries ({_ranges(missing)})",
-                          extra={"entries": missing.tolist()})
-        else:
-            for e in missing.tolist():
-                yield Finding(Code.ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
+        done = np.zeros(r1 - r0, bool)
+    missing_count = _missing_counts(near, shapes, held, row, hi, r0, ~done)
+    done |= missing_count == 0
+    return done, missing_count
 
 
-def _missing_counts(near, models: list, held: HeldEntries, row: np.ndarray, closed: np.ndarray, hi: np.ndarray,
-                    me: str, undecided: np.ndarray) -> np.ndarray:
-    """Of the ``undecided`` near ledgers (a mask), how many entries placed on ``me`` each misses, told by
-    counting what their segments place here and how much of it is held (fsck.ensemble_placement):
-    striped ensembles, ensemble changes, open ledgers; -1 for a ledger not counted (its ensembles out of
-    order or from a negative entry id, a last entry past LAST_COUNTED, refused by BookKeeper's client).
-    Only a ledger missing some (or not counted) is compared id by id."""
-    from bkdisk.fsck.ensemble_placement import LAST_COUNTED, Placement
-    out = np.full(len(near), -1, np.int64)
+def _compared(lid: LedgerId, m, held: HeldEntries, i: int, count: int, me: str) -> Iterator[Finding]:
+    """The findings of one near ledger compared id by id (``i``: its row among the held, or -1; ``count``:
+    its missing entries where counted, else -1)."""
+    have = held.ids(i) if i >= 0 else np.zeros(0, np.int64)
+    # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
+    last_entry = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
+    missing, all_listed = missing_listed(m, me, last_entry, have)
+    if len(missing) == 0:
+        return
+    if not all_listed:   # (the first of them listed, and how many there are where they were counted)
+        said = f"{count} entries" if count >= 0 else f"more than {len(missing)} entries"
+        shown = _ranges(missing)
+        yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
+                      detail=f"{said} ({shown if shown.endswith('...') else shown + ' ...'})",
+                      extra={"entries": missing.tolist(), "count": count if count >= 0 else None})
+    elif len(missing) > 20:
+        yield Finding(Code.ENTRIES_MISSING, scope=lid.scope, ledger=lid.ledger,
+                      detail=f"{len(missing)} entries ({_ranges(missing)})", extra={"entries": missing.tolist()})
+    else:
+        for e in missing.tolist():
+            yield Finding(Code.ENTRY_MISSING, scope=lid.scope, ledger=lid.ledger, entry=e)
+
+
+def _missing_counts(near, shapes: _Shapes, held: HeldEntries, row: np.ndarray, hi: np.ndarray, r0: int,
+                    undecided: np.ndarray) -> np.ndarray:
+    """Of the ``undecided`` near ledgers of a block from ``r0`` (a mask; ``row``: the block's held rows),
+    how many entries placed on this bookie each misses, told by counting what their segments place here
+    and how much of it is held (fsck.ensemble_placement): striped ensembles, ensemble changes, open
+    ledgers; -1 for a ledger not counted (its ensembles out of order or from a negative entry id, a last
+    entry past LAST_COUNTED, refused by BookKeeper's client). Only a ledger missing some (or not counted)
+    is compared id by id."""
+    from bkdisk.fsck.ensemble_placement import LAST_COUNTED
+    out = np.full(len(undecided), -1, np.int64)
     rows = np.flatnonzero(undecided)
     if not len(rows):
         return out
-    placement = Placement.of(models, me)
-    k, held_row = near.shape[rows], row[rows]
+    placement = shapes.placement()
+    k, held_row = near.shape[rows + r0], row[rows]
     # (the last entry as the comparison takes it: a closed ledger's own, else the last one held, or -1)
     last = np.full(len(rows), -1, np.int64)
     some = np.flatnonzero(held_row >= 0)
     last[some] = hi[held_row[some]]
-    last = np.where(closed[k], near.last[rows], last)
+    last = np.where(shapes.closed[k], near.last[rows + r0], last)
     ok = placement.counted[k] & (last < LAST_COUNTED)
     rows, k, held_row, last = rows[ok], k[ok], held_row[ok], last[ok]
     got = np.zeros(len(rows), np.int64)
