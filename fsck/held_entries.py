@@ -36,6 +36,7 @@ class HeldEntries:
         self._part: np.ndarray = np.zeros(0, np.int64)
         self._start: np.ndarray = np.zeros(0, np.int64)
         self._length: np.ndarray = np.zeros(0, np.int64)
+        self._lengths: np.ndarray | None = None   # per ledger, its runs' lengths summed (_held_lengths)
 
     def add(self, scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
         """Take in rows (one per entry held; repeats allowed)."""
@@ -59,6 +60,7 @@ class HeldEntries:
 
     def finish(self) -> HeldEntries:
         """Order the runs by ledger (each ledger's in the order their parts came)."""
+        self._lengths = None
         def column(k: str) -> np.ndarray:
             parts, self._runs[k] = self._runs[k], []
             return np.concatenate(parts) if parts else np.zeros(0, _RUN_DTYPES[k])
@@ -97,7 +99,7 @@ class HeldEntries:
         if not len(self):
             return out
         # A ledger's runs hold distinct ids each: one run is its count; the rest are counted by batch.
-        runs_total = np.add.reduceat(self._length, self._first) if len(self._length) else out
+        runs_total = self._held_lengths()
         single = self._nruns == 1
         out[single] = runs_total[single]
         several = np.flatnonzero(~single)
@@ -130,7 +132,14 @@ class HeldEntries:
         """``ledgers`` (rows) in consecutive groups of about COUNT_BATCH ids held (a larger ledger alone)."""
         if not len(self):
             return iter(())
-        return _batches(ledgers, np.add.reduceat(self._length, self._first)[ledgers])
+        return _batches(ledgers, self._held_lengths()[ledgers])
+
+    def _held_lengths(self) -> np.ndarray:
+        """Per ledger, the ids of its runs together (repeats counted): made once, for every batching."""
+        if self._lengths is None:
+            self._lengths = np.add.reduceat(self._length, self._first) if len(self._length) \
+                else np.zeros(len(self), np.int64)
+        return self._lengths
 
     def gathered(self, ledgers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ids held of ``ledgers`` (rows), each ledger's together as its runs one after another (each

@@ -197,7 +197,8 @@ def test_ids_placed_from_the_least_int64_and_by_a_quorum_of_none():
                 min_size=1, max_size=9), st.integers(1, 4))
 def test_pass_7_decides_near_ledgers_a_block_at_a_time_as_all_at_once(ledgers, block):
     """Near ledgers decided NEAR_BLOCK at a time (1 to 4 here): the findings of one block of all of them
-    (the ids of each the reference placement lists and the bookie lacks), the same ledgers compared id by id."""
+    (the ids of each the reference placement lists and the bookie lacks; listed two at a time, how many
+    each misses), the same ledgers compared id by id."""
     near, held = NearLedgers(), HeldEntries()
     want: list[tuple[int, list[int]]] = []
     for i, (m, ids, dropped, has) in enumerate(ledgers):
@@ -214,23 +215,28 @@ def test_pass_7_decides_near_ledgers_a_block_at_a_time_as_all_at_once(ledgers, b
             want.append((i + 1, lacks))
     held.finish()
 
-    def found() -> tuple[list[tuple[int, list[int]]], list[int]]:
-        """(the ids found missing per ledger, the ledgers compared id by id)"""
+    def found(most: int | None = None) -> tuple[list[tuple[int, list[int]]], list[int], list[tuple]]:
+        """(the ids found missing per ledger, the ledgers compared id by id, the findings whole), each
+        ledger's missing ids listed up to ``most``"""
         out: dict[int, list[int]] = {}
         compared: list[int] = []
         real = p7_metadata.missing_listed
 
         def listed(m, me, last, have):
             compared.append(m.last_entry_id)
-            return real(m, me, last, have)
+            return real(m, me, last, have, most)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(p7_metadata, "missing_listed", listed)
-            for f in _missing_entries(near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set()):
-                out.setdefault(f.ledger, []).extend([f.entry] if f.entry is not None else f.extra["entries"])
-        return list(out.items()), compared
+            got = list(_missing_entries(near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set()))
+        for f in got:
+            out.setdefault(f.ledger, []).extend([f.entry] if f.entry is not None else f.extra["entries"])
+        return list(out.items()), compared, [(f.code, f.ledger, f.entry, f.detail, f.extra) for f in got]
 
-    whole = found()
+    whole, cut = found(), found(2)
     assert whole[0] == want
+    # (listed two at a time: a ledger missing more says how many where they were counted)
+    counted = {f[1]: f[4]["count"] for f in cut[2] if f[4].get("count") is not None}
+    assert all(counted[ledger] == len(ids) for ledger, ids in want if ledger in counted)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(p7_metadata, "NEAR_BLOCK", block)
-        assert found() == whole
+        assert found() == whole and found(2) == cut

@@ -190,8 +190,8 @@ def test_pass_7_holds_each_named_index_files_ledger_once_whether_or_not_it_locat
                                                 (0, 11, False)]):
         files[i]["scope"], files[i]["ledger"], files[i]["named"] = scope, ledger, named
     locations = np.zeros(5, LOCATION_DTYPE)
-    locations["file"] = [0, 0, 0, 4, 4]
-    locations["entry"] = [0, 1, 1, 3, 4]
+    locations["file"] = [4, 4, 0, 0, 0]
+    locations["entry"] = [3, 4, 0, 1, 1]
     ctx = SimpleNamespace(dirs=SimpleNamespace(storage_kind="index-files"),
                           index_inventory=SimpleNamespace(files=files, locations=locations),
                           journal_facts=SimpleNamespace(pending=PendingRecords()))
@@ -201,5 +201,5 @@ def test_pass_7_holds_each_named_index_files_ledger_once_whether_or_not_it_locat
         assert list(zip(held.scope.tolist(), held.ledger.tolist())) == [(0, 5), (0, 7), (0, 11), (1, 8)]
         assert held.counts().tolist() == [2, 0, 2, 0]
         assert held.ids(0).tolist() == [0, 1] and held.ids(2).tolist() == [3, 4]
-        if chunk > 1:
-            assert held._nruns.tolist() == [1, 1, 1, 1]
+        # (a run per chunk a ledger's locations are in; a run of none only for a file that locates none)
+        assert held._nruns.tolist() == ([1, 1, 1, 1] if chunk > 1 else [3, 1, 2, 1])
