@@ -29,7 +29,7 @@ from bkdisk.audit.placement import this_host, wrong_host
 from bkdisk.audit.scrub_columns import SCRUB_DISK_FIELDS
 from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.diskio import fault_guard
-from bkdisk.diskio.config import collector_eased
+from bkdisk.diskio.config import collector_eased, free_heap_returned
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import to_signed64
 
@@ -45,6 +45,7 @@ DISK_FIELDS = [("path", pa.string()), ("storage_class", pa.string()), ("index_re
 FINDING_FIELDS = [("code", pa.string()), ("severity", pa.string()), ("pass_no", pa.int32()), ("path", pa.string()),
                   ("offset", pa.int64()), ("ledger_scope", pa.int64()), ("ledger_id", pa.int64()),
                   ("entry_id", pa.int64()), ("message", pa.string()), ("found_at", pa.timestamp("us", tz="UTC"))]
+FINDINGS_BATCH = 1 << 16   # findings made into a batch at once
 REPLICA_FIELDS = [("ledger_scope", pa.int64()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()),
                   ("payload_sha256", pa.string()), ("digest_ok", pa.bool_()), ("digest_type", pa.string()),
                   ("size", pa.int64()), ("payload_len", pa.int64()), ("ledger_dir", pa.string()),
@@ -338,17 +339,25 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
         report.close()
 
 
+def finding_batches(fs: list, run: RunInfo, bid: str, found_at=None) -> Iterator[pa.RecordBatch]:
+    """A disk's findings as batches of FINDINGS_BATCH rows: a disk of a million orphan ledgers has as
+    many findings, whose columns made at once as Python values would take gigabytes."""
+    for lo in range(0, len(fs), FINDINGS_BATCH):
+        part = fs[lo:lo + FINDINGS_BATCH]
+        yield task_batch("findings", run, bid, {
+            "code": [f.code for f in part], "severity": [f.severity.value for f in part],
+            "pass_no": [f.pass_no for f in part], "path": [f.path for f in part],
+            "offset": [f.offset for f in part],
+            "ledger_scope": [to_signed(f.scope or 0) if f.ledger is not None else None for f in part],
+            "ledger_id": [to_signed(f.ledger) for f in part], "entry_id": [f.entry for f in part],
+            "message": [f.message for f in part], "found_at": [found_at] * len(part)}, len(part))
+
+
 def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int, scrub=None,
                space_wanted=True) -> Iterator[pa.RecordBatch]:
     from bkdisk.audit.not_indexed import NotIndexed
     fs = report.findings
-    if fs:
-        yield task_batch("findings", run, bid, {
-            "code": [f.code for f in fs], "severity": [f.severity.value for f in fs],
-            "pass_no": [f.pass_no for f in fs], "path": [f.path for f in fs], "offset": [f.offset for f in fs],
-            "ledger_scope": [to_signed(f.scope or 0) if f.ledger is not None else None for f in fs],
-            "ledger_id": [to_signed(f.ledger) for f in fs], "entry_id": [f.entry for f in fs],
-            "message": [f.message for f in fs], "found_at": [scrub and scrub.now] * len(fs)}, len(fs))
+    yield from finding_batches(fs, run, bid, scrub and scrub.now)
     yield from scrub.carried_batches(run, bid) if scrub else ()   # the findings of logs not deep-read this run
     # The index was read when fsck's index passes ran (for DbLedgerStorage: over its RocksDB databases).
     index_read = dirs.storage_kind != "empty" and not any(p.skipped for p in report.passes
@@ -372,6 +381,9 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             len(rows))
     for cols in key_batches(report.context):
         yield task_batch("ledger_keys", run, bid, cols, len(cols["ledger_id"]))
+    if space_wanted:   # (what the batches before freed, given back: the accounting's peak would stand on it)
+        free_heap_returned()
+        pa.default_memory_pool().release_unused()
     space, space_error = space_rows(dirs, bid, metadata, report.context) if space_wanted else ([], None)
     for part in space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in part] for f, _t in SPACE_FIELDS}, len(part))

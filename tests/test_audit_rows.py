@@ -369,3 +369,17 @@ def test_a_disk_s_space_rows_go_in_parts_of_bounded_rows_the_same_rows(cluster3,
     assert [b.num_rows for b in batches] == [2] * (whole.num_rows // 2) + [whole.num_rows % 2] * (whole.num_rows % 2)
     parted = split_tables(batches)["space"]
     assert parted.equals(whole)
+
+
+def test_a_disk_s_findings_go_in_batches_of_bounded_rows_the_same_rows(cluster3, monkeypatch):
+    """(against no metadata every ledger the disk holds is an orphan: a disk of a million of them has as many
+    findings, made into rows a batch at a time)"""
+    import bkdisk.audit.rows as rows
+    root, _md = cluster3
+    disk = DiskInput(str(root / "bookies" / "bk-1.rack-a"))
+    whole = split_tables(list(iter_disk(disk, {}, RUN, guard=False)))["findings"]
+    assert whole.num_rows > 5 and "ORPHAN_LEDGER" in whole["code"].to_pylist()
+    monkeypatch.setattr(rows, "FINDINGS_BATCH", 2)
+    batches = [b for b in iter_disk(disk, {}, RUN, guard=False) if b.num_rows and b["table"][0].as_py() == "findings"]
+    assert [b.num_rows for b in batches] == [2] * (whole.num_rows // 2) + [whole.num_rows % 2] * (whole.num_rows % 2)
+    assert split_tables(batches)["findings"].equals(whole)
