@@ -378,8 +378,15 @@ def test_a_disk_s_findings_go_in_batches_of_bounded_rows_the_same_rows(cluster3,
     root, _md = cluster3
     disk = DiskInput(str(root / "bookies" / "bk-1.rack-a"))
     whole = split_tables(list(iter_disk(disk, {}, RUN, guard=False)))["findings"]
-    assert whole.num_rows > 5 and "ORPHAN_LEDGER" in whole["code"].to_pylist()
-    monkeypatch.setattr(rows, "FINDINGS_BATCH", 2)
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
+    from bkdisk.fsck.context import CheckOptions
+    report = check_bookie(discover(disk.path), CheckOptions(metadata={}))
+    report.close()
+    codes = whole["code"].to_pylist()   # (the check's findings, each a row)
+    assert codes == [str(f.code) for f in report.findings] and "ORPHAN_LEDGER" in codes
+    assert whole.num_rows % 5   # (the last batch a short one)
+    monkeypatch.setattr(rows, "FINDINGS_BATCH", 5)
     batches = [b for b in iter_disk(disk, {}, RUN, guard=False) if b.num_rows and b["table"][0].as_py() == "findings"]
-    assert [b.num_rows for b in batches] == [2] * (whole.num_rows // 2) + [whole.num_rows % 2] * (whole.num_rows % 2)
+    assert [b.num_rows for b in batches] == [5] * (whole.num_rows // 5) + [whole.num_rows % 5]
     assert split_tables(batches)["findings"].equals(whole)
