@@ -227,9 +227,10 @@ def each_metadata(md: Mapping[LedgerId, LedgerMetadata], scope, ledger, batch: i
     asked one by one."""
     from bkdisk.bookie.near_ledgers import NearLedgers
     near = md.near if isinstance(md, MetadataView) else md
-    if not isinstance(near, NearLedgers):
-        for s, led in zip(scope.tolist(), ledger.tolist()):
-            yield md.get(LedgerId(s, led))
+    if not isinstance(near, NearLedgers):   # (the ids made Python values a batch at a time, as below)
+        for lo in range(0, len(ledger), batch):
+            for s, led in zip(scope[lo:lo + batch].tolist(), ledger[lo:lo + batch].tolist()):
+                yield md.get(LedgerId(s, led))
         return
     at = near.positions(scope, ledger)
     for lo in range(0, len(at), batch):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import urllib.parse
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ from bkdisk.bookie.gc_policy import (
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.bookie.metadata_dir import each_metadata, over_replicated
-from bkdisk.bookie.space_rows import per_ledger, per_topic
+from bkdisk.bookie.space_rows import Coded, per_ledger, per_topic
 from bkdisk.diskio.distinct import PairSet, distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
@@ -271,20 +272,22 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     for number, indexed_here in enumerate(groups):
         here = ugroup == number
         held[here] = indexed_here.contains(uscope[here], uledger[here])
-    states, md_states, ctimes, topics = [], [], [], []
+    # (as codes: a million ledgers share a few states and topics)
+    states, md_states, topics, ctimes = Coded(), Coded(), Coded(), array("q")
     topic_names: dict = {}   # custom metadata -> its topic (one string a topic, however many ledgers)
     never = np.iinfo(np.int64).max
     for h, m in zip(held.tolist(), each_metadata(md, uscope, uledger), strict=True):
-        states.append(ledger_state(h, m, bookie_id, settings, with_md))
-        md_states.append(None if m is None else m.state)
+        states.add(ledger_state(h, m, bookie_id, settings, with_md))
+        md_states.add(None if m is None else m.state)
         ctimes.append(never if m is None or m.ctime is None else m.ctime)
         if m is not None and m.custom_metadata not in topic_names:
             topic_names[m.custom_metadata] = topic_of(m.custom_metadata)
-        topics.append(None if m is None else topic_names[m.custom_metadata])
-    ustate = np.array([STATES.index(x) for x in states], np.int8)
+        topics.add(None if m is None else topic_names[m.custom_metadata])
+    ustate = np.array([STATES.index(x) for x in states.values], np.int8)[states.codes] if len(states) \
+        else np.zeros(0, np.int8)
     live = ustate[inv] == 0 if len(inv) else np.zeros(0, bool)
     # Oldest: the earliest creation time metadata gives, then the lowest id.
-    ctime = np.array(ctimes, np.int64)
+    ctime = np.frombuffer(ctimes, np.int64) if len(ctimes) else np.zeros(0, np.int64)
     rank = np.empty(len(uledger), np.int64)
     rank[np.lexsort((uledger, uscope, ctime))] = np.arange(len(uledger))
 

@@ -3,6 +3,7 @@ at once (numpy), the Python work one step per ledger and per topic, not per (log
 bookie's logs each name thousands of ledgers."""
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -34,6 +35,63 @@ def _names(scope: np.ndarray, ledger: np.ndarray, part: int = 1 << 16) -> np.nda
     return names
 
 
+class Coded(Sequence):
+    """A column of values that a million rows share a few of (states, topics): a code a row (int32) and
+    each distinct value once, read as the list of values it stands for. ``add`` appends a row."""
+
+    def __init__(self, values: list | None = None, codes: np.ndarray | None = None):
+        self.values: list = [] if values is None else values
+        self._number = {v: i for i, v in enumerate(self.values)}
+        self._adding = array("i")
+        self._codes = np.zeros(0, np.int32) if codes is None else codes
+
+    @classmethod
+    def of(cls, rows) -> Coded:
+        c = cls()
+        for v in rows:
+            c.add(v)
+        return c
+
+    def add(self, v) -> None:
+        k = self._number.get(v)
+        if k is None:
+            k = self._number[v] = len(self.values)
+            self.values.append(v)
+        self._adding.append(k)
+
+    def code_of(self, v) -> int:
+        """The code of ``v``, given one when no row has it."""
+        k = self._number.get(v)
+        if k is None:
+            k = self._number[v] = len(self.values)
+            self.values.append(v)
+        return k
+
+    @property
+    def codes(self) -> np.ndarray:
+        if len(self._adding):
+            self._codes = np.concatenate([self._codes, np.frombuffer(self._adding, np.int32)])
+            self._adding = array("i")
+        return self._codes
+
+    def take(self, rows: np.ndarray) -> Coded:
+        """The rows ``rows`` (indices) as a column of their own."""
+        return Coded(self.values, self.codes[rows])
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.values[k] for k in self.codes[i].tolist()]
+        return self.values[int(self.codes[i])]
+
+    def __iter__(self) -> Iterator:
+        values, codes = self.values, self.codes
+        for lo in range(0, len(codes), 1 << 16):
+            yield from (values[k] for k in codes[lo:lo + (1 << 16)].tolist())
+
+
 class LedgerRows(Sequence):
     """The ledger rows in the order shown (freeing most first, then most bytes, then the id as text), each
     made when asked for: a bookie of a million ledgers keeps its rows as a dozen columns, not a million
@@ -42,7 +100,7 @@ class LedgerRows(Sequence):
     def __init__(self, bookie_id, scope, ledger, state, md_state, topic, sums: dict[str, np.ndarray], refs, log_at,
                  starts, ends):
         self.bookie_id, self.scope, self.ledger = bookie_id, scope, ledger
-        self.state, self.md_state, self.topic = state, md_state, topic   # per ledger (lists)
+        self.state, self.md_state, self.topic = state, md_state, topic   # per ledger (Coded)
         self.sums, self.refs, self.log_at, self.starts, self.ends = sums, refs, log_at, starts, ends
         self.order = np.lexsort((_names(scope, ledger), -sums["bytes"], -sums["frees_bytes"]))
 
@@ -85,15 +143,16 @@ def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_stat
     counts = np.bincount(per, minlength=n)   # (every ledger has a row)
     ends = np.cumsum(counts)
     starts = ends - counts
-    first = inv[order[starts]].tolist() if n else []
+    first = inv[order[starts]] if n else np.zeros(0, np.int64)
     total = _sums(per, n)
     pinned = live & old[log_of]
     frees = pinned & sole[log_of]
     sums = {"bytes": total(nbytes), "live_bytes": total(np.where(live, nbytes, 0)), "pinned_logs": total(pinned),
             "sole_logs": total(frees), "frees_bytes": total(np.where(frees, sizes[log_of], 0))}
-    any_live = total(np.array([x == live_state for x in states], bool)[inv]).tolist()
-    state = [live_state if any_live[j] else states[k] for j, k in enumerate(first)]
-    return LedgerRows(bookie_id, uscope, uledger, state, [md_states[k] for k in first], [topics[k] for k in first],
+    live_code = states.code_of(live_state)
+    any_live = total((states.codes == live_code)[inv]) > 0
+    state = Coded(states.values, np.where(any_live, live_code, states.codes[first]).astype(np.int32))
+    return LedgerRows(bookie_id, uscope, uledger, state, md_states.take(first), topics.take(first),
                       sums, [(lg.ledger_dir, lg.log_id) for lg in logs], log_of[order], starts, ends)
 
 
@@ -116,7 +175,7 @@ def per_topic(ledger_rows: LedgerRows, live, log_of, inv, topics, old, sizes, bo
     if per:
         names = sorted(per)
         number = {t: i for i, t in enumerate(names)}
-        topic_id = np.array([number.get(t, -1) if t is not None else -1 for t in topics], np.int64)
+        topic_id = np.array([number.get(t, -1) if t is not None else -1 for t in topics.values], np.int64)[topics.codes]
         # The distinct (log, topic) pairs of the live rows (-1: a ledger of no topic).
         (plog, ptopic), _ = distinct_rows(log_of[live], topic_id[inv[live]])
         considered = old[plog]

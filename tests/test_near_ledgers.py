@@ -274,3 +274,6 @@ def test_each_metadata_is_each_get_of_a_view():
     got = list(each_metadata(view, scope, rows, batch=64))
     assert got == [view.get(LedgerId(0, x)) for x in rows.tolist()]
     assert sum(m is not None for m in got) == 450
+    # (a plain mapping: asked row by row, its ids made a batch at a time)
+    plain = {**far, **dict(near.items())}
+    assert list(each_metadata(plain, scope, rows, batch=64)) == got

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.bookie.space_rows import _names, per_ledger, per_topic
+from bkdisk.bookie.space_rows import Coded, _names, per_ledger, per_topic
 from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.formats.ids import LedgerId
 
@@ -102,11 +102,13 @@ def test_ledger_and_topic_rows_equal_those_built_row_by_row(rows, picks, topic_n
     sizes = np.array([(1 << 53) + 1 + i for i in range(6)], np.int64)   # (freed bytes summed exactly too)
     args = (logs, scope, ledger, nbytes, log_of, inv, live)
     want_l, want_t = _by_row(*args, states, metas, topics, old_a, sole_a, sizes, "bk:3181")
-    got_l = per_ledger(*args, states, LIVE, [None if m is None else m.state for m in metas], topics, old_a, sole_a,
-                       sizes, "bk:3181")
+    coded_topics = Coded.of(topics)   # (per (group, ledger): a code each, each value once)
+    got_l = per_ledger(*args, Coded.of(states), LIVE, Coded.of([None if m is None else m.state for m in metas]),
+                       coded_topics, old_a, sole_a, sizes, "bk:3181")
     assert list(got_l) == want_l and [got_l[k] for k in range(len(got_l))] == want_l == got_l[:]
     assert all(type(r["bytes"]) is int and type(r["frees_bytes"]) is int for r in got_l)
-    assert per_topic(got_l, live, log_of, inv, topics, old_a, sizes, "bk:3181") == want_t
+    assert per_topic(got_l, live, log_of, inv, coded_topics, old_a, sizes, "bk:3181") == want_t
+    assert len(coded_topics.values) == len(set(topics)) and list(coded_topics) == topics == coded_topics[:]
 
 
 @settings(max_examples=200, deadline=None)
