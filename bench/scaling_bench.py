@@ -51,7 +51,9 @@ Measured 2026-12-06, the audit's disk task (DISK_TASK below, no metadata: each o
 ledgers' 1,194,865 ledgers an orphan finding), in-process with its resident set logged at each stage,
 once each: peak 1,769 MiB (the findings made into one batch of ten Python lists) -> 1,309 MiB with the
 findings made 65,536 at a time (c4228d9); what is left is the space accounting's (bookie/space.py: its
-per-ledger lists and columns, +475 MiB over the 834 MiB it starts from).
+per-ledger lists and columns, +475 MiB over the 834 MiB it starts from), 1,263 MiB (+419) with its states
+and topics held as codes (84079c3): the (log, ledger) rows and their distinct rows, the index's ledger set and
+the per-ledger sums and sort names are the rest.
 """
 from __future__ import annotations
 
