@@ -53,11 +53,7 @@ class Coded(Sequence):
         return c
 
     def add(self, v) -> None:
-        k = self._number.get(v)
-        if k is None:
-            k = self._number[v] = len(self.values)
-            self.values.append(v)
-        self._adding.append(k)
+        self._adding.append(self.code_of(v))
 
     def code_of(self, v) -> int:
         """The code of ``v``, given one when no row has it."""
