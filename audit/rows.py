@@ -379,6 +379,12 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "indexed": gaps.indexed(e["scope"], e["ledger"], e["entry"]) if index_read else pa.nulls(len(rows)),
             "lac": e["lac"], "ledger_length": e["length"], "entry_format": e["format"].astype(np.int32)},
             len(rows))
+    # The findings are out: what the disk's row and the scrub's state still need of them is kept, the rest let
+    # go (a disk of a million orphan ledgers holds as many Finding objects; the keys and the accounting follow).
+    exit_code = report.exit_code
+    deep = scrub.deep_found(fs) if scrub else []
+    del fs, gaps
+    report.findings = []
     for cols in key_batches(report.context):
         yield task_batch("ledger_keys", run, bid, cols, len(cols["ledger_id"]))
     if space_wanted:   # (what the batches before freed, given back: the accounting's peak would stand on it)
@@ -388,9 +394,9 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
     for part in space:
         yield task_batch("space", run, bid, {f: [r.get(f) for r in part] for f, _t in SPACE_FIELDS}, len(part))
     st = report.stats
-    status = "ok" if report.exit_code == 0 and not (scrub and scrub.carries_errors()) else "errors"
+    status = "ok" if exit_code == 0 and not (scrub and scrub.carries_errors()) else "errors"
     yield disk_row(status, bid, space_error, storage_class=storage_class(dirs.storage_kind, index_read),
                    index_read=index_read,
                    bytes=int(st.get("entry_log_bytes", 0)) + int(st.get("journal_bytes", 0)),
-                   entries=entries, fsck_exit_code=report.exit_code,
-                   **(scrub.finish(fs, report.context.log_scans) if scrub else {}))
+                   entries=entries, fsck_exit_code=exit_code,
+                   **(scrub.finish(deep, report.context.log_scans) if scrub else {}))

@@ -229,6 +229,10 @@ class ScrubDisk:
                 "digest_type": pa.nulls(n, pa.string()), "payload_len": pa.nulls(n, pa.int64()),
                 "ledger_dir": pa.repeat(pa.scalar(rows.ledger_dir), n), "log_id": np.full(n, rows.log_id, np.int64)}
 
+    def deep_found(self, findings) -> list:
+        """Of a disk's findings, those ``finish`` keeps: what a deep read found in a log."""
+        return [f for f in findings if f.code in DEEP_CODES and f.path]
+
     def finish(self, findings, log_scans) -> dict:
         """Each deep-read log's verdict and findings into the new state, written to ``rows_file``;
         returns the disk's scrub figures (scrub_columns.SCRUB_DISK_FIELDS)."""
@@ -239,9 +243,8 @@ class ScrubDisk:
                 if k in self._logs:
                     self._hashes.empty(k)
         deep_found: dict[str, list[dict]] = {}
-        for f in findings:
-            if f.code in DEEP_CODES and f.path:
-                deep_found.setdefault(f.path, []).append(_carried_finding(f))
+        for f in self.deep_found(findings):
+            deep_found.setdefault(f.path, []).append(_carried_finding(f))
         after = dict(plan.after)
         for k, (p, _n) in self._logs.items():
             if k in plan.deep:

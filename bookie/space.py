@@ -208,6 +208,18 @@ class SpaceReport:
         return itertools.chain(self.logs, self.ledgers, self.topics, [self.summary])
 
 
+def joined_rows(logs: list[LogLedgers]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The logs' (scope, ledger, bytes) rows end to end, each log's own arrays emptied as they are joined."""
+    if not logs:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    cols = []
+    for name, dt in (("scope", np.uint64), ("ledger", np.uint64), ("nbytes", np.int64)):
+        cols.append(np.concatenate([getattr(lg, name) for lg in logs]).astype(dt, copy=False))
+        for lg in logs:
+            setattr(lg, name, getattr(lg, name)[:0])
+    return cols[0], cols[1], cols[2]
+
+
 def current_logs(logs: list[LogLedgers]) -> np.ndarray:
     """Whether each log may still be written (never a collection candidate): per entry logger, its
     highest-id log, and when that one holds nothing yet (a preallocated log), the highest-id log
@@ -257,19 +269,27 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     with_md = metadata is not None
     md = metadata if metadata is not None else {}   # a view with none of its own still looks ledgers up
 
-    # One row per (log, ledger).
+    # One row per (log, ledger), the logs' own arrays let go once joined (a million ledgers' rows twice over).
     counts = np.array([len(lg.ledger) for lg in logs], np.int64)
+    current = current_logs(logs)
     log_of = np.repeat(np.arange(len(logs)), counts)
-    def cat(name: str, dt) -> np.ndarray:
-        return np.concatenate([getattr(lg, name) for lg in logs]).astype(dt) if logs else np.zeros(0, dt)
-    scope, ledger, nbytes = cat("scope", np.uint64), cat("ledger", np.uint64), cat("nbytes", np.int64)
-    group = np.array([lg.group for lg in logs], np.int64)[log_of] if logs else np.zeros(0, np.int64)
-    (ugroup, uscope, uledger), inv = distinct_rows(group, scope, ledger)
+    scope, ledger, nbytes = joined_rows(logs)
+    one_group = len({lg.group for lg in logs}) <= 1
+    if one_group:   # (group, ledger) is the ledger: its distinct rows serve the per-ledger rows too
+        (uscope, uledger), inv = distinct_rows(scope, ledger)
+    else:
+        group = np.array([lg.group for lg in logs], np.int64)[log_of]
+        (ugroup, uscope, uledger), inv = distinct_rows(group, scope, ledger)
+        del group
 
     # One state per (group, ledger): Python work per ledger, not per entry. Of each ledger's metadata only
     # what the rows show is kept (its state, creation time, topic), not the metadata itself.
     held = np.zeros(len(uledger), bool)   # per (group, ledger): whether the group's index holds it
     for number, indexed_here in enumerate(groups):
+        if one_group:
+            if logs and number == logs[0].group:
+                held = indexed_here.contains(uscope, uledger)
+            continue
         here = ugroup == number
         held[here] = indexed_here.contains(uscope[here], uledger[here])
     # (as codes: a million ledgers share a few states and topics)
@@ -298,7 +318,6 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     oldest = np.full(n, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(oldest, log_of[live], rank[inv[live]])
     by_rank = np.argsort(rank)
-    current = current_logs(logs)
     actions = log_actions(live_bytes, total, live_ledgers, current, settings)
     u = usage(live_bytes, total)
 
@@ -318,7 +337,7 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     sole = old & (live_ledgers == 1)   # deleting its one live ledger frees the whole log
     sizes = np.array([lg.size for lg in logs], np.int64)
     ledger_rows = per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, LIVE, md_states, topics,
-                             old, sole, sizes, bookie_id)
+                             old, sole, sizes, bookie_id, ledgers=(uscope, uledger, inv) if one_group else None)
 
     topic_rows = per_topic(ledger_rows, live, log_of, inv, topics, old, sizes, bookie_id)
     rocks = None

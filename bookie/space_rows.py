@@ -128,12 +128,14 @@ class LedgerRows(Sequence):
 
 
 def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_state: str, md_states, topics, old, sole,
-               sizes, bookie_id) -> LedgerRows:
+               sizes, bookie_id, ledgers=None) -> LedgerRows:
     """One row per ledger (across groups, DbLedgerStorage's dirs: in the state of its first,
     ``live_state`` where any keeps it), its logs in the order of its rows; the ledgers freeing most
     first. ``inv``: each row's (group, ledger), whose state, metadata's state and topic are ``states``,
-    ``md_states``, ``topics``."""
-    (uscope, uledger), per = distinct_rows(scope, ledger)
+    ``md_states``, ``topics``. ``ledgers``: the distinct (scope, ledger) and each row's, when the caller
+    has them (its rows of one group)."""
+    (uscope, uledger), per = ((ledgers[0], ledgers[1]), ledgers[2]) if ledgers is not None \
+        else distinct_rows(scope, ledger)
     n = len(uledger)
     order = np.argsort(per, kind="stable")   # each ledger's rows together, in row order
     counts = np.bincount(per, minlength=n)   # (every ledger has a row)

@@ -390,3 +390,45 @@ def test_a_disk_s_findings_go_in_batches_of_bounded_rows_the_same_rows(cluster3,
     batches = [b for b in iter_disk(disk, {}, RUN, guard=False) if b.num_rows and b["table"][0].as_py() == "findings"]
     assert [b.num_rows for b in batches] == [5] * (whole.num_rows // 5) + [whole.num_rows % 5]
     assert split_tables(batches)["findings"].equals(whole)
+
+
+
+def test_a_disk_s_findings_are_let_go_before_its_keys_and_space_and_its_row_still_counts_them(cluster3, tmp_path,
+                                                                                              monkeypatch):
+    """(a disk of a million orphan ledgers holds as many Finding objects: the ledger keys and the space
+    accounting that follow them must not stand on them)"""
+    import gc
+    import shutil
+
+    import bkdisk.audit.rows as rows
+    from bkdisk.fsck.findings import Finding
+    root, md = cluster3
+    disk_dir = tmp_path / "bk-1"
+    shutil.copytree(root / "bookies" / "bk-1.rack-a", disk_dir)
+    man = json.loads((disk_dir / "manifest.json").read_text())
+    rec = next(r for r in man["entry_log_records"] if r["size"] > 80)
+    log = disk_dir / rec["ledger_dir"] / "current" / rec["entry_log_file"]
+    data = bytearray(log.read_bytes())
+    data[rec["offset"] + rec["size"] - 2] ^= 0x10   # (a payload byte: its digest fails, an error)
+    log.write_bytes(bytes(data))
+    alive = []
+    real_keys, real_space = rows.key_batches, rows.space_rows
+
+    def live_findings() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, Finding))
+
+    def keys(*a, **k):
+        alive.append(("keys", live_findings()))
+        return real_keys(*a, **k)
+
+    def space(*a, **k):
+        alive.append(("space", live_findings()))
+        return real_space(*a, **k)
+    monkeypatch.setattr(rows, "key_batches", keys)
+    monkeypatch.setattr(rows, "space_rows", space)
+    tables = split_tables(list(iter_disk(DiskInput(str(disk_dir)), md, RUN, guard=False)))
+    assert "DIGEST_MISMATCH" in tables["findings"]["code"].to_pylist()
+    assert alive == [("keys", 0), ("space", 0)]
+    d = tables["disks"].to_pylist()[0]
+    assert d["status"] == "errors" and d["fsck_exit_code"] == 4 and tables["space"].num_rows > 0
