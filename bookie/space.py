@@ -215,8 +215,8 @@ def joined_rows(logs: list[LogLedgers]) -> tuple[np.ndarray, np.ndarray, np.ndar
     cols = []
     for name, dt in (("scope", np.uint64), ("ledger", np.uint64), ("nbytes", np.int64)):
         cols.append(np.concatenate([getattr(lg, name) for lg in logs]).astype(dt, copy=False))
-        for lg in logs:
-            setattr(lg, name, getattr(lg, name)[:0])
+        for lg in logs:   # (a new empty array: a slice of the old one would keep its buffer)
+            setattr(lg, name, np.zeros(0, dt))
     return cols[0], cols[1], cols[2]
 
 

@@ -571,3 +571,34 @@ def test_a_folder_of_a_cluster_s_ledgers_is_read_as_the_bookie_needs_it(tmp_path
         tracemalloc.stop()
     assert crowded == alone
     assert peak < 200 * 20_000, f"{peak / 20_000:.0f} bytes a foreign ledger"
+
+
+def test_dbledgerstorage_logs_in_its_second_dir_only_are_looked_up_in_that_dir_s_index(tmp_path):
+    """(one entry-logger group, not the first: its ledgers are live by the second dir's index, not the first's)"""
+    from bkdisk.bookie.gc_policy import GcSettings
+    from bkdisk.bookie.layout import discover
+    from bkdisk.bookie.space import account_bookie
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    whole = account_bookie(discover(str(root)), None, GcSettings())
+    for log in (root / "ledgers0" / "current").glob("*.log"):
+        log.unlink()
+    only1 = account_bookie(discover(str(root)), None, GcSettings())
+    assert {lg["ledger_dir"] for lg in only1.logs} == {"ledgers1"}
+    want = {r["ledger"]: r["state"] for r in whole.ledgers if any(x["ledger_dir"] == "ledgers1" for x in r["logs"])}
+    got = {r["ledger"]: r["state"] for r in only1.ledgers}
+    assert got == want and set(got.values()) == {"live"}
+
+
+def test_the_logs_arrays_are_let_go_once_joined():
+    """(a million ledgers' rows are held once, not also in each log's arrays)"""
+    import weakref
+
+    import numpy as np
+
+    from bkdisk.bookie.space import LogLedgers, joined_rows
+    logs = [LogLedgers("d", 0, i, f"{i}.log", 100, np.arange(3, dtype=np.uint64), np.arange(3, dtype=np.uint64) + i,
+                       np.full(3, 7, np.int64), "scan", True) for i in range(2)]
+    held = [weakref.ref(getattr(lg, name)) for lg in logs for name in ("scope", "ledger", "nbytes")]
+    scope, ledger, nbytes = joined_rows(logs)
+    assert ledger.tolist() == [0, 1, 2, 1, 2, 3] and nbytes.sum() == 42 and len(scope) == 6
+    assert all(r() is None for r in held)
