@@ -6,11 +6,14 @@ import json
 
 import pytest
 from conftest import GOLDEN
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bkdisk.audit.rows import DiskInput, RunInfo, scan_disk, split_tables
 
 C3 = GOLDEN / "cluster-3"
 MANIFEST = json.loads((C3 / "manifest.json").read_text())
+SCOPES, LEDGERS = st.sampled_from([0, 1, 2**64 - 1]), st.integers(0, 2**64 - 1) | st.integers(0, 9)
 
 
 @pytest.mark.parametrize("bookie,sources", [("bk-1.rack-a", {"index", "journal"}),
@@ -33,3 +36,34 @@ def test_each_copy_carries_its_lac_and_cumulative_length():
     got = {(r["ledger_id"], r["entry_id"]): (r["lac"], r["ledger_length"], r["entry_format"])
            for r in t["replicas"].to_pylist()}
     assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(keyed=st.dictionaries(st.tuples(SCOPES, LEDGERS), st.binary(min_size=1, max_size=3), max_size=12),
+       lacs=st.lists(st.tuples(SCOPES, LEDGERS, st.none() | st.integers(-1, 2**62)), max_size=12),
+       batch=st.integers(1, 4))
+def test_journal_keys_and_lacs_a_row_a_ledger_in_batches(keyed, lacs, batch):
+    """(a ledger the journals give a key: one row with its LAC; one they give only a LAC: a row without a key)"""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    import bkdisk.audit.ledger_keys as lk
+    from bkdisk.formats.ids import LedgerId, to_signed64
+    from bkdisk.formats.journal import LAC_BODY
+    from bkdisk.journal.ledger_keys import LedgerKeys
+    ids = list(keyed)
+    table = LedgerKeys.of_ids(np.array([s for s, _l in ids], np.uint64), np.array([x for _s, x in ids], np.uint64),
+                              list(keyed.values()), np.arange(len(ids)))
+    body = {LedgerId(s, x): None if lac is None else LAC_BODY.build({"ledger_id": x, "lac": lac, "digest": b""})
+            for s, x, lac in lacs}
+    ctx = SimpleNamespace(dirs=SimpleNamespace(storage_kind="empty"),
+                          journal_facts=SimpleNamespace(master_keys=table, explicit_lac=body))
+    lac_of = {LedgerId(s, x): lac for s, x, lac in lacs}   # (the last of a ledger's)
+    want = {(to_signed64(s), to_signed64(x)): (k.hex(), lac_of.get(LedgerId(s, x))) for (s, x), k in keyed.items()}
+    want.update({(to_signed64(lid.scope), to_signed64(lid.ledger)): (None, lac)
+                 for lid, lac in lac_of.items() if (lid.scope, lid.ledger) not in keyed})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lk, "KEY_BATCH_ROWS", batch)
+        got = list(lk.key_rows(ctx))
+    assert {(s, x): (k, lac) for s, x, k, lac, _src in got} == want and len(got) == len(want)
