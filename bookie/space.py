@@ -308,8 +308,9 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     live = ustate[inv] == 0 if len(inv) else np.zeros(0, bool)
     # Oldest: the earliest creation time metadata gives, then the lowest id.
     ctime = np.frombuffer(ctimes, np.int64) if len(ctimes) else np.zeros(0, np.int64)
+    by_rank = np.lexsort((uledger, uscope, ctime))
     rank = np.empty(len(uledger), np.int64)
-    rank[np.lexsort((uledger, uscope, ctime))] = np.arange(len(uledger))
+    rank[by_rank] = np.arange(len(uledger))
 
     n = len(logs)
     live_bytes = np.bincount(log_of, weights=np.where(live, nbytes, 0), minlength=n).astype(np.int64)
@@ -317,7 +318,7 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     live_ledgers = np.bincount(log_of, weights=live, minlength=n).astype(np.int64)
     oldest = np.full(n, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(oldest, log_of[live], rank[inv[live]])
-    by_rank = np.argsort(rank)
+    del rank, ctime, ctimes
     actions = log_actions(live_bytes, total, live_ledgers, current, settings)
     u = usage(live_bytes, total)
 
@@ -332,12 +333,20 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
             "oldest_live_ledger": None if k is None else str(LedgerId(int(uscope[k]), int(uledger[k]))),
             "oldest_live_topic": None if k is None else topics[k], "source": lg.source})
 
-    # Per ledger (across groups) and per topic.
+    del by_rank
+
+    # Per ledger (across groups) and per topic; what the log rows needed let go first (a million ledgers' columns).
     old = ~current   # logs a collection pass considers
     sole = old & (live_ledgers == 1)   # deleting its one live ledger frees the whole log
     sizes = np.array([lg.size for lg in logs], np.int64)
-    ledger_rows = per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, LIVE, md_states, topics,
-                             old, sole, sizes, bookie_id, ledgers=(uscope, uledger, inv) if one_group else None)
+    if one_group:
+        ledgers = (uscope, uledger, inv)
+    else:
+        (lscope, lledger), per = distinct_rows(scope, ledger)
+        ledgers = (lscope, lledger, per)
+    del scope, ledger
+    ledger_rows = per_ledger(logs, ledgers, nbytes, log_of, inv, live, states, LIVE, md_states, topics, old, sole,
+                             sizes, bookie_id)
 
     topic_rows = per_topic(ledger_rows, live, log_of, inv, topics, old, sizes, bookie_id)
     rocks = None

@@ -20,7 +20,7 @@ def _sums(group: np.ndarray, n: int):
     would round above 2**53 bytes)."""
     def total(values: np.ndarray) -> np.ndarray:
         out = np.zeros(n, np.int64)
-        np.add.at(out, group, np.asarray(values).astype(np.int64))
+        np.add.at(out, group, np.asarray(values).astype(np.int64, copy=False))
         return out
     return total
 
@@ -127,15 +127,14 @@ class LedgerRows(Sequence):
             "frees_bytes": int(sums["frees_bytes"][j])}
 
 
-def per_ledger(logs, scope, ledger, nbytes, log_of, inv, live, states, live_state: str, md_states, topics, old, sole,
-               sizes, bookie_id, ledgers=None) -> LedgerRows:
+def per_ledger(logs, ledgers, nbytes, log_of, inv, live, states, live_state: str, md_states, topics, old, sole, sizes,
+               bookie_id) -> LedgerRows:
     """One row per ledger (across groups, DbLedgerStorage's dirs: in the state of its first,
     ``live_state`` where any keeps it), its logs in the order of its rows; the ledgers freeing most
-    first. ``inv``: each row's (group, ledger), whose state, metadata's state and topic are ``states``,
-    ``md_states``, ``topics``. ``ledgers``: the distinct (scope, ledger) and each row's, when the caller
-    has them (its rows of one group)."""
-    (uscope, uledger), per = ((ledgers[0], ledgers[1]), ledgers[2]) if ledgers is not None \
-        else distinct_rows(scope, ledger)
+    first. ``ledgers``: the distinct (scope, ledger) of the rows and each row's (``distinct_rows``);
+    ``inv``: each row's (group, ledger), whose state, metadata's state and topic are ``states``,
+    ``md_states``, ``topics``."""
+    uscope, uledger, per = ledgers
     n = len(uledger)
     order = np.argsort(per, kind="stable")   # each ledger's rows together, in row order
     counts = np.bincount(per, minlength=n)   # (every ledger has a row)

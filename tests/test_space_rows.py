@@ -103,12 +103,16 @@ def test_ledger_and_topic_rows_equal_those_built_row_by_row(rows, picks, topic_n
     args = (logs, scope, ledger, nbytes, log_of, inv, live)
     want_l, want_t = _by_row(*args, states, metas, topics, old_a, sole_a, sizes, "bk:3181")
     coded_topics = Coded.of(topics)   # (per (group, ledger): a code each, each value once)
-    got_l = per_ledger(*args, Coded.of(states), LIVE, Coded.of([None if m is None else m.state for m in metas]),
-                       coded_topics, old_a, sole_a, sizes, "bk:3181")
+    (ls, ll), per = distinct_rows(scope, ledger)
+    rest = (nbytes, log_of, inv, live)
+    got_l = per_ledger(logs, (ls, ll, per), *rest, Coded.of(states), LIVE,
+                       Coded.of([None if m is None else m.state for m in metas]), coded_topics, old_a, sole_a, sizes,
+                       "bk:3181")
     assert list(got_l) == want_l and [got_l[k] for k in range(len(got_l))] == want_l == got_l[:]
-    if len(set(group.tolist())) <= 1:   # one group: the caller's distinct rows are the ledgers
-        given_l = per_ledger(*args, Coded.of(states), LIVE, Coded.of([None if m is None else m.state for m in metas]),
-                             Coded.of(topics), old_a, sole_a, sizes, "bk:3181", ledgers=(us, ul, inv))
+    if len(set(group.tolist())) <= 1:   # one group: the (group, ledger) rows are the ledgers
+        given_l = per_ledger(logs, (us, ul, inv), *rest, Coded.of(states), LIVE,
+                             Coded.of([None if m is None else m.state for m in metas]), Coded.of(topics), old_a,
+                             sole_a, sizes, "bk:3181")
         assert list(given_l) == want_l
     assert all(type(r["bytes"]) is int and type(r["frees_bytes"]) is int for r in got_l)
     assert per_topic(got_l, live, log_of, inv, coded_topics, old_a, sizes, "bk:3181") == want_t
