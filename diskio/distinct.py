@@ -103,6 +103,9 @@ def distinct_rows(*columns: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndar
     return tuple(c[heads] for c in ordered), inverse
 
 
+FEW_SCOPES = 64   # scopes asked of a PairSet one at a time; more: one sort of both sets
+
+
 class PairSet:
     """A set of (scope, ledger) pairs held as two sorted uint64 columns (16 bytes a pair, where a Python
     set of tuples costs ten times that): a bookie's index of a million ledgers, asked a column at a time."""
@@ -120,8 +123,27 @@ class PairSet:
     __hash__ = None   # type: ignore[assignment]   # (mutable arrays: compared, never hashed)
 
     def contains(self, scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
-        """Per (scope, ledger) row, whether it is in the set."""
-        return pair_members(np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64), self.scope, self.ledger)
+        """Per (scope, ledger) row, whether it is in the set: the set's ledgers of each asked scope searched
+        (a few scopes: a million rows asked cost an index each, not a sort of both sets together)."""
+        scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
+        scopes = distinct(scope) if len(scope) else scope
+        if len(scopes) > FEW_SCOPES:
+            return pair_members(scope, ledger, self.scope, self.ledger)
+        out = np.zeros(len(ledger), bool)
+        for sc in scopes.tolist():
+            lo, hi = (int(np.searchsorted(self.scope, np.uint64(sc), side)) for side in ("left", "right"))
+            if lo == hi:
+                continue
+            sel = None if len(scopes) == 1 else scope == np.uint64(sc)
+            want = ledger if sel is None else ledger[sel]
+            part = self.ledger[lo:hi]
+            at = np.minimum(np.searchsorted(part, want), len(part) - 1)
+            hit = part[at] == want
+            if sel is None:
+                out = hit
+            else:
+                out[sel] = hit
+        return out
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(zip(self.scope.tolist(), self.ledger.tolist()))

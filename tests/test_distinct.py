@@ -3,9 +3,11 @@ np.isin gives against distinct sorted values, and where each run of rows of one 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import bkdisk.diskio.distinct as distinct_module
 from bkdisk.diskio.distinct import PairSet, distinct, distinct_rows, members, run_heads, run_starts, span_indices
 
 
@@ -86,8 +88,12 @@ def test_a_pair_set_holds_what_a_set_of_tuples_holds(kept, asked):
     got = PairSet(np.array([s for s, _ in kept], np.uint64), np.array([led for _, led in kept], np.uint64))
     assert sorted(set(kept)) == got.pairs() and len(got) == len(set(kept))
     asked += kept[:3]
-    found = got.contains(np.array([s for s, _ in asked], np.uint64), np.array([led for _, led in asked], np.uint64))
-    assert found.tolist() == [p in set(kept) for p in asked]
+    for few in (64, 1):   # (the scopes searched one at a time, and a sort of both sets together)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(distinct_module, "FEW_SCOPES", few)
+            found = got.contains(np.array([s for s, _ in asked], np.uint64),
+                                 np.array([led for _, led in asked], np.uint64))
+        assert found.dtype == np.bool_ and found.tolist() == [p in set(kept) for p in asked]
     again = PairSet(np.array([s for s, _ in reversed(kept)], np.uint64),
                     np.array([led for _, led in reversed(kept)], np.uint64))
     assert again == got and (len(kept) == 0 or PairSet(got.scope[1:], got.ledger[1:]) != got)

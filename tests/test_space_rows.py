@@ -129,3 +129,17 @@ def test_ledger_names_made_a_part_at_a_time_sort_as_their_text(ids, part):
     text = [str(LedgerId(s, led)) for s, led in ids]
     assert [b.decode() for b in got.tolist()] == text
     assert np.argsort(got, kind="stable").tolist() == sorted(range(len(ids)), key=lambda i: text[i])
+
+
+def test_a_topic_only_a_later_group_names_is_no_topic_row():
+    """(a ledger's row takes its first group's topic: a topic no ledger row has is not a row of 0 ledgers)"""
+    logs = [Log("dir0", 1), Log("dir1", 2)]
+    scope, ledger = np.zeros(2, np.uint64), np.full(2, 7, np.uint64)
+    nbytes, log_of, inv = np.array([10, 20], np.int64), np.array([0, 1]), np.array([0, 1])
+    live, old, sole = np.ones(2, bool), np.ones(2, bool), np.zeros(2, bool)
+    (ls, ll), per = distinct_rows(scope, ledger)
+    topics = Coded.of(["persistent://t/a", "persistent://t/b"])   # per (group, ledger)
+    rows = per_ledger(logs, (ls, ll, per), nbytes, log_of, inv, live, Coded.of([LIVE, LIVE]), LIVE,
+                      Coded.of(["CLOSED", "CLOSED"]), topics, old, sole, np.array([100, 200], np.int64), "bk:3181")
+    got = per_topic(rows, live, log_of, inv, topics, old, np.array([100, 200], np.int64), "bk:3181")
+    assert [(r["topic"], r["ledgers"], r["bytes"]) for r in got] == [("persistent://t/a", 1, 30)]
