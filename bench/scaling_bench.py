@@ -98,7 +98,8 @@ def parse_configs(text: str) -> list[tuple[float, int, str | None, str]]:
     return out
 
 
-COMMANDS = ("inventory --jsonl", "inventory --parquet", "fsck", "scan-disk", "audit disk task")
+COMMANDS = ("inventory --jsonl", "inventory --parquet", "fsck", "scan-disk", "audit disk task",
+            "audit disk task --metadata-dir")
 # What a Spark task of `bkdisk audit` runs for its disk (audit.job.disk_task), in a process of its own
 # without Spark: the guarded scan, findings and the disk's row passed on, replicas written to a file.
 DISK_TASK = """
@@ -107,9 +108,16 @@ from bkdisk.audit.replica_files import write_replicas
 from bkdisk.audit.rows import DiskInput, RunInfo, iter_disk
 from bkdisk.diskio.spill import MemoryLimit
 root, out, mib = sys.argv[1], sys.argv[2], float(sys.argv[3])
-for _batch in write_replicas(iter_disk(DiskInput(root), {}, RunInfo.new(), memory=MemoryLimit(mib)), out):
+metadata = {}
+if len(sys.argv) > 4:   # as a task is given it: the ledgers placing entries on its bookie, read in its guarded child
+    from bkdisk.bookie.metadata_dir import bookie_metadata_dir
+    metadata = lambda bookie: bookie_metadata_dir(sys.argv[4], bookie)[0]
+for _batch in write_replicas(iter_disk(DiskInput(root), metadata, RunInfo.new(), memory=MemoryLimit(mib)), out):
     pass
 """
+# The disk task with the bookie's metadata: bench.metadata_gen's striped folder beside the bookie
+# (``python -m bench.metadata_pass_bench --matched --striped`` writes it).
+STRIPED_METADATA = "striped-metadata"
 
 
 def run(a) -> int:
@@ -131,6 +139,13 @@ def run(a) -> int:
             task = [sys.executable, "-c", DISK_TASK, root, os.path.join(out, "replicas.parquet"),
                     str(a.memory_limit or DEFAULT_MEMORY_MIB)]
             cmds.append(("audit disk task", task, None, (0,)))
+        if "audit disk task --metadata-dir" in a.commands:
+            md = os.path.join(d, STRIPED_METADATA)
+            if not os.path.isdir(md):
+                sys.exit(f"{md}: no such folder (python -m bench.metadata_pass_bench {root} --matched --striped)")
+            task = [sys.executable, "-c", DISK_TASK, root, os.path.join(out, "replicas.parquet"),
+                    str(a.memory_limit or DEFAULT_MEMORY_MIB), md]
+            cmds.append(("audit disk task --metadata-dir", task, None, (0,)))
         raw, total, res = commands_bench.measure(root, cmds, a.runs, a.window_mib << 20)
         # Sampled in runs of their own (sampling costs the timed runs CPU): the largest of each peak.
         rss_runs = a.runs if a.rss_runs is None else a.rss_runs
@@ -142,7 +157,7 @@ def run(a) -> int:
         same = {}
         if a.same_at:
             for name, cmd, env, _ok in cmds:
-                if name != "audit disk task":
+                if not name.startswith("audit disk task"):
                     same[name] = same_outputs.same_at(name, cmd, env, a.memory_limit or DEFAULT_MEMORY_MIB,
                                                       a.same_at)
                     print(f"  {name}: {'same' if same[name][0] else 'DIFFERENT'} {same[name][1]} "
@@ -165,7 +180,7 @@ def run(a) -> int:
     if a.same_at:
         print(f"same: findings and rows at the commands' limit equal those at --memory-limit {a.same_at}.")
     print(f"{'logs GiB':>8s} {'bookie GiB':>10s} {'ledgers':>8s} {'payload B':>11s} {'entries':>10s} {'raw s':>6s} | "
-          f"{'command':20s} {'s':>7s} {'CPU s':>6s} {'M/s':>6s} {'x raw':>6s} {'RSS MiB':>7s} {'tree MiB':>8s} "
+          f"{'command':30s} {'s':>7s} {'CPU s':>6s} {'M/s':>6s} {'x raw':>6s} {'RSS MiB':>7s} {'tree MiB':>8s} "
           f"{'anon/file':>9s}")
     for _gib, ledgers, sizes, entries, total, on_disk, raw, res, split, same in rows:
         for name in COMMANDS:
@@ -178,7 +193,7 @@ def run(a) -> int:
             if name in same:
                 extra += "  same" if same[name][0] else "  DIFFERENT"
             print(f"{total / GIB:8.2f} {on_disk / GIB:10.2f} {ledgers:8d} {sizes:>11s} {entries or 0:10d} {raw:6.2f} | "
-                  f"{name:20s} {t:7.2f} {cpu:6.2f} {rate} {ratio:6.2f} {rss:7.0f} {tree:8.0f} "
+                  f"{name:30s} {t:7.2f} {cpu:6.2f} {rate} {ratio:6.2f} {rss:7.0f} {tree:8.0f} "
                   f"{f'{an:.0f}/{fb:.0f}':>9s}{extra}")
     return 0
 
