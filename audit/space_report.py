@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from bkdisk.bookie.gc_policy import ACTIONS
-from bkdisk.bookie.space import STATES
+from bkdisk.bookie.ledger_states import STATES
 from bkdisk.formats.byte_sizes import human_bytes
 
 HELD_COLUMNS = ("bookie_id", "kind", "size", "action", "ledger", "state", "topic", "bytes", "sole_logs",

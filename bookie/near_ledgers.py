@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 from array import array
-from collections.abc import Callable, ItemsView, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -112,6 +112,11 @@ class NearLedgers(Mapping):
         return self._columns()["shape"]
 
     @property
+    def ctime(self) -> np.ndarray:
+        """Per ledger, its creation time (0 where its shape says it has none)."""
+        return self._columns()["ctime"]
+
+    @property
     def last(self) -> np.ndarray:
         """Per ledger, its last entry id as stored (BookKeeper reads it only when the ledger is closed)."""
         return self._columns()["last"]
@@ -150,10 +155,11 @@ class NearLedgers(Mapping):
         return [_metadata(shapes[k], length, last, ctime, ctoken) for k, length, last, ctime, ctoken in zip(
             *(c[name][rows].tolist() for name in ("shape", "length", "last", "ctime", "ctoken")))]
 
-    def per_shape(self, fn: Callable[[LedgerMetadata], T]) -> list[T]:
-        """``fn`` of each shape (by number), given a ledger of that shape with length 0 and last entry -1:
-        for what depends on the shape's fields alone."""
-        return [fn(_metadata(sh, 0, -1, 0, 0)) for sh in self.shapes]
+    def per_shape(self, fn: Callable[[LedgerMetadata], T], numbers: Iterable[int] | None = None) -> list[T]:
+        """``fn`` of each shape (by number; ``numbers``: of those only), given a ledger of that shape with
+        length 0 and last entry -1: for what depends on the shape's fields alone."""
+        shapes = self.shapes
+        return [fn(_metadata(shapes[k], 0, -1, 0, 0)) for k in (range(len(shapes)) if numbers is None else numbers)]
 
     def __getitem__(self, lid: LedgerId) -> LedgerMetadata:
         i = self.position(*lid) if isinstance(lid, tuple) and len(lid) == 2 else -1

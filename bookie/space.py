@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import urllib.parse
-from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +31,9 @@ from bkdisk.bookie.gc_policy import (
 )
 from bkdisk.bookie.inventory import entry_logs, ledger_dir_name
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
-from bkdisk.bookie.metadata_dir import each_metadata, over_replicated
-from bkdisk.bookie.space_rows import Coded, per_ledger, per_topic
+from bkdisk.bookie.ledger_states import LIVE, STATES, ledger_facts, ledger_state
+from bkdisk.bookie.metadata_dir import each_metadata
+from bkdisk.bookie.space_rows import per_ledger, per_topic
 from bkdisk.diskio.distinct import PairSet, distinct_rows
 from bkdisk.diskio.mapped import DiskError, file_size, read_range
 from bkdisk.entrylogs.ledgers_map import map_columns
@@ -43,9 +42,6 @@ from bkdisk.formats.errors import BkdiskError, FormatError
 from bkdisk.formats.ids import LedgerId
 
 MAP, SCAN = "ledgers map", "scan"
-LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED = "live", "deleted", "not-indexed", "over-replicated"
-STATES = (LIVE, DELETED, NOT_INDEXED, OVER_REPLICATED)
-MANAGED_LEDGER_KEY = "pulsar/managed-ledger"   # Pulsar's LedgerMetadataUtils: the managed ledger's name
 NO_METADATA = ("no ledger metadata given: a ledger is live when the bookie's own index has it "
                "(ledgers deleted in metadata but not yet by this bookie count as live)")
 
@@ -165,34 +161,6 @@ def _db_ledgers(dirs: BookieDirs) -> tuple[list[PairSet], list[str]]:
 
 
 # --- metadata: what the collector's scan-and-compare keeps, and Pulsar's topic -------------------
-def topic_of(custom_metadata: Iterable[tuple[str, bytes]]) -> str | None:
-    """The Pulsar topic a ledger belongs to: its managed ledger's name (``tenant/namespace/domain/
-    local``, or with a cluster before the namespace) as the topic name TopicName.fromPersistenceNamingEncoding
-    makes of it; another form of name is given as it is."""
-    raw = dict(custom_metadata).get(MANAGED_LEDGER_KEY)
-    if raw is None:
-        return None
-    name = raw.decode("utf-8", "replace")
-    parts = name.split("/")
-    if len(parts) in (4, 5):
-        *owner, domain, local = parts
-        return f"{domain}://{'/'.join(owner)}/{urllib.parse.unquote_plus(local)}"
-    return name
-
-
-def ledger_state(indexed: bool, md, bookie_id: str | None, settings: GcSettings, with_metadata: bool) -> str:
-    """Whether the collector keeps a ledger whose entries this bookie holds, and if not, why."""
-    if not indexed:
-        return NOT_INDEXED          # ledgerExists is false: its entries go at the next pass
-    if not with_metadata:
-        return LIVE
-    if md is None:
-        return DELETED              # in the bookie's index, not in metadata: ScanAndCompare deletes it
-    if settings.over_replicated_check and bookie_id is not None and over_replicated(md, bookie_id):
-        return OVER_REPLICATED
-    return LIVE
-
-
 # --- the accounting ---------------------------------------------------------------------------
 @dataclass
 class SpaceReport:
@@ -292,22 +260,11 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
             continue
         here = ugroup == number
         held[here] = indexed_here.contains(uscope[here], uledger[here])
-    # (as codes: a million ledgers share a few states and topics)
-    states, md_states, topics, ctimes = Coded(), Coded(), Coded(), array("q")
-    topic_names: dict = {}   # custom metadata -> its topic (one string a topic, however many ledgers)
-    never = np.iinfo(np.int64).max
-    for h, m in zip(held.tolist(), each_metadata(md, uscope, uledger), strict=True):
-        states.add(ledger_state(h, m, bookie_id, settings, with_md))
-        md_states.add(None if m is None else m.state)
-        ctimes.append(never if m is None or m.ctime is None else m.ctime)
-        if m is not None and m.custom_metadata not in topic_names:
-            topic_names[m.custom_metadata] = topic_of(m.custom_metadata)
-        topics.add(None if m is None else topic_names[m.custom_metadata])
+    states, md_states, topics, ctime = ledger_facts(md, uscope, uledger, held, bookie_id, settings, with_md)
     ustate = np.array([STATES.index(x) for x in states.values], np.int8)[states.codes] if len(states) \
         else np.zeros(0, np.int8)
     live = ustate[inv] == 0 if len(inv) else np.zeros(0, bool)
     # Oldest: the earliest creation time metadata gives, then the lowest id.
-    ctime = np.frombuffer(ctimes, np.int64) if len(ctimes) else np.zeros(0, np.int64)
     by_rank = np.lexsort((uledger, uscope, ctime))
     rank = np.empty(len(uledger), np.int64)
     rank[by_rank] = np.arange(len(uledger))
@@ -318,7 +275,7 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
     live_ledgers = np.bincount(log_of, weights=live, minlength=n).astype(np.int64)
     oldest = np.full(n, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(oldest, log_of[live], rank[inv[live]])
-    del rank, ctime, ctimes
+    del rank, ctime
     actions = log_actions(live_bytes, total, live_ledgers, current, settings)
     u = usage(live_bytes, total)
 
