@@ -56,7 +56,11 @@ and topics held as codes (84079c3): the (log, ledger) rows and their distinct ro
 the per-ledger sums and sort names are the rest. Then (``--configs 1:2000000:100-1000 --journal-keys-only
 --commands "audit disk task" --runs 1``): 917 MiB (its guarded child; 1,241 MiB the two processes' pages
 counted in each) with the findings let go once they are rows, before the ledger keys and the accounting,
-and the accounting's per-log arrays let go once joined and its ledgers sorted once.
+and the accounting's per-log arrays let go once joined and its ledgers sorted once. With the topic rows
+summed per topic code, the index set searched a scope at a time, the ledger keys' LACs asked of the keys'
+table and the ledgers of a metadata view decided a shape at a time (``--commands "audit disk task,audit disk
+task --metadata-dir" --runs 1``, the second given the striped metadata of all 1,194,865 ledgers, read in the
+task's guarded child, ~100 s of it the folder read cold): 904 MiB in 59.0 s, and 951 MiB in 175.5 s.
 """
 from __future__ import annotations
 
