@@ -35,6 +35,28 @@ def _names(scope: np.ndarray, ledger: np.ndarray, part: int = 1 << 16) -> np.nda
     return names
 
 
+_POW10 = np.array([10 ** k for k in range(20)], np.uint64)
+
+
+def decimal_text_keys(ids: np.ndarray, part: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """Two int64 keys per uint64 id that sort as its decimal text does ("10" before "9"): its 20 digit places
+    from the left, each its digit + 1 or 0 past its last digit, as two numbers of ten base-11 places; made a
+    part at a time. A million ids' names as strings, made only to be sorted, cost a second and 32 bytes each."""
+    ids = np.asarray(ids, np.uint64)
+    keys = (np.zeros(len(ids), np.int64), np.zeros(len(ids), np.int64))
+    for lo in range(0, len(ids), part):
+        x = ids[lo:lo + part]
+        digits = np.searchsorted(_POW10, x, "right")   # (10^(d-1) <= x < 10^d; 0 has one digit)
+        digits[digits == 0] = 1
+        for place in range(20):
+            e = digits - 1 - place   # the power of ten of this place's digit; < 0: past the last digit
+            symbol = np.where(e >= 0, (x // _POW10[np.maximum(e, 0)]) % np.uint64(10) + np.uint64(1), np.uint64(0))
+            half = keys[place // 10][lo:lo + part]
+            half *= 11
+            half += symbol.astype(np.int64)
+    return keys
+
+
 class Coded(Sequence):
     """A column of values that a million rows share a few of (states, topics): a code a row (int32) and
     each distinct value once, read as the list of values it stands for. ``add`` appends a row."""
@@ -98,7 +120,8 @@ class LedgerRows(Sequence):
         self.bookie_id, self.scope, self.ledger = bookie_id, scope, ledger
         self.state, self.md_state, self.topic = state, md_state, topic   # per ledger (Coded)
         self.sums, self.refs, self.log_at, self.starts, self.ends = sums, refs, log_at, starts, ends
-        self.order = np.lexsort((_names(scope, ledger), -sums["bytes"], -sums["frees_bytes"]))
+        by_name = decimal_text_keys(ledger)[::-1] if not np.any(scope) else (_names(scope, ledger),)
+        self.order = np.lexsort((*by_name, -sums["bytes"], -sums["frees_bytes"]))
 
     def __len__(self) -> int:
         return len(self.order)

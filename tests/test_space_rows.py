@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.bookie.space_rows import Coded, _names, per_ledger, per_topic
+from bkdisk.bookie.space_rows import Coded, _names, decimal_text_keys, per_ledger, per_topic
 from bkdisk.diskio.distinct import distinct_rows
 from bkdisk.formats.ids import LedgerId
 
@@ -143,3 +143,31 @@ def test_a_topic_only_a_later_group_names_is_no_topic_row():
                       Coded.of(["CLOSED", "CLOSED"]), topics, old, sole, np.array([100, 200], np.int64), "bk:3181")
     got = per_topic(rows, live, log_of, inv, topics, old, np.array([100, 200], np.int64), "bk:3181")
     assert [(r["topic"], r["ledgers"], r["bytes"]) for r in got] == [("persistent://t/a", 1, 30)]
+
+
+EDGE_IDS = [0, 1, 9, 10, 11, 99, 100, 10**18, 10**19 - 1, 10**19, 2**63, 2**64 - 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.sampled_from(EDGE_IDS) | st.integers(0, 2**64 - 1) | st.integers(0, 200), max_size=30),
+       part=st.integers(1, 7))
+def test_decimal_keys_sort_ids_as_their_text(ids, part):
+    hi, lo = decimal_text_keys(np.array(ids, np.uint64), part)
+    order = np.lexsort((lo, hi)).tolist()
+    assert [str(ids[i]) for i in order] == sorted(str(x) for x in ids)
+    assert all((hi[i], lo[i]) == (hi[j], lo[j]) for i in range(len(ids)) for j in range(len(ids)) if ids[i] == ids[j])
+
+
+@settings(max_examples=100, deadline=None)
+@given(ids=st.sets(st.sampled_from(EDGE_IDS) | st.integers(0, 2**64 - 1), min_size=1, max_size=20),
+       scoped=st.booleans())
+def test_ledgers_of_equal_bytes_are_shown_in_the_order_of_their_names(ids, scoped):
+    """(unscoped ledgers sorted by numeric keys of their text, scoped ones by the text itself: the same order)"""
+    ids = sorted(ids)
+    n = len(ids)
+    scope = np.array([5 if scoped and i == 0 else 0 for i in range(n)], np.uint64)
+    ledger = np.array(ids, np.uint64)
+    rows = per_ledger([Log("d", 1)], (scope, ledger, np.arange(n)), np.full(n, 10, np.int64), np.zeros(n, np.int64),
+                      np.arange(n), np.ones(n, bool), Coded.of([LIVE] * n), LIVE, Coded.of([None] * n),
+                      Coded.of([None] * n), np.zeros(1, bool), np.zeros(1, bool), np.array([100], np.int64), "bk:3181")
+    assert [r["ledger"] for r in rows] == sorted(str(LedgerId(int(s), int(x))) for s, x in zip(scope, ledger))
