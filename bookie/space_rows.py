@@ -64,6 +64,8 @@ class Coded(Sequence):
     def __init__(self, values: list | None = None, codes: np.ndarray | None = None):
         self.values: list = [] if values is None else values
         self._number = {v: i for i, v in enumerate(self.values)}
+        if len(self._number) != len(self.values):   # (a value under two codes would be counted apart)
+            raise ValueError(f"expected distinct values, found {len(self.values) - len(self._number)} repeated")
         self._adding = array("i")
         self._codes = np.zeros(0, np.int32) if codes is None else codes
 

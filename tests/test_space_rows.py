@@ -171,3 +171,10 @@ def test_ledgers_of_equal_bytes_are_shown_in_the_order_of_their_names(ids, scope
                       np.arange(n), np.ones(n, bool), Coded.of([LIVE] * n), LIVE, Coded.of([None] * n),
                       Coded.of([None] * n), np.zeros(1, bool), np.zeros(1, bool), np.array([100], np.int64), "bk:3181")
     assert [r["ledger"] for r in rows] == sorted(str(LedgerId(int(s), int(x))) for s, x in zip(scope, ledger))
+
+
+def test_a_coded_column_refuses_a_value_under_two_codes():
+    import pytest
+    with pytest.raises(ValueError, match="expected distinct values, found 1 repeated"):
+        Coded(["a", "b", "a"], np.zeros(3, np.int32))
+    assert list(Coded(["a", None], np.array([1, 0, 1], np.int32))) == [None, "a", None]
