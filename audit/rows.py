@@ -340,8 +340,7 @@ def _scan(dirs, bid: str, metadata: Metadata, run: RunInfo, disk_row, memory=Non
 
 
 def finding_batches(fs: list, run: RunInfo, bid: str, found_at=None) -> Iterator[pa.RecordBatch]:
-    """A disk's findings as batches of FINDINGS_BATCH rows: a disk of a million orphan ledgers has as
-    many findings, whose columns made at once as Python values would take gigabytes."""
+    """A disk's findings as batches of FINDINGS_BATCH rows (a million findings' columns at once: gigabytes)."""
     for lo in range(0, len(fs), FINDINGS_BATCH):
         part = fs[lo:lo + FINDINGS_BATCH]
         yield task_batch("findings", run, bid, {
@@ -379,10 +378,8 @@ def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row
             "indexed": gaps.indexed(e["scope"], e["ledger"], e["entry"]) if index_read else pa.nulls(len(rows)),
             "lac": e["lac"], "ledger_length": e["length"], "entry_format": e["format"].astype(np.int32)},
             len(rows))
-    # The findings are out: what the disk's row and the scrub's state still need of them is kept, the rest let
-    # go (a disk of a million orphan ledgers holds as many Finding objects; the keys and the accounting follow).
-    exit_code = report.exit_code
-    deep = scrub.deep_found(fs) if scrub else []
+    # Of the findings, what the disk's row and the scrub need is kept; the rest goes before keys and accounting.
+    exit_code, deep = report.exit_code, scrub.deep_found(fs) if scrub else []
     del fs, gaps
     report.findings = []
     for cols in key_batches(report.context):
