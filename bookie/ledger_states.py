@@ -51,7 +51,6 @@ def ledger_state(indexed: bool, md, bookie_id: str | None, settings: GcSettings,
     return LIVE
 
 
-
 def ledger_facts(md: Mapping, scope: np.ndarray, ledger: np.ndarray, held: np.ndarray, bookie_id: str | None,
                  settings: GcSettings, with_metadata: bool) -> tuple[Coded, Coded, Coded, np.ndarray]:
     """Per (scope, ledger) row: its state, its metadata's state and its topic (as codes: a million ledgers

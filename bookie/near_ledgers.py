@@ -18,8 +18,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from bkdisk.diskio.distinct import pair_positions, run_heads
-from bkdisk.diskio.sorted_search import pair_row, searched_in_order
+from bkdisk.diskio.distinct import run_heads, sorted_pair_positions
+from bkdisk.diskio.sorted_search import pair_row
 from bkdisk.formats.ids import U64, LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
 
@@ -139,11 +139,7 @@ class NearLedgers(Mapping):
     def positions(self, scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """``position`` of each (scope, ledger) row, at once."""
         c = self._columns()
-        if len(c["scope"]) and len(scope) and _one_value(c["scope"]) == _one_value(scope) is not None:
-            # (one scope on both sides, as every V1 ledger's: a binary search of the ledger ids alone)
-            at = np.minimum(searched_in_order(c["ledger"], np.asarray(ledger, np.uint64)), len(c["ledger"]) - 1)
-            return np.where(c["ledger"][at] == ledger, at, -1)
-        return pair_positions(scope, ledger, c["scope"], c["ledger"])
+        return sorted_pair_positions(scope, ledger, c["scope"], c["ledger"])
 
     def metadata(self, i: int) -> LedgerMetadata:
         return self.metadata_at(slice(i, i + 1))[0]
@@ -185,12 +181,6 @@ class NearLedgers(Mapping):
         """The rows in order, ROWS_AT_ONCE at a time."""
         n = len(self)
         return (slice(lo, lo + ROWS_AT_ONCE) for lo in range(0, n, ROWS_AT_ONCE))
-
-
-def _one_value(column: np.ndarray) -> int | None:
-    """The value of every row of ``column``, or None when they differ."""
-    first = column[0]
-    return int(first) if (column == first).all() else None
 
 
 class _InOrder(ItemsView):

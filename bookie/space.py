@@ -250,16 +250,16 @@ def account_bookie(dirs: BookieDirs, metadata: Mapping | None, settings: GcSetti
         (ugroup, uscope, uledger), inv = distinct_rows(group, scope, ledger)
         del group
 
-    # One state per (group, ledger): Python work per ledger, not per entry. Of each ledger's metadata only
-    # what the rows show is kept (its state, creation time, topic), not the metadata itself.
+    # One state per (group, ledger). Of each ledger's metadata only what the rows show is kept (its state,
+    # creation time, topic), not the metadata itself.
     held = np.zeros(len(uledger), bool)   # per (group, ledger): whether the group's index holds it
-    for number, indexed_here in enumerate(groups):
-        if one_group:
-            if logs and number == logs[0].group:
-                held = indexed_here.contains(uscope, uledger)
-            continue
-        here = ugroup == number
-        held[here] = indexed_here.contains(uscope[here], uledger[here])
+    if one_group:
+        if logs and logs[0].group < len(groups):
+            held = groups[logs[0].group].contains(uscope, uledger)
+    else:
+        for number, indexed_here in enumerate(groups):
+            here = ugroup == number
+            held[here] = indexed_here.contains(uscope[here], uledger[here])
     states, md_states, topics, ctime = ledger_facts(md, uscope, uledger, held, bookie_id, settings, with_md)
     ustate = np.array([STATES.index(x) for x in states.values], np.int8)[states.codes] if len(states) \
         else np.zeros(0, np.int8)

@@ -103,7 +103,35 @@ def distinct_rows(*columns: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndar
     return tuple(c[heads] for c in ordered), inverse
 
 
-FEW_SCOPES = 64   # scopes asked of a PairSet one at a time; more: one sort of both sets
+FEW_SCOPES = 64   # scopes asked of sorted rows one at a time; more: one sort of both sets
+
+
+def sorted_pair_positions(scope: np.ndarray, ledger: np.ndarray, among_scope: np.ndarray, among_ledger: np.ndarray
+                          ) -> np.ndarray:
+    """Per (scope, ledger) row (uint64 columns), its row in ``among`` (distinct rows sorted by scope, then
+    ledger), or -1: each asked scope's range of ``among`` searched (a few scopes: a million rows asked cost
+    a search each, not a sort of both sets together); more than FEW_SCOPES, ``pair_positions``."""
+    scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
+    out = np.full(len(ledger), -1, np.int64)
+    if len(among_ledger) == 0 or len(ledger) == 0:
+        return out
+    scopes = scope[:1] if (scope == scope[0]).all() else distinct(scope)   # (one scope: every V1 ledger's)
+    if len(scopes) > FEW_SCOPES:
+        return pair_positions(scope, ledger, among_scope, among_ledger)
+    for sc in scopes.tolist():
+        lo, hi = (int(np.searchsorted(among_scope, np.uint64(sc), side)) for side in ("left", "right"))
+        if lo == hi:
+            continue
+        sel = None if len(scopes) == 1 else scope == np.uint64(sc)
+        want = ledger if sel is None else ledger[sel]
+        part = among_ledger[lo:hi]
+        at = np.minimum(np.searchsorted(part, want), len(part) - 1)
+        found = np.where(part[at] == want, lo + at, -1)
+        if sel is None:
+            out = found
+        else:
+            out[sel] = found
+    return out
 
 
 class PairSet:
@@ -123,27 +151,8 @@ class PairSet:
     __hash__ = None   # type: ignore[assignment]   # (mutable arrays: compared, never hashed)
 
     def contains(self, scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
-        """Per (scope, ledger) row, whether it is in the set: the set's ledgers of each asked scope searched
-        (a few scopes: a million rows asked cost an index each, not a sort of both sets together)."""
-        scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
-        scopes = distinct(scope) if len(scope) else scope
-        if len(scopes) > FEW_SCOPES:
-            return pair_members(scope, ledger, self.scope, self.ledger)
-        out = np.zeros(len(ledger), bool)
-        for sc in scopes.tolist():
-            lo, hi = (int(np.searchsorted(self.scope, np.uint64(sc), side)) for side in ("left", "right"))
-            if lo == hi:
-                continue
-            sel = None if len(scopes) == 1 else scope == np.uint64(sc)
-            want = ledger if sel is None else ledger[sel]
-            part = self.ledger[lo:hi]
-            at = np.minimum(np.searchsorted(part, want), len(part) - 1)
-            hit = part[at] == want
-            if sel is None:
-                out = hit
-            else:
-                out[sel] = hit
-        return out
+        """Per (scope, ledger) row, whether it is in the set."""
+        return sorted_pair_positions(scope, ledger, self.scope, self.ledger) >= 0
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(zip(self.scope.tolist(), self.ledger.tolist()))

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from bkdisk.diskio.distinct import distinct, run_heads
+from bkdisk.diskio.distinct import distinct, run_heads, sorted_pair_positions
 from bkdisk.formats.ids import LedgerId
 
 BLOCK = 65536   # ledgers made into LedgerIds at once while iterating
@@ -61,21 +61,7 @@ class LedgerKeys(Mapping[LedgerId, bytes]):
 
     def index_of(self, scope: np.ndarray, ledger: np.ndarray) -> np.ndarray:
         """Per queried ledger, its row in this table (-1: the journals give it no key)."""
-        scope, ledger = np.asarray(scope, np.uint64), np.asarray(ledger, np.uint64)
-        out = np.full(len(scope), -1, np.int64)
-        if len(self.scope) == 0 or len(scope) == 0:
-            return out
-        for sc in distinct(scope).tolist():   # few scopes: a range of the table each
-            lo = int(np.searchsorted(self.scope, np.uint64(sc), "left"))
-            hi = int(np.searchsorted(self.scope, np.uint64(sc), "right"))
-            sel = scope == np.uint64(sc)
-            want = ledger[sel]
-            part = self.ledger[lo:hi]
-            pos = np.searchsorted(part, want)
-            ok = pos < len(part)
-            ok[ok] = part[pos[ok]] == want[ok]
-            out[sel] = np.where(ok, lo + pos, -1)
-        return out
+        return sorted_pair_positions(scope, ledger, self.scope, self.ledger)
 
     def key_ids(self, rows: np.ndarray) -> np.ndarray:
         """Per row of this table, the index of its key in ``distinct`` (rows with one key, one id)."""
