@@ -68,18 +68,17 @@ def ledger_facts(md: Mapping, scope: np.ndarray, ledger: np.ndarray, held: np.nd
         at_rows = at[rows]
         shape = near.shape[at_rows]
         k = len(near.shapes)
-        md_code, topic_code = np.zeros(k, np.int32), np.zeros(k, np.int32)
-        over, dated = np.zeros(k, bool), np.zeros(k, bool)
+        md_code, topic_code, kept_code = (np.zeros(k, np.int32) for _ in range(3))
+        dated = np.zeros(k, bool)
         used = distinct(shape).tolist()
         for j, one in zip(used, near.per_shape(lambda m: m, used), strict=True):   # (a ledger of each shape)
             md_code[j], topic_code[j] = md_states.code_of(one.state), topics.code_of(topic_of(one.custom_metadata))
-            over[j] = settings.over_replicated_check and bookie_id is not None and over_replicated(one, bookie_id)
+            kept_code[j] = states.code_of(ledger_state(True, one, bookie_id, settings, with_metadata))
             dated[j] = one.ctime is not None
         h = held[rows]
-        state = np.zeros(len(rows), np.int32)
-        for mask, value in ((~h, NOT_INDEXED), (h & over[shape], OVER_REPLICATED), (h & ~over[shape], LIVE)):
-            if mask.any():
-                state[mask] = states.code_of(value)
+        state = kept_code[shape]   # (the state of a ledger the index holds is its shape's)
+        if not h.all():
+            state[~h] = states.code_of(ledger_state(False, None, bookie_id, settings, with_metadata))
         codes[0][rows], codes[1][rows], codes[2][rows] = state, md_code[shape], topic_code[shape]
         ctime[rows] = np.where(dated[shape], near.ctime[at_rows], NEVER)
     far = np.flatnonzero(at < 0)
