@@ -17,11 +17,15 @@ if TYPE_CHECKING:
 class ChunkedArray:
     """An append-only array of one dtype, held while it fits in ``budget`` bytes and then in a file of
     the spill folder; read back in order a chunk at a time (``chunks``), so a whole pass over it
-    holds one chunk. ``array()``: the whole, for the steps that need it at once (small, or damage)."""
+    holds one chunk. ``array()``: the whole, for the steps that need it at once (small, or damage).
 
-    def __init__(self, dtype, budget: int, folder: SpillFolder, name: str = "column"):
+    ``tap``: given the rows as they come (``tap.add(first row, rows)``, ``tap.clear()`` when emptied), for
+    a step that would otherwise read them back once they spilled."""
+
+    def __init__(self, dtype, budget: int, folder: SpillFolder, name: str = "column", tap=None):
         import numpy as np
         self.dtype, self.budget, self.folder, self.name = np.dtype(dtype), int(budget), folder, name
+        self.tap = tap
         self._held: list[np.ndarray] = []
         self._held_bytes = 0
         self._path: str | None = None
@@ -36,6 +40,8 @@ class ChunkedArray:
             except FileNotFoundError:
                 pass
         self._held, self._held_bytes, self._path, self._on_disk, self._rows = [], 0, None, 0, 0
+        if self.tap is not None:
+            self.tap.clear()
 
     def __len__(self) -> int:
         return self._rows
@@ -47,6 +53,8 @@ class ChunkedArray:
     def append(self, arr: np.ndarray) -> None:
         if len(arr) == 0:
             return
+        if self.tap is not None:
+            self.tap.add(self._rows, arr)
         self._held.append(np_contiguous(arr))
         self._held_bytes += arr.nbytes
         self._rows += len(arr)

@@ -84,6 +84,9 @@ class EntryLogScanArrays(EntryLogArrays):
 
     digests: np.ndarray | None = None
     payload_hashes: PayloadHashes | None = None   # when a payload hash was asked for
+    # The entries counted into the ledgers map's rows as the scan went (entrylogs.map_sums.MapCounts),
+    # when asked for and every entry's ledger is a row of the map.
+    map_counts: tuple | None = None
 
 
 def scan_entry_log_reference(path: str | os.PathLike, data: bytes | None = None) -> EntryLogArrays:

@@ -9,7 +9,7 @@ import numpy as np
 
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.ledgers_map import map_columns
-from bkdisk.entrylogs.map_sums import sums_by_map_rows
+from bkdisk.entrylogs.map_sums import map_rows, sums_by_map_rows
 from bkdisk.entrylogs.scan_parts import entry_ledger_sums
 from bkdisk.formats.entrylog import HEADER_SIZE
 from bkdisk.formats.ids import LedgerId
@@ -47,17 +47,18 @@ def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | N
     assert ledgers_map is not None, "a scan of a log with a ledgers map"
     n = len(ledgers_map)
     try:
-        *ids, sizes = map_columns(ledgers_map)
+        m_scope, m_ledger, m_size = map_rows(ledgers_map)
     except (OverflowError, ValueError):   # a size past 64 bits: compared as Python ints
         got = scan.computed_ledgers_map()
         return [(k, ledgers_map.get(k), got.get(k)) for k in sorted(set(ledgers_map) | set(got))
                 if ledgers_map.get(k) != got.get(k)]
-    order = np.lexsort((ids[1], ids[0]))
-    m_scope, m_ledger, m_size = ids[0][order], ids[1][order], sizes[order]
-    del ids, sizes, order
-    counted = sums_by_map_rows(scan, m_scope, m_ledger)
+    # (counted by the scan as it went, when it was asked to: else the entries are read here)
+    counted = getattr(scan, "map_counts", None)
+    if counted is None:
+        by_rows = sums_by_map_rows(scan, m_scope, m_ledger)
+        counted = None if by_rows is None else (m_scope, m_ledger, m_size, *by_rows)
     if counted is not None:   # every entry's ledger is in the map: its rows are the ledgers of both sides
-        sums, counts = counted
+        m_scope, m_ledger, m_size, sums, counts = counted
         return [((int(m_scope[i]), int(m_ledger[i])), int(m_size[i]), int(sums[i]) if counts[i] else None)
                 for i in np.flatnonzero((sums != m_size) | (counts == 0)).tolist()]
     e_scope, e_ledger, e_sum = (a.astype(t) for a, t in zip(entry_ledger_sums(scan), (np.uint64, np.uint64, np.int64)))

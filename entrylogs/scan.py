@@ -35,6 +35,7 @@ from bkdisk.diskio.windowed import (
     walk_windows,
 )
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogScanArrays
+from bkdisk.entrylogs.map_sums import MapCounter
 from bkdisk.entrylogs.reader import read_frame
 from bkdisk.entrylogs.scan_parts import ChunkedLogScan, LogOutput
 from bkdisk.entrylogs.walk import (
@@ -72,7 +73,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                    digests: DigestPlan | None = None, payload_hash: str | None = None,
                    pipeline: bool | None = None, digest_facts: bool = False,
                    sink: ScanSink | None = None, header_hints: np.ndarray | None = None,
-                   hints_asked: bool = False, entry_dtype: np.dtype = ENTRY_DTYPE) -> EntryLogScanArrays:
+                   hints_asked: bool = False, entry_dtype: np.dtype = ENTRY_DTYPE,
+                   count_map: bool = False) -> EntryLogScanArrays:
     """Scan one entry log: header, ledgers map, every framed entry, damage and resync.
 
     Equal to ``scan_entry_log_reference(path, data)`` in every field it shares with it. ``window``
@@ -99,6 +101,9 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
 
     ``entry_dtype``: the entries' rows, ENTRY_DTYPE or some of its fields (CHECK_ENTRY_DTYPE: a check
     keeps no LAC or ledger length); the walk's other fields are not kept.
+
+    ``count_map``: the entries are counted into the rows of the log's ledgers map as they are handed
+    over (``map_counts``, entrylogs.map_sums): a comparison of the map with them reads nothing back.
     """
     p = os.fspath(path)
     window = max(int(window), MIN_WINDOW)
@@ -134,6 +139,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         entries, problems = Columns(entry_dtype, capacity, kernel=ENTRY_DTYPE), Columns(PROBLEM_DTYPE, 16)
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
         out = LogOutput(sink, check, payload_hash is not None, entry_dtype)
+        if count_map and has_map:
+            out.counter = MapCounter(res.ledgers_map)
         if sink is not None and res.ledgers_map is not None:
             sink.take(res.ledgers_map.nbytes)
         emitted = [0]
@@ -206,6 +213,9 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         res.problems = problems.finished(int(state[PROBLEMS]))
         if sink is None:
             res.entries = entries.finished(int(state[ENTRIES]))
+            if out.counter is not None:
+                out.counter.add(res.entries)
+                res.map_counts = out.counter.counts()
             if plan is not None:
                 res.digests = concat_rows(out.digest_parts, DIGEST_DTYPE)
                 res.payload_hashes = PayloadHashes.concat(out.hash_parts) if payload_hash else None
@@ -213,6 +223,8 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
                 recheck_digests(res, plan, src.whole)
             return res
         out.last_entries(entries.finished(int(state[ENTRIES])))
+        if out.counter is not None:
+            res.map_counts = out.counter.counts()
         chunked = ChunkedLogScan.of(res, sink)
         if plan is not None:
             chunked.recheck(plan, src.whole)

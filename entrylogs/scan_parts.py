@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from bkdisk.diskio.scan_sink import ScanSink, SinkKept, parts
 from bkdisk.entrylogs.arrays import ENTRY_DTYPE, EntryLogArrays, EntryLogScanArrays, ledger_sums
 from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 
+if TYPE_CHECKING:   # (map_sums reads scans through this module)
+    from bkdisk.entrylogs.map_sums import MapCounter
+
 HASH_ROW = np.dtype(f"V{HASH_BYTES}")   # one payload hash as a column's row
 
 
@@ -27,6 +30,8 @@ class LogOutput:
         self.digest_parts: list[np.ndarray] = []
         self.hash_parts: list[PayloadHashes] = []
         self.entries = self.digests = self.hashes = self.hashed = None
+        # Given the entry rows as they are handed over (entrylogs.map_sums.MapCounter), when asked for.
+        self.counter: MapCounter | None = None
         if sink is not None:
             self.entries = sink.column("entries", entry_dtype)
             if check:
@@ -46,20 +51,27 @@ class LogOutput:
     def add_entries(self, rows: np.ndarray) -> None:
         """Entry rows after those so far, out of a table the scan fills again (for a scan with a sink)."""
         assert self.entries is not None, "entries are handed over only to a sink"
+        self._count(rows)
         self.entries.append(rows)
 
     def keep_entries(self, rows: np.ndarray) -> None:
         """Entry rows after those so far, in a table the scan leaves as it is (held, or written)."""
         assert self.entries is not None, "entries are handed over only to a sink"
+        self._count(rows)
         self.entries.append(rows, copy=False)
 
     def last_entries(self, rows: np.ndarray) -> None:
         """The scan's last entry rows (its table, not filled again); the digest parts held made one."""
         assert self.entries is not None, "entries are handed over only to a sink"
+        self._count(rows)
         self.entries.append(rows, copy=False)
         for c in (self.digests, self.hashes, self.hashed):
             if c is not None:
                 c.join_held()
+
+    def _count(self, rows: np.ndarray) -> None:
+        if self.counter is not None:
+            self.counter.add(rows)
 
     def add_digests(self, rows: np.ndarray, hashes: PayloadHashes | None) -> None:
         """One window's digest rows (and payload hashes), in window order."""

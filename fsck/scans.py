@@ -26,6 +26,7 @@ from bkdisk.formats.lastmark import LastMark, parse_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, parse_index_name
 from bkdisk.fsck import scan_store
 from bkdisk.fsck.digest_decisions import DigestDecisions
+from bkdisk.fsck.placed_locations import PlacedCheck, log_sizes
 from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.journal.arrays import JournalArrays
@@ -57,8 +58,8 @@ def scan_logs(ctx: CheckContext) -> dict[str, EntryLogScanArrays | Exception]:
         try:
             scan = scan_entry_log(lf.path, digests=None if light else plan, window=ctx.options.memory.window,
                                   payload_hash=None if light else ctx.options.payload_hash, digest_facts=True,
-                                  sink=sink, header_hints=hints, hints_asked=asked, entry_dtype=entry_dtype,
-                                  pipeline=pipeline)
+                                  count_map=True, sink=sink, header_hints=hints, hints_asked=asked,
+                                  entry_dtype=entry_dtype, pipeline=pipeline)
         except (DiskError, FormatError) as e:
             sink.close()
             return without_frames(e)   # (kept as the log's result: its frames would keep the scan's arrays)
@@ -130,8 +131,10 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
 
 
 def index_inventory(ctx: CheckContext) -> IndexInventory:
-    """The .idx files' headers and locations (the locations within their share, else spilled)."""
-    sink = ChunkedArray(LOCATION_DTYPE, ctx.options.memory.share(scan_store.LOCATION_SHARE), ctx.spill, "locations")
+    """The .idx files' headers and locations (the locations within their share, else spilled, pass 3's
+    check of where they point made as they go)."""
+    sink = ChunkedArray(LOCATION_DTYPE, ctx.options.memory.share(scan_store.LOCATION_SHARE), ctx.spill, "locations",
+                        tap=PlacedCheck(log_sizes(ctx.log_files)))
     dirs, ahead = ctx.dirs.effective_index_dirs, ctx.options.index_listing
     listing = ahead.take(dirs) if ahead is not None else None   # (None: listed here, as the files are read)
     return index_scan.walk_index_dirs(dirs, sink=sink, listing=listing)

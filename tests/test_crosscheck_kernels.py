@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkdisk.diskio.kernels import stable_partition
-from bkdisk.fsck.passes.p3_index import misplaced_locations
 from bkdisk.fsck.passes.p5_crosscheck.kernels import NO_ENTRY, OTHER_ENTRY, SAME, match_locations
+from bkdisk.fsck.placed_locations import misplaced_locations
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 
 keys = st.lists(st.integers(0, 60), max_size=40)

@@ -8,12 +8,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from bkdisk.diskio.config import free_heap_returned, kernel
+from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.distinct import distinct
-from bkdisk.diskio.kernels import first_at_least, unowned
 from bkdisk.diskio.mapped import DiskError
-from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
-from bkdisk.formats.entrylog import ENTRY_SIZE
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
 from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB, entry_log_name
@@ -22,12 +19,11 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
+from bkdisk.fsck.placed_locations import PlacedCheck
+from bkdisk.fsck.placed_locations import log_sizes as placed_log_sizes
 from bkdisk.indexfiles.row_objects import HeaderColumn
 from bkdisk.journal.ledger_keys import LedgerKeys
 
-# A location points just past an entry's size prefix; that prefix and a whole V1 entry header must
-# lie inside the log: (pos - prefix) + header <= log size.
-SHORTEST_ENTRY_END = ENTRY_V1_HEADER_SIZE - ENTRY_SIZE.sizeof()
 CHUNK = 1 << 20   # locations checked at once
 BLOCK = 65536     # index files checked at once
 
@@ -42,7 +38,7 @@ def run(ctx: CheckContext) -> Iterable[Finding]:
 def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     inv = ctx.index_inventory
     facts = ctx.journal_facts
-    log_sizes = {lf.log_id: os.path.getsize(lf.path) for lf in ctx.log_files if os.access(lf.path, os.F_OK)}
+    log_sizes = placed_log_sizes(ctx.log_files)
     keys, fenced = facts.master_keys, facts.fenced
     files = inv.files
     for r, key in _rows_to_check(inv, keys, fenced):
@@ -81,22 +77,31 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
     locs = inv.locations
     if len(locs) == 0:
         return
-    ids = np.array(sorted(log_sizes), dtype=np.uint64)
-    sizes = np.array([log_sizes[k] for k in sorted(log_sizes)], dtype=np.int64)
-    past_end = []
-    missing, past = np.empty(min(CHUNK, len(locs)), np.int64), np.empty(min(CHUNK, len(locs)), np.int64)
-    for k0 in range(0, len(locs), CHUNK):   # (a chunk at a time: the locations may be spilled)
-        c = locs[k0:k0 + CHUNK]
-        n_missing, n_past = misplaced_locations(c["log"], c["pos"], ids, sizes, SHORTEST_ENTRY_END, missing, past)
-        for k in missing[:n_missing].tolist():
-            log_id = int(c[k]["log"])
-            yield _loc_finding(inv, c[k], Code.INDEX_LOCATION_MISSING_LOG, entry_log_name(log_id), {"log_id": log_id})
-        past_end.append(k0 + past[:n_past])
-    for k in np.concatenate(past_end).tolist():
-        loc = locs[k]
+    missing, past = _misplaced(locs, log_sizes)
+    for row in missing:
+        log_id = int(row["loc"]["log"])
+        yield _loc_finding(inv, row["loc"], Code.INDEX_LOCATION_MISSING_LOG, entry_log_name(log_id), {"log_id": log_id})
+    for row in past:
+        loc = row["loc"]
         lf = int(loc["log"])
         yield _loc_finding(inv, loc, Code.INDEX_LOCATION_OUT_OF_RANGE,
                            f"{lf:x}.log (position {int(loc['pos'])}, log size {log_sizes[lf]})")
+
+
+def _misplaced(locs, sizes: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """PlacedCheck.found of every location: as the walk spilled them (its tap), when that saw them all
+    against these logs; else a chunk at a time here (a chunk read back at a time, if they spilled)."""
+    tap = getattr(locs, "tap", None)
+    if isinstance(tap, PlacedCheck) and tap.rows == len(locs) and tap.sizes == sizes:
+        return tap.found()
+    return _read_and_placed(locs, sizes)
+
+
+def _read_and_placed(locs, sizes: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    check = PlacedCheck(sizes)
+    for k0 in range(0, len(locs), CHUNK):
+        check.add(k0, locs[k0:k0 + CHUNK])
+    return check.found()
 
 
 def _rows_to_check(inv, keys: LedgerKeys, fenced: dict[LedgerId, bool]) -> Iterator[tuple[int, bytes | None]]:
@@ -205,23 +210,3 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
         held = np.isin(keyed.view(np.int64), np.concatenate(known) if known else np.zeros(0, np.int64))
         out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x)) for x in keyed[~held].tolist()]
     return out
-
-
-@kernel
-def misplaced_locations(c_log, c_pos, ids, sizes, shortest_end, out_missing, out_past):
-    """The locations (LOCATION_DTYPE fields ``c_*``) that point into no log of ``ids`` (sorted):
-    their indices in ``out_missing``; and of the others those where an entry could not start, within
-    ``shortest_end`` bytes of their log's end (``sizes``) or past it: in ``out_past``. Returns how many
-    of each were written."""
-    ids = unowned(ids)
-    missing = past = 0
-    for i in range(c_log.size):
-        log = np.uint64(c_log[i])
-        w = min(first_at_least(ids, log, 0, ids.size), ids.size - 1)
-        if ids.size == 0 or ids[w] != log:
-            out_missing[missing] = i
-            missing += 1
-        elif np.int64(c_pos[i]) + shortest_end > sizes[w]:
-            out_past[past] = i
-            past += 1
-    return missing, past
