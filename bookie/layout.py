@@ -206,7 +206,11 @@ def discover_all(root: str) -> list[BookieDirs]:
             journal, ledger, index = (sorted(x, key=_natural) for x in (journal, ledger, index))
         if index and not ledger:
             ledger, index = index, []
-        out.append(BookieDirs(journal, ledger, index, root=root))
+        if journal or ledger or index:   # (a current/ that holds nothing names no bookie)
+            out.append(BookieDirs(journal, ledger, index, root=root))
+    if not out:
+        raise LayoutError(f"{root}: no bookie dirs found (the '<dir>/current' folders there hold no journals, "
+                          "entry logs, index or cookies)")
     return out
 
 

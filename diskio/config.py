@@ -42,23 +42,71 @@ JIT_OPTIONS: dict[str, Any] = dict(nogil=True, boundscheck=False)
 
 @functools.cache
 def numba_cache_dir() -> str | None:
-    """Apply ``BKDISK_NUMBA_CACHE_DIR`` (once) and return the cache folder in force, if any."""
+    """Apply ``BKDISK_NUMBA_CACHE_DIR`` (once) and return the cache folder in force, if any. With none
+    given, where numba could cache neither beside the sources (a read-only install) nor in the user's
+    cache folder (no home): ``<tmp>/bkdisk-numba-<uid>``, when that is this user's own folder."""
     wanted = os.environ.get("BKDISK_NUMBA_CACHE_DIR")
     from numba.core import config as numba_config
+    if not wanted and not numba_config.CACHE_DIR and not _numba_folders_writable():   # type: ignore[attr-defined]
+        import tempfile
+        wanted = private_folder(os.path.join(tempfile.gettempdir(), f"bkdisk-numba-{os.getuid()}"))
     if wanted:
         os.environ["NUMBA_CACHE_DIR"] = wanted
         numba_config.CACHE_DIR = wanted   # type: ignore[attr-defined]
     return numba_config.CACHE_DIR or None   # type: ignore[attr-defined]
 
 
+def _numba_folders_writable() -> bool:
+    """Whether numba's own cache folders can be written: the sources' (its first choice), or the user's."""
+    if os.access(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.W_OK):
+        return True
+    from numba.misc.appdirs import AppDirs
+    user = AppDirs(appname="numba", appauthor=False).user_cache_dir
+    try:
+        os.makedirs(user, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(user, os.W_OK)
+
+
+def private_folder(path: str) -> str | None:
+    """``path`` made (0700) or found as a folder of this user's that no one else can write, else None:
+    what is cached there is loaded as code."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    import stat
+    mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+    return path if mine else None
+
+
 def kernel(fn: Callable, **options: Any) -> Callable:
     """``numba.njit(**JIT_OPTIONS, cache=True)``, with the cache folder resolved first and a
-    ``LeanCache`` as the cache (the only one made: ``cache=True`` would make numba's own first)."""
+    ``LeanCache`` as the cache (the only one made: ``cache=True`` would make numba's own first).
+    Where no cache folder can be written, the kernel compiles in each process (said once, on stderr)."""
     numba_cache_dir()
     from numba import njit
     dispatcher = njit(**JIT_OPTIONS, **options)(fn)
-    dispatcher._cache = lean_cache_class()(dispatcher.py_func)
+    try:
+        dispatcher._cache = lean_cache_class()(dispatcher.py_func)
+    except RuntimeError as e:   # (numba: no cache locator available)
+        _uncached(str(e))
     return dispatcher
+
+
+_said_uncached: list[bool] = []
+
+
+def _uncached(why: str) -> None:
+    """Say once a process that the kernels are not cached (numba's reason: ``why``)."""
+    if _said_uncached:
+        return
+    _said_uncached.append(True)
+    import sys
+    print(f"bkdisk: warning: no writable cache folder for numba ({why.split(':')[-1].strip()}); the kernels "
+          "compile on every run (set BKDISK_NUMBA_CACHE_DIR to a folder of your own)", file=sys.stderr)
 
 
 def intrinsic(fn: Callable) -> Any:

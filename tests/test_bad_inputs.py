@@ -152,3 +152,17 @@ def test_a_ledger_whose_metadata_file_is_unreadable_stops_fsck_space_and_invento
         r = _run(*cmd, "--metadata-dir", str(md))
         _one_line(r, 8, f"{bad}: offset 0: expected header")
         assert "ORPHAN_LEDGER" not in r.stdout and r.stdout == "", (cmd, r.stdout[-2000:])
+
+
+def test_a_folder_whose_current_holds_nothing_is_no_bookie(tmp_path):
+    """An empty ``current/`` alone is refused (not a clean check of nothing); beside two bookies, the
+    bookies are named (not a traceback over a bookie of no dirs)."""
+    (tmp_path / "alone" / "x" / "current").mkdir(parents=True)
+    for cmd in (("bookie-fsck",), ("bkdisk", "space")):
+        _one_line(_run(*cmd, str(tmp_path / "alone")), 8, str(tmp_path / "alone"), "no bookie dirs found")
+    two = tmp_path / "two"
+    (two / "x" / "current").mkdir(parents=True)
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", two / "a")
+    shutil.copytree(GOLDEN / "sorted-v5-bookieid", two / "b")
+    for cmd in (("bookie-fsck",), ("bkdisk", "space")):
+        _one_line(_run(*cmd, str(two)), 8, "holds 2 bookies", str(two / "a"), str(two / "b"))

@@ -345,3 +345,40 @@ def test_a_kernel_loaded_from_the_cache_links_into_one_compiled_after_it(tmp_pat
     # the second loads it (no bitcode parsed but the runtime's), then parses it to link it into the
     # kernel it compiles
     assert runs[1].stdout.split() == ["True", "1", "40", "True"]
+
+
+def test_where_numba_cannot_cache_the_kernels_cache_in_a_private_tmp_folder(monkeypatch, tmp_path):
+    """A read-only install run by a user without a home: ``<tmp>/bkdisk-numba-<uid>``, made 0700; a
+    folder of that name that others can write (or a link) is not used, as what is there loads as code."""
+    from numba.core import config as numba_config
+    config = bkdisk.diskio.config
+    for name in ("BKDISK_NUMBA_CACHE_DIR", "NUMBA_CACHE_DIR"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setattr(numba_config, "CACHE_DIR", "")
+    monkeypatch.setattr(config, "_numba_folders_writable", lambda: False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / f"bkdisk-numba-{os.getuid()}"
+    assert config.numba_cache_dir.__wrapped__() == str(folder) == os.environ["NUMBA_CACHE_DIR"]
+    assert folder.stat().st_mode & 0o777 == 0o700
+    folder.chmod(0o777)
+    monkeypatch.setattr(numba_config, "CACHE_DIR", "")
+    assert config.numba_cache_dir.__wrapped__() is None
+    folder.rmdir()
+    folder.symlink_to(tmp_path)
+    assert config.numba_cache_dir.__wrapped__() is None
+    monkeypatch.setattr(config, "_numba_folders_writable", lambda: True)   # (numba's own folders are used)
+    assert config.numba_cache_dir.__wrapped__() is None
+
+
+def test_a_kernel_without_a_cache_folder_compiles_and_says_so_once(monkeypatch, capsys):
+    config = bkdisk.diskio.config
+
+    def no_locator(_py_func):
+        raise RuntimeError("cannot cache function 'f': no locator available for file 'x.py'")
+    monkeypatch.setattr(config, "lean_cache_class", lambda: no_locator)
+    monkeypatch.setattr(config, "_said_uncached", [])
+    f = config.kernel(lambda a: a + 1)
+    g = config.kernel(lambda a: a * 2)
+    assert f(2) == 3 and g(2) == 4
+    err = capsys.readouterr().err
+    assert err.count("no writable cache folder for numba") == 1 and "BKDISK_NUMBA_CACHE_DIR" in err
