@@ -31,6 +31,7 @@ from bkdisk.audit.placement import LOCALITY_CONF, wrong_host
 from bkdisk.audit.replica_files import remove_unfinished, replica_file, write_replicas
 from bkdisk.audit.rows import AUDITED, TASK_SCHEMA, DiskInput, RunInfo, iter_disk, table_schema
 from bkdisk.audit.spark_logging import DRIVER_JAVA_OPTIONS, start_gateway, with_log_settings
+from bkdisk.diskio.config import private_folder
 from bkdisk.formats.errors import BkdiskError
 
 # pyspark, the optional extra 'audit', loads in the functions that drive Spark: the rows, the reports
@@ -159,9 +160,9 @@ def numba_cache_writable() -> str | None:
     spec = importlib.util.find_spec("entrylogs")
     if not given and spec is not None and spec.origin and os.access(os.path.dirname(spec.origin), os.W_OK):
         return None
-    d = os.path.join(tempfile.gettempdir(), f"bkdisk-numba-{os.getuid()}")
-    os.makedirs(d, exist_ok=True)
-    os.environ["BKDISK_NUMBA_CACHE_DIR"] = d
+    d = private_folder(os.path.join(tempfile.gettempdir(), f"bkdisk-numba-{os.getuid()}"))
+    if d is not None:   # (else someone else's folder: not loaded from; the kernels compile, said once)
+        os.environ["BKDISK_NUMBA_CACHE_DIR"] = d
     return d
 
 
