@@ -14,12 +14,15 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from bkdisk.bookie.layout import discover
 from bkdisk.diskio.atomic import atomic_move
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import HEADER_SIZE as INDEX_HEADER_SIZE
 from bkdisk.formats.index import parse_header
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import index_relpath
+from bkdisk.fsck.api import check_bookie
+from bkdisk.fsck.context import CheckOptions
 from bkdisk.fsck.repair.repairs import apply_repairs, plan_repairs
 from bkdisk.fsck_cli import fsck_command
 from tests.fsck_helpers import Disk, codes, errors, make_disk, snapshot, unprivileged
@@ -566,3 +569,25 @@ def test_a_folder_the_filesystem_cannot_lock_is_repaired_unlocked_with_a_warning
     assert said == [f"{d}: cannot lock it for the repair (Bad file descriptor); another repair of this bookie "
                     "at the same time is not excluded" for d in dirs]
     assert not [fd for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") in dirs]
+
+
+def test_a_slot_past_a_closed_ledgers_last_entry_is_no_lost_entry(tmp_path):
+    """An index slot for entry 30 of ledger 0, which its metadata closes at entry 22: with the metadata,
+    no entry is lost and the rebuild runs, saying which slot it drops (the ledger reads as before);
+    without it, nothing tells the slot is not an entry the bookie holds: the rebuild stays blocked."""
+    from conftest import golden_copy
+    root = golden_copy(tmp_path)
+    md = str(root / "metadata")
+    idx = root / "ledgers1" / "current" / "0" / "0" / "0.idx"
+    with open(idx, "r+b") as f:
+        f.seek(1264)                       # entry 30's slot: a location in 0.log where no entry starts
+        f.write(b"\0\0\0\0\0\0\0\x55")
+    plan = plan_repairs(check_bookie(discover(str(root)), CheckOptions(metadata_dir=md)))
+    [a] = [a for a in plan.actions if a.kind == "rebuild-index"]
+    assert not plan.lost and not a.blocked and "entries 30, past its last entry 22 (closed), are dropped" in a.line()
+    blind = plan_repairs(check_bookie(discover(str(root)), CheckOptions()))
+    assert blind.lost == {LedgerId(0, 0): [30]} and [a.blocked for a in blind.actions if a.kind == "rebuild-index"]
+    r = _cli(str(root), "--metadata-dir", md, "--repair", "-y", "--backup-dir", str(tmp_path / "bk"))
+    assert r.exit_code == 1 and "past its last entry 22" in r.output, r.output
+    after = check_bookie(discover(str(root)), CheckOptions(metadata_dir=md))
+    assert "INDEX_LOCATION_WRONG" not in codes(after) and not errors(after), codes(after)

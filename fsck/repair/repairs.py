@@ -161,10 +161,10 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
         paths = [inv.paths[i] for i in rows]
         target = moved.get(paths[0], paths[0]) if paths else \
             os.path.join(dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
-        a = Action(REBUILD_INDEX, target, f"rebuild the index of ledger {lid} at {target} from the entry logs",
-                   lid, covers=covers)
         best = best_copies(ctx, lid)
-        gone = _lost_entries(ctx, lid, best)
+        gone, dropped = _lost_entries(ctx, lid, best)
+        a = Action(REBUILD_INDEX, target, f"rebuild the index of ledger {lid} at {target} from the entry logs{dropped}",
+                   lid, covers=covers)
         if gone:
             lost[lid] = gone
         if unlisted:
@@ -216,10 +216,19 @@ def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
     return out
 
 
-def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> list[int]:
-    """Entries the current index points at that a rebuild keeping ``best`` (rebuild.best_copies) would not have."""
+def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> tuple[list[int], str]:
+    """Entries the current index points at that a rebuild keeping ``best`` (rebuild.best_copies) would not
+    have; of a ledger its metadata says is closed, only those up to its last entry: past it no entry is
+    the ledger's (no reader asks for one), whatever a slot of the index says. And what the rebuild drops
+    past that last entry ('' for nothing), for the plan to say."""
     old = indexed_entries(ctx, lid)
-    return old[~np.isin(old, np.fromiter(best, np.int64, len(best)))].tolist()
+    gone = old[~np.isin(old, np.fromiter(best, np.int64, len(best)))]
+    m = ctx.metadata.get(lid) if ctx.metadata is not None else None
+    if m is None or m.state != "CLOSED" or not (gone > m.last_entry_id).any():
+        return gone.tolist(), ""
+    past = gone[gone > m.last_entry_id].tolist()
+    return gone[gone <= m.last_entry_id].tolist(), (f"; the slots of entries {ranges(past)}, past its last entry "
+                                                    f"{m.last_entry_id} (closed), are dropped")
 
 
 def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Callable[[Action], bool] | None = None,
