@@ -591,3 +591,21 @@ def test_a_slot_past_a_closed_ledgers_last_entry_is_no_lost_entry(tmp_path):
     assert r.exit_code == 1 and "past its last entry 22" in r.output, r.output
     after = check_bookie(discover(str(root)), CheckOptions(metadata_dir=md))
     assert "INDEX_LOCATION_WRONG" not in codes(after) and not errors(after), codes(after)
+
+
+def test_a_dbledgerstorage_log_cut_short_names_its_lost_entries_before_any_rebuild(tmp_path):
+    """Entries of ledger 4660 whose locations point past the end of a log cut short, in no other log:
+    lost, with BookKeeper's recover; its locations rebuild (which keeps only what the logs hold, so the
+    bookie would deny them) comes only once they are recovered. The whole bookie names nothing lost."""
+    from conftest import golden_copy
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    md = str(root / "metadata")
+    whole = plan_repairs(check_bookie(discover(str(root)), CheckOptions(metadata_dir=md)))
+    assert not whole.lost and not whole.actions
+    os.truncate(root / "ledgers0" / "current" / "0.log", 200_000)
+    plan = plan_repairs(check_bookie(discover(str(root)), CheckOptions(metadata_dir=md)))
+    assert plan.lost == {LedgerId(0, 4660): list(range(5, 12))}, plan.lines()
+    assert plan.recover_command and "recover -l 4660" in plan.recover_command
+    [a] = [a for a in plan.actions if a.kind == "bookkeeper-rebuild"]
+    assert "rebuild-db-ledger-locations-index" in a.line() and "only once the lost entries below are recovered" in \
+        a.line()

@@ -21,7 +21,7 @@ from bkdisk.diskio.failures import LIST
 from bkdisk.diskio.mapped import DiskError, map_window
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.paths import CURRENT_DIR, index_relpath
+from bkdisk.formats.paths import CURRENT_DIR, LOCATIONS_DB, index_relpath
 from bkdisk.fsck.api import Report, check_bookie, recheck
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.confinement import escape
@@ -32,6 +32,7 @@ from bkdisk.fsck.findings import Finding, given
 from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
 from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, hold_repair_lock, processes_holding
+from bkdisk.fsck.repair.lost_entries import db_lost_entries, dropped_past_close, within_closed
 from bkdisk.fsck.repair.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from bkdisk.fsck.repair.rebuilt_header import damaged_index_fenced, header_for, infer_page_size, old_header
 from bkdisk.fsck.shell_commands import recover_commands
@@ -194,7 +195,9 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
                                       f"zero-filling the rest", cut_at=f.cut_at, covers=[f])
         a.blocked = escape(path, dirs)
         actions.append(a)
-    actions += _bookkeeper_rebuilds(report.findings)
+    if dirs.storage_kind == "rocksdb":
+        lost.update(db_lost_entries(ctx, report.findings))
+    actions += _bookkeeper_rebuilds(report.findings, bool(lost))
     answered = {id(f) for a in actions if not a.blocked for f in a.covers}
     remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
     command: str | None = None
@@ -204,31 +207,28 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
     return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command, refused)
 
 
-def _bookkeeper_rebuilds(findings: list[Finding]) -> list[Action]:
-    """One blocked action per DbLedgerStorage database to rebuild, naming BookKeeper's command."""
-    from bkdisk.fsck.dbindex import bookkeeper_rebuilds
+def _bookkeeper_rebuilds(findings: list[Finding], lost: bool) -> list[Action]:
+    """One blocked action per DbLedgerStorage database to rebuild, naming BookKeeper's command; with
+    ``lost`` entries, the locations rebuild only once they came back from the other bookies."""
+    from bkdisk.fsck.dbindex import REBUILD_COMMANDS, bookkeeper_rebuilds
     out = []
     for command, folders, covers in bookkeeper_rebuilds(findings):
         where = ", ".join(folders) or "the ledgers index of each ledger dir"
-        out.append(Action(BOOKKEEPER_REBUILD, folders[0] if folders else "", f"{where}: with the bookie stopped, run "
-                          f"{command}", covers=covers,
+        first = ("only once the lost entries below are recovered (it keeps only what the entry logs hold: the "
+                 "bookie would deny them), " if lost and command == REBUILD_COMMANDS[LOCATIONS_DB] else "")
+        out.append(Action(BOOKKEEPER_REBUILD, folders[0] if folders else "", f"{where}: {first}with the bookie "
+                          f"stopped, run {command}", covers=covers,
                           blocked="bkdisk never writes RocksDB databases; BookKeeper's command rebuilds them"))
     return out
 
 
 def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> tuple[list[int], str]:
     """Entries the current index points at that a rebuild keeping ``best`` (rebuild.best_copies) would not
-    have; of a ledger its metadata says is closed, only those up to its last entry: past it no entry is
-    the ledger's (no reader asks for one), whatever a slot of the index says. And what the rebuild drops
-    past that last entry ('' for nothing), for the plan to say."""
+    have and that are the ledger's (lost_entries.within_closed); what the rebuild drops past a closed
+    ledger's last entry, for the plan to say."""
     old = indexed_entries(ctx, lid)
-    gone = old[~np.isin(old, np.fromiter(best, np.int64, len(best)))]
-    m = ctx.metadata.get(lid) if ctx.metadata is not None else None
-    if m is None or m.state != "CLOSED" or not (gone > m.last_entry_id).any():
-        return gone.tolist(), ""
-    past = gone[gone > m.last_entry_id].tolist()
-    return gone[gone <= m.last_entry_id].tolist(), (f"; the slots of entries {ranges(past)}, past its last entry "
-                                                    f"{m.last_entry_id} (closed), are dropped")
+    mine, past, last = within_closed(ctx, lid, old[~np.isin(old, np.fromiter(best, np.int64, len(best)))])
+    return mine.tolist(), dropped_past_close(past, last)
 
 
 def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Callable[[Action], bool] | None = None,
