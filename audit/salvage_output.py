@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bkdisk.audit.salvage_job import LEDGERS_SCHEMA, result_batches
+from bkdisk.diskio.atomic import private_file
 
 REPORT_ROWS = 500   # ledgers listed on the page (every one is in ledgers/)
 SHOWN_COLUMNS = ("ledger", "metadata_written", "no_metadata_because", "ensemble_size", "write_quorum",
@@ -24,7 +25,7 @@ def write_outputs(results_dir: str, work: str, withheld: str | None = None) -> d
     """Write metadata files and the ledgers table under ``work``; returns the counts for the summary.
     ``withheld``: why no metadata file is written at all (each ledger that had one says it instead)."""
     md_dir, ledgers_dir = os.path.join(work, "metadata"), os.path.join(work, "ledgers")
-    os.makedirs(md_dir)
+    os.makedirs(md_dir, mode=0o700)   # (every ledger's password)
     os.makedirs(ledgers_dir)
     counts = {"ledgers_found": 0, "metadata_written": 0, "no_metadata": 0, "ledgers_with_lost_entries": 0,
               "entries_lost": 0, "entries_dropped": 0, "under_replicated_entries": 0, "password_not_found": 0,
@@ -34,7 +35,7 @@ def write_outputs(results_dir: str, work: str, withheld: str | None = None) -> d
             t = pa.Table.from_batches([b])
             for name, blob in zip(t["ledger"].to_pylist(), t["metadata"].to_pylist()):
                 if blob is not None and withheld is None:
-                    with open(os.path.join(md_dir, name + ".bin"), "wb") as f:
+                    with private_file(os.path.join(md_dir, name + ".bin")) as f:
                         f.write(blob)
             rows = t.select(LEDGERS_SCHEMA.names).to_pylist()
             if withheld is not None:

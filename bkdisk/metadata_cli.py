@@ -23,6 +23,7 @@ from bkdisk.commandline.output import HELP_OPTIONS, emit
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.commandline.token_option import checked_token_option
+from bkdisk.diskio.atomic import private_file
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.metadata_serve import serve_command
@@ -205,7 +206,7 @@ def get_command(ledger, format_version, out_file, server, token, timeout, tls_ca
     got = c.read(ledger.ledger, ledger.scope, format_version)
     md = metadata_format.parse_metadata(got.serialized, path=f"{server}: ledger {ledger.qualified_name}")
     if out_file:
-        with open(out_file, "wb") as f:
+        with private_file(out_file) as f:   # (its password)
             f.write(got.serialized)
     doc = {**_ledger_json(got.scope, got.ledger_id), "version": got.version, "metadata": md.to_json()}
     ens = "; ".join(f"{first}: {','.join(m)}" for first, m in md.ensembles)
@@ -350,14 +351,14 @@ def export_command(folder, fmt, scope, server, token, timeout, tls_ca, as_json) 
     want = 0 if fmt == "stored" else int(fmt)
     s = None if scope is None else parse_id(scope, "--ledger-scope-id")
     pages = answered_first(c.read_ledgers(scope=s, format_version=want))
-    os.makedirs(folder, exist_ok=True)
+    os.makedirs(folder, mode=0o700, exist_ok=True)   # (every ledger's password: the owner's alone, made so)
     written = []
     for page in pages:
         for got in page:
             name = f"{got.ledger_id:x}" if got.scope == 0 else got.key.qualified_name
             version = want or metadata_format.parse_metadata(got.serialized, path=f"ledger {name}").format_version
             path = os.path.join(folder, name + SUFFIX[version])
-            with open(path + ".tmp", "wb") as f:
+            with private_file(path + ".tmp") as f:
                 f.write(got.serialized)
             os.replace(path + ".tmp", path)
             written.append(os.path.basename(path))

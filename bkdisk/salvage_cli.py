@@ -141,16 +141,21 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
                                              progress=None if quiet else _disk_progress,
                                              scans_per_host=scans_per_host, memory=memory)
         bookies_read = sorted({d["bookie_id"] for d in result.disks if d["status"] in AUDITED and d["bookie_id"]})
+        unread = [d for d in result.disks if d["status"] not in AUDITED]   # their copies are not counted
         withheld = None
-        if expect_bookies is not None and len(bookies_read) < expect_bookies:
+        if unread:   # (a ledger with copies there would be written closed short, or placed without that bookie)
+            d = unread[0]
+            withheld = (f"{len(unread)} of the disks given not read ({d['path']}: {d['error'] or d['status']}): a "
+                        "ledger with copies there could be closed short or placed on the others only")
+        elif expect_bookies is not None and len(bookies_read) < expect_bookies:
             withheld = (f"disks of {len(bookies_read)} bookies read, --expect-bookies {expect_bookies}: a ledger "
                         "whose other bookies' disks were not read could be closed short or placed on these only")
+        if withheld is not None:
             echo(f"bkdisk salvage: no metadata written: {withheld}")
         counts = salvage_output.write_outputs(result.results_dir, work, withheld)
         shutil.rmtree(os.path.join(work, ".scratch"))
         # Lost: no intact copy at or before the last entry, or copies left after it (recovery stops short).
         lost = counts["entries_lost"] + counts["entries_dropped"]
-        unread = [d for d in result.disks if d["status"] not in AUDITED]   # their copies are not counted
         code = EXIT_OK if counts["no_metadata"] == 0 and lost == 0 and not unread else EXIT_PROBLEMS
         summary = dict(counts, disks_not_read=len(unread), bookies_read=bookies_read, bookies_expected=expect_bookies,
                        run_id=run.run_id, started=started.isoformat(),
@@ -167,7 +172,9 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
     echo(f"bkdisk salvage: {counts['ledgers_found']} ledgers found without metadata, {counts['metadata_written']} "
          f"metadata files written, {counts['no_metadata']} without (see {out}/ledgers), {counts['entries_lost']} "
          f"entries lost, {len(unread)} disks not read; {out}/summary.json, {out}/report.html")
-    if import_url is not None:
+    if import_url is not None and withheld is not None:
+        echo(f"bkdisk salvage: nothing imported through {import_url}: no metadata was written")
+    elif import_url is not None:
         done = import_salvaged(out, import_url, token)
         with open(os.path.join(out, "import.json.tmp"), "w", encoding="utf-8") as f:
             json.dump(done, f, indent=2)

@@ -31,6 +31,18 @@ def write_whole(fd: int, data) -> int:
     return len(whole)
 
 
+def private_file(path: str):
+    """``path`` opened for writing from its start, readable by its owner only (0600, whatever the umask
+    and whatever mode it had): for what carries ledger passwords (metadata, stores of it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -1,11 +1,13 @@
 """The embedded metadata store: one SQLite file in WAL mode, every mutation one transaction."""
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from bkdisk.diskio.atomic import private_file
 from bkdisk.metaservice.store import (
     SCOPE0_MAX_LEDGER,
     BadVersion,
@@ -55,12 +57,14 @@ class SqliteStore(MetadataStore):
         self.retain_changes = retain_changes
         self._lock = threading.Lock()
         try:
+            if not os.path.exists(self.path):   # (its journals take its mode: the owner's alone, passwords)
+                private_file(self.path).close()
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                        timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"{self.path}: cannot open the SQLite store: {exc}") from None
         self._head = self._query_head()
 

@@ -9,6 +9,7 @@ from bkdisk.formats.errors import BkdiskError
 
 TOKEN_ENV = "BKDISK_METADATA_TOKEN"             # the full token, for the service and every client
 READ_TOKEN_ENV = "BKDISK_METADATA_READ_TOKEN"   # the service's read-only token
+UNPROTECTED = 0o027   # mode bits of a token file refused: any for others, writing for the group
 
 
 def token_problem(token: str) -> str | None:
@@ -43,10 +44,12 @@ def env_token() -> str | None:
 
 
 def token_from_file(path: str) -> str:
-    """The token a file holds (one line; the trailing newline is not part of it)."""
+    """The token a file holds (one line; the trailing newline is not part of it). A file others can read,
+    or others or its group can change, is refused: the token is every ledger's password."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
+            mode = os.fstat(f.fileno()).st_mode & 0o777
     except OSError as exc:
         raise BkdiskError(f"{path}: cannot read the token: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -54,4 +57,8 @@ def token_from_file(path: str) -> str:
     token = text.rstrip("\r\n")
     if not token or "\n" in token or token != token.strip():
         raise BkdiskError(f"{path}: expected one line holding the token, without surrounding spaces")
-    return checked_token(token, path) or token
+    token = checked_token(token, path) or token
+    if mode & UNPROTECTED:   # (as ssh refuses a private key others can read)
+        raise BkdiskError(f"{path}: expected a token file only its owner (and group) can read, found mode "
+                          f"{mode:04o}: others can read or change the token; chmod 600 {path}")
+    return token

@@ -77,6 +77,9 @@ def test_import_then_export_gives_the_golden_files_byte_for_byte(served, corpus,
     assert sorted(p.name for p in out.iterdir()) == sorted(f.name for f in bins)    # format 3, <hex id>.bin
     for f in bins:
         assert filecmp.cmp(f, out / f.name, shallow=False), f
+    # every ledger's password: the owner's alone, whatever the umask (the store's file too)
+    assert {oct(p.stat().st_mode & 0o777) for p in [out, *out.iterdir()]} == {"0o700", "0o600"}
+    assert (tmp_path / "meta.db").stat().st_mode & 0o077 == 0
     # as stored: the .bin files again (they were imported in preference to .txt)
     stored = tmp_path / "stored"
     served("metadata", "export", str(stored), "--format", "stored")
@@ -96,6 +99,7 @@ def test_get_list_create_delete_json(served, tmp_path):
     assert got["version"] == 0 and got["ledger_qualified_name"] == "00000000000000000000000000000010"
     assert got["metadata"]["ensembles"][0]["bookies"] == ["bk-1.rack-a", "bk-2.rack-a", "bk-3.rack-b"]
     assert (tmp_path / "x.bin").read_bytes() == src.read_bytes()
+    assert (tmp_path / "x.bin").stat().st_mode & 0o777 == 0o600   # (its password)
     scoped_md = served.json("metadata", "get", "--ledger-id", "5", "--ledger-scope-id", "7")["metadata"]
     assert scoped_md["format_version"] == 3
     as_text = served.json("metadata", "get", "--ledger-id", "16", "--format-version", "2")

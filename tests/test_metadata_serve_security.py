@@ -264,7 +264,14 @@ def test_thin_clients_take_the_token_from_the_environment(tmp_path, monkeypatch)
 def test_token_options_misused_are_one_line_and_never_echo_a_token(tmp_path):
     empty = tmp_path / "empty"
     empty.write_text("\n")
+    shared, group_writes = tmp_path / "shared", tmp_path / "group-writes"
+    for f, mode in ((shared, 0o644), (group_writes, 0o660)):   # (0644: as a umask of 022 leaves a file)
+        f.write_text(TOKEN + "\n")
+        f.chmod(mode)
     for args, code, words in (
+            (("--token-file", str(shared)), 8, f"{shared}: expected a token file only its owner (and group) can "
+                                               "read, found mode 0644"),
+            (("--token-file", str(group_writes)), 8, "found mode 0660: others can read or change the token"),
             (("--token-file", str(tmp_path / "absent")), 8, "absent: cannot read the token"),
             (("--token-file", str(empty)), 8, "expected one line holding the token"),
             (("--token", TOKEN, "--token-file", str(_token_file(tmp_path, TOKEN))), 16, "not both"),

@@ -59,7 +59,10 @@ def disks(root: Path = C3, only: tuple[str, ...] = BOOKIES) -> list[str]:
 
 
 def written(out: Path) -> dict[str, object]:
-    return {p.name[:-4]: parse_metadata(p.read_bytes()) for p in sorted((out / "metadata").glob("*.bin"))}
+    """The metadata files salvage wrote (each with its ledger's password: the owner's alone)."""
+    files = sorted((out / "metadata").glob("*.bin"))
+    assert {oct(p.stat().st_mode & 0o777) for p in [out / "metadata", *files]} <= {"0o700", "0o600"}
+    return {p.name[:-4]: parse_metadata(p.read_bytes()) for p in files}
 
 
 def ledger_rows(out: Path) -> dict[str, dict]:
@@ -148,22 +151,27 @@ def test_without_candidates_only_empty_password_ledgers_are_written(tmp_path):
 
 
 def test_with_one_disk_missing_its_positions_are_reported_never_invented(tmp_path):
-    # bk-2's disk given under another bookie's name: not read (its cookie disagrees), as if missing
+    """bk-2's disk given under another bookie's name: not read (its cookie disagrees), as if missing.
+    No metadata is written (a ledger with copies there would be closed short, or placed without bk-2,
+    whose copies its garbage collection may then drop), nor imported; each ledger's row says what the
+    disks read tell, bk-2's positions unknown."""
     listed = tmp_path / "disks.tsv"
     listed.write_text("".join(f"{b}\t{p}\n" for b, p in zip(("bk-1.rack-a", "bk-9.rack-z", "bk-3.rack-b"), disks())))
     out = tmp_path / "out"
-    code, _ = run(["--disks-file", str(listed), "--password-candidates", str(candidates(tmp_path))], out)
+    code, _ = run(["--disks-file", str(listed), "--password-candidates", str(candidates(tmp_path)),
+                   "--import", "grpc://127.0.0.1:1"], out)
     assert code == 4
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["disks_not_read"] == 1
+    assert summary["disks_not_read"] == 1 and summary["metadata_written"] == 0
     assert [d["status"] for d in summary["disks"] if d["bookie_id"] == "bk-9.rack-z"] == ["not_audited"]
+    assert written(out) == {} and not (out / "import.json").exists()
     rows = ledger_rows(out)
-    for md in written(out).values():
-        assert all("bk-2.rack-a" not in e for _f, e in md.ensembles)
     for name, lg in LEDGERS.items():
         pinned = lg["write_quorum_size"] < lg["ensemble_size"] or len(lg["ensembles"]) > 1
+        assert not rows[name]["metadata_written"]
+        if not pinned and rows[name]["password_found"]:
+            assert "1 of the disks given not read" in rows[name]["no_metadata_because"], rows[name]
         if pinned:
-            assert not rows[name]["metadata_written"]
             assert "no read disk holds its copies" in rows[name]["no_metadata_because"]
             for e in json.loads(rows[name]["ensembles"]):
                 truth = next(x["bookies"] for x in lg["ensembles"] if x["first_entry_id"] == e["first_entry_id"])
