@@ -45,6 +45,9 @@ def read_disks_file(path: str) -> list[DiskInput]:
             lines = f.read().splitlines()
     except OSError as e:
         raise AuditUsageError(f"{path}: cannot read the disks file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise AuditUsageError(f"{path}: expected a disks file of UTF-8 text, found byte {e.object[e.start]:#04x} at "
+                              f"offset {e.start}") from None
     out = []
     for n, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -166,3 +166,13 @@ def test_a_folder_whose_current_holds_nothing_is_no_bookie(tmp_path):
     shutil.copytree(GOLDEN / "sorted-v5-bookieid", two / "b")
     for cmd in (("bookie-fsck",), ("bkdisk", "space")):
         _one_line(_run(*cmd, str(two)), 8, "holds 2 bookies", str(two / "a"), str(two / "b"))
+
+
+def test_a_disks_file_that_is_not_text_is_one_line(tmp_path):
+    disks = tmp_path / "disks.tsv"
+    disks.write_bytes(b"\xff\xfe\n")
+    md = str(GOLDEN / "cluster-3" / "metadata")
+    for cmd in (("bkdisk", "salvage", "--out", str(tmp_path / "o")),
+                ("bkdisk", "audit", "--out", str(tmp_path / "a"), "--metadata-dir", md)):
+        _one_line(_run(*cmd, "--disks-file", str(disks)), 8,
+                  f"{disks}: expected a disks file of UTF-8 text, found byte 0xff at offset 0")
