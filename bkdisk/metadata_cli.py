@@ -283,7 +283,9 @@ def watch_command(ledger, after_sequence, count, server, token, timeout, tls_ca,
     """Print each create, update and delete (of one ledger, or of all), one line each, in order."""
     c = _metadata_client(server, token, timeout, tls_ca)
     stream = c.watch([tuple(ledger)] if ledger is not None else [], watch_all=ledger is None,
-                     after_sequence=after_sequence)
+                     after_sequence=after_sequence,
+                     on_lost=lambda why: print(f"bkdisk metadata: watch: the stream to {server} was lost ({why}); "
+                                               "reopening it until the service answers", file=sys.stderr, flush=True))
     seen = 0
     for ch in stream:
         doc = {**_ledger_json(ch.scope, ch.ledger_id), "change": ch.change, "sequence": ch.sequence,

@@ -92,6 +92,20 @@ class Channel:
         self.retries = retries
         self.backoff = backoff
         self.rpc_count = 0
+        self._ready = False
+
+    def ready(self) -> None:
+        """Wait at most ``timeout`` seconds for the channel's first connection to the service: a peer that
+        takes the connection and never speaks (a stopped process, a port of something else, TLS a side
+        cannot agree on) is said at once, not waited on by a stream without a deadline or a retry."""
+        if self._ready:
+            return
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
+        except grpc.FutureTimeoutError:
+            raise MetadataError("RPC_UNAVAILABLE", f"no answer within {self.timeout:g} s (a service stopped, or "
+                                                   "not this service on that port)") from None
+        self._ready = True
 
     def call(self, method, request, *, may_resend: bool):
         """Call ``method``; retry on STORE_UNAVAILABLE (nothing was changed) and, when
@@ -100,6 +114,7 @@ class Channel:
 
     def call_counted(self, method, request, *, may_resend: bool):
         """``call``, returning (response, how many times the request was sent)."""
+        self.ready()
         delay = self.backoff
         for attempt in range(self.retries + 1):
             self.rpc_count += 1

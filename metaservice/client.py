@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from bkdisk.formats.errors import BkdiskError, FormatError
@@ -183,6 +183,7 @@ class MetadataClient:
                 limit_per_response: int = 1000) -> Iterator[tuple[int, int]]:
         """(scope, ledger id) of every ledger, ascending per scope; resumes after a lost stream."""
         last: tuple[int, int] | None = None
+        self.ch.ready()
         for attempt in range(self.ch.retries + 1):
             self.ch.rpc_count += 1
             stream = replies(self.stub.Iterate(pb.GetLedgerRangesRequest(
@@ -210,15 +211,17 @@ class MetadataClient:
             time.sleep(self.ch.backoff)
 
     def watch(self, ledgers: Sequence[tuple[int, int]] = (), watch_all: bool = False,
-              after_sequence: int | None = None, resume: bool = True) -> Iterator[LedgerChange]:
+              after_sequence: int | None = None, resume: bool = True,
+              on_lost: Callable[[str], None] | None = None) -> Iterator[LedgerChange]:
         """Changes of the given (scope, ledger) pairs or of everything, in order. A lost stream is
         reopened: a watch of everything after the last sequence seen; a watch of named ledgers from
         the version last seen of each (which also holds across a restart of the service), so no
-        change is lost or delivered twice. Until the service first answers or holds a stream open,
-        reopening ends after ``timeout`` seconds (MetadataError): a dead address is said, not waited on."""
+        change is lost or delivered twice. A service that does not answer within ``timeout`` seconds
+        at first is said (MetadataError), not waited on; once it answered, a lost stream is reopened
+        until it answers again, ``on_lost`` told why once each time a stream that gave changes is lost."""
         seen = after_sequence
-        connected = False
-        give_up = time.monotonic() + self.ch.timeout
+        self.ch.ready()
+        said = False
         known: dict[tuple[int, int], int] = {}
         while True:
             reqs = []
@@ -233,10 +236,9 @@ class MetadataClient:
                 reqs.append(req)
             self.ch.rpc_count += 1
             stop = threading.Event()
-            opened = time.monotonic()
             try:
                 for r in replies(self.stub.Watch(_hold(reqs, stop), metadata=self.ch.metadata)):
-                    connected = True
+                    said = False
                     check(r)
                     seen = r.sequence if seen is None else max(seen, r.sequence)
                     change = pb.ChangeType.Name(r.change)
@@ -244,10 +246,11 @@ class MetadataClient:
                     yield LedgerChange(change, r.sequence, r.ledger_scope_id, r.ledger_id, r.version,
                                        r.serialized_metadata)
             except StreamFailed as exc:
-                # a refused connection fails a stream at once; one that lived past the timeout was open
-                connected = connected or time.monotonic() - opened >= self.ch.timeout
-                if not resume or exc.code() not in TRANSPORT_RETRY or (not connected and time.monotonic() >= give_up):
+                if not resume or exc.code() not in TRANSPORT_RETRY:
                     raise rpc_error(exc) from None
+                if on_lost is not None and not said:
+                    on_lost(str(rpc_error(exc)))
+                    said = True
                 time.sleep(self.ch.backoff)
             finally:
                 stop.set()
@@ -269,6 +272,7 @@ class MetadataClient:
                 raise MetadataError("BAD_REQUEST", "give scope or start/end, not both")
             start, end = scope << 64, (scope + 1) << 64
         low, high = _key128(start, "start"), _key128(end, "end")
+        self.ch.ready()
         for attempt in range(self.ch.retries + 1):
             req = pb.ReadLedgersRequest(page_size=page_size, format_version=format_version)
             if low is not None:

@@ -76,6 +76,7 @@ class DiscoveryClient:
     def register(self, bookie_id: str, info: pb.BookieServiceInfoFormat,
                  read_only: bool = False) -> Registration:
         """Register; the registration lasts until ``Registration.close()`` or this process ends."""
+        self.ch.ready()
         self.ch.rpc_count += 1
         call = self.stub.Register(pb.BookieRequest(bookie_id=bookie_id, read_only=read_only, info=info),
                                   metadata=self.ch.metadata)
@@ -94,6 +95,7 @@ class DiscoveryClient:
 
     def watch(self) -> Iterator[tuple[str, Bookie]]:
         """(change, bookie): CURRENT for every registered bookie, then each change as it happens."""
+        self.ch.ready()
         self.ch.rpc_count += 1
         try:
             for r in replies(self.stub.WatchBookies(pb.BookieRequest(), metadata=self.ch.metadata)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import filecmp
 import json
+import select
 import shutil
 import subprocess
 import sys
@@ -202,6 +203,46 @@ def test_watch_prints_every_change_in_order(served):
     second = json.loads(watcher.stdout.readline())
     assert (second["change"], second["ledger_id"], second["sequence"]) == ("DELETED", 2, 4)
     assert watcher.wait(30) == 0
+
+
+def test_a_watch_says_when_its_service_goes_and_reopens_it(tmp_path):
+    """A watch that gave a change, its service killed: one line on stderr says the stream was lost and
+    is being reopened (not silence until it is killed)."""
+    s = Served(tmp_path)
+    watcher = subprocess.Popen([*BKDISK, "metadata", "watch", "--ledger-id", "5", "--json", "--server", s.addr],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        s("metadata", "create", "--from", str(GOLDEN / "cluster-3" / "metadata" / "10.bin"), "--ledger-id", "5")
+        assert json.loads(watcher.stdout.readline())["change"] in ("CURRENT", "CREATED")
+        s.proc.kill()
+        s.proc.wait(30)
+        ready, _w, _x = select.select([watcher.stderr], [], [], 60)
+        assert ready, "the watch said nothing of its lost service in 60 s"
+        line = watcher.stderr.readline()
+        assert line.startswith(f"bkdisk metadata: watch: the stream to {s.addr} was lost (RPC_UNAVAILABLE"), line
+        assert "reopening it until the service answers" in line
+    finally:
+        watcher.kill()
+        watcher.wait(30)
+
+
+def test_a_peer_that_takes_the_connection_and_never_answers_is_said_within_the_timeout(tmp_path):
+    """A stopped service, or another program on the port: every command ends with one line (exit 8)
+    after --timeout, a watch and a bulk read too (they have no deadline of their own)."""
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", 0))
+    listener.listen(16)
+    addr = f"127.0.0.2:{listener.getsockname()[1]}"
+    try:
+        for args in (("metadata", "watch", "--ledger-id", "16", "--count", "1"), ("metadata", "list"),
+                     ("metadata", "get", "--ledger-id", "16"), ("metadata", "export", str(tmp_path / "x")),
+                     ("bookies", "list")):
+            out = bkdisk(*args, "--server", addr, "--timeout", "1", check=8)
+            lines = out.stderr.strip().splitlines()
+            assert len(lines) == 1 and "no answer within 1 s" in lines[0], (args, out.stderr)
+    finally:
+        listener.close()
 
 
 def test_import_creates_nothing_when_a_file_parses_but_the_service_would_refuse_it(served, tmp_path):
