@@ -18,6 +18,7 @@ from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.memory_options import memory_options
+from bkdisk.commandline.output_files import OutputRefused, refuse_output_file
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio import run_owned
@@ -293,6 +294,10 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
         raise AuditUsageError(f"{out}: is a folder; expected the Parquet file to write (--out FILE.parquet)")
     refuse_nested(out, "--out", state, "--state")
     refuse_inside_disks({"--out": out, "--state": state}, [root])
+    try:
+        refuse_output_file(out, "--out", [])
+    except OutputRefused as e:
+        raise AuditUsageError(str(e)) from None
     scrub = scrub_run(state, deep_interval, deep_all, as_of, deep_max_load)
     md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
     staging = scrub.stage_here() if scrub is not None else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,23 @@ def test_a_disks_file_that_is_not_text_is_one_line(tmp_path):
                 ("bkdisk", "audit", "--out", str(tmp_path / "a"), "--metadata-dir", md)):
         _one_line(_run(*cmd, "--disks-file", str(disks)), 8,
                   f"{disks}: expected a disks file of UTF-8 text, found byte 0xff at offset 0")
+
+
+def test_an_output_in_a_bookie_dir_or_not_a_regular_file_is_refused_before_the_scan(tmp_path):
+    """``--parquet`` naming an entry log of the bookie read would replace it with Parquet; a FIFO, a
+    link, a folder or a device would be replaced by the rename (or fail it after the whole scan)."""
+    root = golden_copy(tmp_path)
+    log = root / "ledgers1" / "current" / "1.log"
+    before = log.read_bytes()
+    _one_line(_run("bkdisk", "inventory", str(root), "--parquet", str(log)), 8, str(log),
+              "--parquet is inside", "a dir of a bookie this command reads")
+    assert log.read_bytes() == before
+    fifo, link, folder = tmp_path / "fifo", tmp_path / "link", tmp_path / "folder"
+    os.mkfifo(fifo)
+    link.symlink_to(tmp_path / "target.parquet")
+    folder.mkdir()
+    for out, what in ((fifo, "a FIFO"), (link, "a symbolic link"), (folder, "a folder"),
+                      (Path("/dev/null"), "a device")):
+        _one_line(_run("bkdisk", "inventory", str(root), "--parquet", str(out)), 8, f"--parquet is {what}")
+    _one_line(_run("bkdisk", "scan-disk", str(root), "--out", str(fifo)), 8, "--out is a FIFO")
+    assert not (tmp_path / "target.parquet").exists() and stat.S_ISFIFO(os.lstat(fifo).st_mode)

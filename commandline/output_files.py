@@ -1,0 +1,43 @@
+"""The file a command writes its rows to (written beside it, then renamed over it): never inside a dir
+of a bookie the command reads, and never a name that is not a regular file already (a folder, a FIFO, a
+device, a symbolic link: the rename would replace the link or the device's name, or fail only at the
+end of the scan). Checked before anything is read."""
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+
+from bkdisk.formats.errors import BkdiskError
+
+
+class OutputRefused(BkdiskError):
+    """A place to write refused, in one line naming it and the option that gave it."""
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def refuse_output_file(path: str, option: str, read_dirs: Iterable[str]) -> None:
+    """OutputRefused when ``path`` lies in one of ``read_dirs`` (symbolic links followed) or names
+    something other than a regular file."""
+    real = os.path.realpath(path)
+    for d in read_dirs:
+        folder = os.path.realpath(d)
+        if real == folder or real.startswith(folder.rstrip(os.sep) + os.sep):
+            raise OutputRefused(f"{path}: {option} is inside {d}, a dir of a bookie this command reads; "
+                                "expected a file outside every bookie dir")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise OutputRefused(f"{path}: {option}: cannot look at it ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputRefused(f"{path}: {option} is {_kind(st.st_mode)}; expected a regular file to write "
+                            "(it is replaced whole)")
