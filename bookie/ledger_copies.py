@@ -8,6 +8,7 @@ read from its log only when asked for (``CopyReader.record``).
 """
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -71,12 +72,14 @@ class IndexDamaged(Exception):
     """The disk's index of the ledger cannot be read: its locations come from a scan instead."""
 
 
-def locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> tuple[Iterator[Location], str | None]:
-    """The ledger's locations on ``disk`` in entry-id order, and why they come from a scan (None when
+def locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0,
+              last: int | None = None) -> tuple[Iterator[Location], str | None]:
+    """The ledger's locations on ``disk`` in entry-id order (those of the ids ``first``..``last`` at
+    least: an index's slots are read over that range only), and why they come from a scan (None when
     they come from the index). The index is opened here, so that its damage is known before any
     location is taken from it."""
     try:
-        it = _index_locations(disk, lid, stack) if disk.kind == "index-files" else \
+        it = _index_locations(disk, lid, stack, first, last) if disk.kind == "index-files" else \
             _db_locations(disk, lid, stack) if disk.kind == "rocksdb" else iter(())
         return it, None
     except IndexDamaged as e:
@@ -119,7 +122,8 @@ def _log_path(dirs: list[str], log_id: int) -> str | None:
     return None
 
 
-def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Location]:
+def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0,
+                     last: int | None = None) -> Iterator[Location]:
     path = _index_path(disk, lid)
     if path is None:
         return iter(())     # the bookie does not hold the ledger
@@ -133,14 +137,24 @@ def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Lo
     if stray:   # cut short (fsck's INDEX_TRUNCATED): the slots after the cut are lost, not absent
         raise IndexDamaged(f"{path}: offset {size - stray}: expected whole {fi.SLOT_DTYPE.itemsize}-byte location "
                            f"slots, found {stray} stray bytes at the end")
-    return _slots(disk, path, (size - fi.HEADER_SIZE) // fi.SLOT_DTYPE.itemsize, stack)
+    n = (size - fi.HEADER_SIZE) // fi.SLOT_DTYPE.itemsize
+    return _slots(disk, path, max(0, first), n if last is None else min(n, last + 1))
 
 
-def _slots(disk: Disk, path: str, n: int, stack: ExitStack) -> Iterator[Location]:
+def _slots(disk: Disk, path: str, lo: int, hi: int) -> Iterator[Location]:
+    """The locations of slots ``lo``..``hi`` - 1; the holes of a sparse file (an index of a few ids far
+    apart, or one grown by damage to terabytes) are skipped, not read."""
     width = fi.SLOT_DTYPE.itemsize
     logs: dict[int, str | None] = {}
-    for start in range(0, n, SLOT_WINDOW):
-        count = min(SLOT_WINDOW, n - start)
+    start = lo
+    while start < hi:
+        data = _next_data(path, fi.HEADER_SIZE + start * width)
+        if data is None:
+            return
+        start = max(start, (data - fi.HEADER_SIZE) // width)
+        if start >= hi:
+            return
+        count = min(SLOT_WINDOW, hi - start)
         with map_window(path, fi.HEADER_SIZE + start * width, count * width) as view:
             slots = view[:count * width].view(fi.SLOT_DTYPE).astype(np.uint64)
         present = np.flatnonzero(slots)
@@ -149,6 +163,21 @@ def _slots(disk: Disk, path: str, n: int, stack: ExitStack) -> Iterator[Location
             if log_id not in logs:
                 logs[log_id] = _log_path(disk.dirs.ledger_dirs, log_id)
             yield start + i, logs[log_id] or entry_log_name(log_id), pos
+        start += count
+
+
+def _next_data(path: str, offset: int) -> int | None:
+    """Where the file's next bytes that are not a hole start, at ``offset`` or after (None: none)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return offset   # (the read that follows says why)
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA)
+    except OSError as e:
+        return None if e.errno == errno.ENXIO else offset   # (ENXIO: only holes from there)
+    finally:
+        os.close(fd)
 
 
 def _db_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Location]:

@@ -107,12 +107,12 @@ class LedgerRead:
 def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | None, first: int = 0,
                 last: int | None = None, done: LedgerRead | None = None,
                 password: bytes | None = None) -> Iterator[EntryRead]:
-    """Each entry id from ``first`` in order, to ``last`` (inclusive), else to the metadata's last
-    entry when it is CLOSED, else to the highest id any disk holds. ``password``: the ledger's (its
-    master key matched) for its HMAC digests when the metadata gives none."""
+    """Each entry id from ``first`` in order, to ``last`` (inclusive), else to the highest id any disk
+    holds; never past the metadata's last entry when it is CLOSED (no entry of the ledger is there).
+    ``password``: the ledger's (its master key matched) for its HMAC digests when the metadata gives none."""
     done = done if done is not None else LedgerRead()
-    if last is None and metadata is not None and metadata.is_closed:
-        last = metadata.last_entry_id
+    if metadata is not None and metadata.is_closed:
+        last = metadata.last_entry_id if last is None else min(last, metadata.last_entry_id)
     key = (lid.scope, lid.ledger)
     known = {}
     if metadata is not None and metadata.digest_type is not None:
@@ -127,7 +127,7 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
         stack.callback(reader.close)
         streams = []
         for n, disk in enumerate(disks):
-            it, why = locations(disk, lid, stack)
+            it, why = locations(disk, lid, stack, first, last)
             if why is not None:
                 done.scanned.append((disk.root, why))
             streams.append(_tagged(it, n))

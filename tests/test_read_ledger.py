@@ -156,6 +156,33 @@ def test_entries_past_the_last_any_disk_holds_are_lost_up_to_the_metadatas_last_
     assert all(o["copies"] == [] for o in got if o["lost"])
 
 
+def test_a_range_past_a_closed_ledgers_last_entry_ends_at_that_entry(cluster: Path):
+    """--to past the metadata's last entry (59, CLOSED): no entry of the ledger is there, none is printed
+    (or counted lost); --to 2^63 - 1 ends there as well."""
+    for to in ("70", str(2**63 - 1)):
+        res = _run(["--ledger-id", "16", *_disks(cluster), "--metadata-dir", cluster / "metadata", "--jsonl",
+                    "--from", "58", "--to", to])
+        assert res.exit_code == 0, res.output
+        assert [(o["entry_id"], o["lost"]) for o in _lines(res)] == [(58, False), (59, False)]
+
+
+def test_an_index_grown_sparse_to_a_terabyte_is_read_over_its_data_only(tmp_path: Path):
+    """An .idx file whose size damage made 1 TiB (a hole after its slots): read as the slots it holds,
+    not mapped window by window to its end (which took hours), with or without the metadata's last entry."""
+    root = tmp_path / "b"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", root, symlinks=True)
+    idx = root / "ledgers1" / CURRENT_DIR / index_relpath(LedgerId(0, 255))
+    variants = ([], ["--metadata-dir", str(root / "metadata")])
+    whole = [_run(["--ledger-id", "255", root, "--jsonl", *md]) for md in variants]
+    os.truncate(idx, 1 << 40)
+    for md, before in zip(variants, whole):
+        cmd = [sys.executable, "-c", "from bkdisk.cli import main; main()", "read-ledger", "--ledger-id", "255",
+               str(root), "--jsonl", *md]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert out.returncode == before.exit_code == 0, out.stderr
+        assert out.stdout == before.stdout and len(_lines(before)) == 13
+
+
 def test_a_dbledgerstorage_disk_is_read_through_its_locations_database():
     db = next(b for b in MANIFEST["bookies"] if b["storage_class"].endswith("DbLedgerStorage"))
     res = _run(["--ledger-id", "4294967296", str(CLUSTER / db["dir"]), "--jsonl"])
