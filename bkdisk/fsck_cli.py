@@ -163,8 +163,10 @@ def fsck_command(root, conf, journal_dirs, ledger_dirs, index_dirs, metadata_dir
     except (LayoutError, BkdiskError) as e:
         click.echo(f"bookie-fsck: {e}", err=True)
         code = EXIT_OPERATIONAL
-    except OSError as e:
-        click.echo(f"bookie-fsck: {e.filename or ''}: {e.strerror}", err=True)
+    except OSError as e:   # (without a file name: the output, a full disk under it)
+        if e.filename is None:
+            silenced(sys.stdout)
+        click.echo(f"bookie-fsck: {e.filename if e.filename is not None else 'the output'}: {e.strerror}", err=True)
         code = EXIT_OPERATIONAL
     sys.exit(code)
 

@@ -17,7 +17,7 @@ from typing import ParamSpec, TextIO, TypeVar
 import click
 
 from bkdisk.commandline import early_cancel
-from bkdisk.commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_USAGE
+from bkdisk.commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL, EXIT_OUTPUT_CLOSED, EXIT_USAGE
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.formats.errors import BkdiskError
 
@@ -147,7 +147,8 @@ def run_until_stopped(announce: Callable[[], object] | None = None) -> None:
 
 
 def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn every bkdisk error into ``bkdisk: <one line>`` and exit 8; Ctrl-C exits 32."""
+    """Turn every bkdisk error (and an OS error, such as a full disk under the output) into ``bkdisk: <one
+    line>`` and exit 8; Ctrl-C exits 32; an output whose reader went away exits 141, as SIGPIPE would."""
 
     @functools.wraps(fn)
     def wrapper(*a: P.args, **kw: P.kwargs) -> R:
@@ -159,7 +160,14 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except KeyboardInterrupt:
             click.echo("bkdisk: cancelled", err=True)
             sys.exit(EXIT_CANCELLED)
-        except BrokenPipeError:
-            sys.exit(0)
+        except BrokenPipeError:   # (the reader went away: nothing is said, as a filter's death by SIGPIPE)
+            silenced(sys.stdout)
+            sys.exit(EXIT_OUTPUT_CLOSED)
+        except OSError as e:   # the output cannot be written (a full disk), or another file
+            if e.filename is None:
+                silenced(sys.stdout)
+            where = e.filename if e.filename is not None else "the output"
+            click.echo(f"bkdisk: {where}: cannot write or read ({e.strerror or e})", err=True)
+            sys.exit(EXIT_OPERATIONAL)
 
     return wrapper

@@ -226,6 +226,27 @@ def test_a_reader_gone_before_the_output_ends_nothing_but_the_checks_exit_code(a
     assert err == ""
 
 
+def test_a_reader_gone_before_the_rows_end_is_141_as_sigpipe_and_a_full_disk_one_line():
+    """Rows whose reader went away (``| head``) before their end: exit 141, as a filter killed by SIGPIPE
+    (never 0, which said every row was read and hid the exit 4 of lost entries), nothing on stderr;
+    an output that cannot be written (a full disk): one line, exit 8, no traceback."""
+    from conftest import GOLDEN
+    argv = ["read-ledger", "--ledger-id", "255", str(GOLDEN / "interleaved-v6-hostport"), "--jsonl"]
+    proc = subprocess.Popen([sys.executable, "-c", "from bkdisk.cli import main; main()", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()   # (13 rows of ~20 KB: more than a pipe holds)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+    for cmd in (argv, ["inventory", str(GOLDEN / "interleaved-v6-hostport"), "--jsonl"]):
+        with open("/dev/full", "w") as full:
+            out = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main()", *cmd], stdout=full,
+                                 stderr=subprocess.PIPE, text=True, timeout=120)
+        assert out.returncode == 8 and out.stderr == "bkdisk: the output: cannot write or read (No space left on " \
+                                                     "device)\n", out.stderr
+
+
 def function_level_imports(source: str, name: str = "<src>") -> list[str]:
     """Imports inside a function or method (``TYPE_CHECKING`` blocks are at module level, so not these)."""
     out = []
