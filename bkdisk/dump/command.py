@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -112,6 +113,19 @@ def _journal_json(scan: JournalArrays, r, body: bytes) -> dict[str, Any]:
 
 
 RECORD_HEAD_MAX = 1 << 16   # bytes of a record read when its payload is not printed
+MSG_PART = 1 << 20          # bytes of a payload read and printed at once
+
+
+def _rest(read: BodyReader, start: int, n: int, size: int) -> Iterator[bytes]:
+    """The bytes of a record of ``size`` bytes at ``start`` after its first ``n``, MSG_PART at a time
+    (to the file's end at most: a length that says more is the scan's error to report)."""
+    at, end = start + n, start + size
+    while at < end:
+        part = read(at, min(MSG_PART, end - at))
+        if not part:
+            return
+        yield part
+        at += len(part)
 
 
 @dump.command("journal")
@@ -138,8 +152,9 @@ def journal_cmd(path: str, msg: bool, entry_format: str, as_json: bool, ledger: 
                                          recs["ledger"].tolist()):
             if not matches(ledger, scope, lid):
                 continue
-            # Every field a dump shows lies in a record's first bytes; the payload is read only to print it.
-            n = size if (msg and not as_json) else min(size, RECORD_HEAD_MAX)
+            # Every field a dump shows lies in a record's first bytes; the payload is read only to print
+            # it, a part at a time (a record's length may say gigabytes).
+            n = min(size, MSG_PART if (msg and not as_json) else RECORD_HEAD_MAX)
             body = read(off + RECORD_PREFIX, n)
             r = classify_body(body, offset=off, path=p)
             if n < size:
@@ -147,8 +162,10 @@ def journal_cmd(path: str, msg: bool, entry_format: str, as_json: bool, ledger: 
             if as_json:
                 out.obj(_journal_json(scan, r, body))
             else:
-                out.text(sf.entry_block(r.offset, body, print_msg=msg, entry_format=entry_format,
-                                        scope=r.scope_id if r.scoped else None, size=size))
+                for part in sf.entry_block_parts(r.offset, body, print_msg=msg, entry_format=entry_format,
+                                                 scope=r.scope_id if r.scoped else None, size=size,
+                                                 more=_rest(read, off + RECORD_PREFIX, n, size)):
+                    out.text(part)
     out.flush()
     err = _journal_end_error(scan)
     if err is not None:
@@ -274,9 +291,12 @@ def entrylog_cmd(path: str, metadata: bool, entry_id: int | None, msg: bool, ent
                 if as_json:
                     out.obj(_entry_json(scan, r))
                 else:
-                    body = read(r.offset + SIZE_PREFIX, r.size)
-                    out.text(sf.entry_block(r.offset, body, print_msg=msg, entry_format=entry_format,
-                                            scope=r.scope_id if r.format_version == 2 else None))
+                    n = min(r.size, MSG_PART if msg else RECORD_HEAD_MAX)
+                    body = read(r.offset + SIZE_PREFIX, n)
+                    for part in sf.entry_block_parts(r.offset, body, print_msg=msg, entry_format=entry_format,
+                                                     scope=r.scope_id if r.format_version == 2 else None, size=r.size,
+                                                     more=_rest(read, r.offset + SIZE_PREFIX, n, r.size)):
+                        out.text(part)
             if lid_text is not None and not found and not as_json:
                 out.text(sf.entry_log_not_found(scan.log_id, name, lid_text, entry_id))
         out.flush()

@@ -12,6 +12,7 @@ the text as UTF-8, the charset BookKeeper's stdout used for the golden outputs.
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Iterable, Iterator
 
 from bkdisk.dump.java_compat import (
@@ -81,12 +82,46 @@ def format_payload(data: bytes, entry_format: str) -> str:
     return hexdump(data) if entry_format == "hex" else string_entry(data)
 
 
+def payload_parts(chunks: Iterable[bytes], entry_format: str) -> Iterator[str]:
+    """``format_payload`` of the chunks' bytes joined, a part at a time, each part cut where the whole's
+    text is cut the same (hex: at 16 bytes; UTF-8: before a byte that begins a character), so that a
+    payload of gigabytes is printed without holding its text."""
+    carry, at, total = b"", 0, 0
+    for chunk in chunks:
+        data = carry + bytes(chunk)
+        total += len(chunk)
+        cut = len(data) - len(data) % 16 if entry_format == "hex" else _utf8_cut(data)
+        if cut:
+            yield hexdump(data[:cut], at) if entry_format == "hex" else java_utf8_decode(data[:cut])
+            at += cut
+        carry = data[cut:]
+    if entry_format != "hex":
+        yield java_utf8_decode(carry) + "\n"
+    elif carry or not total:
+        yield hexdump(carry, at)
+
+
+def _utf8_cut(data: bytes) -> int:
+    """Where ``data`` may be cut without cutting a character: before its last byte within 4 of its end
+    that is not a continuation byte (10xxxxxx); at its end when none is (those bytes are strays)."""
+    for i in range(len(data) - 1, max(len(data) - 5, -1), -1):
+        if data[i] & 0xC0 != 0x80:
+            return i
+    return len(data)
+
+
 # --------------------------------------------------------------------------------------------
 # FormatUtil.formatEntry
 
 
 def entry_block(pos: int, body: bytes, *, print_msg: bool = False, entry_format: str = "string",
                 scope: int | None = None, size: int | None = None) -> str:
+    return "".join(entry_block_parts(pos, body, print_msg=print_msg, entry_format=entry_format, scope=scope,
+                                     size=size))
+
+
+def entry_block_parts(pos: int, body: bytes, *, print_msg: bool = False, entry_format: str = "string",
+                      scope: int | None = None, size: int | None = None, more: Iterable[bytes] = ()) -> Iterator[str]:
     """One ``FormatUtil.formatEntry`` block for a record body (journal) or stored entry (entry log).
 
     ``pos`` is the offset of the record's 4-byte size prefix. Any entry id other than the
@@ -94,7 +129,8 @@ def entry_block(pos: int, body: bytes, *, print_msg: bool = False, entry_format:
     16..23, which for an explicit-LAC journal record is the int length of the LAC body followed
     by the first 4 bytes of that body, exactly as BookKeeper prints it. With ``scope`` (a BP-35
     scoped record, which BookKeeper cannot read) the 9-byte prefix is skipped and the ledger is
-    named by its qualified name. ``size``: the record's length when ``body`` holds only its head.
+    named by its qualified name. ``size``: the record's length when ``body`` holds only its head;
+    ``more``: the bytes after ``body``, in order, when the payload is printed (``payload_parts``).
     """
     b = bytes(body)
     size = len(b) if size is None else size   # ``body`` may be the record's head only
@@ -109,20 +145,23 @@ def entry_block(pos: int, body: bytes, *, print_msg: bool = False, entry_format:
         out.append("Type:           META\n")
         out.append(f"MasterKey:      {bytes2hex(base[key_at:key_at + max(klen, 0)])}\n")
         out.append("\n")
-        return "".join(out)
+        yield "".join(out)
+        return
     if entry == META_FENCE:
         out.append("Type:           META\nFenced\n\n")
-        return "".join(out)
+        yield "".join(out)
+        return
     lac = read_field(ENTRY_V1_HEADER, "last_add_confirmed", base)
     out.append("Type:           DATA\n")
     out.append(f"LastConfirmed:  {lac}\n")
     if not print_msg:
         out.append("\n")
-        return "".join(out)
+        yield "".join(out)
+        return
     out.append("Data:\n\n")
-    out.append(format_payload(base[ENTRY_V1_HEADER_SIZE:], entry_format))
-    out.append("\n")
-    return "".join(out)
+    yield "".join(out)
+    yield from payload_parts(itertools.chain([base[ENTRY_V1_HEADER_SIZE:]], more), entry_format)
+    yield "\n"
 
 
 # --------------------------------------------------------------------------------------------
