@@ -14,15 +14,15 @@ from bkdisk.formats.ledger_metadata import LedgerMetadata
 from bkdisk.formats.metadata import parse_metadata
 
 # Preference when a ledger has several files: the binary format first, as BookKeeper writes today.
-_SUFFIXES = (".bin", ".txt", ".v1.txt")
+SUFFIXES = (".bin", ".txt", ".v1.txt")
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-# A ledger's file name: 1 to 32 lower-case hex digits, then a suffix of _SUFFIXES.
+# A ledger's file name: 1 to 32 lower-case hex digits, then a suffix of SUFFIXES.
 _FILE_NAME = re.compile(r"([0-9a-f]{1,32})(\.bin|\.v1\.txt|\.txt)")
-_RANK = {suf: rank for rank, suf in enumerate(_SUFFIXES)}
+_RANK = {suf: rank for rank, suf in enumerate(SUFFIXES)}
 LISTED_BATCH = 1 << 20   # ledger ids of a listing compared at once
 
 
@@ -66,8 +66,8 @@ def preferred_file(folder: str, name: str, rank: int | None = None) -> bool:
 
 
 def _preferred(folder: str, name: str, rank: int) -> bool:
-    stem = name[: -len(_SUFFIXES[rank])]
-    return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in _SUFFIXES[:rank])
+    stem = name[: -len(SUFFIXES[rank])]
+    return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in SUFFIXES[:rank])
 
 
 def read_metadata_files(folder: str, names: Iterable[str], threads: int = 1
@@ -135,7 +135,7 @@ def read_ledger_file(folder: str, lid: LedgerId) -> LedgerMetadata | None:
     """One ledger's metadata from ``folder`` (its preferred file), None when it has none; raises the
     file's error when it cannot be read or parsed."""
     stem = file_stem(lid)
-    for suf in _SUFFIXES:
+    for suf in SUFFIXES:
         p = os.path.join(folder, stem + suf)
         if os.path.lexists(p):
             return parse_metadata(read_bytes(p), path=p)

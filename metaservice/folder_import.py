@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from bkdisk.bookie.metadata_dir import ledger_of_file, metadata_names, preferred_file, read_files
+from bkdisk.bookie.metadata_dir import SUFFIXES, ledger_of_file, metadata_names, preferred_file, read_files
 from bkdisk.diskio.mapped import read_bytes
 from bkdisk.formats.errors import BkdiskError
 from bkdisk.formats.ids import LedgerId
@@ -72,12 +72,24 @@ def _files(folder: str) -> Iterator[tuple[LedgerId, str]]:
 
 
 def _canonical(folder: str, name: str, lid: LedgerId) -> bool:
-    """A name with leading zeros ("010.bin") stands for its ledger only when the ledger has no file of
-    the usual name ("10.bin"), which is then the one read."""
-    stem = lid.qualified_name if len(name.split(".")[0]) == 32 else f"{lid.ledger:x}"
-    if name.startswith(stem + "."):
+    """Whether ``name`` is the file its ledger is imported from: its usual name (hex without leading
+    zeros; a scoped ledger's 32-digit qualified name), or another name of it (leading zeros, a scope-0
+    ledger's 32 digits) when no file has the usual one. Two other names of one ledger and none usual:
+    FolderImportError (which one holds the ledger is not told), before anything is imported."""
+    usual = lid.qualified_name if lid.scope else f"{lid.ledger:x}"
+    if name.startswith(usual + "."):
         return True
-    return not any(os.path.lexists(os.path.join(folder, stem + suf)) for suf in (".bin", ".txt", ".v1.txt"))
+    if any(os.path.lexists(os.path.join(folder, usual + suf)) for suf in SUFFIXES):
+        return False
+    stem = name.split(".")[0]
+    others = [lid.qualified_name] if lid.scope else \
+        [f"{lid.ledger:x}".rjust(width, "0") for width in range(len(usual) + 1, 17)] + [lid.qualified_name]
+    twin = next((o + suf for o in others if o != stem for suf in SUFFIXES
+                 if os.path.lexists(os.path.join(folder, o + suf))), None)
+    if twin is not None:
+        raise FolderImportError(f"{os.path.join(folder, name)}: ledger {lid} has two files, {name} and {twin}, and "
+                                f"none named {usual}.bin: keep one; nothing imported")
+    return True
 
 
 def check_folder(folder: str, progress: Callable[[str, bool], None] | None = None,

@@ -535,3 +535,26 @@ def test_a_dead_address_is_one_line_and_exit_8_within_the_timeout(args, tmp_path
     _one_line(out, 8, "127.0.0.1:1" if args[1] != "import" else "RPC_")   # (import names the file)
     assert out.stdout == ""                  # no header or partial output before the failure
     assert not out_dir.exists()              # export makes its folder once the service answered
+
+
+def test_a_ledger_with_two_files_is_imported_once_or_refused_before_anything_is_created(served, tmp_path):
+    """A scope-0 ledger named by its 32 digits beside its usual name: the usual one is imported, once
+    (both were sent, the second failing LEDGER_EXISTS half way). Two other names of one ledger (leading
+    zeros) and none usual: which holds the ledger is not told; refused, nothing created."""
+    golden = GOLDEN / "cluster-3" / "metadata"
+    both = tmp_path / "both"
+    both.mkdir()
+    shutil.copy(golden / "10.bin", both / "90.bin")
+    shutil.copy(golden / "11.bin", both / ("0" * 30 + "90.bin"))
+    shutil.copy(golden / "10.bin", both / "91.bin")
+    assert served.json("metadata", "import", str(both))["imported"] == 2
+    assert served.json("metadata", "get", "--ledger-id", "0x90")["metadata"] == \
+        served.json("metadata", "get", "--ledger-id", "0x91")["metadata"]   # (90.bin's: 10.bin's bytes)
+    twins = tmp_path / "twins"
+    twins.mkdir()
+    shutil.copy(golden / "10.bin", twins / "0a0.bin")
+    shutil.copy(golden / "11.bin", twins / "00a0.bin")
+    shutil.copy(golden / "10.bin", twins / "a1.bin")
+    out = served("metadata", "import", str(twins), check=8)
+    assert "ledger 160 has two files" in out.stderr and "nothing imported" in out.stderr, out.stderr
+    assert [x["ledger_id"] for x in served.json("metadata", "list")] == [0x90, 0x91]
