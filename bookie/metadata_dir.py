@@ -242,8 +242,9 @@ def each_metadata(md: Mapping[LedgerId, LedgerMetadata], scope, ledger, batch: i
 
 def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, list[FormatError | DiskError]]:
     """The folder as one bookie's check reads it: streamed once, keeping only the ledgers that place
-    entries on ``bookie`` (None: none kept), any other ledger read from its file when asked. Peak
-    memory grows with the bookie's ledgers, not the folder's."""
+    entries on ``bookie`` (None, a bookie not known by its cookie: every ledger, as any may be its),
+    any other ledger read from its file when asked. Peak memory grows with the bookie's ledgers, not
+    the folder's."""
     # (numpy: loaded by a command that reads metadata)
     from bkdisk.bookie.near_ledgers import NearLedgers
     near = NearLedgers()
@@ -251,7 +252,7 @@ def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, 
     for lid, m in read_metadata_files(folder, metadata_names(folder), threads=8):
         if isinstance(m, Exception):
             errors.append(m)
-        elif bookie is not None and places_entries_on(m, bookie):
+        elif bookie is None or places_entries_on(m, bookie):
             near.add(lid, m)
 
     def lookup(lid: LedgerId) -> LedgerMetadata | None:

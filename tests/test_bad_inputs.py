@@ -197,3 +197,20 @@ def test_an_output_in_a_bookie_dir_or_not_a_regular_file_is_refused_before_the_s
         _one_line(_run("bkdisk", "inventory", str(root), "--parquet", str(out)), 8, f"--parquet is {what}")
     _one_line(_run("bkdisk", "scan-disk", str(root), "--out", str(fifo)), 8, "--out is a FIFO")
     assert not (tmp_path / "target.parquet").exists() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_bookie_without_cookies_is_still_checked_against_the_metadata_given(tmp_path):
+    """No cookie names the bookie: every ledger of --metadata-dir may be its, so an HMAC entry's digest is
+    still checked with its ledger's password (it was left unverified, said to be a ledger the metadata
+    given does not hold)."""
+    root = golden_copy(tmp_path)
+    for cookie in root.glob("*/current/VERSION"):
+        cookie.unlink()
+    log = root / "ledgers1" / "current" / "0.log"
+    data = bytearray(log.read_bytes())
+    data[1225] ^= 0xFF   # (a payload byte of ledger 255's entry 0: an HMAC ledger)
+    log.write_bytes(bytes(data))
+    r = _run("bookie-fsck", str(root), "--metadata-dir", str(root / "metadata"), "--json")
+    found = [(f["code"], f["ledger"]) for f in json.loads(r.stdout)["findings"]]
+    assert ("DIGEST_MISMATCH", 255) in found and not any(c == "DIGEST_NOT_VERIFIED" for c, _l in found), found
+    assert sum(c == "COOKIE_MISSING" for c, _l in found) == 3
