@@ -609,3 +609,23 @@ def test_a_dbledgerstorage_log_cut_short_names_its_lost_entries_before_any_rebui
     [a] = [a for a in plan.actions if a.kind == "bookkeeper-rebuild"]
     assert "rebuild-db-ledger-locations-index" in a.line() and "only once the lost entries below are recovered" in \
         a.line()
+
+
+def test_an_entry_log_id_in_two_ledger_dirs_is_an_error_no_rebuild_guesses_past(tmp_path):
+    """Log 0 copied over by another into the first ledger dir: BookKeeper reads that one, so locations
+    into log 0 read other entries. Said (it went unsaid: one wrong location of 74), and no rebuild is
+    planned from logs of which the index's is not told (one rewrote the index unchanged, run after run).
+    DbLedgerStorage numbers logs per dir: its two 0.log are two logs."""
+    from conftest import golden_copy
+    root = golden_copy(tmp_path)
+    shutil.copy(root / "ledgers0" / "current" / "2.log", root / "ledgers0" / "current" / "0.log")
+    rep = check_bookie(discover(str(root)), CheckOptions())
+    [dup] = [f for f in rep.findings if f.code == "LOG_ID_DUPLICATE"]
+    assert dup.path == str(root / "ledgers1" / "current" / "0.log") and str(root / "ledgers0" / "current" / "0.log") \
+        in dup.detail
+    plan = plan_repairs(rep)
+    rebuilds = [a for a in plan.actions if a.kind == "rebuild-index"]
+    assert rebuilds and all(a.blocked and "in two ledger dirs" in a.blocked for a in rebuilds)
+    db = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    assert (db / "ledgers0" / "current" / "0.log").exists() and (db / "ledgers1" / "current" / "0.log").exists()
+    assert "LOG_ID_DUPLICATE" not in codes(check_bookie(discover(str(db)), CheckOptions()))

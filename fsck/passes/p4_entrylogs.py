@@ -49,9 +49,26 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if not isinstance(scan, EntryLogArrays) or scan.size == 0:
             continue
         yield from _check_log(scan, ctx, lf.log_id)
+    yield from _duplicate_ids(ctx)
     if ctx.options.verify_digests:
         yield from _digest_summary(ctx)
     yield from _last_ids(ctx)
+
+
+def _duplicate_ids(ctx: CheckContext) -> Iterator[Finding]:
+    """An entry log id in two ledger dirs (a log copied, a disk restored beside another): the index's
+    locations name a log by id alone, and BookKeeper reads the first dir's, whatever entries the index
+    meant. (DbLedgerStorage numbers logs per dir: the same id in two dirs is two logs.)"""
+    if ctx.per_dir_log_ids:
+        return
+    first: dict[int, str] = {}
+    for lf in ctx.log_files:
+        if lf.log_id in first:
+            yield Finding(Code.LOG_ID_DUPLICATE, path=lf.path,
+                          detail=f"{lf.log_id:x} in one ledger dir, found it in {first[lf.log_id]} and {lf.path}: "
+                                 f"BookKeeper reads the first; locations meaning the other's entries read others")
+        else:
+            first[lf.log_id] = lf.path
 
 
 def _digest_summary(ctx: CheckContext) -> Iterator[Finding]:

@@ -155,6 +155,7 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
     unscanned = [lf.path for lf in ctx.log_files if not isinstance(ctx.log_scans.get(lf.path), EntryLogArrays)]
     unread_journals = [p for p, s in ctx.journal_scans.items() if isinstance(s, DiskError)]
     unlisted = sorted(ctx.unlisted)   # a ledger or journal dir's current/ (after the scans listed them)
+    twice = [f for f in report.findings if f.code == Code.LOG_ID_DUPLICATE]
     lost: dict[LedgerId, list[int]] = {}
     for lid, covers in sorted(rebuild.items()):
         rows = [i for i in range(len(inv.paths))
@@ -168,7 +169,10 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
                    lid, covers=covers)
         if gone:
             lost[lid] = gone
-        if unlisted:
+        if twice:
+            a.blocked = (f"{twice[0].path}: its entry log id is in two ledger dirs; which one the index means is "
+                         "not told: move one aside by hand first")
+        elif unlisted:
             a.blocked = f"{unlisted[0]} could not be listed; a rebuild would drop the entries of the logs it holds"
         elif unscanned:
             a.blocked = f"entry log {unscanned[0]} could not be read; a rebuild would drop the entries it holds"
