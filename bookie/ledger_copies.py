@@ -124,6 +124,11 @@ def _log_path(dirs: list[str], log_id: int) -> str | None:
 
 def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0,
                      last: int | None = None) -> Iterator[Location]:
+    for d in disk.dirs.effective_index_dirs:   # (a dir not listable may hold the ledger's index)
+        cur = os.path.join(d, CURRENT_DIR)
+        if not os.path.isdir(cur):
+            raise IndexDamaged(f"{cur}: expected a folder of index files, found "
+                               f"{'a file' if os.path.lexists(cur) and os.path.exists(cur) else 'none to read'}")
     path = _index_path(disk, lid)
     if path is None:
         return iter(())     # the bookie does not hold the ledger
@@ -186,8 +191,8 @@ def _db_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Locat
     streams = []
     for d in disk.dirs.effective_index_dirs:
         db_dir = os.path.join(d, CURRENT_DIR, "locations")
-        if not os.path.isdir(db_dir):
-            continue
+        if not os.path.isdir(db_dir):   # (gone, or not a folder: the dir's locations are not known, not none)
+            raise IndexDamaged(f"{db_dir}: expected DbLedgerStorage's locations database, found none")
         try:
             db = open_db(db_dir, stack)
         except (FormatError, DiskError) as e:

@@ -183,6 +183,26 @@ def test_an_index_grown_sparse_to_a_terabyte_is_read_over_its_data_only(tmp_path
         assert out.stdout == before.stdout and len(_lines(before)) == 13
 
 
+def test_an_index_that_cannot_be_read_is_said_and_its_logs_scanned(tmp_path: Path):
+    """A DbLedgerStorage dir's locations database gone, a .idx dir's current/ a file: the disk's index is
+    not known (every entry was said lost, without a word); its logs are scanned, and it is said."""
+    db = tmp_path / "db"
+    shutil.copytree(GOLDEN / "dbstorage-v6-bookieid", db, symlinks=True)
+    whole = _run(["--ledger-id", "255", db, "--metadata-dir", db / "metadata"])
+    shutil.rmtree(db / "ledgers1" / CURRENT_DIR / "locations")
+    res = _run(["--ledger-id", "255", db, "--metadata-dir", db / "metadata"])
+    assert res.exit_code == whole.exit_code == 0 and res.stdout == whole.stdout, res.output
+    assert "locations: expected DbLedgerStorage's locations database, found none" in res.stderr
+    idx = tmp_path / "idx"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", idx, symlinks=True)
+    cur = idx / "ledgers1" / CURRENT_DIR
+    shutil.rmtree(cur)
+    cur.write_text("x")
+    res = _run(["--ledger-id", "0", idx, "--metadata-dir", idx / "metadata", "--jsonl"])
+    assert res.exit_code == 4 and f"{cur}: expected a folder of index files, found a file" in res.stderr
+    assert [o["entry_id"] for o in _lines(res) if not o["lost"]] == [22]   # (in ledgers0's 2.log)
+
+
 def test_a_dbledgerstorage_disk_is_read_through_its_locations_database():
     db = next(b for b in MANIFEST["bookies"] if b["storage_class"].endswith("DbLedgerStorage"))
     res = _run(["--ledger-id", "4294967296", str(CLUSTER / db["dir"]), "--jsonl"])
