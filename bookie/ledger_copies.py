@@ -63,7 +63,10 @@ def _entry_logs(dirs: BookieDirs) -> list[str]:
     out = []
     for d in dirs.ledger_dirs:
         cur = os.path.join(d, CURRENT_DIR)
-        names = os.listdir(cur) if os.path.isdir(cur) else []
+        try:
+            names = os.listdir(cur) if os.path.isdir(cur) else []
+        except OSError:   # (listed again where its logs are read, which says why)
+            names = []
         out += [os.path.join(cur, n) for n in sorted(names) if parse_entry_log_name(n) is not None]
     return out
 
@@ -129,6 +132,9 @@ def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0
         if not os.path.isdir(cur):
             raise IndexDamaged(f"{cur}: expected a folder of index files, found "
                                f"{'a file' if os.path.lexists(cur) and os.path.exists(cur) else 'none to read'}")
+        if not os.access(cur, os.R_OK | os.X_OK):
+            raise IndexDamaged(f"{cur}: expected a folder of index files this user can read, found it closed "
+                               "(permission denied)")
     path = _index_path(disk, lid)
     if path is None:
         return iter(())     # the bookie does not hold the ledger
