@@ -18,7 +18,7 @@ from bkdisk.bookie.layout import bookie_id_of, discover, from_conf
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.memory_options import memory_options
-from bkdisk.commandline.output_files import OutputRefused, refuse_output_file
+from bkdisk.commandline.output_files import OutputRefused, refuse_not_utf8, refuse_output_file
 from bkdisk.commandline.progress import progress_line
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio import run_owned
@@ -295,6 +295,7 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     refuse_nested(out, "--out", state, "--state")
     refuse_inside_disks({"--out": out, "--state": state}, [root])
     try:
+        refuse_not_utf8({"ROOT": root, "--out": out, "--state": state, "--bookie-id": bookie_id, "--run-id": run_id})
         refuse_output_file(out, "--out", [])
     except OutputRefused as e:
         raise AuditUsageError(str(e)) from None

@@ -24,7 +24,7 @@ from bkdisk.commandline.lazy import lazy_import
 from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import warn
-from bkdisk.commandline.output_files import refuse_output_file
+from bkdisk.commandline.output_files import refuse_not_utf8, refuse_output_file
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.diskio.config import collector_eased, freeze_loaded
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
@@ -308,8 +308,11 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
     bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
     for dirs in bookies:   # a --tmp-dir in any bookie's dirs is refused before any is read
         SpillFolder(memory, dirs.all_dirs)
-    if parquet_path:   # (so is a --parquet there, or one that is no regular file)
-        refuse_output_file(parquet_path, "--parquet", [d for b in bookies for d in b.all_dirs])
+    if parquet_path:   # (so is a --parquet there, or one that is no regular file; its rows' paths are text)
+        read = [d for b in bookies for d in b.all_dirs]
+        for given in [{"--parquet": parquet_path}] + [{"ROOT": d} for d in read]:
+            refuse_not_utf8(given)
+        refuse_output_file(parquet_path, "--parquet", read)
     out = sys.stdout.buffer
     sink = _ParquetSink(parquet_path) if parquet_path else None
     _load_scanners()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from bkdisk.formats.errors import BkdiskError
 
@@ -41,3 +41,16 @@ def refuse_output_file(path: str, option: str, read_dirs: Iterable[str]) -> None
     if not stat.S_ISREG(st.st_mode):
         raise OutputRefused(f"{path}: {option} is {_kind(st.st_mode)}; expected a regular file to write "
                             "(it is replaced whole)")
+
+
+def refuse_not_utf8(given: Mapping[str, str | None]) -> None:
+    """OutputRefused naming the first of ``given`` (option -> value) that is not UTF-8 text (a path whose
+    name holds other bytes): what goes into Parquet rows, or names a Parquet file, must be text."""
+    for option, value in given.items():
+        if value is None:
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise OutputRefused(f"{ascii(value)}: {option}: expected UTF-8 text, found bytes that are not "
+                                "(the rows name it as text): rename it, or give another") from None

@@ -160,6 +160,11 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except KeyboardInterrupt:
             click.echo("bkdisk: cancelled", err=True)
             sys.exit(EXIT_CANCELLED)
+        except (UnicodeEncodeError, UnicodeDecodeError) as e:   # a name given that is not UTF-8, where text is needed
+            what = ascii(e.object[max(0, e.start - 40):e.end + 40]) if isinstance(e.object, str) else "input"
+            click.echo(f"bkdisk: {what}: expected UTF-8 text, found bytes that are not (rename it, or give "
+                       "another)", err=True)
+            sys.exit(EXIT_OPERATIONAL)
         except BrokenPipeError:   # (the reader went away: nothing is said, as a filter's death by SIGPIPE)
             silenced(sys.stdout)
             sys.exit(EXIT_OUTPUT_CLOSED)

@@ -214,3 +214,22 @@ def test_a_bookie_without_cookies_is_still_checked_against_the_metadata_given(tm
     found = [(f["code"], f["ledger"]) for f in json.loads(r.stdout)["findings"]]
     assert ("DIGEST_MISMATCH", 255) in found and not any(c == "DIGEST_NOT_VERIFIED" for c, _l in found), found
     assert sum(c == "COOKIE_MISSING" for c, _l in found) == 3
+
+
+def test_a_name_that_is_not_utf8_is_one_line_where_rows_need_text_and_dumped_as_it_is(tmp_path):
+    """A bookie folder or an option whose bytes are not UTF-8: the Parquet writers refuse it in one line
+    before the scan (a traceback from pyarrow, or from the scan's child and then the command); a dump
+    of a file so named prints the name's bytes as they are."""
+    root = Path(os.fsdecode(bytes(tmp_path) + b"/bk\xff\xfe"))
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", root)
+    good = str(GOLDEN / "interleaved-v6-hostport")
+    for args, option in ((("scan-disk", str(root), "--out", str(tmp_path / "a.parquet")), "ROOT"),
+                         (("scan-disk", good, "--out", str(tmp_path / "b.parquet"), "--run-id", "r\udcff"), "--run-id"),
+                         (("inventory", good, "--parquet", str(tmp_path / "o\udcff.parquet")), "--parquet"),
+                         (("inventory", str(root), "--parquet", str(tmp_path / "c.parquet")), "ROOT")):
+        _one_line(_run("bkdisk", *args), 8, f"{option}: expected UTF-8 text")
+    journal = root / "journal" / "current" / "1a200497c65.txn"
+    named = Path(os.fsdecode(bytes(tmp_path) + b"/j\xff.txn"))
+    shutil.copy(journal, named)
+    r = subprocess.run([str(BIN / "bkdisk"), "dump", "journal", str(named)], capture_output=True, timeout=LIMIT_S)
+    assert r.returncode == 0 and b"(j\xff.txn)" in r.stdout and b"Traceback" not in r.stderr, r.stderr

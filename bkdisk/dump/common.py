@@ -32,7 +32,7 @@ class Out:
         self._s = getattr(sys.stdout, "buffer", None) or TextAsBytes(sys.stdout)
 
     def text(self, s: str) -> None:
-        self._s.write(s.encode("utf-8"))
+        self._s.write(s.encode("utf-8", "surrogateescape"))   # (a file name's bytes as they are)
 
     def raw(self, b: bytes | memoryview) -> None:
         """Bytes already encoded (lines a kernel wrote)."""
