@@ -134,11 +134,23 @@ def client_options(fn):
     return fn
 
 
+def _pem(path: str, what: str, marker: bytes = b"-----BEGIN ") -> bytes:
+    """A PEM file's bytes; a file that holds no PEM block is said here, naming it (gRPC would only fail
+    every connection, said as the service being out of reach)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise BkdiskError(f"{path}: cannot read {what} ({e.strerror})") from None
+    if marker not in data:
+        raise BkdiskError(f"{path}: expected {what} in PEM ('-----BEGIN ...'), found none")
+    return data
+
+
 def channel_kw(token, timeout, tls_ca) -> dict:
     roots = client_certificate = None
     if tls_ca:
-        with open(tls_ca, "rb") as f:
-            roots = f.read()
+        roots = _pem(tls_ca, "the CA certificate (--tls-ca)", b"-----BEGIN CERTIFICATE-----")
     ctx = click.get_current_context(silent=True)
     pair = ctx.meta.get(_CLIENT_CERTIFICATE, {}) if ctx is not None else {}
     if pair:
@@ -146,8 +158,9 @@ def channel_kw(token, timeout, tls_ca) -> dict:
             raise click.UsageError("--tls-cert and --tls-key go together")
         if not tls_ca:
             raise click.UsageError("--tls-cert and --tls-key need --tls-ca (a client certificate is sent over TLS)")
-        with open(pair["tls_key"], "rb") as k, open(pair["tls_cert"], "rb") as c:
-            client_certificate = (k.read(), c.read())
+        client_certificate = (_pem(pair["tls_key"], "the client's key (--tls-key)"),
+                              _pem(pair["tls_cert"], "the client's certificate (--tls-cert)",
+                                   b"-----BEGIN CERTIFICATE-----"))
     return {"token": token, "timeout": timeout, "retries": 2, "root_certificates": roots,
             "client_certificate": client_certificate}
 

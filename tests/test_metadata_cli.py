@@ -558,3 +558,13 @@ def test_a_ledger_with_two_files_is_imported_once_or_refused_before_anything_is_
     out = served("metadata", "import", str(twins), check=8)
     assert "ledger 160 has two files" in out.stderr and "nothing imported" in out.stderr, out.stderr
     assert [x["ledger_id"] for x in served.json("metadata", "list")] == [0x90, 0x91]
+
+
+def test_a_tls_file_that_holds_no_pem_is_named_before_any_connection(tmp_path):
+    """A CA file that is not PEM made every connection fail, said as a service out of reach."""
+    not_pem = tmp_path / "ca.crt"
+    not_pem.write_bytes(b"\x30\x82\x01\x0a not a PEM file")
+    for args in (("metadata", "list"), ("bookies", "list")):
+        out = bkdisk(*args, "--server", "127.0.0.1:1", "--tls-ca", str(not_pem), "--timeout", "1", check=8)
+        assert out.stderr.strip() == (f"bkdisk: {not_pem}: expected the CA certificate (--tls-ca) in PEM "
+                                      "('-----BEGIN ...'), found none"), out.stderr
