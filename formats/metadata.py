@@ -1,12 +1,13 @@
 """Ledger metadata as LedgerMetadataSerDe writes it (formats 1, 2 and 3): parse and byte-exact serialize."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from google.protobuf.message import Message
 
 from bkdisk.formats.errors import FormatError, shown
-from bkdisk.formats.ledger_metadata import INT32, INT64, LedgerMetadata, unfit
+from bkdisk.formats.ledger_metadata import INT32, INT64, INVALID_ENTRY_ID, LedgerMetadata, unfit
 from bkdisk.formats.proto import LedgerMetadataFormat, java_text_format, parse_text_format
 
 # specs/ledger-metadata.md; BookKeeper: bookkeeper-server/src/main/java/org/apache/bookkeeper/meta/
@@ -145,6 +146,17 @@ def _from_message(msg: Message, version: int, path: str | None, offset: int) -> 
 
 # ---------------------------------------------------------------------------------------------
 # serialization
+
+
+def in_format(md: LedgerMetadata, version: int) -> LedgerMetadata:
+    """``md`` to be serialized in format ``version`` as BookKeeper would write it: format 1 stores a last
+    entry id for a CLOSED ledger only (-1 stands for none); formats 2 and 3 always set the field (-1 for
+    a ledger not closed), which BookKeeper reads as -1 when unset too."""
+    if version == 1 and not md.is_closed:
+        md = dataclasses.replace(md, has_last_entry_id=False, last_entry_id=INVALID_ENTRY_ID)
+    elif version != 1 and not md.has_last_entry_id:
+        md = dataclasses.replace(md, has_last_entry_id=True, last_entry_id=INVALID_ENTRY_ID)
+    return dataclasses.replace(md, format_version=version)
 
 
 def serialize_metadata(md: LedgerMetadata) -> bytes:

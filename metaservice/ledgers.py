@@ -10,6 +10,7 @@ from bkdisk.formats.ledger_metadata import LedgerMetadata, bookkeeper_refusal
 from bkdisk.formats.metadata import (
     FORMAT_VERSIONS,
     format_message_bytes,
+    in_format,
     parse_format_message,
     parse_metadata,
     serialize_metadata,
@@ -100,7 +101,7 @@ def outgoing(data: bytes, format_version: int) -> tuple[bytes, bytes]:
     serialized = data
     if format_version and format_version != md.format_version:
         try:
-            serialized = serialize_metadata(dataclasses.replace(md, format_version=format_version))
+            serialized = serialize_metadata(in_format(md, format_version))
         except FormatError as exc:
             raise BadRequest(f"cannot express this ledger in format {format_version}: {exc}") from None
     if not md.has_last_entry_id:

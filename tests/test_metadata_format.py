@@ -584,3 +584,21 @@ def test_spec_field_tables_match_the_proto_declaration():
     d = LedgerMetadataFormat.DESCRIPTOR
     assert tables == [_declared(d), _declared(d.nested_types_by_name["Segment"]),
                       _declared(d.nested_types_by_name["cMetadataMapEntry"])]
+
+
+def test_a_ledger_changes_format_as_bookkeeper_writes_each():
+    """BookKeeper's own vectors, each in every format that can carry it: a ledger not closed keeps no last
+    entry id in format 1 (-1) and sets -1 in formats 2 and 3, as BookKeeper's vectors of those formats do
+    (format 1's IN_RECOVERY ledger could not be served in format 2 or 3); each parses back to itself,
+    and its own format gives its own bytes."""
+    from bkdisk.formats.metadata import in_format
+    carried = ("state", "write_quorum", "ensemble_size", "length", "ensembles", "last_entry_id")
+    for path in sorted((GOLDEN / "metadata-vectors").glob("*.bin")):
+        md = parse_metadata(path.read_bytes())
+        for version in ((1, 2, 3) if md.format_version == 1 else (2, 3)):
+            out = in_format(md, version)
+            back = parse_metadata(serialize_metadata(out))
+            assert [getattr(back, k) for k in carried] == [getattr(md, k) for k in carried], (path.name, version)
+            assert back.has_last_entry_id == (version != 1 or md.is_closed)
+            if version == md.format_version:
+                assert serialize_metadata(out) == path.read_bytes()
