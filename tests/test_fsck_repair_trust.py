@@ -629,3 +629,19 @@ def test_an_entry_log_id_in_two_ledger_dirs_is_an_error_no_rebuild_guesses_past(
     db = golden_copy(tmp_path, "dbstorage-v6-bookieid")
     assert (db / "ledgers0" / "current" / "0.log").exists() and (db / "ledgers1" / "current" / "0.log").exists()
     assert "LOG_ID_DUPLICATE" not in codes(check_bookie(discover(str(db)), CheckOptions()))
+
+
+def test_a_backup_folder_inside_a_dirs_current_is_refused_before_any_change(tmp_path):
+    """Backups kept where BookKeeper (and the next check) reads the dir's own files are refused; the
+    index is left as it was."""
+    from conftest import golden_copy
+    root = golden_copy(tmp_path)
+    idx = root / "ledgers1" / "current" / "0" / "0" / "0.idx"
+    with open(idx, "r+b") as f:
+        f.seek(1264)
+        f.write(b"\0\0\0\0\0\0\0\x55")
+    before = idx.read_bytes()
+    inside = root / "ledgers1" / "current" / "bk"
+    r = _cli(str(root), "--metadata-dir", str(root / "metadata"), "--repair", "-y", "--backup-dir", str(inside))
+    assert r.exit_code == 8 and f"{inside}: --backup-dir is inside {root / 'ledgers1' / 'current'}" in r.output
+    assert idx.read_bytes() == before and not inside.exists()

@@ -277,6 +277,11 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
     return kept
 
 
+def _within(path: str, folder: str) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
 def _cut_journal(path: str, at: int, backup_dir: str) -> str | None:
     """Keep the journal's bytes before ``at``; the same size, zeros after (a clean end there)."""
     step = 64 << 20
@@ -344,6 +349,10 @@ def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None 
     bdir = backup_dir or default_backup_dir(report.checked())
     if backup_dir is None and escape(bdir, dirs):
         raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
+    read = next((c for d in dirs.all_dirs if _within(bdir, c := os.path.join(d, CURRENT_DIR))), None)
+    if read is not None:   # (the copies would be files BookKeeper and the next check find among its own)
+        raise RepairRefused(f"{bdir}: --backup-dir is inside {read}, which BookKeeper reads; expected a folder "
+                            "outside every dir's current/")
     try:
         apply(plan, report.checked(), bdir, confirm=confirm, log=log, kept=run.backups)
     except KeyboardInterrupt:
