@@ -645,3 +645,21 @@ def test_a_backup_folder_inside_a_dirs_current_is_refused_before_any_change(tmp_
     r = _cli(str(root), "--metadata-dir", str(root / "metadata"), "--repair", "-y", "--backup-dir", str(inside))
     assert r.exit_code == 8 and f"{inside}: --backup-dir is inside {root / 'ledgers1' / 'current'}" in r.output
     assert idx.read_bytes() == before and not inside.exists()
+
+
+def test_a_duplicate_index_names_the_entries_bookkeeper_would_deny(tmp_path):
+    """Ledger 0's index copied into the first ledger dir, one slot of the copy zeroed: BookKeeper opens
+    that copy, so it denies entry 2, which only the other indexes. Said (it was only 'another index')."""
+    from conftest import golden_copy
+    root = golden_copy(tmp_path)
+    first = root / "ledgers0" / "current" / "0" / "0" / "0.idx"
+    first.parent.mkdir(parents=True)
+    shutil.copy(root / "ledgers1" / "current" / "0" / "0" / "0.idx", first)
+    whole = check_bookie(discover(str(root)), CheckOptions())
+    [same] = [f for f in whole.findings if f.code == "INDEX_DUPLICATE"]
+    assert same.path == str(first) and "denies" not in same.detail
+    with open(first, "r+b") as f:
+        f.seek(1040)   # (entry 2's slot)
+        f.write(bytes(8))
+    [dup] = [f for f in check_bookie(discover(str(root)), CheckOptions()).findings if f.code == "INDEX_DUPLICATE"]
+    assert dup.detail.endswith("BookKeeper reads the first, so the bookie denies entries 2 only this one indexes")

@@ -23,6 +23,7 @@ from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.confinement import first_link
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.keyjoin import mix
@@ -65,11 +66,17 @@ def _index_tree(ctx: CheckContext) -> Iterator[Finding]:
             dest = os.path.join(inv.dirs[int(block["dir"][k])], CURRENT_DIR, wants[k])
             code = Code.INDEX_SCOPED_IN_2LEVEL if scope != 0 and rels[k].count(sep) == 2 else Code.INDEX_MISPLACED
             yield Finding(code, path=path, scope=scope, ledger=ledger, detail=dest, move_to=dest)
-    for first, later in _duplicates(rows):
+    dups = list(_duplicates(rows))
+    held = _entries_of(inv.locations, [r for first, later in dups for r in (first, *later)]) if dups else {}
+    for first, later in dups:
         scope, ledger = int(rows["scope"][first]), int(rows["ledger"][first])
         for i in later:
+            # BookKeeper opens the first dir's index of a ledger: what only another holds, it denies.
+            only = np.setdiff1d(held.get(i, _NONE), held.get(first, _NONE)).tolist()
+            denied = f"; BookKeeper reads the first, so the bookie denies entries {ranges(only)} only this one " \
+                     f"indexes" if only else ""
             yield Finding(Code.INDEX_DUPLICATE, path=inv.paths[first], scope=scope, ledger=ledger,
-                          detail=inv.paths[i], other=inv.paths[i])
+                          detail=inv.paths[i] + denied, other=inv.paths[i])
     # A folder that cannot be listed hides whatever index files it holds: an error, never a stray.
     # A missing <dir>/current is pass 1's LAYOUT_NO_CURRENT.
     roots = {os.path.join(d, CURRENT_DIR) for d in inv.dirs}
@@ -203,3 +210,20 @@ def check_databases(ctx: CheckContext) -> dbindex.Pairs:
             out.append((_READER_CODES.get(p.kind, Code.DBINDEX_UNREADABLE),
                         dict(path=p.path, offset=p.offset, detail=detail)))
     return out
+
+
+_NONE = np.zeros(0, np.int64)
+CHUNK = 1 << 20   # locations read at once
+
+
+def _entries_of(locations, files: list[int]) -> dict[int, np.ndarray]:
+    """The entry ids the index files of rows ``files`` locate (their locations read a chunk at a time:
+    they may be spilled)."""
+    want = np.array(sorted(set(files)), np.int64)
+    parts: dict[int, list[np.ndarray]] = {}
+    for k0 in range(0, len(locations), CHUNK):
+        c = locations[k0:k0 + CHUNK]
+        mine = np.isin(c["file"], want)
+        for f in np.unique(c["file"][mine]).tolist():
+            parts.setdefault(int(f), []).append(c["entry"][mine & (c["file"] == f)].astype(np.int64))
+    return {f: np.unique(np.concatenate(p)) for f, p in parts.items()}
