@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable
 
@@ -33,10 +34,13 @@ def write_whole(fd: int, data) -> int:
 
 def private_file(path: str):
     """``path`` opened for writing from its start, readable by its owner only (0600, whatever the umask
-    and whatever mode it had): for what carries ledger passwords (metadata, stores of it)."""
+    and whatever mode it had) when it is a regular file: for what carries ledger passwords (metadata,
+    stores of it). Anything else named (a device, a terminal, a pipe) is written as it is, its mode
+    left alone."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fchmod(fd, 0o600)
     except OSError:
         os.close(fd)
         raise

@@ -29,14 +29,15 @@ def read_ledger(target: str, lid: LedgerId, **client_kw) -> LedgerMetadata | Non
 
 
 def bookie_view(target: str, bookie: str | None, **client_kw) -> MetadataView:
-    """Every ledger read once (one bulk read), those that place entries on ``bookie`` kept."""
+    """Every ledger read once (one bulk read), those that place entries on ``bookie`` kept (None, a bookie
+    not known by its cookie: every ledger, as any may be its)."""
     client = MetadataClient(target, **client_kw)
     near = NearLedgers()
     try:
         for page in client.read_ledgers():
             for x in page:
                 m = x.parse(f"{target}: ")
-                if bookie is not None and places_entries_on(m, bookie):
+                if bookie is None or places_entries_on(m, bookie):
                     near.add(x.key, m)
     finally:
         client.close()

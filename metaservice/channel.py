@@ -103,9 +103,23 @@ class Channel:
         try:
             grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
         except grpc.FutureTimeoutError:
-            raise MetadataError("RPC_UNAVAILABLE", f"no answer within {self.timeout:g} s (a service stopped, or "
-                                                   "not this service on that port)") from None
+            why = self._failed_connection()
+            raise MetadataError("RPC_UNAVAILABLE", f"no answer within {self.timeout:g} s" + (
+                f": {why}" if why else " (a service stopped, or not this service on that port)")) from None
         self._ready = True
+
+    def _failed_connection(self) -> str | None:
+        """Why the channel's last connection failed, as gRPC says it to a call that does not wait for one
+        (a certificate not trusted, TLS against plaintext, a refused connection); None when it says
+        nothing more than that it had no answer."""
+        probe = self.channel.unary_unary("/bkdisk.Probe/Connect", request_serializer=lambda _x: b"",
+                                         response_deserializer=lambda b: b)
+        try:
+            probe(None, timeout=1.0, wait_for_ready=False)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and exc.details():
+                return exc.details()
+        return None
 
     def call(self, method, request, *, may_resend: bool):
         """Call ``method``; retry on STORE_UNAVAILABLE (nothing was changed) and, when

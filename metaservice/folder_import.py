@@ -82,8 +82,8 @@ def _canonical(folder: str, name: str, lid: LedgerId) -> bool:
     if any(os.path.lexists(os.path.join(folder, usual + suf)) for suf in SUFFIXES):
         return False
     stem = name.split(".")[0]
-    others = [lid.qualified_name] if lid.scope else \
-        [f"{lid.ledger:x}".rjust(width, "0") for width in range(len(usual) + 1, 17)] + [lid.qualified_name]
+    shortest = f"{lid.value:x}"
+    others = [shortest.rjust(width, "0") for width in range(len(shortest), 33)]   # (every name of it, up to 32 digits)
     twin = next((o + suf for o in others if o != stem for suf in SUFFIXES
                  if os.path.lexists(os.path.join(folder, o + suf))), None)
     if twin is not None:

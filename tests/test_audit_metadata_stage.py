@@ -256,3 +256,19 @@ def test_the_driver_lists_names_by_form_and_a_task_drops_one_above_64_bits(tmp_p
     stats, seg, _near = stage(src, tmp_path / "s")
     assert sum(s["ledgers"] for s in stats) == len(md) and not any(s["errors"] for s in stats)
     assert segment_rows(seg) == expected_segments(md)
+
+
+def test_a_bookie_view_of_no_known_bookie_keeps_every_ledger(tmp_path):
+    """A bookie whose cookies are gone (no id): every ledger of the service may be its, as the folder's
+    view keeps them (the service's kept none: an HMAC entry went unverified)."""
+    from metaservice_fixture import served
+
+    from bkdisk.metaservice.bookie_view import bookie_view
+    from bkdisk.metaservice.sqlite_store import SqliteStore
+    files = sorted((C3 / "metadata").glob("*.bin"))
+    with served(SqliteStore(tmp_path / "m.db")) as (client, port):
+        for f in files:
+            client.create(f.read_bytes(), ledger_id=int(f.stem, 16))
+        kept = bookie_view(f"127.0.0.1:{port}", None)
+        stranger = bookie_view(f"127.0.0.1:{port}", "bk-9.rack-z:3181")
+    assert len(list(kept)) == len(files) > 0 and list(stranger) == []

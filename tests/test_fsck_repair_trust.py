@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -663,3 +664,31 @@ def test_a_duplicate_index_names_the_entries_bookkeeper_would_deny(tmp_path):
         f.write(bytes(8))
     [dup] = [f for f in check_bookie(discover(str(root)), CheckOptions()).findings if f.code == "INDEX_DUPLICATE"]
     assert dup.detail.endswith("BookKeeper reads the first, so the bookie denies entries 2 only this one indexes")
+
+
+def test_a_dbledgerstorage_log_gone_names_the_entries_it_held_lost(tmp_path):
+    """Locations into a log that is gone (DBINDEX_LOCATION_MISSING_LOG), their entries in no other log:
+    lost, as when the log is cut short, before the locations rebuild."""
+    from conftest import golden_copy
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    os.unlink(root / "ledgers0" / "current" / "0.log")
+    rep = check_bookie(discover(str(root)), CheckOptions(metadata_dir=str(root / "metadata")))
+    assert "DBINDEX_LOCATION_MISSING_LOG" in codes(rep)
+    plan = plan_repairs(rep)
+    assert plan.lost and plan.recover_command, plan.lines()
+    [a] = [a for a in plan.actions if a.kind == "bookkeeper-rebuild" and "locations" in a.line()]
+    assert "only once the lost entries below are recovered" in a.line()
+
+
+def test_a_private_file_leaves_what_is_not_a_regular_file_as_it_is(tmp_path):
+    """--out naming a device (/dev/null, a terminal): written, its mode left alone (it was made 0600)."""
+    from bkdisk.diskio.atomic import private_file
+    dev = tmp_path / "null"
+    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.chmod(dev, 0o666)
+    with private_file(str(dev)) as f:
+        f.write(b"x")
+    assert stat.S_IMODE(os.stat(dev).st_mode) == 0o666
+    with private_file(str(tmp_path / "md.bin")) as f:
+        f.write(b"x")
+    assert stat.S_IMODE(os.stat(tmp_path / "md.bin").st_mode) == 0o600

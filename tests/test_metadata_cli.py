@@ -557,6 +557,12 @@ def test_a_ledger_with_two_files_is_imported_once_or_refused_before_anything_is_
     shutil.copy(golden / "10.bin", twins / "a1.bin")
     out = served("metadata", "import", str(twins), check=8)
     assert "ledger 160 has two files" in out.stderr and "nothing imported" in out.stderr, out.stderr
+    long = tmp_path / "long"   # (names of 17 to 31 digits are of the same ledger too)
+    long.mkdir()
+    shutil.copy(golden / "10.bin", long / ("0" * 17 + "a0.bin"))
+    shutil.copy(golden / "11.bin", long / ("0" * 30 + "a0.bin"))
+    out = served("metadata", "import", str(long), check=8)
+    assert "ledger 160 has two files" in out.stderr, out.stderr
     assert [x["ledger_id"] for x in served.json("metadata", "list")] == [0x90, 0x91]
 
 

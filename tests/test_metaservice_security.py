@@ -291,9 +291,17 @@ def test_tls_with_client_certificates_refuses_a_client_without_one(tmp_path, mon
             assert info.value.code == "RPC_UNAVAILABLE"      # the handshake fails: no call is made
             c.close()
         plain = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, timeout=3, retries=0)
-        with pytest.raises(MetadataError):
+        with pytest.raises(MetadataError) as info:
             plain.read(1)
+        assert "no answer within 3 s: " in str(info.value) and "not this service" not in str(info.value)
         plain.close()
+        # a server certificate of an authority not trusted: its cause said, not only that nothing answered
+        doubting = MetadataClient(f"127.0.0.1:{port}", token=TOKEN, root_certificates=stranger.cert.read_bytes(),
+                                  client_certificate=client_pair.read(), timeout=2, retries=0)
+        with pytest.raises(MetadataError) as info:
+            doubting.read(1)
+        assert "no answer within 2 s: " in str(info.value) and "handshake" in str(info.value).lower(), info.value
+        doubting.close()
     finally:
         server.stop(0)
         store.close()

@@ -16,6 +16,8 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.fsck.findings import Finding
 
+_POINTING_ELSEWHERE = (Code.DBINDEX_LOCATION_WRONG, Code.DBINDEX_LOCATION_MISSING_LOG)
+
 
 def within_closed(ctx: CheckContext, lid: LedgerId, gone: np.ndarray) -> tuple[np.ndarray, list[int], int | None]:
     """(the entries of ``gone`` that are the ledger's, those past its closed last entry, that entry or None)."""
@@ -32,12 +34,13 @@ def dropped_past_close(past: list[int], last: int | None) -> str:
 
 
 def db_lost_entries(ctx: CheckContext, findings: Iterable[Finding]) -> dict[LedgerId, list[int]]:
-    """DbLedgerStorage: the entries whose location points where they are not (DBINDEX_LOCATION_WRONG)
-    and of which no entry log holds a copy: BookKeeper's rebuild of the locations database keeps only
-    what the logs hold, so it would make the bookie deny these."""
+    """DbLedgerStorage: the entries whose location points where they are not (DBINDEX_LOCATION_WRONG),
+    or into a log that is gone (DBINDEX_LOCATION_MISSING_LOG), and of which no entry log holds a copy:
+    BookKeeper's rebuild of the locations database keeps only what the logs hold, so it would make the
+    bookie deny these."""
     wanted: dict[LedgerId, set[int]] = {}
     for f in findings:
-        if f.code == Code.DBINDEX_LOCATION_WRONG and f.ledger is not None and f.entry is not None:
+        if f.code in _POINTING_ELSEWHERE and f.ledger is not None and f.entry is not None:
             wanted.setdefault(f.lid, set()).add(f.entry)
     if not wanted:
         return {}
