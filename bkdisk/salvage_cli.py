@@ -16,7 +16,7 @@ import click
 from bkdisk.audit.cli import AuditUsageError, _conf_pairs, check_scan_file, distinct_disks, read_disks_file
 from bkdisk.audit.output_places import refuse_inside_disks
 from bkdisk.audit.rows import AUDITED, DiskInput, RunInfo
-from bkdisk.bookie.layout import discover, from_conf, instance_ids_of
+from bkdisk.bookie.layout import bookie_id_of, discover, from_conf, instance_ids_of
 from bkdisk.bookie.password_candidates import read_candidates
 from bkdisk.commandline.exit_codes import EXIT_OK, EXIT_PROBLEMS
 from bkdisk.commandline.lazy import lazy_import
@@ -80,6 +80,12 @@ def check_disks(disks: list[DiskInput]) -> None:
             dirs = from_conf(d.path) if os.path.isfile(d.path) else discover(d.path)
         except (BkdiskError, OSError) as e:
             raise AuditUsageError(f"not a bookie disk: {str(e).splitlines()[0]}") from None
+        # A disk given under another bookie's name would not be read (its task says so after the whole
+        # Spark run) and, unread, withholds every ledger's metadata: said now.
+        named = bookie_id_of(dirs)
+        if d.bookie_id is not None and named is not None and named != d.bookie_id:
+            raise AuditUsageError(f"{d.path}: given as bookie {d.bookie_id}, but its cookie names {named}; "
+                                  "expected each disk under its own bookie's id")
         # One cluster's disks only: ledgers of two clusters share ids, and their copies would make one ledger.
         for folder, iid in instance_ids_of(dirs).items():
             seen.setdefault(iid, folder)

@@ -151,19 +151,24 @@ def test_without_candidates_only_empty_password_ledgers_are_written(tmp_path):
 
 
 def test_with_one_disk_missing_its_positions_are_reported_never_invented(tmp_path):
-    """bk-2's disk given under another bookie's name: not read (its cookie disagrees), as if missing.
-    No metadata is written (a ledger with copies there would be closed short, or placed without bk-2,
-    whose copies its garbage collection may then drop), nor imported; each ledger's row says what the
-    disks read tell, bk-2's positions unknown."""
+    """bk-2's disk bound to a host this run has no executor on: not read, as if missing. No metadata is
+    written (a ledger with copies there would be closed short, or placed without bk-2, whose copies its
+    garbage collection may then drop), nor imported; each ledger's row says what the disks read tell,
+    bk-2's positions unknown. A disk given under another bookie's name is refused before Spark starts."""
     listed = tmp_path / "disks.tsv"
-    listed.write_text("".join(f"{b}\t{p}\n" for b, p in zip(("bk-1.rack-a", "bk-9.rack-z", "bk-3.rack-b"), disks())))
+    wrong = tmp_path / "wrong.tsv"
+    wrong.write_text("".join(f"{b}\t{p}\n" for b, p in zip(("bk-1.rack-a", "bk-9.rack-z", "bk-3.rack-b"), disks())))
+    r = CliRunner().invoke(salvage, ["--disks-file", str(wrong), "--out", str(tmp_path / "w"), "-q"])
+    assert r.exit_code == 8 and "given as bookie bk-9.rack-z, but its cookie names bk-2.rack-a" in r.output, r.output
+    listed.write_text("".join(f"{b}\t{p}{host}\n" for b, p, host in zip(BOOKIES, disks(),
+                                                                        ("", "\tnowhere.invalid", ""))))
     out = tmp_path / "out"
     code, _ = run(["--disks-file", str(listed), "--password-candidates", str(candidates(tmp_path)),
                    "--import", "grpc://127.0.0.1:1"], out)
     assert code == 4
     summary = json.loads((out / "summary.json").read_text())
     assert summary["disks_not_read"] == 1 and summary["metadata_written"] == 0
-    assert [d["status"] for d in summary["disks"] if d["bookie_id"] == "bk-9.rack-z"] == ["not_audited"]
+    assert [d["status"] for d in summary["disks"] if d["bookie_id"] == "bk-2.rack-a"] == ["not_audited"]
     assert written(out) == {} and not (out / "import.json").exists()
     rows = ledger_rows(out)
     for name, lg in LEDGERS.items():
