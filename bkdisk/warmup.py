@@ -153,7 +153,7 @@ def _warm_map_sums() -> None:
     e = np.zeros(1, entrylog_arrays.ENTRY_DTYPE)
     log = entrylog_arrays.EntryLogArrays("0.log", 0, 2048, None, None, None, None, 2048, e,
                                          np.zeros(0, entrylog_arrays.PROBLEM_DTYPE))
-    map_sums.sums_by_map_rows(log, np.zeros(1, np.uint64), np.zeros(1, np.uint64))
+    map_sums.MapCounter(np.zeros(1, np.uint64), np.zeros(1, np.uint64), np.zeros(1, np.int64)).add_parts(log)
 
 
 def _warm_rocksdb(folder: str) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.ledgers_map import map_columns
-from bkdisk.entrylogs.map_sums import map_rows, sums_by_map_rows
+from bkdisk.entrylogs.map_sums import MapCounter, map_rows
 from bkdisk.entrylogs.scan_parts import entry_ledger_sums
 from bkdisk.formats.entrylog import HEADER_SIZE
 from bkdisk.formats.ids import LedgerId
@@ -55,8 +55,7 @@ def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | N
     # (counted by the scan as it went, when it was asked to: else the entries are read here)
     counted = getattr(scan, "map_counts", None)
     if counted is None:
-        by_rows = sums_by_map_rows(scan, m_scope, m_ledger)
-        counted = None if by_rows is None else (m_scope, m_ledger, m_size, *by_rows)
+        counted = MapCounter(m_scope, m_ledger, m_size).add_parts(scan).counts()
     if counted is not None:   # every entry's ledger is in the map: its rows are the ledgers of both sides
         m_scope, m_ledger, m_size, sums, counts = counted
         return [((int(m_scope[i]), int(m_ledger[i])), int(m_size[i]), int(sums[i]) if counts[i] else None)

@@ -6,8 +6,8 @@ of the log it closes, so the entries are counted into its rows instead, through 
 table of the map's rows. An entry whose ledger the map lacks is reported (the caller then compares
 the two sides by sorting, which names it).
 
-A scan may count its entries as it hands them over (``MapCounter``): a log whose entries were spilled is
-then not read back for its map.
+A scan may count its entries as it hands them over (``MapCounter``, as the comparison does reading them):
+a log whose entries were spilled is then not read back for its map.
 """
 from __future__ import annotations
 
@@ -48,48 +48,40 @@ def map_rows(ledgers_map) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 class MapCounter:
-    """A log's entries counted into its ledgers map's rows (``map_rows``) as a scan hands them over,
-    so that nothing is read back to compare the map with them. Gives up (``counts()`` None) when the
-    map cannot be placed (a size past 64 bits, a ledger twice) or an entry's ledger is not a row:
-    the comparison then reads the entries itself."""
+    """Entries counted into the rows of a log's ledgers map (``map_rows``: distinct ledgers, in order), a
+    part at a time: by a scan as it hands them over, so that nothing is read back to compare the map
+    with them, or by the comparison reading them. Gives up (``counts()`` None) when two rows are one
+    ledger or an entry's ledger is not a row: the comparison then sorts both sides."""
 
-    def __init__(self, ledgers_map):
-        self.table: np.ndarray | None = None
-        self.rows: MapCounts | None = None
-        try:
-            scope, ledger, size = map_rows(ledgers_map)
-        except (OverflowError, ValueError):
-            return
+    def __init__(self, scope: np.ndarray, ledger: np.ndarray, size: np.ndarray):
         scope, ledger = np.ascontiguousarray(scope, np.uint64), np.ascontiguousarray(ledger, np.uint64)
         table = empty_table(len(scope))
-        if place_rows(scope, ledger, table):
-            self.table = table
-            self.rows = scope, ledger, size, np.zeros(len(scope), np.int64), np.zeros(len(scope), np.int64)
+        self.table: np.ndarray | None = table if place_rows(scope, ledger, table) else None
+        self.rows: MapCounts = scope, ledger, size, np.zeros(len(scope), np.int64), np.zeros(len(scope), np.int64)
+
+    @classmethod
+    def of_map(cls, ledgers_map) -> MapCounter | None:
+        """A counter of the map's rows; None for a map whose sizes pass 64 bits (compared as Python ints)."""
+        try:
+            return cls(*map_rows(ledgers_map))
+        except (OverflowError, ValueError):
+            return None
 
     def add(self, e: np.ndarray) -> None:
         """Entry rows (``scope``, ``ledger``, ``size`` fields) after those added so far."""
-        if self.table is None or self.rows is None or len(e) == 0:
+        if self.table is None or len(e) == 0:
             return
         scope, ledger, _size, sums, counts = self.rows
         if add_entries(scope, ledger, self.table, e["scope"], e["ledger"], e["size"], sums, counts) >= 0:
             self.table = None
 
+    def add_parts(self, scan: EntryLogArrays) -> MapCounter:
+        """The scan's entries added, read a part at a time (none after it gave up)."""
+        for _lo, e in entry_parts(scan):
+            if self.table is None:
+                break
+            self.add(e)
+        return self
+
     def counts(self) -> MapCounts | None:
         return None if self.table is None else self.rows
-
-
-def sums_by_map_rows(scan: EntryLogArrays, scope: np.ndarray,
-                     ledger: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per row of the map's columns ``scope``, ``ledger`` (distinct ledgers): the sum of its entries'
-    sizes with their size prefixes, and how many there are; None when some entry's ledger is not a row
-    (or two rows are one ledger). The scan's entries are read a part at a time."""
-    n = len(scope)
-    scope, ledger = np.ascontiguousarray(scope, np.uint64), np.ascontiguousarray(ledger, np.uint64)
-    table = empty_table(n)
-    if not place_rows(scope, ledger, table):
-        return None
-    sums, counts = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    for _lo, e in entry_parts(scan):
-        if len(e) and add_entries(scope, ledger, table, e["scope"], e["ledger"], e["size"], sums, counts) >= 0:
-            return None
-    return sums, counts

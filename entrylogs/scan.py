@@ -140,7 +140,7 @@ def scan_entry_log(path: str | os.PathLike, *, window: int = DEFAULT_WINDOW, dat
         whole_file = [readonly(np.zeros(0, np.uint8))]   # mapped only when a resync needs it
         out = LogOutput(sink, check, payload_hash is not None, entry_dtype)
         if count_map and has_map:
-            out.counter = MapCounter(res.ledgers_map)
+            out.counter = MapCounter.of_map(res.ledgers_map)
         if sink is not None and res.ledgers_map is not None:
             sink.take(res.ledgers_map.nbytes)
         emitted = [0]

@@ -19,9 +19,9 @@ from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.scan_sink import Room, ScanSink
 from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.entrylogs import map_sums
-from bkdisk.entrylogs.arrays import ENTRY_DTYPE
+from bkdisk.entrylogs.arrays import ENTRY_DTYPE, PROBLEM_DTYPE, EntryLogArrays
 from bkdisk.entrylogs.map_check import map_differences
-from bkdisk.entrylogs.map_sums import MapCounter, map_rows, sums_by_map_rows
+from bkdisk.entrylogs.map_sums import MapCounter, map_rows
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats.digests import DigestType
 from bkdisk.fsck import scans as fsck_scans
@@ -54,10 +54,15 @@ def _logs_with_maps(root: str) -> list[str]:
 
 
 def _read_back(scan):
-    """What a comparison that reads the entries finds: the map's rows, their sums and counts."""
+    """The map's rows, and the sums and counts of their entries as a dict of the finished scan's says."""
     scope, ledger, size = map_rows(scan.ledgers_map)
-    sums, counts = sums_by_map_rows(scan, scope, ledger)
-    return scope, ledger, size, sums, counts
+    got = scan.computed_ledgers_map()   # (size prefixes included, as the map counts them)
+    per = {k: 0 for k in got}
+    for (s, lg) in zip(scan.entries["scope"].tolist(), scan.entries["ledger"].tolist()):
+        per[(s, lg)] += 1
+    keys = list(zip(scope.tolist(), ledger.tolist()))
+    return (scope, ledger, size, np.array([got.get(k, 0) for k in keys], np.int64),
+            np.array([per.get(k, 0) for k in keys], np.int64))
 
 
 @pytest.mark.parametrize("room", [None, 0, 1 << 30])
@@ -90,11 +95,15 @@ def _entries(rows: list[tuple[int, int, int]]) -> np.ndarray:
     return e
 
 
+def _scan_of(e: np.ndarray) -> EntryLogArrays:
+    return EntryLogArrays("0.log", 0, 1 << 20, None, None, None, None, 1 << 19, e, np.zeros(0, PROBLEM_DTYPE))
+
+
 def test_a_counter_gives_up_where_the_map_cannot_hold_the_entries():
     """An entry of a ledger the map lacks, a size past 64 bits: no counts (the comparison reads the
     entries, and names what differs); a map whose ledgers hold every entry: counted, a part at a time."""
     m = {(0, 5): 30, (1, 2**64 - 1): 9, (0, 2): 0}
-    c = MapCounter(m)
+    c = MapCounter.of_map(m)
     c.add(_entries([(0, 5, 10), (1, 2**64 - 1, 1)]))
     c.add(_entries([(0, 5, 12)]))
     scope, ledger, size, sums, counts = c.counts()
@@ -104,7 +113,8 @@ def test_a_counter_gives_up_where_the_map_cannot_hold_the_entries():
     assert c.counts() is None
     c.add(_entries([(0, 5, 1)]))   # (nothing counts once it gave up)
     assert c.counts() is None
-    assert MapCounter({(0, 1): 2**64}).counts() is None
+    assert MapCounter.of_map({(0, 1): 2**64}) is None   # (a size past 64 bits: compared as Python ints)
+    assert MapCounter.of_map({(0, 1): 5}).add_parts(_scan_of(_entries([(0, 1, 1), (0, 2, 1)]))).counts() is None
 
 
 def test_a_spilled_check_compares_each_map_without_reading_the_entries_back(many_ledgers, monkeypatch, tmp_path):
