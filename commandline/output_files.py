@@ -8,6 +8,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 
+from bkdisk.diskio.spill import inside
 from bkdisk.formats.errors import BkdiskError
 
 
@@ -26,10 +27,8 @@ def _kind(mode: int) -> str:
 def refuse_output_file(path: str, option: str, read_dirs: Iterable[str]) -> None:
     """OutputRefused when ``path`` lies in one of ``read_dirs`` (symbolic links followed) or names
     something other than a regular file."""
-    real = os.path.realpath(path)
     for d in read_dirs:
-        folder = os.path.realpath(d)
-        if real == folder or real.startswith(folder.rstrip(os.sep) + os.sep):
+        if inside(path, d):
             raise OutputRefused(f"{path}: {option} is inside {d}, a dir of a bookie this command reads; "
                                 "expected a file outside every bookie dir")
     try:

@@ -60,7 +60,9 @@ class MemoryLimit:
         return min(MAX_WINDOW, max(MIN_WINDOW, self.bytes // 64 >> 20 << 20))
 
 
-def _inside(path: str, folder: str) -> bool:
+def inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies in it, links followed: where a command writes, checked
+    against the folders it reads."""
     p, f = os.path.realpath(path), os.path.realpath(folder)
     return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
 
@@ -89,7 +91,7 @@ class SpillFolder:
 
     def check(self) -> None:
         for d in self.forbidden:
-            if _inside(self.root, d):
+            if inside(self.root, d):
                 raise SpillError(f"{self.root}: --tmp-dir is inside the bookie's dir {d}; "
                                  f"expected a folder outside every bookie dir")
 

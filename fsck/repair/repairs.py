@@ -19,6 +19,7 @@ from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
 from bkdisk.diskio.failures import LIST
 from bkdisk.diskio.mapped import DiskError, map_window
+from bkdisk.diskio.spill import inside
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, LOCATIONS_DB, index_relpath
@@ -277,11 +278,6 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
     return kept
 
 
-def _within(path: str, folder: str) -> bool:
-    real, top = os.path.realpath(path), os.path.realpath(folder)
-    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
-
-
 def _cut_journal(path: str, at: int, backup_dir: str) -> str | None:
     """Keep the journal's bytes before ``at``; the same size, zeros after (a clean end there)."""
     step = 64 << 20
@@ -349,7 +345,7 @@ def apply_repairs(report: Report, plan: RepairPlan, *, confirm: Callable | None 
     bdir = backup_dir or default_backup_dir(report.checked())
     if backup_dir is None and escape(bdir, dirs):
         raise RepairRefused(f"backup folder {bdir}: {escape(bdir, dirs)}; give --backup-dir to keep backups elsewhere")
-    read = next((c for d in dirs.all_dirs if _within(bdir, c := os.path.join(d, CURRENT_DIR))), None)
+    read = next((c for d in dirs.all_dirs if inside(bdir, c := os.path.join(d, CURRENT_DIR))), None)
     if read is not None:   # (the copies would be files BookKeeper and the next check find among its own)
         raise RepairRefused(f"{bdir}: --backup-dir is inside {read}, which BookKeeper reads; expected a folder "
                             "outside every dir's current/")
