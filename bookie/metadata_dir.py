@@ -152,6 +152,12 @@ def places_entries_on(m: LedgerMetadata, bookie: str) -> bool:
     return False
 
 
+def kept_for(m: LedgerMetadata, bookie: str | None) -> bool:
+    """Whether a bookie's view of the metadata (a folder's, the service's) keeps ledger ``m``: one that
+    may place entries on it; every ledger for a bookie not known by its cookie (None): any may be its."""
+    return bookie is None or places_entries_on(m, bookie)
+
+
 def over_replicated(m: LedgerMetadata, bookie: str) -> bool:
     """Whether ``bookie``, holding this ledger, is no longer meant to: the ledger is closed (an open
     one's ensemble may change back) and ``bookie`` is in none of its ensembles. BookKeeper's
@@ -241,10 +247,9 @@ def each_metadata(md: Mapping[LedgerId, LedgerMetadata], scope, ledger, batch: i
 
 
 def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, list[FormatError | DiskError]]:
-    """The folder as one bookie's check reads it: streamed once, keeping only the ledgers that place
-    entries on ``bookie`` (None, a bookie not known by its cookie: every ledger, as any may be its),
-    any other ledger read from its file when asked. Peak memory grows with the bookie's ledgers, not
-    the folder's."""
+    """The folder as one bookie's check reads it: streamed once, keeping only the ledgers ``kept_for``
+    ``bookie``, any other ledger read from its file when asked. Peak memory grows with the bookie's
+    ledgers, not the folder's."""
     # (numpy: loaded by a command that reads metadata)
     from bkdisk.bookie.near_ledgers import NearLedgers
     near = NearLedgers()
@@ -252,7 +257,7 @@ def bookie_metadata_dir(folder: str, bookie: str | None) -> tuple[MetadataView, 
     for lid, m in read_metadata_files(folder, metadata_names(folder), threads=8):
         if isinstance(m, Exception):
             errors.append(m)
-        elif bookie is None or places_entries_on(m, bookie):
+        elif kept_for(m, bookie):
             near.add(lid, m)
 
     def lookup(lid: LedgerId) -> LedgerMetadata | None:

@@ -3,7 +3,7 @@
 streaming bulk read, any other ledger read with one Read when a check asks for it."""
 from __future__ import annotations
 
-from bkdisk.bookie.metadata_dir import MetadataView, places_entries_on
+from bkdisk.bookie.metadata_dir import MetadataView, kept_for
 from bkdisk.bookie.near_ledgers import NearLedgers
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
@@ -29,15 +29,14 @@ def read_ledger(target: str, lid: LedgerId, **client_kw) -> LedgerMetadata | Non
 
 
 def bookie_view(target: str, bookie: str | None, **client_kw) -> MetadataView:
-    """Every ledger read once (one bulk read), those that place entries on ``bookie`` kept (None, a bookie
-    not known by its cookie: every ledger, as any may be its)."""
+    """Every ledger read once (one bulk read), those ``kept_for`` ``bookie`` kept."""
     client = MetadataClient(target, **client_kw)
     near = NearLedgers()
     try:
         for page in client.read_ledgers():
             for x in page:
                 m = x.parse(f"{target}: ")
-                if bookie is None or places_entries_on(m, bookie):
+                if kept_for(m, bookie):
                     near.add(x.key, m)
     finally:
         client.close()

@@ -97,7 +97,8 @@ class Channel:
     def ready(self) -> None:
         """Wait at most ``timeout`` seconds for the channel's first connection to the service: a peer that
         takes the connection and never speaks (a stopped process, a port of something else, TLS a side
-        cannot agree on) is said at once, not waited on by a stream without a deadline or a retry."""
+        cannot agree on) is said after that, with gRPC's cause when it gives one, not waited on by a
+        stream without a deadline or by retries."""
         if self._ready:
             return
         try:
