@@ -19,7 +19,7 @@ from bkdisk.diskio.failures import without_frames
 from bkdisk.diskio.mapped import read_bytes
 from bkdisk.entrylogs.ledgers_map import LedgersMap
 from bkdisk.formats import entrylog as fe
-from bkdisk.formats.digests import DigestType
+from bkdisk.formats.digests import DIGEST_LENGTH, DigestType, compute_digest
 from bkdisk.formats.entry import (
     ENTRY_V1_HEADER,
     ENTRY_V1_HEADER_SIZE,
@@ -37,6 +37,13 @@ from bkdisk.formats.paths import parse_entry_log_name
 # map's offset is unknown when the header is damaged) or DirectEntryLogger's dummy record at 1024.
 # Not an entry and not damage: skipped, as BookKeeper's scanEntryLog skips every ledger -1 record.
 SKIP_RECORD = 16
+
+# Resync after damage (``resync``): an entry proves itself by its CRC when it is at most PROOF_MAX_SIZE
+# bytes (an entry past 5 MB exceeds a bookie's default frame limit), searched for up to PROOF_REACH bytes
+# past the damage; without one, CHAIN_LINKS whole entries in a row decide.
+PROOF_MAX_SIZE = 16 << 20
+PROOF_REACH = 64 << 20
+CHAIN_LINKS = 4
 
 
 class Damage(enum.IntEnum):
@@ -122,17 +129,53 @@ def padding_end(b, pos: int, end: int) -> int:
     return nxt if bytes(b[pos:nxt]).count(fe.DIRECT_PADDING_BYTE) == nxt - pos else 0
 
 
-def plausible_at(b, pos: int, end: int) -> bool:
-    """A resync candidate: a valid header whose successor is the end of data, another valid header,
-    a skipped (ledger -1) record, flush padding or a zero tail."""
-    code, rec = header_at(b, pos, end)
-    if code or rec is None:
+def proves_itself(b, rec: EntryRecord) -> bool:
+    """The entry matches its CRC32C or CRC32 digest (entries of at most PROOF_MAX_SIZE bytes)."""
+    if rec.size > PROOF_MAX_SIZE:
         return False
-    nxt = pos + fe.SIZE_PREFIX_SIZE + rec.size
-    if nxt == end:
-        return True
-    code2, _ = header_at(b, nxt, end)
-    return code2 in (0, SKIP_RECORD) or padding_end(b, nxt, end) > 0 or _zero_tail(b, nxt, end)
+    s = rec.offset + fe.SIZE_PREFIX_SIZE
+    head = ENTRY_V2_HEADER_SIZE if rec.format_version == 2 else ENTRY_V1_HEADER_SIZE
+    covered, stored = bytes(b[s:s + head]), bytes(b[s + head:s + rec.size])
+    return any(len(stored) >= DIGEST_LENGTH[t] and stored[:DIGEST_LENGTH[t]] == compute_digest(
+        t, covered, stored[DIGEST_LENGTH[t]:]) for t in (DigestType.CRC32C, DigestType.CRC32))
+
+
+def _record_end(b, pos: int, end: int) -> tuple[int, bool]:
+    """Where the record at ``pos`` ends when it is an entry, a skipped record or flush padding, else -1;
+    and whether it is an entry."""
+    code, rec = header_at(b, pos, end)
+    if code == SKIP_RECORD:
+        return pos + fe.SIZE_PREFIX_SIZE + fe.ENTRY_SIZE.parse(bytes(b[pos:pos + fe.SIZE_PREFIX_SIZE])), False
+    if code == 0 and rec is not None:
+        return pos + fe.SIZE_PREFIX_SIZE + rec.size, True
+    return padding_end(b, pos, end) or -1, False
+
+
+def leads_to(b, pos: int, target: int, end: int) -> bool:
+    """Records follow one another from the entry at ``pos`` to exactly ``target``."""
+    if header_at(b, pos, end)[0] != 0:
+        return False
+    q = pos
+    while 0 <= q < target:
+        q = _record_end(b, q, end)[0]
+    return q == target
+
+
+def chain_whole(b, pos: int, end: int) -> bool:
+    """The entry at ``pos`` and the records after it are whole for CHAIN_LINKS entries, or up to the end
+    of the data, a zero tail, a skipped record or flush padding."""
+    q, is_entry = _record_end(b, pos, end)
+    if not is_entry:
+        return False
+    for _ in range(CHAIN_LINKS - 1):
+        if q == end or _zero_tail(b, q, end):
+            return True
+        q, is_entry = _record_end(b, q, end)
+        if q < 0:
+            return False
+        if not is_entry:
+            return True
+    return True
 
 
 def _zero_tail(b, pos: int, end: int) -> bool:
@@ -140,10 +183,29 @@ def _zero_tail(b, pos: int, end: int) -> bool:
 
 
 def resync(b, pos: int, end: int) -> int:
-    """The next offset after ``pos`` where a plausible entry starts, or ``end``."""
+    """Where the walk takes up after damage at ``pos``, ``end`` when nowhere.
+
+    A header that passes every check can lie inside a payload (payloads of small big-endian integers
+    or of mostly zeros hold them by the hundred), and the record after it often looks whole too: taken
+    up there, the walk would report entries never written and step over real ones. So it takes up at
+    the first entry after ``pos`` that proves itself by its CRC32C or CRC32 digest (a chance match is
+    one in 2^32), or at an earlier entry whose records lead exactly to that one (entries of ledgers
+    whose digests cannot be checked here, HMAC or none, just before it). Only where no entry proves
+    itself within PROOF_REACH bytes does the first entry with CHAIN_LINKS whole records decide.
+    """
+    proved, q = -1, pos + 1
+    reach = min(end, pos + PROOF_REACH)
+    while q + fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE <= reach:
+        code, rec = header_at(b, q, end)
+        if code == 0 and rec is not None and proves_itself(b, rec):
+            proved = q
+            break
+        q += 1
+    if proved >= 0:
+        return next((c for c in range(pos + 1, proved) if leads_to(b, c, proved, end)), proved)
     q = pos + 1
     while q + fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE <= end:
-        if plausible_at(b, q, end):
+        if chain_whole(b, q, end):
             return q
         q += 1
     return end
