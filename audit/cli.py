@@ -300,7 +300,8 @@ def scan_disk_command(root: str, out: str, metadata_dir: str | None, bookie_id: 
     except OutputRefused as e:
         raise AuditUsageError(str(e)) from None
     scrub = scrub_run(state, deep_interval, deep_all, as_of, deep_max_load)
-    md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else {}
+    # None, not {}: an empty mapping is metadata read that holds no ledger (every ledger an orphan, garbage)
+    md = _bookie_metadata(metadata_dir, root, bookie_id) if metadata_dir else None
     staging = scrub.stage_here() if scrub is not None else None
     try:
         _scan_to_file(root, out, md, bookie_id, run_id, memory, metadata_dir, scrub, staging)

@@ -11,7 +11,7 @@ from bkdisk.formats.errors import BkdiskError
 SPACE_BATCH_ROWS = 1 << 12
 
 
-def space_rows(dirs, bid: str, metadata: Mapping, ctx, part_rows: int = SPACE_BATCH_ROWS
+def space_rows(dirs, bid: str, metadata: Mapping | None, ctx, part_rows: int = SPACE_BATCH_ROWS
                ) -> tuple[Iterable[list[dict]], str | None]:
     """The disk's rows of ``bkdisk space`` (logs, ledgers, topics; GC settings from the disk's
     bk_server.conf when it was given as one), from fsck's scans where a log has no ledgers map, in

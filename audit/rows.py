@@ -175,9 +175,9 @@ def split_tables(batches: list[pa.RecordBatch] | pa.Table, names: Iterable[str] 
     return out
 
 
-# Ledger metadata for a disk's checks: a mapping, or a function of the disk's bookie id giving one
-# (the audit's tasks: the ledgers that place entries on that bookie, others looked up).
-Metadata = Mapping | Callable[[str], Mapping]
+# Ledger metadata for a disk's checks: a mapping, or a function of the disk's bookie id giving one (the audit's
+# tasks: the ledgers placing entries on that bookie, others looked up); None: none given (pass 7 skipped).
+Metadata = Mapping | Callable[[str], Mapping] | None
 
 
 def scan_disk(disk: DiskInput, metadata: Metadata, run: RunInfo, memory=None) -> list[pa.RecordBatch]:
@@ -352,7 +352,7 @@ def finding_batches(fs: list, run: RunInfo, bid: str, found_at=None) -> Iterator
             "message": [f.message for f in part], "found_at": [found_at] * len(part)}, len(part))
 
 
-def _disk_rows(report, dirs, bid: str, metadata: Mapping, run: RunInfo, disk_row, batch_rows: int, scrub=None,
+def _disk_rows(report, dirs, bid: str, metadata: Mapping | None, run: RunInfo, disk_row, batch_rows: int, scrub=None,
                space_wanted=True) -> Iterator[pa.RecordBatch]:
     from bkdisk.audit.not_indexed import NotIndexed
     fs = report.findings
