@@ -137,8 +137,12 @@ def _in_cookie_order(found: list[str], recorded: tuple[str, ...]) -> list[str]:
     return out + rest
 
 
+# Levels below a ROOT searched for a ``current/``: a bound on the walk of a folder that holds no bookie (/mnt, /).
+SEARCH_DEPTH = 3
+
+
 def discover_all(root: str) -> list[BookieDirs]:
-    """Every bookie under ``root`` (up to 3 levels, following symlinks): dirs with a ``current/``,
+    """Every bookie under ``root`` (up to SEARCH_DEPTH levels, following symlinks): dirs with a ``current/``,
     classified by content and grouped by the bookie id of their cookies.
 
     ``.txn`` files make a journal dir; entry logs, lastId or lastMark a ledger dir; only hashed
@@ -151,6 +155,7 @@ def discover_all(root: str) -> list[BookieDirs]:
     found: list[tuple[str, set[str]]] = []
     no_current: list[str] = []   # folders without a current/ folder (none, or a dangling link, a loop, a file)
     seen_real = set()
+    cut: str | None = None   # the first folder whose subfolders were left unsearched
     for dirpath, dirs, _files in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen_real:      # a symlink loop, or the same dir reached twice
@@ -163,11 +168,14 @@ def discover_all(root: str) -> list[BookieDirs]:
             dirs.remove(CURRENT_DIR)
         else:
             no_current.append(dirpath)
-        if depth >= 3:
+        if depth >= SEARCH_DEPTH:
+            cut = cut or (dirpath if dirs else None)
             dirs[:] = []
         dirs.sort()
     if not found:
-        raise LayoutError(f"{root}: no bookie dirs found (no '<dir>/current' with journals, entry logs or cookies)")
+        deeper = f"; folders below {cut} not searched: give the folder that holds the bookie's dirs" if cut else ""
+        raise LayoutError(f"{root}: no bookie dirs found up to {SEARCH_DEPTH} levels below it (no '<dir>/current' "
+                          f"with journals, entry logs or cookies){deeper}")
     groups: dict[str | None, list[tuple[str, set[str], Cookie | None]]] = {}
     for d, kinds in found:
         c = _cookie_of(d)

@@ -169,6 +169,24 @@ def test_a_folder_whose_current_holds_nothing_is_no_bookie(tmp_path):
         _one_line(_run(*cmd, str(two)), 8, "holds 2 bookies", str(two / "a"), str(two / "b"))
 
 
+def test_a_folder_whose_bookie_is_deeper_than_the_search_says_how_deep_it_looked(tmp_path):
+    """A ROOT whose bookie's dirs sit more than 3 levels below it: one line naming ROOT, the depth
+    searched and the folder below which nothing was searched; from that folder the bookie is found."""
+    top = tmp_path / "x"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", top / "a" / "b" / "c" / "d" / "bookie")
+    for cmd in (("bkdisk", "inventory"), ("bkdisk", "inventory", "--jsonl"), ("bookie-fsck",), ("bkdisk", "space")):
+        r = _run(*cmd, str(top))
+        _one_line(r, 8, f"{top}: no bookie dirs found up to 3 levels below it",
+                  f"folders below {top / 'a' / 'b' / 'c'} not searched")
+        assert r.stdout == "", (cmd, r.stdout[-2000:])
+    r = _run("bkdisk", "inventory", str(top / "a" / "b" / "c"))
+    assert r.returncode == 0 and "bookie 127.0.0.1:3181: 91 entries" in r.stdout, (r.stdout, r.stderr)
+    (tmp_path / "empty").mkdir()   # nothing left unsearched: nothing said of deeper folders
+    r = _run("bkdisk", "inventory", str(tmp_path / "empty"))
+    _one_line(r, 8, f"{tmp_path / 'empty'}: no bookie dirs found up to 3 levels below it")
+    assert "not searched" not in r.stderr
+
+
 def test_a_disks_file_that_is_not_text_is_one_line(tmp_path):
     disks = tmp_path / "disks.tsv"
     disks.write_bytes(b"\xff\xfe\n")
