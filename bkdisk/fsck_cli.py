@@ -14,7 +14,7 @@ import click
 from bkdisk.bookie.layout import BookieDirs, LayoutError, bookie_id_of, discover, from_conf
 from bkdisk.commandline.exit_codes import EXIT_CANCELLED, EXIT_OPERATIONAL
 from bkdisk.commandline.lazy import lazy_import
-from bkdisk.commandline.ledger_options import resolve_ledger
+from bkdisk.commandline.ledger_options import QNAME_HELP, resolve_ledger
 from bkdisk.commandline.memory_options import memory_options
 from bkdisk.commandline.output import HELP_OPTIONS
 from bkdisk.commandline.progress import ProgressBars
@@ -88,8 +88,7 @@ class _NamedAsRun(click.Command):
 @click.option("--ledger-id", "ledger_id", default=None, help="Only findings about this ledger (decimal, or hex with "
               "0x), and about whole files and dirs. Not with --repair.")
 @click.option("--ledger-scope-id", "ledger_scope_id", default=None, help="Ledger scope id (BP-35), default 0.")
-@click.option("--ledger-qualified-name", "ledger_qname", default=None,
-              help="The 128-bit id as 32 hex digits (scope then ledger).")
+@click.option("--ledger-qualified-name", "ledger_qname", default=None, help=QNAME_HELP)
 @click.option("--json", "as_json", is_flag=True,
               help="Print the report as one JSON document (specs/schemas/fsck.schema.json).")
 @click.option("--repair", is_flag=True, help="Repair what can be repaired (asks first unless --yes).")

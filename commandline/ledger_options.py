@@ -10,7 +10,6 @@ import re
 
 import click
 
-from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 
 # What BookKeeper's shell reads (Long.parseLong) and hex as the metadata files name ledgers, with
@@ -19,6 +18,7 @@ from bkdisk.formats.ids import LedgerId
 _DECIMAL = re.compile(r"[0-9]+")
 _HEX = re.compile(r"0[xX][0-9a-fA-F]+")
 _NEGATIVE = re.compile(r"-[0-9]+")
+QNAME_HELP = "The 128-bit id as exactly 32 hex digits: 16 of the scope id, then 16 of the ledger id."
 
 
 def parse_id(text: str, option: str, what: str = "scope id") -> int:
@@ -40,8 +40,7 @@ def ledger_options(fn):
 
     @click.option("--ledger-id", "ledger_id", default=None, help="Ledger id (decimal, or hex with 0x).")
     @click.option("--ledger-scope-id", "ledger_scope_id", default=None, help="Ledger scope id (BP-35), default 0.")
-    @click.option("--ledger-qualified-name", "ledger_qname", default=None,
-                  help="The 128-bit id as 32 hex digits (scope then ledger).")
+    @click.option("--ledger-qualified-name", "ledger_qname", default=None, help=QNAME_HELP)
     @functools.wraps(fn)
     def wrapper(*a, ledger_id=None, ledger_scope_id=None, ledger_qname=None, **kw):
         kw["ledger"] = resolve_ledger(ledger_id, ledger_scope_id, ledger_qname)
@@ -50,14 +49,24 @@ def ledger_options(fn):
     return wrapper
 
 
+def parse_qualified_name(text: str) -> LedgerId:
+    """BP-35's qualified name as given on the command line: all 32 hex digits (an optional 0x, a UUID's
+    dashes). A shorter one is refused, not padded: '1234' would name ledger 0x1234, not ledger 1234, and
+    16 digits would be read as a ledger id where the scope id was meant."""
+    digits = text.strip().lower().removeprefix("0x").replace("-", "")
+    hex_only = all(c in "0123456789abcdef" for c in digits)
+    if len(digits) != 32 or not hex_only:
+        counted = f" ({len(digits)} digits)" if hex_only else ""   # (31 or 33 of them is hard to see)
+        raise click.BadParameter(f"expected exactly 32 hex digits (16 of the scope id, then 16 of the ledger "
+                                 f"id), found {text!r}{counted}", param_hint="--ledger-qualified-name")
+    return LedgerId.from_qualified_name(digits)
+
+
 def resolve_ledger(ledger_id: str | None, scope_id: str | None, qname: str | None) -> LedgerId | None:
     if qname is not None:
         if ledger_id is not None or scope_id is not None:
             raise click.UsageError("--ledger-qualified-name excludes --ledger-id and --ledger-scope-id")
-        try:
-            return LedgerId.from_qualified_name(qname)
-        except FormatError as e:
-            raise click.BadParameter(str(e), param_hint="--ledger-qualified-name") from None
+        return parse_qualified_name(qname)
     if ledger_id is None:
         if scope_id is not None:
             raise click.UsageError("--ledger-scope-id needs --ledger-id")

@@ -224,7 +224,7 @@ def test_ledger_options_filter_journal_and_entrylog_records():
     assert [(r["offset"], r["entry"]) for r in got] == [(w["offset"], w["entry_id"]) for w in want]
     assert len(got) > 1
     # the text mode keeps the shell's header lines and prints only that ledger's blocks
-    blocks = _text_blocks(["journal", str(jf), "--ledger-qualified-name", "ff"])
+    blocks = _text_blocks(["journal", str(jf), "--ledger-qualified-name", f"{255:032x}"])
     assert [(int(l), e, o) for l, e, o in blocks] == [(255, w["entry_id"], w["offset"]) for w in want]
     # a scope other than 0 names another ledger: nothing of scope 0 matches
     assert _json_lines(["journal", str(jf), "--ledger-id", "255", "--ledger-scope-id", "1"]) == []
@@ -246,7 +246,7 @@ def test_index_json_locations_match_the_entry_log_records():
     corpus = GOLDEN / "sorted-v5-bookieid"
     man = _manifest(corpus)
     lid = 0x7ffffffffffffffe
-    recs = _json_lines(["index", str(corpus), "--ledger-qualified-name", f"{lid:x}"])
+    recs = _json_lines(["index", str(corpus), "--ledger-qualified-name", f"{lid:032x}"])
     head, locs = recs[0], recs[1:]
     assert head["kind"] == "header" and head["ledger"] == lid and head["explicit_lac"] == 7
     logs = {r["entry_id"]: (int(r["entry_log_file"].split(".")[0], 16), r["offset"])
