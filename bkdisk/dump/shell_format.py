@@ -12,8 +12,11 @@ the text as UTF-8, the charset BookKeeper's stdout used for the golden outputs.
 from __future__ import annotations
 
 import base64
+import binascii
 import itertools
 from collections.abc import Iterable, Iterator
+
+import numpy as np
 
 from bkdisk.dump.java_compat import (
     java_double,
@@ -61,21 +64,35 @@ def string_entry(data: bytes) -> str:
     return java_utf8_decode(data) + "\n"
 
 
+# commons-io HexDump's character column, by byte value: printable ASCII as itself, any other byte as '.'
+_HEXDUMP_TEXT = bytes(c if 0x20 <= c < 0x7F else ord(".") for c in range(256))
+_BYTE_SHIFTS = np.arange(24, -1, -8, dtype=np.uint32)    # a line offset's 4 bytes, most significant first
+
+
 def hexdump(data: bytes, offset: int = 0) -> str:
     """commons-io ``HexDump.dump(data, offset, out, 0)``: 16 bytes a line, uppercase hex.
 
     An empty array makes HexDump throw; ``HexDumpEntryFormatter`` prints the exception instead.
+    The lines are laid out together, a row of 74 characters each (offset, space, 16 x "XX ", 16
+    characters, newline), each column made for every line at once (binascii, bytes.translate); on the
+    last line the hex of missing bytes is blank and their characters are cut off with the row.
     """
     b = bytes(data)
     if not b:
         return ("Warn: Index is outside the data array's bounds : illegal index: 0 into array of length 0\n")
-    lines = []
-    for j in range(0, len(b), 16):
-        chunk = b[j:j + 16]
-        hexpart = "".join(f"{c:02X} " for c in chunk) + "   " * (16 - len(chunk))
-        text = "".join(chr(c) if 0x20 <= c < 0x7F else "." for c in chunk)
-        lines.append(f"{(offset + j) & 0xFFFFFFFF:08X} {hexpart}{text}\n")
-    return "".join(lines)
+    n, tail = -(-len(b) // 16), (len(b) - 1) % 16 + 1     # lines; bytes on the last (1..16)
+    b += bytes(16 - tail)
+    at = np.arange(n, dtype=np.uint32) * np.uint32(16) + np.uint32(offset & 0xFFFFFFFF)   # HexDump prints 32 bits
+    rows = np.empty((n, 74), np.uint8)
+    rows[:, :8] = np.frombuffer(binascii.hexlify((at[:, None] >> _BYTE_SHIFTS).astype(np.uint8).data).upper(),
+                                np.uint8).reshape(n, 8)
+    rows[:, 8] = ord(" ")
+    rows[:, 9:57] = np.frombuffer(binascii.hexlify(b, " ").upper() + b" ", np.uint8).reshape(n, 48)
+    rows[:, 57:73] = np.frombuffer(b.translate(_HEXDUMP_TEXT), np.uint8).reshape(n, 16)
+    rows[:, 73] = ord("\n")
+    rows[-1, 9 + 3 * tail:57] = ord(" ")
+    rows[-1, 57 + tail] = ord("\n")
+    return str(rows.reshape(-1)[:(n - 1) * 74 + 58 + tail].data, "ascii")
 
 
 def format_payload(data: bytes, entry_format: str) -> str:
