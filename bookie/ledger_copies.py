@@ -112,9 +112,22 @@ def master_key(disk: Disk, lid: LedgerId) -> bytes | None:
 
 
 def _index_path(disk: Disk, lid: LedgerId) -> str | None:
+    """The ledger's ``.idx`` file; None when no index dir holds it, OSError when a dir that may hold it
+    cannot be searched (its index is then not known to be absent)."""
     rel = index_relpath(lid)
-    return next((p for d in disk.dirs.effective_index_dirs if os.path.exists(p := os.path.join(d, CURRENT_DIR, rel))),
-                None)
+    denied = None
+    for d in disk.dirs.effective_index_dirs:
+        p = os.path.join(d, CURRENT_DIR, rel)
+        try:
+            os.stat(p)
+            return p
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as e:
+            denied = denied or e
+    if denied is not None:
+        raise denied
+    return None
 
 
 def _log_path(dirs: list[str], log_id: int) -> str | None:
@@ -135,7 +148,10 @@ def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0
         if not os.access(cur, os.R_OK | os.X_OK):
             raise IndexDamaged(f"{cur}: expected a folder of index files this user can read, found it closed "
                                "(permission denied)")
-    path = _index_path(disk, lid)
+    try:
+        path = _index_path(disk, lid)
+    except OSError as e:
+        raise IndexDamaged(f"{e.filename}: cannot tell whether it is there ({e.strerror})") from None
     if path is None:
         return iter(())     # the bookie does not hold the ledger
     try:
