@@ -161,13 +161,13 @@ def leads_to(b, pos: int, target: int, end: int) -> bool:
     return q == target
 
 
-def chain_whole(b, pos: int, end: int) -> bool:
-    """The entry at ``pos`` and the records after it are whole for CHAIN_LINKS entries, or up to the end
-    of the data, a zero tail, a skipped record or flush padding."""
+def chain_whole(b, pos: int, end: int, links: int = CHAIN_LINKS) -> bool:
+    """The entry at ``pos`` and the records after it are whole for ``links`` entries, or up to the end of
+    the data, a zero tail, a skipped record or flush padding."""
     q, is_entry = _record_end(b, pos, end)
     if not is_entry:
         return False
-    for _ in range(CHAIN_LINKS - 1):
+    for _ in range(links - 1):
         if q == end or _zero_tail(b, q, end):
             return True
         q, is_entry = _record_end(b, q, end)
@@ -188,16 +188,18 @@ def resync(b, pos: int, end: int) -> int:
     A header that passes every check can lie inside a payload (payloads of small big-endian integers
     or of mostly zeros hold them by the hundred), and the record after it often looks whole too: taken
     up there, the walk would report entries never written and step over real ones. So it takes up at
-    the first entry after ``pos`` that proves itself by its CRC32C or CRC32 digest (a chance match is
-    one in 2^32), or at an earlier entry whose records lead exactly to that one (entries of ledgers
-    whose digests cannot be checked here, HMAC or none, just before it). Only where no entry proves
-    itself within PROOF_REACH bytes does the first entry with CHAIN_LINKS whole records decide.
+    the first entry after ``pos`` whose successor is whole and that proves itself by its CRC32C or
+    CRC32 digest (a chance match is one in 2^32), or at an earlier entry whose records lead exactly to
+    that one (entries of ledgers whose digests cannot be checked here, HMAC or none, just before it).
+    Only where no entry proves itself within PROOF_REACH bytes does the first entry with CHAIN_LINKS
+    whole records decide.
     """
     proved, q = -1, pos + 1
     reach = min(end, pos + PROOF_REACH)
     while q + fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE <= reach:
         code, rec = header_at(b, q, end)
-        if code == 0 and rec is not None and proves_itself(b, rec):
+        # (the successor first: a chance header's is rarely whole, and the CRC reads every byte)
+        if code == 0 and rec is not None and chain_whole(b, q, end, 2) and proves_itself(b, rec):
             proved = q
             break
         q += 1

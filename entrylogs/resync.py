@@ -1,13 +1,14 @@
 """Where the jitted walk (entrylogs/walk.py) takes up again after damage: ``resync_point``, the twin of
 the reference reader's ``resync`` (entrylogs/reader.py, where the rule is argued), over a view of the
-whole file: the entry after the damage that proves itself by its CRC digest, or an earlier one whose
-records lead exactly to it; where none proves itself within PROOF_REACH, the first of CHAIN_LINKS
-whole records.
+whole file: the entry after the damage whose successor is whole and that proves itself by its CRC
+digest, or an earlier one whose records lead exactly to it; where none proves itself within
+PROOF_REACH, the first of CHAIN_LINKS whole records.
 """
 from __future__ import annotations
 
 from bkdisk.digests.kernels import FACT_CRC32_OK, FACT_CRC32C_OK, entry_facts
 from bkdisk.diskio.config import inline_kernel
+from bkdisk.diskio.kernels import unowned
 from bkdisk.entrylogs.reader import CHAIN_LINKS, PROOF_MAX_SIZE, PROOF_REACH, SKIP_RECORD
 from bkdisk.entrylogs.record_heads import entry_header, padding_end
 from bkdisk.formats.entry import ENTRY_V1_HEADER_SIZE
@@ -54,15 +55,15 @@ def leads_to(buf, pos, target, end):
 
 
 @inline_kernel
-def chain_whole(buf, pos, end, last_nonzero):
-    """The entry at ``pos`` and the records after it are whole for CHAIN_LINKS entries, or up to the end
-    of the data, a zero tail (nothing but zeros from there: ``last_nonzero`` before it), a skipped record
-    or flush padding."""
+def chain_whole(buf, pos, end, last_nonzero, links):
+    """The entry at ``pos`` and the records after it are whole for ``links`` entries, or up to the end of
+    the data, a zero tail (nothing but zeros from there: ``last_nonzero`` before it), a skipped record or
+    flush padding."""
     code, size = entry_header(buf, 0, pos, end)[:2]
     if code != 0:
         return False
     q = pos + SIZE_PREFIX_SIZE + size
-    for _ in range(CHAIN_LINKS - 1):
+    for _ in range(links - 1):
         if q == end or last_nonzero < q:
             return True
         nxt, is_entry = _after(buf, q, end)
@@ -75,25 +76,32 @@ def chain_whole(buf, pos, end, last_nonzero):
 
 
 @inline_kernel
-def resync_point(buf, pos, end, last_nonzero, variant):
-    """Where the walk takes up after damage at ``pos`` (``buf``: the whole file), ``end`` when nowhere."""
+def resync_point(buf, pos, end, last_nonzero, variant, unproved_to):
+    """Where the walk takes up after damage at ``pos`` (``buf``: the whole file), ``end`` when nowhere; and
+    ``unproved_to`` moved on. That is where earlier resyncs of the file stopped searching without finding
+    an entry that proves itself: the walk only moves forward, so none does between this damage and there,
+    and a log damaged in many places (of ledgers whose digests cannot be checked) is not searched again
+    after each."""
+    buf = unowned(buf)
     proved = -1
     reach = min(end, pos + PROOF_REACH)
-    q = pos + 1
+    q = max(pos + 1, unproved_to)
     while q + _SMALLEST <= reach:
-        code, size = entry_header(buf, 0, q, end)[:2]
-        if code == 0 and proves_itself(buf, q, size, variant):
+        # (the successor first: a chance header's is rarely whole, and the CRC reads every byte)
+        if chain_whole(buf, q, end, last_nonzero, 2) and proves_itself(buf, q, entry_header(buf, 0, q, end)[1],
+                                                                         variant):
             proved = q
             break
         q += 1
     if proved >= 0:
         for c in range(pos + 1, proved):
             if leads_to(buf, c, proved, end):
-                return c
-        return proved
+                return c, unproved_to
+        return proved, unproved_to
+    unproved_to = max(unproved_to, q)
     q = pos + 1
     while q + _SMALLEST <= end:
-        if chain_whole(buf, q, end, last_nonzero):
-            return q
+        if chain_whole(buf, q, end, last_nonzero, CHAIN_LINKS):
+            return q, unproved_to
         q += 1
-    return end
+    return end, unproved_to

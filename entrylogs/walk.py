@@ -38,7 +38,8 @@ DAMAGE_CODE = FIRST_OWN_SLOT + 2
 ENTRIES = FIRST_OWN_SLOT + 3     # entries emitted so far
 PROBLEMS = FIRST_OWN_SLOT + 4    # framing problems emitted so far
 LAST_NONZERO = FIRST_OWN_SLOT + 5
-STATE_SLOTS = 6
+UNPROVED_TO = FIRST_OWN_SLOT + 6  # where resyncs stopped searching for an entry that proves itself
+STATE_SLOTS = 7
 LAST_NONZERO_UNKNOWN = -2
 # Modes (MODE slot).
 WALKING, RESYNCING = 0, 1
@@ -162,7 +163,8 @@ def walk_entry_records(buf, base, whole_file, end, has_map, state, e_offset, e_s
             if last_nonzero == LAST_NONZERO_UNKNOWN:
                 status = NEED_LAST_NONZERO
                 break
-            resumed = resync_point(whole_file, damage_at, end, last_nonzero, variant)
+            resumed, state[UNPROVED_TO] = resync_point(whole_file, damage_at, end, last_nonzero, variant,
+                                                       state[UNPROVED_TO])
             added = add_problem(p_offset, p_reason, p_resumed, n_problems, damage_at, damage_code, resumed)
             if added < 0:
                 status = FULL

@@ -9,6 +9,7 @@ import struct
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bkdisk.entrylogs.reader import Damage, read_entry_log
@@ -108,3 +109,57 @@ def test_entries_whose_digest_cannot_be_checked_before_the_proved_one_are_kept()
             (offsets[i], int(Damage.BAD_SIZE), offsets[i + 1])]
         assert got.problems.tolist() == [(offsets[i], int(Damage.BAD_SIZE), offsets[i + 1])]
         assert [r.offset for r in ref.records] == [o for o in offsets if o != offsets[i]]
+
+
+def test_a_log_damaged_in_many_places_resyncs_as_the_reference_reads_it():
+    """Ledgers most of whose digests cannot be checked (HMAC), a few CRC32C ones, the size fields of
+    40 entries damaged at once: the walk, which does not search again where an earlier resync found no
+    entry that proves itself, takes up where the reference reader (which searches afresh) does."""
+    def digest_of(lid: int) -> DigestType:
+        return DigestType.CRC32C if lid % 25 == 0 else DigestType.HMAC
+
+    rng = random.Random(3)
+    with tempfile.TemporaryDirectory() as d:
+        path, offsets = _log(d, 9, "integers", digest_of)
+        bad = Path(path).read_bytes()
+        for i in sorted(rng.sample(range(len(offsets) - 1), 40)):
+            bad = _damaged(bad, offsets[i], i % 3, rng)
+        ref = read_entry_log(path, bad)
+        got = scan_entry_log(path, data=bad, window=4096)
+        assert len(ref.problems) >= 10
+        assert [(p.offset, int(p.reason), p.resumed_at) for p in ref.problems] == got.problems.tolist()
+        assert [r.offset for r in ref.records] == got.entries["offset"].tolist()
+
+
+def test_a_resync_does_not_search_again_where_an_earlier_one_found_no_entry_proving_itself():
+    """The walk's resync directly, over 70 MiB: eight HMAC entries at 3 MiB, one CRC32C entry at 65 MiB,
+    zeros between. Damage at 0 finds no entry proving itself within PROOF_REACH and takes up at the HMAC
+    run; damage just inside it, given where that search stopped, still finds the CRC32C entry (its own
+    search reaches it) and takes up there, as a search from scratch does; a search told wrongly that
+    nothing proves itself would take up at the HMAC run's second entry."""
+    from bkdisk.diskio.config import best_crc_variant
+    from bkdisk.entrylogs.reader import PROOF_REACH
+    from bkdisk.entrylogs.resync import resync_point
+    from bkdisk.formats.entrylog import ENTRY_SIZE
+
+    buf = np.zeros(70 << 20, np.uint8)
+
+    def put(at: int, lid: int, e: int, dt: DigestType) -> int:
+        b = build_entry(package_entry(ledger_id=lid, entry_id=e, last_add_confirmed=e - 1, length=100,
+                                      payload=bytes(range(100)), digest_type=dt, password=b"pw"))
+        rec = ENTRY_SIZE.build(len(b)) + b
+        buf[at:at + len(rec)] = np.frombuffer(rec, np.uint8)
+        return at + len(rec)
+
+    hmac_run, q = [], 3 << 20
+    for e in range(8):
+        hmac_run.append(q)
+        q = put(q, 5, e, DigestType.HMAC)
+    crc_at = 65 << 20
+    put(crc_at, 7, 0, DigestType.CRC32C)
+    end, last_nonzero, variant = buf.size, int(np.flatnonzero(buf)[-1]), best_crc_variant()
+    resumed, unproved_to = resync_point(buf, 0, end, last_nonzero, variant, 0)
+    assert resumed == hmac_run[0] and PROOF_REACH - 64 <= unproved_to <= PROOF_REACH
+    damage = hmac_run[0] + 1
+    assert resync_point(buf, damage, end, last_nonzero, variant, unproved_to) == (crc_at, unproved_to)
+    assert resync_point(buf, damage, end, last_nonzero, variant, 0)[0] == crc_at
