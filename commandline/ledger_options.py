@@ -51,7 +51,7 @@ def ledger_options(fn):
 
 def parse_qualified_name(text: str) -> LedgerId:
     """BP-35's qualified name as given on the command line: all 32 hex digits (an optional 0x, a UUID's
-    dashes). A shorter one is refused, not padded: '1234' would name ledger 0x1234, not ledger 1234, and
+    dashes). Any other length is refused: padded, '1234' would name ledger 0x1234, not ledger 1234, and
     16 digits would be read as a ledger id where the scope id was meant."""
     digits = text.strip().lower().removeprefix("0x").replace("-", "")
     hex_only = all(c in "0123456789abcdef" for c in digits)

@@ -40,10 +40,9 @@ SKIP_RECORD = 16
 
 # Resync after damage (``resync``): an entry proves itself by its CRC when it is at most PROOF_MAX_SIZE
 # bytes (an entry past 5 MB exceeds a bookie's default frame limit), searched for up to PROOF_REACH bytes
-# past the damage; without one, CHAIN_LINKS whole entries in a row decide.
+# past the damage.
 PROOF_MAX_SIZE = 16 << 20
 PROOF_REACH = 64 << 20
-CHAIN_LINKS = 4
 
 
 class Damage(enum.IntEnum):
@@ -151,31 +150,46 @@ def _record_end(b, pos: int, end: int) -> tuple[int, bool]:
     return padding_end(b, pos, end) or -1, False
 
 
-def leads_to(b, pos: int, target: int, end: int) -> bool:
-    """Records follow one another from the entry at ``pos`` to exactly ``target``."""
-    if header_at(b, pos, end)[0] != 0:
+def proves_at(b, pos: int, end: int) -> bool:
+    """An entry starts at ``pos`` that proves itself: followed by a record or the end of the data (a chance
+    header seldom is), it matches its CRC32C or CRC32 digest."""
+    code, rec = header_at(b, pos, end)
+    if code != 0 or rec is None:
         return False
+    nxt = pos + fe.SIZE_PREFIX_SIZE + rec.size
+    return (nxt == end or _record_end(b, nxt, end)[0] >= 0) and proves_itself(b, rec)
+
+
+def _framing_sizes(b, start: int, stop: int, end: int, step: int = 1 << 20):
+    """The offsets in [start, stop) whose four bytes, read as a size prefix, could frame an entry: the
+    only ones header_at may accept (numpy picks them, a step at a time, from a long run of others)."""
+    from bkdisk.diskio.kernels import be_i32_at  # (numba's import: only a resync needs it)
+    view = np.frombuffer(b, np.uint8)
+    for lo in range(start, stop, step):
+        at = np.arange(lo, min(stop, lo + step))
+        size = be_i32_at(view, at)
+        yield from (int(q) for q in at[(size >= ENTRY_V1_HEADER_SIZE) & (at + fe.SIZE_PREFIX_SIZE + size <= end)])
+
+
+def crosses(b, pos: int, target: int, end: int) -> bool:
+    """The records from ``pos`` pass over ``target`` without one starting there. Records never overlap, so
+    when an entry starts at ``target`` these are not the log's."""
     q = pos
     while 0 <= q < target:
-        q = _record_end(b, q, end)[0]
-    return q == target
+        nxt = _record_end(b, q, end)[0]
+        if nxt > target:
+            return True
+        q = nxt
+    return False
 
 
-def chain_whole(b, pos: int, end: int, links: int = CHAIN_LINKS) -> bool:
-    """The entry at ``pos`` and the records after it are whole for ``links`` entries, or up to the end of
-    the data, a zero tail, a skipped record or flush padding."""
+def plausible_at(b, pos: int, end: int) -> bool:
+    """A resync candidate: an entry whose successor is the end of the data, another entry, a skipped
+    record, flush padding or a zero tail."""
     q, is_entry = _record_end(b, pos, end)
-    if not is_entry:
-        return False
-    for _ in range(links - 1):
-        if q == end or _zero_tail(b, q, end):
-            return True
-        q, is_entry = _record_end(b, q, end)
-        if q < 0:
-            return False
-        if not is_entry:
-            return True
-    return True
+    if not is_entry or q == end:
+        return is_entry
+    return _record_end(b, q, end)[0] >= 0 or _zero_tail(b, q, end)   # (the zero tail last: it reads to the end)
 
 
 def _zero_tail(b, pos: int, end: int) -> bool:
@@ -183,31 +197,24 @@ def _zero_tail(b, pos: int, end: int) -> bool:
 
 
 def resync(b, pos: int, end: int) -> int:
-    """Where the walk takes up after damage at ``pos``, ``end`` when nowhere.
+    """Where the walk takes up after damage at ``pos``: the first plausible entry after it whose records
+    do not pass over the first entry after it that proves itself; ``end`` when there is none.
 
     A header that passes every check can lie inside a payload (payloads of small big-endian integers
-    or of mostly zeros hold them by the hundred), and the record after it often looks whole too: taken
-    up there, the walk would report entries never written and step over real ones. So it takes up at
-    the first entry after ``pos`` whose successor is whole and that proves itself by its CRC32C or
-    CRC32 digest (a chance match is one in 2^32), or at an earlier entry whose records lead exactly to
-    that one (entries of ledgers whose digests cannot be checked here, HMAC or none, just before it).
-    Only where no entry proves itself within PROOF_REACH bytes does the first entry with CHAIN_LINKS
-    whole records decide.
+    or of mostly zeros hold them by the hundred), and the record after it often looks whole too. Taken
+    up there, the walk reports entries never written and, where such a record runs past the next real
+    entry, steps over real ones. An entry that proves itself (its CRC32C or CRC32 digest matches: one
+    chance in 2^32) is real, and the records of a real chain cannot pass over it; entries whose digests
+    cannot be checked here (HMAC, none) stay candidates as long as their records do not. The proving
+    entry is searched for up to PROOF_REACH bytes past the damage; without one, the first plausible
+    entry is taken.
     """
-    proved, q = -1, pos + 1
     reach = min(end, pos + PROOF_REACH)
-    while q + fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE <= reach:
-        code, rec = header_at(b, q, end)
-        # (the successor first: a chance header's is rarely whole, and the CRC reads every byte)
-        if code == 0 and rec is not None and chain_whole(b, q, end, 2) and proves_itself(b, rec):
-            proved = q
-            break
-        q += 1
-    if proved >= 0:
-        return next((c for c in range(pos + 1, proved) if leads_to(b, c, proved, end)), proved)
+    proved = next((q for q in _framing_sizes(b, pos + 1, reach - fe.SIZE_PREFIX_SIZE - ENTRY_V1_HEADER_SIZE + 1, end)
+                   if proves_at(b, q, end)), -1)
     q = pos + 1
     while q + fe.SIZE_PREFIX_SIZE + ENTRY_V1_HEADER_SIZE <= end:
-        if chain_whole(b, q, end):
+        if plausible_at(b, q, end) and (proved < 0 or not crosses(b, q, proved, end)):
             return q
         q += 1
     return end

@@ -91,5 +91,3 @@ def entry_header(buf, base, pos, end):
     if entry < 0 or lac < -1 or lac >= entry or length < 0:
         return _BAD_HEADER, size, 0, zero, zero, 0, 0, 0
     return 0, size, fmt, scope, ledger, entry, lac, length
-
-

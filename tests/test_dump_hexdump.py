@@ -1,7 +1,7 @@
-"""``dump --entry-format hex`` lays its lines out together (bkdisk/dump/shell_format.py); its text is the
-per-line formatter's below, which printed commons-io HexDump's text line by line (the golden shell outputs
-hold that text, tests/test_dump_matches_bookkeeper_shell.py), whatever the bytes, their number, the start
-offset (wrapping at 2^32) and the parts a long payload is printed in."""
+"""``dump --entry-format hex`` lays its lines out together (bkdisk/dump/shell_format.py); its text is that
+of the plain per-line formatter below, commons-io HexDump's (the golden shell outputs hold that text,
+tests/test_dump_matches_bookkeeper_shell.py), whatever the bytes, their number, the start offset
+(wrapping at 2^32) and the parts a long payload is printed in."""
 from __future__ import annotations
 
 import numpy as np

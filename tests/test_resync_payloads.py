@@ -1,7 +1,7 @@
 """Resync after a damaged size field, over payloads that hold entry-like headers: payloads of small
-big-endian integers (counters, ids, offsets) and of mostly zeros. Taken up at the first header whose
-next record looks whole, the walk reported entries that were never written and stepped over real ones;
-taken up at an entry that proves itself by its CRC (or one leading exactly to it), it loses none."""
+big-endian integers (counters, ids, offsets) and of mostly zeros. A chance header there can have a whole
+successor and a record that runs over the next real entry; the walk never takes one up whose records
+pass over an entry that proves itself by its CRC, so it loses no real entry."""
 from __future__ import annotations
 
 import random
@@ -64,9 +64,9 @@ def _damaged(data: bytes, at: int, how: int, rng: random.Random) -> bytes:
 
 @pytest.mark.parametrize("kind", ["integers", "sparse"])
 def test_a_damaged_size_field_loses_no_later_entry_and_invents_none_past_the_next_one(kind):
-    """Every entry but the damaged one is found, by the reference reader and the jitted walk alike; any
-    record the resync reports before the next real entry leads exactly to it (its only possible
-    phantoms: a chance header inside the damaged entry whose size lands on the next one)."""
+    """Every entry but the damaged one is found, by the reference reader and the jitted walk alike; a
+    record reported that was never written (a chance header inside the damaged entry, taken up because
+    its records pass over no entry that proves itself) lies before the next real entry."""
     rng = random.Random(7)
     resumed_on_next = damages = 0
     with tempfile.TemporaryDirectory() as d:
@@ -88,27 +88,32 @@ def test_a_damaged_size_field_loses_no_later_entry_and_invents_none_past_the_nex
     assert resumed_on_next >= damages * 0.8
 
 
-def test_entries_whose_digest_cannot_be_checked_before_the_proved_one_are_kept():
-    """An HMAC ledger's entries right after the damage do not prove themselves; the CRC entry after them
-    does, and the walk takes up at the first of them: they lead exactly to it."""
-    def digest_of(lid: int) -> DigestType:
-        return DigestType.HMAC if lid % 3 == 0 else DigestType.CRC32C
-
+def test_entries_whose_digest_cannot_be_checked_stay_candidates_up_to_the_next_damage():
+    """Three CRC32C entries, twenty of an HMAC ledger, ten CRC32C ones; the size fields of the third entry
+    and of an HMAC one damaged. No HMAC entry proves itself and their records stop at the second damage,
+    short of the first entry that proves itself: they pass over none, so the walk takes up at the first
+    of them, and reports the second damage where it is."""
     with tempfile.TemporaryDirectory() as d:
-        path, offsets = _log(d, 5, "integers", digest_of)
-        data = Path(path).read_bytes()
-        ref = read_entry_log(path, data)
-        ledger_at = {r.offset: r.ledger_id for r in ref.records}
-        # a damaged entry followed by at least one HMAC entry, then a CRC one
-        i = next(k for k in range(len(offsets) - 2)
-                 if ledger_at[offsets[k + 1]] % 3 == 0 and ledger_at[offsets[k + 2]] % 3 != 0)
-        bad = _damaged(data, offsets[i], 1, random.Random(1))
-        ref = read_entry_log(path, bad)
-        got = scan_entry_log(path, data=bad, window=4096)
-        assert [(p.offset, int(p.reason), p.resumed_at) for p in ref.problems] == [
-            (offsets[i], int(Damage.BAD_SIZE), offsets[i + 1])]
-        assert got.problems.tolist() == [(offsets[i], int(Damage.BAD_SIZE), offsets[i + 1])]
-        assert [r.offset for r in ref.records] == [o for o in offsets if o != offsets[i]]
+        path = str(Path(d) / "1.log")
+        w = EntryLogWriter(path, 1)
+        offsets = []
+        for k, (lid, dt) in enumerate([(1, DigestType.CRC32C)] * 3 + [(5, DigestType.HMAC)] * 20
+                                      + [(1, DigestType.CRC32C)] * 10):
+            e = k if lid == 1 else k - 3
+            b = build_entry(package_entry(ledger_id=lid, entry_id=e, last_add_confirmed=e - 1, length=100,
+                                          payload=bytes(range(100)), digest_type=dt, password=b"pw"))
+            offsets.append(unpack_location(w.append(b, 0, lid))[1] - SIZE_PREFIX_SIZE)
+        w.close(roll=True)
+        bad = bytearray(Path(path).read_bytes())
+        bad[offsets[2]:offsets[2] + 4] = struct.pack(">i", 7)
+        bad[offsets[18]:offsets[18] + 4] = struct.pack(">i", 0)
+        ref = read_entry_log(path, bytes(bad))
+        got = scan_entry_log(path, data=bytes(bad), window=4096)
+        want = [(offsets[2], int(Damage.BAD_SIZE), offsets[3]), (offsets[18], int(Damage.ZERO_SIZE), offsets[19])]
+        assert [(p.offset, int(p.reason), p.resumed_at) for p in ref.problems] == want
+        assert got.problems.tolist() == want
+        assert [r.offset for r in ref.records] == [o for k, o in enumerate(offsets) if k not in (2, 18)]
+        assert got.entries["offset"].tolist() == [r.offset for r in ref.records]
 
 
 def test_a_log_damaged_in_many_places_resyncs_as_the_reference_reads_it():
@@ -132,14 +137,16 @@ def test_a_log_damaged_in_many_places_resyncs_as_the_reference_reads_it():
 
 
 def test_a_resync_does_not_search_again_where_an_earlier_one_found_no_entry_proving_itself():
-    """The walk's resync directly, over 70 MiB: eight HMAC entries at 3 MiB, one CRC32C entry at 65 MiB,
-    zeros between. Damage at 0 finds no entry proving itself within PROOF_REACH and takes up at the HMAC
-    run; damage just inside it, given where that search stopped, still finds the CRC32C entry (its own
-    search reaches it) and takes up there, as a search from scratch does; a search told wrongly that
-    nothing proves itself would take up at the HMAC run's second entry."""
+    """The walk's resync directly, over 70 MiB of zeros holding: two HMAC entries at 3 MiB; at 10 MiB a
+    header whose record runs over the one CRC32C entry, at 65 MiB, and ends where an HMAC entry follows
+    it. Damage at 0 finds no entry proving itself within PROOF_REACH and takes up at the first HMAC
+    entry. Damage just inside it, told where that search stopped, still finds the CRC32C entry (its own
+    search reaches it), so the header at 10 MiB, whose record passes over it, is refused, as a search
+    from scratch refuses it; a search told wrongly that nothing proves itself would take it up."""
     from bkdisk.diskio.config import best_crc_variant
     from bkdisk.entrylogs.reader import PROOF_REACH
     from bkdisk.entrylogs.resync import resync_point
+    from bkdisk.formats.entry import ENTRY_V1_HEADER
     from bkdisk.formats.entrylog import ENTRY_SIZE
 
     buf = np.zeros(70 << 20, np.uint8)
@@ -151,15 +158,18 @@ def test_a_resync_does_not_search_again_where_an_earlier_one_found_no_entry_prov
         buf[at:at + len(rec)] = np.frombuffer(rec, np.uint8)
         return at + len(rec)
 
-    hmac_run, q = [], 3 << 20
-    for e in range(8):
-        hmac_run.append(q)
-        q = put(q, 5, e, DigestType.HMAC)
+    first_hmac = 3 << 20
+    put(put(first_hmac, 5, 0, DigestType.HMAC), 5, 1, DigestType.HMAC)
     crc_at = 65 << 20
-    put(crc_at, 7, 0, DigestType.CRC32C)
+    crc_end = put(crc_at, 7, 0, DigestType.CRC32C)
+    put(crc_end, 5, 2, DigestType.HMAC)
+    spanner = 10 << 20
+    head = ENTRY_SIZE.build(crc_end - spanner - SIZE_PREFIX_SIZE) + ENTRY_V1_HEADER.build(
+        dict(ledger_id=5, entry_id=1000, last_add_confirmed=999, length=0))
+    buf[spanner:spanner + len(head)] = np.frombuffer(head, np.uint8)
     end, last_nonzero, variant = buf.size, int(np.flatnonzero(buf)[-1]), best_crc_variant()
     resumed, unproved_to = resync_point(buf, 0, end, last_nonzero, variant, 0)
-    assert resumed == hmac_run[0] and PROOF_REACH - 64 <= unproved_to <= PROOF_REACH
-    damage = hmac_run[0] + 1
-    assert resync_point(buf, damage, end, last_nonzero, variant, unproved_to) == (crc_at, unproved_to)
-    assert resync_point(buf, damage, end, last_nonzero, variant, 0)[0] == crc_at
+    assert resumed == first_hmac and PROOF_REACH - 64 <= unproved_to <= PROOF_REACH
+    damage = first_hmac + 1
+    assert resync_point(buf, damage, end, last_nonzero, variant, unproved_to) == (crc_at, crc_at)
+    assert resync_point(buf, damage, end, last_nonzero, variant, 0) == (crc_at, crc_at)
