@@ -53,7 +53,7 @@ def parse_qualified_name(text: str) -> LedgerId:
     """BP-35's qualified name as given on the command line: all 32 hex digits (an optional 0x, a UUID's
     dashes). Any other length is refused: padded, '1234' would name ledger 0x1234, not ledger 1234, and
     16 digits would be read as a ledger id where the scope id was meant."""
-    digits = text.strip().lower().removeprefix("0x").replace("-", "")
+    digits = LedgerId.qualified_digits(text)
     hex_only = all(c in "0123456789abcdef" for c in digits)
     if len(digits) != 32 or not hex_only:
         counted = f" ({len(digits)} digits)" if hex_only else ""   # (31 or 33 of them is hard to see)

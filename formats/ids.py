@@ -36,13 +36,16 @@ class LedgerId(NamedTuple):
         """BP-35's ledgerQualifiedName: the 128-bit id as 32 lowercase hex digits."""
         return f"{self.value:032x}"
 
+    @staticmethod
+    def qualified_digits(text: str) -> str:
+        """What a qualified name's digits are read from: ``text`` without surrounding blanks, lowercase,
+        without a leading ``0x`` or the dashes of the UUID form (not checked to be hex digits)."""
+        return text.strip().lower().removeprefix("0x").replace("-", "")
+
     @classmethod
     def from_qualified_name(cls, text: str) -> LedgerId:
         """Parse a qualified name: up to 32 hex digits, an optional ``0x``; dashes (UUID form) allowed."""
-        s = text.strip().lower()
-        if s.startswith("0x"):
-            s = s[2:]
-        s = s.replace("-", "")
+        s = cls.qualified_digits(text)
         if not s or len(s) > 32 or any(c not in "0123456789abcdef" for c in s):
             raise FormatError("a ledger qualified name of 1 to 32 hex digits", shown(text))
         v = int(s, 16)
