@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bkdisk.diskio.spill import SpillFolder
 from bkdisk.diskio.spill_files import spill_file, write_rows
@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 
 PART_BYTES = 8 << 20   # a spilling scanner's table is handed over past this (at a window's end)
 PART_ROWS = 1 << 17    # rows a reader takes at once (below glibc's mmap threshold: its memory is reused)
+
+
+class RowTap(Protocol):
+    """What a column gives its rows to as they come: ``add(first row, rows)``, in order."""
+
+    def add(self, first: int, rows: np.ndarray) -> None: ...
 
 
 class Room:
@@ -59,9 +65,10 @@ class ScanColumn:
     spill folder, in order. Read back a range of rows at a time."""
 
     def __init__(self, dtype, room: Room, folder: SpillFolder, name: str = "column",
-                 look: Callable[[np.ndarray], np.ndarray] | None = None):
+                 look: Callable[[np.ndarray], np.ndarray] | None = None, tap: RowTap | None = None):
         import numpy as np
         self.dtype, self.room, self.folder, self.name = np.dtype(dtype), room, folder, name
+        self.tap = tap   # given every row once, in order, as it is appended (held or spilled)
         # ``look``: which rows a reader must see (the rest it would pass over); per appended array its
         # rows and how many of them it must see, so ``any_to_look`` answers without reading the rows.
         self.look = look
@@ -87,6 +94,8 @@ class ScanColumn:
             self._table = 0
         if len(arr) == 0:
             return
+        if self.tap is not None:
+            self.tap.add(len(self), arr)
         if self.look is not None:
             n = len(self)
             self._looks.append([n, n + len(arr), int(self.look(arr).sum())])
@@ -224,11 +233,18 @@ class ScanSink:
     def __init__(self, room: Room, folder: SpillFolder):
         self.room, self.folder = room, folder
         self.columns: dict[str, ScanColumn] = {}
+        self.taps: dict[str, RowTap] = {}   # by column name: set before the scan makes its columns
         self.taken = 0
 
     def column(self, name: str, dtype, look: Callable[[np.ndarray], np.ndarray] | None = None) -> ScanColumn:
-        col = self.columns[name] = ScanColumn(dtype, self.room, self.folder, name, look)
+        col = self.columns[name] = ScanColumn(dtype, self.room, self.folder, name, look, self.taps.get(name))
         return col
+
+    def tap(self, name: str, tap: RowTap) -> ScanSink:
+        """Give ``tap`` every row of the column ``name`` as the scan appends it: a step that reads the
+        rows once, in order, takes them then, and never reads back a spilled column for them."""
+        self.taps[name] = tap
+        return self
 
     def take(self, n: int) -> None:
         """Count ``n`` bytes the scan keeps beside its columns (its per-ledger tables), whether they fit

@@ -30,7 +30,7 @@ from bkdisk.fsck.log_read_ahead import LogReadAhead
 from bkdisk.fsck.scan_store import HASHED_LOG_SHARE, JOURNAL_SHARE, LOG_SHARE, ScanStore
 from bkdisk.indexfiles.arrays import IndexInventory
 from bkdisk.journal.arrays import JournalArrays
-from bkdisk.journal.facts import JournalFacts
+from bkdisk.journal.facts import JournalFacts, RecordFacts
 
 if TYPE_CHECKING:   # the metadata formats (protobuf) load only when metadata is read
     from collections.abc import Mapping
@@ -85,6 +85,9 @@ class CheckContext:
     # Per scanned log with a ledgers map, its differences from the entries (entrylogs.map_check), found
     # by the log's scan thread as each scan ends: pass 4 reads them instead of counting after every scan.
     map_differences: dict[str, list] = field(default_factory=dict)
+    # Per journal scanned whole, its facts, taken by the scan as it handed its records over (a spilled
+    # journal is then read back once, by pass 6's digests, not also for its facts).
+    journal_record_facts: dict[str, RecordFacts] = field(default_factory=dict)
 
     @cached_property
     def spill(self) -> SpillFolder:
@@ -250,8 +253,9 @@ class CheckContext:
     # --- facts from the journals -----------------------------------------------------------------
     @cached_property
     def journal_facts(self) -> JournalFacts:
-        return JournalFacts.collect((jf.journal_id, jf.path, self.journal_scans.get(jf.path),
-                                     self.effective_last_mark(jf.dir_index)) for jf in self.journal_files)
+        return JournalFacts.collect(((jf.journal_id, jf.path, self.journal_scans.get(jf.path),
+                                      self.effective_last_mark(jf.dir_index)) for jf in self.journal_files),
+                                    self.journal_record_facts)
 
     @cached_property
     def metadata(self) -> Mapping[LedgerId, LedgerMetadata] | None:

@@ -30,6 +30,7 @@ from bkdisk.fsck.placed_locations import PlacedCheck, log_sizes
 from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE, IndexInventory
 from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.facts import RecordFacts
 from bkdisk.journal.scan import scan_journal
 
 if TYPE_CHECKING:
@@ -120,13 +121,17 @@ def scan_journals(ctx: CheckContext) -> dict[str, JournalArrays | Exception]:
     out: dict[str, JournalArrays | Exception] = {}
     for jf in ctx.journal_files:
         ctx.keep_going()
-        sink = ctx.journal_store.sink()
+        # The journal's facts taken from its records as the scan hands them over (read once).
+        facts = RecordFacts(jf.journal_id, jf.path, ctx.effective_last_mark(jf.dir_index))
+        sink = ctx.journal_store.sink().tap("records", facts)
         try:
             out[jf.path] = scan_journal(jf.path, window=ctx.options.memory.window,
                                         digest_facts=ctx.options.verify_digests, sink=sink)
         except (DiskError, FormatError) as e:
             sink.close()
             out[jf.path] = without_frames(e)
+        else:
+            ctx.journal_record_facts[jf.path] = facts
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,38 +53,69 @@ class JournalFacts:
     pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
 
     @classmethod
-    def collect(cls, journals: Iterable[JournalSource]) -> JournalFacts:
-        """The facts of ``journals``, in journal order; a journal whose scan failed tells nothing."""
+    def collect(cls, journals: Iterable[JournalSource], taken: Mapping[str, RecordFacts] | None = None) -> JournalFacts:
+        """The facts of ``journals``, in journal order; a journal whose scan failed tells nothing.
+        ``taken``: by path, the facts of journals taken as their scans went (``RecordFacts`` as a tap
+        of the records' column): their records are not read again."""
         f = cls()
         keys = _KeyRecords()
         for journal_id, path, scan, mark in journals:
             if not isinstance(scan, JournalArrays):
                 continue
-            for _lo, recs, _facts in record_parts(scan):   # (a part at a time, in record order)
-                f._add(journal_id, path, recs, mark, keys)
+            one = None if taken is None else taken.get(path)
+            if one is None:
+                one = RecordFacts(journal_id, path, mark)
+                for lo, recs, _facts in record_parts(scan):   # (a part at a time, in record order)
+                    one.add(lo, recs)
+            f._merge(one, keys)
         f.master_keys = keys.table()
         return f
 
-    def _add(self, journal_id: int, path: str, recs: np.ndarray, mark: LastMark | None, keys: _KeyRecords) -> None:
-        """The facts of ``recs``, records of one journal that follow those added before."""
+    def _merge(self, one: RecordFacts, keys: _KeyRecords) -> None:
+        """The facts of one journal, after those of the journals before it."""
+        for lid, before_mark in one.fenced.items():
+            self.fenced[lid] = self.fenced.get(lid, False) or before_mark
+        self.explicit_lac.update(one.explicit_lac)   # (a later journal's record is the later one)
+        keys.extend(one.keys)
+        self.pending.extend(one.pending)
+
+
+class RecordFacts:
+    """One journal's facts, taken from its records a part at a time in record order (``add``): as its
+    scan hands them to its sink (a tap of the records' column), or read back from a scan."""
+
+    def __init__(self, journal_id: int, path: str, mark: LastMark | None):
+        self.journal_id, self.path, self.mark = journal_id, path, mark
+        self.fenced: dict[LedgerId, bool] = {}
+        self.explicit_lac: dict[LedgerId, bytes | None] = {}
+        self.keys = _KeyRecords()
+        self.pending = PendingRecords()
+        self._rows = 0
+
+    def add(self, first: int, recs: np.ndarray) -> None:
+        """The facts of ``recs``, rows ``first:`` of the journal's records (those before already added)."""
+        if first != self._rows:
+            raise ValueError(f"{self.path}: records from row {first} given after {self._rows} rows")
+        self._rows += len(recs)
+        path = self.path
         kinds = recs["kind"]
-        first = _first_after(journal_id, recs["offset"], mark)   # records [first:] follow the mark
+        first_after = _first_after(self.journal_id, recs["offset"], self.mark)   # records [first_after:] follow it
         meta = np.flatnonzero(kinds != _DATA)   # (one pass over the records: the others are few)
         meta_kinds = kinds[meta]
         scope, ledger = recs["scope"], recs["ledger"]
         # Each kind fills its own table, in record order: the same tables as one pass over every record.
         fences = meta[meta_kinds == _FENCE]
-        for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), (fences >= first).tolist()):
+        for s, l, a in zip(scope[fences].tolist(), ledger[fences].tolist(), (fences >= first_after).tolist()):
             lid = LedgerId(s, l)
             self.fenced[lid] = self.fenced.get(lid, False) or not a
         keyed = meta[(meta_kinds == _KEY) | (meta_kinds == _LAC)]
         if len(keyed):
-            self._read_keys(path, recs[keyed], keys)
-        if first < len(recs):
-            data = first + np.flatnonzero(kinds[first:] == _DATA)
+            self._read_keys(path, recs[keyed])
+        if first_after < len(recs):
+            data = first_after + np.flatnonzero(kinds[first_after:] == _DATA)
             self.pending.add(path, recs["offset"][data], scope[data], ledger[data], recs["entry"][data])
 
-    def _read_keys(self, path: str, recs: np.ndarray, keys: _KeyRecords) -> None:
+    def _read_keys(self, path: str, recs: np.ndarray) -> None:
         """Master keys and explicit LACs of the ledger-key and explicit-LAC records ``recs`` (in file
         order) of one journal, read a run of nearby records at once (``keyed_runs``) and taken out of
         up to READ_BYTES of runs at a time."""
@@ -102,9 +133,9 @@ class JournalFacts:
                 # where each record's body starts in ``raw``: its run's place there, then its place in the run
                 base = np.cumsum(run_bytes[r0:r1]) - run_bytes[r0:r1] - starts[first[r0:r1]]
                 at = starts[lo:hi] + np.repeat(base, last[r0:r1] - first[r0:r1])
-                self._add_bodies(path, recs[lo:hi], raw, at, keys)
+                self._add_bodies(path, recs[lo:hi], raw, at)
 
-    def _add_bodies(self, path: str, recs: np.ndarray, raw: np.ndarray, at: np.ndarray, keys: _KeyRecords) -> None:
+    def _add_bodies(self, path: str, recs: np.ndarray, raw: np.ndarray, at: np.ndarray) -> None:
         """The keyed records ``recs`` whose bodies start at ``at`` in ``raw``."""
         # The scanner classified and bounds-checked each record: a ledger-key record holds its key
         # length and its key, an explicit-LAC record its body (unless the journal changed since).
@@ -117,8 +148,8 @@ class JournalFacts:
             raise FormatError("a ledger-key record holding its key, as when the journal was scanned",
                               "one that does not (the journal changed since it was scanned)", path=path,
                               offset=int(recs["offset"][is_key][np.argmax(changed)]))
-        keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[span_indices(k + KEY_AT, lengths)],
-                 np.cumsum(lengths))
+        self.keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[span_indices(k + KEY_AT, lengths)],
+                      np.cumsum(lengths))
         lacs = np.flatnonzero(~is_key)
         for i, s, l, off, n in zip(lacs.tolist(), recs["scope"][lacs].tolist(), recs["ledger"][lacs].tolist(),
                                    recs["offset"][lacs].tolist(), recs["size"][lacs].tolist()):
@@ -164,6 +195,13 @@ class _KeyRecords:
         self.scope.frombytes(np.ascontiguousarray(scope, np.uint64).tobytes())
         self.ledger.frombytes(np.ascontiguousarray(ledger, np.uint64).tobytes())
         self.ids.frombytes(ours[ids].astype(np.int32).tobytes())
+
+    def extend(self, other: _KeyRecords) -> None:
+        """``other``'s records after these (its keys' ids made ours)."""
+        ours = np.array([self.known.setdefault(k, len(self.known)) for k in other.known], np.int32)
+        self.scope.extend(other.scope)
+        self.ledger.extend(other.ledger)
+        self.ids.frombytes(ours[np.frombuffer(other.ids, np.int32)].tobytes())
 
     def table(self) -> LedgerKeys:
         return LedgerKeys.of_ids(np.frombuffer(self.scope, np.uint64), np.frombuffer(self.ledger, np.uint64),

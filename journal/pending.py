@@ -35,6 +35,14 @@ class PendingRecords:
         self._parts.append(part)
         self._rows = None
 
+    def extend(self, other: PendingRecords) -> None:
+        """``other``'s records (of later journals) after these."""
+        for part in other._parts:
+            j = part["journal"]
+            for i, path in enumerate(other.paths):
+                rows = part[j == i]
+                self.add(path, rows["offset"], rows["scope"], rows["ledger"], rows["entry"])
+
     @property
     def rows(self) -> np.ndarray:
         """Every record (PENDING_DTYPE)."""

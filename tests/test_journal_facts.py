@@ -9,13 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bkdisk.diskio.scan_sink import Room, ScanSink
+from bkdisk.diskio.spill import MemoryLimit, SpillFolder
 from bkdisk.formats import journal as fj
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RecordKind
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.journal import facts as facts_module
-from bkdisk.journal.facts import JournalFacts
+from bkdisk.journal.facts import JournalFacts, RecordFacts
 from bkdisk.journal.reader import read_journal
 from bkdisk.journal.scan import scan_journal
 from bkdisk.journal.writer import JournalWriter
@@ -91,6 +93,46 @@ def test_the_facts_are_those_of_the_records_one_at_a_time(monkeypatch, records, 
         keys, fenced, lacs, pending = _reference(path, mark)
         assert list(got.master_keys) == list(keys) and dict(got.master_keys) == keys
         assert got.fenced == fenced and got.explicit_lac == lacs and list(got.pending.tuples()) == pending
+        # The same facts taken as a spilling scan hands its records over (a window's records at a time),
+        # none of its records read back.
+        with SpillFolder(MemoryLimit(1, d)) as folder, monkeypatch.context() as m:
+            m.setattr(ScanSink, "part_bytes", 64)
+            taken = RecordFacts(JOURNAL_ID, path, mark)
+            tapped = scan_journal(path, window=4096, sink=ScanSink(Room(0), folder).tap("records", taken))
+            m.setattr(facts_module, "record_parts", _no_read_back)
+            again = JournalFacts.collect([(JOURNAL_ID, path, tapped, mark)], {path: taken})
+            assert tapped.spilled or len(offsets) == 0
+        assert list(again.master_keys) == list(keys) and dict(again.master_keys) == keys
+        assert again.fenced == fenced and again.explicit_lac == lacs and list(again.pending.tuples()) == pending
+
+
+def _no_read_back(*_a, **_k):
+    raise AssertionError("a journal's records read back for its facts")
+
+
+def test_journals_merge_in_order_and_a_failed_one_tells_nothing(tmp_path):
+    """Three journals, the middle one's scan failed: the first and last journals' facts, the later one's
+    record last (a key's bytes, an explicit LAC), a fence before the mark in either counted."""
+    paths = [str(tmp_path / f"{JOURNAL_ID + i:x}.txn") for i in range(3)]
+    _write(paths[0], [("key", 0, 1, b"a" * 20), ("fence", 0, 2, None), ("lac", 0, 3, b"x" * 40),
+                      ("data", 0, 1, 300), ("key", 0, 4, b"a" * 20)])
+    _write(paths[2], [("key", 0, 1, b"b" * 20), ("lac", 0, 3, b"y" * 40), ("fence", 0, 5, None),
+                      ("data", 0, 4, 300)])
+    scans = [scan_journal(p) for p in (paths[0], paths[2])]
+    mark = LastMark(JOURNAL_ID + 2, int(scans[1].records["offset"][2]))
+    sources = [(JOURNAL_ID, paths[0], scans[0], mark), (JOURNAL_ID + 1, paths[1], FormatError("x", "y"), mark),
+               (JOURNAL_ID + 2, paths[2], scans[1], mark)]
+    read_back = JournalFacts.collect(sources)
+    taken = {}
+    for (jid, path, scan, m) in (sources[0], sources[2]):
+        taken[path] = RecordFacts(jid, path, m)
+        taken[path].add(0, scan.records)
+    tapped = JournalFacts.collect(sources, taken)
+    for got in (read_back, tapped):
+        assert list(got.master_keys.pairs()) == [(LedgerId(0, 1), b"b" * 20), (LedgerId(0, 4), b"a" * 20)]
+        assert got.fenced == {LedgerId(0, 2): True, LedgerId(0, 5): False}
+        assert got.explicit_lac == JournalFacts.collect([sources[2]]).explicit_lac and len(got.explicit_lac) == 1
+        assert [(p, lid, e) for p, _o, lid, e in got.pending.tuples()] == [(paths[2], LedgerId(0, 4), 0)]
 
 
 def test_ledger_keys_side_by_side_are_read_in_few_reads(monkeypatch):

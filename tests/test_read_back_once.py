@@ -1,7 +1,8 @@
 """What a check spilled is read back once (by pass 5's join), not again by the steps that only look
 at each row: a log's ledgers map is compared with its entries counted as the scan handed them over,
-and pass 3 finds the index locations that point into no log, or past one's end, as the index walk
-spilled them. Each gives what reading the rows back gives: the same sums, the same findings."""
+pass 3 finds the index locations that point into no log, or past one's end, as the index walk
+spilled them, and a journal's facts are taken as its scan hands its records over (pass 6's digests
+read them back). Each gives what reading the rows back gives: the same sums, facts and findings."""
 from __future__ import annotations
 
 import glob
@@ -24,6 +25,7 @@ from bkdisk.entrylogs.map_check import map_differences
 from bkdisk.entrylogs.map_sums import MapCounter, map_rows
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats.digests import DigestType
+from bkdisk.fsck import context as fsck_context
 from bkdisk.fsck import scans as fsck_scans
 from bkdisk.fsck.api import check_bookie
 from bkdisk.fsck.context import CheckOptions
@@ -31,6 +33,8 @@ from bkdisk.fsck.passes import p3_index
 from bkdisk.fsck.placed_locations import NUMBERED, SHORTEST_ENTRY_END, PlacedCheck
 from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE
+from bkdisk.journal import digests as journal_digests
+from bkdisk.journal import facts as journal_facts
 from tests.conftest import GOLDEN
 
 WINDOW = 4096
@@ -136,6 +140,38 @@ def test_a_spilled_check_compares_each_map_without_reading_the_entries_back(many
         assert [f.to_json() for f in spilled.findings] == want
     finally:
         spilled.close()
+
+
+def test_a_spilled_check_takes_the_journals_facts_as_it_scans_them(many_ledgers, monkeypatch, tmp_path):
+    """Journals whose records spill: their facts (keys, fences, LACs, records after the mark) taken as the
+    scan hands the records over, the same as a held check's; the records read back once, by pass 6."""
+    dirs = discover(many_ledgers.root)
+    held = check_bookie(dirs, CheckOptions())
+    want, want_facts = [f.to_json() for f in held.findings], held.context.journal_facts
+    journals = len(held.context.journal_files)
+    held.close()
+    monkeypatch.setattr(journal_facts, "record_parts", _no_read_back)
+    monkeypatch.setattr(fsck_context, "JOURNAL_SHARE", 1e-9)
+    monkeypatch.setattr(ScanSink, "part_bytes", 2048)
+    read = []
+    real = journal_digests.record_parts
+    monkeypatch.setattr(journal_digests, "record_parts", lambda scan, *a: read.append(scan.path) or real(scan, *a))
+    spilled = check_bookie(dirs, CheckOptions(memory=MemoryLimit(1 / 256, str(tmp_path))))
+    try:
+        scans = spilled.context.journal_scans
+        assert journals >= 1 and all(s.spilled for s in scans.values())
+        assert sorted(read) == sorted(scans) and len(read) == journals   # (pass 6's digests)
+        got = spilled.context.journal_facts
+        assert list(got.master_keys.pairs()) == list(want_facts.master_keys.pairs()) and len(got.master_keys) == 40
+        assert got.fenced == want_facts.fenced and got.explicit_lac == want_facts.explicit_lac
+        assert np.array_equal(got.pending.rows, want_facts.pending.rows)
+        assert [f.to_json() for f in spilled.findings] == want
+    finally:
+        spilled.close()
+
+
+def _no_read_back(*_a, **_k):
+    raise AssertionError("a journal's records read back for its facts")
 
 
 def _locations(rng, n: int) -> np.ndarray:
