@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,17 +56,23 @@ class JournalFacts:
     def collect(cls, journals: Iterable[JournalSource], taken: Mapping[str, RecordFacts] | None = None) -> JournalFacts:
         """The facts of ``journals``, in journal order; a journal whose scan failed tells nothing.
         ``taken``: by path, the facts of journals taken as their scans went (``RecordFacts`` as a tap
-        of the records' column): their records are not read again."""
+        of the records' column): their records are not read again, and their rows are moved out of
+        ``taken`` (a MutableMapping), not copied. What stopped one from taking its facts (its file
+        changed since) is raised, as a read of its records would raise it."""
         f = cls()
         keys = _KeyRecords()
         for journal_id, path, scan, mark in journals:
             if not isinstance(scan, JournalArrays):
                 continue
             one = None if taken is None else taken.get(path)
+            if isinstance(taken, MutableMapping):
+                taken.pop(path, None)
             if one is None:
                 one = RecordFacts(journal_id, path, mark)
                 for lo, recs, _facts in record_parts(scan):   # (a part at a time, in record order)
                     one.add(lo, recs)
+            if one.error is not None:
+                raise one.error
             f._merge(one, keys)
         f.master_keys = keys.table()
         return f
@@ -91,12 +97,22 @@ class RecordFacts:
         self.keys = _KeyRecords()
         self.pending = PendingRecords()
         self._rows = 0
+        # Why the facts stopped (the journal changed since its scan read it): raised by
+        # JournalFacts.collect, not by the scan, whose records stand as read.
+        self.error: FormatError | None = None
 
     def add(self, first: int, recs: np.ndarray) -> None:
         """The facts of ``recs``, rows ``first:`` of the journal's records (those before already added)."""
         if first != self._rows:
             raise ValueError(f"{self.path}: records from row {first} given after {self._rows} rows")
         self._rows += len(recs)
+        if self.error is None:
+            try:
+                self._add(recs)
+            except FormatError as e:
+                self.error = e
+
+    def _add(self, recs: np.ndarray) -> None:
         path = self.path
         kinds = recs["kind"]
         first_after = _first_after(self.journal_id, recs["offset"], self.mark)   # records [first_after:] follow it

@@ -36,18 +36,26 @@ class PendingRecords:
         self._rows = None
 
     def extend(self, other: PendingRecords) -> None:
-        """``other``'s records (of later journals) after these."""
+        """``other``'s records (of later journals) after these: its rows are taken, not copied (their
+        journal numbers made ours in place); ``other`` is not to be used after."""
+        ours = []
+        for path in other.paths:
+            if not self.paths or self.paths[-1] != path:
+                self.paths.append(path)
+            ours.append(len(self.paths) - 1)
+        remap = np.array(ours, np.int32)
         for part in other._parts:
-            j = part["journal"]
-            for i, path in enumerate(other.paths):
-                rows = part[j == i]
-                self.add(path, rows["offset"], rows["scope"], rows["ledger"], rows["entry"])
+            part["journal"] = remap[part["journal"]]
+            self._parts.append(part)
+        other._parts, other._rows = [], None
+        self._rows = None
 
     @property
     def rows(self) -> np.ndarray:
         """Every record (PENDING_DTYPE)."""
         if self._rows is None:
-            self._rows = np.concatenate(self._parts) if self._parts else np.zeros(0, PENDING_DTYPE)
+            parts = self._parts
+            self._rows = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, PENDING_DTYPE)
             self._parts = [self._rows]
         return self._rows
 

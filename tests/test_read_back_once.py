@@ -25,6 +25,7 @@ from bkdisk.entrylogs.map_check import map_differences
 from bkdisk.entrylogs.map_sums import MapCounter, map_rows
 from bkdisk.entrylogs.scan import scan_entry_log
 from bkdisk.formats.digests import DigestType
+from bkdisk.formats.errors import FormatError
 from bkdisk.fsck import context as fsck_context
 from bkdisk.fsck import scans as fsck_scans
 from bkdisk.fsck.api import check_bookie
@@ -35,6 +36,7 @@ from bkdisk.indexfiles import scan as index_scan
 from bkdisk.indexfiles.arrays import LOCATION_DTYPE
 from bkdisk.journal import digests as journal_digests
 from bkdisk.journal import facts as journal_facts
+from bkdisk.journal.pending import PendingRecords
 from tests.conftest import GOLDEN
 
 WINDOW = 4096
@@ -162,6 +164,7 @@ def test_a_spilled_check_takes_the_journals_facts_as_it_scans_them(many_ledgers,
         assert journals >= 1 and all(s.spilled for s in scans.values())
         assert sorted(read) == sorted(scans) and len(read) == journals   # (pass 6's digests)
         got = spilled.context.journal_facts
+        assert spilled.context.journal_record_facts == {}   # (moved into the facts, not kept beside them)
         assert list(got.master_keys.pairs()) == list(want_facts.master_keys.pairs()) and len(got.master_keys) == 40
         assert got.fenced == want_facts.fenced and got.explicit_lac == want_facts.explicit_lac
         assert np.array_equal(got.pending.rows, want_facts.pending.rows)
@@ -172,6 +175,37 @@ def test_a_spilled_check_takes_the_journals_facts_as_it_scans_them(many_ledgers,
 
 def _no_read_back(*_a, **_k):
     raise AssertionError("a journal's records read back for its facts")
+
+
+def test_a_journal_that_changed_under_its_facts_stops_the_check_in_one_line(many_ledgers, monkeypatch):
+    """Its key records no longer where the scan read them (taken as the scan goes): the check stops
+    naming the journal and the offset, as it did reading the records back, and the journal's scan
+    stands (not a journal with a bad header)."""
+    def shorter(_fd, path, offsets, _sizes):
+        raise FormatError("100 bytes of ledger-key and explicit-LAC records",
+                          "0 (the journal is shorter than when it was scanned)", path=path, offset=offsets[0])
+    monkeypatch.setattr(journal_facts, "_read_runs", shorter)
+    for jobs in (1, 2):
+        with pytest.raises(FormatError) as e:
+            check_bookie(discover(many_ledgers.root), CheckOptions(jobs=jobs))
+        assert ".txn: offset" in str(e.value) and "shorter than when it was scanned" in str(e.value)
+
+
+def test_records_after_the_mark_are_moved_into_the_facts_not_copied():
+    """A journal's pending rows are taken into the facts as they are (their journal numbers made the
+    facts'), in journal order; the journal's own table is left empty."""
+    def one(path: str, n: int) -> PendingRecords:
+        p = PendingRecords()
+        p.add(path, np.arange(n), np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64), np.arange(n))
+        return p
+    first, later = one("a.txn", 2), one("b.txn", 3)
+    merged = PendingRecords()
+    part = first.rows
+    merged.extend(first)
+    assert np.shares_memory(merged.rows, part) and len(first) == 0
+    merged.extend(later)
+    assert merged.paths == ["a.txn", "b.txn"] and merged.rows["journal"].tolist() == [0, 0, 1, 1, 1]
+    assert merged.rows["ledger"].tolist() == [0, 1, 0, 1, 2] and len(later) == 0
 
 
 def _locations(rng, n: int) -> np.ndarray:
