@@ -305,7 +305,10 @@ def inventory(roots: tuple[str, ...], jsonl: bool, parquet_path: str | None, pay
         if errors:
             raise errors[0]
     # A ROOT may hold several bookies (a cluster's disks side by side): each is inventoried on its own.
-    bookies = [b for r in roots for b in discover_all(r)] + ([from_conf(conf)] if conf else [])
+    notes: list[str] = []   # folders left unsearched below a ROOT that holds bookies: said, not counted as damage
+    bookies = [b for r in roots for b in discover_all(r, notes)] + ([from_conf(conf)] if conf else [])
+    for note in notes:
+        warn(note)
     for dirs in bookies:   # a --tmp-dir in any bookie's dirs is refused before any is read
         SpillFolder(memory, dirs.all_dirs)
     if parquet_path:   # (so is a --parquet there, or one that is no regular file; its rows' paths are text)

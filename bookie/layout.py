@@ -141,13 +141,24 @@ def _in_cookie_order(found: list[str], recorded: tuple[str, ...]) -> list[str]:
 SEARCH_DEPTH = 3
 
 
-def discover_all(root: str) -> list[BookieDirs]:
+def _has_subfolder(path: str) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return any(e.is_dir() for e in it)   # (a link to a folder counts, as the walk follows links)
+    except OSError:
+        return False
+
+
+def discover_all(root: str, notes: list[str] | None = None) -> list[BookieDirs]:
     """Every bookie under ``root`` (up to SEARCH_DEPTH levels, following symlinks): dirs with a ``current/``,
     classified by content and grouped by the bookie id of their cookies.
 
     ``.txn`` files make a journal dir; entry logs, lastId or lastMark a ledger dir; only hashed
     index folders (or DbLedgerStorage's RocksDB folders) an index dir. Within a bookie the dirs
     are in the order its cookie lists them, the order ``lastMark.<i>`` files are numbered by.
+
+    ``notes``, when given, gets one line when bookies were found but folders below SEARCH_DEPTH that could
+    hold more were left unsearched (naming the first): bookies there are not in the list.
     """
     root = os.path.abspath(root)
     if not os.path.isdir(root):
@@ -156,6 +167,7 @@ def discover_all(root: str) -> list[BookieDirs]:
     no_current: list[str] = []   # folders without a current/ folder (none, or a dangling link, a loop, a file)
     seen_real = set()
     cut: str | None = None   # the first folder whose subfolders were left unsearched
+    unsearched: str | None = None   # the first such folder whose subfolders could hold bookie dirs
     for dirpath, dirs, _files in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen_real:      # a symlink loop, or the same dir reached twice
@@ -170,6 +182,14 @@ def discover_all(root: str) -> list[BookieDirs]:
             no_current.append(dirpath)
         if depth >= SEARCH_DEPTH:
             cut = cut or (dirpath if dirs else None)
+            # Could a bookie dir be below? Looked one level further only (the walk stays bounded): one needs
+            # two levels (<sub>/current), so subfolders that hold no folder cannot hold one; nor do the
+            # folders of a found bookie dir (lost+found or previous/ beside its current/). A deeper tree
+            # without any current/ still counts.
+            if notes is not None and unsearched is None and dirs and \
+                    not any(os.path.join(dirpath, "").startswith(os.path.join(d, "")) for d, _k in found) and \
+                    any(_has_subfolder(os.path.join(dirpath, d)) for d in sorted(dirs)):
+                unsearched = dirpath
             dirs[:] = []
         dirs.sort()
     if not found:
@@ -219,6 +239,9 @@ def discover_all(root: str) -> list[BookieDirs]:
     if not out:
         raise LayoutError(f"{root}: no bookie dirs found (the '<dir>/current' folders there hold no journals, "
                           "entry logs, index or cookies)")
+    if notes is not None and unsearched is not None:
+        notes.append(f"folders below {unsearched} were not searched (more than {SEARCH_DEPTH} levels below "
+                     f"{root}); give that folder as a ROOT of its own to include its bookies")
     return out
 
 
