@@ -218,3 +218,25 @@ def test_a_ledger_dir_cookie_from_another_cluster_is_a_mismatch(any_copy):
     report = any_copy.check()
     assert any(f.path == p for f in _only(report, "COOKIE_MISMATCH"))
     assert report.exit_code == 4
+
+
+def test_a_bad_last_data_record_before_a_fence_is_corrupt_not_a_torn_tail_to_cut(tmp_path):
+    """BookKeeper's newest journal ends with a data record and then a fence. A flipped bit in that data
+    record is a record corrupt mid-journal, not a torn write: no repair cuts the journal there, which
+    would drop the fence after it (a ledger not yet fenced in its index would then be open again)."""
+    c = _clean_copy("interleaved-v4-smallpage", tmp_path)
+    [jdir] = c.manifest["journal_dirs"]
+    folder = os.path.join(c.root, jdir, CURRENT_DIR)
+    path = os.path.join(folder, max(n for n in os.listdir(folder) if n.endswith(".txn")))
+    scan = read_journal(path)
+    data, fence = scan.records[-2:]
+    assert (data.kind.name, fence.kind.name) == ("DATA", "FENCE")
+    for d in c.manifest["ledger_dirs"]:   # the tail after the mark, as after a crash
+        with open(os.path.join(c.root, d, CURRENT_DIR, "lastMark"), "wb") as fh:
+            fh.write(build_last_mark(LastMark(scan.journal_id, data.offset)))
+    flip(path, data.offset + SIZE_PREFIX + data.length - 3)
+    report = c.check()
+    assert "JOURNAL_TORN_TAIL" not in {f.code for f in report.findings}
+    [f] = _only(report, "JOURNAL_RECORD_CORRUPT")
+    assert (f.path, f.offset, f.ledger, f.entry) == (path, data.offset, data.ledger_id, data.entry_id)
+    assert all(x.cut_at is None for x in report.findings)

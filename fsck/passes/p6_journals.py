@@ -17,6 +17,7 @@ import numpy as np
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import RecordKind
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name
 from bkdisk.fsck.codes import Code
@@ -108,7 +109,7 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
     for i, k, r in zip(bad.tolist(), at.tolist(), rows):
         off = int(r["offset"])
         lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-        if i == last and (is_newest or before_mark) and clean_end and k >= n_records - 2:
+        if i == last and (is_newest or before_mark) and clean_end and _only_padding_after(scan, k, n_records):
             code = Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL
             yield Finding(code, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail="the last record's digest does not match (a torn write)",
@@ -116,6 +117,13 @@ def _journal_digests(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool,
         else:
             yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=scan.path, offset=off, scope=lid.scope, ledger=lid.ledger,
                           entry=int(r["entry"]), detail=f"ledger {lid} entry {int(r['entry'])}: digest mismatch")
+
+
+def _only_padding_after(scan: JournalArrays, k: int, n_records: int) -> bool:
+    """Record ``k`` is the journal's last but for a padding record (a flush pads the journal after its
+    last record): a torn write ends the journal. A record of another kind after it (a fence, a key) was
+    written after it: the bad record is corrupt mid-journal, and cutting there would drop that record."""
+    return k >= n_records - 2 and all(int(scan.row(j)["kind"]) == RecordKind.PADDING for j in range(k + 1, n_records))
 
 
 def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
