@@ -244,9 +244,16 @@ class CheckContext:
     def last_marks(self) -> dict[str, LastMark | Exception]:
         return scans.read_last_marks(self)
 
+    @property
+    def last_mark_names(self) -> list[str]:
+        """The lastMark files BookKeeper reads, per journal dir: ``lastMark`` with one journal dir,
+        ``lastMark.<i>`` with several (Journal's LastLogMark, one per journal); it reads no other."""
+        n = len(self.dirs.journal_dirs)
+        return ["lastMark"] if n <= 1 else [f"lastMark.{i}" for i in range(n)]
+
     def effective_last_mark(self, journal_dir_index: int) -> LastMark | None:
         """The largest mark over the ledger dirs for one journal dir, as BookKeeper's readLog keeps."""
-        want = "lastMark" if len(self.dirs.journal_dirs) <= 1 else f"lastMark.{journal_dir_index}"
+        want = self.last_mark_names[journal_dir_index] if journal_dir_index < len(self.last_mark_names) else None
         marks = [m for p, m in self.last_marks.items() if os.path.basename(p) == want and isinstance(m, LastMark)]
         return max(marks) if marks else None
 

@@ -160,6 +160,7 @@ _TABLE = [
     Problem("LASTMARK_MISSING_IN_DIR", W, 6,
             "expected a lastMark file in {path} as in the other ledger dirs: {detail}"),
     Problem("LASTMARK_MISSING", W, 6, "expected a lastMark file in {path}; a restart replays every journal"),
+    Problem("LASTMARK_NOT_READ", I, 6, "{path} is a lastMark file BookKeeper does not read: {detail}"),
     Problem("REPLAY_PENDING", I, 6, "{detail}"),
     Problem("REPLAY_NOT_IN_STORAGE", W, 6, "{detail}"),
     # DbLedgerStorage's RocksDB indexes (fsck/dbindex.py), checked in the places of passes 2, 3 and 5

@@ -265,3 +265,22 @@ def test_an_interrupted_index_relocation_is_a_warning_and_repair_renames_it(tmp_
     assert r.exit_code == 1, r.output
     assert os.path.exists(p) and not os.path.exists(p + ".rloc")
     assert [f for f in check_bookie(discover(str(tmp_path))).findings if f.severity.value != "info"] == []
+
+
+@pytest.mark.parametrize("journals, leftovers", [(1, ["lastMark.1", "lastMark.7"]), (3, ["lastMark", "lastMark.3"])])
+def test_lastmark_files_bookkeeper_does_not_read_are_leftovers_not_errors(tmp_path, journals, leftovers):
+    """BookKeeper reads ``lastMark`` with one journal dir and ``lastMark.<i>`` per journal dir with several:
+    a file of the other naming, or numbered past the dirs (an earlier layout's), is never opened, whatever
+    it holds (a mark naming a journal long gone, or not a mark at all). Said as info, checked no further."""
+    spec = _spec(journal_dirs=[f"journal{i}" for i in range(journals)])
+    write_bookie(spec, str(tmp_path))
+    current = tmp_path / "ledgers" / "current"
+    (current / leftovers[0]).write_bytes(build_last_mark(LastMark(0x7777, 123)))   # no such journal
+    (current / leftovers[1]).write_bytes(b"not a mark")
+    rep = check_bookie(discover(str(tmp_path)))
+    assert rep.errors == [] and rep.exit_code == 0, [f.line() for f in rep.findings]
+    assert _codes(rep, "warning") == set(), [f.line() for f in rep.findings]
+    said = sorted((os.path.basename(f.path), f.detail) for f in rep.findings if f.code == "LASTMARK_NOT_READ")
+    reads = "lastMark" if journals == 1 else "lastMark.0, lastMark.1, lastMark.2"
+    assert said == sorted((n, f"with {journals} journal dir{'s' if journals > 1 else ''} it reads {reads} only")
+                          for n in leftovers)

@@ -139,7 +139,13 @@ def _data_after(path: str, off: int) -> bool:
 
 def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
     by_name: dict[str, dict[str, LastMark]] = {}
+    read = ctx.last_mark_names
     for p, m in ctx.last_marks.items():
+        if os.path.basename(p) not in read:   # (a leftover of another layout: BookKeeper does not open it)
+            n = len(ctx.dirs.journal_dirs)
+            yield Finding(Code.LASTMARK_NOT_READ, path=p,
+                          detail=f"with {n} journal dir{'s' if n > 1 else ''} it reads {', '.join(read)} only")
+            continue
         if isinstance(m, DiskError):
             if p not in ctx.unreadable:
                 yield Finding(Code.FILE_UNREADABLE, path=p, detail=m.what)
@@ -157,7 +163,7 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(Code.LASTMARK_DISAGREE, path=next(iter(marks)),
                           detail="; ".join(f"{p}: journal {m.log_id:x}.txn offset {m.offset}"
                                            for p, m in sorted(marks.items())))
-        ji = 0 if name == "lastMark" else int(name.split(".")[1])
+        ji = read.index(name)
         mark = max(marks.values())
         path = max(marks, key=lambda p: marks[p])
         if mark.log_id == 0 and mark.offset == 0:
@@ -223,7 +229,8 @@ def _last_mark_in_every_dir(ctx: CheckContext) -> Iterator[Finding]:
         return
     names: dict[str, dict[str, LastMark | Exception]] = {}
     for p, m in ctx.last_marks.items():
-        names.setdefault(os.path.basename(p), {})[os.path.dirname(os.path.dirname(p))] = m
+        if os.path.basename(p) in ctx.last_mark_names:
+            names.setdefault(os.path.basename(p), {})[os.path.dirname(os.path.dirname(p))] = m
     for name, by_dir in sorted(names.items()):
         good = {d: m for d, m in by_dir.items() if isinstance(m, LastMark)}
         if good:
