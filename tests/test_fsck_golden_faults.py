@@ -240,3 +240,20 @@ def test_a_bad_last_data_record_before_a_fence_is_corrupt_not_a_torn_tail_to_cut
     [f] = _only(report, "JOURNAL_RECORD_CORRUPT")
     assert (f.path, f.offset, f.ledger, f.entry) == (path, data.offset, data.ledger_id, data.entry_id)
     assert all(x.cut_at is None for x in report.findings)
+
+
+def test_the_mark_a_replay_checkpoints_past_the_zero_length_is_not_past_the_end(any_copy):
+    """BookKeeper's replay stops after reading the zero length that ends a journal's records, and the flush
+    after the replay checkpoints that position: 4 bytes past the zero length. One byte more is past the end."""
+    path, _r = _journal_data_record(any_copy)
+    scan = read_journal(path)
+    assert scan.end.kind.name == "CLEAN"
+    end = scan.end.offset   # the zero length (after the last record, and the padding of its flush)
+
+    def check_with_mark(offset: int):
+        for d in any_copy.manifest["ledger_dirs"]:
+            with open(os.path.join(any_copy.root, d, CURRENT_DIR, "lastMark"), "wb") as fh:
+                fh.write(build_last_mark(LastMark(scan.journal_id, offset)))
+        return any_copy.check()
+    assert "LASTMARK_PAST_END" not in {f.code for f in check_with_mark(end + 4).findings}
+    assert _only(check_with_mark(end + 5), "LASTMARK_PAST_END")

@@ -17,7 +17,7 @@ import numpy as np
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.journal import RecordKind
+from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
 from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name
 from bkdisk.fsck.codes import Code
@@ -177,8 +177,12 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             continue
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, JournalArrays):
-            limit = scan.end_offset if EndKind(scan.end_kind) in (EndKind.CLEAN, EndKind.EOF, EndKind.GARBAGE) \
-                else scan.records_end()
+            kind = EndKind(scan.end_kind)
+            limit = scan.end_offset if kind in (EndKind.CLEAN, EndKind.EOF, EndKind.GARBAGE) else scan.records_end()
+            if kind in (EndKind.CLEAN, EndKind.GARBAGE):
+                # BookKeeper's replay stops after reading the zero length that ends the records, and the
+                # flush after it checkpoints that position: a mark up to 4 bytes past their end.
+                limit += RECORD_LENGTH_SIZE
             if mark.offset > limit:
                 yield Finding(Code.LASTMARK_PAST_END, path=path, offset=8,
                               detail=f"offset {mark.offset} in {jf.path}, whose records end at {limit}")
