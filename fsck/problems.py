@@ -152,6 +152,8 @@ _TABLE = [
             "a journal wholly before lastMark ends in a torn record (a crash while it was current; BookKeeper never "
             "replays it again): {detail}"),
     Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
+    Problem("JOURNAL_RECORDS_NOT_REPLAYED", E, 6,
+            "expected every record a restart replays before the zero length that ends the journal: {detail}"),
     Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark: {detail}"),
     Problem("LASTMARK_MISSING_JOURNAL", E, 6,
             "expected journal {detail} named by lastMark, found none (the bookie will not start)"),

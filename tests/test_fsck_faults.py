@@ -446,3 +446,34 @@ def test_pass_2_names_every_duplicate_by_its_first_file_in_listing_order():
     rows["ledger"] = [1, 2, 3, 4, 5, 6, 0, 8, 9]
     assert _duplicates(rows) == []
     assert _duplicates(np.zeros(0, INDEX_FILE_DTYPE)) == []
+
+
+@pytest.mark.parametrize("in_storage", [True, False])
+def test_records_after_zeros_mid_journal_are_lost_on_restart_unless_storage_holds_them(disk, in_storage):
+    """Two records zeroed in the middle of a journal a restart replays: BookKeeper's replay stops at the
+    zero length, so the records after it are never replayed. Those whose entries ledger storage holds
+    are what a reused journal file keeps past its end (the warning alone); an entry storage does not
+    hold (its ledger's index lost) is lost on restart: an error naming how many and the first."""
+    j = max(disk.written.journal_files, key=lambda p: len(_journal_records(p).records))
+    scan = _journal_records(j)
+    recs = scan.records
+    for d in disk.dirs.ledger_dirs:   # the mark at the start of this journal: all of it is replayed
+        with open(os.path.join(d, "current", "lastMark"), "wb") as fh:
+            fh.write(build_last_mark(LastMark(scan.journal_id, recs[0].offset)))
+    k = len(recs) // 2
+    patch(j, recs[k].offset, bytes(recs[k + 2].offset - recs[k].offset))
+    after = [r for r in recs[k + 2:] if r.kind == 0]
+    lost = LedgerId(after[0].scope_id, after[0].ledger_id)
+    if not in_storage:
+        os.unlink(disk.written.index_files[lost])
+    rep = disk.check()
+    assert "JOURNAL_TAIL_GARBAGE" in codes(rep)
+    found = [f for f in rep.findings if f.code == "JOURNAL_RECORDS_NOT_REPLAYED"]
+    if in_storage:
+        assert found == [], [f.line() for f in found]
+        return
+    [f] = found
+    n = sum(1 for r in after if (r.scope_id, r.ledger_id) == (lost.scope, lost.ledger))
+    assert (f.path, f.offset, f.ledger, f.entry) == (j, recs[k].offset, lost.ledger, after[0].entry_id)
+    assert f.detail.startswith(f"{n} of the {len(after)} entries in records from offset {recs[k + 2].offset} on")
+    assert rep.exit_code == 4

@@ -27,6 +27,7 @@ from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.journal.arrays import JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
+from bkdisk.journal.scan import scan_journal
 from bkdisk.journal.scan_parts import data_rows
 from bkdisk.journal.search import find_record_pair
 
@@ -50,8 +51,10 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         if not isinstance(scan, JournalArrays):
             continue
         mark = ctx.effective_last_mark(jf.dir_index)
-        yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index],
-                                  before_mark=mark is not None and jf.journal_id < mark.log_id)
+        before_mark = mark is not None and jf.journal_id < mark.log_id
+        yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index], before_mark=before_mark)
+        if EndKind(scan.end_kind) == EndKind.GARBAGE and not before_mark:
+            yield from _records_past_the_end(ctx, scan)
     yield from _check_last_marks(ctx)
     yield from _replay(ctx)
     yield from _last_mark_in_every_dir(ctx)
@@ -79,6 +82,34 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
             yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.INVALID:
         yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
+
+
+def _records_past_the_end(ctx: CheckContext, scan: JournalArrays) -> Iterator[Finding]:
+    """Records after the zero length that ends a journal a restart replays. BookKeeper's replay stops at
+    that length, so entries there that ledger storage does not hold are lost on restart: the zeros
+    overwrote acknowledged records (JOURNAL_RECORDS_NOT_REPLAYED). Records whose entries storage holds
+    are what a reused journal file keeps past its new end (journalReuseFiles): the warning stands."""
+    at = find_record_pair(scan.path, scan.end_offset + 1)
+    if at < 0:
+        return
+    try:
+        after = scan_journal(scan.path, at, window=ctx.options.memory.window)
+    except (DiskError, FormatError):   # (what stops this walk is the garbage the warning names)
+        return
+    data = after.records[after.records["kind"] == RecordKind.DATA]
+    if len(data) == 0:
+        return
+    missing = np.flatnonzero(~_held_in_storage(ctx, [data["scope"], data["ledger"], data["entry"]]))
+    if len(missing) == 0:
+        return
+    r = data[missing[0]]
+    lid = LedgerId(int(r["scope"]), int(r["ledger"]))
+    yield Finding(Code.JOURNAL_RECORDS_NOT_REPLAYED, path=scan.path, offset=scan.end_offset,
+                  scope=lid.scope, ledger=lid.ledger, entry=int(r["entry"]),
+                  detail=f"{len(missing)} of the {len(data)} entries in records from offset {at} on (the first: ledger "
+                         f"{lid} entry {int(r['entry'])} at offset {int(r['offset'])}) are not in ledger storage; "
+                         f"BookKeeper's replay stops at the zero length at {scan.end_offset}, so a restart loses "
+                         "them")
 
 
 def bad_records_of_journals(ctx: CheckContext) -> dict[str, np.ndarray]:
@@ -193,11 +224,25 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
     pend = facts.pending
     if not pend:
         return
+    missing = np.flatnonzero(~_held_in_storage(ctx, pend.ids()))
+    names = sorted({os.path.basename(p) for p in pend.paths})
+    first = next(pend.tuples(np.arange(1)))
+    yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
+                  detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
+                         f"{len(pend) - len(missing)} of them are already in ledger storage")
+    for p, o, lid, e in pend.tuples(missing[:1000]):
+        yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
+                      detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")
+
+
+def _held_in_storage(ctx: CheckContext, ids: list[np.ndarray]) -> np.ndarray:
+    """Per (scope, ledger, entry) of ``ids``, whether ledger storage holds that entry (an index location,
+    or an entry of a scanned log for DbLedgerStorage)."""
     inv = ctx.index_inventory if ctx.dirs.storage_kind == "index-files" else None
-    # Which pending records storage holds: the pending ones as a set, each location or entry looked up
-    # in it a chunk at a time (no Python object per location; the locations may be spilled).
-    wanted = KeySet(pend.ids())
-    found = np.zeros(len(pend), bool)
+    # The ids as a set, each location or entry looked up in it a chunk at a time (no Python object per
+    # location; the locations may be spilled).
+    wanted = KeySet(ids)
+    found = np.zeros(len(ids[0]), bool)
 
     def mark(scope: np.ndarray, ledger: np.ndarray, entry: np.ndarray) -> None:
         i = wanted.index_of([scope, ledger, entry])
@@ -215,16 +260,8 @@ def _replay(ctx: CheckContext) -> Iterator[Finding]:
             if isinstance(s, EntryLogArrays):
                 for _lo, ents in entry_parts(s):
                     mark(ents["scope"], ents["ledger"], ents["entry"])
-    # (a pending record equal to another one is held when either is: the set maps both to one row)
-    missing = np.flatnonzero(~found[wanted.own_rows()])
-    names = sorted({os.path.basename(p) for p in pend.paths})
-    first = next(pend.tuples(np.arange(1)))
-    yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
-                  detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
-                         f"{len(pend) - len(missing)} of them are already in ledger storage")
-    for p, o, lid, e in pend.tuples(missing[:1000]):
-        yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
-                      detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")
+    # (an id equal to another one is held when either is: the set maps both to one row)
+    return found[wanted.own_rows()]
 
 
 def _last_mark_in_every_dir(ctx: CheckContext) -> Iterator[Finding]:
