@@ -158,6 +158,8 @@ _TABLE = [
     Problem("LASTMARK_MISSING_JOURNAL", E, 6,
             "expected journal {detail} named by lastMark, found none (the bookie will not start)"),
     Problem("LASTMARK_PAST_END", E, 6, "expected lastMark inside its journal: {detail}"),
+    Problem("LASTMARK_MID_RECORD", E, 6,
+            "expected lastMark at a record's start (a restart reads a record length there): {detail}"),
     Problem("LASTMARK_DISAGREE", W, 6, "expected the same lastMark in every ledger dir: {detail}"),
     Problem("LASTMARK_MISSING_IN_DIR", W, 6,
             "expected a lastMark file in {path} as in the other ledger dirs: {detail}"),

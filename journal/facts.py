@@ -51,6 +51,8 @@ class JournalFacts:
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
+    # By path, for the journal its lastMark names: whether a record starts at the mark's offset.
+    mark_on_record: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def collect(cls, journals: Iterable[JournalSource], taken: Mapping[str, RecordFacts] | None = None) -> JournalFacts:
@@ -82,6 +84,8 @@ class JournalFacts:
         for lid, before_mark in one.fenced.items():
             self.fenced[lid] = self.fenced.get(lid, False) or before_mark
         self.explicit_lac.update(one.explicit_lac)   # (a later journal's record is the later one)
+        if one.mark is not None and one.mark.log_id == one.journal_id:
+            self.mark_on_record[one.path] = one.mark_on_record
         keys.extend(one.keys)
         self.pending.extend(one.pending)
 
@@ -96,6 +100,7 @@ class RecordFacts:
         self.explicit_lac: dict[LedgerId, bytes | None] = {}
         self.keys = _KeyRecords()
         self.pending = PendingRecords()
+        self.mark_on_record = False   # a record starts at the mark's offset (a mark naming this journal)
         self._rows = 0
         # Why the facts stopped (the journal changed since its scan read it): raised by
         # JournalFacts.collect, not by the scan, whose records stand as read.
@@ -114,6 +119,10 @@ class RecordFacts:
 
     def _add(self, recs: np.ndarray) -> None:
         path = self.path
+        if self.mark is not None and self.mark.log_id == self.journal_id and not self.mark_on_record:
+            offsets = recs["offset"]
+            i = int(np.searchsorted(offsets, self.mark.offset))   # (records in file order)
+            self.mark_on_record = i < len(offsets) and int(offsets[i]) == self.mark.offset
         kinds = recs["kind"]
         first_after = _first_after(self.journal_id, recs["offset"], self.mark)   # records [first_after:] follow it
         meta = np.flatnonzero(kinds != _DATA)   # (one pass over the records: the others are few)

@@ -257,3 +257,21 @@ def test_the_mark_a_replay_checkpoints_past_the_zero_length_is_not_past_the_end(
         return any_copy.check()
     assert "LASTMARK_PAST_END" not in {f.code for f in check_with_mark(end + 4).findings}
     assert _only(check_with_mark(end + 5), "LASTMARK_PAST_END")
+
+
+def test_a_mark_inside_a_record_or_the_header_is_not_where_a_replay_can_start(any_copy):
+    """BookKeeper's replay reads a record length at the mark's offset: at a record's start it replays from
+    there; inside a record, or inside the journal's header, it reads other bytes as a length."""
+    path, r = _journal_data_record(any_copy)
+    scan = read_journal(path)
+
+    def codes_with_mark(offset: int) -> set[str]:
+        for d in any_copy.manifest["ledger_dirs"]:
+            with open(os.path.join(any_copy.root, d, CURRENT_DIR, "lastMark"), "wb") as fh:
+                fh.write(build_last_mark(LastMark(scan.journal_id, offset)))
+        report = any_copy.check()
+        return {f.code for f in report.findings}
+    assert "LASTMARK_MID_RECORD" not in codes_with_mark(r.offset)
+    assert "LASTMARK_MID_RECORD" in codes_with_mark(r.offset + 1)
+    assert "LASTMARK_MID_RECORD" in codes_with_mark(4)   # (after the magic: inside any header)
+    assert "LASTMARK_MID_RECORD" not in codes_with_mark(0)
