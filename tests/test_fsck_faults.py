@@ -448,8 +448,9 @@ def test_pass_2_names_every_duplicate_by_its_first_file_in_listing_order():
     assert _duplicates(np.zeros(0, INDEX_FILE_DTYPE)) == []
 
 
-@pytest.mark.parametrize("in_storage", [True, False])
-def test_records_after_zeros_mid_journal_are_lost_on_restart_unless_storage_holds_them(disk, in_storage):
+@pytest.mark.parametrize("in_storage, spilled", [(True, False), (False, False), (False, True)])
+def test_records_after_zeros_mid_journal_are_lost_on_restart_unless_storage_holds_them(disk, in_storage, spilled,
+                                                                                      monkeypatch):
     """Two records zeroed in the middle of a journal a restart replays: BookKeeper's replay stops at the
     zero length, so the records after it are never replayed. Those whose entries ledger storage holds
     are what a reused journal file keeps past its end (the warning alone); an entry storage does not
@@ -466,8 +467,17 @@ def test_records_after_zeros_mid_journal_are_lost_on_restart_unless_storage_hold
     lost = LedgerId(after[0].scope_id, after[0].ledger_id)
     if not in_storage:
         os.unlink(disk.written.index_files[lost])
+    if spilled:   # (the journals' records, those past the end too, spill a few at a time)
+        from bkdisk.diskio.scan_sink import ScanSink
+        from bkdisk.fsck import context as fsck_context
+        monkeypatch.setattr(fsck_context, "JOURNAL_SHARE", 1e-9)
+        monkeypatch.setattr(ScanSink, "part_bytes", 2048)
+    from bkdisk.fsck.passes import p6_journals
+    lookups = []   # (the records after the mark and those past the end: one pass over storage)
+    real = p6_journals._held_in_storage
+    monkeypatch.setattr(p6_journals, "_held_in_storage", lambda ctx, ids: lookups.append(1) or real(ctx, ids))
     rep = disk.check()
-    assert "JOURNAL_TAIL_GARBAGE" in codes(rep)
+    assert "JOURNAL_TAIL_GARBAGE" in codes(rep) and len(lookups) == 1
     found = [f for f in rep.findings if f.code == "JOURNAL_RECORDS_NOT_REPLAYED"]
     if in_storage:
         assert found == [], [f.line() for f in found]

@@ -24,11 +24,11 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
-from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
 from bkdisk.journal.scan import scan_journal
-from bkdisk.journal.scan_parts import data_rows
+from bkdisk.journal.scan_parts import data_rows, record_parts
 from bkdisk.journal.search import find_record_pair
 
 DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
@@ -38,6 +38,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     newest: dict[int, int] = {}
     for jf in ctx.journal_files:
         newest[jf.dir_index] = max(newest.get(jf.dir_index, -1), jf.journal_id)
+    past: list[PastTheEnd] = []   # records after the end of journals a restart replays
     for jf in ctx.journal_files:
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, DiskError):
@@ -54,9 +55,11 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
         before_mark = mark is not None and jf.journal_id < mark.log_id
         yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index], before_mark=before_mark)
         if EndKind(scan.end_kind) == EndKind.GARBAGE and not before_mark:
-            yield from _records_past_the_end(ctx, scan)
+            found = _records_past_the_end(ctx, scan)
+            if found is not None:
+                past.append(found)
     yield from _check_last_marks(ctx)
-    yield from _replay(ctx)
+    yield from _replay(ctx, past)
     yield from _last_mark_in_every_dir(ctx)
 
 
@@ -84,32 +87,45 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
         yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
 
 
-def _records_past_the_end(ctx: CheckContext, scan: JournalArrays) -> Iterator[Finding]:
-    """Records after the zero length that ends a journal a restart replays. BookKeeper's replay stops at
-    that length, so entries there that ledger storage does not hold are lost on restart: the zeros
-    overwrote acknowledged records (JOURNAL_RECORDS_NOT_REPLAYED). Records whose entries storage holds
-    are what a reused journal file keeps past its new end (journalReuseFiles): the warning stands."""
+# A journal a restart replays whose records go on past the zero length that ends it: its path, that
+# length's offset, where the records past it start, and their data records.
+PastTheEnd = tuple[str, int, int, np.ndarray]
+
+
+def _records_past_the_end(ctx: CheckContext, scan: JournalArrays) -> PastTheEnd | None:
+    """Records after the zero length that ends a journal a restart replays (BookKeeper's replay stops at
+    that length), walked within the journals' share of the memory limit; their data records are held
+    for _replay, which looks them up in ledger storage with the records after lastMark."""
     at = find_record_pair(scan.path, scan.end_offset + 1)
     if at < 0:
-        return
+        return None
+    sink = ctx.journal_store.sink()
     try:
-        after = scan_journal(scan.path, at, window=ctx.options.memory.window)
+        after = scan_journal(scan.path, at, window=ctx.options.memory.window, sink=sink)
+        data = [recs[recs["kind"] == RecordKind.DATA] for _lo, recs, _f in record_parts(after)]
     except (DiskError, FormatError):   # (what stops this walk is the garbage the warning names)
-        return
-    data = after.records[after.records["kind"] == RecordKind.DATA]
-    if len(data) == 0:
-        return
-    missing = np.flatnonzero(~_held_in_storage(ctx, [data["scope"], data["ledger"], data["entry"]]))
+        return None
+    finally:
+        sink.close()   # (the records, held or spilled: their data records are kept below)
+    rows = np.concatenate(data) if data else np.zeros(0, JOURNAL_DTYPE)
+    return (scan.path, scan.end_offset, at, rows) if len(rows) else None
+
+
+def _not_replayed(past: PastTheEnd, held: np.ndarray) -> Iterator[Finding]:
+    """Entries past a journal's end that ledger storage does not hold (``held``: per data record) are lost
+    on restart: the zeros overwrote acknowledged records. Those it holds are what a reused journal file
+    keeps past its new end (journalReuseFiles): the warning on its end stands."""
+    path, end, at, data = past
+    missing = np.flatnonzero(~held)
     if len(missing) == 0:
         return
     r = data[missing[0]]
     lid = LedgerId(int(r["scope"]), int(r["ledger"]))
-    yield Finding(Code.JOURNAL_RECORDS_NOT_REPLAYED, path=scan.path, offset=scan.end_offset,
-                  scope=lid.scope, ledger=lid.ledger, entry=int(r["entry"]),
+    yield Finding(Code.JOURNAL_RECORDS_NOT_REPLAYED, path=path, offset=end, scope=lid.scope, ledger=lid.ledger,
+                  entry=int(r["entry"]),
                   detail=f"{len(missing)} of the {len(data)} entries in records from offset {at} on (the first: ledger "
                          f"{lid} entry {int(r['entry'])} at offset {int(r['offset'])}) are not in ledger storage; "
-                         f"BookKeeper's replay stops at the zero length at {scan.end_offset}, so a restart loses "
-                         "them")
+                         f"BookKeeper's replay stops at the zero length at {end}, so a restart loses them")
 
 
 def bad_records_of_journals(ctx: CheckContext) -> dict[str, np.ndarray]:
@@ -224,12 +240,22 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
                               detail=f"offset {mark.offset} in {jf.path} is not where a record starts")
 
 
-def _replay(ctx: CheckContext) -> Iterator[Finding]:
-    facts = ctx.journal_facts
-    pend = facts.pending
+def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
+    """The records after lastMark (what a restart replays) and the records past the end of journals
+    it replays (what it would not), looked up in ledger storage together: one pass over its entries."""
+    pend = ctx.journal_facts.pending
+    if not pend and not past:
+        return
+    ids = [np.concatenate([col, *(d[name] for _p, _e, _a, d in past)])
+           for name, col in zip(("scope", "ledger", "entry"), pend.ids())]
+    held = _held_in_storage(ctx, ids)
+    n = len(pend)
+    for one in past:
+        yield from _not_replayed(one, held[n:n + len(one[3])])
+        n += len(one[3])
     if not pend:
         return
-    missing = np.flatnonzero(~_held_in_storage(ctx, pend.ids()))
+    missing = np.flatnonzero(~held[:len(pend)])
     names = sorted({os.path.basename(p) for p in pend.paths})
     first = next(pend.tuples(np.arange(1)))
     yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
