@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 from array import array
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,20 +55,18 @@ class JournalFacts:
     mark_on_record: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
-    def collect(cls, journals: Iterable[JournalSource], taken: Mapping[str, RecordFacts] | None = None) -> JournalFacts:
+    def collect(cls, journals: Iterable[JournalSource], taken: dict[str, RecordFacts] | None = None) -> JournalFacts:
         """The facts of ``journals``, in journal order; a journal whose scan failed tells nothing.
         ``taken``: by path, the facts of journals taken as their scans went (``RecordFacts`` as a tap
         of the records' column): their records are not read again, and their rows are moved out of
-        ``taken`` (a MutableMapping), not copied. What stopped one from taking its facts (its file
+        ``taken``, not copied. What stopped one from taking its facts (its file
         changed since) is raised, as a read of its records would raise it."""
         f = cls()
         keys = _KeyRecords()
         for journal_id, path, scan, mark in journals:
             if not isinstance(scan, JournalArrays):
                 continue
-            one = None if taken is None else taken.get(path)
-            if isinstance(taken, MutableMapping):
-                taken.pop(path, None)
+            one = None if taken is None else taken.pop(path, None)
             if one is None:
                 one = RecordFacts(journal_id, path, mark)
                 for lo, recs, _facts in record_parts(scan):   # (a part at a time, in record order)
