@@ -85,12 +85,22 @@ def _checked_field(struct: cs.Construct, data: bytes | memoryview, context: dict
 _BYTES_LITERAL = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')
 
 
+_SHORT_READ = re.compile(r"stream read less than specified amount, expected (\d+), found (\d+)")
+
+
 def _describe(e: Exception) -> str:
     """construct's message in our words: no parse-path preamble, no Python byte reprs."""
     if isinstance(e, cs.ConstError):
         found = _BYTES_LITERAL.findall(str(e))
         if len(found) == 2:
             return shown(ast.literal_eval(found[1]))
+    short = _SHORT_READ.search(str(e))
+    if short:   # construct's words for data that ends inside a field
+        name = (getattr(e, "path", None) or "").split("->")[-1].strip()
+        field = f"a field of {short[1]} bytes"
+        if name and name != "(parsing)":
+            field = f"the field {name} ({short[1]} bytes)"
+        return f"only {short[2]} bytes left for {field} (the data ends inside it)"
     lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith("Error in path")]
     text = " ".join(lines).replace("check failed during parsing", "a value outside its allowed range")

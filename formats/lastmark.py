@@ -18,10 +18,13 @@ class LastMark(NamedTuple):
 
 
 def parse_last_mark(data: bytes | memoryview, *, path: str | None = None) -> LastMark:
-    if len(data) != LAST_MARK_SIZE:
-        # BookKeeper ignores such a file; we report it.
-        raise FormatError("a 16-byte lastMark (journal id, offset)", f"{len(data)} bytes", path=path, offset=0)
-    c = parse_struct(LAST_MARK, data, what="a lastMark", path=path)
+    """The mark BookKeeper reads from a lastMark file's bytes: the first 16 (it reads 16 bytes and
+    looks no further). A shorter file it skips, with an error in its log; here it raises."""
+    if len(data) < LAST_MARK_SIZE:
+        raise FormatError("a 16-byte lastMark (journal id, offset)",
+                          f"{len(data)} bytes: BookKeeper skips a lastMark it cannot read 16 bytes from",
+                          path=path, offset=0)
+    c = parse_struct(LAST_MARK, data[:LAST_MARK_SIZE], what="a lastMark", path=path)
     return LastMark(c.log_id, c.offset)
 
 

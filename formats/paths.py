@@ -12,6 +12,7 @@ LOCATIONS_DB, LEDGERS_DB = "locations", "ledgers"
 _HEX_DIGITS = "0123456789abcdefABCDEF"
 _DROP_HEX = str.maketrans("", "", _HEX_DIGITS)
 _U64_LIMIT = 1 << 64
+_LONG_LIMIT = 1 << 63   # journal ids are Java longs: Long.parseLong refuses a larger value
 
 
 def index_relpath(lid: LedgerId) -> str:
@@ -103,7 +104,27 @@ def parse_hex_name(name: str, suffix: str) -> int | None:
 
 
 def parse_journal_name(name: str) -> int | None:
-    return parse_hex_name(name, ".txn")
+    """The id of a journal named ``<hex>.txn``: a non-negative Java long (BookKeeper's
+    ``listJournalIds`` parses it signed, so 16 digits from 8000000000000000 up are no journal id)."""
+    v = parse_hex_name(name, ".txn")
+    return v if v is not None and v < _LONG_LIMIT else None
+
+
+def journal_name_refused(name: str) -> str | None:
+    """Why BookKeeper's journal listing throws on ``name``, or None. ``listJournalIds`` takes every
+    name ending in ``.txn``, parses the text before its first '.' with ``Long.parseLong(text, 16)`` and
+    lets a NumberFormatException escape: the journal thread and the replay at start-up both list the
+    journals, so one such name keeps the bookie from starting."""
+    if not name.endswith(".txn"):
+        return None
+    stem = name.split(".")[0]
+    digits = stem[1:] if stem[:1] in ("+", "-") else stem
+    if not _is_hex(digits):
+        return f"'{stem}' is not a hex number"
+    v = int(digits, 16)
+    if -_LONG_LIMIT <= (-v if stem[0] == "-" else v) < _LONG_LIMIT:
+        return None
+    return f"'{stem}' is past the largest journal id {_LONG_LIMIT - 1:x}"
 
 
 def parse_entry_log_name(name: str) -> int | None:

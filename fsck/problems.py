@@ -145,7 +145,16 @@ _TABLE = [
             "repaired)"),
     Problem("GARBAGE_ENTRIES", I, 5, "{detail} (collectable by garbage collection)"),
     # pass 6: journals
+    Problem("JOURNAL_NAME_BAD", E, 6,
+            "expected a journal id before '.txn' in {path}: {detail}; BookKeeper's journal listing throws on "
+            "the name, and the bookie does not start"),
     Problem("JOURNAL_HEADER_BAD", E, 6, "expected a journal header 'BKLG' + version: {detail}"),
+    Problem("JOURNAL_EMPTY", I, 6,
+            "{path} is empty: created, and nothing reached the disk (a crash right after it was opened); "
+            "BookKeeper finds no record in it"),
+    Problem("JOURNAL_EMPTY_REPLAYED", W, 6,
+            "{path} is empty, after lastMark and before a newer journal: created by a bookie that stopped before "
+            "writing to it, or truncated since (a restart replays nothing from it)"),
     Problem("JOURNAL_RECORD_CORRUPT", E, 6, "expected a valid journal record: {detail}"),
     Problem("JOURNAL_TORN_TAIL", E, 6, "expected the journal to end cleanly, found a torn tail: {detail}", CUT_JOURNAL),
     Problem("JOURNAL_OLD_TORN_TAIL", W, 6,
@@ -154,7 +163,8 @@ _TABLE = [
     Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
     Problem("JOURNAL_RECORDS_NOT_REPLAYED", E, 6,
             "expected every record a restart replays before the zero length that ends the journal: {detail}"),
-    Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark: {detail}"),
+    Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark (journal id, offset), found {detail}"),
+    Problem("LASTMARK_TRAILING_BYTES", W, 6, "expected a 16-byte lastMark, found {detail}"),
     Problem("LASTMARK_MISSING_JOURNAL", E, 6,
             "expected journal {detail} named by lastMark, found none (the bookie will not start)"),
     Problem("LASTMARK_PAST_END", E, 6, "expected lastMark inside its journal: {detail}"),

@@ -42,3 +42,12 @@ def test_an_index_header_names_the_refused_field_where_it_lies(at, value, field)
     with pytest.raises(FormatError) as e:
         parse_header(_planted(at, value), path="1234.idx")
     assert e.value.offset == at and f"found {field} {value}," in str(e.value), e.value
+
+
+def test_data_ending_inside_a_field_is_said_in_our_words():
+    from bkdisk.formats import journal as fj
+    body = fj.LEDGER_KEY_BODY.build(dict(ledger_id=7, key_length=4, master_key=b"abcd"))
+    with pytest.raises(FormatError) as e:
+        fj.classify_body(body[:-1], offset=512, path="j.txn")
+    text = str(e.value)
+    assert "only 3 bytes left for the field master_key (4 bytes)" in text and "stream" not in text, text

@@ -22,6 +22,7 @@ from bkdisk.formats.paths import (
     index_relpath,
     index_relpaths,
     journal_name,
+    journal_name_refused,
     parse_entry_log_name,
     parse_index_name,
     parse_journal_name,
@@ -298,13 +299,28 @@ def test_journal_and_entry_log_names_are_written_unpadded_lowercase_hex() -> Non
 
 
 @pytest.mark.parametrize("name, value", [
-    ("01a2.txn", 0x1A2), ("1A2.txn", 0x1A2), ("0000.txn", 0), ("FFFFFFFFFFFFFFFF.txn", U64),
+    ("01a2.txn", 0x1A2), ("1A2.txn", 0x1A2), ("0000.txn", 0), ("7FFFFFFFFFFFFFFF.txn", (1 << 63) - 1),
     ("0" * 30 + "1a2.txn", 0x1A2),
 ])
 def test_journal_and_entry_log_names_parse_as_long_parselong_reads_them(name: str, value: int) -> None:
-    assert parse_journal_name(name) == value
+    assert parse_journal_name(name) == value and journal_name_refused(name) is None
     log = name[:-4] + ".log"
     assert parse_entry_log_name(log) == value
+
+
+@pytest.mark.parametrize("name, refused", [
+    ("8000000000000000.txn", "past the largest journal id 7fffffffffffffff"),
+    ("ffffffffffffffffff.txn", "past the largest"), ("FFFFFFFFFFFFFFFF.txn", "past the largest"),
+    ("x.txn", "not a hex number"), (".txn", "not a hex number"), ("-.txn", "not a hex number"),
+    ("0x1a.txn", "not a hex number"), ("1_0.txn", "not a hex number"), ("1a2.bak.txn", None),
+    ("-1.txn", None), ("+1a.txn", None), ("-8000000000000000.txn", None), ("1a2.txn.bak", None),
+])
+def test_journal_names_java_refuses_are_named_and_are_no_journal(name: str, refused: str | None) -> None:
+    # Long.parseLong(text before the first '.', 16): a sign is allowed, the value is a signed long.
+    got = journal_name_refused(name)
+    assert (got is None) if refused is None else (refused in got), got
+    if refused is not None:
+        assert parse_journal_name(name) is None
     assert parse_entry_log_name("00ab.log") == parse_entry_log_name("AB.log") == 0xAB
 
 

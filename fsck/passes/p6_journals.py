@@ -18,8 +18,8 @@ from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
-from bkdisk.formats.lastmark import LastMark
-from bkdisk.formats.paths import CURRENT_DIR, journal_name
+from bkdisk.formats.lastmark import LAST_MARK_SIZE, LastMark
+from bkdisk.formats.paths import CURRENT_DIR, journal_name, journal_name_refused
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
@@ -35,6 +35,7 @@ DIGESTS = "journal_digests"   # ctx.shared's name for bad_records_of_journals
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
+    yield from _refused_names(ctx)
     newest: dict[int, int] = {}
     for jf in ctx.journal_files:
         newest[jf.dir_index] = max(newest.get(jf.dir_index, -1), jf.journal_id)
@@ -53,6 +54,13 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             continue
         mark = ctx.effective_last_mark(jf.dir_index)
         before_mark = mark is not None and jf.journal_id < mark.log_id
+        if scan.size == 0:
+            # Created, and nothing reached the disk: BookKeeper reads a file without a header as a
+            # version-1 journal and finds no record in it.
+            code = Code.JOURNAL_EMPTY if jf.journal_id == newest[jf.dir_index] or before_mark else \
+                Code.JOURNAL_EMPTY_REPLAYED
+            yield Finding(code, path=jf.path, offset=0)
+            continue
         yield from _check_journal(ctx, scan, is_newest=jf.journal_id == newest[jf.dir_index], before_mark=before_mark)
         if EndKind(scan.end_kind) == EndKind.GARBAGE and not before_mark:
             found = _records_past_the_end(ctx, scan)
@@ -85,6 +93,15 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
             yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
     elif kind == EndKind.INVALID:
         yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
+
+
+def _refused_names(ctx: CheckContext) -> Iterator[Finding]:
+    """Names in a journal dir's current/ that BookKeeper's journal listing throws on."""
+    for d in ctx.dirs.journal_dirs:
+        for n in ctx.listing(d):
+            why = journal_name_refused(n)
+            if why is not None:
+                yield Finding(Code.JOURNAL_NAME_BAD, path=os.path.join(d, CURRENT_DIR, n), detail=why)
 
 
 # A journal a restart replays whose records go on past the zero length that ends it: its path, that
@@ -198,10 +215,11 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
                 yield Finding(Code.FILE_UNREADABLE, path=p, detail=m.what)
             continue
         if isinstance(m, FormatError):
-            yield Finding(Code.LASTMARK_BAD, path=p, offset=m.offset, detail=f"{m.expected}, found {m.found}")
+            yield Finding(Code.LASTMARK_BAD, path=p, offset=m.offset, detail=m.found)
             continue
         if isinstance(m, LastMark):
             by_name.setdefault(os.path.basename(p), {})[p] = m
+            yield from _trailing_bytes(p, m)
     if ctx.journal_files and not by_name:
         for d in ctx.dirs.ledger_dirs:
             yield Finding(Code.LASTMARK_MISSING, path=os.path.join(d, "current"))
@@ -217,6 +235,8 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             continue  # never rolled: replay everything
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
+        if jf is None and os.path.join(ctx.dirs.journal_dirs[ji], CURRENT_DIR) in ctx.unlisted:
+            continue   # (not listed: pass 1 reports the folder; whether the journal is there is unknown)
         if jf is None:
             jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
             yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
@@ -238,6 +258,18 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
                 # reads other bytes as one, and stops or fails where the check counts records replayed.
                 yield Finding(Code.LASTMARK_MID_RECORD, path=path, offset=8,
                               detail=f"offset {mark.offset} in {jf.path} is not where a record starts")
+
+
+def _trailing_bytes(path: str, mark: LastMark) -> Iterator[Finding]:
+    """A lastMark longer than 16 bytes: BookKeeper reads its first 16 and never looks further."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return
+    if size > LAST_MARK_SIZE:
+        yield Finding(Code.LASTMARK_TRAILING_BYTES, path=path, offset=LAST_MARK_SIZE,
+                      detail=f"{size} bytes; BookKeeper reads the first 16, journal {journal_name(mark.log_id)} "
+                             f"offset {mark.offset}, and ignores the {size - LAST_MARK_SIZE} after them")
 
 
 def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
