@@ -106,6 +106,8 @@ _TABLE = [
     Problem("INDEX_HEADER_BAD", E, 3, "expected an index header: {detail}", REBUILD_INDEX),
     Problem("INDEX_TRUNCATED", E, 3, "expected whole 8-byte location slots, found {detail}", REBUILD_INDEX),
     Problem("INDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
+    Problem("JOURNAL_MASTER_KEY_BAD", W, 3,
+            "expected the journal's ledger-key record to hold ledger {ledger_name}'s master key ({detail})"),
     Problem("INDEX_NOT_FENCED", E, 3,
             "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), "
             "found not fenced", REBUILD_INDEX),

@@ -49,8 +49,10 @@ class JournalFacts:
 
     master_keys: LedgerKeys = field(default_factory=LedgerKeys.empty)
     fenced: dict[LedgerId, bool] = field(default_factory=dict)       # value: fence record before lastMark
+    # The newest explicit LAC of a ledger; None when a restart replays it (after lastMark) or it is unreadable.
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
+    replayed_keys: set[LedgerId] = field(default_factory=set)   # ledgers with a ledger-key record after lastMark
     # By path, for the journal its lastMark names: whether a record starts at the mark's offset.
     mark_on_record: dict[str, bool] = field(default_factory=dict)
 
@@ -85,6 +87,7 @@ class JournalFacts:
         if one.mark is not None and one.mark.log_id == one.journal_id:
             self.mark_on_record[one.path] = one.mark_on_record
         keys.extend(one.keys)
+        self.replayed_keys |= one.replayed_keys
         self.pending.extend(one.pending)
 
 
@@ -97,6 +100,7 @@ class RecordFacts:
         self.fenced: dict[LedgerId, bool] = {}
         self.explicit_lac: dict[LedgerId, bytes | None] = {}
         self.keys = _KeyRecords()
+        self.replayed_keys: set[LedgerId] = set()
         self.pending = PendingRecords()
         self.mark_on_record = False   # a record starts at the mark's offset (a mark naming this journal)
         self._rows = 0
@@ -173,11 +177,19 @@ class RecordFacts:
                               offset=int(recs["offset"][is_key][np.argmax(changed)]))
         self.keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[span_indices(k + KEY_AT, lengths)],
                       np.cumsum(lengths))
+        first = _first_after(self.journal_id, recs["offset"][is_key], self.mark)
+        self.replayed_keys.update(map(LedgerId, recs["scope"][is_key][first:].tolist(),
+                                      recs["ledger"][is_key][first:].tolist()))
         lacs = np.flatnonzero(~is_key)
-        for i, s, l, off, n in zip(lacs.tolist(), recs["scope"][lacs].tolist(), recs["ledger"][lacs].tolist(),
-                                   recs["offset"][lacs].tolist(), recs["size"][lacs].tolist()):
+        # A restart replays an explicit LAC after lastMark into ledger storage: until then storage may hold
+        # an older one, so such a ledger's LAC is not compared (None).
+        replayed = _first_after(self.journal_id, recs["offset"][lacs], self.mark)
+        for j, (i, s, l, off, n) in enumerate(zip(lacs.tolist(), recs["scope"][lacs].tolist(),
+                                                  recs["ledger"][lacs].tolist(), recs["offset"][lacs].tolist(),
+                                                  recs["size"][lacs].tolist())):
             body = raw[int(at[i]):int(at[i]) + n].tobytes()
-            self.explicit_lac[LedgerId(s, l)] = classify_body(body, offset=off, path=path).lac_body
+            lac = classify_body(body, offset=off, path=path).lac_body
+            self.explicit_lac[LedgerId(s, l)] = None if j >= replayed else lac
 
 
 def keyed_runs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

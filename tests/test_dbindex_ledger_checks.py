@@ -115,4 +115,5 @@ def test_a_key_only_the_protobuf_library_reads_is_compared_as_it_reads_it(tmp_pa
         records.append(Record(fd.LEDGERS_KEY.build(spec.ledger_id), seq, int(ValueType.VALUE), value))
     write_db(os.path.join(current, LEDGERS_DB), [(0, records)])
     got = [(code.name, f["ledger"], f.get("detail")) for code, f in check_ledgers(CheckContext(discover(root)))]
-    assert got == [("DBINDEX_MASTER_KEY_MISMATCH", 7, f"journal {master_key(b'pw7').hex()}, index {'01' * 20}")]
+    assert got == [("DBINDEX_MASTER_KEY_MISMATCH", 7, f"journal {master_key(b'pw7').hex()}, index {'01' * 20}; "
+                    "without the ledger's password in metadata, which one is damaged is unknown")]

@@ -11,10 +11,13 @@ import subprocess
 import sys
 
 import pytest
-from fsck_helpers import unprivileged
-from test_fsck_golden_faults import ALL_CORPORA, Copy, _clean_copy, _only
+from fsck_helpers import flip, unprivileged
+from test_fsck_golden_faults import ALL_CORPORA, SIZE_PREFIX, Copy, _clean_copy, _only
 
+from bkdisk.formats.index import KEY_OFFSET
+from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name, parse_journal_name
+from bkdisk.journal.reader import read_journal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,3 +110,81 @@ def test_a_journal_dir_that_cannot_be_listed_hides_its_journals_it_does_not_lose
     codes = {f["code"] for f in doc["findings"]}
     assert any(f["code"] == "FILE_UNREADABLE" and f["path"] == folder for f in doc["findings"]), p.stderr
     assert "LASTMARK_MISSING_JOURNAL" not in codes
+
+
+def _explicit_lac_record(c: Copy):
+    folder = _journal_folder(c)
+    for jid in _journal_ids(folder):
+        path = os.path.join(folder, journal_name(jid))
+        scan = read_journal(path)
+        lacs = [r for r in scan.records if r.kind.name == "EXPLICIT_LAC"]
+        if lacs:
+            return path, scan.journal_id, lacs[-1]
+    raise AssertionError("the test needs an explicit-LAC record")
+
+
+@pytest.mark.parametrize("replayed", [True, False])
+def test_an_explicit_lac_a_restart_replays_is_not_compared_with_storage(tmp_path, replayed):
+    """A newer explicit LAC after lastMark is what a crash before the checkpoint leaves: the replay
+    writes it into storage. One before lastMark storage must already hold."""
+    c = _clean_copy("dbstorage-v6-bookieid", tmp_path)
+    path, jid, r = _explicit_lac_record(c)
+    if replayed:
+        for p in _last_marks(c):
+            with open(p, "wb") as fh:
+                fh.write(build_last_mark(LastMark(jid, r.offset)))
+    lac_low_byte = r.offset + SIZE_PREFIX + 8 + 8 + 4 + 8 + 7   # ledger, entry, body length, body's ledger, LAC
+    flip(path, lac_low_byte)
+    report = c.check()
+    codes = {f.code for f in report.findings}
+    assert ("DBINDEX_EXPLICIT_LAC_MISMATCH" in codes) is not replayed, [f.line() for f in report.findings]
+
+
+def _key_record(c: Copy):
+    folder = _journal_folder(c)
+    for jid in _journal_ids(folder):
+        path = os.path.join(folder, journal_name(jid))
+        scan = read_journal(path)
+        keys = [r for r in scan.records if r.kind.name == "LEDGER_KEY"]
+        if keys:
+            return path, scan.journal_id, keys[0]
+    raise AssertionError("the test needs a ledger-key record")
+
+
+KEY_BYTE = SIZE_PREFIX + 8 + 8 + 4 + 3   # a byte of the key: after the ledger, the entry and the key length
+
+
+@pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "dbstorage-v6-bookieid"])
+def test_a_damaged_ledger_key_record_before_lastmark_is_the_journals_fault_not_the_index(tmp_path, corpus):
+    c = _clean_copy(corpus, tmp_path)
+    path, _jid, r = _key_record(c)
+    flip(path, r.offset + KEY_BYTE)
+    report = c.check()
+    [f] = _only(report, "JOURNAL_MASTER_KEY_BAD")
+    assert f.ledger == r.ledger_id and "no restart reads it" in f.message
+    assert not {"INDEX_MASTER_KEY_MISMATCH", "DBINDEX_MASTER_KEY_MISMATCH"} & {g.code for g in report.findings}
+    # Without the password the check cannot tell which key is damaged: the index is not cleared.
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
+    blind = check_bookie(discover(c.root))
+    [g] = [g for g in blind.findings if g.code.endswith("MASTER_KEY_MISMATCH")]
+    assert "which one is damaged is unknown" in g.message and g.severity.value == "error"
+
+
+def test_a_damaged_ledger_key_record_a_restart_replays_is_an_error(tmp_path):
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    path, jid, r = _key_record(c)
+    for p in _last_marks(c):
+        with open(p, "wb") as fh:
+            fh.write(build_last_mark(LastMark(jid, r.offset)))
+    flip(path, r.offset + KEY_BYTE)
+    [f] = _only(c.check(), "INDEX_MASTER_KEY_MISMATCH")
+    assert "the journal's ledger-key record is the damaged one, and a restart replays it" in f.message
+
+
+def test_a_damaged_key_in_the_index_is_the_index_fault(tmp_path):
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    _path, _jid, r = _key_record(c)
+    flip(c.index_path(r.ledger_id), KEY_OFFSET + 3)
+    [f] = _only(c.check(), "INDEX_MASTER_KEY_MISMATCH")
+    assert "the index's key is damaged" in f.message

@@ -19,6 +19,7 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
+from bkdisk.fsck.master_keys import key_mismatch
 from bkdisk.fsck.placed_locations import PlacedCheck
 from bkdisk.fsck.placed_locations import log_sizes as placed_log_sizes
 from bkdisk.indexfiles.row_objects import HeaderColumn
@@ -59,8 +60,9 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
                           detail=f"{trailing} stray bytes at the end (file size {size})")
         lid = LedgerId(scope, ledger)
         if key is not None and key != h.master_key:
-            yield Finding(Code.INDEX_MASTER_KEY_MISMATCH, path=path, offset=KEY_OFFSET, scope=scope, ledger=ledger,
-                          detail=f"journal {key.hex()}, index {h.master_key.hex()}")
+            bad, detail = key_mismatch(ctx, LedgerId(scope, ledger), key, h.master_key)
+            yield Finding(Code.INDEX_MASTER_KEY_MISMATCH if bad else Code.JOURNAL_MASTER_KEY_BAD, path=path,
+                          offset=KEY_OFFSET, scope=scope, ledger=ledger, detail=detail)
         if fenced.get(lid) and not h.fenced:
             yield Finding(Code.INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
                           ledger=ledger)
@@ -198,8 +200,9 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
             key = mk.key_at(key_row) if key_row >= 0 else None
             where = dict(path=ledgers_db, scope=0, ledger=lid)
             if key is not None and key != info.master_key:
-                out.append((Code.DBINDEX_MASTER_KEY_MISMATCH,
-                            dict(where, detail=f"journal {key.hex()}, index {info.master_key.hex()}")))
+                bad, detail = key_mismatch(ctx, ledger, key, info.master_key)
+                out.append((Code.DBINDEX_MASTER_KEY_MISMATCH if bad else Code.JOURNAL_MASTER_KEY_BAD,
+                            dict(where, detail=detail)))
             if facts.fenced.get(ledger) and not info.fenced:
                 out.append((Code.DBINDEX_NOT_FENCED, where))
             lac = facts.explicit_lac.get(ledger)
