@@ -165,6 +165,13 @@ _TABLE = [
     Problem("JOURNAL_TAIL_GARBAGE", W, 6, "expected zeros after the journal's end, found {detail}"),
     Problem("JOURNAL_RECORDS_NOT_REPLAYED", E, 6,
             "expected every record a restart replays before the zero length that ends the journal: {detail}"),
+    Problem("JOURNAL_REPLAYED_KEYS_DIFFER", E, 6,
+            "expected one master key in ledger {ledger_name}'s ledger-key records after lastMark, found {detail}: a "
+            "restart replays them, the first makes the ledger's handle, the handle refuses the next, and the "
+            "start fails"),
+    Problem("JOURNAL_REPLAYED_KEY_BAD", E, 6,
+            "expected ledger {ledger_name}'s ledger-key record after lastMark to hold its master key, found "
+            "{detail}"),
     Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark (journal id, offset), found {detail}"),
     Problem("LASTMARK_TRAILING_BYTES", W, 6, "expected a 16-byte lastMark, found {detail}"),
     Problem("LASTMARK_MISSING_JOURNAL", E, 6,

@@ -52,7 +52,8 @@ class JournalFacts:
     # The newest explicit LAC of a ledger; None when a restart replays it (after lastMark) or it is unreadable.
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
-    replayed_keys: set[LedgerId] = field(default_factory=set)   # ledgers with a ledger-key record after lastMark
+    # Per ledger with ledger-key records after lastMark (a restart replays them), their distinct keys in order.
+    replayed_keys: dict[LedgerId, list[bytes]] = field(default_factory=dict)
     # By path, for the journal its lastMark names: whether a record starts at the mark's offset.
     mark_on_record: dict[str, bool] = field(default_factory=dict)
 
@@ -87,7 +88,8 @@ class JournalFacts:
         if one.mark is not None and one.mark.log_id == one.journal_id:
             self.mark_on_record[one.path] = one.mark_on_record
         keys.extend(one.keys)
-        self.replayed_keys |= one.replayed_keys
+        for lid, ks in one.replayed_keys.items():
+            _add_distinct(self.replayed_keys.setdefault(lid, []), ks)
         self.pending.extend(one.pending)
 
 
@@ -100,7 +102,7 @@ class RecordFacts:
         self.fenced: dict[LedgerId, bool] = {}
         self.explicit_lac: dict[LedgerId, bytes | None] = {}
         self.keys = _KeyRecords()
-        self.replayed_keys: set[LedgerId] = set()
+        self.replayed_keys: dict[LedgerId, list[bytes]] = {}
         self.pending = PendingRecords()
         self.mark_on_record = False   # a record starts at the mark's offset (a mark naming this journal)
         self._rows = 0
@@ -177,9 +179,10 @@ class RecordFacts:
                               offset=int(recs["offset"][is_key][np.argmax(changed)]))
         self.keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[span_indices(k + KEY_AT, lengths)],
                       np.cumsum(lengths))
-        first = _first_after(self.journal_id, recs["offset"][is_key], self.mark)
-        self.replayed_keys.update(map(LedgerId, recs["scope"][is_key][first:].tolist(),
-                                      recs["ledger"][is_key][first:].tolist()))
+        first = _first_after(self.journal_id, recs["offset"][is_key], self.mark)   # (few: since the checkpoint)
+        for s, l, a, n in zip(recs["scope"][is_key][first:].tolist(), recs["ledger"][is_key][first:].tolist(),
+                              (k + KEY_AT)[first:].tolist(), lengths[first:].tolist()):
+            _add_distinct(self.replayed_keys.setdefault(LedgerId(s, l), []), [raw[a:a + n].tobytes()])
         lacs = np.flatnonzero(~is_key)
         # A restart replays an explicit LAC after lastMark into ledger storage: until then storage may hold
         # an older one, so such a ledger's LAC is not compared (None).
@@ -190,6 +193,10 @@ class RecordFacts:
             body = raw[int(at[i]):int(at[i]) + n].tobytes()
             lac = classify_body(body, offset=off, path=path).lac_body
             self.explicit_lac[LedgerId(s, l)] = None if j >= replayed else lac
+
+
+def _add_distinct(keys: list[bytes], more: list[bytes]) -> None:
+    keys += [k for k in more if k not in keys]
 
 
 def keyed_runs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

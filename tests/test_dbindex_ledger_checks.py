@@ -117,3 +117,26 @@ def test_a_key_only_the_protobuf_library_reads_is_compared_as_it_reads_it(tmp_pa
     got = [(code.name, f["ledger"], f.get("detail")) for code, f in check_ledgers(CheckContext(discover(root)))]
     assert got == [("DBINDEX_MASTER_KEY_MISMATCH", 7, f"journal {master_key(b'pw7').hex()}, index {'01' * 20}; "
                     "without the ledger's password in metadata, which one is damaged is unknown")]
+
+
+def test_an_empty_or_all_zero_key_in_the_ledgers_index_is_unset_not_a_mismatch(tmp_path):
+    """BookKeeper's own ledgers-index rebuild writes an empty key, and LedgerMetadataIndex.setMasterKey
+    replaces an empty or all-zero stored key with the next one given: no mismatch, no rebuild advice."""
+    from bkdisk.formats import dbledger as fd
+    from bkdisk.formats.digests import master_key
+    from bkdisk.formats.rocksdb import ValueType
+    from bkdisk.rocksdbfiles.sst import Record
+    from bkdisk.rocksdbfiles.writer import write_db
+    root = str(tmp_path / "bk")
+    write_bookie(BookieSpec(_ledgers(), storage="rocksdb"), root)
+    current = os.path.join(root, "ledgers", "current")
+    shutil.rmtree(os.path.join(current, LEDGERS_DB))
+    stored = {3: b"", 7: bytes(20), 11: b"\x01" + bytes(19)}
+    records = []
+    for seq, spec in enumerate(_ledgers(), 1):
+        key = stored.get(spec.ledger_id, master_key(spec.password))
+        value = fd.ledger_value(fd.LedgerInfo(spec.ledger_id, True, spec.fenced, key, None, None))
+        records.append(Record(fd.LEDGERS_KEY.build(spec.ledger_id), seq, int(ValueType.VALUE), value))
+    write_db(os.path.join(current, LEDGERS_DB), [(0, records)])
+    got = [(code.name, f["ledger"]) for code, f in check_ledgers(CheckContext(discover(root)))]
+    assert got == [("DBINDEX_MASTER_KEY_MISMATCH", 11)]

@@ -14,6 +14,7 @@ import pytest
 from fsck_helpers import flip, unprivileged
 from test_fsck_golden_faults import ALL_CORPORA, SIZE_PREFIX, Copy, _clean_copy, _only
 
+from bkdisk.formats import journal as fj
 from bkdisk.formats.index import KEY_OFFSET
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name, parse_journal_name
@@ -171,15 +172,57 @@ def test_a_damaged_ledger_key_record_before_lastmark_is_the_journals_fault_not_t
     assert "which one is damaged is unknown" in g.message and g.severity.value == "error"
 
 
-def test_a_damaged_ledger_key_record_a_restart_replays_is_an_error(tmp_path):
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_damaged_ledger_key_record_a_restart_replays_is_an_error(tmp_path, indexed):
+    """Replayed, the record's key becomes the ledger's handle's: adds made with the password are refused,
+    whether or not storage already holds the ledger (after a crash it may not)."""
     c = _clean_copy("interleaved-v6-hostport", tmp_path)
     path, jid, r = _key_record(c)
     for p in _last_marks(c):
         with open(p, "wb") as fh:
             fh.write(build_last_mark(LastMark(jid, r.offset)))
+    if not indexed:
+        os.remove(c.index_path(r.ledger_id))
     flip(path, r.offset + KEY_BYTE)
-    [f] = _only(c.check(), "INDEX_MASTER_KEY_MISMATCH")
-    assert "the journal's ledger-key record is the damaged one, and a restart replays it" in f.message
+    report = c.check()
+    [f] = _only(report, "JOURNAL_REPLAYED_KEY_BAD")
+    assert f.ledger == r.ledger_id and "a restart replays it" in f.message and f.severity.value == "error"
+    assert "INDEX_MASTER_KEY_MISMATCH" not in {g.code for g in report.findings}   # (said once, by the journal)
+
+
+def test_two_keys_for_one_ledger_after_lastmark_stop_the_start(tmp_path):
+    """The first replayed record makes the ledger's handle; the handle refuses the second's key."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    folder = _journal_folder(c)
+    path, _jid, r = _key_record(c)
+    newest = os.path.join(folder, journal_name(_journal_ids(folder)[-1]))
+    scan = read_journal(newest)
+    end = scan.valid_end
+    damaged = bytearray(r.master_key)
+    damaged[3] ^= 1
+    records = b"".join(fj.RECORD_LENGTH.build(len(b)) + b for b in
+                       (fj.build_ledger_key_body(r.ledger_id, bytes(damaged)),
+                        fj.build_ledger_key_body(r.ledger_id, r.master_key)))
+    with open(newest, "r+b") as fh:   # into the zeros after the journal's last record
+        fh.seek(end)
+        fh.write(records)
+    for p in _last_marks(c):
+        with open(p, "wb") as fh:
+            fh.write(build_last_mark(LastMark(scan.journal_id, end)))
+    report = c.check()
+    [f] = _only(report, "JOURNAL_REPLAYED_KEYS_DIFFER")
+    assert f.ledger == r.ledger_id and f"2 keys: {bytes(damaged).hex()}, {r.master_key.hex()}" in f.message
+
+
+def test_a_lastmark_of_journal_0_or_below_names_no_journal(tmp_path):
+    # BookKeeper looks for the marked journal only when its id is above 0, and replays every journal.
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    for mark in (LastMark(0, 512), LastMark(-1, 0)):
+        for p in _last_marks(c):
+            with open(p, "wb") as fh:
+                fh.write(build_last_mark(mark))
+        codes = {f.code for f in c.check().findings}
+        assert "LASTMARK_MISSING_JOURNAL" not in codes and "REPLAY_PENDING" in codes, codes
 
 
 def test_a_damaged_key_in_the_index_is_the_index_fault(tmp_path):
@@ -188,3 +231,17 @@ def test_a_damaged_key_in_the_index_is_the_index_fault(tmp_path):
     flip(c.index_path(r.ledger_id), KEY_OFFSET + 3)
     [f] = _only(c.check(), "INDEX_MASTER_KEY_MISMATCH")
     assert "the index's key is damaged" in f.message
+
+
+@pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "sorted-v5-bookieid"])
+def test_a_sector_header_whose_version_says_4_is_named_damaged(tmp_path, corpus):
+    """Versions 5 and 6 write a 512-byte header; read as version 4 (8 bytes), the journal's records end
+    at the zeros at offset 8 and BookKeeper takes none of them."""
+    c = _clean_copy(corpus, tmp_path)
+    folder = _journal_folder(c)
+    path = os.path.join(folder, journal_name(_journal_ids(folder)[-1]))
+    with open(path, "r+b") as fh:
+        fh.seek(4)
+        fh.write((4).to_bytes(4, "big"))
+    [f] = _only(c.check(), "JOURNAL_TAIL_GARBAGE")
+    assert (f.path, f.offset) == (path, 8) and "the header's version 4 is damaged" in f.message, f.message

@@ -43,10 +43,10 @@ def _write(path: str, records: list[tuple]) -> None:
         w.flush_group()
 
 
-def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list, set]:
+def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list, dict]:
     """The facts as one pass over the reference reader's records gives them."""
     keys: dict[LedgerId, bytes] = {}
-    replayed_keys: set[LedgerId] = set()
+    replayed_keys: dict[LedgerId, list[bytes]] = {}
     fenced: dict[LedgerId, bool] = {}
     lacs: dict[LedgerId, bytes | None] = {}
     pending = []
@@ -56,8 +56,8 @@ def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list
         if r.kind == RecordKind.LEDGER_KEY:
             keys.pop(lid, None) if lid not in keys else None
             keys[lid] = r.master_key   # (the last record's key; the ledger's place is where first met)
-            if after:
-                replayed_keys.add(lid)
+            if after and r.master_key not in replayed_keys.setdefault(lid, []):
+                replayed_keys[lid].append(r.master_key)
         elif r.kind == RecordKind.FENCE:
             fenced[lid] = fenced.get(lid, False) or not after
         elif r.kind == RecordKind.EXPLICIT_LAC:

@@ -19,7 +19,7 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
-from bkdisk.fsck.master_keys import key_mismatch
+from bkdisk.fsck.master_keys import key_mismatch, key_unset
 from bkdisk.fsck.placed_locations import PlacedCheck
 from bkdisk.fsck.placed_locations import log_sizes as placed_log_sizes
 from bkdisk.indexfiles.row_objects import HeaderColumn
@@ -61,8 +61,9 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
         lid = LedgerId(scope, ledger)
         if key is not None and key != h.master_key:
             bad, detail = key_mismatch(ctx, LedgerId(scope, ledger), key, h.master_key)
-            yield Finding(Code.INDEX_MASTER_KEY_MISMATCH if bad else Code.JOURNAL_MASTER_KEY_BAD, path=path,
-                          offset=KEY_OFFSET, scope=scope, ledger=ledger, detail=detail)
+            if bad is not None:
+                yield Finding(Code.INDEX_MASTER_KEY_MISMATCH if bad else Code.JOURNAL_MASTER_KEY_BAD, path=path,
+                              offset=KEY_OFFSET, scope=scope, ledger=ledger, detail=detail)
         if fenced.get(lid) and not h.fenced:
             yield Finding(Code.INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
                           ledger=ledger)
@@ -199,10 +200,11 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
             ledger = LedgerId(0, x)
             key = mk.key_at(key_row) if key_row >= 0 else None
             where = dict(path=ledgers_db, scope=0, ledger=lid)
-            if key is not None and key != info.master_key:
+            if key is not None and key != info.master_key and not key_unset(ctx, info.master_key):
                 bad, detail = key_mismatch(ctx, ledger, key, info.master_key)
-                out.append((Code.DBINDEX_MASTER_KEY_MISMATCH if bad else Code.JOURNAL_MASTER_KEY_BAD,
-                            dict(where, detail=detail)))
+                if bad is not None:
+                    out.append((Code.DBINDEX_MASTER_KEY_MISMATCH if bad else Code.JOURNAL_MASTER_KEY_BAD,
+                                dict(where, detail=detail)))
             if facts.fenced.get(ledger) and not info.fenced:
                 out.append((Code.DBINDEX_NOT_FENCED, where))
             lac = facts.explicit_lac.get(ledger)

@@ -14,16 +14,17 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from bkdisk.diskio.mapped import DiskError
+from bkdisk.diskio.mapped import DiskError, read_range
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.journal import RECORD_LENGTH_SIZE, RecordKind
+from bkdisk.formats.journal import MAX_VERSION, PADDING_MIN_VERSION, RECORD_LENGTH_SIZE, SECTOR_SIZE, RecordKind
 from bkdisk.formats.lastmark import LAST_MARK_SIZE, LastMark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name, journal_name_refused
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
+from bkdisk.fsck.master_keys import replayed_key_findings
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
@@ -67,6 +68,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
             if found is not None:
                 past.append(found)
     yield from _check_last_marks(ctx)
+    yield from replayed_key_findings(ctx)
     yield from _replay(ctx, past)
     yield from _last_mark_in_every_dir(ctx)
 
@@ -83,7 +85,7 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
         yield from _journal_digests(ctx, scan, is_newest=is_newest, before_mark=before_mark,
                                     clean_end=kind in (EndKind.CLEAN, EndKind.EOF))
     if kind == EndKind.GARBAGE:
-        yield Finding(Code.JOURNAL_TAIL_GARBAGE, path=p, offset=off, detail=scan.end_detail)
+        yield Finding(Code.JOURNAL_TAIL_GARBAGE, path=p, offset=off, detail=scan.end_detail + _version_hint(scan))
     elif kind == EndKind.TORN:
         if (is_newest or before_mark) and not _data_after(p, off):
             # A crash tears the journal being written; one wholly before lastMark is never read again.
@@ -102,6 +104,23 @@ def _refused_names(ctx: CheckContext) -> Iterator[Finding]:
             why = journal_name_refused(n)
             if why is not None:
                 yield Finding(Code.JOURNAL_NAME_BAD, path=os.path.join(d, CURRENT_DIR, n), detail=why)
+
+
+def _version_hint(scan: JournalArrays) -> str:
+    """A version 2-4 header (8 bytes, records from offset 8) over zeros up to offset 512 and records from
+    there: the sector header versions 5 and 6 write, its version field damaged. BookKeeper reads the
+    version the header says, finds the zero length at 8 and takes nothing from the journal."""
+    if scan.version >= PADDING_MIN_VERSION or scan.end_offset != scan.header_size or scan.size <= SECTOR_SIZE:
+        return ""
+    try:
+        head = read_range(scan.path, 0, SECTOR_SIZE + RECORD_LENGTH_SIZE)
+    except DiskError:
+        return ""
+    if any(head[scan.header_size:SECTOR_SIZE]) or not any(head[SECTOR_SIZE:]):
+        return ""
+    return (f"; the records start at {SECTOR_SIZE}, after a sector header as versions {PADDING_MIN_VERSION} and "
+            f"{MAX_VERSION} write it: the header's version {scan.version} is damaged (BookKeeper, reading it, "
+            f"finds the zero length at {scan.header_size} and takes no record from the journal)")
 
 
 # A journal a restart replays whose records go on past the zero length that ends it: its path, that
@@ -231,8 +250,10 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         ji = read.index(name)
         mark = max(marks.values())
         path = max(marks, key=lambda p: marks[p])
-        if mark.log_id == 0 and mark.offset == 0:
-            continue  # never rolled: replay everything
+        if mark.log_id <= 0:
+            # BookKeeper looks for the marked journal only when its id is above 0 (and readLog keeps its
+            # initial (0, 0) over a lower mark): a restart replays every journal.
+            continue
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
         if jf is None and os.path.join(ctx.dirs.journal_dirs[ji], CURRENT_DIR) in ctx.unlisted:
