@@ -172,6 +172,10 @@ _TABLE = [
     Problem("JOURNAL_REPLAYED_KEY_BAD", E, 6,
             "expected ledger {ledger_name}'s ledger-key record after lastMark to hold its master key, found "
             "{detail}"),
+    Problem("JOURNAL_REPLAYED_LAC_BAD", E, 6,
+            "expected ledger {ledger_name}'s explicit-LAC record after lastMark to verify, found a body whose digest "
+            "does not ({detail}): a restart replays it into storage, and a client reading the ledger's LAC from "
+            "this bookie gets it"),
     Problem("LASTMARK_BAD", E, 6, "expected a 16-byte lastMark (journal id, offset), found {detail}"),
     Problem("LASTMARK_TRAILING_BYTES", W, 6, "expected a 16-byte lastMark, found {detail}"),
     Problem("LASTMARK_MISSING_JOURNAL", E, 6,
@@ -197,6 +201,8 @@ _TABLE = [
     Problem("DBINDEX_MASTER_KEY_MISMATCH", E, 3, "expected the master key the journal recorded ({detail})"),
     Problem("DBINDEX_NOT_FENCED", E, 3,
             "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced"),
+    Problem("JOURNAL_EXPLICIT_LAC_BAD", W, 3,
+            "expected the journal's explicit-LAC record to hold ledger {ledger_name}'s LAC ({detail})"),
     Problem("DBINDEX_EXPLICIT_LAC_MISMATCH", E, 3,
             "expected ledger {ledger_name}'s explicit LAC as the journal recorded it: {detail}"),
     Problem("DBINDEX_LOCATION_MISSING_LOG", E, 5,

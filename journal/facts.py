@@ -52,6 +52,7 @@ class JournalFacts:
     # The newest explicit LAC of a ledger; None when a restart replays it (after lastMark) or it is unreadable.
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
+    replayed_lacs: dict[LedgerId, bytes] = field(default_factory=dict)   # the newest explicit LAC after lastMark
     # Per ledger with ledger-key records after lastMark (a restart replays them), their distinct keys in order.
     replayed_keys: dict[LedgerId, list[bytes]] = field(default_factory=dict)
     # By path, for the journal its lastMark names: whether a record starts at the mark's offset.
@@ -88,6 +89,7 @@ class JournalFacts:
         if one.mark is not None and one.mark.log_id == one.journal_id:
             self.mark_on_record[one.path] = one.mark_on_record
         keys.extend(one.keys)
+        self.replayed_lacs.update(one.replayed_lacs)
         for lid, ks in one.replayed_keys.items():
             _add_distinct(self.replayed_keys.setdefault(lid, []), ks)
         self.pending.extend(one.pending)
@@ -103,6 +105,7 @@ class RecordFacts:
         self.explicit_lac: dict[LedgerId, bytes | None] = {}
         self.keys = _KeyRecords()
         self.replayed_keys: dict[LedgerId, list[bytes]] = {}
+        self.replayed_lacs: dict[LedgerId, bytes] = {}
         self.pending = PendingRecords()
         self.mark_on_record = False   # a record starts at the mark's offset (a mark naming this journal)
         self._rows = 0
@@ -192,7 +195,10 @@ class RecordFacts:
                                                   recs["size"][lacs].tolist())):
             body = raw[int(at[i]):int(at[i]) + n].tobytes()
             lac = classify_body(body, offset=off, path=path).lac_body
-            self.explicit_lac[LedgerId(s, l)] = None if j >= replayed else lac
+            lid = LedgerId(s, l)
+            self.explicit_lac[lid] = None if j >= replayed else lac
+            if j >= replayed and lac is not None:
+                self.replayed_lacs[lid] = lac
 
 
 def _add_distinct(keys: list[bytes], more: list[bytes]) -> None:

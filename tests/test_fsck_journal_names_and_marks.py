@@ -11,10 +11,11 @@ import subprocess
 import sys
 
 import pytest
-from fsck_helpers import flip, unprivileged
+from fsck_helpers import flip, patch, unprivileged
 from test_fsck_golden_faults import ALL_CORPORA, SIZE_PREFIX, Copy, _clean_copy, _only
 
 from bkdisk.formats import journal as fj
+from bkdisk.formats.digests import DigestType, compute_digest
 from bkdisk.formats.index import KEY_OFFSET
 from bkdisk.formats.lastmark import LastMark, build_last_mark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name, parse_journal_name
@@ -124,21 +125,50 @@ def _explicit_lac_record(c: Copy):
     raise AssertionError("the test needs an explicit-LAC record")
 
 
-@pytest.mark.parametrize("replayed", [True, False])
-def test_an_explicit_lac_a_restart_replays_is_not_compared_with_storage(tmp_path, replayed):
+def _mark_at(c: Copy, jid: int, offset: int) -> None:
+    for p in _last_marks(c):
+        with open(p, "wb") as fh:
+            fh.write(build_last_mark(LastMark(jid, offset)))
+
+
+LAC_AT = SIZE_PREFIX + 8 + 8 + 4   # the LAC body: after the ledger, the entry and the body's length
+
+
+def test_a_newer_explicit_lac_a_restart_replays_is_not_compared_with_storage(tmp_path):
     """A newer explicit LAC after lastMark is what a crash before the checkpoint leaves: the replay
-    writes it into storage. One before lastMark storage must already hold."""
+    writes it into storage, which may hold an older one until then."""
+    c = _clean_copy("dbstorage-v6-bookieid", tmp_path)
+    path, jid, r = _explicit_lac_record(c)
+    from bkdisk.bookie.metadata_dir import digest_plan, load_metadata_dir
+    plan = digest_plan(load_metadata_dir(c.md_dir)[0])
+    key = (0, r.ledger_id)
+    password = plan.passwords.get(key)
+    covered = r.ledger_id.to_bytes(8, "big") + (int.from_bytes(r.lac_body[8:16], "big") + 1).to_bytes(8, "big")
+    body = covered + compute_digest(DigestType(int(plan.known[key])), covered, password=password)
+    assert len(body) == len(r.lac_body)
+    patch(path, r.offset + LAC_AT, body)
+    _mark_at(c, jid, r.offset)
+    codes = {f.code for f in c.check().findings}
+    assert not {"DBINDEX_EXPLICIT_LAC_MISMATCH", "JOURNAL_REPLAYED_LAC_BAD", "JOURNAL_EXPLICIT_LAC_BAD"} & codes
+    # The same record before lastMark is one storage must hold already.
+    _mark_at(c, jid, r.offset + SIZE_PREFIX + r.length)
+    assert "DBINDEX_EXPLICIT_LAC_MISMATCH" in {f.code for f in c.check().findings}
+
+
+@pytest.mark.parametrize("replayed", [True, False])
+def test_a_damaged_explicit_lac_record_is_told_by_its_digest(tmp_path, replayed):
+    """Replayed, a damaged LAC reaches storage and the clients reading it (an error); before lastMark no
+    restart reads it, and storage's LAC, which verifies, stands (a warning, not the index's fault)."""
     c = _clean_copy("dbstorage-v6-bookieid", tmp_path)
     path, jid, r = _explicit_lac_record(c)
     if replayed:
-        for p in _last_marks(c):
-            with open(p, "wb") as fh:
-                fh.write(build_last_mark(LastMark(jid, r.offset)))
-    lac_low_byte = r.offset + SIZE_PREFIX + 8 + 8 + 4 + 8 + 7   # ledger, entry, body length, body's ledger, LAC
-    flip(path, lac_low_byte)
+        _mark_at(c, jid, r.offset)
+    flip(path, r.offset + LAC_AT + 8 + 7)   # the LAC's low byte
     report = c.check()
     codes = {f.code for f in report.findings}
-    assert ("DBINDEX_EXPLICIT_LAC_MISMATCH" in codes) is not replayed, [f.line() for f in report.findings]
+    assert "DBINDEX_EXPLICIT_LAC_MISMATCH" not in codes
+    [f] = _only(report, "JOURNAL_REPLAYED_LAC_BAD" if replayed else "JOURNAL_EXPLICIT_LAC_BAD")
+    assert f.ledger == r.ledger_id and f.severity.value == ("error" if replayed else "warning")
 
 
 def _key_record(c: Copy):

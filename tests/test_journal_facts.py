@@ -43,10 +43,11 @@ def _write(path: str, records: list[tuple]) -> None:
         w.flush_group()
 
 
-def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list, dict]:
+def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list, tuple[dict, dict]]:
     """The facts as one pass over the reference reader's records gives them."""
     keys: dict[LedgerId, bytes] = {}
     replayed_keys: dict[LedgerId, list[bytes]] = {}
+    replayed_lacs: dict[LedgerId, bytes] = {}
     fenced: dict[LedgerId, bool] = {}
     lacs: dict[LedgerId, bytes | None] = {}
     pending = []
@@ -62,9 +63,11 @@ def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list
             fenced[lid] = fenced.get(lid, False) or not after
         elif r.kind == RecordKind.EXPLICIT_LAC:
             lacs[lid] = None if after else r.lac_body   # (a restart replays it into storage)
+            if after and r.lac_body is not None:
+                replayed_lacs[lid] = r.lac_body
         elif r.kind == RecordKind.DATA and after:
             pending.append((path, r.offset, lid, r.entry_id))
-    return keys, fenced, lacs, pending, replayed_keys
+    return keys, fenced, lacs, pending, (replayed_keys, replayed_lacs)
 
 
 _record = st.one_of(
@@ -93,9 +96,9 @@ def test_the_facts_are_those_of_the_records_one_at_a_time(monkeypatch, records, 
         mark = data.draw(st.one_of(st.none(), st.sampled_from([LastMark(JOURNAL_ID, o) for o in offsets] or [None]),
                                    st.sampled_from([LastMark(JOURNAL_ID - 1, 0), LastMark(JOURNAL_ID + 1, 0)])))
         got = JournalFacts.collect([(JOURNAL_ID, path, scan, mark)])
-        keys, fenced, lacs, pending, replayed_keys = _reference(path, mark)
+        keys, fenced, lacs, pending, replayed = _reference(path, mark)
         assert list(got.master_keys) == list(keys) and dict(got.master_keys) == keys
-        assert got.replayed_keys == replayed_keys
+        assert (got.replayed_keys, got.replayed_lacs) == replayed
         assert got.fenced == fenced and got.explicit_lac == lacs and list(got.pending.tuples()) == pending
         # The same facts taken as a spilling scan hands its records over (a window's records at a time),
         # none of its records read back.

@@ -17,6 +17,7 @@ from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.explicit_lacs import lac_mismatch
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
 from bkdisk.fsck.master_keys import key_mismatch, key_unset
@@ -209,8 +210,9 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
                 out.append((Code.DBINDEX_NOT_FENCED, where))
             lac = facts.explicit_lac.get(ledger)
             if lac is not None and info.explicit_lac_body is not None and lac != info.explicit_lac_body:
-                out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH,
-                            dict(where, detail=f"journal {lac.hex()}, index {info.explicit_lac_body.hex()}")))
+                bad, detail = lac_mismatch(ctx, ledger, lac, info.explicit_lac_body)
+                out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH if bad else Code.JOURNAL_EXPLICIT_LAC_BAD,
+                            dict(where, detail=detail)))
     if all(dbindex.is_index(idx) for _di, _c, idx in dbindex.read(ctx)):   # else unknown, not missing
         held = np.isin(keyed.view(np.int64), np.concatenate(known) if known else np.zeros(0, np.int64))
         out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x)) for x in keyed[~held].tolist()]

@@ -22,6 +22,7 @@ from bkdisk.formats.lastmark import LAST_MARK_SIZE, LastMark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name, journal_name_refused
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.explicit_lacs import replayed_lac_findings
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
@@ -69,6 +70,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
                 past.append(found)
     yield from _check_last_marks(ctx)
     yield from replayed_key_findings(ctx)
+    yield from replayed_lac_findings(ctx)
     yield from _replay(ctx, past)
     yield from _last_mark_in_every_dir(ctx)
 

@@ -1,0 +1,51 @@
+"""Explicit LACs: the body a client sends (its ledger id, its LAC, then a digest over those 16 bytes made
+with the ledger's digest type, DigestManager.computeDigestAndPackageForSendingLac) tells a damaged body
+from a good one. A restart replays the explicit-LAC records after lastMark into storage (BookieImpl's
+replay, setExplicitLac), so a damaged one there reaches every client that reads the ledger's LAC from
+this bookie; one before lastMark no restart reads.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from bkdisk.formats.digests import DigestType, compute_digest
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.codes import Code
+from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+
+COVERED = 16   # the ledger id and the LAC
+
+
+def lac_digest_ok(ctx: CheckContext, lid: LedgerId, body: bytes) -> bool | None:
+    """Whether ``body``'s digest verifies with the ledger's digest type in metadata; None when metadata
+    does not give it (or, for HMAC, the password), or for a scoped ledger."""
+    key = (lid.scope, lid.ledger)
+    known = ctx.digest_plan.known.get(key)
+    if known is None or lid.scope:
+        return None
+    dtype = DigestType(int(known))
+    password = ctx.digest_plan.passwords.get(key)
+    if dtype == DigestType.HMAC and password is None:
+        return None
+    return len(body) >= COVERED and compute_digest(dtype, body[:COVERED], password=password) == body[COVERED:]
+
+
+def replayed_lac_findings(ctx: CheckContext) -> Iterator[Finding]:
+    """Explicit-LAC records after lastMark whose digest does not verify."""
+    for lid, body in sorted(ctx.journal_facts.replayed_lacs.items()):
+        if lac_digest_ok(ctx, lid, body) is False:
+            yield Finding(Code.JOURNAL_REPLAYED_LAC_BAD, scope=lid.scope, ledger=lid.ledger, detail=body.hex())
+
+
+def lac_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes) -> tuple[bool, str]:
+    """Storage's explicit LAC ``stored`` differs from the one the journal recorded before lastMark: (an
+    error, rather than a damaged record no restart reads; the finding's detail)."""
+    detail = f"journal {journal.hex()}, index {stored.hex()}"
+    ours, theirs = lac_digest_ok(ctx, lid, journal), lac_digest_ok(ctx, lid, stored)
+    if ours is False and theirs:
+        return False, (f"{detail}; the journal's fails its digest and the index's verifies: the journal's record "
+                       "is the damaged one, and it lies before lastMark, where no restart reads it")
+    if theirs is False:
+        return True, f"{detail}; the index's fails its digest: the index's is damaged"
+    return True, detail
