@@ -12,6 +12,7 @@ pure-Python twin over the whole file's bytes (tests compare them).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -70,6 +71,79 @@ def _search_window(buf, base, size, start, stop):
         if _record_end(buf, nxt - base, nxt, size) >= 0:
             return 1, q
     return NOT_FOUND, stop
+
+
+_FULL = 2
+
+
+@kernel
+def _lone_window(buf, base, size, start, stop, out):
+    """Plausible records in [start, stop), not padding (``buf`` holds file bytes from ``base``), that a zero
+    length, a padding record or the file's end follows, their offsets into ``out``: (status, number found, q), status 1 a pair's end
+    past ``buf`` (NEED_SUCCESSOR: q's successor lies past it), _FULL when ``out`` filled before q, else
+    NOT_FOUND (the window done)."""
+    buf = unowned(buf)
+    buf_end = base + buf.size
+    n = 0
+    for q in range(start, stop):
+        if q + HEAD > buf_end:
+            return NOT_FOUND, n, q
+        if be_i32(buf, q - base) == fj.PADDING_MARKER:
+            continue
+        nxt = _record_end(buf, q - base, q, size)
+        if nxt < 0:
+            continue
+        if nxt + fj.RECORD_LENGTH_SIZE <= size:
+            if nxt + fj.RECORD_LENGTH_SIZE > buf_end:
+                return NEED_SUCCESSOR, n, q
+            after = be_i32(buf, nxt - base)
+            if after != 0 and after != fj.PADDING_MARKER:
+                continue
+        if n == out.size:
+            return _FULL, n, q
+        out[n] = q
+        n += 1
+    return NOT_FOUND, n, stop
+
+
+def lone_records(path: str | os.PathLike, start: int, *, window: int = SEARCH_WINDOW) -> Iterator[int]:
+    """Offsets >= ``start`` of plausible records (not padding) that a zero length (the preallocated zeros),
+    a padding record (a flush's) or the file's end follows, in file order: where a journal's last record
+    may stand after a damaged length. Plausible only (payload bytes can look so): the caller verifies each (a data record by its
+    digest, a meta record by its exact size)."""
+    p = os.fspath(path)
+    size = file_size(p)
+    pos = start
+    out = np.empty(1024, np.int64)
+    while pos + HEAD <= size:
+        stop = min(pos + window, size)
+        with map_window(p, pos, stop - pos + HEAD + fj.RECORD_LENGTH_SIZE) as w:
+            buf = readonly(w)
+            status, n, q = _lone_window(buf, pos, size, pos, stop, out)
+            nxt = _record_end(buf, q - pos, q, size) if status == NEED_SUCCESSOR else -1
+            del buf, w
+        yield from out[:n].tolist()
+        if status == NEED_SUCCESSOR:
+            if fj.RECORD_LENGTH.parse(read_range(p, nxt, fj.RECORD_LENGTH_SIZE)) in (0, fj.PADDING_MARKER):
+                yield q   # (one small read)
+            pos = q + 1
+        elif status == _FULL:
+            pos = q
+        else:
+            pos = max(q, stop)
+
+
+def lone_records_reference(b: bytes, start: int) -> list[int]:
+    """lone_records over the file's bytes ``b``, one offset at a time."""
+    out = []
+    for q in range(max(start, 0), len(b) - HEAD + 1):
+        if fj.RECORD_LENGTH.parse(b[q:q + fj.RECORD_LENGTH_SIZE]) == fj.PADDING_MARKER:
+            continue
+        nxt = record_end_reference(b, q)
+        if nxt >= 0 and (nxt + fj.RECORD_LENGTH_SIZE > len(b) or
+                         fj.RECORD_LENGTH.parse(b[nxt:nxt + fj.RECORD_LENGTH_SIZE]) in (0, fj.PADDING_MARKER)):
+            out.append(q)
+    return out
 
 
 def find_record_pair(path: str | os.PathLike, start: int, *, window: int = SEARCH_WINDOW) -> int:

@@ -275,3 +275,47 @@ def test_a_sector_header_whose_version_says_4_is_named_damaged(tmp_path, corpus)
         fh.write((4).to_bytes(4, "big"))
     [f] = _only(c.check(), "JOURNAL_TAIL_GARBAGE")
     assert (f.path, f.offset) == (path, 8) and "the header's version 4 is damaged" in f.message, f.message
+
+
+def _newest_journal_records(c: Copy):
+    folder = _journal_folder(c)
+    path = os.path.join(folder, journal_name(_journal_ids(folder)[-1]))
+    return path, [r for r in read_journal(path).records if r.kind.name != "PADDING"]
+
+
+def _past_the_end(path: str, r) -> None:
+    """``r``'s length made to run past the file's end, as a torn last record's does."""
+    patch(path, r.offset, fj.RECORD_LENGTH.build(os.path.getsize(path)))
+
+
+def test_a_damaged_length_before_a_lone_fence_is_no_torn_tail_to_cut(tmp_path):
+    c = _clean_copy("interleaved-v4-smallpage", tmp_path)
+    path, recs = _newest_journal_records(c)
+    data, fence = recs[-2:]
+    assert (data.kind.name, fence.kind.name) == ("DATA", "FENCE")
+    _past_the_end(path, data)
+    report = c.check()
+    assert "JOURNAL_TORN_TAIL" not in {f.code for f in report.findings}
+    [f] = _only(report, "JOURNAL_RECORD_CORRUPT")
+    assert f.offset == data.offset and f"a fence record follows at offset {fence.offset}" in f.message
+
+
+def test_a_damaged_length_before_a_lone_data_record_that_verifies_is_no_torn_tail(tmp_path):
+    c = _clean_copy("interleaved-v4-smallpage", tmp_path)
+    path, recs = _newest_journal_records(c)
+    before, last, fence = recs[-3:]
+    patch(path, fence.offset, bytes(SIZE_PREFIX + fence.length))   # the data record is now the journal's last
+    _past_the_end(path, before)
+    [f] = _only(c.check(), "JOURNAL_RECORD_CORRUPT")
+    assert f.offset == before.offset
+    assert f"a data record whose digest verifies follows at offset {last.offset}" in f.message
+
+
+def test_a_last_record_cut_short_by_the_files_end_is_still_a_torn_tail(tmp_path):
+    c = _clean_copy("interleaved-v4-smallpage", tmp_path)
+    path, recs = _newest_journal_records(c)
+    last, fence = recs[-2:]
+    patch(path, fence.offset, bytes(SIZE_PREFIX + fence.length))
+    os.truncate(path, last.offset + SIZE_PREFIX + last.length // 2)   # a crash while the file grew
+    [f] = _only(c.check(), "JOURNAL_TORN_TAIL")
+    assert f.offset == last.offset

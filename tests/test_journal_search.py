@@ -14,7 +14,7 @@ from bkdisk.bookie.model import BookieSpec, LedgerSpec
 from bkdisk.bookie.writer import write_bookie
 from bkdisk.formats import journal as fj
 from bkdisk.journal.scan import scan_journal
-from bkdisk.journal.search import find_record_pair, find_record_pair_reference
+from bkdisk.journal.search import find_record_pair, find_record_pair_reference, lone_records, lone_records_reference
 
 GOLDEN_JOURNALS = sorted(GOLDEN.glob("*/journal*/current/*.txn")) + sorted(
     GOLDEN.glob("cluster-3/bookies/*/journal*/current/*.txn"))
@@ -102,3 +102,26 @@ def test_search_equals_its_twin_on_generated_bytes(tmp_path: Path, parts, seed: 
     want = find_record_pair_reference(data, start)
     for window in (1, 7, 64, 4096):
         assert find_record_pair(f.name, start, window=window) == want
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.one_of(st.sampled_from(["data", "key", "fence", "lac", "force", "bad", "padding"]),
+                                st.binary(min_size=0, max_size=40), st.sampled_from([bytes(4), bytes(9)])),
+                      min_size=0, max_size=12),
+       seed=st.integers(0, 1 << 16), start=st.integers(0, 64))
+def test_lone_records_equal_their_twin_on_generated_bytes(tmp_path: Path, parts, seed: int, start: int):
+    rnd = random.Random(seed)
+    data = b"".join(_record(p, rnd) if isinstance(p, str) else p for p in parts)
+    with tempfile.NamedTemporaryFile(dir=tmp_path, suffix=".txn", delete=False) as f:
+        f.write(data)
+    want = lone_records_reference(data, start)
+    for window in (1, 7, 64, 4096):
+        assert list(lone_records(f.name, start, window=window)) == want
+
+
+def test_a_last_record_is_lone_and_one_record_among_others_is_not(tmp_path: Path):
+    fence = fj.RECORD_LENGTH.build(16) + fj.build_fence_body(3, 0)
+    data = fj.RECORD_LENGTH.build(40) + (3).to_bytes(8, "big") + (0).to_bytes(8, "big") + bytes(24)
+    path = tmp_path / "j.txn"
+    path.write_bytes(fence + data + fence + bytes(64))
+    assert list(lone_records(path, 0)) == [len(fence) + len(data)]

@@ -24,6 +24,7 @@ from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.explicit_lacs import replayed_lac_findings
 from bkdisk.fsck.findings import Finding
+from bkdisk.fsck.journal_tails import records_after
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
@@ -89,12 +90,14 @@ def _check_journal(ctx: CheckContext, scan: JournalArrays, *, is_newest: bool, b
     if kind == EndKind.GARBAGE:
         yield Finding(Code.JOURNAL_TAIL_GARBAGE, path=p, offset=off, detail=scan.end_detail + _version_hint(scan))
     elif kind == EndKind.TORN:
-        if (is_newest or before_mark) and not _data_after(p, off):
+        after = records_after(ctx, p, off) if is_newest or before_mark else None
+        if (is_newest or before_mark) and after is None:
             # A crash tears the journal being written; one wholly before lastMark is never read again.
             code = Code.JOURNAL_OLD_TORN_TAIL if before_mark else Code.JOURNAL_TORN_TAIL
             yield Finding(code, path=p, offset=off, detail=scan.end_detail, cut_at=off)
         else:
-            yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
+            detail = scan.end_detail if after is None else f"{scan.end_detail}; {after}: a damaged length, not torn"
+            yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=detail)
     elif kind == EndKind.INVALID:
         yield Finding(Code.JOURNAL_RECORD_CORRUPT, path=p, offset=off, detail=scan.end_detail)
 
@@ -216,12 +219,6 @@ def _bad_records(ctx: CheckContext, scan: JournalArrays) -> np.ndarray:
     return bad_data_records(scan, ctx.digest_plan, ctx.options.memory.window)
 
 
-def _data_after(path: str, off: int) -> bool:
-    """Whether two plausible records follow each other anywhere after ``off`` (then the journal is
-    corrupt mid-file, not torn at its end)."""
-    return find_record_pair(path, off + 1) >= 0
-
-
 def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
     by_name: dict[str, dict[str, LastMark]] = {}
     read = ctx.last_mark_names
@@ -243,7 +240,8 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             yield from _trailing_bytes(p, m)
     if ctx.journal_files and not by_name:
         for d in ctx.dirs.ledger_dirs:
-            yield Finding(Code.LASTMARK_MISSING, path=os.path.join(d, "current"))
+            if os.path.join(d, CURRENT_DIR) not in ctx.unlisted:   # (not listed: pass 1 reports it)
+                yield Finding(Code.LASTMARK_MISSING, path=os.path.join(d, CURRENT_DIR))
     for name, marks in by_name.items():
         if len(set(marks.values())) > 1:
             yield Finding(Code.LASTMARK_DISAGREE, path=next(iter(marks)),
