@@ -78,10 +78,10 @@ _FULL = 2
 
 @kernel
 def _lone_window(buf, base, size, start, stop, out):
-    """Plausible records in [start, stop), not padding (``buf`` holds file bytes from ``base``), that a zero
-    length, a padding record or the file's end follows, their offsets into ``out``: (status, number found, q), status 1 a pair's end
-    past ``buf`` (NEED_SUCCESSOR: q's successor lies past it), _FULL when ``out`` filled before q, else
-    NOT_FOUND (the window done)."""
+    """Plausible records in [start, stop), not padding (``buf`` holds file bytes from ``base``), that a
+    zero length, a padding record or the file's end follows, their offsets into ``out``: (status, number
+    found, q), status NEED_SUCCESSOR when q's successor lies past ``buf``, _FULL when ``out`` filled
+    before q, else NOT_FOUND (the window done)."""
     buf = unowned(buf)
     buf_end = base + buf.size
     n = 0
@@ -109,8 +109,8 @@ def _lone_window(buf, base, size, start, stop, out):
 def lone_records(path: str | os.PathLike, start: int, *, window: int = SEARCH_WINDOW) -> Iterator[int]:
     """Offsets >= ``start`` of plausible records (not padding) that a zero length (the preallocated zeros),
     a padding record (a flush's) or the file's end follows, in file order: where a journal's last record
-    may stand after a damaged length. Plausible only (payload bytes can look so): the caller verifies each (a data record by its
-    digest, a meta record by its exact size)."""
+    may stand after a damaged length. Plausible only (payload bytes can look so): the caller verifies
+    each (a data record by its digest, a meta record by its exact size)."""
     p = os.fspath(path)
     size = file_size(p)
     pos = start
