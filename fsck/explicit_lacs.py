@@ -28,7 +28,11 @@ def lac_digest_ok(ctx: CheckContext, lid: LedgerId, body: bytes) -> bool | None:
     password = ctx.digest_plan.passwords.get(key)
     if dtype == DigestType.HMAC and password is None:
         return None
-    return len(body) >= COVERED and compute_digest(dtype, body[:COVERED], password=password) == body[COVERED:]
+    # As DigestManager.verifyDigestAndReturnLac: the body's own ledger id, then as many digest bytes as the
+    # type makes (bytes after them are not read).
+    if len(body) < COVERED + dtype.length or int.from_bytes(body[:8], "big") != lid.ledger:
+        return False
+    return compute_digest(dtype, body[:COVERED], password=password) == body[COVERED:COVERED + dtype.length]
 
 
 def replayed_lac_findings(ctx: CheckContext) -> Iterator[Finding]:

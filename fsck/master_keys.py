@@ -30,6 +30,19 @@ def key_unset(ctx: CheckContext, stored: bytes) -> bool:
     return ctx.dirs.storage_kind == "rocksdb" and not any(stored)
 
 
+def _replay_cost(db: bool, key: bytes) -> str:
+    """What replaying a ledger-key record of ``key`` that is not the ledger's does on a restart."""
+    if not any(key):
+        return ("a restart replays it: the ledger's handle takes it (storage ignores an all-zero key) and refuses "
+                "adds made with the password until the bookie restarts")
+    if db:
+        return ("a restart replays it: DbLedgerStorage refuses a key other than the one it holds, and the start "
+                "fails; holding none for the ledger yet, it keeps this one and refuses adds made with the password")
+    return ("a restart replays it: the ledger's handle takes the first key the replay meets for the ledger (this "
+            "record's, or the index's for a fence, explicit LAC or entry before it) and refuses the other: the "
+            "start fails, or adds made with the password are refused until the bookie restarts")
+
+
 def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes) -> tuple[bool | None, str]:
     """Storage's key ``stored`` differs from the journal's ``journal``: (an error, rather than a damaged
     record no restart reads, or None when the damaged record is one a restart replays, which
@@ -37,12 +50,9 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
     db = ctx.dirs.storage_kind == "rocksdb"
     replayed = lid in ctx.journal_facts.replayed_keys
     detail = f"journal {journal.hex()}, index {stored.hex()}"
-    restart = ""
-    if replayed:
-        restart = ("; a restart replays the journal's record, and storage refuses its key: the start fails" if db else
-                   "; a restart replays the journal's record: the ledger's handle takes its key")
     password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
     if password is None:
+        restart = f"; {_replay_cost(db, journal)}" if replayed else ""
         return True, f"{detail}; without the ledger's password in metadata, which one is damaged is unknown{restart}"
     ours = master_key(password)
     if ours == stored:
@@ -51,10 +61,16 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
                            "damaged one, and it lies before lastMark, where no restart reads it")
         return None, ""
     if ours == journal:
-        cost = ("DbLedgerStorage refuses adds made with the password" if db else
-                "a handle made from it (a fence or explicit LAC replayed without a key record) refuses adds made "
-                "with the password until the bookie restarts")
+        if db:
+            cost = ("DbLedgerStorage refuses adds made with the password, and the journal's key when a restart "
+                    "replays it: the start fails" if replayed else
+                    "DbLedgerStorage refuses adds made with the password")
+        else:
+            cost = ("a handle made from it (a fence, explicit LAC or entry replayed before any key record of the "
+                    "ledger) refuses adds made with the password" + (", and the journal's key: the start fails"
+                                                                    if replayed else " until the bookie restarts"))
         return True, f"{detail}; the journal's is {_FROM_PASSWORD}: the index's key is damaged, and {cost}"
+    restart = f"; {_replay_cost(db, journal)}" if replayed else ""
     return True, f"{detail}; neither is {_FROM_PASSWORD}{restart}"
 
 
@@ -69,8 +85,6 @@ def replayed_key_findings(ctx: CheckContext) -> Iterator[Finding]:
         password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
         if password is None or keys[0] == master_key(password):
             continue
-        cost = ("storage keeps it, and refuses adds made with the password" if db else
-                "the ledger's handle takes it, and refuses adds made with the password until the bookie restarts")
         yield Finding(Code.JOURNAL_REPLAYED_KEY_BAD, scope=lid.scope, ledger=lid.ledger,
-                      detail=f"{keys[0].hex()}, not {master_key(password).hex()} ({_FROM_PASSWORD}); a restart "
-                             f"replays it: {cost}")
+                      detail=f"{keys[0].hex()}, not {master_key(password).hex()} ({_FROM_PASSWORD}); "
+                             f"{_replay_cost(db, keys[0])}")

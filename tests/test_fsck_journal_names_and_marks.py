@@ -319,3 +319,32 @@ def test_a_last_record_cut_short_by_the_files_end_is_still_a_torn_tail(tmp_path)
     os.truncate(path, last.offset + SIZE_PREFIX + last.length // 2)   # a crash while the file grew
     [f] = _only(c.check(), "JOURNAL_TORN_TAIL")
     assert f.offset == last.offset
+
+
+def test_a_damaged_key_record_dbledgerstorage_replays_stops_the_start(tmp_path):
+    # LedgerMetadataIndex.setMasterKey refuses a key other than the one it holds: the replay throws.
+    c = _clean_copy("dbstorage-v6-bookieid", tmp_path)
+    path, jid, r = _key_record(c)
+    _mark_at(c, jid, r.offset)
+    flip(path, r.offset + KEY_BYTE)
+    [f] = _only(c.check(), "JOURNAL_REPLAYED_KEY_BAD")
+    assert "DbLedgerStorage refuses a key other than the one it holds, and the start fails" in f.message
+
+
+def test_an_explicit_lac_body_verifies_as_bookkeeper_verifies_it():
+    """DigestManager.verifyDigestAndReturnLac: the body's ledger id must be the ledger's, and only the
+    type's digest length is compared."""
+    from types import SimpleNamespace
+
+    from bkdisk.digests.plan import DigestPlan
+    from bkdisk.formats.ids import LedgerId
+    from bkdisk.fsck.explicit_lacs import lac_digest_ok
+    ctx = SimpleNamespace(digest_plan=DigestPlan(known={(0, 5): DigestType.DUMMY, (0, 6): DigestType.CRC32C}))
+    covered = (5).to_bytes(8, "big") + (9).to_bytes(8, "big")
+    assert lac_digest_ok(ctx, LedgerId(0, 5), covered) is True
+    assert lac_digest_ok(ctx, LedgerId(0, 5), (6).to_bytes(8, "big") + covered[8:]) is False   # another ledger's
+    six = (6).to_bytes(8, "big") + covered[8:]
+    good = six + compute_digest(DigestType.CRC32C, six)
+    assert lac_digest_ok(ctx, LedgerId(0, 6), good + b"\x00\x07") is True   # (bytes after the digest unread)
+    assert lac_digest_ok(ctx, LedgerId(0, 6), good[:-1] + bytes([good[-1] ^ 1])) is False
+    assert lac_digest_ok(ctx, LedgerId(0, 7), good) is None   # (no type in metadata)
