@@ -191,6 +191,8 @@ _TABLE = [
     Problem("LASTMARK_NOT_READ", I, 6, "{path} is a lastMark file BookKeeper does not read: {detail}"),
     Problem("REPLAY_PENDING", I, 6, "{detail}"),
     Problem("REPLAY_NOT_IN_STORAGE", W, 6, "{detail}"),
+    Problem("REPLAY_LEDGER_UNKNOWN", W, 6, "{detail}"),
+    Problem("REPLAY_ENTRY_DROPPED", E, 6, "expected a restart to replay the entry into storage: {detail}"),
     # DbLedgerStorage's RocksDB indexes (fsck/dbindex.py), checked in the places of passes 2, 3 and 5
     Problem("DBINDEX_UNREADABLE", E, 2, "expected a readable RocksDB index at {path}: {detail}"),
     Problem("DBINDEX_BLOCK_CHECKSUM", E, 2, "expected an intact SST block at {path} offset {offset}: {detail}"),

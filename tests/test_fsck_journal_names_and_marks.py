@@ -348,3 +348,36 @@ def test_an_explicit_lac_body_verifies_as_bookkeeper_verifies_it():
     assert lac_digest_ok(ctx, LedgerId(0, 6), good + b"\x00\x07") is True   # (bytes after the digest unread)
     assert lac_digest_ok(ctx, LedgerId(0, 6), good[:-1] + bytes([good[-1] ^ 1])) is False
     assert lac_digest_ok(ctx, LedgerId(0, 7), good) is None   # (no type in metadata)
+
+
+@pytest.mark.parametrize("with_metadata", [True, False])
+def test_an_entry_a_restart_skips_for_want_of_its_ledger_is_said_lost(tmp_path, with_metadata):
+    """Replayed without a ledger-key record of its ledger before it, an entry's key comes from storage;
+    storage knowing no such ledger, BookieImpl's replay skips the entry as a deleted ledger's."""
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    folder = _journal_folder(c)
+    newest = _journal_ids(folder)[-1]
+    recs = read_journal(os.path.join(folder, journal_name(newest))).records
+    assert not [r for r in recs if r.kind.name == "LEDGER_KEY"], "the test needs a journal without key records"
+    _mark_at(c, newest, 512)
+    lost = 256
+    os.remove(c.index_path(lost))
+    report = c.check() if with_metadata else check_bookie(discover(c.root))
+    code = "REPLAY_ENTRY_DROPPED" if with_metadata else "REPLAY_LEDGER_UNKNOWN"
+    dropped = _only(report, code)
+    assert {f.ledger for f in dropped} == {lost}
+    assert len(dropped) == len([r for r in recs if r.kind.name == "DATA" and r.ledger_id == lost])
+    assert all("a restart skips it" in f.message for f in dropped)
+    assert lost not in {f.ledger for f in report.findings if f.code == "REPLAY_NOT_IN_STORAGE"}
+
+
+def test_an_entry_whose_ledger_key_is_replayed_before_it_is_replayed_into_storage(tmp_path):
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    folder = _journal_folder(c)
+    _mark_at(c, _journal_ids(folder)[0], 512)   # every journal replayed, the ledger-key records with them
+    os.remove(c.index_path(256))
+    report = c.check()
+    assert 256 in {f.ledger for f in _only(report, "REPLAY_NOT_IN_STORAGE")}
+    assert not {"REPLAY_ENTRY_DROPPED", "REPLAY_LEDGER_UNKNOWN"} & {f.code for f in report.findings}

@@ -27,6 +27,7 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.journal_tails import records_after
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
+from bkdisk.fsck.replay_fate import ledgers_replay_skips
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
@@ -314,9 +315,20 @@ def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
     yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
                   detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
                          f"{len(pend) - len(missing)} of them are already in ledger storage")
-    for p, o, lid, e in pend.tuples(missing[:1000]):
-        yield Finding(Code.REPLAY_NOT_IN_STORAGE, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
-                      detail=f"ledger {lid} entry {e} is only in the journal (a restart replays it into storage)")
+    told = list(pend.tuples(missing[:1000]))
+    skipped = ledgers_replay_skips(ctx, {lid for _p, _o, lid, _e in told}) or set()
+    md = ctx.metadata
+    for p, o, lid, e in told:
+        code, detail = Code.REPLAY_NOT_IN_STORAGE, "(a restart replays it into storage)"
+        if lid in skipped:
+            listed = md is not None and lid in md
+            code = Code.REPLAY_ENTRY_DROPPED if listed else Code.REPLAY_LEDGER_UNKNOWN
+            detail = ("and a restart skips it: storage holds no such ledger and no ledger-key record after lastMark "
+                      "gives its key, so the replay takes the ledger as deleted" +
+                      ("" if listed else "; its metadata lists no such ledger" if md is not None else
+                       " (--metadata-dir tells a deleted ledger from a lost one)"))
+        yield Finding(code, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,
+                      detail=f"ledger {lid} entry {e} is only in the journal {detail}")
 
 
 def _held_in_storage(ctx: CheckContext, ids: list[np.ndarray]) -> np.ndarray:

@@ -1,0 +1,41 @@
+"""What a restart does with an entry after lastMark that ledger storage does not hold yet.
+
+BookieImpl's replay adds a journal entry through the ledger's handle, made with the key a ledger-key
+record replayed before it gave (its masterKeyCache) or, failing that, the key storage holds
+(readMasterKey). When storage knows no such ledger (no index file; not in DbLedgerStorage's ledgers
+index) and no ledger-key record after lastMark gives its key, readMasterKey throws NoLedgerException
+and the replay skips the entry, taking the ledger as deleted: a ledger its metadata still lists loses
+the entry.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck.context import CheckContext
+
+
+def ledgers_replay_skips(ctx: CheckContext, lids: set[LedgerId]) -> set[LedgerId] | None:
+    """Those of ``lids`` whose entries a restart's replay skips; None when the check cannot tell (a
+    folder not listed, an index that could not be read)."""
+    if ctx.unlisted or ctx.dirs.storage_kind not in ("index-files", "rocksdb"):
+        return None
+    keyed = ctx.journal_facts.replayed_keys
+    asked = {lid for lid in lids if lid not in keyed}
+    if not asked:
+        return set()
+    want = np.array(sorted({lid.ledger for lid in asked}), np.uint64)
+    known: set[LedgerId] = set()
+    if ctx.dirs.storage_kind == "index-files":
+        files = ctx.index_inventory.files
+        hit = np.isin(files["ledger"], want)
+        known = set(map(LedgerId, files["scope"][hit].tolist(), files["ledger"][hit].tolist()))
+    else:
+        from bkdisk.fsck import dbindex
+        from bkdisk.rocksdbfiles.dbindex import ledger_ids
+        for _di, _current, idx in dbindex.read(ctx):
+            if not dbindex.is_index(idx):
+                return None
+            ids = ledger_ids(idx).view(np.uint64)   # (the index keys ids as signed longs)
+            known |= {LedgerId(0, x) for x in ids[np.isin(ids, want)].tolist()}
+    return asked - known
