@@ -381,3 +381,12 @@ def test_an_entry_whose_ledger_key_is_replayed_before_it_is_replayed_into_storag
     report = c.check()
     assert 256 in {f.ledger for f in _only(report, "REPLAY_NOT_IN_STORAGE")}
     assert not {"REPLAY_ENTRY_DROPPED", "REPLAY_LEDGER_UNKNOWN"} & {f.code for f in report.findings}
+
+
+def test_an_explicit_lac_in_an_index_header_whose_digest_fails_is_bad(tmp_path):
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    path = c.index_path(255)
+    body_at = KEY_OFFSET + 20 + 4 + 4   # after the 20-byte key, the state and the body's length
+    flip(path, body_at + 16 + 3)        # a byte of the digest after the ledger id and the LAC
+    [f] = _only(c.check(), "INDEX_EXPLICIT_LAC_BAD")
+    assert (f.path, f.ledger) == (path, 255) and "a digest that verifies" in f.message

@@ -17,7 +17,7 @@ from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
-from bkdisk.fsck.explicit_lacs import lac_mismatch
+from bkdisk.fsck.explicit_lacs import lac_digest_ok, lac_mismatch
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
 from bkdisk.fsck.master_keys import key_mismatch, key_unset
@@ -76,6 +76,10 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
             elif h.explicit_lac_ledger != ledger:
                 yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
                               detail=f"ledger id {ledger} in the body, found {h.explicit_lac_ledger}")
+            elif lac_digest_ok(ctx, lid, body) is False:
+                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
+                              detail=f"a digest that verifies with the ledger's digest type in metadata, found "
+                                     f"{body.hex()}: a client reading the ledger's LAC from this bookie gets it")
     if ctx.per_dir_log_ids:
         return
     locs = inv.locations
