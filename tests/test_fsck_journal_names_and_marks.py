@@ -114,15 +114,20 @@ def test_a_journal_dir_that_cannot_be_listed_hides_its_journals_it_does_not_lose
     assert "LASTMARK_MISSING_JOURNAL" not in codes
 
 
-def _explicit_lac_record(c: Copy):
+def _first_record(c: Copy, kind: str, *, last: bool = False):
+    """(journal path, journal id, record) of the first journal holding a record of ``kind``: its first
+    such record, or its last."""
     folder = _journal_folder(c)
     for jid in _journal_ids(folder):
         path = os.path.join(folder, journal_name(jid))
-        scan = read_journal(path)
-        lacs = [r for r in scan.records if r.kind.name == "EXPLICIT_LAC"]
-        if lacs:
-            return path, scan.journal_id, lacs[-1]
-    raise AssertionError("the test needs an explicit-LAC record")
+        found = [r for r in read_journal(path).records if r.kind.name == kind]
+        if found:
+            return path, jid, found[-1 if last else 0]
+    raise AssertionError(f"the test needs a {kind} record")
+
+
+def _explicit_lac_record(c: Copy):
+    return _first_record(c, "EXPLICIT_LAC", last=True)
 
 
 def _mark_at(c: Copy, jid: int, offset: int) -> None:
@@ -172,14 +177,7 @@ def test_a_damaged_explicit_lac_record_is_told_by_its_digest(tmp_path, replayed)
 
 
 def _key_record(c: Copy):
-    folder = _journal_folder(c)
-    for jid in _journal_ids(folder):
-        path = os.path.join(folder, journal_name(jid))
-        scan = read_journal(path)
-        keys = [r for r in scan.records if r.kind.name == "LEDGER_KEY"]
-        if keys:
-            return path, scan.journal_id, keys[0]
-    raise AssertionError("the test needs a ledger-key record")
+    return _first_record(c, "LEDGER_KEY")
 
 
 KEY_BYTE = SIZE_PREFIX + 8 + 8 + 4 + 3   # a byte of the key: after the ledger, the entry and the key length

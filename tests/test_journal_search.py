@@ -90,33 +90,34 @@ def _record(kind: str, rnd: random.Random) -> bytes:
     return length.build(len(body) + rnd.choice([0, 0, 0, 5, -3])) + body
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(st.one_of(st.sampled_from(["data", "key", "fence", "lac", "force", "bad", "padding"]),
-                                st.binary(min_size=0, max_size=40)), min_size=0, max_size=12),
-       seed=st.integers(0, 1 << 16), start=st.integers(0, 64))
-def test_search_equals_its_twin_on_generated_bytes(tmp_path: Path, parts, seed: int, start: int):
+def _generated(tmp_path: Path, parts, seed: int) -> tuple[bytes, str]:
     rnd = random.Random(seed)
     data = b"".join(_record(p, rnd) if isinstance(p, str) else p for p in parts)
     with tempfile.NamedTemporaryFile(dir=tmp_path, suffix=".txn", delete=False) as f:
         f.write(data)
-    want = find_record_pair_reference(data, start)
-    for window in (1, 7, 64, 4096):
-        assert find_record_pair(f.name, start, window=window) == want
+    return data, f.name
 
 
+_PARTS = st.lists(st.one_of(st.sampled_from(["data", "key", "fence", "lac", "force", "bad", "padding"]),
+                            st.binary(min_size=0, max_size=40), st.sampled_from([bytes(4), bytes(9)])),
+                  min_size=0, max_size=12)
+
+
+# Each windowed search and its one-offset-at-a-time twin.
+_SEARCHES = {"pair": (find_record_pair, find_record_pair_reference),
+             "lone": (lambda path, start, window: list(lone_records(path, start, window=window)),
+                      lone_records_reference)}
+
+
+@pytest.mark.parametrize("search", sorted(_SEARCHES))
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(parts=st.lists(st.one_of(st.sampled_from(["data", "key", "fence", "lac", "force", "bad", "padding"]),
-                                st.binary(min_size=0, max_size=40), st.sampled_from([bytes(4), bytes(9)])),
-                      min_size=0, max_size=12),
-       seed=st.integers(0, 1 << 16), start=st.integers(0, 64))
-def test_lone_records_equal_their_twin_on_generated_bytes(tmp_path: Path, parts, seed: int, start: int):
-    rnd = random.Random(seed)
-    data = b"".join(_record(p, rnd) if isinstance(p, str) else p for p in parts)
-    with tempfile.NamedTemporaryFile(dir=tmp_path, suffix=".txn", delete=False) as f:
-        f.write(data)
-    want = lone_records_reference(data, start)
+@given(parts=_PARTS, seed=st.integers(0, 1 << 16), start=st.integers(0, 64))
+def test_searches_equal_their_twins_on_generated_bytes(tmp_path: Path, search: str, parts, seed: int, start: int):
+    data, path = _generated(tmp_path, parts, seed)
+    windowed, reference = _SEARCHES[search]
+    want = reference(data, start)
     for window in (1, 7, 64, 4096):
-        assert list(lone_records(f.name, start, window=window)) == want
+        assert windowed(path, start, window=window) == want
 
 
 def test_a_last_record_is_lone_and_one_record_among_others_is_not(tmp_path: Path):
