@@ -126,3 +126,6 @@ def test_a_last_record_is_lone_and_one_record_among_others_is_not(tmp_path: Path
     path = tmp_path / "j.txn"
     path.write_bytes(fence + data + fence + bytes(64))
     assert list(lone_records(path, 0)) == [len(fence) + len(data)]
+    padding = fj.PADDING_RECORD.build(dict(padding_length=8, padding=bytes(8)))   # (a flush's, after the last)
+    path.write_bytes(fence + data + fence + padding + bytes(64))
+    assert list(lone_records(path, 0)) == [len(fence) + len(data)]
