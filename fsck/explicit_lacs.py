@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from bkdisk.formats import journal as fj
+from bkdisk.formats.codec import field_offsets
 from bkdisk.formats.digests import DigestType, compute_digest
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
 
-COVERED = 16   # the ledger id and the LAC
+COVERED = field_offsets(fj.LAC_BODY)["digest"]   # the digest covers the body's ledger id and LAC
 
 
 def lac_digest_ok(ctx: CheckContext, lid: LedgerId, body: bytes) -> bool | None:
@@ -30,9 +32,11 @@ def lac_digest_ok(ctx: CheckContext, lid: LedgerId, body: bytes) -> bool | None:
         return None
     # As DigestManager.verifyDigestAndReturnLac: the body's own ledger id, then as many digest bytes as the
     # type makes (bytes after them are not read).
-    if len(body) < COVERED + dtype.length or int.from_bytes(body[:8], "big") != lid.ledger:
+    if len(body) < COVERED + dtype.length:
         return False
-    return compute_digest(dtype, body[:COVERED], password=password) == body[COVERED:COVERED + dtype.length]
+    parsed = fj.LAC_BODY.parse(body)
+    return parsed.ledger_id == lid.ledger and \
+        compute_digest(dtype, body[:COVERED], password=password) == parsed.digest[:dtype.length]
 
 
 def replayed_lac_findings(ctx: CheckContext) -> Iterator[Finding]:

@@ -21,9 +21,9 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.journal.search import find_record_pair, lone_records
 
 CANDIDATES = 1000   # lone records verified at most after one damaged length (each is a read)
-_BODY_AT = RECORD_LENGTH_SIZE
-# Meta records sized by a field of their own: ledger id, entry id, n, then n bytes.
-_SIZED_META = {fj.META_LEDGER_KEY: "ledger-key", fj.META_EXPLICIT_LAC: "explicit-LAC"}
+_META_MAX = 1 << 17   # a meta record's body holds at most a 64 KiB key or LAC body
+_META_NAMES = {fj.RecordKind.FENCE: "fence", fj.RecordKind.LEDGER_KEY: "ledger-key",
+               fj.RecordKind.EXPLICIT_LAC: "explicit-LAC"}
 
 
 def records_after(ctx: CheckContext, path: str, off: int) -> str | None:
@@ -37,7 +37,8 @@ def records_after(ctx: CheckContext, path: str, off: int) -> str | None:
         if k == CANDIDATES:
             break
         head = read_range(path, q, RECORD_LENGTH_SIZE + ENTRY_V2_HEADER_SIZE)
-        meta = _meta_record(head)
+        size = RECORD_LENGTH.parse(head[:RECORD_LENGTH_SIZE])
+        meta = _meta_record(path, q, size)
         if meta is not None:
             return f"a {meta} record follows at offset {q}, with only zeros after it"
         try:
@@ -49,23 +50,24 @@ def records_after(ctx: CheckContext, path: str, off: int) -> str | None:
             int(plan.known[key]) if key in plan.known else plan.decided.get(key, (0, 0))[0]
         if code == DigestType.DUMMY:
             continue   # (no digest: nothing tells this record from payload bytes)
-        size = RECORD_LENGTH.parse(head[:RECORD_LENGTH_SIZE])
         if verify_streamed(os.fspath(path), q, size, key, plan) == DIGEST_OK:
             return (f"a data record whose digest verifies follows at offset {q} (ledger {ledger} entry {entry}), "
                     f"with only zeros after it")
     return None
 
 
-def _meta_record(head: bytes) -> str | None:
-    """The kind of the V1 meta record whose length prefix and first body bytes are ``head``, when its
-    size is exactly what its fields give."""
-    if len(head) < RECORD_LENGTH_SIZE + fj.META_BODY_SIZE + 4:
+def _meta_record(path: str, q: int, size: int) -> str | None:
+    """The kind of the meta record (a fence, a ledger key, an explicit LAC) at ``q`` whose body is
+    ``size`` bytes, when that is exactly the size its own fields give."""
+    if size > _META_MAX:
         return None
-    size = RECORD_LENGTH.parse(head[:RECORD_LENGTH_SIZE])
-    entry = int.from_bytes(head[_BODY_AT + fj.META_ENTRY_AT:_BODY_AT + fj.META_BODY_SIZE], "big", signed=True)
-    if entry == fj.META_FENCE:
-        return "fence" if size == fj.META_BODY_SIZE else None
-    if entry in _SIZED_META:
-        n = int.from_bytes(head[_BODY_AT + fj.META_BODY_SIZE:_BODY_AT + fj.META_BODY_SIZE + 4], "big", signed=True)
-        return _SIZED_META[entry] if size == fj.META_BODY_SIZE + 4 + n else None
-    return None
+    body = read_range(path, q + RECORD_LENGTH_SIZE, size)
+    try:
+        rec = fj.classify_body(body, offset=q + RECORD_LENGTH_SIZE, path=path)
+    except FormatError:
+        return None
+    kind = rec.kind
+    exact = {fj.RecordKind.FENCE: fj.FENCE_BODY.sizeof(),
+             fj.RecordKind.LEDGER_KEY: fj.KEY_AT + len(rec.master_key or b""),
+             fj.RecordKind.EXPLICIT_LAC: fj.LAC_BODY_AT + len(rec.lac_body or b"")}.get(kind)
+    return _META_NAMES[kind] if exact == size and not rec.scoped else None
