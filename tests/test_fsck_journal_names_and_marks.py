@@ -388,3 +388,10 @@ def test_an_explicit_lac_in_an_index_header_whose_digest_fails_is_bad(tmp_path):
     flip(path, body_at + 16 + 3)        # a byte of the digest after the ledger id and the LAC
     [f] = _only(c.check(), "INDEX_EXPLICIT_LAC_BAD")
     assert (f.path, f.ledger) == (path, 255) and "a digest that verifies" in f.message
+
+
+def test_a_lastmark_without_any_journal_dir_names_the_missing_journal(tmp_path):
+    # The dirs found hold no journal dir at all: the mark's journal is missing, and the check goes on.
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    shutil.rmtree(os.path.dirname(_journal_folder(c)))
+    assert _only(c.check(), "LASTMARK_MISSING_JOURNAL")

@@ -257,10 +257,10 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             continue
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
-        if jf is None and os.path.join(ctx.dirs.journal_dirs[ji], CURRENT_DIR) in ctx.unlisted:
-            continue   # (not listed: pass 1 reports the folder; whether the journal is there is unknown)
         if jf is None:
             jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
+            if os.path.join(str(jdir), CURRENT_DIR) in ctx.unlisted:
+                continue   # (not listed: pass 1 reports the folder; whether the journal is there is unknown)
             yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
                           detail=f"{journal_name(mark.log_id)} in journal dir {jdir}")
             continue
