@@ -208,7 +208,8 @@ def link_causes(ctx: CheckContext, findings: list[Finding]) -> None:
 def _rows_of(inv, wanted: list[Finding], row_of: dict[str, int]):
     import numpy as np
     files = np.array(sorted({row_of[f.path] for f in wanted if f.path in row_of}), dtype=np.int64)
-    return np.flatnonzero(np.isin(inv.locations["file"], files))
+    from bkdisk.diskio.distinct import members
+    return np.flatnonzero(members(inv.locations["file"], files))
 
 
 def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:

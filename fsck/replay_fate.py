@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bkdisk.diskio.distinct import members
 from bkdisk.formats.ids import LedgerId
 from bkdisk.fsck.context import CheckContext
 
@@ -28,7 +29,7 @@ def ledgers_replay_skips(ctx: CheckContext, lids: set[LedgerId]) -> set[LedgerId
     known: set[LedgerId] = set()
     if ctx.dirs.storage_kind == "index-files":
         files = ctx.index_inventory.files
-        hit = np.isin(files["ledger"], want)
+        hit = members(files["ledger"], want)
         known = set(map(LedgerId, files["scope"][hit].tolist(), files["ledger"][hit].tolist()))
     else:
         from bkdisk.fsck import dbindex
@@ -37,5 +38,5 @@ def ledgers_replay_skips(ctx: CheckContext, lids: set[LedgerId]) -> set[LedgerId
             if not dbindex.is_index(idx):
                 return None
             ids = ledger_ids(idx).view(np.uint64)   # (the index keys ids as signed longs)
-            known |= {LedgerId(0, x) for x in ids[np.isin(ids, want)].tolist()}
+            known |= {LedgerId(0, x) for x in ids[members(ids, want)].tolist()}
     return asked - known

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.formats import dbledger as fd
 from bkdisk.formats.errors import FormatError
 from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB
@@ -287,5 +287,5 @@ def same_master_keys(idx: LedgerDirIndex, lids: np.ndarray, key_of: np.ndarray, 
 def ledgers_without_metadata(idx: LedgerDirIndex) -> dict[int, int]:
     """Ledgers with locations in this dir that its ledgers index does not know: ledger id -> locations."""
     known = ledger_ids(idx)
-    unknown = ~np.isin(idx.ledger_ids, known)
+    unknown = ~members(idx.ledger_ids, distinct(known))
     return dict(zip(idx.ledger_ids[unknown].tolist(), idx.ledger_counts[unknown].tolist()))

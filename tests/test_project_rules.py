@@ -222,8 +222,27 @@ def test_the_checker_flags_a_plain_np_unique():
     assert plain_unique_calls("u, i = np.unique(a, return_inverse=True)\nv = distinct(a)\nw = pd.unique(a)\n") == []
 
 
+def isin_against_columns(source: str, name: str = "<src>") -> list[str]:
+    """Calls of ``np.isin`` whose second argument is not a constant (an UPPER_CASE name or a literal
+    tuple or list): against a column numpy sorts through ``np.unique`` without options, as above;
+    diskio.distinct.members searches the sorted distinct values."""
+    def constant(node: ast.AST) -> bool:
+        return isinstance(node, (ast.Tuple, ast.List)) or (isinstance(node, ast.Name) and node.id.isupper())
+    return [f"{name}:{node.lineno} calls np.isin against a column (diskio.distinct.members)"
+            for node in ast.walk(ast.parse(source, name))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "isin"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in ("np", "numpy")
+            and not (len(node.args) > 1 and constant(node.args[1]))]
+
+
+def test_the_checker_flags_np_isin_against_a_column():
+    assert len(isin_against_columns("m = np.isin(a, known)\nn = numpy.isin(a, ids[ok])\n")) == 2
+    assert isin_against_columns("m = np.isin(a, TYPES)\nn = np.isin(a, (1, 2))\no = members(a, b)\n") == []
+
+
 def test_distinct_values_come_from_a_sort_not_numpys_hash_table():
-    found = [f for _pkg, p in _product_modules() for f in plain_unique_calls(p.read_text(), str(p.relative_to(REPO)))]
+    found = [f for _pkg, p in _product_modules() for rule in (plain_unique_calls, isin_against_columns)
+             for f in rule(p.read_text(), str(p.relative_to(REPO)))]
     assert found == []
 
 

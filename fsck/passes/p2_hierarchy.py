@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from bkdisk.diskio.atomic import TEMP_NAME
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.failures import LIST
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, index_relpath, index_relpaths
@@ -224,7 +224,7 @@ def _entries_of(locations, files: list[int]) -> dict[int, np.ndarray]:
     parts: dict[int, list[np.ndarray]] = {}
     for k0 in range(0, len(locations), CHUNK):
         c = locations[k0:k0 + CHUNK]
-        mine = np.isin(c["file"], want)
+        mine = members(c["file"], want)
         for f in distinct(c["file"][mine]).tolist():
             parts.setdefault(int(f), []).append(c["entry"][mine & (c["file"] == f)].astype(np.int64))
     return {f: distinct(np.concatenate(p)) for f, p in parts.items()}

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from bkdisk.diskio.config import free_heap_returned
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
@@ -185,7 +185,7 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     # compared: the rest need no LedgerInfo of theirs parsed when the index holds the journal's key.
     said = [x.ledger for x, v in facts.fenced.items() if v and x.scope == 0]
     said += [x.ledger for x, v in facts.explicit_lac.items() if v is not None and x.scope == 0]
-    said_of = np.isin(told_ids, np.array(said, np.uint64))
+    said_of = members(told_ids, distinct(np.array(said, np.uint64)))
     for _di, current, idx in dbindex.read(ctx):
         if not dbindex.is_index(idx):
             continue
@@ -218,6 +218,6 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
                 out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH if bad else Code.JOURNAL_EXPLICIT_LAC_BAD,
                             dict(where, detail=detail)))
     if all(dbindex.is_index(idx) for _di, _c, idx in dbindex.read(ctx)):   # else unknown, not missing
-        held = np.isin(keyed.view(np.int64), np.concatenate(known) if known else np.zeros(0, np.int64))
+        held = members(keyed.view(np.int64), distinct(np.concatenate(known)) if known else np.zeros(0, np.int64))
         out += [(Code.DBINDEX_LEDGER_MISSING, dict(scope=0, ledger=x)) for x in keyed[~held].tolist()]
     return out

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from bkdisk.diskio.distinct import members
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
@@ -50,7 +51,7 @@ def db_lost_entries(ctx: CheckContext, findings: Iterable[Finding]) -> dict[Ledg
         if not isinstance(scan, EntryLogArrays):
             continue
         for _lo, e in entry_parts(scan):
-            for i in np.flatnonzero(np.isin(e["ledger"], ledgers)).tolist():
+            for i in np.flatnonzero(members(e["ledger"], ledgers)).tolist():
                 held.add((int(e["scope"][i]), int(e["ledger"][i]), int(e["entry"][i])))
     out: dict[LedgerId, list[int]] = {}
     for lid, entries in sorted(wanted.items()):

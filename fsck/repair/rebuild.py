@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK, DIGEST_UNKNOWN
-from bkdisk.diskio.distinct import distinct
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.failures import IoFailure, open_regular_file
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import log_scan_parts
@@ -65,7 +65,7 @@ def indexed_entries(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
     inv = ctx.index_inventory
     f, locs = inv.files, inv.locations
     rows = np.flatnonzero(f["named"] & (f["scope"] == lid.scope) & (f["ledger"] == lid.ledger))
-    parts = [locs["entry"][np.isin(locs["file"], rows)].astype(np.int64)] if len(rows) and len(locs) else []
+    parts = [locs["entry"][members(locs["file"], rows)].astype(np.int64)] if len(rows) and len(locs) else []
     parts += [slots_past_header(inv.paths[int(r)]) for r in rows[~f["header_ok"][rows]]]
     return distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from bkdisk.bookie.layout import BookieDirs, bookie_id_of
 from bkdisk.diskio.atomic import atomic_move, atomic_rewrite, atomic_write, remove_name
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.failures import LIST
 from bkdisk.diskio.mapped import DiskError, map_window
 from bkdisk.diskio.spill import inside
@@ -232,7 +233,7 @@ def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> tuple[list[in
     have and that are the ledger's (lost_entries.within_closed); what the rebuild drops past a closed
     ledger's last entry, for the plan to say."""
     old = indexed_entries(ctx, lid)
-    mine, past, last = within_closed(ctx, lid, old[~np.isin(old, np.fromiter(best, np.int64, len(best)))])
+    mine, past, last = within_closed(ctx, lid, old[~members(old, distinct(np.fromiter(best, np.int64, len(best))))])
     return mine.tolist(), dropped_past_close(past, last)
 
 

@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from bkdisk.diskio.chunked_array import ChunkedArray
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.sorted_search import searched_in_order
 from bkdisk.diskio.spill import RangeSpill, split_ranges
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
@@ -67,7 +68,7 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
     locs = RangeSpill(LOC_ROW, route, len(bounds) + 1, budget, ctx.spill, "db-locations-by-log")
     k0 = 0
     for c in idx.location_chunks():
-        known = np.isin(c["log"], ids)
+        known = members(c["log"], ids)
         for i in np.flatnonzero(~known).tolist():
             log_id = int(c["log"][i])
             flagged.append((k0 + i, (Code.DBINDEX_LOCATION_MISSING_LOG, dict(
@@ -130,11 +131,11 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     pend = ctx.journal_facts.pending.rows
     pend = pend[pend["scope"] == 0]
     pending = KeySet([pend["ledger"].view(np.int64), pend["entry"]])     # ledger ids as the keys' i8
-    live = ledger_ids(idx)
+    live = distinct(ledger_ids(idx).view(np.uint64))   # (the index keys ids as signed longs)
     lost = np.zeros(len(free), bool)           # per free entry: an error (else garbage, info)
     if not damaged:
         for start, t in free.chunks():
-            lost[start:start + len(t)] = np.isin(t["ledger"], live) & ~pending.contains([t["ledger"], t["entry"]])
+            lost[start:start + len(t)] = members(t["ledger"], live) & ~pending.contains([t["ledger"], t["entry"]])
         if lost.any():
             lost[lost] = ~dbindex.has_location(idx, free, np.flatnonzero(lost), budget, ctx.spill)
     out: dbindex.Pairs = []
