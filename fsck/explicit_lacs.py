@@ -41,9 +41,12 @@ def lac_digest_ok(ctx: CheckContext, lid: LedgerId, body: bytes) -> bool | None:
 
 def replayed_lac_findings(ctx: CheckContext) -> Iterator[Finding]:
     """Explicit-LAC records after lastMark whose digest does not verify."""
-    for lid, body in sorted(ctx.journal_facts.replayed_lacs.items()):
+    facts = ctx.journal_facts
+    for lid, body in sorted(facts.replayed_lacs.items()):
         if lac_digest_ok(ctx, lid, body) is False:
-            yield Finding(Code.JOURNAL_REPLAYED_LAC_BAD, scope=lid.scope, ledger=lid.ledger, detail=body.hex())
+            path, offset = facts.replayed_lac_at[lid]
+            yield Finding(Code.JOURNAL_REPLAYED_LAC_BAD, path=path, offset=offset, scope=lid.scope, ledger=lid.ledger,
+                          detail=body.hex())
 
 
 def lac_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes) -> tuple[bool, str]:

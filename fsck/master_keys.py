@@ -14,6 +14,7 @@ index's), and then refuses adds made with the password until the bookie restarts
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from bkdisk.formats.digests import master_key
@@ -75,16 +76,20 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
 
 
 def replayed_key_findings(ctx: CheckContext) -> Iterator[Finding]:
-    """Ledger-key records after lastMark: of two keys for one ledger, or not the password's key."""
+    """Ledger-key records after lastMark: of two keys for one ledger, or not the password's key.
+    The finding points at the record of the key a restart refuses (the second), or of the bad key."""
     db = ctx.dirs.storage_kind == "rocksdb"
-    for lid, keys in sorted(ctx.journal_facts.replayed_keys.items()):
+    facts = ctx.journal_facts
+    for lid, keys in sorted(facts.replayed_keys.items()):
+        at = facts.replayed_key_at[lid]
         if len(keys) > 1:
-            yield Finding(Code.JOURNAL_REPLAYED_KEYS_DIFFER, scope=lid.scope, ledger=lid.ledger,
-                          detail=f"{len(keys)} keys: {', '.join(k.hex() for k in keys)}")
+            listed = ", ".join(f"{k.hex()} (first at {os.path.basename(p)} offset {o})" for k, (p, o) in zip(keys, at))
+            yield Finding(Code.JOURNAL_REPLAYED_KEYS_DIFFER, path=at[1][0], offset=at[1][1], scope=lid.scope,
+                          ledger=lid.ledger, detail=f"{len(keys)} keys: {listed}")
             continue
         password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
         if password is None or keys[0] == master_key(password):
             continue
-        yield Finding(Code.JOURNAL_REPLAYED_KEY_BAD, scope=lid.scope, ledger=lid.ledger,
-                      detail=f"{keys[0].hex()}, not {master_key(password).hex()} ({_FROM_PASSWORD}); "
-                             f"{_replay_cost(db, keys[0])}")
+        yield Finding(Code.JOURNAL_REPLAYED_KEY_BAD, path=at[0][0], offset=at[0][1], scope=lid.scope,
+                      ledger=lid.ledger, detail=f"{keys[0].hex()}, not {master_key(password).hex()} "
+                                                f"({_FROM_PASSWORD}); {_replay_cost(db, keys[0])}")

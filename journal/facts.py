@@ -41,6 +41,7 @@ _DATA, _KEY, _FENCE, _LAC = (np.uint8(k) for k in (RecordKind.DATA, RecordKind.L
 # One journal as the facts take it: its id, its path, its scan (or why it has none), and the lastMark
 # of its journal dir.
 JournalSource = tuple[int, str, JournalArrays | Exception | None, LastMark | None]
+Where = tuple[str, int]   # a record's journal path and offset
 
 
 @dataclass
@@ -53,8 +54,11 @@ class JournalFacts:
     explicit_lac: dict[LedgerId, bytes | None] = field(default_factory=dict)
     pending: PendingRecords = field(default_factory=PendingRecords)   # data records after lastMark
     replayed_lacs: dict[LedgerId, bytes] = field(default_factory=dict)   # the newest explicit LAC after lastMark
-    # Per ledger with ledger-key records after lastMark (a restart replays them), their distinct keys in order.
+    # Per ledger with ledger-key records after lastMark (a restart replays them), their distinct keys in order,
+    # and where each was first met (journal path, record offset); where the newest replayed LAC's record is.
     replayed_keys: dict[LedgerId, list[bytes]] = field(default_factory=dict)
+    replayed_key_at: dict[LedgerId, list[Where]] = field(default_factory=dict)
+    replayed_lac_at: dict[LedgerId, Where] = field(default_factory=dict)
     # By path, for the journal its lastMark names: whether a record starts at the mark's offset.
     mark_on_record: dict[str, bool] = field(default_factory=dict)
 
@@ -90,8 +94,10 @@ class JournalFacts:
             self.mark_on_record[one.path] = one.mark_on_record
         keys.extend(one.keys)
         self.replayed_lacs.update(one.replayed_lacs)
+        self.replayed_lac_at.update(one.replayed_lac_at)
         for lid, ks in one.replayed_keys.items():
-            _add_distinct(self.replayed_keys.setdefault(lid, []), ks)
+            for key, where in zip(ks, one.replayed_key_at[lid]):
+                _add_key(self.replayed_keys, self.replayed_key_at, lid, key, where)
         self.pending.extend(one.pending)
 
 
@@ -105,7 +111,9 @@ class RecordFacts:
         self.explicit_lac: dict[LedgerId, bytes | None] = {}
         self.keys = _KeyRecords()
         self.replayed_keys: dict[LedgerId, list[bytes]] = {}
+        self.replayed_key_at: dict[LedgerId, list[Where]] = {}
         self.replayed_lacs: dict[LedgerId, bytes] = {}
+        self.replayed_lac_at: dict[LedgerId, Where] = {}
         self.pending = PendingRecords()
         self.mark_on_record = False   # a record starts at the mark's offset (a mark naming this journal)
         self._rows = 0
@@ -183,9 +191,10 @@ class RecordFacts:
         self.keys.add(recs["scope"][is_key], recs["ledger"][is_key], raw[span_indices(k + KEY_AT, lengths)],
                       np.cumsum(lengths))
         first = _first_after(self.journal_id, recs["offset"][is_key], self.mark)   # (few: since the checkpoint)
-        for s, l, a, n in zip(recs["scope"][is_key][first:].tolist(), recs["ledger"][is_key][first:].tolist(),
-                              (k + KEY_AT)[first:].tolist(), lengths[first:].tolist()):
-            _add_distinct(self.replayed_keys.setdefault(LedgerId(s, l), []), [raw[a:a + n].tobytes()])
+        for s, l, a, n, off in zip(recs["scope"][is_key][first:].tolist(), recs["ledger"][is_key][first:].tolist(),
+                                   (k + KEY_AT)[first:].tolist(), lengths[first:].tolist(),
+                                   recs["offset"][is_key][first:].tolist()):
+            _add_key(self.replayed_keys, self.replayed_key_at, LedgerId(s, l), raw[a:a + n].tobytes(), (path, off))
         lacs = np.flatnonzero(~is_key)
         # A restart replays an explicit LAC after lastMark into ledger storage: until then storage may hold
         # an older one, so such a ledger's LAC is not compared (None).
@@ -198,11 +207,16 @@ class RecordFacts:
             lid = LedgerId(s, l)
             self.explicit_lac[lid] = None if j >= replayed else lac
             if j >= replayed and lac is not None:
-                self.replayed_lacs[lid] = lac
+                self.replayed_lacs[lid], self.replayed_lac_at[lid] = lac, (path, off)
 
 
-def _add_distinct(keys: list[bytes], more: list[bytes]) -> None:
-    keys += [k for k in more if k not in keys]
+def _add_key(keys: dict[LedgerId, list[bytes]], at: dict[LedgerId, list[Where]], lid: LedgerId, key: bytes,
+             where: Where) -> None:
+    """``key`` among the ledger's distinct keys, with where it was first met, unless it is one already."""
+    known = keys.setdefault(lid, [])
+    if key not in known:
+        known.append(key)
+        at.setdefault(lid, []).append(where)
 
 
 def keyed_runs(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -174,6 +174,8 @@ def test_a_damaged_explicit_lac_record_is_told_by_its_digest(tmp_path, replayed)
     assert "DBINDEX_EXPLICIT_LAC_MISMATCH" not in codes
     [f] = _only(report, "JOURNAL_REPLAYED_LAC_BAD" if replayed else "JOURNAL_EXPLICIT_LAC_BAD")
     assert f.ledger == r.ledger_id and f.severity.value == ("error" if replayed else "warning")
+    if replayed:   # (the record a restart replays, where the operator finds it)
+        assert (f.path, f.offset) == (path, r.offset)
 
 
 def _key_record(c: Copy):
@@ -215,6 +217,7 @@ def test_a_damaged_ledger_key_record_a_restart_replays_is_an_error(tmp_path, ind
     report = c.check()
     [f] = _only(report, "JOURNAL_REPLAYED_KEY_BAD")
     assert f.ledger == r.ledger_id and "a restart replays it" in f.message and f.severity.value == "error"
+    assert (f.path, f.offset) == (path, r.offset)
     assert "INDEX_MASTER_KEY_MISMATCH" not in {g.code for g in report.findings}   # (said once, by the journal)
 
 
@@ -239,7 +242,11 @@ def test_two_keys_for_one_ledger_after_lastmark_stop_the_start(tmp_path):
             fh.write(build_last_mark(LastMark(scan.journal_id, end)))
     report = c.check()
     [f] = _only(report, "JOURNAL_REPLAYED_KEYS_DIFFER")
-    assert f.ledger == r.ledger_id and f"2 keys: {bytes(damaged).hex()}, {r.master_key.hex()}" in f.message
+    second = end + fj.RECORD_LENGTH.sizeof() + len(fj.build_ledger_key_body(r.ledger_id, bytes(damaged)))
+    name = os.path.basename(newest)
+    assert f.ledger == r.ledger_id and (f.path, f.offset) == (newest, second)   # (the key the replay refuses)
+    assert (f"2 keys: {bytes(damaged).hex()} (first at {name} offset {end}), {r.master_key.hex()} (first at "
+            f"{name} offset {second})") in f.message
 
 
 def test_a_lastmark_of_journal_0_or_below_names_no_journal(tmp_path):

@@ -47,7 +47,9 @@ def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list
     """The facts as one pass over the reference reader's records gives them."""
     keys: dict[LedgerId, bytes] = {}
     replayed_keys: dict[LedgerId, list[bytes]] = {}
+    replayed_key_at: dict[LedgerId, list[tuple[str, int]]] = {}
     replayed_lacs: dict[LedgerId, bytes] = {}
+    replayed_lac_at: dict[LedgerId, tuple[str, int]] = {}
     fenced: dict[LedgerId, bool] = {}
     lacs: dict[LedgerId, bytes | None] = {}
     pending = []
@@ -59,15 +61,16 @@ def _reference(path: str, mark: LastMark | None) -> tuple[dict, dict, dict, list
             keys[lid] = r.master_key   # (the last record's key; the ledger's place is where first met)
             if after and r.master_key not in replayed_keys.setdefault(lid, []):
                 replayed_keys[lid].append(r.master_key)
+                replayed_key_at.setdefault(lid, []).append((path, r.offset))
         elif r.kind == RecordKind.FENCE:
             fenced[lid] = fenced.get(lid, False) or not after
         elif r.kind == RecordKind.EXPLICIT_LAC:
             lacs[lid] = None if after else r.lac_body   # (a restart replays it into storage)
             if after and r.lac_body is not None:
-                replayed_lacs[lid] = r.lac_body
+                replayed_lacs[lid], replayed_lac_at[lid] = r.lac_body, (path, r.offset)
         elif r.kind == RecordKind.DATA and after:
             pending.append((path, r.offset, lid, r.entry_id))
-    return keys, fenced, lacs, pending, (replayed_keys, replayed_lacs)
+    return keys, fenced, lacs, pending, (replayed_keys, replayed_key_at, replayed_lacs, replayed_lac_at)
 
 
 _record = st.one_of(
@@ -98,7 +101,7 @@ def test_the_facts_are_those_of_the_records_one_at_a_time(monkeypatch, records, 
         got = JournalFacts.collect([(JOURNAL_ID, path, scan, mark)])
         keys, fenced, lacs, pending, replayed = _reference(path, mark)
         assert list(got.master_keys) == list(keys) and dict(got.master_keys) == keys
-        assert (got.replayed_keys, got.replayed_lacs) == replayed
+        assert (got.replayed_keys, got.replayed_key_at, got.replayed_lacs, got.replayed_lac_at) == replayed
         assert got.fenced == fenced and got.explicit_lac == lacs and list(got.pending.tuples()) == pending
         # The same facts taken as a spilling scan hands its records over (a window's records at a time),
         # none of its records read back.
@@ -110,6 +113,7 @@ def test_the_facts_are_those_of_the_records_one_at_a_time(monkeypatch, records, 
             again = JournalFacts.collect([(JOURNAL_ID, path, tapped, mark)], {path: taken})
             assert tapped.spilled or len(offsets) == 0
         assert list(again.master_keys) == list(keys) and dict(again.master_keys) == keys
+        assert (again.replayed_keys, again.replayed_key_at, again.replayed_lacs, again.replayed_lac_at) == replayed
         assert again.fenced == fenced and again.explicit_lac == lacs and list(again.pending.tuples()) == pending
 
 
@@ -140,6 +144,22 @@ def test_journals_merge_in_order_and_a_failed_one_tells_nothing(tmp_path):
         assert got.fenced == {LedgerId(0, 2): True, LedgerId(0, 5): False}
         assert got.explicit_lac == JournalFacts.collect([sources[2]]).explicit_lac and len(got.explicit_lac) == 1
         assert [(p, lid, e) for p, _o, lid, e in got.pending.tuples()] == [(paths[2], LedgerId(0, 4), 0)]
+
+
+def test_replayed_keys_and_lacs_are_placed_at_the_record_where_each_was_first_met(tmp_path):
+    """Every record replayed (the mark at the first journal's start): a ledger's distinct keys in the
+    order met, each at its first record, whichever journal holds it; the newest LAC at its record."""
+    paths = [str(tmp_path / f"{JOURNAL_ID + i:x}.txn") for i in range(2)]
+    _write(paths[0], [("key", 0, 1, b"a" * 20), ("key", 0, 1, b"a" * 20), ("lac", 0, 3, b"x" * 40)])
+    _write(paths[1], [("data", 0, 1, 300), ("key", 0, 1, b"b" * 20), ("key", 0, 1, b"a" * 20),
+                      ("lac", 0, 3, b"y" * 40)])
+    scans = [scan_journal(p) for p in paths]
+    at = [s.records["offset"].tolist() for s in scans]
+    mark = LastMark(JOURNAL_ID, 0)
+    got = JournalFacts.collect([(JOURNAL_ID + i, paths[i], scans[i], mark) for i in range(2)])
+    assert got.replayed_keys == {LedgerId(0, 1): [b"a" * 20, b"b" * 20]}
+    assert got.replayed_key_at == {LedgerId(0, 1): [(paths[0], at[0][0]), (paths[1], at[1][1])]}
+    assert list(got.replayed_lacs) == [LedgerId(0, 3)] and got.replayed_lac_at == {LedgerId(0, 3): (paths[1], at[1][3])}
 
 
 def test_ledger_keys_side_by_side_are_read_in_few_reads(monkeypatch):
