@@ -6,11 +6,13 @@ The check is this module's; the repair half (``plan_repairs``, ``apply_repairs``
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from bkdisk.bookie.layout import BookieDirs
+from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext, CheckOptions
@@ -20,7 +22,7 @@ from bkdisk.fsck.lanes import Task
 from bkdisk.fsck.passes import p1_layout, p2_hierarchy, p3_index, p4_entrylogs, p6_journals, p7_metadata
 from bkdisk.fsck.passes.p5_crosscheck import checks as p5_crosscheck
 from bkdisk.fsck.problems import Severity, pass_name
-from bkdisk.fsck.root_causes import missing_log_causes
+from bkdisk.fsck.root_causes import missing_log_causes, unlisted_log_causes
 
 # The passes in order; each runs the checks of the bookie's kind of ledger storage.
 PASSES = [(1, p1_layout.run), (2, p2_hierarchy.run), (3, p3_index.run), (4, p4_entrylogs.run),
@@ -157,8 +159,24 @@ def _run_passes(ctx: CheckContext) -> Report:
         ctx.progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
+    unlisted = [c for c in (os.path.join(d, CURRENT_DIR) for d in dirs.ledger_dirs) if c in ctx.unlisted]
+    if unlisted:
+        dropped, causes = unlisted_log_causes(report.findings, unlisted)
+        _drop(report, dropped)
+        _add_causes(report, causes)
     _add_causes(report, missing_log_causes(report.findings))
     return report
+
+
+def _drop(report: Report, findings: list[Finding]) -> None:
+    """``findings`` taken out of the report and their passes' counts."""
+    gone = {id(f) for f in findings}
+    report.findings = [f for f in report.findings if id(f) not in gone]
+    for f in findings:
+        p = next(p for p in report.passes if p.number == f.pass_no)
+        p.counts[f.severity.value] -= 1
+        if not p.counts[f.severity.value]:
+            del p.counts[f.severity.value]
 
 
 def _add_causes(report: Report, causes: list[Finding]) -> None:

@@ -130,6 +130,7 @@ _TABLE = [
     Problem("DIGEST_NOT_VERIFIED", I, 4, "digests of ledger {ledger_name} not verified: {detail}"),
     Problem("DIGEST_SNIFFED", I, 4, "digest types not known from metadata; the entries verify as {detail}"),
     Problem("LOG_MISSING", E, 4, "expected entry log {detail}"),
+    Problem("LOG_UNLISTED", W, 4, "expected entry log {detail}"),
     Problem("LOG_ID_DUPLICATE", E, 4,
             "expected entry log id {detail}"),
     Problem("LASTID_BAD", W, 4, "expected {path} to hold the hex id of the newest entry log: {detail}"),

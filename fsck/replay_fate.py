@@ -9,10 +9,13 @@ the entry.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from bkdisk.diskio.distinct import members
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck.context import CheckContext
 
 
@@ -40,3 +43,18 @@ def ledgers_replay_skips(ctx: CheckContext, lids: set[LedgerId]) -> set[LedgerId
             ids = ledger_ids(idx).view(np.uint64)   # (the index keys ids as signed longs)
             known |= {LedgerId(0, x) for x in ids[members(ids, want)].tolist()}
     return asked - known
+
+
+def storage_unlisted(ctx: CheckContext) -> str | None:
+    """A ledger or index dir's ``current`` folder that could not be listed (pass 1 reports it): what
+    ledger storage holds is then unknown, and an entry not found in the rest may be there."""
+    for d in (*ctx.dirs.ledger_dirs, *ctx.dirs.effective_index_dirs):
+        if (current := os.path.join(d, CURRENT_DIR)) in ctx.unlisted:
+            return current
+    return None
+
+
+def index_unlisted(ctx: CheckContext, lid: LedgerId) -> bool:
+    """Index files: a folder on the path of ``lid``'s index could not be listed (pass 3 reports it), so
+    whether storage holds its entries is unknown."""
+    return ctx.dirs.storage_kind == "index-files" and ctx.index_inventory.unlisted_folder_of(lid) is not None

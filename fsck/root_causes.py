@@ -3,6 +3,8 @@ that no ledger dir holds becomes one finding naming the ledgers and entries it t
 per-entry findings it explains are linked under it (reports list them with -v and in --json)."""
 from __future__ import annotations
 
+import os
+
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import entry_log_name
 from bkdisk.fsck.codes import Code
@@ -43,3 +45,27 @@ def missing_log_causes(findings: list[Finding]) -> list[Finding]:
             hit = [lost_in[k] for k in ((f.lid, e) for e in f.extra.get("entries", ())) if k in lost_in]
             f.caused_by = hit[0] if hit else None
     return causes
+
+
+def unlisted_log_causes(findings: list[Finding], unlisted: list[str]) -> tuple[list[Finding], list[Finding]]:
+    """With ledger dirs whose ``current`` folders (``unlisted``) could not be listed, an entry log the index
+    points into that no listed dir holds may be in one of them (BookKeeper opens its logs by name): not
+    lost, unchecked. (The locations into such logs, to drop; one LOG_UNLISTED per log in their place.)"""
+    by_log: dict[int, list[Finding]] = {}
+    for f in findings:
+        if unlisted and f.code in MISSING_LOG_CODES and f.ledger is not None and f.entry is not None:
+            by_log.setdefault(given(f.extra.get("log_id"), f"{f.code}'s log id"), []).append(f)
+    dropped, causes = [], []
+    for log_id, locs in sorted(by_log.items()):
+        name = entry_log_name(log_id)
+        found = next((cur for cur in unlisted if os.path.isfile(os.path.join(cur, name))), None)
+        where = (f"found it by name in {found}, which could not be listed" if found else
+                 f"{' and '.join(unlisted)} could not be listed and may hold it")
+        n_ledgers = len({f.lid for f in locs})
+        causes.append(Finding(Code.LOG_UNLISTED, path=os.path.join(found, name) if found else None,
+                              detail=f"{name}, which the index points into ({len(locs)} entries of {n_ledgers} "
+                                     f"ledger{'s' if n_ledgers != 1 else ''}), in a ledger dir fsck could list; "
+                                     f"{where}: its entries were not checked",
+                              extra={"log": name, "entries": len(locs)}))
+        dropped += locs
+    return dropped, causes

@@ -165,7 +165,10 @@ def read_last_marks(ctx: CheckContext) -> dict[str, LastMark | Exception]:
     """Every lastMark file in the ledger dirs (``lastMark`` or ``lastMark.<i>``)."""
     out: dict[str, LastMark | Exception] = {}
     for d in ctx.dirs.ledger_dirs:
-        for n in ctx.listing(d):
+        names = ctx.listing(d)
+        if os.path.join(d, CURRENT_DIR) in ctx.unlisted:   # BookKeeper opens its lastMark files by name
+            names = [n for n in ctx.last_mark_names if os.path.isfile(os.path.join(d, CURRENT_DIR, n))]
+        for n in names:
             if n == "lastMark" or (n.startswith("lastMark.") and n[9:].isdigit()):
                 p = os.path.join(d, CURRENT_DIR, n)
                 try:

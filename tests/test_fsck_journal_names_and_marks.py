@@ -402,3 +402,68 @@ def test_a_lastmark_without_any_journal_dir_names_the_missing_journal(tmp_path):
     c = _clean_copy("interleaved-v6-hostport", tmp_path)
     shutil.rmtree(os.path.dirname(_journal_folder(c)))
     assert _only(c.check(), "LASTMARK_MISSING_JOURNAL")
+
+
+@pytest.mark.parametrize("mode", [0o311, 0o000])
+@pytest.mark.parametrize("corpus", ["interleaved-v6-hostport", "dbstorage-v6-bookieid"])
+def test_entries_after_lastmark_are_not_said_missing_from_a_ledger_dir_that_could_not_be_listed(tmp_path, corpus,
+                                                                                                 mode):
+    """Every record replayed (the mark at the first journal's start) and the second ledger dir unlistable:
+    its logs and indexes are unseen, so whether storage holds the entries there is unknown, not missing.
+    BookKeeper opens its logs and lastMark by name: what a listing misses is not lost."""
+    c = _clean_copy(corpus, tmp_path)
+    path, jid, r = _first_record(c, "DATA")
+    _mark_at(c, jid, r.offset)
+    said = {"REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED", "REPLAY_LEDGER_UNKNOWN"}
+    seen = c.check()
+    assert not said & {f.code for f in seen.findings}   # (storage holds every entry the journal has)
+    [pending] = _only(seen, "REPLAY_PENDING")
+    assert "unknown" not in pending.message
+    folder = os.path.join(c.root, c.manifest["ledger_dirs"][1], CURRENT_DIR)
+    os.chmod(folder, mode)   # (0o311: its files opened by name, lastMark among them; not listed)
+    try:
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
+                            "--no-progress", "--metadata-dir", c.md_dir])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    finally:
+        os.chmod(folder, 0o755)
+    doc = json.loads(p.stdout)
+    codes = {f["code"] for f in doc["findings"]}
+    assert any(f["code"] == "FILE_UNREADABLE" and f["path"] == folder for f in doc["findings"]), p.stderr
+    assert not said & codes
+    [pending] = [f for f in doc["findings"] if f["code"] == "REPLAY_PENDING"]
+    assert f"is unknown: {folder} could not be listed" in pending["message"]
+    # The log the index points into there is unchecked, not lost; its lastMark is read by name, or unknown.
+    assert not {"LOG_MISSING", "INDEX_LOCATION_MISSING_LOG", "DBINDEX_LOCATION_MISSING_LOG",
+                "LASTMARK_MISSING_IN_DIR"} & codes
+    logs = [f for f in doc["findings"] if f["code"] == "LOG_UNLISTED"]
+    if corpus.startswith("dbstorage") and not mode:   # (its locations database there is unreadable too)
+        assert logs == [] and "DBINDEX_UNREADABLE" in codes and doc["summary"]["errors"] == 2
+        return
+    [log] = logs
+    assert (f"found it by name in {folder}, which could not be listed" if mode else
+            f"{folder} could not be listed and may hold it") in log["message"]
+    assert doc["summary"]["errors"] == 1   # (the folder)
+
+
+def test_the_lastmark_of_a_ledger_dir_that_could_not_be_listed_is_read_by_name(tmp_path):
+    """BookKeeper opens each ledger dir's lastMark by name and keeps the largest: an unlistable dir's
+    mark still decides where the replay starts."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    path, jid, first = _first_record(c, "DATA")
+    _path, _jid, later = _first_record(c, "DATA", last=True)
+    marks = _last_marks(c)
+    folder = os.path.join(c.root, c.manifest["ledger_dirs"][1], CURRENT_DIR)
+    for p in marks:
+        with open(p, "wb") as fh:
+            fh.write(build_last_mark(LastMark(jid, later.offset if p.startswith(folder) else first.offset)))
+    os.chmod(folder, 0o311)
+    try:
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
+                            "--no-progress", "--metadata-dir", c.md_dir])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    finally:
+        os.chmod(folder, 0o755)
+    doc = json.loads(p.stdout)
+    [pending] = [f for f in doc["findings"] if f["code"] == "REPLAY_PENDING"]
+    assert (pending["path"], pending["offset"]) == (path, later.offset), p.stderr

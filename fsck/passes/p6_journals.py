@@ -27,7 +27,7 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.journal_tails import records_after
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
-from bkdisk.fsck.replay_fate import ledgers_replay_skips
+from bkdisk.fsck.replay_fate import index_unlisted, ledgers_replay_skips, storage_unlisted
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
@@ -153,7 +153,7 @@ def _records_past_the_end(ctx: CheckContext, scan: JournalArrays) -> PastTheEnd 
     return (scan.path, scan.end_offset, at, rows) if len(rows) else None
 
 
-def _not_replayed(past: PastTheEnd, held: np.ndarray) -> Iterator[Finding]:
+def _not_replayed(past: PastTheEnd, held: np.ndarray, unlisted: str | None) -> Iterator[Finding]:
     """Entries past a journal's end that ledger storage does not hold (``held``: per data record) are lost
     on restart: the zeros overwrote acknowledged records. Those it holds are what a reused journal file
     keeps past its new end (journalReuseFiles): the warning on its end stands."""
@@ -167,7 +167,8 @@ def _not_replayed(past: PastTheEnd, held: np.ndarray) -> Iterator[Finding]:
                   entry=int(r["entry"]),
                   detail=f"{len(missing)} of the {len(data)} entries in records from offset {at} on (the first: ledger "
                          f"{lid} entry {int(r['entry'])} at offset {int(r['offset'])}) are not in ledger storage; "
-                         f"BookKeeper's replay stops at the zero length at {end}, so a restart loses them")
+                         f"BookKeeper's replay stops at the zero length at {end}, so a restart loses them" +
+                         (f" (unless they are in {unlisted}, which could not be listed)" if unlisted else ""))
 
 
 def bad_records_of_journals(ctx: CheckContext) -> dict[str, np.ndarray]:
@@ -303,9 +304,10 @@ def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
     ids = [np.concatenate([col, *(d[name] for _p, _e, _a, d in past)])
            for name, col in zip(("scope", "ledger", "entry"), pend.ids())]
     held = _held_in_storage(ctx, ids)
+    unlisted = storage_unlisted(ctx)
     n = len(pend)
     for one in past:
-        yield from _not_replayed(one, held[n:n + len(one[3])])
+        yield from _not_replayed(one, held[n:n + len(one[3])], unlisted)
         n += len(one[3])
     if not pend:
         return
@@ -314,8 +316,12 @@ def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
     first = next(pend.tuples(np.arange(1)))
     yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
                   detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
-                         f"{len(pend) - len(missing)} of them are already in ledger storage")
-    told = list(pend.tuples(missing[:1000]))
+                         f"{len(pend) - len(missing)} of them are already in ledger storage" +
+                         (f"; whether it holds the other {len(missing)} is unknown: {unlisted} could not be listed"
+                          if unlisted and len(missing) else ""))
+    if unlisted:
+        return
+    told = [t for t in pend.tuples(missing[:1000]) if not index_unlisted(ctx, t[2])]
     skipped = ledgers_replay_skips(ctx, {lid for _p, _o, lid, _e in told}) or set()
     md = ctx.metadata
     for p, o, lid, e in told:
@@ -378,6 +384,6 @@ def _last_mark_in_every_dir(ctx: CheckContext) -> Iterator[Finding]:
         else:
             restart = f"no ledger dir has a readable {name}: a restart replays every journal"
         for d in ctx.dirs.ledger_dirs:
-            if d not in by_dir:
+            if d not in by_dir and os.path.join(d, CURRENT_DIR) not in ctx.unlisted:   # (else unknown: pass 1)
                 yield Finding(Code.LASTMARK_MISSING_IN_DIR, path=os.path.join(d, CURRENT_DIR),
                               detail=f"{name} is missing; {restart}")
