@@ -229,6 +229,8 @@ _TABLE = [
             "expected ledger {ledger_name} entry {entry} on this bookie (per its ensemble), found none{detail}"),
     Problem("ENTRIES_MISSING", E, 7,
             "expected {detail} of ledger {ledger_name} on this bookie (per its ensembles), found none"),
+    Problem("ENTRIES_UNCHECKED", W, 7,
+            "expected to compare the entries of every ledger placed on this bookie with what it holds, {detail}"),
 ]
 PROBLEMS: dict[str, Problem] = {p.code: p for p in _TABLE}
 assert len(PROBLEMS) == len(_TABLE), "duplicate fsck problem code"

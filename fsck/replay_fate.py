@@ -19,13 +19,22 @@ from bkdisk.formats.paths import CURRENT_DIR
 from bkdisk.fsck.context import CheckContext
 
 
-def ledgers_replay_skips(ctx: CheckContext, lids: set[LedgerId]) -> set[LedgerId] | None:
-    """Those of ``lids`` whose entries a restart's replay skips; None when the check cannot tell (a
-    folder not listed, an index that could not be read)."""
+def entries_replay_skips(ctx: CheckContext, told: list[tuple[str, int, LedgerId, int]]) -> set[tuple[str, int]] | None:
+    """Of the entries ``told`` (journal path, record offset, ledger, entry id) after lastMark, where those
+    a restart's replay skips lie; None when the check cannot tell (a folder not listed, an index that
+    could not be read). The replay reads the journal dirs in turn, each journal's records in order: an
+    entry is keyed by a ledger-key record before it, else by what storage holds."""
     if ctx.unlisted or ctx.dirs.storage_kind not in ("index-files", "rocksdb"):
         return None
-    keyed = ctx.journal_facts.replayed_keys
-    asked = {lid for lid in lids if lid not in keyed}
+    keyed_at = ctx.journal_facts.replayed_key_at
+    order = {jf.path: (jf.dir_index, jf.journal_id) for jf in ctx.journal_files}
+
+    def keyed_before(path: str, offset: int, lid: LedgerId) -> bool:
+        first = keyed_at.get(lid)   # (the first key's first record: the ledger's first key record replayed)
+        return first is not None and (order[first[0][0]], first[0][1]) < (order[path], offset)
+
+    unkeyed = [(p, o, lid) for p, o, lid, _e in told if not keyed_before(p, o, lid)]
+    asked = {lid for _p, _o, lid in unkeyed}
     if not asked:
         return set()
     want = np.array(sorted({lid.ledger for lid in asked}), np.uint64)
@@ -42,7 +51,7 @@ def ledgers_replay_skips(ctx: CheckContext, lids: set[LedgerId]) -> set[LedgerId
                 return None
             ids = ledger_ids(idx).view(np.uint64)   # (the index keys ids as signed longs)
             known |= {LedgerId(0, x) for x in ids[members(ids, want)].tolist()}
-    return asked - known
+    return {(p, o) for p, o, lid in unkeyed if lid not in known}
 
 
 def storage_unlisted(ctx: CheckContext) -> str | None:

@@ -148,7 +148,12 @@ class Database:
 
 
 def _wal_numbers(d: str) -> list[int]:
-    return sorted(int(m.group(1)) for n in os.listdir(d) if (m := _WAL_NAME.match(n)))
+    """The numbers of the folder's WAL files: RocksDB lists the folder to find them when it opens."""
+    try:
+        names = os.listdir(d)
+    except OSError as e:
+        raise DiskError(d, f"cannot list ({e.strerror})") from None
+    return sorted(int(m.group(1)) for n in names if (m := _WAL_NAME.match(n)))
 
 
 def open_db(db_dir: str | os.PathLike, stack: ExitStack) -> Database:

@@ -467,3 +467,45 @@ def test_the_lastmark_of_a_ledger_dir_that_could_not_be_listed_is_read_by_name(t
     doc = json.loads(p.stdout)
     [pending] = [f for f in doc["findings"] if f["code"] == "REPLAY_PENDING"]
     assert (pending["path"], pending["offset"]) == (path, later.offset), p.stderr
+
+
+def _append_records(path: str, bodies: list[bytes]) -> list[int]:
+    """Records written into the zeros after the journal's last record; their offsets."""
+    at, offsets = read_journal(path).valid_end, []
+    with open(path, "r+b") as fh:
+        for b in bodies:
+            fh.seek(at)
+            fh.write(fj.RECORD_LENGTH.build(len(b)) + b)
+            offsets.append(at)
+            at += fj.RECORD_LENGTH.sizeof() + len(b)
+    return offsets
+
+
+def test_entries_replayed_before_the_ledgers_first_key_record_are_dropped(tmp_path):
+    """BookieImpl's replay takes the records in order: an entry of a ledger storage does not hold, met
+    before any ledger-key record of it, finds no key (readMasterKey: NoLedgerException) and is skipped,
+    though a key record comes later; entries after that record are replayed."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    path, jid, key = _key_record(c)
+    newest = os.path.join(_journal_folder(c), journal_name(_journal_ids(_journal_folder(c))[-1]))
+    [later] = _append_records(newest, [fj.build_ledger_key_body(key.ledger_id, key.master_key)])
+    _mark_at(c, jid, key.offset + SIZE_PREFIX + key.length)   # (just past the ledger's own key record)
+    os.remove(c.index_path(key.ledger_id))
+    report = c.check()
+    dropped = _only(report, "REPLAY_ENTRY_DROPPED")
+    assert dropped and {f.ledger for f in dropped} == {key.ledger_id}
+    assert all((f.path, f.offset) < (newest, later) for f in dropped)   # (every entry before the late key)
+    assert not [f for f in report.findings if f.code == "REPLAY_NOT_IN_STORAGE" and f.ledger == key.ledger_id]
+
+
+def test_a_ledger_keyed_after_lastmark_is_not_missing_from_dbledgerstorage(tmp_path):
+    """A ledger opened after the checkpoint: the replay's setMasterKey adds it to the ledgers index."""
+    c = _clean_copy("dbstorage-v6-bookieid", tmp_path)
+    newest = os.path.join(_journal_folder(c), journal_name(_journal_ids(_journal_folder(c))[-1]))
+    new = 0x5555
+    [at] = _append_records(newest, [fj.build_ledger_key_body(new, bytes(range(20)))])
+    _mark_at(c, _journal_ids(_journal_folder(c))[-1], at)
+    assert not [f for f in c.check().findings if f.code == "DBINDEX_LEDGER_MISSING"]
+    _mark_at(c, _journal_ids(_journal_folder(c))[-1], at + 100)   # (before lastMark: the index should hold it)
+    [f] = _only(c.check(), "DBINDEX_LEDGER_MISSING")
+    assert f.ledger == new

@@ -54,8 +54,8 @@ def _read_cookies(dirs: BookieDirs, cookies: dict[str, Cookie]) -> Iterator[Find
         try:
             os.listdir(cur)
         except OSError as e:
-            if d not in dirs.effective_index_dirs or dirs.storage_kind != "index-files" or e.errno == errno.ENOENT:
-                # (an index-files index dir's pass 2 names, with the index folders it could not list)
+            if d not in dirs.effective_index_dirs or dirs.storage_kind == "rocksdb" or e.errno == errno.ENOENT:
+                # (an index dir pass 2 walks it names, with the index folders it could not list)
                 yield Finding(Code.FILE_UNREADABLE, path=cur, detail=f"cannot list ({e.strerror})", errno=e.errno)
             continue
         vp = os.path.join(cur, "VERSION")

@@ -27,7 +27,7 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.journal_tails import records_after
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
-from bkdisk.fsck.replay_fate import index_unlisted, ledgers_replay_skips, storage_unlisted
+from bkdisk.fsck.replay_fate import entries_replay_skips, index_unlisted, storage_unlisted
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
@@ -322,15 +322,15 @@ def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
     if unlisted:
         return
     told = [t for t in pend.tuples(missing[:1000]) if not index_unlisted(ctx, t[2])]
-    skipped = ledgers_replay_skips(ctx, {lid for _p, _o, lid, _e in told}) or set()
+    skipped = entries_replay_skips(ctx, told) or set()
     md = ctx.metadata
     for p, o, lid, e in told:
         code, detail = Code.REPLAY_NOT_IN_STORAGE, "(a restart replays it into storage)"
-        if lid in skipped:
+        if (p, o) in skipped:
             listed = md is not None and lid in md
             code = Code.REPLAY_ENTRY_DROPPED if listed else Code.REPLAY_LEDGER_UNKNOWN
-            detail = ("and a restart skips it: storage holds no such ledger and no ledger-key record after lastMark "
-                      "gives its key, so the replay takes the ledger as deleted" +
+            detail = ("and a restart skips it: storage holds no such ledger and no ledger-key record replayed "
+                      "before it gives its key, so the replay takes the ledger as deleted" +
                       ("" if listed else "; its metadata lists no such ledger" if md is not None else
                        " (--metadata-dir tells a deleted ledger from a lost one)"))
         yield Finding(code, path=p, offset=o, scope=lid.scope, ledger=lid.ledger, entry=e,

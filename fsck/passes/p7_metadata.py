@@ -19,6 +19,7 @@ from bkdisk.fsck.held_entries import HeldEntries
 
 if TYPE_CHECKING:
     from bkdisk.fsck.ensemble_placement import Placement
+    from bkdisk.fsck.unseen_storage import Unseen
 
 CHUNK = 1 << 20   # locations read at once
 PLACED_BLOCK = 1 << 20   # entry ids of a segment made at once when a ledger is compared id by id
@@ -122,7 +123,16 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     yield from _held_ledgers(md, near, models, held, counts, at, known, me, unloadable)
     if me is None:
         return
-    yield from _missing_entries(near, held, counts, at, me, unloadable, models)
+    from bkdisk.fsck.unseen_storage import unseen_ledgers
+    unseen = unseen_ledgers(ctx)
+    skipped: list[LedgerId] = []
+    yield from _missing_entries(near, held, counts, at, me, unloadable, models, unseen, skipped)
+    if skipped:   # (a ledger storage may hold where the check could not look: unknown, not missing)
+        yield Finding(Code.ENTRIES_UNCHECKED, detail=f"found {len(skipped)} ledger{'s' if len(skipped) != 1 else ''} "
+                      f"whose entries may be where {unseen.why if unseen else ''}: whether this bookie holds "
+                      f"those it lacks is unknown (ledgers {', '.join(str(x) for x in skipped[:5])}"
+                      f"{' ...' if len(skipped) > 5 else ''})",
+                      extra={"ledgers": [str(x) for x in skipped]})
 
 
 def _near(md):
@@ -180,7 +190,8 @@ def _whole_span(m, me: str) -> tuple[int, int] | None:
 
 
 def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray, me: str,
-                     unloadable: set[LedgerId], models: list | None = None) -> Iterator[Finding]:
+                     unloadable: set[LedgerId], models: list | None = None, unseen: Unseen | None = None,
+                     skipped: list[LedgerId] | None = None) -> Iterator[Finding]:
     """Each near ledger's entries this bookie should hold and does not, in ledger order, decided a block
     of NEAR_BLOCK near ledgers at a time. A ledger whose every entry is placed here and whose held ids
     are exactly its range is passed over without a step of its own (the ids' count and bounds say so);
@@ -199,6 +210,9 @@ def _missing_entries(near, held: HeldEntries, counts: np.ndarray, at: np.ndarray
         for r in (np.flatnonzero(~done) + r0).tolist():
             lid, m = LedgerId(int(near.scope[r]), int(near.ledger[r])), near.metadata(r)
             if lid in unloadable:
+                continue
+            if unseen is not None and skipped is not None and unseen.has(lid):
+                skipped.append(lid)
                 continue
             if (why := bookkeeper_refusal(m)) is not None:
                 yield Finding(Code.METADATA_UNLOADABLE, scope=lid.scope, ledger=lid.ledger, detail=why)

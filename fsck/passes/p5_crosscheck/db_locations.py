@@ -9,6 +9,7 @@ import numpy as np
 
 from bkdisk.diskio.chunked_array import ChunkedArray
 from bkdisk.diskio.distinct import distinct, members
+from bkdisk.diskio.mapped import DiskError
 from bkdisk.diskio.sorted_search import searched_in_order
 from bkdisk.diskio.spill import RangeSpill, split_ranges
 from bkdisk.entrylogs.scan_parts import entry_count, entry_parts
@@ -57,6 +58,9 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
     scanned = {lf.log_id: s for lf in ctx.log_files if lf.dir_index == di
                and (s := scans.get(lf.path)) is not None and not isinstance(s, Exception) and entry_count(s)}
     ids = np.array(sorted(logs), np.int64)
+    # Logs that could not be read: their locations are unchecked, not wrong (pass 4 and 7 say so).
+    unread = np.array(sorted(lf.log_id for lf in ctx.log_files if lf.dir_index == di
+                             and isinstance(scans.get(lf.path), DiskError)), np.int64)
     weights = np.array([entry_count(scanned[i]) if i in scanned else 0 for i in ids.tolist()], np.float64)
     bounds = split_ranges(ids, weights * _DB_WORK_PER_ENTRY, budget)
 
@@ -74,6 +78,8 @@ def _cross_check_dir(ctx: CheckContext, di: int, current: str, idx, scans) -> db
             flagged.append((k0 + i, (Code.DBINDEX_LOCATION_MISSING_LOG, dict(
                 path=locations_db, scope=0, ledger=int(c["ledger"][i]), entry=int(c["entry"][i]),
                 detail=entry_log_name(log_id), extra={"log_id": log_id}))))
+        if len(unread):
+            known &= ~members(c["log"], unread)
         rows = np.empty(int(known.sum()), LOC_ROW)
         rows["k"] = k0 + np.flatnonzero(known)
         rows["at"] = _at(c["log"][known], c["offset"][known])

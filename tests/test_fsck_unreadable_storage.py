@@ -1,0 +1,72 @@
+"""Files and folders of ledger storage that cannot be read, on copies of the golden disks, checked as an
+unprivileged user: each is reported where it failed, and what it hides is unchecked, never called lost,
+missing or wrong (no ENTRY_MISSING, no "found no entry there", no ledger missing from an index read in
+part); a RocksDB folder that cannot be listed is a finding, not the end of the check."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from fsck_helpers import unprivileged
+from test_fsck_golden_faults import _clean_copy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOSS = {"ENTRY_MISSING", "ENTRIES_MISSING", "LOG_MISSING", "INDEX_LOCATION_MISSING_LOG",
+        "DBINDEX_LOCATION_MISSING_LOG", "DBINDEX_LOCATION_WRONG", "DBINDEX_LEDGER_UNKNOWN", "DBINDEX_LEDGER_MISSING",
+        "REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED"}
+
+
+def _check_without(tmp_path, corpus: str, relpath: str, mode: int) -> tuple[int, dict]:
+    """(exit code, --json report) of a check of a copy of ``corpus`` whose ``relpath`` has ``mode``."""
+    c = _clean_copy(corpus, tmp_path)
+    target = os.path.join(c.root, relpath)
+    assert os.path.exists(target), target
+    os.chmod(target, mode)
+    try:
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
+                            "--no-progress", "--metadata-dir", c.md_dir])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+    finally:
+        os.chmod(target, 0o755 if os.path.isdir(target) else 0o644)
+    assert p.stdout, p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def _codes(doc: dict) -> set[str]:
+    return {f["code"] for f in doc["findings"]}
+
+
+@pytest.mark.parametrize("corpus, relpath, mode", [
+    ("interleaved-v4-smallpage", "ledgers/current/0/0/0.idx", 0o000),
+    ("interleaved-v4-smallpage", "ledgers/current/0/0", 0o311),
+    ("interleaved-v4-smallpage", "ledgers/current", 0o311),
+    ("sorted-v5-bookieid", "ledgers/current/ff/fe/7ffffffffffffffe.idx", 0o000),
+    ("dbstorage-v6-bookieid", "ledgers0/current/1.log", 0o000),
+    ("dbstorage-v6-bookieid", "ledgers1/current", 0o311),
+    ("dbstorage-v6-bookieid", "ledgers0/current", 0o000),
+])
+def test_entries_where_the_check_could_not_look_are_unchecked_not_missing(tmp_path, corpus, relpath, mode):
+    rc, doc = _check_without(tmp_path, corpus, relpath, mode)
+    codes = _codes(doc)
+    assert not LOSS & codes, sorted(LOSS & codes)
+    assert rc == 4 and "FILE_UNREADABLE" in codes
+    [unchecked] = [f for f in doc["findings"] if f["code"] == "ENTRIES_UNCHECKED"]
+    assert "whether this bookie holds those it lacks is unknown" in unchecked["message"]
+    assert "(ledgers " in unchecked["message"]
+
+
+@pytest.mark.parametrize("db", ["locations", "ledgers"])
+def test_a_rocksdb_folder_that_cannot_be_listed_is_a_finding_not_the_end_of_the_check(tmp_path, db):
+    # RocksDB lists its folder for the WAL files when it opens: the bookie cannot open it either.
+    rc, doc = _check_without(tmp_path, "dbstorage-v6-bookieid", f"ledgers0/current/{db}", 0o311)
+    [f] = [f for f in doc["findings"] if f["code"] == "DBINDEX_UNREADABLE"]
+    assert f["path"].endswith(f"ledgers0/current/{db}") and "cannot list (Permission denied)" in f["message"]
+    assert rc == 4 and not LOSS & _codes(doc)
+
+
+def test_a_ledgers_index_read_in_part_does_not_call_its_ledgers_missing(tmp_path):
+    rc, doc = _check_without(tmp_path, "dbstorage-v6-bookieid", "ledgers0/current/ledgers/000008.sst", 0o000)
+    assert "DBINDEX_UNREADABLE" in _codes(doc) and not LOSS & _codes(doc) and rc == 4
