@@ -26,9 +26,10 @@ OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC
 class DiskError(BkdiskError):
     """A file could not be opened or read (permissions, vanished, not a regular file)."""
 
-    def __init__(self, path: str, what: str):
+    def __init__(self, path: str, what: str, errno: int | None = None):
         self.path = path
         self.what = what
+        self.errno = errno   # the OS error, when the system refused (permissions: a rebuild would not help)
         super().__init__(f"{path}: {what}")
 
 
@@ -45,12 +46,12 @@ def open_regular(path: str | os.PathLike, what: str = "cannot open for reading")
     try:
         fd = os.open(p, OPEN_FLAGS)
     except OSError as e:
-        raise DiskError(p, f"{what} ({e.strerror})") from None
+        raise DiskError(p, f"{what} ({e.strerror})", e.errno) from None
     try:
         st = os.fstat(fd)
     except OSError as e:
         os.close(fd)
-        raise DiskError(p, f"{what} ({e.strerror})") from None
+        raise DiskError(p, f"{what} ({e.strerror})", e.errno) from None
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise DiskError(p, NOT_REGULAR)
@@ -79,7 +80,7 @@ def read_range(path: str | os.PathLike, offset: int, length: int) -> bytes:
             length -= len(b)
         return b"".join(out)
     except OSError as e:
-        raise DiskError(p, f"cannot read ({e.strerror})") from None
+        raise DiskError(p, f"cannot read ({e.strerror})", e.errno) from None
     finally:
         os.close(fd)
 
@@ -167,7 +168,7 @@ def read_bytes(path: str | os.PathLike, limit: int | None = SMALL_FILE_LIMIT) ->
                 parts.append(chunk)
             data = b"".join(parts)
     except OSError as e:
-        raise DiskError(p, f"cannot read ({e.strerror})") from None
+        raise DiskError(p, f"cannot read ({e.strerror})", e.errno) from None
     finally:
         os.close(fd)
     return data

@@ -8,6 +8,7 @@ shell rebuilds the databases (``bookkeeper_rebuilds`` says with which command).
 """
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -62,7 +63,7 @@ def read(ctx: CheckContext) -> list[tuple[int, str, LedgerDirIndex | Pairs]]:
             out.append((di, current, [(Code.DBINDEX_UNREADABLE, dict(path=e.path, offset=e.offset,
                                                                 detail=f"{e.expected}, found {e.found}"))]))
         except DiskError as e:      # no CURRENT or MANIFEST, or one that cannot be read
-            out.append((di, current, [(Code.DBINDEX_UNREADABLE, dict(path=e.path, detail=e.what))]))
+            out.append((di, current, [(Code.DBINDEX_UNREADABLE, dict(path=e.path, detail=e.what, errno=e.errno))]))
     ctx.__dict__[_CACHE] = out
     return out
 
@@ -100,13 +101,19 @@ def database_of(path: str | None) -> tuple[str, str | None]:
     return LOCATIONS_DB, None
 
 
+_REFUSED = (errno.EACCES, errno.EPERM)   # permissions: fixed by an operator, not by rebuilding the database
+
+
 def bookkeeper_rebuilds(findings: list) -> list[tuple[str, list[str], list]]:
     """(BookKeeper command, database folders, findings) for the DBINDEX errors and warnings: what an
     operator runs, the bookie stopped, to rebuild a database bkdisk never writes. The ledgers index first:
     BookKeeper's locations rebuild keeps only the entries of ledgers the ledgers index holds."""
     by_db: dict[str, tuple[set[str], list]] = {}
+    refused = {f.path for f in findings if f.code == Code.FILE_UNREADABLE and f.errno in _REFUSED}
     for f in findings:
         if f.code not in _REBUILT or f.severity == Severity.INFO:
+            continue
+        if f.errno in _REFUSED or f.path in refused:   # the system refused access: the bytes may be sound
             continue
         db, folder = database_of(f.path)
         folders, covers = by_db.setdefault(db, (set(), []))

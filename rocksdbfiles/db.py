@@ -152,7 +152,7 @@ def _wal_numbers(d: str) -> list[int]:
     try:
         names = os.listdir(d)
     except OSError as e:
-        raise DiskError(d, f"cannot list ({e.strerror})") from None
+        raise DiskError(d, f"cannot list ({e.strerror})", e.errno) from None
     return sorted(int(m.group(1)) for n in names if (m := _WAL_NAME.match(n)))
 
 

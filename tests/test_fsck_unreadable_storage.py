@@ -16,10 +16,10 @@ from test_fsck_golden_faults import _clean_copy
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOSS = {"ENTRY_MISSING", "ENTRIES_MISSING", "LOG_MISSING", "INDEX_LOCATION_MISSING_LOG",
         "DBINDEX_LOCATION_MISSING_LOG", "DBINDEX_LOCATION_WRONG", "DBINDEX_LEDGER_UNKNOWN", "DBINDEX_LEDGER_MISSING",
-        "REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED"}
+        "REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED", "LASTID_BAD", "LASTMARK_MISSING_IN_DIR"}
 
 
-def _check_without(tmp_path, corpus: str, relpath: str, mode: int) -> tuple[int, dict]:
+def _check_without(tmp_path, corpus: str, relpath: str, mode: int, *more: str) -> tuple[int, dict]:
     """(exit code, --json report) of a check of a copy of ``corpus`` whose ``relpath`` has ``mode``."""
     c = _clean_copy(corpus, tmp_path)
     target = os.path.join(c.root, relpath)
@@ -27,7 +27,7 @@ def _check_without(tmp_path, corpus: str, relpath: str, mode: int) -> tuple[int,
     os.chmod(target, mode)
     try:
         cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
-                            "--no-progress", "--metadata-dir", c.md_dir])
+                            "--no-progress", "--metadata-dir", c.md_dir, *more])
         p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
     finally:
         os.chmod(target, 0o755 if os.path.isdir(target) else 0o644)
@@ -43,6 +43,7 @@ def _codes(doc: dict) -> set[str]:
     ("interleaved-v4-smallpage", "ledgers/current/0/0/0.idx", 0o000),
     ("interleaved-v4-smallpage", "ledgers/current/0/0", 0o311),
     ("interleaved-v4-smallpage", "ledgers/current", 0o311),
+    ("interleaved-v6-hostport", "ledgers1/current", 0o000),
     ("sorted-v5-bookieid", "ledgers/current/ff/fe/7ffffffffffffffe.idx", 0o000),
     ("dbstorage-v6-bookieid", "ledgers0/current/1.log", 0o000),
     ("dbstorage-v6-bookieid", "ledgers1/current", 0o311),
@@ -70,3 +71,15 @@ def test_a_rocksdb_folder_that_cannot_be_listed_is_a_finding_not_the_end_of_the_
 def test_a_ledgers_index_read_in_part_does_not_call_its_ledgers_missing(tmp_path):
     rc, doc = _check_without(tmp_path, "dbstorage-v6-bookieid", "ledgers0/current/ledgers/000008.sst", 0o000)
     assert "DBINDEX_UNREADABLE" in _codes(doc) and not LOSS & _codes(doc) and rc == 4
+
+
+@pytest.mark.parametrize("relpath, mode", [("ledgers0/current/locations/CURRENT", 0o000),
+                                           ("ledgers0/current/locations", 0o311), ("ledgers0/current/ledgers", 0o000),
+                                           ("ledgers0/current/ledgers/000008.sst", 0o000)])
+def test_a_database_the_system_refuses_to_read_is_not_planned_for_a_rebuild(tmp_path, relpath, mode):
+    """Permission denied says nothing of the bytes: the operator fixes the permissions; BookKeeper's
+    rebuild would replace a database that may be sound."""
+    rc, doc = _check_without(tmp_path, "dbstorage-v6-bookieid", relpath, mode, "-n")
+    plan = doc["repair"]["plan"]
+    assert [a for a in plan["actions"] if a["kind"] == "bookkeeper-rebuild"] == []
+    assert "DBINDEX_UNREADABLE" in {f["code"] for f in plan["remaining"]} and rc == 4
