@@ -82,12 +82,15 @@ def replayed_key_findings(ctx: CheckContext) -> Iterator[Finding]:
     facts = ctx.journal_facts
     for lid, keys in sorted(facts.replayed_keys.items()):
         at = facts.replayed_key_at[lid]
+        password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
         if len(keys) > 1:
-            listed = ", ".join(f"{k.hex()} (first at {os.path.basename(p)} offset {o})" for k, (p, o) in zip(keys, at))
+            ours = master_key(password) if password is not None else None
+            mark = "; the password's"
+            listed = ", ".join(f"{k.hex()} (first at {os.path.basename(p)} offset {o}{mark if k == ours else ''})"
+                               for k, (p, o) in zip(keys, at))
             yield Finding(Code.JOURNAL_REPLAYED_KEYS_DIFFER, path=at[1][0], offset=at[1][1], scope=lid.scope,
                           ledger=lid.ledger, detail=f"{len(keys)} keys: {listed}")
             continue
-        password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
         if password is None or keys[0] == master_key(password):
             continue
         yield Finding(Code.JOURNAL_REPLAYED_KEY_BAD, path=at[0][0], offset=at[0][1], scope=lid.scope,

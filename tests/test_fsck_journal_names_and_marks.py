@@ -246,7 +246,7 @@ def test_two_keys_for_one_ledger_after_lastmark_stop_the_start(tmp_path):
     name = os.path.basename(newest)
     assert f.ledger == r.ledger_id and (f.path, f.offset) == (newest, second)   # (the key the replay refuses)
     assert (f"2 keys: {bytes(damaged).hex()} (first at {name} offset {end}), {r.master_key.hex()} (first at "
-            f"{name} offset {second})") in f.message
+            f"{name} offset {second}; the password's)") in f.message
 
 
 def test_a_lastmark_of_journal_0_or_below_names_no_journal(tmp_path):
@@ -509,3 +509,16 @@ def test_a_ledger_keyed_after_lastmark_is_not_missing_from_dbledgerstorage(tmp_p
     _mark_at(c, _journal_ids(_journal_folder(c))[-1], at + 100)   # (before lastMark: the index should hold it)
     [f] = _only(c.check(), "DBINDEX_LEDGER_MISSING")
     assert f.ledger == new
+
+
+def test_a_damaged_explicit_lac_the_replay_skips_is_not_said_to_reach_storage(tmp_path):
+    """An explicit-LAC record of a ledger storage does not hold, with no ledger-key record replayed before
+    it, finds no key and is skipped as a deleted ledger's (BookieImpl's replay, readMasterKey): its damaged
+    body never reaches storage."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    path, jid, r = _explicit_lac_record(c)
+    _mark_at(c, jid, r.offset)
+    flip(path, r.offset + LAC_AT + 8 + 7)
+    [f] = _only(c.check(), "JOURNAL_REPLAYED_LAC_BAD")   # (storage holds the ledger: the replay writes it)
+    os.remove(c.index_path(r.ledger_id))
+    assert "JOURNAL_REPLAYED_LAC_BAD" not in {g.code for g in c.check().findings}
