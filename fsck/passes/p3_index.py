@@ -163,6 +163,11 @@ def _loc_finding(inv, loc, code: Code, detail: str, extra: dict | None = None) -
                    ledger=int(row["ledger"]), entry=entry, detail=detail, extra=extra or {})
 
 
+# A file of the database the system would not let the check read (not one missing or damaged: those
+# lose what they held, and the ledgers index then lacks it).
+_UNREAD = ("sst-unreadable", "wal-unreadable")
+
+
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
     ledgers the journal speaks of are looked up: no step per ledger of the index)."""
@@ -186,14 +191,13 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     said = [x.ledger for x, v in facts.fenced.items() if v and x.scope == 0]
     said += [x.ledger for x, v in facts.explicit_lac.items() if v is not None and x.scope == 0]
     said_of = members(told_ids, distinct(np.array(said, np.uint64)))
-    unread = False   # a ledgers index read in part: a ledger not found in it may be in the rest
+    unread = False   # a ledgers index with a file it could not read: a ledger not found may be in it
     for _di, current, idx in dbindex.read(ctx):
         if not dbindex.is_index(idx):
             continue
         known.append(ledger_ids(idx))
         ledgers_db = os.path.join(current, LEDGERS_DB)
-        damaged = any(dbindex.database_of(p.path)[0] == LEDGERS_DB and p.kind != "wal-torn-tail"
-                      for p in idx.problems)
+        damaged = any(dbindex.database_of(p.path)[0] == LEDGERS_DB and p.kind in _UNREAD for p in idx.problems)
         unread |= damaged
         for lid, n in sorted(ledgers_without_metadata(idx).items()) if not damaged else ():
             out.append((Code.DBINDEX_LEDGER_UNKNOWN, dict(path=ledgers_db, scope=0, ledger=lid,
