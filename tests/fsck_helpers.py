@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 
 from bkdisk.bookie.layout import BookieDirs, discover
@@ -97,6 +100,21 @@ def unprivileged(cmd: list[str]) -> list[str]:
     setpriv = shutil.which("setpriv")
     assert setpriv, "util-linux setpriv is needed to drop root's read override"
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search", *cmd]
+
+
+def check_unprivileged(root: str, md_dir: str, target: str, mode: int, *more: str) -> tuple[int, dict, str]:
+    """(exit code, --json report, stderr) of ``bookie-fsck root`` run unprivileged while ``target`` has
+    ``mode`` (restored after)."""
+    os.chmod(target, mode)
+    try:
+        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", root, "--json",
+                            "--no-progress", "--metadata-dir", md_dir, *more])
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=repo), timeout=300)
+    finally:
+        os.chmod(target, 0o755 if os.path.isdir(target) else 0o644)
+    assert p.stdout, p.stderr
+    return p.returncode, json.loads(p.stdout), p.stderr
 
 
 def snapshot(folder: str) -> dict[str, tuple]:

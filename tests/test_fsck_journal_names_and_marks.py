@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from fsck_helpers import flip, patch, unprivileged
+from fsck_helpers import check_unprivileged, flip, patch, unprivileged
 from test_fsck_golden_faults import ALL_CORPORA, SIZE_PREFIX, Copy, _clean_copy, _only
 
 from bkdisk.formats import journal as fj
@@ -420,16 +420,10 @@ def test_entries_after_lastmark_are_not_said_missing_from_a_ledger_dir_that_coul
     [pending] = _only(seen, "REPLAY_PENDING")
     assert "unknown" not in pending.message
     folder = os.path.join(c.root, c.manifest["ledger_dirs"][1], CURRENT_DIR)
-    os.chmod(folder, mode)   # (0o311: its files opened by name, lastMark among them; not listed)
-    try:
-        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
-                            "--no-progress", "--metadata-dir", c.md_dir])
-        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
-    finally:
-        os.chmod(folder, 0o755)
-    doc = json.loads(p.stdout)
+    # (0o311: its files opened by name, lastMark among them; not listed)
+    _rc, doc, err = check_unprivileged(c.root, c.md_dir, folder, mode)
     codes = {f["code"] for f in doc["findings"]}
-    assert any(f["code"] == "FILE_UNREADABLE" and f["path"] == folder for f in doc["findings"]), p.stderr
+    assert any(f["code"] == "FILE_UNREADABLE" and f["path"] == folder for f in doc["findings"]), err
     assert not said & codes
     [pending] = [f for f in doc["findings"] if f["code"] == "REPLAY_PENDING"]
     assert f"is unknown: {folder} could not be listed" in pending["message"]
@@ -457,16 +451,9 @@ def test_the_lastmark_of_a_ledger_dir_that_could_not_be_listed_is_read_by_name(t
     for p in marks:
         with open(p, "wb") as fh:
             fh.write(build_last_mark(LastMark(jid, later.offset if p.startswith(folder) else first.offset)))
-    os.chmod(folder, 0o311)
-    try:
-        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
-                            "--no-progress", "--metadata-dir", c.md_dir])
-        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
-    finally:
-        os.chmod(folder, 0o755)
-    doc = json.loads(p.stdout)
+    _rc, doc, err = check_unprivileged(c.root, c.md_dir, folder, 0o311)
     [pending] = [f for f in doc["findings"] if f["code"] == "REPLAY_PENDING"]
-    assert (pending["path"], pending["offset"]) == (path, later.offset), p.stderr
+    assert (pending["path"], pending["offset"]) == (path, later.offset), err
 
 
 def _append_records(path: str, bodies: list[bytes]) -> list[int]:

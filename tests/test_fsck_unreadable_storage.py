@@ -4,16 +4,12 @@ missing or wrong (no ENTRY_MISSING, no "found no entry there", no ledger missing
 part); a RocksDB folder that cannot be listed is a finding, not the end of the check."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
-from fsck_helpers import unprivileged
+from fsck_helpers import check_unprivileged
 from test_fsck_golden_faults import _clean_copy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOSS = {"ENTRY_MISSING", "ENTRIES_MISSING", "LOG_MISSING", "INDEX_LOCATION_MISSING_LOG",
         "DBINDEX_LOCATION_MISSING_LOG", "DBINDEX_LOCATION_WRONG", "DBINDEX_LEDGER_UNKNOWN", "DBINDEX_LEDGER_MISSING",
         "REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED", "LASTID_BAD", "LASTMARK_MISSING_IN_DIR"}
@@ -24,15 +20,8 @@ def _check_without(tmp_path, corpus: str, relpath: str, mode: int, *more: str) -
     c = _clean_copy(corpus, tmp_path)
     target = os.path.join(c.root, relpath)
     assert os.path.exists(target), target
-    os.chmod(target, mode)
-    try:
-        cmd = unprivileged([sys.executable, "-c", "from bkdisk.fsck_cli import main; main()", c.root, "--json",
-                            "--no-progress", "--metadata-dir", c.md_dir, *more])
-        p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
-    finally:
-        os.chmod(target, 0o755 if os.path.isdir(target) else 0o644)
-    assert p.stdout, p.stderr
-    return p.returncode, json.loads(p.stdout)
+    rc, doc, _err = check_unprivileged(c.root, c.md_dir, target, mode, *more)
+    return rc, doc
 
 
 def _codes(doc: dict) -> set[str]:
