@@ -15,13 +15,19 @@ index's), and then refuses adds made with the password until the bookie restarts
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+import numpy as np
+
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.formats.digests import master_key
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.journal import RecordKind
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
+from bkdisk.journal.arrays import JournalArrays
+from bkdisk.journal.scan_parts import record_parts
 
 _FROM_PASSWORD = "SHA-1('ledger' + the password in metadata)"
 
@@ -96,3 +102,31 @@ def replayed_key_findings(ctx: CheckContext) -> Iterator[Finding]:
         yield Finding(Code.JOURNAL_REPLAYED_KEY_BAD, path=at[0][0], offset=at[0][1], scope=lid.scope,
                       ledger=lid.ledger, detail=f"{keys[0].hex()}, not {master_key(password).hex()} "
                                                 f"({_FROM_PASSWORD}); {_replay_cost(db, keys[0])}")
+
+
+def at_journal_records(ctx: CheckContext, found: Iterable[Finding]) -> list[Finding]:
+    """``found`` with each JOURNAL_MASTER_KEY_BAD pointed at the damaged record: the ledger's last
+    ledger-key record (the key the journal facts hold), found in one pass over the journals' records
+    (there are any such findings only when a key record is damaged); the index's place in its detail."""
+    out = list(found)
+    want = {LedgerId(f.scope or 0, (f.ledger or 0) % (1 << 64)): f   # (DbLedgerStorage's ids are signed)
+            for f in out if f.code == Code.JOURNAL_MASTER_KEY_BAD}
+    if not want:
+        return out
+    ledgers = distinct(np.array([lid.ledger for lid in want], np.uint64))
+    places: dict[LedgerId, tuple[str, int]] = {}
+    for jf in ctx.journal_files:   # (in journal order: the last record met is the key the facts hold)
+        scan = ctx.journal_scans.get(jf.path)
+        if not isinstance(scan, JournalArrays):
+            continue
+        for _lo, recs, _facts in record_parts(scan):
+            keyed = recs[recs["kind"] == int(RecordKind.LEDGER_KEY)]
+            keyed = keyed[members(keyed["ledger"], ledgers)]
+            for s, l, o in zip(keyed["scope"].tolist(), keyed["ledger"].tolist(), keyed["offset"].tolist()):
+                places[LedgerId(s, l)] = (jf.path, o)
+    for lid, f in want.items():
+        if lid in places:
+            index = f"{f.path} offset {f.offset}" if f.offset is not None else f"{f.path}"
+            f.path, f.offset = places[lid]
+            f.detail = f"{f.detail} (the index: {index})"
+    return out

@@ -193,6 +193,7 @@ def test_a_damaged_ledger_key_record_before_lastmark_is_the_journals_fault_not_t
     report = c.check()
     [f] = _only(report, "JOURNAL_MASTER_KEY_BAD")
     assert f.ledger == r.ledger_id and "no restart reads it" in f.message
+    assert (f.path, f.offset) == (path, r.offset) and "(the index: " in f.message   # (the damaged record)
     assert not {"INDEX_MASTER_KEY_MISMATCH", "DBINDEX_MASTER_KEY_MISMATCH"} & {g.code for g in report.findings}
     # Without the password the check cannot tell which key is damaged: the index is not cleared.
     from bkdisk.bookie.layout import discover

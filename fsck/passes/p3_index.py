@@ -20,7 +20,7 @@ from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.explicit_lacs import lac_digest_ok, lac_mismatch
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
-from bkdisk.fsck.master_keys import key_mismatch, key_unset
+from bkdisk.fsck.master_keys import at_journal_records, key_mismatch, key_unset
 from bkdisk.fsck.placed_locations import PlacedCheck
 from bkdisk.fsck.placed_locations import log_sizes as placed_log_sizes
 from bkdisk.indexfiles.row_objects import HeaderColumn
@@ -32,9 +32,8 @@ BLOCK = 65536     # index files checked at once
 
 def run(ctx: CheckContext) -> Iterable[Finding]:
     free_heap_returned()   # (what the passes before freed: this pass's peak would stand on it)
-    if ctx.dirs.storage_kind == "rocksdb":
-        return dbindex.findings(check_ledgers(ctx))
-    return _index_files(ctx)
+    found = dbindex.findings(check_ledgers(ctx)) if ctx.dirs.storage_kind == "rocksdb" else _index_files(ctx)
+    return at_journal_records(ctx, found)
 
 
 def _index_files(ctx: CheckContext) -> Iterator[Finding]:
