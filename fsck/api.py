@@ -239,7 +239,9 @@ def _stats(ctx: CheckContext, seconds: float) -> dict[str, Any]:
     entries = sum(entry_count(s) for s in ctx.log_scans.values() if isinstance(s, EntryLogArrays))
     jbytes = sum(os.path.getsize(j.path) for j in ctx.journal_files if os.access(j.path, os.F_OK))
     idx = len(ctx.index_inventory.paths) if ctx.dirs.storage_kind == "index-files" else 0
-    out = {"seconds": round(seconds, 3), "entry_logs": len(ctx.log_files), "entry_log_bytes": log_bytes,
+    from bkdisk.diskio.mapped import DiskError
+    read = sum(not isinstance(ctx.log_scans.get(lf.path), DiskError) for lf in ctx.log_files)   # (not: unreadable)
+    out = {"seconds": round(seconds, 3), "entry_logs": read, "entry_log_bytes": log_bytes,
            "entries": entries, "journals": len(ctx.journal_files), "journal_bytes": jbytes, "index_files": idx}
     if ctx.dirs.storage_kind == "rocksdb":
         out["db_locations"] = dbindex.location_count(ctx)

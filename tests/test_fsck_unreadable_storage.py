@@ -43,6 +43,8 @@ def test_entries_where_the_check_could_not_look_are_unchecked_not_missing(tmp_pa
     codes = _codes(doc)
     assert not LOSS & codes, sorted(LOSS & codes)
     assert rc == 4 and "FILE_UNREADABLE" in codes
+    if relpath.endswith(".log"):   # (the log that could not be read is not counted as checked)
+        assert doc["stats"]["entry_logs"] == _clean_copy(corpus, tmp_path / "clean").check().stats["entry_logs"] - 1
     [unchecked] = [f for f in doc["findings"] if f["code"] == "ENTRIES_UNCHECKED"]
     assert "whether this bookie holds those it lacks is unknown" in unchecked["message"]
     assert "(ledgers " in unchecked["message"]
