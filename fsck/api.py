@@ -159,7 +159,7 @@ def _run_passes(ctx: CheckContext) -> Report:
         ctx.progress(f"pass {number}: {name}", 1, 1)
     if not rocks:
         link_causes(ctx, report.findings)
-    unlisted = [c for c in (os.path.join(d, CURRENT_DIR) for d in dirs.ledger_dirs) if c in ctx.unlisted]
+    unlisted = [os.path.join(d, CURRENT_DIR) for d in dirs.ledger_dirs if ctx.not_listed(d)]
     if unlisted:
         dropped, causes = unlisted_log_causes(report.findings, unlisted)
         _drop(report, dropped)

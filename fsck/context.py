@@ -115,6 +115,10 @@ class CheckContext:
             self.unlisted[os.path.join(d, CURRENT_DIR)] = without_frames(e)
             return []
 
+    def not_listed(self, d: str) -> bool:
+        """Whether dir ``d``'s ``current`` folder could not be listed (``listing`` met an error)."""
+        return os.path.join(d, CURRENT_DIR) in self.unlisted
+
     @cached_property
     def log_files(self) -> list[LogFile]:
         out = []

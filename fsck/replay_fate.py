@@ -57,10 +57,8 @@ def entries_replay_skips(ctx: CheckContext, told: list[tuple[str, int, LedgerId,
 def storage_unlisted(ctx: CheckContext) -> str | None:
     """A ledger or index dir's ``current`` folder that could not be listed (pass 1 reports it): what
     ledger storage holds is then unknown, and an entry not found in the rest may be there."""
-    for d in (*ctx.dirs.ledger_dirs, *ctx.dirs.effective_index_dirs):
-        if (current := os.path.join(d, CURRENT_DIR)) in ctx.unlisted:
-            return current
-    return None
+    return next((os.path.join(d, CURRENT_DIR) for d in (*ctx.dirs.ledger_dirs, *ctx.dirs.effective_index_dirs)
+                 if ctx.not_listed(d)), None)
 
 
 def index_unlisted(ctx: CheckContext, lid: LedgerId) -> bool:

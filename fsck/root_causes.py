@@ -15,13 +15,21 @@ from bkdisk.fsck.findings import Finding, given
 MISSING_LOG_CODES = (Code.INDEX_LOCATION_MISSING_LOG, Code.DBINDEX_LOCATION_MISSING_LOG)
 
 
+def _locations_by_log(findings: list[Finding], *, unexplained: bool) -> dict[int, list[Finding]]:
+    """The locations into logs no listed ledger dir holds, by log id (``unexplained``: only those no
+    other finding explains yet)."""
+    by_log: dict[int, list[Finding]] = {}
+    for f in findings:
+        if f.code in MISSING_LOG_CODES and f.ledger is not None and f.entry is not None and \
+                not (unexplained and f.caused_by is not None):
+            by_log.setdefault(given(f.extra.get("log_id"), f"{f.code}'s log id"), []).append(f)
+    return by_log
+
+
 def missing_log_causes(findings: list[Finding]) -> list[Finding]:
     """One LOG_MISSING per entry log that index locations name and no ledger dir holds; sets
     ``caused_by`` on those locations and on the ENTRY_MISSING/ENTRIES_MISSING of the entries it held."""
-    by_log: dict[int, list[Finding]] = {}
-    for f in findings:
-        if f.code in MISSING_LOG_CODES and f.caused_by is None and f.ledger is not None and f.entry is not None:
-            by_log.setdefault(given(f.extra.get("log_id"), f"{f.code}'s log id"), []).append(f)
+    by_log = _locations_by_log(findings, unexplained=True)
     causes = []
     lost_in: dict[tuple[LedgerId, int], Finding] = {}
     for log_id, locs in sorted(by_log.items()):
@@ -51,12 +59,11 @@ def unlisted_log_causes(findings: list[Finding], unlisted: list[str]) -> tuple[l
     """With ledger dirs whose ``current`` folders (``unlisted``) could not be listed, an entry log the index
     points into that no listed dir holds may be in one of them (BookKeeper opens its logs by name): not
     lost, unchecked. (The locations into such logs, to drop; one LOG_UNLISTED per log in their place.)"""
-    by_log: dict[int, list[Finding]] = {}
-    for f in findings:
-        if unlisted and f.code in MISSING_LOG_CODES and f.ledger is not None and f.entry is not None:
-            by_log.setdefault(given(f.extra.get("log_id"), f"{f.code}'s log id"), []).append(f)
-    dropped, causes = [], []
-    for log_id, locs in sorted(by_log.items()):
+    dropped: list[Finding] = []
+    causes: list[Finding] = []
+    if not unlisted:
+        return dropped, causes
+    for log_id, locs in sorted(_locations_by_log(findings, unexplained=False).items()):
         name = entry_log_name(log_id)
         found = next((cur for cur in unlisted if os.path.isfile(os.path.join(cur, name))), None)
         where = (f"found it by name in {found}, which could not be listed" if found else

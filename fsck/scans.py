@@ -166,7 +166,7 @@ def read_last_marks(ctx: CheckContext) -> dict[str, LastMark | Exception]:
     out: dict[str, LastMark | Exception] = {}
     for d in ctx.dirs.ledger_dirs:
         names = ctx.listing(d)
-        if os.path.join(d, CURRENT_DIR) in ctx.unlisted:   # BookKeeper opens its lastMark files by name
+        if ctx.not_listed(d):   # BookKeeper opens its lastMark files by name
             names = [n for n in ctx.last_mark_names if os.path.isfile(os.path.join(d, CURRENT_DIR, n))]
         for n in names:
             if n == "lastMark" or (n.startswith("lastMark.") and n[9:].isdigit()):

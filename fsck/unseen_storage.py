@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,18 +19,21 @@ from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.paths import CURRENT_DIR, parse_index_name
 from bkdisk.fsck.context import CheckContext
 
+if TYPE_CHECKING:
+    from bkdisk.indexfiles.arrays import IndexInventory
+
 
 @dataclass
 class Unseen:
     why: str                                    # what could not be read, for the report
     ledgers: set[LedgerId] = field(default_factory=set)
     everything: bool = False                    # which ledgers the unread part held is itself unknown
-    inventory: object | None = None             # index files: asked per ledger for a folder not listed
+    inventory: IndexInventory | None = None     # index files: asked per ledger for a folder not listed
 
     def has(self, lid: LedgerId) -> bool:
         if self.everything or lid in self.ledgers:
             return True
-        return self.inventory is not None and self.inventory.unlisted_folder_of(lid) is not None   # type: ignore
+        return self.inventory is not None and self.inventory.unlisted_folder_of(lid) is not None
 
 
 def unseen_ledgers(ctx: CheckContext) -> Unseen | None:
@@ -54,7 +58,7 @@ def _index_files(ctx: CheckContext) -> Unseen | None:
 def _locations(ctx: CheckContext) -> Unseen | None:
     """DbLedgerStorage: the ledgers whose locations point into logs the check could not read."""
     dirs = ctx.dirs.ledger_dirs
-    unlisted = {i for i, d in enumerate(dirs) if os.path.join(d, CURRENT_DIR) in ctx.unlisted}
+    unlisted = {i for i, d in enumerate(dirs) if ctx.not_listed(d)}
     failed: dict[int, list[int]] = {}
     for lf in ctx.log_files:
         if isinstance(ctx.log_scans.get(lf.path), DiskError):

@@ -190,7 +190,7 @@ def _last_ids(ctx: CheckContext) -> Iterator[Finding]:
                     f"({max(per_dir[di]):x}.log) and skips every id whose file exists"
                     if per_dir.get(di) else "a restart starts log ids again from 1, skipping ids whose file exists")
         if not os.path.lexists(path):
-            if os.path.join(d, CURRENT_DIR) not in ctx.unlisted:   # (else unknown: the folder is reported)
+            if not ctx.not_listed(d):   # (else unknown: the folder is reported)
                 yield Finding(Code.LASTID_BAD, path=path, detail=f"missing; {fallback}")
             continue
         try:

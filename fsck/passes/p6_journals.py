@@ -242,7 +242,7 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
             yield from _trailing_bytes(p, m)
     if ctx.journal_files and not by_name:
         for d in ctx.dirs.ledger_dirs:
-            if os.path.join(d, CURRENT_DIR) not in ctx.unlisted:   # (not listed: pass 1 reports it)
+            if not ctx.not_listed(d):   # (not listed: pass 1 reports it)
                 yield Finding(Code.LASTMARK_MISSING, path=os.path.join(d, CURRENT_DIR))
     for name, marks in by_name.items():
         if len(set(marks.values())) > 1:
@@ -260,7 +260,7 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         jf = jfs.get(mark.log_id)
         if jf is None:
             jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
-            if os.path.join(str(jdir), CURRENT_DIR) in ctx.unlisted:
+            if ctx.not_listed(str(jdir)):
                 continue   # (not listed: pass 1 reports the folder; whether the journal is there is unknown)
             yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
                           detail=f"{journal_name(mark.log_id)} in journal dir {jdir}")
@@ -384,6 +384,6 @@ def _last_mark_in_every_dir(ctx: CheckContext) -> Iterator[Finding]:
         else:
             restart = f"no ledger dir has a readable {name}: a restart replays every journal"
         for d in ctx.dirs.ledger_dirs:
-            if d not in by_dir and os.path.join(d, CURRENT_DIR) not in ctx.unlisted:   # (else unknown: pass 1)
+            if d not in by_dir and not ctx.not_listed(d):   # (else unknown: pass 1)
                 yield Finding(Code.LASTMARK_MISSING_IN_DIR, path=os.path.join(d, CURRENT_DIR),
                               detail=f"{name} is missing; {restart}")
