@@ -5,7 +5,8 @@ record replayed before it gave (its masterKeyCache) or, failing that, the key st
 (readMasterKey). When storage knows no such ledger (no index file; not in DbLedgerStorage's ledgers
 index) and no ledger-key record after lastMark gives its key, readMasterKey throws NoLedgerException
 and the replay skips the entry, taking the ledger as deleted: a ledger its metadata still lists loses
-the entry.
+the entry. A journal dir whose lastMark names a journal it lacks stops the replay before its journals
+(and those of the dirs after it): the bookie shuts down.
 """
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ import os
 
 import numpy as np
 
-from bkdisk.diskio.distinct import members
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.paths import CURRENT_DIR
+from bkdisk.formats.paths import CURRENT_DIR, journal_name
+from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
+from bkdisk.fsck.findings import Finding
+from bkdisk.journal.pending import PendingRecords
 
 
 def entries_replay_skips(ctx: CheckContext, told: list[tuple[str, int, LedgerId, int]]) -> set[tuple[str, int]] | None:
@@ -65,3 +69,58 @@ def index_unlisted(ctx: CheckContext, lid: LedgerId) -> bool:
     """Index files: a folder on the path of ``lid``'s index could not be listed (pass 3 reports it), so
     whether storage holds its entries is unknown."""
     return ctx.dirs.storage_kind == "index-files" and ctx.index_inventory.unlisted_folder_of(lid) is not None
+
+
+def replay_stop(ctx: CheckContext) -> tuple[int, str] | None:
+    """Where a restart stops replaying, as (journal dir index, the journal's name): the first journal dir,
+    in the order BookieImpl replays them, whose lastMark names a journal above 0 that the dir lacks.
+    Its replay throws ("Recovery log ... is missing") before reading any of its journals and the bookie
+    shuts down, so neither its records nor those of the dirs after it are replayed. None when every
+    dir's replay starts; a dir that could not be listed may hold the journal (pass 1 reports it)."""
+    for ji, jdir in enumerate(ctx.dirs.journal_dirs):
+        mark = ctx.effective_last_mark(ji)
+        if mark is None or mark.log_id <= 0 or ctx.not_listed(jdir):
+            continue
+        if not any(jf.dir_index == ji and jf.journal_id == mark.log_id for jf in ctx.journal_files):
+            return ji, journal_name(mark.log_id)
+    return None
+
+
+def pending_findings(ctx: CheckContext, pend: PendingRecords, held: np.ndarray,
+                     unlisted: str | None) -> tuple[list[Finding], np.ndarray]:
+    """REPLAY_PENDING for the records after lastMark (``pend``; ``held``: whether storage holds each),
+    those a restart replays apart from those it stops before; and the rows of the records it replays."""
+    stopped = _stopped_records(ctx, pend)
+    replayed = np.flatnonzero(~stopped)
+    said = [pending_finding(ctx, pend, np.flatnonzero(stopped), held, unlisted, stopped=True)] if stopped.any() else []
+    if len(replayed):
+        said.append(pending_finding(ctx, pend, replayed, held, unlisted))
+    return said, replayed
+
+
+def _stopped_records(ctx: CheckContext, pend: PendingRecords) -> np.ndarray:
+    """Per record of ``pend`` (those after lastMark), whether the replay stops before it (replay_stop)."""
+    stop = replay_stop(ctx)
+    if stop is None or not len(pend):
+        return np.zeros(len(pend), bool)
+    dir_of = {jf.path: jf.dir_index for jf in ctx.journal_files}
+    return np.array([dir_of[p] >= stop[0] for p in pend.paths], bool)[pend.rows["journal"]]
+
+
+def pending_finding(ctx: CheckContext, pend: PendingRecords, rows: np.ndarray, held: np.ndarray, unlisted: str | None,
+                    stopped: bool = False) -> Finding:
+    """REPLAY_PENDING for the records ``rows`` of ``pend``: replayed on restart, or not, where the replay
+    stops before their journal dir."""
+    stopped_at = replay_stop(ctx) if stopped else None
+    n, kept = len(rows), int(held[rows].sum())
+    names = sorted({os.path.basename(pend.paths[j]) for j in distinct(pend.rows["journal"][rows]).tolist()})
+    first = next(pend.tuples(rows[:1]))
+    fate = "would be replayed on restart" if stopped_at is None else \
+        (f"are not replayed: a restart stops at journal dir {ctx.dirs.journal_dirs[stopped_at[0]]}, whose lastMark "
+         f"names {stopped_at[1]}, which it lacks, and the bookie shuts down")
+    rest = "" if kept == n else \
+        f"; whether it holds the other {n - kept} is unknown: {unlisted} could not be listed" if unlisted else \
+        "" if stopped_at is None else f"; the other {n - kept} are only in the journal"
+    return Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
+                   detail=f"{n} entries after lastMark in {', '.join(names)} {fate}; {kept} of them are already in "
+                          f"ledger storage{rest}")

@@ -510,3 +510,25 @@ def test_a_damaged_explicit_lac_the_replay_skips_is_not_said_to_reach_storage(tm
     [f] = _only(c.check(), "JOURNAL_REPLAYED_LAC_BAD")   # (storage holds the ledger: the replay writes it)
     os.remove(c.index_path(r.ledger_id))
     assert "JOURNAL_REPLAYED_LAC_BAD" not in {g.code for g in c.check().findings}
+
+
+@pytest.mark.parametrize("lost", [None, 256])
+def test_records_a_restart_cannot_reach_for_the_missing_marked_journal_are_not_said_replayed(tmp_path, lost):
+    """lastMark names a journal its dir lacks: BookieImpl's replay throws before reading the dir's journals
+    and the bookie shuts down, so the records after the mark in the later journals are not replayed."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    folder = _journal_folder(c)
+    first, *later = _journal_ids(folder)
+    _mark_at(c, first, 512)
+    os.remove(os.path.join(folder, journal_name(first)))
+    if lost is not None:
+        os.remove(c.index_path(lost))
+    report = c.check()
+    assert _only(report, "LASTMARK_MISSING_JOURNAL")
+    [pending] = _only(report, "REPLAY_PENDING")
+    assert f"are not replayed: a restart stops at journal dir {os.path.dirname(folder)}, whose lastMark names " \
+           f"{journal_name(first)}, which it lacks" in pending.message, pending.message
+    assert "would be replayed" not in pending.message
+    assert not {"REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED", "REPLAY_LEDGER_UNKNOWN"} & \
+        {f.code for f in report.findings}
+    assert ("are only in the journal" in pending.message) == (lost is not None), pending.message

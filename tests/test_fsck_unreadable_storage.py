@@ -74,3 +74,13 @@ def test_a_database_the_system_refuses_to_read_is_not_planned_for_a_rebuild(tmp_
     plan = doc["repair"]["plan"]
     assert [a for a in plan["actions"] if a["kind"] == "bookkeeper-rebuild"] == []
     assert "DBINDEX_UNREADABLE" in {f["code"] for f in plan["remaining"]} and rc == 4
+
+
+@pytest.mark.parametrize("corpus, relpath", [("interleaved-v6-hostport", "ledgers0/current/VERSION"),
+                                             ("dbstorage-v6-bookieid", "journal/current/VERSION")])
+def test_a_cookie_that_cannot_be_read_is_named_once(tmp_path, corpus, relpath):
+    rc, doc = _check_without(tmp_path, corpus, relpath, 0o000)
+    found = [f for f in doc["findings"] if f["code"] == "FILE_UNREADABLE"]
+    assert len(found) == 1 and found[0]["path"].endswith(relpath), found
+    assert "cannot read (Permission denied)" in found[0]["message"]
+    assert rc == 4 and doc["summary"]["errors"] == 1, doc["summary"]

@@ -27,9 +27,13 @@ def _same_dir(recorded: str, found: str) -> bool:
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
     cookies: dict[str, Cookie] = {}
-    yield from _read_cookies(ctx.dirs, cookies)
+    named: set[str] = set()   # files a cookie's read already said could not be read
+    for f in _read_cookies(ctx.dirs, cookies):
+        if f.code == Code.FILE_UNREADABLE:
+            named.add(f.path)
+        yield f
     yield from _consistency(ctx.dirs, cookies)
-    yield from _unreadable(ctx)
+    yield from _unreadable(ctx, named)
     yield from _symlinks(ctx)
 
 
@@ -65,7 +69,7 @@ def _read_cookies(dirs: BookieDirs, cookies: dict[str, Cookie]) -> Iterator[Find
         try:
             c = parse_cookie(read_bytes(vp), path=vp)
         except DiskError as e:
-            yield Finding(Code.FILE_UNREADABLE, path=vp, detail=e.what)
+            yield Finding(Code.FILE_UNREADABLE, path=vp, detail=e.what, errno=e.errno)
             continue
         except FormatError as e:
             yield Finding(Code.COOKIE_UNREADABLE, path=vp, offset=e.offset, detail=f"{e.expected}, found {e.found}")
@@ -121,8 +125,9 @@ def _consistency(dirs: BookieDirs, cookies: dict[str, Cookie]) -> Iterator[Findi
         yield Finding(Code.COOKIE_DIR_ELSEWHERE, path=vp, detail=text)
 
 
-def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
-    """Every file below the dirs that cannot be opened for reading, named once here.
+def _unreadable(ctx: CheckContext, named: set[str]) -> Iterator[Finding]:
+    """Every file below the dirs that cannot be opened for reading, named once here (those in ``named``
+    were named by the read that failed on them).
 
     The hashed index folders are left to the one index walk (ctx.index_inventory): passes 2 and 3
     report what it could not list or read."""
@@ -142,7 +147,8 @@ def _unreadable(ctx: CheckContext) -> Iterator[Finding]:
                     except OSError as e:
                         err, why = e.errno, (e.strerror or "cannot read").lower()
                     ctx.unreadable[p] = why
-                    yield Finding(Code.FILE_UNREADABLE, path=p, detail=why, errno=err)
+                    if p not in named:
+                        yield Finding(Code.FILE_UNREADABLE, path=p, detail=why, errno=err)
 
 
 def _in_place_of_current(cur: str) -> str:

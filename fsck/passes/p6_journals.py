@@ -27,7 +27,7 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.journal_tails import records_after
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
-from bkdisk.fsck.replay_fate import entries_replay_skips, index_unlisted, storage_unlisted
+from bkdisk.fsck.replay_fate import entries_replay_skips, index_unlisted, pending_findings, storage_unlisted
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
@@ -311,16 +311,11 @@ def _replay(ctx: CheckContext, past: list[PastTheEnd]) -> Iterator[Finding]:
         n += len(one[3])
     if not pend:
         return
-    missing = np.flatnonzero(~held[:len(pend)])
-    names = sorted({os.path.basename(p) for p in pend.paths})
-    first = next(pend.tuples(np.arange(1)))
-    yield Finding(Code.REPLAY_PENDING, path=first[0], offset=first[1],
-                  detail=f"{len(pend)} entries after lastMark in {', '.join(names)} would be replayed on restart; "
-                         f"{len(pend) - len(missing)} of them are already in ledger storage" +
-                         (f"; whether it holds the other {len(missing)} is unknown: {unlisted} could not be listed"
-                          if unlisted and len(missing) else ""))
+    said, replayed = pending_findings(ctx, pend, held, unlisted)
+    yield from said
     if unlisted:
         return
+    missing = replayed[~held[replayed]]
     told = [t for t in pend.tuples(missing[:1000]) if not index_unlisted(ctx, t[2])]
     skipped = entries_replay_skips(ctx, told) or set()
     md = ctx.metadata
