@@ -10,7 +10,9 @@ a key differs by kind: DbLedgerStorage keeps a key once set and refuses another 
 rebuild leaves it), so a replayed record of another key stops the start and a damaged stored key refuses
 every add; index files never compare keys (IndexPersistenceMgr), so a wrong key costs only where a handle
 is made from it (a replayed record; a fence or explicit LAC replayed without a key record takes the
-index's), and then refuses adds made with the password until the bookie restarts.
+index's), and then refuses adds made with the password until the bookie restarts. Which key the handle
+takes follows the replay's order: the ledger's first record replayed, a ledger-key record (its key) or a
+fence, explicit LAC or entry (the key storage holds); a key record of another key after that stops the start.
 """
 from __future__ import annotations
 
@@ -37,8 +39,16 @@ def key_unset(ctx: CheckContext, stored: bytes) -> bool:
     return ctx.dirs.storage_kind == "rocksdb" and not any(stored)
 
 
-def _replay_cost(db: bool, key: bytes) -> str:
-    """What replaying a ledger-key record of ``key`` that is not the ledger's does on a restart."""
+def _replay_cost(db: bool, key: bytes, first: tuple[int, str, int] | None = None, known: bool = True) -> str:
+    """What replaying a ledger-key record of ``key`` that is not the ledger's (``known``: or may not be, the
+    password unknown), nor the key storage holds, does on a restart; ``first``: the ledger's first record the
+    replay meets (_first_replayed), when known."""
+    if not db and first is not None:
+        if first[0] != _KEY:
+            return _start_fails(first)
+        return ("a restart replays it before any other record of the ledger: the handle takes its key and refuses "
+                + ("adds made with the password" if known else "adds made with any other key")
+                + " until the bookie restarts")
     if not any(key):
         return ("a restart replays it: the ledger's handle takes it (storage ignores an all-zero key) and refuses "
                 "adds made with the password until the bookie restarts")
@@ -59,7 +69,7 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
     detail = f"journal {journal.hex()}, index {stored.hex()}"
     password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
     if password is None:
-        restart = f"; {_replay_cost(db, journal)}" if replayed else ""
+        restart = f"; {_replay_cost(db, journal, _first_replayed(ctx).get(lid), known=False)}" if replayed else ""
         return True, f"{detail}; without the ledger's password in metadata, which one is damaged is unknown{restart}"
     ours = master_key(password)
     if ours == stored:
@@ -72,13 +82,63 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
             cost = ("DbLedgerStorage refuses adds made with the password, and the journal's key when a restart "
                     "replays it: the start fails" if replayed else
                     "DbLedgerStorage refuses adds made with the password")
-        else:
+        elif not replayed:
             cost = ("a handle made from it (a fence, explicit LAC or entry replayed before any key record of the "
-                    "ledger) refuses adds made with the password" + (", and the journal's key: the start fails"
-                                                                    if replayed else " until the bookie restarts"))
+                    "ledger) refuses adds made with the password until the bookie restarts")
+        else:
+            first = _first_replayed(ctx).get(lid)
+            cost = (_start_fails(first) if first is not None and first[0] != _KEY else
+                    "a restart replays the journal's ledger-key record before any other record of the ledger: the "
+                    "handle takes its key and adds made with the password are accepted, until a restart from a "
+                    "lastMark past that record makes the handle from the index's key, which refuses them")
         return True, f"{detail}; the journal's is {_FROM_PASSWORD}: the index's key is damaged, and {cost}"
-    restart = f"; {_replay_cost(db, journal)}" if replayed else ""
+    restart = f"; {_replay_cost(db, journal, _first_replayed(ctx).get(lid))}" if replayed else ""
     return True, f"{detail}; neither is {_FROM_PASSWORD}{restart}"
+
+
+def _start_fails(first: tuple[int, str, int]) -> str:
+    """The replay meeting ``first`` (kind, journal path, offset: a fence, explicit LAC or entry) before any
+    ledger-key record of the ledger."""
+    kind, path, offset = first
+    return (f"a restart replays the ledger's {_KIND_NAMES[kind]} record ({os.path.basename(path)} offset {offset}) "
+            "before its ledger-key record: the handle is made from the index's key and refuses the record's, "
+            "and the start fails")
+
+
+_KEY = int(RecordKind.LEDGER_KEY)
+# The records whose replay makes a ledger's handle (BookieImpl's replay skips the other meta records).
+_HANDLE_KINDS = np.array([int(k) for k in (RecordKind.DATA, RecordKind.LEDGER_KEY, RecordKind.FENCE,
+                                           RecordKind.EXPLICIT_LAC)], np.uint8)
+_KIND_NAMES = {int(RecordKind.DATA): "entry", int(RecordKind.FENCE): "fence",
+               int(RecordKind.EXPLICIT_LAC): "explicit-LAC", _KEY: "ledger-key"}
+FIRST_REPLAYED = "first_replayed_records"   # ctx.shared's name for _first_replayed's table
+
+
+def _first_replayed(ctx: CheckContext) -> dict[LedgerId, tuple[int, str, int]]:
+    """Per ledger with ledger-key records after lastMark, its first record a restart replays that makes its
+    handle (kind, journal path, record offset): the journal dirs in turn, each one's journals and records in
+    order, from lastMark. One pass over the records, made only when a stored key differs from one replayed."""
+    return ctx.shared(FIRST_REPLAYED, lambda: _first_replayed_records(ctx))
+
+
+def _first_replayed_records(ctx: CheckContext) -> dict[LedgerId, tuple[int, str, int]]:
+    asked = ctx.journal_facts.replayed_keys
+    ledgers = distinct(np.array([lid.ledger for lid in asked], np.uint64))
+    out: dict[LedgerId, tuple[int, str, int]] = {}
+    for jf in sorted(ctx.journal_files, key=lambda j: (j.dir_index, j.journal_id)):
+        scan, mark = ctx.journal_scans.get(jf.path), ctx.effective_last_mark(jf.dir_index)
+        if not isinstance(scan, JournalArrays) or (mark is not None and jf.journal_id < mark.log_id):
+            continue
+        for _lo, recs, _facts in record_parts(scan):
+            if mark is not None and jf.journal_id == mark.log_id:
+                recs = recs[recs["offset"] >= mark.offset]
+            recs = recs[members(recs["kind"], _HANDLE_KINDS) & members(recs["ledger"], ledgers)]
+            for s, l, k, o in zip(recs["scope"].tolist(), recs["ledger"].tolist(), recs["kind"].tolist(),
+                                  recs["offset"].tolist()):
+                lid = LedgerId(s, l)
+                if lid in asked and lid not in out:
+                    out[lid] = (k, jf.path, o)
+    return out
 
 
 def replayed_key_findings(ctx: CheckContext) -> Iterator[Finding]:

@@ -532,3 +532,49 @@ def test_records_a_restart_cannot_reach_for_the_missing_marked_journal_are_not_s
     assert not {"REPLAY_NOT_IN_STORAGE", "REPLAY_ENTRY_DROPPED", "REPLAY_LEDGER_UNKNOWN"} & \
         {f.code for f in report.findings}
     assert ("are only in the journal" in pending.message) == (lost is not None), pending.message
+
+
+@pytest.mark.parametrize("key_first", [True, False])
+def test_a_damaged_index_key_costs_what_the_replay_order_makes_it(tmp_path, key_first):
+    """The index's key damaged, the journal's key the password's and replayed: BookieImpl's replay makes the
+    ledger's handle from its first record. A ledger-key record first gives the handle the journal's key (the
+    start succeeds); an entry first gives it the index's, and the key record after it is refused (the start
+    fails)."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    path, jid, key = _key_record(c)
+    flip(c.index_path(key.ledger_id), KEY_OFFSET + 3)
+    if key_first:
+        _mark_at(c, jid, key.offset)
+    else:   # replayed from just past the ledger's own key record, a key record of it appended at the end
+        newest = os.path.join(_journal_folder(c), journal_name(_journal_ids(_journal_folder(c))[-1]))
+        _append_records(newest, [fj.build_ledger_key_body(key.ledger_id, key.master_key)])
+        _mark_at(c, jid, key.offset + SIZE_PREFIX + key.length)
+    [f] = _only(c.check(), "INDEX_MASTER_KEY_MISMATCH")
+    assert "the index's key is damaged" in f.message
+    if key_first:
+        assert "replays the journal's ledger-key record before any other record of the ledger" in f.message
+        assert "adds made with the password are accepted" in f.message and "start fails" not in f.message
+    else:
+        assert f"replays the ledger's entry record ({os.path.basename(path)} offset " in f.message, f.message
+        assert f.message.endswith("the handle is made from the index's key and refuses the record's, and the "
+                                  "start fails)"), f.message
+
+
+@pytest.mark.parametrize("key_first", [True, False])
+def test_without_the_password_the_replay_order_still_says_whether_the_start_fails(tmp_path, key_first):
+    from bkdisk.bookie.layout import discover
+    from bkdisk.fsck.api import check_bookie
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    _path, jid, key = _key_record(c)
+    flip(c.index_path(key.ledger_id), KEY_OFFSET + 3)
+    if not key_first:
+        newest = os.path.join(_journal_folder(c), journal_name(_journal_ids(_journal_folder(c))[-1]))
+        _append_records(newest, [fj.build_ledger_key_body(key.ledger_id, key.master_key)])
+    _mark_at(c, jid, key.offset if key_first else key.offset + SIZE_PREFIX + key.length)
+    [f] = _only(check_bookie(discover(c.root)), "INDEX_MASTER_KEY_MISMATCH")
+    assert "which one is damaged is unknown" in f.message
+    if key_first:
+        assert "the handle takes its key and refuses adds made with any other key until the bookie restarts" in \
+            f.message and "start fails" not in f.message, f.message
+    else:
+        assert "the handle is made from the index's key and refuses the record's, and the start fails" in f.message
