@@ -12,6 +12,7 @@ from bkdisk.formats import journal as fj
 from bkdisk.formats.codec import field_offsets
 from bkdisk.formats.digests import DigestType, compute_digest
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.index import LAC_BODY_MIN
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
@@ -37,6 +38,20 @@ def lac_digest_ok(ctx: CheckContext, lid: LedgerId, body: bytes) -> bool | None:
     parsed = fj.LAC_BODY.parse(body)
     return parsed.ledger_id == lid.ledger and \
         compute_digest(dtype, body[:COVERED], password=password) == parsed.digest[:dtype.length]
+
+
+def stored_lac_fault(ctx: CheckContext, lid: LedgerId, body: bytes) -> str | None:
+    """What is wrong with the explicit-LAC body ledger storage holds for ``lid``; None when nothing the
+    check can tell is."""
+    if len(body) < LAC_BODY_MIN:
+        return f"at least {LAC_BODY_MIN} bytes, found {len(body)}"
+    ledger = fj.LAC_BODY.parse(body).ledger_id
+    if ledger != lid.ledger:
+        return f"ledger id {lid.ledger} in the body, found {ledger}"
+    if lac_digest_ok(ctx, lid, body) is False:
+        return (f"a digest that verifies with the ledger's digest type in metadata, found {body.hex()}: a client "
+                "reading the ledger's LAC from this bookie gets it")
+    return None
 
 
 def replayed_lac_findings(ctx: CheckContext) -> Iterator[Finding]:

@@ -207,6 +207,7 @@ _TABLE = [
             "expected ledger {ledger_name} fenced (the journal has a fence record before lastMark), found not fenced"),
     Problem("JOURNAL_EXPLICIT_LAC_BAD", W, 3,
             "expected the journal's explicit-LAC record to hold ledger {ledger_name}'s LAC ({detail})"),
+    Problem("DBINDEX_EXPLICIT_LAC_BAD", E, 3, "expected an explicit-LAC body for ledger {ledger_name}: {detail}"),
     Problem("DBINDEX_EXPLICIT_LAC_MISMATCH", E, 3,
             "expected ledger {ledger_name}'s explicit LAC as the journal recorded it: {detail}"),
     Problem("DBINDEX_LOCATION_MISSING_LOG", E, 5,

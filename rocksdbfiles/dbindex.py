@@ -254,6 +254,19 @@ def ledger_infos(idx: LedgerDirIndex, lids: np.ndarray) -> list[fd.LedgerInfo | 
     return [led.info_at(r) if r >= 0 else None for r in led.rows(lids).tolist()]
 
 
+def explicit_lac_infos(idx: LedgerDirIndex) -> list[fd.LedgerInfo]:
+    """The LedgerInfo of every ledger whose value holds an explicit-LAC body, the rest never parsed:
+    LedgerData's fields are written in number order, so only a value with bytes after its master key
+    (explicitLac, then limbo) or one the protobuf library read (NO_KEY) may hold one."""
+    led = idx.ledgers
+    if not isinstance(led, LedgerTable):
+        infos = list(led.values())
+    else:
+        after_key = (led.ends - led.starts) - (led.key_at.astype(np.int64) + led.key_len)
+        infos = [led.info_at(r) for r in np.flatnonzero((led.key_at == NO_KEY) | (after_key > 0)).tolist()]
+    return [i for i in infos if i.explicit_lac_body is not None]
+
+
 KEYS_AT_ONCE = 1 << 15   # master keys compared at once: their bytes' indices, 8 bytes a key byte
 
 

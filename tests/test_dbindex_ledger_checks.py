@@ -140,3 +140,43 @@ def test_an_empty_or_all_zero_key_in_the_ledgers_index_is_unset_not_a_mismatch(t
     write_db(os.path.join(current, LEDGERS_DB), [(0, records)])
     got = [(code.name, f["ledger"]) for code, f in check_ledgers(CheckContext(discover(root)))]
     assert got == [("DBINDEX_MASTER_KEY_MISMATCH", 11)]
+
+
+def test_every_explicit_lac_the_ledgers_index_holds_is_checked_without_a_journal_record(tmp_path):
+    """The journals that recorded the explicit LACs are gone (a bookie deletes journals once checkpointed):
+    each body the ledgers index holds is checked on its own, as an index file's is: its length, its
+    ledger id and, with the digest type in metadata, its digest."""
+    import dataclasses
+    import glob
+
+    from bkdisk.bookie.writer import write_metadata_dir
+    from bkdisk.formats import dbledger as fd
+    from bkdisk.formats.digests import master_key
+    from bkdisk.formats.rocksdb import ValueType
+    from bkdisk.fsck.context import CheckOptions
+    from bkdisk.rocksdbfiles.sst import Record
+    from bkdisk.rocksdbfiles.writer import write_db
+    root, md = str(tmp_path / "bk"), str(tmp_path / "md")
+    spec = BookieSpec(_ledgers(), storage="rocksdb")
+    write_bookie(spec, root)
+    write_metadata_dir(spec, md)
+    for p in glob.glob(os.path.join(root, "journal", "current", "*.txn")):
+        os.remove(p)
+    current = os.path.join(root, "ledgers", "current")
+    shutil.rmtree(os.path.join(current, LEDGERS_DB))
+    with_lac = {l.ledger_id: lac_body(dataclasses.replace(l, explicit_lac=4)) for l in spec.ledgers}
+    stored = {3: with_lac[3][:8], 7: with_lac[7], 12: with_lac[12][:-1] + bytes([with_lac[12][-1] ^ 1]),
+              HIGH: with_lac[11]}   # (3: too short; 7: good; 12: its digest fails; HIGH: another ledger's)
+    records = []
+    for seq, l in enumerate(spec.ledgers, 1):
+        value = fd.ledger_value(fd.LedgerInfo(l.ledger_id, True, l.fenced, master_key(l.password),
+                                              stored.get(l.ledger_id), None))
+        records.append(Record(fd.LEDGERS_KEY.build(l.ledger_id), seq, int(ValueType.VALUE), value))
+    write_db(os.path.join(current, LEDGERS_DB), [(0, records)])
+    got = {f["ledger"]: (code.name, f["detail"])
+           for code, f in check_ledgers(CheckContext(discover(root), CheckOptions(metadata_dir=md)))}
+    assert got == {3: ("DBINDEX_EXPLICIT_LAC_BAD", "at least 16 bytes, found 8"),
+                   12: ("DBINDEX_EXPLICIT_LAC_BAD", f"a digest that verifies with the ledger's digest type in "
+                        f"metadata, found {stored[12].hex()}: a client reading the ledger's LAC from this bookie "
+                        f"gets it"),
+                   HIGH: ("DBINDEX_EXPLICIT_LAC_BAD", f"ledger id {HIGH} in the body, found 11")}

@@ -155,7 +155,7 @@ def test_golden_db_bookies_are_clean(root: Path):
 
 def test_problem_texts_format_with_finding_fields():
     db = [p for code, p in PROBLEMS.items() if code.startswith("DBINDEX_")]
-    assert len(db) == 13
+    assert len(db) == 14
     for p in db:
         assert p.code.startswith("DBINDEX_") and p.pass_no in (2, 3, 5)
         assert p.text.format(path="/p", detail="d", ledger_name="7", entry=3, offset=9)

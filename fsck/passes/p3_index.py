@@ -12,12 +12,12 @@ from bkdisk.diskio.config import free_heap_returned
 from bkdisk.diskio.distinct import distinct, members
 from bkdisk.diskio.mapped import DiskError
 from bkdisk.formats.ids import LedgerId
-from bkdisk.formats.index import KEY_OFFSET, LAC_BODY_MIN, slot_offset
+from bkdisk.formats.index import KEY_OFFSET, slot_offset
 from bkdisk.formats.paths import LEDGERS_DB, LOCATIONS_DB, entry_log_name
 from bkdisk.fsck import dbindex
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
-from bkdisk.fsck.explicit_lacs import lac_digest_ok, lac_mismatch
+from bkdisk.fsck.explicit_lacs import lac_mismatch, stored_lac_fault
 from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.keyjoin import ledger_set
 from bkdisk.fsck.master_keys import at_journal_records, key_mismatch, key_unset
@@ -68,17 +68,9 @@ def _index_files(ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(Code.INDEX_NOT_FENCED, path=path, offset=KEY_OFFSET + len(h.master_key), scope=scope,
                           ledger=ledger)
         body = h.explicit_lac_body
-        if body is not None:
-            if len(body) < LAC_BODY_MIN:
-                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
-                              detail=f"at least {LAC_BODY_MIN} bytes, found {len(body)}")
-            elif h.explicit_lac_ledger != ledger:
-                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
-                              detail=f"ledger id {ledger} in the body, found {h.explicit_lac_ledger}")
-            elif lac_digest_ok(ctx, lid, body) is False:
-                yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger,
-                              detail=f"a digest that verifies with the ledger's digest type in metadata, found "
-                                     f"{body.hex()}: a client reading the ledger's LAC from this bookie gets it")
+        fault = None if body is None else stored_lac_fault(ctx, lid, body)
+        if fault is not None:
+            yield Finding(Code.INDEX_EXPLICIT_LAC_BAD, path=path, scope=scope, ledger=ledger, detail=fault)
     if ctx.per_dir_log_ids:
         return
     locs = inv.locations
@@ -169,7 +161,9 @@ _UNREAD = ("sst-unreadable", "wal-unreadable")
 
 def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     """DbLedgerStorage: the ledgers index against the locations and the journal's meta records (only the
-    ledgers the journal speaks of are looked up: no step per ledger of the index)."""
+    ledgers the journal speaks of are looked up, and those holding an explicit LAC: no step per ledger of
+    the index)."""
+    from bkdisk.rocksdbfiles.dbindex import explicit_lac_infos as stored_lacs
     from bkdisk.rocksdbfiles.dbindex import ledger_ids, ledger_infos, ledgers_without_metadata, same_master_keys
     out: dbindex.Pairs = []
     facts = ctx.journal_facts
@@ -191,6 +185,7 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
     said += [x.ledger for x, v in facts.explicit_lac.items() if v is not None and x.scope == 0]
     said_of = members(told_ids, distinct(np.array(said, np.uint64)))
     unread = False   # a ledgers index with a file it could not read: a ledger not found may be in it
+    compared: set[int] = set()   # ledgers whose stored explicit LAC differs from the journal's (said there)
     for _di, current, idx in dbindex.read(ctx):
         if not dbindex.is_index(idx):
             continue
@@ -224,6 +219,13 @@ def check_ledgers(ctx: CheckContext) -> dbindex.Pairs:
                 bad, detail = lac_mismatch(ctx, ledger, lac, info.explicit_lac_body)
                 out.append((Code.DBINDEX_EXPLICIT_LAC_MISMATCH if bad else Code.JOURNAL_EXPLICIT_LAC_BAD,
                             dict(where, detail=detail)))
+                compared.add(x)
+        for info in stored_lacs(idx):   # (every body storage holds; those compared above said once)
+            x = info.ledger_id % (1 << 64)
+            fault = None if x in compared else stored_lac_fault(ctx, LedgerId(0, x), info.explicit_lac_body or b"")
+            if fault is not None:
+                out.append((Code.DBINDEX_EXPLICIT_LAC_BAD,
+                            dict(path=ledgers_db, scope=0, ledger=dbindex.signed(x), detail=fault)))
     if not unread and all(dbindex.is_index(idx) for _di, _c, idx in dbindex.read(ctx)):   # else unknown
         held = members(keyed.view(np.int64), distinct(np.concatenate(known)) if known else np.zeros(0, np.int64))
         # A ledger keyed after lastMark is one the replay adds (setMasterKey): a crash before the checkpoint.
