@@ -81,6 +81,24 @@ def state_after_key(head: bytes) -> int | None:
     return int(_STATE_BITS.parse(head[_STATE_AT:_STATE_AT + _STATE_BITS.sizeof()]))
 
 
+_LAC_LENGTH = INDEX_HEADER_FIELDS._subcons["explicit_lac_length"].thensubcon
+_LAC_LENGTH_AT = _STATE_AT + _STATE_BITS.sizeof()
+_LAC_BODY_AT = _LAC_LENGTH_AT + _LAC_LENGTH.sizeof()
+
+
+def lac_after_state(head: bytes, ledger_id: int) -> bytes | None:
+    """The explicit-LAC body of a refused header's first bytes, where the rest of it still says where that
+    is: a master key's length, then a V1 body's length after the state, and a body that starts with the
+    ledger's own id. None when it cannot be told (a version-0 header has zeros there: no body)."""
+    if len(head) < _LAC_BODY_AT or _KEY_LENGTH.parse(head[KEY_LENGTH_OFFSET:KEY_OFFSET]) != MASTER_KEY_SIZE:
+        return None
+    n = _LAC_LENGTH.parse(head[_LAC_LENGTH_AT:_LAC_BODY_AT])
+    if not LAC_BODY_MIN <= n <= HEADER_SIZE - _LAC_BODY_AT or len(head) < _LAC_BODY_AT + n:
+        return None
+    body = bytes(head[_LAC_BODY_AT:_LAC_BODY_AT + n])
+    return body if _LAC_LEDGER.parse(body) == ledger_id else None
+
+
 @dataclass(frozen=True)
 class IndexHeader:
     version: int

@@ -246,7 +246,7 @@ def apply(plan: RepairPlan, ctx: CheckContext, backup_dir: str, *, confirm: Call
     each added to ``kept`` as it is made (what a run stopped half way has made).
     """
     kept = [] if kept is None else kept
-    page_size = infer_page_size(ctx.index_inventory)
+    page_size = infer_page_size(ctx.index_inventory, {a.path for a in plan.todo if a.kind == REBUILD_INDEX})
     for a in plan.todo:
         if confirm is not None and not confirm(a):
             a.result = "declined"
