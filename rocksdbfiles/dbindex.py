@@ -221,7 +221,8 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     ids, counts = [], []
     with ExitStack() as stack:
         p1: list[Problem] = []
-        for cols in iter_location_columns(os.path.join(c, LOCATIONS_DB), stack, p1):
+        locations_db, ledgers_db = os.path.join(c, LOCATIONS_DB), os.path.join(c, LEDGERS_DB)
+        for cols in () if _absent(locations_db, p1) else iter_location_columns(locations_db, stack, p1):
             r = np.empty(len(cols["ledger"]), LOCATION_ROW)
             for k in LOCATION_ROW.names or ():
                 r[k] = cols[k]
@@ -230,13 +231,33 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
             u, n = np.unique(r["ledger"], return_counts=True)
             ids.append(u)
             counts.append(n)
-        ledgers, p2 = read_ledger_table(os.path.join(c, LEDGERS_DB), stack)
+        p2: list[Problem] = []
+        ledgers = LedgerTable(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64)) \
+            if _absent(ledgers_db, p2) else None
+        if ledgers is None:
+            ledgers, p2 = read_ledger_table(ledgers_db, stack)
         out.ledgers = ledgers
         out.problems = p1 + p2
     if ids:      # a ledger cut between chunks is counted in both: summed
         u, inv = np.unique(np.concatenate(ids), return_inverse=True)
         out.ledger_ids, out.ledger_counts = u, np.bincount(inv, weights=np.concatenate(counts)).astype(np.int64)
     return out
+
+
+def _absent(db_dir: str, problems: list[Problem]) -> bool:
+    """Whether the database ``db_dir`` has no CURRENT file (its folder gone, or never made), said in
+    ``problems``: BookKeeper opens its databases with create_if_missing, so its next start makes an empty
+    one there, and the check reads it as that. A folder that cannot be searched is not absent."""
+    current = os.path.join(db_dir, "CURRENT")
+    try:
+        os.lstat(current)
+    except FileNotFoundError:
+        problems.append(Problem("db-missing", current, None, "cannot read (No such file or directory): BookKeeper's "
+                                "next start makes an empty database here"))
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def ledger_ids(idx: LedgerDirIndex) -> np.ndarray:

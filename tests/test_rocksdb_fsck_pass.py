@@ -308,3 +308,28 @@ def test_each_fault_through_the_cli_exit_4_no_byte_changed(bookie: Path, fault: 
     assert "bin/bookkeeper shell" in line and "bookie stopped" in line and "[cannot: bkdisk never writes" in line
     assert _tree_digest(bookie) == before
 
+
+
+@pytest.mark.parametrize("db", ["ledgers", "locations"])
+@pytest.mark.parametrize("how", ["folder", "CURRENT"])
+def test_a_database_gone_is_read_as_the_empty_one_bookkeeper_makes_at_its_next_start(bookie: Path, db, how):
+    """BookKeeper opens its databases with create_if_missing: with no CURRENT (or no folder) its next start
+    makes an empty one. The other database of the dir is still read, and what the empty one costs is named:
+    the ledgers it no longer knows, or the entries no location finds any more (reads of them fail)."""
+    gone = bookie / "ledgers1" / "current" / db
+    shutil.rmtree(gone) if how == "folder" else (gone / "CURRENT").unlink()
+    got = _codes(bookie)
+    [unread] = [f for code, f in got if code.name == "DBINDEX_UNREADABLE"]
+    assert unread["path"] == str(gone / "CURRENT") and "next start makes an empty database" in unread["detail"]
+    counts: dict[str, set] = {}
+    for code, f in got:
+        counts.setdefault(code.name, set()).add((f.get("ledger"), f.get("entry")))
+    if db == "ledgers":
+        assert {x for x, _e in counts["DBINDEX_LEDGER_UNKNOWN"]} == {1, 255}
+        assert {x for x, _e in counts["DBINDEX_LEDGER_MISSING"]} == {1, 255}
+        assert "DBINDEX_ENTRY_NOT_INDEXED" not in counts and "DBINDEX_ENTRY_UNINDEXED" not in counts
+    else:
+        assert counts["DBINDEX_ENTRY_NOT_INDEXED"] == {(1, e) for e in range(21)} | {(255, e) for e in range(41)}
+        assert "DBINDEX_ENTRY_UNINDEXED" not in counts and "DBINDEX_LEDGER_UNKNOWN" not in counts
+    # (the other dir's locations are read as before)
+    assert read_ledger_dir(bookie / "ledgers0" / "current").count > 0

@@ -124,8 +124,9 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     Where part of the locations database could not be read, what it holds is unknown: info only."""
     from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
     from bkdisk.rocksdbfiles.dbindex import ledger_ids
-    damage = next((p for p in idx.problems
-                   if dbindex.database_of(p.path)[0] == LOCATIONS_DB and p.kind != "wal-torn-tail"), None)
+    # (a database with no CURRENT is read as the empty one BookKeeper makes: what it held is gone, not unknown)
+    damage = next((p for p in idx.problems if dbindex.database_of(p.path)[0] == LOCATIONS_DB
+                   and p.kind not in ("wal-torn-tail", "db-missing")), None)
     damaged = damage is not None
     # (garbage only where the whole database was read: else its location may be in the part that was not)
     unknown = "collectable garbage" if damage is None else (
@@ -133,7 +134,10 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
         + (f" at offset {damage.offset}" if damage.offset is not None else "") + "), its location may be there")
     torn = next((p for p in idx.problems
                  if p.kind == "wal-torn-tail" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
-    why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else ""
+    gone = next((p for p in idx.problems
+                 if p.kind == "db-missing" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
+    why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else \
+        f"; the locations database has no {gone.path} (BookKeeper's next start makes it empty)" if gone else ""
     pend = ctx.journal_facts.pending.rows
     pend = pend[pend["scope"] == 0]
     pending = KeySet([pend["ledger"].view(np.int64), pend["entry"]])     # ledger ids as the keys' i8
