@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from bkdisk.diskio.distinct import members
+from bkdisk.diskio.distinct import distinct, members
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
@@ -18,6 +18,11 @@ from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.fsck.findings import Finding
 
 _POINTING_ELSEWHERE = (Code.DBINDEX_LOCATION_WRONG, Code.DBINDEX_LOCATION_MISSING_LOG)
+# What the bookie answers for lost entries, as the plan leaves them.
+KEPT = "the index keeps pointing where it pointed (reads fail, never 'no such entry')"
+DROPPED = "the rebuilt index drops them: this bookie answers 'no such entry' for them until they are recovered"
+UNINDEXED = ("its metadata places them on this bookie and no index points at them: it answers 'no such entry' for "
+             "them until they are recovered")
 
 
 def within_closed(ctx: CheckContext, lid: LedgerId, gone: np.ndarray) -> tuple[np.ndarray, list[int], int | None]:
@@ -27,6 +32,22 @@ def within_closed(ctx: CheckContext, lid: LedgerId, gone: np.ndarray) -> tuple[n
         return gone, [], None
     last = int(m.last_entry_id)
     return gone[gone <= last], gone[gone > last].tolist(), last
+
+
+def placed_in_no_log(ctx: CheckContext, lid: LedgerId, have: np.ndarray, pointed: np.ndarray) -> list[int]:
+    """The entries a closed ledger's metadata places on this bookie that a rebuild keeping the entry ids
+    ``have`` (sorted) will not have, that the current index does not point at (``pointed``: those are the
+    rebuild's to keep or drop) and that no restart replays from the journal: lost here, whatever the plan."""
+    from bkdisk.bookie.layout import bookie_id_of
+    from bkdisk.fsck.passes.p7_metadata import missing_listed
+    m = ctx.metadata.get(lid) if ctx.metadata is not None else None
+    me = bookie_id_of(ctx.dirs)
+    if m is None or m.state != "CLOSED" or me is None:
+        return []
+    missing, _whole = missing_listed(m, me, int(m.last_entry_id), have)
+    pend = ctx.journal_facts.pending.rows
+    replayed = pend["entry"][(pend["scope"] == lid.scope) & (pend["ledger"] == lid.ledger)]
+    return missing[~members(missing, distinct(np.concatenate([pointed, replayed]).astype(np.int64)))].tolist()
 
 
 def dropped_past_close(past: list[int], last: int | None) -> str:

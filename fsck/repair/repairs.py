@@ -33,8 +33,9 @@ from bkdisk.fsck.exit_codes import EXIT_CORRECTED, EXIT_OK, EXIT_UNCORRECTED
 from bkdisk.fsck.findings import Finding, given
 from bkdisk.fsck.inodes import same_inode
 from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_INDEX, REMOVE_TEMP, Severity
+from bkdisk.fsck.repair import lost_entries as fate
 from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, hold_repair_lock, processes_holding
-from bkdisk.fsck.repair.lost_entries import db_lost_entries, dropped_past_close, within_closed
+from bkdisk.fsck.repair.lost_entries import db_lost_entries, dropped_past_close, placed_in_no_log, within_closed
 from bkdisk.fsck.repair.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
 from bkdisk.fsck.repair.rebuilt_header import damaged_index_fenced, header_for, infer_page_size, old_header
 from bkdisk.fsck.shell_commands import recover_commands
@@ -44,6 +45,7 @@ from bkdisk.indexfiles.writer import index_bytes
 BOOKKEEPER_REBUILD = "bookkeeper-rebuild"
 ORDER = {REMOVE_TEMP: 0, FINISH_MOVE: 1, MOVE_INDEX: 2, REBUILD_INDEX: 3, CUT_JOURNAL: 4, BOOKKEEPER_REBUILD: 5}
 DROP_LOST_OPTION = "--rebuild-dropping-lost-entries"
+_PLACED = (Code.ENTRY_MISSING, Code.ENTRIES_MISSING)   # pass 7: entries metadata places here that storage lacks
 
 
 @dataclass
@@ -77,6 +79,8 @@ class RepairPlan:
     lost: dict[LedgerId, list[int]] = field(default_factory=dict)   # acknowledged entries in no entry log
     recover_command: str | None = None       # how the lost entries come back from other bookies
     recover_refused: list[str] = field(default_factory=list)   # lost ledgers that command cannot name, and why
+    fates: dict[LedgerId, str] = field(default_factory=dict)   # what the bookie answers for them, if not KEPT
+    unindexed: dict[LedgerId, list[int]] = field(default_factory=dict)   # lost entries no index points at
 
     @property
     def todo(self) -> list[Action]:
@@ -85,8 +89,10 @@ class RepairPlan:
     def lines(self) -> list[str]:
         out = [a.line() for a in self.actions]
         for lid, ents in sorted(self.lost.items()):
-            out.append(f"lost: ledger {lid} entries {ranges(ents)} are in no entry log; the index keeps pointing "
-                       f"where it pointed (reads fail, never 'no such entry')")
+            answer = self.fates.get(lid, fate.KEPT)
+            out.append(f"lost: ledger {lid} entries {ranges(ents)} are in no entry log; {answer}")
+        for lid, ents in sorted(self.unindexed.items()):
+            out.append(f"lost: ledger {lid} entries {ranges(ents)} are in no entry log; {fate.UNINDEXED}")
         if self.recover_command:
             out.append(f"to re-replicate lost entries from the other bookies: {self.recover_command}")
         out += [f"no shell command: {why}" for why in self.recover_refused]
@@ -99,8 +105,9 @@ class RepairPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"actions": [a.to_json() for a in self.actions],
-                "lost_entries": [{"scope": lid.scope, "ledger": lid.ledger, "entries": e}
-                                 for lid, e in sorted(self.lost.items())],
+                "lost_entries": [{"scope": lid.scope, "ledger": lid.ledger,
+                                  "entries": sorted(set(e) | set(self.unindexed.get(lid, [])))}
+                                 for lid, e in sorted({**self.unindexed, **self.lost}.items())],
                 "recover_command": self.recover_command,
                 "recover_refused": self.recover_refused,
                 "remaining": [f.to_json() for f in self.remaining]}
@@ -159,6 +166,8 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
     unlisted = sorted(ctx.unlisted)   # a ledger or journal dir's current/ (after the scans listed them)
     twice = [f for f in report.findings if f.code == Code.LOG_ID_DUPLICATE]
     lost: dict[LedgerId, list[int]] = {}
+    unindexed: dict[LedgerId, list[int]] = {}   # lost entries no index points at
+    fates: dict[LedgerId, str] = {}             # what the bookie answers for a ledger's lost entries, if not KEPT
     for lid, covers in sorted(rebuild.items()):
         rows = [i for i in range(len(inv.paths))
                 if inv.files["named"][i] and LedgerId(int(inv.files["scope"][i]), int(inv.files["ledger"][i])) == lid]
@@ -167,6 +176,11 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
             os.path.join(dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
         best = best_copies(ctx, lid)
         gone, dropped = _lost_entries(ctx, lid, best)
+        unplaced = placed_in_no_log(ctx, lid, np.array(sorted(best), np.int64), indexed_entries(ctx, lid))
+        if unplaced:
+            unindexed[lid] = unplaced
+        else:   # (what pass 7 found missing of the ledger comes back with the rebuild)
+            covers = covers + [f for f in report.findings if f.code in _PLACED and f.lid == lid]
         a = Action(REBUILD_INDEX, target, f"rebuild the index of ledger {lid} at {target} from the entry logs{dropped}",
                    lid, covers=covers)
         if gone:
@@ -194,6 +208,8 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
         if not a.blocked and gone and not drop_lost_entries:
             a.blocked = (f"entries {ranges(gone)} it points at are in no entry log; a rebuild would make the "
                          f"bookie deny them (rebuild anyway with {DROP_LOST_OPTION})")
+        if gone and not a.blocked:
+            fates[lid] = fate.DROPPED
         actions.append(a)
     for f in by_kind.get(CUT_JOURNAL, []):
         path = given(f.path, "the journal's path")
@@ -208,9 +224,9 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
     remaining = [f for f in report.findings if f.severity != Severity.INFO and id(f) not in answered]
     command: str | None = None
     refused: list[str] = []
-    if lost:
-        command, refused = recover_commands(list(lost), bookie_id_of(dirs) or "<this bookie's id>")
-    return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command, refused)
+    if lost or unindexed:
+        command, refused = recover_commands(list({**lost, **unindexed}), bookie_id_of(dirs) or "<this bookie's id>")
+    return RepairPlan(sorted(actions, key=lambda a: ORDER[a.kind]), remaining, lost, command, refused, fates, unindexed)
 
 
 def _bookkeeper_rebuilds(findings: list[Finding], lost: bool) -> list[Action]:
