@@ -115,6 +115,12 @@ def indexed_ledgers(dirs: BookieDirs) -> tuple[list[PairSet], list[str]]:
         return _db_ledgers(dirs)
     from bkdisk.indexfiles.listing import list_index_tree
     listing = list_index_tree(dirs.effective_index_dirs)
+    for _di, link in listing.symlinks:
+        try:
+            os.stat(link)
+        except OSError as e:   # (a loop, or a link to nothing: index files may be where it should lead)
+            raise SpaceError(f"{link}: a symbolic link in the index that leads nowhere ({e.strerror}): which "
+                             f"ledgers the bookie keeps is unknown") from None
     return [_index_ledgers(listing.files, listing.strays, listing.failures)], []
 
 
@@ -154,6 +160,13 @@ def _db_ledgers(dirs: BookieDirs) -> tuple[list[PairSet], list[str]]:
         except (FormatError, DiskError, OSError) as e:
             raise SpaceError(f"{db}: the ledgers index cannot be read ({e}): which ledgers the bookie keeps "
                              f"is unknown") from None
+        # Read in part (a table missing, unreadable or failing its checksums, a torn MANIFEST), the index
+        # may hide ledgers the bookie keeps: their logs would look collectable. A torn WAL tail is what the
+        # bookie's own replay of it stops at too.
+        hidden = next((p for p in problems if p.kind != "wal-torn-tail"), None)
+        if hidden is not None:
+            raise SpaceError(f"{db}: the ledgers index can be read only in part ({hidden.kind} in {hidden.path}: "
+                             f"{hidden.detail}): which ledgers the bookie keeps is unknown")
         warnings += [f"{p.path}: {p.detail}" for p in problems]
         kept = [to_unsigned64(lid) for lid, info in ledgers.items() if info.exists]
         groups.append(PairSet(np.zeros(len(kept), np.uint64), np.array(kept, np.uint64)))

@@ -602,3 +602,37 @@ def test_the_logs_arrays_are_let_go_once_joined():
     scope, ledger, nbytes = joined_rows(logs)
     assert ledger.tolist() == [0, 1, 2, 1, 2, 3] and nbytes.sum() == 42 and len(scope) == 6
     assert all(r() is None for r in held)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "checksum"])
+def test_a_ledgers_index_read_in_part_is_unknown_not_a_reason_to_collect(tmp_path, damage):
+    """A table of the ledgers index missing or failing its checksums may hide ledgers the bookie keeps:
+    their logs would look like garbage. Which ledgers are kept is unknown: exit 8, no advice to delete."""
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    sst = root / "ledgers0" / "current" / "ledgers" / "000008.sst"
+    if damage == "deleted":
+        sst.unlink()
+    else:
+        sst.chmod(0o644)
+        with open(sst, "r+b") as fh:
+            fh.seek(50)
+            fh.write(b"\xff\xff\xff\xff")
+    r = CliRunner().invoke(space, [str(root)])
+    assert r.exit_code == 8 and r.stdout == "", r.output
+    assert f"{root / 'ledgers0' / 'current' / 'ledgers'}: the ledgers index can be read only in part (" in r.stderr
+    assert "which ledgers the bookie keeps is unknown" in r.stderr
+
+
+def test_a_symlink_in_the_index_that_leads_nowhere_is_unknown_not_a_reason_to_collect(tmp_path):
+    """A loop where an index folder was: the index files below it are out of sight, so their ledgers'
+    logs would look like garbage. Which ledgers are kept is unknown: exit 8."""
+    root = golden_copy(tmp_path, "interleaved-v6-hostport")
+    folder = root / "ledgers1" / "current" / "0"
+    for p in sorted(folder.rglob("*"), reverse=True):
+        p.chmod(0o755)
+    folder.chmod(0o755)
+    shutil.rmtree(folder)
+    folder.symlink_to("0")
+    r = CliRunner().invoke(space, [str(root)])
+    assert r.exit_code == 8 and r.stdout == "", r.output
+    assert f"{folder}: a symbolic link in the index that leads nowhere (Too many levels of symbolic links)" in r.stderr
