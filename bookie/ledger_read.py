@@ -125,25 +125,28 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
         reader = CopyReader()
         reader.unreadable = done.unreadable
         stack.callback(reader.close)
+        # The entry before ``first`` is read too, never given: its cumulative length gives the payload
+        # length of ``first``'s copies when their digests cannot be verified.
+        lead = first - 1 if first > 0 else first
         streams = []
         for n, disk in enumerate(disks):
-            it, why = locations(disk, lid, stack, first, last)
+            it, why = locations(disk, lid, stack, lead, last)
             if why is not None:
                 done.scanned.append((disk.root, why))
             streams.append(_tagged(it, n))
         merged = heapq.merge(*streams)
-        nxt = first
+        nxt = lead
         chunk: list[EntryRead] = []
         held = 0
         for eid, n, path, pos in merged:
-            if eid < first:
+            if eid < lead:
                 continue
             if last is not None and eid > last:
                 break
             done.held_anywhere = True
             if not chunk or chunk[-1].entry_id != eid:
                 if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
-                    yield from _settle(chunk, lid, plan, state, done)
+                    yield from _settle(chunk, lid, plan, state, done, first)
                     chunk, held = [], 0
                 while nxt < eid:            # ids no disk holds
                     chunk.append(EntryRead(nxt))
@@ -158,9 +161,9 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
                 chunk.append(EntryRead(nxt))
                 nxt += 1
                 if len(chunk) >= CHUNK_ENTRIES:
-                    yield from _settle(chunk, lid, plan, state, done)
+                    yield from _settle(chunk, lid, plan, state, done, first)
                     chunk = []
-        yield from _settle(chunk, lid, plan, state, done)
+        yield from _settle(chunk, lid, plan, state, done, first)
 
 
 def _tagged(it, n: int):
@@ -179,7 +182,7 @@ class _Lengths:
 
 
 def _settle(chunk: list[EntryRead], lid: LedgerId, plan: DigestPlan, state: _Lengths,
-            done: LedgerRead) -> Iterator[EntryRead]:
+            done: LedgerRead, first: int) -> Iterator[EntryRead]:
     _verify(chunk, lid, plan)
     for e in chunk:
         for c in e.copies:
@@ -193,10 +196,12 @@ def _settle(chunk: list[EntryRead], lid: LedgerId, plan: DigestPlan, state: _Len
             e.payload = c.data[len(c.data) - c.payload_len:]
             state.prev_entry, state.prev_length = e.entry_id, c.length
             state.digest_length = len(c.data) - hdr - c.payload_len
-        done.entries += 1
-        done.lost += e.lost
         for c in e.copies:
             c.data = b""         # the chunk's bytes go with it
+        if e.entry_id < first:   # (the entry read for its length only)
+            continue
+        done.entries += 1
+        done.lost += e.lost
         yield e
 
 
