@@ -186,7 +186,7 @@ def _settle(chunk: list[EntryRead], lid: LedgerId, plan: DigestPlan, state: _Len
     _verify(chunk, lid, plan)
     for e in chunk:
         for c in e.copies:
-            if c.fmt and c.payload_len < 0 and c.status != DIGEST_BAD:
+            if c.fmt and c.status not in (DIGEST_OK, DIGEST_BAD):
                 _payload_from_lengths(c, e.entry_id, state)
         ok = [c for c in e.copies if _intact(c)]
         e.used = next((c for c in ok if c.status == DIGEST_OK), ok[0] if ok else None)
@@ -206,8 +206,11 @@ def _settle(chunk: list[EntryRead], lid: LedgerId, plan: DigestPlan, state: _Len
 
 
 def _payload_from_lengths(c: Copy, entry_id: int, state: _Lengths) -> None:
-    """A V1 copy's payload length from the cumulative lengths (entry 0's is its length; else the
-    previous entry's length subtracted), or the digest length an earlier entry showed."""
+    """The payload length of a copy whose digest was not verified, from the cumulative lengths (entry 0's
+    is its length; else the previous entry's length subtracted), or from the digest length an earlier
+    entry showed; whatever the verify step inferred otherwise. A copy whose bytes leave a digest of no
+    type's length, or of another length than the ledger's earlier entries, is framed wrong (its size
+    prefix damaged: the payload's place in it is unknown) and is not intact."""
     hdr = ENTRY_V2_HEADER_SIZE if c.fmt == 2 else ENTRY_V1_HEADER_SIZE
     if entry_id == 0:
         plen = c.length
@@ -216,10 +219,10 @@ def _payload_from_lengths(c: Copy, entry_id: int, state: _Lengths) -> None:
     elif state.digest_length >= 0:
         plen = len(c.data) - hdr - state.digest_length
     else:
-        return
+        return   # (what the verify step inferred stands)
     dlen = len(c.data) - hdr - plen
-    if 0 <= plen and dlen in DIGEST_LENGTH.values():
-        c.payload_len = plen
+    ok = 0 <= plen and dlen in DIGEST_LENGTH.values() and state.digest_length in (-1, dlen)
+    c.payload_len = plen if ok else -1
 
 
 def _verify(chunk: list[EntryRead], lid: LedgerId, plan: DigestPlan) -> None:

@@ -457,3 +457,27 @@ def test_a_range_of_one_entry_of_an_unverifiable_ledger_is_read_as_in_the_whole_
         assert res.exit_code == 0, res.output
         [o] = _lines(res)
         assert (o["entry_id"], o["payload_sha256"]) == (e, want[e]["payload_sha256"])
+
+
+@pytest.mark.parametrize("ledger", ["255", "256"], ids=["HMAC", "DUMMY"])
+def test_a_copy_whose_size_prefix_was_changed_is_not_given_and_its_neighbours_are_exact(tmp_path: Path, ledger):
+    """Entry 4's size prefix says 8 bytes more: its record then ends inside the next one's, and without a
+    digest to verify, where its payload lies is unknown. It is lost (exit 4); entries 3 and 5 come back as
+    written, their payload lengths from the cumulative lengths, not from entry 4's odd digest length."""
+    from bkdisk.formats.entrylog import ENTRY_SIZE
+    src = GOLDEN / "interleaved-v6-hostport"
+    root = tmp_path / "bk"
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("tool-output"))
+    m = json.loads((src / "manifest.json").read_text())
+    [rec] = [r for r in m["entry_log_records"] if r["ledger_id"] == ledger and r["entry_id"] == 4]
+    log = root / rec["ledger_dir"] / CURRENT_DIR / rec["entry_log_file"]
+    log.chmod(0o644)
+    with open(log, "r+b") as fh:
+        fh.seek(rec["offset"])
+        fh.write(ENTRY_SIZE.build(rec["size"] + 8))
+    want = {e["entry_id"]: e for e in m["entries"] if e["ledger_id"] == ledger}
+    res = _run(["--ledger-id", ledger, root, "--jsonl", "--from", 3, "--to", 5])
+    assert res.exit_code == 4, res.output
+    got = {o["entry_id"]: o for o in _lines(res)}
+    assert got[4]["lost"] and got[4]["payload_sha256"] is None
+    assert [got[e]["payload_sha256"] for e in (3, 5)] == [want[e]["payload_sha256"] for e in (3, 5)]
