@@ -168,7 +168,13 @@ def discover_all(root: str, notes: list[str] | None = None) -> list[BookieDirs]:
     seen_real = set()
     cut: str | None = None   # the first folder whose subfolders were left unsearched
     unsearched: str | None = None   # the first such folder whose subfolders could hold bookie dirs
-    for dirpath, dirs, _files in os.walk(root, followlinks=True):
+    def unlisted(e: OSError) -> None:
+        # A folder that cannot be listed may be a dir its bookie's cookie names: kept with those without
+        # a current/, so that the commands say they could not list it rather than miss it.
+        if e.filename is not None:
+            no_current.append(os.fspath(e.filename))
+
+    for dirpath, dirs, _files in os.walk(root, followlinks=True, onerror=unlisted):
         real = os.path.realpath(dirpath)
         if real in seen_real:      # a symlink loop, or the same dir reached twice
             dirs[:] = []

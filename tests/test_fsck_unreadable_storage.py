@@ -33,6 +33,7 @@ def _codes(doc: dict) -> set[str]:
     ("interleaved-v4-smallpage", "ledgers/current/0/0", 0o311),
     ("interleaved-v4-smallpage", "ledgers/current", 0o311),
     ("interleaved-v6-hostport", "ledgers1/current", 0o000),
+    ("interleaved-v6-hostport", "ledgers1", 0o000),
     ("sorted-v5-bookieid", "ledgers/current/ff/fe/7ffffffffffffffe.idx", 0o000),
     ("dbstorage-v6-bookieid", "ledgers0/current/1.log", 0o000),
     ("dbstorage-v6-bookieid", "ledgers1/current", 0o311),
@@ -84,3 +85,28 @@ def test_a_cookie_that_cannot_be_read_is_named_once(tmp_path, corpus, relpath):
     assert len(found) == 1 and found[0]["path"].endswith(relpath), found
     assert "cannot read (Permission denied)" in found[0]["message"]
     assert rc == 4 and doc["summary"]["errors"] == 1, doc["summary"]
+
+
+def test_a_ledger_dir_that_cannot_be_searched_is_one_of_the_bookies_dirs_not_a_missing_one(tmp_path):
+    """Found by the cookie that names it, it is the bookie's own dir whose current/ could not be listed:
+    no 'no current folder', no cookie naming a dir too many; inventory says it could not list it, exit 4."""
+    import subprocess
+    import sys
+
+    from fsck_helpers import unprivileged
+    rc, doc = _check_without(tmp_path, "interleaved-v6-hostport", "ledgers1", 0o000)
+    codes = _codes(doc)
+    assert not {"LAYOUT_NO_CURRENT", "COOKIE_MISMATCH"} & codes, codes
+    [f] = [f for f in doc["findings"] if f["code"] == "FILE_UNREADABLE"]
+    assert f["path"].endswith("ledgers1/current") and "Permission denied" in f["message"]
+    c = _clean_copy("interleaved-v6-hostport", tmp_path / "inv")
+    target = os.path.join(c.root, "ledgers1")
+    os.chmod(target, 0o000)
+    try:
+        p = subprocess.run(unprivileged([sys.executable, "-c", "from bkdisk.cli import main; main()", "inventory",
+                                         c.root]), capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    finally:
+        os.chmod(target, 0o755)
+    assert p.returncode == 4, p.stderr
+    assert f"{target}/current: cannot list (Permission denied)" in p.stderr

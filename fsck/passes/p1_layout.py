@@ -52,10 +52,10 @@ def _read_cookies(dirs: BookieDirs, cookies: dict[str, Cookie]) -> Iterator[Find
     """Each dir's cookie into ``cookies``; a finding for each dir with none that reads."""
     for d in dirs.all_dirs:
         cur = os.path.join(d, CURRENT_DIR)
-        if not os.path.isdir(cur):
+        if not os.path.isdir(cur) and not _unsearchable(d):
             yield Finding(Code.LAYOUT_NO_CURRENT, path=d, detail=_in_place_of_current(cur))
             continue
-        try:
+        try:   # (a dir that cannot be searched fails here too: its current/ is said unreadable, not missing)
             os.listdir(cur)
         except OSError as e:
             if d not in dirs.effective_index_dirs or dirs.storage_kind == "rocksdb" or e.errno == errno.ENOENT:
@@ -149,6 +149,17 @@ def _unreadable(ctx: CheckContext, named: set[str]) -> Iterator[Finding]:
                     ctx.unreadable[p] = why
                     if p not in named:
                         yield Finding(Code.FILE_UNREADABLE, path=p, detail=why, errno=err)
+
+
+def _unsearchable(d: str) -> bool:
+    """Whether dir ``d`` refuses to be searched, so that whether it has a current/ is unknown."""
+    try:
+        os.stat(os.path.join(d, CURRENT_DIR))
+    except PermissionError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _in_place_of_current(cur: str) -> str:
