@@ -34,8 +34,9 @@ class ReadLedgerError(BkdiskError):
 
 
 def _entry_id(ctx, param, value: int | None) -> int | None:
-    if value is not None and value < 0:
-        raise click.BadParameter(f"expected an entry id >= 0, found {value}")
+    # (an entry id is a Java long: no entry lies past 2^63-1)
+    if value is not None and not 0 <= value < 1 << 63:
+        raise click.BadParameter(f"expected an entry id from 0 to {(1 << 63) - 1}, found {value}")
     return value
 
 

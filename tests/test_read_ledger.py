@@ -481,3 +481,9 @@ def test_a_copy_whose_size_prefix_was_changed_is_not_given_and_its_neighbours_ar
     got = {o["entry_id"]: o for o in _lines(res)}
     assert got[4]["lost"] and got[4]["payload_sha256"] is None
     assert [got[e]["payload_sha256"] for e in (3, 5)] == [want[e]["payload_sha256"] for e in (3, 5)]
+
+
+@pytest.mark.parametrize("value", ["-1", str(1 << 63), "99999999999999999999999"])
+def test_an_entry_id_outside_a_java_long_is_a_usage_error(value: str):
+    res = _run(["--ledger-id", "0", *_disks(CLUSTER), "--from", value])
+    assert res.exit_code == 2 and "expected an entry id from 0 to 9223372036854775807" in res.output, res.output
