@@ -7,14 +7,18 @@ next one's) to the write quorum's ``Qw`` bookies from index ``e mod E`` of its `
 (``want``) and how many of those it holds (``held``); they are equal when it misses none."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from bkdisk.diskio.config import inline_kernel, kernel
+from bkdisk.diskio.distinct import members
 
 # A ledger whose last entry is past this is left to be compared id by id (the counts stay in int64).
 LAST_COUNTED = 1 << 62
+PLACED_BLOCK = 1 << 20   # entry ids of a segment made at once when a ledger is compared id by id
+LISTED_MISSING = 1 << 20   # a ledger's missing ids listed at most (a finding says how many there are)
 
 
 @dataclass
@@ -152,3 +156,42 @@ def ascending(ids, a, z, one, two):
         src, dst = dst, src
         if runs <= 1:
             return src
+
+
+def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
+    """Entry ids 0..last_entry that the ensembles place on bookie ``me`` (round-robin write sets)."""
+    out = list(placed_blocks(md, me, last_entry))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def placed_blocks(md, me: str, last_entry: int, block: int | None = None) -> Iterator[np.ndarray]:
+    """``expected_entries`` in ascending blocks, each made of at most ``block`` ids of a segment
+    (PLACED_BLOCK unless given). A write quorum of none places nothing."""
+    block = PLACED_BLOCK if block is None else block
+    segs = list(md.ensembles)
+    for k, (first, ensemble) in enumerate(segs):
+        end = segs[k + 1][0] - 1 if k + 1 < len(segs) else last_entry
+        E, Qw = len(ensemble), md.write_quorum
+        if end < first or me not in ensemble or Qw <= 0:
+            continue
+        b = ensemble.index(me)
+        for lo in range(first, end + 1, block):
+            e = np.arange(min(block, end - lo + 1), dtype=np.int64) + lo   # (no bound past int64 made)
+            yield e[((b - e % E) % E) < Qw]   # (e mod E first: b - e wraps for e near -2^63)
+
+
+def missing_listed(md, me: str, last_entry: int, have: np.ndarray, most: int | None = None
+                   ) -> tuple[np.ndarray, bool]:
+    """The ids placed on ``me`` that ``have`` (sorted, distinct) lacks, the first ``most`` of them, and
+    whether they are all: a block of placed ids at a time, so that metadata of billions of entries costs
+    the ids held and those listed, not its length. ``most``: LISTED_MISSING unless given."""
+    most = max(1, LISTED_MISSING if most is None else most)
+    out: list[np.ndarray] = []
+    listed = 0
+    for want in placed_blocks(md, me, last_entry):
+        missing = want[~members(want, have)]   # (both sorted and distinct)
+        out.append(missing)
+        listed += len(missing)
+        if listed > most:
+            return np.concatenate(out)[:most], False
+    return (np.concatenate(out) if out else np.zeros(0, np.int64)), True

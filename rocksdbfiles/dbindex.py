@@ -222,7 +222,10 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     with ExitStack() as stack:
         p1: list[Problem] = []
         locations_db, ledgers_db = os.path.join(c, LOCATIONS_DB), os.path.join(c, LEDGERS_DB)
-        for cols in () if _absent(locations_db, p1) else iter_location_columns(locations_db, stack, p1):
+        # (one database gone beside the other: a DbLedgerStorage dir that lost it; both gone, no such dir)
+        lost = [db for db in (locations_db, ledgers_db) if _gone(db)]
+        lost = lost if len(lost) == 1 else []
+        for cols in () if _absent(locations_db, lost, p1) else iter_location_columns(locations_db, stack, p1):
             r = np.empty(len(cols["ledger"]), LOCATION_ROW)
             for k in LOCATION_ROW.names or ():
                 r[k] = cols[k]
@@ -233,7 +236,7 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
             counts.append(n)
         p2: list[Problem] = []
         ledgers = LedgerTable(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64)) \
-            if _absent(ledgers_db, p2) else None
+            if _absent(ledgers_db, lost, p2) else None
         if ledgers is None:
             ledgers, p2 = read_ledger_table(ledgers_db, stack)
         out.ledgers = ledgers
@@ -244,20 +247,26 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     return out
 
 
-def _absent(db_dir: str, problems: list[Problem]) -> bool:
-    """Whether the database ``db_dir`` has no CURRENT file (its folder gone, or never made), said in
-    ``problems``: BookKeeper opens its databases with create_if_missing, so its next start makes an empty
-    one there, and the check reads it as that. A folder that cannot be searched is not absent."""
-    current = os.path.join(db_dir, "CURRENT")
+def _gone(db_dir: str) -> bool:
+    """Whether the database folder ``db_dir`` is gone or empty (one that cannot be searched is not)."""
     try:
-        os.lstat(current)
+        return not os.listdir(db_dir)
     except FileNotFoundError:
-        problems.append(Problem("db-missing", current, None, "cannot read (No such file or directory): BookKeeper's "
-                                "next start makes an empty database here"))
         return True
     except OSError:
-        pass
-    return False
+        return False
+
+
+def _absent(db_dir: str, lost: list[str], problems: list[Problem]) -> bool:
+    """Whether ``db_dir`` is the database of ``lost`` (gone beside the dir's other one), said in ``problems``:
+    BookKeeper opens its databases with create_if_missing, so its next start makes an empty one there,
+    and the check reads it as that. A folder that still holds files (a MANIFEST a CURRENT could name
+    again) or that cannot be searched is read, and fails, as before: what it holds is unknown."""
+    if db_dir not in lost:
+        return False
+    problems.append(Problem("db-missing", os.path.join(db_dir, "CURRENT"), None, "cannot read (No such file or "
+                            "directory): the database is gone, and BookKeeper's next start makes an empty one here"))
+    return True
 
 
 def ledger_ids(idx: LedgerDirIndex) -> np.ndarray:

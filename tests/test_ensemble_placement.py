@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 from bkdisk.bookie.near_ledgers import NearLedgers
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
+from bkdisk.fsck import ensemble_placement as placement
 from bkdisk.fsck import held_entries as he
-from bkdisk.fsck.ensemble_placement import Placement
+from bkdisk.fsck.ensemble_placement import Placement, expected_entries
 from bkdisk.fsck.held_entries import HeldEntries
 from bkdisk.fsck.passes import p7_metadata
-from bkdisk.fsck.passes.p7_metadata import _missing_entries, expected_entries
+from bkdisk.fsck.passes.p7_metadata import _missing_entries
 
 ME, OTHERS = "me:3181", ("b:1", "c:2", "d:3", "e:4")
 
@@ -102,7 +103,7 @@ def test_pass_7_decides_striped_ledgers_held_whole_without_comparing_ids(monkeyp
 
     def not_here(*_a):
         raise AssertionError("compared id by id")
-    monkeypatch.setattr(p7_metadata, "placed_blocks", not_here)
+    monkeypatch.setattr(placement, "placed_blocks", not_here)
     assert list(_missing_entries(near, held, held.counts(), at, ME, set())) == []
     monkeypatch.undo()
     monkeypatch.setattr(he, "COUNT_BATCH", batch)
@@ -115,12 +116,12 @@ def test_pass_7_decides_striped_ledgers_held_whole_without_comparing_ids(monkeyp
              np.array([r[1] for r in rows], np.int64))
     held.finish()
     calls = []
-    real = p7_metadata.placed_blocks
+    real = placement.placed_blocks
 
     def counted(m, me, last):
         calls.append(m)
         return real(m, me, last)
-    monkeypatch.setattr(p7_metadata, "placed_blocks", counted)
+    monkeypatch.setattr(placement, "placed_blocks", counted)
     got = [(f.code.name, f.ledger, f.entry) for f in _missing_entries(near, held, held.counts(),
                                                                        near.positions(held.scope, held.ledger),
                                                                        ME, set())]
@@ -145,7 +146,7 @@ def test_a_ledger_of_billions_of_entries_missing_is_listed_in_part_and_counted(m
     holds 0..99 of a striped ledger and 2^40 - 5; the first missing ids are listed, a bounded number of
     them, and the finding says how many are missing where they were counted, in the memory of the ids
     listed."""
-    monkeypatch.setattr(p7_metadata, "LISTED_MISSING", 1000)
+    monkeypatch.setattr(placement, "LISTED_MISSING", 1000)
     last = 2**40
     near = NearLedgers()
     for ledger, state, closed_at in ((1, "CLOSED", last), (2, "OPEN", -1), (3, "CLOSED", 2**62 + 10)):
@@ -185,10 +186,10 @@ def test_ids_placed_from_the_least_int64_and_by_a_quorum_of_none():
     for ensemble in ((ME, b, c), (b, ME, c), (b, c, ME)):
         for qw in (1, 2):
             want = [e for e in range(least, least + 6) if (ensemble.index(ME) - e) % 3 < qw]
-            assert p7_metadata.expected_entries(md(ensemble, qw), ME, least + 5).tolist() == want
+            assert placement.expected_entries(md(ensemble, qw), ME, least + 5).tolist() == want
     none = md((ME, b, c), 0, 0, 2**62)
-    assert list(itertools.islice(p7_metadata.placed_blocks(none, ME, 2**62), 3)) == []   # (not a block each)
-    got, all_listed = p7_metadata.missing_listed(none, ME, 2**62, np.zeros(0, np.int64))
+    assert list(itertools.islice(placement.placed_blocks(none, ME, 2**62), 3)) == []   # (not a block each)
+    got, all_listed = placement.missing_listed(none, ME, 2**62, np.zeros(0, np.int64))
     assert len(got) == 0 and all_listed
 
 
@@ -220,13 +221,13 @@ def test_pass_7_decides_near_ledgers_a_block_at_a_time_as_all_at_once(ledgers, b
         ledger's missing ids listed up to ``most``"""
         out: dict[int, list[int]] = {}
         compared: list[int] = []
-        real = p7_metadata.missing_listed
+        real = placement.missing_listed
 
         def listed(m, me, last, have):
             compared.append(m.last_entry_id)
             return real(m, me, last, have, most)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(p7_metadata, "missing_listed", listed)
+            mp.setattr(placement, "missing_listed", listed)
             got = list(_missing_entries(near, held, held.counts(), near.positions(held.scope, held.ledger), ME, set()))
         for f in got:
             out.setdefault(f.ledger, []).extend([f.entry] if f.entry is not None else f.extra["entries"])

@@ -139,7 +139,7 @@ def test_pair_positions_find_the_first_equal_row(rows, among):
 def _missing_reference(held_ids: dict, want: dict, me: str) -> list[tuple]:
     """Pass 7's entries missing, a ledger at a time, as the check compared them before it went by columns."""
     from bkdisk.formats.ledger_metadata import bookkeeper_refusal
-    from bkdisk.fsck.passes.p7_metadata import expected_entries
+    from bkdisk.fsck.ensemble_placement import expected_entries
     out = []
     for lid, m in sorted(want.items()):
         if bookkeeper_refusal(m) is not None:
@@ -232,10 +232,10 @@ def test_pass_7_over_ensembles_from_the_least_int64_finds_what_one_at_a_time_fin
     """(metadata that parses and serializes again, its first entry id -2^63: no span is made of it, and
     no count of entries wraps; where 2^63 entries are placed here and none held, the first of them are
     listed, not made whole)"""
+    from bkdisk.fsck import ensemble_placement as placement
     from bkdisk.fsck.held_entries import HeldEntries
-    from bkdisk.fsck.passes import p7_metadata
     from bkdisk.fsck.passes.p7_metadata import _missing_entries
-    monkeypatch.setattr(p7_metadata, "LISTED_MISSING", 50)
+    monkeypatch.setattr(placement, "LISTED_MISSING", 50)
     least = -(2**63)
     for ensembles, last, ids in ((((least, (ME,)),), least, []), (((least, (ME,)),), least, [least]),
                                  (((least, (ME,)), (0, (ME,))), 2**63 - 1, []), (((0, (ME,)),), 2**63 - 1, [])):

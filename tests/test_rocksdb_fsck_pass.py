@@ -311,16 +311,19 @@ def test_each_fault_through_the_cli_exit_4_no_byte_changed(bookie: Path, fault: 
 
 
 @pytest.mark.parametrize("db", ["ledgers", "locations"])
-@pytest.mark.parametrize("how", ["folder", "CURRENT"])
+@pytest.mark.parametrize("how", ["folder", "emptied"])
 def test_a_database_gone_is_read_as_the_empty_one_bookkeeper_makes_at_its_next_start(bookie: Path, db, how):
-    """BookKeeper opens its databases with create_if_missing: with no CURRENT (or no folder) its next start
-    makes an empty one. The other database of the dir is still read, and what the empty one costs is named:
-    the ledgers it no longer knows, or the entries no location finds any more (reads of them fail)."""
+    """BookKeeper opens its databases with create_if_missing: with its folder gone or emptied its next start
+    makes an empty one (a folder that still holds a MANIFEST is unknown, not gone: a CURRENT can name it).
+    The other database of the dir is still read, and what the empty one costs is named: the ledgers it no
+    longer knows, or the entries no location finds any more (reads of them fail)."""
     gone = bookie / "ledgers1" / "current" / db
-    shutil.rmtree(gone) if how == "folder" else (gone / "CURRENT").unlink()
+    shutil.rmtree(gone)
+    if how == "emptied":
+        gone.mkdir()
     got = _codes(bookie)
     [unread] = [f for code, f in got if code.name == "DBINDEX_UNREADABLE"]
-    assert unread["path"] == str(gone / "CURRENT") and "next start makes an empty database" in unread["detail"]
+    assert unread["path"] == str(gone / "CURRENT") and "next start makes an empty one here" in unread["detail"]
     counts: dict[str, set] = {}
     for code, f in got:
         counts.setdefault(code.name, set()).add((f.get("ledger"), f.get("entry")))

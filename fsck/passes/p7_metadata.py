@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bkdisk.bookie.layout import bookie_id_of
-from bkdisk.diskio.distinct import members
 from bkdisk.entrylogs.arrays import EntryLogArrays
 from bkdisk.entrylogs.scan_parts import entry_parts
 from bkdisk.formats.ids import LedgerId
+from bkdisk.fsck import ensemble_placement as placement
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.entry_ranges import runs
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from bkdisk.fsck.unseen_storage import Unseen
 
 CHUNK = 1 << 20   # locations read at once
-PLACED_BLOCK = 1 << 20   # entry ids of a segment made at once when a ledger is compared id by id
-LISTED_MISSING = 1 << 20   # a ledger's missing ids listed at most (a finding says how many there are)
 NEAR_BLOCK = 1 << 18   # near ledgers decided at once: their columns of the pass a block at a time
 
 
@@ -54,45 +52,6 @@ def held_entries(ctx: CheckContext) -> HeldEntries:
     r = ctx.journal_facts.pending.rows
     held.add(r["scope"], r["ledger"], r["entry"])
     return held.finish()
-
-
-def expected_entries(md, me: str, last_entry: int) -> np.ndarray:
-    """Entry ids 0..last_entry that the ensembles place on bookie ``me`` (round-robin write sets)."""
-    out = list(placed_blocks(md, me, last_entry))
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
-def placed_blocks(md, me: str, last_entry: int, block: int | None = None) -> Iterator[np.ndarray]:
-    """``expected_entries`` in ascending blocks, each made of at most ``block`` ids of a segment
-    (PLACED_BLOCK unless given). A write quorum of none places nothing."""
-    block = PLACED_BLOCK if block is None else block
-    segs = list(md.ensembles)
-    for k, (first, ensemble) in enumerate(segs):
-        end = segs[k + 1][0] - 1 if k + 1 < len(segs) else last_entry
-        E, Qw = len(ensemble), md.write_quorum
-        if end < first or me not in ensemble or Qw <= 0:
-            continue
-        b = ensemble.index(me)
-        for lo in range(first, end + 1, block):
-            e = np.arange(min(block, end - lo + 1), dtype=np.int64) + lo   # (no bound past int64 made)
-            yield e[((b - e % E) % E) < Qw]   # (e mod E first: b - e wraps for e near -2^63)
-
-
-def missing_listed(md, me: str, last_entry: int, have: np.ndarray, most: int | None = None
-                   ) -> tuple[np.ndarray, bool]:
-    """The ids placed on ``me`` that ``have`` (sorted, distinct) lacks, the first ``most`` of them, and
-    whether they are all: a block of placed ids at a time, so that metadata of billions of entries costs
-    the ids held and those listed, not its length. ``most``: LISTED_MISSING unless given."""
-    most = max(1, LISTED_MISSING if most is None else most)
-    out: list[np.ndarray] = []
-    listed = 0
-    for want in placed_blocks(md, me, last_entry):
-        missing = want[~members(want, have)]   # (both sorted and distinct)
-        out.append(missing)
-        listed += len(missing)
-        if listed > most:
-            return np.concatenate(out)[:most], False
-    return (np.concatenate(out) if out else np.zeros(0, np.int64)), True
 
 
 def run(ctx: CheckContext) -> Iterator[Finding]:
@@ -266,7 +225,7 @@ def _compared(lid: LedgerId, m, held: HeldEntries, i: int, count: int, me: str) 
     have = held.ids(i) if i >= 0 else np.zeros(0, np.int64)
     # An open or recovering ledger's end is not in its metadata: check up to the last entry held.
     last_entry = m.last_entry_id if m.state == "CLOSED" else int(have[-1]) if len(have) else -1
-    missing, all_listed = missing_listed(m, me, last_entry, have)
+    missing, all_listed = placement.missing_listed(m, me, last_entry, have)
     if len(missing) == 0:
         return
     if not all_listed:   # (the first of them listed, and how many there are where they were counted)

@@ -39,7 +39,7 @@ def placed_in_no_log(ctx: CheckContext, lid: LedgerId, have: np.ndarray, pointed
     ``have`` (sorted) will not have, that the current index does not point at (``pointed``: those are the
     rebuild's to keep or drop) and that no restart replays from the journal: lost here, whatever the plan."""
     from bkdisk.bookie.layout import bookie_id_of
-    from bkdisk.fsck.passes.p7_metadata import missing_listed
+    from bkdisk.fsck.ensemble_placement import missing_listed
     m = ctx.metadata.get(lid) if ctx.metadata is not None else None
     me = bookie_id_of(ctx.dirs)
     if m is None or m.state != "CLOSED" or me is None:

@@ -137,7 +137,7 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     gone = next((p for p in idx.problems
                  if p.kind == "db-missing" and dbindex.database_of(p.path)[0] == LOCATIONS_DB), None)
     why = f"; the WAL {torn.path} is torn at {torn.offset}" if torn is not None else \
-        f"; the locations database has no {gone.path} (BookKeeper's next start makes it empty)" if gone else ""
+        "; the locations database is gone (BookKeeper's next start makes it empty)" if gone else ""
     pend = ctx.journal_facts.pending.rows
     pend = pend[pend["scope"] == 0]
     pending = KeySet([pend["ledger"].view(np.int64), pend["entry"]])     # ledger ids as the keys' i8
