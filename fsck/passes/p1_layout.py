@@ -29,7 +29,7 @@ def run(ctx: CheckContext) -> Iterator[Finding]:
     cookies: dict[str, Cookie] = {}
     named: set[str] = set()   # files a cookie's read already said could not be read
     for f in _read_cookies(ctx.dirs, cookies):
-        if f.code == Code.FILE_UNREADABLE:
+        if f.code == Code.FILE_UNREADABLE and f.path is not None:
             named.add(f.path)
         yield f
     yield from _consistency(ctx.dirs, cookies)
