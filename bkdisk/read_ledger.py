@@ -17,6 +17,7 @@ from bkdisk.commandline.ledger_options import ledger_options
 from bkdisk.commandline.output import HELP_OPTIONS, warn
 from bkdisk.commandline.runner import one_line_errors
 from bkdisk.formats.errors import BkdiskError
+from bkdisk.fsck.entry_ranges import ranges
 from bkdisk.metaservice import token_source
 
 json = lazy_import("json")
@@ -108,6 +109,10 @@ def read_ledger_command(disks, ledger, disks_file, metadata_dir, metadata_url, c
     out.flush()
     for path, why in done.unreadable.items():
         warn(f"{path}: {why}: the entries it holds were not read from it")
+    if done.disagree:
+        which = f"entry {ranges(done.disagree)}" if len(done.disagree) == 1 else f"entries {ranges(done.disagree)}"
+        warn(f"{which}: the copies differ and no digest could be verified (no password or digest type): the first "
+             f"disk's copy was given; --metadata-dir or --password-candidates tells which one is right")
     if not done.held_anywhere and md is None:
         click.echo(f"bkdisk: ledger {ledger.qualified_name if ledger.scope else ledger.ledger}: no disk given "
                    f"holds it and no metadata names it", err=True)

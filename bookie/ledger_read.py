@@ -102,6 +102,7 @@ class LedgerRead:
     lost: int = 0
     held_anywhere: bool = False
     unreadable: dict[str, str] = field(default_factory=dict)         # entry log -> why it could not be read
+    disagree: list[int] = field(default_factory=list)   # entries whose intact copies, none verified, differ
 
 
 def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | None, first: int = 0,
@@ -194,6 +195,9 @@ def _settle(chunk: list[EntryRead], lid: LedgerId, plan: DigestPlan, state: _Len
             c = e.used
             hdr = ENTRY_V2_HEADER_SIZE if c.fmt == 2 else ENTRY_V1_HEADER_SIZE
             e.payload = c.data[len(c.data) - c.payload_len:]
+            if c.status != DIGEST_OK and e.entry_id >= first and \
+                    any(o.data[len(o.data) - o.payload_len:] != e.payload for o in ok if o is not c):
+                done.disagree.append(e.entry_id)   # (which copy is right is unknown: the first disk's is given)
             state.prev_entry, state.prev_length = e.entry_id, c.length
             state.digest_length = len(c.data) - hdr - c.payload_len
         for c in e.copies:

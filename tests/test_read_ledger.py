@@ -487,3 +487,19 @@ def test_a_copy_whose_size_prefix_was_changed_is_not_given_and_its_neighbours_ar
 def test_an_entry_id_outside_a_java_long_is_a_usage_error(value: str):
     res = _run(["--ledger-id", "0", *_disks(CLUSTER), "--from", value])
     assert res.exit_code == 2 and "expected an entry id from 0 to 9223372036854775807" in res.output, res.output
+
+
+def test_copies_that_differ_with_no_digest_to_tell_them_apart_are_said(cluster: Path):
+    """An HMAC ledger read without its password: a copy damaged on the first disk cannot be told from the
+    others by its digest. The first disk's is given (as documented), and the disagreement is said."""
+    w = _wanted("4096")[3]
+    first = w["write_set"][0]
+    disks = [str(cluster / "bookies" / first)] + [d for d in _disks(cluster) if not d.endswith(first)]
+    _damage_payload(cluster, first, 4096, 3)
+    res = _run(["--ledger-id", "4096", "--from", "2", "--to", "4", *disks, "--jsonl"])
+    assert res.exit_code == 0, res.output
+    assert "entry 3: the copies differ and no digest could be verified" in res.stderr, res.stderr
+    res = _run(["--ledger-id", "4096", "--from", "2", "--to", "4", *_disks(cluster), "--jsonl",
+                "--metadata-dir", cluster / "metadata"])
+    assert "differ" not in res.stderr and {o["entry_id"]: o for o in _lines(res)}[3]["payload_sha256"] == \
+        w["payload_sha256"]
