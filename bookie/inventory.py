@@ -343,7 +343,21 @@ def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogSca
     ``first``: they are its first rows (the log's warnings and problems come with them, not with later parts)."""
     digests, rows = _hash_array(s.payload_hashes)
     return LogRows(bookie_id, ledger_dir, log_id, s.path, s.entries, s.digests, digests, rows,
-                   scan_warnings(s) if first else [], len(s.problems) if first else 0, first)
+                   scan_warnings(s) + _map_claims(s) if first else [], len(s.problems) if first else 0, first)
+
+
+def _map_claims(s: EntryLogScanArrays) -> list[str]:
+    """A ledgers map that parses yet is true of no entries: more bytes for its ledgers than the log holds
+    before it, or fewer than none for one (a damaged size; bookie-fsck: LEDGERS_MAP_MISMATCH)."""
+    m, h = s.ledgers_map, s.header
+    if m is None or s.map_error is not None or h is None or not h.ledgers_map_offset:
+        return []
+    from bkdisk.entrylogs.map_check import claimed_beyond, names_negative_bytes
+    beyond = claimed_beyond(m, h.ledgers_map_offset)
+    said = [f"{s.path}: the ledgers map claims {beyond} bytes more than the log holds before it"] if beyond else []
+    if names_negative_bytes(m):
+        said.append(f"{s.path}: the ledgers map gives a ledger fewer than zero bytes")
+    return said
 
 
 def scan_warnings(s: EntryLogScanArrays) -> list[str]:

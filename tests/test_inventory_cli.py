@@ -469,3 +469,27 @@ def test_the_summary_counts_each_scope_and_ledger_once_over_all_logs(logs):
         e["scope"], e["ledger"] = [p[0] for p in pairs], [p[1] for p in pairs]
         summary.add_ledgers(e)
     assert summary.ledger_count() == len({p for pairs in logs for p in pairs})
+
+
+@pytest.mark.parametrize("byte, said", [(1, "claims"), (0, "gives a ledger fewer than zero bytes")])
+def test_a_ledgers_map_true_of_no_entries_is_damage_exit_4(tmp_path, byte, said):
+    """A flipped byte of the first ledger's size in the map (after the batch's size, -1, -2|-3, the count
+    and its id): a terabyte in a log of 387 KiB, or a negative size. The map parses, but no entries can
+    make it true. Every row is still listed; the damage is said and the exit is 4."""
+    import shutil
+
+    from bkdisk.entrylogs.scan import scan_entry_log
+    src = GOLDEN / "interleaved-v6-hostport"
+    root = tmp_path / "bk"
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("tool-output"))
+    log = root / "ledgers1" / "current" / "0.log"
+    log.chmod(0o644)
+    at = scan_entry_log(str(log)).header.ledgers_map_offset
+    code0, out0, _ = run(str(src), "--jsonl")
+    with open(log, "r+b") as fh:
+        fh.seek(at + 4 + 8 + 8 + 4 + 8 + byte)
+        fh.write(b"\xff")
+    code, out, err = run(str(root), "--jsonl")
+    assert code0 == 0 and code == 4, err
+    assert f"{log}: the ledgers map {said}" in err, err
+    assert len(rows_of(out)) == len(rows_of(out0))
