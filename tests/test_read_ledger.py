@@ -503,3 +503,20 @@ def test_copies_that_differ_with_no_digest_to_tell_them_apart_are_said(cluster: 
                 "--metadata-dir", cluster / "metadata"])
     assert "differ" not in res.stderr and {o["entry_id"]: o for o in _lines(res)}[3]["payload_sha256"] == \
         w["payload_sha256"]
+
+
+def test_a_locations_database_whose_manifest_is_cut_short_is_bypassed_by_a_scan(tmp_path: Path):
+    """The MANIFEST's last edits (the tables they name) are gone: any location may be out of sight, so the
+    ledger's entries are found by scanning the disk's entry logs, and said so."""
+    src = GOLDEN / "dbstorage-v6-bookieid"
+    root = tmp_path / "bk"
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("tool-output"))
+    [manifest] = (root / "ledgers0" / "current" / "locations").glob("MANIFEST-*")
+    manifest.chmod(0o644)
+    os.truncate(manifest, 100)
+    m = json.loads((src / "manifest.json").read_text())
+    want = {e["entry_id"]: e["payload_sha256"] for e in m["entries"] if e["ledger_id"] == "0"}
+    res = _run(["--ledger-id", "0", root, "--metadata-dir", src / "metadata", "--jsonl"])
+    assert res.exit_code == 0, res.output
+    assert {o["entry_id"]: o["payload_sha256"] for o in _lines(res)} == want
+    assert "its entry logs were scanned instead" in res.stderr and str(manifest) in res.stderr
