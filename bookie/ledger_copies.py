@@ -145,8 +145,9 @@ def _index_locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0
         if not os.path.isdir(cur):
             raise IndexDamaged(f"{cur}: expected a folder of index files, found "
                                f"{'a file' if os.path.lexists(cur) and os.path.exists(cur) else 'none to read'}")
-        if not os.access(cur, os.R_OK | os.X_OK):
-            raise IndexDamaged(f"{cur}: expected a folder of index files this user can read, found it closed "
+        # (searched, not listed: the index and the logs are opened by name, as BookKeeper opens them)
+        if not os.access(cur, os.X_OK):
+            raise IndexDamaged(f"{cur}: expected a folder of index files this user can search, found it closed "
                                "(permission denied)")
     try:
         path = _index_path(disk, lid)

@@ -75,7 +75,22 @@ def test_a_ledger_dir_this_user_cannot_list_is_said_and_the_other_dirs_logs_scan
     assert res.returncode == 4
     warning, lost = res.stderr.splitlines()
     assert warning == (f"bkdisk: warning: {bookie}: the ledger's index is damaged ({cur}: expected a folder of index "
-                       f"files this user can read, found it closed (permission denied)){SCANNED}")
+                       f"files this user can search, found it closed (permission denied)){SCANNED}")
     assert lost == "bkdisk: 22 of 23 entries lost (no intact copy)"
     got = [json.loads(line) for line in res.stdout.splitlines()]
     assert got[22] == readable[22] and [e["lost"] for e in got] == [True] * 22 + [False]
+
+
+def test_a_ledger_dir_this_user_can_search_but_not_list_is_read_by_name(bookie):
+    """ledgers1/current/ with mode 311: its index and logs are opened by name, as BookKeeper opens them;
+    nothing needs it listed, so every entry is read and nothing is said."""
+    cur = bookie / "ledgers1" / CURRENT_DIR
+    readable = _read_ledger(bookie, 0).stdout
+    mode = cur.stat().st_mode
+    cur.chmod(0o311)
+    try:
+        res = _read_ledger(bookie, 0)
+    finally:
+        cur.chmod(mode)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout == readable
