@@ -223,8 +223,8 @@ def _db_locations(disk: Disk, lid: LedgerId, stack: ExitStack) -> Iterator[Locat
         for _item in db.items_with_prefix(prefix):   # its blocks read once ahead: their damage is known first
             pass
         # (a MANIFEST cut short may have lost the edits naming the newest tables: any key may be unseen)
-        hit = [p for p in db.problems if p.kind == "manifest-torn-tail" or p.kind.startswith("sst") and
-               (p.key_range is None or _overlaps(p.key_range, prefix))]
+        hit = [p for p in db.problems if p.kind == "manifest-torn-tail" or
+               (p.kind.startswith("sst") and (p.key_range is None or _overlaps(p.key_range, prefix)))]
         if hit:
             raise IndexDamaged(f"{hit[0].path}: {hit[0].detail}")
         streams.append(_db_stream(db, prefix, [d] + [x for x in disk.dirs.ledger_dirs if x != d]))

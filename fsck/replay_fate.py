@@ -16,6 +16,7 @@ import numpy as np
 
 from bkdisk.diskio.distinct import distinct, members
 from bkdisk.formats.ids import LedgerId
+from bkdisk.formats.lastmark import LastMark
 from bkdisk.formats.paths import CURRENT_DIR, journal_name
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
@@ -71,17 +72,25 @@ def index_unlisted(ctx: CheckContext, lid: LedgerId) -> bool:
     return ctx.dirs.storage_kind == "index-files" and ctx.index_inventory.unlisted_folder_of(lid) is not None
 
 
+def marked_journal_missing(ctx: CheckContext, ji: int, mark: LastMark) -> bool:
+    """Whether journal dir ``ji`` lacks the journal its lastMark ``mark`` names, as BookieImpl's replay checks
+    before reading the dir: only a mark above 0 names one (readLog keeps its initial (0, 0) over a lower
+    mark); a dir that could not be listed may hold it (pass 1 reports it); an index past the journal dirs
+    found names a dir that holds none."""
+    if mark.log_id <= 0 or (ji < len(ctx.dirs.journal_dirs) and ctx.not_listed(ctx.dirs.journal_dirs[ji])):
+        return False
+    return not any(jf.dir_index == ji and jf.journal_id == mark.log_id for jf in ctx.journal_files)
+
+
 def replay_stop(ctx: CheckContext) -> tuple[int, str] | None:
     """Where a restart stops replaying, as (journal dir index, the journal's name): the first journal dir,
-    in the order BookieImpl replays them, whose lastMark names a journal above 0 that the dir lacks.
+    in the order BookieImpl replays them, whose marked journal is missing (``marked_journal_missing``).
     Its replay throws ("Recovery log ... is missing") before reading any of its journals and the bookie
     shuts down, so neither its records nor those of the dirs after it are replayed. None when every
-    dir's replay starts; a dir that could not be listed may hold the journal (pass 1 reports it)."""
-    for ji, jdir in enumerate(ctx.dirs.journal_dirs):
+    dir's replay starts."""
+    for ji in range(len(ctx.dirs.journal_dirs)):
         mark = ctx.effective_last_mark(ji)
-        if mark is None or mark.log_id <= 0 or ctx.not_listed(jdir):
-            continue
-        if not any(jf.dir_index == ji and jf.journal_id == mark.log_id for jf in ctx.journal_files):
+        if mark is not None and marked_journal_missing(ctx, ji, mark):
             return ji, journal_name(mark.log_id)
     return None
 
@@ -90,28 +99,22 @@ def pending_findings(ctx: CheckContext, pend: PendingRecords, held: np.ndarray,
                      unlisted: str | None) -> tuple[list[Finding], np.ndarray]:
     """REPLAY_PENDING for the records after lastMark (``pend``; ``held``: whether storage holds each),
     those a restart replays apart from those it stops before; and the rows of the records it replays."""
-    stopped = _stopped_records(ctx, pend)
+    stop = replay_stop(ctx)
+    stopped = np.zeros(len(pend), bool)
+    if stop is not None:
+        dir_of = {jf.path: jf.dir_index for jf in ctx.journal_files}
+        stopped = np.array([dir_of[p] >= stop[0] for p in pend.paths], bool)[pend.rows["journal"]]
     replayed = np.flatnonzero(~stopped)
-    said = [pending_finding(ctx, pend, np.flatnonzero(stopped), held, unlisted, stopped=True)] if stopped.any() else []
+    said = [pending_finding(ctx, pend, np.flatnonzero(stopped), held, unlisted, stop)] if stopped.any() else []
     if len(replayed):
         said.append(pending_finding(ctx, pend, replayed, held, unlisted))
     return said, replayed
 
 
-def _stopped_records(ctx: CheckContext, pend: PendingRecords) -> np.ndarray:
-    """Per record of ``pend`` (those after lastMark), whether the replay stops before it (replay_stop)."""
-    stop = replay_stop(ctx)
-    if stop is None or not len(pend):
-        return np.zeros(len(pend), bool)
-    dir_of = {jf.path: jf.dir_index for jf in ctx.journal_files}
-    return np.array([dir_of[p] >= stop[0] for p in pend.paths], bool)[pend.rows["journal"]]
-
-
 def pending_finding(ctx: CheckContext, pend: PendingRecords, rows: np.ndarray, held: np.ndarray, unlisted: str | None,
-                    stopped: bool = False) -> Finding:
+                    stopped_at: tuple[int, str] | None = None) -> Finding:
     """REPLAY_PENDING for the records ``rows`` of ``pend``: replayed on restart, or not, where the replay
-    stops before their journal dir."""
-    stopped_at = replay_stop(ctx) if stopped else None
+    stops before their journal dir (``stopped_at``: replay_stop's)."""
     n, kept = len(rows), int(held[rows].sum())
     names = sorted({os.path.basename(pend.paths[j]) for j in distinct(pend.rows["journal"][rows]).tolist()})
     first = next(pend.tuples(rows[:1]))

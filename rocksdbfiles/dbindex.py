@@ -222,10 +222,10 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     with ExitStack() as stack:
         p1: list[Problem] = []
         locations_db, ledgers_db = os.path.join(c, LOCATIONS_DB), os.path.join(c, LEDGERS_DB)
-        # (one database gone beside the other: a DbLedgerStorage dir that lost it; both gone, no such dir)
-        lost = [db for db in (locations_db, ledgers_db) if _gone(db)]
-        lost = lost if len(lost) == 1 else []
-        for cols in () if _absent(locations_db, lost, p1) else iter_location_columns(locations_db, stack, p1):
+        gone = _gone_beside_other(locations_db, ledgers_db)
+        if gone == locations_db:
+            p1.append(_gone_problem(gone))
+        for cols in () if gone == locations_db else iter_location_columns(locations_db, stack, p1):
             r = np.empty(len(cols["ledger"]), LOCATION_ROW)
             for k in LOCATION_ROW.names or ():
                 r[k] = cols[k]
@@ -234,10 +234,10 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
             u, n = np.unique(r["ledger"], return_counts=True)
             ids.append(u)
             counts.append(n)
-        p2: list[Problem] = []
-        ledgers = LedgerTable(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64)) \
-            if _absent(ledgers_db, lost, p2) else None
-        if ledgers is None:
+        if gone == ledgers_db:
+            ledgers, p2 = LedgerTable(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.int64)), \
+                [_gone_problem(gone)]
+        else:
             ledgers, p2 = read_ledger_table(ledgers_db, stack)
         out.ledgers = ledgers
         out.problems = p1 + p2
@@ -247,26 +247,26 @@ def read_ledger_dir(current: str | os.PathLike, rows=None) -> LedgerDirIndex:
     return out
 
 
-def _gone(db_dir: str) -> bool:
-    """Whether the database folder ``db_dir`` is gone or empty (one that cannot be searched is not)."""
-    try:
-        return not os.listdir(db_dir)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
+def _gone_beside_other(locations_db: str, ledgers_db: str) -> str | None:
+    """The one database of a ledger dir whose folder is gone or empty while the other's is not (a
+    DbLedgerStorage dir that lost it; both gone, it is no such dir), else None. BookKeeper opens its
+    databases with create_if_missing, so its next start makes an empty one there, and the check reads it
+    as that. A folder that still holds files (a MANIFEST a CURRENT could name again) or that cannot be
+    searched is read, and fails, as any other: what it holds is unknown."""
+    def gone(db_dir: str) -> bool:
+        try:
+            return not os.listdir(db_dir)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+    lost = [db for db in (locations_db, ledgers_db) if gone(db)]
+    return lost[0] if len(lost) == 1 else None
 
 
-def _absent(db_dir: str, lost: list[str], problems: list[Problem]) -> bool:
-    """Whether ``db_dir`` is the database of ``lost`` (gone beside the dir's other one), said in ``problems``:
-    BookKeeper opens its databases with create_if_missing, so its next start makes an empty one there,
-    and the check reads it as that. A folder that still holds files (a MANIFEST a CURRENT could name
-    again) or that cannot be searched is read, and fails, as before: what it holds is unknown."""
-    if db_dir not in lost:
-        return False
-    problems.append(Problem("db-missing", os.path.join(db_dir, "CURRENT"), None, "cannot read (No such file or "
-                            "directory): the database is gone, and BookKeeper's next start makes an empty one here"))
-    return True
+def _gone_problem(db_dir: str) -> Problem:
+    return Problem("db-missing", os.path.join(db_dir, "CURRENT"), None, "cannot read (No such file or directory): "
+                   "the database is gone, and BookKeeper's next start makes an empty one here")
 
 
 def ledger_ids(idx: LedgerDirIndex) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 class Problem:
     """Damage found while reading; fsck turns these into findings."""
     # sst-checksum | sst-unreadable | sst-missing | sst-size | wal-torn-tail | wal-bad-batch | wal-unreadable
-    # | manifest-torn-tail | db-missing (no CURRENT: BookKeeper makes the database anew)
+    # | manifest-torn-tail | db-missing (the folder gone or empty beside the other database's)
     kind: str
     path: str
     offset: int | None

@@ -27,7 +27,13 @@ from bkdisk.fsck.findings import Finding
 from bkdisk.fsck.journal_tails import records_after
 from bkdisk.fsck.keyjoin import KeySet
 from bkdisk.fsck.master_keys import replayed_key_findings
-from bkdisk.fsck.replay_fate import entries_replay_skips, index_unlisted, pending_findings, storage_unlisted
+from bkdisk.fsck.replay_fate import (
+    entries_replay_skips,
+    index_unlisted,
+    marked_journal_missing,
+    pending_findings,
+    storage_unlisted,
+)
 from bkdisk.journal.arrays import JOURNAL_DTYPE, JournalArrays
 from bkdisk.journal.digests import bad_data_records
 from bkdisk.journal.reader import EndKind
@@ -259,11 +265,10 @@ def _check_last_marks(ctx: CheckContext) -> Iterator[Finding]:
         jfs = {jf.journal_id: jf for jf in ctx.journal_files if jf.dir_index == ji}
         jf = jfs.get(mark.log_id)
         if jf is None:
-            jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
-            if ctx.not_listed(str(jdir)):
-                continue   # (not listed: pass 1 reports the folder; whether the journal is there is unknown)
-            yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
-                          detail=f"{journal_name(mark.log_id)} in journal dir {jdir}")
+            if marked_journal_missing(ctx, ji, mark):   # (else its dir could not be listed: pass 1 says so)
+                jdir = ctx.dirs.journal_dirs[ji] if ji < len(ctx.dirs.journal_dirs) else ji
+                yield Finding(Code.LASTMARK_MISSING_JOURNAL, path=path, offset=0,
+                              detail=f"{journal_name(mark.log_id)} in journal dir {jdir}")
             continue
         scan = ctx.journal_scans.get(jf.path)
         if isinstance(scan, JournalArrays):

@@ -26,14 +26,15 @@ MAX_REBUILT_SLOTS = 1 << 27   # 1 GiB of slots: about 134 million entries in one
 _RANK = {DIGEST_OK: 2, DIGEST_UNKNOWN: 1, DIGEST_BAD: 0}
 
 
-def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, int, int]]:
+def best_copies(ctx: CheckContext, lid: LedgerId, served: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> dict[int, tuple[int, int, int, int]]:
     """Entry id -> (rank, log id, offset, location) of the copy a rebuild keeps: a verified copy before
     an unverifiable one before a failed one; among equals the copy the current index points at (what the
     bookie serves now: a rebuild of a header must not move a read to another copy, a later one being
     garbage the check names), else the latest (highest log id, then offset), as BookKeeper's rebuild from
-    the logs keeps the last copy it scans."""
-    served_entries, served_at = indexed_locations(ctx, lid)
-    served = dict(zip(served_entries.tolist(), served_at.tolist()))   # (as ``copies``: an item per entry)
+    the logs keeps the last copy it scans. ``served``: ``indexed_locations``' answer, when the caller has it."""
+    served_entries, served_at = indexed_locations(ctx, lid) if served is None else served
+    at = dict(zip(served_entries.tolist(), served_at.tolist()))   # (as ``copies``: an item per entry)
     copies: list[tuple[int, tuple[int, int, int, int]]] = []
     for lf in ctx.log_files:
         scan = ctx.log_scans.get(lf.path)
@@ -51,7 +52,7 @@ def best_copies(ctx: CheckContext, lid: LedgerId) -> dict[int, tuple[int, int, i
     for eid, cand in copies:
         if cand[0] == 0 and eid > vouched:
             continue
-        if eid not in best or _order(cand, served.get(eid)) >= _order(best[eid], served.get(eid)):
+        if eid not in best or _order(cand, at.get(eid)) >= _order(best[eid], at.get(eid)):
             best[eid] = cand
     return best
 
@@ -60,11 +61,6 @@ def _order(copy: tuple[int, int, int, int], served: int | None) -> tuple[int, bo
     """How a rebuild ranks a copy of an entry whose current index location is ``served``."""
     rank, log_id, offset, location = copy
     return rank, location == served, log_id, offset
-
-
-def indexed_entries(ctx: CheckContext, lid: LedgerId) -> np.ndarray:
-    """The entry ids the ledger's current index points at, ascending (``indexed_locations``)."""
-    return indexed_locations(ctx, lid)[0]
 
 
 def indexed_locations(ctx: CheckContext, lid: LedgerId) -> tuple[np.ndarray, np.ndarray]:

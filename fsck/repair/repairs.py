@@ -36,7 +36,7 @@ from bkdisk.fsck.problems import CUT_JOURNAL, FINISH_MOVE, MOVE_INDEX, REBUILD_I
 from bkdisk.fsck.repair import lost_entries as fate
 from bkdisk.fsck.repair.guards import RepairRefused, default_backup_dir, hold_repair_lock, processes_holding
 from bkdisk.fsck.repair.lost_entries import db_lost_entries, dropped_past_close, placed_in_no_log, within_closed
-from bkdisk.fsck.repair.rebuild import best_copies, indexed_entries, rebuilt_locations, too_large
+from bkdisk.fsck.repair.rebuild import best_copies, indexed_locations, rebuilt_locations, too_large
 from bkdisk.fsck.repair.rebuilt_header import damaged_index_fenced, header_for, infer_page_size, old_header
 from bkdisk.fsck.shell_commands import recover_commands
 from bkdisk.indexfiles.writer import index_bytes
@@ -174,9 +174,10 @@ def plan_repairs(report: Report, *, drop_lost_entries: bool = False) -> RepairPl
         paths = [inv.paths[i] for i in rows]
         target = moved.get(paths[0], paths[0]) if paths else \
             os.path.join(dirs.effective_index_dirs[0], CURRENT_DIR, index_relpath(lid))
-        best = best_copies(ctx, lid)
-        gone, dropped = _lost_entries(ctx, lid, best)
-        unplaced = placed_in_no_log(ctx, lid, np.array(sorted(best), np.int64), indexed_entries(ctx, lid))
+        served = indexed_locations(ctx, lid)   # (read once: a refused header's slots are read from its file)
+        best = best_copies(ctx, lid, served)
+        gone, dropped = _lost_entries(ctx, lid, best, served[0])
+        unplaced = placed_in_no_log(ctx, lid, np.array(sorted(best), np.int64), served[0])
         if unplaced:
             unindexed[lid] = unplaced
         else:   # (what pass 7 found missing of the ledger comes back with the rebuild)
@@ -244,11 +245,10 @@ def _bookkeeper_rebuilds(findings: list[Finding], lost: bool) -> list[Action]:
     return out
 
 
-def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict) -> tuple[list[int], str]:
-    """Entries the current index points at that a rebuild keeping ``best`` (rebuild.best_copies) would not
-    have and that are the ledger's (lost_entries.within_closed); what the rebuild drops past a closed
-    ledger's last entry, for the plan to say."""
-    old = indexed_entries(ctx, lid)
+def _lost_entries(ctx: CheckContext, lid: LedgerId, best: dict, old: np.ndarray) -> tuple[list[int], str]:
+    """Entries the current index points at (``old``) that a rebuild keeping ``best`` (rebuild.best_copies)
+    would not have and that are the ledger's (lost_entries.within_closed); what the rebuild drops past a
+    closed ledger's last entry, for the plan to say."""
     mine, past, last = within_closed(ctx, lid, old[~members(old, distinct(np.fromiter(best, np.int64, len(best))))])
     return mine.tolist(), dropped_past_close(past, last)
 

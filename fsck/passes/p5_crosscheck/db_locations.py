@@ -124,7 +124,7 @@ def _unpointed(ctx: CheckContext, idx, free: ChunkedArray, logs: dict[int, str],
     Where part of the locations database could not be read, what it holds is unknown: info only."""
     from bkdisk.formats.dbledger import ENTRY_SIZE_FIELD
     from bkdisk.rocksdbfiles.dbindex import ledger_ids
-    # (a database with no CURRENT is read as the empty one BookKeeper makes: what it held is gone, not unknown)
+    # (a database gone is read as the empty one BookKeeper makes: what it held is lost, not unknown)
     damage = next((p for p in idx.problems if dbindex.database_of(p.path)[0] == LOCATIONS_DB
                    and p.kind not in ("wal-torn-tail", "db-missing")), None)
     damaged = damage is not None
