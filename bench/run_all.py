@@ -16,6 +16,8 @@ BENCHES = {
     "fsck": ("bench.fsck_bench", "fsck passes on the benchmark bookie"),
     "cold": ("bench.cold_bench", "bookie-fsck of a bookie no page cache holds vs reads of the same files, cold"),
     "fsck-before-after": ("bench.fsck_before_after", "bookie-fsck of this install vs a source checkout, same rounds"),
+    "fixed-cost": ("bench.fixed_cost_bench", "inventory and fsck on a twin bookie of a few MiB (their fixed cost) "
+                                             "vs raw reads of the 2 GiB bookie: the best ratio reachable"),
     "lane-timeline": ("bench.lane_timeline", "one fsck of a bookie: each lane's busy time, each core's idle share"),
     "thread-cpu": ("bench.thread_cpu", "a command's CPU by thread name of its JVM: where an audit's time goes"),
     "index-walk": ("bench.index_walk_bench", "the .idx hierarchy walk: os.scandir vs the native walker"),
