@@ -136,7 +136,11 @@ def _password(opened, ledger, candidates: list[bytes]) -> bytes | None:
 def _say_scans(done, said: int) -> int:
     for root, why in done.scanned[said:]:
         warn(f"{root}: the ledger's index is damaged ({why}); its entry logs were scanned instead")
-    return len(done.scanned)
+    for root, a, b in done.searched[max(0, said - len(done.scanned)):]:
+        ids = f"entry {a}, which the metadata places on this disk, is" if a == b else \
+            f"of entries {a}..{b}, those the metadata places on this disk are"
+        warn(f"{root}: {ids} in no disk's index (an index cut short?): its entry logs were searched")
+    return len(done.scanned) + len(done.searched)
 
 
 def _metadata(source: str, ledger):

@@ -86,7 +86,7 @@ def locations(disk: Disk, lid: LedgerId, stack: ExitStack, first: int = 0,
             _db_locations(disk, lid, stack) if disk.kind == "rocksdb" else iter(())
         return it, None
     except IndexDamaged as e:
-        return iter(_scanned_locations(disk, lid)), str(e)
+        return iter(scanned_locations(disk, lid)), str(e)
 
 
 def master_key(disk: Disk, lid: LedgerId) -> bytes | None:
@@ -248,7 +248,7 @@ def _db_stream(db, prefix: bytes, dirs: list[str]) -> Iterator[Location]:
         yield loc.entry_id, logs[loc.log_id] or entry_log_name(loc.log_id), loc.offset
 
 
-def _scanned_locations(disk: Disk, lid: LedgerId) -> list[Location]:
+def scanned_locations(disk: Disk, lid: LedgerId) -> list[Location]:
     """The ledger's entries found by scanning every entry log of the disk (its index is damaged):
     only this ledger's locations are kept, one log's scan at a time."""
     found: list[Location] = []
