@@ -352,12 +352,8 @@ def _map_claims(s: EntryLogScanArrays) -> list[str]:
     m, h = s.ledgers_map, s.header
     if m is None or s.map_error is not None or h is None or not h.ledgers_map_offset:
         return []
-    from bkdisk.entrylogs.map_check import claimed_beyond, names_negative_bytes
-    beyond = claimed_beyond(m, h.ledgers_map_offset)
-    said = [f"{s.path}: the ledgers map claims {beyond} bytes more than the log holds before it"] if beyond else []
-    if names_negative_bytes(m):
-        said.append(f"{s.path}: the ledgers map gives a ledger fewer than zero bytes")
-    return said
+    from bkdisk.entrylogs.map_check import impossible_claims
+    return [f"{s.path}: the ledgers map {claim}" for claim in impossible_claims(m, h.ledgers_map_offset)]
 
 
 def scan_warnings(s: EntryLogScanArrays) -> list[str]:

@@ -37,6 +37,17 @@ def names_negative_bytes(ledgers_map: Mapping[tuple[int, int], int]) -> bool:
         return any(v < 0 for v in ledgers_map.values())
 
 
+def impossible_claims(ledgers_map: Mapping[tuple[int, int], int], map_offset: int) -> list[str]:
+    """What a map that parses says that no entry can make true, each as a predicate of "the ledgers map"
+    (``bkdisk inventory`` warns of them, ``bkdisk dump entrylog`` ends with them as damage); none for a
+    map that could be true."""
+    beyond = claimed_beyond(ledgers_map, map_offset)
+    said = [f"claims {beyond} bytes more than the log holds before it"] if beyond else []
+    if names_negative_bytes(ledgers_map):
+        said.append("gives a ledger fewer than zero bytes")
+    return said
+
+
 def map_differences(scan: EntryLogArrays) -> list[tuple[tuple[int, int], int | None, int | None]]:
     """The ledgers whose size in the log's ledgers map differs from the sum of their entries, by
     (scope, ledger): (ledger, the map's size, the entries' sum), None where one side lacks the ledger.

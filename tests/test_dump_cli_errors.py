@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,6 +126,21 @@ def test_entry_log_with_a_garbled_entry_size(tmp_path):
     p = _copy(LOG, tmp_path, lambda d: _put(d, 1060, b"\x7f\x00\x00\x00"))
     res = _assert_one_line_error(["entrylog", str(p)], p)
     assert "offset 1060" in res.stderr
+
+
+@pytest.mark.parametrize("byte, said", [(1, r"claims 717761\d{11} bytes more than the log holds before it"),
+                                        (0, "gives a ledger fewer than zero bytes")])
+@pytest.mark.parametrize("argv_extra", [["--metadata"], []])
+def test_a_ledgers_map_true_of_no_entries_is_printed_then_said(tmp_path, byte, said, argv_extra):
+    """A flipped byte of the first ledger's size in the map (after the batch's size, -1, -2|-3, the count and
+    its id): the shell prints such a map as it is, and so does the dump; the damage follows, exit 8."""
+    from bkdisk.entrylogs.scan import scan_entry_log
+    at = scan_entry_log(str(LOG)).header.ledgers_map_offset
+    p = _copy(LOG, tmp_path, lambda d: _put(d, at + 4 + 8 + 8 + 4 + 8 + byte, b"\xff"))
+    res = _assert_one_line_error(["entrylog", *argv_extra, str(p)], p)
+    assert re.fullmatch(f"bkdisk: {re.escape(str(p))}: offset {at}: expected a ledgers map true of the entries "
+                        f"before it, found one that {said}\n", res.stderr), res.stderr
+    assert res.stdout == CliRunner().invoke(dump, ["entrylog", *argv_extra, str(LOG)]).stdout or byte == 1
 
 
 def test_entry_log_shorter_than_its_header(tmp_path):

@@ -38,6 +38,7 @@ from bkdisk.journal.reader import EndKind
 # The jitted scanners (numba) load when a dump runs, not for --help.
 journal_scan = lazy_import("bkdisk.journal.scan")
 entrylog_scan = lazy_import("bkdisk.entrylogs.scan")
+map_check = lazy_import("bkdisk.entrylogs.map_check")
 
 SIGNED_MAX = (1 << 63) - 1
 RECORD_PREFIX = RECORD_LENGTH.sizeof()   # a journal record's length prefix
@@ -194,7 +195,22 @@ def _entry_log_error(scan, read) -> FormatError | None:
                  if off + SIZE_PREFIX <= scan.size else f"{scan.size - off} bytes")
         return FormatError(_DAMAGE_EXPECTED[reason], f"{found} ({reason.name.lower()}; next entry at {resumed})",
                            path=scan.path, offset=off)
-    return scan.map_error
+    if scan.map_error is not None:
+        return scan.map_error
+    return _impossible_map(scan)
+
+
+def _impossible_map(scan) -> FormatError | None:
+    """A ledgers map that parses yet is true of no entries (BookKeeper's shell prints it as it is, and so
+    does the dump): damage all the same, said once the dump is out."""
+    m, h = scan.ledgers_map, scan.header
+    if m is None or h is None or not h.ledgers_map_offset:
+        return None
+    claims = map_check.impossible_claims(m, h.ledgers_map_offset)
+    if not claims:
+        return None
+    return FormatError("a ledgers map true of the entries before it", f"one that {' and '.join(claims)}",
+                       path=scan.path, offset=h.ledgers_map_offset)
 
 
 def _entries(scan) -> list[EntryRecord]:
