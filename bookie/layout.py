@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -149,6 +150,18 @@ def _has_subfolder(path: str) -> bool:
         return False
 
 
+def _why_not_a_folder(path: str) -> str:
+    """Why ``path`` is not a folder to search: missing (or a link that leads nowhere), out of reach (a
+    folder above it this user cannot search), or something else."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "no such folder" + (" (a symbolic link that leads nowhere)" if os.path.islink(path) else "")
+    except OSError as e:
+        return f"cannot be reached ({e.strerror})"
+    return "a file, not a folder" if stat.S_ISREG(st.st_mode) else "not a folder"
+
+
 def discover_all(root: str, notes: list[str] | None = None) -> list[BookieDirs]:
     """Every bookie under ``root`` (up to SEARCH_DEPTH levels, following symlinks): dirs with a ``current/``,
     classified by content and grouped by the bookie id of their cookies.
@@ -162,7 +175,7 @@ def discover_all(root: str, notes: list[str] | None = None) -> list[BookieDirs]:
     """
     root = os.path.abspath(root)
     if not os.path.isdir(root):
-        raise LayoutError(f"{root}: not a directory")
+        raise LayoutError(f"{root}: {_why_not_a_folder(root)}")
     found: list[tuple[str, set[str]]] = []
     no_current: list[str] = []   # folders without a current/ folder (none, or a dangling link, a loop, a file)
     seen_real = set()

@@ -174,7 +174,7 @@ def test_damaged_log_warns_on_stderr_and_still_lists_every_intact_entry():
 
 @pytest.mark.parametrize("args,needle", [
     ((), "nothing to inventory"),
-    (("/nonexistent/bookie",), "/nonexistent/bookie: not a directory"),
+    (("/nonexistent/bookie",), "/nonexistent/bookie: no such folder"),
     (("--conf", "/nonexistent/bk_server.conf"), "cannot read"),
     ((str(GOLDEN / "interleaved-v6-hostport"), "--metadata-dir", "/nonexistent/md"), "cannot list the metadata folder"),
 ])

@@ -77,3 +77,23 @@ def test_inventory_warns_on_stderr_in_one_line_and_exits_as_before(tmp_path):
     assert r.stderr.splitlines() == [
         f"bkdisk: warning: folders below {cut} were not searched (more than {SEARCH_DEPTH} levels below {root}); "
         f"give that folder as a ROOT of its own to include its bookies"]
+
+
+def test_a_root_that_is_no_folder_is_said_for_what_it_is(tmp_path):
+    """Missing, a link that leads nowhere, a file, a device, and a folder this user cannot reach (run
+    unprivileged, a process whose permission checks are real): each one line naming the path and why."""
+    from fsck_helpers import unprivileged
+    (tmp_path / "file").write_bytes(b"")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "locked" / "in").mkdir(parents=True)
+    cases = {str(tmp_path / "missing"): "no such folder", str(tmp_path / "dangling"):
+             "no such folder (a symbolic link that leads nowhere)", str(tmp_path / "file"): "a file, not a folder",
+             "/dev/null": "not a folder", str(tmp_path / "locked" / "in"): "cannot be reached (Permission denied)"}
+    (tmp_path / "locked").chmod(0)
+    try:
+        for root, why in cases.items():
+            r = subprocess.run(unprivileged([str(BKDISK), "inventory", root]), capture_output=True, text=True,
+                               timeout=60)
+            assert (r.returncode, r.stderr) == (8, f"bkdisk: {root}: {why}\n"), r.stderr
+    finally:
+        (tmp_path / "locked").chmod(0o755)
