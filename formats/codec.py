@@ -85,6 +85,7 @@ def _checked_field(struct: cs.Construct, data: bytes | memoryview, context: dict
 _BYTES_LITERAL = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')
 
 
+_CONST_VALUES = re.compile(r"expected (-?\d+) but parsed (-?\d+)")
 _SHORT_READ = re.compile(r"stream read less than specified amount, expected (\d+), found (\d+)")
 
 
@@ -94,6 +95,9 @@ def _describe(e: Exception) -> str:
         found = _BYTES_LITERAL.findall(str(e))
         if len(found) == 2:
             return shown(ast.literal_eval(found[1]))
+        values = _CONST_VALUES.search(str(e))
+        if values:   # (an integer constant: both values as numbers)
+            return f"{values[2]} where the constant {values[1]} belongs"
     short = _SHORT_READ.search(str(e))
     if short:   # construct's words for data that ends inside a field
         name = (getattr(e, "path", None) or "").split("->")[-1].strip()

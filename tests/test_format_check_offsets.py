@@ -51,3 +51,10 @@ def test_data_ending_inside_a_field_is_said_in_our_words():
         fj.classify_body(body[:-1], offset=512, path="j.txn")
     text = str(e.value)
     assert "only 3 bytes left for the field master_key (4 bytes)" in text and "stream" not in text, text
+
+
+def test_an_integer_constant_that_differs_is_named_with_both_values_in_our_words():
+    flat = cs.Struct("marker" / cs.Const(-1, cs.Int64sb), "n" / cs.Int32ub)
+    with pytest.raises(FormatError) as e:
+        parse_struct(flat, struct.pack(">qI", 7, 0), what="a test batch", path="t.bin", offset=10)
+    assert str(e.value) == "t.bin: offset 10: expected a test batch, found 7 where the constant -1 belongs"
