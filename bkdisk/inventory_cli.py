@@ -175,12 +175,14 @@ def _unserved(dirs: BookieDirs, entries: int) -> list[str]:
                     f"ledgers and locations databases) for the {entries} entries the entry logs hold: "
                     f"the bookie cannot find them to serve them")
     journals = 0
+    unlisted = []
     for d in dirs.journal_dirs:
         try:
             journals += sum(parse_journal_name(n) is not None for n in os.listdir(dirs.current(d)))
-        except OSError:
-            pass
-    if dirs.journal_dirs and not journals:
+        except OSError as e:
+            unlisted.append(f"{dirs.current(d)}: cannot list ({e.strerror}): its journals were not looked for")
+    gaps += unlisted
+    if dirs.journal_dirs and not journals and not unlisted:
         gaps.append(f"{', '.join(dirs.journal_dirs)}: no journal file in any journal dir (a bookie that "
                     f"ever ran has one): what it acknowledged and had not yet written to an entry log is gone")
     return gaps

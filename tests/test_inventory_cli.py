@@ -493,3 +493,23 @@ def test_a_ledgers_map_true_of_no_entries_is_damage_exit_4(tmp_path, byte, said)
     assert code0 == 0 and code == 4, err
     assert f"{log}: the ledgers map {said}" in err, err
     assert len(rows_of(out)) == len(rows_of(out0))
+
+
+def test_a_journal_dir_that_cannot_be_listed_is_said_so_not_said_empty(tmp_path):
+    """Run unprivileged (permission checks real): the journal dir's ``current`` mode 000 is a folder not
+    looked in, not "no journal file in any journal dir" (which says acknowledged entries are gone)."""
+    import shutil
+    import subprocess
+
+    from fsck_helpers import unprivileged
+    root = tmp_path / "bk"
+    shutil.copytree(GOLDEN / "interleaved-v6-hostport", root, ignore=shutil.ignore_patterns("tool-output"))
+    cur = root / "journal" / "current"
+    cur.chmod(0)
+    try:
+        r = subprocess.run(unprivileged([str(Path(sys.executable).parent / "bkdisk"), "inventory", str(root)]),
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        cur.chmod(0o755)
+    assert r.returncode == 4, r.stderr
+    assert r.stderr == f"bkdisk: warning: {cur}: cannot list (Permission denied): its journals were not looked for\n"
