@@ -75,6 +75,17 @@ def test_truncated_journal_reports_the_torn_record(tmp_path):
     assert res.stdout.startswith("Scan journal 1795301145702 (1a200497c66.txn)\n")
 
 
+@pytest.mark.parametrize("cut", [8, 300, 511])
+def test_a_journal_cut_inside_its_header_is_said_after_the_scan_line(tmp_path, cut):
+    """BookKeeper positions a V5+ journal's read at 512 and reads nothing from such a file, as the dump
+    prints; the cut header is damage all the same."""
+    p = _copy(JOURNAL, tmp_path, lambda d: d[:cut])
+    res = _assert_one_line_error(["journal", str(p)], p)
+    assert res.stdout == f"Scan journal {int(p.stem, 16)} ({p.name})\n"
+    assert res.stderr == (f"bkdisk: {p}: offset {cut}: expected a V6 journal's 512-byte header (magic, version, "
+                          f"zeros to its end), found {cut} bytes: the file ends inside it\n")
+
+
 def test_truncated_journal_in_json_mode_still_fails(tmp_path):
     p = _copy(JOURNAL, tmp_path, lambda d: d[:1536 + 100])
     res = _assert_one_line_error(["journal", "--json", str(p)], p)

@@ -86,6 +86,10 @@ def dump() -> None:
 
 
 def _journal_end_error(scan: JournalArrays) -> FormatError | None:
+    if scan.size < scan.header_size:   # (BookKeeper positions its read past the header: no record, no error)
+        return FormatError(f"a V{scan.version} journal's {scan.header_size}-byte header (magic, version, zeros to "
+                           "its end)", f"{scan.size} bytes: the file ends inside it", path=scan.path,
+                           offset=scan.size)
     if scan.end_kind in (EndKind.CLEAN, EndKind.EOF):
         return None
     expected = {
