@@ -25,6 +25,7 @@ from bkdisk.diskio.distinct import distinct, members
 from bkdisk.formats.digests import master_key
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.journal import RecordKind
+from bkdisk.fsck import replay_fate
 from bkdisk.fsck.codes import Code
 from bkdisk.fsck.context import CheckContext
 from bkdisk.fsck.findings import Finding
@@ -65,7 +66,7 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
     record no restart reads, or None when the damaged record is one a restart replays, which
     ``replayed_key_findings`` reports; the finding's detail)."""
     db = ctx.dirs.storage_kind == "rocksdb"
-    replayed = lid in ctx.journal_facts.replayed_keys
+    replayed = _replay_reaches(ctx, lid)
     detail = f"journal {journal.hex()}, index {stored.hex()}"
     password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
     if password is None:
@@ -75,7 +76,7 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
     if ours == stored:
         if not replayed:
             return False, (f"{detail}; the index's is {_FROM_PASSWORD}: the journal's ledger-key record is the "
-                           "damaged one, and it lies before lastMark, where no restart reads it")
+                           f"damaged one, and {_unread(ctx, lid)}")
         return None, ""
     if ours == journal:
         if db:
@@ -96,6 +97,43 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
     return True, f"{detail}; neither is {_FROM_PASSWORD}{restart}"
 
 
+def _replay_reaches(ctx: CheckContext, lid: LedgerId) -> bool:
+    """Whether a restart replays a ledger-key record of ``lid``: one lies after lastMark, in a journal dir
+    the replay reads before it stops (replay_fate.replay_stop: a dir whose marked journal is missing)."""
+    if lid not in ctx.journal_facts.replayed_keys:
+        return False
+    stop = _stop(ctx)
+    return stop is None or any(_before(ctx, stop, p) for p, _o in ctx.journal_facts.replayed_key_at[lid])
+
+
+def _before(ctx: CheckContext, stop: tuple[int, str], path: str) -> bool:
+    dir_of = ctx.shared(JOURNAL_DIR_OF, lambda: {jf.path: jf.dir_index for jf in ctx.journal_files})
+    return dir_of.get(path, stop[0]) < stop[0]
+
+
+def _reached_keys(ctx: CheckContext) -> Iterator[tuple[LedgerId, list[bytes], list[tuple[str, int]]]]:
+    """Per ledger, in id order, the distinct keys of its ledger-key records a restart replays and where each
+    is first met: those after lastMark, in the journal dirs read before the replay stops."""
+    facts, stop = ctx.journal_facts, _stop(ctx)
+    for lid, keys in sorted(facts.replayed_keys.items()):
+        kept = [(k, w) for k, w in zip(keys, facts.replayed_key_at[lid]) if stop is None or _before(ctx, stop, w[0])]
+        if kept:
+            yield lid, [k for k, _w in kept], [w for _k, w in kept]
+
+
+def _stop(ctx: CheckContext) -> tuple[int, str] | None:
+    return ctx.shared(REPLAY_STOP, lambda: (replay_fate.replay_stop(ctx),))[0]
+
+
+def _unread(ctx: CheckContext, lid: LedgerId) -> str:
+    """Why no restart reads the ledger's ledger-key record."""
+    stop = _stop(ctx)
+    if stop is None or lid not in ctx.journal_facts.replayed_keys:
+        return "it lies before lastMark, where no restart reads it"
+    return (f"no restart reads it: the replay stops at journal dir {ctx.dirs.journal_dirs[stop[0]]}, whose lastMark "
+            f"names {stop[1]}, which it lacks, before reaching it")
+
+
 def _start_fails(first: tuple[int, str, int]) -> str:
     """The replay meeting ``first`` (kind, journal path, offset: a fence, explicit LAC or entry) before any
     ledger-key record of the ledger."""
@@ -112,6 +150,8 @@ _HANDLE_KINDS = np.array([int(k) for k in (RecordKind.DATA, RecordKind.LEDGER_KE
 _KIND_NAMES = {int(RecordKind.DATA): "entry", int(RecordKind.FENCE): "fence",
                int(RecordKind.EXPLICIT_LAC): "explicit-LAC", _KEY: "ledger-key"}
 FIRST_REPLAYED = "first_replayed_records"   # ctx.shared's name for _first_replayed's table
+REPLAY_STOP = "replay_stop"   # ctx.shared's name for where a restart's replay stops (in a 1-tuple)
+JOURNAL_DIR_OF = "journal_dir_of"   # ctx.shared's name for each journal's dir index, by path
 
 
 def _first_replayed(ctx: CheckContext) -> dict[LedgerId, tuple[int, str, int]]:
@@ -125,8 +165,11 @@ def _first_replayed_records(ctx: CheckContext) -> dict[LedgerId, tuple[int, str,
     asked = ctx.journal_facts.replayed_keys
     ledgers = distinct(np.array([lid.ledger for lid in asked], np.uint64))
     out: dict[LedgerId, tuple[int, str, int]] = {}
+    stop = _stop(ctx)
     for jf in sorted(ctx.journal_files, key=lambda j: (j.dir_index, j.journal_id)):
         scan, mark = ctx.journal_scans.get(jf.path), ctx.effective_last_mark(jf.dir_index)
+        if stop is not None and jf.dir_index >= stop[0]:
+            break   # (the replay ends there)
         if not isinstance(scan, JournalArrays) or (mark is not None and jf.journal_id < mark.log_id):
             continue
         for _lo, recs, _facts in record_parts(scan):
@@ -145,9 +188,7 @@ def replayed_key_findings(ctx: CheckContext) -> Iterator[Finding]:
     """Ledger-key records after lastMark: of two keys for one ledger, or not the password's key.
     The finding points at the record of the key a restart refuses (the second), or of the bad key."""
     db = ctx.dirs.storage_kind == "rocksdb"
-    facts = ctx.journal_facts
-    for lid, keys in sorted(facts.replayed_keys.items()):
-        at = facts.replayed_key_at[lid]
+    for lid, keys, at in _reached_keys(ctx):
         password = ctx.digest_plan.passwords.get((lid.scope, lid.ledger))
         if len(keys) > 1:
             ours = master_key(password) if password is not None else None

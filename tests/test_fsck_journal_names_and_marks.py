@@ -578,3 +578,34 @@ def test_without_the_password_the_replay_order_still_says_whether_the_start_fail
             f.message and "start fails" not in f.message, f.message
     else:
         assert "the handle is made from the index's key and refuses the record's, and the start fails" in f.message
+
+
+@pytest.mark.parametrize("damaged", ["index", "journal"])
+def test_a_key_record_past_where_the_replay_stops_is_not_said_replayed(tmp_path, damaged):
+    """The ledger's only key record after lastMark lies in a journal the replay never reaches (the dir's
+    lastMark names a journal it lacks: BookieImpl's replay throws before reading the dir): the key
+    mismatch costs what an unreplayed record costs, and no text says a restart replays it."""
+    c = _clean_copy("interleaved-v6-hostport", tmp_path)
+    _path, _jid, key = _key_record(c)
+    folder = _journal_folder(c)
+    first, *_later, newest = _journal_ids(folder)
+    recorded = bytearray(key.master_key)
+    if damaged == "index":
+        flip(c.index_path(key.ledger_id), KEY_OFFSET + 3)
+    else:
+        recorded[3] ^= 0xFF
+    _append_records(os.path.join(folder, journal_name(newest)), [fj.build_ledger_key_body(key.ledger_id,
+                                                                                         bytes(recorded))])
+    _mark_at(c, first, 512)
+    os.remove(os.path.join(folder, journal_name(first)))
+    report = c.check()
+    assert _only(report, "LASTMARK_MISSING_JOURNAL")
+    assert not [g for g in report.findings if "a restart replays" in g.message or g.code.startswith("JOURNAL_REPLAYED")]
+    if damaged == "index":
+        [f] = _only(report, "INDEX_MASTER_KEY_MISMATCH")
+        assert "the index's key is damaged, and a handle made from it" in f.message, f.message
+    else:
+        [f] = _only(report, "JOURNAL_MASTER_KEY_BAD")
+        assert f"the journal's ledger-key record is the damaged one, and no restart reads it: the replay stops at " \
+               f"journal dir {os.path.dirname(folder)}, whose lastMark names {journal_name(first)}, which it lacks, " \
+               "before reaching it" in f.message, f.message
