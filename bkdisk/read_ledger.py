@@ -136,10 +136,9 @@ def _password(opened, ledger, candidates: list[bytes]) -> bytes | None:
 def _say_scans(done, said: int) -> int:
     for root, why in done.scanned[said:]:
         warn(f"{root}: the ledger's index is damaged ({why}); its entry logs were scanned instead")
-    for root, a, b in done.searched[max(0, said - len(done.scanned)):]:
-        ids = f"entry {a}, which the metadata places on this disk, is" if a == b else \
-            f"of entries {a}..{b}, those the metadata places on this disk are"
-        warn(f"{root}: {ids} in no disk's index (an index cut short?): its entry logs were searched")
+    for root, a in done.searched[max(0, said - len(done.scanned)):]:
+        warn(f"{root}: entries the metadata places on this disk are in no disk's index, from entry {a} on (an index "
+             "cut short?): its entry logs were searched for them")
     return len(done.scanned) + len(done.searched)
 
 

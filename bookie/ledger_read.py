@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bkdisk.bookie.inventory import verified_status
-from bkdisk.bookie.ledger_copies import CopyReader, Disk, Location, locations, scanned_locations
+from bkdisk.bookie.ledger_copies import CopyReader, Disk, locations
+from bkdisk.bookie.unindexed_copies import UnindexedSearch
 from bkdisk.digests.kernels import DIGEST_BAD, DIGEST_OK
 from bkdisk.digests.plan import DigestPlan
 from bkdisk.digests.verify import verify_entry_digests
@@ -103,8 +105,8 @@ class LedgerRead:
     held_anywhere: bool = False
     unreadable: dict[str, str] = field(default_factory=dict)         # entry log -> why it could not be read
     disagree: list[int] = field(default_factory=list)   # entries whose intact copies, none verified, differ
-    # (disk root, first id, last id): ids the metadata gives the disk that no index holds; its logs searched
-    searched: list[tuple[str, int, int]] = field(default_factory=list)
+    # (disk root, first id): a disk the metadata gives ids no index holds, from that one on; its logs searched
+    searched: list[tuple[str, int]] = field(default_factory=list)
 
 
 def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | None, first: int = 0,
@@ -131,19 +133,28 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
         # The entry before ``first`` is read too, never given: its cumulative length gives the payload
         # length of ``first``'s copies when their digests cannot be verified.
         lead = first - 1 if first > 0 else first
-        found = []
-        for disk in disks:
+        streams, scanned = [], set()
+        for n, disk in enumerate(disks):
             it, why = locations(disk, lid, stack, lead, last)
             if why is not None:
                 done.scanned.append((disk.root, why))
-                it = list(it)   # (a scan's locations, held: read once more for the ids they hold)
-            found.append((it, why))
-        if metadata is not None and last is not None and metadata.ensembles:
-            unindexed = _placed_unindexed(disks, lid, metadata, found, stack, first, last)
-            for n, (a, b) in unindexed.items():
-                done.searched.append((disks[n].root, a, b))
-                found[n] = (_with_unindexed(found[n][0], scanned_locations(disks[n], lid)), None)
-        streams = [_tagged(it, n) for n, (it, _why) in enumerate(found)]
+                scanned.add(n)
+            streams.append(_tagged(it, n))
+        search = UnindexedSearch(disks, lid, metadata, done.searched, scanned) \
+            if metadata is not None and metadata.ensembles else None
+
+        def gap(a: int, b: int, searched: bool = True) -> Iterator[tuple[EntryRead, int]]:
+            """The ids ``a``..``b`` no disk's index holds, each with the copies a search of the disks the
+            metadata places it on found (and the bytes they hold)."""
+            for lo in range(a, b + 1, CHUNK_ENTRIES):   # (a chunk's locations at a time)
+                hi = min(b, lo + CHUNK_ENTRIES - 1)
+                found = search.copies(max(lo, first), hi) if search is not None and searched else {}
+                for i in range(lo, hi + 1):
+                    e = EntryRead(i)
+                    for n, path, pos in found.get(i, ()):
+                        e.copies.append(Copy(disks[n].bookie_id, reader.record(path, pos) or b""))
+                    yield e, sum(len(c.data) for c in e.copies)
+
         merged = heapq.merge(*streams)
         nxt = lead
         chunk: list[EntryRead] = []
@@ -155,82 +166,25 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
                 break
             done.held_anywhere = True
             if not chunk or chunk[-1].entry_id != eid:
-                if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
-                    yield from _settle(chunk, lid, plan, state, done, first)
-                    chunk, held = [], 0
-                while nxt < eid:            # ids no disk holds
-                    chunk.append(EntryRead(nxt))
-                    nxt += 1
-                chunk.append(EntryRead(eid))
+                for e, size in itertools.chain(gap(nxt, eid - 1), [(EntryRead(eid), 0)]):
+                    if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
+                        yield from _settle(chunk, lid, plan, state, done, first)
+                        chunk, held = [], 0
+                    chunk.append(e)
+                    held += size
                 nxt = eid + 1
             data = reader.record(path, pos)
             chunk[-1].copies.append(Copy(disks[n].bookie_id, data or b""))
             held += len(data or b"")
         if last is not None:
-            while nxt <= last:
-                chunk.append(EntryRead(nxt))
-                nxt += 1
-                if len(chunk) >= CHUNK_ENTRIES:
+            # (past the last id any disk holds, only a CLOSED ledger's were all written)
+            for e, size in gap(nxt, last, searched=metadata is not None and metadata.is_closed):
+                if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
                     yield from _settle(chunk, lid, plan, state, done, first)
-                    chunk = []
+                    chunk, held = [], 0
+                chunk.append(e)
+                held += size
         yield from _settle(chunk, lid, plan, state, done, first)
-
-
-def _placed_unindexed(disks: list[Disk], lid: LedgerId, md: LedgerMetadata, found: list, stack: ExitStack,
-                      first: int, last: int) -> dict[int, tuple[int, int]]:
-    """The disks (by number) read through their index that the metadata gives some id of ``first``..``last``
-    no disk holds (an index cut short, or entries its bookie never indexed), each with the first and
-    last such id: their entry logs are searched for them. Past the last id any disk holds, only a CLOSED
-    ledger's ids count. The ids held are read from fresh index reads."""
-    held = [locations(d, lid, stack, first, last)[0] if why is None else iter(it)
-            for d, (it, why) in zip(disks, found)]
-    bookies = {n: d.bookie_id for n, (d, (_it, why)) in enumerate(zip(disks, found)) if why is None}
-    out: dict[int, tuple[int, int]] = {}
-    nxt = first
-    for eid in heapq.merge(*([loc[0] for loc in h] for h in held)):
-        if eid > last:
-            break
-        if eid > nxt:
-            _mark(out, bookies, md, nxt, eid - 1)
-        nxt = max(nxt, eid + 1)
-    if nxt <= last and md.is_closed:   # (past an open ledger's last id held, no entry need have been written)
-        _mark(out, bookies, md, nxt, last)
-    return out
-
-
-def _mark(out: dict[int, tuple[int, int]], bookies: dict[int, str], md: LedgerMetadata, a: int, b: int) -> None:
-    """Add to ``out`` each disk to which ``md`` gives some id of ``a``..``b``: entry ``e`` of a segment of
-    ``E`` bookies goes to the one at index ``i`` when ``(i - e) mod E < Qw`` (the client's round robin)."""
-    starts = sorted(f for f, _m in md.ensembles)
-    for k, f in enumerate(starts):
-        lo, hi = max(a, f), min(b, starts[k + 1] - 1 if k + 1 < len(starts) else b)
-        if lo > hi:
-            continue
-        members = md.ensemble_at(f)
-        size = len(members)
-        for n, bid in bookies.items():
-            slots = [i for i, m in enumerate(members) if m == bid]
-            if any(hi - lo + 1 >= size or any((i - e) % size < md.write_quorum for e in range(lo, hi + 1))
-                   for i in slots):
-                was = out.get(n)
-                out[n] = (lo, hi) if was is None else (min(was[0], lo), max(was[1], hi))
-
-
-def _with_unindexed(indexed, scanned: list[Location]) -> Iterator[Location]:
-    """The index's locations, and a scan's of the ids the index lacks, in entry-id order (an id the
-    index holds is read where the index points, as the bookie reads it)."""
-    rest = iter(scanned)
-    pending = next(rest, None)
-    for loc in indexed:
-        while pending is not None and pending[0] < loc[0]:
-            yield pending
-            pending = next(rest, None)
-        while pending is not None and pending[0] == loc[0]:
-            pending = next(rest, None)
-        yield loc
-    while pending is not None:
-        yield pending
-        pending = next(rest, None)
 
 
 def _tagged(it, n: int):

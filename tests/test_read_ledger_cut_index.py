@@ -14,7 +14,7 @@ from conftest import GOLDEN
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkdisk.bookie import ledger_copies, ledger_read
+from bkdisk.bookie import ledger_copies, ledger_read, unindexed_copies
 from bkdisk.bookie.ledger_copies import open_disk
 from bkdisk.bookie.metadata_dir import read_ledger_file
 from bkdisk.bookie.salvage_placement import write_set
@@ -60,8 +60,8 @@ def test_the_entries_a_cut_index_lost_are_found_in_the_logs_where_the_metadata_p
     assert {o["entry_id"] for o in got if not o["lost"]} == held
     assert all(o["payload_sha256"] == want[o["entry_id"]]["payload_sha256"] for o in got if not o["lost"])
     warnings = [line for line in res.stderr.splitlines() if "warning" in line]
-    assert warnings == [f"bkdisk: warning: {disk}: of entries {KEPT_SLOTS}..59, those the metadata places on this "
-                        "disk are in no disk's index (an index cut short?): its entry logs were searched"]
+    assert warnings == [f"bkdisk: warning: {disk}: entries the metadata places on this disk are in no disk's index, "
+                        f"from entry {KEPT_SLOTS} on (an index cut short?): its entry logs were searched for them"]
 
 
 def test_ids_another_disk_holds_are_read_from_it_and_no_log_is_scanned(cut: Path, monkeypatch):
@@ -102,8 +102,7 @@ def test_the_disks_marked_are_those_the_round_robin_gives_an_id_of_the_gap(data)
     a = data.draw(st.integers(0, 50))
     b = data.draw(st.integers(a, a + 12))
     bookies = {n: names[n] for n in data.draw(st.sets(st.integers(0, 6), min_size=1))}
-    out: dict[int, tuple[int, int]] = {}
-    ledger_read._mark(out, bookies, md, a, b)
+    out = unindexed_copies.placed_disks(bookies, md, a, b)
     want: dict[int, list[int]] = {}
     for e in range(a, b + 1):
         ens = md.ensemble_at(e)
