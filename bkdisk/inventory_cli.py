@@ -179,6 +179,8 @@ def _unserved(dirs: BookieDirs, entries: int) -> list[str]:
     for d in dirs.journal_dirs:
         try:
             journals += sum(parse_journal_name(n) is not None for n in os.listdir(dirs.current(d)))
+        except (FileNotFoundError, NotADirectoryError):
+            pass   # (no current folder: no journal)
         except OSError as e:
             unlisted.append(f"{dirs.current(d)}: cannot list ({e.strerror}): its journals were not looked for")
     gaps += unlisted
