@@ -128,28 +128,55 @@ def _password(keys: Sequence[BookieLedger], candidates: Sequence[bytes]) -> tupl
 
 
 def _close(copies: Sequence[Copy], keys: Sequence[BookieLedger], last_first: int
-           ) -> tuple[int, int | None, list[int], list[int], str]:
-    """(last entry, its length or None, lost entries, dropped entries, why), as LedgerRecoveryOp
-    closes the ledger: from max(highest LAC any intact copy or explicit LAC carries, first entry of the
-    last ensemble - 1), forward while the next entry has an intact copy."""
+           ) -> tuple[int, int | None, list[int], list[int], str, str | None]:
+    """(last entry, its length or None, lost entries (the first LOST_LISTED), dropped entries, why, why not
+    to trust it), as LedgerRecoveryOp closes the ledger: from max(highest LAC any intact copy or explicit
+    LAC carries, first entry of the last ensemble - 1), forward while the next entry has an intact copy.
+
+    An entry's LAC lies below its own id (the writer's LAC when it sent it): a higher one is no LAC. An
+    explicit LAC past every entry any disk holds names entries no disk given has (a bookie's disk not
+    given) or is damaged: it carries recovery no further than those entries, and the ledger is not closed
+    (the last value says why)."""
     intact: dict[int, Copy] = {}
     for c in copies:
         if c.intact:
             intact.setdefault(c.entry, c)
-    lacs = [c.lac for c in intact.values()] + [k.explicit_lac for k in keys if k.explicit_lac is not None]
+    highest = max((c.entry for c in copies), default=-1)
+    explicit = [(k.explicit_lac, k.bookie) for k in keys if k.explicit_lac is not None]
+    beyond = max((x for x in explicit if x[0] > highest), default=None)
+    lacs = [c.lac for c in intact.values() if c.lac < c.entry] + [min(x, highest) for x, _b in explicit]
     lac = max(lacs, default=-1)
     start = max(lac, last_first - 1)
     last = start
     while last + 1 in intact:
         last += 1
-    lost = [e for e in range(last + 1) if e not in intact]
+    lost = _missing(sorted(e for e in intact if e <= last), last)
     dropped = sorted({c.entry for c in copies if c.entry > last})
     why = (f"recovery reads on from max(LAC {lac}, first entry of the last ensemble {last_first} - 1) = {start} "
            f"while the next entry has an intact copy: closes at {last}")
     if dropped:
         why += f"; entry {last + 1} has no intact copy, so {len(dropped)} later entries found are left out"
     length = 0 if last < 0 else intact[last].length if last in intact else None
-    return last, length, lost, dropped, why
+    distrust = None if beyond is None else (
+        f"{beyond[1]}'s explicit LAC {beyond[0]} is past every entry found (the highest is {highest}): entries up "
+        "to it were acknowledged and no disk given holds them (a bookie's disk was not given), or that LAC is "
+        "damaged")
+    return last, length, lost, dropped, why, distrust
+
+
+LOST_LISTED = 1 << 20   # lost entry ids a row lists at most (a recovery point past a damaged LAC could name 2^63)
+
+
+def _missing(held: list[int], last: int) -> list[int]:
+    """The ids 0..``last`` not in ``held`` (sorted, distinct), the first LOST_LISTED of them."""
+    out: list[int] = []
+    nxt = 0
+    for e in held + [last + 1]:
+        out.extend(range(nxt, min(e, nxt + LOST_LISTED - len(out))))
+        if len(out) >= LOST_LISTED:
+            break
+        nxt = e + 1
+    return out
 
 
 def divergent(copies: Sequence[Copy]) -> dict[int, str]:
@@ -236,16 +263,20 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
                     "each of them): one order is chosen")
     ensembles = Inferred(tuple((f, tuple(e)) for f, e in pl.ensembles), worst, ens_why)
     positions = Inferred(tuple(tuple(c) for c in pl.confidence), worst, ens_why)
-    last, length, lost, dropped, close_why = _close(copies, keys, pl.ensembles[-1][0])
+    last, length, lost, dropped, close_why, distrust = _close(copies, keys, pl.ensembles[-1][0])
     last_f = Inferred(last, INFERRED, close_why)
     length_f = Inferred(length, INFERRED if length is not None else UNKNOWN,
                         f"the cumulative length of entry {last}" if length is not None
                         else f"entry {last} has no intact copy to give its cumulative length")
     kept = [(f, e) for f, e in pl.ensembles if f <= max(last, 0)]
     under = []
-    for e in range(last + 1):
+    intact_on: dict[int, set[str]] = {}
+    for c in copies:
+        if c.intact and c.entry <= last:
+            intact_on.setdefault(c.entry, set()).add(c.bookie)
+    for e in sorted(intact_on):   # (an entry with no intact copy is lost, not under-replicated)
         ws = [ensemble_at(kept, e)[p] for p in write_set(e, pl.ensemble_size, pl.write_quorum)]
-        n = sum(1 for c in copies if c.entry == e and c.intact and c.bookie in ws)
+        n = sum(1 for b in set(ws) if b in intact_on[e])
         if 0 < n < pl.write_quorum:
             under.append(e)
     s = Salvaged(ledger, e_size, wq, qa, ensembles, positions, digest, password, key, last_f, length_f, state,
@@ -256,6 +287,8 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
         first = min(split)
         s.no_metadata_because = (f"intact copies of {len(split)} entr{'y' if len(split) == 1 else 'ies'} disagree, "
                                  f"which was written is unknown: entry {first} on its {split[first]}")
+    elif distrust is not None:
+        s.no_metadata_because = distrust
     elif absent := sorted(set(lost) - {c.entry for c in copies}):
         s.no_metadata_because = (f"{len(absent)} entr{'y' if len(absent) == 1 else 'ies'} at or before the last "
                                  f"({last}) have no copy on any disk given (entry {absent[0]} first): a bookie's disk "

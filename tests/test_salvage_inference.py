@@ -301,3 +301,41 @@ def test_one_disk_of_a_round_robin_ledger_gives_no_metadata():
     assert s.metadata is None
     assert s.no_metadata_because.startswith("10 entries at or before the last (29) have no copy on any disk given "
                                             "(entry 1 first)"), s.no_metadata_because
+
+
+def test_an_explicit_lac_past_every_entry_found_is_no_close_point_and_withholds_the_metadata():
+    """A damaged explicit LAC (2^63 - 16, or 1000 for a ledger of 10 entries) is not followed to a close
+    point no entry reaches (which listed every id up to it as lost, or never returned); the ledger gets no
+    metadata, and the reason names the LAC and whose it is."""
+    import time
+    ens = [(0, ["a", "b"])]
+    copies = _copies(2, 2, ens, DigestType.CRC32, [10] * 10)
+    for lac in (1000, 2**63 - 16):
+        t0 = time.monotonic()
+        s = salvage_ledger(LedgerId(0, 1), copies, [BookieLedger("a", master_key(b"pw"), lac),
+                                                    BookieLedger("b", master_key(b"pw"))], [b"pw"])
+        assert time.monotonic() - t0 < 10
+        assert (s.last_entry_id.value, s.lost_entries, s.metadata) == (9, [], None)
+        assert s.no_metadata_because == (f"a's explicit LAC {lac} is past every entry found (the highest is 9): "
+                                         "entries up to it were acknowledged and no disk given holds them (a "
+                                         "bookie's disk was not given), or that LAC is damaged")
+
+
+def test_a_copy_whose_lac_is_not_below_its_own_id_carries_no_lac():
+    ens = [(0, ["a", "b"])]
+    copies = [c for c in _copies(2, 2, ens, DigestType.CRC32, [10] * 10) if c.entry != 8]
+    bad = [Copy(c.bookie, c.entry, c.intact, c.verified, 2**62 if c.entry == 3 else max(-1, c.entry - 3), c.length,
+                c.size) for c in copies]   # (a pipelined writer: entry e carries LAC e - 3)
+    s = salvage_ledger(LedgerId(0, 1), bad, _keys(ens), [b"pw"])
+    assert (s.last_entry_id.value, s.dropped_entries, s.lost_entries) == (7, [9], [])
+    assert s.metadata is not None and s.metadata.last_entry_id == 7
+
+
+def test_a_recovery_point_far_past_the_entries_lists_a_bounded_number_lost():
+    from bkdisk.bookie import salvage_inference
+    ens = [(0, ["a", "b"])]
+    copies = _copies(2, 2, ens, DigestType.CRC32, [10] * 3)
+    far = [Copy(b, 2**62, True, True, 2**62 - 1, 40, 50) for b in ("a", "b")]
+    s = salvage_ledger(LedgerId(0, 1), copies + far, _keys(ens), [b"pw"])
+    assert s.metadata is None and len(s.lost_entries) == salvage_inference.LOST_LISTED
+    assert s.lost_entries[:2] == [3, 4]
