@@ -212,8 +212,9 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
             "append").parquet(replicas_dir)
     remove_unfinished(replicas_dir)
     disk_rows = reconcile(disk_rows, (), run)
-    audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
     rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    _partly_read(rows, disk_rows)
+    audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
     key = ["ledger_scope", "ledger_id"]
     known = segments(spark, mt).select(*key).unionByName(known_keys(spark, mt).select(*key)).distinct()
     copies = (spark.read.schema(from_arrow_schema(table_schema("replicas"))).parquet(replicas_dir)
@@ -238,6 +239,27 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     return SalvageRun(disk_rows, results)
 
 
+
+
+# What a disk's check says of storage it could not read: a ledger dir with no current folder (a disk not
+# mounted), a file or folder it could not read, an entry log it could not list. Such a disk's copies are
+# not all there is on it: salvage counts it as a disk not read.
+UNREAD_CODES = ("LAYOUT_NO_CURRENT", "FILE_UNREADABLE", "LOG_UNLISTED")
+PARTLY_READ = "partly_read"
+
+
+def _partly_read(rows, disk_rows: list[dict]) -> None:
+    """Each disk read whose check says some of its storage could not be read: status PARTLY_READ (not
+    AUDITED), the first such finding its error."""
+    from pyspark.sql import functions as F
+    found = (rows.filter((F.col("table") == "findings") & F.col("code").isin(*UNREAD_CODES))
+             .select("bookie_id", "code", "message").limit(10_000).collect())
+    first: dict[str, str] = {}
+    for r in found:
+        first.setdefault(r["bookie_id"], f"{r['code']} {r['message']}")
+    for d in disk_rows:
+        if d["status"] in AUDITED and d["bookie_id"] in first:
+            d["status"], d["error"] = PARTLY_READ, f"some of its storage could not be read: {first[d['bookie_id']]}"
 
 
 def _has_parquet(folder: str) -> bool:

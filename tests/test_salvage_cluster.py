@@ -266,6 +266,25 @@ def test_fewer_bookies_read_than_expected_write_no_metadata(tmp_path):
         list(BOOKIES[:2]), 3, 0)
 
 
+def test_a_disk_whose_ledger_dir_is_empty_is_a_disk_not_read(tmp_path):
+    """bk-3's ledger dir emptied (a disk not mounted under it): its check says LAYOUT_NO_CURRENT. Its copies
+    are not all the disk holds, so it counts as a disk not read, even with --expect-bookies 3 met by the
+    bookie ids: ledger 0x11 (E 3, Qw 3) would otherwise be written E 2 on bk-1 and bk-2."""
+    root = tmp_path / "c3"
+    shutil.copytree(C3, root, symlinks=True)
+    for p in (root / "bookies" / BOOKIES[2] / "ledgers").iterdir():
+        shutil.rmtree(p)
+    out = tmp_path / "out"
+    code, _ = run([*disks(root), "--password-candidates", str(candidates(tmp_path)), "--expect-bookies", "3"], out)
+    assert code == 4
+    assert list((out / "metadata").iterdir()) == []
+    summary = json.loads((out / "summary.json").read_text())
+    [bk3] = [d for d in summary["disks"] if d["bookie_id"] == BOOKIES[2]]
+    assert bk3["status"] == "partly_read" and bk3["error"].startswith(
+        "some of its storage could not be read: LAYOUT_NO_CURRENT expected a 'current' folder in "), bk3
+    assert not ledger_rows(out)["11"]["metadata_written"]
+
+
 def test_a_nightly_scan_file_beside_disks_rebuilds_the_same(tmp_path):
     """A scan-disk file of a scrub's run after a deep one (its logs walked light: payload hashes kept short)
     with the other two disks read here: copies agree on their hashes' common prefix, every ledger is rebuilt."""
