@@ -177,7 +177,8 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         raise
     echo(f"bkdisk salvage: {counts['ledgers_found']} ledgers found without metadata, {counts['metadata_written']} "
          f"metadata files written, {counts['no_metadata']} without (see {out}/ledgers), {counts['entries_lost']} "
-         f"entries lost, {len(unread)} disks not read; {out}/summary.json, {out}/report.html")
+         f"entries lost, {counts['entries_dropped']} left out after a last entry, {len(unread)} disks not read; "
+         f"{out}/summary.json, {out}/report.html")
     if import_url is not None and withheld is not None:
         echo(f"bkdisk salvage: nothing imported through {import_url}: no metadata was written")
     elif import_url is not None:

@@ -200,7 +200,8 @@ def test_damaged_and_lost_copies(tmp_path):
     shutil.copy(C3 / "manifest.json", root)
     # one copy of 0x11 entry 5 (CRC32C, Qw 3): the ledger as it was, the entry under-replicated
     _damage(root, "bk-1.rack-a", "11", 5)
-    # every copy of 0x10 entry 59 (CRC32, its last): recovery closes at 58 and says why
+    # every copy of 0x10 entry 59 (CRC32, its last): recovery reads it, every copy fails its digest, and a read
+    # error other than "no such entry" fails the recovery (LedgerRecoveryOp.onEntryComplete): no metadata
     for b in next(r for r in MANIFEST["entries"] if r["ledger_id"] == "16" and r["entry_id"] == 59)["bookies"]:
         _damage(root, b, "10", 59)
     # every copy of 0x100000000 entry 10 (CRC32C): entry 11 carries LAC 10, so it closes at 49 with 10 lost
@@ -212,8 +213,12 @@ def test_damaged_and_lost_copies(tmp_path):
     got, rows = written(out), ledger_rows(out)
     assert_is_bookkeepers("11", got["11"], dict(rows["11"], _out=str(out)))
     assert rows["11"]["under_replicated"] == [5] and rows["11"]["lost_entries"] == []
-    last58 = next(r for r in MANIFEST["entries"] if r["ledger_id"] == "16" and r["entry_id"] == 58)
-    assert (got["10"].last_entry_id, got["10"].length) == (58, last58["ledger_length_after_entry"])
+    assert "10" not in got and not rows["10"]["metadata_written"]
+    holders = ", ".join(sorted(next(r for r in MANIFEST["entries"] if r["ledger_id"] == "16" and r["entry_id"] == 59)
+                               ["bookies"]))
+    assert rows["10"]["no_metadata_because"] == (
+        f"entry 59 has copies ({holders}) and none is intact: BookKeeper's recovery fails on that read, it does "
+        "not close the ledger before it (1 entry from it on would be left out)")
     assert rows["10"]["dropped_entries"] == [59] and "entry 59 has no intact copy" in rows["10"]["last_entry_id_why"]
     assert got["100000000"].last_entry_id == 49 and rows["100000000"]["lost_entries"] == [10]
     summary = json.loads((out / "summary.json").read_text())

@@ -339,3 +339,19 @@ def test_a_recovery_point_far_past_the_entries_lists_a_bounded_number_lost():
     s = salvage_ledger(LedgerId(0, 1), copies + far, _keys(ens), [b"pw"])
     assert s.metadata is None and len(s.lost_entries) == salvage_inference.LOST_LISTED
     assert s.lost_entries[:2] == [3, 4]
+
+
+def test_a_next_entry_whose_every_copy_is_damaged_fails_recovery_and_one_with_no_copy_closes_it():
+    """LedgerRecoveryOp closes on "no such entry" only: entries 7-9 stored but every copy failing its digest
+    fail the recovery (no metadata; before, the ledger was closed at 6); no copy of 7 at all closes it at 6."""
+    ens = [(0, ["a", "b", "c"])]
+    damaged = _copies(3, 2, ens, DigestType.CRC32C, [10] * 10, damaged=lambda e, b: e >= 7)
+    s = salvage_ledger(LedgerId(0, 1), damaged, _keys(ens), [b"pw"])
+    assert (s.last_entry_id.value, s.dropped_entries, s.metadata) == (6, [7, 8, 9], None)
+    assert s.no_metadata_because == ("entry 7 has copies (b, c) and none is intact: BookKeeper's recovery fails on "
+                                     "that read, it does not close the ledger before it (3 entries from it on would "
+                                     "be left out)")
+    gone = [Copy(c.bookie, c.entry, c.intact, c.verified, max(-1, c.entry - 3), c.length, c.size)   # (pipelined)
+            for c in _copies(3, 2, ens, DigestType.CRC32C, [10] * 10, keep=lambda e, b: e != 7)]
+    s = salvage_ledger(LedgerId(0, 1), gone, _keys(ens), [b"pw"])
+    assert (s.last_entry_id.value, s.dropped_entries) == (6, [8, 9]) and s.metadata is not None
