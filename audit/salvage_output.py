@@ -54,6 +54,16 @@ def write_outputs(results_dir: str, work: str, withheld: str | None = None) -> d
     return counts
 
 
+def placed_on_a_missing_bookie(results_dir: str) -> str | None:
+    """The first ledger whose inferred ensembles hold a position no disk read shows (its bookie's disk was
+    not given), or None: proof that the disks read are not all the cluster's."""
+    for b in result_batches(results_dir, columns=["ledger", "ensembles"]):
+        for name, ens in zip(b.column("ledger").to_pylist(), b.column("ensembles").to_pylist()):
+            if ens and any(x is None for seg in json.loads(ens) for x in seg["bookies"]):
+                return name
+    return None
+
+
 def ledger_rows(out: str) -> Iterator[dict]:
     """The ledgers table's rows, those that need an operator first (no metadata, lost entries)."""
     pf = pq.ParquetFile(os.path.join(out, "ledgers", "part-0.parquet"))

@@ -156,6 +156,10 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         elif expect_bookies is not None and len(bookies_read) < expect_bookies:
             withheld = (f"disks of {len(bookies_read)} bookies read, --expect-bookies {expect_bookies}: a ledger "
                         "whose other bookies' disks were not read could be closed short or placed on these only")
+        elif (missing := salvage_output.placed_on_a_missing_bookie(result.results_dir)) is not None:
+            withheld = (f"ledger {missing} was written to a bookie whose disk was not read (an ensemble position "
+                        "no disk read shows): a ledger placed on the disks read alone could lack it too (give "
+                        "every bookie's disk)")
         if withheld is not None:
             echo(f"bkdisk salvage: no metadata written: {withheld}")
         counts = salvage_output.write_outputs(result.results_dir, work, withheld)

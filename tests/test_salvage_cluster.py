@@ -271,6 +271,21 @@ def test_fewer_bookies_read_than_expected_write_no_metadata(tmp_path):
         list(BOOKIES[:2]), 3, 0)
 
 
+def test_a_ledger_placed_on_a_bookie_not_given_withholds_every_ledgers_metadata(tmp_path):
+    """bk-3 not given, no --expect-bookies: ledgers whose ensembles show a position no disk read holds prove
+    a bookie missing, so 0x11 (E 3, Qw 3: every entry on every bookie, which fits bk-1 and bk-2 alone as E 2)
+    is not written either: metadata/ is imported as a whole."""
+    out = tmp_path / "out"
+    code, _ = run([*disks(only=BOOKIES[:2]), "--password-candidates", str(candidates(tmp_path))], out)
+    assert code == 4
+    assert list((out / "metadata").iterdir()) == []
+    rows = ledger_rows(out)
+    assert not rows["11"]["metadata_written"]
+    assert rows["11"]["no_metadata_because"].startswith("ledger ") and rows["11"]["no_metadata_because"].endswith(
+        " was written to a bookie whose disk was not read (an ensemble position no disk read shows): a ledger placed "
+        "on the disks read alone could lack it too (give every bookie's disk)"), rows["11"]
+
+
 def test_a_disk_whose_ledger_dir_is_empty_is_a_disk_not_read(tmp_path):
     """bk-3's ledger dir emptied (a disk not mounted under it): its check says LAYOUT_NO_CURRENT. Its copies
     are not all the disk holds, so it counts as a disk not read, even with --expect-bookies 3 met by the
