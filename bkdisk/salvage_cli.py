@@ -72,7 +72,7 @@ def check_disks(disks: list[DiskInput]) -> None:
     """Each disk this host can see is a bookie's (its dirs found), checked before Spark starts: a
     ledger salvaged without a disk given by mistake would lack its copies. A disk bound to another host
     is checked by its task there (its row says so)."""
-    seen: dict[str, str] = {}   # instance id -> the first dir whose cookie records it
+    seen: dict[str | None, str] = {}   # instance id (None: none recorded) -> the first dir whose cookie records it
     for d in disks:
         if d.host is not None:
             continue
@@ -87,12 +87,13 @@ def check_disks(disks: list[DiskInput]) -> None:
             raise AuditUsageError(f"{d.path}: given as bookie {d.bookie_id}, but its cookie names {named}; "
                                   "expected each disk under its own bookie's id")
         # One cluster's disks only: ledgers of two clusters share ids, and their copies would make one ledger.
-        for folder, iid in instance_ids_of(dirs).items():
+        for folder, iid in instance_ids_of(dirs, with_none=True).items():
             seen.setdefault(iid, folder)
         if len(seen) > 1:
             (a, da), (b, db) = list(seen.items())[:2]
-            raise AuditUsageError(f"disks of two clusters: the cookie of {da} records instance id {a}, that of "
-                                  f"{db} {b}; salvage one cluster's disks at a time")
+            said = {k: "no instance id" if k is None else f"instance id {k}" for k in (a, b)}
+            raise AuditUsageError(f"disks of two clusters: the cookie of {da} records {said[a]}, that of "
+                                  f"{db} {said[b]}; salvage one cluster's disks at a time")
 
 
 def _disk_progress(done: int, scanning: int, total: int) -> None:
@@ -156,6 +157,9 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
         elif expect_bookies is not None and len(bookies_read) < expect_bookies:
             withheld = (f"disks of {len(bookies_read)} bookies read, --expect-bookies {expect_bookies}: a ledger "
                         "whose other bookies' disks were not read could be closed short or placed on these only")
+        elif expect_bookies is not None and len(bookies_read) > expect_bookies:
+            withheld = (f"disks of {len(bookies_read)} bookies read, --expect-bookies {expect_bookies}: disks of "
+                        "another cluster among them would join its ledgers to this one's of the same ids")
         elif (missing := salvage_output.placed_on_a_missing_bookie(result.results_dir)) is not None:
             withheld = (f"ledger {missing} was written to a bookie whose disk was not read (an ensemble position "
                         "no disk read shows): a ledger placed on the disks read alone could lack it too (give "

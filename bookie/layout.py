@@ -98,14 +98,15 @@ def bookie_id_of(dirs: BookieDirs) -> str | None:
     return None
 
 
-def instance_ids_of(dirs: BookieDirs) -> dict[str, str]:
+def instance_ids_of(dirs: BookieDirs, with_none: bool = False) -> dict[str, str | None]:
     """Dir -> the instance id its cookie records (the cluster it was formatted for), for every dir
-    whose cookie parses and records one."""
-    out = {}
+    whose cookie parses and records one; ``with_none``: also those whose cookie parses and records
+    none (None), which BookKeeper's cookie check tells from any id (Cookie.verifyInternal)."""
+    out: dict[str, str | None] = {}
     for d in dirs.ledger_dirs + dirs.journal_dirs + dirs.index_dirs:
         c = _cookie_of(d)
-        if c is not None and c.instance_id:
-            out[d] = c.instance_id
+        if c is not None and (c.instance_id or with_none):
+            out[d] = c.instance_id or None
     return out
 
 

@@ -69,6 +69,18 @@ def test_salvage_refuses_disks_of_two_clusters_before_spark(cluster):
     assert not (cluster.parent / "s").exists()
 
 
+def test_salvage_refuses_a_disk_whose_cookie_records_no_instance_id_beside_one_that_does(cluster):
+    """BookKeeper's cookie check tells a cookie without an instance id from one with any (Cookie.verifyInternal):
+    such a disk is of another cluster, or of none."""
+    import re
+    other = cluster / "bookies" / "bk-2.rack-a"
+    for cookie in other.glob("*/current/VERSION"):
+        cookie.write_text(re.sub(r"instanceId: \"[^\"]*\"\n", "", cookie.read_text()))
+    disks = sorted(str(p) for p in (cluster / "bookies").iterdir())
+    _refused("salvage", *disks, "--out", str(cluster.parent / "s"), words="no instance id")
+    assert not (cluster.parent / "s").exists()
+
+
 def test_what_killed_runs_left_beside_an_output_goes_with_the_next_run(cluster, tmp_path):
     """A salvage's work folder, a scan-disk's unfinished file, an audit's scratch folder: each left by a run
     killed before it could remove it, and removed by the next run there; one a running process owns is kept."""

@@ -305,6 +305,17 @@ def test_a_disk_whose_ledger_dir_is_empty_is_a_disk_not_read(tmp_path):
     assert not ledger_rows(out)["11"]["metadata_written"]
 
 
+def test_more_bookies_read_than_expected_write_no_metadata(tmp_path):
+    """Three bookies read, --expect-bookies 2: a disk of another cluster among them (its cookie's instance id
+    not told, as a scan file's is not) would join its ledgers to this one's of the same ids."""
+    out = tmp_path / "out"
+    code, _ = run([*disks(), "--password-candidates", str(candidates(tmp_path)), "--expect-bookies", "2"], out)
+    assert code == 4 and list((out / "metadata").iterdir()) == []
+    assert ledger_rows(out)["10"]["no_metadata_because"] == (
+        "disks of 3 bookies read, --expect-bookies 2: disks of another cluster among them would join its ledgers "
+        "to this one's of the same ids")
+
+
 def test_a_nightly_scan_file_beside_disks_rebuilds_the_same(tmp_path):
     """A scan-disk file of a scrub's run after a deep one (its logs walked light: payload hashes kept short)
     with the other two disks read here: copies agree on their hashes' common prefix, every ledger is rebuilt."""
