@@ -126,7 +126,8 @@ def run_salvage_command(disks: list[DiskInput], scan_files: list[str], metadata:
     for path in scan_files:
         check_scan_file(path)
     out = os.path.abspath(out)
-    refuse_inside_disks({"--out": out}, [d.path for d in disks if d.host is None])
+    refuse_inside_disks({"--out": out, "--tmp-dir": None if memory is None else memory.tmp_dir},
+                        [d.path for d in disks if d.host is None])
     source = None
     if metadata is not None:
         source = (metadata_source.MetadataServiceSource(metadata, token=token) if metadata.startswith("grpc://")

@@ -45,6 +45,8 @@ def test_no_output_or_state_inside_a_disk_read(cluster, tmp_path):
     _refused("audit", *disks, *md, "--out", str(tmp_path / "st"), "--state", str(tmp_path / "st"),
              words="--out and --state")
     _refused("salvage", *disks, "--out", str(b / "bk-1.rack-a" / "ledgers0" / "salv"), words=inside)
+    _refused("salvage", *disks, "--out", str(tmp_path / "salv"), "--tmp-dir", str(b / "bk-1.rack-a" / "ledgers0"),
+             words="--tmp-dir is inside")
     _refused("scan-disk", disks[0], "--out", str(b / "bk-1.rack-a" / "ledgers0" / "current" / "x.parquet"),
              words=inside)
     _refused("scan-disk", disks[0], "--out", str(tmp_path / "s.parquet"), "--state", str(tmp_path / "s.parquet"),
