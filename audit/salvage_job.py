@@ -241,25 +241,32 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
 
 
 
-# What a disk's check says of storage it could not read: a ledger dir with no current folder (a disk not
-# mounted), a file or folder it could not read, an entry log it could not list. Such a disk's copies are
-# not all there is on it: salvage counts it as a disk not read.
-UNREAD_CODES = ("LAYOUT_NO_CURRENT", "FILE_UNREADABLE", "LOG_UNLISTED")
+# What a disk's check says of copies its scan cannot have seen: storage it could not read (a ledger dir with
+# no current folder, as an unmounted disk leaves it; a file or folder it could not read; an entry log it
+# could not list), or entries acknowledged that only its journal holds (after lastMark, not yet in ledger
+# storage). Such a disk's copies are not all it holds: salvage counts it as a disk not read.
+UNREAD_CODES = {
+    "LAYOUT_NO_CURRENT": "some of its storage could not be read",
+    "FILE_UNREADABLE": "some of its storage could not be read",
+    "LOG_UNLISTED": "some of its storage could not be read",
+    "REPLAY_NOT_IN_STORAGE": "its journal holds entries its ledger storage lacks yet (start the bookie once, "
+                             "so that its journal's replay writes them, then salvage again)",
+}
 PARTLY_READ = "partly_read"
 
 
 def _partly_read(rows, disk_rows: list[dict]) -> None:
-    """Each disk read whose check says some of its storage could not be read: status PARTLY_READ (not
+    """Each disk read whose check says it holds copies its scan did not see: status PARTLY_READ (not
     AUDITED), the first such finding its error."""
     from pyspark.sql import functions as F
     found = (rows.filter((F.col("table") == "findings") & F.col("code").isin(*UNREAD_CODES))
              .select("bookie_id", "code", "message").limit(10_000).collect())
     first: dict[str, str] = {}
     for r in found:
-        first.setdefault(r["bookie_id"], f"{r['code']} {r['message']}")
+        first.setdefault(r["bookie_id"], f"{UNREAD_CODES[r['code']]}: {r['code']} {r['message']}")
     for d in disk_rows:
         if d["status"] in AUDITED and d["bookie_id"] in first:
-            d["status"], d["error"] = PARTLY_READ, f"some of its storage could not be read: {first[d['bookie_id']]}"
+            d["status"], d["error"] = PARTLY_READ, first[d["bookie_id"]]
 
 
 def _has_parquet(folder: str) -> bool:

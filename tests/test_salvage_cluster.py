@@ -271,6 +271,28 @@ def test_fewer_bookies_read_than_expected_write_no_metadata(tmp_path):
         list(BOOKIES[:2]), 3, 0)
 
 
+def test_entries_only_in_a_journal_after_lastmark_make_their_disk_not_read(tmp_path):
+    """A crash before the flush: entries 46-49 of 0x100000000 cut from bk-2's and bk-3's entry log (and bk-3's
+    index never got them), lastMark back before their journal records. They were acknowledged, and a restart
+    replays them; a salvage closing the ledger at 45 would lose them, so bk-3's disk (REPLAY_NOT_IN_STORAGE)
+    counts as not read and no metadata is written."""
+    root = tmp_path / "c3"
+    shutil.copytree(C3, root, symlinks=True)
+    for b, cut, journal_at in (("bk-2.rack-a", 293918, 539648), ("bk-3.rack-b", 192889, 535040)):
+        os.truncate(root / "bookies" / b / "ledgers" / "current" / "1.log", cut)
+        mark = root / "bookies" / b / "ledgers" / "current" / "lastMark"
+        data = mark.read_bytes()
+        mark.write_bytes(data[:8] + journal_at.to_bytes(8, "big"))
+    out = tmp_path / "out"
+    code, _ = run([*disks(root), "--password-candidates", str(candidates(tmp_path)), "--expect-bookies", "3"], out)
+    assert code == 4 and list((out / "metadata").iterdir()) == []
+    summary = json.loads((out / "summary.json").read_text())
+    [bk3] = [d for d in summary["disks"] if d["bookie_id"] == BOOKIES[2]]
+    assert bk3["status"] == "partly_read" and bk3["error"].startswith(
+        "its journal holds entries its ledger storage lacks yet (start the bookie once, so that its journal's "
+        "replay writes them, then salvage again): REPLAY_NOT_IN_STORAGE ledger 4294967296 entry 46 "), bk3
+
+
 def test_a_ledger_placed_on_a_bookie_not_given_withholds_every_ledgers_metadata(tmp_path):
     """bk-3 not given, no --expect-bookies: ledgers whose ensembles show a position no disk read holds prove
     a bookie missing, so 0x11 (E 3, Qw 3: every entry on every bookie, which fits bk-1 and bk-2 alone as E 2)
