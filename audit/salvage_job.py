@@ -51,8 +51,11 @@ LEDGERS_SCHEMA = pa.schema(LEDGER_FIELDS)
 # The task's result: a ledger's row and its serialized metadata (null when none is written).
 RESULT_SCHEMA = pa.schema(LEDGER_FIELDS + [("metadata", pa.binary())])
 COPY_COLUMNS = ("bookie_id", "entry_id", "digest_ok", "lac", "ledger_length", "size", "entry_format", "ledger_dir",
-                "log_id", "offset", "payload_sha256")
-KEY_COLUMNS = ("bookie_id", "master_key", "explicit_lac")
+                "log_id", "offset", "payload_sha256", "indexed")
+KEY_COLUMNS = ("bookie_id", "master_key", "explicit_lac", "key_source")
+# Where a bookie's key row comes from its index (an .idx header, DbLedgerStorage's ledgers index): the
+# bookie holds an index of the ledger, which it reads its copies through.
+INDEX_KEY_SOURCES = ("index", "ledgers_index")
 KEY = ("ledger_scope", "ledger_id")
 # Ledgers go to Spark's Python workers a bucket at a time, a bucket holding about this many copies:
 # one call a ledger costs PySpark a round trip of Arrow batches each (milliseconds: hours for 10^6
@@ -106,11 +109,16 @@ def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[p
 
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
         ledgers: dict[tuple[int, int], tuple[list[Copy], dict[str, tuple[bytes | None, int | None]]]] = {}
-        for scope, ledger, b, e, ok, lac, length, size, fmt, d, log, off, payload in zip(
+        indexed_on: dict[tuple[int, int], set[str]] = {}   # ledger -> the bookies that hold an index of it
+        for scope, ledger, b, source in zip(*(keys_t[c].to_pylist() for c in (*KEY, "bookie_id", "key_source"))):
+            if source in INDEX_KEY_SOURCES:
+                indexed_on.setdefault((scope, ledger), set()).add(b)
+        for scope, ledger, b, e, ok, lac, length, size, fmt, d, log, off, payload, indexed in zip(
                 *(copies_t[c].to_pylist() for c in (*KEY, *COPY_COLUMNS))):
+            served = indexed is not False and b in indexed_on.get((scope, ledger), ())
             ledgers.setdefault((scope, ledger), ([], {}))[0].append(
-                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off), payload))
-        for scope, ledger, b, key, lac in zip(*(keys_t[c].to_pylist() for c in (*KEY, *KEY_COLUMNS))):
+                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off), payload, served))
+        for scope, ledger, b, key, lac, _source in zip(*(keys_t[c].to_pylist() for c in (*KEY, *KEY_COLUMNS))):
             merged = ledgers.setdefault((scope, ledger), ([], {}))[1]
             k0, l0 = merged.get(b, (None, None))
             merged[b] = (k0 or (bytes.fromhex(key) if key else None),

@@ -43,6 +43,7 @@ class Copy:
     entry_format: int = 1
     where: tuple | None = None   # where the copy's bytes are (for an HmacCheck); opaque here
     payload: str | None = None   # the payload's hash, when the scan gave one
+    served: bool = True          # its bookie's index holds it (a copy no index holds is not read by BookKeeper)
 
 
 # Verifies copies' HMAC-SHA1 digests with a password: (copies verified, copies that failed); a copy
@@ -272,7 +273,7 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
     under = []
     intact_on: dict[int, set[str]] = {}
     for c in copies:
-        if c.intact and c.entry <= last:
+        if c.intact and c.served and c.entry <= last:
             intact_on.setdefault(c.entry, set()).add(c.bookie)
     for e in sorted(intact_on):   # (an entry with no intact copy is lost, not under-replicated)
         ws = [ensemble_at(kept, e)[p] for p in write_set(e, pl.ensemble_size, pl.write_quorum)]
@@ -295,6 +296,12 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
                                  "BookKeeper's recovery fails on that read, it does not close the ledger before it "
                                  f"({len(dropped)} entr{'y' if len(dropped) == 1 else 'ies'} from it on would be "
                                  "left out)")
+    elif unserved := sorted({c.entry for c in copies if c.intact and c.entry <= last} - set(intact_on)):
+        where = sorted({c.bookie for c in copies if c.entry == unserved[0]})
+        s.no_metadata_because = (f"{len(unserved)} entr{'y' if len(unserved) == 1 else 'ies'} (entry {unserved[0]} "
+                                 f"first) have intact copies only where their bookie's index does not hold them "
+                                 f"({', '.join(where)}): BookKeeper reads none of them (rebuild the index with "
+                                 "bookie-fsck --repair, then salvage again; or the ledger was deleted since)")
     elif absent := sorted(set(lost) - {c.entry for c in copies}):
         s.no_metadata_because = (f"{len(absent)} entr{'y' if len(absent) == 1 else 'ies'} at or before the last "
                                  f"({last}) have no copy on any disk given (entry {absent[0]} first): a bookie's disk "

@@ -293,6 +293,30 @@ def test_entries_only_in_a_journal_after_lastmark_make_their_disk_not_read(tmp_p
         "replay writes them, then salvage again): REPLAY_NOT_IN_STORAGE ledger 4294967296 entry 46 "), bk3
 
 
+def test_copies_no_index_holds_are_not_served_copies(tmp_path):
+    """0x10's index gone on bk-1 and bk-2 (a lost index, or a ledger deleted since): BookKeeper reads a copy
+    through its bookie's index only, so the entries whose write set is {bk-1, bk-2} have no copy it serves
+    (no metadata, and the reason says how to get them back); those with bk-3 are under-replicated."""
+    root = tmp_path / "c3"
+    shutil.copytree(C3, root, symlinks=True)
+    for b in BOOKIES[:2]:
+        for idx in (root / "bookies" / b).glob("*/current/*/*/10.idx"):
+            idx.unlink()
+    out = tmp_path / "out"
+    code, _ = run([*disks(root), "--password-candidates", str(candidates(tmp_path)), "--expect-bookies", "3"], out)
+    assert code == 4
+    rows = ledger_rows(out)
+    both = sorted(e["entry_id"] for e in MANIFEST["entries"] if e["ledger_id"] == "16" and set(e["bookies"]) ==
+                  set(BOOKIES[:2]))
+    assert not rows["10"]["metadata_written"] and rows["10"]["no_metadata_because"] == (
+        f"{len(both)} entries (entry {both[0]} first) have intact copies only where their bookie's index does not "
+        f"hold them ({', '.join(BOOKIES[:2])}): BookKeeper reads none of them (rebuild the index with bookie-fsck "
+        "--repair, then salvage again; or the ledger was deleted since)")
+    assert rows["10"]["under_replicated"] == sorted(e["entry_id"] for e in MANIFEST["entries"]
+                                                    if e["ledger_id"] == "16" and BOOKIES[2] in e["bookies"])
+    assert rows["11"]["metadata_written"] and rows["11"]["under_replicated"] == []
+
+
 def test_a_ledger_placed_on_a_bookie_not_given_withholds_every_ledgers_metadata(tmp_path):
     """bk-3 not given, no --expect-bookies: ledgers whose ensembles show a position no disk read holds prove
     a bookie missing, so 0x11 (E 3, Qw 3: every entry on every bookie, which fits bk-1 and bk-2 alone as E 2)
