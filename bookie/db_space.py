@@ -36,12 +36,13 @@ def _ledger_of(internal_key: bytes) -> int | None:
     return to_unsigned64(LEDGERS_KEY.parse(user[:LEDGERS_KEY_SIZE])) if len(user) >= LEDGERS_KEY_SIZE else None
 
 
-def stale_tables(db_dir: str, live: np.ndarray) -> tuple[list[dict[str, Any]], int]:
+def stale_tables(db_dir: str, live: np.ndarray) -> tuple[list[dict[str, Any]], int, list[str]]:
     """The live SST files of ``db_dir`` whose key range holds no ledger of ``live`` (sorted uint64),
-    and how many SST files the MANIFEST lists."""
+    how many SST files the MANIFEST lists, and those of them the folder lacks."""
     from bkdisk.rocksdbfiles.manifest import read_manifest
     version = read_manifest(db_dir)
     out = []
+    missing = sorted(f.name for f in version.files.values() if not os.path.lexists(os.path.join(db_dir, f.name)))
     for f in sorted(version.files.values(), key=lambda f: (f.level, f.number)):
         lo, hi = _ledger_of(f.smallest), _ledger_of(f.largest)
         if lo is None or hi is None:
@@ -51,7 +52,7 @@ def stale_tables(db_dir: str, live: np.ndarray) -> tuple[list[dict[str, Any]], i
             continue   # some kept ledger falls inside the range
         out.append({"database": os.path.basename(db_dir), "file": f.name, "level": f.level, "bytes": f.size,
                     "first_ledger": str(lo), "last_ledger": str(hi)})
-    return out, len(version.files)
+    return out, len(version.files), missing
 
 
 def rocksdb_space(dirs: BookieDirs, kept: list[set[int]], warnings: list[str]) -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def rocksdb_space(dirs: BookieDirs, kept: list[set[int]], warnings: list[str]) -
             p = os.path.join(cur, db)
             try:
                 row[f"{db}_bytes"] = _folder_bytes(p)
-                found, n = stale_tables(p, live)
+                found, n, missing = stale_tables(p, live)
             except (OSError, DiskError, FormatError) as e:
                 warnings.append(f"{p}: cannot read its MANIFEST ({e}): its SST files are not judged")
                 row.setdefault(f"{db}_bytes", None)
@@ -75,6 +76,10 @@ def rocksdb_space(dirs: BookieDirs, kept: list[set[int]], warnings: list[str]) -
                 continue
             row[f"{db}_sst_files"] = n
             stale += found
+            if missing:   # (RocksDB's open checks every live file: "No such file or directory")
+                warnings.append(f"{p}: its MANIFEST lists {len(missing)} SST file{'s' if len(missing) > 1 else ''} "
+                                f"the folder lacks ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): "
+                                "RocksDB will not open this database, and the bookie will not start")
         row["stale_sst"] = stale
         row["stale_sst_bytes"] = sum(s["bytes"] for s in stale)
         out.append(row)

@@ -252,6 +252,19 @@ def test_dbledgerstorage_liveness_per_dir_and_sst_files_holding_only_deleted_led
             assert d[f"{db}_bytes"] == sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
 
 
+def test_an_sst_file_the_manifest_lists_and_the_folder_lacks_is_said(tmp_path):
+    """RocksDB's open checks every live file (paranoid_checks): a locations table deleted leaves a database
+    the bookie cannot open. The count stays the MANIFEST's; one warning names the file."""
+    root = golden_copy(tmp_path, "dbstorage-v6-bookieid")
+    db = root / "ledgers0" / "current" / "locations"
+    [sst] = list(db.glob("*.sst"))
+    sst.unlink()
+    r = CliRunner().invoke(space, [str(root)])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == (f"bkdisk: warning: {db}: its MANIFEST lists 1 SST file the folder lacks ({sst.name}): "
+                        "RocksDB will not open this database, and the bookie will not start\n")
+
+
 def test_an_unreadable_entry_log_is_one_line_exit_8(tmp_path):
     root = golden_copy(tmp_path, "sorted-v5-bookieid")
     log = root / "ledgers" / "current" / "1.log"
