@@ -100,34 +100,23 @@ def key_mismatch(ctx: CheckContext, lid: LedgerId, journal: bytes, stored: bytes
 def _replay_reaches(ctx: CheckContext, lid: LedgerId) -> bool:
     """Whether a restart replays a ledger-key record of ``lid``: one lies after lastMark, in a journal dir
     the replay reads before it stops (replay_fate.replay_stop: a dir whose marked journal is missing)."""
-    if lid not in ctx.journal_facts.replayed_keys:
-        return False
-    stop = _stop(ctx)
-    return stop is None or any(_before(ctx, stop, p) for p, _o in ctx.journal_facts.replayed_key_at[lid])
-
-
-def _before(ctx: CheckContext, stop: tuple[int, str], path: str) -> bool:
-    dir_of = ctx.shared(JOURNAL_DIR_OF, lambda: {jf.path: jf.dir_index for jf in ctx.journal_files})
-    return dir_of.get(path, stop[0]) < stop[0]
+    return lid in ctx.journal_facts.replayed_keys and any(
+        replay_fate.replay_reads(ctx, p) for p, _o in ctx.journal_facts.replayed_key_at[lid])
 
 
 def _reached_keys(ctx: CheckContext) -> Iterator[tuple[LedgerId, list[bytes], list[tuple[str, int]]]]:
     """Per ledger, in id order, the distinct keys of its ledger-key records a restart replays and where each
     is first met: those after lastMark, in the journal dirs read before the replay stops."""
-    facts, stop = ctx.journal_facts, _stop(ctx)
+    facts = ctx.journal_facts
     for lid, keys in sorted(facts.replayed_keys.items()):
-        kept = [(k, w) for k, w in zip(keys, facts.replayed_key_at[lid]) if stop is None or _before(ctx, stop, w[0])]
+        kept = [(k, w) for k, w in zip(keys, facts.replayed_key_at[lid]) if replay_fate.replay_reads(ctx, w[0])]
         if kept:
             yield lid, [k for k, _w in kept], [w for _k, w in kept]
 
 
-def _stop(ctx: CheckContext) -> tuple[int, str] | None:
-    return ctx.shared(REPLAY_STOP, lambda: (replay_fate.replay_stop(ctx),))[0]
-
-
 def _unread(ctx: CheckContext, lid: LedgerId) -> str:
     """Why no restart reads the ledger's ledger-key record."""
-    stop = _stop(ctx)
+    stop = replay_fate.replay_stop(ctx)
     if stop is None or lid not in ctx.journal_facts.replayed_keys:
         return "it lies before lastMark, where no restart reads it"
     return (f"no restart reads it: the replay stops at journal dir {ctx.dirs.journal_dirs[stop[0]]}, whose lastMark "
@@ -150,8 +139,6 @@ _HANDLE_KINDS = np.array([int(k) for k in (RecordKind.DATA, RecordKind.LEDGER_KE
 _KIND_NAMES = {int(RecordKind.DATA): "entry", int(RecordKind.FENCE): "fence",
                int(RecordKind.EXPLICIT_LAC): "explicit-LAC", _KEY: "ledger-key"}
 FIRST_REPLAYED = "first_replayed_records"   # ctx.shared's name for _first_replayed's table
-REPLAY_STOP = "replay_stop"   # ctx.shared's name for where a restart's replay stops (in a 1-tuple)
-JOURNAL_DIR_OF = "journal_dir_of"   # ctx.shared's name for each journal's dir index, by path
 
 
 def _first_replayed(ctx: CheckContext) -> dict[LedgerId, tuple[int, str, int]]:
@@ -165,10 +152,9 @@ def _first_replayed_records(ctx: CheckContext) -> dict[LedgerId, tuple[int, str,
     asked = ctx.journal_facts.replayed_keys
     ledgers = distinct(np.array([lid.ledger for lid in asked], np.uint64))
     out: dict[LedgerId, tuple[int, str, int]] = {}
-    stop = _stop(ctx)
     for jf in sorted(ctx.journal_files, key=lambda j: (j.dir_index, j.journal_id)):
         scan, mark = ctx.journal_scans.get(jf.path), ctx.effective_last_mark(jf.dir_index)
-        if stop is not None and jf.dir_index >= stop[0]:
+        if not replay_fate.replay_reads(ctx, jf.path):
             break   # (the replay ends there)
         if not isinstance(scan, JournalArrays) or (mark is not None and jf.journal_id < mark.log_id):
             continue

@@ -82,12 +82,30 @@ def marked_journal_missing(ctx: CheckContext, ji: int, mark: LastMark) -> bool:
     return not any(jf.dir_index == ji and jf.journal_id == mark.log_id for jf in ctx.journal_files)
 
 
+REPLAY_STOP = "replay_stop"   # ctx.shared's name for replay_stop's answer (in a 1-tuple: None is one)
+JOURNAL_DIR_OF = "journal_dir_of"   # ctx.shared's name for each journal's dir index, by path
+
+
 def replay_stop(ctx: CheckContext) -> tuple[int, str] | None:
     """Where a restart stops replaying, as (journal dir index, the journal's name): the first journal dir,
     in the order BookieImpl replays them, whose marked journal is missing (``marked_journal_missing``).
     Its replay throws ("Recovery log ... is missing") before reading any of its journals and the bookie
     shuts down, so neither its records nor those of the dirs after it are replayed. None when every
-    dir's replay starts."""
+    dir's replay starts. Found once a check."""
+    return ctx.shared(REPLAY_STOP, lambda: (_first_stop(ctx),))[0]
+
+
+def replay_reads(ctx: CheckContext, path: str) -> bool:
+    """Whether a restart's replay reaches the journal at ``path``: it lies in a dir before the one where the
+    replay stops (``replay_stop``), or the replay does not stop."""
+    stop = replay_stop(ctx)
+    if stop is None:
+        return True
+    dir_of = ctx.shared(JOURNAL_DIR_OF, lambda: {jf.path: jf.dir_index for jf in ctx.journal_files})
+    return dir_of.get(path, stop[0]) < stop[0]
+
+
+def _first_stop(ctx: CheckContext) -> tuple[int, str] | None:
     for ji in range(len(ctx.dirs.journal_dirs)):
         mark = ctx.effective_last_mark(ji)
         if mark is not None and marked_journal_missing(ctx, ji, mark):
@@ -102,8 +120,7 @@ def pending_findings(ctx: CheckContext, pend: PendingRecords, held: np.ndarray,
     stop = replay_stop(ctx)
     stopped = np.zeros(len(pend), bool)
     if stop is not None:
-        dir_of = {jf.path: jf.dir_index for jf in ctx.journal_files}
-        stopped = np.array([dir_of[p] >= stop[0] for p in pend.paths], bool)[pend.rows["journal"]]
+        stopped = np.array([not replay_reads(ctx, p) for p in pend.paths], bool)[pend.rows["journal"]]
     replayed = np.flatnonzero(~stopped)
     said = [pending_finding(ctx, pend, np.flatnonzero(stopped), held, unlisted, stop)] if stopped.any() else []
     if len(replayed):
