@@ -349,11 +349,8 @@ def log_rows(bookie_id: str | None, ledger_dir: str, log_id: int, s: EntryLogSca
 def _map_claims(s: EntryLogScanArrays) -> list[str]:
     """A ledgers map that parses yet is true of no entries: more bytes for its ledgers than the log holds
     before it, or fewer than none for one (a damaged size; bookie-fsck: LEDGERS_MAP_MISMATCH)."""
-    m, h = s.ledgers_map, s.header
-    if m is None or s.map_error is not None or h is None or not h.ledgers_map_offset:
-        return []
     from bkdisk.entrylogs.map_check import impossible_claims
-    return [f"{s.path}: the ledgers map {claim}" for claim in impossible_claims(m, h.ledgers_map_offset)]
+    return [f"{s.path}: the ledgers map {claim}" for claim in impossible_claims(s)]
 
 
 def scan_warnings(s: EntryLogScanArrays) -> list[str]:

@@ -37,13 +37,16 @@ def names_negative_bytes(ledgers_map: Mapping[tuple[int, int], int]) -> bool:
         return any(v < 0 for v in ledgers_map.values())
 
 
-def impossible_claims(ledgers_map: Mapping[tuple[int, int], int], map_offset: int) -> list[str]:
-    """What a map that parses says that no entry can make true, each as a predicate of "the ledgers map"
-    (``bkdisk inventory`` warns of them, ``bkdisk dump entrylog`` ends with them as damage); none for a
-    map that could be true."""
-    beyond = claimed_beyond(ledgers_map, map_offset)
+def impossible_claims(scan: EntryLogArrays) -> list[str]:
+    """What the ledgers map of a scanned log (its ``ledgers_map``, ``map_error`` and ``header``) says that no
+    entry can make true, each as a predicate of "the ledgers map" (``bkdisk inventory`` warns of them,
+    ``bkdisk dump entrylog`` ends with them as damage); none for a map that could be true, or none parsed."""
+    m, h = scan.ledgers_map, scan.header
+    if m is None or scan.map_error is not None or h is None or not h.ledgers_map_offset:
+        return []
+    beyond = claimed_beyond(m, h.ledgers_map_offset)
     said = [f"claims {beyond} bytes more than the log holds before it"] if beyond else []
-    if names_negative_bytes(ledgers_map):
+    if names_negative_bytes(m):
         said.append("gives a ledger fewer than zero bytes")
     return said
 

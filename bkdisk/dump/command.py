@@ -207,14 +207,11 @@ def _entry_log_error(scan, read) -> FormatError | None:
 def _impossible_map(scan) -> FormatError | None:
     """A ledgers map that parses yet is true of no entries (BookKeeper's shell prints it as it is, and so
     does the dump): damage all the same, said once the dump is out."""
-    m, h = scan.ledgers_map, scan.header
-    if m is None or h is None or not h.ledgers_map_offset:
-        return None
-    claims = map_check.impossible_claims(m, h.ledgers_map_offset)
+    claims = map_check.impossible_claims(scan)
     if not claims:
         return None
     return FormatError("a ledgers map true of the entries before it", f"one that {' and '.join(claims)}",
-                       path=scan.path, offset=h.ledgers_map_offset)
+                       path=scan.path, offset=scan.header.ledgers_map_offset)
 
 
 def _entries(scan) -> list[EntryRecord]:
