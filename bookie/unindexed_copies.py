@@ -3,8 +3,9 @@ ledger's metadata places them on (read-ledger): an ``.idx`` cut at a slot bounda
 ``locations`` database lost, reads as an index of fewer entries, and only the ensembles tell that the
 disk was given the rest.
 
-BookKeeper's client writes entry ``e`` of a segment of ``E`` bookies to the one at index ``i`` when
-``(i - e) mod E < Qw`` (its round-robin distribution schedule). A disk is searched (every entry log
+BookKeeper's client writes entry ``e`` of a segment of ``E`` bookies to the ``Qw`` from index ``e mod E``
+on (its round-robin distribution schedule: salvage_placement.write_set); any ``E`` ids in a row give
+every index one. A disk is searched (every entry log
 scanned once, this ledger's locations kept: bookie.ledger_copies.scanned_locations) the first time a
 run of ids no index holds contains one placed on it; its copies then serve every such id."""
 from __future__ import annotations
@@ -13,6 +14,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from bkdisk.bookie.ledger_copies import Disk, Location, scanned_locations
+from bkdisk.bookie.salvage_placement import write_set
 from bkdisk.formats.ids import LedgerId
 from bkdisk.formats.ledger_metadata import LedgerMetadata
 
@@ -30,7 +32,7 @@ def placed_disks(bookies: dict[int, str], md: LedgerMetadata, a: int, b: int) ->
         size = len(members)
         for n, bid in bookies.items():
             slots = [i for i, m in enumerate(members) if m == bid]
-            if any(hi - lo + 1 >= size or any((i - e) % size < md.write_quorum for e in range(lo, hi + 1))
+            if any(hi - lo + 1 >= size or any(i in write_set(e, size, md.write_quorum) for e in range(lo, hi + 1))
                    for i in slots):
                 was = out.get(n)
                 out[n] = (lo, hi) if was is None else (min(was[0], lo), max(was[1], hi))
