@@ -155,35 +155,35 @@ def read_ledger(disks: list[Disk], lid: LedgerId, metadata: LedgerMetadata | Non
                         e.copies.append(Copy(disks[n].bookie_id, reader.record(path, pos) or b""))
                     yield e, sum(len(c.data) for c in e.copies)
 
-        merged = heapq.merge(*streams)
-        nxt = lead
         chunk: list[EntryRead] = []
         held = 0
-        for eid, n, path, pos in merged:
+
+        def put(items) -> Iterator[EntryRead]:
+            """Add ``items`` (entry, bytes its copies hold) to the chunk, settling it whenever it is full."""
+            nonlocal chunk, held
+            for e, size in items:
+                if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
+                    yield from _settle(chunk, lid, plan, state, done, first)
+                    chunk, held = [], 0
+                chunk.append(e)
+                held += size
+
+        nxt = lead
+        for eid, n, path, pos in heapq.merge(*streams):
             if eid < lead:
                 continue
             if last is not None and eid > last:
                 break
             done.held_anywhere = True
             if not chunk or chunk[-1].entry_id != eid:
-                for e, size in itertools.chain(gap(nxt, eid - 1), [(EntryRead(eid), 0)]):
-                    if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
-                        yield from _settle(chunk, lid, plan, state, done, first)
-                        chunk, held = [], 0
-                    chunk.append(e)
-                    held += size
+                yield from put(itertools.chain(gap(nxt, eid - 1), [(EntryRead(eid), 0)]))
                 nxt = eid + 1
             data = reader.record(path, pos)
             chunk[-1].copies.append(Copy(disks[n].bookie_id, data or b""))
             held += len(data or b"")
         if last is not None:
             # (past the last id any disk holds, only a CLOSED ledger's were all written)
-            for e, size in gap(nxt, last, searched=metadata is not None and metadata.is_closed):
-                if chunk and (len(chunk) >= CHUNK_ENTRIES or held >= CHUNK_BYTES):
-                    yield from _settle(chunk, lid, plan, state, done, first)
-                    chunk, held = [], 0
-                chunk.append(e)
-                held += size
+            yield from put(gap(nxt, last, searched=metadata is not None and metadata.is_closed))
         yield from _settle(chunk, lid, plan, state, done, first)
 
 
