@@ -110,7 +110,11 @@ def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[p
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
         ledgers: dict[tuple[int, int], tuple[list[Copy], dict[str, tuple[bytes | None, int | None]]]] = {}
         indexed_on: dict[tuple[int, int], set[str]] = {}   # ledger -> the bookies that hold an index of it
-        for scope, ledger, b, source in zip(*(keys_t[c].to_pylist() for c in (*KEY, "bookie_id", "key_source"))):
+        for scope, ledger, b, key, lac, source in zip(*(keys_t[c].to_pylist() for c in (*KEY, *KEY_COLUMNS))):
+            merged = ledgers.setdefault((scope, ledger), ([], {}))[1]
+            k0, l0 = merged.get(b, (None, None))
+            merged[b] = (k0 or (bytes.fromhex(key) if key else None),
+                         lac if l0 is None or (lac is not None and lac > l0) else l0)
             if source in INDEX_KEY_SOURCES:
                 indexed_on.setdefault((scope, ledger), set()).add(b)
         for scope, ledger, b, e, ok, lac, length, size, fmt, d, log, off, payload, indexed in zip(
@@ -118,11 +122,6 @@ def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[p
             served = indexed is not False and b in indexed_on.get((scope, ledger), ())
             ledgers.setdefault((scope, ledger), ([], {}))[0].append(
                 Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off), payload, served))
-        for scope, ledger, b, key, lac, _source in zip(*(keys_t[c].to_pylist() for c in (*KEY, *KEY_COLUMNS))):
-            merged = ledgers.setdefault((scope, ledger), ([], {}))[1]
-            k0, l0 = merged.get(b, (None, None))
-            merged[b] = (k0 or (bytes.fromhex(key) if key else None),
-                         lac if l0 is None or (lac is not None and lac > l0) else l0)
         rows = []
         for (scope, ledger), (copies, merged) in sorted(ledgers.items()):
             lid = LedgerId(scope & 0xFFFF_FFFF_FFFF_FFFF, ledger & 0xFFFF_FFFF_FFFF_FFFF)
