@@ -112,6 +112,7 @@ def run(a) -> int:
     raw1: dict[str, list[float]] = {"logs": [], "all": []}
     raw2: dict[str, list[float]] = {"logs": [], "all": []}
     after: dict[str, list[float]] = {}
+    rss: dict[str, float] = {}   # peak RSS MiB over the rounds
     for _ in range(a.runs):
         t_logs = cb.raw_read(logs, window)[0]
         raw1["logs"].append(t_logs)
@@ -120,8 +121,9 @@ def run(a) -> int:
             raw2[ref].append(raw_read_two(mapped, files, window))
         for label, cmd, _ref in [(f"{lb} (twin)", c, r) for lb, c, r in small_twin] + big:
             t0 = cb.timed(cb.STARTUP)[0]
-            t = cb.timed(cmd, ok=(0, 4))[0]
+            t, peak, _cpu = cb.timed(cmd, ok=(0, 4))
             after.setdefault(label, []).append(t - t0)
+            rss[label] = max(rss.get(label, 0.0), peak)
     med = statistics.median
     print(f"bookie {root}: {sum(map(os.path.getsize, logs)) / cb.GIB:.2f} GiB of entry logs, "
           f"{len(small)} index or database files; twin {twin_root}: "
@@ -131,7 +133,7 @@ def run(a) -> int:
           "before it), medians;\nraw 1: the raw read on one thread (the target's yardstick); raw 2: on two "
           "threads; best: the twin's seconds + the faster raw read")
     print(f"{'command':22s} {'reads':>5s} {'twin':>6s} {'raw 1':>6s} {'raw 2':>6s} {'best':>6s} {'x best':>6s} "
-          f"{'today':>6s} {'x today':>7s} {'fixed cost allowed':>18s}")
+          f"{'today':>6s} {'x today':>7s} {'fixed cost allowed':>18s} {'peak RSS twin/today':>20s}")
     for label, _cmd, ref in big:
         fixed, r1 = med(after[f"{label} (twin)"]), med(raw1[ref])
         r2 = min(med(raw2[ref]), r1)
@@ -139,7 +141,7 @@ def run(a) -> int:
         best = fixed + r2
         allowed = r1 / cb.TARGET_AFTER_STARTUP - r2
         print(f"{label:22s} {ref:>5s} {fixed:6.3f} {r1:6.3f} {med(raw2[ref]):6.3f} {best:6.3f} {r1 / best:6.2f} "
-              f"{today:6.3f} {r1 / today:7.2f} {allowed:18.3f}")
+              f"{today:6.3f} {r1 / today:7.2f} {allowed:18.3f} {rss[f'{label} (twin)']:9.0f}/{rss[label]:5.0f} MiB")
     return 0
 
 
