@@ -2,9 +2,11 @@
 another wait a device's latency each, while asked together they are read with many requests in
 flight. Only advice: a file that cannot be opened or asked for is left to its read, which says why.
 
-Asking costs a few system calls a file, which a warm page cache does not need: ``cached`` tells the
-two apart by one read that may not wait (RWF_NOWAIT fails when the page is not in the cache), and
-``resident_pages`` by one mincore of many pages (a warm log's header pages are not asked one by one).
+Asking costs a few system calls a file, which a warm page cache does not need: ``resident_pages`` tells
+the two apart by one mincore of many pages (a warm log's header pages are not asked one by one), and
+``cached`` by mincore of one page where Linux answers it, else by one read that may not wait (RWF_NOWAIT
+fails when the page is not in the cache, but starts reading it: on a fast device that read may land
+before the answer, a cold page then said cached).
 """
 from __future__ import annotations
 
@@ -21,25 +23,30 @@ from bkdisk.diskio.mapped import OPEN_FLAGS, page_runs
 
 def cached(path: str, offset: int = 0) -> bool:
     """Whether the page of ``path`` at ``offset`` is in the page cache; True when the system cannot
-    tell (no RWF_NOWAIT) or the file cannot be read here (its read reports that). A miss starts
-    reading the page (the kernel's read-ahead of a read that may not wait): ask only of a page that
-    is wanted."""
-    nowait = getattr(os, "RWF_NOWAIT", None)
-    if nowait is None:
-        return True
+    tell or the file cannot be read here (its read reports that). Asked of mincore where it answers
+    (nothing read); else of a read that may not wait, whose miss starts reading the page (the kernel's
+    read-ahead): ask only of a page that is wanted."""
     try:
         fd = os.open(path, OPEN_FLAGS)
     except OSError:
         return True
     try:
-        os.preadv(fd, [bytearray(1)], offset, nowait)
-    except BlockingIOError:
-        return False
-    except OSError:   # EOPNOTSUPP on a file system without it, EISDIR, ...: cannot tell
+        page = offset - offset % mmap.PAGESIZE
+        pages = resident_pages(fd, 1, page)
+        if pages is not None:
+            return bool(pages[0])
+        nowait = getattr(os, "RWF_NOWAIT", None)
+        if nowait is None:
+            return True
+        try:
+            os.preadv(fd, [bytearray(1)], offset, nowait)
+        except BlockingIOError:
+            return False
+        except OSError:   # EOPNOTSUPP on a file system without it, EISDIR, ...: cannot tell
+            return True
         return True
     finally:
         os.close(fd)
-    return True
 
 
 # The most one POSIX_FADV_WILLNEED starts reading: the kernel cuts a request to its device's read-ahead
@@ -85,10 +92,10 @@ def _libc():
     return libc
 
 
-def resident_pages(fd: int, length: int) -> np.ndarray | None:
-    """Which pages of the first ``length`` bytes of the file of ``fd`` are in the page cache, a bool a
-    page (mincore of a map of them: nothing is read, nothing faulted in); None when the system cannot
-    tell, or would not (``mincore_answers``)."""
+def resident_pages(fd: int, length: int, offset: int = 0) -> np.ndarray | None:
+    """Which pages of ``length`` bytes from ``offset`` (a page boundary) of the file of ``fd`` are in the
+    page cache, a bool a page (mincore of a map of them: nothing is read, nothing faulted in); None when
+    the system cannot tell, or would not (``mincore_answers``)."""
     if length <= 0 or not hasattr(mmap, "MAP_SHARED") or not mincore_answers(fd):
         return None
     try:
@@ -96,7 +103,7 @@ def resident_pages(fd: int, length: int) -> np.ndarray | None:
     except (OSError, AttributeError):   # no C library, or one without mincore
         return None
     pages = -(-length // mmap.PAGESIZE)
-    addr = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    addr = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
     if addr is None or addr == ctypes.c_void_p(-1).value:
         return None
     try:

@@ -84,6 +84,16 @@ def test_cached_tells_a_dropped_page_from_a_read_one(tmp_path):
     assert read_ahead.cached(str(tmp_path / "missing"))   # cannot tell: its read says why
 
 
+def test_cached_reads_nothing_where_mincore_answers(tmp_path):
+    """A read that may not wait starts reading the page it misses, and on a fast device that read can
+    land before the answer: a cold page then looks cached. Asked of mincore, the page stays cold."""
+    p = _file(tmp_path / "f", 64 * PAGE)
+    _evict(p)
+    assert not any(read_ahead.cached(p, at * PAGE) for at in (0, 10, 32, 63))
+    time.sleep(0.3)
+    assert not any(resident(p, at * PAGE) for at in (0, 10, 32, 63))
+
+
 def test_asked_files_are_read_into_the_cache_without_being_read(tmp_path):
     files = [_file(tmp_path / f"{i}.idx", 3 * PAGE, i) for i in range(20)]
     _evict(*files)
