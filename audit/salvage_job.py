@@ -101,10 +101,12 @@ def result_row(s: Salvaged, copies: list[Copy]) -> dict:
     return row
 
 
-def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[pa.Table, pa.Table], pa.Table]:
+def infer_buckets(options: SalvageOptions, roots: dict[str, str], damaged: dict[str, str] | None = None
+                  ) -> Callable[[pa.Table, pa.Table], pa.Table]:
     """The function Spark runs on each bucket of ledgers: the copies and the keys their bookies keep of
     every ledger the bucket holds, grouped here by ledger and each ledger inferred in id order.
-    ``roots``: bookie id -> the disk any executor may read (HMAC digests are verified there)."""
+    ``roots``: bookie id -> the disk any executor may read (HMAC digests are verified there);
+    ``damaged``: bookie id -> the damage its check found that hides copies (``damaged_disks``)."""
     reader = CopyReader(roots)
 
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
@@ -127,7 +129,7 @@ def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[p
             lid = LedgerId(scope & 0xFFFF_FFFF_FFFF_FFFF, ledger & 0xFFFF_FFFF_FFFF_FFFF)
             keys = [BookieLedger(b, k, lac) for b, (k, lac) in sorted(merged.items())]
             s = salvage_ledger(lid, copies, keys, options.candidates, options.ack_quorum, options.custom_metadata,
-                               reader.check_hmac)
+                               reader.check_hmac, damaged)
             rows.append(result_row(s, copies))
         return pa.Table.from_pylist(rows, RESULT_SCHEMA)
     return infer
@@ -221,6 +223,7 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     disk_rows = reconcile(disk_rows, (), run)
     rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     _partly_read(rows, disk_rows)
+    damaged = damaged_disks(rows)
     audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
     key = ["ledger_scope", "ledger_id"]
     known = segments(spark, mt).select(*key).unionByName(known_keys(spark, mt).select(*key)).distinct()
@@ -240,7 +243,7 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     try:
         copies.select(bucket, *copies.columns).groupBy("bucket").cogroup(
             keys.select(bucket, *keys.columns).groupBy("bucket")).applyInArrow(
-            infer_buckets(options, roots), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
+            infer_buckets(options, roots, damaged), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
         raise AuditError(f"the salvage stage failed: {first_line(e)}") from None
     return SalvageRun(disk_rows, results)
@@ -274,6 +277,25 @@ def _partly_read(rows, disk_rows: list[dict]) -> None:
     for d in disk_rows:
         if d["status"] in AUDITED and d["bookie_id"] in first:
             d["status"], d["error"] = PARTLY_READ, first[d["bookie_id"]]
+
+
+# What a disk's check says of entry logs whose damage hides the copies past it (a log cut or torn inside
+# an entry, framing broken, a log an index points into that is gone or shorter): copies such a disk
+# lacks are lost there, not evidence that the ledger's ensemble changed.
+HIDING_CODES = ("LOG_HEADER_BAD", "LOG_FRAMING_BROKEN", "LOG_TRUNCATED", "LOG_TORN_TAIL", "LOG_MISSING",
+                "INDEX_LOCATION_MISSING_LOG", "INDEX_LOCATION_OUT_OF_RANGE")
+
+
+def damaged_disks(rows) -> dict[str, str]:
+    """Bookie id -> the first finding (code and message) of a damage that hides copies on its disk."""
+    from pyspark.sql import functions as F
+    found = (rows.filter((F.col("table") == "findings") & F.col("code").isin(*HIDING_CODES))
+             .select("bookie_id", "code", "message").limit(10_000).collect())
+    first: dict[str, str] = {}
+    for r in sorted(found, key=lambda r: (r["bookie_id"] or "", HIDING_CODES.index(r["code"]))):
+        if r["bookie_id"]:
+            first.setdefault(r["bookie_id"], f"{r['code']} ({r['message']})")
+    return first
 
 
 def _has_parquet(folder: str) -> bool:

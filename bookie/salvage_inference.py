@@ -7,7 +7,7 @@ The rules, with the BookKeeper code each follows, are in specs/salvage.md.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bkdisk.bookie.password_candidates import match_kept_keys
@@ -229,14 +229,15 @@ def _confirm_hmac(digest: Inferred, password: Inferred, copies: Sequence[Copy], 
 
 def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[BookieLedger],
                    candidates: Sequence[bytes] = (), ack_quorum: int | None = None,
-                   custom_metadata: tuple[tuple[str, bytes], ...] = (), hmac_check: HmacCheck | None = None
-                   ) -> Salvaged:
+                   custom_metadata: tuple[tuple[str, bytes], ...] = (), hmac_check: HmacCheck | None = None,
+                   damaged: Mapping[str, str] | None = None) -> Salvaged:
     """Everything the disks say of ``ledger``, and its metadata (format 3, CLOSED) when every field a
-    BookKeeper client needs is known: each ensemble position, the digest type and a verified password."""
+    BookKeeper client needs is known: each ensemble position, the digest type and a verified password.
+    ``damaged``: bookie -> the damage its check found that hides copies (salvage_placement)."""
     holders: dict[int, set[str]] = {}
     for c in copies:
         holders.setdefault(c.entry, set()).add(c.bookie)
-    pl = infer_placement(holders)
+    pl = infer_placement(holders, damaged)
     unknown = Inferred(None, UNKNOWN, "no copy of any entry was found")
     digest = _digest(copies)
     password, key = _password(keys, candidates)

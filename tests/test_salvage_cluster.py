@@ -351,6 +351,38 @@ def test_a_disk_whose_ledger_dir_is_empty_is_a_disk_not_read(tmp_path):
     assert not ledger_rows(out)["11"]["metadata_written"]
 
 
+def test_a_log_cut_mid_entry_on_one_bookie_leaves_its_ensembles_and_under_replicates_what_it_lost(tmp_path):
+    """bk-1's 0.log cut inside an entry: the copies past the cut are gone from bk-1 alone. Its check says
+    LOG_TRUNCATED; the copies it lacks are lost with that damage, not an ensemble change to a bookie no disk
+    shows (which withheld every ledger's metadata, blamed on a missing disk): each ledger is written as
+    BookKeeper wrote it, and the entries whose bk-1 copy went are under-replicated."""
+    root = tmp_path / "c3"
+    shutil.copytree(C3, root, symlinks=True)
+    log = root / "bookies" / BOOKIES[0] / "ledgers0" / "current" / "0.log"
+    os.truncate(log, 100013)
+    out = tmp_path / "out"
+    code, _ = run([*disks(root), "--password-candidates", str(candidates(tmp_path)), "--expect-bookies", "3"], out)
+    assert code == 0   # (every ledger written, no entry lost: under-replicated copies are the summary's to say)
+    man = json.loads((root / "bookies" / BOOKIES[0] / "manifest.json").read_text())
+    cut = {(int(r["ledger_id"]), r["entry_id"]) for r in man["entry_log_records"]
+           if r["entry_log_file"] == "0.log" and r["ledger_dir"] == "ledgers0" and r["offset"] + r["size"] + 4 > 100013}
+    assert cut
+    got, rows = written(out), ledger_rows(out)
+    for name, lg in LEDGERS.items():
+        lost_here = sorted(e for lid, e in cut if lid == int(lg["ledger_id"]))
+        if lost_here:
+            assert rows[name]["under_replicated"] == lost_here, name
+            assert "taken as lost there, not as an ensemble change" in rows[name]["ensembles_why"], name
+        if name in got:
+            assert_is_bookkeepers(name, got[name], dict(rows[name], _out=str(out)))
+    hit = {lid for lid, _e in cut}
+    assert {n for n, r in rows.items() if r["under_replicated"]} == {n for n, lg in LEDGERS.items()
+                                                                      if int(lg["ledger_id"]) in hit}
+    assert len(got) == len(rows) == len(LEDGERS)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["under_replicated_entries"] == len(cut) and summary["entries_lost"] == 0
+
+
 def test_more_bookies_read_than_expected_write_no_metadata(tmp_path):
     """Three bookies read, --expect-bookies 2: a disk of another cluster among them (its cookie's instance id
     not told, as a scan file's is not) would join its ledgers to this one's of the same ids."""
