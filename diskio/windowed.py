@@ -134,6 +134,11 @@ def read_head(path: str, data, n: int) -> tuple[bytes, int]:
         os.close(fd)
 
 
+# Rows a table of columns has at least: a column of one row is contiguous, which numba types as another
+# array layout than a longer one's, and a kernel met with it first compiles again (minutes, for a walk).
+MIN_ROWS = 2
+
+
 class Columns:
     """Output columns a kernel fills in place: the fields of one structured table (so the rows need no
     copy to become one), grown when the kernel reports FULL.
@@ -148,7 +153,7 @@ class Columns:
         missing = set(dtype.names or ()) - set(self._kernel.names or ())
         if missing:
             raise ValueError(f"the kernel fills no {sorted(missing)}")
-        self._rows = np.zeros(max(1, capacity), dtype)
+        self._rows = np.zeros(max(MIN_ROWS, capacity), dtype)
         self.arrays = self._fields(self._rows)
 
     def _fields(self, rows: np.ndarray) -> list[np.ndarray]:
@@ -175,7 +180,7 @@ class Columns:
     def restart(self, capacity: int) -> None:
         """Room for ``capacity`` rows, none written (a view of the rows before still reads them): a table
         grown large while its rows were kept in it, once they are handed over, is not filled again."""
-        self._rows = np.zeros(max(1, capacity), self.dtype)
+        self._rows = np.zeros(max(MIN_ROWS, capacity), self.dtype)
         self.arrays = self._fields(self._rows)
 
     def table(self, lo: int, hi: int) -> np.ndarray:

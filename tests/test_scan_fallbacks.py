@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,8 +86,10 @@ def _child(env_extra: dict[str, str]) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def test_bkdisk_crc_env_forces_the_table_variant_whatever_was_imported_first():
-    with tempfile.TemporaryDirectory() as cache:
+def test_bkdisk_crc_env_forces_the_table_variant_whatever_was_imported_first(warmed_cache):
+    with tempfile.TemporaryDirectory() as d:
+        cache = os.path.join(d, "cache")
+        shutil.copytree(warmed_cache, cache)   # (the variant is an argument of the kernels: none compiled here)
         forced = _child({"BKDISK_CRC": "table", "BKDISK_NUMBA_CACHE_DIR": cache})
         assert forced["variant"] == forced["plan_variant"] == config.CRC_TABLE
         assert forced["cache"].startswith(cache)   # numba imported first, and the cache dir still holds

@@ -4,33 +4,21 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import GOLDEN
+from conftest import run_bkdisk_with_cache as _run
 
 
 def _cache_files(cache: Path) -> set[str]:
     return {str(p.relative_to(cache)) for p in cache.rglob("*") if p.suffix in (".nbi", ".nbc")}
 
 
-def _run(args: list[str], cache: Path, ok=(0,)) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "BKDISK_NUMBA_CACHE_DIR")}
-    env["NUMBA_CACHE_DIR"] = str(cache)
-    env["BKDISK_JVM_ARCHIVE_DIR"] = str(cache / "jvm")
-    r = subprocess.run([sys.executable, "-c", "from bkdisk.cli import main; main()", *args], env=env,
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode in ok, r.stderr
-
-
 @pytest.fixture(scope="module")
-def warmed(tmp_path_factory) -> Path:
-    """A fresh cache filled by `warm-up --no-spark` (compiling every kernel takes minutes: once a module)."""
-    cache = tmp_path_factory.mktemp("warmed") / "cache"
-    _run(["warm-up", "--no-spark"], cache)
-    return cache
+def warmed(warmed_cache) -> Path:
+    """A fresh cache filled by `warm-up --no-spark` (conftest: one a run, shared)."""
+    return warmed_cache
 
 
 def test_after_warm_up_the_commands_add_nothing_to_the_cache(warmed, tmp_path):
