@@ -291,9 +291,9 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
                                  f"which was written is unknown: entry {first} on its {split[first]}")
     elif distrust is not None:
         s.no_metadata_because = distrust
-    elif damaged := sorted({c.bookie for c in copies if c.entry == last + 1}):
+    elif failing := sorted({c.bookie for c in copies if c.entry == last + 1}):
         # (LedgerRecoveryOp closes on "no such entry" only: any other read error fails the recovery)
-        s.no_metadata_because = (f"entry {last + 1} has copies ({', '.join(damaged)}) and none is intact: "
+        s.no_metadata_because = (f"entry {last + 1} has copies ({', '.join(failing)}) and none is intact: "
                                  "BookKeeper's recovery fails on that read, it does not close the ledger before it "
                                  f"({len(dropped)} entr{'y' if len(dropped) == 1 else 'ies'} from it on would be "
                                  "left out)")

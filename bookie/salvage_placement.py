@@ -171,8 +171,9 @@ def infer_placement(holders: dict[int, set[str]], damaged: Mapping[str, str] | N
             continue
         # Copies a read disk should hold and does not, against positions whose bookie no read disk
         # shows: a bookie whose disk is absent is one unknown position, not copies lost on the others.
-        lacking = Counter(ens[p] for seg, ens in segs for e in seg.entries for p in write_set(e, e_size, qw)
-                          if ens[p] is not None and ens[p] not in holders[e])
+        lacking: Counter[str] = Counter(b for seg, ens in segs for e in seg.entries
+                                        for b in (ens[p] for p in write_set(e, e_size, qw))
+                                        if b is not None and b not in holders[e])
         missing = sum(n for b, n in lacking.items() if b not in damaged)
         pl = _placement(segs, e_size, qw, damaged)
         unknown = sum(c == UNKNOWN for cs in pl.confidence for c in cs)
