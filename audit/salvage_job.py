@@ -101,12 +101,10 @@ def result_row(s: Salvaged, copies: list[Copy]) -> dict:
     return row
 
 
-def infer_buckets(options: SalvageOptions, roots: dict[str, str], damaged: dict[str, str] | None = None
-                  ) -> Callable[[pa.Table, pa.Table], pa.Table]:
+def infer_buckets(options: SalvageOptions, roots: dict[str, str]) -> Callable[[pa.Table, pa.Table], pa.Table]:
     """The function Spark runs on each bucket of ledgers: the copies and the keys their bookies keep of
     every ledger the bucket holds, grouped here by ledger and each ledger inferred in id order.
-    ``roots``: bookie id -> the disk any executor may read (HMAC digests are verified there);
-    ``damaged``: bookie id -> the damage its check found that hides copies (``damaged_disks``)."""
+    ``roots``: bookie id -> the disk any executor may read (HMAC digests are verified there)."""
     reader = CopyReader(roots)
 
     def infer(copies_t: pa.Table, keys_t: pa.Table) -> pa.Table:
@@ -123,13 +121,14 @@ def infer_buckets(options: SalvageOptions, roots: dict[str, str], damaged: dict[
                 *(copies_t[c].to_pylist() for c in (*KEY, *COPY_COLUMNS))):
             served = indexed is not False and b in indexed_on.get((scope, ledger), ())
             ledgers.setdefault((scope, ledger), ([], {}))[0].append(
-                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1, (d, log, off), payload, served))
+                Copy(b, e, ok is not False, ok is True, lac, length, size, fmt or 1,
+                     None if log is None else (d, log, off), payload, served))
         rows = []
         for (scope, ledger), (copies, merged) in sorted(ledgers.items()):
             lid = LedgerId(scope & 0xFFFF_FFFF_FFFF_FFFF, ledger & 0xFFFF_FFFF_FFFF_FFFF)
             keys = [BookieLedger(b, k, lac) for b, (k, lac) in sorted(merged.items())]
             s = salvage_ledger(lid, copies, keys, options.candidates, options.ack_quorum, options.custom_metadata,
-                               reader.check_hmac, damaged)
+                               reader.check_hmac)
             rows.append(result_row(s, copies))
         return pa.Table.from_pylist(rows, RESULT_SCHEMA)
     return infer
@@ -223,7 +222,6 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     disk_rows = reconcile(disk_rows, (), run)
     rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     _partly_read(rows, disk_rows)
-    damaged = damaged_disks(rows)
     audited = sorted({d["bookie_id"] for d in disk_rows if d["status"] in AUDITED and d["bookie_id"]})
     key = ["ledger_scope", "ledger_id"]
     known = segments(spark, mt).select(*key).unionByName(known_keys(spark, mt).select(*key)).distinct()
@@ -231,7 +229,8 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
               if _has_parquet(replicas_dir) else spark.createDataFrame([], from_arrow_schema(table_schema("replicas"))))
     # a bound from the files' footers, not a pass over the rows: every copy, salvaged or known
     buckets = max(1, -(-copies.count() // BUCKET_COPIES))
-    copies = copies.filter(F.col("bookie_id").isin(audited)).select(*key, *COPY_COLUMNS).join(known, key, "left_anti")
+    copies = (copies.filter(F.col("bookie_id").isin(audited)).select(*key, *COPY_COLUMNS)
+              .unionByName(unreadable_copies(rows, audited, copies.schema)).join(known, key, "left_anti"))
     keys = (rows.filter((F.col("table") == "ledger_keys") & F.col("bookie_id").isin(audited))
             .select(*key, *KEY_COLUMNS).join(known, key, "left_anti"))
     results = os.path.join(scratch, "results")
@@ -243,7 +242,7 @@ def run_salvage(spark, disks: list[DiskInput], scan_files: list[str], source: Me
     try:
         copies.select(bucket, *copies.columns).groupBy("bucket").cogroup(
             keys.select(bucket, *keys.columns).groupBy("bucket")).applyInArrow(
-            infer_buckets(options, roots, damaged), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
+            infer_buckets(options, roots), from_arrow_schema(RESULT_SCHEMA)).write.parquet(results)
     except Exception as e:   # noqa: BLE001 - Py4J and PySpark errors: one line, not a JVM stack
         raise AuditError(f"the salvage stage failed: {first_line(e)}") from None
     return SalvageRun(disk_rows, results)
@@ -279,23 +278,25 @@ def _partly_read(rows, disk_rows: list[dict]) -> None:
             d["status"], d["error"] = PARTLY_READ, first[d["bookie_id"]]
 
 
-# What a disk's check says of entry logs whose damage hides the copies past it (a log cut or torn inside
-# an entry, framing broken, a log an index points into that is gone or shorter): copies such a disk
-# lacks are lost there, not evidence that the ledger's ensemble changed.
-HIDING_CODES = ("LOG_HEADER_BAD", "LOG_FRAMING_BROKEN", "LOG_TRUNCATED", "LOG_TORN_TAIL", "LOG_MISSING",
-                "INDEX_LOCATION_MISSING_LOG", "INDEX_LOCATION_OUT_OF_RANGE")
+# What a disk's check says of a copy its own index holds and its entry log cannot give back (the log gone,
+# cut short, or holding another entry where the index points): the bookie stored that entry, so it sits in
+# the entry's write set, a damaged copy (BookKeeper's read of it fails), not a copy it never had. Without it,
+# copies lost with a log cut on one bookie looked like an ensemble change to a bookie no disk shows.
+UNREADABLE_COPY_CODES = ("INDEX_LOCATION_MISSING_LOG", "INDEX_LOCATION_OUT_OF_RANGE", "DBINDEX_LOCATION_MISSING_LOG",
+                         "DBINDEX_LOCATION_WRONG")
 
 
-def damaged_disks(rows) -> dict[str, str]:
-    """Bookie id -> the first finding (code and message) of a damage that hides copies on its disk."""
+def unreadable_copies(rows, audited: list[str], schema):
+    """The copies ``audited`` disks' indexes hold and their logs cannot give back, as damaged copy rows
+    (``COPY_COLUMNS``, digest_ok false, indexed)."""
     from pyspark.sql import functions as F
-    found = (rows.filter((F.col("table") == "findings") & F.col("code").isin(*HIDING_CODES))
-             .select("bookie_id", "code", "message").limit(10_000).collect())
-    first: dict[str, str] = {}
-    for r in sorted(found, key=lambda r: (r["bookie_id"] or "", HIDING_CODES.index(r["code"]))):
-        if r["bookie_id"]:
-            first.setdefault(r["bookie_id"], f"{r['code']} ({r['message']})")
-    return first
+    found = (rows.filter((F.col("table") == "findings") & F.col("code").isin(*UNREADABLE_COPY_CODES)
+                         & F.col("bookie_id").isin(audited) & F.col("ledger_id").isNotNull()
+                         & F.col("entry_id").isNotNull())
+             .select("ledger_scope", "ledger_id", "bookie_id", "entry_id").distinct())
+    made = {"digest_ok": F.lit(False), "indexed": F.lit(True)}
+    return found.select(*KEY, *[F.col(c) if c in ("bookie_id", "entry_id") else
+                                made.get(c, F.lit(None)).cast(schema[c].dataType).alias(c) for c in COPY_COLUMNS])
 
 
 def _has_parquet(folder: str) -> bool:

@@ -7,7 +7,7 @@ The rules, with the BookKeeper code each follows, are in specs/salvage.md.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bkdisk.bookie.password_candidates import match_kept_keys
@@ -229,15 +229,14 @@ def _confirm_hmac(digest: Inferred, password: Inferred, copies: Sequence[Copy], 
 
 def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[BookieLedger],
                    candidates: Sequence[bytes] = (), ack_quorum: int | None = None,
-                   custom_metadata: tuple[tuple[str, bytes], ...] = (), hmac_check: HmacCheck | None = None,
-                   damaged: Mapping[str, str] | None = None) -> Salvaged:
+                   custom_metadata: tuple[tuple[str, bytes], ...] = (), hmac_check: HmacCheck | None = None
+                   ) -> Salvaged:
     """Everything the disks say of ``ledger``, and its metadata (format 3, CLOSED) when every field a
-    BookKeeper client needs is known: each ensemble position, the digest type and a verified password.
-    ``damaged``: bookie -> the damage its check found that hides copies (salvage_placement)."""
+    BookKeeper client needs is known: each ensemble position, the digest type and a verified password."""
     holders: dict[int, set[str]] = {}
     for c in copies:
         holders.setdefault(c.entry, set()).add(c.bookie)
-    pl = infer_placement(holders, damaged)
+    pl = infer_placement(holders)
     unknown = Inferred(None, UNKNOWN, "no copy of any entry was found")
     digest = _digest(copies)
     password, key = _password(keys, candidates)
@@ -291,9 +290,9 @@ def salvage_ledger(ledger: LedgerId, copies: Sequence[Copy], keys: Sequence[Book
                                  f"which was written is unknown: entry {first} on its {split[first]}")
     elif distrust is not None:
         s.no_metadata_because = distrust
-    elif failing := sorted({c.bookie for c in copies if c.entry == last + 1}):
+    elif damaged := sorted({c.bookie for c in copies if c.entry == last + 1}):
         # (LedgerRecoveryOp closes on "no such entry" only: any other read error fails the recovery)
-        s.no_metadata_because = (f"entry {last + 1} has copies ({', '.join(failing)}) and none is intact: "
+        s.no_metadata_because = (f"entry {last + 1} has copies ({', '.join(damaged)}) and none is intact: "
                                  "BookKeeper's recovery fails on that read, it does not close the ledger before it "
                                  f"({len(dropped)} entr{'y' if len(dropped) == 1 else 'ies'} from it on would be "
                                  "left out)")

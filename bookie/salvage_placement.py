@@ -6,8 +6,7 @@ each position with how sure it is. Pure; specs/salvage.md states the rules.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 CERTAIN, INFERRED, ASSUMED, UNKNOWN = "certain", "inferred", "assumed", "unknown"
@@ -152,16 +151,14 @@ class Placement:
     why: list[str]
 
 
-def infer_placement(holders: dict[int, set[str]], damaged: Mapping[str, str] | None = None) -> Placement | None:
+def infer_placement(holders: dict[int, set[str]]) -> Placement | None:
     """Ensemble size, write quorum and ensembles that place every copy found by BookKeeper's rules,
     explaining the copies read disks lack at the least cost (each such copy 1, each position whose
     bookie no read disk shows UNKNOWN_POSITION_COST), then with the fewest ensemble changes, then the
-    smallest ensemble; None when no entry has a copy. ``damaged``: bookie -> what its check found that
-    hides copies (a torn or broken entry log): copies such a disk lacks cost nothing, lost with it."""
+    smallest ensemble; None when no entry has a copy."""
     holders = {e: h for e, h in holders.items() if h}
     if not holders:
         return None
-    damaged = damaged or {}
     qw = max(len(h) for h in holders.values())
     bookies = set().union(*holders.values())
     best: tuple[tuple[int, int, int], Placement] | None = None
@@ -171,27 +168,21 @@ def infer_placement(holders: dict[int, set[str]], damaged: Mapping[str, str] | N
             continue
         # Copies a read disk should hold and does not, against positions whose bookie no read disk
         # shows: a bookie whose disk is absent is one unknown position, not copies lost on the others.
-        lacking: Counter[str] = Counter(b for seg, ens in segs for e in seg.entries
-                                        for b in (ens[p] for p in write_set(e, e_size, qw))
-                                        if b is not None and b not in holders[e])
-        missing = sum(n for b, n in lacking.items() if b not in damaged)
-        pl = _placement(segs, e_size, qw, damaged)
+        missing = sum(ens[p] is not None and ens[p] not in holders[e]
+                      for seg, ens in segs for e in seg.entries for p in write_set(e, e_size, qw))
+        pl = _placement(segs, e_size, qw, holders)
         unknown = sum(c == UNKNOWN for cs in pl.confidence for c in cs)
         score = (missing + UNKNOWN_POSITION_COST * unknown, len(segs), e_size)
         if best is None or score < best[0]:
-            pl.why += [f"{n} cop{'y' if n == 1 else 'ies'} {b} should hold {'is' if n == 1 else 'are'} not on its "
-                       f"disk, whose check found {damaged[b]}: taken as lost there, not as an ensemble change"
-                       for b, n in sorted(lacking.items()) if b in damaged]
             best = (score, pl)
     return None if best is None else best[1]
 
 
 def _placement(segs: list[tuple[_Segment, list[str | None]]], e_size: int, qw: int,
-               damaged: Mapping[str, str]) -> Placement:
+               holders: dict[int, set[str]]) -> Placement:
     """The ensembles of ``segs``, each position with its confidence; a position no entry of its
     ensemble was written to takes the bookie of a neighbouring ensemble where the replacement rule
-    allows; a position written to whose copies no read disk holds stays unknown, unless the ensemble
-    before held a ``damaged`` bookie there (kept: its copies went with its disk's damage)."""
+    allows; a position written to whose copies no read disk holds stays unknown."""
     ensembles: list[tuple[int, list[str | None]]] = []
     confidence: list[list[str]] = []
     why: list[str] = []
@@ -201,13 +192,6 @@ def _placement(segs: list[tuple[_Segment, list[str | None]]], e_size: int, qw: i
         written = {p for e in seg.entries for p in write_set(e, e_size, qw)}
         for p, b in enumerate(ens):
             if b is not None:
-                continue
-            kept = segs[i - 1][1][p] if i else None
-            if p in written and kept is not None and kept in damaged and kept not in ens:
-                # (its copies here went with the damage its disk shows: the bookie kept, not replaced)
-                ens[p], conf[p] = kept, INFERRED
-                why.append(f"ensemble at {seg.first}: position {p} holds no copy; {kept} kept from the ensemble "
-                           f"before (its disk's damage hides its copies)")
                 continue
             if p in written:
                 why.append(f"ensemble at {seg.first}: position {p} was written to (entry "

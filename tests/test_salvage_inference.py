@@ -357,40 +357,17 @@ def test_a_next_entry_whose_every_copy_is_damaged_fails_recovery_and_one_with_no
     assert (s.last_entry_id.value, s.dropped_entries) == (6, [8, 9]) and s.metadata is not None
 
 
-def test_copies_a_torn_log_hid_are_lost_on_its_bookie_not_an_ensemble_change():
-    """A bookie whose entry log was cut mid-entry lacks every copy past the cut: without its check's
-    finding the cheapest model replaced it by a bookie no disk shows (no metadata for any ledger, blamed
-    on a missing disk); with it, the ensemble stands and the entries past the cut are under-replicated."""
+def test_copies_a_bookies_index_holds_and_its_log_lost_keep_it_in_the_ensemble():
+    """A bookie whose entry log was cut lacks every copy past the cut. Left out, the cheapest model replaced
+    it by a bookie no disk shows (no metadata, blamed on a missing disk); as the damaged copies its index
+    says it stored (salvage_job.unreadable_copies), the ensemble stands and those entries are under-replicated."""
     ens = [(0, ["a", "b", "c", "d"])]
-    copies = _copies(4, 2, ens, DigestType.CRC32C, [10] * 100, keep=lambda e, b: b != "b" or e < 50)
-    blind = salvage_ledger(LedgerId(0, 1), copies, _keys(ens), [b"pw"])
+    sizes = [10] * 100
+    gone = _copies(4, 2, ens, DigestType.CRC32C, sizes, keep=lambda e, b: b != "b" or e < 50)
+    blind = salvage_ledger(LedgerId(0, 1), gone, _keys(ens), [b"pw"])
     assert blind.metadata is None and "its bookie is unknown" in blind.no_metadata_because
-    torn = {"b": "LOG_TORN_TAIL (0.log)"}
-    s = salvage_ledger(LedgerId(0, 1), copies, _keys(ens), [b"pw"], damaged=torn)
+    held = _copies(4, 2, ens, DigestType.CRC32C, sizes, damaged=lambda e, b: b == "b" and e >= 50)
+    s = salvage_ledger(LedgerId(0, 1), held, _keys(ens), [b"pw"])
     assert s.metadata is not None and s.metadata.ensembles == ((0, ("a", "b", "c", "d")),)
     assert s.under_replicated == [e for e in range(50, 100) if "b" in (ens[0][1][e % 4], ens[0][1][(e + 1) % 4])]
-    assert "24 copies b should hold are not on its disk, whose check found LOG_TORN_TAIL (0.log)" in s.ensembles.why
-    # a change the copies show (c replaced by e at 60) is still found beside the damaged bookie
-    moved = [(0, ["a", "b", "c", "d"]), (60, ["a", "b", "e", "d"])]
-    copies = _copies(4, 2, moved, DigestType.CRC32C, [10] * 100, keep=lambda e, b: b != "b" or e < 50)
-    s = salvage_ledger(LedgerId(0, 1), copies, _keys(moved), [b"pw"], damaged=torn)
-    assert s.metadata is not None
-    assert [e for _f, e in s.metadata.ensembles] == [("a", "b", "c", "d"), ("a", "b", "e", "d")]
-    assert "b kept from the ensemble before (its disk's damage hides its copies)" in s.ensembles.why
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ledgers(), st.data())
-def test_a_damaged_bookies_lost_tail_never_invents_a_bookie_and_every_copy_found_stays_placed(case, data):
-    e_size, qw, ensembles, dtype, sizes = case
-    victim = data.draw(st.sampled_from(sorted({b for _f, e in ensembles for b in e})))
-    cut = data.draw(st.integers(0, len(sizes)))
-    copies = _copies(*case, keep=lambda e, b: b != victim or e < cut)
-    s = salvage_ledger(LedgerId(0, 7), copies, _keys(ensembles), [b"pw"], damaged={victim: "LOG_TRUNCATED (x)"})
-    if s.metadata is None:
-        return
-    holding = {c.bookie for c in copies}
-    assert all(b in holding for _f, e in s.metadata.ensembles for b in e)
-    for c in copies:   # each copy found sits in its entry's write set
-        ws = [s.metadata.ensemble_at(c.entry)[p] for p in write_set(c.entry, s.metadata.ensemble_size, qw)]
-        assert c.bookie in ws
+    assert s.lost_entries == []
