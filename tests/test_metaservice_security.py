@@ -8,6 +8,7 @@ import io
 import sqlite3
 import threading
 import time
+import weakref
 from concurrent import futures
 
 import grpc
@@ -122,8 +123,12 @@ def _live_calls(port: int) -> list:
     """The call objects alive in this process that were made to the service on ``port`` (a call's
     state names its channel's target; another test's client may still be calling its own service)."""
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, grpc_channel._Rendezvous)
+    # (a weak proxy whose object is gone raises on isinstance: its own type is read, never the object's)
+    return [o for o in gc.get_objects() if type(o) not in _PROXIES and isinstance(o, grpc_channel._Rendezvous)
             and o._state.target == f"127.0.0.1:{port}"]
+
+
+_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
 
 
 def test_a_refused_stream_keeps_no_grpc_call_alive_in_the_error_it_raised(guarded):
