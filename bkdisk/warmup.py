@@ -38,6 +38,11 @@ writer = lazy_import("bkdisk.bookie.writer")
 fsck_api = lazy_import("bkdisk.fsck.api")
 journal_search = lazy_import("bkdisk.journal.search")
 fsck_context = lazy_import("bkdisk.fsck.context")
+ensemble_placement = lazy_import("bkdisk.fsck.ensemble_placement")
+crc_kernels = lazy_import("bkdisk.digests.crc_kernels")
+ledger_copies = lazy_import("bkdisk.bookie.ledger_copies")
+ledger_read = lazy_import("bkdisk.bookie.ledger_read")
+diskio_config = lazy_import("bkdisk.diskio.config")
 dbledger = lazy_import("bkdisk.formats.dbledger")
 rocksdb_format = lazy_import("bkdisk.formats.rocksdb")
 dbindex = lazy_import("bkdisk.rocksdbfiles.dbindex")
@@ -74,6 +79,8 @@ def warm_up(spark: bool = True) -> tuple[float, str | None]:
         dirs = layout.discover(root)
         check_bookie(dirs, CheckOptions(metadata_dir=md))
         check_bookie(dirs, CheckOptions())                       # sniffing paths, no metadata
+        _warm_placement()                                        # ensembles of several bookies
+        _warm_streamed()                                         # a record larger than a window
         _warm_ranges()                                           # a check larger than its memory share
         _warm_join()                                             # a log joined in parts, one of one entry
         _warm_map_sums()                                         # a log of one entry against its ledgers map
@@ -81,10 +88,12 @@ def warm_up(spark: bool = True) -> tuple[float, str | None]:
         _warm_rocksdb(os.path.join(d, "rocksdb"))                # DbLedgerStorage's block decoder
         journal_search.find_record_pair(written.journal_files[0], 1)   # a torn journal's search for records
         meta, _errors = metadata_dir.load_metadata_dir(md)
+        _warm_read_ledger(root, meta)                            # `bkdisk read-ledger`
         for hashed in (None, "sha256"):
             for rows in bookie_inventory.scan_bookie(dirs, metadata_dir.digest_plan(meta), payload_hash=hashed):
                 if not isinstance(rows, str):
                     rows.jsonl()
+        _warm_damaged(written)                                   # last: it damages the sample bookie
         seconds = time.perf_counter() - t0   # (the kernels' time: the archive's audit is told apart)
         archive = _warm_spark(root, md, os.path.join(d, "audit")) if spark else None
     return seconds, archive
@@ -119,6 +128,46 @@ def compile_bytecode() -> bool:
     return ok
 
 
+def _warm_placement() -> None:
+    """Pass 7's count of the entries a ledger's ensembles place on the bookie and of those it holds, which
+    the check takes for a ledger striped over several bookies (the sample's ledgers have one)."""
+    one = np.zeros(1, np.int64)
+    placed = ensemble_placement.Placement(one, one + 1, one, one + 1, one, one + 1, np.ones(1, bool))
+    placed.wanted(one, one)
+    placed.held(one, np.array([0, 1]), one, one)
+
+
+def _warm_read_ledger(root: str, meta: dict) -> None:
+    """`bkdisk read-ledger` of a sample ledger: the copies of a chunk of entries framed and verified at once."""
+    lid = next(iter(meta))
+    for _entry in ledger_read.read_ledger([ledger_copies.open_disk(root)], lid, meta[lid]):
+        pass
+
+
+def _warm_streamed() -> None:
+    """The CRC of a record too large for a window, read in chunks (digests.verify.verify_streamed): the
+    register a uint64, the chunk the read-only bytes of a read, offsets and lengths Python ints."""
+    chunk = np.frombuffer(bytes(64), np.uint8)
+    crc_kernels.crc_update(np.uint64(0xFFFFFFFF), chunk, 0, len(chunk), crc_kernels.POLY_CRC32C,
+                           diskio_config.crc_variant())
+
+
+def _warm_damaged(written) -> None:
+    """A check of the sample bookie with an entry log cut mid-entry and a journal record's length
+    damaged: the walks' paths past damage (the zeros at a log's end, the search for records after a
+    journal's damaged length)."""
+    log = written.entry_log_files[0]
+    os.truncate(log, os.path.getsize(log) - 100)
+    with open(written.journal_files[0], "r+b") as fh:
+        fh.seek(4096)
+        fh.write(b"\x7f\xff\xff\x00")
+    fsck_api.check_bookie(layout.discover(written.root), fsck_context.CheckOptions())
+    # Where a journal's last record may stand after a damaged length (before a lone fence record): small
+    # windows, so that records cross them (a record's successor read past its window).
+    for _at in journal_search.lone_records(written.journal_files[0], 0, window=64):
+        pass
+
+
 def _warm_listed_reads(index_dirs: list[str]) -> None:
     """The reading of index files listed before (a command's listing, made by a process of its own): the
     jitted loop that reads runs of small files into the reader's batch."""
@@ -132,19 +181,20 @@ def _warm_ranges() -> None:
 
 
 def _warm_join() -> None:
-    """Pass 5's join of a log read in parts: a part of one entry gives the kernels columns numba types as
-    contiguous (a one-row view is), another variant than a longer part's; entry 0's location is found by
-    its ids, entry 1's points 4 bytes short of it and is looked up by position, grouped with others by
-    where they point (the part's entries are over 64 KiB apart)."""
+    """Pass 5's join of a log read in parts: a part of one entry and one of two; entry 0's location is found
+    by its ids, entries 1 and 2 point 4 bytes short of theirs and are looked up by position, grouped by
+    where they point (the entries are over 64 KiB apart); then the same range as one table, as a range
+    whose logs cannot be joined one by one is (here one log id twice, as two ledger dirs' logs can be)."""
     e = np.zeros(3, entrylog_arrays.ENTRY_DTYPE)
     e["offset"], e["entry"] = [1024, 70000, 140000], [0, 1, 2]
     log = entrylog_arrays.EntryLogArrays("0.log", 0, 150000, None, None, None, None, 150000, e,
                                          np.zeros(0, entrylog_arrays.PROBLEM_DTYPE))
-    lr = np.zeros(2, location_ranges.LOCATION_ROW)   # in index order: looked up by ids, then by position
-    lr["key"], lr["entry"] = [1028, 70000], [0, 1]
+    lr = np.zeros(3, location_ranges.LOCATION_ROW)   # in index order: looked up by ids, then by position
+    lr["key"], lr["entry"] = [1028, 70000, 140000], [0, 1, 2]
     index_rows = np.zeros(2, index_arrays.INDEX_FILE_DTYPE)
     index_rows["ledger"] = [0, 1]   # (two file rows of one ledger would leave the lookup by ids out)
     range_join.join_range(index_rows, [(0, log)], lr, rows=2)   # parts of two entries and one
+    range_join.join_range(index_rows, [(0, log), (0, log)], lr)
 
 
 def _warm_map_sums() -> None:

@@ -71,7 +71,7 @@ class EntryBytes:
             out_type[rest], out_status[rest] = t, st
 
 
-@kernel
+@kernel(any_layout=("offset", "out_format", "out_length"))
 def format_and_length(arr, base, offset, out_format, out_length):
     """Each record's entry format (a V2 header is the V1 fields behind a prefix) and cumulative length:
     a record is a 4-byte size, then the entry (an entry log's and a journal's alike)."""

@@ -168,7 +168,7 @@ def _find_sorted(ids, key):
     return lo if lo < ids.size and ids[lo] == key else -1
 
 
-@kernel
+@kernel(any_layout=("size", "v2", "ledger"))
 def digests_from_facts(size, v2, ledger, facts, decided_ids, decided_rows, slots, met, met_row, known_ids, samples,
                        out_type, out_source, out_status, out_payload_len, out_sniffed):
     """What verify_entry_digests gives entries from their digest facts (``v2``: nonzero for an entry

@@ -366,11 +366,11 @@ def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: Dig
         if not tries:
             return DIGEST_BAD if code else DIGEST_UNKNOWN
         mask = np.uint64(0xFFFFFFFF)
-        regs = {t: mask for t in tries if t in _POLY}
+        regs = {t: mask for t in tries if t in _POLY}   # (a uint64 always: the kernel's one variant)
         mac = hmac.new(key_bytes, head[:header].tobytes(), hashlib.sha1) \
             if key_bytes is not None and DigestType.HMAC in tries else None
         for t in regs:
-            regs[t] = crc_update(regs[t], head, 0, header, _POLY[t], plan.crc_variant)
+            regs[t] = np.uint64(crc_update(regs[t], head, 0, header, _POLY[t], plan.crc_variant))
         # The covered bytes after the digest differ by type only in where they start.
         start = header + min(t.length for t in tries)
         at = start
@@ -383,7 +383,7 @@ def verify_streamed(path: str, offset: int, size: int, key: LedgerKey, plan: Dig
                 lo = min(skip[t], len(chunk))
                 skip[t] -= lo
                 if t in regs:
-                    regs[t] = crc_update(regs[t], chunk, lo, len(chunk) - lo, _POLY[t], plan.crc_variant)
+                    regs[t] = np.uint64(crc_update(regs[t], chunk, lo, len(chunk) - lo, _POLY[t], plan.crc_variant))
                 elif mac is not None:
                     mac.update(chunk[lo:].tobytes())
             at += len(chunk)

@@ -82,13 +82,21 @@ def private_folder(path: str) -> str | None:
     return path if mine else None
 
 
-def kernel(fn: Callable, **options: Any) -> Callable:
+def kernel(fn: Callable | None = None, *, any_layout: bool | tuple[str, ...] = False, **options: Any) -> Any:
     """``numba.njit(**JIT_OPTIONS, cache=True)``, with the cache folder resolved first and a
     ``LeanCache`` as the cache (the only one made: ``cache=True`` would make numba's own first).
-    Where no cache folder can be written, the kernel compiles in each process (said once, on stderr)."""
+    Where no cache folder can be written, the kernel compiles in each process (said once, on stderr).
+    ``any_layout``: one variant for arrays of any layout (diskio.any_layout), for a kernel given columns
+    that are strided in one call and contiguous in another (``@kernel(any_layout=True)``), or for those
+    of its arguments named (a tuple of names)."""
+    if fn is None:
+        return functools.partial(kernel, any_layout=any_layout, **options)
     numba_cache_dir()
     from numba import njit
     dispatcher = njit(**JIT_OPTIONS, **options)(fn)
+    if any_layout:
+        from bkdisk.diskio.any_layout import any_layout as layout_free
+        dispatcher = layout_free(dispatcher, any_layout if isinstance(any_layout, tuple) else None)
     try:
         dispatcher._cache = lean_cache_class()(dispatcher.py_func)
     except RuntimeError as e:   # (numba: no cache locator available)

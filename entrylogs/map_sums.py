@@ -25,7 +25,7 @@ from bkdisk.formats.entrylog import SIZE_PREFIX_SIZE
 MapCounts = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-@kernel
+@kernel(any_layout=("m_scope", "m_ledger", "e_scope", "e_ledger", "e_size"))
 def add_entries(m_scope, m_ledger, table, e_scope, e_ledger, e_size, sums, counts):
     """Each entry's size, with its size prefix, added to its ledger's row of ``sums`` (and one to
     ``counts``). Returns the index of the first entry whose ledger no row holds (the entries before

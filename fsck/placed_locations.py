@@ -29,7 +29,7 @@ def log_sizes(log_files: Sequence) -> dict[int, int]:
     return {lf.log_id: os.path.getsize(lf.path) for lf in log_files if os.access(lf.path, os.F_OK)}
 
 
-@kernel
+@kernel(any_layout=("c_log", "c_pos"))
 def misplaced_locations(c_log, c_pos, ids, sizes, shortest_end, out_missing, out_past):
     """The locations (LOCATION_DTYPE fields ``c_*``) that point into no log of ``ids`` (sorted):
     their indices in ``out_missing``; and of the others those where an entry could not start, within

@@ -43,7 +43,7 @@ def _hex_at(data, at, end, value, width):
     return at + digits
 
 
-@kernel
+@kernel(any_layout=("scope", "ledger", "named"))
 def _placed(data, ends, scope, ledger, named, suffix, out):
     """Per row: its bytes are index_relpath(scope, ledger) ("/" separators; scope 0: two levels,
     else four and the 32-digit qualified name; then ``suffix``)."""

@@ -123,7 +123,7 @@ def decode_files(buf, words, f_off, f_len, info):
     return total
 
 
-@kernel
+@kernel(any_layout=("out_file", "out_entry", "out_log", "out_pos"))   # (columns of one row or more)
 def write_locations(buf, words, f_off, rows, info, out_file, out_entry, out_log, out_pos):
     """Every present slot of the files decode_files counted, in file then entry order: file ``f`` as
     row ``rows[f]``, the location split into (log, position) as formats.index splits it."""

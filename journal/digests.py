@@ -108,7 +108,7 @@ def _run_goes_on(run: np.ndarray, data: np.ndarray, window: int) -> int:
     return int(np.searchsorted(ends, w0 + window, side="right"))
 
 
-@kernel
+@kernel(any_layout=("offset", "size"))
 def _window_cuts(offset, size, idx, window, cuts):
     """Cut the data records ``idx`` into runs whose bytes span at most ``window`` (a record larger than
     that is a run of its own): ``cuts[:n]`` are the runs' bounds (in ``idx``), n returned."""

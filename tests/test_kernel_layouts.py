@@ -1,6 +1,7 @@
 """A scan's output table hands its kernel columns of one layout whatever its size: a column of one row is
 contiguous, which numba types apart from a longer one's, and the walk met with it first compiled again
-(over a minute) for a log of one entry, or a header alone, as a bookie's newest log often is."""
+(over a minute) for a log of one entry, or a header alone, as a bookie's newest log often is. The joins'
+kernels, given columns strided or contiguous by where they come from, run one variant for any mix."""
 from __future__ import annotations
 
 from conftest import GOLDEN
@@ -35,3 +36,47 @@ def test_a_log_of_one_entry_or_none_is_walked_by_the_kernel_a_longer_one_was(tmp
         res = scan_entry_log(short)
         assert len(res.entries) == (n > 1024)
     assert set(walk_entry_records.signatures) == seen
+
+
+def _dot(a, b, out):
+    t = 0
+    for i in range(a.shape[0]):
+        t += a[i] * b[i]
+    out[0] = t
+    return t
+
+
+def test_an_any_layout_kernel_runs_one_variant_for_every_mix_of_strided_and_contiguous_arrays(tmp_path, monkeypatch):
+    import numpy as np
+
+    from bkdisk.diskio.config import kernel
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    plain, free, named = kernel(_dot), kernel(_dot, any_layout=True), kernel(_dot, any_layout=("a", "b"))
+    table = np.zeros(10, [("x", np.int64), ("y", np.int64)])
+    table["x"], table["y"] = np.arange(10), 3
+    mixes = [(table["x"], table["y"]), (np.arange(10), np.full(10, 3)), (table["x"], np.full(10, 3)),
+             (table["x"][:1], table["y"][:1])]   # (a one-row column is contiguous)
+    for a, b in mixes:
+        out = np.zeros(1, np.int64)
+        assert plain(a, b, out) == free(a, b, out) == named(a, b, out) == int(np.dot(a, b))
+    assert len(plain.signatures) == 3   # numba's own: a variant per mix of layouts
+    assert [{t.layout for t in sig} for sig in free.signatures] == [{"A"}]
+    assert [[t.layout for t in sig] for sig in named.signatures] == [["A", "A", "C"]]   # (``out`` as given)
+    compiled = []
+    monkeypatch.setattr(free, "_compile_for_args", lambda *a: compiled.append(a))
+    for a, b in mixes:   # each mix met once is found by numba's dispatch, not compiled nor looked up again
+        free(a, b, np.zeros(1, np.int64))
+    assert compiled == []
+
+
+def test_the_kernels_given_columns_of_tables_take_them_in_any_layout():
+    from bkdisk.digests import entry_bytes
+    from bkdisk.digests import kernels as digests
+    from bkdisk.diskio.any_layout import _dispatcher_class
+    from bkdisk.fsck import placed_locations
+    from bkdisk.fsck.passes.p5_crosscheck import kernels as p5
+    from bkdisk.indexfiles import decode
+    for k in (p5.entry_rows, p5.match_log, p5.match_by_ids, p5.match_locations, p5.range_rows_of, p5.file_runs,
+              p5.parts_holding, p5.position_buckets, placed_locations.misplaced_locations, decode.write_locations,
+              digests.digests_from_facts, entry_bytes.format_and_length):
+        assert type(k) is _dispatcher_class(), k

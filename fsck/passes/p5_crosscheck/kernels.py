@@ -18,7 +18,7 @@ BY_IDS_BLOCK = 64   # match_by_ids: entries whose locations are asked for before
 NO_RANGE = 255      # locations_per_log: a location that points into no scanned log
 
 
-@kernel
+@kernel(any_layout=True)
 def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_ledger, out_entry, out_log):
     """A log's entries as rows: each entry's location (the log id, the position past its size prefix)
     and its ids."""
@@ -31,7 +31,7 @@ def entry_rows(offset, scope, ledger, entry, log_id, out_key, out_scope, out_led
         out_log[i] = log_id
 
 
-@kernel
+@kernel(any_layout=("l_key",))
 def parts_holding(l_key, rows, firsts, out_part):
     """For each location ``l_key[rows[i]]``: the part of a log holding its position, the last part
     whose first entry's offset (``firsts``, ascending) is at or before the position's size prefix
@@ -43,7 +43,7 @@ def parts_holding(l_key, rows, firsts, out_part):
         out_part[i] = max(first_at_least(firsts, at + 1, 0, firsts.size) - 1, 0)
 
 
-@kernel
+@kernel(any_layout=("l_key",))
 def position_buckets(l_key, rows, first, bits, buckets, out_bucket):
     """For each location ``l_key[rows[i]]``: which ``2**bits`` bytes of the log, from offset ``first``,
     hold its size prefix (clipped to 0 .. ``buckets`` - 1)."""
@@ -83,7 +83,7 @@ def _put_row(i, n, k0, c_file, c_entry, c_log, c_pos, out_k, out_key, out_entry,
     out_file[n] = c_file[i]
 
 
-@kernel
+@kernel(any_layout=("c_file", "c_entry", "c_log", "c_pos", "out_k", "out_key", "out_entry", "out_file"))
 def routed_rows(c_file, c_entry, c_log, c_pos, ids, sizes, log_range, k0, at, out_k, out_key, out_entry, out_file):
     """The locations (LOCATION_DTYPE fields ``c_*``, the first numbered ``k0``) that point into a
     scanned log (sorted ``ids``) before its end (``sizes``), as rows (number, location, entry id, file
@@ -114,7 +114,7 @@ def routed_rows(c_file, c_entry, c_log, c_pos, ids, sizes, log_range, k0, at, ou
     return at[ranges]
 
 
-@kernel
+@kernel(any_layout=("c_log", "c_pos"))
 def locations_per_log(c_log, c_pos, ids, sizes, log_range, out_count, out_range):
     """How many locations point into each scanned log (sorted ``ids``) before its end (``sizes``):
     ``out_count[w]`` for ``ids[w]``, added to; and the range of each location (``log_range[w]`` of its
@@ -131,7 +131,7 @@ def locations_per_log(c_log, c_pos, ids, sizes, log_range, out_count, out_range)
             out_range[i] = log_range[w]
 
 
-@kernel
+@kernel(any_layout=("c_file", "c_entry", "c_log", "c_pos", "out_k", "out_key", "out_entry", "out_file"))
 def range_rows_of(c_range, r, c_file, c_entry, c_log, c_pos, k0, out_k, out_key, out_entry, out_file):
     """The rows (as routed_rows makes them) of the locations whose range (locations_per_log's
     ``c_range``) is ``r``, the first location numbered ``k0``. Returns the rows written."""
@@ -156,7 +156,7 @@ def _verdict(there, same_ids, w, pointed):
     return OTHER_ENTRY
 
 
-@kernel
+@kernel(any_layout=("t_key", "t_scope", "t_ledger", "t_entry", "l_key", "l_scope", "l_ledger", "l_entry"))
 def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger, l_entry, out_slot, out_verdict,
                     pointed):
     """Each location (``l_*``) looked up among the entries (``t_*``, by ``t_key`` ascending): the slot
@@ -178,7 +178,7 @@ def match_locations(t_key, t_scope, t_ledger, t_entry, l_key, l_scope, l_ledger,
                                   and t_entry[w] == l_entry[i], w, pointed)
 
 
-@kernel
+@kernel(any_layout=("e_offset", "e_scope", "e_ledger", "e_entry", "l_key", "l_entry", "l_file", "f_scope", "f_ledger"))
 def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_scope, f_ledger, rows, every,
               out_slot, out_verdict, pointed):
     """match_locations over one log's entries as its scan gives them (``e_*``, ``e_offset``
@@ -209,7 +209,7 @@ def match_log(e_offset, e_scope, e_ledger, e_entry, l_key, l_entry, l_file, f_sc
                                   and e_entry[w] == l_entry[i], w, pointed)
 
 
-@kernel
+@kernel(any_layout=("l_file", "l_entry"))
 def file_runs(l_file, l_entry, out_start, out_first):
     """Where each file row's locations start in rows ordered by (file row, entry id) (``out_start``:
     one more than the file rows, a row without locations an empty run) and the first entry id of each
@@ -230,7 +230,7 @@ def file_runs(l_file, l_entry, out_start, out_first):
     return True
 
 
-@kernel
+@kernel(any_layout=("e_offset", "e_scope", "e_ledger", "e_entry", "f_scope", "f_ledger", "l_key", "l_entry"))
 def match_by_ids(e_offset, e_scope, e_ledger, e_entry, log_id, f_scope, f_ledger, table, f_start, f_first,
                  l_key, l_entry, verdict, pointed, at, run):
     """The locations SAME as match_log finds them, looked for from the entries' side: an entry of one
