@@ -20,45 +20,46 @@ import inspect
 from collections.abc import Collection
 from typing import Any
 
+from numba.core import sigutils, types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import CPUDispatcher
+
 
 def any_layout(dispatcher: Any, names: Collection[str] | None = None) -> Any:
     """``dispatcher`` (a kernel made by ``njit``), compiling one variant for arrays of any layout: its array
     arguments named in ``names`` (every one when None; the others keep the layout a call gives)."""
-    dispatcher.__class__ = _dispatcher_class()
+    dispatcher.__class__ = AnyLayoutDispatcher
     params = list(inspect.signature(dispatcher.py_func).parameters)
     dispatcher._general_at = frozenset(range(len(params)) if names is None else map(params.index, names))
     return dispatcher
 
 
-_CLASS: list[type] = []
+def _general(t: Any) -> Any:
+    return t.copy(layout="A") if isinstance(t, types.Array) and t.layout != "A" else t
 
 
-def _dispatcher_class() -> type:
-    if _CLASS:
-        return _CLASS[0]
-    from numba.core import sigutils, types
-    from numba.core.compiler_lock import global_compiler_lock
-    from numba.core.registry import CPUDispatcher
+class AnyLayoutDispatcher(CPUDispatcher):
+    _general_at: frozenset[int] = frozenset()
 
-    def general(t: Any) -> Any:
-        return t.copy(layout="A") if isinstance(t, types.Array) and t.layout != "A" else t
+    def compile(self, sig: Any) -> Any:
+        args, return_type = sigutils.normalize_signature(sig)
+        wide = tuple(_general(a) if i in self._general_at else a for i, a in enumerate(args))
+        if wide == args:
+            return super().compile(sig)
+        with global_compiler_lock:
+            entry = super().compile(wide if return_type is None else return_type(*wide))
+            named = self.__dict__.setdefault("_layout_aliases", set())
+            if args not in named:
+                named.add(args)
+                self._insert([a._code for a in args], entry, False)   # type: ignore[attr-defined]
+            return entry
 
-    class AnyLayoutDispatcher(CPUDispatcher):
-        _general_at: frozenset[int]
+    # Pickled (to another process) with the arguments it types 'A' (numba's ReduceMixin protocol).
+    def _reduce_states(self) -> dict:
+        return {**super()._reduce_states(), "general_at": sorted(self._general_at)}   # type: ignore[misc]
 
-        def compile(self, sig: Any) -> Any:
-            args, return_type = sigutils.normalize_signature(sig)
-            wide = tuple(general(a) if i in self._general_at else a for i, a in enumerate(args))
-            if wide == args:
-                return super().compile(sig)
-            with global_compiler_lock:
-                entry = super().compile(wide if return_type is None else return_type(*wide))
-                named = self.__dict__.setdefault("_layout_aliases", set())
-                if args not in named:
-                    named.add(args)
-                    self._insert([a._code for a in args], entry, False)   # type: ignore[attr-defined]
-                return entry
-
-    AnyLayoutDispatcher.__name__ = AnyLayoutDispatcher.__qualname__ = "CPUDispatcher"
-    _CLASS.append(AnyLayoutDispatcher)
-    return AnyLayoutDispatcher
+    @classmethod
+    def _rebuild(cls, general_at: list[int], **states: Any) -> Any:
+        self = super()._rebuild(**states)   # type: ignore[misc]
+        self._general_at = frozenset(general_at)
+        return self

@@ -72,11 +72,32 @@ def test_an_any_layout_kernel_runs_one_variant_for_every_mix_of_strided_and_cont
 def test_the_kernels_given_columns_of_tables_take_them_in_any_layout():
     from bkdisk.digests import entry_bytes
     from bkdisk.digests import kernels as digests
-    from bkdisk.diskio.any_layout import _dispatcher_class
+    from bkdisk.diskio.any_layout import AnyLayoutDispatcher
     from bkdisk.fsck import placed_locations
     from bkdisk.fsck.passes.p5_crosscheck import kernels as p5
     from bkdisk.indexfiles import decode
     for k in (p5.entry_rows, p5.match_log, p5.match_by_ids, p5.match_locations, p5.range_rows_of, p5.file_runs,
               p5.parts_holding, p5.position_buckets, placed_locations.misplaced_locations, decode.write_locations,
               digests.digests_from_facts, entry_bytes.format_and_length):
-        assert type(k) is _dispatcher_class(), k
+        assert type(k) is AnyLayoutDispatcher, k
+
+
+def test_an_any_layout_kernel_pickled_to_another_process_types_the_same_arguments_apart():
+    import json
+    import pickle
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from bkdisk.fsck.passes.p5_crosscheck import kernels as p5
+    made = "(np.zeros(1, np.int32), np.zeros(1, np.int64), np.empty(2, np.int64), np.empty(1, np.int64))"
+    one_row = (np.zeros(1, np.int32), np.zeros(1, np.int64), np.empty(2, np.int64), np.empty(1, np.int64))
+    here = bool(p5.file_runs(*one_row))
+    code = (f"import json, pickle, sys, numpy as np; k = pickle.loads(sys.stdin.buffer.read()); got = k(*{made}); "
+            "print(json.dumps([type(k).__name__, sorted(k._general_at), bool(got), "
+            "[[t.layout for t in s] for s in k.signatures]]))")
+    r = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(p5.file_runs), capture_output=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert json.loads(r.stdout) == ["AnyLayoutDispatcher", [0, 1], here, [["A", "A", "C", "C"]]]
