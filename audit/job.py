@@ -157,7 +157,7 @@ def numba_cache_writable() -> str | None:
     if given and _writable(given[0]):
         os.environ["BKDISK_NUMBA_CACHE_DIR"] = given[0]
         return given[0]
-    spec = importlib.util.find_spec("entrylogs")
+    spec = importlib.util.find_spec("bkdisk.entrylogs")   # (a folder numba caches kernels beside)
     if not given and spec is not None and spec.origin and os.access(os.path.dirname(spec.origin), os.W_OK):
         return None
     d = private_folder(os.path.join(tempfile.gettempdir(), f"bkdisk-numba-{os.getuid()}"))

@@ -246,6 +246,20 @@ def test_tasks_move_an_unwritable_numba_cache_to_a_writable_folder(monkeypatch, 
     assert numba_cache_writable() == str(tmp_path / "cache") and (tmp_path / "cache").is_dir()
 
 
+def test_tasks_keep_numbas_cache_beside_a_writable_install(monkeypatch):
+    """The cache warm-up filled beside the package: a task that moved it to a folder of its own would
+    compile every kernel again, and pass that folder on to every process it starts."""
+    import bkdisk.entrylogs
+    from bkdisk.audit.job import numba_cache_writable
+    monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    assert os.access(os.path.dirname(bkdisk.entrylogs.__file__), os.W_OK)   # (this checkout)
+    # As installed: the project's folders are bkdisk's subpackages, none a module of its own on the path.
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not os.path.isdir(os.path.join(p or ".", "entrylogs"))])
+    assert numba_cache_writable() is None
+    assert "BKDISK_NUMBA_CACHE_DIR" not in os.environ
+
+
 def test_scan_slots_bound_the_disks_read_at_once_on_a_host(tmp_path):
     import os as _os
 
