@@ -236,7 +236,7 @@ def test_audit_refuses_an_output_folder_that_is_not_an_audits(cluster3, tmp_path
 
 def test_tasks_move_an_unwritable_numba_cache_to_a_writable_folder(monkeypatch, tmp_path):
     from bkdisk.audit.job import numba_cache_writable
-    monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("BKDISK_NUMBA_CACHE_DIR", "")   # (undone at the end: it is set here)
     monkeypatch.setenv("NUMBA_CACHE_DIR", "/proc/not-writable")
     chosen = numba_cache_writable()
     assert chosen and chosen != "/proc/not-writable" and os.access(chosen, os.W_OK)
@@ -251,13 +251,13 @@ def test_tasks_keep_numbas_cache_beside_a_writable_install(monkeypatch):
     compile every kernel again, and pass that folder on to every process it starts."""
     import bkdisk.entrylogs
     from bkdisk.audit.job import numba_cache_writable
-    monkeypatch.delenv("BKDISK_NUMBA_CACHE_DIR", raising=False)
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("BKDISK_NUMBA_CACHE_DIR", "")   # (undone at the end: it is set here)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "")
     assert os.access(os.path.dirname(bkdisk.entrylogs.__file__), os.W_OK)   # (this checkout)
     # As installed: the project's folders are bkdisk's subpackages, none a module of its own on the path.
     monkeypatch.setattr(sys, "path", [p for p in sys.path if not os.path.isdir(os.path.join(p or ".", "entrylogs"))])
     assert numba_cache_writable() is None
-    assert "BKDISK_NUMBA_CACHE_DIR" not in os.environ
+    assert not os.environ.get("BKDISK_NUMBA_CACHE_DIR")
 
 
 def test_scan_slots_bound_the_disks_read_at_once_on_a_host(tmp_path):
